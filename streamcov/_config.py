@@ -1,0 +1,77 @@
+"""One place for numba compile flags and for the thread plan.
+
+numba, BLAS and Dask each start their own threads; left alone they multiply
+(Dask threads x numba threads x BLAS threads) and oversubscribe the cores.
+The plan below gives every level a share so the product never exceeds the
+cores available to the process.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, asdict
+
+# fastmath without nnan/ninf: a NaN or inf in the input must survive to the
+# finiteness checks instead of being assumed away by the compiler.
+FASTMATH = set({"nsz", "arcp", "contract", "afn", "reassoc"})
+
+# Compile-time options shared by every kernel.
+JIT_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH)
+
+
+def available_cores() -> int:
+    """Cores this process may use (affinity mask, not the machine total)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """How the cores are split between the levels of parallelism."""
+
+    cores: int
+    dask_threads: int
+    numba_threads: int
+    blas_threads: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def thread_plan(dask_threads: int | None = None, cores: int | None = None) -> ThreadPlan:
+    """Split ``cores`` so that dask_threads * numba_threads <= cores.
+
+    Dask gets the outer parallelism (blocks are independent); numba kernels run
+    single-threaded inside a Dask task unless Dask has fewer threads than cores,
+    in which case numba takes the remainder. BLAS always gets one thread inside
+    a task: the matrices here are small, and BLAS threads would multiply again.
+    """
+    cores = available_cores() if cores is None else int(cores)
+    if dask_threads is None:
+        dask_threads = cores
+    dask_threads = max(1, min(int(dask_threads), cores))
+    numba_threads = max(1, cores // dask_threads)
+    return ThreadPlan(cores=cores, dask_threads=dask_threads,
+                      numba_threads=numba_threads, blas_threads=1)
+
+
+@contextlib.contextmanager
+def kernel_threads(n_numba: int, n_blas: int = 1):
+    """Limit numba and BLAS threads for the duration of a kernel call.
+
+    Used inside Dask tasks so that a threaded scheduler and numba's own pool do
+    not oversubscribe the cores.
+    """
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    n_numba = max(1, min(int(n_numba), numba.config.NUMBA_NUM_THREADS))
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n_numba)
+    try:
+        with threadpool_limits(limits=n_blas):
+            yield
+    finally:
+        numba.set_num_threads(previous)
