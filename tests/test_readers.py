@@ -1,0 +1,648 @@
+"""Skeleton archive readers: real archives (skipped when absent) and every error path."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+
+from streamcov.readers import FORMATS, SkeletonFormatError, open_source
+from streamcov.readers.florence3d import Florence3DSource
+from streamcov.readers.generic import GenericCSVSource, read_sequence_csv
+from streamcov.readers.msr_action3d import MSRAction3DSource
+from streamcov.readers.utkinect import UTKinectSource
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+MSR = DATA / "msr_action3d"
+FLORENCE = DATA / "florence3d"
+UTK = DATA / "utkinect_action3d"
+
+
+def _need(path: Path) -> Path:
+    if not path.is_dir():
+        pytest.skip(f"real dataset not available at {path}")
+    return path
+
+
+def _err(path, line=None, text=""):
+    """Regex for a SkeletonFormatError message: file name, line, then ``text``."""
+    where = re.escape(Path(path).name) + (rf", line {line}: " if line is not None else r": ")
+    return where + ".*" + text
+
+
+def _read_all(src):
+    seqs = list(src.sequences())
+    return src, seqs
+
+
+# --------------------------------------------------------------------------- real data
+
+@pytest.fixture(scope="module")
+def msr():
+    return _read_all(open_source("msr-action3d", _need(MSR)))
+
+
+@pytest.fixture(scope="module")
+def florence():
+    return _read_all(open_source("florence3d", _need(FLORENCE)))
+
+
+@pytest.fixture(scope="module")
+def utk():
+    return _read_all(open_source("utkinect", _need(UTK)))
+
+
+def _check_common(src, seqs):
+    ids = [s.id for s in seqs]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for s in seqs:
+        assert s.frames.dtype == np.float32 and s.frames.ndim == 2
+        assert s.frames.shape[1] == 3 * src.info.n_joints and len(s.frames) >= 2
+        assert np.isfinite(s.frames).all()
+        assert s.frames.any(axis=1).all()          # no all-zero frame left
+        assert s.label in src.info.label_names
+    assert len(src.info.joint_names) == src.info.n_joints
+    assert all(0 <= c < src.info.n_joints for c in src.info.center)
+
+
+@pytest.mark.realdata
+def test_msr_counts(msr):
+    src, seqs = msr
+    _check_common(src, seqs)
+    assert len(seqs) == 566                       # 567 files, a13_s09_e02 is all zeros
+    assert [s.id for s in src.skipped] == ["a13_s09_e02"]
+    assert "38 of 38 frames have all joints at zero" in src.skipped[0].reason
+    assert {s.label for s in seqs} == set(src.info.label_names)
+    assert src.info.label_names == [f"a{i:02d}" for i in range(1, 21)]
+    assert src.info.extra["action_names"]["a01"] == "high arm wave"
+    assert {s.subject for s in seqs} == set(range(1, 11))
+    # SOURCE.md: 1113 all-zero frames in 20 files, 38 of them in the skipped a13_s09_e02
+    assert src.repairs["all_zero_frames_dropped"] == 1113 - 38
+    assert sum(len(s.frames) for s in seqs) == 23478 - 1113
+    by_id = {s.id: s for s in seqs}
+    assert len(by_id["a07_s04_e01"].frames) == 45 - 36
+    assert src.info.center == (6,) and src.info.joint_names[6] == "hip_center"
+
+
+@pytest.mark.realdata
+def test_msr_first_frame_equals_text(msr):
+    src, seqs = msr
+    lines = (MSR / "raw" / "a01_s01_e01_skeleton3D.txt").read_text().split("\n")[:20]
+    expected = np.array([[float(v) for v in ln.split()[:3]] for ln in lines], dtype=np.float32)
+    assert seqs[0].id == "a01_s01_e01" and seqs[0].label == "a01" and seqs[0].subject == 1
+    np.testing.assert_array_equal(seqs[0].frames[0], expected.ravel())
+
+
+@pytest.mark.realdata
+def test_msr_body_is_upright(msr):
+    src, seqs = msr
+    head = src.info.joint_names.index("head")
+    highest = []
+    for s in seqs:
+        f = s.frames[0].reshape(-1, 3)
+        hip = f[list(src.info.center)].mean(axis=0)
+        assert f[head, 1] > hip[1] + 0.3, s.id     # head at least 30 cm above the hip centre
+        highest.append(np.argmax(f[:, 1]) == head)
+    # hands are raised above the head in frame 0 of 3 arm-wave/golf sequences
+    assert np.mean(highest) > 0.99 and highest[0]
+
+
+@pytest.mark.realdata
+def test_msr_cvpr12_subset():
+    src = MSRAction3DSource(_need(MSR) / "raw", subset="cvpr12")
+    ids = [s.id for s in src.sequences()]
+    listed = (MSR / "raw" / "extras" / "files_used_in_cvpr12_paper.txt").read_text().split()
+    assert len(ids) <= 557 and set(ids) <= set(listed)
+    assert len(ids) == 557 and src.skipped == []  # the list leaves out a13_s09_e02
+    assert src.info.extra["subset"] == "cvpr12"
+
+
+@pytest.mark.realdata
+def test_florence_counts(florence):
+    src, seqs = florence
+    _check_common(src, seqs)
+    assert len(seqs) == 215 and src.skipped == [] and src.repairs == {}
+    assert sum(len(s.frames) for s in seqs) == 4016
+    assert {s.subject for s in seqs} == set(range(1, 11))
+    counts = [sum(s.label == f"c{a}" for s in seqs) for a in range(1, 10)]
+    assert counts == [24, 21, 22, 29, 26, 20, 20, 23, 30]
+    assert src.info.extra["action_names"]["c1"] == "wave"
+    assert src.info.center == (9, 12)
+    assert seqs[0].id == "v001" and seqs[-1].id == "v215"
+
+
+@pytest.mark.realdata
+def test_florence_first_frame_and_axes(florence):
+    src, seqs = florence
+    cell = scipy.io.loadmat(FLORENCE / "raw" / "skeletal_data.mat")["skeletal_data"][0, 0]
+    raw = cell["original_skeletal_data"][0, 0]                # rows: x, depth, vertical
+    expected = np.stack([raw[0, :, 0], raw[2, :, 0], raw[1, :, 0]], axis=1)
+    np.testing.assert_array_equal(seqs[0].frames[0], expected.astype(np.float32).ravel())
+    assert seqs[0].subject == int(cell["subject"][0, 0][0, 0])
+    for s in seqs:
+        f = s.frames[0].reshape(-1, 3)
+        assert np.argmax(f[:, 1]) == 0, s.id                   # head is the highest joint
+        assert 2.0 < f[:, 2].min() and f[:, 2].max() < 3.7      # z is the depth (SOURCE.md)
+
+
+@pytest.mark.realdata
+def test_utkinect_counts(utk):
+    src, seqs = utk
+    _check_common(src, seqs)
+    assert len(seqs) == 199
+    assert [s.id for s in src.skipped] == ["s10_e02_carry"]
+    assert "NaN" in src.skipped[0].reason
+    assert len(src.info.label_names) == 10 and {s.label for s in seqs} == set(src.info.label_names)
+    assert src.info.label_names[0] == "walk"
+    assert {s.subject for s in seqs} == set(range(1, 11))
+    # SOURCE.md: 542 repeated frame-id rows over all 20 files
+    assert src.repairs["duplicate_frame_rows_dropped"] == 542
+    assert src.info.center == (0,)
+
+
+@pytest.mark.realdata
+def test_utkinect_first_frame_equals_text(utk):
+    src, seqs = utk
+    by_id = {s.id: s for s in seqs}
+    rows = [ln.split() for ln in (UTK / "raw" / "joints_s01_e01.txt").read_text().splitlines()]
+    inside = [r for r in rows if 252 <= int(r[0]) <= 390]      # walk: 252 390
+    expected = np.array([float(v) for v in inside[0][1:]], dtype=np.float32)
+    np.testing.assert_array_equal(by_id["s01_e01_walk"].frames[0], expected)
+    assert len(by_id["s01_e01_walk"].frames) == len({r[0] for r in inside})
+    for s in seqs:
+        f = s.frames[0].reshape(-1, 3)
+        assert f[3, 1] > f[0, 1] + 0.3, s.id                   # head above the hip centre
+
+
+@pytest.mark.realdata
+def test_utkinect_modified_labels():
+    src = UTKinectSource(_need(UTK), labels="modified")
+    seqs = {s.id: s for s in src.sequences()}
+    orig = {s.id: s for s in UTKinectSource(UTK).sequences()}
+    assert len(seqs) == 199 and src.info.extra["labels"] == "modified"
+    # walk end 192 -> 270 and push start 2556 -> 3556 (SOURCE.md)
+    assert len(seqs["s01_e02_walk"].frames) > len(orig["s01_e02_walk"].frames)
+    assert len(seqs["s03_e01_push"].frames) < len(orig["s03_e01_push"].frames)
+
+
+# --------------------------------------------------------------------------- MSR synthetic
+
+def _msr_text(frames: np.ndarray) -> str:
+    """(T, 20, 3) -> file text with a confidence column."""
+    lines = [f"{x:.6f} {y:.6f} {z:.6f} 1.000000" for x, y, z in frames.reshape(-1, 3)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def msr_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    good = rng.uniform(-1, 3, size=(4, 20, 3))
+    good[1] = 0.0                                               # one all-zero frame
+    (tmp_path / "a02_s03_e01_skeleton3D.txt").write_text(_msr_text(good))
+    (tmp_path / "a01_s01_e01_skeleton3D.txt").write_text(_msr_text(good[[0, 2]]))
+    (tmp_path / "a05_s02_e02_skeleton3D.txt").write_text(_msr_text(np.zeros((3, 20, 3))))
+    (tmp_path / "notes.txt").write_text("not a skeleton file")
+    return tmp_path, good
+
+
+def test_msr_synthetic_repairs_and_skips(msr_dir):
+    path, good = msr_dir
+    src = open_source("msr-action3d", path)
+    seqs = list(src.sequences())
+    assert [s.id for s in seqs] == ["a01_s01_e01", "a02_s03_e01"]
+    assert [s.label for s in seqs] == ["a01", "a02"] and [s.subject for s in seqs] == [1, 3]
+    np.testing.assert_allclose(seqs[1].frames, good[[0, 2, 3]].reshape(3, 60), atol=1e-6)
+    assert src.repairs == {"all_zero_frames_dropped": 1}
+    assert [s.id for s in src.skipped] == ["a05_s02_e02"]
+    # a second pass records the same, not twice as much
+    list(src.sequences())
+    assert src.repairs == {"all_zero_frames_dropped": 1} and len(src.skipped) == 1
+
+
+def _one_msr_file(tmp_path, lines):
+    p = tmp_path / "a01_s01_e01_skeleton3D.txt"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _good_lines(n_frames=2):
+    return [f"{0.1 * j:.3f} {0.2 * j:.3f} 2.5 1" for j in range(20 * n_frames)]
+
+
+@pytest.mark.parametrize("line,bad,text", [
+    (5, "0.1 0.2 2.5", "expected 4 values per line"),
+    (7, "0.1 0.2 2.5 1 9", "expected 4 values per line"),
+    (12, "0.1 abc 2.5 1", "'abc' is not a number"),
+    (13, "0.1 1_000 2.5 1", "'1_000' is not a number"),
+    (33, "0.1 nan 2.5 1", "non-finite"),
+    (40, "0.1 0.2 inf 1", "non-finite"),
+])
+def test_msr_line_errors(tmp_path, line, bad, text):
+    lines = _good_lines()
+    lines[line - 1] = bad
+    p = _one_msr_file(tmp_path, lines)
+    with pytest.raises(SkeletonFormatError, match=_err(p, line, text)):
+        list(MSRAction3DSource(tmp_path).sequences())
+
+
+def test_msr_line_numbers_count_blank_lines(tmp_path):
+    lines = _good_lines()
+    lines[10] = "0.1 0.2 x 1"
+    lines.insert(3, "")                                         # the bad value is now on line 12
+    p = _one_msr_file(tmp_path, lines)
+    with pytest.raises(SkeletonFormatError, match=_err(p, 12, "'x' is not a number")):
+        list(MSRAction3DSource(tmp_path).sequences())
+
+
+def test_msr_incomplete_frame(tmp_path):
+    p = _one_msr_file(tmp_path, _good_lines() + ["1 2 3 1"])
+    with pytest.raises(SkeletonFormatError, match=_err(p, 41, "41 joint lines is not a multiple "
+                                                              "of 20")):
+        list(MSRAction3DSource(tmp_path).sequences())
+
+
+def test_msr_not_text(tmp_path):
+    p = tmp_path / "a01_s01_e01_skeleton3D.txt"
+    p.write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(SkeletonFormatError, match=_err(p, None, "not a UTF-8/ASCII text file")):
+        list(MSRAction3DSource(tmp_path).sequences())
+
+
+def test_msr_open_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a directory"):
+        MSRAction3DSource(tmp_path / "nope")
+    with pytest.raises(SkeletonFormatError, match="no aAA_sSS_eEE_skeleton3D.txt files found"):
+        MSRAction3DSource(tmp_path)
+    p = tmp_path / "a21_s01_e01_skeleton3D.txt"
+    p.write_text("")
+    with pytest.raises(SkeletonFormatError, match=_err(p, None, "action id 21")):
+        MSRAction3DSource(tmp_path)
+    p.unlink()
+    _one_msr_file(tmp_path, _good_lines())
+    with pytest.raises(ValueError, match="subset must be one of"):
+        MSRAction3DSource(tmp_path, subset="cvpr")
+    with pytest.raises(FileNotFoundError, match="subset list not found"):
+        MSRAction3DSource(tmp_path, subset="cvpr12")
+
+
+def test_msr_cvpr12_list(tmp_path):
+    _one_msr_file(tmp_path, _good_lines())
+    (tmp_path / "a02_s01_e01_skeleton3D.txt").write_text("\n".join(_good_lines()))
+    (tmp_path / "extras").mkdir()
+    lst = tmp_path / "extras" / "files_used_in_cvpr12_paper.txt"
+    lst.write_text("a01_s01_e01\na03_s01_e01")                 # no final newline, as released
+    src = MSRAction3DSource(tmp_path, subset="cvpr12")
+    assert [s.id for s in src.sequences()] == ["a01_s01_e01"]
+    assert [s.id for s in src.skipped] == ["a03_s01_e01"]
+    assert "no file" in src.skipped[0].reason
+    lst.write_text("a01_s01_e01\n\nbogus\n")
+    with pytest.raises(SkeletonFormatError, match=_err(lst, 3, "expected a sequence id")):
+        MSRAction3DSource(tmp_path, subset="cvpr12")
+
+
+def test_msr_accepts_dataset_root(tmp_path):
+    (tmp_path / "raw").mkdir()
+    _one_msr_file(tmp_path / "raw", _good_lines())
+    assert [s.id for s in MSRAction3DSource(tmp_path).sequences()] == ["a01_s01_e01"]
+
+
+# --------------------------------------------------------------------------- UTKinect synthetic
+
+def _utk_row(fid, rng):
+    return f"{fid}  " + "  ".join(f"{v:.6f}" for v in rng.uniform(-1, 3, 60))
+
+
+LABELS = """s01_e01
+walk: 10 14
+sitDown:  NaN NaN
+standUp: 30 40
+pickUp: 16 16
+"""
+
+
+@pytest.fixture
+def utk_dir(tmp_path):
+    rng = np.random.default_rng(1)
+    rows = [_utk_row(f, rng) for f in (10, 10, 12, 14, 16, 18, 18, 18)]
+    (tmp_path / "joints_s01_e01.txt").write_text("\n".join(rows) + "\n")
+    (tmp_path / "joints_s02_e01.txt").write_text(rows[0] + "\n")   # not labelled
+    (tmp_path / "actionLabel.txt").write_text(LABELS)
+    (tmp_path / "extras").mkdir()
+    (tmp_path / "extras" / "actionLabel_modified.txt").write_text(
+        LABELS.replace("walk: 10 14", "walk: 12 18"))
+    return tmp_path, rows
+
+
+def test_utkinect_synthetic(utk_dir):
+    path, rows = utk_dir
+    src = open_source("utkinect", path)
+    seqs = list(src.sequences())
+    assert [s.id for s in seqs] == ["s01_e01_walk"]
+    assert seqs[0].label == "walk" and seqs[0].subject == 1
+    # ids 10, 10, 12, 14: the repeated id keeps its first row
+    expected = np.array([[float(v) for v in rows[i].split()[1:]] for i in (0, 2, 3)], np.float32)
+    np.testing.assert_array_equal(seqs[0].frames, expected)
+    assert src.repairs == {"duplicate_frame_rows_dropped": 3}
+    skipped = {s.id: s.reason for s in src.skipped}
+    assert set(skipped) == {"s01_e01_sitDown", "s01_e01_standUp", "s01_e01_pickUp"}
+    assert "NaN" in skipped["s01_e01_sitDown"]
+    assert "holds 0 valid frame" in skipped["s01_e01_standUp"]
+    assert "holds 1 valid frame" in skipped["s01_e01_pickUp"]
+    assert src.info.label_names == ["walk", "sitDown", "standUp", "pickUp"]
+    assert src.info.extra["unlabelled_recordings"] == ["joints_s02_e01.txt"]
+    mod = UTKinectSource(path, labels="modified")
+    (walk,) = list(mod.sequences())
+    assert len(walk.frames) == 4                                # ids 12, 14, 16, 18
+
+
+@pytest.mark.parametrize("line,bad,text", [
+    (2, "12 1 2 3", "expected 61 values per line"),
+    (3, "14 " + " ".join(["0.5"] * 59) + " zz", "column 61: 'zz' is not a number"),
+    (4, "16 " + " ".join(["0.5"] * 59) + " NaN", "non-finite"),
+    (5, "18.5 " + " ".join(["0.5"] * 60), "frame id 18.5 in column 1 is not a non-negative"),
+])
+def test_utkinect_joint_file_errors(utk_dir, line, bad, text):
+    path, rows = utk_dir
+    rows = list(rows)
+    rows[line - 1] = bad
+    p = path / "joints_s01_e01.txt"
+    p.write_text("\n".join(rows) + "\n")
+    with pytest.raises(SkeletonFormatError, match=_err(p, line, text)):
+        list(UTKinectSource(path).sequences())
+
+
+@pytest.mark.parametrize("text,line,msg", [
+    ("s01_e01\nwalk 10 14\n", 2, "expected a recording line"),
+    ("s01_e01\nwalk: 10\n", 2, "expected a recording line"),
+    ("walk: 10 14\ns01_e01\n", 1, "interval line before any recording line"),
+    ("s01_e01\nwalk: 14 10\n", 2, "the first frame id is after the last"),
+    ("s01_e01\nwalk: 10 1x\n", 2, "must be two non-negative integer frame ids"),
+    ("s01_e01\nwalk: NaN abc\n", 2, "must be two non-negative integer frame ids"),
+    ("s01_e01\nwalk: 10 14\n\ns01_e01\n", 4, "recording s01_e01 appears twice"),
+    ("s01_e01\nwalk: 10 14\nwalk: 16 18\n", 3, "action 'walk' appears twice"),
+    ("s01_e01\nwalk: 10 14\ns03_e01\nwalk: 1 2\n", 3, "joints_s03_e01.txt is missing"),
+])
+def test_utkinect_label_errors(utk_dir, text, line, msg):
+    path, _ = utk_dir
+    p = path / "actionLabel.txt"
+    p.write_text(text)
+    with pytest.raises(SkeletonFormatError, match=_err(p, line, msg)):
+        UTKinectSource(path)
+
+
+def test_utkinect_open_errors(utk_dir, tmp_path):
+    path, _ = utk_dir
+    with pytest.raises(ValueError, match="labels must be one of"):
+        UTKinectSource(path, labels="fixed")
+    (path / "actionLabel.txt").write_text("\n\n")
+    with pytest.raises(SkeletonFormatError, match=_err(path / "actionLabel.txt", None,
+                                                       "no recording line")):
+        UTKinectSource(path)
+    (path / "extras" / "actionLabel_modified.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="label file not found"):
+        UTKinectSource(path, labels="modified")
+    with pytest.raises(FileNotFoundError, match="not a directory"):
+        UTKinectSource(path / "missing")
+
+
+# --------------------------------------------------------------------------- Florence synthetic
+
+def _florence_mat(path, cells):
+    arr = np.empty((len(cells), 1), dtype=object)
+    for i, c in enumerate(cells):
+        arr[i, 0] = c
+    scipy.io.savemat(path, {"skeletal_data": arr})
+
+
+def _cell(T, action=1, subject=1, seed=0):
+    raw = np.random.default_rng(seed).uniform(-1, 3, size=(3, 15, T))
+    return {"original_skeletal_data": raw, "joint_locations": raw * 0,
+            "time_stamps": np.arange(T)[None], "subject": subject, "action": action}
+
+
+def test_florence_synthetic(tmp_path):
+    cells = [_cell(4, action=3, subject=7), _cell(3, action=9, subject=2, seed=1), _cell(2)]
+    cells[0]["original_skeletal_data"][:, :, 2] = 0.0           # one all-zero frame
+    cells[2]["original_skeletal_data"][:, :, 1] = 0.0           # leaves a single frame
+    p = tmp_path / "skeletal_data.mat"
+    _florence_mat(p, cells)
+    src = open_source("florence3d", p)
+    seqs = list(src.sequences())
+    assert [s.id for s in seqs] == ["v001", "v002"]
+    assert [s.label for s in seqs] == ["c3", "c9"] and [s.subject for s in seqs] == [7, 2]
+    raw = cells[0]["original_skeletal_data"][:, :, [0, 1, 3]]
+    expected = np.stack([raw[0], raw[2], raw[1]], axis=-1).transpose(1, 0, 2).reshape(3, 45)
+    np.testing.assert_array_equal(seqs[0].frames, expected.astype(np.float32))
+    assert src.repairs == {"all_zero_frames_dropped": 1}
+    assert [s.id for s in src.skipped] == ["v003"]
+    # no extras/action_names.mat here: the names of the dataset description are used
+    assert src.info.extra["action_names"]["c2"] == "drink from a bottle"
+    assert Florence3DSource(tmp_path).path == p
+
+
+@pytest.mark.parametrize("mutate,msg", [
+    (lambda c: c.pop("original_skeletal_data"), r"cell 2 of 'skeletal_data' \(video v002\): "
+                                                "missing field 'original_skeletal_data'"),
+    (lambda c: c.update(original_skeletal_data=np.zeros((3, 14, 5))),
+     r"cell 2 .*must be a numeric 3 x 15 x T array, got shape \(3, 14, 5\)"),
+    (lambda c: c.update(action=10), r"cell 2 .*action 10 is outside 1..9"),
+    (lambda c: c.update(subject=np.array([1, 2])), r"cell 2 .*field 'subject' must be one integer"),
+    (lambda c: c["original_skeletal_data"].__setitem__((1, 4, 0), np.nan),
+     r"cell 2 .*non-finite value in frame 1, joint 5"),
+])
+def test_florence_cell_errors(tmp_path, mutate, msg):
+    cells = [_cell(3), _cell(3, seed=1)]
+    mutate(cells[1])
+    p = tmp_path / "skeletal_data.mat"
+    _florence_mat(p, cells)
+    with pytest.raises(SkeletonFormatError, match=_err(p, None, msg)):
+        list(Florence3DSource(p).sequences())
+
+
+def test_florence_file_errors(tmp_path):
+    p = tmp_path / "skeletal_data.mat"
+    scipy.io.savemat(p, {"other": np.zeros(3)})
+    with pytest.raises(SkeletonFormatError, match=_err(p, None, "variable 'skeletal_data' not "
+                                                                "found")):
+        list(Florence3DSource(p).sequences())
+    scipy.io.savemat(p, {"skeletal_data": np.zeros((3, 15, 4))})
+    with pytest.raises(SkeletonFormatError, match=_err(p, None, "must be a cell array")):
+        list(Florence3DSource(p).sequences())
+    p.write_text("this is not a MATLAB file")
+    with pytest.raises(SkeletonFormatError, match=_err(p, None, "cannot read as a MATLAB")):
+        list(Florence3DSource(p).sequences())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no skeletal_data.mat here"):
+        Florence3DSource(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        Florence3DSource(tmp_path / "missing.mat")
+
+
+# --------------------------------------------------------------------------- generic
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def gen_dir(tmp_path):
+    """The example of data/generic_format.md."""
+    _write(tmp_path / "index.csv", "file,label,subject,split\n"
+                                   "walk_01.csv,walk,1,train\n"
+                                   "seqs/run_07.csv,run,2,test\n")
+    _write(tmp_path / "walk_01.csv", "hip_x,hip_y,hip_z,head_x,head_y,head_z\n"
+                                     "0.01,0.95,2.50,0.02,1.70,2.48\n"
+                                     "0.02,0.95,2.49,0.03,1.71,2.47\n"
+                                     "0.03,0.96,2.48,0.03,1.71,2.46\n")
+    _write(tmp_path / "seqs" / "run_07.csv", "0.10,0.93,2.60,0.12,1.66,2.58\n"
+                                             "0.15,0.92,2.55,0.18,1.65,2.52\n")
+    return tmp_path
+
+
+def test_generic_roundtrip(tmp_path):
+    rng = np.random.default_rng(2)
+    truth = {}
+    rows = ["id,file,subject,label,split,notes"]
+    for k in range(5):
+        frames = rng.normal(size=(rng.integers(1, 9), 12)).astype(np.float32)
+        name = f"part{k % 2}/seq{k}.csv"
+        header = "a,b,c,d,e,f,g,h,i,j,k,l\n" if k % 2 else ""
+        body = "\n\n".join(",".join(repr(float(v)) for v in fr) for fr in frames)
+        _write(tmp_path / name, header + body + "\n")
+        sid = f"s{4 - k}"
+        truth[sid] = (frames, f"class{k % 3}", k + 1, "train" if k < 3 else "test")
+        rows.append(f"{sid},{name}, {k + 1} ,class{k % 3},{truth[sid][3]},free text")
+    _write(tmp_path / "index.csv", "\r\n".join(rows) + "\r\n")
+    src = open_source("generic", tmp_path, center=[1, 2], units="mm",
+                      joint_names=["a", "b", "c", "d"])
+    assert src.info.n_joints == 4 and src.info.center == (1, 2) and src.info.units == "mm"
+    assert src.info.joint_names == ["a", "b", "c", "d"] and src.info.source == "generic"
+    assert src.info.label_names == ["class0", "class1", "class2"]
+    assert src.info.extra["splits"] == ["test", "train"] and len(src) == 5
+    seqs = list(src.sequences())
+    assert [s.id for s in seqs] == sorted(truth)
+    for s in seqs:
+        frames, label, subject, split = truth[s.id]
+        assert (s.label, s.subject, s.split) == (label, subject, split)
+        assert s.frames.dtype == np.float32
+        np.testing.assert_array_equal(s.frames, frames)
+    assert src.skipped == [] and src.repairs == {}
+
+
+def test_generic_documented_example(gen_dir):
+    src = open_source("generic", gen_dir / "index.csv", units="m", joint_names=["hip", "head"])
+    seqs = list(src.sequences())
+    assert [(s.id, s.label, s.subject, s.split, s.frames.shape) for s in seqs] == [
+        ("run_07", "run", 2, "test", (2, 6)), ("walk_01", "walk", 1, "train", (3, 6))]
+    np.testing.assert_array_equal(seqs[1].frames[0], np.float32([0.01, 0.95, 2.50, 0.02, 1.70,
+                                                                 2.48]))
+    assert src.info.center == (0,) and src.info.extra["splits"] == ["test", "train"]
+    assert GenericCSVSource(gen_dir).info.units == "unknown"
+    assert GenericCSVSource(gen_dir).info.joint_names == ["joint0", "joint1"]
+
+
+def test_generic_id_column_and_no_split(gen_dir):
+    _write(gen_dir / "index.csv", " File , LABEL,subject,id\nwalk_01.csv,walk,1,\n"
+                                  "seqs/run_07.csv,run,2,zz\n")
+    src = GenericCSVSource(gen_dir)
+    seqs = list(src.sequences())
+    assert [(s.id, s.split) for s in seqs] == [("walk_01", None), ("zz", None)]
+    assert src.info.extra["splits"] is None
+
+
+def test_generic_missing_index(tmp_path):
+    with pytest.raises(SkeletonFormatError, match=_err(tmp_path / "index.csv", None,
+                                                       "index file not found")):
+        GenericCSVSource(tmp_path)
+
+
+@pytest.mark.parametrize("index,line,msg", [
+    ("file,label\nwalk_01.csv,walk\n", 1, "lacks required column.*subject"),
+    ("\nfile,label,subject,Label\nwalk_01.csv,walk,1,x\n", 2, "column 'label' appears twice"),
+    ("file,label,subject\nwalk_01.csv,walk,1,extra\n", 2, "row has 4 fields but the header has 3"),
+    ("file,label,subject\nwalk_01.csv,walk\n", 2, "row has 2 fields"),
+    ("file,label,subject\nwalk_01.csv,walk,1\n\nnope.csv,walk,2\n", 4,
+     "sequence file 'nope.csv' not found"),
+    ("file,label,subject\n,walk,1\n", 2, "column 'file' is empty"),
+    ("file,label,subject\nwalk_01.csv,,1\n", 2, "column 'label' is empty"),
+    ("file,label,subject\nwalk_01.csv,walk,S1\n", 2, "'subject' must be an integer, got 'S1'"),
+    ("file,label,subject\nwalk_01.csv,walk,1.0\n", 2, "'subject' must be an integer"),
+    ("file,label,subject,split\nwalk_01.csv,walk,1,\n", 2, "column 'split' is empty"),
+    ("file,label,subject\nwalk_01.csv,walk,1\nwalk_01.csv,run,2\n", 3,
+     "sequence id 'walk_01' is used twice"),
+    ("file,label,subject\n", 1, "lists no sequences"),
+    ('file,label,subject\n"walk_01.csv,walk,1\n', 2, "row has 1 fields"),  # unclosed quote
+    ("file,label,subject\nwalk_01.csv,walk,1\nx,y," + "1" * 200_000 + "\n", 3,
+     "not a valid CSV file: field larger than field limit"),
+])
+def test_generic_index_errors(gen_dir, index, line, msg):
+    p = _write(gen_dir / "index.csv", index)
+    with pytest.raises(SkeletonFormatError, match=_err(p, line, msg)):
+        GenericCSVSource(gen_dir)
+
+
+def test_generic_empty_index(gen_dir):
+    p = _write(gen_dir / "index.csv", "\n \n")
+    with pytest.raises(SkeletonFormatError, match=_err(p, None, "empty; expected a header row")):
+        GenericCSVSource(gen_dir)
+
+
+@pytest.mark.parametrize("first_file", [True, False])
+def test_generic_empty_sequence(gen_dir, first_file):
+    name = "seqs/run_07.csv" if first_file else "walk_01.csv"
+    _write(gen_dir / name, "a,b,c,d,e,f\n\n")
+    idx = gen_dir / "index.csv"
+    line = 3 if first_file else 2
+    with pytest.raises(SkeletonFormatError, match=_err(idx, line, rf"{Path(name).name} .*holds "
+                                                                  "no frames")):
+        list(GenericCSVSource(gen_dir).sequences())
+
+
+@pytest.mark.parametrize("text,line,msg", [
+    ("1,2,3,4,5,6\n\n1,2,3,4,5\n", 3, "expected 6 values per line.*found 5"),
+    ("1,2,3,4,5,6\n1,2,3,4,5,6,7,8,9\n", 2, "expected 6 values per line.*found 9"),
+    ("1,2,3,4,5,6\n1,2,x3,4,5,6\n", 2, "column 3: 'x3' is not a number"),
+    ("1,2,3,4,5,6\n1,2,,4,5,6\n", 2, "column 3: '' is not a number"),
+    ("1,2,3,4,5,6\n1 2 3 4 5 6\n", 2, "expected 6 values per line.*found 1"),
+    ("1,2,3,4,5,6\n\n1,2,3,nan,5,6\n", 3, "non-finite value nan in column 4"),
+    ("1,2,3,4,5,6\n1,2,3,4,-inf,6\n", 2, "non-finite value -inf in column 5"),
+    ("1,2,3,4,5,6\n1,2,3,4,5,1e300\n", 2, "does not fit in float32"),
+    ("x,y,3,4,5,6\n1,2,3,4,5,6\n", 1, "first row mixes numbers and text"),
+    ("a,b,c,d\n1,2,3,4,5,6\n", 1, "header has 4 columns, expected 6"),
+])
+def test_generic_sequence_errors(gen_dir, text, line, msg):
+    p = _write(gen_dir / "walk_01.csv", text)                   # second in id order
+    with pytest.raises(SkeletonFormatError, match=_err(p, line, msg)):
+        list(GenericCSVSource(gen_dir).sequences())
+
+
+def test_generic_joint_count_not_multiple_of_three(gen_dir):
+    p = _write(gen_dir / "seqs" / "run_07.csv", "\nh1,h2,h3,h4\n1,2,3,4\n")
+    with pytest.raises(SkeletonFormatError, match=_err(p, 3, "4 values per row is not a multiple "
+                                                             "of 3")):
+        GenericCSVSource(gen_dir)
+
+
+def test_generic_option_errors(gen_dir):
+    with pytest.raises(ValueError, match="joint_names has 3 names but .* 2 joints"):
+        GenericCSVSource(gen_dir, joint_names=["a", "b", "c"])
+    for bad in ([2], [], [0, 0], [-1], ["hip"], 0, [0.5]):
+        with pytest.raises(ValueError, match="center must be"):
+            GenericCSVSource(gen_dir, center=bad)
+    with pytest.raises(ValueError, match="units must be a non-empty string"):
+        GenericCSVSource(gen_dir, units="")
+
+
+def test_read_sequence_csv_header_and_blank_lines(tmp_path):
+    p = _write(tmp_path / "s.csv", "\n x , y , z \n\n 1 , 2 , 3 \n4,5,6\n\n")
+    np.testing.assert_array_equal(read_sequence_csv(p), np.float32([[1, 2, 3], [4, 5, 6]]))
+
+
+def test_open_source_unknown_format():
+    assert "generic" in FORMATS
+    with pytest.raises(ValueError, match="unknown skeleton format 'bvh'"):
+        open_source("bvh", ".")
