@@ -1,0 +1,206 @@
+"""The ``streamcov`` command. It parses arguments and delegates; nothing else."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+# The embedded default: the built-in generator, eq. (3) map, incremental SGD.
+DEFAULT_PIPELINE = """
+task = "skeleton-classification"
+name = "synthetic_default"
+seed = 0
+output = "runs/{name}"
+
+[data.synthetic]
+n_sequences = 600
+n_subjects = 10
+n_classes = 10
+seed = 0
+
+[descriptor]
+gamma = 1e-4
+normalize = true
+
+[features]
+map = "rgw"
+n_components = 2000
+sigma = 1.0
+theta = 0.5
+
+[model]
+learner = "sgd"
+C = 10.0
+epochs = 40
+
+[split]
+kind = "subject-parity"
+"""
+
+
+def _user_errors():
+    from .pipeline.config import ConfigError
+    from .readers.base import SkeletonFormatError
+    from .store import StoreError
+    from .covariance import NotSPDError
+    return (ConfigError, SkeletonFormatError, StoreError, NotSPDError, FileNotFoundError)
+
+
+def _cmd_run(args) -> int:
+    import tomllib
+
+    from .pipeline.config import load_pipeline
+    from .pipeline.run import run_pipeline
+
+    overrides = list(args.set or [])
+    if args.output:
+        overrides.append(f'output="{args.output}"')
+    if args.pipeline is None:
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
+            fh.write(DEFAULT_PIPELINE)
+        cfg = load_pipeline(fh.name, overrides, store=args.store)
+        Path(fh.name).unlink()
+        cfg["_file"] = "<embedded default>"
+        tomllib.loads(DEFAULT_PIPELINE)  # keep the literal valid
+    else:
+        cfg = load_pipeline(args.pipeline, overrides, store=args.store)
+    scheduler = args.scheduler
+    if args.workers is not None and scheduler is None:
+        scheduler = "local-cluster"
+    result = run_pipeline(cfg, progress=not (args.quiet or args.json), scheduler=scheduler,
+                          workers=args.workers)
+    line = json.dumps(result, default=str)
+    if args.json:
+        print(line)
+    else:
+        acc = result.get("accuracy")
+        if acc is not None:
+            std = result.get("accuracy_std", 0.0)
+            extra = f" +- {100 * std:.1f}" if result.get("n_folds", 1) > 1 else ""
+            print(f"accuracy {100 * acc:.2f}%{extra}  ({result.get('pipeline')}, "
+                  f"{result.get('n_train')} train / {result.get('n_test')} test, "
+                  f"{result.get('seconds')} s)", file=sys.stderr)
+        print(line)
+    return 0
+
+
+def _cmd_ingest(args) -> int:
+    from .readers import open_source
+    from .store import ingest
+
+    options = {}
+    for assignment in args.option or []:
+        from .pipeline.config import parse_value
+        k, _, v = assignment.partition("=")
+        options[k.strip()] = parse_value(v.strip())
+    source = open_source(args.format, args.src, **options)
+    mode = "restart" if args.restart else "resume"
+    store = ingest(source, args.out, chunk_frames=args.chunk_frames, mode=mode,
+                   progress=not args.quiet)
+    summary = {"store": str(store.path), "sequences": store.n_sequences, "frames": store.n_frames,
+               "joints": store.n_joints, "labels": len(store.label_names),
+               "skipped": len(store.attrs.get("skipped", [])), "repairs": store.attrs.get("repairs", {})}
+    print(json.dumps(summary))
+    return 0
+
+
+def _cmd_synth(args) -> int:
+    from .store import ingest
+    from .synth import SyntheticSkeletonSource
+
+    source = SyntheticSkeletonSource(n_sequences=args.sequences, n_subjects=args.subjects,
+                                     n_classes=args.classes, seed=args.seed)
+    store = ingest(source, args.out, chunk_frames=args.chunk_frames,
+                   mode="restart" if args.restart else "resume", progress=not args.quiet)
+    print(json.dumps({"store": str(store.path), "sequences": store.n_sequences,
+                      "frames": store.n_frames}))
+    return 0
+
+
+def _cmd_info(args) -> int:
+    out = {}
+    if args.threads or args.store is None:
+        import numba
+        from threadpoolctl import threadpool_info
+
+        from ._config import thread_plan
+        out["threads"] = {"plan": thread_plan().as_dict(),
+                          "numba_threading_layer_config": numba.config.THREADING_LAYER,
+                          "numba_num_threads": numba.config.NUMBA_NUM_THREADS,
+                          "blas": [{k: d.get(k) for k in ("internal_api", "num_threads", "version")}
+                                   for d in threadpool_info()]}
+    if args.store is not None:
+        from .store import store_status
+        st = store_status(args.store)
+        out["store"] = st
+        if not st["complete"]:
+            print(f"{args.store}: INCOMPLETE store ({st['committed_sequences']} sequences "
+                  f"committed): the ingestion was interrupted; re-run it to resume",
+                  file=sys.stderr)
+    print(json.dumps(out, indent=None if args.json else 2, default=str))
+    return 0 if args.store is None or out["store"]["complete"] else 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="streamcov", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a pipeline file (no file: the embedded default)")
+    r.add_argument("pipeline", nargs="?", help="pipeline TOML file")
+    r.add_argument("--json", action="store_true", help="print only the JSON result line")
+    r.add_argument("--store", help="run the pipeline on another store of the same kind")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a value of the pipeline file, e.g. features.n_components=2000")
+    r.add_argument("--output", help="output folder (default from the pipeline file)")
+    r.add_argument("--scheduler", help="threads (default), synchronous, local-cluster, or tcp://HOST:PORT")
+    r.add_argument("--workers", type=int, help="threads, or with local-cluster the worker count")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.set_defaults(func=_cmd_run)
+
+    i = sub.add_parser("ingest", help="write a raw archive into a store")
+    isub = i.add_subparsers(dest="kind", required=True)
+    sk = isub.add_parser("skeleton", help="skeleton sequences")
+    sk.add_argument("--format", required=True,
+                    choices=["msr-action3d", "florence3d", "utkinect", "generic"])
+    sk.add_argument("src")
+    sk.add_argument("out")
+    sk.add_argument("--restart", action="store_true", help="discard an incomplete store first")
+    sk.add_argument("--chunk-frames", type=int, default=65536)
+    sk.add_argument("--option", action="append", metavar="KEY=VALUE",
+                    help="reader option, e.g. subset=\"cvpr12\" or labels=\"modified\"")
+    sk.add_argument("--quiet", action="store_true")
+    sk.set_defaults(func=_cmd_ingest)
+
+    s = sub.add_parser("synth", help="write a synthetic skeleton store of any size")
+    s.add_argument("out")
+    s.add_argument("--sequences", type=int, required=True)
+    s.add_argument("--subjects", type=int, default=10)
+    s.add_argument("--classes", type=int, default=10)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--chunk-frames", type=int, default=65536)
+    s.add_argument("--restart", action="store_true")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=_cmd_synth)
+
+    f = sub.add_parser("info", help="describe a store (complete or not) and the thread plan")
+    f.add_argument("store", nargs="?")
+    f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(func=_cmd_info)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _user_errors() as exc:
+        print(f"streamcov {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,30 @@
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+REPO = Path(__file__).resolve().parents[1]
+# Real datasets live beside the repository (../shared/data); STREAMCOV_DATA overrides.
+DATA = Path(os.environ.get("STREAMCOV_DATA", REPO.parent / "shared" / "data"))
+
+
+def dataset(name: str) -> Path:
+    path = DATA / name / "raw"
+    if not path.is_dir():
+        pytest.skip(f"real dataset {name} not found under {DATA}")
+    return path
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture(params=["threads", "local-cluster"])
+def scheduler(request):
+    """The same test on the threaded scheduler and on a 2-worker LocalCluster."""
+    return request.param

@@ -1,0 +1,157 @@
+import numpy as np
+import pytest
+import scipy.linalg
+from hypothesis import given, settings, strategies as st
+
+import reference as ref
+from streamcov import covariance as C
+
+
+def random_frames(rng, t, joints=20, dtype=np.float64):
+    return rng.normal(scale=0.3, size=(t, 3 * joints)).astype(dtype)
+
+
+@pytest.mark.parametrize("center", [(6,), (9, 12)])
+def test_covariance_matches_numpy_cov(rng, center):
+    frames = random_frames(rng, 120)
+    offsets = np.array([0, 7, 50, 120])
+    sel = C.JointSelection.hip_relative(20, center)
+    got = C.sequence_covariances(frames, offsets, sel)
+    want = ref.covariances(frames, offsets, 20, center)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-13)
+    assert got.shape[1] == (57 if len(center) == 1 else 60)
+
+
+def test_float32_frames_are_accumulated_in_float64(rng):
+    frames = random_frames(rng, 80, dtype=np.float32)
+    sel = C.JointSelection.hip_relative(20, (6,))
+    got = C.sequence_covariances(frames, [0, 80], sel)
+    want = ref.covariances(frames.astype(np.float64), [0, 80], 20, (6,))
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(t=st.integers(2, 60), cuts=st.lists(st.integers(1, 59), max_size=4), seed=st.integers(0, 10**6))
+def test_split_sequence_merges_exactly(t, cuts, seed):
+    """A sequence cut anywhere into pieces merges to the covariance of the whole."""
+    rng = np.random.default_rng(seed)
+    frames = random_frames(rng, t)
+    sel = C.JointSelection.hip_relative(20, (6,))
+    edges = sorted({0, t, *[c for c in cuts if c < t]})
+    n, mean, m2 = C.segment_moments(frames, np.array(edges[:-1]), np.array(edges[1:]), sel)
+    acc = (n[0], mean[0], m2[0])
+    for k in range(1, len(n)):
+        acc = C.merge_moments(acc, (n[k], mean[k], m2[k]))
+    whole = C.segment_moments(frames, np.array([0]), np.array([t]), sel)
+    assert acc[0] == t
+    np.testing.assert_allclose(acc[1], whole[1][0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(acc[2], whole[2][0], rtol=1e-10, atol=1e-12)
+
+
+def test_merge_with_empty_piece_is_identity(rng):
+    frames = random_frames(rng, 10)
+    sel = C.JointSelection.hip_relative(20, (6,))
+    n, mean, m2 = C.segment_moments(frames, np.array([0, 10]), np.array([10, 10]), sel)
+    merged = C.merge_moments((n[0], mean[0], m2[0]), (n[1], mean[1], m2[1]))
+    assert merged[0] == 10
+    np.testing.assert_array_equal(merged[2], m2[0])
+
+
+def spd(rng, d, cond=1e3):
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    w = np.geomspace(1.0, 1.0 / cond, d)
+    return (Q * w) @ Q.T
+
+
+@pytest.mark.parametrize("d", [2, 19, 57])
+def test_logm_matches_scipy(rng, d):
+    A = spd(rng, d)
+    np.testing.assert_allclose(C.spd_logm(A), ref.logm(A), rtol=1e-8, atol=1e-10)
+
+
+def test_logm_of_expm_is_identity(rng):
+    S = rng.normal(size=(6, 15, 15))
+    S = (S + S.transpose(0, 2, 1)) / 2
+    np.testing.assert_allclose(C.spd_logm(C.sym_expm(S)), S, rtol=1e-9, atol=1e-10)
+    # and expm matches scipy
+    np.testing.assert_allclose(C.sym_expm(S[0]), scipy.linalg.expm(S[0]), rtol=1e-10)
+
+
+def test_sqrtm_squares_back(rng):
+    A = spd(rng, 12)
+    R = C.spd_sqrtm(A)
+    np.testing.assert_allclose(R @ R, A, rtol=1e-9, atol=1e-12)
+
+
+def test_vectorization_preserves_frobenius_products(rng):
+    A = rng.normal(size=(3, 9, 9))
+    A = A + A.transpose(0, 2, 1)
+    v = C.sym_vec(A)
+    assert v.shape == (3, 45)
+    for i in range(3):
+        for j in range(3):
+            assert np.isclose(v[i] @ v[j], np.sum(A[i] * A[j]), rtol=1e-12)
+    np.testing.assert_allclose(C.sym_unvec(v), A, rtol=1e-12)
+    np.testing.assert_allclose(v[0], ref.vec(A[0]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_log_covariance_vectors_match_reference(rng, normalize):
+    frames = random_frames(rng, 90)
+    offsets = np.array([0, 30, 90])
+    sel = C.JointSelection.hip_relative(20, (6,))
+    got = C.log_covariance_vectors(frames, offsets, sel, gamma=1e-3, normalize=normalize)
+    want = ref.log_vectors(frames, offsets, 20, (6,), 1e-3, normalize)
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-9)
+    if normalize:
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, rtol=1e-12)
+
+
+def test_float32_descriptor_close_to_float64(rng):
+    frames = random_frames(rng, 60)
+    sel = C.JointSelection.hip_relative(20, (6,))
+    a = C.log_covariance_vectors(frames, [0, 60], sel, dtype=np.float32)
+    b = C.log_covariance_vectors(frames, [0, 60], sel)
+    assert a.dtype == np.float32
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+# ---- errors -----------------------------------------------------------------
+
+def test_not_spd_names_the_sequence(rng):
+    frames = random_frames(rng, 105)  # 5 frames < 57 dims: singular without regularization
+    sel = C.JointSelection.hip_relative(20, (6,))
+    with pytest.raises(C.NotSPDError, match=r"sequence 1 \(5 frames, 57 dims\).*increase the regularization"):
+        C.log_covariance_vectors(frames, [0, 100, 105], sel, gamma=0.0)
+
+
+def test_logm_rejects_non_spd():
+    with pytest.raises(C.NotSPDError, match="matrix 0 is not positive definite"):
+        C.spd_logm(np.diag([1.0, -1.0]))
+
+
+def test_rejects_nonsymmetric_and_nonfinite():
+    with pytest.raises(ValueError, match="not symmetric"):
+        C.spd_logm(np.array([[1.0, 2.0], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        C.spd_logm(np.array([[np.nan, 0.0], [0.0, 1.0]]))
+
+
+def test_frames_shape_and_values_checked(rng):
+    sel = C.JointSelection.hip_relative(20, (6,))
+    with pytest.raises(ValueError, match=r"not a multiple of 3"):
+        C.segment_moments(np.zeros((5, 58)), np.array([0]), np.array([5]), sel)
+    bad = random_frames(rng, 5)
+    bad[3, 7] = np.nan
+    with pytest.raises(ValueError, match=r"non-finite value at row 3, column 7"):
+        C.segment_moments(bad, np.array([0]), np.array([5]), sel)
+    with pytest.raises(ValueError, match=r"segments must lie within 0..5"):
+        C.segment_moments(random_frames(rng, 5), np.array([0]), np.array([6]), sel)
+    with pytest.raises(ValueError, match="centre joint 25 outside"):
+        C.JointSelection.hip_relative(20, (25,))
+    with pytest.raises(ValueError, match="needs more than the 4 joints"):
+        C.segment_moments(np.zeros((5, 12)), np.array([0]), np.array([5]), sel)
+    with pytest.raises(ValueError, match="not d\\(d\\+1\\)/2"):
+        C.sym_unvec(np.zeros(4))
+    with pytest.raises(ValueError, match="gamma must be >= 0"):
+        C.log_covariance_vectors(random_frames(rng, 5), [0, 5], sel, gamma=-1)
