@@ -121,6 +121,12 @@ def load_pipeline(path=None, overrides=(), store=None) -> dict:
     cfg.setdefault("task", task)
     cfg.setdefault("name", Path(path).stem if path else "pipeline")
     cfg["_file"] = str(path) if path else None
+    # A split file is written relative to the pipeline file that names it.
+    split = cfg.get("split")
+    if path is not None and isinstance(split, dict) and split.get("file"):
+        f = Path(split["file"])
+        if not f.is_absolute() and (Path(path).parent / f).is_file():
+            split["file"] = str(Path(path).parent / f)
     if task == DEFAULTS["task"]:
         _validate_skeleton(cfg)
     return cfg

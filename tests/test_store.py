@@ -1,0 +1,144 @@
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from streamcov import store as S
+from streamcov.readers.base import SkeletonSequence, SkeletonSource, SkeletonSourceInfo
+
+
+class ListSource(SkeletonSource):
+    def __init__(self, seqs, joints=4, source="test"):
+        super().__init__()
+        self.seqs = seqs
+        self.info = SkeletonSourceInfo(n_joints=joints, joint_names=[f"j{i}" for i in range(joints)],
+                                       units="m", source=source, center=(0,))
+
+    def sequences(self):
+        yield from self.seqs
+
+
+def make_seqs(rng, n, joints=4, max_len=9):
+    return [SkeletonSequence(id=f"s{i:04d}", frames=rng.normal(size=(rng.integers(1, max_len), 3 * joints)).astype(np.float32),
+                             label=f"c{i % 3}", subject=int(i % 5) + 1,
+                             split=("train" if i % 2 else "test") if i % 7 else None)
+            for i in range(n)]
+
+
+def check_equal(store, seqs):
+    assert store.n_sequences == len(seqs)
+    assert store.ids() == [s.id for s in seqs]
+    for i, s in enumerate(seqs):
+        np.testing.assert_array_equal(store.sequence(i), s.frames)
+    assert list(store.label_strings()) == [s.label for s in seqs]
+    assert list(store.subjects) == [s.subject for s in seqs]
+    assert list(store.split_strings()) == [s.split for s in seqs]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 25), chunk=st.integers(2, 50), seed=st.integers(0, 1000))
+def test_round_trip(tmp_path_factory, n, chunk, seed):
+    rng = np.random.default_rng(seed)
+    seqs = make_seqs(rng, n)
+    path = tmp_path_factory.mktemp("rt") / "s.zarr"
+    store = S.ingest(ListSource(seqs), path, chunk_frames=chunk)
+    check_equal(store, seqs)
+    assert store.attrs["complete"] is True
+    assert store.frames.chunks[0] == chunk
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(2, 20), stop=st.integers(1, 19), chunk=st.integers(2, 20), seed=st.integers(0, 1000))
+def test_interrupted_ingestion_resumes_exactly_once(tmp_path_factory, n, stop, chunk, seed):
+    stop = min(stop, n - 1)
+    rng = np.random.default_rng(seed)
+    seqs = make_seqs(rng, n)
+    path = tmp_path_factory.mktemp("resume") / "s.zarr"
+    assert S.ingest(ListSource(seqs), path, chunk_frames=chunk, limit=stop) is None
+    status = S.store_status(path)
+    assert status["complete"] is False and status["committed_sequences"] == stop
+    with pytest.raises(S.IncompleteStoreError, match=r"incomplete store .* Re-run the same ingest command"):
+        S.open_store(path)
+    store = S.ingest(ListSource(seqs), path, chunk_frames=chunk)
+    check_equal(store, seqs)
+
+
+def test_half_written_tail_is_cut_on_resume(tmp_path, rng):
+    """Frames written past the commit point (a crash mid-flush) are discarded on resume."""
+    seqs = make_seqs(rng, 12)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=4, limit=5)
+    import zarr
+    g = zarr.open_group(str(path), mode="r+")
+    committed = g.attrs["committed"]["frames"]
+    g["frames"].resize((committed + 3, 12))      # simulate a crash after a frames write
+    g["frames"][committed:] = 99.0
+    g["labels"].resize((g["labels"].shape[0] + 1,))
+    store = S.ingest(ListSource(seqs), path, chunk_frames=4)
+    check_equal(store, seqs)
+
+
+def test_restart_discards_incomplete(tmp_path, rng):
+    seqs = make_seqs(rng, 10)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=3, limit=4)
+    store = S.ingest(ListSource(seqs[::-1]), path, chunk_frames=3, mode="restart")
+    check_equal(store, seqs[::-1])
+
+
+def test_complete_store_is_never_overwritten(tmp_path, rng):
+    seqs = make_seqs(rng, 3)
+    S.ingest(ListSource(seqs), tmp_path / "s.zarr")
+    for mode in ("resume", "restart", "create"):
+        with pytest.raises(S.StoreError, match="a complete store is already here"):
+            S.ingest(ListSource(seqs), tmp_path / "s.zarr", mode=mode)
+
+
+def test_resume_from_another_source_is_refused(tmp_path, rng):
+    seqs = make_seqs(rng, 6)
+    S.ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=2, limit=2)
+    with pytest.raises(S.StoreError, match="started from another source"):
+        S.ingest(ListSource(seqs, source="other"), tmp_path / "s.zarr")
+
+
+def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
+    bad = make_seqs(rng, 3)
+    bad[1].frames = np.zeros((4, 12), np.float32)
+    bad[1].frames[2, 5] = np.inf
+    with pytest.raises(ValueError, match=r"sequence s0001: non-finite value at frame 2, column 5"):
+        S.ingest(ListSource(bad), tmp_path / "a.zarr")
+    assert not S.store_status(tmp_path / "a.zarr")["complete"]
+    wrong = make_seqs(rng, 2)
+    wrong[0].frames = np.zeros((3, 10), np.float32)
+    with pytest.raises(ValueError, match=r"sequence s0000: frames shape \(3, 10\), expected \(T, 12\)"):
+        S.ingest(ListSource(wrong), tmp_path / "b.zarr")
+    empty = make_seqs(rng, 1)
+    empty[0].frames = np.zeros((0, 12), np.float32)
+    with pytest.raises(ValueError, match="sequence s0000: no frames"):
+        S.ingest(ListSource(empty), tmp_path / "c.zarr")
+    with pytest.raises(S.StoreError, match="no sequence was written"):
+        S.ingest(ListSource([]), tmp_path / "d.zarr")
+
+
+def test_open_errors(tmp_path):
+    with pytest.raises(S.StoreError, match="does not exist"):
+        S.store_status(tmp_path / "missing.zarr")
+    import zarr
+    zarr.open_group(str(tmp_path / "other.zarr"), mode="w").attrs["format"] = "something-else"
+    with pytest.raises(S.StoreError, match="not a streamcov skeleton store"):
+        S.open_store(tmp_path / "other.zarr")
+    with pytest.raises(ValueError, match="chunk_frames must be >= 1"):
+        S.SequenceStoreWriter(tmp_path / "x.zarr", ListSource([]).info, chunk_frames=0)
+    with pytest.raises(ValueError, match="mode must be create, resume or restart"):
+        S.SequenceStoreWriter(tmp_path / "x.zarr", ListSource([]).info, mode="append")
+
+
+def test_memory_is_bounded_by_a_chunk(tmp_path, rng):
+    """The writer holds at most one chunk of frames (plus one sequence) in memory."""
+    seqs = make_seqs(rng, 60, max_len=30)
+    w = S.SequenceStoreWriter(tmp_path / "s.zarr", ListSource([]).info, chunk_frames=16)
+    peak = 0
+    for s in seqs:
+        w.append(s)
+        peak = max(peak, len(w._buf))
+    w.close()
+    assert peak < 16
