@@ -109,3 +109,24 @@ def predict_mask(fstore, clf, mask: np.ndarray, prefetch: int = 2) -> np.ndarray
         rows = np.flatnonzero(mask[bounds[i]:bounds[i + 1]])
         pred[pos[bounds[i] + rows]] = clf.predict(X[rows])
     return pred
+
+
+class _ArrayBlocks:
+    """In-memory stand-in for a FeatureStore: the same training code, no disk."""
+
+    def __init__(self, X: np.ndarray, block: int):
+        self.X = X
+        self.bounds = np.append(np.arange(0, len(X), block), len(X))
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.bounds) - 1
+
+    def read_block(self, i: int) -> np.ndarray:
+        return self.X[self.bounds[i]:self.bounds[i + 1]]
+
+
+def train_sgd_arrays(X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray,
+                     model: dict, seed: int, block: int = 512):
+    """:func:`train_sgd` on an in-memory array (studies, cross-validation)."""
+    return train_sgd(_ArrayBlocks(X, block), y, train_mask, classes, model, seed, prefetch=1)
