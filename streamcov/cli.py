@@ -44,7 +44,9 @@ def _user_errors():
     from .readers.base import SkeletonFormatError
     from .store import StoreError
     from .covariance import NotSPDError
-    return (ConfigError, SkeletonFormatError, StoreError, NotSPDError, FileNotFoundError)
+    from .model import ModelFormatError
+    return (ConfigError, SkeletonFormatError, StoreError, NotSPDError, FileNotFoundError,
+            ModelFormatError)
 
 
 def _cmd_run(args) -> int:
@@ -71,7 +73,7 @@ def _cmd_run(args) -> int:
     if args.workers is not None and scheduler is None:
         scheduler = "local-cluster"
     result = run_pipeline(cfg, progress=not (args.quiet or args.json), scheduler=scheduler,
-                          workers=args.workers)
+                          workers=args.workers, resume=args.resume)
     line = json.dumps(result, default=str)
     if args.json:
         print(line)
@@ -84,6 +86,15 @@ def _cmd_run(args) -> int:
                   f"{result.get('n_train')} train / {result.get('n_test')} test, "
                   f"{result.get('seconds')} s)", file=sys.stderr)
         print(line)
+    return 0
+
+
+def _cmd_predict(args) -> int:
+    from .pipeline.predict import predict_store
+
+    summary = predict_store(args.model, args.store, args.out, scheduler=args.scheduler or "threads",
+                            workers=args.workers)
+    print(json.dumps(summary, default=str))
     return 0
 
 
@@ -158,7 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--scheduler", help="threads (default), synchronous, local-cluster, or tcp://HOST:PORT")
     r.add_argument("--workers", type=int, help="threads, or with local-cluster the worker count")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--resume", action="store_true",
+                   help="continue from the last checkpoint of an interrupted run in the same output folder")
     r.set_defaults(func=_cmd_run)
+
+    pr = sub.add_parser("predict", help="stream predictions of a saved model over a store")
+    pr.add_argument("model", help="model folder (runs/<name>/model)")
+    pr.add_argument("store")
+    pr.add_argument("--out", help="CSV of id,predicted,label")
+    pr.add_argument("--scheduler")
+    pr.add_argument("--workers", type=int)
+    pr.set_defaults(func=_cmd_predict)
 
     i = sub.add_parser("ingest", help="write a raw archive into a store")
     isub = i.add_subparsers(dest="kind", required=True)

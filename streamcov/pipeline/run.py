@@ -15,7 +15,8 @@ from .executor import dask_runtime
 from .featurestore import FeatureStore, write_block
 from .graph import block_bounds, descriptor_blocks
 from .splits import folds
-from .train import predict_mask, train_sgd
+from ..model import FittedPipeline
+from .train import fit_scaler, predict_mask, train_sgd
 
 
 def output_dir(cfg: dict) -> Path:
@@ -60,7 +61,7 @@ def selection_for(store: SequenceStore, descriptor: dict) -> cov.JointSelection:
 
 
 def run_skeleton(cfg: dict, out: Path, progress: bool = False, scheduler: str | None = None,
-                 workers: int | None = None) -> dict:
+                 workers: int | None = None, resume: bool = False) -> dict:
     t_start = time.perf_counter()
     seed = int(cfg["seed"])
     store = resolve_store(cfg, out, progress)
@@ -92,7 +93,7 @@ def run_skeleton(cfg: dict, out: Path, progress: bool = False, scheduler: str | 
                            "featurize_ms_per_sequence": round(1e3 * t_feat / store.n_sequences, 4)})
         else:
             result.update(_sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute,
-                               out, seed, progress))
+                               out, seed, progress, resume, sel))
     result["seconds"] = round(time.perf_counter() - t_start, 3)
     return result
 
@@ -122,7 +123,7 @@ def _summarize(per: list[dict]) -> dict:
 
 
 def _sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute, out, seed,
-         progress) -> dict:
+         progress, resume=False, sel=None) -> dict:
     import dask
 
     fcfg = dict(cfg["features"])
@@ -162,14 +163,36 @@ def _sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute, out, s
     featurized = sum(int(b1 - b0) for i, (b0, b1, _) in enumerate(blocks) if not done[i])
     per = []
     prefetch = int(cfg["dask"]["prefetch"])
+    mcfg = cfg["model"]
+    ckdir = out / "checkpoints"
+    ckdir.mkdir(exist_ok=True)
+    fp_text = json.dumps({"features": fingerprint, "model": mcfg, "split": cfg["split"]},
+                         sort_keys=True, default=str)
     for name, train, test in fold_list:
+        done_file = ckdir / f"{name}.result.json"
+        if resume and done_file.is_file():
+            saved = json.loads(done_file.read_text())
+            if saved.get("fingerprint") == fp_text:
+                per.append(saved["result"])
+                continue
         t1 = time.perf_counter()
-        clf = train_sgd(fstore, y, train, classes, cfg["model"], seed, prefetch, progress)
+        scaler = fit_scaler(fstore, train, prefetch) if mcfg.get("scale") == "standard" else None
+        clf = train_sgd(fstore, y, train, classes, mcfg, seed, prefetch, progress,
+                        checkpoint=ckdir / f"{name}.npz", resume=resume, scaler=scaler,
+                        fingerprint=fp_text)
         t_train = time.perf_counter() - t1
-        pred = predict_mask(fstore, clf, test, prefetch)
+        pred = predict_mask(fstore, clf, test, prefetch, scaler)
         acc = float((pred == y[test]).mean()) if test.any() else float("nan")
-        per.append({"fold": name, "accuracy": acc, "n_train": int(train.sum()),
-                    "n_test": int(test.sum()), "train_seconds": round(t_train, 3)})
+        r = {"fold": name, "accuracy": acc, "n_train": int(train.sum()),
+             "n_test": int(test.sum()), "train_seconds": round(t_train, 3),
+             "epochs_run": int(getattr(clf, "streamcov_epochs_", mcfg["epochs"]))}
+        per.append(r)
+        if len(fold_list) == 1 or name == fold_list[-1][0]:
+            FittedPipeline(fmap, scaler, clf, store.label_names, cfg["descriptor"],
+                           list(sel.center) if sel is not None else None, store.n_joints,
+                           {"pipeline": cfg.get("name"), "fold": name, "seed": seed}).save(out / "model")
+        from ..model import atomic_write_text
+        atomic_write_text(done_file, json.dumps({"fingerprint": fp_text, "result": r}))
     res = _summarize(per)
     res.update({
         "feature_map": cfg["features"].get("map", "rgw"),
@@ -180,6 +203,7 @@ def _sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute, out, s
         "featurize_ms_per_sequence": round(1e3 * t_feat / max(featurized, 1), 4),
         "epochs": int(cfg["model"]["epochs"]),
         "features_path": str(fpath),
+        "model_path": str(out / "model"),
     })
     return res
 
@@ -197,7 +221,7 @@ TASK_MODULES = {
 
 
 def run_pipeline(cfg: dict, progress: bool = False, scheduler: str | None = None,
-                 workers: int | None = None) -> dict:
+                 workers: int | None = None, resume: bool = False) -> dict:
     """Run the task named by ``cfg["task"]``; write and return its result."""
     import importlib
 
@@ -207,7 +231,7 @@ def run_pipeline(cfg: dict, progress: bool = False, scheduler: str | None = None
     out = output_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     if task == "skeleton-classification":
-        result = run_skeleton(cfg, out, progress, scheduler, workers)
+        result = run_skeleton(cfg, out, progress, scheduler, workers, resume)
     else:
         module = importlib.import_module(TASK_MODULES[task])
         result = module.TASKS[task](cfg, out, progress)

@@ -1,8 +1,10 @@
 """Incremental training over a feature store: epochs, shuffled blocks, bounded prefetch."""
 from __future__ import annotations
 
+import json
 import queue
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -63,43 +65,134 @@ def make_sgd(model: dict, n_train: int, seed: int):
         # The hinge-loss SGD objective alpha/2 ||w||^2 + mean(hinge) equals the
         # SVM objective with C when alpha = 1 / (C n).
         alpha = 1.0 / (float(model.get("C", 10.0)) * max(n_train, 1))
-    return SGDClassifier(loss=model.get("loss", "hinge"), alpha=float(alpha),
-                         average=model.get("average", True),
-                         learning_rate=model.get("learning_rate", "optimal"),
-                         eta0=float(model.get("eta0", 0.01)), random_state=int(seed))
+    kwargs = dict(loss=model.get("loss", "hinge"), alpha=float(alpha),
+                  average=model.get("average", True),
+                  learning_rate=model.get("learning_rate", "optimal"),
+                  eta0=float(model.get("eta0", 0.01)), random_state=int(seed))
+    if model.get("penalty", "l2") != "l2":
+        kwargs["penalty"] = None if model["penalty"] in ("none", None) else model["penalty"]
+    return SGDClassifier(**kwargs)
+
+
+def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2):
+    """One streaming pass of StandardScaler.partial_fit over the training rows."""
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler()
+    bounds = fstore.bounds
+    blocks = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]
+    for i, X in iter_blocks(fstore, blocks, prefetch):
+        scaler.partial_fit(X[train_mask[bounds[i]:bounds[i + 1]]])
+    return scaler
+
+
+def _save_checkpoint(path, clf, state: dict):
+    from ..model import atomic_write_npz, dump_estimator
+
+    arrays: dict = {}
+    desc = dump_estimator(clf, "clf.", arrays) if hasattr(clf, "coef_") else None
+    doc = {"state": state, "classifier": desc}
+    arrays["checkpoint_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
+    atomic_write_npz(path, arrays)
+
+
+def _load_checkpoint(path):
+    from ..model import load_estimator
+
+    with np.load(path, allow_pickle=False) as arrays:
+        doc = json.loads(arrays["checkpoint_json"].tobytes().decode())
+        clf = None if doc["classifier"] is None else load_estimator(doc["classifier"], arrays)
+    return clf, doc["state"]
 
 
 def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray, model: dict,
-              seed: int, prefetch: int = 2, progress: bool = False):
+              seed: int, prefetch: int = 2, progress: bool = False, checkpoint=None,
+              resume: bool = False, scaler=None, fingerprint: str = ""):
     """Fit an SGDClassifier by ``partial_fit`` over the blocks of ``fstore``.
 
     Each epoch visits the blocks in a fresh random order and shuffles the
     rows inside each block, both drawn from ``seed``; classes are declared
-    on the first call.
+    on the first call. With ``checkpoint`` (a path), the learner, the random
+    generator state and the position in the epoch are written atomically
+    after every epoch and every ``model.checkpoint_blocks`` blocks;
+    ``resume=True`` continues from that file, giving the same model as an
+    uninterrupted run. ``model.validation_fraction > 0`` holds out that share
+    of the training rows and stops when the validation accuracy has not
+    improved for ``model.n_iter_no_change`` epochs.
     """
     rng = np.random.default_rng(seed)
+    train_mask = np.asarray(train_mask, dtype=bool).copy()
+    valid_mask = np.zeros_like(train_mask)
+    vf = float(model.get("validation_fraction", 0.0) or 0.0)
+    if vf > 0:
+        rows = np.flatnonzero(train_mask)
+        held = rng.choice(rows, size=max(1, int(round(vf * len(rows)))), replace=False)
+        valid_mask[held] = True
+        train_mask[held] = False
     clf = make_sgd(model, int(train_mask.sum()), seed)
     bounds = fstore.bounds
     has_train = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]
     epochs = int(model.get("epochs", 40))
+    every = int(model.get("checkpoint_blocks", 0) or 0)
+    patience = int(model.get("n_iter_no_change", 5))
+    state = {"epoch": 0, "pos": 0, "order": None, "rng": None, "best": -1.0, "stale": 0,
+             "stopped": False, "fingerprint": fingerprint, "history": []}
+    if resume and checkpoint is not None and Path(checkpoint).is_file():
+        saved_clf, saved = _load_checkpoint(checkpoint)
+        if saved.get("fingerprint") == fingerprint:
+            state = saved
+            if saved_clf is not None:
+                clf = saved_clf
+            rng.bit_generator.state = state["rng"]
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=epochs * len(has_train), desc="train", unit="block")
-    for _ in range(epochs):
-        order = rng.permutation(has_train)
+        bar = tqdm(total=epochs * len(has_train), desc="train", unit="block",
+                   initial=state["epoch"] * len(has_train) + state["pos"])
+
+    def transform(X):
+        return X if scaler is None else scaler.transform(X)
+
+    def save():
+        if checkpoint is not None:
+            state["rng"] = rng.bit_generator.state
+            _save_checkpoint(checkpoint, clf, state)
+
+    while state["epoch"] < epochs and not state["stopped"]:
+        if state["order"] is None:
+            state["order"] = [int(i) for i in rng.permutation(has_train)]
+            state["pos"] = 0
+        order = state["order"][state["pos"]:]
         for i, X in iter_blocks(fstore, order, prefetch):
             rows = np.flatnonzero(train_mask[bounds[i]:bounds[i + 1]])
             rows = rng.permutation(rows)
-            clf.partial_fit(X[rows], y[bounds[i] + rows], classes=classes)
+            clf.partial_fit(transform(X[rows]), y[bounds[i] + rows], classes=classes)
+            state["pos"] += 1
             if bar is not None:
                 bar.update(1)
+            if every and state["pos"] % every == 0 and state["pos"] < len(state["order"]):
+                save()
+        state["epoch"] += 1
+        state["order"] = None
+        state["pos"] = 0
+        if valid_mask.any():
+            pred = predict_mask(fstore, clf, valid_mask, prefetch, scaler)
+            score = float((pred == y[valid_mask]).mean())
+            state["history"].append(score)
+            if score > state["best"] + 1e-12:
+                state["best"], state["stale"] = score, 0
+            else:
+                state["stale"] += 1
+                if state["stale"] >= patience:
+                    state["stopped"] = True
+        save()
     if bar is not None:
         bar.close()
+    clf.streamcov_epochs_ = state["epoch"]
     return clf
 
 
-def predict_mask(fstore, clf, mask: np.ndarray, prefetch: int = 2) -> np.ndarray:
+def predict_mask(fstore, clf, mask: np.ndarray, prefetch: int = 2, scaler=None) -> np.ndarray:
     """Predictions for the rows of ``mask``, streaming block by block."""
     bounds = fstore.bounds
     pred = np.empty(int(mask.sum()), dtype=np.int64)
@@ -107,7 +200,8 @@ def predict_mask(fstore, clf, mask: np.ndarray, prefetch: int = 2) -> np.ndarray
     pos = np.cumsum(mask) - 1
     for i, X in iter_blocks(fstore, blocks, prefetch):
         rows = np.flatnonzero(mask[bounds[i]:bounds[i + 1]])
-        pred[pos[bounds[i] + rows]] = clf.predict(X[rows])
+        Xr = X[rows] if scaler is None else scaler.transform(X[rows])
+        pred[pos[bounds[i] + rows]] = clf.predict(Xr)
     return pred
 
 

@@ -1,0 +1,178 @@
+"""Saving fitted pipelines without pickle: arrays in ``.npz``, the rest in JSON.
+
+A model folder holds ``model.json`` (class names from an allow-list,
+constructor parameters, label names, descriptor settings) and ``model.npz``
+(every fitted array). Loading reads the npz with ``allow_pickle=False`` and
+builds objects only from classes named in :data:`ALLOWED`, so a model file can
+never execute code. The same state dump serves the training checkpoints.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "streamcov.model"
+VERSION = 1
+
+ALLOWED = {
+    "RGWSampler": "streamcov.features",
+    "OrthogonalRBFSampler": "streamcov.features",
+    "QuasiRandomRBFSampler": "streamcov.features",
+    "RandomMaclaurinSampler": "streamcov.features",
+    "FastfoodSampler": "streamcov.features",
+    "RBFSampler": "sklearn.kernel_approximation",
+    "Nystroem": "sklearn.kernel_approximation",
+    "StandardScaler": "sklearn.preprocessing",
+    "SGDClassifier": "sklearn.linear_model",
+}
+
+_SKIP = {"_loss_function_"}  # rebuilt by the estimator from its parameters
+
+
+class ModelFormatError(ValueError):
+    """A model folder is missing, damaged or names a class outside the allow-list."""
+
+
+def _jsonable_params(est) -> dict:
+    params = est.get_params(deep=False)
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        if v is None or isinstance(v, (bool, int, float, str)):
+            out[k] = v
+        elif isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, str)) for x in v):
+            out[k] = list(v)
+        else:
+            raise ModelFormatError(f"{type(est).__name__}.{k} = {v!r} cannot be stored as JSON")
+    return out
+
+
+def dump_estimator(est, prefix: str, arrays: dict) -> dict:
+    """Describe ``est`` as JSON; put its fitted arrays into ``arrays`` under ``prefix``."""
+    name = type(est).__name__
+    if name not in ALLOWED:
+        raise ModelFormatError(f"{name} is not in the model allow-list")
+    state, scalars = {}, {}
+    for key, value in vars(est).items():
+        if key in _SKIP or not (key.endswith("_") or key.startswith("_")) or key.startswith("__"):
+            continue
+        if isinstance(value, np.ndarray):
+            if value.dtype == object:
+                raise ModelFormatError(f"{name}.{key} holds Python objects; cannot store it")
+            arrays[f"{prefix}{key}"] = value
+            state[key] = f"{prefix}{key}"
+        elif isinstance(value, (bool, int, float, str, np.generic)) or value is None:
+            scalars[key] = value.item() if isinstance(value, np.generic) else value
+    return {"class": name, "params": _jsonable_params(est), "arrays": state, "scalars": scalars}
+
+
+def load_estimator(desc: dict, arrays) -> object:
+    name = desc.get("class")
+    if name not in ALLOWED:
+        raise ModelFormatError(f"model names class {name!r}, which is not in the allow-list "
+                               f"{sorted(ALLOWED)}")
+    cls = getattr(importlib.import_module(ALLOWED[name]), name)
+    est = cls(**desc["params"])
+    for key, array_name in desc["arrays"].items():
+        if array_name not in arrays:
+            raise ModelFormatError(f"array {array_name!r} of {name} missing from model.npz")
+        setattr(est, key, np.array(arrays[array_name]))
+    for key, value in desc["scalars"].items():
+        setattr(est, key, value)
+    return est
+
+
+def atomic_write_npz(path: Path, arrays: dict) -> None:
+    """Write ``path`` so that it is either the old file or the complete new one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class FittedPipeline:
+    """Feature map + optional scaler + linear classifier, with label names and descriptor settings."""
+
+    def __init__(self, feature_map, scaler, classifier, label_names, descriptor: dict,
+                 center: list | None, n_joints: int, info: dict | None = None):
+        self.feature_map = feature_map
+        self.scaler = scaler
+        self.classifier = classifier
+        self.label_names = list(label_names)
+        self.descriptor = dict(descriptor)
+        self.center = center
+        self.n_joints = int(n_joints)
+        self.info = dict(info or {})
+
+    def transform(self, V: np.ndarray) -> np.ndarray:
+        X = V if self.feature_map is None else self.feature_map.transform(V)
+        return X if self.scaler is None else self.scaler.transform(X)
+
+    def predict_codes(self, V: np.ndarray) -> np.ndarray:
+        return self.classifier.predict(self.transform(V))
+
+    def save(self, folder) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays: dict = {}
+        doc = {"format": FORMAT, "version": VERSION,
+               "feature_map": None if self.feature_map is None else dump_estimator(self.feature_map, "map.", arrays),
+               "scaler": None if self.scaler is None else dump_estimator(self.scaler, "scaler.", arrays),
+               "classifier": dump_estimator(self.classifier, "clf.", arrays),
+               "label_names": self.label_names, "descriptor": self.descriptor,
+               "center": self.center, "n_joints": self.n_joints, "info": self.info}
+        atomic_write_npz(folder / "model.npz", arrays)
+        atomic_write_text(folder / "model.json", json.dumps(doc, indent=1, default=str))
+        return folder
+
+    @classmethod
+    def load(cls, folder) -> "FittedPipeline":
+        folder = Path(folder)
+        jpath, npath = folder / "model.json", folder / "model.npz"
+        if not jpath.is_file() or not npath.is_file():
+            raise ModelFormatError(f"{folder}: expected model.json and model.npz (written by "
+                                   f"`streamcov run`)")
+        try:
+            doc = json.loads(jpath.read_text())
+        except json.JSONDecodeError as exc:
+            raise ModelFormatError(f"{jpath}: not valid JSON ({exc})") from None
+        if doc.get("format") != FORMAT:
+            raise ModelFormatError(f"{jpath}: not a streamcov model (format {doc.get('format')!r})")
+        try:
+            with np.load(npath, allow_pickle=False) as npz:
+                # read every member now: an object (pickled) array fails here
+                arrays = {name: npz[name] for name in npz.files}
+        except ValueError as exc:
+            raise ModelFormatError(f"{npath}: {exc}") from None
+        fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays)
+        scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
+        clf = load_estimator(doc["classifier"], arrays)
+        return cls(fmap, scaler, clf, doc["label_names"], doc["descriptor"], doc["center"],
+                   doc["n_joints"], doc.get("info"))

@@ -1,0 +1,149 @@
+"""Checkpoints and exact resume, pickle-free models, early stopping, bounded prefetch."""
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from streamcov.model import FittedPipeline, ModelFormatError
+from streamcov.pipeline.config import load_pipeline
+from streamcov.pipeline.predict import predict_store
+from streamcov.pipeline.run import run_pipeline
+from streamcov.pipeline.train import iter_blocks
+from streamcov.store import ingest
+from streamcov.synth import SyntheticSkeletonSource
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("syn") / "syn.zarr"
+    return ingest(SyntheticSkeletonSource(n_sequences=240, n_subjects=6, n_classes=8, seed=3), path,
+                  chunk_frames=2048)
+
+
+def cfg_for(store, out, *extra):
+    return load_pipeline(REPO / "pipelines" / "msr_action3d.toml",
+                         [f'data.store="{store.path}"', f'output="{out}"', "features.n_components=256",
+                          "model.epochs=4", "dask.block_sequences=40", "model.checkpoint_blocks=2",
+                          *extra])
+
+
+def coef_of(out):
+    return FittedPipeline.load(out / "model").classifier.coef_
+
+
+def test_resume_after_crash_gives_the_same_model(synth_store, tmp_path, monkeypatch):
+    ref = run_pipeline(cfg_for(synth_store, tmp_path / "ref"), scheduler="synchronous")
+    from sklearn.linear_model import SGDClassifier
+    original = SGDClassifier.partial_fit
+    calls = {"n": 0}
+
+    def crashing(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 7:  # mid-epoch 2, after a within-epoch checkpoint
+            raise KeyboardInterrupt("simulated crash")
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(SGDClassifier, "partial_fit", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(cfg_for(synth_store, tmp_path / "cut"), scheduler="synchronous")
+    monkeypatch.setattr(SGDClassifier, "partial_fit", original)
+    ck = tmp_path / "cut" / "checkpoints" / "odd-even.npz"
+    assert ck.is_file()
+    resumed = run_pipeline(cfg_for(synth_store, tmp_path / "cut"), scheduler="synchronous", resume=True)
+    assert resumed["featurized_sequences"] == 0   # features were complete: not recomputed
+    np.testing.assert_array_equal(coef_of(tmp_path / "cut"), coef_of(tmp_path / "ref"))
+    assert resumed["accuracy"] == ref["accuracy"]
+
+
+def test_resume_ignores_checkpoints_of_other_parameters(synth_store, tmp_path):
+    run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    other = run_pipeline(cfg_for(synth_store, tmp_path, "model.C=1.0"), scheduler="synchronous", resume=True)
+    fresh = run_pipeline(cfg_for(synth_store, tmp_path / "fresh", "model.C=1.0"), scheduler="synchronous")
+    assert other["accuracy"] == fresh["accuracy"]
+
+
+def test_model_round_trip_and_predict(synth_store, tmp_path):
+    res = run_pipeline(cfg_for(synth_store, tmp_path, "model.scale=\"standard\""), scheduler="synchronous")
+    model = FittedPipeline.load(tmp_path / "model")
+    assert model.scaler is not None and type(model.feature_map).__name__ == "RGWSampler"
+    summary = predict_store(tmp_path / "model", synth_store.path, tmp_path / "p.csv",
+                            scheduler="synchronous")
+    assert summary["n"] == synth_store.n_sequences
+    lines = (tmp_path / "p.csv").read_text().splitlines()
+    assert lines[0] == "id,predicted,label" and len(lines) == synth_store.n_sequences + 1
+    # predictions on the test subjects reproduce the run's accuracy
+    import csv
+    rows = list(csv.DictReader(open(tmp_path / "p.csv")))
+    test = synth_store.subjects % 2 == 0
+    acc = np.mean([r["predicted"] == r["label"] for r, t in zip(rows, test) if t])
+    assert acc == pytest.approx(res["accuracy"], abs=1e-12)
+
+
+def test_model_loading_never_runs_code(synth_store, tmp_path):
+    run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    doc = json.loads((tmp_path / "model" / "model.json").read_text())
+    doc["classifier"]["class"] = "os.system"
+    (tmp_path / "model" / "model.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelFormatError, match="not in the allow-list"):
+        FittedPipeline.load(tmp_path / "model")
+    # an npz holding a pickled object array is refused
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    doc.update(feature_map=None, scaler=None)
+    doc["classifier"]["class"] = "SGDClassifier"
+    (bad / "model.json").write_text(json.dumps(doc))
+    np.savez(bad / "model.npz", **{"clf.coef_": np.array([{"x": 1}], dtype=object)})
+    with pytest.raises(ModelFormatError, match="allow_pickle"):
+        FittedPipeline.load(bad)
+    with pytest.raises(ModelFormatError, match="expected model.json and model.npz"):
+        FittedPipeline.load(tmp_path / "nothing")
+
+
+def test_early_stopping_on_validation_split(synth_store, tmp_path):
+    res = run_pipeline(cfg_for(synth_store, tmp_path, "model.epochs=60", "model.validation_fraction=0.2",
+                               "model.n_iter_no_change=2"), scheduler="synchronous")
+    assert res["epochs_run"] < 60
+    assert res["n_train"] == int((synth_store.subjects % 2 == 1).sum())
+
+
+class SlowReader:
+    def __init__(self, n):
+        self.loaded = 0
+        self.consumed = 0
+        self.max_ahead = 0
+        self.lock = threading.Lock()
+        self.n = n
+
+    def read_block(self, i):
+        with self.lock:
+            self.loaded += 1
+            self.max_ahead = max(self.max_ahead, self.loaded - self.consumed)
+        return np.full((3, 2), i)
+
+
+def test_prefetch_is_bounded_when_the_learner_is_slow():
+    r = SlowReader(30)
+    seen = []
+    for i, X in iter_blocks(r, range(30), prefetch=2):
+        time.sleep(0.01)  # a learner slower than the reader
+        seen.append(i)
+        with r.lock:
+            r.consumed += 1
+    assert seen == list(range(30))
+    # queue of 2 + the block the reader holds while waiting + the one being consumed
+    assert r.max_ahead <= 4, r.max_ahead
+
+
+def test_prefetch_reader_errors_reach_the_learner():
+    class Broken:
+        def read_block(self, i):
+            if i == 3:
+                raise OSError("chunk 3 unreadable")
+            return np.zeros((1, 1))
+    with pytest.raises(OSError, match="chunk 3 unreadable"):
+        for _ in iter_blocks(Broken(), range(10), prefetch=2):
+            pass
