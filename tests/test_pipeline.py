@@ -158,3 +158,16 @@ def test_cli_reports_incomplete_store_and_errors(tmp_path):
     assert r.returncode == 2 and "a.csv, line 2" in r.stderr
     r = run_cli("run", tmp_path / "missing.toml")
     assert r.returncode == 2 and "pipeline file not found" in r.stderr
+
+
+def test_embedded_default_equals_the_shipped_file():
+    import tomllib
+    from streamcov.cli import DEFAULT_PIPELINE
+    shipped = tomllib.loads((REPO / "pipelines" / "synthetic.toml").read_text())
+    assert tomllib.loads(DEFAULT_PIPELINE) == shipped
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in readme

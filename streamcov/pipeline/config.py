@@ -103,10 +103,12 @@ def apply_override(cfg: dict, assignment: str) -> None:
     node[parts[-1]] = parse_value(text.strip())
 
 
-def load_pipeline(path=None, overrides=(), store=None) -> dict:
-    """Read a pipeline file (or the defaults), apply overrides, fill defaults."""
+def load_pipeline(path=None, overrides=(), store=None, text: str | None = None) -> dict:
+    """Read a pipeline file (or TOML ``text``), apply overrides, fill defaults."""
     raw: dict = {}
-    if path is not None:
+    if text is not None:
+        raw = tomllib.loads(text)
+    elif path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"{path}: pipeline file not found")
@@ -125,6 +127,7 @@ def load_pipeline(path=None, overrides=(), store=None) -> dict:
     cfg = _deep_merge(DEFAULTS, raw) if task == DEFAULTS["task"] else raw
     cfg.setdefault("task", task)
     cfg.setdefault("name", Path(path).stem if path else "pipeline")
+    path = None if text is not None else path
     cfg["_file"] = str(path) if path else None
     # A split file is written relative to the pipeline file that names it.
     split = cfg.get("split")
