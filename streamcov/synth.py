@@ -148,6 +148,9 @@ _IDLE_DEG = 4.0            # max idle-sway amplitude per DOF, degrees
 _YAW_DEG = 35.0            # global yaw, uniform +-
 _DRIFT = 0.003             # root drift per frame (m), uniform +- in x and z
 
+# Subjects whose parameters are kept between batches (cheap to redraw).
+_SUBJECT_CACHE = 4096
+
 # Relative cycle length of each action (slow bends, quick jogging steps).
 _PERIOD_FACTOR = {
     "bend": 1.5, "squat": 1.4, "jog in place": 0.7, "forward punch": 0.9,
@@ -352,12 +355,13 @@ class SyntheticSkeletonSource(SkeletonSource):
     ----------
     n_sequences : int, default=400
         Number of sequences. Sequence ``i`` has class ``i % n_classes`` and
-        subject ``(i // n_classes) % n_subjects + 1``, so every prefix of
-        ``n_classes * n_subjects`` sequences is balanced over both.
+        subject ``(i // n_classes) % n_subjects + 1``, so every block of
+        ``n_classes * n_subjects`` consecutive sequences holds each
+        (subject, class) pair once.
     n_subjects : int, default=10
         Number of subjects, numbered ``1..n_subjects`` (odd/even subject
         splits give a cross-subject protocol). Each subject has its own bone
-        lengths, posture, amplitude and tempo.
+        lengths, posture, amplitude, tempo and style of each action.
     n_classes : int, default=10
         Number of action classes, the first ``n_classes`` of :data:`ACTIONS`
         (at most 12).
@@ -414,7 +418,8 @@ class SyntheticSkeletonSource(SkeletonSource):
         try:
             lo, hi = frames
         except (TypeError, ValueError):
-            raise ValueError(f"frames must be a pair (min, max) of integers, got {frames!r}") from None
+            raise ValueError(
+                f"frames must be a pair (min, max) of integers, got {frames!r}") from None
         if any(isinstance(v, bool) or not isinstance(v, Integral) for v in (lo, hi)) \
                 or not 2 <= lo <= hi:
             raise ValueError(
@@ -443,7 +448,8 @@ class SyntheticSkeletonSource(SkeletonSource):
                    "n_sequences": self._n, "n_subjects": self._n_subjects,
                    "n_classes": self._n_classes, "seed": self._seed,
                    "frames": [self._lo, self._hi], "noise": self._noise,
-                   "axes": "x toward the subject's right, y up, z away from the sensor (the subject faces -z)"},
+                   "axes": ("x toward the subject's right, y up, "
+                            "z away from the sensor (the subject faces -z)")},
         )
 
     def __len__(self) -> int:
@@ -519,6 +525,8 @@ class SyntheticSkeletonSource(SkeletonSource):
             act_amp = np.clip(1.0 + _ACTION_AMP_SD * rng.standard_normal(len(ACTIONS)), 0.6, 1.4)
             p = dict(offsets=offsets, style=style, amp=amp, tempo=tempo,
                      act_style=act_style, act_amp=act_amp)
+            if len(self._subjects) >= _SUBJECT_CACHE:
+                self._subjects.clear()      # bounded memory for huge n_subjects
             self._subjects[s] = p
         return p
 
