@@ -2,7 +2,7 @@
 
 Generates 45-frame sequences with the batched path (``sequences()``) and one
 at a time (``generate_sequence``), side by side, and prints a final JSON line.
-Run: ``python benchmarks/bench_synth.py``.
+Run: ``python benchmarks/synth_speed.py``.
 """
 import json
 import os
