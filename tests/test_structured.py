@@ -1,0 +1,486 @@
+"""Learned polynomial kernel transformations and twin GPs (paper 003)."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+from scipy.special import eval_gegenbauer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from streamcov.structured import (HSICKernelTransform, PolynomialKernelMap, TwinGaussianProcess,
+                                  basis_derivatives, basis_polynomials, center_kernel,
+                                  empirical_hsic, hsic_matrix, kernel_alignment,
+                                  median_heuristic_gamma, rbf_kernel, top_singular_pair)
+from streamcov.structured import hsic as hsic_mod
+from streamcov.structured import tgp as tgp_mod
+from streamcov.tasks import tgp as tasks
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def sshape(n, seed):
+    return tasks.sshape_data(n, 0.05, np.random.RandomState(seed))
+
+
+# --------------------------------------------------------------------------
+# HSIC and bases
+# --------------------------------------------------------------------------
+def test_empirical_hsic_matches_trace_formula():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(30, 3)), rng.normal(size=(30, 2))
+    K, G = rbf_kernel(X, gamma=0.3), rbf_kernel(Y, gamma=0.7)
+    m = 30
+    H = np.eye(m) - np.ones((m, m)) / m
+    ref = np.trace(K @ H @ G @ H) / (m - 1) ** 2  # eq. (11) verbatim
+    assert empirical_hsic(K, G) == pytest.approx(ref, rel=1e-12)
+    assert np.allclose(center_kernel(K), H @ K @ H)
+    # alignment is HSIC normalized by the two self-HSICs
+    ref_a = ref / np.sqrt(np.trace(K @ H @ K @ H) * np.trace(G @ H @ G @ H)) * (m - 1) ** 2
+    assert kernel_alignment(K, G) == pytest.approx(ref_a, rel=1e-10)
+
+
+def test_rbf_kernel_and_median_heuristic():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20, 4))
+    K = rbf_kernel(X, gamma=0.5)
+    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
+    assert np.allclose(K, np.exp(-0.5 * d2)) and np.allclose(np.diag(K), 1.0)
+    g = median_heuristic_gamma(X)
+    assert g == pytest.approx(1.0 / (2.0 * np.median(d2[np.triu_indices(20, 1)])))
+    assert median_heuristic_gamma(np.ones((5, 2))) == 1.0  # all rows equal
+
+
+@pytest.mark.parametrize("weight", [-0.3, 0.51, 1.0, 2.5])
+def test_gegenbauer_matches_scipy(weight):
+    t = np.linspace(-1, 1, 41)
+    P = basis_polynomials(t, 11, "gegenbauer", weight)
+    ref = np.stack([eval_gegenbauer(i, weight, t) for i in range(12)])
+    assert np.allclose(P, ref, rtol=1e-10, atol=1e-10)
+    # d/dt C_n^w = 2 w C_{n-1}^{w+1}: an independent reference for eq. (23)-(24)
+    D = basis_derivatives(t, 11, "gegenbauer", weight)
+    ref_d = np.stack([np.zeros_like(t)] + [2 * weight * eval_gegenbauer(i - 1, weight + 1, t)
+                                           for i in range(1, 12)])
+    assert np.allclose(D, ref_d, rtol=1e-9, atol=1e-9)
+
+
+def test_monomial_basis_and_map():
+    t = np.linspace(-1, 1, 9)
+    assert np.allclose(basis_polynomials(t, 4), np.stack([t ** i for i in range(5)]))
+    assert np.allclose(basis_derivatives(t, 4)[3], 3 * t ** 2)
+    coef = np.array([0.1, 0.2, 0.0, 0.5, 0.3])
+    for basis, w in (("monomial", 0.5), ("gegenbauer", 0.51), ("gegenbauer", 1.7)):
+        phi = PolynomialKernelMap(coef, basis, w)
+        assert np.allclose(phi(t), np.tensordot(coef, basis_polynomials(t, 4, basis, w), 1))
+        assert np.allclose(phi.derivative(t),
+                           np.tensordot(coef, basis_derivatives(t, 4, basis, w), 1))
+        v, d = phi.value_and_derivative(t)
+        assert np.allclose(v, phi(t)) and np.allclose(d, phi.derivative(t))
+
+
+def test_monomial_transform_is_psd():
+    # Theorem 2.1: non-negative monomial combinations of a PSD matrix are PSD
+    # (Schur product theorem). Tolerance: eigenvalue rounding ~ 1e-12 * n.
+    rng = np.random.default_rng(2)
+    K = rbf_kernel(rng.normal(size=(60, 3)), gamma=0.2)
+    phi = PolynomialKernelMap(rng.uniform(0, 1, 12), "monomial")
+    assert np.linalg.eigvalsh(phi(K))[0] > -1e-10
+
+
+@pytest.mark.parametrize("weight", [0.5, 0.51, 1.0])
+def test_gegenbauer_transform_is_psd_on_the_sphere(weight):
+    # Theorem 2.2 (Schoenberg): G_i^w(<x, y>) is positive definite for x, y on
+    # S^2 when w >= (3 - 2) / 2 = 1/2. Tolerance as above.
+    rng = np.random.default_rng(3)
+    Z = rng.normal(size=(80, 3))
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    T = np.clip(Z @ Z.T, -1, 1)
+    phi = PolynomialKernelMap(rng.uniform(0, 1, 12), "gegenbauer", weight)
+    assert np.linalg.eigvalsh(phi(T))[0] > -1e-9
+    for i in range(12):
+        assert np.linalg.eigvalsh(basis_polynomials(T, i, "gegenbauer", weight)[i])[0] > -1e-9
+
+
+def test_gegenbauer_of_gaussian_gram_can_be_indefinite():
+    # Documents the caveat in HSICKernelTransform: Gaussian features live on
+    # an infinite-dimensional sphere, where G_2^w = c t^2 - w is not PSD.
+    # Far-apart points give K ~ I and G_2(K) ~ c' I - w 11^T, with eigenvalue
+    # about w (2 + 2 w) - 20 w < 0 along the ones vector.
+    X = np.arange(20.0)[:, None] * 10
+    G2 = basis_polynomials(rbf_kernel(X, gamma=1.0), 2, "gegenbauer", 0.51)[2]
+    assert np.linalg.eigvalsh(G2)[0] < -1.0
+
+
+def test_hsic_matrix_entries_and_leading_blocks():
+    X, y = sshape(40, 0)
+    K, G = rbf_kernel(X, gamma=1.0), rbf_kernel(y[:, None], gamma=1.0)
+    C = hsic_matrix(K, G, 5, 4)
+    assert C.shape == (6, 5)
+    assert (C[0] == 0).all() and (C[:, 0] == 0).all()
+    assert empirical_hsic(np.ones_like(K), G) == pytest.approx(0, abs=1e-14)
+    assert C[3, 2] == pytest.approx(empirical_hsic(K ** 3, G ** 2), rel=1e-12)
+    assert (C >= -1e-14).all()  # HSIC of two PSD kernels is non-negative
+    Cg = hsic_matrix(K, G, 5, 4, basis="gegenbauer", weight_input=0.6, weight_output=1.2)
+    ref = empirical_hsic(eval_gegenbauer(4, 0.6, K), eval_gegenbauer(3, 1.2, G))
+    assert Cg[4, 3] == pytest.approx(ref, rel=1e-10)
+    # lower degrees are leading blocks, so sigma_max can only grow with degree
+    assert np.allclose(hsic_matrix(K, G, 2, 3), C[:3, :4])
+
+
+def test_top_singular_pair_nonnegative_and_optimal():
+    rng = np.random.default_rng(4)
+    C = rng.uniform(0, 1, (6, 4))
+    a, b, s, msg = top_singular_pair(C)
+    assert msg is None and (a >= 0).all() and (b >= 0).all()
+    assert np.linalg.norm(a) == pytest.approx(1) and np.linalg.norm(b) == pytest.approx(1)
+    assert s == pytest.approx(np.linalg.svd(C, compute_uv=False)[0], rel=1e-12)
+    # sign fixed whatever sign the SVD returns: -C has the same singular
+    # vectors up to sign; for -C the pair is clipped away from negative entries
+    a2, b2, _, _ = top_singular_pair(C.T)
+    assert np.allclose(a2, b) and np.allclose(b2, a)
+
+
+def test_top_singular_pair_clips_negative_entries():
+    C = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, -1.0], [0.0, -1.0, 1.0]])
+    a, b, s, msg = top_singular_pair(C)
+    assert msg is not None and "clipped" in msg
+    assert (a >= 0).all() and (b >= 0).all()
+    assert np.linalg.norm(a) == pytest.approx(1) and np.linalg.norm(b) == pytest.approx(1)
+    assert s == pytest.approx(a @ C @ b)
+
+
+def test_transform_fit_attributes():
+    X, y = sshape(80, 1)
+    tr = HSICKernelTransform(degree_input=5, degree_output=7, gamma_input=1.0,
+                             gamma_output=1.0).fit(X, y)
+    assert tr.C_.shape == (6, 8) and tr.alpha_.shape == (6,) and tr.beta_.shape == (8,)
+    assert (tr.alpha_ >= 0).all() and (tr.beta_ >= 0).all()
+    assert tr.alpha_[0] == 0 and tr.beta_[0] == 0  # constants carry no dependence
+    assert tr.nonnegativity_warning_ is None
+    # the identity map (alpha = beta = e_1) is feasible, so the optimum beats it
+    assert tr.singular_value_ >= tr.C_[1, 1]
+    K = tr.input_kernel(X)
+    assert np.allclose(tr.transform_kernel(K), tr.phi_(K))
+    assert np.allclose(tr.transform(X), tr.phi_(K))
+    assert np.linalg.eigvalsh(tr.transform_kernel(K))[0] > -1e-10
+    G = tr.output_kernel(y)
+    assert tr.hsic_score(X, y) == pytest.approx(empirical_hsic(tr.phi_(K), tr.psi_(G)))
+    assert tr.transform(X.astype(np.float32)).dtype == np.float32
+
+
+def test_transform_records_nonnegativity_warning(monkeypatch):
+    C = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, -1.0], [0.0, -1.0, 1.0]])
+    monkeypatch.setattr(hsic_mod, "hsic_matrix", lambda *a, **k: C)
+    X, y = sshape(30, 2)
+    with pytest.warns(UserWarning, match="clipped to 0"):
+        tr = HSICKernelTransform(degree_input=2, degree_output=2).fit(X, y)
+    assert "negative" in tr.nonnegativity_warning_
+    assert (tr.alpha_ >= 0).all() and (tr.beta_ >= 0).all()
+
+
+def test_transform_cross_validates_degrees_and_weights():
+    X, y = sshape(60, 3)
+    tr = HSICKernelTransform(basis="gegenbauer", weight_output=None, degree_grid=(1, 3),
+                             weight_grid=(0.51, 1.5), random_state=0).fit(X, y)
+    assert tr.degree_input_ in (1, 3) and tr.degree_output_ in (1, 3)
+    assert tr.weight_output_ in (0.51, 1.5) and tr.weight_input_ == 0.51
+    assert len(tr.cv_results_["params"]) == 2 * 2 * 2
+    best = int(np.argmax(tr.cv_results_["mean_alignment"]))
+    assert tr.cv_results_["params"][best]["degree_input"] == tr.degree_input_
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(basis="hermite"), "basis must be one of"),
+    (dict(degree_input=0), "degree_input must be an integer >= 1"),
+    (dict(basis="gegenbauer", weight_input=0.0), "weight parameter must be"),
+    (dict(basis="gegenbauer", weight_output=-0.7), "weight parameter must be"),
+    (dict(gamma_input=-1.0), "gamma_input must be a positive"),
+    (dict(degree_grid=()), "degree_grid must be a non-empty"),
+    (dict(cv=1), "cv must be an integer >= 2"),
+    (dict(max_samples=1), "max_samples must be an integer >= 2"),
+])
+def test_transform_param_errors(kwargs, match):
+    X, y = sshape(20, 0)
+    with pytest.raises(ValueError, match=match):
+        HSICKernelTransform(**kwargs).fit(X, y)
+
+
+def test_transform_runtime_errors():
+    X, y = sshape(20, 0)
+    with pytest.raises(ValueError, match="needs at least 6 samples"):
+        HSICKernelTransform().fit(X[:4], y[:4])
+    tr = HSICKernelTransform(degree_input=2, degree_output=2).fit(X, y)
+    with pytest.raises(ValueError, match=r"entries in \[-1, 1\]"):
+        tr.transform_kernel(np.full((3, 3), 2.0))
+    with pytest.raises(ValueError, match="2-D kernel matrix"):
+        tr.transform_output_kernel(np.ones(3))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        tr.transform_kernel(np.full((2, 2), np.nan))
+    with pytest.raises(ValueError, match="same shape"):
+        empirical_hsic(np.eye(3), np.eye(4))
+    with pytest.raises(ValueError, match="same number of columns"):
+        rbf_kernel(np.ones((2, 3)), np.ones((2, 2)), gamma=1.0)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        median_heuristic_gamma(np.ones((1, 2)))
+    with pytest.raises(ValueError, match="finite non-empty"):
+        top_singular_pair(np.array([[np.nan]]))
+    with pytest.raises(ValueError, match="non-negative integer"):
+        basis_polynomials(np.ones(2), -1)
+
+
+# --------------------------------------------------------------------------
+# twin GPs
+# --------------------------------------------------------------------------
+def _two_output_data(n=40, seed=5):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 3))
+    Y = np.c_[np.sin(2 * X[:, 0]) + X[:, 1], X[:, 2] ** 2]
+    return X, Y
+
+
+@pytest.mark.parametrize("criterion", ["kl", "hsic"])
+@pytest.mark.parametrize("transform", [None, "monomial", "gegenbauer"])
+def test_tgp_gradients(criterion, transform):
+    X, Y = _two_output_data()
+    kw = dict(degree_input=3, degree_output=5) if transform else {}
+    m = TwinGaussianProcess(criterion=criterion, kernel_transform=transform, **kw).fit(X, Y)
+    rng = np.random.default_rng(0)
+    for j in range(3):
+        f = m.prediction_objective(rng.uniform(-1, 1, 3))
+        y0 = Y[j] + rng.normal(0, 0.2, 2)
+        err = check_grad(lambda v: f(v)[0], lambda v: f(v)[1], y0, epsilon=1e-6)
+        # finite differences with eps 1e-6 are accurate to ~1e-6 relative
+        assert err <= 1e-4 * max(1.0, np.linalg.norm(f(y0)[1]))
+
+
+@pytest.mark.parametrize("transform", [None, "monomial"])
+def test_kl_objective_matches_direct_divergence(transform):
+    # L_KL(y1) - L_KL(y2) = 2 eta [D_KL(G~(y1) || K~) - D_KL(G~(y2) || K~)],
+    # with D_KL(N(0, A) || N(0, B)) = (tr(B^-1 A) - m + log det B - log det A) / 2
+    X, Y = _two_output_data(30)
+    kw = dict(degree_input=3, degree_output=4) if transform else {}
+    m = TwinGaussianProcess(kernel_transform=transform, lambda_x=1e-2, lambda_y=1e-2,
+                            **kw).fit(X, Y)
+    x = np.array([0.1, -0.3, 0.5])
+    Xa = np.vstack([X, x])
+    Ka = m.phi_(rbf_kernel(Xa, gamma=m.gamma_x_)) + 1e-2 * np.eye(31)
+
+    def kl(yv):
+        Ga = m.psi_(rbf_kernel(np.vstack([Y, yv]), gamma=m.gamma_y_)) + 1e-2 * np.eye(31)
+        return 0.5 * (np.trace(np.linalg.solve(Ka, Ga)) - 31 + np.linalg.slogdet(Ka)[1]
+                      - np.linalg.slogdet(Ga)[1])
+
+    eta = m.phi_(np.array(1.0)) + 1e-2 - Ka[-1, :30] @ np.linalg.solve(Ka[:30, :30], Ka[-1, :30])
+    f = m.prediction_objective(x)
+    y1, y2 = np.array([0.3, 0.2]), np.array([-0.5, 0.9])
+    assert f(y1)[0] - f(y2)[0] == pytest.approx(2 * eta * (kl(y1) - kl(y2)), rel=1e-6)
+
+
+@pytest.mark.parametrize("transform", [None, "gegenbauer"])
+def test_hsic_objective_matches_direct_hsic(transform):
+    # L_HSIC(y) = -n * HSIC(G~(y), K~) + const (eq. (11) on n + 1 points)
+    X, Y = _two_output_data(30)
+    kw = dict(degree_input=3, degree_output=4) if transform else {}
+    m = TwinGaussianProcess(criterion="hsic", kernel_transform=transform, **kw).fit(X, Y)
+    x = np.array([-0.2, 0.4, 0.0])
+    Ka = m.phi_(rbf_kernel(np.vstack([X, x]), gamma=m.gamma_x_))
+
+    def h(yv):
+        return empirical_hsic(Ka, m.psi_(rbf_kernel(np.vstack([Y, yv]), gamma=m.gamma_y_)))
+
+    f = m.prediction_objective(x)
+    y1, y2 = np.array([0.3, 0.2]), np.array([-0.5, 0.9])
+    assert f(y1)[0] - f(y2)[0] == pytest.approx(-30 * (h(y1) - h(y2)), rel=1e-8)
+
+
+def test_tgp_beats_mean_predictor_on_sshape():
+    X, y = sshape(300, 7)
+    Xtr, ytr, Xte, yte = X[:150], y[:150], X[150:], y[150:]
+    mae_mean = np.abs(ytr.mean() - yte).mean()
+    pred = TwinGaussianProcess().fit(Xtr, ytr).predict(Xte)
+    assert pred.shape == yte.shape
+    # The S-shape is multivalued in the middle, so no method gets near 0; the
+    # KL twin GP measured ~0.5x the mean predictor's MAE over seeds, 0.75 leaves margin.
+    assert np.abs(pred - yte).mean() < 0.75 * mae_mean
+
+
+def test_tgp_multistart_never_worse_and_dtypes():
+    X, Y = _two_output_data(50)
+    Xte = np.random.default_rng(9).uniform(-1, 1, (8, 3))
+    one = TwinGaussianProcess(n_starts=1).fit(X, Y)
+    many = TwinGaussianProcess(n_starts=4).fit(X, Y)
+    p1, p4 = one.predict(Xte), many.predict(Xte)
+    assert p1.shape == (8, 2)
+    for x, a, b in zip(Xte, p1, p4):
+        f = one.prediction_objective(x)
+        assert f(b)[0] <= f(a)[0] + 1e-9  # the best of 4 starts includes the first
+    assert one.predict(Xte.astype(np.float32)).dtype == np.float32
+
+
+def test_tgp_subsample_and_local_approximations():
+    X, y = sshape(200, 11)
+    Xtr, ytr, Xte, yte = X[:120], y[:120], X[120:160], y[120:160]
+    sub = TwinGaussianProcess(max_train=50, random_state=0).fit(Xtr, ytr)
+    assert sub.X_train_.shape[0] == 50 and not sub.local_
+    loc = TwinGaussianProcess(max_train=50, approximation="local").fit(Xtr, ytr)
+    assert loc.local_ and loc.X_train_.shape[0] == 120
+    mae_mean = np.abs(ytr.mean() - yte).mean()
+    for est in (sub, loc):
+        assert np.abs(est.predict(Xte) - yte).mean() < mae_mean
+    # local with max_train covering the whole set is the exact model
+    full = TwinGaussianProcess(max_train=120, approximation="local").fit(Xtr, ytr)
+    assert not full.local_
+    with pytest.raises(ValueError, match="not available with approximation='local'"):
+        loc.prediction_objective(Xte[0])
+
+
+def test_tgp_degree_selection_and_transform_attributes():
+    X, y = sshape(90, 4)
+    m = TwinGaussianProcess(kernel_transform="monomial", degree_grid=(1, 3), cv=2,
+                            gamma_x=1.0, gamma_y=1.0, random_state=0).fit(X, y)
+    assert len(m.cv_results_["params"]) == 4
+    best = m.cv_results_["params"][int(np.argmin(m.cv_results_["mean_mae"]))]
+    assert (m.degree_input_, m.degree_output_) == best
+    assert m.transform_.alpha_.shape == (m.degree_input_ + 1,)
+    assert (m.transform_.alpha_ >= 0).all() and (m.transform_.beta_ >= 0).all()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(criterion="l2"), "criterion must be one of"),
+    (dict(kernel_transform="legendre"), "kernel_transform must be one of"),
+    (dict(approximation="nystroem"), "approximation must be one of"),
+    (dict(degree_input=0), "degree_input must be an integer >= 1"),
+    (dict(n_starts=0), "n_starts must be an integer >= 1"),
+    (dict(max_train=1), "max_train must be an integer >= 2"),
+    (dict(gamma_y=0.0), "gamma_y must be a positive number"),
+    (dict(lambda_x=-1.0), "lambda_x must be a non-negative number"),
+    (dict(lambda_y=0.0), "needs lambda_x > 0 and lambda_y > 0"),
+    (dict(degree_grid=(0, 2)), "degree_grid must be a non-empty"),
+])
+def test_tgp_param_errors(kwargs, match):
+    X, y = sshape(20, 0)
+    with pytest.raises(ValueError, match=match):
+        TwinGaussianProcess(**kwargs).fit(X, y)
+
+
+def test_tgp_runtime_errors(monkeypatch):
+    X, y = sshape(20, 0)
+    with pytest.raises(ValueError, match="needs at least 6 training rows"):
+        TwinGaussianProcess(kernel_transform="monomial").fit(X[:5], y[:5])
+    monkeypatch.setattr(tgp_mod, "_physical_memory", lambda: 1000)
+    with pytest.raises(ValueError, match="set max_train"):
+        TwinGaussianProcess().fit(X, y)
+    m = TwinGaussianProcess(criterion="hsic").fit(X, y)  # HSIC keeps O(n) memory
+    with pytest.raises(ValueError, match="expecting 1 features"):
+        m.predict(np.ones((2, 3)))
+
+
+def test_indefinite_transformed_kernel_is_shifted():
+    # Far-apart inputs make the Gegenbauer map of K indefinite (see above);
+    # the fit shifts the diagonal instead of failing and records the shift.
+    X = np.arange(12.0)[:, None] * 10
+    y = np.sin(np.arange(12.0))
+    m = TwinGaussianProcess(kernel_transform="gegenbauer", degree_input=2, degree_output=1,
+                            gamma_x=1.0, gamma_y=1.0).fit(X, y)
+    w_min = np.linalg.eigvalsh(m.phi_(rbf_kernel(X, gamma=1.0)))[0]
+    assert w_min < 0
+    # shifted so that the smallest eigenvalue of phi(K) + (lambda + shift) I is lambda
+    assert m.shift_x_ == pytest.approx(-w_min, rel=1e-8)
+    assert np.isfinite(m.predict(X[:3])).all()
+
+
+# --------------------------------------------------------------------------
+# scikit-learn conventions
+# --------------------------------------------------------------------------
+_NO_N_ITER = ("max_iter bounds the per-test-point L-BFGS runs made in predict; fit runs no "
+              "iterative solver, so there is no n_iter_ to report")
+
+
+@parametrize_with_checks(
+    [TwinGaussianProcess(), HSICKernelTransform()],
+    expected_failed_checks=lambda est: (
+        {"check_non_transformer_estimators_n_iter": _NO_N_ITER}
+        if isinstance(est, TwinGaussianProcess) else {}),
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+# --------------------------------------------------------------------------
+# tasks and pipeline files
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("name, task", [("sshape_tgp", "tgp-sshape"),
+                                        ("digits_tgp", "tgp-digits"),
+                                        ("msr_pose_tgp", "tgp-pose")])
+def test_pipeline_files(name, task):
+    cfg = tomllib.loads((REPO / "pipelines" / f"{name}.toml").read_text())
+    assert cfg["task"] == task and task in tasks.TASKS
+    tasks._tgp_cfg(cfg)  # validates the [tgp] table
+
+
+def test_sshape_task_smoke(tmp_path):
+    cfg = {"task": "tgp-sshape", "data": {"n_samples": 60, "seeds": [0, 1]},
+           "tgp": {"gamma_x": 1.0, "gamma_y": 1.0, "degree_grid": [1, 3], "cv": 2}}
+    r = tasks.TASKS["tgp-sshape"](cfg, tmp_path, False)
+    for key in ("mae_no_map", "mae_map", "gain_percent", "seconds",
+                "gain_percent_kl_monomial", "gain_percent_kl_gegenbauer",
+                "gain_percent_hsic_monomial", "gain_percent_hsic_gegenbauer"):
+        assert np.isfinite(r[key])
+    assert r["gain_percent"] == pytest.approx(100 * (1 - r["mae_map"] / r["mae_no_map"]))
+    assert (tmp_path / "tgp_sshape_details.json").is_file()
+
+
+def test_digits_task_smoke(tmp_path):
+    cfg = {"task": "tgp-digits", "data": {"max_train": 80, "test_fraction": 0.05},
+           "tgp": {"criteria": ["kl"], "bases": ["monomial"], "primary": ["kl", "monomial"],
+                   "degrees": [1, 3]}}
+    r = tasks.TASKS["tgp-digits"](cfg, tmp_path, False)
+    assert r["n_train"] == 80
+    for key in ("mae_no_map", "mae_map", "gain_percent", "mae_krr", "mae_nn", "seconds"):
+        assert np.isfinite(r[key])
+
+
+def test_task_config_errors(tmp_path):
+    with pytest.raises(tasks.TaskConfigError, match="unknown key"):
+        tasks.TASKS["tgp-sshape"]({"tgp": {"gama_x": 1}}, tmp_path, False)
+    with pytest.raises(tasks.TaskConfigError, match="tgp.primary"):
+        tasks.TASKS["tgp-sshape"]({"tgp": {"criteria": ["kl"], "primary": ["hsic", "monomial"]}},
+                                  tmp_path, False)
+    with pytest.raises(tasks.TaskConfigError, match="gamma_x must be a positive number"):
+        tasks.TASKS["tgp-sshape"]({"tgp": {"gamma_x": "auto"}}, tmp_path, False)
+    with pytest.raises(FileNotFoundError, match="MSR-Action3D source"):
+        tasks.TASKS["tgp-pose"]({"data": {"source": str(tmp_path / "missing")}}, tmp_path, False)
+
+
+@pytest.mark.realdata
+def test_pose_inputs_outputs_real_data():
+    src = DATA / "msr_action3d" / "raw"
+    if not src.is_dir():
+        pytest.skip("MSR-Action3D not available")
+    from streamcov.readers.msr_action3d import read_msr_file
+
+    frames = read_msr_file(src / "a01_s01_e01_skeleton3D.txt").astype(np.float64)
+    X, Y = tasks.pose_inputs_outputs(frames)
+    assert X.shape == (len(frames), 39) and Y.shape == (len(frames), 18)
+    # hip-relative: the arm joints of the first frame minus its hip centre
+    J = frames[0].reshape(20, 3)
+    assert np.allclose(Y[0].reshape(6, 3), J[7:13] - J[6])
+
+
+@pytest.mark.realdata
+def test_pose_task_smoke_real_data(tmp_path):
+    src = DATA / "msr_action3d" / "raw"
+    if not src.is_dir():
+        pytest.skip("MSR-Action3D not available")
+    cfg = {"task": "tgp-pose", "data": {"source": str(src), "max_train": 60, "max_test": 30},
+           "tgp": {"criteria": ["kl"], "bases": ["monomial"], "primary": ["kl", "monomial"],
+                   "degrees": [1, 3]}}
+    r = tasks.TASKS["tgp-pose"](cfg, tmp_path, False)
+    assert (r["n_train"], r["n_test"], r["input_dim"], r["output_dim"]) == (60, 30, 39, 18)
+    # every valid frame of the odd subjects is available for training
+    assert r["n_frames_train_available"] > 10000
+    for key in ("mae_no_map", "mae_map", "gain_percent", "joint_error_map", "mae_nn"):
+        assert np.isfinite(r[key])
