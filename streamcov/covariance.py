@@ -80,12 +80,7 @@ def _check_frames(frames: np.ndarray, n_joints: int | None = None) -> np.ndarray
     return np.ascontiguousarray(frames)
 
 
-def segment_moments(frames, starts, stops, selection: JointSelection):
-    """Partial moments (n, mean, M2) of the segments ``frames[starts[s]:stops[s]]``.
-
-    Partials of consecutive pieces of one sequence merge exactly with
-    :func:`merge_moments`.
-    """
+def _segment_args(frames, starts, stops, selection: JointSelection):
     frames = _check_frames(frames)
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
@@ -96,6 +91,16 @@ def segment_moments(frames, starts, stops, selection: JointSelection):
     if max(selection.keep, default=-1) * 3 + 3 > frames.shape[1] or \
             max(selection.center, default=-1) * 3 + 3 > frames.shape[1]:
         raise ValueError(f"joint selection needs more than the {frames.shape[1] // 3} joints in frames")
+    return frames, starts, stops
+
+
+def segment_moments(frames, starts, stops, selection: JointSelection):
+    """Partial moments (n, mean, M2) of the segments ``frames[starts[s]:stops[s]]``.
+
+    Partials of consecutive pieces of one sequence merge exactly with
+    :func:`merge_moments`.
+    """
+    frames, starts, stops = _segment_args(frames, starts, stops, selection)
     d = selection.dim
     out_n = np.empty(len(starts), dtype=np.int64)
     out_mean = np.empty((len(starts), d))
@@ -143,22 +148,41 @@ def log_vectors_from_moments(n, m2, gamma: float, normalize: bool, ddof: int = 1
     out = np.empty((m2.shape[0], vec_dim(m2.shape[1])), dtype=np.float64)
     min_eig = np.empty(m2.shape[0])
     _ks.cov_log_vec(n, m2, float(gamma), int(ddof), bool(normalize), out, min_eig)
+    _raise_not_spd(min_eig, n, m2.shape[1], gamma, first_index)
+    return out.astype(dtype, copy=False)
+
+
+def _raise_not_spd(min_eig, n, d, gamma, first_index=0):
     bad = np.flatnonzero(min_eig <= 0)
     if len(bad):
         i = int(bad[0])
         raise NotSPDError(
-            f"covariance of sequence {first_index + i} ({n[i]} frames, {m2.shape[1]} dims) "
+            f"covariance of sequence {first_index + i} ({n[i]} frames, {d} dims) "
             f"is not positive definite (smallest eigenvalue {min_eig[i]:.3g}); "
             f"increase the regularization gamma (now {gamma})")
-    return out.astype(dtype, copy=False)
 
 
 def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: float = 1e-4,
                            normalize: bool = True, ddof: int = 1, dtype=np.float64):
-    """Descriptor of paper 000 for each sequence: vec(log(Cov + gamma I))."""
+    """Descriptor of paper 000 for each sequence: vec(log(Cov + gamma I)).
+
+    Same result as :func:`segment_moments` followed by
+    :func:`log_vectors_from_moments`, computed by one fused kernel that never
+    holds the stack of d x d moment matrices.
+    """
     offsets = np.asarray(offsets, dtype=np.int64)
-    n, _, m2 = segment_moments(frames, offsets[:-1], offsets[1:], selection)
-    return log_vectors_from_moments(n, m2, gamma, normalize, ddof, dtype)
+    frames, starts, stops = _segment_args(frames, offsets[:-1], offsets[1:], selection)
+    if gamma < 0:
+        raise ValueError(f"regularization gamma must be >= 0, got {gamma}")
+    d = selection.dim
+    n = np.empty(len(starts), dtype=np.int64)
+    out = np.empty((len(starts), vec_dim(d)), dtype=np.float64)
+    min_eig = np.empty(len(starts))
+    c, k = selection.arrays()
+    _ks.frames_log_vec(frames, starts, stops, c, k, float(gamma), int(ddof), bool(normalize),
+                       n, out, min_eig)
+    _raise_not_spd(min_eig, n, d, gamma)
+    return out.astype(dtype, copy=False)
 
 
 def _check_sym_stack(mats):

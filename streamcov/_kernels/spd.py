@@ -5,8 +5,58 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import JIT_OPTS
+from .covariance import _relative_frame
 
 SQRT2 = math.sqrt(2.0)
+
+
+@njit(**JIT_OPTS)
+def _log_vec_one(c, ul, lg, normalize, out):
+    """out = vec(log c) for one symmetric matrix ``c``; returns its smallest eigenvalue.
+
+    ``ul`` and ``lg`` are d x d scratch buffers owned by the calling thread,
+    so the reconstruction U diag(log w) U^T is one BLAS GEMM into ``lg``
+    without temporaries. A matrix that is not positive definite gets NaNs.
+    """
+    d = c.shape[0]
+    w, u = np.linalg.eigh(c)
+    wmin = w[0]
+    if wmin <= 0.0:
+        for k in range(out.shape[0]):
+            out[k] = np.nan
+        return wmin
+    for j in range(d):
+        lw = math.log(w[j])
+        for i in range(d):
+            ul[i, j] = u[i, j] * lw
+    np.dot(ul, u.T, lg)
+    k = 0
+    nrm = 0.0
+    for i in range(d):
+        out[k] = lg[i, i]
+        nrm += lg[i, i] * lg[i, i]
+        k += 1
+        for j in range(i + 1, d):
+            v = SQRT2 * 0.5 * (lg[i, j] + lg[j, i])
+            out[k] = v
+            nrm += v * v
+            k += 1
+    if normalize and nrm > 0.0:
+        inv = 1.0 / math.sqrt(nrm)
+        for k in range(out.shape[0]):
+            out[k] *= inv
+    return wmin
+
+
+# Matrices per prange chunk: many chunks per thread, so that a thread slowed
+# down by other load does not hold back the batch, while the scratch buffers
+# allocated per chunk are amortized over several matrices.
+CHUNK = 16
+
+
+@njit(**JIT_OPTS)
+def _chunks(batch):
+    return (batch + CHUNK - 1) // CHUNK
 
 
 @njit(parallel=True, **JIT_OPTS)
@@ -21,37 +71,85 @@ def cov_log_vec(n, m2, gamma, ddof, normalize, out, min_eig):
     """
     batch = m2.shape[0]
     d = m2.shape[1]
-    for s in prange(batch):
-        denom = max(n[s] - ddof, 1)
+    n_chunks = _chunks(batch)
+    for ch in prange(n_chunks):
+        lo = ch * batch // n_chunks
+        hi = (ch + 1) * batch // n_chunks
         c = np.empty((d, d), dtype=np.float64)
-        for i in range(d):
-            for j in range(d):
-                c[i, j] = m2[s, i, j] / denom
-            c[i, i] += gamma
-        w, u = np.linalg.eigh(c)
-        min_eig[s] = w[0]
-        if w[0] <= 0.0:
-            for k in range(out.shape[1]):
-                out[s, k] = np.nan
-            continue
-        lw = np.log(w)
-        ul = u * lw  # scales columns
-        lg = ul @ u.T
-        k = 0
-        nrm = 0.0
-        for i in range(d):
-            out[s, k] = lg[i, i]
-            nrm += lg[i, i] * lg[i, i]
-            k += 1
-            for j in range(i + 1, d):
-                v = SQRT2 * 0.5 * (lg[i, j] + lg[j, i])
-                out[s, k] = v
-                nrm += v * v
-                k += 1
-        if normalize and nrm > 0.0:
-            inv = 1.0 / math.sqrt(nrm)
-            for k in range(out.shape[1]):
-                out[s, k] *= inv
+        ul = np.empty((d, d), dtype=np.float64)
+        lg = np.empty((d, d), dtype=np.float64)
+        for s in range(lo, hi):
+            inv = 1.0 / max(n[s] - ddof, 1)
+            for i in range(d):
+                for j in range(d):
+                    c[i, j] = m2[s, i, j] * inv
+                c[i, i] += gamma
+            min_eig[s] = _log_vec_one(c, ul, lg, normalize, out[s])
+
+
+@njit(parallel=True, **JIT_OPTS)
+def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
+                   normalize, out_n, out, min_eig):
+    """Fused descriptor: frames of each segment -> covariance -> log -> vec.
+
+    Same result as ``segment_moments`` followed by ``cov_log_vec`` without
+    the (segments, d, d) moment stack in memory: each chunk of segments is
+    handled by one thread with its own buffers (frame block, scatter matrix,
+    reconstruction scratch). The scatter matrix of the mean-centred block is
+    one BLAS GEMM, accumulated in float64 whatever the frame dtype.
+    """
+    d = 3 * keep_idx.shape[0]
+    n_seg = starts.shape[0]
+    n_chunks = _chunks(n_seg)
+    for ch in prange(n_chunks):
+        lo = ch * n_seg // n_chunks
+        hi = (ch + 1) * n_seg // n_chunks
+        longest = 0
+        for s in range(lo, hi):
+            longest = max(longest, stops[s] - starts[s])
+        block = np.empty((longest, d), dtype=np.float64)
+        row = np.empty(d, dtype=np.float64)
+        mean = np.empty(d, dtype=np.float64)
+        c = np.empty((d, d), dtype=np.float64)
+        ul = np.empty((d, d), dtype=np.float64)
+        lg = np.empty((d, d), dtype=np.float64)
+        for s in range(lo, hi):
+            a = starts[s]
+            m = stops[s] - a
+            out_n[s] = m
+            for i in range(d):
+                mean[i] = 0.0
+            for t in range(m):
+                if center_idx.shape[0] > 0:
+                    _relative_frame(frames[a + t], center_idx, keep_idx, row)
+                else:
+                    for k in range(keep_idx.shape[0]):
+                        j = keep_idx[k]
+                        row[3 * k] = frames[a + t, 3 * j]
+                        row[3 * k + 1] = frames[a + t, 3 * j + 1]
+                        row[3 * k + 2] = frames[a + t, 3 * j + 2]
+                for i in range(d):
+                    block[t, i] = row[i]
+                    mean[i] += row[i]
+            if m > 0:
+                for i in range(d):
+                    mean[i] /= m
+            for t in range(m):
+                for i in range(d):
+                    block[t, i] -= mean[i]
+            if m > 0:
+                bt = block[:m]
+                np.dot(bt.T, bt, c)
+            else:
+                for i in range(d):
+                    for j in range(d):
+                        c[i, j] = 0.0
+            inv = 1.0 / max(m - ddof, 1)
+            for i in range(d):
+                for j in range(d):
+                    c[i, j] *= inv
+                c[i, i] += gamma
+            min_eig[s] = _log_vec_one(c, ul, lg, normalize, out[s])
 
 
 @njit(parallel=True, **JIT_OPTS)

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.special import gammaln
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._kernels.rgw import grouped_products
@@ -49,6 +49,30 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         Degrees are drawn from the geometric law truncated at ``max_degree``
         (probability mass beyond it is below ``(1 - theta)^51``; the weights
         use the truncated law, so the estimate stays unbiased).
+    sampling : {"iid", "stratified"}, default="iid"
+        How the degrees are allocated. ``"iid"`` is the paper's scheme: each
+        component draws its degree from ``rho``. ``"stratified"`` is an
+        unbiased variance-reducing variant: the degree-0 term, a constant
+        with no variance, gets exactly one component carrying its exact
+        weight ``exp(-1/(2 sigma^2))``; the other ``nu - 1`` components get
+        degree ``n >= 1`` deterministically ``floor((nu - 1) q(n))`` times,
+        ``q = rho`` conditioned on ``n >= 1``, and the remaining few draw
+        their degree i.i.d. from the leftover fractions. Every degree then
+        has expected count ``m_n = (nu - 1) q(n)`` and its components carry
+        ``1 / m_n`` in place of ``1 / (nu rho(n))`` in eq. (3), so the
+        estimate stays exactly unbiased; only the random degree counts (and
+        the constant components that ``"iid"`` spends on ``n = 0``) go away.
+    center : bool, default=False
+        If True, ``fit`` stores the mean of X and the map is applied to
+        ``x' = x - mean_`` with the exact factor ``exp(-||x'||^2 / (2 sigma^2))``
+        in place of ``exp(-1 / (2 sigma^2))``. Since
+        ``k(x, y) = exp(-||x'||^2/(2 sigma^2)) exp(-||y'||^2/(2 sigma^2)) exp(<x', y'>/sigma^2)``,
+        the estimate is unbiased for the same Gaussian kernel for inputs of
+        any norm (the kernel is translation invariant; the expansion of
+        Theorem 1 is applied to ``exp(<x', y'> / sigma^2)``). For data
+        concentrated around its mean, e.g. unit-norm log-covariance vectors
+        of one dataset, ``<x', y'>`` is small and the variance of the
+        products drops by orders of magnitude.
     random_state : int, RandomState instance or None, default=None
 
     Attributes
@@ -60,7 +84,11 @@ class RGWSampler(TransformerMixin, BaseEstimator):
     group_start_ : ndarray of shape (n_components + 1,)
         Component ``j`` uses columns ``group_start_[j]:group_start_[j+1]``.
     scale_ : ndarray of shape (n_components,)
-        The normalization constant of eq. (3) for each component.
+        The normalization constant of eq. (3) for each component (with
+        ``center=True``, without the factor ``exp(-1 / (2 sigma^2))``, which
+        ``transform`` replaces by the per-sample ``exp(-||x'||^2 / (2 sigma^2))``).
+    mean_ : ndarray of shape (n_features_in_,)
+        The mean of the fitted X (only with ``center=True``).
     """
 
     _parameter_constraints: dict = {
@@ -68,14 +96,19 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "theta": [Interval(Real, 0, 1, closed="neither")],
         "max_degree": [Interval(Integral, 0, None, closed="left")],
+        "sampling": [StrOptions({"iid", "stratified"})],
+        "center": ["boolean"],
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components=100, sigma=1.0, theta=0.5, max_degree=50, random_state=None):
+    def __init__(self, *, n_components=100, sigma=1.0, theta=0.5, max_degree=50, sampling="iid",
+                 center=False, random_state=None):
         self.n_components = n_components
         self.sigma = sigma
         self.theta = theta
         self.max_degree = max_degree
+        self.sampling = sampling
+        self.center = center
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -85,10 +118,8 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         d = X.shape[1]
         theta = float(self.theta)
-        degrees_support = np.arange(self.max_degree + 1)
-        pmf = theta * (1.0 - theta) ** degrees_support
-        pmf /= pmf.sum()
-        degrees = rng.choice(degrees_support, size=self.n_components, p=pmf)
+        plan = _degree_plan(self.n_components, theta, self.max_degree, self.sampling)
+        degrees = _draw_degrees(plan, rng)
         group_start = np.zeros(self.n_components + 1, dtype=np.int64)
         np.cumsum(degrees, out=group_start[1:])
         total = int(group_start[-1])
@@ -96,10 +127,12 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         # u_a ~ N(0, sigma^2 I); the sigma^(-2n) of eq. (3) is folded into the
         # scale so projections stay O(1) and products do not overflow.
         self.projections_ = rng.standard_normal((d, total)) * math.sqrt(s2)
+        norm_term = 0.0 if self.center else -1.0 / s2
         log_scale = (-degrees * math.log(s2)
-                     + 0.5 * (-1.0 / s2 - math.log(self.n_components) - np.log(pmf[degrees])
-                              - gammaln(degrees + 1.0)))
+                     + 0.5 * (norm_term - plan.log_expected_count[degrees] - gammaln(degrees + 1.0)))
         self.scale_ = np.exp(log_scale)
+        if self.center:
+            self.mean_ = X.mean(axis=0, dtype=np.float64)
         self.degrees_ = degrees
         self.group_start_ = group_start
         return self
@@ -110,12 +143,70 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         dtype = X.dtype
         proj = self.projections_.astype(dtype, copy=False)
+        if self.center:
+            X = X - self.mean_.astype(dtype, copy=False)
         z = np.ascontiguousarray(X @ proj)
         out = np.empty((X.shape[0], self.n_components), dtype=dtype)
         grouped_products(z, self.group_start_, self.scale_.astype(dtype), out)
+        if self.center:
+            sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+            out *= np.exp(-sq / (2.0 * float(self.sigma) ** 2)).astype(dtype)[:, None]
         return out
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+class _DegreePlan:
+    """Degree counts ``fixed + Multinomial(n_random, random_pmf)``.
+
+    ``log_expected_count[n]`` is ``log E[count of degree n]``; weighting each
+    degree-``n`` component by ``1 / E[count]`` keeps the estimate unbiased.
+    """
+
+    def __init__(self, fixed, n_random, random_pmf, log_expected_count):
+        self.fixed = fixed
+        self.n_random = n_random
+        self.random_pmf = random_pmf
+        self.log_expected_count = log_expected_count
+
+
+def _degree_plan(n_components, theta, max_degree, sampling):
+    support = np.arange(max_degree + 1)
+    pmf = theta * (1.0 - theta) ** support
+    pmf /= pmf.sum()
+    if sampling == "iid" or max_degree == 0:
+        # log(nu) + log(rho(n)) as in eq. (3), term by term so the default map
+        # is unchanged to the last bit.
+        with np.errstate(divide="ignore"):
+            log_count = math.log(n_components) + np.log(pmf)
+        return _DegreePlan(np.zeros(max_degree + 1, dtype=np.int64), n_components, pmf, log_count)
+    fixed = np.zeros(max_degree + 1, dtype=np.int64)
+    fixed[0] = 1
+    rest = n_components - 1
+    q = pmf.copy()
+    q[0] = 0.0
+    q /= q.sum()
+    target = rest * q
+    fixed[1:] = np.floor(target[1:]).astype(np.int64)
+    n_random = int(rest - fixed[1:].sum())
+    leftover = np.maximum(target - fixed, 0.0)
+    leftover[0] = 0.0
+    random_pmf = leftover / leftover.sum() if n_random > 0 else leftover
+    expected = target
+    expected[0] = 1.0
+    with np.errstate(divide="ignore"):
+        log_count = np.log(expected)
+    return _DegreePlan(fixed, n_random, random_pmf, log_count)
+
+
+def _draw_degrees(plan, rng):
+    if not plan.fixed.any():
+        return rng.choice(len(plan.random_pmf), size=plan.n_random, p=plan.random_pmf)
+    degrees = np.repeat(np.arange(len(plan.fixed)), plan.fixed)
+    if plan.n_random > 0:
+        extra = rng.choice(len(plan.random_pmf), size=plan.n_random, p=plan.random_pmf)
+        degrees = np.concatenate([degrees, extra])
+    return degrees
