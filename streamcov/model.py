@@ -28,6 +28,7 @@ ALLOWED = {
     "RBFSampler": "sklearn.kernel_approximation",
     "Nystroem": "sklearn.kernel_approximation",
     "StandardScaler": "sklearn.preprocessing",
+    "GlobalCenterScaler": "streamcov.preprocessing",
     "SGDClassifier": "sklearn.linear_model",
 }
 

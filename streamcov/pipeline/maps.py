@@ -18,9 +18,14 @@ MAPS = {
 }
 
 
-def needs_data(name: str) -> bool:
-    """Nystroem picks landmarks from data; the random maps only need the input dimension."""
-    return name == "nystroem"
+RGW_ONLY = ("theta", "sampling", "center", "max_degree")
+
+
+def needs_data(params: dict) -> bool:
+    """Nystroem picks landmarks and a centred RGW map its mean row from data;
+    the other random maps only need the input dimension."""
+    name = str(params.get("map", "rgw")).lower()
+    return name == "nystroem" or (name == "rgw" and bool(params.get("center", False)))
 
 
 def make_feature_map(params: dict, seed: int):
@@ -51,8 +56,8 @@ def make_feature_map(params: dict, seed: int):
         kwargs["kernel"] = "rbf"
     for key, value in params.items():
         if key not in accepted:
-            if key == "theta" and name != "rgw":
-                continue  # shared pipeline files carry theta for RGW only
+            if key in RGW_ONLY and name != "rgw":
+                continue  # shared pipeline files carry RGW's own options
             raise ConfigError(f"features.{key} is not a parameter of {cls_name} "
                               f"(accepted: {sorted(accepted)})")
         kwargs[key] = value

@@ -127,13 +127,23 @@ def _sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute, out, s
     import dask
 
     fcfg = dict(cfg["features"])
-    fmap = maps.make_feature_map(fcfg, seed)
+    fmap = maps.make_feature_map({k: v for k, v in fcfg.items() if k != "fit_sample"}, seed)
     sample = None
-    if maps.needs_data(fcfg.get("map", "rgw")):
-        # Landmarks from training sequences of the first fold only.
+    if maps.needs_data(fcfg):
+        # Fitted on training sequences of the first fold only (up to
+        # features.fit_sample of them), never on test rows.
         train0 = fold_list[0][1]
-        first = [t for (b0, b1, t) in blocks if train0[b0:b1].any()][:4]
-        sample = np.concatenate(compute(*first))
+        limit = int(fcfg.get("fit_sample", 2048))
+        picked, count = [], 0
+        for b0, b1, t in blocks:
+            rows = np.flatnonzero(train0[b0:b1])
+            if len(rows):
+                picked.append((rows, t))
+                count += len(rows)
+            if count >= limit:
+                break
+        parts = compute(*[t for _, t in picked])
+        sample = np.concatenate([V[rows] for (rows, _), V in zip(picked, parts)])[:limit]
     fmap = maps.fit_feature_map(fmap, p, sample)
     dim = maps.output_dim(fmap, p)
     dtype = cfg["descriptor"]["dtype"]
@@ -176,7 +186,8 @@ def _sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute, out, s
                 per.append(saved["result"])
                 continue
         t1 = time.perf_counter()
-        scaler = fit_scaler(fstore, train, prefetch) if mcfg.get("scale") == "standard" else None
+        kind = mcfg.get("scale", "none")
+        scaler = None if kind in ("none", None) else fit_scaler(fstore, train, prefetch, kind)
         clf = train_sgd(fstore, y, train, classes, mcfg, seed, prefetch, progress,
                         checkpoint=ckdir / f"{name}.npz", resume=resume, scaler=scaler,
                         fingerprint=fp_text)

@@ -74,11 +74,20 @@ def make_sgd(model: dict, n_train: int, seed: int):
     return SGDClassifier(**kwargs)
 
 
-def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2):
-    """One streaming pass of StandardScaler.partial_fit over the training rows."""
+def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "standard"):
+    """One streaming pass of ``partial_fit`` over the training rows.
+
+    ``kind``: ``standard`` (StandardScaler, per column: changes the kernel the
+    features approximate) or ``center`` (:class:`GlobalCenterScaler`: mean
+    row and one global factor, kernel-preserving).
+    """
     from sklearn.preprocessing import StandardScaler
 
-    scaler = StandardScaler()
+    from ..preprocessing import GlobalCenterScaler
+
+    if kind not in ("standard", "center"):
+        raise ValueError(f"model.scale must be none, standard or center, got {kind!r}")
+    scaler = StandardScaler() if kind == "standard" else GlobalCenterScaler()
     bounds = fstore.bounds
     blocks = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]
     for i, X in iter_blocks(fstore, blocks, prefetch):
@@ -220,7 +229,22 @@ class _ArrayBlocks:
         return self.X[self.bounds[i]:self.bounds[i + 1]]
 
 
+class _ScaledClassifier:
+    def __init__(self, clf, scaler):
+        self.clf, self.scaler = clf, scaler
+
+    def predict(self, X):
+        return self.clf.predict(X if self.scaler is None else self.scaler.transform(X))
+
+
 def train_sgd_arrays(X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray,
-                     model: dict, seed: int, block: int = 512):
-    """:func:`train_sgd` on an in-memory array (studies, cross-validation)."""
-    return train_sgd(_ArrayBlocks(X, block), y, train_mask, classes, model, seed, prefetch=1)
+                     model: dict, seed: int, block: int = 64):
+    """:func:`train_sgd` (with the scaler of ``model.scale``) on an in-memory array.
+
+    Returns an object with ``predict``; used by studies and cross-validation.
+    """
+    blocks = _ArrayBlocks(X, block)
+    kind = model.get("scale", "none")
+    scaler = None if kind in ("none", None) else fit_scaler(blocks, train_mask, 1, kind)
+    clf = train_sgd(blocks, y, train_mask, classes, model, seed, prefetch=1, scaler=scaler)
+    return _ScaledClassifier(clf, scaler)
