@@ -28,12 +28,19 @@ normalize = true
 map = "rgw"
 n_components = 2000
 sigma = 1.0
-theta = 0.5
+theta = 0.7
+sampling = "stratified"
+center = true
 
 [model]
 learner = "sgd"
-C = 10.0
-epochs = 40
+loss = "hinge"
+learning_rate = "pa1"
+eta0 = 1.0
+penalty = "none"
+average = false
+scale = "center"
+epochs = 60
 
 [split]
 kind = "subject-parity"
