@@ -160,15 +160,34 @@ def _sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute, out, s
         if done[i]:
             continue
         X = task if transform is None else dask.delayed(_transform)(transform, task)
-        todo.append(dask.delayed(write_block)(str(fpath), i, b0, b1, X))
+        todo.append((b0, dask.delayed(write_block)(str(fpath), i, b0, b1, X)))
     t0 = time.perf_counter()
-    if todo:
-        if progress:
-            from dask.diagnostics import ProgressBar
-            with ProgressBar():
-                compute(*todo)
-        else:
-            compute(*todo)
+    # Windows of consecutive blocks: a chunk's partial moments stay alive only
+    # until the blocks that need them are done, so memory does not grow with
+    # the store (one graph for everything lets Dask run chunks out of order
+    # and keep many chunk results alive at once).
+    # Blocks are grouped by the chunk their first frame lies in, W chunks per
+    # window (chunk results are not shared between compute calls, so a chunk
+    # cut by a window boundary is read twice: at most once per window).
+    w_chunks = max(1, int(runtime_threads(cfg)))
+    cf = store.chunk_frames
+    groups, key_of = [], None
+    for start, task in todo:
+        key = int(store.offsets[start] // cf) // w_chunks
+        if key != key_of:
+            groups.append([])
+            key_of = key
+        groups[-1].append(task)
+    bar = None
+    if progress and groups:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(todo), desc="featurize", unit="block")
+    for group in groups:
+        compute(*group)
+        if bar is not None:
+            bar.update(len(group))
+    if bar is not None:
+        bar.close()
     t_feat = time.perf_counter() - t0
     featurized = sum(int(b1 - b0) for i, (b0, b1, _) in enumerate(blocks) if not done[i])
     per = []
@@ -219,8 +238,21 @@ def _sgd(cfg, store, blocks, p, y, classes, subjects, fold_list, compute, out, s
     return res
 
 
+def runtime_threads(cfg) -> int:
+    """Blocks that can run at once (threads or workers); sizes the windows."""
+    from .._config import thread_plan
+
+    w = cfg["dask"].get("workers")
+    return int(w) if w else thread_plan().cores
+
+
 def _transform(fmap, X):
-    return fmap.transform(X)
+    # One BLAS thread: the projection GEMM then sums in the same order on every
+    # worker, whatever threads its process was started with (bitwise-equal features).
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return fmap.transform(X)
 
 
 TASK_MODULES = {

@@ -1,0 +1,188 @@
+"""The pipeline on a real dask.distributed cluster: a scheduler and two worker processes.
+
+The scheduler and the workers are separate ``dask`` processes bound to
+127.0.0.1, started the way a user starts them (``dask scheduler
+--scheduler-file``, ``dask worker --scheduler-file``); the pipeline reaches
+them through ``tcp://`` like ``streamcov run --scheduler tcp://HOST:PORT``.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from streamcov.pipeline.config import load_pipeline
+from streamcov.pipeline.run import run_pipeline
+from streamcov.store import ingest
+from streamcov.synth import SyntheticSkeletonSource
+
+BIN = Path(sys.executable).parent
+
+
+def spawn(cmd, log_path=None):
+    """Start ``cmd`` in a process group of its own so that it can be killed as a whole."""
+    out = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    try:
+        return subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    finally:
+        if log_path:
+            out.close()
+
+
+def kill_group(p):
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    p.wait(timeout=10)
+
+
+def streamcov_cmd():
+    exe = BIN / "streamcov"
+    return [exe] if exe.is_file() else [sys.executable, "-m", "streamcov.cli"]
+
+
+class ProcessCluster:
+    """``dask scheduler`` and ``n`` single-threaded ``dask worker`` processes on loopback.
+
+    Each worker is started as users start one (with its nanny, which also
+    pins BLAS/OpenMP to one thread in the worker process) in a process group
+    of its own: killing the group takes nanny and worker away for good.
+    ``close`` kills every process group, also after a failed start.
+    """
+
+    def __init__(self, folder, n_workers=2, timeout=60.0):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        sfile = folder / "scheduler.json"
+        dask = BIN / "dask"
+        sched = [dask, "scheduler"] if dask.is_file() else [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+        work = [dask, "worker"] if dask.is_file() else [sys.executable, "-m", "distributed.cli.dask_worker"]
+        self.folder = folder
+        self.workers = []
+        self.scheduler = spawn(sched + ["--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                        "--scheduler-file", sfile, "--idle-timeout", "600"],
+                               folder / "scheduler.log")
+        try:
+            t_end = time.monotonic() + timeout
+            info = None
+            while info is None:
+                try:
+                    info = json.loads(sfile.read_text())
+                except (FileNotFoundError, json.JSONDecodeError):
+                    if time.monotonic() > t_end or self.scheduler.poll() is not None:
+                        raise RuntimeError("dask scheduler did not start:\n"
+                                           + (folder / "scheduler.log").read_text()[-2000:])
+                    time.sleep(0.05)
+            self.address = info["address"]
+            for i in range(n_workers):
+                self.workers.append(spawn(
+                    work + ["--scheduler-file", sfile, "--nthreads", "1",
+                            "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "60",
+                            "--local-directory", folder / f"worker{i}"],
+                    folder / f"worker{i}.log"))
+            from distributed import Client
+
+            with Client(self.address, timeout=timeout) as client:
+                client.wait_for_workers(n_workers, timeout=timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        for p in self.workers + [self.scheduler]:
+            kill_group(p)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = ProcessCluster(tmp_path_factory.mktemp("cluster"), n_workers=2)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory):
+    """400 generated sequences in small frame chunks, so many sequences cross a chunk boundary."""
+    path = tmp_path_factory.mktemp("store") / "synth.zarr"
+    return ingest(SyntheticSkeletonSource(n_sequences=400, seed=5), path, chunk_frames=1500)
+
+
+def pipeline_cfg(store, out, *sets):
+    base = [f'data.store="{store.path}"', f'output="{out}"', "features.n_components=300",
+            "model.epochs=5", "dask.block_sequences=24", *sets]
+    return load_pipeline(REPO / "pipelines" / "msr_action3d.toml", base)
+
+
+def read_features(result):
+    import zarr
+
+    g = zarr.open_group(result["features_path"], mode="r")
+    return np.asarray(g["X"][:]), np.asarray(g["done"][:])
+
+
+@pytest.fixture(scope="module")
+def threaded(synth_store, tmp_path_factory):
+    """The reference: the same pipeline and seed on the threaded scheduler."""
+    return run_pipeline(pipeline_cfg(synth_store, tmp_path_factory.mktemp("threads")),
+                        scheduler="threads")
+
+
+def test_cluster_of_processes_matches_threads(cluster, synth_store, threaded, tmp_path):
+    """Same seed on tcp:// workers and on threads: bitwise equal features, equal accuracy."""
+    res = run_pipeline(pipeline_cfg(synth_store, tmp_path / "cluster"), scheduler=cluster.address)
+    assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
+    X, done = read_features(res)
+    Xb, doneb = read_features(threaded)
+    assert done.all() and doneb.all()
+    assert X.shape == (400, 300)
+    assert X.tobytes() == Xb.tobytes()  # bitwise, not approximately
+    assert res["accuracy"] == threaded["accuracy"]
+    # 10 balanced classes, 200 test sequences: chance is 0.10 with a standard
+    # deviation of about 0.02, so 0.15 is well above chance even at this size
+    assert res["accuracy"] > 0.15
+    model = np.load(Path(res["model_path"]) / "model.npz", allow_pickle=False)
+    model_b = np.load(Path(threaded["model_path"]) / "model.npz", allow_pickle=False)
+    assert sorted(model.files) == sorted(model_b.files)
+    for k in model.files:
+        assert model[k].tobytes() == model_b[k].tobytes(), k
+
+
+def test_cli_scheduler_address(cluster, synth_store, threaded, tmp_path):
+    """``streamcov run --scheduler tcp://...`` reaches the cluster and reports it."""
+    out = tmp_path / "cli"
+    cmd = streamcov_cmd() + ["run", REPO / "pipelines" / "msr_action3d.toml", "--store",
+                             synth_store.path, "--output", out, "--json", "--scheduler",
+                             cluster.address, "--set", "features.n_components=300",
+                             "--set", "model.epochs=5", "--set", "dask.block_sequences=24"]
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
+    assert res["featurized_sequences"] == 400
+    assert read_features(res)[0].tobytes() == read_features(threaded)[0].tobytes()
+    assert res["accuracy"] == threaded["accuracy"]
+
+
+def test_unreachable_scheduler_is_an_error(synth_store, tmp_path):
+    """A scheduler address nobody listens on fails instead of hanging forever."""
+    import socket
+
+    with socket.socket() as s:  # a free port, closed again: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        with pytest.raises(OSError, match="Timed out|connect"):
+            run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=f"tcp://127.0.0.1:{port}")

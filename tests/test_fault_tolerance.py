@@ -1,0 +1,178 @@
+"""Faults at small scale: a worker killed mid-featurization, a run killed mid-training,
+an ingestion killed midway. Every kill is a SIGKILL: nothing gets to clean up."""
+import collections
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from streamcov.pipeline.config import load_pipeline
+from streamcov.pipeline.run import run_pipeline
+from streamcov.store import ingest, open_store
+from streamcov.synth import SyntheticSkeletonSource
+from test_cluster import ProcessCluster, kill_group, spawn, streamcov_cmd
+
+PIPELINE = REPO / "pipelines" / "msr_action3d.toml"
+TIMEOUT = 120.0
+
+
+def poll_until(cond, proc, timeout=TIMEOUT, interval=0.01):
+    """cond()'s first truthy value; None if ``proc`` ended or time ran out first."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        v = cond()
+        if v:
+            return v
+        if proc.poll() is not None:
+            return cond() or None
+        time.sleep(interval)
+    return None
+
+
+def read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def cli_args(store, out, sets):
+    args = ["run", PIPELINE, "--store", store, "--output", out, "--json"]
+    for s in sets:
+        args += ["--set", s]
+    return [str(a) for a in args]
+
+
+def cfg_for(store, out, sets):
+    return load_pipeline(PIPELINE, [f'data.store="{store}"', f'output="{out}"', *sets])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("faults") / "synth.zarr"
+    return ingest(SyntheticSkeletonSource(n_sequences=600, seed=11), path, chunk_frames=2000).path
+
+
+@pytest.fixture
+def procs():
+    """Process groups started by a test; all killed at teardown, whatever happened."""
+    started = []
+    yield started
+    for p in started:
+        kill_group(p)
+
+
+def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, procs):
+    # Many small blocks (150 of 4 sequences): the first done flag appears long
+    # before the last, so the kill lands mid-featurization.
+    sets = ["features.n_components=500", "model.epochs=1", "dask.block_sequences=4"]
+    cluster = ProcessCluster(tmp_path / "cluster", n_workers=2)
+    procs.extend(cluster.workers + [cluster.scheduler])
+    out = tmp_path / "cluster_run"
+    run = spawn(streamcov_cmd() + cli_args(store, out, sets) + ["--scheduler", cluster.address],
+                tmp_path / "run.log")
+    procs.append(run)
+    done_dir = out / "features.zarr" / "done" / "c"
+
+    def n_done():
+        try:
+            return sum(1 for f in os.listdir(done_dir) if f.isdigit())
+        except FileNotFoundError:
+            return 0
+
+    assert poll_until(lambda: n_done() >= 1, run), (tmp_path / "run.log").read_text()[-2000:]
+    assert run.poll() is None
+    os.killpg(cluster.workers[0].pid, signal.SIGKILL)
+    cluster.workers[0].wait(timeout=10)
+    at_kill = n_done()
+    assert at_kill < 150, "featurization ended before the kill: nothing was tested"
+    assert run.wait(timeout=TIMEOUT) == 0, (tmp_path / "run.log").read_text()[-2000:]
+    assert cluster.workers[1].poll() is None  # the survivor did the rest
+    res = json.loads((tmp_path / "run.log").read_text().strip().splitlines()[-1])
+    base = run_pipeline(cfg_for(store, tmp_path / "threads", sets), scheduler="threads")
+    import zarr
+
+    g, gb = (zarr.open_group(r["features_path"], mode="r") for r in (res, base))
+    assert np.asarray(g["done"][:]).all()
+    assert np.asarray(g["X"][:]).tobytes() == np.asarray(gb["X"][:]).tobytes()
+    assert res["accuracy"] == base["accuracy"]
+
+
+def test_run_killed_mid_training_resumes_to_the_same_model(store, tmp_path, procs):
+    sets = ["features.n_components=200", "model.epochs=10", "model.checkpoint_blocks=2",
+            "dask.block_sequences=32"]
+    full = run_pipeline(cfg_for(store, tmp_path / "full", sets), scheduler="threads")
+    out = tmp_path / "part"
+    run = spawn(streamcov_cmd() + cli_args(store, out, sets), tmp_path / "part.log")
+    procs.append(run)
+    ckdir = out / "checkpoints"
+
+    def checkpoint():
+        try:
+            return [f for f in os.listdir(ckdir) if f.endswith(".npz")]
+        except FileNotFoundError:
+            return None
+
+    found = poll_until(checkpoint, run)
+    assert found, (tmp_path / "part.log").read_text()[-2000:]
+    assert run.poll() is None, "training ended before the kill: nothing was tested"
+    kill_group(run)
+    assert not (out / "model").exists() and not (out / "result.json").exists()
+    with np.load(ckdir / found[0], allow_pickle=False) as z:
+        state = json.loads(z["checkpoint_json"].tobytes().decode())["state"]
+    assert state["epoch"] < 10
+    proc = subprocess.run(streamcov_cmd() + cli_args(store, out, sets) + ["--resume"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["featurized_sequences"] == 0  # features were complete before the kill
+    assert res["epochs_run"] == 10
+    a = np.load(Path(full["model_path"]) / "model.npz", allow_pickle=False)
+    b = np.load(out / "model" / "model.npz", allow_pickle=False)
+    assert sorted(a.files) == sorted(b.files) and len(a.files) > 0
+    for k in a.files:
+        assert a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes(), k
+    assert res["accuracy"] == full["accuracy"]
+
+
+def test_ingest_killed_midway_resumes_every_sequence_once(tmp_path, procs):
+    n, cf = 600, 300
+    clean = ingest(SyntheticSkeletonSource(n_sequences=n), tmp_path / "clean.zarr", chunk_frames=cf)
+    part = tmp_path / "part.zarr"
+    cmd = streamcov_cmd() + ["synth", "--sequences", str(n), str(part), "--chunk-frames", str(cf),
+                             "--quiet"]
+    run = spawn(cmd, tmp_path / "synth.log")
+    procs.append(run)
+
+    def committed():
+        meta = read_json(part / "zarr.json")
+        k = meta["attributes"].get("committed", {}).get("sequences", 0) if meta else 0
+        return k if k >= n // 4 else None
+
+    assert poll_until(committed, run)
+    assert run.poll() is None, "synth ended before the kill: nothing was tested"
+    kill_group(run)
+    attrs = read_json(part / "zarr.json")["attributes"]
+    assert not attrs["complete"] and attrs["committed"]["sequences"] < n
+    info = subprocess.run([str(c) for c in streamcov_cmd() + ["info", part, "--json"]],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert info.returncode == 3 and "INCOMPLETE" in info.stderr
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0, again.stderr[-2000:]
+    info = subprocess.run([str(c) for c in streamcov_cmd() + ["info", part, "--json"]],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert info.returncode == 0
+    st = open_store(part)
+    ids = st.ids()
+    counts = collections.Counter(ids)
+    assert len(ids) == n and max(counts.values()) == 1
+    assert ids == clean.ids()
+    for name in ("frames", "offsets", "labels", "subjects", "split"):
+        a, b = np.asarray(clean.group[name][:]), np.asarray(st.group[name][:])
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
