@@ -46,6 +46,42 @@ epochs = 60
 kind = "subject-parity"
 """
 
+# The image demo (`streamcov run --demo images`): scikit-image's bundled textures,
+# no download. pipelines/textures_demo.toml holds the same text (a test keeps them equal).
+DEFAULT_IMAGE_PIPELINE = """
+# Embedded demo, no download: scikit-image's bundled brick, grass and gravel
+# textures cut into 64 x 64 patches (64 per class), per-pixel features
+# [x, y, I, |Ix|, |Iy|] (paper 004's Texture set-up), Approx LogHS + Gaussian SVM.
+task = "image-classification"
+name = "textures_demo"
+seed = 0
+
+[dataset]
+format = "skimage-textures"
+textures = ["brick", "grass", "gravel"]
+patch = 64
+
+[features]
+preset = "texture"
+
+[method]
+name = "approx_loghs"
+classifier = "svc"
+D = 50
+sigma1 = [1.0]
+gamma = [1e-3]
+sigma2 = [0.5, 1.0]
+C = [10.0]
+inner_folds = 3
+scaling = "per-feature"   # x, y (pixel units) would swamp I, |Ix|, |Iy| under one global scale
+
+[protocol]
+kind = "per-class"
+n_train = 20
+n_repeats = 3
+"""
+DEMOS = {"skeletons": DEFAULT_PIPELINE, "images": DEFAULT_IMAGE_PIPELINE}
+
 
 def _user_errors():
     from .pipeline.config import ConfigError
@@ -53,8 +89,15 @@ def _user_errors():
     from .store import StoreError
     from .covariance import NotSPDError
     from .model import ModelFormatError
-    return (ConfigError, SkeletonFormatError, StoreError, NotSPDError, FileNotFoundError,
-            ModelFormatError)
+    errors = (ConfigError, SkeletonFormatError, StoreError, NotSPDError, FileNotFoundError,
+              ModelFormatError)
+    if "streamcov.images.io" in sys.modules:  # only an image command can raise these
+        from .images.io import ImageFormatError
+        errors += (ImageFormatError,)
+    if "streamcov.tasks.images" in sys.modules:
+        from .tasks.images import TaskConfigError
+        errors += (TaskConfigError,)
+    return errors
 
 
 def _cmd_run(args) -> int:
@@ -64,8 +107,10 @@ def _cmd_run(args) -> int:
     overrides = list(args.set or [])
     if args.output:
         overrides.append(f'output="{args.output}"')
+    if args.pipeline is not None and args.demo is not None:
+        raise SystemExit("streamcov run: give a pipeline file or --demo, not both")
     if args.pipeline is None:
-        cfg = load_pipeline(None, overrides, store=args.store, text=DEFAULT_PIPELINE)
+        cfg = load_pipeline(None, overrides, store=args.store, text=DEMOS[args.demo or "skeletons"])
         cfg["_file"] = "<embedded default>"
     else:
         cfg = load_pipeline(args.pipeline, overrides, store=args.store)
@@ -118,6 +163,17 @@ def _cmd_ingest(args) -> int:
     return 0
 
 
+def _cmd_ingest_images(args) -> int:
+    from .images.store import ingest_images
+
+    store = ingest_images(args.src, args.out, format=args.format, group_level=args.group_level,
+                          exclude=tuple(args.exclude or ("maps",)), pixel_dtype=args.pixel_dtype,
+                          mode="restart" if args.restart else "resume", progress=not args.quiet)
+    print(json.dumps({"store": str(args.out), "images": len(store), "labels": len(store.label_names),
+                      "groups": len(store.group_names)}))
+    return 0
+
+
 def _cmd_synth(args) -> int:
     from .store import ingest
     from .synth import SyntheticSkeletonSource
@@ -148,7 +204,9 @@ def _cmd_info(args) -> int:
         st = store_status(args.store)
         out["store"] = st
         if not st["complete"]:
-            print(f"{args.store}: INCOMPLETE store ({st['committed_sequences']} sequences "
+            what = (f"{st['committed_images']} images" if "committed_images" in st
+                    else f"{st['committed_sequences']} sequences")
+            print(f"{args.store}: INCOMPLETE store ({what} "
                   f"committed): the ingestion was interrupted; re-run it to resume",
                   file=sys.stderr)
     print(json.dumps(out, indent=None if args.json else 2, default=str))
@@ -161,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a pipeline file (no file: the embedded default)")
     r.add_argument("pipeline", nargs="?", help="pipeline TOML file")
+    r.add_argument("--demo", choices=sorted(DEMOS),
+                   help="with no pipeline file: the embedded skeleton default or the image demo")
     r.add_argument("--json", action="store_true", help="print only the JSON result line")
     r.add_argument("--store", help="run the pipeline on another store of the same kind")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -194,6 +254,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="reader option, e.g. subset=\"cvpr12\" or labels=\"modified\"")
     sk.add_argument("--quiet", action="store_true")
     sk.set_defaults(func=_cmd_ingest)
+    im = isub.add_parser("images", help="labelled images, a folder per class")
+    im.add_argument("--format", required=True, choices=["folders"])
+    im.add_argument("src")
+    im.add_argument("out")
+    im.add_argument("--group-level", type=int, default=1,
+                    help="folder levels that name the group (2 for ETH-80 category/object)")
+    im.add_argument("--exclude", action="append", metavar="NAME",
+                    help="folder name to skip (default: maps)")
+    im.add_argument("--pixel-dtype", default="uint8", choices=["uint8", "uint16", "float32"])
+    im.add_argument("--restart", action="store_true", help="discard an incomplete store first")
+    im.add_argument("--quiet", action="store_true")
+    im.set_defaults(func=_cmd_ingest_images)
 
     s = sub.add_parser("synth", help="write a synthetic skeleton store of any size")
     s.add_argument("out")

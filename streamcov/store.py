@@ -68,11 +68,15 @@ def store_status(path) -> dict:
         "path": str(path),
         "format": attrs.get("format"),
         "complete": bool(attrs.get("complete", False)),
-        "committed_sequences": attrs.get("committed", {}).get("sequences", 0),
-        "committed_frames": attrs.get("committed", {}).get("frames", 0),
     }
-    for key in ("n_sequences", "n_frames", "n_joints", "units", "source", "center",
-                "label_names", "split_names", "skipped", "repairs", "chunk_frames"):
+    committed = attrs.get("committed", {})
+    if attrs.get("format") == "streamcov.images":
+        status["committed_images"] = committed.get("images", 0)
+    else:
+        status["committed_sequences"] = committed.get("sequences", 0)
+        status["committed_frames"] = committed.get("frames", 0)
+    for key in ("n_sequences", "n_frames", "n_joints", "n_images", "units", "source", "center",
+                "label_names", "group_names", "split_names", "skipped", "repairs", "chunk_frames"):
         if key in attrs:
             status[key] = attrs[key]
     if "skipped" in status:
@@ -81,22 +85,34 @@ def store_status(path) -> dict:
     return status
 
 
+def open_complete(path: Path, format_name: str, kind: str, unit: str):
+    """The zarr group and attributes of a complete store of ``format_name``.
+
+    Raises :class:`StoreError` for another kind of store and
+    :class:`IncompleteStoreError` when the completion marker is missing.
+    """
+    if not path.exists():
+        raise StoreError(f"{path}: does not exist")
+    g = _open_group(path, "r")
+    attrs = dict(g.attrs)
+    if attrs.get("format") != format_name:
+        raise StoreError(f"{path}: not a streamcov {kind} store "
+                         f"(format attribute {attrs.get('format')!r})")
+    if not attrs.get("complete", False):
+        c = attrs.get("committed", {})
+        raise IncompleteStoreError(
+            f"{path}: incomplete {kind} store ({c.get(unit, 0)} {unit} committed, no "
+            f"completion marker): the ingestion was interrupted. Re-run the same ingest command "
+            f"to resume it, or add --restart (mode='restart') to start over.")
+    return g, attrs
+
+
 class SequenceStore:
     """Read access to a complete skeleton sequence store."""
 
     def __init__(self, path):
         self.path = Path(path)
-        g = _open_group(self.path, "r")
-        attrs = dict(g.attrs)
-        if attrs.get("format") != FORMAT_NAME:
-            raise StoreError(f"{self.path}: not a streamcov skeleton store "
-                             f"(format attribute {attrs.get('format')!r})")
-        if not attrs.get("complete", False):
-            c = attrs.get("committed", {})
-            raise IncompleteStoreError(
-                f"{self.path}: incomplete store ({c.get('sequences', 0)} sequences committed, no "
-                f"completion marker): the ingestion was interrupted. Re-run the same ingest command "
-                f"to resume it, or add --restart to start over.")
+        g, attrs = open_complete(self.path, FORMAT_NAME, "skeleton", "sequences")
         self.group = g
         self.attrs = attrs
         self.offsets = np.asarray(g["offsets"][:], dtype=np.int64)

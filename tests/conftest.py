@@ -28,3 +28,11 @@ def rng():
 def scheduler(request):
     """The same test on the threaded scheduler and on a 2-worker LocalCluster."""
     return request.param
+
+
+@pytest.fixture(scope="module")
+def one_blas_thread():
+    """OpenBLAS threads on many small matrices thrash when the cores are shared; speed only."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1):
+        yield

@@ -149,7 +149,7 @@ def test_cli_reports_incomplete_store_and_errors(tmp_path):
     r = run_cli("info", tmp_path / "s.zarr")
     assert r.returncode == 3 and "INCOMPLETE" in r.stderr
     r = run_cli("run", REPO / "pipelines" / "msr_action3d.toml", "--store", tmp_path / "s.zarr", "--json")
-    assert r.returncode == 2 and "incomplete store" in r.stderr and r.stdout == ""
+    assert r.returncode == 2 and "incomplete skeleton store" in r.stderr and r.stdout == ""
     bad = tmp_path / "gen"
     bad.mkdir()
     (bad / "index.csv").write_text("file,label,subject\na.csv,x,1\n")
@@ -165,6 +165,21 @@ def test_embedded_default_equals_the_shipped_file():
     from streamcov.cli import DEFAULT_PIPELINE
     shipped = tomllib.loads((REPO / "pipelines" / "synthetic.toml").read_text())
     assert tomllib.loads(DEFAULT_PIPELINE) == shipped
+
+
+def test_image_demo_equals_the_shipped_file_and_runs(tmp_path):
+    """`streamcov run --demo images` (no download): the bundled textures, well above chance (1/3)."""
+    import tomllib
+    from streamcov.cli import DEFAULT_IMAGE_PIPELINE
+    shipped = tomllib.loads((REPO / "pipelines" / "textures_demo.toml").read_text())
+    assert tomllib.loads(DEFAULT_IMAGE_PIPELINE) == shipped
+    r = run_cli("run", "--demo", "images", "--json", "--output", tmp_path / "demo")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    # 3 textures, 44 test patches each over 3 repeats; chance is 33%: 80% is far outside chance
+    # and well below the ~97% measured, so the test checks the method, not one lucky draw.
+    assert res["task"] == "image-classification" and res["accuracy"] > 0.8
+    assert (tmp_path / "demo" / "image_classification_details.json").is_file()
 
 
 def test_ci_runs_the_readme_test_command():

@@ -1,0 +1,300 @@
+"""Distances between covariance operators (paper 004): references and Theorems 1 and 2."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from streamcov.covariance import NotSPDError
+from streamcov.images import distances as dist
+from streamcov.images.features import pixel_features
+from conftest import DATA
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
+VIRUS = DATA / "virus_kylberg" / "raw"
+
+
+def _images():
+    """Two real images: Virus particles when available, else scikit-image textures."""
+    from streamcov.images.io import read_image
+    a, b = VIRUS / "1" / "1" / "1.png", VIRUS / "2" / "1" / "1.png"
+    if a.exists() and b.exists():
+        return read_image(a), read_image(b)
+    import skimage.data
+    return skimage.data.brick()[:41, :41], skimage.data.grass()[:41, :41]
+
+
+@pytest.fixture(scope="module")
+def xy():
+    """Standardized 'virus' features (25 per pixel) of 80 random pixels of each image."""
+    ia, ib = _images()
+    fx, fy = pixel_features(ia, "virus"), pixel_features(ib, "virus")
+    both = np.vstack([fx, fy])
+    mu, sd = both.mean(0), both.std(0)
+    sd[sd == 0] = 1
+    rng = np.random.default_rng(0)
+    x = ((fx - mu) / sd)[rng.choice(len(fx), 80, replace=False)]
+    y = ((fy - mu) / sd)[rng.choice(len(fy), 80, replace=False)]
+    return x, y
+
+
+SIGMA = 5.0   # sqrt(25): the typical pixel distance after standardization
+GAMMA = 1e-2
+
+
+def ref_exact_log_hs(x, y, sigma, gamma, mu):
+    """Slow reference: write both operators in an orthonormal basis of span{Phi(x_i), Phi(y_j)}
+    (eigendecomposition of the joint Gram matrix), take scipy.linalg.logm there, and add the
+    extended-HS term (log gamma - log mu)^2 of the orthogonal complement."""
+    z = np.vstack([x, y])
+    d2 = ((z[:, None, :] - z[None, :, :]) ** 2).sum(-1)
+    K = np.exp(-d2 / sigma ** 2)
+    w, V = np.linalg.eigh(K)
+    keep = w > 1e-12 * w[-1]
+    Q = np.sqrt(w[keep])[:, None] * V[:, keep].T      # coordinates of Phi(z_i)
+    m, n = len(x), len(y)
+    Jm, Jn = np.eye(m) - 1.0 / m, np.eye(n) - 1.0 / n
+    Cx = Q[:, :m] @ Jm @ Q[:, :m].T / m
+    Cy = Q[:, m:] @ Jn @ Q[:, m:].T / n
+    eye = np.eye(len(Q))
+    H = sl.logm(eye + Cx / gamma) - sl.logm(eye + Cy / mu)
+    return np.sqrt(np.linalg.norm(H.real) ** 2 + (np.log(gamma) - np.log(mu)) ** 2)
+
+
+def ref_approx(x, y, W, gamma, mu):
+    """Eq. (20)-(21) written out: explicit J_m and scipy.linalg.logm."""
+    def cov(f):
+        z = f @ W
+        phi = np.hstack([np.cos(z), np.sin(z)]).T / np.sqrt(W.shape[1])   # 2D x m
+        m = f.shape[0]
+        J = np.eye(m) - np.ones((m, m)) / m
+        return phi @ J @ phi.T / m
+    eye = np.eye(2 * W.shape[1])
+    return np.linalg.norm(sl.logm(cov(x) + gamma * eye) - sl.logm(cov(y) + mu * eye)).real
+
+
+def ref_hs_eq59(x, y, sigma):
+    """Eq. (59) literally: <J K, K J>_F terms with explicit J."""
+    k = lambda a, b: np.exp(-((a[:, None] - b[None]) ** 2).sum(-1) / sigma ** 2)
+    m = len(x)
+    J = np.eye(m) - np.ones((m, m)) / m
+    Kx, Ky, Kxy = k(x, x), k(y, y), k(x, y)
+    f = lambda A, B: np.sum(A * B)
+    d2 = (f(J @ Kx, Kx @ J) - 2 * f(J @ Kxy, Kxy @ J) + f(J @ Ky, Ky @ J)) / m ** 2
+    return np.sqrt(d2)
+
+
+@pytest.mark.parametrize("mu", [GAMMA, 10 * GAMMA])
+def test_exact_log_hs_matches_logm_reference(xy, mu):
+    x, y = xy
+    got = dist.log_hs_distance(x, y, SIGMA, GAMMA, mu)
+    np.testing.assert_allclose(got, ref_exact_log_hs(x, y, SIGMA, GAMMA, mu), rtol=1e-8)
+
+
+def test_exact_log_hs_different_pixel_counts(xy):
+    x, y = xy
+    np.testing.assert_allclose(dist.log_hs_distance(x, y[:50], SIGMA, GAMMA),
+                               ref_exact_log_hs(x, y[:50], SIGMA, GAMMA, GAMMA), rtol=1e-8)
+
+
+def test_pairwise_log_hs_matches_single_pairs(xy):
+    x, y = xy
+    sets = [x, y, x[:60], y[10:]]
+    D = dist.pairwise_log_hs(sets, sigma=SIGMA, gamma=GAMMA)
+    assert np.allclose(D, D.T) and np.all(np.diag(D) == 0)
+    np.testing.assert_allclose(D[1, 2], dist.log_hs_distance(y, x[:60], SIGMA, GAMMA), rtol=1e-10)
+    D2 = dist.pairwise_log_hs(sets[:2], sets[2:], sigma=SIGMA, gamma=GAMMA)
+    np.testing.assert_allclose(D2, D[:2, 2:], rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["random", "halton"])
+def test_approx_log_hs_matches_logm_reference(xy, kind):
+    x, y = xy
+    W = dist.fourier_frequencies(25, 30, SIGMA, kind=kind, random_state=1)
+    cx, cy = dist.approx_covariance_operator(x, W), dist.approx_covariance_operator(y, W)
+    for mu in (GAMMA, 3 * GAMMA):
+        np.testing.assert_allclose(dist.approx_log_hs_distance(cx, cy, GAMMA, mu),
+                                   ref_approx(x, y, W, GAMMA, mu), rtol=1e-9)
+
+
+def test_approx_covariance_operator_blocks_and_feature_map(xy):
+    x, _ = xy
+    W = dist.fourier_frequencies(25, 20, SIGMA, random_state=0)
+    phi = dist.fourier_features(x, W)
+    np.testing.assert_allclose(dist.approx_covariance_operator(x, W), np.cov(phi.T, bias=True), atol=1e-14)
+    np.testing.assert_allclose(dist.approx_covariance_operator(x, W, block=7),
+                               dist.approx_covariance_operator(x, W), atol=1e-14)
+    stack = dist.approx_covariance_operators([x, x[:30]], W)
+    np.testing.assert_allclose(stack[1], dist.approx_covariance_operator(x[:30], W), atol=1e-15)
+
+
+def test_fourier_features_approximate_the_gaussian_kernel(xy):
+    x, _ = xy
+    K = dist.gaussian_gram(x[:20], sigma=SIGMA)
+    for kind in ("random", "halton"):
+        phi = dist.fourier_features(x[:20], dist.fourier_frequencies(25, 4000, SIGMA, kind, random_state=0))
+        # Monte Carlo error of a mean of 4000 terms bounded by 1: std <= 1/sqrt(4000) = 0.016;
+        # 0.08 is 5 std for the random features; Halton points do at least as well.
+        assert np.abs(phi @ phi.T - K).max() < 0.08
+
+
+def _approx_distance(x, y, D, kind, seed, gamma, mu):
+    W = dist.fourier_frequencies(x.shape[1], D, SIGMA, kind=kind, random_state=seed)
+    return dist.approx_log_hs_distance(dist.approx_covariance_operator(x, W),
+                                       dist.approx_covariance_operator(y, W), gamma, mu)
+
+
+def test_theorem2_approx_converges_to_exact_when_gamma_equals_mu(xy):
+    """Theorem 2: with gamma = mu the approximate Log-HS distance tends to the exact one.
+
+    Measured on real image features: the error, averaged over 4 random draws of W,
+    falls roughly like 1/D. Tolerance: it must decrease at every step of
+    D = 25, 100, 400 and at D = 400 be under a quarter of its D = 25 value and
+    under 5% of the distance (measured: about 1/10 and 2%).
+    """
+    x, y = xy
+    exact = dist.log_hs_distance(x, y, SIGMA, GAMMA)
+    errs = {D: np.mean([abs(_approx_distance(x, y, D, "random", s, GAMMA, GAMMA) - exact)
+                        for s in range(4)]) for D in (25, 100, 400)}
+    assert errs[25] > errs[100] > errs[400]
+    assert errs[400] < 0.25 * errs[25]
+    assert errs[400] < 0.05 * exact
+    # quasi-random (Halton) frequencies converge too (deterministic sequence)
+    qerr = [abs(_approx_distance(x, y, D, "halton", None, GAMMA, GAMMA) - exact) for D in (25, 100, 400)]
+    assert qerr[0] > qerr[1] > qerr[2] and qerr[2] < 0.05 * exact
+
+
+def test_theorem1_approx_diverges_when_gamma_differs_from_mu(xy):
+    """Theorem 1: with gamma != mu the distance grows without bound, like
+    |log(gamma / mu)| sqrt(2D) (eq. (49): the (log gamma/mu)^2 * dim term dominates).
+    Tolerance: strictly increasing over D = 25 ... 400, and d^2 / (2D) within 15% of
+    (log gamma/mu)^2 at D = 400 (measured: within 5%)."""
+    x, y = xy
+    mu = 10 * GAMMA
+    ds = [_approx_distance(x, y, D, "random", 0, GAMMA, mu) for D in (25, 50, 100, 200, 400)]
+    assert all(b > a for a, b in zip(ds, ds[1:]))
+    assert ds[-1] > 5 * dist.log_hs_distance(x, y, SIGMA, GAMMA, mu)
+    np.testing.assert_allclose(ds[-1] ** 2 / 800, np.log(10.0) ** 2, rtol=0.15)
+
+
+def test_hs_distance_matches_eq59_and_lemma6(xy):
+    x, y = xy
+    ref = ref_hs_eq59(x, y, SIGMA)
+    np.testing.assert_allclose(dist.hs_distance(x, y, SIGMA), ref, rtol=1e-10)
+    D = dist.pairwise_hs([x, y, x[:40]], sigma=SIGMA)
+    np.testing.assert_allclose(D[0, 1], ref, rtol=1e-10)
+    np.testing.assert_allclose(D, D.T)
+    # Lemma 6: ||C_D(x) - C_D(y)||_F -> ||C(x) - C(y)||_HS; Monte Carlo, 2000 frequencies:
+    # the measured relative error is about 2%, 10% allowed.
+    W = dist.fourier_frequencies(25, 2000, SIGMA, random_state=0)
+    approx = np.linalg.norm(dist.approx_covariance_operator(x, W) - dist.approx_covariance_operator(y, W))
+    np.testing.assert_allclose(approx, ref, rtol=0.1)
+
+
+def _spd_stack(n=4, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, d, 2 * d))
+    return a @ a.transpose(0, 2, 1) / (2 * d)
+
+
+def test_region_covariance_distances_match_references():
+    C = _spd_stack()
+    B = _spd_stack(3, seed=1)
+    g = 1e-2
+    eye = np.eye(5)
+    E = dist.euclidean_distances(C, B)
+    LE = dist.log_euclidean_distances(C, B, gamma=g)
+    S = dist.stein_divergences(C, B, gamma=g)
+    for i in range(4):
+        for j in range(3):
+            np.testing.assert_allclose(E[i, j], np.linalg.norm(C[i] - B[j]), rtol=1e-10)
+            np.testing.assert_allclose(LE[i, j], np.linalg.norm(sl.logm(C[i] + g * eye) - sl.logm(B[j] + g * eye)),
+                                       rtol=1e-8)
+            a, b = C[i] + g * eye, B[j] + g * eye
+            ref = np.linalg.slogdet((a + b) / 2)[1] - 0.5 * (np.linalg.slogdet(a)[1] + np.linalg.slogdet(b)[1])
+            np.testing.assert_allclose(S[i, j], ref, rtol=1e-8, atol=1e-12)
+    for f in (dist.euclidean_distances, dist.log_euclidean_distances, dist.stein_divergences):
+        M = f(C)
+        np.testing.assert_allclose(M, M.T, atol=1e-12)
+        np.testing.assert_allclose(np.diag(M), 0, atol=1e-10)
+
+
+def test_log_vectors_give_the_approx_log_hs_distance(xy):
+    x, y = xy
+    W = dist.fourier_frequencies(25, 20, SIGMA, random_state=0)
+    C = np.stack([dist.approx_covariance_operator(f, W) for f in (x, y)])
+    v = dist.log_vectors(C, GAMMA, dtype=np.float64)
+    np.testing.assert_allclose(dist.pairwise_vector_distances(v)[0, 1],
+                               dist.approx_log_hs_distance(C[0], C[1], GAMMA), rtol=1e-9)
+    np.testing.assert_allclose(dist.regularized_log(C[0], GAMMA), sl.logm(C[0] + GAMMA * np.eye(40)).real,
+                               atol=1e-9)
+
+
+def test_gaussian_kernel_eq31():
+    d = np.array([[0.0, 1.0], [2.0, 0.5]])
+    np.testing.assert_allclose(dist.gaussian_kernel(d, 2.0), np.exp(-d ** 2 / 4.0))
+    np.testing.assert_allclose(dist.gaussian_kernel(d, 2.0, p=1), np.exp(-d / 4.0))
+
+
+def test_halton_frequencies_are_deterministic_and_finite():
+    a = dist.fourier_frequencies(3, 50, 2.0, kind="halton", random_state=1)
+    b = dist.fourier_frequencies(3, 50, 2.0, kind="halton", random_state=2)
+    assert np.array_equal(a, b) and np.isfinite(a).all() and a.shape == (3, 50)
+    # first point (origin of the unit cube) is skipped; the next Halton point is (1/2, 1/3, 1/5)
+    from scipy.special import ndtri
+    np.testing.assert_allclose(a[:, 0], ndtri([0.5, 1 / 3, 0.2]) * np.sqrt(2) / 2.0)
+
+
+def test_distance_errors(xy):
+    x, y = xy
+    with pytest.raises(ValueError, match="sigma must be a finite number > 0, got -1"):
+        dist.fourier_frequencies(3, 10, sigma=-1)
+    with pytest.raises(TypeError, match="sigma must be a number"):
+        dist.gaussian_gram(x, sigma="wide")
+    with pytest.raises(ValueError, match="kind must be 'random' or 'halton'"):
+        dist.fourier_frequencies(3, 10, kind="sobol")
+    with pytest.raises(ValueError, match="D must be a positive integer"):
+        dist.fourier_frequencies(3, 0)
+    with pytest.raises(ValueError, match="n_features must be a positive integer"):
+        dist.fourier_frequencies(2.5, 10)
+    W = dist.fourier_frequencies(25, 10, random_state=0)
+    with pytest.raises(ValueError, match="features has 3 features per pixel, expected 25"):
+        dist.approx_covariance_operator(np.zeros((5, 3)), W)
+    with pytest.raises(ValueError, match="needs at least 2 pixels"):
+        dist.approx_covariance_operator(np.zeros((1, 25)), W)
+    with pytest.raises(ValueError, match=r"W must be 2-D \(n_features, D\)"):
+        dist.fourier_features(x, np.zeros(3))
+    bad = x.copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match="non-finite value at row 3, column 4"):
+        dist.log_hs_distance(bad, y)
+    with pytest.raises(ValueError, match="features of image 1 contains a non-finite value"):
+        dist.pairwise_log_hs([x, bad], sigma=SIGMA)
+    with pytest.raises(ValueError, match="gamma must be a finite number > 0, got 0"):
+        dist.log_hs_distance(x, y, gamma=0)
+    with pytest.raises(ValueError, match="x has 25 features per pixel but y has 3"):
+        dist.log_hs_distance(x, y[:, :3])
+    with pytest.raises(ValueError, match=r"different numbers of features per pixel: \[3, 25\]"):
+        dist.pairwise_hs([x, y[:, :3]])
+    C = _spd_stack()
+    with pytest.raises(ValueError, match="matrix 1 is not symmetric"):
+        nonsym = C.copy()
+        nonsym[1, 0, 1] += 1.0
+        dist.euclidean_distances(nonsym)
+    with pytest.raises(ValueError, match=r"covs_a matrices are 5x5 but covs_b are 3x3"):
+        dist.log_euclidean_distances(C, C[:, :3, :3])
+    with pytest.raises(ValueError, match="square matrix or a stack"):
+        dist.stein_divergences(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="matrix 0 contains NaN"):
+        dist.regularized_log(np.full((2, 2), np.nan), 1.0)
+    with pytest.raises(NotSPDError, match="covs_a: matrix 0 \\+ gamma I is not positive definite"):
+        dist.stein_divergences(-np.stack([np.eye(3)] * 2), gamma=1e-3)
+    with pytest.raises(ValueError, match="two matrices of one shape"):
+        dist.approx_log_hs_distance(C[0], C[0, :3, :3], 1e-3)
+    with pytest.raises(ValueError, match=r"p must be in \(0, 2\]"):
+        dist.gaussian_kernel(np.ones((2, 2)), 1.0, p=3)
+    with pytest.raises(ValueError, match="distances must be finite and >= 0"):
+        dist.gaussian_kernel(-np.ones((2, 2)), 1.0)
+    with pytest.raises(ValueError, match=r"vector sets have shapes \(2, 3\) and \(2, 4\)"):
+        dist.pairwise_vector_distances(np.zeros((2, 3)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match=r"covs must be a stack \(N, d, d\)"):
+        dist.log_vectors(np.zeros((3, 3)), 1.0)

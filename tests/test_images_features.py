@@ -1,0 +1,194 @@
+"""Per-pixel features (paper 004, eq. (38)) against straightforward scipy.ndimage references."""
+
+import numpy as np
+import pytest
+from scipy import ndimage as ndi
+
+from streamcov.images import features as F
+from conftest import DATA
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
+VIRUS = DATA / "virus_kylberg" / "raw"
+
+
+def _grey_patch(size=(37, 45), y=100, x=200):
+    import skimage.data
+    return skimage.data.brick()[y:y + size[0], x:x + size[1]]
+
+
+def _rgb_patch(size=(30, 34)):
+    import skimage.data
+    return skimage.data.astronaut()[60:60 + size[0], 200:200 + size[1]]
+
+
+def reference_features(image, spec):
+    """Slow, obvious version: full 2-D scipy.ndimage filters, one plane per feature."""
+    spec = F.get_spec(spec)
+    a = np.asarray(image, dtype=np.float64) / 255.0
+    if a.ndim == 2:
+        chans = {"I": a}
+    else:
+        r, g, b = a[..., 0], a[..., 1], a[..., 2]
+        chans = {"I": 0.298936021293775 * r + 0.587043074451121 * g + 0.114020904255103 * b,
+                 "R": r, "G": g, "B": b}
+    h, w = a.shape[:2]
+    yy, xx = np.mgrid[0:h, 0:w].astype(float)
+    d1 = np.array([-1.0, 0.0, 1.0])
+    d2 = np.array([1.0, -2.0, 1.0])
+    planes = []
+    for name in spec.features:
+        if name == "x":
+            planes.append(xx)
+        elif name == "y":
+            planes.append(yy)
+        elif name in chans:
+            planes.append(chans[name])
+        elif name == "gabor":
+            for k in F.gabor_kernel_2d(spec.gabor_orientations, spec.gabor_scales, spec.gabor_fmax,
+                                       spec.gabor_radius):
+                re = ndi.convolve(chans["I"], k.real, mode="reflect")
+                im = ndi.convolve(chans["I"], k.imag, mode="reflect")
+                planes.append(np.hypot(re, im))
+        else:
+            c, d = name[0], name[1:]
+            wts = d1 if len(d) == 1 else d2
+            axis = 1 if d[0] == "x" else 0
+            planes.append(np.abs(ndi.correlate1d(chans[c], wts, axis=axis, mode="reflect")))
+    s = spec.stride
+    return np.stack([p[::s, ::s].ravel() for p in planes], axis=1)
+
+
+@pytest.mark.parametrize("preset", ["virus", "texture", "eth80", "kth-tips-grey"])
+def test_grey_presets_match_ndimage(preset):
+    img = _grey_patch()
+    got = F.pixel_features(img, preset)
+    ref = reference_features(img, preset)
+    assert got.shape == ref.shape == (img.size, F.get_spec(preset).n_features)
+    np.testing.assert_allclose(got, ref, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("preset", ["fish", "kth-tips2b", "ethz", "uiuc", "tinygraz03"])
+def test_colour_presets_match_ndimage(preset):
+    img = _rgb_patch()
+    np.testing.assert_allclose(F.pixel_features(img, preset), reference_features(img, preset),
+                               atol=1e-12, rtol=1e-10)
+
+
+def test_virus_image_matches_ndimage():
+    path = VIRUS / "1" / "1" / "1.png"
+    if not path.exists():
+        pytest.skip("Virus dataset not available")
+    from streamcov.images.io import read_image
+    img = read_image(path)
+    got = F.pixel_features(img, "virus")
+    assert got.shape == (41 * 41, 25)  # intensity, 4 gradients, 4 x 5 Gabor (section 6.1)
+    np.testing.assert_allclose(got, reference_features(img, "virus"), atol=1e-12)
+
+
+def test_filters_wider_than_image_reflect_like_ndimage():
+    # radius 19 on a 6 x 9 patch: offsets reach several periods of the reflection
+    img = _grey_patch((6, 9))
+    np.testing.assert_allclose(F.pixel_features(img, "virus"), reference_features(img, "virus"),
+                               atol=1e-12)
+
+
+def test_stride_samples_the_full_resolution_features():
+    img = _grey_patch((40, 43))
+    spec = F.get_spec({"preset": "virus", "stride": 3})
+    full = F.pixel_features(img, "virus").reshape(40, 43, -1)
+    np.testing.assert_allclose(F.pixel_features(img, spec), full[::3, ::3].reshape(-1, 25), atol=1e-14)
+
+
+def test_gabor_factors_equal_the_rotated_2d_formula():
+    # separable factors vs the textbook formula with x', y' rotated coordinates
+    r, fmax, n_o, n_s = 7, 0.25, 4, 3
+    k2 = F.gabor_kernel_2d(n_o, n_s, fmax, r)
+    y, x = np.mgrid[-r:r + 1, -r:r + 1].astype(float)
+    g = e = np.sqrt(2.0)
+    for s in range(n_s):
+        f = fmax / np.sqrt(2.0) ** s
+        for o in range(n_o):
+            th = o * np.pi / n_o
+            xp = x * np.cos(th) + y * np.sin(th)
+            yp = -x * np.sin(th) + y * np.cos(th)
+            ref = f ** 2 / (np.pi * g * e) * np.exp(-(f ** 2 / g ** 2) * xp ** 2 - (f ** 2 / e ** 2) * yp ** 2) \
+                * np.exp(1j * 2 * np.pi * f * xp)
+            np.testing.assert_allclose(k2[s * n_o + o], ref, atol=1e-15)
+
+
+def test_region_covariance_is_biased_sample_covariance():
+    x = F.pixel_features(_grey_patch(), "virus")
+    np.testing.assert_allclose(F.region_covariance(x), np.cov(x.T, bias=True), atol=1e-14)
+
+
+def test_batched_covariances_of_ragged_images():
+    imgs = [_rgb_patch((30, 34)), _rgb_patch((12, 50)), _rgb_patch((5, 5))]
+    for spec in ("fish", {"preset": "uiuc", "stride": 2}):
+        got = F.image_covariances(imgs, spec)
+        for i, im in enumerate(imgs):
+            np.testing.assert_allclose(got[i], np.cov(reference_features(im, spec).T, bias=True),
+                                       atol=1e-13)
+
+
+def test_image_types():
+    grey = _grey_patch((8, 8))
+    a = F.pixel_features(grey, "texture")
+    np.testing.assert_allclose(F.pixel_features(grey.astype(np.uint16) * 257, "texture"), a, atol=1e-12)
+    np.testing.assert_allclose(F.pixel_features(grey / 255.0, "texture"), a, atol=1e-12)
+    rgb = _rgb_patch((8, 8))
+    rgba = np.concatenate([rgb, np.full((8, 8, 1), 255, np.uint8)], axis=2)
+    np.testing.assert_allclose(F.pixel_features(rgba, "fish"), F.pixel_features(rgb, "fish"))
+
+
+def test_spec_helpers():
+    spec = F.get_spec("virus")
+    assert spec.n_features == 25 and len(spec.column_names) == 25
+    assert spec.column_names[:2] == ["I", "|Ix|"]
+    assert F.get_spec(["x", "|Iy|"]).features == ("x", "Iy")
+    assert F.get_spec({"features": ["R", "G"]}).needs_color
+    assert F.get_spec({"preset": "eth80", "stride": 4}).stride == 4
+
+
+def test_feature_errors():
+    with pytest.raises(ValueError, match="unknown feature preset 'nope'"):
+        F.get_spec("nope")
+    with pytest.raises(ValueError, match="unknown pixel feature 'Iz'"):
+        F.get_spec(["I", "Iz"])
+    with pytest.raises(ValueError, match="unknown feature spec key"):
+        F.get_spec({"preset": "virus", "strde": 2})
+    with pytest.raises(ValueError, match="needs `preset` or `features`"):
+        F.get_spec({"stride": 2})
+    with pytest.raises(ValueError, match="has no features"):
+        F.FeatureSpec(features=())
+    with pytest.raises(ValueError, match="stride must be a positive integer"):
+        F.FeatureSpec(features=("I",), stride=0)
+    with pytest.raises(ValueError, match="gabor_radius"):
+        F.FeatureSpec(features=("I",), gabor_radius=-1)
+    with pytest.raises(ValueError, match="gabor_fmax"):
+        F.FeatureSpec(features=("I",), gabor_fmax=0.9)
+    with pytest.raises(TypeError, match="feature spec must be"):
+        F.get_spec(3)
+    with pytest.raises(ValueError, match="uses R, G, B but the image is grey"):
+        F.pixel_features(_grey_patch((5, 5)), "fish")
+    with pytest.raises(ValueError, match="b.png: feature spec 'fish' uses R, G, B"):
+        F.image_covariances([_rgb_patch((5, 5)), _grey_patch((5, 5))], "fish", ids=["a.png", "b.png"])
+    with pytest.raises(ValueError, match=r"expected a grey \(h, w\) or colour \(h, w, 3\) image, got shape \(4, 4, 2\)"):
+        F.pixel_features(np.zeros((4, 4, 2)), "texture")
+    with pytest.raises(ValueError, match="empty image"):
+        F.pixel_features(np.zeros((0, 4)), "texture")
+    bad = np.zeros((4, 4))
+    bad[2, 3] = np.nan
+    with pytest.raises(ValueError, match="non-finite pixel value at row 2, column 3"):
+        F.pixel_features(bad, "texture")
+    with pytest.raises(ValueError, match="unsupported pixel dtype"):
+        F.pixel_features(np.zeros((4, 4), dtype=complex), "texture")
+    with pytest.raises(ValueError, match="no images given"):
+        F.image_covariances([], "texture")
+    with pytest.raises(ValueError, match=r"features must be 2-D \(pixels x features\), got shape \(3,\)"):
+        F.region_covariance(np.zeros(3))
+    with pytest.raises(ValueError, match="at least one row"):
+        F.region_covariance(np.zeros((0, 3)))
+    x = np.zeros((3, 2))
+    x[1, 1] = np.inf
+    with pytest.raises(ValueError, match="non-finite value at row 1, column 1"):
+        F.region_covariance(x)

@@ -1,0 +1,193 @@
+"""Image folders and zarr image stores: round trip, resume, errors naming the file."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from streamcov.images.io import ImageFormatError, load_folders, read_image, scan_folders
+from streamcov.images.store import (ImageStoreWriter, ingest_images, open_image_store)
+from streamcov.store import IncompleteStoreError, StoreError
+from conftest import DATA
+
+
+def _make_tree(root: Path):
+    """class a: grey PNG + RGB JPEG(skipped check of values) in nested folders; class b: BMP, TIFF, 16-bit."""
+    rng = np.random.default_rng(0)
+    imgs = {}
+    (root / "a" / "obj1").mkdir(parents=True)
+    (root / "a" / "obj2" / "maps").mkdir(parents=True)
+    (root / "b" / "obj1").mkdir(parents=True)
+    g = rng.integers(0, 256, (7, 9), dtype=np.uint8)
+    Image.fromarray(g).save(root / "a" / "obj1" / "img2.png")
+    imgs["a/obj1/img2.png"] = g
+    c = rng.integers(0, 256, (5, 4, 3), dtype=np.uint8)
+    Image.fromarray(c).save(root / "a" / "obj1" / "img10.png")
+    imgs["a/obj1/img10.png"] = c
+    p = rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)
+    Image.fromarray(p).save(root / "a" / "obj2" / "x.bmp")
+    imgs["a/obj2/x.bmp"] = p
+    Image.fromarray(p).save(root / "a" / "obj2" / "maps" / "x-map.png")   # excluded folder
+    t = rng.integers(0, 256, (3, 8), dtype=np.uint8)
+    Image.fromarray(t).save(root / "b" / "obj1" / "t.tif")
+    imgs["b/obj1/t.tif"] = t
+    rgba = rng.integers(0, 256, (4, 4, 4), dtype=np.uint8)
+    Image.fromarray(rgba, mode="RGBA").save(root / "b" / "obj1" / "alpha.png")
+    imgs["b/obj1/alpha.png"] = rgba[:, :, :3]
+    (root / "b" / "notes.txt").write_text("not an image")
+    return imgs
+
+
+def test_scan_and_load_folders(tmp_path):
+    imgs = _make_tree(tmp_path)
+    entries = scan_folders(tmp_path, group_level=2)
+    # natural order: img2 before img10; the maps folder and the .txt file are skipped
+    assert [e.id for e in entries] == ["a/obj1/img2.png", "a/obj1/img10.png", "a/obj2/x.bmp",
+                                       "b/obj1/alpha.png", "b/obj1/t.tif"]
+    data = load_folders(tmp_path, group_level=2)
+    assert data.label_names == ["a", "b"] and data.group_names == ["a/obj1", "a/obj2", "b/obj1"]
+    assert list(data.labels) == [0, 0, 0, 1, 1] and list(data.groups) == [0, 0, 1, 2, 2]
+    for i, name in enumerate(data.ids):
+        np.testing.assert_array_equal(data.images[i], imgs[name])
+
+
+def test_store_round_trip_and_resume(tmp_path):
+    imgs = _make_tree(tmp_path / "src")
+    out = tmp_path / "s.zarr"
+    # interrupted after 2 images (small chunks so commits happen mid-way)
+    assert ingest_images(tmp_path / "src", out, group_level=2, chunk_pixels=50, limit=2) is None
+    with pytest.raises(IncompleteStoreError, match="incomplete image store .*2 images committed"):
+        open_image_store(out)
+    store = ingest_images(tmp_path / "src", out, group_level=2, chunk_pixels=50)
+    assert len(store) == 5 and store.ids() == [e.id for e in scan_folders(tmp_path / "src", 2)]
+    ref = load_folders(tmp_path / "src", group_level=2)
+    back = store.to_image_set()
+    assert back.label_names == ref.label_names and back.group_names == ref.group_names
+    np.testing.assert_array_equal(back.labels, ref.labels)
+    np.testing.assert_array_equal(back.groups, ref.groups)
+    for i, name in enumerate(store.ids()):
+        np.testing.assert_array_equal(store.image(i), imgs[name])
+        np.testing.assert_array_equal(back.images[i], imgs[name])
+    assert store.attrs["complete"] is True and store.attrs["n_images"] == 5
+    with pytest.raises(StoreError, match="a complete store is already here"):
+        ingest_images(tmp_path / "src", out)
+    with pytest.raises(IndexError, match="image 5 out of range"):
+        store.image(5)
+
+
+def test_store_restart_and_sixteen_bit(tmp_path):
+    src = tmp_path / "src"
+    (src / "c").mkdir(parents=True)
+    a16 = (np.arange(12, dtype=np.uint16).reshape(3, 4) * 5000)
+    Image.fromarray(a16).save(src / "c" / "deep.png")
+    with pytest.raises(ValueError, match="c/deep.png: 16-bit image but the store holds uint8"):
+        ingest_images(src, tmp_path / "s8.zarr")
+    store = ingest_images(src, tmp_path / "s16.zarr", pixel_dtype="uint16")
+    np.testing.assert_array_equal(store.image(0), a16)
+    # the failed uint8 ingestion left an incomplete store: resuming with another dtype is refused
+    with pytest.raises(StoreError, match="use mode='restart'"):
+        ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32")
+    store = ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32", mode="restart")
+    np.testing.assert_allclose(store.image(0), a16 / 65535.0, rtol=1e-6)
+
+
+def test_read_errors_name_the_file(tmp_path):
+    bad = tmp_path / "k" / "broken.png"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not a png at all")
+    with pytest.raises(ImageFormatError, match=r"broken.png: cannot decode image"):
+        read_image(bad)
+    with pytest.raises(ImageFormatError, match=r"broken.png: cannot decode image"):
+        ingest_images(tmp_path, tmp_path / "s.zarr")
+    with pytest.raises(ImageFormatError, match="missing.png: file not found"):
+        read_image(tmp_path / "missing.png")
+    f32 = tmp_path / "f.tif"
+    Image.fromarray(np.zeros((2, 2), np.float32)).save(f32)
+    with pytest.raises(ImageFormatError, match=r"f.tif: unsupported image mode 'F'"):
+        read_image(f32)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    Image.fromarray(np.zeros((2, 2), np.uint8)).save(loose / "top.png")
+    with pytest.raises(ImageFormatError, match="top.png: image directly under the root folder"):
+        scan_folders(loose)
+    with pytest.raises(FileNotFoundError, match="image folder not found"):
+        scan_folders(tmp_path / "nowhere")
+    (tmp_path / "empty" / "c").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="no images"):
+        scan_folders(tmp_path / "empty")
+    with pytest.raises(ValueError, match="group_level must be an integer >= 1"):
+        scan_folders(tmp_path, group_level=0)
+
+
+def test_writer_and_store_errors(tmp_path):
+    with pytest.raises(ValueError, match="pixel_dtype must be one of"):
+        ImageStoreWriter(tmp_path / "x.zarr", "src", pixel_dtype="int64")
+    with pytest.raises(ValueError, match="mode must be create, resume or restart"):
+        ImageStoreWriter(tmp_path / "x.zarr", "src", mode="append")
+    with pytest.raises(ValueError, match="chunk_pixels must be a positive integer"):
+        ImageStoreWriter(tmp_path / "x.zarr", "src", chunk_pixels=0)
+    w = ImageStoreWriter(tmp_path / "w.zarr", "src")
+    with pytest.raises(ValueError, match=r"img7: expected a grey \(h, w\) or RGB \(h, w, 3\) image, got shape \(2, 2, 2\)"):
+        w.append(np.zeros((2, 2, 2), np.uint8), "img7", "c")
+    with pytest.raises(ValueError, match="img8: pixel dtype float64 cannot be stored as uint8"):
+        w.append(np.zeros((2, 2)), "img8", "c")
+    assert w.append(np.zeros((2, 2), np.uint8), "ok", "c") and not w.append(np.zeros((2, 2), np.uint8), "ok", "c")
+    with pytest.raises(StoreError, match="an incomplete image store is here"):
+        w.flush()
+        ImageStoreWriter(tmp_path / "w.zarr", "src", mode="create")
+    with pytest.raises(StoreError, match="no image was written"):
+        ImageStoreWriter(tmp_path / "none.zarr", "src").close()
+    with pytest.raises(StoreError, match="does not exist"):
+        open_image_store(tmp_path / "nothing.zarr")
+    with pytest.raises(ValueError, match="format must be 'folders'"):
+        ingest_images(tmp_path, tmp_path / "y.zarr", format="csv")
+
+
+def test_real_virus_store_matches_folders(tmp_path):
+    src = DATA / "virus_kylberg" / "raw" / "3"
+    if not src.exists():
+        pytest.skip("Virus dataset not available")
+    # one class folder: its 5 image sets play the role of classes here
+    store = ingest_images(src, tmp_path / "v.zarr", chunk_pixels=1 << 14)
+    ref = load_folders(src)
+    assert len(store) == 100 and store.ids() == ref.ids
+    assert all(np.array_equal(a, b) for a, b in zip(store.images(), ref.images))
+
+
+def test_cli_ingest_images_interrupted_then_resumed(tmp_path, capsys):
+    """`streamcov ingest images`: an interrupted store is reported incomplete by
+    `streamcov info` (exit 3) and the same command completes it, every image once."""
+    import json
+
+    from streamcov.cli import main
+
+    imgs = _make_tree(tmp_path / "src")
+    out = tmp_path / "im.zarr"
+    assert ingest_images(tmp_path / "src", out, group_level=2, chunk_pixels=50, limit=2) is None
+    capsys.readouterr()
+    assert main(["info", str(out), "--json"]) == 3
+    captured = capsys.readouterr()
+    assert "INCOMPLETE" in captured.err and "2 images" in captured.err
+    assert json.loads(captured.out)["store"]["complete"] is False
+    with pytest.raises(IncompleteStoreError, match="incomplete image store"):
+        open_image_store(out)
+    assert main(["ingest", "images", "--format", "folders", "--group-level", "2", "--quiet",
+                 str(tmp_path / "src"), str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["images"] == len(imgs) and summary["labels"] == 2
+    store = open_image_store(out)
+    assert sorted(store.ids()) == sorted(imgs)
+    for i, image_id in enumerate(store.ids()):
+        np.testing.assert_array_equal(np.squeeze(store.image(i)), np.squeeze(imgs[image_id]))
+    assert main(["info", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["store"]["n_images"] == len(imgs)
+
+
+def test_cli_ingest_images_bad_file_names_it(tmp_path, capsys):
+    from streamcov.cli import main
+
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    (tmp_path / "src" / "a" / "broken.png").write_bytes(b"not a png")
+    assert main(["ingest", "images", "--format", "folders", "--quiet", str(tmp_path / "src"),
+                 str(tmp_path / "x.zarr")]) == 2
+    assert "broken.png" in capsys.readouterr().err
