@@ -34,25 +34,32 @@ def coef_of(out):
     return FittedPipeline.load(out / "model").classifier.coef_
 
 
-def test_resume_after_crash_gives_the_same_model(synth_store, tmp_path, monkeypatch):
-    ref = run_pipeline(cfg_for(synth_store, tmp_path / "ref"), scheduler="synchronous")
+# 6 blocks with training rows: shuffle groups of 1 (6 partial_fit calls per epoch) or of 2
+# (3 calls); the crash call is mid-epoch, after a within-epoch checkpoint (every 2 blocks).
+@pytest.mark.parametrize("group,crash_call", [(1, 9), (2, 8)])
+def test_resume_after_crash_gives_the_same_model(synth_store, tmp_path, monkeypatch, group, crash_call):
+    grouped = f"model.shuffle_blocks={group}"
+    ref = run_pipeline(cfg_for(synth_store, tmp_path / "ref", grouped), scheduler="synchronous")
     from sklearn.linear_model import SGDClassifier
     original = SGDClassifier.partial_fit
     calls = {"n": 0}
 
     def crashing(self, *a, **k):
         calls["n"] += 1
-        if calls["n"] == 7:  # mid-epoch 2, after a within-epoch checkpoint
+        if calls["n"] == crash_call:
             raise KeyboardInterrupt("simulated crash")
         return original(self, *a, **k)
 
     monkeypatch.setattr(SGDClassifier, "partial_fit", crashing)
     with pytest.raises(KeyboardInterrupt):
-        run_pipeline(cfg_for(synth_store, tmp_path / "cut"), scheduler="synchronous")
+        run_pipeline(cfg_for(synth_store, tmp_path / "cut", grouped), scheduler="synchronous")
     monkeypatch.setattr(SGDClassifier, "partial_fit", original)
     ck = tmp_path / "cut" / "checkpoints" / "odd-even.npz"
     assert ck.is_file()
-    resumed = run_pipeline(cfg_for(synth_store, tmp_path / "cut"), scheduler="synchronous", resume=True)
+    state = json.loads(np.load(ck)["checkpoint_json"].tobytes().decode())["state"]
+    assert 0 < state["pos"] < 6  # the crash came after a within-epoch checkpoint
+    resumed = run_pipeline(cfg_for(synth_store, tmp_path / "cut", grouped), scheduler="synchronous",
+                           resume=True)
     assert resumed["featurized_sequences"] == 0   # features were complete: not recomputed
     np.testing.assert_array_equal(coef_of(tmp_path / "cut"), coef_of(tmp_path / "ref"))
     assert resumed["accuracy"] == ref["accuracy"]

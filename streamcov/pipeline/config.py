@@ -49,6 +49,7 @@ DEFAULTS: dict = {
         "validation_fraction": 0.0,  # > 0: hold out training rows, early stopping
         "n_iter_no_change": 5,
         "checkpoint_blocks": 0,      # also checkpoint every N blocks within an epoch
+        "shuffle_blocks": 8,         # blocks pooled and shuffled together (memory: this many blocks)
         "sigma_grid": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0],
         "C_grid": [0.1, 1.0, 10.0, 100.0, 1000.0],
     },

@@ -119,9 +119,14 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
               resume: bool = False, scaler=None, fingerprint: str = ""):
     """Fit an SGDClassifier by ``partial_fit`` over the blocks of ``fstore``.
 
-    Each epoch visits the blocks in a fresh random order and shuffles the
-    rows inside each block, both drawn from ``seed``; classes are declared
-    on the first call. With ``checkpoint`` (a path), the learner, the random
+    Each epoch visits the blocks in a fresh random order, takes them in
+    groups of ``model.shuffle_blocks`` and feeds the pooled rows of a group
+    in a random order (a shuffle buffer), all drawn from ``seed``; classes
+    are declared on the first call. Stores are written in archive order
+    (often sorted by class), so rows shuffled only within a block would
+    give the learner runs of a few classes; pooling blocks brings the order
+    close to a global shuffle while memory stays at ``shuffle_blocks +
+    prefetch`` blocks. With ``checkpoint`` (a path), the learner, the random
     generator state and the position in the epoch are written atomically
     after every epoch and every ``model.checkpoint_blocks`` blocks;
     ``resume=True`` continues from that file, giving the same model as an
@@ -143,6 +148,7 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     has_train = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]
     epochs = int(model.get("epochs", 40))
     every = int(model.get("checkpoint_blocks", 0) or 0)
+    group = max(1, int(model.get("shuffle_blocks", 1) or 1))
     patience = int(model.get("n_iter_no_change", 5))
     state = {"epoch": 0, "pos": 0, "order": None, "rng": None, "best": -1.0, "stale": 0,
              "stopped": False, "fingerprint": fingerprint, "history": []}
@@ -172,14 +178,25 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
             state["order"] = [int(i) for i in rng.permutation(has_train)]
             state["pos"] = 0
         order = state["order"][state["pos"]:]
-        for i, X in iter_blocks(fstore, order, prefetch):
+        pool_X, pool_y = [], []
+        for k, (i, X) in enumerate(iter_blocks(fstore, order, prefetch), start=1):
             rows = np.flatnonzero(train_mask[bounds[i]:bounds[i + 1]])
-            rows = rng.permutation(rows)
-            clf.partial_fit(transform(X[rows]), y[bounds[i] + rows], classes=classes)
-            state["pos"] += 1
+            pool_X.append(X[rows])
+            pool_y.append(y[bounds[i] + rows])
+            if k % group and k < len(order):
+                continue
+            # a checkpoint is only ever written here, at a group boundary, so a
+            # resumed epoch forms the same groups from order[pos:]
+            Xg, yg = np.concatenate(pool_X), np.concatenate(pool_y)
+            pool_X, pool_y = [], []
+            perm = rng.permutation(len(yg))
+            clf.partial_fit(transform(Xg[perm]), yg[perm], classes=classes)
+            done = len(state["order"]) - len(order) + k
             if bar is not None:
-                bar.update(1)
-            if every and state["pos"] % every == 0 and state["pos"] < len(state["order"]):
+                bar.update(done - state["pos"])
+            crossed = every and done // every > state["pos"] // every
+            state["pos"] = done
+            if crossed and state["pos"] < len(state["order"]):
                 save()
         state["epoch"] += 1
         state["order"] = None
