@@ -22,11 +22,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from skeleton_accuracy import descriptors  # noqa: E402
 from streamcov.pipeline.maps import make_feature_map  # noqa: E402
 from streamcov.pipeline.train import train_sgd_arrays  # noqa: E402
+from streamcov.study import dataset_descriptors  # noqa: E402
 
 
 def main(argv=None):
@@ -37,7 +36,7 @@ def main(argv=None):
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        store, cfg, V, _ = descriptors("msr", Path(args.data), tmp)
+        store, cfg, V, _ = dataset_descriptors("msr", Path(args.data), tmp)
     y = store.labels.astype(np.int64)
     subj = store.subjects
     train = subj % 2 == 1

@@ -24,33 +24,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov import covariance as C  # noqa: E402
 from streamcov.exact import exact_svm_fold  # noqa: E402
 from streamcov.pipeline.config import load_pipeline  # noqa: E402
 from streamcov.pipeline.maps import make_feature_map  # noqa: E402
 from streamcov.pipeline.splits import folds  # noqa: E402
 from streamcov.pipeline.train import train_sgd_arrays  # noqa: E402
-from streamcov.readers import open_source  # noqa: E402
-from streamcov.store import ingest  # noqa: E402
-
-DATASETS = {
-    "msr": ("msr_action3d", "msr-action3d", "msr_action3d"),
-    "florence": ("florence3d", "florence3d", "florence3d"),
-    "utkinect": ("utkinect_action3d", "utkinect", "utkinect"),
-}
-
-
-def descriptors(name, data_root, tmp):
-    folder, fmt, pipe = DATASETS[name]
-    store = ingest(open_source(fmt, data_root / folder / "raw"), Path(tmp) / f"{name}.zarr")
-    cfg = load_pipeline(REPO / "pipelines" / f"{pipe}.toml")
-    d = cfg["descriptor"]
-    sel = C.JointSelection.hip_relative(store.n_joints, store.center)
-    t0 = time.perf_counter()
-    V = C.log_covariance_vectors(np.asarray(store.frames[:]), store.offsets, sel,
-                                 float(d["gamma"]), bool(d["normalize"]))
-    t = time.perf_counter() - t0
-    return store, cfg, V, t
+from streamcov.study import DATASETS, dataset_descriptors  # noqa: E402
 
 
 def main(argv=None):
@@ -73,7 +52,7 @@ def main(argv=None):
     results = {"nus": nus, "seeds": seeds, "datasets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            store, cfg, V, t_desc = descriptors(name, Path(args.data), tmp)
+            store, cfg, V, t_desc = dataset_descriptors(name, Path(args.data), tmp)
             y = store.labels.astype(np.int64)
             classes = np.arange(len(store.label_names))
             fl = list(folds(cfg["split"], store.subjects, store.split, store.split_names))

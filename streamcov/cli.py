@@ -174,6 +174,24 @@ def _cmd_ingest_images(args) -> int:
     return 0
 
 
+def _cmd_study(args) -> int:
+    from .study import FULL_NUS, QUICK_NUS, STUDY_MAPS, kernel_approx_study
+
+    nus = [int(v) for v in args.nus.split(",")] if args.nus else list(QUICK_NUS if args.quick else FULL_NUS)
+    seeds = args.seeds or (2 if args.quick else 10)
+    datasets = args.datasets.split(",") if args.datasets else (["msr"] if args.quick else ["msr", "florence"])
+    maps = args.maps.split(",") if args.maps else list(STUDY_MAPS)
+    log = (lambda *a, **k: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        summary = kernel_approx_study(datasets, maps, nus, seeds, args.out, args.data, log=log)
+    except ValueError as exc:
+        raise SystemExit(f"streamcov study: error: {exc}")
+    print(json.dumps({"out": args.out, **{name: {"exact_accuracy": e["exact_accuracy"],
+                                                 "variance_slopes": e["variance_slopes"]}
+                                          for name, e in summary["datasets"].items()}}, default=float))
+    return 0
+
+
 def _cmd_synth(args) -> int:
     from .store import ingest
     from .synth import SyntheticSkeletonSource
@@ -277,6 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--restart", action="store_true")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=_cmd_synth)
+
+    st = sub.add_parser("study", help="studies on the real datasets")
+    ssub = st.add_subparsers(dest="study", required=True)
+    ka = ssub.add_parser("kernel-approx", help="every feature map against nu: Gram error, variance slope, "
+                                             "accuracy (paper 000, Figure 1)")
+    ka.add_argument("--quick", action="store_true", help="MSR only, nu in {10, 50, 200, 1000}, 2 seeds")
+    ka.add_argument("--datasets", help="comma list of msr, florence")
+    ka.add_argument("--maps", help="comma list (default: every map)")
+    ka.add_argument("--nus", help="comma list of feature dimensions")
+    ka.add_argument("--seeds", type=int, help="map seeds per point (default 10)")
+    ka.add_argument("--data", help="folder holding <dataset>/raw (default ../shared/data)")
+    ka.add_argument("--out", default="runs/study_kernel_approx")
+    ka.add_argument("--quiet", action="store_true")
+    ka.set_defaults(func=_cmd_study)
 
     f = sub.add_parser("info", help="describe a store (complete or not) and the thread plan")
     f.add_argument("store", nargs="?")
