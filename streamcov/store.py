@@ -85,6 +85,29 @@ def store_status(path) -> dict:
     return status
 
 
+def _ready(pending: list, committed: int, written: int):
+    """The leading ``pending`` items (id, size, ...) whose data are all on disk, and their end."""
+    end, n = committed, 0
+    for item in pending:
+        if end + item[1] > written:
+            break
+        end += item[1]
+        n += 1
+    return pending[:n], end
+
+
+def _append_ids(g, k: int, id_pos: int, ids: list[str]) -> int:
+    """Append UTF-8 ``ids`` after the first ``k`` (ragged bytes + offsets); returns the new byte end."""
+    encoded = [i.encode("utf-8") for i in ids]
+    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    g["id_bytes"].resize((id_pos + len(blob),))
+    if len(blob):
+        g["id_bytes"][id_pos:] = blob
+    g["id_offsets"].resize((k + 1 + len(ids),))
+    g["id_offsets"][k + 1:] = id_pos + np.cumsum([len(e) for e in encoded])
+    return id_pos + len(blob)
+
+
 def open_complete(path: Path, format_name: str, kind: str, unit: str):
     """The zarr group and attributes of a complete store of ``format_name``.
 
@@ -341,13 +364,7 @@ class SequenceStoreWriter:
             self._buf = self._buf[n:].copy()
             self._frames_written += n
         # Commit the sequences whose frames are now all on disk.
-        end = self._committed_frames
-        done = []
-        for item in self._pending:
-            if end + item[1] > self._frames_written:
-                break
-            end += item[1]
-            done.append(item)
+        done, end = _ready(self._pending, self._committed_frames, self._frames_written)
         if not done:
             return
         self._pending = self._pending[len(done):]
@@ -359,14 +376,7 @@ class SequenceStoreWriter:
         for name, col, dt in (("labels", 2, np.int32), ("subjects", 3, np.int32), ("split", 4, np.int8)):
             g[name].resize((k + m,))
             g[name][k:] = np.array([d[col] for d in done], dtype=dt)
-        encoded = [d[0].encode("utf-8") for d in done]
-        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        g["id_bytes"].resize((self._id_bytes + len(blob),))
-        if len(blob):
-            g["id_bytes"][self._id_bytes:] = blob
-        g["id_offsets"].resize((k + 1 + m,))
-        g["id_offsets"][k + 1:] = self._id_bytes + np.cumsum([len(e) for e in encoded])
-        self._id_bytes += len(blob)
+        self._id_bytes = _append_ids(g, k, self._id_bytes, [d[0] for d in done])
         self._committed_seq += m
         self._committed_frames = end
         # The commit point moves only after the arrays above are written.

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..store import IncompleteStoreError, StoreError, _jsonable, _names, _open_group, open_complete
+from ..store import (StoreError, _append_ids, _jsonable, _names, _open_group,
+                     _ready, open_complete)
 from .io import ImageSet, read_image, scan_folders
 
 FORMAT_NAME = "streamcov.images"
@@ -259,13 +260,7 @@ class ImageStoreWriter:
             g["pixels"][self._written:self._written + n] = self._buf[:n]
             self._buf = self._buf[n:].copy()
             self._written += n
-        end = self._committed_pixels
-        done = []
-        for item in self._pending:
-            if end + item[1] > self._written:
-                break
-            end += item[1]
-            done.append(item)
+        done, end = _ready(self._pending, self._committed_pixels, self._written)
         if not done:
             return
         self._pending = self._pending[len(done):]
@@ -278,14 +273,7 @@ class ImageStoreWriter:
         for col, (name, dt) in enumerate((("labels", np.int32), ("groups", np.int32), ("split", np.int8))):
             g[name].resize((k + m,))
             g[name][k:] = np.array([d[3][col] for d in done], dtype=dt)
-        encoded = [d[0].encode("utf-8") for d in done]
-        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        g["id_bytes"].resize((self._id_bytes + len(blob),))
-        if len(blob):
-            g["id_bytes"][self._id_bytes:] = blob
-        g["id_offsets"].resize((k + 1 + m,))
-        g["id_offsets"][k + 1:] = self._id_bytes + np.cumsum([len(e) for e in encoded])
-        self._id_bytes += len(blob)
+        self._id_bytes = _append_ids(g, k, self._id_bytes, [d[0] for d in done])
         self._committed += m
         self._committed_pixels = end
         # the commit point moves only after the arrays above are written
