@@ -23,9 +23,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.pipeline.maps import make_feature_map  # noqa: E402
-from streamcov.pipeline.train import train_sgd_arrays  # noqa: E402
-from streamcov.study import dataset_descriptors  # noqa: E402
+from streamcov.study import accuracies, dataset_descriptors  # noqa: E402
 
 
 def main(argv=None):
@@ -40,19 +38,13 @@ def main(argv=None):
     y = store.labels.astype(np.int64)
     subj = store.subjects
     train = subj % 2 == 1
+    loso = [(s, train & (subj != s), train & (subj == s)) for s in np.unique(subj[train])]
     classes = np.arange(len(store.label_names))
     out = {}
     for eta in (float(e) for e in args.etas.split(",")):
-        accs = []
-        for seed in range(args.seeds):
-            for s in np.unique(subj[train]):
-                tr, va = train & (subj != s), train & (subj == s)
-                fmap = make_feature_map(dict(cfg["features"], n_components=args.nu), seed).fit(V[tr])
-                Z = np.zeros((len(V), args.nu))
-                Z[train] = fmap.transform(V[train])
-                clf = train_sgd_arrays(Z, y, tr, classes, dict(cfg["model"], eta0=eta), seed)
-                accs.append(float((clf.predict(Z[va]) == y[va]).mean()))
-        out[eta] = float(np.mean(accs))
+        cv_cfg = dict(cfg, model=dict(cfg["model"], eta0=eta))
+        (row,) = accuracies(V, y, loso, classes, cv_cfg, ["rgw"], [args.nu], args.seeds)
+        out[eta] = row["accuracy"]
         print(f"eta0 {eta}: LOSO CV accuracy {100 * out[eta]:.2f}", flush=True)
     print(json.dumps(out))
 

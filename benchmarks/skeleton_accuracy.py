@@ -24,12 +24,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.exact import exact_svm_fold  # noqa: E402
-from streamcov.pipeline.config import load_pipeline  # noqa: E402
-from streamcov.pipeline.maps import make_feature_map  # noqa: E402
 from streamcov.pipeline.splits import folds  # noqa: E402
-from streamcov.pipeline.train import train_sgd_arrays  # noqa: E402
-from streamcov.study import DATASETS, dataset_descriptors  # noqa: E402
+from streamcov.study import accuracies, dataset_descriptors, exact_accuracies  # noqa: E402
 
 
 def main(argv=None):
@@ -56,10 +52,8 @@ def main(argv=None):
             y = store.labels.astype(np.int64)
             classes = np.arange(len(store.label_names))
             fl = list(folds(cfg["split"], store.subjects, store.split, store.split_names))
-            ecfg = load_pipeline(REPO / "pipelines" / f"{DATASETS[name][2]}_exact.toml")["model"]
             t0 = time.perf_counter()
-            ex = [exact_svm_fold(V, y, store.subjects, tr, te, ecfg["sigma_grid"], ecfg["C_grid"])
-                  for _, tr, te in fl]
+            ex = exact_accuracies(V, y, store.subjects, fl, name)
             t_exact = time.perf_counter() - t0
             ex_acc = np.array([r["accuracy"] for r in ex])
             entry = {"n_sequences": store.n_sequences, "descriptor_dim": V.shape[1],
@@ -69,27 +63,11 @@ def main(argv=None):
                      "maps": {}}
             print(f"{name}: exact {100 * ex_acc.mean():.2f} +- {100 * ex_acc.std():.2f} "
                   f"({len(fl)} folds, {t_exact:.1f} s)", flush=True)
-            for mname in args.maps.split(","):
-                fparams = dict(cfg["features"], map=mname)
-                rows = {}
-                for nu in nus:
-                    accs, secs = [], []
-                    for seed in range(seeds):
-                        per = []
-                        for _, tr, te in fl:
-                            # map (its mean row, for a centred map) and scaler from training rows only
-                            fmap = make_feature_map(dict(fparams, n_components=nu), seed).fit(V[tr])
-                            t0 = time.perf_counter()
-                            Z = fmap.transform(V)
-                            secs.append(time.perf_counter() - t0)
-                            clf = train_sgd_arrays(Z, y, tr, classes, cfg["model"], seed)
-                            per.append(float((clf.predict(Z[te]) == y[te]).mean()))
-                        accs.append(np.mean(per))
-                    rows[nu] = {"mean": float(np.mean(accs)), "std": float(np.std(accs)),
-                                "map_ms_per_sequence": 1e3 * float(np.mean(secs)) / len(V)}
-                    print(f"  {mname} nu={nu}: {100 * rows[nu]['mean']:.2f} +- "
-                          f"{100 * rows[nu]['std']:.2f}", flush=True)
-                entry["maps"][mname] = rows
+            for r in accuracies(V, y, fl, classes, cfg, args.maps.split(","), nus, seeds,
+                                log=lambda msg: print(msg, flush=True)):
+                entry["maps"].setdefault(r["map"], {})[r["nu"]] = {
+                    "mean": r["accuracy"], "std": r["accuracy_std"],
+                    "map_ms_per_sequence": r["map_ms_per_sequence"]}
             results["datasets"][name] = entry
     # markdown table
     lines = ["| dataset | exact Log-E SVM | map | " + " | ".join(f"nu={n}" for n in nus) + " |",

@@ -106,26 +106,44 @@ def variance_slopes(rows: list[dict], fit_from: int = 50) -> dict:
     return out
 
 
-def accuracies(V, y, folds, classes, cfg, maps, nus, seeds: int) -> list[dict]:
-    """Accuracy of the pipeline's learner on every map, nu and seed (mean over the folds)."""
+def accuracies(V, y, folds, classes, cfg, maps, nus, seeds: int, log=None) -> list[dict]:
+    """Accuracy of the pipeline's learner on every map, nu and seed (mean over the folds).
+
+    Each fold fits the map (its mean row, for a centred map) and the scaler on
+    its training rows only. ``log`` gets one line per (map, nu) as it finishes.
+    """
     from .pipeline.maps import make_feature_map
     from .pipeline.train import train_sgd_arrays
 
     rows = []
     for m in maps:
         for nu in nus:
-            accs = []
+            accs, secs = [], []
             for seed in range(seeds):
                 per = []
                 for _, tr, te in folds:
-                    fmap = make_feature_map(dict(cfg["features"], map=m, n_components=nu), seed)
-                    Z = fmap.fit(V[tr]).transform(V)
+                    fmap = make_feature_map(dict(cfg["features"], map=m, n_components=nu), seed).fit(V[tr])
+                    t0 = time.perf_counter()
+                    Z = fmap.transform(V)
+                    secs.append(time.perf_counter() - t0)
                     clf = train_sgd_arrays(Z, y, tr, classes, cfg["model"], seed)
                     per.append(float((clf.predict(Z[te]) == y[te]).mean()))
                 accs.append(float(np.mean(per)))
             rows.append({"map": m, "nu": nu, "accuracy": float(np.mean(accs)),
-                         "accuracy_std": float(np.std(accs)), "seeds": seeds})
+                         "accuracy_std": float(np.std(accs)), "seeds": seeds,
+                         "map_ms_per_sequence": 1e3 * float(np.mean(secs)) / len(V)})
+            if log is not None:
+                log(f"  {m} nu={nu}: {100 * rows[-1]['accuracy']:.2f} +- {100 * rows[-1]['accuracy_std']:.2f}")
     return rows
+
+
+def exact_accuracies(V, y, subjects, folds, name: str) -> list[dict]:
+    """Exact Log-E SVM per fold, sigma and C by LOSO CV over the grids of ``pipelines/<name>_exact.toml``."""
+    from .exact import exact_svm_fold
+    from .pipeline.config import load_pipeline
+
+    ecfg = load_pipeline(REPO / "pipelines" / f"{DATASETS[name][2]}_exact.toml")["model"]
+    return [exact_svm_fold(V, y, subjects, tr, te, ecfg["sigma_grid"], ecfg["C_grid"]) for _, tr, te in folds]
 
 
 def _plot(path: Path, rows, key, title, ylabel, logy: bool, hline=None):
@@ -166,8 +184,6 @@ def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_
 
 
 def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log):
-    from .exact import exact_svm_fold
-    from .pipeline.config import load_pipeline
     from .pipeline.splits import folds as make_folds
 
     unknown = [m for m in maps if m not in STUDY_MAPS]
@@ -186,9 +202,7 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             y = store.labels.astype(np.int64)
             classes = np.arange(len(store.label_names))
             folds = list(make_folds(cfg["split"], store.subjects, store.split, store.split_names))
-            ecfg = load_pipeline(REPO / "pipelines" / f"{DATASETS[name][2]}_exact.toml")["model"]
-            ex = np.mean([exact_svm_fold(V, y, store.subjects, tr, te, ecfg["sigma_grid"],
-                                         ecfg["C_grid"])["accuracy"] for _, tr, te in folds])
+            ex = np.mean([r["accuracy"] for r in exact_accuracies(V, y, store.subjects, folds, name)])
             log(f"{name}: exact Log-E SVM {100 * ex:.2f}%")
             sigma = float(cfg["features"]["sigma"])
             rng = np.random.default_rng(0)
@@ -197,10 +211,7 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             grams = gram_errors(sample, sigma, maps, nus, gram_seeds, cfg["features"])
             slopes = variance_slopes(grams)
             log(f"{name}: variance slopes {json.dumps({k: round(v, 2) for k, v in slopes.items()})}")
-            accs = accuracies(V, y, folds, classes, cfg, maps, nus, seeds)
-            for a in accs:
-                log(f"  {name} {a['map']} nu={a['nu']}: {100 * a['accuracy']:.2f} +- "
-                    f"{100 * a['accuracy_std']:.2f}")
+            accs = accuracies(V, y, folds, classes, cfg, maps, nus, seeds, log=log)
             merged = {(g["map"], g["nu"]): dict(g) for g in grams}
             for a in accs:
                 merged[(a["map"], a["nu"])].update(a)
