@@ -223,7 +223,7 @@ def _cmd_info(args) -> int:
         out["store"] = st
         if not st["complete"]:
             what = (f"{st['committed_images']} images" if "committed_images" in st
-                    else f"{st['committed_sequences']} sequences")
+                    else f"{st.get('committed_sequences', 0)} sequences")
             print(f"{args.store}: INCOMPLETE store ({what} "
                   f"committed): the ingestion was interrupted; re-run it to resume",
                   file=sys.stderr)

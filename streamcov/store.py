@@ -69,12 +69,8 @@ def store_status(path) -> dict:
         "format": attrs.get("format"),
         "complete": bool(attrs.get("complete", False)),
     }
-    committed = attrs.get("committed", {})
-    if attrs.get("format") == "streamcov.images":
-        status["committed_images"] = committed.get("images", 0)
-    else:
-        status["committed_sequences"] = committed.get("sequences", 0)
-        status["committed_frames"] = committed.get("frames", 0)
+    # every writer records its commit point as counts per unit (sequences/frames, images/pixels)
+    status.update({f"committed_{unit}": n for unit, n in attrs.get("committed", {}).items()})
     for key in ("n_sequences", "n_frames", "n_joints", "n_images", "units", "source", "center",
                 "label_names", "group_names", "split_names", "skipped", "repairs", "chunk_frames"):
         if key in attrs:
