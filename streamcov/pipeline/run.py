@@ -260,7 +260,10 @@ TASK_MODULES = {
     "tgp-sshape": "streamcov.tasks.tgp", "tgp-digits": "streamcov.tasks.tgp",
     "tgp-pose": "streamcov.tasks.tgp",
     "image-classification": "streamcov.tasks.images",
+    "image-stream-classification": "streamcov.tasks.images",
 }
+# Tasks that run a Dask graph: they also take the scheduler, workers and resume options.
+DASK_TASKS = {"image-stream-classification"}
 
 
 def run_pipeline(cfg: dict, progress: bool = False, scheduler: str | None = None,
@@ -277,7 +280,11 @@ def run_pipeline(cfg: dict, progress: bool = False, scheduler: str | None = None
         result = run_skeleton(cfg, out, progress, scheduler, workers, resume)
     else:
         module = importlib.import_module(TASK_MODULES[task])
-        result = module.TASKS[task](cfg, out, progress)
+        if task in DASK_TASKS:
+            result = module.TASKS[task](cfg, out, progress, scheduler=scheduler, workers=workers,
+                                        resume=resume)
+        else:
+            result = module.TASKS[task](cfg, out, progress)
     result = {"task": task, **result}
     (out / "result.json").write_text(json.dumps(result, indent=2, default=_json_default) + "\n")
     return result

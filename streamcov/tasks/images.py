@@ -1,5 +1,8 @@
 """Image classification with covariance operators (paper 004), ``task = "image-classification"``.
 
+(Out of core on Dask, with fixed hyperparameters: ``task = "image-stream-classification"``,
+:mod:`streamcov.images.stream`.)
+
 Pipeline tables::
 
     [dataset]    path (folder per class, or an image store), format ("folders",
@@ -195,4 +198,12 @@ def run_image_classification(cfg: dict, out_dir: Path, progress: bool = False) -
     return out
 
 
-TASKS = {"image-classification": run_image_classification}
+def run_image_stream(cfg: dict, out_dir: Path, progress: bool = False, scheduler=None, workers=None,
+                     resume: bool = False) -> dict:
+    """``task = "image-stream-classification"``: see :mod:`streamcov.images.stream`."""
+    from ..images.stream import run_image_stream as run
+    return run(cfg, out_dir, progress, scheduler=scheduler, workers=workers, resume=resume)
+
+
+TASKS = {"image-classification": run_image_classification,
+         "image-stream-classification": run_image_stream}

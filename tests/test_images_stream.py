@@ -1,0 +1,195 @@
+"""Images out of core: image store -> Dask graph -> feature store -> partial_fit SGD."""
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+from streamcov.images import evaluation as ev
+from streamcov.images import stream as st
+from streamcov.images.features import get_spec
+from streamcov.images.store import ImageStoreWriter, ingest_images
+from streamcov.pipeline.config import ConfigError
+from streamcov.pipeline.executor import dask_runtime
+from streamcov.pipeline.run import run_pipeline
+from streamcov.store import IncompleteStoreError
+from streamcov.tasks.images import skimage_textures
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
+
+
+@pytest.fixture(scope="module")
+def textures():
+    """scikit-image's brick / grass / gravel: 3 classes x 8 patches of 32 x 32."""
+    return skimage_textures(patch=32, max_per_class=8)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, textures):
+    """The patches in an image store; in each class the first 5 are `train`, the last 3 `test`."""
+    path = tmp_path_factory.mktemp("img") / "tex.zarr"
+    w = ImageStoreWriter(path, source="skimage.data", chunk_pixels=4096, mode="create")
+    for k, (img, lab, i) in enumerate(zip(textures.images, textures.labels, textures.ids)):
+        w.append(img, i, textures.label_names[lab], split="train" if k % 8 < 5 else "test")
+    return w.close()
+
+
+def make_cfg(store_path, out, **tables):
+    cfg = {"task": "image-stream-classification", "name": "tex_stream", "seed": 0, "output": str(out),
+           "dataset": {"path": str(store_path)},
+           "features": {"preset": "texture"},
+           # x, y in pixel units would swamp I, |Ix|, |Iy| under one global scale
+           "method": {"D": 10, "sigma1": 1.0, "gamma": 1e-3, "sigma2": 1.0, "n_components": 256,
+                      "scaling": "per-feature", "fit_sample": 12},
+           "model": {"loss": "hinge", "C": 10.0, "epochs": 20, "shuffle_blocks": 8},
+           "split": {"kind": "store"},
+           "dask": {"block_images": 5}}
+    for name, table in tables.items():
+        cfg[name] = {**cfg.get(name, {}), **table}
+    return cfg
+
+
+def features_of(res):
+    return np.asarray(zarr.open_group(res["features_path"], mode="r")["X"][:])
+
+
+@pytest.fixture(scope="module")
+def baseline(store, tmp_path_factory):
+    """The synchronous scheduler: the reference for every other run."""
+    out = tmp_path_factory.mktemp("base")
+    res = run_pipeline(make_cfg(store.path, out), scheduler="synchronous")
+    return res, features_of(res)
+
+
+def test_streamed_vectors_equal_in_memory_ones(store, textures):
+    """Scale pass and log-operator vectors of the graph equal the in-memory path's.
+
+    Both compute the operators with the same code and frequencies; the logs
+    come from two eigensolvers (numba's LAPACK call in log_vectors, numpy.eigh
+    in approx_operator_vectors) that agree to ~1e-13, and both round to
+    float32, so entries differ by at most about one float32 ulp: rtol 1e-6
+    (8 ulps), plus atol 1e-6 x max|v| for entries near zero.
+    """
+    spec = get_spec("texture")
+    m = st.MethodParams(D=10, sigma1=1.0, gamma=1e-3, scaling="per-feature")
+    bounds = st.image_blocks(len(store), 5)
+    train = np.zeros(len(store), dtype=bool)
+    train[::2] = True
+    with dask_runtime("threads", 2) as (compute, _, nt):
+        moments = st.merge_moments(compute(*st.moment_tasks(store, bounds, train, spec, nt)))
+        scale = st.feature_scale_from_moments(*moments, m.scaling)
+        W = st.frequencies(spec.n_features, scale, m, seed=3)
+        tasks = st.log_vector_tasks(store, bounds, None, spec, W, m.gamma, nt)
+        V = np.concatenate(compute(*[t for *_, t in tasks]))
+    feats = ev.extract_features(textures.images, spec, dtype=np.float64)
+    # Chan merging vs. sums of squares: the same numbers up to rounding
+    np.testing.assert_allclose(scale, ev.feature_scale(feats, np.flatnonzero(train), "per-feature"),
+                               rtol=1e-12)
+    want = ev.approx_operator_vectors(feats, np.arange(len(store)), scale, np.sqrt(spec.n_features),
+                                      [m.gamma], m.D, "random", 3)[0]
+    assert V.shape == want.shape == (24, 210) and V.dtype == np.float32
+    np.testing.assert_allclose(V, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+def test_same_result_threads_and_local_cluster(store, baseline, tmp_path, scheduler):
+    """Same seed: identical features and accuracy on threads and on a 2-worker LocalCluster."""
+    base, Xb = baseline
+    res = run_pipeline(make_cfg(store.path, tmp_path), scheduler=scheduler, workers=2)
+    assert res["task"] == "image-stream-classification"
+    assert res["runtime"]["scheduler"] == scheduler
+    assert res["n_train"] == 15 and res["n_test"] == 9 and res["featurized_images"] == 24
+    np.testing.assert_array_equal(features_of(res), Xb)
+    assert res["accuracy"] == base["accuracy"] and res["bandwidth"] == base["bandwidth"]
+    assert json.loads((tmp_path / "result.json").read_text())["accuracy"] == res["accuracy"]
+    # brick / grass / gravel, chance 1/3, 9 test patches: measured 6 of 9; 5 of 9 is the floor
+    assert base["accuracy"] > 0.5
+
+
+def test_restart_resumes_a_partial_feature_store(store, baseline, tmp_path):
+    base, Xb = baseline
+    cfg = make_cfg(store.path, tmp_path)
+    first = run_pipeline(cfg, scheduler="threads")
+    fpath = first["features_path"]
+    # a run cut after some blocks: blocks 1 and 3 neither written nor flagged
+    g = zarr.open_group(fpath, mode="r+")
+    bounds = np.asarray(g.attrs["bounds"])
+    for i in (1, 3):
+        g["X"][bounds[i]:bounds[i + 1]] = 0
+        g["done"][i] = 0
+    again = run_pipeline(make_cfg(store.path, tmp_path), scheduler="threads")
+    assert again["fit_reused"] is True and first["fit_reused"] is False
+    assert again["featurized_images"] == 10
+    np.testing.assert_array_equal(features_of(again), Xb)
+    assert again["accuracy"] == base["accuracy"]
+    # other parameters: the features are recomputed from scratch
+    other = run_pipeline(make_cfg(store.path, tmp_path, method={"sigma2": 2.0}), scheduler="threads")
+    assert other["featurized_images"] == 24 and other["fit_reused"] is False
+    assert other["bandwidth"] == pytest.approx(2 * base["bandwidth"])
+
+
+def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):
+    from PIL import Image
+    src = tmp_path / "src"
+    for img, lab, i in zip(textures.images, textures.labels, textures.ids):
+        d = src / textures.label_names[lab]
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img).save(d / (i.replace("/", "_") + ".png"))
+    path = tmp_path / "cut.zarr"
+    assert ingest_images(src, path, limit=10) is None   # an ingestion interrupted after 10 images
+    cfg = make_cfg(path, tmp_path / "out", split={"kind": "per-class", "n_train": 5})
+    with pytest.raises(IncompleteStoreError, match=r"incomplete image store \(10 images committed"):
+        run_pipeline(cfg)
+    # with its source the store is resumed first, as the skeleton [data] table does
+    cfg["dataset"]["source"] = str(src)
+    res = run_pipeline(cfg)
+    assert res["n_images"] == 24 and res["n_train"] == 15 and res["n_test"] == 9
+
+
+def test_splits(store):
+    name, tr, te = st.split_masks({"kind": "stratified-fold", "n_splits": 4, "fold": 1}, store, 0)
+    want = ev.protocol_splits({"kind": "stratified-kfold", "n_splits": 4, "seed": 0}, store.labels)[1]
+    assert name == "fold-1" and np.array_equal(np.flatnonzero(tr), want[1])
+    assert np.array_equal(np.flatnonzero(te), want[2])
+    name, tr, te = st.split_masks({"kind": "per-class", "n_train": 3, "n_test": 2}, store, 0)
+    assert np.all(np.bincount(store.labels[tr]) == 3) and np.all(np.bincount(store.labels[te]) == 2)
+    name, tr, te = st.split_masks({"kind": "store"}, store, 0)
+    assert name == "store" and tr.sum() == 15 and te.sum() == 9 and not (tr & te).any()
+
+
+@pytest.mark.parametrize("change, msg", [
+    ({"method": {"D": 0}}, r"method.D must be an integer >= 1, got 0"),
+    ({"method": {"sigma2": [1.0, 2.0]}}, r"method.sigma2 must be one number, got the list .*grid search"),
+    ({"method": {"gamma": -1e-3}}, r"method.gamma must be a finite number > 0"),
+    ({"method": {"name": "loge"}}, r"method.name must be one of approx_loghs, qapprox_loghs"),
+    ({"method": {"sigma": 1.0}}, r"unknown key\(s\) \['sigma'\] in \[method\]"),
+    ({"method": {"scaling": "unit"}}, r"method.scaling must be 'global' or 'per-feature'"),
+    ({"model": {"scale": "unit"}}, r"model.scale must be one of none, center, standard"),
+    ({"model": {"epoch": 3}}, r"unknown key\(s\) \['epoch'\] in \[model\]"),
+    ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd'"),
+    ({"model": {"C": 0}}, r"model.C must be a finite number > 0"),
+    ({"split": {"kind": "random"}}, r"unknown split.kind 'random'"),
+    ({"split": {"kind": "stratified-fold", "n_splits": 4, "fold": 4}}, r"split.fold must be in 0..3"),
+    ({"split": {"kind": "stratified-fold", "n_splits": 10}}, r"class 'brick' has only 8 images"),
+    ({"split": {"kind": "per-class"}}, r"needs split.n_train"),
+    ({"split": {"kind": "per-class", "n_train": 8}}, r"class 0 has 8 images; protocol needs 9"),
+    ({"dask": {"block_images": 0}}, r"dask.block_images must be an integer >= 1"),
+    ({"dask": {"scheduler": "gpu"}}, r"dask.scheduler must be threads, synchronous"),
+    ({"features": {"preset": "nope"}}, r"\[features\]: unknown feature preset"),
+    ({"features": {"preset": "fish"}}, r"uses R, G, B but image 0 \(brick/0_0\) is grey"),
+    ({"dataset": {"path": "/nonexistent/x.zarr"}}, r"does not exist; create it with `streamcov ingest"),
+])
+def test_config_errors(store, tmp_path, change, msg):
+    cfg = make_cfg(store.path, tmp_path, **change)
+    with pytest.raises(ConfigError, match=msg):
+        run_pipeline(cfg)
+
+
+def test_config_errors_top_level(store, tmp_path):
+    cfg = make_cfg(store.path, tmp_path)
+    cfg["methods"] = {}
+    with pytest.raises(ConfigError, match=r"unknown top-level key\(s\) \['methods'\]"):
+        run_pipeline(cfg)
+    cfg = make_cfg(store.path, tmp_path)
+    del cfg["dataset"]["path"]
+    with pytest.raises(ConfigError, match=r"\[dataset\] needs `path`"):
+        run_pipeline(cfg)
