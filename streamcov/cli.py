@@ -183,7 +183,8 @@ def _cmd_study(args) -> int:
     maps = args.maps.split(",") if args.maps else list(STUDY_MAPS)
     log = (lambda *a, **k: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
-        summary = kernel_approx_study(datasets, maps, nus, seeds, args.out, args.data, log=log)
+        summary = kernel_approx_study(datasets, maps, nus, seeds, args.out, args.data, log=log,
+                                     jobs=args.jobs)
     except ValueError as exc:
         raise SystemExit(f"streamcov study: error: {exc}")
     print(json.dumps({"out": args.out, **{name: {"exact_accuracy": e["exact_accuracy"],
@@ -307,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--seeds", type=int, help="map seeds per point (default 10)")
     ka.add_argument("--data", help="folder holding <dataset>/raw (default ../shared/data)")
     ka.add_argument("--out", default="runs/study_kernel_approx")
+    ka.add_argument("--jobs", type=int, default=1,
+                    help="processes for the accuracy fits (one numba/BLAS thread each; default 1)")
     ka.add_argument("--quiet", action="store_true")
     ka.set_defaults(func=_cmd_study)
 

@@ -52,3 +52,23 @@ def test_study_rejects_unknown_names(tmp_path):
         main(["study", "kernel-approx", "--maps", "rgw,bogus", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="unknown dataset"):
         main(["study", "kernel-approx", "--datasets", "kth", "--maps", "rgw", "--out", str(tmp_path)])
+
+
+def test_parallel_accuracies_equal_serial(rng):
+    from streamcov.study import accuracies
+
+    X = rng.normal(size=(80, 10))
+    y = (X[:, 0] > 0).astype(np.int64) + 2 * (X[:, 1] > 0)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    tr = np.arange(80) < 60
+    folds = [("f", tr, ~tr)]
+    cfg = {"features": {"sigma": 1.0, "theta": 0.7, "center": True},
+           "model": {"loss": "log_loss", "learning_rate": "optimal", "C": 10.0, "epochs": 5,
+                     "scale": "center", "shuffle_blocks": 2}}
+    args = (X, y, folds, np.arange(4), cfg, ["rgw", "rff"], [16, 64], 2)
+    serial = accuracies(*args, jobs=1)
+    parallel = accuracies(*args, jobs=2)
+    # every fit is seeded, so processes change nothing but the wall time
+    assert [(r["map"], r["nu"], r["accuracy"], r["accuracy_std"]) for r in serial] == \
+        [(r["map"], r["nu"], r["accuracy"], r["accuracy_std"]) for r in parallel]
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in serial)

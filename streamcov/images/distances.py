@@ -197,19 +197,25 @@ def approx_covariance_operator(features, W, block: int = 8192) -> np.ndarray:
 
 
 def _approx_cov(x, W, block=8192):
+    # Phi = [cos, sin] is never formed: its Gram matrix is assembled from the
+    # cos/cos, cos/sin and sin/sin blocks (3 of the 4 products), and the 1/D
+    # scale is applied once to the sums instead of to every pixel's features.
     m = x.shape[0]
-    d2 = 2 * W.shape[1]
-    s = np.zeros((d2, d2))
-    mu = np.zeros(d2)
-    inv = 1.0 / np.sqrt(W.shape[1])
+    D = W.shape[1]
+    cc = np.zeros((D, D))
+    cs = np.zeros((D, D))
+    ss = np.zeros((D, D))
+    mu = np.zeros(2 * D)
     for a in range(0, m, block):
         z = x[a:a + block] @ W
-        phi = np.concatenate([np.cos(z), np.sin(z)], axis=1)
-        phi *= inv
-        s += phi.T @ phi
-        mu += phi.sum(axis=0)
+        co, si = np.cos(z), np.sin(z)
+        cc += co.T @ co
+        cs += co.T @ si
+        ss += si.T @ si
+        mu[:D] += co.sum(axis=0)
+        mu[D:] += si.sum(axis=0)
     mu /= m
-    c = s / m - np.outer(mu, mu)
+    c = np.block([[cc, cs], [cs.T, ss]]) / (m * D) - np.outer(mu, mu) / D
     return 0.5 * (c + c.T)
 
 
