@@ -91,3 +91,152 @@ def test_fused_rejects_negative_gamma_and_bad_segments(rng):
         C.log_covariance_vectors(frames, [0, 11], sel)
     with pytest.raises(ValueError, match="joint selection needs more than the 20 joints"):
         C.log_covariance_vectors(frames, [0, 10], C.JointSelection.raw(21))
+
+
+# --- the lane eigensolver behind the log-vec kernels (streamcov._kernels.symeig)
+
+from streamcov._kernels import spd as _ks  # noqa: E402
+from streamcov._kernels import symeig as _se  # noqa: E402
+
+
+def kernel_log_vectors(mats):
+    """vec(log C) and smallest eigenvalues through the production kernel
+    ``cov_log_vec`` (n = 1, ddof = 0, gamma = 0: C is used as given)."""
+    mats = np.ascontiguousarray(mats, dtype=np.float64)
+    d = mats.shape[1]
+    out = np.empty((len(mats), d * (d + 1) // 2))
+    min_eig = np.empty(len(mats))
+    _ks.cov_log_vec(np.ones(len(mats), dtype=np.int64), mats, 0.0, 0, False, out, min_eig)
+    return out, min_eig
+
+
+def random_spd(rng, d, cond):
+    q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    w = np.geomspace(1.0, 1.0 / cond, d) * rng.uniform(0.5, 2.0)
+    c = (q * w) @ q.T
+    return (c + c.T) / 2
+
+
+def rank_deficient(rng, d, rank, gamma=1e-4):
+    """Covariance of rank < d plus gamma I: eigenvalue gamma repeated d - rank times."""
+    x = rng.normal(size=(rank + 1, d))
+    x -= x.mean(0)
+    return x.T @ x / rank + gamma * np.eye(d)
+
+
+def assert_log_vectors_close(got, mats, rtol=1e-8):
+    want = np.array([ref.vec(ref.logm(m)) for m in mats])
+    scale = np.abs(want).max(axis=1, keepdims=True)
+    scale[scale == 0] = 1.0                     # log I = 0
+    np.testing.assert_allclose(got / scale, want / scale, rtol=0, atol=rtol)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 6, 57, 60, 75])
+def test_lanes_log_matches_scipy_up_to_condition_1e8(rng, d):
+    # 11 matrices: one full group of LANES and a partial one
+    mats = [random_spd(rng, d, cond) for cond in (1.0, 10.0, 1e3, 1e5, 1e6, 1e7, 1e8, 1e8)]
+    mats += [rank_deficient(rng, d, max(1, d // r)) for r in (2, 3, 10)]
+    mats = np.array(mats)
+    got, min_eig = kernel_log_vectors(mats)
+    assert_log_vectors_close(got, mats)
+    np.testing.assert_allclose(min_eig, np.linalg.eigvalsh(mats)[:, 0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("d", [3, 15, 60])
+def test_lanes_log_of_expm_is_identity(rng, d):
+    s = rng.normal(size=(9, d, d))
+    s = (s + s.transpose(0, 2, 1)) / 2
+    s *= 4.0 / np.abs(np.linalg.eigvalsh(s)).max(axis=1)[:, None, None]
+    got, _ = kernel_log_vectors(np.array([scipy.linalg.expm(x) for x in s]))
+    want = np.array([ref.vec(x) for x in s])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+
+
+def test_lanes_repeated_and_exactly_split_eigenvalues(rng):
+    d = 60
+    q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    blocks = np.repeat([5.0, 1.0, 1e-4], [3, 7, 50])
+    mats = [
+        (q * blocks) @ q.T,                             # three repeated eigenvalues
+        np.eye(d),                                      # already diagonal
+        np.diag(rng.uniform(0.1, 2.0, d)),              # diagonal, distinct
+        1e-4 * np.eye(d) + np.outer(q[0], q[0]),        # gamma I + rank one
+        rank_deficient(rng, d, 4),                      # T < d frames
+        rank_deficient(rng, d, 1, gamma=1e-2),
+        np.full((d, d), 0.5) + 0.5 * np.eye(d),         # exact structure: J/2 + I/2
+        np.diag(np.r_[np.ones(30), 2.0 * np.ones(30)]),
+    ]
+    mats = np.array([(m + m.T) / 2 for m in mats])
+    got, min_eig = kernel_log_vectors(mats)
+    assert_log_vectors_close(got, mats)
+    np.testing.assert_allclose(min_eig, np.linalg.eigvalsh(mats)[:, 0], rtol=1e-8)
+
+
+def test_lanes_not_spd_gives_nan_and_smallest_eigenvalue(rng):
+    d = 20
+    good = [random_spd(rng, d, 1e3) for _ in range(9)]
+    indefinite = random_spd(rng, d, 1e3) - 0.01 * np.eye(d)   # smallest eigenvalue < 0
+    singular = rank_deficient(rng, d, 5, gamma=0.0)            # smallest eigenvalue ~ 0
+    zero = np.zeros((d, d))                                    # handed back to LAPACK
+    mats = np.array(good[:3] + [indefinite] + good[3:7] + [zero, singular] + good[7:])
+    got, min_eig = kernel_log_vectors(mats)
+    bad = np.array([3, 8, 9])
+    ok = np.setdiff1d(np.arange(len(mats)), bad)
+    assert np.isnan(got[[3, 8]]).all()
+    assert min_eig[3] < 0 and min_eig[8] == 0.0
+    np.testing.assert_allclose(min_eig[3], np.linalg.eigvalsh(mats[3])[0], rtol=1e-10)
+    # singular up to rounding: NaN exactly when the reported eigenvalue is <= 0
+    assert abs(min_eig[9]) < 1e-12
+    assert np.isnan(got[9]).all() == (min_eig[9] <= 0)
+    assert np.isfinite(got[ok]).all()
+    assert_log_vectors_close(got[ok], mats[ok])
+
+
+def test_lanes_agree_with_lapack_path_on_covariances(rng):
+    d, t = 60, 64
+    x = np.cumsum(rng.normal(scale=0.05, size=(21, t, d)), axis=1)
+    x -= x.mean(axis=1, keepdims=True)
+    mats = np.matmul(x.transpose(0, 2, 1), x) / (t - 1) + 1e-4 * np.eye(d)
+    got, min_eig = kernel_log_vectors(mats)
+    want = np.empty_like(got)
+    ul, lg = np.empty((d, d)), np.empty((d, d))
+    want_min = np.array([_ks._log_vec_one(m.copy(), ul, lg, False, o) for m, o in zip(mats, want)])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.abs(want).max())
+    np.testing.assert_allclose(min_eig, want_min, rtol=1e-9)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 9, 60])
+@pytest.mark.parametrize("count", [1, 5, 8])
+def test_eig_lanes_is_an_orthogonal_eigendecomposition(rng, d, count):
+    mats = np.array([random_spd(rng, d, 1e4) - 0.3 * np.eye(d) for _ in range(count)])
+    before = mats.copy()
+    ws = _se.lanes_workspace(d)
+    _se.eig_lanes(mats, count, ws)
+    z, w, status = ws[1], ws[2], ws[8]
+    np.testing.assert_array_equal(mats, before)          # input untouched
+    for q in range(count):
+        assert status[q] == 1
+        u = z[q, :, :d]
+        np.testing.assert_allclose(u @ u.T, np.eye(d), atol=1e-13 * d)
+        np.testing.assert_allclose(u.T @ (w[:d, q, None] * u), mats[q], atol=1e-14 * d)
+        np.testing.assert_allclose(np.sort(w[:d, q]), np.linalg.eigvalsh(mats[q]), atol=1e-14 * d)
+        np.testing.assert_array_equal(z[q, :, d:], 0.0)   # padding columns stay zero
+
+
+def test_tql_lanes_gives_up_per_lane(rng):
+    """A lane that needs more sweeps than allowed is reported; the others
+    (here diagonal ones, which need none) are unaffected."""
+    n = 12
+    ws = _se.lanes_workspace(n)
+    _a, z, d, e, dl, st, mq, it, status, _v, _sc, _us, slog, flog = ws
+    diag = rng.uniform(1.0, 2.0, size=(n, _se.LANES))
+    d[:] = diag
+    e[:] = 0.0
+    e[: n - 1, 1::2] = rng.uniform(0.1, 1.0, size=(n - 1, _se.LANES // 2))
+    z[:] = 0.0
+    for q in range(_se.LANES):
+        z[q, :, :n] = np.eye(n)
+    _se.tql_lanes(d, e, dl, z, n, 0, st, mq, it, status, slog, flog)
+    np.testing.assert_array_equal(status[0::2], 1)
+    np.testing.assert_array_equal(status[1::2], -1)
+    np.testing.assert_array_equal(d[:, 0::2], diag[:, 0::2])
