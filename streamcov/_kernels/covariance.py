@@ -32,6 +32,18 @@ def _relative_frame(frame, center_idx, keep_idx, out):
         out[3 * k + 1] = frame[3 * j + 1] - cy
         out[3 * k + 2] = frame[3 * j + 2] - cz
 
+@njit(**JIT_OPTS)
+def _select_frame(frame, center_idx, keep_idx, out):
+    # hip-relative kept joints, or the kept joints as they are when no centre is given
+    if center_idx.shape[0] > 0:
+        _relative_frame(frame, center_idx, keep_idx, out)
+    else:
+        for k in range(keep_idx.shape[0]):
+            j = keep_idx[k]
+            out[3 * k] = frame[3 * j]
+            out[3 * k + 1] = frame[3 * j + 1]
+            out[3 * k + 2] = frame[3 * j + 2]
+
 
 @njit(parallel=True, **JIT_OPTS)
 def segment_moments(frames, starts, stops, center_idx, keep_idx,
@@ -60,14 +72,7 @@ def segment_moments(frames, starts, stops, center_idx, keep_idx,
         block = np.empty((n, d), dtype=np.float64)
         row = np.empty(d, dtype=np.float64)
         for t in range(n):
-            if center_idx.shape[0] > 0:
-                _relative_frame(frames[a + t], center_idx, keep_idx, row)
-            else:
-                for k in range(keep_idx.shape[0]):
-                    j = keep_idx[k]
-                    row[3 * k] = frames[a + t, 3 * j]
-                    row[3 * k + 1] = frames[a + t, 3 * j + 1]
-                    row[3 * k + 2] = frames[a + t, 3 * j + 2]
+            _select_frame(frames[a + t], center_idx, keep_idx, row)
             for i in range(d):
                 block[t, i] = row[i]
         mean = np.zeros(d, dtype=np.float64)

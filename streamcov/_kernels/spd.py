@@ -11,7 +11,7 @@ from numba import njit, prange
 
 from .._config import JIT_OPTS
 from . import symeig as _se
-from .covariance import _relative_frame
+from .covariance import _select_frame
 
 SQRT2 = math.sqrt(2.0)
 
@@ -190,14 +190,7 @@ def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
                 for i in range(d):
                     mean[i] = 0.0
                 for t in range(m):
-                    if center_idx.shape[0] > 0:
-                        _relative_frame(frames[a + t], center_idx, keep_idx, row)
-                    else:
-                        for k in range(keep_idx.shape[0]):
-                            j = keep_idx[k]
-                            row[3 * k] = frames[a + t, 3 * j]
-                            row[3 * k + 1] = frames[a + t, 3 * j + 1]
-                            row[3 * k + 2] = frames[a + t, 3 * j + 2]
+                    _select_frame(frames[a + t], center_idx, keep_idx, row)
                     for i in range(d):
                         block[t, i] = row[i]
                         mean[i] += row[i]
