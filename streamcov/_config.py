@@ -17,6 +17,10 @@ FASTMATH = set({"nsz", "arcp", "contract", "afn", "reassoc"})
 
 # Compile-time options shared by every kernel.
 JIT_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH)
+# Kernels whose accuracy rests on the order of operations (Cody-Waite range
+# reduction: reassociation would fold its split constants back together) get
+# contraction to FMA only.
+ORDERED_JIT_OPTS = dict(cache=True, nogil=True, fastmath={"contract"})
 
 
 def available_cores() -> int:

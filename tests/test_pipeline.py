@@ -63,6 +63,22 @@ def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler):
     assert res["accuracy"] > 0.15
 
 
+def test_float32_path_matches_float64(msr_store, tmp_path):
+    """descriptor.dtype = float32: float32 descriptors, map and feature store, same model up to round-off."""
+    import zarr
+    r64 = run_pipeline(small_cfg(msr_store, tmp_path / "f64"), scheduler="synchronous")
+    r32 = run_pipeline(small_cfg(msr_store, tmp_path / "f32", **{"descriptor.dtype": '"float32"'}),
+                       scheduler="synchronous")
+    X64 = np.asarray(zarr.open_group(r64["features_path"], mode="r")["X"][:])
+    X32 = np.asarray(zarr.open_group(r32["features_path"], mode="r")["X"][:])
+    assert X64.dtype == np.float64 and X32.dtype == np.float32
+    # float32 rounding of the inputs and an sgemm over 1830 terms: errors of a few
+    # 1e-7 relative to the largest feature; 1e-5 leaves a wide margin
+    np.testing.assert_allclose(X32, X64, rtol=0, atol=1e-5 * np.abs(X64).max())
+    # perturbations of 1e-7 may flip a sequence lying on a decision boundary: at most 2 of 275
+    assert abs(r32["accuracy"] - r64["accuracy"]) <= 2 / 275 + 1e-12
+
+
 def test_featurization_restart_skips_done_blocks(msr_store, tmp_path):
     cfg = small_cfg(msr_store, tmp_path)
     first = run_pipeline(cfg, scheduler="synchronous")

@@ -82,6 +82,16 @@ def _hsum(builder, acc):
     return builder.call(red, [ir.Constant(ir.DoubleType(), -0.0), acc], fastmath=("reassoc",))
 
 
+def _rows_in_pairs(builder, r0, r1, do_rows):
+    """Emit do_rows(i, 2) for i = r0, r0 + 2, ... and do_rows(i, 1) for the odd row left."""
+    i64 = ir.IntType(64)
+    npair = builder.sdiv(builder.sub(r1, r0), i64(2))
+    with cgutils.for_range(builder, npair) as pl:
+        do_rows(builder.add(r0, builder.mul(pl.index, i64(2))), 2)
+    with cgutils.for_range(builder, r1, start=builder.add(r0, builder.mul(npair, i64(2)))) as rl:
+        do_rows(rl.index, 1)
+
+
 @intrinsic
 def _rank2_dot_rows(typingctx, a, v, w, vn, p, r0, r1, j0, tn):
     """Rows r0 <= i < r1 of a: a[i, j0:] -= v[i] w[j0:] + w[i] v[j0:], then
@@ -127,11 +137,7 @@ def _rank2_dot_rows(typingctx, a, v, w, vn, p, r0, r1, j0, tn):
                 builder.store(builder.fmul(vtn, _hsum(builder, builder.load(accs[r]))),
                               builder.gep(pp, [idx[r]]))
 
-        npair = builder.sdiv(builder.sub(vr1, vr0), i64(2))
-        with cgutils.for_range(builder, npair) as pl:
-            do_rows(builder.add(vr0, builder.mul(pl.index, i64(2))), 2)
-        with cgutils.for_range(builder, vr1, start=builder.add(vr0, builder.mul(npair, i64(2)))) as rl:
-            do_rows(rl.index, 1)
+        _rows_in_pairs(builder, vr0, vr1, do_rows)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -177,11 +183,7 @@ def _reflect_rows(typingctx, q, u, r0, r1, j0, t):
                                      flags=_FM)
                     builder.store(x, ptr, align=8)
 
-        npair = builder.sdiv(builder.sub(vr1, vr0), i64(2))
-        with cgutils.for_range(builder, npair) as pl:
-            do_rows(builder.add(vr0, builder.mul(pl.index, i64(2))), 2)
-        with cgutils.for_range(builder, vr1, start=builder.add(vr0, builder.mul(npair, i64(2)))) as rl:
-            do_rows(rl.index, 1)
+        _rows_in_pairs(builder, vr0, vr1, do_rows)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -196,6 +196,18 @@ def approx_covariance_operator(features, W, block: int = 8192) -> np.ndarray:
     return _approx_cov(x, W, int(block))
 
 
+def _cos_sin(z):
+    """cos and sin of a block of phases (vectorized kernel; numpy beyond its range)."""
+    from .._kernels.fourier import sincos_rows
+
+    z = np.ascontiguousarray(z, dtype=np.float64)
+    co, si = np.empty_like(z), np.empty_like(z)
+    if not sincos_rows(z, co, si):   # huge or NaN phases: numpy reduces (or propagates) them
+        np.cos(z, out=co)
+        np.sin(z, out=si)
+    return co, si
+
+
 def _approx_cov(x, W, block=8192):
     # Phi = [cos, sin] is never formed: its Gram matrix is assembled from the
     # cos/cos, cos/sin and sin/sin blocks (3 of the 4 products), and the 1/D
@@ -207,8 +219,7 @@ def _approx_cov(x, W, block=8192):
     ss = np.zeros((D, D))
     mu = np.zeros(2 * D)
     for a in range(0, m, block):
-        z = x[a:a + block] @ W
-        co, si = np.cos(z), np.sin(z)
+        co, si = _cos_sin(x[a:a + block] @ W)
         cc += co.T @ co
         cs += co.T @ si
         ss += si.T @ si

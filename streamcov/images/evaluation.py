@@ -183,27 +183,30 @@ class Candidate:
     D: np.ndarray   # distances between the images of `idx` (in that order)
 
 
-def _eig_logs(covs, gammas):
-    """``log(I + C / gamma)`` for several gammas from one eigendecomposition per matrix.
+def _eig_log_vecs(covs, gammas, dtype=np.float64):
+    """``sym_vec(log(I + C / gamma))`` for several gammas from one eigendecomposition per matrix.
 
     LAPACK's divide and conquer (``dsyevd``) through scipy is about 20% faster
     than numpy's batched ``eigh`` on the 400 x 400 operators of D = 200, and
     ``log(I + C / gamma)`` is positive semidefinite, so ``B B^T`` with
     ``B = U diag(sqrt(log(1 + w / gamma)))`` is a symmetric rank-k update
-    (``dsyrk``, half the flops of a general product) that is symmetric by
-    construction.
+    (``dsyrk``, half the flops of a general product) whose upper triangle is
+    all that the vector needs.
     """
     from scipy.linalg import eigh
     from scipy.linalg.blas import dsyrk
 
     covs = np.asarray(covs, dtype=np.float64)
-    out = [np.empty_like(covs) for _ in gammas]
+    d = covs.shape[1]
+    iu = np.triu_indices(d)
+    coef = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
+    out = [np.empty((len(covs), len(coef)), dtype=dtype) for _ in gammas]
     for i, c in enumerate(covs):
         w, u = eigh(c, driver="evd", check_finite=False)
         w = np.maximum(w, 0.0)
         for k, g in enumerate(gammas):
             up = dsyrk(1.0, u * np.sqrt(np.log1p(w / g)))   # upper triangle of B B^T
-            out[k][i] = np.triu(up) + np.triu(up, 1).T
+            out[k][i] = up[iu] * coef
     return out
 
 
@@ -218,9 +221,9 @@ def log_vectors_multi(covs, gammas, dtype=np.float32, batch: int = 16, n_jobs: i
     n, d = covs.shape[0], covs.shape[1]
     out = [np.empty((n, d * (d + 1) // 2), dtype=dtype) for _ in gammas]
     starts = list(range(0, n, batch))
-    for a, logs in zip(starts, _map_blas1(lambda a: _eig_logs(covs[a:a + batch], gammas), starts, n_jobs)):
-        for k, lg in enumerate(logs):
-            out[k][a:a + len(lg)] = _cov.sym_vec(lg)
+    for a, vecs in zip(starts, _map_blas1(lambda a: _eig_log_vecs(covs[a:a + batch], gammas), starts, n_jobs)):
+        for k, v in enumerate(vecs):
+            out[k][a:a + len(v)] = v
     return out
 
 
@@ -240,19 +243,18 @@ def approx_operator_vectors(feats, idx, scale, sigma1, gammas, D, kind, seed, pr
 
     def work(a):
         covs = np.stack([dist._approx_cov(feats[i].astype(np.float64), W) for i in idx[a:a + batch]])
-        return [covs] if what == "approx_hs" else _eig_logs(covs, gammas)
+        return [_cov.sym_vec(covs)] if what == "approx_hs" else _eig_log_vecs(covs, gammas)
 
     it = zip(starts, _map_blas1(work, starts, n_jobs))
     if progress:
         from tqdm.auto import tqdm
         it = tqdm(it, total=len(starts), desc=f"{kind} operators sigma1={sigma1:.3g}", unit="batch")
     outs = None
-    for a, mats in it:
+    for a, vecs in it:
         if outs is None:
-            p = mats[0].shape[1] * (mats[0].shape[1] + 1) // 2
-            outs = [np.empty((len(idx), p), dtype=np.float32) for _ in mats]
-        for k, m in enumerate(mats):
-            outs[k][a:a + len(m)] = _cov.sym_vec(m)
+            outs = [np.empty((len(idx), v.shape[1]), dtype=np.float32) for v in vecs]
+        for k, v in enumerate(vecs):
+            outs[k][a:a + len(v)] = v
     return outs
 
 
