@@ -52,7 +52,10 @@ def main(argv=None):
     ap.add_argument("--map", default=None, help="feature map (default: the pipeline file's)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--nu", type=int, default=5000)
+    ap.add_argument("--sigma", type=float, action="append", default=[],
+                    help="kernel bandwidth(s) of the map to try (default: the pipeline file's); repeatable")
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--jobs", type=int, default=1, help="fits run in this many processes")
     args = ap.parse_args(argv)
     cands = args.candidate or ['learning_rate="pa1"']
     with tempfile.TemporaryDirectory() as tmp:
@@ -62,13 +65,17 @@ def main(argv=None):
     classes = np.arange(len(store.label_names))
     fmap = args.map or cfg["features"]["map"]
     out = {}
+    sigmas = args.sigma or [None]
     for text in cands:
         over = tomllib.loads(f"m = {{{text}}}")["m"]
-        cv_cfg = dict(cfg, model=dict(cfg["model"], **over))
-        (row,) = accuracies(V, y, folds, classes, cv_cfg, [fmap], [args.nu], args.seeds)
-        out[text] = row["accuracy"]
-        print(f"{text}: LOSO CV accuracy {100 * row['accuracy']:.2f} +- {100 * row['accuracy_std']:.2f}",
-              flush=True)
+        for sigma in sigmas:
+            feats = cfg["features"] if sigma is None else dict(cfg["features"], sigma=sigma)
+            cv_cfg = dict(cfg, model=dict(cfg["model"], **over), features=feats)
+            (row,) = accuracies(V, y, folds, classes, cv_cfg, [fmap], [args.nu], args.seeds, jobs=args.jobs)
+            key = text if sigma is None else f"{text}; sigma={sigma:g}"
+            out[key] = row["accuracy"]
+            print(f"{key}: LOSO CV accuracy {100 * row['accuracy']:.2f} +- {100 * row['accuracy_std']:.2f}",
+                  flush=True)
     print(json.dumps({"dataset": args.dataset, "map": fmap, "nu": args.nu, "seeds": args.seeds,
                       "n_folds": len(folds), "cv_accuracy": out}))
 
