@@ -169,8 +169,7 @@ def fourier_features(features, W) -> np.ndarray:
     if W.ndim != 2:
         raise ValueError(f"W must be 2-D (n_features, D), got shape {W.shape}")
     x = _check_features(features, n_features=W.shape[0])
-    z = x @ W
-    return np.concatenate([np.cos(z), np.sin(z)], axis=1) / np.sqrt(W.shape[1])
+    return np.concatenate(_cos_sin(x @ W), axis=1) / np.sqrt(W.shape[1])
 
 
 def approx_covariance_operator(features, W, block: int = 8192) -> np.ndarray:

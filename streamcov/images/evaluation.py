@@ -183,7 +183,7 @@ class Candidate:
     D: np.ndarray   # distances between the images of `idx` (in that order)
 
 
-def _eig_log_vecs(covs, gammas, dtype=np.float64):
+def _eig_log_vecs(covs, gammas):
     """``sym_vec(log(I + C / gamma))`` for several gammas from one eigendecomposition per matrix.
 
     LAPACK's divide and conquer (``dsyevd``) through scipy is about 20% faster
@@ -200,7 +200,7 @@ def _eig_log_vecs(covs, gammas, dtype=np.float64):
     d = covs.shape[1]
     iu = np.triu_indices(d)
     coef = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
-    out = [np.empty((len(covs), len(coef)), dtype=dtype) for _ in gammas]
+    out = [np.empty((len(covs), len(coef))) for _ in gammas]
     for i, c in enumerate(covs):
         w, u = eigh(c, driver="evd", check_finite=False)
         w = np.maximum(w, 0.0)
