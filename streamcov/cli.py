@@ -193,6 +193,18 @@ def _cmd_study(args) -> int:
     return 0
 
 
+def _cmd_study_merge(args) -> int:
+    from .study import merge_results
+
+    try:
+        rows = merge_results(args.runs, args.out)
+    except (ValueError, FileNotFoundError) as exc:
+        raise SystemExit(f"streamcov study merge: error: {exc}")
+    print(json.dumps({"out": args.out, "rows": len(rows),
+                      "maps": sorted({(r["dataset"], r["map"]) for r in rows})}))
+    return 0
+
+
 def _cmd_synth(args) -> int:
     from .store import ingest
     from .synth import SyntheticSkeletonSource
@@ -312,6 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="processes for the accuracy fits (one numba/BLAS thread each; default 1)")
     ka.add_argument("--quiet", action="store_true")
     ka.set_defaults(func=_cmd_study)
+    mg = ssub.add_parser("merge", help="merge the results.csv of several kernel-approx runs (later runs "
+                                      "replace the maps they share with earlier ones) into one report")
+    mg.add_argument("runs", nargs="+", help="--out folders of kernel-approx runs, oldest first")
+    mg.add_argument("--out", required=True, help="folder for the merged results.csv, table.md and plots")
+    mg.set_defaults(func=_cmd_study_merge)
 
     f = sub.add_parser("info", help="describe a store (complete or not) and the thread plan")
     f.add_argument("store", nargs="?")

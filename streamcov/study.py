@@ -26,6 +26,7 @@ import csv
 import json
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,11 @@ def variance_slopes(rows: list[dict], fit_from: int = 50) -> dict:
     return out
 
 
+def _ignore_nystroem_cap():
+    # Nystroem with nu above the fitting rows uses every row (the exact kernel): expected here
+    warnings.filterwarnings("ignore", message="n_components > n_samples", category=UserWarning)
+
+
 def _seed_accuracy(V, y, folds, classes, cfg, m, nu, seed, threads):
     """Mean accuracy over the folds for one map seed; seconds spent in the map's transform."""
     from ._config import kernel_threads
@@ -113,7 +119,9 @@ def _seed_accuracy(V, y, folds, classes, cfg, m, nu, seed, threads):
     from .pipeline.train import train_sgd_arrays
 
     per, secs = [], 0.0
-    with kernel_threads(threads, threads):
+    with kernel_threads(threads, threads), warnings.catch_warnings():
+        # set here too: joblib worker processes do not inherit the caller's filters
+        _ignore_nystroem_cap()
         for _, tr, te in folds:
             fmap = make_feature_map(dict(cfg["features"], map=m, n_components=nu), seed).fit(V[tr])
             t0 = time.perf_counter()
@@ -195,15 +203,89 @@ def _plot(path: Path, rows, key, title, ylabel, logy: bool, hline=None):
     plt.close(fig)
 
 
+_CSV_INTS = ("nu", "seeds")
+
+
+def write_report(rows: list[dict], out) -> None:
+    """``results.csv``, ``table.md`` and the two PNGs per dataset from the study's rows.
+
+    Each row holds ``dataset``, ``exact_accuracy``, ``map``, ``nu``, the Gram
+    fields of :func:`gram_errors` and the accuracy fields of :func:`accuracies`.
+    The variance slopes are fitted here from ``gram_mse``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        w.writeheader()
+        w.writerows(rows)
+    nus = sorted({r["nu"] for r in rows})
+    lines = ["| dataset | map | slope | " + " | ".join(f"nu={n}" for n in nus) + " |",
+             "|---|---|---|" + "---|" * len(nus)]
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        mine = [r for r in rows if r["dataset"] == name]
+        ex = mine[0]["exact_accuracy"]
+        slopes = variance_slopes(mine)
+        lines.append(f"| {name} | exact Log-E SVM | | " + " | ".join(f"{100 * ex:.1f}" for _ in nus) + " |")
+        for m in dict.fromkeys(r["map"] for r in mine):
+            cells = {r["nu"]: r for r in mine if r["map"] == m}
+            lines.append(f"| {name} | {m} | {slopes.get(m, float('nan')):.2f} | " + " | ".join(
+                f"{100 * cells[n]['accuracy']:.1f} ± {100 * cells[n]['accuracy_std']:.1f}" if n in cells else ""
+                for n in nus) + " |")
+        sigma = next((r["sigma"] for r in mine if r.get("sigma") is not None), None)
+        sig = f" (sigma = {sigma:g})" if sigma is not None else ""
+        _plot(out / f"{name}_gram_error.png", mine, "gram_rel_error",
+              f"{name}: relative Gram error{sig}", "||K_hat - K||_F / ||K||_F", True)
+        _plot(out / f"{name}_accuracy.png", mine, "accuracy", f"{name}: accuracy against nu",
+              "accuracy %", False, hline=ex)
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def read_results(path) -> list[dict]:
+    """Rows of a study's ``results.csv`` with numbers as numbers."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append({k: (v if k in ("dataset", "map") else int(v) if k in _CSV_INTS else float(v))
+                         for k, v in r.items() if v != ""})
+    return rows
+
+
+def merge_results(runs, out) -> list[dict]:
+    """Merge the ``results.csv`` of several study runs into one report in ``out``.
+
+    Runs are read in order; the rows of a later run replace those of the same
+    (dataset, map) in earlier ones, so a map re-run alone (``--maps``) updates
+    a full study. Every run of one dataset must report the same exact accuracy
+    (same data, same exact-SVM grid), otherwise they are not comparable.
+    """
+    merged: dict = {}   # dataset -> map -> rows
+    exact: dict = {}    # dataset -> (exact accuracy, run that first gave it)
+    for run in runs:
+        path = Path(run) / "results.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: not found; pass the --out folder of a study run")
+        for r in read_results(path):
+            ex, first = exact.setdefault(r["dataset"], (r["exact_accuracy"], path))
+            if abs(r["exact_accuracy"] - ex) > 1e-12:
+                raise ValueError(f"{path}: exact accuracy of {r['dataset']} is {r['exact_accuracy']:.6f}, "
+                                 f"{ex:.6f} in {first}; runs on different data or exact-SVM grids "
+                                 "cannot be merged")
+            runs_rows = merged.setdefault(r["dataset"], {})
+            if runs_rows.get(r["map"], (None, []))[0] != path:
+                runs_rows[r["map"]] = (path, [])   # a later run replaces this map's rows
+            runs_rows[r["map"]][1].append(r)
+    rows = [r for maps in merged.values() for _, m in maps.values() for r in sorted(m, key=lambda r: r["nu"])]
+    write_report(rows, out)
+    return rows
+
+
 def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_NUS, seeds: int = 10,
                         out="runs/study_kernel_approx", data_root=None, gram_sample: int = 300,
                         gram_seeds: int = 20, log=print, jobs: int = 1) -> dict:
     """Run the study; returns the summary (also written to ``out/summary.json``)."""
-    import warnings
-
     with warnings.catch_warnings():
-        # Nystroem with nu above the fitting rows uses every row (the exact kernel): expected here
-        warnings.filterwarnings("ignore", message="n_components > n_samples", category=UserWarning)
+        _ignore_nystroem_cap()
         return _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs)
 
 
@@ -240,26 +322,9 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             for a in accs:
                 merged[(a["map"], a["nu"])].update(a)
             for row in merged.values():
-                csv_rows.append({"dataset": name, "exact_accuracy": ex, **row})
-            _plot(out / f"{name}_gram_error.png", grams, "gram_rel_error",
-                  f"{name}: relative Gram error (sigma = {sigma:g})", "||K_hat - K||_F / ||K||_F", True)
-            _plot(out / f"{name}_accuracy.png", accs, "accuracy", f"{name}: accuracy against nu",
-                  "accuracy %", False, hline=ex)
+                csv_rows.append({"dataset": name, "exact_accuracy": ex, "sigma": sigma, **row})
             summary["datasets"][name] = {"exact_accuracy": ex, "variance_slopes": slopes,
                                          "accuracy": accs, "gram": grams}
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
-        w.writeheader()
-        w.writerows(csv_rows)
-    lines = ["| dataset | map | slope | " + " | ".join(f"nu={n}" for n in nus) + " |",
-             "|---|---|---|" + "---|" * len(nus)]
-    for name, e in summary["datasets"].items():
-        lines.append(f"| {name} | exact Log-E SVM | | " + " | ".join(
-            f"{100 * e['exact_accuracy']:.1f}" for _ in nus) + " |")
-        for m in maps:
-            cells = {a["nu"]: a for a in e["accuracy"] if a["map"] == m}
-            lines.append(f"| {name} | {m} | {e['variance_slopes'].get(m, float('nan')):.2f} | " + " | ".join(
-                f"{100 * cells[n]['accuracy']:.1f} ± {100 * cells[n]['accuracy_std']:.1f}" for n in nus) + " |")
-    (out / "table.md").write_text("\n".join(lines) + "\n")
+    write_report(csv_rows, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     return summary

@@ -122,6 +122,21 @@ def test_config_errors(tmp_path):
         make_feature_map({"map": "rff", "degree": 3}, 0)
 
 
+def test_shared_feature_options_reach_the_maps_that_take_them():
+    """A pipeline file's [features] serves every map: ``center`` reaches RGW and Maclaurin
+    (both then fit their mean row from data), the Fourier maps ignore RGW's options."""
+    from streamcov.pipeline.maps import make_feature_map, needs_data
+
+    shared = {"sigma": 0.5, "theta": 0.7, "sampling": "stratified", "center": True, "n_components": 8}
+    mac = make_feature_map(dict(shared, map="maclaurin"), 3)
+    assert (mac.center, mac.sigma, mac.random_state) == (True, 0.5, 3)
+    assert make_feature_map(dict(shared, map="rgw"), 3).center is True
+    assert make_feature_map(dict(shared, map="rff"), 3).gamma == 2.0
+    assert needs_data(dict(shared, map="maclaurin")) and needs_data(dict(shared, map="rgw"))
+    assert not needs_data(dict(shared, map="maclaurin", center=False))
+    assert not needs_data(dict(shared, map="orf"))
+
+
 def run_cli(*args, **kw):
     return subprocess.run([sys.executable, "-m", "streamcov.cli", *map(str, args)],
                           capture_output=True, text=True, cwd=kw.get("cwd", REPO), timeout=600)

@@ -72,3 +72,39 @@ def test_parallel_accuracies_equal_serial(rng):
     assert [(r["map"], r["nu"], r["accuracy"], r["accuracy_std"]) for r in serial] == \
         [(r["map"], r["nu"], r["accuracy"], r["accuracy_std"]) for r in parallel]
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in serial)
+
+
+def _fake_run(folder, dataset, maps, acc, exact=0.8):
+    from streamcov.study import write_report
+
+    rows = [{"dataset": dataset, "exact_accuracy": exact, "sigma": 1.0, "map": m, "nu": nu,
+             "gram_rel_error": 1.0 / nu, "gram_rel_error_std": 0.0, "gram_mse": 1.0 / nu,
+             "accuracy": acc, "accuracy_std": 0.01, "seeds": 2, "map_ms_per_sequence": 0.1}
+            for m in maps for nu in (10, 100, 1000)]
+    write_report(rows, folder)
+
+
+def test_study_merge_replaces_rerun_maps(tmp_path, capsys):
+    _fake_run(tmp_path / "full", "msr", ["rgw", "rff", "maclaurin"], 0.5)
+    _fake_run(tmp_path / "rerun", "msr", ["maclaurin"], 0.7)
+    assert main(["study", "merge", str(tmp_path / "full"), str(tmp_path / "rerun"),
+                 "--out", str(tmp_path / "merged")]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 9
+    rows = list(csv.DictReader(open(tmp_path / "merged" / "results.csv")))
+    acc = {(r["map"], r["nu"]): float(r["accuracy"]) for r in rows if r["nu"] != "1000"}
+    assert acc == {("rgw", "10"): 0.5, ("rgw", "100"): 0.5, ("rff", "10"): 0.5, ("rff", "100"): 0.5,
+                   ("maclaurin", "10"): 0.7, ("maclaurin", "100"): 0.7}
+    table = (tmp_path / "merged" / "table.md").read_text().splitlines()
+    # map order of the first run is kept; slope of mse = 1/nu is exactly -1
+    assert [line.split(" | ")[1] for line in table[3:]] == ["rgw", "rff", "maclaurin"]
+    assert "| msr | maclaurin | -1.00 | 70.0 ± 1.0 | 70.0 ± 1.0 | 70.0 ± 1.0 |" in table
+    assert (tmp_path / "merged" / "msr_accuracy.png").stat().st_size > 1000
+
+
+def test_study_merge_refuses_mismatched_runs(tmp_path):
+    _fake_run(tmp_path / "a", "msr", ["rgw"], 0.5, exact=0.8)
+    _fake_run(tmp_path / "b", "msr", ["rff"], 0.5, exact=0.9)
+    with pytest.raises(SystemExit, match=r"exact accuracy of msr is 0.900000, 0.800000 in .*cannot be merged"):
+        main(["study", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")])
+    with pytest.raises(SystemExit, match=r"nope/results.csv: not found; pass the --out folder"):
+        main(["study", "merge", str(tmp_path / "nope"), "--out", str(tmp_path / "m")])

@@ -29,18 +29,25 @@ class RandomMaclaurinSampler(_FourierBase):
 
     (the empty product is 1), so that ``E <z(x), z(y)> = f(<x, y>)`` exactly.
 
-    With ``kernel="gaussian"`` (default) every feature is also multiplied by
-    ``exp(-1 / (2 sigma^2))``; since ``||x - y||^2 = 2 - 2 <x, y>`` for unit
-    vectors, the map then approximates the Gaussian kernel
-    ``exp(-||x - y||^2 / (2 sigma^2))`` on unit-norm inputs (the kernel that
-    paper 000 compares against, with ||log X||_F = 1). On inputs of other
-    norms it approximates ``exp((<x, y> - 1) / sigma^2)``, which is not a
-    Gaussian kernel; normalize the rows first. ``kernel="exp_dot"`` omits the
-    factor and approximates ``exp(<x, y> / sigma^2)`` for any input.
+    With ``kernel="gaussian"`` (default) every row's features are also
+    multiplied by ``exp(-||x||^2 / (2 sigma^2))``. Since
+    ``exp(-||x - y||^2 / (2 sigma^2)) = exp(-||x||^2 / (2 sigma^2))
+    exp(-||y||^2 / (2 sigma^2)) exp(<x, y> / sigma^2)`` for any x and y, the
+    map is then unbiased for the Gaussian kernel on inputs of any norm (on
+    unit-norm inputs, e.g. the unit-Frobenius-norm ``log X`` of paper 000,
+    the factor is the constant ``exp(-1 / (2 sigma^2))``).
+    ``kernel="exp_dot"`` omits the factor and approximates
+    ``exp(<x, y> / sigma^2)``.
 
-    The variance grows quickly as sigma shrinks (the weights
-    ``a_n p^(n + 1) = 2^(n+1) / (sigma^(2n) n!)`` grow with 2 / sigma^2);
-    sigma of order 1 or more on unit-norm inputs is the intended regime.
+    The variance of a degree-n feature scales with
+    ``a_n p^(n + 1) ||x||^(2n) = 2^(n+1) (||x||^2 / sigma^2)^n / n!``, so it
+    explodes once ``||x||^2 / sigma^2`` is much above 1: on unit-norm inputs
+    with sigma = 0.125 the weights reach 10^27. With ``center=True`` (Gaussian
+    kernel only) ``fit`` stores the mean of X and the map expands the kernel
+    around it, ``x' = x - mean_``; the Gaussian kernel is translation
+    invariant, so the target is unchanged, but for data concentrated around
+    its mean (the log-covariance vectors of one dataset) ``||x'||`` is a
+    fraction of ``||x||`` and the variance drops by orders of magnitude.
 
     Parameters
     ----------
@@ -50,6 +57,9 @@ class RandomMaclaurinSampler(_FourierBase):
         Which kernel the map approximates (see above).
     n_components : int, default=100
         Number of output features D.
+    center : bool, default=False
+        Expand the Gaussian kernel around the mean of the data passed to
+        ``fit`` (see above). Requires ``kernel="gaussian"``.
     random_state : int, RandomState instance or None, default=None
         Seeds the degrees and the Rademacher vectors.
 
@@ -63,15 +73,19 @@ class RandomMaclaurinSampler(_FourierBase):
         Stacked Rademacher vectors (+-1), in the dtype of the data passed to
         ``fit``.
     scales_ : ndarray of shape (n_components,), float64
-        ``sqrt(a_N p^(N+1) / D)``, times ``exp(-1 / (2 sigma^2))`` for the
-        Gaussian kernel.
+        ``sqrt(a_N p^(N+1) / D)``; ``transform`` multiplies by the per-row
+        factor ``exp(-||x'||^2 / (2 sigma^2))`` for the Gaussian kernel.
+    mean_ : ndarray of shape (n_features,), float64
+        Mean of the fitted X with ``center=True``, zeros otherwise.
     n_features_in_ : int
     """
 
-    def __init__(self, *, sigma=1.0, kernel="gaussian", n_components=100, random_state=None):
+    def __init__(self, *, sigma=1.0, kernel="gaussian", n_components=100, center=False,
+                 random_state=None):
         self.sigma = sigma
         self.kernel = kernel
         self.n_components = n_components
+        self.center = center
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -91,6 +105,12 @@ class RandomMaclaurinSampler(_FourierBase):
         if self.kernel not in _KERNELS:
             raise ValueError(
                 f"RandomMaclaurinSampler: kernel must be one of {_KERNELS}; got {self.kernel!r}.")
+        if not isinstance(self.center, (bool, np.bool_)):
+            raise ValueError(f"RandomMaclaurinSampler: center must be True or False; got {self.center!r}.")
+        if self.center and self.kernel != "gaussian":
+            raise ValueError("RandomMaclaurinSampler: center=True expands the translation-invariant "
+                             "Gaussian kernel; exp(<x, y> / sigma^2) is not translation invariant. "
+                             "Use kernel='gaussian' or center=False.")
         X = _validate_data(self, X, reset=True)
         rng = check_random_state(self.random_state)
         # numpy's geometric law starts at 1; shift it to start at 0.
@@ -102,8 +122,8 @@ class RandomMaclaurinSampler(_FourierBase):
         log_w = (-2.0 * math.log(sigma) * degrees - gammaln(degrees + 1.0)
                  + (degrees + 1) * math.log(_P))
         scales = np.exp(0.5 * log_w) / math.sqrt(n_out)
-        if self.kernel == "gaussian":
-            scales *= math.exp(-0.5 / sigma ** 2)
+        self.mean_ = (X.mean(axis=0, dtype=np.float64) if self.center
+                      else np.zeros(X.shape[1], dtype=np.float64))
         self.degrees_ = degrees
         self.offsets_ = offsets
         self.random_weights_ = np.ascontiguousarray(w, dtype=X.dtype)
@@ -125,7 +145,12 @@ class RandomMaclaurinSampler(_FourierBase):
         """
         check_is_fitted(self)
         X = _validate_data(self, X, reset=False)
+        if self.center:
+            X = X - self.mean_.astype(X.dtype, copy=False)
         proj = np.ascontiguousarray(X @ self.random_weights_.astype(X.dtype, copy=False))
         out = np.empty((X.shape[0], self._n_features_out), dtype=X.dtype)
         _km.maclaurin_products(proj, self.offsets_, self.scales_.astype(X.dtype), out)
+        if self.kernel == "gaussian":
+            sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+            out *= np.exp(-sq / (2.0 * float(self.sigma) ** 2)).astype(X.dtype)[:, None]
         return out

@@ -18,14 +18,16 @@ MAPS = {
 }
 
 
+# Options of RGWSampler that pipeline files share between maps; a map that
+# does not take one ignores it (Maclaurin takes ``center``).
 RGW_ONLY = ("theta", "sampling", "center", "max_degree")
 
 
 def needs_data(params: dict) -> bool:
-    """Nystroem picks landmarks and a centred RGW map its mean row from data;
-    the other random maps only need the input dimension."""
+    """Nystroem picks landmarks and a centred RGW or Maclaurin map its mean row
+    from data; the other random maps only need the input dimension."""
     name = str(params.get("map", "rgw")).lower()
-    return name == "nystroem" or (name == "rgw" and bool(params.get("center", False)))
+    return name == "nystroem" or (name in ("rgw", "maclaurin") and bool(params.get("center", False)))
 
 
 def make_feature_map(params: dict, seed: int):
