@@ -123,13 +123,13 @@ def test_config_errors(tmp_path):
 
 
 def test_shared_feature_options_reach_the_maps_that_take_them():
-    """A pipeline file's [features] serves every map: ``center`` reaches RGW and Maclaurin
+    """A pipeline file's [features] serves every map: ``center`` and ``sampling`` reach RGW and Maclaurin
     (both then fit their mean row from data), the Fourier maps ignore RGW's options."""
     from streamcov.pipeline.maps import make_feature_map, needs_data
 
     shared = {"sigma": 0.5, "theta": 0.7, "sampling": "stratified", "center": True, "n_components": 8}
     mac = make_feature_map(dict(shared, map="maclaurin"), 3)
-    assert (mac.center, mac.sigma, mac.random_state) == (True, 0.5, 3)
+    assert (mac.center, mac.sampling, mac.sigma, mac.random_state) == (True, "stratified", 0.5, 3)
     assert make_feature_map(dict(shared, map="rgw"), 3).center is True
     assert make_feature_map(dict(shared, map="rff"), 3).gamma == 2.0
     assert needs_data(dict(shared, map="maclaurin")) and needs_data(dict(shared, map="rgw"))

@@ -10,10 +10,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._kernels import maclaurin as _km
 from ._fourier import _FourierBase, _check_n_components, _check_positive, _validate_data
+from ._rgw import _degree_plan, _draw_degrees
 
 _KERNELS = ("gaussian", "exp_dot")
 # P(N = n) = 1 / p^(n + 1): Kar & Karnick's choice p = 2, a geometric law on n >= 0.
 _P = 2.0
+_SAMPLINGS = ("iid", "stratified")
+# Stratified degrees use the law truncated here; the omitted tail sum_{n > 50} a_n <x', y'>^n is
+# below 1e-40 of the kernel once ||x'||^2 / sigma^2 <= 4, the centred regime.
+_MAX_DEGREE = 50
 
 
 class RandomMaclaurinSampler(_FourierBase):
@@ -57,6 +62,15 @@ class RandomMaclaurinSampler(_FourierBase):
         Which kernel the map approximates (see above).
     n_components : int, default=100
         Number of output features D.
+    sampling : {"iid", "stratified"}, default="iid"
+        ``"iid"`` is Kar & Karnick's scheme: every feature draws its degree,
+        so about half of them are the constant degree-0 term. ``"stratified"``
+        allocates degrees as :class:`RGWSampler` does (same geometric law,
+        truncated at degree 50): one feature carries the constant term
+        exactly, the other D - 1 get degree n >= 1 in their expected
+        proportions 2^-n, and each degree-n feature is weighted by
+        ``a_n / E[count of n]``, so the estimate stays unbiased with about
+        twice as many informative features.
     center : bool, default=False
         Expand the Gaussian kernel around the mean of the data passed to
         ``fit`` (see above). Requires ``kernel="gaussian"``.
@@ -73,18 +87,19 @@ class RandomMaclaurinSampler(_FourierBase):
         Stacked Rademacher vectors (+-1), in the dtype of the data passed to
         ``fit``.
     scales_ : ndarray of shape (n_components,), float64
-        ``sqrt(a_N p^(N+1) / D)``; ``transform`` multiplies by the per-row
+        ``sqrt(a_N p^(N+1) / D)`` (stratified: ``sqrt(a_N / E[count of N])``); ``transform`` multiplies by the per-row
         factor ``exp(-||x'||^2 / (2 sigma^2))`` for the Gaussian kernel.
     mean_ : ndarray of shape (n_features,), float64
         Mean of the fitted X with ``center=True``, zeros otherwise.
     n_features_in_ : int
     """
 
-    def __init__(self, *, sigma=1.0, kernel="gaussian", n_components=100, center=False,
-                 random_state=None):
+    def __init__(self, *, sigma=1.0, kernel="gaussian", n_components=100, sampling="iid",
+                 center=False, random_state=None):
         self.sigma = sigma
         self.kernel = kernel
         self.n_components = n_components
+        self.sampling = sampling
         self.center = center
         self.random_state = random_state
 
@@ -105,6 +120,9 @@ class RandomMaclaurinSampler(_FourierBase):
         if self.kernel not in _KERNELS:
             raise ValueError(
                 f"RandomMaclaurinSampler: kernel must be one of {_KERNELS}; got {self.kernel!r}.")
+        if self.sampling not in _SAMPLINGS:
+            raise ValueError(f"RandomMaclaurinSampler: sampling must be one of {_SAMPLINGS}; "
+                             f"got {self.sampling!r}.")
         if not isinstance(self.center, (bool, np.bool_)):
             raise ValueError(f"RandomMaclaurinSampler: center must be True or False; got {self.center!r}.")
         if self.center and self.kernel != "gaussian":
@@ -113,15 +131,23 @@ class RandomMaclaurinSampler(_FourierBase):
                              "Use kernel='gaussian' or center=False.")
         X = _validate_data(self, X, reset=True)
         rng = check_random_state(self.random_state)
-        # numpy's geometric law starts at 1; shift it to start at 0.
-        degrees = rng.geometric(1.0 - 1.0 / _P, size=n_out).astype(np.int64) - 1
+        log_a = -2.0 * math.log(sigma) * np.arange(_MAX_DEGREE + 1) - gammaln(np.arange(1.0, _MAX_DEGREE + 2.0))
+        if self.sampling == "iid":
+            # numpy's geometric law starts at 1; shift it to start at 0.
+            degrees = rng.geometric(1.0 - 1.0 / _P, size=n_out).astype(np.int64) - 1
+        else:
+            plan = _degree_plan(n_out, 1.0 - 1.0 / _P, _MAX_DEGREE, "stratified")
+            degrees = _draw_degrees(plan, rng).astype(np.int64)
         offsets = np.zeros(n_out + 1, dtype=np.int64)
         np.cumsum(degrees, out=offsets[1:])
         w = rng.randint(0, 2, size=(X.shape[1], int(offsets[-1]))) * 2.0 - 1.0
-        # log(a_n p^(n+1)) with a_n = sigma^(-2n) / n!, in logs to avoid overflow.
-        log_w = (-2.0 * math.log(sigma) * degrees - gammaln(degrees + 1.0)
-                 + (degrees + 1) * math.log(_P))
-        scales = np.exp(0.5 * log_w) / math.sqrt(n_out)
+        if self.sampling == "iid":
+            # log(a_n p^(n+1)) with a_n = sigma^(-2n) / n!, in logs to avoid overflow.
+            log_w = (-2.0 * math.log(sigma) * degrees - gammaln(degrees + 1.0)
+                     + (degrees + 1) * math.log(_P))
+            scales = np.exp(0.5 * log_w) / math.sqrt(n_out)
+        else:
+            scales = np.exp(0.5 * (log_a[degrees] - plan.log_expected_count[degrees]))
         self.mean_ = (X.mean(axis=0, dtype=np.float64) if self.center
                       else np.zeros(X.shape[1], dtype=np.float64))
         self.degrees_ = degrees

@@ -19,7 +19,7 @@ MAPS = {
 
 
 # Options of RGWSampler that pipeline files share between maps; a map that
-# does not take one ignores it (Maclaurin takes ``center``).
+# does not take one ignores it (Maclaurin takes ``center`` and ``sampling``).
 RGW_ONLY = ("theta", "sampling", "center", "max_degree")
 
 
