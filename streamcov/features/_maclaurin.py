@@ -49,8 +49,9 @@ class RandomMaclaurinSampler(_FourierBase):
     explodes once ``||x||^2 / sigma^2`` is much above 1: on unit-norm inputs
     with sigma = 0.125 the feature scales ``sqrt(a_n p^(n + 1))`` reach
     10^27. With ``center=True`` (Gaussian kernel only) ``fit`` stores the
-    mean of X and the map expands the kernel around it, ``x' = x - mean_``; the Gaussian kernel is translation
-    invariant, so the target is unchanged, but for data concentrated around
+    mean of X and the map expands the kernel around it, ``x' = x - mean_``;
+    the Gaussian kernel is translation invariant, so the target is
+    unchanged, but for data concentrated around
     its mean (the log-covariance vectors of one dataset) ``||x'||`` is a
     fraction of ``||x||`` and the variance drops by orders of magnitude.
 
