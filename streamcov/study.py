@@ -261,7 +261,7 @@ def merge_results(runs, out) -> list[dict]:
     """
     merged: dict = {}   # dataset -> map -> rows
     exact: dict = {}    # dataset -> (exact accuracy, run that first gave it)
-    for run in runs:
+    for k, run in enumerate(runs):
         path = Path(run) / "results.csv"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not found; pass the --out folder of a study run")
@@ -272,8 +272,8 @@ def merge_results(runs, out) -> list[dict]:
                                  f"{ex:.6f} in {first}; runs on different data or exact-SVM grids "
                                  "cannot be merged")
             runs_rows = merged.setdefault(r["dataset"], {})
-            if runs_rows.get(r["map"], (None, []))[0] != path:
-                runs_rows[r["map"]] = (path, [])   # a later run replaces this map's rows
+            if runs_rows.get(r["map"], (None, []))[0] != k:
+                runs_rows[r["map"]] = (k, [])   # a later run replaces this map's rows
             runs_rows[r["map"]][1].append(r)
     rows = [r for maps in merged.values() for _, m in maps.values() for r in sorted(m, key=lambda r: r["nu"])]
     write_report(rows, out)

@@ -13,7 +13,8 @@ ALL = [OrthogonalRBFSampler, QuasiRandomRBFSampler, RandomMaclaurinSampler, Fast
 GAMMA_MAPS = [OrthogonalRBFSampler, QuasiRandomRBFSampler, FastfoodSampler]
 
 
-@parametrize_with_checks([cls() for cls in ALL])
+@parametrize_with_checks([cls() for cls in ALL]
+                         + [RandomMaclaurinSampler(sampling="stratified", center=True)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 

@@ -17,7 +17,8 @@ _KERNELS = ("gaussian", "exp_dot")
 _P = 2.0
 _SAMPLINGS = ("iid", "stratified")
 # Stratified degrees use the law truncated here; the omitted tail sum_{n > 50} a_n <x', y'>^n is
-# below 1e-40 of the kernel once ||x'||^2 / sigma^2 <= 4, the centred regime.
+# below 1e-33 of exp(<x', y'> / sigma^2) while ||x'|| ||y'|| / sigma^2 <= 4 (4^51 / 51! = 3e-36
+# against e^-4), the centred regime; it is not negligible for ||x||^2 / sigma^2 of 50 or more.
 _MAX_DEGREE = 50
 
 
@@ -51,9 +52,9 @@ class RandomMaclaurinSampler(_FourierBase):
     10^27. With ``center=True`` (Gaussian kernel only) ``fit`` stores the
     mean of X and the map expands the kernel around it, ``x' = x - mean_``;
     the Gaussian kernel is translation invariant, so the target is
-    unchanged, but for data concentrated around
-    its mean (the log-covariance vectors of one dataset) ``||x'||`` is a
-    fraction of ``||x||`` and the variance drops by orders of magnitude.
+    unchanged, but for data concentrated around its mean (the
+    log-covariance vectors of one dataset) ``||x'||`` is a fraction of
+    ``||x||`` and the variance drops by orders of magnitude.
 
     Parameters
     ----------
@@ -70,7 +71,9 @@ class RandomMaclaurinSampler(_FourierBase):
         truncated at degree 50): one feature carries the constant term
         exactly, the other D - 1 get degree n >= 1 in their expected
         proportions 2^-n, and each degree-n feature is weighted by
-        ``a_n / E[count of n]``, so the estimate stays unbiased with about
+        ``a_n / E[count of n]``, so the estimate stays unbiased (for the
+        series up to degree 50, which is the whole kernel to 1e-33 while
+        ``||x|| ||y|| / sigma^2 <= 4``, e.g. with ``center=True``) with about
         twice as many informative features.
     center : bool, default=False
         Expand the Gaussian kernel around the mean of the data passed to
@@ -88,8 +91,9 @@ class RandomMaclaurinSampler(_FourierBase):
         Stacked Rademacher vectors (+-1), in the dtype of the data passed to
         ``fit``.
     scales_ : ndarray of shape (n_components,), float64
-        ``sqrt(a_N p^(N+1) / D)`` (stratified: ``sqrt(a_N / E[count of N])``); ``transform`` multiplies by the per-row
-        factor ``exp(-||x'||^2 / (2 sigma^2))`` for the Gaussian kernel.
+        ``sqrt(a_N p^(N+1) / D)`` (stratified: ``sqrt(a_N / E[count of N])``);
+        ``transform`` multiplies by the per-row factor
+        ``exp(-||x'||^2 / (2 sigma^2))`` for the Gaussian kernel.
     mean_ : ndarray of shape (n_features,), float64
         Mean of the fitted X with ``center=True``, zeros otherwise.
     n_features_in_ : int
@@ -132,7 +136,6 @@ class RandomMaclaurinSampler(_FourierBase):
                              "Use kernel='gaussian' or center=False.")
         X = _validate_data(self, X, reset=True)
         rng = check_random_state(self.random_state)
-        log_a = -2.0 * math.log(sigma) * np.arange(_MAX_DEGREE + 1) - gammaln(np.arange(1.0, _MAX_DEGREE + 2.0))
         if self.sampling == "iid":
             # numpy's geometric law starts at 1; shift it to start at 0.
             degrees = rng.geometric(1.0 - 1.0 / _P, size=n_out).astype(np.int64) - 1
@@ -148,7 +151,8 @@ class RandomMaclaurinSampler(_FourierBase):
                      + (degrees + 1) * math.log(_P))
             scales = np.exp(0.5 * log_w) / math.sqrt(n_out)
         else:
-            scales = np.exp(0.5 * (log_a[degrees] - plan.log_expected_count[degrees]))
+            log_a = -2.0 * math.log(sigma) * degrees - gammaln(degrees + 1.0)
+            scales = np.exp(0.5 * (log_a - plan.log_expected_count[degrees]))
         self.mean_ = (X.mean(axis=0, dtype=np.float64) if self.center
                       else np.zeros(X.shape[1], dtype=np.float64))
         self.degrees_ = degrees
