@@ -184,7 +184,7 @@ def _cmd_study(args) -> int:
     log = (lambda *a, **k: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     try:
         summary = kernel_approx_study(datasets, maps, nus, seeds, args.out, args.data, log=log,
-                                     jobs=args.jobs)
+                                     jobs=args.jobs, learners=args.learners.split(","))
     except ValueError as exc:
         raise SystemExit(f"streamcov study: error: {exc}")
     print(json.dumps({"out": args.out, **{name: {"exact_accuracy": e["exact_accuracy"],
@@ -322,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--out", default="runs/study_kernel_approx")
     ka.add_argument("--jobs", type=int, default=1,
                     help="processes for the accuracy fits (one numba/BLAS thread each; default 1)")
+    ka.add_argument("--learners", default="sgd,svm",
+                    help="sgd: the pipeline's incremental learner on the features; svm: the exact SVM "
+                         "(each fold's CV sigma and C) with its kernel replaced by Z Z^T (default: both)")
     ka.add_argument("--quiet", action="store_true")
     ka.set_defaults(func=_cmd_study)
     mg = ssub.add_parser("merge", help="merge the results.csv of several kernel-approx runs (later runs "

@@ -40,6 +40,7 @@ DATASETS = {  # name -> (data folder, reader format, pipeline stem)
     "utkinect": ("utkinect_action3d", "utkinect", "utkinect"),
 }
 STUDY_MAPS = tuple(m for m in MAPS if m != "none")
+LEARNERS = ("sgd", "svm")
 FULL_NUS = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 QUICK_NUS = (10, 50, 200, 1000)
 
@@ -132,7 +133,36 @@ def _seed_accuracy(V, y, folds, classes, cfg, m, nu, seed, threads):
     return float(np.mean(per)), secs / len(folds)
 
 
-def accuracies(V, y, folds, classes, cfg, maps, nus, seeds: int, log=None, jobs: int = 1) -> list[dict]:
+def _seed_svm_accuracy(V, y, folds, exact, cfg, m, nu, seed, threads):
+    """Mean accuracy over the folds of the exact SVM with its kernel replaced by the map's.
+
+    Fold by fold, the map is built at the bandwidth that the exact SVM's CV
+    chose for that fold and fitted on its training rows, and the same
+    ``SVC(kernel="precomputed", C)`` is trained on ``Z Z^T``: a linear SVM on
+    the explicit features (the "kernel machine made linear" of paper 000),
+    one-vs-one like the exact SVM, with nothing but the kernel changed.
+    """
+    from sklearn.svm import SVC
+
+    from ._config import kernel_threads
+    from .pipeline.maps import make_feature_map
+
+    per, secs = [], 0.0
+    with kernel_threads(threads, threads), warnings.catch_warnings():
+        _ignore_nystroem_cap()
+        for (_, tr, te), ex in zip(folds, exact):
+            params = dict(cfg["features"], map=m, n_components=nu, sigma=ex["sigma"])
+            fmap = make_feature_map(params, seed).fit(V[tr])
+            t0 = time.perf_counter()
+            Z = fmap.transform(V)
+            secs += time.perf_counter() - t0
+            clf = SVC(kernel="precomputed", C=ex["C"]).fit(Z[tr] @ Z[tr].T, y[tr])
+            per.append(float((clf.predict(Z[te] @ Z[tr].T) == y[te]).mean()))
+    return float(np.mean(per)), secs / len(folds)
+
+
+def accuracies(V, y, folds, classes, cfg, maps, nus, seeds: int, log=None, jobs: int = 1,
+               learner: str = "sgd", exact=None) -> list[dict]:
     """Accuracy of the pipeline's learner on every map, nu and seed (mean over the folds).
 
     Each fold fits the map (its mean row, for a centred map) and the scaler on
@@ -140,19 +170,32 @@ def accuracies(V, y, folds, classes, cfg, maps, nus, seeds: int, log=None, jobs:
     ``jobs > 1`` runs the (map, nu, seed) fits in that many processes, each
     with one numba and one BLAS thread so that they do not oversubscribe the
     cores; the results are the same as with ``jobs = 1`` (every fit is seeded).
+
+    ``learner="sgd"`` is the pipeline's incremental learner (``cfg["model"]``);
+    ``learner="svm"`` is the exact SVM of each fold with its kernel replaced by
+    the map's (``exact``: the per-fold rows of :func:`exact_accuracies`, which
+    give sigma and C), see :func:`_seed_svm_accuracy`.
     """
     from joblib import Parallel, delayed
 
     from ._config import available_cores
 
+    if learner == "svm":
+        if exact is None:
+            raise ValueError("learner='svm' needs the exact SVM's per-fold sigma and C (exact=...)")
+        fn, first = _seed_svm_accuracy, exact
+    elif learner == "sgd":
+        fn, first = _seed_accuracy, classes
+    else:
+        raise ValueError(f"learner must be 'sgd' or 'svm', got {learner!r}")
     jobs = max(1, min(int(jobs), available_cores()))
     points = [(m, nu) for m in maps for nu in nus]
     tasks = [(m, nu, seed) for m, nu in points for seed in range(seeds)]
     threads = 1 if jobs > 1 else available_cores()
     runner = Parallel(n_jobs=jobs, return_as="generator") if jobs > 1 else None
-    results = (runner(delayed(_seed_accuracy)(V, y, folds, classes, cfg, m, nu, s, threads)
+    results = (runner(delayed(fn)(V, y, folds, first, cfg, m, nu, s, threads)
                       for m, nu, s in tasks) if runner is not None else
-               (_seed_accuracy(V, y, folds, classes, cfg, m, nu, s, threads) for m, nu, s in tasks))
+               (fn(V, y, folds, first, cfg, m, nu, s, threads) for m, nu, s in tasks))
     rows = []
     done: dict = {}
     for (m, nu, _), (acc, sec) in zip(tasks, results):
@@ -220,24 +263,35 @@ def write_report(rows: list[dict], out) -> None:
         w.writeheader()
         w.writerows(rows)
     nus = sorted({r["nu"] for r in rows})
-    lines = ["| dataset | map | slope | " + " | ".join(f"nu={n}" for n in nus) + " |",
-             "|---|---|---|" + "---|" * len(nus)]
+    lines = []
+    for key, title in (("accuracy", "pipeline's incremental SGD on the map's features"),
+                       ("svm_accuracy", "exact SVM (same sigma, C) with the map's kernel Z Z^T")):
+        if not any(key in r for r in rows):
+            continue
+        lines += [f"Accuracy %, {title}:", "",
+                  "| dataset | map | slope | " + " | ".join(f"nu={n}" for n in nus) + " |",
+                  "|---|---|---|" + "---|" * len(nus)]
+        for name in dict.fromkeys(r["dataset"] for r in rows):
+            mine = [r for r in rows if r["dataset"] == name]
+            ex = mine[0]["exact_accuracy"]
+            slopes = variance_slopes(mine)
+            lines.append(f"| {name} | exact Log-E SVM | | " + " | ".join(f"{100 * ex:.1f}" for _ in nus) + " |")
+            for m in dict.fromkeys(r["map"] for r in mine):
+                cells = {r["nu"]: r for r in mine if r["map"] == m and key in r}
+                lines.append(f"| {name} | {m} | {slopes.get(m, float('nan')):.2f} | " + " | ".join(
+                    f"{100 * cells[n][key]:.1f} ± {100 * cells[n][key + '_std']:.1f}" if n in cells else ""
+                    for n in nus) + " |")
+            stem = "accuracy" if key == "accuracy" else "svm_accuracy"
+            _plot(out / f"{name}_{stem}.png", [r for r in mine if key in r], key,
+                  f"{name}: {'SGD' if key == 'accuracy' else 'SVM on Z Z^T'} accuracy against nu",
+                  "accuracy %", False, hline=ex)
+        lines.append("")
     for name in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == name]
-        ex = mine[0]["exact_accuracy"]
-        slopes = variance_slopes(mine)
-        lines.append(f"| {name} | exact Log-E SVM | | " + " | ".join(f"{100 * ex:.1f}" for _ in nus) + " |")
-        for m in dict.fromkeys(r["map"] for r in mine):
-            cells = {r["nu"]: r for r in mine if r["map"] == m}
-            lines.append(f"| {name} | {m} | {slopes.get(m, float('nan')):.2f} | " + " | ".join(
-                f"{100 * cells[n]['accuracy']:.1f} ± {100 * cells[n]['accuracy_std']:.1f}" if n in cells else ""
-                for n in nus) + " |")
         sigma = next((r["sigma"] for r in mine if r.get("sigma") is not None), None)
         sig = f" (sigma = {sigma:g})" if sigma is not None else ""
         _plot(out / f"{name}_gram_error.png", mine, "gram_rel_error",
               f"{name}: relative Gram error{sig}", "||K_hat - K||_F / ||K||_F", True)
-        _plot(out / f"{name}_accuracy.png", mine, "accuracy", f"{name}: accuracy against nu",
-              "accuracy %", False, hline=ex)
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
@@ -254,14 +308,15 @@ def read_results(path) -> list[dict]:
 def merge_results(runs, out) -> list[dict]:
     """Merge the ``results.csv`` of several study runs into one report in ``out``.
 
-    Runs are read in order; the rows of a later run replace those of the same
-    (dataset, map) in earlier ones, so a map re-run alone (``--maps``) updates
-    a full study. Every run of one dataset must report the same exact accuracy
+    Runs are read in order; the fields of a later run's row replace those of
+    the same (dataset, map, nu) in earlier ones, so a map re-run alone
+    (``--maps``) or a run of one learner alone (``--learners``) updates a full
+    study. Every run of one dataset must report the same exact accuracy
     (same data, same exact-SVM grid), otherwise they are not comparable.
     """
-    merged: dict = {}   # dataset -> map -> rows
+    merged: dict = {}   # (dataset, map, nu) -> row, in first-seen order
     exact: dict = {}    # dataset -> (exact accuracy, run that first gave it)
-    for k, run in enumerate(runs):
+    for run in runs:
         path = Path(run) / "results.csv"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not found; pass the --out folder of a study run")
@@ -271,27 +326,33 @@ def merge_results(runs, out) -> list[dict]:
                 raise ValueError(f"{path}: exact accuracy of {r['dataset']} is {r['exact_accuracy']:.6f}, "
                                  f"{ex:.6f} in {first}; runs on different data or exact-SVM grids "
                                  "cannot be merged")
-            runs_rows = merged.setdefault(r["dataset"], {})
-            if runs_rows.get(r["map"], (None, []))[0] != k:
-                runs_rows[r["map"]] = (k, [])   # a later run replaces this map's rows
-            runs_rows[r["map"]][1].append(r)
-    rows = [r for maps in merged.values() for _, m in maps.values() for r in sorted(m, key=lambda r: r["nu"])]
+            merged.setdefault((r["dataset"], r["map"], r["nu"]), {}).update(r)   # later fields win
+    rows = list(merged.values())
     write_report(rows, out)
     return rows
 
 
 def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_NUS, seeds: int = 10,
                         out="runs/study_kernel_approx", data_root=None, gram_sample: int = 300,
-                        gram_seeds: int = 20, log=print, jobs: int = 1) -> dict:
-    """Run the study; returns the summary (also written to ``out/summary.json``)."""
+                        gram_seeds: int = 20, log=print, jobs: int = 1, learners=LEARNERS) -> dict:
+    """Run the study; returns the summary (also written to ``out/summary.json``).
+
+    ``learners``: ``"sgd"`` (the pipeline's incremental learner) and/or
+    ``"svm"`` (the exact SVM with the map's kernel), see :func:`accuracies`.
+    """
     with warnings.catch_warnings():
         _ignore_nystroem_cap()
-        return _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs)
+        return _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs,
+                      tuple(learners))
 
 
-def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs=1):
+def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs=1,
+           learners=("sgd", "svm")):
     from .pipeline.splits import folds as make_folds
 
+    bad = [a for a in learners if a not in LEARNERS]
+    if bad or not learners:
+        raise ValueError(f"learner(s) {bad} unknown; choose from {', '.join(LEARNERS)}")
     unknown = [m for m in maps if m not in STUDY_MAPS]
     if unknown:
         raise ValueError(f"unknown map(s) {unknown}; choose from {', '.join(STUDY_MAPS)}")
@@ -308,7 +369,8 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             y = store.labels.astype(np.int64)
             classes = np.arange(len(store.label_names))
             folds = list(make_folds(cfg["split"], store.subjects, store.split, store.split_names))
-            ex = np.mean([r["accuracy"] for r in exact_accuracies(V, y, store.subjects, folds, name)])
+            ex_rows = exact_accuracies(V, y, store.subjects, folds, name)
+            ex = float(np.mean([r["accuracy"] for r in ex_rows]))
             log(f"{name}: exact Log-E SVM {100 * ex:.2f}%")
             sigma = float(cfg["features"]["sigma"])
             rng = np.random.default_rng(0)
@@ -317,14 +379,24 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             grams = gram_errors(sample, sigma, maps, nus, gram_seeds, cfg["features"])
             slopes = variance_slopes(grams)
             log(f"{name}: variance slopes {json.dumps({k: round(v, 2) for k, v in slopes.items()})}")
-            accs = accuracies(V, y, folds, classes, cfg, maps, nus, seeds, log=log, jobs=jobs)
             merged = {(g["map"], g["nu"]): dict(g) for g in grams}
-            for a in accs:
-                merged[(a["map"], a["nu"])].update(a)
+            accs = svms = []
+            if "sgd" in learners:
+                accs = accuracies(V, y, folds, classes, cfg, maps, nus, seeds, log=log, jobs=jobs)
+                for a in accs:
+                    merged[(a["map"], a["nu"])].update(a)
+            if "svm" in learners:
+                log(f"{name}: exact SVM with the map's kernel (sigma, C of each fold's CV)")
+                svms = accuracies(V, y, folds, classes, cfg, maps, nus, seeds, log=log, jobs=jobs,
+                                  learner="svm", exact=ex_rows)
+                for a in svms:
+                    merged[(a["map"], a["nu"])].update(
+                        svm_accuracy=a["accuracy"], svm_accuracy_std=a["accuracy_std"], seeds=a["seeds"])
             for row in merged.values():
                 csv_rows.append({"dataset": name, "exact_accuracy": ex, "sigma": sigma, **row})
             summary["datasets"][name] = {"exact_accuracy": ex, "variance_slopes": slopes,
-                                         "accuracy": accs, "gram": grams}
+                                         "accuracy": accs, "svm_accuracy": svms, "gram": grams,
+                                         "exact_folds": ex_rows}
     write_report(csv_rows, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     return summary

@@ -39,11 +39,13 @@ def test_study_command_writes_csv_table_and_plots(tmp_path, capsys):
     for r in rows:
         assert 0.0 < float(r["gram_rel_error"]) < 1.0
         assert 0.3 < float(r["accuracy"]) <= 1.0    # 20 classes: chance is 5%
+        assert 0.3 < float(r["svm_accuracy"]) <= 1.0
     for m in ("rgw", "rff"):
         e = {r["nu"]: float(r["gram_rel_error"]) for r in rows if r["map"] == m}
         assert e["2000"] < e["50"]   # 40x the features: about 6x less error expected
     assert (out / "msr_accuracy.png").stat().st_size > 1000
     assert (out / "msr_gram_error.png").stat().st_size > 1000
+    assert (out / "msr_svm_accuracy.png").stat().st_size > 1000
     assert "| msr | rgw |" in (out / "table.md").read_text()
 
 
@@ -52,6 +54,8 @@ def test_study_rejects_unknown_names(tmp_path):
         main(["study", "kernel-approx", "--maps", "rgw,bogus", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="unknown dataset"):
         main(["study", "kernel-approx", "--datasets", "kth", "--maps", "rgw", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"learner\(s\) \['lbfgs'\] unknown; choose from sgd, svm"):
+        main(["study", "kernel-approx", "--learners", "sgd,lbfgs", "--out", str(tmp_path)])
 
 
 def test_parallel_accuracies_equal_serial(rng):
@@ -96,7 +100,7 @@ def test_study_merge_replaces_rerun_maps(tmp_path, capsys):
                    ("maclaurin", "10"): 0.7, ("maclaurin", "100"): 0.7}
     table = (tmp_path / "merged" / "table.md").read_text().splitlines()
     # map order of the first run is kept; slope of mse = 1/nu is exactly -1
-    assert [line.split(" | ")[1] for line in table[3:]] == ["rgw", "rff", "maclaurin"]
+    assert [line.split(" | ")[1] for line in table[5:8]] == ["rgw", "rff", "maclaurin"]
     assert "| msr | maclaurin | -1.00 | 70.0 ± 1.0 | 70.0 ± 1.0 | 70.0 ± 1.0 |" in table
     assert (tmp_path / "merged" / "msr_accuracy.png").stat().st_size > 1000
 
@@ -108,3 +112,28 @@ def test_study_merge_refuses_mismatched_runs(tmp_path):
         main(["study", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")])
     with pytest.raises(SystemExit, match=r"nope/results.csv: not found; pass the --out folder"):
         main(["study", "merge", str(tmp_path / "nope"), "--out", str(tmp_path / "m")])
+
+
+def test_svm_on_nystroem_features_is_the_exact_svm(rng):
+    """With every training row as a landmark, Nystroem's Z Z^T equals the exact kernel on
+    train x train and test x train, so the "svm" learner must reproduce the exact SVM's
+    predictions; a random map at small nu must not (it is a different kernel)."""
+    from streamcov.study import accuracies
+    from streamcov.exact import exact_svm_fold
+
+    X = rng.normal(size=(90, 6))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X[:, 0] > 0).astype(np.int64) + 2 * (X[:, 1] > 0.2)
+    subjects = np.arange(90) % 6
+    tr = subjects < 4
+    folds = [("f", tr, ~tr)]
+    ex = [exact_svm_fold(X, y, subjects, tr, ~tr, [0.5, 1.0], [1.0, 10.0])]
+    cfg = {"features": {"sigma": 99.0, "theta": 0.7, "center": True}, "model": {}}
+    (nys,) = accuracies(X, y, folds, np.arange(4), cfg, ["nystroem"], [200], 1, learner="svm", exact=ex)
+    assert nys["accuracy"] == ex[0]["accuracy"]
+    (rff,) = accuracies(X, y, folds, np.arange(4), cfg, ["rff"], [2], 3, learner="svm", exact=ex)
+    assert 0.0 <= rff["accuracy"] <= 1.0 and rff["accuracy_std"] > 0   # 2 features: seeds differ
+    with pytest.raises(ValueError, match=r"learner='svm' needs the exact SVM's per-fold sigma and C"):
+        accuracies(X, y, folds, np.arange(4), cfg, ["rff"], [2], 1, learner="svm")
+    with pytest.raises(ValueError, match=r"learner must be 'sgd' or 'svm', got 'lbfgs'"):
+        accuracies(X, y, folds, np.arange(4), cfg, ["rff"], [2], 1, learner="lbfgs")
