@@ -13,7 +13,8 @@ the margin to the bound.
 ``--learner sgd`` (default) is the pipeline's incremental learner: MSR-Action3D
 takes about 20 min and Florence3D about 55 min for 30 seeds on 2 cores.
 ``--learner svm`` is the exact SVM with the map's kernel Z Z^T (the study's
-second learner), a few minutes per dataset. Prints a markdown table and a final JSON line with every number.
+second learner), a few minutes per dataset. Prints a markdown table and a
+final JSON line with every number.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ import math
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -49,9 +49,9 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     args = ap.parse_args(argv)
-    warnings.filterwarnings("ignore", message="n_components > n_samples", category=UserWarning)
     maps = args.maps.split(",")
-    out = {"learner": args.learner, "nu": args.nu, "seeds": args.seeds, "tolerance_points": args.tolerance, "datasets": {}}
+    out = {"learner": args.learner, "nu": args.nu, "seeds": args.seeds, "tolerance_points": args.tolerance,
+           "datasets": {}}
     print("| dataset | map | accuracy % | std | standard error | margin to bound | within |")
     print("|---|---|---|---|---|---|---|")
     for name in args.datasets.split(","):

@@ -327,8 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "(each fold's CV sigma and C) with its kernel replaced by Z Z^T (default: both)")
     ka.add_argument("--quiet", action="store_true")
     ka.set_defaults(func=_cmd_study)
-    mg = ssub.add_parser("merge", help="merge the results.csv of several kernel-approx runs (later runs "
-                                      "replace the maps they share with earlier ones) into one report")
+    mg = ssub.add_parser("merge", help="merge the results.csv of several kernel-approx runs into one report "
+                                      "(for each dataset, map and nu, the fields of later runs win)")
     mg.add_argument("runs", nargs="+", help="--out folders of kernel-approx runs, oldest first")
     mg.add_argument("--out", required=True, help="folder for the merged results.csv, table.md and plots")
     mg.set_defaults(func=_cmd_study_merge)

@@ -27,6 +27,7 @@ import json
 import tempfile
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -113,21 +114,36 @@ def _ignore_nystroem_cap():
     warnings.filterwarnings("ignore", message="n_components > n_samples", category=UserWarning)
 
 
-def _seed_accuracy(V, y, folds, classes, cfg, m, nu, seed, threads):
-    """Mean accuracy over the folds for one map seed; seconds spent in the map's transform."""
+@contextmanager
+def _worker_threads(threads):
+    """One fit's thread budget, with the study's warning filter."""
     from ._config import kernel_threads
-    from .pipeline.maps import make_feature_map
-    from .pipeline.train import train_sgd_arrays
 
-    per, secs = [], 0.0
     with kernel_threads(threads, threads), warnings.catch_warnings():
         # set here too: joblib worker processes do not inherit the caller's filters
         _ignore_nystroem_cap()
+        yield
+
+
+def _map_features(V, train, params, seed):
+    """Fit the map of ``params`` on the training rows, map every row: (Z, seconds of the transform)."""
+    from .pipeline.maps import make_feature_map
+
+    fmap = make_feature_map(params, seed).fit(V[train])
+    t0 = time.perf_counter()
+    Z = fmap.transform(V)
+    return Z, time.perf_counter() - t0
+
+
+def _seed_accuracy(V, y, folds, classes, cfg, m, nu, seed, threads):
+    """Mean accuracy over the folds for one map seed; seconds spent in the map's transform."""
+    from .pipeline.train import train_sgd_arrays
+
+    per, secs = [], 0.0
+    with _worker_threads(threads):
         for _, tr, te in folds:
-            fmap = make_feature_map(dict(cfg["features"], map=m, n_components=nu), seed).fit(V[tr])
-            t0 = time.perf_counter()
-            Z = fmap.transform(V)
-            secs += time.perf_counter() - t0
+            Z, sec = _map_features(V, tr, dict(cfg["features"], map=m, n_components=nu), seed)
+            secs += sec
             clf = train_sgd_arrays(Z, y, tr, classes, cfg["model"], seed)
             per.append(float((clf.predict(Z[te]) == y[te]).mean()))
     return float(np.mean(per)), secs / len(folds)
@@ -144,18 +160,12 @@ def _seed_svm_accuracy(V, y, folds, exact, cfg, m, nu, seed, threads):
     """
     from sklearn.svm import SVC
 
-    from ._config import kernel_threads
-    from .pipeline.maps import make_feature_map
-
     per, secs = [], 0.0
-    with kernel_threads(threads, threads), warnings.catch_warnings():
-        _ignore_nystroem_cap()
+    with _worker_threads(threads):
         for (_, tr, te), ex in zip(folds, exact):
             params = dict(cfg["features"], map=m, n_components=nu, sigma=ex["sigma"])
-            fmap = make_feature_map(params, seed).fit(V[tr])
-            t0 = time.perf_counter()
-            Z = fmap.transform(V)
-            secs += time.perf_counter() - t0
+            Z, sec = _map_features(V, tr, params, seed)
+            secs += sec
             clf = SVC(kernel="precomputed", C=ex["C"]).fit(Z[tr] @ Z[tr].T, y[tr])
             per.append(float((clf.predict(Z[te] @ Z[tr].T) == y[te]).mean()))
     return float(np.mean(per)), secs / len(folds)
@@ -263,35 +273,33 @@ def write_report(rows: list[dict], out) -> None:
         w.writeheader()
         w.writerows(rows)
     nus = sorted({r["nu"] for r in rows})
+    datasets = {}   # name -> (its rows, exact accuracy, variance slopes)
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        mine = [r for r in rows if r["dataset"] == name]
+        datasets[name] = (mine, mine[0]["exact_accuracy"], variance_slopes(mine))
+        sigma = next((r["sigma"] for r in mine if r.get("sigma") is not None), None)
+        sig = f" (sigma = {sigma:g})" if sigma is not None else ""
+        _plot(out / f"{name}_gram_error.png", mine, "gram_rel_error",
+              f"{name}: relative Gram error{sig}", "||K_hat - K||_F / ||K||_F", True)
     lines = []
-    for key, title in (("accuracy", "pipeline's incremental SGD on the map's features"),
-                       ("svm_accuracy", "exact SVM (same sigma, C) with the map's kernel Z Z^T")):
+    for key, title, short in (("accuracy", "pipeline's incremental SGD on the map's features", "SGD"),
+                              ("svm_accuracy", "exact SVM (same sigma, C) with the map's kernel Z Z^T",
+                               "SVM on Z Z^T")):
         if not any(key in r for r in rows):
             continue
         lines += [f"Accuracy %, {title}:", "",
                   "| dataset | map | slope | " + " | ".join(f"nu={n}" for n in nus) + " |",
                   "|---|---|---|" + "---|" * len(nus)]
-        for name in dict.fromkeys(r["dataset"] for r in rows):
-            mine = [r for r in rows if r["dataset"] == name]
-            ex = mine[0]["exact_accuracy"]
-            slopes = variance_slopes(mine)
+        for name, (mine, ex, slopes) in datasets.items():
             lines.append(f"| {name} | exact Log-E SVM | | " + " | ".join(f"{100 * ex:.1f}" for _ in nus) + " |")
             for m in dict.fromkeys(r["map"] for r in mine):
                 cells = {r["nu"]: r for r in mine if r["map"] == m and key in r}
                 lines.append(f"| {name} | {m} | {slopes.get(m, float('nan')):.2f} | " + " | ".join(
                     f"{100 * cells[n][key]:.1f} ± {100 * cells[n][key + '_std']:.1f}" if n in cells else ""
                     for n in nus) + " |")
-            stem = "accuracy" if key == "accuracy" else "svm_accuracy"
-            _plot(out / f"{name}_{stem}.png", [r for r in mine if key in r], key,
-                  f"{name}: {'SGD' if key == 'accuracy' else 'SVM on Z Z^T'} accuracy against nu",
-                  "accuracy %", False, hline=ex)
+            _plot(out / f"{name}_{key}.png", [r for r in mine if key in r], key,
+                  f"{name}: {short} accuracy against nu", "accuracy %", False, hline=ex)
         lines.append("")
-    for name in dict.fromkeys(r["dataset"] for r in rows):
-        mine = [r for r in rows if r["dataset"] == name]
-        sigma = next((r["sigma"] for r in mine if r.get("sigma") is not None), None)
-        sig = f" (sigma = {sigma:g})" if sigma is not None else ""
-        _plot(out / f"{name}_gram_error.png", mine, "gram_rel_error",
-              f"{name}: relative Gram error{sig}", "||K_hat - K||_F / ||K||_F", True)
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
@@ -347,7 +355,7 @@ def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_
 
 
 def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs=1,
-           learners=("sgd", "svm")):
+           learners=LEARNERS):
     from .pipeline.splits import folds as make_folds
 
     bad = [a for a in learners if a not in LEARNERS]
