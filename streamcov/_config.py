@@ -79,3 +79,37 @@ def kernel_threads(n_numba: int, n_blas: int = 1):
             yield
     finally:
         numba.set_num_threads(previous)
+
+
+def map_threads(fn, items, n_jobs: int | None = None):
+    """``map(fn, items)`` in threads, BLAS limited to one thread per call; results in order.
+
+    For Python-level loops over matrices whose work is in LAPACK/BLAS or in
+    numba kernels that release the GIL. LAPACK's own threads on small
+    matrices slow down badly when the cores are shared; one BLAS thread per
+    worker and one worker per core does not. ``n_jobs`` defaults to numba's
+    current thread count, so inside a Dask task (where :func:`kernel_threads`
+    applies the thread plan) the loop takes the task's share of the cores,
+    and elsewhere all of them. At most ``2 * n_jobs`` calls are in flight,
+    so results not yet consumed never pile up in memory.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    n_jobs = numba.get_num_threads() if n_jobs is None else max(1, int(n_jobs))
+    with threadpool_limits(limits=1):
+        if n_jobs == 1:
+            for item in items:
+                yield fn(item)
+            return
+        with ThreadPoolExecutor(max_workers=n_jobs) as ex:
+            pending = deque()
+            for item in items:
+                pending.append(ex.submit(fn, item))
+                if len(pending) >= 2 * n_jobs:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()

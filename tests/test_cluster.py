@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from streamcov.pipeline.config import load_pipeline
-from streamcov.pipeline.run import run_pipeline
-from streamcov.store import ingest
-from streamcov.synth import SyntheticSkeletonSource
+from streamcov.tasks.config import load_config
+from streamcov.tasks import run as run_pipeline
+from streamcov.data.skeletons import ingest
+from streamcov.data.synth import SyntheticSkeletons
 
 BIN = Path(sys.executable).parent
 
@@ -115,13 +115,13 @@ def cluster(tmp_path_factory):
 def synth_store(tmp_path_factory):
     """400 generated sequences in small frame chunks, so many sequences cross a chunk boundary."""
     path = tmp_path_factory.mktemp("store") / "synth.zarr"
-    return ingest(SyntheticSkeletonSource(n_sequences=400, seed=5), path, chunk_frames=1500)
+    return ingest(SyntheticSkeletons(n_sequences=400, seed=5), path, chunk_frames=1500)
 
 
 def pipeline_cfg(store, out, *sets):
     base = [f'data.store="{store.path}"', f'output="{out}"', "features.n_components=300",
-            "model.epochs=5", "dask.block_sequences=24", *sets]
-    return load_pipeline(REPO / "pipelines" / "msr_action3d.toml", base)
+            "model.epochs=5", "dask.block_size=24", *sets]
+    return load_config(REPO / "pipelines" / "msr_action3d.toml", base)
 
 
 def read_features(result):
@@ -164,7 +164,7 @@ def test_cli_scheduler_address(cluster, synth_store, threaded, tmp_path):
     cmd = streamcov_cmd() + ["run", REPO / "pipelines" / "msr_action3d.toml", "--store",
                              synth_store.path, "--output", out, "--json", "--scheduler",
                              cluster.address, "--set", "features.n_components=300",
-                             "--set", "model.epochs=5", "--set", "dask.block_sequences=24"]
+                             "--set", "model.epochs=5", "--set", "dask.block_size=24"]
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -183,6 +183,8 @@ def test_unreachable_scheduler_is_an_error(synth_store, tmp_path):
         port = s.getsockname()[1]
     import dask
 
+    from streamcov.errors import StreamcovError
+
     with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
-        with pytest.raises(OSError, match="Timed out|connect"):
+        with pytest.raises(StreamcovError, match=r"--scheduler tcp://127.0.0.1:\d+: no Dask scheduler answers there"):
             run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=f"tcp://127.0.0.1:{port}")

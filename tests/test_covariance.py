@@ -4,7 +4,9 @@ import scipy.linalg
 from hypothesis import given, settings, strategies as st
 
 import reference as ref
-from streamcov import covariance as C
+from streamcov import linalg as L
+from streamcov.descriptors import skeleton as C
+from streamcov.errors import NotSPDError
 
 
 def random_frames(rng, t, joints=20, dtype=np.float64):
@@ -41,7 +43,7 @@ def test_split_sequence_merges_exactly(t, cuts, seed):
     n, mean, m2 = C.segment_moments(frames, np.array(edges[:-1]), np.array(edges[1:]), sel)
     acc = (n[0], mean[0], m2[0])
     for k in range(1, len(n)):
-        acc = C.merge_moments(acc, (n[k], mean[k], m2[k]))
+        acc = L.merge_moments(acc, (n[k], mean[k], m2[k]))
     whole = C.segment_moments(frames, np.array([0]), np.array([t]), sel)
     assert acc[0] == t
     np.testing.assert_allclose(acc[1], whole[1][0], rtol=1e-12, atol=1e-14)
@@ -52,7 +54,7 @@ def test_merge_with_empty_piece_is_identity(rng):
     frames = random_frames(rng, 10)
     sel = C.JointSelection.hip_relative(20, (6,))
     n, mean, m2 = C.segment_moments(frames, np.array([0, 10]), np.array([10, 10]), sel)
-    merged = C.merge_moments((n[0], mean[0], m2[0]), (n[1], mean[1], m2[1]))
+    merged = L.merge_moments((n[0], mean[0], m2[0]), (n[1], mean[1], m2[1]))
     assert merged[0] == 10
     np.testing.assert_array_equal(merged[2], m2[0])
 
@@ -66,32 +68,32 @@ def spd(rng, d, cond=1e3):
 @pytest.mark.parametrize("d", [2, 19, 57])
 def test_logm_matches_scipy(rng, d):
     A = spd(rng, d)
-    np.testing.assert_allclose(C.spd_logm(A), ref.logm(A), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(L.spd_logm(A), ref.logm(A), rtol=1e-8, atol=1e-10)
 
 
 def test_logm_of_expm_is_identity(rng):
     S = rng.normal(size=(6, 15, 15))
     S = (S + S.transpose(0, 2, 1)) / 2
-    np.testing.assert_allclose(C.spd_logm(C.sym_expm(S)), S, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(L.spd_logm(L.sym_expm(S)), S, rtol=1e-9, atol=1e-10)
     # and expm matches scipy
-    np.testing.assert_allclose(C.sym_expm(S[0]), scipy.linalg.expm(S[0]), rtol=1e-10)
+    np.testing.assert_allclose(L.sym_expm(S[0]), scipy.linalg.expm(S[0]), rtol=1e-10)
 
 
 def test_sqrtm_squares_back(rng):
     A = spd(rng, 12)
-    R = C.spd_sqrtm(A)
+    R = L.spd_sqrtm(A)
     np.testing.assert_allclose(R @ R, A, rtol=1e-9, atol=1e-12)
 
 
 def test_vectorization_preserves_frobenius_products(rng):
     A = rng.normal(size=(3, 9, 9))
     A = A + A.transpose(0, 2, 1)
-    v = C.sym_vec(A)
+    v = L.sym_vec(A)
     assert v.shape == (3, 45)
     for i in range(3):
         for j in range(3):
             assert np.isclose(v[i] @ v[j], np.sum(A[i] * A[j]), rtol=1e-12)
-    np.testing.assert_allclose(C.sym_unvec(v), A, rtol=1e-12)
+    np.testing.assert_allclose(L.sym_unvec(v), A, rtol=1e-12)
     np.testing.assert_allclose(v[0], ref.vec(A[0]), rtol=1e-12)
 
 
@@ -121,20 +123,20 @@ def test_float32_descriptor_close_to_float64(rng):
 def test_not_spd_names_the_sequence(rng):
     frames = random_frames(rng, 105)  # 5 frames < 57 dims: singular without regularization
     sel = C.JointSelection.hip_relative(20, (6,))
-    with pytest.raises(C.NotSPDError, match=r"sequence 1 \(5 frames, 57 dims\).*increase the regularization"):
+    with pytest.raises(NotSPDError, match=r"sequence 1 \(5 frames, 57 dims\).*increase the regularization"):
         C.log_covariance_vectors(frames, [0, 100, 105], sel, gamma=0.0)
 
 
 def test_logm_rejects_non_spd():
-    with pytest.raises(C.NotSPDError, match="matrix 0 is not positive definite"):
-        C.spd_logm(np.diag([1.0, -1.0]))
+    with pytest.raises(NotSPDError, match="matrix 0 is not positive definite"):
+        L.spd_logm(np.diag([1.0, -1.0]))
 
 
 def test_rejects_nonsymmetric_and_nonfinite():
     with pytest.raises(ValueError, match="not symmetric"):
-        C.spd_logm(np.array([[1.0, 2.0], [0.0, 1.0]]))
+        L.spd_logm(np.array([[1.0, 2.0], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="NaN or inf"):
-        C.spd_logm(np.array([[np.nan, 0.0], [0.0, 1.0]]))
+        L.spd_logm(np.array([[np.nan, 0.0], [0.0, 1.0]]))
 
 
 def test_frames_shape_and_values_checked(rng):
@@ -152,6 +154,6 @@ def test_frames_shape_and_values_checked(rng):
     with pytest.raises(ValueError, match="needs more than the 4 joints"):
         C.segment_moments(np.zeros((5, 12)), np.array([0]), np.array([5]), sel)
     with pytest.raises(ValueError, match="not d\\(d\\+1\\)/2"):
-        C.sym_unvec(np.zeros(4))
+        L.sym_unvec(np.zeros(4))
     with pytest.raises(ValueError, match="gamma must be >= 0"):
         C.log_covariance_vectors(random_frames(rng, 5), [0, 5], sel, gamma=-1)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from streamcov.pipeline.config import load_pipeline
-from streamcov.pipeline.run import run_pipeline
-from streamcov.store import ingest, open_store
-from streamcov.synth import SyntheticSkeletonSource
+from streamcov.tasks.config import load_config
+from streamcov.tasks import run as run_pipeline
+from streamcov.data.skeletons import ingest, open_store
+from streamcov.data.synth import SyntheticSkeletons
 from test_cluster import ProcessCluster, kill_group, spawn, streamcov_cmd
 
 PIPELINE = REPO / "pipelines" / "msr_action3d.toml"
@@ -50,13 +50,13 @@ def cli_args(store, out, sets):
 
 
 def cfg_for(store, out, sets):
-    return load_pipeline(PIPELINE, [f'data.store="{store}"', f'output="{out}"', *sets])
+    return load_config(PIPELINE, [f'data.store="{store}"', f'output="{out}"', *sets])
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("faults") / "synth.zarr"
-    return ingest(SyntheticSkeletonSource(n_sequences=600, seed=11), path, chunk_frames=2000).path
+    return ingest(SyntheticSkeletons(n_sequences=600, seed=11), path, chunk_frames=2000).path
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def procs():
 def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, procs):
     # Many small blocks (150 of 4 sequences): the first done flag appears long
     # before the last, so the kill lands mid-featurization.
-    sets = ["features.n_components=500", "model.epochs=1", "dask.block_sequences=4"]
+    sets = ["features.n_components=500", "model.epochs=1", "dask.block_size=4"]
     cluster = ProcessCluster(tmp_path / "cluster", n_workers=2)
     procs.extend(cluster.workers + [cluster.scheduler])
     out = tmp_path / "cluster_run"
@@ -106,7 +106,7 @@ def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, pr
 
 def test_run_killed_mid_training_resumes_to_the_same_model(store, tmp_path, procs):
     sets = ["features.n_components=200", "model.epochs=10", "model.checkpoint_blocks=2",
-            "dask.block_sequences=32"]
+            "dask.block_size=32"]
     full = run_pipeline(cfg_for(store, tmp_path / "full", sets), scheduler="threads")
     out = tmp_path / "part"
     run = spawn(streamcov_cmd() + cli_args(store, out, sets), tmp_path / "part.log")
@@ -143,7 +143,7 @@ def test_run_killed_mid_training_resumes_to_the_same_model(store, tmp_path, proc
 
 def test_ingest_killed_midway_resumes_every_sequence_once(tmp_path, procs):
     n, cf = 600, 300
-    clean = ingest(SyntheticSkeletonSource(n_sequences=n), tmp_path / "clean.zarr", chunk_frames=cf)
+    clean = ingest(SyntheticSkeletons(n_sequences=n), tmp_path / "clean.zarr", chunk_frames=cf)
     part = tmp_path / "part.zarr"
     cmd = streamcov_cmd() + ["synth", "--sequences", str(n), str(part), "--chunk-frames", str(cf),
                              "--quiet"]

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from streamcov.covariance import NotSPDError
-from streamcov.images import distances as dist
-from streamcov.images.features import pixel_features
+from streamcov.descriptors import operators as dist
+from streamcov.errors import NotSPDError
+from streamcov.kernels import distances
+from streamcov.linalg import log_vectors
+from streamcov.descriptors.pixels import pixel_features
 from conftest import DATA
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -15,7 +17,7 @@ VIRUS = DATA / "virus_kylberg" / "raw"
 
 def _images():
     """Two real images: Virus particles when available, else scikit-image textures."""
-    from streamcov.images.io import read_image
+    from streamcov.data.imageio import read_image
     a, b = VIRUS / "1" / "1" / "1.png", VIRUS / "2" / "1" / "1.png"
     if a.exists() and b.exists():
         return read_image(a), read_image(b)
@@ -37,7 +39,9 @@ def xy():
     return x, y
 
 
-SIGMA = 5.0   # sqrt(25): the typical pixel distance after standardization
+# streamcov's convention exp(-d^2 / (2 sigma^2)): paper 004's bandwidth sqrt(25) = 5, the
+# typical pixel distance after standardization, is sqrt(2) sigma
+SIGMA = 5.0 / np.sqrt(2.0)
 GAMMA = 1e-2
 
 
@@ -47,7 +51,7 @@ def ref_exact_log_hs(x, y, sigma, gamma, mu):
     extended-HS term (log gamma - log mu)^2 of the orthogonal complement."""
     z = np.vstack([x, y])
     d2 = ((z[:, None, :] - z[None, :, :]) ** 2).sum(-1)
-    K = np.exp(-d2 / sigma ** 2)
+    K = np.exp(-d2 / (2 * sigma ** 2))
     w, V = np.linalg.eigh(K)
     keep = w > 1e-12 * w[-1]
     Q = np.sqrt(w[keep])[:, None] * V[:, keep].T      # coordinates of Phi(z_i)
@@ -74,7 +78,7 @@ def ref_approx(x, y, W, gamma, mu):
 
 def ref_hs_eq59(x, y, sigma):
     """Eq. (59) literally: <J K, K J>_F terms with explicit J."""
-    k = lambda a, b: np.exp(-((a[:, None] - b[None]) ** 2).sum(-1) / sigma ** 2)
+    k = lambda a, b: np.exp(-((a[:, None] - b[None]) ** 2).sum(-1) / (2 * sigma ** 2))
     m = len(x)
     J = np.eye(m) - np.ones((m, m)) / m
     Kx, Ky, Kxy = k(x, x), k(y, y), k(x, y)
@@ -222,17 +226,11 @@ def test_log_vectors_give_the_approx_log_hs_distance(xy):
     x, y = xy
     W = dist.fourier_frequencies(25, 20, SIGMA, random_state=0)
     C = np.stack([dist.approx_covariance_operator(f, W) for f in (x, y)])
-    v = dist.log_vectors(C, GAMMA, dtype=np.float64)
-    np.testing.assert_allclose(dist.pairwise_vector_distances(v)[0, 1],
+    v = log_vectors(C, GAMMA, relative=True)
+    np.testing.assert_allclose(distances(v)[0, 1],
                                dist.approx_log_hs_distance(C[0], C[1], GAMMA), rtol=1e-9)
     np.testing.assert_allclose(dist.regularized_log(C[0], GAMMA), sl.logm(C[0] + GAMMA * np.eye(40)).real,
                                atol=1e-9)
-
-
-def test_gaussian_kernel_eq31():
-    d = np.array([[0.0, 1.0], [2.0, 0.5]])
-    np.testing.assert_allclose(dist.gaussian_kernel(d, 2.0), np.exp(-d ** 2 / 4.0))
-    np.testing.assert_allclose(dist.gaussian_kernel(d, 2.0, p=1), np.exp(-d / 4.0))
 
 
 def test_halton_frequencies_are_deterministic_and_finite():
@@ -241,7 +239,7 @@ def test_halton_frequencies_are_deterministic_and_finite():
     assert np.array_equal(a, b) and np.isfinite(a).all() and a.shape == (3, 50)
     # first point (origin of the unit cube) is skipped; the next Halton point is (1/2, 1/3, 1/5)
     from scipy.special import ndtri
-    np.testing.assert_allclose(a[:, 0], ndtri([0.5, 1 / 3, 0.2]) * np.sqrt(2) / 2.0)
+    np.testing.assert_allclose(a[:, 0], ndtri([0.5, 1 / 3, 0.2]) / 2.0)
 
 
 def test_distance_errors(xy):
@@ -276,7 +274,7 @@ def test_distance_errors(xy):
     with pytest.raises(ValueError, match=r"different numbers of features per pixel: \[3, 25\]"):
         dist.pairwise_hs([x, y[:, :3]])
     C = _spd_stack()
-    with pytest.raises(ValueError, match="matrix 1 is not symmetric"):
+    with pytest.raises(ValueError, match="covs_a 1 is not symmetric"):
         nonsym = C.copy()
         nonsym[1, 0, 1] += 1.0
         dist.euclidean_distances(nonsym)
@@ -284,17 +282,11 @@ def test_distance_errors(xy):
         dist.log_euclidean_distances(C, C[:, :3, :3])
     with pytest.raises(ValueError, match="square matrix or a stack"):
         dist.stein_divergences(np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="matrix 0 contains NaN"):
+    with pytest.raises(ValueError, match="covs 0 contains NaN"):
         dist.regularized_log(np.full((2, 2), np.nan), 1.0)
     with pytest.raises(NotSPDError, match="covs_a: matrix 0 \\+ gamma I is not positive definite"):
         dist.stein_divergences(-np.stack([np.eye(3)] * 2), gamma=1e-3)
     with pytest.raises(ValueError, match="two matrices of one shape"):
         dist.approx_log_hs_distance(C[0], C[0, :3, :3], 1e-3)
-    with pytest.raises(ValueError, match=r"p must be in \(0, 2\]"):
-        dist.gaussian_kernel(np.ones((2, 2)), 1.0, p=3)
-    with pytest.raises(ValueError, match="distances must be finite and >= 0"):
-        dist.gaussian_kernel(-np.ones((2, 2)), 1.0)
     with pytest.raises(ValueError, match=r"vector sets have shapes \(2, 3\) and \(2, 4\)"):
-        dist.pairwise_vector_distances(np.zeros((2, 3)), np.zeros((2, 4)))
-    with pytest.raises(ValueError, match=r"covs must be a stack \(N, d, d\)"):
-        dist.log_vectors(np.zeros((3, 3)), 1.0)
+        distances(np.zeros((2, 3)), np.zeros((2, 4)))

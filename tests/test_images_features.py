@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import ndimage as ndi
 
-from streamcov.images import features as F
+from streamcov.descriptors import pixels as F
 from conftest import DATA
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -78,7 +78,7 @@ def test_virus_image_matches_ndimage():
     path = VIRUS / "1" / "1" / "1.png"
     if not path.exists():
         pytest.skip("Virus dataset not available")
-    from streamcov.images.io import read_image
+    from streamcov.data.imageio import read_image
     img = read_image(path)
     got = F.pixel_features(img, "virus")
     assert got.shape == (41 * 41, 25)  # intensity, 4 gradients, 4 x 5 Gabor (section 6.1)

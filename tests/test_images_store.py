@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from streamcov.images.io import ImageFormatError, load_folders, read_image, scan_folders
-from streamcov.images.store import (ImageStoreWriter, ingest_images, open_image_store)
-from streamcov.store import IncompleteStoreError, StoreError
+from streamcov.data.imageio import load_folders, read_image, scan_folders
+from streamcov.errors import ConfigError, FormatError
+from streamcov.data.images import (ImageStoreWriter, ingest_images, open_image_store)
+from streamcov.errors import IncompleteStoreError, StoreError
 from conftest import DATA
 
 
@@ -85,7 +86,8 @@ def test_store_restart_and_sixteen_bit(tmp_path):
     store = ingest_images(src, tmp_path / "s16.zarr", pixel_dtype="uint16")
     np.testing.assert_array_equal(store.image(0), a16)
     # the failed uint8 ingestion left an incomplete store: resuming with another dtype is refused
-    with pytest.raises(StoreError, match="use mode='restart'"):
+    with pytest.raises(StoreError, match="started with pixel_dtype = 'uint8', this ingestion has 'float32'; "
+                                         "resuming would mix two sources. Add --restart"):
         ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32")
     store = ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32", mode="restart")
     np.testing.assert_allclose(store.image(0), a16 / 65535.0, rtol=1e-6)
@@ -95,25 +97,25 @@ def test_read_errors_name_the_file(tmp_path):
     bad = tmp_path / "k" / "broken.png"
     bad.parent.mkdir()
     bad.write_bytes(b"not a png at all")
-    with pytest.raises(ImageFormatError, match=r"broken.png: cannot decode image"):
+    with pytest.raises(FormatError, match=r"broken.png: cannot decode image"):
         read_image(bad)
-    with pytest.raises(ImageFormatError, match=r"broken.png: cannot decode image"):
+    with pytest.raises(FormatError, match=r"broken.png: cannot decode image"):
         ingest_images(tmp_path, tmp_path / "s.zarr")
-    with pytest.raises(ImageFormatError, match="missing.png: file not found"):
+    with pytest.raises(FormatError, match="missing.png: file not found"):
         read_image(tmp_path / "missing.png")
     f32 = tmp_path / "f.tif"
     Image.fromarray(np.zeros((2, 2), np.float32)).save(f32)
-    with pytest.raises(ImageFormatError, match=r"f.tif: unsupported image mode 'F'"):
+    with pytest.raises(FormatError, match=r"f.tif: unsupported image mode 'F'"):
         read_image(f32)
     loose = tmp_path / "loose"
     loose.mkdir()
     Image.fromarray(np.zeros((2, 2), np.uint8)).save(loose / "top.png")
-    with pytest.raises(ImageFormatError, match="top.png: image directly under the root folder"):
+    with pytest.raises(FormatError, match="top.png: image directly under the root folder"):
         scan_folders(loose)
-    with pytest.raises(FileNotFoundError, match="image folder not found"):
+    with pytest.raises(ConfigError, match="image folder not found"):
         scan_folders(tmp_path / "nowhere")
     (tmp_path / "empty" / "c").mkdir(parents=True)
-    with pytest.raises(FileNotFoundError, match="no images"):
+    with pytest.raises(ConfigError, match="no images"):
         scan_folders(tmp_path / "empty")
     with pytest.raises(ValueError, match="group_level must be an integer >= 1"):
         scan_folders(tmp_path, group_level=0)
@@ -124,7 +126,7 @@ def test_writer_and_store_errors(tmp_path):
         ImageStoreWriter(tmp_path / "x.zarr", "src", pixel_dtype="int64")
     with pytest.raises(ValueError, match="mode must be create, resume or restart"):
         ImageStoreWriter(tmp_path / "x.zarr", "src", mode="append")
-    with pytest.raises(ValueError, match="chunk_pixels must be a positive integer"):
+    with pytest.raises(ValueError, match="chunk size must be a positive integer, got 0"):
         ImageStoreWriter(tmp_path / "x.zarr", "src", chunk_pixels=0)
     w = ImageStoreWriter(tmp_path / "w.zarr", "src")
     with pytest.raises(ValueError, match=r"img7: expected a grey \(h, w\) or RGB \(h, w, 3\) image, got shape \(2, 2, 2\)"):

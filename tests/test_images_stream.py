@@ -5,15 +5,17 @@ import numpy as np
 import pytest
 import zarr
 
-from streamcov.images import evaluation as ev
-from streamcov.images import stream as st
-from streamcov.images.features import get_spec
-from streamcov.images.store import ImageStoreWriter, ingest_images
-from streamcov.pipeline.config import ConfigError
-from streamcov.pipeline.executor import dask_runtime
-from streamcov.pipeline.run import run_pipeline
-from streamcov.store import IncompleteStoreError
-from streamcov.tasks.images import skimage_textures
+from streamcov.data.images import ImageStoreWriter, ingest_images
+from streamcov.data.imageio import skimage_textures
+from streamcov.descriptors.image import ImageDescriptor, feature_moments, feature_scale
+from streamcov.descriptors.pixels import get_spec
+from streamcov.errors import ConfigError, IncompleteStoreError
+from streamcov.kernels import sigma_from_paper004
+from streamcov.stream.image import ImageSource
+from streamcov.stream.runtime import dask_runtime
+from streamcov.stream.source import block_bounds
+from streamcov.tasks import image_eval as ev
+from streamcov.tasks import run as run_pipeline
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
@@ -36,14 +38,14 @@ def store(tmp_path_factory, textures):
 
 def make_cfg(store_path, out, **tables):
     cfg = {"task": "image-stream-classification", "name": "tex_stream", "seed": 0, "output": str(out),
-           "dataset": {"path": str(store_path)},
-           "features": {"preset": "texture"},
+           "data": {"store": str(store_path)},
+           "pixels": {"preset": "texture"},
            # x, y in pixel units would swamp I, |Ix|, |Iy| under one global scale
            "method": {"D": 10, "sigma1": 1.0, "gamma": 1e-3, "sigma2": 1.0, "n_components": 256,
                       "scaling": "per-feature", "fit_sample": 12},
            "model": {"loss": "hinge", "C": 10.0, "epochs": 20, "shuffle_blocks": 8},
            "split": {"kind": "store"},
-           "dask": {"block_images": 5}}
+           "dask": {"block_size": 5}}
     for name, table in tables.items():
         cfg[name] = {**cfg.get(name, {}), **table}
     return cfg
@@ -64,29 +66,26 @@ def baseline(store, tmp_path_factory):
 def test_streamed_vectors_equal_in_memory_ones(store, textures):
     """Scale pass and log-operator vectors of the graph equal the in-memory path's.
 
-    Both compute the operators with the same code and frequencies; the logs
-    come from two eigensolvers (numba's LAPACK call in log_vectors, numpy.eigh
-    in approx_operator_vectors) that agree to ~1e-13, and both round to
-    float32, so entries differ by at most about one float32 ulp: rtol 1e-6
-    (8 ulps), plus atol 1e-6 x max|v| for entries near zero.
+    Both run the same code on the same frequencies; the feature scales are
+    merged (Chan) over blocks in the graph and over images in memory, so
+    they agree to rounding, and both round the vectors to float32: entries
+    differ by at most about one float32 ulp: rtol 1e-6 (8 ulps), plus atol
+    1e-6 x max|v| for entries near zero.
     """
     spec = get_spec("texture")
-    m = st.MethodParams(D=10, sigma1=1.0, gamma=1e-3, scaling="per-feature")
-    bounds = st.image_blocks(len(store), 5)
+    desc = ImageDescriptor(spec, "operator", n_frequencies=10, sigma=sigma_from_paper004(1.0), gamma=1e-3,
+                           scaling="per-feature", random_state=3)
+    bounds = block_bounds(len(store), 5)
     train = np.zeros(len(store), dtype=bool)
     train[::2] = True
-    with dask_runtime("threads", 2) as (compute, _, nt):
-        moments = st.merge_moments(compute(*st.moment_tasks(store, bounds, train, spec, nt)))
-        scale = st.feature_scale_from_moments(*moments, m.scaling)
-        W = st.frequencies(spec.n_features, scale, m, seed=3)
-        tasks = st.log_vector_tasks(store, bounds, None, spec, W, m.gamma, nt)
-        V = np.concatenate(compute(*[t for *_, t in tasks]))
+    with dask_runtime("threads", 2) as rt:
+        src = ImageSource(store, desc).fit(train, rt, bounds)
+        V = np.concatenate(rt.compute(*[t for *_, t in src.block_tasks(bounds, rt.numba_threads)]))
+    scale = np.asarray(src.state["scale"])
     feats = ev.extract_features(textures.images, spec, dtype=np.float64)
-    # Chan merging vs. sums of squares: the same numbers up to rounding
-    np.testing.assert_allclose(scale, ev.feature_scale(feats, np.flatnonzero(train), "per-feature"),
-                               rtol=1e-12)
-    want = ev.approx_operator_vectors(feats, np.arange(len(store)), scale, np.sqrt(spec.n_features),
-                                      [m.gamma], m.D, "random", 3)[0]
+    np.testing.assert_allclose(scale, feature_scale(feature_moments(feats[i] for i in np.flatnonzero(train)),
+                                                    "per-feature"), rtol=1e-12)
+    want = ev.approx_operator_vectors(feats, np.arange(len(store)), scale, 1.0, [1e-3], 10, "random", 3)[0]
     assert V.shape == want.shape == (24, 210) and V.dtype == np.float32
     np.testing.assert_allclose(V, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
 
@@ -140,43 +139,32 @@ def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):
     with pytest.raises(IncompleteStoreError, match=r"incomplete image store \(10 images committed"):
         run_pipeline(cfg)
     # with its source the store is resumed first, as the skeleton [data] table does
-    cfg["dataset"]["source"] = str(src)
+    cfg["data"]["source"] = str(src)
     res = run_pipeline(cfg)
     assert res["n_images"] == 24 and res["n_train"] == 15 and res["n_test"] == 9
 
 
-def test_splits(store):
-    name, tr, te = st.split_masks({"kind": "stratified-fold", "n_splits": 4, "fold": 1}, store, 0)
-    want = ev.protocol_splits({"kind": "stratified-kfold", "n_splits": 4, "seed": 0}, store.labels)[1]
-    assert name == "fold-1" and np.array_equal(np.flatnonzero(tr), want[1])
-    assert np.array_equal(np.flatnonzero(te), want[2])
-    name, tr, te = st.split_masks({"kind": "per-class", "n_train": 3, "n_test": 2}, store, 0)
-    assert np.all(np.bincount(store.labels[tr]) == 3) and np.all(np.bincount(store.labels[te]) == 2)
-    name, tr, te = st.split_masks({"kind": "store"}, store, 0)
-    assert name == "store" and tr.sum() == 15 and te.sum() == 9 and not (tr & te).any()
-
-
 @pytest.mark.parametrize("change, msg", [
-    ({"method": {"D": 0}}, r"method.D must be an integer >= 1, got 0"),
+    ({"method": {"D": 0}}, r"method.D = 0: expected a value >= 1"),
     ({"method": {"sigma2": [1.0, 2.0]}}, r"method.sigma2 must be one number, got the list .*grid search"),
-    ({"method": {"gamma": -1e-3}}, r"method.gamma must be a finite number > 0"),
-    ({"method": {"name": "loge"}}, r"method.name must be one of approx_loghs, qapprox_loghs"),
-    ({"method": {"sigma": 1.0}}, r"unknown key\(s\) \['sigma'\] in \[method\]"),
-    ({"method": {"scaling": "unit"}}, r"method.scaling must be 'global' or 'per-feature'"),
-    ({"model": {"scale": "unit"}}, r"model.scale must be one of none, center, standard"),
-    ({"model": {"epoch": 3}}, r"unknown key\(s\) \['epoch'\] in \[model\]"),
-    ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd'"),
-    ({"model": {"C": 0}}, r"model.C must be a finite number > 0"),
-    ({"split": {"kind": "random"}}, r"unknown split.kind 'random'"),
-    ({"split": {"kind": "stratified-fold", "n_splits": 4, "fold": 4}}, r"split.fold must be in 0..3"),
-    ({"split": {"kind": "stratified-fold", "n_splits": 10}}, r"class 'brick' has only 8 images"),
+    ({"method": {"gamma": -1e-3}}, r"method.gamma = -0.001: expected a value > 0"),
+    ({"method": {"name": "loge"}}, r'method.name = "loge": expected one of "approx_loghs" or "qapprox_loghs"'),
+    ({"method": {"sigma": 1.0}}, r"unknown key 'method.sigma'; did you mean 'sigma[12]'\?"),
+    ({"method": {"scaling": "unit"}}, r'method.scaling = "unit": expected one of "global" or "per-feature"'),
+    ({"model": {"scale": "unit"}}, r'model.scale = "unit": expected one of "none", "center" or "standard"'),
+    ({"model": {"epoch": 3}}, r"unknown key 'model.epoch'; did you mean 'epochs'\?"),
+    ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd' here"),
+    ({"model": {"C": 0}}, r"model.C = 0: expected a value > 0"),
+    ({"split": {"kind": "random"}}, r'split.kind = "random": expected one of "subject-parity"'),
+    ({"split": {"kind": "stratified-kfold", "n_splits": 4, "folds": [4]}}, r"split.folds = \[4\]: the protocol has 4 folds"),
+    ({"split": {"kind": "stratified-kfold", "n_splits": 10}}, r"class 'brick' has only 8 rows"),
     ({"split": {"kind": "per-class"}}, r"needs split.n_train"),
-    ({"split": {"kind": "per-class", "n_train": 8}}, r"class 0 has 8 images; protocol needs 9"),
-    ({"dask": {"block_images": 0}}, r"dask.block_images must be an integer >= 1"),
-    ({"dask": {"scheduler": "gpu"}}, r"dask.scheduler must be threads, synchronous"),
-    ({"features": {"preset": "nope"}}, r"\[features\]: unknown feature preset"),
-    ({"features": {"preset": "fish"}}, r"uses R, G, B but image 0 \(brick/0_0\) is grey"),
-    ({"dataset": {"path": "/nonexistent/x.zarr"}}, r"does not exist; create it with `streamcov ingest"),
+    ({"split": {"kind": "per-class", "n_train": 8}}, r"class 'brick' has 8 rows; the protocol needs 9"),
+    ({"dask": {"block_size": 0}}, r"dask.block_size = 0: expected a value >= 1"),
+    ({"dask": {"scheduler": "gpu"}}, r'dask.scheduler = "gpu": expected threads, synchronous, local-cluster or a scheduler address'),
+    ({"pixels": {"preset": "nope"}}, r"\[pixels\]: unknown feature preset"),
+    ({"pixels": {"preset": "fish"}}, r"uses R, G, B but image 0 \(brick/0_0\) is grey"),
+    ({"data": {"store": "/nonexistent/x.zarr"}}, r"does not exist; create it with `streamcov ingest"),
 ])
 def test_config_errors(store, tmp_path, change, msg):
     cfg = make_cfg(store.path, tmp_path, **change)
@@ -187,9 +175,9 @@ def test_config_errors(store, tmp_path, change, msg):
 def test_config_errors_top_level(store, tmp_path):
     cfg = make_cfg(store.path, tmp_path)
     cfg["methods"] = {}
-    with pytest.raises(ConfigError, match=r"unknown top-level key\(s\) \['methods'\]"):
+    with pytest.raises(ConfigError, match=r"unknown key 'methods'; did you mean 'method'\?"):
         run_pipeline(cfg)
     cfg = make_cfg(store.path, tmp_path)
-    del cfg["dataset"]["path"]
-    with pytest.raises(ConfigError, match=r"\[dataset\] needs `path`"):
+    del cfg["data"]["store"]
+    with pytest.raises(ConfigError, match=r"\[data\] needs `store`"):
         run_pipeline(cfg)

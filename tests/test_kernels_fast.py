@@ -10,7 +10,8 @@ import pytest
 import scipy.linalg
 
 import reference as ref
-from streamcov import covariance as C
+from streamcov.descriptors import skeleton as C
+from streamcov.errors import NotSPDError
 
 
 def ill_conditioned_frames(rng, t, d=60, top=1e1, bottom=1e-4):
@@ -78,7 +79,7 @@ def test_fused_float32_frames_accumulate_in_float64(rng):
 def test_fused_not_spd_names_the_sequence(rng):
     frames = rng.normal(size=(70, 60))
     sel = C.JointSelection.raw(20)
-    with pytest.raises(C.NotSPDError, match=r"sequence 1 \(4 frames, 60 dims\).*increase the regularization"):
+    with pytest.raises(NotSPDError, match=r"sequence 1 \(4 frames, 60 dims\).*increase the regularization"):
         C.log_covariance_vectors(frames, [0, 66, 70], sel, gamma=0.0)
 
 
@@ -93,7 +94,7 @@ def test_fused_rejects_negative_gamma_and_bad_segments(rng):
         C.log_covariance_vectors(frames, [0, 10], C.JointSelection.raw(21))
 
 
-# --- the lane eigensolver behind the log-vec kernels (streamcov._kernels.symeig)
+# --- the lane eigensolver behind the matrix-function kernels (streamcov._kernels.symeig)
 
 from streamcov._kernels import spd as _ks  # noqa: E402
 from streamcov._kernels import symeig as _se  # noqa: E402
@@ -101,12 +102,12 @@ from streamcov._kernels import symeig as _se  # noqa: E402
 
 def kernel_log_vectors(mats):
     """vec(log C) and smallest eigenvalues through the production kernel
-    ``cov_log_vec`` (n = 1, ddof = 0, gamma = 0: C is used as given)."""
+    ``stack_vec`` (scale 1, shift 0: C is used as given)."""
     mats = np.ascontiguousarray(mats, dtype=np.float64)
     d = mats.shape[1]
     out = np.empty((len(mats), d * (d + 1) // 2))
     min_eig = np.empty(len(mats))
-    _ks.cov_log_vec(np.ones(len(mats), dtype=np.int64), mats, 0.0, 0, False, out, min_eig)
+    _ks.stack_vec(mats, np.ones(len(mats)), 0.0, 0, False, out, min_eig)
     return out, min_eig
 
 
@@ -200,7 +201,11 @@ def test_lanes_agree_with_lapack_path_on_covariances(rng):
     got, min_eig = kernel_log_vectors(mats)
     want = np.empty_like(got)
     ul, lg = np.empty((d, d)), np.empty((d, d))
-    want_min = np.array([_ks._log_vec_one(m.copy(), ul, lg, False, o) for m, o in zip(mats, want)])
+    want_min = []
+    for m, o in zip(mats, want):
+        want_min.append(_ks._recon_one(m.copy(), 0, ul, lg))
+        _ks._vec_into(lg, False, o)
+    want_min = np.array(want_min)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.abs(want).max())
     np.testing.assert_allclose(min_eig, want_min, rtol=1e-9)
 

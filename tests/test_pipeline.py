@@ -8,25 +8,26 @@ import pytest
 
 import reference as ref
 from conftest import REPO, dataset
-from streamcov import covariance as C
-from streamcov.pipeline.config import ConfigError, load_pipeline
-from streamcov.pipeline.graph import descriptor_array
-from streamcov.pipeline.run import run_pipeline
-from streamcov.readers import open_source
-from streamcov.store import ingest, open_store
+from streamcov.descriptors import skeleton as C
+from streamcov.errors import ConfigError
+from streamcov.tasks.config import load_config
+from streamcov.stream.skeleton import descriptor_array, skeleton_source
+from streamcov.tasks import run as run_pipeline
+from streamcov.data.readers import open_reader
+from streamcov.data.skeletons import ingest, open_store
 
 
 @pytest.fixture(scope="module")
 def msr_store(tmp_path_factory):
     """The real MSR-Action3D archive in a store with small chunks, so sequences cross chunks."""
     path = tmp_path_factory.mktemp("msr") / "msr.zarr"
-    return ingest(open_source("msr-action3d", dataset("msr_action3d")), path, chunk_frames=1000)
+    return ingest(open_reader("msr-action3d", dataset("msr_action3d")), path, chunk_frames=1000)
 
 
 def test_dask_descriptors_equal_in_memory_reference(msr_store):
     """Block-by-block descriptors over chunk-crossing sequences equal the whole-array computation."""
     sel = C.JointSelection.hip_relative(20, msr_store.center)
-    V = descriptor_array(msr_store, sel, 1e-4, True, 1, "float64", block_sequences=50).compute()
+    V = descriptor_array(skeleton_source(msr_store, "store", 1e-4, True), block=50).compute()
     frames = np.asarray(msr_store.frames[:])
     crossing = [i for i in range(msr_store.n_sequences)
                 if msr_store.offsets[i] // 1000 != (msr_store.offsets[i + 1] - 1) // 1000]
@@ -41,9 +42,9 @@ def test_dask_descriptors_equal_in_memory_reference(msr_store):
 
 def small_cfg(store, tmp_path, **over):
     sets = [f'data.store="{store.path}"', f'output="{tmp_path}/out"', "features.n_components=300",
-            "model.epochs=20", "dask.block_sequences=64"]
+            "model.epochs=20", "dask.block_size=64"]
     sets += [f"{k}={v}" for k, v in over.items()]
-    return load_pipeline(REPO / "pipelines" / "msr_action3d.toml", sets)
+    return load_config(REPO / "pipelines" / "msr_action3d.toml", sets)
 
 
 def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler):
@@ -91,7 +92,7 @@ def test_featurization_restart_skips_done_blocks(msr_store, tmp_path):
 
 
 def test_exact_pipeline_on_subset(msr_store, tmp_path):
-    cfg = load_pipeline(REPO / "pipelines" / "msr_action3d_exact.toml",
+    cfg = load_config(REPO / "pipelines" / "msr_action3d_exact.toml",
                         [f'data.store="{msr_store.path}"', f'output="{tmp_path}"',
                          "model.sigma_grid=[0.5]", "model.C_grid=[100.0]"])
     res = run_pipeline(cfg)
@@ -103,20 +104,20 @@ def test_exact_pipeline_on_subset(msr_store, tmp_path):
 
 def test_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="pipeline file not found"):
-        load_pipeline(tmp_path / "nope.toml")
+        load_config(tmp_path / "nope.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("task = \n")
     with pytest.raises(ConfigError, match="invalid TOML"):
-        load_pipeline(bad)
+        load_config(bad)
     good = REPO / "pipelines" / "msr_action3d.toml"
-    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['epoch'\] in \[model\]"):
-        load_pipeline(good, ["model.epoch=3"])
+    with pytest.raises(ConfigError, match=r"--set model.epoch=3: unknown key 'model.epoch'; did you mean 'epochs'\?"):
+        load_config(good, ["model.epoch=3"])
     with pytest.raises(ConfigError, match="expected key=value"):
-        load_pipeline(good, ["model.epochs"])
-    with pytest.raises(ConfigError, match="model.learner must be"):
-        load_pipeline(good, ["model.learner=\"svm\""])
+        load_config(good, ["model.epochs"])
+    with pytest.raises(ConfigError, match=r'--set model.learner="svm": model.learner = "svm": expected one of "sgd" or "exact-svm"'):
+        load_config(good, ["model.learner=\"svm\""])
     with pytest.raises(ConfigError, match="features.map 'foo' unknown"):
-        from streamcov.pipeline.maps import make_feature_map
+        from streamcov.features.registry import make_feature_map
         make_feature_map({"map": "foo"}, 0)
     with pytest.raises(ConfigError, match="not a parameter of RBFSampler"):
         make_feature_map({"map": "rff", "degree": 3}, 0)
@@ -125,7 +126,7 @@ def test_config_errors(tmp_path):
 def test_shared_feature_options_reach_the_maps_that_take_them():
     """A pipeline file's [features] serves every map: ``center`` and ``sampling`` reach RGW and Maclaurin
     (both then fit their mean row from data), the Fourier maps ignore RGW's options."""
-    from streamcov.pipeline.maps import make_feature_map, needs_data
+    from streamcov.features.registry import make_feature_map, needs_data
 
     shared = {"sigma": 0.5, "theta": 0.7, "sampling": "stratified", "center": True, "n_components": 8}
     mac = make_feature_map(dict(shared, map="maclaurin"), 3)
@@ -148,7 +149,7 @@ def test_cli_end_to_end_on_real_subset(tmp_path):
     gen = tmp_path / "generic"
     gen.mkdir()
     rows = ["file,label,subject"]
-    from streamcov.readers.msr_action3d import read_msr_file
+    from streamcov.data.readers.msr_action3d import read_msr_file
     for f in sorted(src.glob("a0[1-4]_s*_e01_skeleton3D.txt")):
         frames = read_msr_file(f)
         frames = frames[np.abs(frames).sum(1) > 0]
@@ -193,7 +194,7 @@ def test_cli_reports_incomplete_store_and_errors(tmp_path):
 
 def test_embedded_default_equals_the_shipped_file():
     import tomllib
-    from streamcov.cli import DEFAULT_PIPELINE
+    from streamcov.tasks.demos import DEFAULT_PIPELINE
     shipped = tomllib.loads((REPO / "pipelines" / "synthetic.toml").read_text())
     assert tomllib.loads(DEFAULT_PIPELINE) == shipped
 
@@ -201,7 +202,7 @@ def test_embedded_default_equals_the_shipped_file():
 def test_image_demo_equals_the_shipped_file_and_runs(tmp_path):
     """`streamcov run --demo images` (no download): the bundled textures, well above chance (1/3)."""
     import tomllib
-    from streamcov.cli import DEFAULT_IMAGE_PIPELINE
+    from streamcov.tasks.demos import DEFAULT_IMAGE_PIPELINE
     shipped = tomllib.loads((REPO / "pipelines" / "textures_demo.toml").read_text())
     assert tomllib.loads(DEFAULT_IMAGE_PIPELINE) == shipped
     r = run_cli("run", "--demo", "images", "--json", "--output", tmp_path / "demo")

@@ -38,6 +38,6 @@ def test_errors():
     s = GlobalCenterScaler().fit(np.ones((3, 2)))
     with pytest.raises(ValueError, match="2 features"):
         s.transform(np.ones((3, 4)))
-    from streamcov.pipeline.train import fit_scaler
+    from streamcov.stream.sgd import fit_scaler
     with pytest.raises(ValueError, match="model.scale must be none, standard or center"):
         fit_scaler(None, np.ones(3, bool), 1, "minmax")

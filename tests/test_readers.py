@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import scipy.io
 
-from streamcov.readers import FORMATS, SkeletonFormatError, open_source
-from streamcov.readers.florence3d import Florence3DSource
-from streamcov.readers.generic import GenericCSVSource, read_sequence_csv
-from streamcov.readers.msr_action3d import MSRAction3DSource
-from streamcov.readers.utkinect import UTKinectSource
+from streamcov.data.readers import FORMATS, open_reader
+from streamcov.errors import FormatError
+from streamcov.data.readers.florence3d import Florence3DReader
+from streamcov.data.readers.generic import GenericCSVReader, read_sequence_csv
+from streamcov.data.readers.msr_action3d import MSRAction3DReader
+from streamcov.data.readers.utkinect import UTKinectReader
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MSR = DATA / "msr_action3d"
@@ -27,7 +28,7 @@ def _need(path: Path) -> Path:
 
 
 def _err(path, line=None, text=""):
-    """Regex for a SkeletonFormatError message: file name, line, then ``text``."""
+    """Regex for a FormatError message: file name, line, then ``text``."""
     where = re.escape(Path(path).name) + (rf", line {line}: " if line is not None else r": ")
     return where + ".*" + text
 
@@ -41,17 +42,17 @@ def _read_all(src):
 
 @pytest.fixture(scope="module")
 def msr():
-    return _read_all(open_source("msr-action3d", _need(MSR)))
+    return _read_all(open_reader("msr-action3d", _need(MSR)))
 
 
 @pytest.fixture(scope="module")
 def florence():
-    return _read_all(open_source("florence3d", _need(FLORENCE)))
+    return _read_all(open_reader("florence3d", _need(FLORENCE)))
 
 
 @pytest.fixture(scope="module")
 def utk():
-    return _read_all(open_source("utkinect", _need(UTK)))
+    return _read_all(open_reader("utkinect", _need(UTK)))
 
 
 def _check_common(src, seqs):
@@ -111,7 +112,7 @@ def test_msr_body_is_upright(msr):
 
 @pytest.mark.realdata
 def test_msr_cvpr12_subset():
-    src = MSRAction3DSource(_need(MSR) / "raw", subset="cvpr12")
+    src = MSRAction3DReader(_need(MSR) / "raw", subset="cvpr12")
     ids = [s.id for s in src.sequences()]
     listed = (MSR / "raw" / "extras" / "files_used_in_cvpr12_paper.txt").read_text().split()
     assert len(ids) <= 557 and set(ids) <= set(listed)
@@ -178,9 +179,9 @@ def test_utkinect_first_frame_equals_text(utk):
 
 @pytest.mark.realdata
 def test_utkinect_modified_labels():
-    src = UTKinectSource(_need(UTK), labels="modified")
+    src = UTKinectReader(_need(UTK), labels="modified")
     seqs = {s.id: s for s in src.sequences()}
-    orig = {s.id: s for s in UTKinectSource(UTK).sequences()}
+    orig = {s.id: s for s in UTKinectReader(UTK).sequences()}
     assert len(seqs) == 199 and src.info.extra["labels"] == "modified"
     # walk end 192 -> 270 and push start 2556 -> 3556 (SOURCE.md)
     assert len(seqs["s01_e02_walk"].frames) > len(orig["s01_e02_walk"].frames)
@@ -209,7 +210,7 @@ def msr_dir(tmp_path):
 
 def test_msr_synthetic_repairs_and_skips(msr_dir):
     path, good = msr_dir
-    src = open_source("msr-action3d", path)
+    src = open_reader("msr-action3d", path)
     seqs = list(src.sequences())
     assert [s.id for s in seqs] == ["a01_s01_e01", "a02_s03_e01"]
     assert [s.label for s in seqs] == ["a01", "a02"] and [s.subject for s in seqs] == [1, 3]
@@ -243,8 +244,8 @@ def test_msr_line_errors(tmp_path, line, bad, text):
     lines = _good_lines()
     lines[line - 1] = bad
     p = _one_msr_file(tmp_path, lines)
-    with pytest.raises(SkeletonFormatError, match=_err(p, line, text)):
-        list(MSRAction3DSource(tmp_path).sequences())
+    with pytest.raises(FormatError, match=_err(p, line, text)):
+        list(MSRAction3DReader(tmp_path).sequences())
 
 
 def test_msr_line_numbers_count_blank_lines(tmp_path):
@@ -252,39 +253,39 @@ def test_msr_line_numbers_count_blank_lines(tmp_path):
     lines[10] = "0.1 0.2 x 1"
     lines.insert(3, "")                                         # the bad value is now on line 12
     p = _one_msr_file(tmp_path, lines)
-    with pytest.raises(SkeletonFormatError, match=_err(p, 12, "'x' is not a number")):
-        list(MSRAction3DSource(tmp_path).sequences())
+    with pytest.raises(FormatError, match=_err(p, 12, "'x' is not a number")):
+        list(MSRAction3DReader(tmp_path).sequences())
 
 
 def test_msr_incomplete_frame(tmp_path):
     p = _one_msr_file(tmp_path, _good_lines() + ["1 2 3 1"])
-    with pytest.raises(SkeletonFormatError, match=_err(p, 41, "41 joint lines is not a multiple "
+    with pytest.raises(FormatError, match=_err(p, 41, "41 joint lines is not a multiple "
                                                               "of 20")):
-        list(MSRAction3DSource(tmp_path).sequences())
+        list(MSRAction3DReader(tmp_path).sequences())
 
 
 def test_msr_not_text(tmp_path):
     p = tmp_path / "a01_s01_e01_skeleton3D.txt"
     p.write_bytes(b"\xff\xfe\x00\x01")
-    with pytest.raises(SkeletonFormatError, match=_err(p, None, "not a UTF-8/ASCII text file")):
-        list(MSRAction3DSource(tmp_path).sequences())
+    with pytest.raises(FormatError, match=_err(p, None, "not a UTF-8/ASCII text file")):
+        list(MSRAction3DReader(tmp_path).sequences())
 
 
 def test_msr_open_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a directory"):
-        MSRAction3DSource(tmp_path / "nope")
-    with pytest.raises(SkeletonFormatError, match="no aAA_sSS_eEE_skeleton3D.txt files found"):
-        MSRAction3DSource(tmp_path)
+        MSRAction3DReader(tmp_path / "nope")
+    with pytest.raises(FormatError, match="no aAA_sSS_eEE_skeleton3D.txt files found"):
+        MSRAction3DReader(tmp_path)
     p = tmp_path / "a21_s01_e01_skeleton3D.txt"
     p.write_text("")
-    with pytest.raises(SkeletonFormatError, match=_err(p, None, "action id 21")):
-        MSRAction3DSource(tmp_path)
+    with pytest.raises(FormatError, match=_err(p, None, "action id 21")):
+        MSRAction3DReader(tmp_path)
     p.unlink()
     _one_msr_file(tmp_path, _good_lines())
     with pytest.raises(ValueError, match="subset must be one of"):
-        MSRAction3DSource(tmp_path, subset="cvpr")
+        MSRAction3DReader(tmp_path, subset="cvpr")
     with pytest.raises(FileNotFoundError, match="subset list not found"):
-        MSRAction3DSource(tmp_path, subset="cvpr12")
+        MSRAction3DReader(tmp_path, subset="cvpr12")
 
 
 def test_msr_cvpr12_list(tmp_path):
@@ -293,19 +294,19 @@ def test_msr_cvpr12_list(tmp_path):
     (tmp_path / "extras").mkdir()
     lst = tmp_path / "extras" / "files_used_in_cvpr12_paper.txt"
     lst.write_text("a01_s01_e01\na03_s01_e01")                 # no final newline, as released
-    src = MSRAction3DSource(tmp_path, subset="cvpr12")
+    src = MSRAction3DReader(tmp_path, subset="cvpr12")
     assert [s.id for s in src.sequences()] == ["a01_s01_e01"]
     assert [s.id for s in src.skipped] == ["a03_s01_e01"]
     assert "no file" in src.skipped[0].reason
     lst.write_text("a01_s01_e01\n\nbogus\n")
-    with pytest.raises(SkeletonFormatError, match=_err(lst, 3, "expected a sequence id")):
-        MSRAction3DSource(tmp_path, subset="cvpr12")
+    with pytest.raises(FormatError, match=_err(lst, 3, "expected a sequence id")):
+        MSRAction3DReader(tmp_path, subset="cvpr12")
 
 
 def test_msr_accepts_dataset_root(tmp_path):
     (tmp_path / "raw").mkdir()
     _one_msr_file(tmp_path / "raw", _good_lines())
-    assert [s.id for s in MSRAction3DSource(tmp_path).sequences()] == ["a01_s01_e01"]
+    assert [s.id for s in MSRAction3DReader(tmp_path).sequences()] == ["a01_s01_e01"]
 
 
 # --------------------------------------------------------------------------- UTKinect synthetic
@@ -337,7 +338,7 @@ def utk_dir(tmp_path):
 
 def test_utkinect_synthetic(utk_dir):
     path, rows = utk_dir
-    src = open_source("utkinect", path)
+    src = open_reader("utkinect", path)
     seqs = list(src.sequences())
     assert [s.id for s in seqs] == ["s01_e01_walk"]
     assert seqs[0].label == "walk" and seqs[0].subject == 1
@@ -352,7 +353,7 @@ def test_utkinect_synthetic(utk_dir):
     assert "holds 1 valid frame" in skipped["s01_e01_pickUp"]
     assert src.info.label_names == ["walk", "sitDown", "standUp", "pickUp"]
     assert src.info.extra["unlabelled_recordings"] == ["joints_s02_e01.txt"]
-    mod = UTKinectSource(path, labels="modified")
+    mod = UTKinectReader(path, labels="modified")
     (walk,) = list(mod.sequences())
     assert len(walk.frames) == 4                                # ids 12, 14, 16, 18
 
@@ -369,8 +370,8 @@ def test_utkinect_joint_file_errors(utk_dir, line, bad, text):
     rows[line - 1] = bad
     p = path / "joints_s01_e01.txt"
     p.write_text("\n".join(rows) + "\n")
-    with pytest.raises(SkeletonFormatError, match=_err(p, line, text)):
-        list(UTKinectSource(path).sequences())
+    with pytest.raises(FormatError, match=_err(p, line, text)):
+        list(UTKinectReader(path).sequences())
 
 
 @pytest.mark.parametrize("text,line,msg", [
@@ -388,23 +389,23 @@ def test_utkinect_label_errors(utk_dir, text, line, msg):
     path, _ = utk_dir
     p = path / "actionLabel.txt"
     p.write_text(text)
-    with pytest.raises(SkeletonFormatError, match=_err(p, line, msg)):
-        UTKinectSource(path)
+    with pytest.raises(FormatError, match=_err(p, line, msg)):
+        UTKinectReader(path)
 
 
 def test_utkinect_open_errors(utk_dir, tmp_path):
     path, _ = utk_dir
     with pytest.raises(ValueError, match="labels must be one of"):
-        UTKinectSource(path, labels="fixed")
+        UTKinectReader(path, labels="fixed")
     (path / "actionLabel.txt").write_text("\n\n")
-    with pytest.raises(SkeletonFormatError, match=_err(path / "actionLabel.txt", None,
+    with pytest.raises(FormatError, match=_err(path / "actionLabel.txt", None,
                                                        "no recording line")):
-        UTKinectSource(path)
+        UTKinectReader(path)
     (path / "extras" / "actionLabel_modified.txt").unlink()
     with pytest.raises(FileNotFoundError, match="label file not found"):
-        UTKinectSource(path, labels="modified")
+        UTKinectReader(path, labels="modified")
     with pytest.raises(FileNotFoundError, match="not a directory"):
-        UTKinectSource(path / "missing")
+        UTKinectReader(path / "missing")
 
 
 # --------------------------------------------------------------------------- Florence synthetic
@@ -428,7 +429,7 @@ def test_florence_synthetic(tmp_path):
     cells[2]["original_skeletal_data"][:, :, 1] = 0.0           # leaves a single frame
     p = tmp_path / "skeletal_data.mat"
     _florence_mat(p, cells)
-    src = open_source("florence3d", p)
+    src = open_reader("florence3d", p)
     seqs = list(src.sequences())
     assert [s.id for s in seqs] == ["v001", "v002"]
     assert [s.label for s in seqs] == ["c3", "c9"] and [s.subject for s in seqs] == [7, 2]
@@ -439,7 +440,7 @@ def test_florence_synthetic(tmp_path):
     assert [s.id for s in src.skipped] == ["v003"]
     # no extras/action_names.mat here: the names of the dataset description are used
     assert src.info.extra["action_names"]["c2"] == "drink from a bottle"
-    assert Florence3DSource(tmp_path).path == p
+    assert Florence3DReader(tmp_path).path == p
 
 
 @pytest.mark.parametrize("mutate,msg", [
@@ -457,27 +458,27 @@ def test_florence_cell_errors(tmp_path, mutate, msg):
     mutate(cells[1])
     p = tmp_path / "skeletal_data.mat"
     _florence_mat(p, cells)
-    with pytest.raises(SkeletonFormatError, match=_err(p, None, msg)):
-        list(Florence3DSource(p).sequences())
+    with pytest.raises(FormatError, match=_err(p, None, msg)):
+        list(Florence3DReader(p).sequences())
 
 
 def test_florence_file_errors(tmp_path):
     p = tmp_path / "skeletal_data.mat"
     scipy.io.savemat(p, {"other": np.zeros(3)})
-    with pytest.raises(SkeletonFormatError, match=_err(p, None, "variable 'skeletal_data' not "
+    with pytest.raises(FormatError, match=_err(p, None, "variable 'skeletal_data' not "
                                                                 "found")):
-        list(Florence3DSource(p).sequences())
+        list(Florence3DReader(p).sequences())
     scipy.io.savemat(p, {"skeletal_data": np.zeros((3, 15, 4))})
-    with pytest.raises(SkeletonFormatError, match=_err(p, None, "must be a cell array")):
-        list(Florence3DSource(p).sequences())
+    with pytest.raises(FormatError, match=_err(p, None, "must be a cell array")):
+        list(Florence3DReader(p).sequences())
     p.write_text("this is not a MATLAB file")
-    with pytest.raises(SkeletonFormatError, match=_err(p, None, "cannot read as a MATLAB")):
-        list(Florence3DSource(p).sequences())
+    with pytest.raises(FormatError, match=_err(p, None, "cannot read as a MATLAB")):
+        list(Florence3DReader(p).sequences())
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no skeletal_data.mat here"):
-        Florence3DSource(tmp_path / "empty")
+        Florence3DReader(tmp_path / "empty")
     with pytest.raises(FileNotFoundError, match="no such file"):
-        Florence3DSource(tmp_path / "missing.mat")
+        Florence3DReader(tmp_path / "missing.mat")
 
 
 # --------------------------------------------------------------------------- generic
@@ -517,7 +518,7 @@ def test_generic_roundtrip(tmp_path):
         truth[sid] = (frames, f"class{k % 3}", k + 1, "train" if k < 3 else "test")
         rows.append(f"{sid},{name}, {k + 1} ,class{k % 3},{truth[sid][3]},free text")
     _write(tmp_path / "index.csv", "\r\n".join(rows) + "\r\n")
-    src = open_source("generic", tmp_path, center=[1, 2], units="mm",
+    src = open_reader("generic", tmp_path, center=[1, 2], units="mm",
                       joint_names=["a", "b", "c", "d"])
     assert src.info.n_joints == 4 and src.info.center == (1, 2) and src.info.units == "mm"
     assert src.info.joint_names == ["a", "b", "c", "d"] and src.info.source == "generic"
@@ -534,30 +535,30 @@ def test_generic_roundtrip(tmp_path):
 
 
 def test_generic_documented_example(gen_dir):
-    src = open_source("generic", gen_dir / "index.csv", units="m", joint_names=["hip", "head"])
+    src = open_reader("generic", gen_dir / "index.csv", units="m", joint_names=["hip", "head"])
     seqs = list(src.sequences())
     assert [(s.id, s.label, s.subject, s.split, s.frames.shape) for s in seqs] == [
         ("run_07", "run", 2, "test", (2, 6)), ("walk_01", "walk", 1, "train", (3, 6))]
     np.testing.assert_array_equal(seqs[1].frames[0], np.float32([0.01, 0.95, 2.50, 0.02, 1.70,
                                                                  2.48]))
     assert src.info.center == (0,) and src.info.extra["splits"] == ["test", "train"]
-    assert GenericCSVSource(gen_dir).info.units == "unknown"
-    assert GenericCSVSource(gen_dir).info.joint_names == ["joint0", "joint1"]
+    assert GenericCSVReader(gen_dir).info.units == "unknown"
+    assert GenericCSVReader(gen_dir).info.joint_names == ["joint0", "joint1"]
 
 
 def test_generic_id_column_and_no_split(gen_dir):
     _write(gen_dir / "index.csv", " File , LABEL,subject,id\nwalk_01.csv,walk,1,\n"
                                   "seqs/run_07.csv,run,2,zz\n")
-    src = GenericCSVSource(gen_dir)
+    src = GenericCSVReader(gen_dir)
     seqs = list(src.sequences())
     assert [(s.id, s.split) for s in seqs] == [("walk_01", None), ("zz", None)]
     assert src.info.extra["splits"] is None
 
 
 def test_generic_missing_index(tmp_path):
-    with pytest.raises(SkeletonFormatError, match=_err(tmp_path / "index.csv", None,
+    with pytest.raises(FormatError, match=_err(tmp_path / "index.csv", None,
                                                        "index file not found")):
-        GenericCSVSource(tmp_path)
+        GenericCSVReader(tmp_path)
 
 
 @pytest.mark.parametrize("index,line,msg", [
@@ -581,14 +582,14 @@ def test_generic_missing_index(tmp_path):
 ])
 def test_generic_index_errors(gen_dir, index, line, msg):
     p = _write(gen_dir / "index.csv", index)
-    with pytest.raises(SkeletonFormatError, match=_err(p, line, msg)):
-        GenericCSVSource(gen_dir)
+    with pytest.raises(FormatError, match=_err(p, line, msg)):
+        GenericCSVReader(gen_dir)
 
 
 def test_generic_empty_index(gen_dir):
     p = _write(gen_dir / "index.csv", "\n \n")
-    with pytest.raises(SkeletonFormatError, match=_err(p, None, "empty; expected a header row")):
-        GenericCSVSource(gen_dir)
+    with pytest.raises(FormatError, match=_err(p, None, "empty; expected a header row")):
+        GenericCSVReader(gen_dir)
 
 
 @pytest.mark.parametrize("first_file", [True, False])
@@ -597,9 +598,9 @@ def test_generic_empty_sequence(gen_dir, first_file):
     _write(gen_dir / name, "a,b,c,d,e,f\n\n")
     idx = gen_dir / "index.csv"
     line = 3 if first_file else 2
-    with pytest.raises(SkeletonFormatError, match=_err(idx, line, rf"{Path(name).name} .*holds "
+    with pytest.raises(FormatError, match=_err(idx, line, rf"{Path(name).name} .*holds "
                                                                   "no frames")):
-        list(GenericCSVSource(gen_dir).sequences())
+        list(GenericCSVReader(gen_dir).sequences())
 
 
 @pytest.mark.parametrize("text,line,msg", [
@@ -616,25 +617,25 @@ def test_generic_empty_sequence(gen_dir, first_file):
 ])
 def test_generic_sequence_errors(gen_dir, text, line, msg):
     p = _write(gen_dir / "walk_01.csv", text)                   # second in id order
-    with pytest.raises(SkeletonFormatError, match=_err(p, line, msg)):
-        list(GenericCSVSource(gen_dir).sequences())
+    with pytest.raises(FormatError, match=_err(p, line, msg)):
+        list(GenericCSVReader(gen_dir).sequences())
 
 
 def test_generic_joint_count_not_multiple_of_three(gen_dir):
     p = _write(gen_dir / "seqs" / "run_07.csv", "\nh1,h2,h3,h4\n1,2,3,4\n")
-    with pytest.raises(SkeletonFormatError, match=_err(p, 3, "4 values per row is not a multiple "
+    with pytest.raises(FormatError, match=_err(p, 3, "4 values per row is not a multiple "
                                                              "of 3")):
-        GenericCSVSource(gen_dir)
+        GenericCSVReader(gen_dir)
 
 
 def test_generic_option_errors(gen_dir):
     with pytest.raises(ValueError, match="joint_names has 3 names but .* 2 joints"):
-        GenericCSVSource(gen_dir, joint_names=["a", "b", "c"])
+        GenericCSVReader(gen_dir, joint_names=["a", "b", "c"])
     for bad in ([2], [], [0, 0], [-1], ["hip"], 0, [0.5]):
         with pytest.raises(ValueError, match="center must be"):
-            GenericCSVSource(gen_dir, center=bad)
+            GenericCSVReader(gen_dir, center=bad)
     with pytest.raises(ValueError, match="units must be a non-empty string"):
-        GenericCSVSource(gen_dir, units="")
+        GenericCSVReader(gen_dir, units="")
 
 
 def test_read_sequence_csv_header_and_blank_lines(tmp_path):
@@ -645,4 +646,4 @@ def test_read_sequence_csv_header_and_blank_lines(tmp_path):
 def test_open_source_unknown_format():
     assert "generic" in FORMATS
     with pytest.raises(ValueError, match="unknown skeleton format 'bvh'"):
-        open_source("bvh", ".")
+        open_reader("bvh", ".")

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamcov._kernels.fourier import MAX_PHASE, sincos_rows
-from streamcov.images.distances import _cos_sin
+from streamcov.descriptors.operators import _cos_sin
 
 
 def _run(z):

@@ -2,15 +2,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from streamcov import store as S
-from streamcov.readers.base import SkeletonSequence, SkeletonSource, SkeletonSourceInfo
+from streamcov.data import skeletons as S
+from streamcov.data.ragged import store_status
+from streamcov.errors import IncompleteStoreError, StoreError
+from streamcov.data.readers.base import SkeletonSequence, SkeletonReader, SkeletonInfo
 
 
-class ListSource(SkeletonSource):
+class ListSource(SkeletonReader):
     def __init__(self, seqs, joints=4, source="test"):
         super().__init__()
         self.seqs = seqs
-        self.info = SkeletonSourceInfo(n_joints=joints, joint_names=[f"j{i}" for i in range(joints)],
+        self.info = SkeletonInfo(n_joints=joints, joint_names=[f"j{i}" for i in range(joints)],
                                        units="m", source=source, center=(0,))
 
     def sequences(self):
@@ -54,9 +56,9 @@ def test_interrupted_ingestion_resumes_exactly_once(tmp_path_factory, n, stop, c
     seqs = make_seqs(rng, n)
     path = tmp_path_factory.mktemp("resume") / "s.zarr"
     assert S.ingest(ListSource(seqs), path, chunk_frames=chunk, limit=stop) is None
-    status = S.store_status(path)
+    status = store_status(path)
     assert status["complete"] is False and status["committed_sequences"] == stop
-    with pytest.raises(S.IncompleteStoreError, match=r"incomplete skeleton store .* Re-run the same ingest command"):
+    with pytest.raises(IncompleteStoreError, match=r"incomplete skeleton store .* Re-run the same ingest command"):
         S.open_store(path)
     store = S.ingest(ListSource(seqs), path, chunk_frames=chunk)
     check_equal(store, seqs)
@@ -89,14 +91,14 @@ def test_complete_store_is_never_overwritten(tmp_path, rng):
     seqs = make_seqs(rng, 3)
     S.ingest(ListSource(seqs), tmp_path / "s.zarr")
     for mode in ("resume", "restart", "create"):
-        with pytest.raises(S.StoreError, match="a complete store is already here"):
+        with pytest.raises(StoreError, match="a complete store is already here"):
             S.ingest(ListSource(seqs), tmp_path / "s.zarr", mode=mode)
 
 
 def test_resume_from_another_source_is_refused(tmp_path, rng):
     seqs = make_seqs(rng, 6)
     S.ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=2, limit=2)
-    with pytest.raises(S.StoreError, match="started from another source"):
+    with pytest.raises(StoreError, match="started with source = .test., this ingestion has .other.; resuming would mix two sources"):
         S.ingest(ListSource(seqs, source="other"), tmp_path / "s.zarr")
 
 
@@ -106,7 +108,7 @@ def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
     bad[1].frames[2, 5] = np.inf
     with pytest.raises(ValueError, match=r"sequence s0001: non-finite value at frame 2, column 5"):
         S.ingest(ListSource(bad), tmp_path / "a.zarr")
-    assert not S.store_status(tmp_path / "a.zarr")["complete"]
+    assert not store_status(tmp_path / "a.zarr")["complete"]
     wrong = make_seqs(rng, 2)
     wrong[0].frames = np.zeros((3, 10), np.float32)
     with pytest.raises(ValueError, match=r"sequence s0000: frames shape \(3, 10\), expected \(T, 12\)"):
@@ -115,18 +117,18 @@ def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
     empty[0].frames = np.zeros((0, 12), np.float32)
     with pytest.raises(ValueError, match="sequence s0000: no frames"):
         S.ingest(ListSource(empty), tmp_path / "c.zarr")
-    with pytest.raises(S.StoreError, match="no sequence was written"):
+    with pytest.raises(StoreError, match="no sequence was written"):
         S.ingest(ListSource([]), tmp_path / "d.zarr")
 
 
 def test_open_errors(tmp_path):
-    with pytest.raises(S.StoreError, match="does not exist"):
-        S.store_status(tmp_path / "missing.zarr")
+    with pytest.raises(StoreError, match="does not exist"):
+        store_status(tmp_path / "missing.zarr")
     import zarr
     zarr.open_group(str(tmp_path / "other.zarr"), mode="w").attrs["format"] = "something-else"
-    with pytest.raises(S.StoreError, match="not a streamcov skeleton store"):
+    with pytest.raises(StoreError, match="not a streamcov skeleton store"):
         S.open_store(tmp_path / "other.zarr")
-    with pytest.raises(ValueError, match="chunk_frames must be >= 1"):
+    with pytest.raises(ValueError, match="chunk size must be a positive integer, got 0"):
         S.SequenceStoreWriter(tmp_path / "x.zarr", ListSource([]).info, chunk_frames=0)
     with pytest.raises(ValueError, match="mode must be create, resume or restart"):
         S.SequenceStoreWriter(tmp_path / "x.zarr", ListSource([]).info, mode="append")

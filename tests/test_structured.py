@@ -16,7 +16,10 @@ from streamcov.structured import (HSICKernelTransform, PolynomialKernelMap, Twin
                                   median_heuristic_gamma, rbf_kernel, top_singular_pair)
 from streamcov.structured import hsic as hsic_mod
 from streamcov.structured import tgp as tgp_mod
+from streamcov.errors import ConfigError
+from streamcov.tasks import TASKS, run
 from streamcov.tasks import tgp as tasks
+from streamcov.tasks.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -416,15 +419,14 @@ def test_sklearn_compatible(estimator, check):
                                         ("digits_tgp", "tgp-digits"),
                                         ("msr_pose_tgp", "tgp-pose")])
 def test_pipeline_files(name, task):
-    cfg = tomllib.loads((REPO / "pipelines" / f"{name}.toml").read_text())
-    assert cfg["task"] == task and task in tasks.TASKS
-    tasks._tgp_cfg(cfg)  # validates the [tgp] table
+    cfg = load_config(REPO / "pipelines" / f"{name}.toml")   # validates every table
+    assert cfg.task == task and task in TASKS
 
 
 def test_sshape_task_smoke(tmp_path):
-    cfg = {"task": "tgp-sshape", "data": {"n_samples": 60, "seeds": [0, 1]},
+    cfg = {"task": "tgp-sshape", "output": str(tmp_path), "data": {"n_samples": 60, "seeds": [0, 1]},
            "tgp": {"gamma_x": 1.0, "gamma_y": 1.0, "degree_grid": [1, 3], "cv": 2}}
-    r = tasks.TASKS["tgp-sshape"](cfg, tmp_path, False)
+    r = run(cfg)
     for key in ("mae_no_map", "mae_map", "gain_percent", "seconds",
                 "gain_percent_kl_monomial", "gain_percent_kl_gegenbauer",
                 "gain_percent_hsic_monomial", "gain_percent_hsic_gegenbauer"):
@@ -434,25 +436,27 @@ def test_sshape_task_smoke(tmp_path):
 
 
 def test_digits_task_smoke(tmp_path):
-    cfg = {"task": "tgp-digits", "data": {"max_train": 80, "test_fraction": 0.05},
+    cfg = {"task": "tgp-digits", "output": str(tmp_path), "data": {"max_train": 80, "test_fraction": 0.05},
            "tgp": {"criteria": ["kl"], "bases": ["monomial"], "primary": ["kl", "monomial"],
                    "degrees": [1, 3]}}
-    r = tasks.TASKS["tgp-digits"](cfg, tmp_path, False)
+    r = run(cfg)
     assert r["n_train"] == 80
     for key in ("mae_no_map", "mae_map", "gain_percent", "mae_krr", "mae_nn", "seconds"):
         assert np.isfinite(r[key])
 
 
 def test_task_config_errors(tmp_path):
-    with pytest.raises(tasks.TaskConfigError, match="unknown key"):
-        tasks.TASKS["tgp-sshape"]({"tgp": {"gama_x": 1}}, tmp_path, False)
-    with pytest.raises(tasks.TaskConfigError, match="tgp.primary"):
-        tasks.TASKS["tgp-sshape"]({"tgp": {"criteria": ["kl"], "primary": ["hsic", "monomial"]}},
-                                  tmp_path, False)
-    with pytest.raises(tasks.TaskConfigError, match="gamma_x must be a positive number"):
-        tasks.TASKS["tgp-sshape"]({"tgp": {"gamma_x": "auto"}}, tmp_path, False)
-    with pytest.raises(FileNotFoundError, match="MSR-Action3D source"):
-        tasks.TASKS["tgp-pose"]({"data": {"source": str(tmp_path / "missing")}}, tmp_path, False)
+    out = str(tmp_path)
+    with pytest.raises(ConfigError, match=r"unknown key 'tgp.gama_x'; did you mean 'gamma_x'\?"):
+        run({"task": "tgp-sshape", "output": out, "tgp": {"gama_x": 1}})
+    with pytest.raises(ConfigError, match="tgp.primary must be"):
+        run({"task": "tgp-sshape", "output": out, "tgp": {"criteria": ["kl"], "primary": ["hsic", "monomial"]}})
+    with pytest.raises(ConfigError, match=r'tgp.gamma_x = "auto": expected "median" or a number'):
+        run({"task": "tgp-sshape", "output": out, "tgp": {"gamma_x": "auto"}})
+    with pytest.raises(ConfigError, match=r"data.source .*missing'?: folder not found"):
+        run({"task": "tgp-pose", "output": out, "data": {"source": str(tmp_path / "missing")}})
+    with pytest.raises(ConfigError, match=r"--store .*: task 'tgp-sshape' generates its own data"):
+        run({"task": "tgp-sshape", "output": out}, store=tmp_path / "x.zarr")
 
 
 @pytest.mark.realdata
@@ -460,7 +464,7 @@ def test_pose_inputs_outputs_real_data():
     src = DATA / "msr_action3d" / "raw"
     if not src.is_dir():
         pytest.skip("MSR-Action3D not available")
-    from streamcov.readers.msr_action3d import read_msr_file
+    from streamcov.data.readers.msr_action3d import read_msr_file
 
     frames = read_msr_file(src / "a01_s01_e01_skeleton3D.txt").astype(np.float64)
     X, Y = tasks.pose_inputs_outputs(frames)
@@ -475,10 +479,11 @@ def test_pose_task_smoke_real_data(tmp_path):
     src = DATA / "msr_action3d" / "raw"
     if not src.is_dir():
         pytest.skip("MSR-Action3D not available")
-    cfg = {"task": "tgp-pose", "data": {"source": str(src), "max_train": 60, "max_test": 30},
+    cfg = {"task": "tgp-pose", "output": str(tmp_path), "data": {"source": str(src), "max_train": 60,
+                                                                 "max_test": 30},
            "tgp": {"criteria": ["kl"], "bases": ["monomial"], "primary": ["kl", "monomial"],
                    "degrees": [1, 3]}}
-    r = tasks.TASKS["tgp-pose"](cfg, tmp_path, False)
+    r = run(cfg)
     assert (r["n_train"], r["n_test"], r["input_dim"], r["output_dim"]) == (60, 30, 39, 18)
     # every valid frame of the odd subjects is available for training
     assert r["n_frames_train_available"] > 10000

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import dataset
 from streamcov.cli import main
-from streamcov.study import gram_errors, variance_slopes
+from streamcov.tasks.study import gram_errors, variance_slopes
 
 
 def test_gram_error_variance_decays_as_one_over_nu(rng):
@@ -49,27 +49,36 @@ def test_study_command_writes_csv_table_and_plots(tmp_path, capsys):
     assert "| msr | rgw |" in (out / "table.md").read_text()
 
 
-def test_study_rejects_unknown_names(tmp_path):
-    with pytest.raises(SystemExit, match="unknown map"):
-        main(["study", "kernel-approx", "--maps", "rgw,bogus", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="unknown dataset"):
-        main(["study", "kernel-approx", "--datasets", "kth", "--maps", "rgw", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match=r"learner\(s\) \['lbfgs'\] unknown; choose from sgd, svm"):
-        main(["study", "kernel-approx", "--learners", "sgd,lbfgs", "--out", str(tmp_path)])
+@pytest.mark.parametrize("args, msg", [
+    (["--maps", "rgw,bogus"], r'--maps rgw,bogus: study.maps.1 = "bogus": expected one of "rgw", "rff"'),
+    (["--datasets", "kth"], r'--datasets kth: study.datasets.0 = "kth": expected one of "msr", "florence" or'),
+    (["--learners", "sgd,lbfgs"], r'--learners sgd,lbfgs: study.learners.1 = "lbfgs": expected one of "sgd" or "svm"'),
+    (["--nus", "10,many"], r"--nus 10,many: expected a comma list of integers"),
+    (["--seeds", "0"], r"--seeds 0: study.seeds = 0: expected a value >= 1"),
+])
+def test_study_rejects_bad_flags(tmp_path, capsys, args, msg):
+    import re
+
+    assert main(["study", "kernel-approx", *args, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("streamcov study: error: ")
+    assert re.search(msg, err), err
 
 
 def test_parallel_accuracies_equal_serial(rng):
-    from streamcov.study import accuracies
+    from streamcov.tasks.study import accuracies
 
     X = rng.normal(size=(80, 10))
     y = (X[:, 0] > 0).astype(np.int64) + 2 * (X[:, 1] > 0)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     tr = np.arange(80) < 60
     folds = [("f", tr, ~tr)]
-    cfg = {"features": {"sigma": 1.0, "theta": 0.7, "center": True},
-           "model": {"loss": "log_loss", "learning_rate": "optimal", "C": 10.0, "epochs": 5,
-                     "scale": "center", "shuffle_blocks": 2}}
-    args = (X, y, folds, np.arange(4), cfg, ["rgw", "rff"], [16, 64], 2)
+    from streamcov.tasks.schema import ModelTable
+
+    features = {"sigma": 1.0, "theta": 0.7, "center": True}
+    model = ModelTable(loss="log_loss", learning_rate="optimal", C=10.0, epochs=5, scale="center",
+                       shuffle_blocks=2)
+    args = (X, y, folds, np.arange(4), features, model, ["rgw", "rff"], [16, 64], 2)
     serial = accuracies(*args, jobs=1)
     parallel = accuracies(*args, jobs=2)
     # every fit is seeded, so processes change nothing but the wall time
@@ -79,7 +88,7 @@ def test_parallel_accuracies_equal_serial(rng):
 
 
 def _fake_run(folder, dataset, maps, acc, exact=0.8):
-    from streamcov.study import write_report
+    from streamcov.tasks.study import write_report
 
     rows = [{"dataset": dataset, "exact_accuracy": exact, "sigma": 1.0, "map": m, "nu": nu,
              "gram_rel_error": 1.0 / nu, "gram_rel_error_std": 0.0, "gram_mse": 1.0 / nu,
@@ -105,21 +114,23 @@ def test_study_merge_replaces_rerun_maps(tmp_path, capsys):
     assert (tmp_path / "merged" / "msr_accuracy.png").stat().st_size > 1000
 
 
-def test_study_merge_refuses_mismatched_runs(tmp_path):
+def test_study_merge_refuses_mismatched_runs(tmp_path, capsys):
+    import re
+
     _fake_run(tmp_path / "a", "msr", ["rgw"], 0.5, exact=0.8)
     _fake_run(tmp_path / "b", "msr", ["rff"], 0.5, exact=0.9)
-    with pytest.raises(SystemExit, match=r"exact accuracy of msr is 0.900000, 0.800000 in .*cannot be merged"):
-        main(["study", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")])
-    with pytest.raises(SystemExit, match=r"nope/results.csv: not found; pass the --out folder"):
-        main(["study", "merge", str(tmp_path / "nope"), "--out", str(tmp_path / "m")])
+    assert main(["study", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 2
+    assert re.search(r"exact accuracy of msr is 0.900000, 0.800000 in .*cannot be merged", capsys.readouterr().err)
+    assert main(["study", "merge", str(tmp_path / "nope"), "--out", str(tmp_path / "m")]) == 2
+    assert re.search(r"nope/results.csv: not found; pass the --out folder", capsys.readouterr().err)
 
 
 def test_svm_on_nystroem_features_is_the_exact_svm(rng):
     """With every training row as a landmark, Nystroem's Z Z^T equals the exact kernel on
     train x train and test x train, so the "svm" learner must reproduce the exact SVM's
     predictions; a random map at small nu must not (it is a different kernel)."""
-    from streamcov.study import accuracies
-    from streamcov.exact import exact_svm_fold
+    from streamcov.tasks.study import accuracies
+    from streamcov.stream.exact import exact_svm_fold
 
     X = rng.normal(size=(90, 6))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
@@ -128,12 +139,13 @@ def test_svm_on_nystroem_features_is_the_exact_svm(rng):
     tr = subjects < 4
     folds = [("f", tr, ~tr)]
     ex = [exact_svm_fold(X, y, subjects, tr, ~tr, [0.5, 1.0], [1.0, 10.0])]
-    cfg = {"features": {"sigma": 99.0, "theta": 0.7, "center": True}, "model": {}}
-    (nys,) = accuracies(X, y, folds, np.arange(4), cfg, ["nystroem"], [200], 1, learner="svm", exact=ex)
+    features = {"sigma": 99.0, "theta": 0.7, "center": True}
+    (nys,) = accuracies(X, y, folds, np.arange(4), features, None, ["nystroem"], [200], 1, learner="svm",
+                        exact=ex)
     assert nys["accuracy"] == ex[0]["accuracy"]
-    (rff,) = accuracies(X, y, folds, np.arange(4), cfg, ["rff"], [2], 3, learner="svm", exact=ex)
+    (rff,) = accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 3, learner="svm", exact=ex)
     assert 0.0 <= rff["accuracy"] <= 1.0 and rff["accuracy_std"] > 0   # 2 features: seeds differ
     with pytest.raises(ValueError, match=r"learner='svm' needs the exact SVM's per-fold sigma and C"):
-        accuracies(X, y, folds, np.arange(4), cfg, ["rff"], [2], 1, learner="svm")
+        accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 1, learner="svm")
     with pytest.raises(ValueError, match=r"learner must be 'sgd' or 'svm', got 'lbfgs'"):
-        accuracies(X, y, folds, np.arange(4), cfg, ["rff"], [2], 1, learner="lbfgs")
+        accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 1, learner="lbfgs")

@@ -7,9 +7,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from streamcov.readers.base import SkeletonSource
-from streamcov import synth
-from streamcov.synth import ACTIONS, JOINT_NAMES, SyntheticSkeletonSource
+from streamcov.data.readers.base import SkeletonReader
+from streamcov.data import synth
+from streamcov.data.synth import ACTIONS, JOINT_NAMES, SyntheticSkeletons
 
 MSR_JOINTS = ["left shoulder", "right shoulder", "neck", "spine", "left hip", "right hip",
               "hip centre", "left elbow", "right elbow", "left wrist", "right wrist",
@@ -41,15 +41,15 @@ def _log_cov_vector(frames):
 
 @pytest.fixture(scope="module")
 def default400():
-    src = SyntheticSkeletonSource()
+    src = SyntheticSkeletons()
     return src, list(src.sequences())
 
 
 # -- metadata ---------------------------------------------------------------
 
 def test_info_matches_msr_layout():
-    src = SyntheticSkeletonSource(n_classes=12)
-    assert isinstance(src, SkeletonSource)
+    src = SyntheticSkeletons(n_classes=12)
+    assert isinstance(src, SkeletonReader)
     info = src.info
     assert info.n_joints == 20
     assert info.joint_names == MSR_JOINTS == list(JOINT_NAMES)
@@ -64,7 +64,7 @@ def test_info_matches_msr_layout():
 
 def test_params_stored_unchanged():
     frames = (12, 20)
-    src = SyntheticSkeletonSource(n_sequences=7, n_subjects=3, n_classes=8, seed=5,
+    src = SyntheticSkeletons(n_sequences=7, n_subjects=3, n_classes=8, seed=5,
                                   frames=frames, noise=0.02)
     assert (src.n_sequences, src.n_subjects, src.n_classes, src.seed, src.noise) == \
         (7, 3, 8, 5, 0.02)
@@ -87,9 +87,9 @@ def test_shapes_dtypes_ids(default400):
 
 
 def test_lengths_cover_inclusive_range():
-    seqs = list(SyntheticSkeletonSource(n_sequences=60, frames=(3, 5)).sequences())
+    seqs = list(SyntheticSkeletons(n_sequences=60, frames=(3, 5)).sequences())
     assert {len(s.frames) for s in seqs} == {3, 4, 5}
-    seqs = list(SyntheticSkeletonSource(n_sequences=5, frames=(7, 7)).sequences())
+    seqs = list(SyntheticSkeletons(n_sequences=5, frames=(7, 7)).sequences())
     assert {len(s.frames) for s in seqs} == {7}
 
 
@@ -108,7 +108,7 @@ def test_subject_numbering_and_class_balance(default400):
 
 
 def test_class_balance_uneven_count():
-    seqs = list(SyntheticSkeletonSource(n_sequences=23, n_classes=8, n_subjects=3).sequences())
+    seqs = list(SyntheticSkeletons(n_sequences=23, n_classes=8, n_subjects=3).sequences())
     counts = Counter(s.label for s in seqs)
     assert len(counts) == 8 and max(counts.values()) - min(counts.values()) <= 1
     assert {s.subject for s in seqs} <= {1, 2, 3}
@@ -117,9 +117,9 @@ def test_class_balance_uneven_count():
 # -- determinism and independence ------------------------------------------
 
 def test_same_seed_identical_different_seed_different():
-    a = list(SyntheticSkeletonSource(n_sequences=30, seed=11).sequences())
-    b = list(SyntheticSkeletonSource(n_sequences=30, seed=11).sequences())
-    c = list(SyntheticSkeletonSource(n_sequences=30, seed=12).sequences())
+    a = list(SyntheticSkeletons(n_sequences=30, seed=11).sequences())
+    b = list(SyntheticSkeletons(n_sequences=30, seed=11).sequences())
+    c = list(SyntheticSkeletons(n_sequences=30, seed=12).sequences())
     for x, y, z in zip(a, b, c):
         assert np.array_equal(x.frames, y.frames)
         assert (x.id, x.label, x.subject) == (y.id, y.label, y.subject) == (z.id, z.label, z.subject)
@@ -128,7 +128,7 @@ def test_same_seed_identical_different_seed_different():
 
 def test_generate_sequence_equals_iterated(default400):
     src, seqs = default400
-    fresh = SyntheticSkeletonSource()          # no cached subjects
+    fresh = SyntheticSkeletons()          # no cached subjects
     for i in (0, 1, 57, 199, 200, 399):
         one = fresh.generate_sequence(i)
         assert np.array_equal(one.frames, seqs[i].frames)
@@ -150,7 +150,7 @@ def test_batches_and_ranges_are_bit_identical(default400):
 
 def test_sequence_does_not_depend_on_n_sequences(default400):
     src, seqs = default400
-    small = list(SyntheticSkeletonSource(n_sequences=25).sequences())
+    small = list(SyntheticSkeletons(n_sequences=25).sequences())
     assert all(np.array_equal(x.frames, y.frames) for x, y in zip(small, seqs[:25]))
 
 
@@ -194,7 +194,7 @@ def test_static_joints_never_turn():
 
 
 def test_rigid_skeleton_without_noise():
-    src = SyntheticSkeletonSource(n_sequences=60, n_subjects=4, n_classes=12, noise=0.0)
+    src = SyntheticSkeletons(n_sequences=60, n_subjects=4, n_classes=12, noise=0.0)
     seqs = list(src.sequences())
     means = np.array([np.linalg.norm(synth._REST_OFFSETS[c]) for c, _ in BONES])
     by_subject = {}
@@ -215,7 +215,7 @@ def test_rigid_skeleton_without_noise():
 
 def test_bone_length_variation_is_noise_level():
     noise = 0.01
-    seqs = list(SyntheticSkeletonSource(n_sequences=40, noise=noise).sequences())
+    seqs = list(SyntheticSkeletons(n_sequences=40, noise=noise).sequences())
     sd = np.median([_bone_lengths(s).std(axis=0) for s in seqs], axis=0)
     # the distance of two points with iid N(0, noise^2) coordinates fluctuates
     # with sd ~ noise * sqrt(2) (the difference projected on the bone); bounds
@@ -280,11 +280,11 @@ def test_classes_learnable_but_not_trivial(default400):
 ])
 def test_bad_parameters(kwargs, exc, match):
     with pytest.raises(exc, match=match):
-        SyntheticSkeletonSource(**kwargs)
+        SyntheticSkeletons(**kwargs)
 
 
 def test_bad_indices_and_ranges():
-    src = SyntheticSkeletonSource(n_sequences=10)
+    src = SyntheticSkeletons(n_sequences=10)
     with pytest.raises(IndexError, match=r"sequence index 10 out of range 0..9 \(n_sequences=10\)"):
         src.generate_sequence(10)
     with pytest.raises(IndexError, match=r"sequence index -1 out of range"):
@@ -301,10 +301,10 @@ def test_bad_indices_and_ranges():
 
 def test_subject_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(synth, "_SUBJECT_CACHE", 3)
-    src = SyntheticSkeletonSource(n_sequences=40, n_classes=2, n_subjects=20)
+    src = SyntheticSkeletons(n_sequences=40, n_classes=2, n_subjects=20)
     seqs = list(src.sequences(batch_size=4))
     assert len(src._subjects) <= 3
-    ref = SyntheticSkeletonSource(n_sequences=40, n_classes=2, n_subjects=20)
+    ref = SyntheticSkeletons(n_sequences=40, n_classes=2, n_subjects=20)
     # redrawn subjects are identical to the first draw
     assert all(np.array_equal(ref.generate_sequence(i).frames, seqs[i].frames)
                for i in (0, 13, 39))

@@ -7,26 +7,27 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from streamcov.model import FittedPipeline, ModelFormatError
-from streamcov.pipeline.config import load_pipeline
-from streamcov.pipeline.predict import predict_store
-from streamcov.pipeline.run import run_pipeline
-from streamcov.pipeline.train import iter_blocks
-from streamcov.store import ingest
-from streamcov.synth import SyntheticSkeletonSource
+from streamcov.errors import ModelError
+from streamcov.stream.model import FittedPipeline
+from streamcov.tasks.config import load_config
+from streamcov.stream.predict import predict as predict_store
+from streamcov.tasks import run as run_pipeline
+from streamcov.stream.sgd import iter_blocks
+from streamcov.data.skeletons import ingest
+from streamcov.data.synth import SyntheticSkeletons
 
 
 @pytest.fixture(scope="module")
 def synth_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("syn") / "syn.zarr"
-    return ingest(SyntheticSkeletonSource(n_sequences=240, n_subjects=6, n_classes=8, seed=3), path,
+    return ingest(SyntheticSkeletons(n_sequences=240, n_subjects=6, n_classes=8, seed=3), path,
                   chunk_frames=2048)
 
 
 def cfg_for(store, out, *extra):
-    return load_pipeline(REPO / "pipelines" / "msr_action3d.toml",
+    return load_config(REPO / "pipelines" / "msr_action3d.toml",
                          [f'data.store="{store.path}"', f'output="{out}"', "features.n_components=256",
-                          "model.epochs=4", "dask.block_sequences=40", "model.checkpoint_blocks=2",
+                          "model.epochs=4", "dask.block_size=40", "model.checkpoint_blocks=2",
                           *extra])
 
 
@@ -94,7 +95,7 @@ def test_model_loading_never_runs_code(synth_store, tmp_path):
     doc = json.loads((tmp_path / "model" / "model.json").read_text())
     doc["classifier"]["class"] = "os.system"
     (tmp_path / "model" / "model.json").write_text(json.dumps(doc))
-    with pytest.raises(ModelFormatError, match="not in the allow-list"):
+    with pytest.raises(ModelError, match="not in the allow-list"):
         FittedPipeline.load(tmp_path / "model")
     # an npz holding a pickled object array is refused
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object))
@@ -104,9 +105,9 @@ def test_model_loading_never_runs_code(synth_store, tmp_path):
     doc["classifier"]["class"] = "SGDClassifier"
     (bad / "model.json").write_text(json.dumps(doc))
     np.savez(bad / "model.npz", **{"clf.coef_": np.array([{"x": 1}], dtype=object)})
-    with pytest.raises(ModelFormatError, match="allow_pickle"):
+    with pytest.raises(ModelError, match="allow_pickle"):
         FittedPipeline.load(bad)
-    with pytest.raises(ModelFormatError, match="expected model.json and model.npz"):
+    with pytest.raises(ModelError, match="expected model.json and model.npz"):
         FittedPipeline.load(tmp_path / "nothing")
 
 

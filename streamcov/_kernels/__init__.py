@@ -1,6 +1,6 @@
 """Private numba kernels: arrays and scalars in, arrays out.
 
 No validation, no I/O, no Dask here: the public functions in
-:mod:`streamcov.covariance` and :mod:`streamcov.features` check their inputs
+:mod:`streamcov.linalg`, :mod:`streamcov.descriptors` and :mod:`streamcov.features` check their inputs
 and call these. The same kernels serve the local and the distributed paths.
 """

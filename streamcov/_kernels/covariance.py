@@ -1,8 +1,9 @@
 """Streaming covariance kernels with exactly mergeable partial results.
 
 A partial result for one sequence segment is the triple (n, mean, M2) with
-M2 = sum_t (x_t - mean)(x_t - mean)^T. Two partials merge by Chan's formula,
-so a sequence cut across frame chunks gives the covariance of the whole.
+M2 = sum_t (x_t - mean)(x_t - mean)^T. Two partials merge by Chan's formula
+(:func:`streamcov.linalg.merge_moments`), so a sequence cut across frame
+chunks gives the covariance of the whole.
 """
 import numpy as np
 from numba import njit, prange
@@ -89,24 +90,3 @@ def segment_moments(frames, starts, stops, center_idx, keep_idx,
             out_mean[s, i] = mean[i]
             for j in range(d):
                 out_m2[s, i, j] = m2[i, j]
-
-
-@njit(**JIT_OPTS)
-def merge_moments(na, mean_a, m2a, nb, mean_b, m2b, out_mean, out_m2):
-    """Chan et al. merge of two partials; returns the merged count."""
-    n = na + nb
-    d = mean_a.shape[0]
-    if n == 0:
-        for i in range(d):
-            out_mean[i] = 0.0
-            for j in range(d):
-                out_m2[i, j] = 0.0
-        return 0
-    f = (na * nb) / n
-    for i in range(d):
-        di = mean_b[i] - mean_a[i]
-        out_mean[i] = mean_a[i] + di * (nb / n)
-        for j in range(d):
-            dj = mean_b[j] - mean_a[j]
-            out_m2[i, j] = m2a[i, j] + m2b[i, j] + f * di * dj
-    return n

@@ -1,8 +1,10 @@
-"""Batched SPD matrix functions by eigendecomposition, and vectorization.
+"""Batched functions of symmetric matrices by eigendecomposition, and vectorization.
 
-The log-vec kernels diagonalize LANES matrices at a time with
-:mod:`.symeig` (about 2.5x faster than LAPACK dsyevd at d ~ 60);
-``spd_func`` still uses ``np.linalg.eigh``.
+Every matrix function (log, exp, sqrt) of a stack goes through ``stack_vec``/``stack_mat``
+(or the fused ``frames_log_vec`` of the skeleton descriptor): LANES matrices
+at a time with :mod:`.symeig` (about 2.5x faster than LAPACK dsyevd at
+d ~ 60), LAPACK for any matrix the lane solver hands back and for every
+matrix above ``LANE_MAX_DIM``.
 """
 import math
 
@@ -17,28 +19,67 @@ SQRT2 = math.sqrt(2.0)
 
 
 @njit(**JIT_OPTS)
-def _log_vec_one(c, ul, lg, normalize, out):
-    """out = vec(log c) for one symmetric matrix ``c``; returns its smallest eigenvalue.
+def _f(x, kind):
+    """The scalar function of ``kind``: 0 log, 1 exp, 2 sqrt."""
+    if kind == 0:
+        return math.log(x)
+    if kind == 1:
+        return math.exp(x)
+    return math.sqrt(x)
 
-    LAPACK path (``np.linalg.eigh``, dsyevd): the fallback of
-    ``_log_vec_lanes`` and the reference it is tested against. ``ul`` and
-    ``lg`` are d x d scratch buffers owned by the calling thread, so the
-    reconstruction U diag(log w) U^T is one BLAS GEMM into ``lg`` without
-    temporaries. A matrix that is not positive definite gets NaNs.
+
+@njit(**JIT_OPTS)
+def _valid(wmin, kind):
+    """log needs a positive definite matrix, sqrt a semidefinite one, exp anything symmetric."""
+    if kind == 0:
+        return wmin > 0.0
+    if kind == 2:
+        return wmin >= 0.0
+    return True
+
+
+@njit(**JIT_OPTS)
+def _recon_one(c, kind, ul, lg):
+    """lg = U f(W) U^T for one symmetric ``c`` by LAPACK (dsyevd); returns its smallest eigenvalue.
+
+    The fallback of the lane solver and the reference it is tested against.
+    ``ul`` and ``lg`` are d x d scratch buffers owned by the calling thread,
+    so the reconstruction is one BLAS GEMM into ``lg`` without temporaries.
+    A matrix outside the domain of ``kind`` gets NaNs.
     """
     d = c.shape[0]
     w, u = np.linalg.eigh(c)
     wmin = w[0]
-    if wmin <= 0.0:
-        for k in range(out.shape[0]):
-            out[k] = np.nan
+    if not _valid(wmin, kind):
+        lg[:, :] = np.nan
         return wmin
     for j in range(d):
-        lw = math.log(w[j])
+        fw = _f(w[j], kind)
         for i in range(d):
-            ul[i, j] = u[i, j] * lw
+            ul[i, j] = u[i, j] * fw
     np.dot(ul, u.T, lg)
-    _vec_into(lg, normalize, out)
+    return wmin
+
+
+@njit(**JIT_OPTS)
+def _recon_lane(ws, q, kind, u, ul, lg):
+    """lg = U^T f(w) U for lane q of a solved ``eig_lanes`` workspace (eigenvectors are
+    the rows of U); returns the smallest eigenvalue. NaNs outside the domain of ``kind``."""
+    _a, z, w, _e, _dl, _st, _mq, _it, _status, _v, _sc, _us, _sl, _fl = ws
+    d = lg.shape[0]
+    wmin = w[0, q]
+    for j in range(1, d):
+        wmin = min(wmin, w[j, q])
+    if not _valid(wmin, kind):
+        lg[:, :] = np.nan
+        return wmin
+    for j in range(d):
+        fw = _f(w[j, q], kind)
+        for i in range(d):
+            x = z[q, j, i]
+            u[j, i] = x
+            ul[j, i] = x * fw
+    np.dot(u.T, ul, lg)
     return wmin
 
 
@@ -64,51 +105,15 @@ def _vec_into(lg, normalize, out):
             out[k] *= inv
 
 
-@njit(**JIT_OPTS)
-def _log_vec_lanes(c, count, ws, u, ul, lg, normalize, out, min_eig, s0):
-    """out[s0 + q] = vec(log c[q]) for q < count <= LANES; min_eig[s0 + q]
-    receives the smallest eigenvalue of c[q].
-
-    The matrices are diagonalized together by :func:`symeig.eig_lanes`
-    (Householder tridiagonalization, then implicit QL with the scalar
-    recurrences of all of them in one SIMD register), log C = U^T diag(log w) U
-    with the eigenvectors as the rows of U is one GEMM. A matrix that is not
-    positive definite gets NaNs, as in ``_log_vec_one``, which also takes
-    over any matrix ``eig_lanes`` hands back (non-finite entries, no QL
-    convergence). ``c`` is left unchanged.
-    """
-    _se.eig_lanes(c, count, ws)
-    _a, z, w, _e, _dl, _st, _mq, _it, status, _v, _sc, _us, _sl, _fl = ws
-    d = c.shape[1]
-    for q in range(count):
-        o = out[s0 + q]
-        if status[q] != 1:
-            min_eig[s0 + q] = _log_vec_one(c[q], ul, lg, normalize, o)
-            continue
-        wmin = w[0, q]
-        for j in range(1, d):
-            wmin = min(wmin, w[j, q])
-        min_eig[s0 + q] = wmin
-        if wmin <= 0.0:
-            for k in range(o.shape[0]):
-                o[k] = np.nan
-            continue
-        for j in range(d):
-            lw = math.log(w[j, q])
-            for i in range(d):
-                x = z[q, j, i]
-                u[j, i] = x
-                ul[j, i] = x * lw
-        np.dot(u.T, ul, lg)
-        _vec_into(lg, normalize, o)
-
-
 # Matrices per prange chunk: many chunks per thread, so that a thread slowed
 # down by other load does not hold back the batch, while the scratch buffers
 # allocated per chunk are amortized over several matrices. A multiple of
 # LANES: the matrices of a chunk are diagonalized LANES at a time.
 LANES = _se.LANES
 CHUNK = 4 * LANES
+# Above this size LAPACK's blocked dsyevd wins over the lane solver (whose
+# per-thread workspace also grows as LANES d^2).
+LANE_MAX_DIM = 128
 
 
 @njit(**JIT_OPTS)
@@ -116,25 +121,42 @@ def _chunks(batch):
     return (batch + CHUNK - 1) // CHUNK
 
 
-@njit(parallel=True, **JIT_OPTS)
-def cov_log_vec(n, m2, gamma, ddof, normalize, out, min_eig):
-    """Regularized covariance -> matrix log -> vec, one chunk per thread.
+@njit(**JIT_OPTS)
+def _group(c, cnt, ws, kind, u, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, normalize, use_lanes):
+    """f(c[q]) for q < cnt into ``out_vec[g0 + q]`` (a vector) or ``out_mat[g0 + q]`` (a matrix).
 
-    C = M2 / max(n - ddof, 1) + gamma I; log C = U diag(log w) U^T;
-    out[s] = upper triangle with off-diagonals times sqrt(2) so that
-    <vec A, vec B> = <A, B>_F; optionally scaled to unit norm (paper 000
-    requires ||log X||_F = 1 for eq. (3)). min_eig[s] receives the smallest
-    eigenvalue so the caller can report a matrix that is not SPD. The
-    matrices of a chunk are diagonalized LANES at a time (``_log_vec_lanes``).
+    The matrices are diagonalized together by :func:`symeig.eig_lanes`
+    (Householder tridiagonalization, then implicit QL with the scalar
+    recurrences of all of them in one SIMD register); a lane it hands back
+    (non-finite entries, no QL convergence), or every matrix when
+    ``use_lanes`` is False, goes through LAPACK. ``c`` is left unchanged.
     """
-    batch = m2.shape[0]
-    d = m2.shape[1]
+    status = ws[8]
+    if use_lanes:
+        _se.eig_lanes(c, cnt, ws)
+    for q in range(cnt):
+        if use_lanes and status[q] == 1:
+            wmin = _recon_lane(ws, q, kind, u, ul, lg)
+        else:
+            wmin = _recon_one(c[q], kind, ul, lg)
+        min_eig[g0 + q] = wmin
+        if as_vec:
+            _vec_into(lg, normalize, out_vec[g0 + q])
+        else:
+            out_mat[g0 + q, :, :] = lg
+
+
+@njit(parallel=True, **JIT_OPTS)
+def _stack(mats, scale, shift, kind, normalize, out_vec, out_mat, as_vec, min_eig):
+    batch = mats.shape[0]
+    d = mats.shape[1]
+    use_lanes = d <= LANE_MAX_DIM
     n_chunks = _chunks(batch)
     for ch in prange(n_chunks):
         lo = ch * CHUNK
         hi = min(batch, lo + CHUNK)
         c = np.empty((LANES, d, d), dtype=np.float64)
-        ws = _se.lanes_workspace(d)
+        ws = _se.lanes_workspace(d if use_lanes else 1)
         u = np.empty((d, d), dtype=np.float64)
         ul = np.empty((d, d), dtype=np.float64)
         lg = np.empty((d, d), dtype=np.float64)
@@ -142,12 +164,35 @@ def cov_log_vec(n, m2, gamma, ddof, normalize, out, min_eig):
             cnt = min(LANES, hi - g0)
             for q in range(cnt):
                 s = g0 + q
-                inv = 1.0 / max(n[s] - ddof, 1)
+                f = scale[s]
                 for i in range(d):
                     for j in range(d):
-                        c[q, i, j] = m2[s, i, j] * inv
-                    c[q, i, i] += gamma
-            _log_vec_lanes(c, cnt, ws, u, ul, lg, normalize, out, min_eig, g0)
+                        c[q, i, j] = mats[s, i, j] * f
+                    c[q, i, i] += shift
+            _group(c, cnt, ws, kind, u, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, normalize,
+                   use_lanes)
+
+
+@njit(**JIT_OPTS)
+def stack_vec(mats, scale, shift, kind, normalize, out, min_eig):
+    """vec(f(scale[s] mats[s] + shift I)) for a stack of symmetric matrices, one chunk per thread.
+
+    ``kind``: 0 log, 1 exp, 2 sqrt (by eigendecomposition, U f(W) U^T).
+    ``out`` (n, d(d+1)/2) receives the upper triangle with off-diagonals
+    times sqrt(2), so that <vec A, vec B> = <A, B>_F; unit norm when
+    ``normalize`` (paper 000 requires ||log X||_F = 1 for eq. (3)).
+    ``min_eig[s]`` receives the smallest eigenvalue so the caller can report
+    a matrix outside the function's domain (its output is NaN). A covariance
+    from moments is ``scale = 1 / (n - ddof)`` times M2, a regularized one
+    ``shift = gamma``.
+    """
+    _stack(mats, scale, shift, kind, normalize, out, np.empty((0, 0, 0)), True, min_eig)
+
+
+@njit(**JIT_OPTS)
+def stack_mat(mats, scale, shift, kind, out, min_eig):
+    """:func:`stack_vec` with the matrices f(...) as output, ``out`` of shape (n, d, d)."""
+    _stack(mats, scale, shift, kind, False, np.empty((0, 0)), out, False, min_eig)
 
 
 @njit(parallel=True, **JIT_OPTS)
@@ -155,17 +200,19 @@ def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
                    normalize, out_n, out, min_eig):
     """Fused descriptor: frames of each segment -> covariance -> log -> vec.
 
-    Same result as ``segment_moments`` followed by ``cov_log_vec`` without
+    Same result as ``segment_moments`` followed by ``stack_vec`` without
     the (segments, d, d) moment stack in memory: each chunk of segments is
     handled by one thread with its own buffers (frame block, LANES scatter
     matrices, eigensolver and reconstruction scratch). The scatter matrix of
     the mean-centred block is one BLAS GEMM, accumulated in float64 whatever
     the frame dtype; the LANES matrices of a group are then diagonalized
-    together (``_log_vec_lanes``).
+    together (``_group``).
     """
     d = 3 * keep_idx.shape[0]
     n_seg = starts.shape[0]
     n_chunks = _chunks(n_seg)
+    use_lanes = d <= LANE_MAX_DIM
+    empty3 = np.empty((0, 0, 0))
     for ch in prange(n_chunks):
         lo = ch * CHUNK
         hi = min(n_seg, lo + CHUNK)
@@ -176,7 +223,7 @@ def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
         row = np.empty(d, dtype=np.float64)
         mean = np.empty(d, dtype=np.float64)
         c = np.empty((LANES, d, d), dtype=np.float64)
-        ws = _se.lanes_workspace(d)
+        ws = _se.lanes_workspace(d if use_lanes else 1)
         u = np.empty((d, d), dtype=np.float64)
         ul = np.empty((d, d), dtype=np.float64)
         lg = np.empty((d, d), dtype=np.float64)
@@ -213,29 +260,7 @@ def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
                     for j in range(d):
                         cq[i, j] *= inv
                     cq[i, i] += gamma
-            _log_vec_lanes(c, cnt, ws, u, ul, lg, normalize, out, min_eig, g0)
-
-
-@njit(parallel=True, **JIT_OPTS)
-def spd_func(mats, kind, out, min_eig):
-    """log (kind=0), exp (kind=1) or sqrt (kind=2) of a batch of symmetric matrices."""
-    batch = mats.shape[0]
-    for s in prange(batch):
-        w, u = np.linalg.eigh(mats[s])
-        min_eig[s] = w[0]
-        if kind == 0:
-            if w[0] <= 0.0:
-                out[s] = np.nan
-                continue
-            f = np.log(w)
-        elif kind == 1:
-            f = np.exp(w)
-        else:
-            if w[0] < 0.0:
-                out[s] = np.nan
-                continue
-            f = np.sqrt(w)
-        out[s] = (u * f) @ u.T
+            _group(c, cnt, ws, 0, u, ul, lg, out, empty3, True, min_eig, g0, normalize, use_lanes)
 
 
 @njit(parallel=True, **JIT_OPTS)

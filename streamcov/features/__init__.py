@@ -1,8 +1,11 @@
-"""Explicit feature maps approximating kernels on (log-covariance) vectors.
+"""Explicit feature maps approximating the Gaussian kernel on (log-covariance) vectors.
 
 Every map is a scikit-learn transformer with ``n_components`` and
-``random_state``. Names resolve lazily so ``import streamcov.features`` stays
-cheap.
+``random_state``: the random map of paper 000's eq. (3) (:class:`RGWSampler`),
+orthogonal and quasi-random Fourier features, random Maclaurin, Fastfood,
+and seeded-block random Fourier features for very wide inputs
+(:class:`GaussianRandomFeatures`). :mod:`.registry` names them as pipeline
+files do. Names resolve lazily so ``import streamcov.features`` stays cheap.
 """
 from __future__ import annotations
 
@@ -14,6 +17,11 @@ _LOCATIONS = {
     "QuasiRandomRBFSampler": "._fourier",
     "RandomMaclaurinSampler": "._maclaurin",
     "FastfoodSampler": "._fastfood",
+    "GaussianRandomFeatures": "._gaussian",
+    "MAPS": ".registry",
+    "make_feature_map": ".registry",
+    "fit_feature_map": ".registry",
+    "needs_data": ".registry",
 }
 
 __all__ = sorted(_LOCATIONS)

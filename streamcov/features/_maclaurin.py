@@ -8,7 +8,7 @@ from scipy.special import gammaln
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._kernels import maclaurin as _km
+from .._kernels.products import grouped_products
 from ._fourier import _FourierBase, _check_n_components, _check_positive, _validate_data
 from ._rgw import _degree_plan, _draw_degrees
 
@@ -180,7 +180,7 @@ class RandomMaclaurinSampler(_FourierBase):
             X = X - self.mean_.astype(X.dtype, copy=False)
         proj = np.ascontiguousarray(X @ self.random_weights_.astype(X.dtype, copy=False))
         out = np.empty((X.shape[0], self._n_features_out), dtype=X.dtype)
-        _km.maclaurin_products(proj, self.offsets_, self.scales_.astype(X.dtype), out)
+        grouped_products(proj, self.offsets_, self.scales_.astype(X.dtype), out)
         if self.kernel == "gaussian":
             sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
             out *= np.exp(-sq / (2.0 * float(self.sigma) ** 2)).astype(X.dtype)[:, None]

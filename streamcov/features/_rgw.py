@@ -11,7 +11,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._kernels.rgw import grouped_products
+from .._kernels.products import grouped_products
 
 
 class RGWSampler(TransformerMixin, BaseEstimator):

@@ -28,6 +28,8 @@ from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..kernels import gaussian_kernel, sigma_from_gamma, squared_distances
+
 BASES = ("monomial", "gegenbauer")
 
 # Relative size below which a negative singular-vector entry is rounding noise
@@ -38,29 +40,22 @@ _NEG_TOL = 1e-8
 # --------------------------------------------------------------------------
 # base kernels
 # --------------------------------------------------------------------------
-def _sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * (A @ B.T)
-    np.maximum(d2, 0.0, out=d2)
-    return d2
-
-
 def rbf_kernel(A, B=None, *, gamma: float) -> np.ndarray:
     """Gaussian kernel ``exp(-gamma ||a - b||^2)``, normalized so ``k(x, x) = 1``.
 
-    This is the base kernel of section 6 of paper 003.
+    This is the base kernel of section 6 of paper 003, written with paper
+    003's ``gamma``; it is :func:`streamcov.kernels.gaussian_kernel` with
+    ``sigma = 1 / sqrt(2 gamma)``.
     """
     A = np.asarray(A, dtype=np.float64)
-    B = A if B is None else np.asarray(B, dtype=np.float64)
-    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[1]:
+    B = None if B is None else np.asarray(B, dtype=np.float64)
+    if A.ndim != 2 or (B is not None and (B.ndim != 2 or A.shape[1] != B.shape[1])):
         raise ValueError(
             f"rbf_kernel needs two 2-D arrays with the same number of columns, "
-            f"got shapes {A.shape} and {B.shape}")
+            f"got shapes {A.shape} and {None if B is None else B.shape}")
     if not (np.isfinite(gamma) and gamma > 0):
         raise ValueError(f"gamma must be a finite positive number, got {gamma!r}")
-    K = _sq_dists(A, B)
-    K *= -gamma
-    np.exp(K, out=K)
-    return K
+    return gaussian_kernel(squared_distances(A, B), sigma_from_gamma(gamma))
 
 
 def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None) -> float:
@@ -81,7 +76,7 @@ def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None) -> 
     if n > max_samples:
         rng = check_random_state(random_state)
         X = X[rng.choice(n, max_samples, replace=False)]
-    d2 = _sq_dists(X, X)[np.triu_indices(X.shape[0], k=1)]
+    d2 = squared_distances(X)[np.triu_indices(X.shape[0], k=1)]
     med = float(np.median(d2))
     if med <= 0.0:
         pos = d2[d2 > 0]

@@ -55,6 +55,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
+from ..kernels import gaussian_kernel, sigma_from_gamma
+
 from .hsic import (HSICKernelTransform, PolynomialKernelMap, _check_grid,
                    median_heuristic_gamma, rbf_kernel)
 
@@ -116,7 +118,7 @@ def _factor_psd(M: np.ndarray, lam: float):
 def _out_kernel(y, Y, Ysq, gamma, psi):
     d2 = Ysq + y @ y - 2.0 * (Y @ y)
     np.maximum(d2, 0.0, out=d2)
-    g = np.exp(-gamma * d2)
+    g = gaussian_kernel(d2, sigma_from_gamma(gamma))
     if psi is None:
         return g, g
     # dk/dy = psi'(g) g (-2 gamma)(y - y_i): fold psi'(g) g into one factor.

@@ -12,8 +12,8 @@
 "No map" is the twin GP on the Gaussian base kernels; "map" is the same
 criterion on learned transformations, degrees chosen by cross-validated MAE on
 the training set only. ``gain = (1 - MAE_map / MAE_no_map) * 100`` (section 6).
-Each function returns the JSON result; per-seed and per-degree details go to
-``out_dir / "<task>_details.json"``.
+Each runner ``run_*(cfg, ctx)`` returns the JSON result; per-seed and
+per-degree details go to ``<output>/<task>_details.json``.
 """
 from __future__ import annotations
 
@@ -24,54 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..structured import TwinGaussianProcess, median_heuristic_gamma
 
 CRITERIA = ("kl", "hsic")
 BASES = ("monomial", "gegenbauer")
 
-_TGP_DEFAULTS = {
-    "gamma_x": "median", "gamma_y": "median", "lambda_x": 1e-3, "lambda_y": 1e-3,
-    "n_starts": 1, "max_iter": 50, "gegenbauer_weight_input": 0.51,
-    "gegenbauer_weight_output": 0.52, "degree_grid": [1, 2, 3, 5, 7, 11], "cv": 3,
-    "cv_max_train": None, "criteria": list(CRITERIA), "bases": list(BASES),
-    "primary": ["kl", "gegenbauer"], "degrees": None, "oracle_grid": False,
-}
 
-
-class TaskConfigError(ValueError):
-    """A pipeline table holds a value the task cannot use."""
-
-
-def _table(cfg: dict, name: str) -> dict:
-    t = cfg.get(name, {})
-    if not isinstance(t, dict):
-        raise TaskConfigError(f"[{name}] must be a table, got {type(t).__name__}")
-    return t
-
-
-def _tgp_cfg(cfg: dict) -> dict:
-    t = dict(_TGP_DEFAULTS)
-    user = _table(cfg, "tgp")
-    unknown = set(user) - set(_TGP_DEFAULTS)
-    if unknown:
-        raise TaskConfigError(f"unknown key(s) {sorted(unknown)} in [tgp]; "
-                              f"known: {sorted(_TGP_DEFAULTS)}")
-    t.update(user)
-    for c in t["criteria"]:
-        if c not in CRITERIA:
-            raise TaskConfigError(f"tgp.criteria: {c!r} is not one of {CRITERIA}")
-    for b in t["bases"]:
-        if b not in BASES:
-            raise TaskConfigError(f"tgp.bases: {b!r} is not one of {BASES}")
-    prim = tuple(t["primary"])
-    if len(prim) != 2 or prim[0] not in t["criteria"] or prim[1] not in t["bases"]:
-        raise TaskConfigError(f"tgp.primary must be [criterion, basis] among tgp.criteria and "
-                              f"tgp.bases, got {t['primary']!r}")
-    for g in ("gamma_x", "gamma_y"):
-        v = t[g]
-        if not (v == "median" or (isinstance(v, (int, float)) and v > 0)):
-            raise TaskConfigError(f"tgp.{g} must be a positive number or \"median\", got {v!r}")
-    return t
+def _tgp_cfg(cfg) -> dict:
+    """The ``[tgp]`` table as a dict (validated by :class:`streamcov.tasks.schema.TGPTable`)."""
+    return cfg.tgp.model_dump()
 
 
 def _gamma(value, Z, seed) -> float:
@@ -212,7 +174,7 @@ def sshape_data(n_samples: int, noise: float, rng) -> tuple[np.ndarray, np.ndarr
     return r[:, None], x
 
 
-def run_sshape(cfg: dict, out_dir: Path, progress: bool = False) -> dict:
+def run_sshape(cfg, ctx) -> dict:
     """S-shape: predict ``x`` from ``r``, MAE, all criterion x basis combinations.
 
     ``[data]``: ``n_samples`` (500), ``noise`` (0.05), ``test_fraction`` (0.5;
@@ -221,15 +183,10 @@ def run_sshape(cfg: dict, out_dir: Path, progress: bool = False) -> dict:
     pipeline file sets the paper's ``gamma_x = gamma_y = 1``.
     """
     t0 = time.perf_counter()
-    d = _table(cfg, "data")
+    d = cfg.data
     t = _tgp_cfg(cfg)
-    n = int(d.get("n_samples", 500))
-    noise = float(d.get("noise", 0.05))
-    frac = float(d.get("test_fraction", 0.5))
-    seeds = [int(s) for s in d.get("seeds", [0, 1, 2, 3, 4])]
-    if n < 20 or not 0 < frac < 1 or not seeds:
-        raise TaskConfigError("data.n_samples must be >= 20, data.test_fraction in (0, 1) and "
-                              "data.seeds non-empty")
+    n, noise, frac, seeds = int(d.n_samples), float(d.noise), float(d.test_fraction), [int(s) for s in d.seeds]
+    progress, out_dir = ctx.progress, ctx.output
     per_total = len(t["criteria"]) * (1 + len(t["bases"]))
     bar = _bar(progress, per_total * len(seeds), "tgp-sshape")
     per = []
@@ -289,7 +246,7 @@ def _baselines(Xtr, Ytr, Xte, Yte, gamma_x, seed) -> dict:
     return out
 
 
-def run_digits(cfg: dict, out_dir: Path, progress: bool = False) -> dict:
+def run_digits(cfg, ctx) -> dict:
     """Digits reconstruction: central 4x4 from the outer 48 pixels (MAE on [0, 1] pixels).
 
     ``[data]``: ``test_fraction`` (0.25, stratified by digit, as the paper's
@@ -300,14 +257,15 @@ def run_digits(cfg: dict, out_dir: Path, progress: bool = False) -> dict:
     from sklearn.model_selection import train_test_split
 
     t0 = time.perf_counter()
-    d = _table(cfg, "data")
+    d = cfg.data
     t = _tgp_cfg(cfg)
-    seed = int(d.get("seed", cfg.get("seed", 0)))
-    frac = float(d.get("test_fraction", 0.25))
+    seed = int(d.seed if d.seed is not None else cfg.seed)
+    frac = float(d.test_fraction)
+    progress, out_dir = ctx.progress, ctx.output
     X, Y, labels = digits_center_task()
     Xtr, Xte, Ytr, Yte = train_test_split(X, Y, test_size=frac, stratify=labels,
                                           random_state=seed)
-    max_train = d.get("max_train")
+    max_train = d.max_train
     if max_train is not None and len(Xtr) > int(max_train):
         idx = np.sort(np.random.RandomState(seed).choice(len(Xtr), int(max_train), replace=False))
         Xtr, Ytr = Xtr[idx], Ytr[idx]
@@ -332,31 +290,34 @@ ARM_JOINTS = (7, 8, 9, 10, 11, 12)  # elbows, wrists, hands (joints 8-13)
 TRAIN_SUBJECTS = (1, 3, 5, 7, 9)
 
 
-def _resolve_source(path: str) -> Path:
-    p = Path(path)
-    if p.is_dir():
-        return p
-    repo = Path(__file__).resolve().parents[2]
-    if not p.is_absolute() and (repo / p).is_dir():
-        return repo / p
-    raise FileNotFoundError(f"MSR-Action3D source {path!r} not found (also tried {repo / p}); "
-                            "set data.source to the folder holding the *_skeleton3D.txt files")
-
-
-def pose_frames(source) -> tuple[np.ndarray, np.ndarray]:
+def pose_frames(data) -> tuple[np.ndarray, np.ndarray]:
     """All valid frames of MSR-Action3D as (F, 60) float64 plus the subject of each frame.
 
-    Read with :func:`streamcov.readers.open_source` (all-zero frames are
-    dropped by the reader and, defensively, again here).
+    From ``data.store`` (a skeleton store in the MSR-Action3D layout) when
+    given, else read from ``data.source`` with the MSR-Action3D reader
+    (all-zero frames are dropped by the reader and, defensively, again here).
     """
-    from ..readers import open_source
-
     frames, subjects = [], []
-    for seq in open_source("msr-action3d", source).sequences():
-        f = np.asarray(seq.frames, dtype=np.float64)
+    if data.store is not None:
+        from ..data.skeletons import SequenceStore
+
+        store = SequenceStore(data.store)
+        if store.n_joints != 20:
+            raise ConfigError(f"data.store: {data.store} holds {store.n_joints} joints; tgp-pose needs "
+                              f"the 20-joint MSR-Action3D layout")
+        seqs = zip(store.sequences(), store.subjects)
+    else:
+        from ..data.readers import open_reader
+
+        if not Path(data.source).is_dir():
+            raise ConfigError(f"data.source {data.source!r}: folder not found; set it to the folder "
+                              f"holding the *_skeleton3D.txt files")
+        seqs = ((seq.frames, seq.subject) for seq in open_reader("msr-action3d", data.source).sequences())
+    for f, subject in seqs:
+        f = np.asarray(f, dtype=np.float64)
         f = f[f.any(axis=1)]
         frames.append(f)
-        subjects.append(np.full(len(f), int(seq.subject)))
+        subjects.append(np.full(len(f), int(subject)))
     return np.concatenate(frames), np.concatenate(subjects)
 
 
@@ -375,7 +336,7 @@ def joint_error(P, Y) -> float:
     return float(np.linalg.norm(D, axis=2).mean())
 
 
-def run_pose(cfg: dict, out_dir: Path, progress: bool = False) -> dict:
+def run_pose(cfg, ctx) -> dict:
     """MSR-Action3D: arm joints from the other joints, hip-relative metres, MAE, cross-subject.
 
     ``[data]``: ``source`` (folder of the skeleton files), ``max_train``
@@ -385,17 +346,17 @@ def run_pose(cfg: dict, out_dir: Path, progress: bool = False) -> dict:
     (``joint_error_*``) is reported too.
     """
     t0 = time.perf_counter()
-    d = _table(cfg, "data")
+    d = cfg.data
     t = _tgp_cfg(cfg)
-    seed = int(d.get("seed", cfg.get("seed", 0)))
-    src = _resolve_source(d.get("source", "../shared/data/msr_action3d/raw"))
-    frames, subjects = pose_frames(src)
+    seed = int(d.seed if d.seed is not None else cfg.seed)
+    progress, out_dir = ctx.progress, ctx.output
+    frames, subjects = pose_frames(d)
     X, Y = pose_inputs_outputs(frames)
     train = np.isin(subjects, TRAIN_SUBJECTS)
     rng = np.random.RandomState(seed)
     tr, te = np.flatnonzero(train), np.flatnonzero(~train)
     n_tr_all, n_te_all = len(tr), len(te)
-    max_train, max_test = int(d.get("max_train", 2000)), d.get("max_test", 1000)
+    max_train, max_test = int(d.max_train), d.max_test
     if len(tr) > max_train:
         tr = np.sort(rng.choice(tr, max_train, replace=False))
     if max_test is not None and len(te) > int(max_test):
@@ -416,6 +377,3 @@ def run_pose(cfg: dict, out_dir: Path, progress: bool = False) -> dict:
                seed=seed, gamma_x=r["gamma_x"], gamma_y=r["gamma_y"],
                seconds=time.perf_counter() - t0)
     return res
-
-
-TASKS = {"tgp-sshape": run_sshape, "tgp-digits": run_digits, "tgp-pose": run_pose}

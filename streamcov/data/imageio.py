@@ -1,0 +1,156 @@
+"""Reading labelled image collections: a folder per class, nested folders allowed.
+
+Layout ``root/<class>/[<sub>/...]<file>``: the first folder level under
+``root`` is the class; ``group_level = k`` makes the first k folder levels
+the group (e.g. ``2`` for ETH-80's ``<category>/<object>``, used by
+leave-objects-out protocols). Files with the extensions in
+:data:`IMAGE_EXTENSIONS` are read (Pillow); others are ignored, and folders
+named in ``exclude`` are skipped (ETH-80's ``maps``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, FormatError
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+
+
+@dataclass
+class ImageEntry:
+    path: Path
+    id: str          # path relative to the root, with "/" separators
+    label: str
+    group: str
+
+
+@dataclass
+class ImageSet:
+    """Images in memory with integer labels and groups (codes into the name lists)."""
+
+    images: list
+    labels: np.ndarray
+    label_names: list[str]
+    groups: np.ndarray
+    group_names: list[str]
+    ids: list[str]
+    split: np.ndarray | None = None
+    split_names: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def __len__(self):
+        return len(self.images)
+
+
+def _natural_key(s: str):
+    import re
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+def scan_folders(root, group_level: int = 1, exclude=("maps",)) -> list[ImageEntry]:
+    """List the images under ``root`` with their class and group, in a stable order."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: image folder not found")
+    if int(group_level) != group_level or group_level < 1:
+        raise ValueError(f"group_level must be an integer >= 1, got {group_level!r}")
+    exclude = set(exclude or ())
+    entries = []
+    for p in root.rglob("*"):
+        if not p.is_file() or p.suffix.lower() not in IMAGE_EXTENSIONS:
+            continue
+        rel = p.relative_to(root)
+        folders = rel.parts[:-1]
+        if any(f in exclude for f in folders):
+            continue
+        if not folders:
+            raise FormatError(p, "image directly under the root folder; put each class in "
+                                      "its own folder (root/<class>/<file>)")
+        label = folders[0]
+        group = "/".join(folders[:group_level])
+        entries.append(ImageEntry(path=p, id=rel.as_posix(), label=label, group=group))
+    if not entries:
+        raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) in class folders")
+    entries.sort(key=lambda e: _natural_key(e.id))
+    return entries
+
+
+def read_image(path) -> np.ndarray:
+    """Read one image as uint8/uint16 (h, w) grey or (h, w, 3) RGB.
+
+    Palette, grey+alpha, RGBA, CMYK and YCbCr images are converted; 16-bit
+    grey stays uint16; 32-bit integer and float images are refused.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    try:
+        with Image.open(path) as im:
+            im.load()
+            mode = im.mode
+            if mode in ("1", "LA"):
+                im = im.convert("L")
+            elif mode in ("P", "PA", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"):
+                im = im.convert("RGB")
+            elif mode.startswith("I;16"):
+                return np.asarray(im, dtype=np.uint16).copy()
+            elif mode not in ("L", "RGB"):
+                raise FormatError(path, f"unsupported image mode {mode!r}; save it as 8/16-bit "
+                                             f"grey or 8-bit RGB")
+            a = np.asarray(im)
+    except FormatError:
+        raise
+    except FileNotFoundError:
+        raise FormatError(path, "file not found") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc})") from None
+    if a.ndim not in (2, 3) or a.shape[0] == 0 or a.shape[1] == 0:
+        raise FormatError(path, f"empty or malformed image of shape {a.shape}")
+    return np.ascontiguousarray(a)
+
+
+def _codes(values: list[str]):
+    names = sorted(set(values), key=_natural_key)
+    index = {n: i for i, n in enumerate(names)}
+    return np.array([index[v] for v in values], dtype=np.int32), names
+
+
+def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool = False) -> ImageSet:
+    """Read every image under ``root`` (see module docstring) into an :class:`ImageSet`."""
+    entries = scan_folders(root, group_level=group_level, exclude=exclude)
+    it = entries
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(entries, desc=f"read {Path(root).name}", unit="img")
+    images = [read_image(e.path) for e in it]
+    labels, label_names = _codes([e.label for e in entries])
+    groups, group_names = _codes([e.group for e in entries])
+    return ImageSet(images=images, labels=labels, label_names=label_names, groups=groups,
+                    group_names=group_names, ids=[e.id for e in entries], source=str(root))
+
+
+def skimage_textures(names=("brick", "grass", "gravel"), patch: int = 64, max_per_class=None) -> ImageSet:
+    """scikit-image's bundled texture images cut into non-overlapping square patches (no download)."""
+    import skimage.data
+
+    images, labels, groups, ids = [], [], [], []
+    for c, name in enumerate(names):
+        if not hasattr(skimage.data, name):
+            raise ConfigError(f"data.textures: skimage.data has no image {name!r}")
+        img = np.asarray(getattr(skimage.data, name)())
+        k = 0
+        for y in range(0, img.shape[0] - patch + 1, patch):
+            for x in range(0, img.shape[1] - patch + 1, patch):
+                if max_per_class is not None and k >= max_per_class:
+                    break
+                images.append(np.ascontiguousarray(img[y:y + patch, x:x + patch]))
+                labels.append(c)
+                groups.append(c)
+                ids.append(f"{name}/{y}_{x}")
+                k += 1
+    return ImageSet(images=images, labels=np.array(labels, dtype=np.int32), label_names=list(names),
+                    groups=np.array(groups, dtype=np.int32), group_names=list(names), ids=ids,
+                    source="skimage.data")

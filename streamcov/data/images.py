@@ -1,0 +1,199 @@
+"""Zarr (v3) stores of labelled images of any size, written resumably.
+
+Layout of a store (a zarr group, written by :class:`~streamcov.data.ragged.RaggedStoreWriter`)::
+
+    pixels      (total,) uint8 | uint16 | float32, flat, chunked
+    offsets     (n + 1,) int64     image i is pixels[offsets[i]:offsets[i+1]]
+    shapes      (n, 3) int32       (height, width, channels) of image i, channels 1 or 3
+    labels      (n,) int32         codes into attrs["label_names"]
+    groups      (n,) int32         codes into attrs["group_names"] (e.g. object instance)
+    split       (n,) int8          codes into attrs["split_names"]; -1 = none
+    id_bytes, id_offsets           UTF-8 ids (paths relative to the source folder)
+
+The commit and completion rules are those of every ragged store
+(:mod:`streamcov.data.ragged`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .imageio import ImageSet, read_image, scan_folders
+from .ragged import RaggedStore, RaggedStoreWriter
+
+FORMAT_NAME = "streamcov.images"
+DEFAULT_CHUNK_PIXELS = 1 << 20
+PIXEL_DTYPES = ("uint8", "uint16", "float32")
+
+
+def _convert(image: np.ndarray, dtype: str, where: str) -> np.ndarray:
+    """Image pixels in the store's dtype; refuses conversions that lose bit depth."""
+    a = np.asarray(image)
+    if a.ndim == 3 and a.shape[2] == 4:
+        a = a[:, :, :3]
+    if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (1, 3)) or 0 in a.shape[:2]:
+        raise ValueError(f"{where}: expected a grey (h, w) or RGB (h, w, 3) image, got shape {a.shape}")
+    if dtype == "float32":
+        from ..descriptors.pixels import as_float_image
+        return as_float_image(a, where).astype(np.float32)
+    if a.dtype == np.uint8:
+        return a if dtype == "uint8" else a.astype(np.uint16) * 257
+    if a.dtype == np.uint16:
+        if dtype == "uint16":
+            return a
+        raise ValueError(f"{where}: 16-bit image but the store holds uint8 pixels; ingest with "
+                         f"pixel_dtype='uint16' (or 'float32')")
+    raise ValueError(f"{where}: pixel dtype {a.dtype} cannot be stored as {dtype}; ingest with "
+                     f"pixel_dtype='float32'")
+
+
+class ImageStore(RaggedStore):
+    """Read access to a complete image store."""
+
+    FORMAT = FORMAT_NAME
+    KIND = "image"
+    UNIT = "images"
+    DATA = "pixels"
+
+    def __init__(self, path):
+        super().__init__(path)
+        g = self.group
+        self.shapes = np.asarray(g["shapes"][:], dtype=np.int64).reshape(-1, 3)
+        self.labels = np.asarray(g["labels"][:], dtype=np.int32)
+        self.groups = np.asarray(g["groups"][:], dtype=np.int32)
+        self.split = np.asarray(g["split"][:], dtype=np.int8)
+
+    @property
+    def group_names(self) -> list[str]:
+        return list(self.attrs["group_names"])
+
+    def image(self, i: int) -> np.ndarray:
+        """Image i as stored: (h, w) grey or (h, w, 3) RGB."""
+        if not 0 <= i < len(self):
+            raise IndexError(f"image {i} out of range 0..{len(self) - 1}")
+        flat = np.asarray(self.group["pixels"][self.offsets[i]:self.offsets[i + 1]])
+        return unflatten(flat, self.shapes[i])
+
+    def images(self, rows=None) -> list[np.ndarray]:
+        """Images ``rows`` (all by default) as stored; reads the pixels they span once."""
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows)
+        if not len(rows):
+            return []
+        lo, hi = int(self.offsets[rows.min()]), int(self.offsets[rows.max() + 1])
+        flat = np.asarray(self.group["pixels"][lo:hi])
+        return [unflatten(flat[self.offsets[r] - lo:self.offsets[r + 1] - lo], self.shapes[r]) for r in rows]
+
+    def to_image_set(self) -> ImageSet:
+        split = self.split if (self.split >= 0).any() else None
+        return ImageSet(images=self.images(), labels=self.labels.copy(), label_names=self.label_names,
+                        groups=self.groups.copy(), group_names=self.group_names, ids=self.ids(),
+                        split=split, split_names=self.split_names, source=self.attrs.get("source", ""))
+
+    def __repr__(self):
+        return f"ImageStore({str(self.path)!r}, images={len(self)}, classes={len(self.label_names)})"
+
+
+def unflatten(flat: np.ndarray, shape) -> np.ndarray:
+    """One image from its flat pixels and its (h, w, c) shape: (h, w) grey or (h, w, 3)."""
+    h, w, c = (int(v) for v in shape)
+    return flat.reshape(h, w) if c == 1 else flat.reshape(h, w, c)
+
+
+def open_image_store(path) -> ImageStore:
+    """Open a complete image store; raises :class:`~streamcov.errors.IncompleteStoreError` otherwise."""
+    return ImageStore(path)
+
+
+class ImageStoreWriter(RaggedStoreWriter):
+    """Append images one by one; pixels are flushed in whole chunks, resumable.
+
+    Parameters
+    ----------
+    path : str or Path
+    source : str
+        Where the images come from (recorded; a resumed run must name the same).
+    pixel_dtype : {"uint8", "uint16", "float32"}
+    chunk_pixels : int
+        Pixel values per chunk of ``pixels``; memory held is about one chunk.
+    mode : {"create", "resume", "restart"}
+        As :class:`~streamcov.data.ragged.RaggedStoreWriter`.
+    """
+
+    def __init__(self, path, source: str, pixel_dtype: str = "uint8",
+                 chunk_pixels: int = DEFAULT_CHUNK_PIXELS, mode: str = "resume"):
+        if pixel_dtype not in PIXEL_DTYPES:
+            raise ValueError(f"pixel_dtype must be one of {PIXEL_DTYPES}, got {pixel_dtype!r}")
+        self.pixel_dtype = pixel_dtype
+        attrs = {"source": str(source), "pixel_dtype": pixel_dtype, "chunk_pixels": int(chunk_pixels),
+                 "layout": "image i = pixels[offsets[i]:offsets[i+1]].reshape(shapes[i]), row-major, "
+                           "channels last"}
+        super().__init__(path, format_name=FORMAT_NAME, kind="image", unit="images", data_unit="pixels",
+                         data="pixels", row_shape=(), dtype=pixel_dtype, chunk_rows=chunk_pixels,
+                         columns={"shapes": ("int32", (3,)), "labels": ("int32", ()),
+                                  "groups": ("int32", ()), "split": ("int8", ())},
+                         coded={"labels": "label_names", "groups": "group_names", "split": "split_names"},
+                         attrs=attrs, same=("source", "pixel_dtype"), mode=mode)
+
+    def append(self, image, image_id: str, label: str, group: str | None = None,
+               split: str | None = None) -> bool:
+        """Add one image; returns False when ``image_id`` is already stored."""
+        if self.has(image_id):
+            return False
+        a = _convert(image, self.pixel_dtype, image_id)
+        shape = (a.shape[0], a.shape[1], 1 if a.ndim == 2 else a.shape[2])
+        return super().append(image_id, a.ravel(), shapes=np.asarray(shape, dtype=np.int32),
+                              labels=str(label), groups=str(group if group is not None else label),
+                              split=split)
+
+    def close(self, extra: dict | None = None) -> ImageStore:
+        """Flush, write the summary, then the completion marker (last)."""
+        super().close({"extra": extra or {}})
+        return ImageStore(self.path)
+
+
+def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
+                  pixel_dtype: str = "uint8", chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
+                  mode: str = "resume", progress: bool = False, limit: int | None = None):
+    """Write the images under ``src`` to an image store at ``out``.
+
+    Parameters
+    ----------
+    src : path
+        ``format="folders"``: a folder per class, nested folders allowed
+        (:func:`streamcov.data.imageio.scan_folders`); PNG, JPEG, BMP, TIFF; grey or RGB.
+    out : path
+        Store location.
+    group_level : int
+        Folder levels that make the group (2 for ETH-80 category/object).
+    exclude : sequence of str
+        Folder names to skip (ETH-80's ``maps``).
+    pixel_dtype : {"uint8", "uint16", "float32"}
+    mode : {"create", "resume", "restart"}
+        ``resume`` continues an interrupted ingestion after its last committed image.
+    limit : int, optional
+        Stop after that many new images *without* completing the store (tests).
+
+    Returns
+    -------
+    ImageStore, or None when stopped by ``limit``.
+    """
+    if format != "folders":
+        raise ValueError(f"format must be 'folders', got {format!r}")
+    entries = scan_folders(src, group_level=group_level, exclude=exclude)
+    writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
+                              chunk_pixels=chunk_pixels, mode=mode)
+    it = entries
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(entries, desc=f"ingest {Path(out).name}", unit="img")
+    written = 0
+    for e in it:
+        if writer.has(e.id):
+            continue
+        writer.append(read_image(e.path), e.id, e.label, e.group)
+        written += 1
+        if limit is not None and written >= limit:
+            writer.flush()
+            return None
+    return writer.close(extra={"group_level": group_level, "exclude": list(exclude or ())})

@@ -1,0 +1,408 @@
+"""One resumable writer (and reader base) for ragged zarr v3 stores: skeletons and images.
+
+A store is a zarr group holding one ragged data array (the frames of all
+sequences, or the pixels of all images, one after the other) and one row of
+metadata per item::
+
+    <data>      (total, *row_shape)  chunked along the first axis
+    offsets     (n + 1,) int64       item i is <data>[offsets[i]:offsets[i+1]]
+    <columns>   (n, ...)             e.g. labels, subjects / groups, split, shapes
+    id_bytes, id_offsets             UTF-8 ids (ragged bytes; zarr v3 has no stable strings)
+
+String columns are integer codes into name lists kept in the attributes
+(``label_names``, ``group_names``, ``split_names``; -1 = none).
+
+Writes go chunk by chunk. After every flush the number of *committed* items
+and data rows is recorded in ``attrs["committed"]``, and only after the
+arrays it covers are written; the completion marker ``attrs["complete"] =
+True`` is written last, after every array and the summary. A store without
+it is incomplete: readers refuse it, ``streamcov info`` says so, and the same
+ingestion resumes after the last committed item (or restarts, on request).
+Every store carries an identity (a random id drawn when the store is
+created; a restart draws a new one) that feature stores and models record.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import IncompleteStoreError, StoreError
+
+_META_CHUNK = 65536
+
+
+def _zarr():
+    import zarr
+    return zarr
+
+
+def open_group(path, mode):
+    """The zarr group at ``path``; a :class:`StoreError` when there is none."""
+    zarr = _zarr()
+    try:
+        return zarr.open_group(str(path), mode=mode)
+    except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:  # type: ignore[attr-defined]
+        raise StoreError(f"{path}: no zarr store here ({exc.__class__.__name__}); "
+                         f"create one with `streamcov ingest` or `streamcov synth`") from None
+
+
+def store_status(path) -> dict:
+    """Summary of a store without requiring it to be complete (for ``streamcov info``)."""
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: does not exist")
+    g = open_group(path, "r")
+    attrs = dict(g.attrs)
+    status = {"path": str(path), "format": attrs.get("format"),
+              "complete": bool(attrs.get("complete", False))}
+    # every writer records its commit point as counts per unit (sequences/frames, images/pixels)
+    status.update({f"committed_{unit}": n for unit, n in attrs.get("committed", {}).items()})
+    for key in ("identity", "n_sequences", "n_frames", "n_joints", "n_images", "units", "source",
+                "center", "label_names", "group_names", "split_names", "skipped", "repairs",
+                "chunk_frames"):
+        if key in attrs:
+            status[key] = attrs[key]
+    if "skipped" in status:
+        status["n_skipped"] = len(status["skipped"])
+        status["skipped"] = status["skipped"][:20]
+    return status
+
+
+def open_complete(path: Path, format_name: str, kind: str, unit: str):
+    """The zarr group and attributes of a complete store of ``format_name``.
+
+    Raises :class:`StoreError` for another kind of store and
+    :class:`IncompleteStoreError` when the completion marker is missing.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: does not exist")
+    g = open_group(path, "r")
+    attrs = dict(g.attrs)
+    if attrs.get("format") != format_name:
+        raise StoreError(f"{path}: not a streamcov {kind} store "
+                         f"(format attribute {attrs.get('format')!r})")
+    if not attrs.get("complete", False):
+        c = attrs.get("committed", {})
+        raise IncompleteStoreError(
+            f"{path}: incomplete {kind} store ({c.get(unit, 0)} {unit} committed, no "
+            f"completion marker): the ingestion was interrupted. Re-run the same ingest command "
+            f"to resume it, or add --restart to start over.")
+    return g, attrs
+
+
+def _ready(pending: list, committed: int, written: int):
+    """The leading ``pending`` items whose data rows are all on disk, and their end row."""
+    end, n = committed, 0
+    for item in pending:
+        if end + item["size"] > written:
+            break
+        end += item["size"]
+        n += 1
+    return pending[:n], end
+
+
+def _names(index: dict) -> list[str]:
+    out = [None] * len(index)
+    for name, i in index.items():
+        out[i] = name
+    return out
+
+
+def jsonable(obj):
+    """``obj`` as plain JSON types (numpy scalars, paths, tuples become JSON values)."""
+    return json.loads(json.dumps(obj, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+
+
+class RaggedStore:
+    """Read access to a complete ragged store (subclasses name the format and the data array)."""
+
+    FORMAT: str = ""
+    KIND: str = ""
+    UNIT: str = ""
+    DATA: str = ""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        g, attrs = open_complete(self.path, self.FORMAT, self.KIND, self.UNIT)
+        self.group = g
+        self.attrs = attrs
+        self.offsets = np.asarray(g["offsets"][:], dtype=np.int64)
+
+    @property
+    def data(self):
+        """The ragged data array (zarr), read lazily."""
+        return self.group[self.DATA]
+
+    @property
+    def identity(self) -> dict:
+        """``{"id": ..., "created": ...}``: changes whenever the store is written anew."""
+        return dict(self.attrs.get("identity", {}))
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.attrs["label_names"])
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self.attrs.get("split_names", []))
+
+    def ids(self) -> list[str]:
+        raw = np.asarray(self.group["id_bytes"][:], dtype=np.uint8).tobytes()
+        off = np.asarray(self.group["id_offsets"][:], dtype=np.int64)
+        return [raw[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
+
+    def label_strings(self) -> np.ndarray:
+        names = np.asarray(self.label_names, dtype=object)
+        return names[self.labels]
+
+    def split_strings(self) -> np.ndarray:
+        names = np.asarray(self.split_names + [None], dtype=object)
+        return names[np.where(self.split < 0, len(self.split_names), self.split)]
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+
+class RaggedStoreWriter:
+    """Append items (a run of data rows plus one row of metadata each); resumable.
+
+    Parameters
+    ----------
+    path : str or Path
+        Store location (a directory).
+    format_name, kind, unit, data_unit : str
+        Format attribute, the kind named in messages ("skeleton"), the item
+        unit ("sequences") and the data-row unit ("frames").
+    data : str
+        Name of the ragged data array.
+    row_shape : tuple of int
+        Shape of one data row (``(3 * joints,)`` for frames, ``()`` for pixels).
+    dtype : str
+        Data type of the data array.
+    chunk_rows : int
+        Data rows per chunk; the writer holds about one chunk in memory.
+    columns : dict
+        ``name -> (dtype, tail shape)`` of the per-item metadata arrays.
+    coded : dict
+        ``column -> attribute`` for string columns coded into name lists
+        (``{"labels": "label_names", "split": "split_names"}``); ``None`` is -1.
+    attrs : dict
+        Attributes written when the store is created (source, joint names, ...).
+    same : tuple of str
+        Attributes a resumed store must have with the same values (an
+        interrupted ingestion of another source is refused).
+    initial_names : dict
+        Name lists fixed up front (``{"labels": [...]}``), e.g. a dataset's class order.
+    mode : {"create", "resume", "restart"}
+        ``create`` fails if anything is at ``path``; ``resume`` continues an
+        incomplete store after its last committed item (or creates a new
+        one); ``restart`` deletes an incomplete store first. A complete
+        store is never modified: delete it or choose another path.
+    """
+
+    def __init__(self, path, *, format_name: str, kind: str, unit: str, data_unit: str, data: str,
+                 row_shape: tuple, dtype: str, chunk_rows: int, columns: dict, coded: dict,
+                 attrs: dict, same: tuple = (), initial_names: dict | None = None,
+                 mode: str = "resume"):
+        if mode not in ("create", "resume", "restart"):
+            raise ValueError(f"mode must be create, resume or restart, got {mode!r}")
+        if int(chunk_rows) != chunk_rows or chunk_rows < 1:
+            raise ValueError(f"chunk size must be a positive integer, got {chunk_rows!r}")
+        self.path = Path(path)
+        self.format_name, self.kind, self.unit, self.data_unit = format_name, kind, unit, data_unit
+        self.data_name, self.row_shape, self.dtype = data, tuple(row_shape), np.dtype(dtype)
+        self.columns, self.coded = dict(columns), dict(coded)
+        self._buf = np.empty((0, *self.row_shape), dtype=self.dtype)
+        self._pending: list[dict] = []
+        self.resumed_from = 0
+        existing = self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir()))
+        if existing:
+            old = dict(open_group(self.path, "r").attrs)
+            if old.get("complete", False):
+                raise StoreError(f"{self.path}: a complete store is already here; delete it or "
+                                 f"choose another output path")
+            if old.get("format") not in (format_name, None):
+                raise StoreError(f"{self.path}: holds something else ({old.get('format')}); "
+                                 f"will not touch it")
+            if mode == "create":
+                raise StoreError(f"{self.path}: an incomplete {kind} store is here; resume it or "
+                                 f"restart it (--restart)")
+            if mode == "restart" or old.get("format") is None:
+                shutil.rmtree(self.path)
+                self._create(int(chunk_rows), attrs, initial_names or {})
+            else:
+                self._reopen(old, attrs, same)
+        else:
+            self._create(int(chunk_rows), attrs, initial_names or {})
+
+    # -- setup ------------------------------------------------------------
+    def _create(self, chunk_rows, attrs, initial_names):
+        from datetime import datetime, timezone
+
+        zarr = _zarr()
+        g = zarr.open_group(str(self.path), mode="w")
+        g.create_array(self.data_name, shape=(0, *self.row_shape), chunks=(chunk_rows, *self.row_shape),
+                       dtype=self.dtype, fill_value=0)
+        g.create_array("offsets", shape=(1,), chunks=(_META_CHUNK,), dtype="int64", fill_value=0)
+        for name, (dt, tail) in self.columns.items():
+            g.create_array(name, shape=(0, *tail), chunks=(_META_CHUNK, *tail), dtype=dt, fill_value=0)
+        g.create_array("id_bytes", shape=(0,), chunks=(1 << 20,), dtype="uint8", fill_value=0)
+        g.create_array("id_offsets", shape=(1,), chunks=(_META_CHUNK,), dtype="int64", fill_value=0)
+        self._index = {col: {} for col in self.coded}
+        for col, names in initial_names.items():
+            self._index[col] = {n: i for i, n in enumerate(names)}
+        g.attrs.update({
+            "format": self.format_name, "format_version": 1, "complete": False,
+            "identity": {"id": uuid.uuid4().hex,
+                         "created": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+            **jsonable(attrs),
+            **{attr: _names(self._index[col]) for col, attr in self.coded.items()},
+            "committed": {self.unit: 0, self.data_unit: 0},
+        })
+        self.group = g
+        self._ids: set[str] = set()
+        self._committed = 0
+        self._committed_rows = 0
+        self._written = 0
+        self._id_bytes = 0
+
+    def _reopen(self, old: dict, attrs: dict, same: tuple):
+        zarr = _zarr()
+        want = jsonable(attrs)
+        for key in same:
+            if old.get(key) != want.get(key):
+                raise StoreError(
+                    f"{self.path}: the incomplete {self.kind} store was started with {key} = "
+                    f"{old.get(key)!r}, this ingestion has {want.get(key)!r}; resuming would mix "
+                    f"two sources. Add --restart to discard it and start over.")
+        g = zarr.open_group(str(self.path), mode="r+")
+        c = old.get("committed", {self.unit: 0, self.data_unit: 0})
+        k, f = int(c[self.unit]), int(c[self.data_unit])
+        # anything past the commit point may be half written: cut it off
+        g[self.data_name].resize((f, *self.row_shape))
+        g["offsets"].resize((k + 1,))
+        for name, (_, tail) in self.columns.items():
+            g[name].resize((k, *tail))
+        g["id_offsets"].resize((k + 1,))
+        nbytes = int(g["id_offsets"][k]) if k else 0
+        g["id_bytes"].resize((nbytes,))
+        self.group = g
+        self._index = {col: {n: i for i, n in enumerate(old.get(attr, []))}
+                       for col, attr in self.coded.items()}
+        raw = np.asarray(g["id_bytes"][:], dtype=np.uint8).tobytes()
+        off = np.asarray(g["id_offsets"][:], dtype=np.int64)
+        self._ids = {raw[off[i]:off[i + 1]].decode("utf-8") for i in range(k)}
+        self._committed = k
+        self._committed_rows = f
+        self._written = f
+        self._id_bytes = nbytes
+        self.resumed_from = k
+
+    # -- writing ----------------------------------------------------------
+    def has(self, item_id: str) -> bool:
+        """True when ``item_id`` is already committed (skip it on resume)."""
+        return item_id in self._ids
+
+    def append(self, item_id: str, rows: np.ndarray, **values) -> bool:
+        """Add one item: its data rows and its column values; False when already stored.
+
+        Values of coded columns are names (``None``: -1); the others are
+        numbers or small arrays of the column's tail shape.
+        """
+        if item_id in self._ids:
+            return False
+        rows = np.asarray(rows, dtype=self.dtype)
+        if rows.shape[1:] != self.row_shape:
+            raise ValueError(f"{item_id}: rows of shape {rows.shape[1:]}, expected {self.row_shape}")
+        missing = set(self.columns) - set(values)
+        if missing:
+            raise ValueError(f"{item_id}: no value for column(s) {sorted(missing)}")
+        row = {}
+        for col, v in values.items():
+            row[col] = (-1 if v is None else self._code(col, str(v))) if col in self.coded else v
+        self._ids.add(item_id)
+        self._pending.append({"id": item_id, "size": len(rows), "values": row})
+        self._buf = np.concatenate([self._buf, rows])
+        if len(self._buf) >= self.group[self.data_name].chunks[0]:
+            self._flush(whole_chunks_only=True)
+        return True
+
+    def _code(self, col, name):
+        index = self._index[col]
+        if name not in index:
+            index[name] = len(index)
+        return index[name]
+
+    def _flush(self, whole_chunks_only: bool):
+        g = self.group
+        data = g[self.data_name]
+        cf = data.chunks[0]
+        n = (len(self._buf) // cf) * cf if whole_chunks_only else len(self._buf)
+        if n:
+            data.resize((self._written + n, *self.row_shape))
+            data[self._written:self._written + n] = self._buf[:n]
+            self._buf = self._buf[n:].copy()
+            self._written += n
+        # commit the items whose rows are now all on disk
+        done, end = _ready(self._pending, self._committed_rows, self._written)
+        if not done:
+            return
+        self._pending = self._pending[len(done):]
+        k, m = self._committed, len(done)
+        sizes = np.array([d["size"] for d in done], dtype=np.int64)
+        g["offsets"].resize((k + 1 + m,))
+        g["offsets"][k + 1:] = self._committed_rows + np.cumsum(sizes)
+        for name, (dt, tail) in self.columns.items():
+            g[name].resize((k + m, *tail))
+            g[name][k:] = np.array([d["values"][name] for d in done], dtype=dt).reshape(m, *tail)
+        self._append_ids(k, [d["id"] for d in done])
+        self._committed += m
+        self._committed_rows = end
+        # the commit point moves only after the arrays above are written
+        g.attrs.update({**{attr: _names(self._index[col]) for col, attr in self.coded.items()},
+                        "committed": {self.unit: self._committed, self.data_unit: self._committed_rows}})
+
+    def _append_ids(self, k: int, ids: list[str]):
+        g = self.group
+        encoded = [i.encode("utf-8") for i in ids]
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        g["id_bytes"].resize((self._id_bytes + len(blob),))
+        if len(blob):
+            g["id_bytes"][self._id_bytes:] = blob
+        g["id_offsets"].resize((k + 1 + len(ids),))
+        g["id_offsets"][k + 1:] = self._id_bytes + np.cumsum([len(e) for e in encoded])
+        self._id_bytes += len(blob)
+
+    def flush(self):
+        """Write everything buffered and commit it (the store stays incomplete)."""
+        self._flush(whole_chunks_only=False)
+
+    def close(self, summary: dict | None = None) -> None:
+        """Flush, write the summary attributes, then the completion marker (last)."""
+        self._flush(whole_chunks_only=False)
+        if self._pending:  # pragma: no cover - guarded by _flush
+            raise StoreError("internal error: items left uncommitted at close")
+        if self._committed == 0:
+            raise StoreError(f"{self.path}: no {self.unit[:-1]} was written; the store stays incomplete")
+        g = self.group
+        g.attrs.update({f"n_{self.unit}": self._committed, f"n_{self.data_unit}": self._committed_rows,
+                        **jsonable(summary or {})})
+        g.attrs["complete"] = True
+
+    @property
+    def committed(self) -> int:
+        return self._committed
+
+    @property
+    def old_attrs(self) -> dict:
+        return dict(self.group.attrs)
+
+
+def read_only_attrs(path) -> dict:
+    """Attributes of the store at ``path`` (complete or not)."""
+    return dict(open_group(path, "r").attrs)

@@ -1,0 +1,164 @@
+"""What every skeleton reader yields, and the error it raises on bad input."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ...errors import FormatError
+
+
+@dataclass
+class SkeletonSequence:
+    """One labelled sequence: ``frames`` is (T, 3*J) float32, joint-major x, y, z."""
+
+    id: str
+    frames: np.ndarray
+    label: str
+    subject: int
+    split: str | None = None
+
+
+@dataclass
+class SkeletonInfo:
+    """Metadata common to all sequences of a reader; written to the store's attributes.
+
+    ``roles`` names body parts by 0-based joint indices (several joints: their
+    mean), for descriptors that need a body frame: ``hip_center``,
+    ``left_hip``, ``right_hip``, ``spine``, ``neck``, ``left_shoulder``,
+    ``right_shoulder``, ``head``; a reader records those its skeleton has.
+    """
+
+    n_joints: int
+    joint_names: list[str]
+    units: str
+    source: str
+    center: tuple[int, ...]          # 0-based joints whose mean is the hip centre
+    label_names: list[str] | None = None   # fixed class order, if the reader defines one
+    extra: dict = field(default_factory=dict)
+    roles: dict = field(default_factory=dict)
+
+
+@dataclass
+class SkippedSequence:
+    id: str
+    reason: str
+
+
+class SkeletonReader:
+    """A reader: ``info``, an iterator over sequences, and what it dropped.
+
+    ``sequences()`` yields in a deterministic order so that an interrupted
+    ingestion can resume by sequence id. ``skipped`` and ``repairs`` are filled
+    while iterating (e.g. all-zero sequences skipped, all-zero frames dropped,
+    duplicated frames removed) and are recorded in the store.
+    """
+
+    info: SkeletonInfo
+
+    def __init__(self):
+        self.skipped: list[SkippedSequence] = []
+        self.repairs: dict[str, int] = {}
+
+    def _repair(self, what: str, count: int = 1):
+        if count:
+            self.repairs[what] = self.repairs.get(what, 0) + int(count)
+
+    def sequences(self) -> Iterator[SkeletonSequence]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+# --- text parsing shared by the plain-text readers -------------------------
+
+def _read_lines(path) -> list[str]:
+    """All lines of a text file (universal newlines, UTF-8 with optional BOM).
+
+    Splitting on ``"\\n"`` only (not :meth:`str.splitlines`) keeps the line
+    numbers in error messages equal to what an editor shows.
+    """
+    try:
+        with open(path, encoding="utf-8-sig", newline=None) as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, f"not a UTF-8/ASCII text file ({exc.reason} at byte "
+                                  f"{exc.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _nonblank(lines: list[str]) -> tuple[list[str], list[int]]:
+    """Non-blank lines and their 1-based line numbers."""
+    rows, linenos = [], []
+    for i, s in enumerate(lines, 1):
+        if s.strip():
+            rows.append(s)
+            linenos.append(i)
+    return rows, linenos
+
+
+def _parse_numeric_rows(path, rows: list[str], linenos: list[int], *, delimiter: str | None = None,
+                        ncols: int | None = None, expect: str = "") -> np.ndarray:
+    """Parse text rows into a finite float64 array of shape (len(rows), ncols).
+
+    Every row must hold the same number of fields (``ncols``, or that of the
+    first row when ``ncols`` is None), each a finite number. On the first
+    violation a :class:`~streamcov.errors.FormatError` names ``path``, the 1-based line
+    (from ``linenos``) and the column. ``expect`` is appended to column-count
+    messages to say what a line should contain.
+    """
+    if not rows:
+        return np.empty((0, ncols or 0), dtype=np.float64)
+    hint = f" ({expect})" if expect else ""
+    try:
+        arr = np.loadtxt(rows, dtype=np.float64, delimiter=delimiter, comments=None, ndmin=2,
+                         quotechar=None)
+    except ValueError as exc:
+        # the C parser only knows row indices without blank lines: find the
+        # offending line again to report it the way an editor numbers it
+        _locate_parse_error(path, rows, linenos, delimiter, ncols, hint)
+        # unreachable unless numpy's parser rejects a token that the check above accepts
+        raise FormatError(  # pragma: no cover
+            path, f"could not parse numbers: {exc}") from None
+    if ncols is not None and arr.shape[1] != ncols:
+        raise FormatError(path, f"expected {ncols} values per line{hint}, found "
+                                  f"{arr.shape[1]}", line=linenos[0])
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise FormatError(path, f"non-finite value {float(arr[r, c])!r} in column "
+                                  f"{c + 1}; all coordinates must be finite numbers",
+                                  line=linenos[r])
+    return arr
+
+
+def _locate_parse_error(path, rows, linenos, delimiter, ncols, hint):
+    expected = ncols
+    for row, lineno in zip(rows, linenos):
+        fields = row.split(delimiter)
+        if expected is None:
+            expected = len(fields)
+        if len(fields) != expected:
+            raise FormatError(path, f"expected {expected} values per line{hint}, found "
+                                      f"{len(fields)}", line=lineno)
+        for j, tok in enumerate(fields):
+            if not _is_plain_number(tok):
+                raise FormatError(path, f"column {j + 1}: {tok.strip()!r} is not a number",
+                                          line=lineno)
+
+
+def _is_plain_number(tok: str) -> bool:
+    """Whether numpy's text parser reads ``tok`` as a float.
+
+    Python's ``float`` also accepts digit separators (``1_000``) and non-ASCII
+    digits, which ``np.loadtxt`` rejects.
+    """
+    if "_" in tok or not tok.isascii():
+        return False
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True

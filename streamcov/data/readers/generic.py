@@ -1,0 +1,259 @@
+"""Reader for skeleton sequences stored as plain CSV files.
+
+A folder holds ``index.csv`` (one row per sequence: ``file,label,subject`` and
+optionally ``split`` and ``id``) and one CSV per sequence with one frame per
+row, ``x1,y1,z1,...,xJ,yJ,zJ``. The full specification, with an example, is in
+``data/generic_format.md``.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
+                   _is_plain_number, _nonblank, _parse_numeric_rows, _read_lines)
+
+INDEX_NAME = "index.csv"
+REQUIRED_COLUMNS = ("file", "label", "subject")
+OPTIONAL_COLUMNS = ("split", "id")
+
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+@dataclass
+class _Entry:
+    id: str
+    path: Path
+    label: str
+    subject: int
+    split: str | None
+    line: int
+
+
+class GenericCSVReader(SkeletonReader):
+    """Skeleton sequences from an ``index.csv`` and one CSV file per sequence.
+
+    Parameters
+    ----------
+    path : str or Path
+        The folder holding ``index.csv`` (or ``index.csv`` itself). Sequence
+        files are found relative to it.
+    center : sequence of int, default (0,)
+        0-based joints whose mean is the body centre (e.g. the hip centre, or
+        both hips).
+    units : str, default "unknown"
+        Unit of the coordinates, recorded in ``info.units`` (e.g. ``"m"``).
+    joint_names : sequence of str, optional
+        One name per joint; defaults to ``joint0``, ``joint1``, ...
+
+    Notes
+    -----
+    The index is read and checked when the source is opened (every listed
+    file must exist); the number of joints ``J`` is taken from the first
+    sequence file in id order. Sequence files are read one at a time by
+    :meth:`sequences`, in id order. ``info.label_names`` are the distinct
+    labels of the index, sorted. No frame is dropped or altered, so
+    ``skipped`` and ``repairs`` stay empty.
+    """
+
+    def __init__(self, path, *, center: Sequence[int] = (0,), units: str = "unknown",
+                 joint_names: Sequence[str] | None = None):
+        super().__init__()
+        path = Path(path)
+        self.index_path = path if path.name == INDEX_NAME and path.is_file() else path / INDEX_NAME
+        if not self.index_path.is_file():
+            raise FormatError(self.index_path, "index file not found; a generic skeleton "
+                                      f"folder needs an {INDEX_NAME} with columns "
+                                      f"{','.join(REQUIRED_COLUMNS)} (see data/generic_format.md)")
+        self.root = self.index_path.parent
+        self._entries, has_split = _read_index(self.index_path, self.root)
+        first = self._entries[0]
+        peek = _peek_ncols(first.path)
+        if peek is None:
+            raise _empty_error(self.index_path, first)
+        ncols, line = peek
+        if ncols % 3:
+            raise FormatError(first.path, f"{ncols} values per row is not a multiple of 3 "
+                                      "(x, y, z per joint)", line=line)
+        n_joints = ncols // 3
+        self._ncols = ncols
+        self._expect = (f"{n_joints} joints x (x, y, z) as in {first.path.name}, comma "
+                        "separated")
+        center = _check_center(center, n_joints)
+        if joint_names is None:
+            joint_names = [f"joint{j}" for j in range(n_joints)]
+        else:
+            joint_names = [str(n) for n in joint_names]
+            if len(joint_names) != n_joints:
+                raise ValueError(f"joint_names has {len(joint_names)} names but the sequence files "
+                                 f"hold {n_joints} joints ({ncols} values per row in "
+                                 f"{first.path.name})")
+        if not isinstance(units, str) or not units:
+            raise ValueError(f"units must be a non-empty string such as 'm', got {units!r}")
+        self.info = SkeletonInfo(
+            n_joints=n_joints, joint_names=joint_names, units=units, source="generic",
+            center=center, label_names=sorted({e.label for e in self._entries}),
+            extra={"index": INDEX_NAME,
+                   "splits": sorted({e.split for e in self._entries}) if has_split else None})
+
+    def __len__(self) -> int:
+        """Number of sequences listed in the index."""
+        return len(self._entries)
+
+    def sequences(self) -> Iterator[SkeletonSequence]:
+        """Yield the sequences sorted by id, reading one file at a time."""
+        self.skipped = []
+        self.repairs = {}
+        for e in self._entries:
+            frames = read_sequence_csv(e.path, ncols=self._ncols, expect=self._expect)
+            if len(frames) == 0:
+                raise _empty_error(self.index_path, e)
+            yield SkeletonSequence(id=e.id, frames=frames, label=e.label, subject=e.subject,
+                                   split=e.split)
+
+
+def _empty_error(index: Path, e: _Entry) -> FormatError:
+    return FormatError(index, f"sequence file {e.path.name} (id {e.id!r}) holds no "
+                               "frames; every listed sequence needs at least one data row",
+                               line=e.line)
+
+
+def read_sequence_csv(path, ncols: int | None = None,
+                      expect: str = "x, y, z per joint, comma separated") -> np.ndarray:
+    """Read one sequence CSV into a (T, ncols) float32 array.
+
+    Blank lines are ignored; a first row made only of non-numbers is a header
+    and is skipped. Raises :class:`FormatError` (file and 1-based line)
+    for a row whose column count differs from ``ncols`` (or from the first row),
+    a non-numeric or non-finite value, or a first row mixing numbers and text.
+    """
+    rows, linenos = _nonblank(_read_lines(path))
+    if rows and _is_header(path, rows[0], linenos[0]):
+        if ncols is not None and len(rows[0].split(",")) != ncols:
+            raise FormatError(path, f"header has {len(rows[0].split(','))} columns, "
+                                      f"expected {ncols} (x, y, z per joint)", line=linenos[0])
+        rows, linenos = rows[1:], linenos[1:]
+    arr = _parse_numeric_rows(path, rows, linenos, delimiter=",", ncols=ncols, expect=expect)
+    with np.errstate(over="ignore"):
+        out = arr.astype(np.float32)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise FormatError(path, f"value {float(arr[r, c])!r} in column {c + 1} does not "
+                                  "fit in float32", line=linenos[r])
+    return out
+
+
+def _is_header(path, row: str, lineno: int) -> bool:
+    numeric = [_is_plain_number(f) for f in row.split(",")]
+    if all(numeric):
+        return False
+    if not any(numeric):
+        return True
+    j = numeric.index(False)
+    raise FormatError(path, f"first row mixes numbers and text (column {j + 1}: "
+                              f"{row.split(',')[j].strip()!r}): it is neither a header (names "
+                              "only) nor a data row (numbers only)", line=lineno)
+
+
+def _peek_ncols(path: Path) -> tuple[int, int] | None:
+    """Column count of the first data row of ``path`` and its line, or None if it has none."""
+    rows, linenos = _nonblank(_read_lines(path))
+    if rows and _is_header(path, rows[0], linenos[0]):
+        rows, linenos = rows[1:], linenos[1:]
+    if not rows:
+        return None
+    return len(rows[0].split(",")), linenos[0]
+
+
+def _check_center(center, n_joints: int) -> tuple[int, ...]:
+    try:
+        idx = tuple(int(c) for c in center)
+        ok = all(float(c) == int(c) for c in center)
+    except (TypeError, ValueError):
+        raise ValueError(f"center must be a list of 0-based joint indices, got "
+                         f"{center!r}") from None
+    if not ok or not idx or len(set(idx)) != len(idx) or not all(0 <= c < n_joints for c in idx):
+        raise ValueError(f"center must be a non-empty list of distinct 0-based joint indices in "
+                         f"[0, {n_joints - 1}] (the files hold {n_joints} joints), got {center!r}")
+    return idx
+
+
+def _read_index(index: Path, root: Path) -> tuple[list[_Entry], bool]:
+    """Parse and check ``index.csv``; entries sorted by id."""
+    rows = _rows_with_lines(index)
+    rows = [(n, row) for n, row in rows if any(f.strip() for f in row)]
+    if not rows:
+        raise FormatError(index, "empty; expected a header row with columns "
+                                  f"{','.join(REQUIRED_COLUMNS)}")
+    header_line, header = rows[0]
+    names = [h.strip().lower() for h in header]
+    seen = set()
+    for n in names:
+        if n and n in seen:
+            raise FormatError(index, f"column {n!r} appears twice in the header",
+                                      line=header_line)
+        seen.add(n)
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise FormatError(index, f"header lacks required column(s) {', '.join(missing)}; "
+                                  f"found {header!r}, need {','.join(REQUIRED_COLUMNS)} (optional: "
+                                  f"{','.join(OPTIONAL_COLUMNS)})", line=header_line)
+    col = {n: names.index(n) for n in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if n in names}
+    has_split = "split" in col
+    entries: dict[str, _Entry] = {}
+    for lineno, row in rows[1:]:
+        if len(row) != len(names):
+            raise FormatError(index, f"row has {len(row)} fields but the header has "
+                                      f"{len(names)}", line=lineno)
+        val = {k: row[i].strip() for k, i in col.items()}
+        if not val["file"]:
+            raise FormatError(index, "column 'file' is empty", line=lineno)
+        fpath = root / val["file"]
+        if not fpath.is_file():
+            raise FormatError(index, f"sequence file {val['file']!r} not found in {root}",
+                                      line=lineno)
+        if not val["label"]:
+            raise FormatError(index, "column 'label' is empty", line=lineno)
+        if not _INT_RE.match(val["subject"]):
+            raise FormatError(index, f"column 'subject' must be an integer, got "
+                                      f"{val['subject']!r}", line=lineno)
+        split = None
+        if has_split:
+            split = val["split"]
+            if not split:
+                raise FormatError(index, "column 'split' is empty (leave the column out "
+                                          "if there is no split)", line=lineno)
+        seq_id = val.get("id") or Path(val["file"]).stem
+        if seq_id in entries:
+            raise FormatError(index, f"sequence id {seq_id!r} is used twice (first on "
+                                      f"line {entries[seq_id].line}); give each row a distinct "
+                                      "id or file name", line=lineno)
+        entries[seq_id] = _Entry(seq_id, fpath, val["label"], int(val["subject"]), split, lineno)
+    if not entries:
+        raise FormatError(index, "lists no sequences (only a header row)",
+                                  line=header_line)
+    return [entries[k] for k in sorted(entries)], has_split
+
+
+def _rows_with_lines(index: Path) -> list[tuple[int, list[str]]]:
+    """CSV rows of ``index`` with the 1-based line on which each row starts."""
+    out = []
+    try:
+        with open(index, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            start = 1
+            for row in reader:
+                out.append((start, row))
+                start = reader.line_num + 1
+    except UnicodeDecodeError as exc:
+        raise FormatError(index, f"not a UTF-8/ASCII text file ({exc.reason})") from None
+    except csv.Error as exc:
+        raise FormatError(index, f"not a valid CSV file: {exc}",
+                                  line=reader.line_num) from None
+    return out

@@ -1,0 +1,189 @@
+"""Zarr (v3) stores of ragged skeleton sequences.
+
+Layout of a store (a zarr group, written by :class:`~streamcov.data.ragged.RaggedStoreWriter`)::
+
+    frames      (total_frames, 3J) float32, chunked along frames
+    offsets     (n + 1,) int64     sequence i is frames[offsets[i]:offsets[i+1]]
+    labels      (n,) int32         codes into attrs["label_names"]
+    subjects    (n,) int32
+    split       (n,) int8          codes into attrs["split_names"]; -1 = none
+    id_bytes    (total_id_bytes,) uint8, id_offsets (n + 1,) int64: UTF-8 ids
+
+plus the attributes of the reader (joint names, units, centre joints,
+roles). Writes are committed chunk by chunk and the completion marker comes
+last (:mod:`streamcov.data.ragged`): an interrupted ingestion leaves an
+incomplete store that readers refuse and that the same call resumes.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from ..errors import StoreError
+from .ragged import RaggedStore, RaggedStoreWriter
+
+FORMAT_NAME = "streamcov.skeleton-sequences"
+DEFAULT_CHUNK_FRAMES = 65536
+
+
+class SequenceStore(RaggedStore):
+    """Read access to a complete skeleton sequence store."""
+
+    FORMAT = FORMAT_NAME
+    KIND = "skeleton"
+    UNIT = "sequences"
+    DATA = "frames"
+
+    def __init__(self, path):
+        super().__init__(path)
+        g = self.group
+        self.labels = np.asarray(g["labels"][:], dtype=np.int32)
+        self.subjects = np.asarray(g["subjects"][:], dtype=np.int32)
+        self.split = np.asarray(g["split"][:], dtype=np.int8)
+
+    @property
+    def frames(self):
+        return self.group["frames"]
+
+    @property
+    def groups(self) -> np.ndarray:
+        """The subjects: the groups of leave-one-group-out protocols."""
+        return self.subjects
+
+    @property
+    def n_sequences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_frames(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def n_joints(self) -> int:
+        return int(self.attrs["n_joints"])
+
+    @property
+    def center(self) -> tuple[int, ...]:
+        return tuple(self.attrs["center"])
+
+    @property
+    def roles(self) -> dict:
+        return dict(self.attrs.get("roles", {}))
+
+    @property
+    def chunk_frames(self) -> int:
+        return int(self.frames.chunks[0])
+
+    def sequence(self, i: int) -> np.ndarray:
+        if not 0 <= i < self.n_sequences:
+            raise IndexError(f"sequence {i} out of range 0..{self.n_sequences - 1}")
+        return np.asarray(self.frames[self.offsets[i]:self.offsets[i + 1]])
+
+    def sequences(self) -> list[np.ndarray]:
+        """Every sequence as an array (frames, 3J), in memory: small stores only."""
+        frames = np.asarray(self.frames[:])
+        return [frames[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
+
+    def __repr__(self):
+        return (f"SequenceStore({str(self.path)!r}, sequences={self.n_sequences}, "
+                f"frames={self.n_frames}, joints={self.n_joints})")
+
+
+def open_store(path) -> SequenceStore:
+    """Open a complete skeleton store; raises :class:`~streamcov.errors.IncompleteStoreError` otherwise."""
+    return SequenceStore(path)
+
+
+class SequenceStoreWriter(RaggedStoreWriter):
+    """Append :class:`~streamcov.data.readers.SkeletonSequence` items chunk by chunk; resumable.
+
+    Parameters
+    ----------
+    path : str or Path
+    info : SkeletonInfo
+        Joint count, names, units, source, centre joints, roles; stored as attributes.
+    chunk_frames : int
+        Rows per chunk of ``frames``; the writer holds about one chunk.
+    mode : {"create", "resume", "restart"}
+        As :class:`~streamcov.data.ragged.RaggedStoreWriter`.
+    """
+
+    def __init__(self, path, info, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "resume"):
+        self.info = info
+        self.n_features = 3 * info.n_joints
+        attrs = {"n_joints": info.n_joints, "joint_names": list(info.joint_names),
+                 "layout": "frames x (x1, y1, z1, ..., xJ, yJ, zJ)", "units": info.units,
+                 "source": info.source, "center": list(info.center), "roles": dict(info.roles),
+                 "chunk_frames": int(chunk_frames), "extra": info.extra}
+        super().__init__(path, format_name=FORMAT_NAME, kind="skeleton", unit="sequences",
+                         data_unit="frames", data="frames", row_shape=(self.n_features,),
+                         dtype="float32", chunk_rows=chunk_frames,
+                         columns={"labels": ("int32", ()), "subjects": ("int32", ()),
+                                  "split": ("int8", ())},
+                         coded={"labels": "label_names", "split": "split_names"},
+                         attrs=attrs, same=("source", "n_joints"),
+                         initial_names={"labels": list(info.label_names or [])}, mode=mode)
+
+    def append(self, seq) -> bool:
+        """Append one sequence; returns False if it was already stored."""
+        if self.has(seq.id):
+            return False
+        frames = np.asarray(seq.frames)
+        if frames.ndim != 2 or frames.shape[1] != self.n_features:
+            raise ValueError(f"sequence {seq.id}: frames shape {frames.shape}, expected "
+                             f"(T, {self.n_features}) for {self.info.n_joints} joints")
+        if len(frames) == 0:
+            raise ValueError(f"sequence {seq.id}: no frames")
+        if not np.isfinite(frames).all():
+            r, c = np.argwhere(~np.isfinite(frames))[0]
+            raise ValueError(f"sequence {seq.id}: non-finite value at frame {r}, column {c}; "
+                             f"readers must drop or repair such frames explicitly")
+        return super().append(seq.id, frames.astype(np.float32, copy=False), labels=str(seq.label),
+                              subjects=int(seq.subject), split=seq.split)
+
+    def close(self, skipped: Iterable = (), repairs: dict | None = None) -> SequenceStore:
+        """Flush, write the summary (with what an interrupted earlier run skipped), then the marker."""
+        prev = dict(self.group.attrs)
+        skipped = [asdict(s) if hasattr(s, "__dataclass_fields__") else dict(s) for s in skipped]
+        known = {s["id"] for s in prev.get("skipped", [])}
+        all_skipped = list(prev.get("skipped", [])) + [s for s in skipped if s["id"] not in known]
+        super().close({"skipped": all_skipped, "repairs": dict(repairs or {})})
+        return SequenceStore(self.path)
+
+
+def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "resume",
+           progress: bool = False, limit: int | None = None) -> SequenceStore:
+    """Write every sequence of a :class:`~streamcov.data.readers.SkeletonReader` to a store.
+
+    Memory stays bounded by one chunk of frames: sequences stream from the
+    reader to the writer. On ``mode="resume"`` sequences already committed by an
+    interrupted run are skipped by id, so every sequence ends up exactly once.
+    ``limit`` stops after that many new sequences *without* completing the
+    store (used to test interruption).
+    """
+    writer = SequenceStoreWriter(out, source.info, chunk_frames=chunk_frames, mode=mode)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
+    written = 0
+    try:
+        for seq in source.sequences():
+            if writer.has(seq.id):
+                continue
+            writer.append(seq)
+            written += 1
+            if bar is not None:
+                bar.update(1)
+            if limit is not None and written >= limit:
+                writer.flush()
+                return None
+    finally:
+        if bar is not None:
+            bar.close()
+    skipped = getattr(source, "skipped", [])
+    repairs = getattr(source, "repairs", {})
+    return writer.close(skipped=skipped, repairs=repairs)

@@ -1,0 +1,344 @@
+"""Image descriptors of paper 004: one vector per image, for any learner.
+
+An image is first a matrix of per-pixel features (eq. (38),
+:mod:`.pixels`), standardized by a feature scale measured on training
+images (one number, or one per feature). Then either
+
+* ``"operator"``: the approximate covariance operator of random (eq. (29))
+  or quasi-random (appendix C) Fourier features of the Gaussian kernel K1
+  (eq. (20)), then ``vec(log(I + C / gamma))`` (eq. (21); the constant
+  ``log(gamma) I`` cancels in distances) or, with ``log=False``, ``vec(C)``
+  (approximate HS); Euclidean distances between the vectors are the
+  approximate Log-HS (HS) distances; or
+* ``"region"``: the region covariance (eq. (8)), then
+  ``vec(log(I + C / gamma))`` (LogE, eq. (9)) or ``vec(C)`` (E).
+
+The functions below are the one implementation: the scikit-learn
+transformers :class:`CovarianceOperator` and :class:`RegionCovariance` (in
+memory), the image source of the Dask engine (:mod:`streamcov.stream.image`)
+and the model selection of the ``image-classification`` task all call them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .. import linalg
+from ..linalg import merge_moments, vec_dim
+from .operators import _approx_cov, fourier_frequencies
+from .pixels import FeatureSpec, get_spec, pixel_features
+
+
+# ----------------------------------------------------------- feature scale
+def image_moments(features) -> tuple:
+    """``(n, mean, M2)`` of the pixel features of one image: count, mean and sums of squared deviations."""
+    f = np.asarray(features, dtype=np.float64)
+    mean = f.mean(axis=0)
+    return len(f), mean, ((f - mean) ** 2).sum(axis=0)
+
+
+def feature_moments(feature_mats) -> tuple:
+    """Moments of all pixels of several images, merged exactly (Chan)."""
+    acc = None
+    for f in feature_mats:
+        m = image_moments(f)
+        acc = m if acc is None else merge_moments(acc, m)
+    if acc is None:
+        raise ValueError("no images to measure the feature scale on")
+    return acc
+
+
+def feature_scale(moments, scaling: str = "global") -> np.ndarray:
+    """Feature scale from pixel moments ``(n, mean, M2)``.
+
+    ``per-feature``: each feature's standard deviation (1 where constant);
+    ``global``: one number for all features, the root mean square of those
+    standard deviations, so the features keep their relative weights (as raw
+    features with a tuned kernel bandwidth) while the bandwidth stays in
+    units of the data.
+    """
+    if scaling not in ("global", "per-feature"):
+        raise ValueError(f"feature scaling must be 'global' or 'per-feature', got {scaling!r}")
+    n, _, m2 = moments
+    var = np.maximum(np.asarray(m2, dtype=np.float64) / n, 0.0)
+    if scaling == "global":
+        rms = float(np.sqrt(np.mean(var)))
+        return np.full(len(var), rms if rms > 0 else 1.0)
+    sd = np.sqrt(var)
+    sd[sd <= 1e-12 * max(sd.max(), 1.0)] = 1.0
+    return sd
+
+
+# ------------------------------------------------------------- descriptors
+def operator_frequencies(n_features: int, n_frequencies: int, sigma: float, kind: str, seed: int,
+                         scale: np.ndarray) -> np.ndarray:
+    """Frequencies ``W`` of K1 for standardized features, folded with the scale: ``x @ W``.
+
+    ``sigma`` is in units of ``sqrt(n_features)`` feature scales, so the same
+    value suits any feature set (paper 004 chooses sigma1 so).
+    """
+    s = float(sigma) * np.sqrt(n_features)
+    return fourier_frequencies(n_features, n_frequencies, s, kind=kind, random_state=seed) / scale[:, None]
+
+
+def operator_vectors(feature_mats, W, gamma, log: bool = True, dtype=np.float32, batch: int = 16,
+                     n_jobs: int | None = None):
+    """Per image, the approximate covariance operator (eq. (20)) of ``features @ W``, as a vector.
+
+    Returns ``vec(log(I + C / gamma))`` for each gamma (a list when
+    ``gamma`` is a sequence: one eigendecomposition per operator serves
+    them all), or ``vec(C)`` when ``log`` is False. Operators are formed
+    ``batch`` at a time, so memory stays bounded; ``n_jobs`` threads take
+    their logarithms (see :func:`streamcov.linalg.log_vectors`).
+    """
+    feature_mats = list(feature_mats)
+    gammas = list(gamma) if np.ndim(gamma) else [gamma]
+    d2 = 2 * W.shape[1]
+    p = vec_dim(d2)
+    outs = [np.empty((len(feature_mats), p), dtype=dtype) for _ in (gammas if log else [None])]
+    for a in range(0, len(feature_mats), batch):
+        covs = np.stack([_approx_cov(np.asarray(f, dtype=np.float64), W) for f in feature_mats[a:a + batch]])
+        if log:
+            vecs = linalg.log_vectors(covs, gammas, relative=True, check=False, what="operator",
+                                      first_index=a, n_jobs=n_jobs)
+        else:
+            vecs = [linalg.sym_vec(covs)]
+        for out, v in zip(outs, vecs):
+            out[a:a + len(v)] = v
+    return outs if (log and np.ndim(gamma)) else outs[0]
+
+
+def region_vectors(covariances, scale, gamma, log: bool = True, dtype=np.float64):
+    """Region covariances of the standardized features as vectors: LogE (eq. (9)) or E (eq. (1)).
+
+    ``covariances`` are of the raw features; dividing by ``outer(scale,
+    scale)`` standardizes them. A sequence of gammas gives a list.
+    """
+    covs = np.asarray(covariances, dtype=np.float64) / np.outer(scale, scale)[None]
+    if not log:
+        return linalg.sym_vec(covs).astype(dtype, copy=False)
+    out = linalg.log_vectors(covs, list(gamma) if np.ndim(gamma) else float(gamma), relative=True,
+                             what="region covariance")
+    return [o.astype(dtype, copy=False) for o in out] if np.ndim(gamma) else out.astype(dtype, copy=False)
+
+
+@dataclass(frozen=True)
+class ImageDescriptor:
+    """What turns one image into one vector; see the module docstring.
+
+    ``sigma`` is the bandwidth of K1 in streamcov's convention
+    (:mod:`streamcov.kernels`) and in units of ``sqrt(n_features)`` feature
+    scales; ``frequencies`` is ``"random"`` (Approx) or ``"halton"``
+    (QApprox); ``random_state`` seeds the random frequencies.
+    """
+
+    pixels: FeatureSpec
+    representation: str = "operator"
+    n_frequencies: int = 200
+    sigma: float = 1.0
+    frequencies: str = "random"
+    gamma: float = 1e-3
+    log: bool = True
+    scaling: str = "global"
+    random_state: int = 0
+
+    @property
+    def dim(self) -> int:
+        d = 2 * self.n_frequencies if self.representation == "operator" else self.pixels.n_features
+        return vec_dim(d)
+
+    @property
+    def dtype(self) -> str:
+        return "float32" if self.representation == "operator" else "float64"
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["pixels"] = {k: v for k, v in asdict(self.pixels).items()}
+        d["pixels"]["features"] = list(self.pixels.features)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ImageDescriptor":
+        d = dict(d)
+        px = dict(d.pop("pixels"))
+        name = px.pop("name", "custom")
+        spec = FeatureSpec(**{**px, "features": tuple(px["features"])}, name=name)
+        return cls(pixels=spec, **d)
+
+    def frequencies_for(self, scale) -> np.ndarray:
+        return operator_frequencies(self.pixels.n_features, self.n_frequencies, self.sigma, self.frequencies,
+                                    self.random_state, np.asarray(scale, dtype=np.float64))
+
+    def vectors(self, images, scale, W=None, names=None) -> np.ndarray:
+        """Descriptors of ``images`` (arrays) given the fitted feature scale (and ``W`` if known)."""
+        scale = np.asarray(scale, dtype=np.float64)
+        images = list(images)
+        if self.representation == "operator":
+            W = self.frequencies_for(scale) if W is None else W
+            feats = (features_of(img, self.pixels, _name(names, i)) for i, img in enumerate(images))
+            return operator_vectors(feats, W, self.gamma, self.log, dtype=np.float32)
+        covs = np.stack([_region_cov(img, self.pixels, _name(names, i)) for i, img in enumerate(images)])
+        return region_vectors(covs, scale, self.gamma, self.log)
+
+
+def _name(names, i):
+    return f"image {i}" if names is None else names[i]
+
+
+def features_of(image, spec, where: str) -> np.ndarray:
+    """Pixel features of one image; errors name the image."""
+    try:
+        return pixel_features(image, spec)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _region_cov(image, spec, where):
+    from .pixels import region_covariance
+    return region_covariance(features_of(image, spec, where))
+
+
+# ------------------------------------------------------------ transformers
+class _ImageTransformer(TransformerMixin, BaseEstimator):
+    """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
+
+    def _descriptor(self) -> ImageDescriptor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Measure the feature scale on the pixels of the images ``X``."""
+        images = _as_images(X)
+        desc = self._descriptor()
+        self.scale_ = feature_scale(feature_moments(features_of(img, desc.pixels, f"X[{i}]")
+                                                    for i, img in enumerate(images)), desc.scaling)
+        self.n_features_in_ = desc.pixels.n_features
+        self.n_features_out_ = desc.dim
+        if desc.representation == "operator":
+            self.frequencies_ = desc.frequencies_for(self.scale_)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self)
+        desc = self._descriptor()
+        return desc.vectors(_as_images(X), self.scale_, getattr(self, "frequencies_", None),
+                            names=[f"X[{i}]" for i in range(len(X))])
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self)
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(self.n_features_out_)], dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        return tags
+
+
+def _as_images(X) -> list:
+    if isinstance(X, np.ndarray) and X.ndim in (3, 4):
+        return list(X)
+    try:
+        images = list(X)
+    except TypeError:
+        raise ValueError(f"X: expected a list of images (h, w) or (h, w, 3), got {type(X).__name__}") from None
+    if not images:
+        raise ValueError("X: no images")
+    return images
+
+
+class CovarianceOperator(_ImageTransformer):
+    """Approximate covariance operators of images as vectors (paper 004, eqs. (20)-(21)).
+
+    ``X`` is a list of images (grey (h, w) or colour (h, w, 3), any size).
+    ``fit`` measures the feature scale on their pixels and draws the
+    frequencies; ``transform`` gives ``vec(log(I + C_D / gamma))`` per image
+    (float32), whose Euclidean distances are approximate Log-HS distances
+    (Approx LogHS with random frequencies, QApprox LogHS with ``"halton"``),
+    or ``vec(C_D)`` with ``log=False`` (approximate HS).
+
+    Parameters
+    ----------
+    pixels : str, dict or FeatureSpec, default="texture"
+        Per-pixel features: a preset of :data:`streamcov.descriptors.pixels.PRESETS` or a spec.
+    n_frequencies : int, default=200
+        D; the operator is 2D x 2D.
+    sigma : float, default=1.0
+        K1 bandwidth in units of ``sqrt(n_features)`` feature scales,
+        ``exp(-||x - y||^2 / (2 sigma^2))`` (paper 004's sigma1 is ``sqrt(2)`` times it).
+    frequencies : {"random", "halton"}, default="random"
+    gamma : float, default=1e-3
+        Regularization (paper 004's gamma = mu).
+    log : bool, default=True
+    scaling : {"global", "per-feature"}, default="global"
+    random_state : int, default=0
+    """
+
+    _parameter_constraints: dict = {
+        "pixels": [str, dict, FeatureSpec],
+        "n_frequencies": [Interval(Integral, 1, None, closed="left")],
+        "sigma": [Interval(Real, 0, None, closed="neither")],
+        "frequencies": [StrOptions({"random", "halton"})],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "log": ["boolean"],
+        "scaling": [StrOptions({"global", "per-feature"})],
+        "random_state": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __init__(self, *, pixels="texture", n_frequencies=200, sigma=1.0, frequencies="random",
+                 gamma=1e-3, log=True, scaling="global", random_state=0):
+        self.pixels = pixels
+        self.n_frequencies = n_frequencies
+        self.sigma = sigma
+        self.frequencies = frequencies
+        self.gamma = gamma
+        self.log = log
+        self.scaling = scaling
+        self.random_state = random_state
+
+    def _descriptor(self):
+        return ImageDescriptor(get_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
+                               self.frequencies, float(self.gamma), bool(self.log), self.scaling,
+                               int(self.random_state))
+
+
+class RegionCovariance(_ImageTransformer):
+    """Region covariances of images as vectors: LogE (paper 004, eq. (9)) or E (eq. (1)).
+
+    ``transform`` gives ``vec(log(I + C / gamma))`` of the covariance of the
+    standardized pixel features (or ``vec(C)`` with ``log=False``), float64.
+
+    Parameters
+    ----------
+    pixels : str, dict or FeatureSpec, default="texture"
+    gamma : float, default=1e-3
+    log : bool, default=True
+    scaling : {"global", "per-feature"}, default="global"
+    """
+
+    _parameter_constraints: dict = {
+        "pixels": [str, dict, FeatureSpec],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "log": ["boolean"],
+        "scaling": [StrOptions({"global", "per-feature"})],
+    }
+
+    def __init__(self, *, pixels="texture", gamma=1e-3, log=True, scaling="global"):
+        self.pixels = pixels
+        self.gamma = gamma
+        self.log = log
+        self.scaling = scaling
+
+    def _descriptor(self):
+        return ImageDescriptor(get_spec(self.pixels), "region", gamma=float(self.gamma), log=bool(self.log),
+                               scaling=self.scaling)
+
+
+__all__ = ["CovarianceOperator", "ImageDescriptor", "RegionCovariance", "feature_moments", "feature_scale",
+           "image_moments", "operator_frequencies", "operator_vectors", "region_vectors"]

@@ -1,0 +1,56 @@
+"""One error hierarchy for everything a user can cause.
+
+Every error a user can cause with an input (a pipeline file, a flag, a raw
+archive, a store, a model) is a :class:`StreamcovError`; the command line
+turns it into one line ``streamcov <cmd>: error: <message>`` and exit code 2.
+Anything else that escapes is a bug in streamcov and keeps its traceback.
+Messages name the culprit (file and line, the pipeline key or flag as the
+user typed it), say what was expected and how to fix it.
+"""
+from __future__ import annotations
+
+
+class StreamcovError(Exception):
+    """Base class of the errors a user can cause; never a bug in streamcov."""
+
+
+class ConfigError(StreamcovError, ValueError):
+    """A pipeline file, a ``--set`` override or a command-line flag is invalid."""
+
+
+class FormatError(StreamcovError, ValueError):
+    """An input file does not have the expected format.
+
+    The message names the file and, where there is one, the 1-based line,
+    and says what was expected.
+    """
+
+    def __init__(self, path, message: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        self.reason = message
+        where = f"{self.path}, line {line}" if line is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):  # picklable across Dask workers despite the custom __init__
+        return (type(self), (self.path, self.reason, self.line))
+
+
+class StoreError(StreamcovError):
+    """A store cannot be used as asked: missing, another kind, incomplete, damaged."""
+
+
+class IncompleteStoreError(StoreError):
+    """The store has no completion marker: an ingestion did not finish."""
+
+
+class NotSPDError(StreamcovError, ValueError):
+    """A matrix that should be symmetric positive definite is not."""
+
+
+class ModelError(StreamcovError, ValueError):
+    """A model folder is missing, damaged, or does not fit the data it is applied to."""
+
+
+__all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "ModelError", "NotSPDError",
+           "StoreError", "StreamcovError"]

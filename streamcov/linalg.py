@@ -1,0 +1,267 @@
+"""Functions of symmetric positive definite matrices: one route for every caller.
+
+Every matrix logarithm, exponential and square root of a stack of matrices
+in streamcov goes through this module: skeleton covariances (d ~ 60, paper
+000 eq. (2)), region covariances and covariance operators of images (paper
+004, eqs. (9) and (21)), and the public functions below. Small matrices
+(d <= ``LANE_MAX_DIM``) are diagonalized eight at a time in the SIMD lanes
+of :mod:`streamcov._kernels.symeig`, larger ones by LAPACK's
+divide-and-conquer ``dsyevd``; both reconstruct ``U f(W) U^T``.
+
+Vectorization: the upper triangle with off-diagonals times sqrt(2), so that
+``<vec A, vec B> = <A, B>_F`` and Euclidean distances between vectors are
+Frobenius distances between matrices (the Log-Euclidean distance of
+eq. (1) of paper 000 once the matrices are logarithms).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ._kernels import spd as _ks
+from .errors import NotSPDError
+
+LANE_MAX_DIM = _ks.LANE_MAX_DIM
+_KINDS = {"log": 0, "exp": 1, "sqrt": 2}
+
+
+def vec_dim(d: int) -> int:
+    """Length of the vectorized upper triangle of a d x d matrix."""
+    return d * (d + 1) // 2
+
+
+def _check_stack(mats, name: str = "matrix"):
+    """A float64 C-contiguous (N, d, d) stack of finite symmetric matrices, and whether one was given."""
+    a = np.asarray(mats, dtype=np.float64)
+    squeeze = a.ndim == 2
+    if squeeze:
+        a = a[None]
+    if a.ndim != 3 or a.shape[1] != a.shape[2]:
+        raise ValueError(f"{name}: expected a square matrix or a stack (N, d, d), got shape {np.shape(mats)}")
+    if not np.isfinite(a).all():
+        i = int(np.argwhere(~np.isfinite(a))[0][0])
+        raise ValueError(f"{name} {i} contains NaN or inf")
+    if len(a):
+        sym_err = np.abs(a - a.transpose(0, 2, 1)).max(axis=(1, 2))
+        tol = 1e-8 * np.maximum(1.0, np.abs(a).max(axis=(1, 2)))
+        if (sym_err > tol).any():
+            i = int(np.flatnonzero(sym_err > tol)[0])
+            raise ValueError(f"{name} {i} is not symmetric (max |A - A^T| = {sym_err[i]:.3g})")
+    return np.ascontiguousarray(a), squeeze
+
+
+def sym_vec(mats) -> np.ndarray:
+    """Upper triangle with off-diagonals times sqrt(2): ``<vec A, vec B> = <A, B>_F``."""
+    mats, squeeze = _check_stack(mats)
+    out = np.empty((len(mats), vec_dim(mats.shape[1])))
+    _ks.sym_vec(mats, out)
+    return out[0] if squeeze else out
+
+
+def sym_unvec(vecs) -> np.ndarray:
+    """Inverse of :func:`sym_vec`."""
+    vecs = np.asarray(vecs, dtype=np.float64)
+    squeeze = vecs.ndim == 1
+    if squeeze:
+        vecs = vecs[None]
+    p = vecs.shape[1]
+    d = int(round((np.sqrt(8 * p + 1) - 1) / 2))
+    if vec_dim(d) != p:
+        raise ValueError(f"vector length {p} is not d(d+1)/2 for any d")
+    out = np.empty((len(vecs), d, d))
+    _ks.sym_unvec(np.ascontiguousarray(vecs), out)
+    return out[0] if squeeze else out
+
+
+def _matrix_function(mats, kind: str):
+    mats, squeeze = _check_stack(mats)
+    out = np.empty_like(mats)
+    min_eig = np.empty(len(mats))
+    _ks.stack_mat(mats, np.ones(len(mats)), 0.0, _KINDS[kind], out, min_eig)
+    if kind == "log" and (min_eig <= 0).any():
+        i = int(np.flatnonzero(min_eig <= 0)[0])
+        raise NotSPDError(f"matrix {i} is not positive definite (smallest eigenvalue "
+                          f"{min_eig[i]:.3g}); the logarithm needs SPD input: add gamma * I")
+    if kind == "sqrt" and (min_eig < 0).any():
+        i = int(np.flatnonzero(min_eig < 0)[0])
+        raise NotSPDError(f"matrix {i} has a negative eigenvalue {min_eig[i]:.3g}; the square root "
+                          f"needs positive semidefinite input")
+    return out[0] if squeeze else out
+
+
+def spd_logm(mats) -> np.ndarray:
+    """Matrix logarithm of SPD matrices by eigendecomposition (paper 000, eq. (2))."""
+    return _matrix_function(mats, "log")
+
+
+def sym_expm(mats) -> np.ndarray:
+    """Matrix exponential of symmetric matrices by eigendecomposition."""
+    return _matrix_function(mats, "exp")
+
+
+def spd_sqrtm(mats) -> np.ndarray:
+    """Square root of symmetric positive semidefinite matrices."""
+    return _matrix_function(mats, "sqrt")
+
+
+def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = False, scale=None,
+                normalize: bool = False, dtype=np.float64, what: str = "matrix",
+                first_index: int = 0, check: bool = True, n_jobs: int | None = None, describe=None):
+    """``vec(log(S_i))`` for a stack of symmetric matrices ``C_i``.
+
+    ``S_i = s_i C_i + gamma I`` (``s_i = scale[i]``, default 1), or with
+    ``relative=True`` ``S_i = I + C_i / gamma``: the same logarithm less the
+    constant ``log(gamma) I``, which cancels in every distance between two
+    matrices regularized with the same gamma and keeps the vectors small
+    (paper 004, eq. (21), and the Log-E distance of eq. (9)).
+
+    Parameters
+    ----------
+    mats : array (N, d, d)
+        Symmetric matrices (covariances, or scatter matrices with ``scale``).
+    gamma : float or sequence of float
+        Regularization; a sequence returns one array per value, computed from
+        one eigendecomposition per matrix when ``d > LANE_MAX_DIM``.
+    relative : bool
+        ``I + C / gamma`` instead of ``C + gamma I``; needs ``gamma > 0``.
+    scale : array (N,), optional
+        Per-matrix factors, e.g. ``1 / (n - ddof)`` to turn the scatter
+        matrices M2 of streamed moments into covariances.
+    normalize : bool
+        Scale each vector to unit Euclidean norm (paper 000: ``||log X||_F = 1``).
+    dtype : numpy dtype
+        Of the result (the computation is float64).
+    what, first_index : str, int
+        Name and index offset of the matrices in error messages, or
+    describe : callable, optional
+        ``describe(i)`` naming matrix i in error messages.
+    check : bool
+        Validate finiteness and symmetry (callers that built the matrices
+        themselves skip the O(N d^2) pass).
+    n_jobs : int, optional
+        Threads of the LAPACK route (default: numba's thread count, i.e. the
+        thread plan's share inside a Dask task); 1 inside another thread pool.
+
+    Returns
+    -------
+    ndarray (N, d(d+1)/2), or a list of them when ``gamma`` is a sequence.
+
+    Raises
+    ------
+    NotSPDError
+        When a regularized matrix is not positive definite, naming it.
+    """
+    many = not np.isscalar(gamma)
+    gammas = [float(g) for g in (gamma if many else [gamma])]
+    for g in gammas:
+        if not np.isfinite(g) or g < 0 or (relative and g <= 0):
+            raise ValueError(f"regularization gamma must be a finite number {'> 0' if relative else '>= 0'}, "
+                             f"got {g!r}")
+    if check:
+        mats, _ = _check_stack(mats, what)
+    else:
+        mats = np.ascontiguousarray(mats, dtype=np.float64)
+    if mats.ndim != 3:
+        raise ValueError(f"{what}: expected a stack (N, d, d), got shape {mats.shape}")
+    n, d = mats.shape[0], mats.shape[1]
+    s = np.ones(n) if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
+    if d > LANE_MAX_DIM:
+        outs = _large_log_vectors(mats, s, gammas, relative, describe or (lambda i: f"{what} {first_index + i}"),
+                                  n_jobs)
+        if normalize:
+            for out in outs:
+                nrm = np.sqrt(np.einsum("ij,ij->i", out, out))
+                np.divide(out, nrm[:, None], out=out, where=nrm[:, None] > 0)
+    else:
+        outs = []
+        for g in gammas:
+            out = np.empty((n, vec_dim(d)))
+            min_eig = np.empty(n)
+            if relative:
+                _ks.stack_vec(mats, s / g, 1.0, 0, normalize, out, min_eig)
+            else:
+                _ks.stack_vec(mats, s, g, 0, normalize, out, min_eig)
+            _raise_not_spd(min_eig, g, describe or (lambda i: f"{what} {first_index + i}"))
+            outs.append(out)
+    outs = [o.astype(dtype, copy=False) for o in outs]
+    return outs if many else outs[0]
+
+
+def _raise_not_spd(min_eig, gamma, describe):
+    bad = np.flatnonzero(~(min_eig > 0))
+    if len(bad):
+        i = int(bad[0])
+        raise NotSPDError(f"{describe(i)} is not positive definite (smallest eigenvalue "
+                          f"{min_eig[i]:.3g}); increase the regularization gamma (now {gamma})")
+
+
+def _large_log_vectors(mats, scale, gammas, relative, describe, n_jobs=None):
+    """LAPACK route for d > LANE_MAX_DIM: one ``dsyevd`` per matrix serves every gamma.
+
+    ``log(I + C / gamma)`` (or ``log(C + gamma I)`` when it is positive
+    semidefinite) equals ``B B^T`` with ``B = U diag(sqrt(f(w)))``: a
+    symmetric rank-k update (``dsyrk``, half the flops of a general product)
+    whose upper triangle is all that the vector needs. Matrices run in
+    threads with one BLAS thread each (:func:`streamcov._config.map_threads`);
+    inside a Dask task the thread plan's numba share applies.
+    """
+    from scipy.linalg import eigh
+    from scipy.linalg.blas import dsyrk
+
+    from ._config import map_threads
+
+    n, d = mats.shape[0], mats.shape[1]
+    iu = np.triu_indices(d)
+    coef = np.where(iu[0] == iu[1], 1.0, np.sqrt(2.0))
+    outs = [np.empty((n, len(coef))) for _ in gammas]
+
+    def one(i):
+        w, u = eigh(mats[i] * scale[i] if scale[i] != 1.0 else mats[i], driver="evd", check_finite=False)
+        for g in gammas:
+            if (1.0 + w[0] / g if relative else w[0] + g) <= 0:
+                raise NotSPDError(f"{describe(i)} is not positive definite (smallest eigenvalue "
+                                  f"{w[0]:.3g}); increase the regularization gamma (now {g})")
+        if relative:
+            # a covariance operator is PSD: its eigenvalues below 0 are rounding
+            w = np.maximum(w, 0.0)
+        rows = []
+        for g in gammas:
+            f = np.log1p(w / g) if relative else np.log(w + g)
+            if f[0] >= 0:
+                up = dsyrk(1.0, u * np.sqrt(f))   # upper triangle of B B^T
+            else:
+                up = (u * f) @ u.T
+            rows.append(up[iu] * coef)
+        return rows
+
+    for i, rows in enumerate(map_threads(one, range(n), n_jobs)):
+        for k, r in enumerate(rows):
+            outs[k][i] = r
+    return outs
+
+
+def merge_moments(a, b):
+    """Chan et al.'s pairwise merge of two partial moments ``(n, mean, M2)``.
+
+    ``M2`` is the scatter matrix ``sum (x - mean)(x - mean)^T`` (d, d), or its
+    diagonal (d,): the sums of squared deviations per feature. Exact: the
+    moments of a sequence cut into pieces merge to those of the whole.
+    """
+    na, ma, sa = a
+    nb, mb, sb = b
+    n = na + nb
+    if n == 0:
+        return 0, np.zeros_like(np.asarray(ma, dtype=np.float64)), np.zeros_like(np.asarray(sa, dtype=np.float64))
+    if na == 0:
+        return nb, np.asarray(mb, dtype=np.float64), np.asarray(sb, dtype=np.float64)
+    if nb == 0:
+        return na, np.asarray(ma, dtype=np.float64), np.asarray(sa, dtype=np.float64)
+    delta = np.asarray(mb, dtype=np.float64) - ma
+    f = (na * nb) / n
+    cross = np.outer(delta, delta) if np.ndim(sa) == 2 else delta * delta
+    return n, ma + delta * (nb / n), sa + sb + f * cross
+
+
+__all__ = ["LANE_MAX_DIM", "log_vectors", "merge_moments", "spd_logm", "spd_sqrtm", "sym_expm",
+           "sym_unvec", "sym_vec", "vec_dim"]

@@ -1,0 +1,153 @@
+"""The one featurize driver: source -> (fit on training rows) -> feature map -> feature store.
+
+:func:`featurize` is the same for every modality (:mod:`.source`):
+
+1. open the feature store whose fingerprint matches (input store identity,
+   descriptor, map, seed, block bounds, and the training rows when anything
+   is fitted on data), or create it;
+2. fit what depends on data, on training rows only, unless the store already
+   holds that fit: the source's state (e.g. the feature scale of training
+   images), then the feature map on a seeded sample of at most
+   ``fit_sample`` training descriptors (a centred map's mean row, Nystroem's
+   landmarks, a median bandwidth); both are kept in the feature store;
+3. compute the blocks not yet done, in windows of blocks so that memory stays
+   bounded, each task writing its rows and then its done flag;
+4. check that every block was written.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..features.registry import fit_feature_map, needs_data
+from .featurestore import FeatureStore, write_block
+
+
+@dataclass
+class Featurized:
+    """A complete feature store and what produced it."""
+
+    store: FeatureStore
+    source: object
+    feature_map: object
+    fit_record: dict
+    fit_reused: bool
+    featurized_rows: int
+    fit_seconds: float
+    featurize_seconds: float
+
+
+def _transform(fmap, X):
+    # One BLAS thread: the projection GEMM then sums in the same order on every
+    # worker, whatever threads its process was started with (bitwise-equal features).
+    from threadpoolctl import threadpool_limits
+
+    if fmap is None:
+        return X
+    with threadpool_limits(limits=1):
+        return fmap.transform(X)
+
+
+def _reference(map_params: dict, seed: int, n_features: int, record: dict):
+    """The map of ``map_params`` fitted without data (from its seed), at the measured bandwidth."""
+    from ..features.registry import make_feature_map
+
+    fmap = make_feature_map(map_params, seed, record.get("median_distance", 1.0))
+    return None if fmap is None else fmap.fit(np.zeros((1, n_features)))
+
+
+def fingerprint(source, map_params: dict, seed: int, bounds, train=None) -> dict:
+    """Everything the features depend on; a feature store with another fingerprint is not reused."""
+    fp = {"source": source.identity(), "features": map_params, "seed": int(seed),
+          "bounds": [int(b) for b in bounds], "dtype": str(source.dtype)}
+    if train is not None and (source.needs_fit or needs_data(map_params)):
+        fp["train"] = hashlib.sha1(np.packbits(np.asarray(train, dtype=bool)).tobytes()).hexdigest()
+    return fp
+
+
+def fit_sample_rows(train, fit_sample: int, seed: int) -> np.ndarray:
+    """A seeded sample of at most ``fit_sample`` training rows, in row order."""
+    rng = np.random.default_rng(seed)
+    tr = np.flatnonzero(train)
+    return np.sort(rng.choice(tr, size=min(int(fit_sample), len(tr)), replace=False))
+
+
+def rows_of(source, rows: np.ndarray, bounds, runtime) -> np.ndarray:
+    """Descriptors of ``rows`` (sorted indices), computed block by block on the runtime."""
+    mask = np.zeros(source.n, dtype=bool)
+    mask[rows] = True
+    tasks = source.block_tasks(bounds, runtime.numba_threads, rows=mask)
+    return np.concatenate(runtime.compute(*[t for *_, t in tasks]))
+
+
+def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, runtime, bounds,
+              fit_sample: int = 2048, progress: bool = False) -> Featurized:
+    """Fill (or reuse) the feature store at ``path``; see the module docstring."""
+    import dask
+
+    t0 = time.perf_counter()
+    map_params = dict(map_params)
+    fp = fingerprint(source, map_params, seed, bounds, train)
+    from ..features.registry import make_feature_map, output_dim
+
+    probe = make_feature_map(map_params, seed)
+    dim = output_dim(probe, source.dim)
+    fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
+    rec = fstore.group.attrs.get("fit")
+    reused = rec is not None
+    if reused:
+        reference = _reference(map_params, seed, source.dim, rec.get("record", {}))
+        state, fmap, record = fstore.load_fit(reference)
+        fitted = type(source).from_spec({**source.spec(), "state": state}, source.store) \
+            if source.needs_fit else source
+        if fmap is None:
+            fmap = reference
+    else:
+        fitted = source.fit(train, runtime, bounds) if source.needs_fit else source
+        sample = None
+        if needs_data(map_params):
+            sample = rows_of(fitted, fit_sample_rows(train, fit_sample, seed), bounds, runtime)
+        fmap, record = fit_feature_map(map_params, seed, source.dim, sample)
+        data_dependent = needs_data(map_params) and fmap is not None
+        fstore.save_fit(fitted.state, fmap if data_dependent else None, record,
+                        _reference(map_params, seed, source.dim, record) if data_dependent else None)
+    t_fit = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    done = fstore.done()
+    transform = dask.delayed(fmap, pure=True) if fmap is not None else None
+    blocks = fitted.block_tasks(bounds, runtime.numba_threads)
+    keys = fitted.window_keys(bounds, runtime.parallelism)
+    todo = []
+    for i, (b0, b1, _, task) in enumerate(blocks):
+        if done[i]:
+            continue
+        X = task if transform is None else dask.delayed(_transform)(transform, task)
+        todo.append((keys[i], b1 - b0, dask.delayed(write_block)(str(fstore.path), i, b0, b1, X)))
+    windows: list[list] = []
+    last = None
+    for key, size, task in todo:
+        if key != last:
+            windows.append([])
+            last = key
+        windows[-1].append((size, task))
+    bar = None
+    if progress and todo:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(todo), desc="featurize", unit="block")
+    for window in windows:
+        runtime.compute(*[t for _, t in window])
+        if bar is not None:
+            bar.update(len(window))
+    if bar is not None:
+        bar.close()
+    missing = np.flatnonzero(~fstore.done())
+    if len(missing):
+        raise RuntimeError(f"{fstore.path}: blocks {missing[:10].tolist()} were not written although "
+                           f"their tasks finished; this is a bug in streamcov")
+    return Featurized(store=fstore, source=fitted, feature_map=fmap, fit_record=record, fit_reused=reused,
+                      featurized_rows=int(sum(s for _, s, _ in todo)), fit_seconds=t_fit,
+                      featurize_seconds=time.perf_counter() - t1)

@@ -1,0 +1,214 @@
+"""Saving fitted pipelines without pickle: arrays in ``.npz``, the rest in JSON.
+
+A model folder holds ``model.json`` (the source spec: modality, descriptor
+settings and what was fitted on training rows; class names from an
+allow-list, constructor parameters, label names, provenance) and
+``model.npz`` (every fitted array). Loading reads the npz with
+``allow_pickle=False`` and builds objects only from classes named in
+:data:`ALLOWED`, so a model file can never execute code. The same state dump
+serves the training checkpoints and the fitted maps kept in feature stores.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelError
+
+FORMAT = "streamcov.model"
+VERSION = 2
+
+ALLOWED = {
+    "RGWSampler": "streamcov.features",
+    "OrthogonalRBFSampler": "streamcov.features",
+    "QuasiRandomRBFSampler": "streamcov.features",
+    "RandomMaclaurinSampler": "streamcov.features",
+    "FastfoodSampler": "streamcov.features",
+    "GaussianRandomFeatures": "streamcov.features",
+    "RBFSampler": "sklearn.kernel_approximation",
+    "Nystroem": "sklearn.kernel_approximation",
+    "StandardScaler": "sklearn.preprocessing",
+    "GlobalCenterScaler": "streamcov.preprocessing",
+    "SGDClassifier": "sklearn.linear_model",
+    "GaussianKernelSVC": "streamcov.stream.exact",
+    "SVC": "sklearn.svm",
+}
+
+_SKIP = {"_loss_function_"}  # rebuilt by the estimator from its parameters
+
+
+def _jsonable_params(est) -> dict:
+    params = est.get_params(deep=False)
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        if v is None or isinstance(v, (bool, int, float, str)):
+            out[k] = v
+        elif isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, str)) for x in v):
+            out[k] = list(v)
+        else:
+            raise ModelError(f"{type(est).__name__}.{k} = {v!r} cannot be stored as JSON")
+    return out
+
+
+def dump_estimator(est, prefix: str, arrays: dict) -> dict:
+    """Describe ``est`` as JSON; put its fitted arrays into ``arrays`` under ``prefix``.
+
+    Fitted attributes (ending or starting with ``_``) that are arrays,
+    scalars, tuples of numbers or allow-listed estimators (dumped in turn)
+    are kept; anything else is left out, and rebuilt by the estimator.
+    """
+    name = type(est).__name__
+    if name not in ALLOWED:
+        raise ModelError(f"{name} is not in the model allow-list")
+    state, scalars, tuples, nested = {}, {}, {}, {}
+    for key, value in vars(est).items():
+        if key in _SKIP or not (key.endswith("_") or key.startswith("_")) or key.startswith("__"):
+            continue
+        if isinstance(value, np.ndarray):
+            if value.dtype == object:
+                raise ModelError(f"{name}.{key} holds Python objects; cannot store it")
+            arrays[f"{prefix}{key}"] = value
+            state[key] = f"{prefix}{key}"
+        elif isinstance(value, (bool, int, float, str, np.generic)) or value is None:
+            scalars[key] = value.item() if isinstance(value, np.generic) else value
+        elif isinstance(value, tuple) and all(isinstance(v, (int, float, np.generic)) for v in value):
+            tuples[key] = [v.item() if isinstance(v, np.generic) else v for v in value]
+        elif type(value).__name__ in ALLOWED:
+            nested[key] = dump_estimator(value, f"{prefix}{key}.", arrays)
+    return {"class": name, "params": _jsonable_params(est), "arrays": state, "scalars": scalars,
+            "tuples": tuples, "estimators": nested}
+
+
+def load_estimator(desc: dict, arrays) -> object:
+    name = desc.get("class")
+    if name not in ALLOWED:
+        raise ModelError(f"model names class {name!r}, which is not in the allow-list "
+                         f"{sorted(ALLOWED)}")
+    cls = getattr(importlib.import_module(ALLOWED[name]), name)
+    est = cls(**desc["params"])
+    for key, array_name in desc["arrays"].items():
+        if array_name not in arrays:
+            raise ModelError(f"array {array_name!r} of {name} missing from model.npz")
+        setattr(est, key, np.array(arrays[array_name]))
+    for key, value in desc["scalars"].items():
+        setattr(est, key, value)
+    for key, value in desc.get("tuples", {}).items():
+        setattr(est, key, tuple(value))
+    for key, sub in desc.get("estimators", {}).items():
+        setattr(est, key, load_estimator(sub, arrays))
+    return est
+
+
+def atomic_write_npz(path: Path, arrays: dict) -> None:
+    """Write ``path`` so that it is either the old file or the complete new one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class FittedPipeline:
+    """Source spec + feature map + optional scaler + classifier, with label names and provenance.
+
+    ``source`` is the spec of :mod:`streamcov.stream.source` (``kind``,
+    descriptor settings, fitted state): enough to featurize new data of the
+    same kind exactly as the training data was.
+    """
+
+    def __init__(self, source: dict, feature_map, scaler, classifier, label_names, info: dict | None = None):
+        self.source = dict(source)
+        self.feature_map = feature_map
+        self.scaler = scaler
+        self.classifier = classifier
+        self.label_names = list(label_names)
+        self.info = dict(info or {})
+
+    @property
+    def kind(self) -> str:
+        return self.source["kind"]
+
+    def transform(self, V: np.ndarray) -> np.ndarray:
+        X = V if self.feature_map is None else self.feature_map.transform(V)
+        return X if self.scaler is None else self.scaler.transform(X)
+
+    def predict_codes(self, V: np.ndarray) -> np.ndarray:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1):   # the same sums as at training time, on any worker
+            return self.classifier.predict(self.transform(V))
+
+    def save(self, folder) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays: dict = {}
+        doc = {"format": FORMAT, "version": VERSION, "source": self.source,
+               "feature_map": None if self.feature_map is None else dump_estimator(self.feature_map, "map.", arrays),
+               "scaler": None if self.scaler is None else dump_estimator(self.scaler, "scaler.", arrays),
+               "classifier": dump_estimator(self.classifier, "clf.", arrays),
+               "label_names": self.label_names, "info": self.info}
+        atomic_write_npz(folder / "model.npz", arrays)
+        atomic_write_text(folder / "model.json", json.dumps(doc, indent=1, default=str))
+        return folder
+
+    @classmethod
+    def load(cls, folder) -> "FittedPipeline":
+        folder = Path(folder)
+        jpath, npath = folder / "model.json", folder / "model.npz"
+        if not jpath.is_file() or not npath.is_file():
+            raise ModelError(f"{folder}: expected model.json and model.npz (written by `streamcov run` "
+                             f"into <output>/model)")
+        try:
+            doc = json.loads(jpath.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ModelError(f"{jpath}: not valid JSON ({exc})") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ModelError(f"{jpath}: not a streamcov model (format "
+                             f"{doc.get('format') if isinstance(doc, dict) else None!r})")
+        try:
+            with np.load(npath, allow_pickle=False) as npz:
+                # read every member now: an object (pickled) array fails here
+                arrays = {name: npz[name] for name in npz.files}
+        except (ValueError, OSError, EOFError) as exc:
+            raise ModelError(f"{npath}: unreadable ({exc.__class__.__name__}: {exc}); the file is "
+                             f"damaged: train the model again") from None
+        source = doc.get("source")
+        if source is None:   # version 1: skeleton models only
+            d = dict(doc["descriptor"])
+            d["center"] = doc.get("center")
+            source = {"kind": "skeleton", "n_joints": doc["n_joints"],
+                      "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
+        try:
+            fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays)
+            scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
+            clf = load_estimator(doc["classifier"], arrays)
+        except (KeyError, TypeError) as exc:
+            raise ModelError(f"{jpath}: incomplete model description ({exc.__class__.__name__}: {exc})") from None
+        return cls(source, fmap, scaler, clf, doc["label_names"], doc.get("info"))

@@ -1,0 +1,84 @@
+"""Where a Dask graph runs: threads on this machine, or a dask.distributed cluster."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .._config import thread_plan
+from ..errors import ConfigError, StreamcovError
+
+
+@dataclass
+class Runtime:
+    """A place to compute delayed objects.
+
+    ``compute(*delayed)`` returns their values; ``numba_threads`` is the share
+    of numba threads a task may use (the thread plan, :mod:`streamcov._config`);
+    ``parallelism`` is how many tasks run at once (threads or worker threads);
+    ``info`` describes it for result lines.
+    """
+
+    compute: Callable
+    info: dict
+    numba_threads: int
+    parallelism: int
+    client: object = field(default=None, repr=False)
+
+
+@contextlib.contextmanager
+def dask_runtime(scheduler: str = "threads", workers: int | None = None):
+    """Yield a :class:`Runtime`.
+
+    ``scheduler``: ``threads`` (embedded default), ``synchronous``
+    (debugging), ``local-cluster`` (a LocalCluster of ``workers``
+    single-threaded worker processes) or a scheduler address
+    ``tcp://host:port``. ``workers`` is the thread count on ``threads``.
+    """
+    import dask
+    from threadpoolctl import threadpool_limits
+
+    if scheduler in ("threads", "synchronous"):
+        plan = thread_plan(workers)
+        n = plan.dask_threads if scheduler == "threads" else 1
+        info = {"scheduler": scheduler, **plan.as_dict(), "dask_threads": n}
+
+        def compute(*objs):
+            with threadpool_limits(limits=plan.blas_threads):
+                return dask.compute(*objs, scheduler=scheduler, num_workers=n)
+
+        yield Runtime(compute, info, plan.numba_threads, n)
+        return
+
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if scheduler == "local-cluster":
+        n = int(workers or thread_plan().cores)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=40)
+        client = Client(cluster)
+    elif scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
+        try:
+            client = Client(scheduler)
+        except (OSError, TimeoutError) as exc:
+            raise StreamcovError(f"--scheduler {scheduler}: no Dask scheduler answers there "
+                                 f"({exc.__class__.__name__}); start one with `dask scheduler` or "
+                                 f"use --scheduler threads") from None
+    else:
+        raise ConfigError(f"unknown scheduler {scheduler!r}: use threads, synchronous, "
+                          f"local-cluster or a scheduler address tcp://HOST:PORT")
+    try:
+        nthreads = client.nthreads()
+        info = {"scheduler": scheduler if cluster is None else "local-cluster",
+                "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values()))}
+
+        def compute(*objs):
+            return client.compute(list(objs), sync=True)
+
+        # One numba thread per Dask thread on workers: workers own their cores.
+        yield Runtime(compute, info, 1, max(1, sum(nthreads.values())), client)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

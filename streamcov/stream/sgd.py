@@ -1,0 +1,314 @@
+"""The incremental learner: ``partial_fit`` over a feature store, epochs of shuffled blocks.
+
+:func:`train_sgd` takes any scikit-learn classifier with ``partial_fit``
+(``SGDClassifier`` by default, built from a pipeline's ``[model]`` by
+:func:`make_sgd`) and an :class:`SGDPlan`; it reads the feature store block
+by block with a bounded prefetch, so memory does not grow with the store,
+checkpoints exactly, and resumes to the same model after a crash.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+def iter_blocks(fstore, order, prefetch: int):
+    """Yield ``(i, X_i)`` in ``order`` with at most ``prefetch`` blocks loaded ahead.
+
+    A reader thread fills a bounded queue; when the learner is slower than
+    the reader, the reader blocks, so memory stays at ``prefetch + 1`` blocks.
+    """
+    prefetch = max(1, int(prefetch))
+    q: queue.Queue = queue.Queue(maxsize=prefetch)
+    stop = threading.Event()
+    failure = []
+
+    def reader():
+        try:
+            for i in order:
+                if stop.is_set():
+                    return
+                X = fstore.read_block(int(i))
+                while not stop.is_set():
+                    try:
+                        q.put((int(i), X), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as exc:  # surfaced in the consumer
+            failure.append(exc)
+        finally:
+            q.put(None)
+
+    t = threading.Thread(target=reader, daemon=True, name="streamcov-prefetch")
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                break
+            yield item
+        if failure:
+            raise failure[0]
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(timeout=0.05)
+
+
+@dataclass(frozen=True)
+class SGDPlan:
+    """How the incremental learner walks the feature store.
+
+    ``shuffle_blocks``: blocks pooled and shuffled together (memory: this many
+    blocks); ``checkpoint_blocks``: also checkpoint every N blocks within an
+    epoch; ``validation_fraction > 0``: hold out that share of the training
+    rows and stop when their accuracy has not improved for
+    ``n_iter_no_change`` epochs; ``prefetch``: blocks read ahead.
+    """
+
+    epochs: int = 40
+    shuffle_blocks: int = 8
+    checkpoint_blocks: int = 0
+    validation_fraction: float = 0.0
+    n_iter_no_change: int = 5
+    prefetch: int = 2
+
+    @classmethod
+    def from_model(cls, model, prefetch: int = 2) -> "SGDPlan":
+        """The plan of a ``[model]`` table."""
+        return cls(epochs=int(model.epochs), shuffle_blocks=int(model.shuffle_blocks),
+                   checkpoint_blocks=int(model.checkpoint_blocks),
+                   validation_fraction=float(model.validation_fraction),
+                   n_iter_no_change=int(model.n_iter_no_change), prefetch=int(prefetch))
+
+
+def n_fit_rows(n_train: int, validation_fraction: float) -> int:
+    """Training rows the learner fits on once the validation rows are held out."""
+    if validation_fraction > 0:
+        return n_train - max(1, int(round(validation_fraction * n_train)))
+    return n_train
+
+
+def make_sgd(model, n_train: int, seed: int):
+    """The ``SGDClassifier`` of a ``[model]`` table for ``n_train`` fitted rows.
+
+    With no ``alpha``, ``alpha = 1 / (C n)``: the hinge-loss SGD objective
+    ``alpha/2 ||w||^2 + mean(hinge)`` then equals the SVM objective with C.
+    """
+    from sklearn.linear_model import SGDClassifier
+
+    alpha = model.alpha
+    if alpha is None:
+        alpha = 1.0 / (float(model.C) * max(n_train, 1))
+    kwargs = dict(loss=model.loss, alpha=float(alpha), average=model.average,
+                  learning_rate=model.learning_rate, eta0=float(model.eta0), random_state=int(seed))
+    if model.penalty != "l2":
+        kwargs["penalty"] = None if model.penalty == "none" else model.penalty
+    return SGDClassifier(**kwargs)
+
+
+def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "standard"):
+    """One streaming pass of ``partial_fit`` over the training rows.
+
+    ``kind``: ``standard`` (StandardScaler, per column: changes the kernel the
+    features approximate) or ``center`` (:class:`GlobalCenterScaler`: mean
+    row and one global factor, kernel-preserving).
+    """
+    from sklearn.preprocessing import StandardScaler
+
+    from ..preprocessing import GlobalCenterScaler
+
+    if kind not in ("standard", "center"):  # pragma: no cover - the schema allows only these
+        raise ValueError(f"model.scale must be none, standard or center, got {kind!r}")
+    scaler = StandardScaler() if kind == "standard" else GlobalCenterScaler()
+    bounds = fstore.bounds
+    blocks = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]
+    for i, X in iter_blocks(fstore, blocks, prefetch):
+        scaler.partial_fit(X[train_mask[bounds[i]:bounds[i + 1]]])
+    return scaler
+
+
+def _save_checkpoint(path, clf, state: dict):
+    from .model import atomic_write_npz, dump_estimator
+
+    arrays: dict = {}
+    desc = dump_estimator(clf, "clf.", arrays) if hasattr(clf, "coef_") else None
+    doc = {"state": state, "classifier": desc}
+    arrays["checkpoint_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
+    atomic_write_npz(path, arrays)
+
+
+def _load_checkpoint(path):
+    from .model import load_estimator
+
+    with np.load(path, allow_pickle=False) as arrays:
+        doc = json.loads(arrays["checkpoint_json"].tobytes().decode())
+        clf = None if doc["classifier"] is None else load_estimator(doc["classifier"], arrays)
+    return clf, doc["state"]
+
+
+def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray, estimator,
+              plan: SGDPlan, seed: int, progress: bool = False, checkpoint=None, resume: bool = False,
+              scaler=None, fingerprint: str = ""):
+    """Fit ``estimator`` by ``partial_fit`` over the blocks of ``fstore``; returns it fitted.
+
+    Each epoch visits the blocks in a fresh random order, takes them in
+    groups of ``plan.shuffle_blocks`` and feeds the pooled rows of a group
+    in a random order (a shuffle buffer), all drawn from ``seed``; classes
+    are declared on the first call. Stores are written in archive order
+    (often sorted by class), so rows shuffled only within a block would
+    give the learner runs of a few classes; pooling blocks brings the order
+    close to a global shuffle while memory stays at ``shuffle_blocks +
+    prefetch`` blocks. With ``checkpoint`` (a path), the learner, the random
+    generator state and the position in the epoch are written atomically
+    after every epoch and every ``plan.checkpoint_blocks`` blocks;
+    ``resume=True`` continues from that file (when its ``fingerprint``
+    matches), giving the same model as an uninterrupted run.
+    ``plan.validation_fraction > 0`` holds out that share of the training
+    rows and stops when the validation accuracy has not improved for
+    ``plan.n_iter_no_change`` epochs.
+    """
+    rng = np.random.default_rng(seed)
+    train_mask = np.asarray(train_mask, dtype=bool).copy()
+    valid_mask = np.zeros_like(train_mask)
+    vf = float(plan.validation_fraction)
+    if vf > 0:
+        rows = np.flatnonzero(train_mask)
+        held = rng.choice(rows, size=len(rows) - n_fit_rows(len(rows), vf), replace=False)
+        valid_mask[held] = True
+        train_mask[held] = False
+    clf = estimator
+    bounds = fstore.bounds
+    has_train = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]
+    epochs = int(plan.epochs)
+    every = int(plan.checkpoint_blocks)
+    group = max(1, int(plan.shuffle_blocks))
+    patience = int(plan.n_iter_no_change)
+    prefetch = int(plan.prefetch)
+    state = {"epoch": 0, "pos": 0, "order": None, "rng": None, "best": -1.0, "stale": 0,
+             "stopped": False, "fingerprint": fingerprint, "history": []}
+    if resume and checkpoint is not None and Path(checkpoint).is_file():
+        saved_clf, saved = _load_checkpoint(checkpoint)
+        if saved.get("fingerprint") == fingerprint:
+            state = saved
+            if saved_clf is not None:
+                clf = saved_clf
+            rng.bit_generator.state = state["rng"]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=epochs * len(has_train), desc="train", unit="block",
+                   initial=state["epoch"] * len(has_train) + state["pos"])
+
+    def transform(X):
+        return X if scaler is None else scaler.transform(X)
+
+    def save():
+        if checkpoint is not None:
+            state["rng"] = rng.bit_generator.state
+            _save_checkpoint(checkpoint, clf, state)
+
+    while state["epoch"] < epochs and not state["stopped"]:
+        if state["order"] is None:
+            state["order"] = [int(i) for i in rng.permutation(has_train)]
+            state["pos"] = 0
+        order = state["order"][state["pos"]:]
+        pool_X, pool_y = [], []
+        for k, (i, X) in enumerate(iter_blocks(fstore, order, prefetch), start=1):
+            rows = np.flatnonzero(train_mask[bounds[i]:bounds[i + 1]])
+            pool_X.append(X[rows])
+            pool_y.append(y[bounds[i] + rows])
+            if k % group and k < len(order):
+                continue
+            # a checkpoint is only ever written here, at a group boundary, so a
+            # resumed epoch forms the same groups from order[pos:]
+            Xg, yg = np.concatenate(pool_X), np.concatenate(pool_y)
+            pool_X, pool_y = [], []
+            perm = rng.permutation(len(yg))
+            clf.partial_fit(transform(Xg[perm]), yg[perm], classes=classes)
+            done = len(state["order"]) - len(order) + k
+            if bar is not None:
+                bar.update(done - state["pos"])
+            crossed = every and done // every > state["pos"] // every
+            state["pos"] = done
+            if crossed and state["pos"] < len(state["order"]):
+                save()
+        state["epoch"] += 1
+        state["order"] = None
+        state["pos"] = 0
+        if valid_mask.any():
+            pred = predict_mask(fstore, clf, valid_mask, prefetch, scaler)
+            score = float((pred == y[valid_mask]).mean())
+            state["history"].append(score)
+            if score > state["best"] + 1e-12:
+                state["best"], state["stale"] = score, 0
+            else:
+                state["stale"] += 1
+                if state["stale"] >= patience:
+                    state["stopped"] = True
+        save()
+    if bar is not None:
+        bar.close()
+    clf.streamcov_epochs_ = state["epoch"]
+    return clf
+
+
+def predict_mask(fstore, clf, mask: np.ndarray, prefetch: int = 2, scaler=None) -> np.ndarray:
+    """Predictions for the rows of ``mask``, streaming block by block."""
+    bounds = fstore.bounds
+    pred = np.empty(int(mask.sum()), dtype=np.int64)
+    blocks = [i for i in range(fstore.n_blocks) if mask[bounds[i]:bounds[i + 1]].any()]
+    pos = np.cumsum(mask) - 1
+    for i, X in iter_blocks(fstore, blocks, prefetch):
+        rows = np.flatnonzero(mask[bounds[i]:bounds[i + 1]])
+        Xr = X[rows] if scaler is None else scaler.transform(X[rows])
+        pred[pos[bounds[i] + rows]] = clf.predict(Xr)
+    return pred
+
+
+class _ArrayBlocks:
+    """In-memory stand-in for a FeatureStore: the same training code, no disk."""
+
+    def __init__(self, X: np.ndarray, block: int):
+        self.X = X
+        self.bounds = np.append(np.arange(0, len(X), block), len(X))
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.bounds) - 1
+
+    def read_block(self, i: int) -> np.ndarray:
+        return self.X[self.bounds[i]:self.bounds[i + 1]]
+
+
+class _ScaledClassifier:
+    def __init__(self, clf, scaler):
+        self.clf, self.scaler = clf, scaler
+
+    def predict(self, X):
+        return self.clf.predict(X if self.scaler is None else self.scaler.transform(X))
+
+
+def train_sgd_arrays(X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray,
+                     model, seed: int, block: int = 64):
+    """:func:`train_sgd` (with the scaler of ``model.scale``) on an in-memory array.
+
+    ``model`` is a ``[model]`` table. Returns an object with ``predict``;
+    used by studies and cross-validation.
+    """
+    blocks = _ArrayBlocks(X, block)
+    scaler = None if model.scale == "none" else fit_scaler(blocks, train_mask, 1, model.scale)
+    plan = SGDPlan.from_model(model, prefetch=1)
+    n_fit = n_fit_rows(int(np.asarray(train_mask, dtype=bool).sum()), plan.validation_fraction)
+    clf = train_sgd(blocks, y, train_mask, classes, make_sgd(model, n_fit, seed), plan, seed, scaler=scaler)
+    return _ScaledClassifier(clf, scaler)

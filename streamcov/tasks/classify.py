@@ -1,0 +1,280 @@
+"""Classification through the engine: ``skeleton-classification`` and ``image-stream-classification``.
+
+Both tasks build a source (:mod:`streamcov.stream.source`) from their
+tables and hand it to :func:`classify`, the one loop over the folds of the
+protocol: featurize (:func:`streamcov.stream.featurize.featurize`, fitted on
+each fold's training rows when anything depends on data), then the learner
+of ``[model]`` (incremental SGD over the feature store, or the exact kernel
+SVM in memory), accuracy on the fold's test rows, and the model of the last
+fold saved to ``<output>/model``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, IncompleteStoreError
+from ..features.registry import needs_data
+from ..stream.model import FittedPipeline, atomic_write_text
+from . import splits
+
+
+# -------------------------------------------------------------------- inputs
+def resolve_skeleton_store(data, out: Path, progress: bool = False):
+    """Open the pipeline's skeleton store, ingesting or generating it first when needed."""
+    from ..data.ragged import store_status
+    from ..data.skeletons import SequenceStore, ingest
+
+    if data.synthetic is not None:
+        from ..data.synth import SyntheticSkeletons
+
+        p = data.synthetic
+        path = Path(data.store) if data.store else out / "synthetic.zarr"
+        if not (path.exists() and store_status(path)["complete"]):
+            ingest(SyntheticSkeletons(n_sequences=p.n_sequences, n_subjects=p.n_subjects, n_classes=p.n_classes,
+                                      seed=p.seed, frames=tuple(p.frames), noise=p.noise),
+                   path, mode="resume", progress=progress)
+        return SequenceStore(path)
+    path = Path(data.store)
+    if path.exists():
+        try:
+            return SequenceStore(path)
+        except IncompleteStoreError:
+            if not data.source:
+                raise
+    elif not data.source:
+        raise ConfigError(f"data.store: {path} does not exist; create it with `streamcov ingest skeleton "
+                          f"--format FORMAT SRC {path}` or set data.source and data.format")
+    from ..data.readers import open_reader
+    from ..data.skeletons import ingest as ingest_skeletons
+
+    if not Path(data.source).exists():
+        raise ConfigError(f"data.source: {data.source} does not exist")
+    try:
+        reader = open_reader(data.format, data.source, **data.options)
+    except TypeError as exc:
+        raise ConfigError(f"data.options: {exc}") from None
+    return ingest_skeletons(reader, path, mode="resume", progress=progress)
+
+
+def resolve_image_store(data, progress: bool = False):
+    """Open ``data.store``; ingest ``data.source`` (a folder per class) into it first when missing or incomplete."""
+    from ..data.images import ingest_images, open_image_store
+
+    path = Path(data.store)
+    if path.exists():
+        try:
+            return open_image_store(path)
+        except IncompleteStoreError:
+            if not data.source:
+                raise
+    elif not data.source:
+        raise ConfigError(f"data.store: image store {path} does not exist; create it with `streamcov ingest "
+                          f"images --format folders SRC {path}` or set data.source")
+    if not Path(data.source).is_dir():
+        raise ConfigError(f"data.source: {data.source!r}: folder not found")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kwargs = {} if data.pixel_dtype is None else {"pixel_dtype": data.pixel_dtype}
+    return ingest_images(data.source, path, group_level=data.group_level, exclude=tuple(data.exclude),
+                         mode="resume", progress=progress, **kwargs)
+
+
+def pixel_spec(pixels):
+    try:
+        return pixels.spec()
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"[pixels]: {exc}") from None
+
+
+# --------------------------------------------------------------------- tasks
+def run_skeleton(cfg, ctx) -> dict:
+    """``task = "skeleton-classification"``."""
+    from ..stream.skeleton import skeleton_source
+
+    store = resolve_skeleton_store(cfg.data, ctx.output, ctx.progress)
+    d = cfg.descriptor
+    source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype)
+    return classify(cfg, ctx, source, cfg.features.params(), cfg.features.fit_sample)
+
+
+def run_image_stream(cfg, ctx) -> dict:
+    """``task = "image-stream-classification"``: paper 004's scalable path out of core.
+
+    ``[method]`` keeps paper 004's conventions: ``sigma1`` (K1, in units of
+    ``sqrt(n_features)`` feature scales) and ``sigma2`` (K2, in units of the
+    median distance of ``fit_sample`` training vectors) are the ``s`` of
+    ``exp(-d^2 / s^2)``, converted here to streamcov's ``sigma = s / sqrt(2)``.
+    """
+    from ..descriptors.image import ImageDescriptor
+    from ..kernels import sigma_from_paper004
+    from ..stream.image import ImageSource
+
+    store = resolve_image_store(cfg.data, ctx.progress)
+    m = cfg.method
+    descriptor = ImageDescriptor(pixel_spec(cfg.pixels), "operator", m.D, sigma_from_paper004(m.sigma1),
+                                 "halton" if m.name == "qapprox_loghs" else "random", m.gamma, True,
+                                 m.scaling, int(cfg.seed))
+    source = ImageSource(store, descriptor)
+    map_params = {"map": "rff-blocks", "n_components": m.n_components, "sigma": sigma_from_paper004(m.sigma2),
+                  "bandwidth": "median"}
+    res = classify(cfg, ctx, source, map_params, m.fit_sample)
+    spec = descriptor.pixels
+    scale = res["fitted"]["source"]["scale"]
+    record = res["fitted"]["map"]
+    res.update({"n_classes": len(store.label_names),
+                "features": spec.name if spec.name != "custom" else list(spec.features),
+                "n_features": spec.n_features, "method": m.name, "D": m.D, "sigma1": m.sigma1, "gamma": m.gamma,
+                "sigma2": m.sigma2, "vector_dim": source.dim,
+                "feature_scale": scale[0] if m.scaling == "global" else scale,
+                "median_distance": record.get("median_distance"),
+                "bandwidth": None if record.get("median_distance") is None
+                else m.sigma2 * record["median_distance"],
+                "fit_images": min(m.fit_sample, res["n_train"])})
+    if cfg.paper_accuracy is not None:
+        res["paper_accuracy"] = cfg.paper_accuracy
+    return res
+
+
+# ---------------------------------------------------------------------- loop
+def protocol_folds(cfg, store):
+    return splits.folds(cfg.split, store.labels, store.groups,
+                        group_names=getattr(store, "group_names", None), store_split=store.split,
+                        split_names=store.split_names, seed=cfg.seed, label_names=store.label_names)
+
+
+def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
+    """Every fold of ``cfg.split``: featurize, learn, test; the last fold's model is saved."""
+    from ..stream.runtime import dask_runtime
+    from ..stream.source import block_bounds
+
+    t_start = time.perf_counter()
+    store = source.store
+    folds = protocol_folds(cfg, store)
+    unit = "sequences" if source.kind == "skeleton" else "images"
+    block = int(cfg.dask.block_size or source.default_block)
+    bounds = block_bounds(source.n, block)
+    result: dict = {"pipeline": cfg.name, "store": str(store.path), f"n_{unit}": source.n,
+                    "descriptor_dim": source.dim, "seed": int(cfg.seed)}
+    scheduler = ctx.scheduler or cfg.dask.scheduler
+    workers = ctx.workers if ctx.workers is not None else cfg.dask.workers
+    with dask_runtime(scheduler, workers) as runtime:
+        result["runtime"] = runtime.info
+        if cfg.model.learner == "exact-svm":
+            result.update(_exact(cfg, ctx, source, folds, bounds, runtime))
+        else:
+            result.update(_incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit))
+    result["seconds"] = round(time.perf_counter() - t_start, 3)
+    return result
+
+
+def _model_info(cfg, source, fold: str, block: int) -> dict:
+    return {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed), "block": block,
+            "store": source.store.identity, "store_path": str(source.store.path),
+            "split": cfg.split.model_dump()}
+
+
+def _summarize(per: list[dict]) -> dict:
+    accs = np.array([r["accuracy"] for r in per])
+    out = {"accuracy": float(accs.mean()), "accuracy_std": float(accs.std()),
+           "n_train": int(np.mean([r["n_train"] for r in per])),
+           "n_test": int(np.mean([r["n_test"] for r in per])), "n_folds": len(per)}
+    if len(per) == 1:
+        out.update({k: v for k, v in per[0].items() if k not in out and k != "fold"})
+    else:
+        out["folds"] = per
+    return out
+
+
+def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
+    from ..stream.exact import exact_svm_fold
+
+    t0 = time.perf_counter()
+    V = np.concatenate(runtime.compute(*[t for *_, t in source.block_tasks(bounds, runtime.numba_threads)]))
+    t_feat = time.perf_counter() - t0
+    y = source.store.labels.astype(np.int64)
+    groups = source.store.groups
+    m = cfg.model
+    per = []
+    for name, train, test in folds:
+        r, clf, _ = exact_svm_fold(V, y, groups, train, test, m.sigma_grid, m.C_grid, return_model=True)
+        r.update(fold=name, n_train=int(train.sum()), n_test=int(test.sum()))
+        per.append(r)
+    model_path = ctx.output / "model"
+    FittedPipeline(source.spec(), None, None, clf, source.store.label_names,
+                   _model_info(cfg, source, folds[-1][0], int(bounds[1] - bounds[0]))).save(model_path)
+    res = _summarize(per)
+    res.update({"feature_map": "exact", "n_components": None, "featurize_seconds": round(t_feat, 3),
+                "featurize_ms_per_sequence": round(1e3 * t_feat / source.n, 4), "model_path": str(model_path)})
+    return res
+
+
+def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit) -> dict:
+    from ..stream.featurize import featurize
+    from ..stream.sgd import SGDPlan, fit_scaler, make_sgd, n_fit_rows, predict_mask, train_sgd
+
+    out = ctx.output
+    m = cfg.model
+    plan = SGDPlan.from_model(m, prefetch=cfg.dask.prefetch)
+    y = source.store.labels.astype(np.int64)
+    classes = np.arange(len(source.store.label_names))
+    shared = len(folds) == 1 or not (source.needs_fit or needs_data(map_params))
+    ckdir = out / "checkpoints"
+    ckdir.mkdir(exist_ok=True)
+    per, paths = [], []
+    featurized, t_feat, t_fit = 0, 0.0, 0.0
+    feat = None
+    for name, train, test in folds:
+        if feat is None or not shared:
+            path = out / ("features.zarr" if shared else f"features-{name}.zarr")
+            feat = featurize(source, map_params, seed=int(cfg.seed), train=train, path=path, runtime=runtime,
+                             bounds=bounds, fit_sample=fit_sample, progress=ctx.progress)
+            paths.append(str(path))
+            featurized += feat.featurized_rows
+            t_feat += feat.featurize_seconds
+            t_fit += feat.fit_seconds
+        fstore = feat.store
+        fp_text = json.dumps({"features": fstore.group.attrs["fingerprint"], "model": m.model_dump(),
+                              "split": cfg.split.model_dump(), "fold": name}, sort_keys=True, default=str)
+        done_file = ckdir / f"{name}.result.json"
+        is_last = name == folds[-1][0]
+        if ctx.resume and done_file.is_file() and not (is_last and not (out / "model").is_dir()):
+            saved = json.loads(done_file.read_text())
+            if saved.get("fingerprint") == fp_text:
+                per.append(saved["result"])
+                continue
+        t1 = time.perf_counter()
+        scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
+        estimator = make_sgd(m, n_fit_rows(int(train.sum()), plan.validation_fraction), int(cfg.seed))
+        clf = train_sgd(fstore, y, train, classes, estimator, plan, int(cfg.seed), ctx.progress,
+                        checkpoint=ckdir / f"{name}.npz", resume=ctx.resume, scaler=scaler, fingerprint=fp_text)
+        t_train = time.perf_counter() - t1
+        pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
+        r = {"fold": name, "accuracy": float((pred == y[test]).mean()), "n_train": int(train.sum()),
+             "n_test": int(test.sum()), "train_seconds": round(t_train, 3),
+             "epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
+        per.append(r)
+        if is_last:
+            FittedPipeline(feat.source.spec(), feat.feature_map, scaler, clf, source.store.label_names,
+                           _model_info(cfg, source, name, int(bounds[1] - bounds[0]))).save(out / "model")
+        atomic_write_text(done_file, json.dumps({"fingerprint": fp_text, "result": r}))
+    res = _summarize(per)
+    fmap = feat.feature_map
+    res.update({
+        "feature_map": map_params.get("map", "rgw"),
+        "n_components": None if fmap is None else int(fmap.n_components),
+        "feature_params": {k: v for k, v in map_params.items() if k != "map"},
+        "fit_reused": feat.fit_reused, "fit_seconds": round(t_fit, 3),
+        "featurize_seconds": round(t_feat, 3),
+        f"featurized_{unit}": featurized,
+        f"featurize_ms_per_{unit[:-1]}": round(1e3 * t_feat / max(featurized, 1), 4),
+        "epochs": int(m.epochs),
+        "model": {k: v for k, v in m.model_dump().items() if k not in ("sigma_grid", "C_grid")},
+        "features_path": paths[-1], "model_path": str(out / "model"),
+        "fitted": {"source": feat.source.state, "map": feat.fit_record},
+    })
+    if len(paths) > 1:
+        res["features_paths"] = paths
+    return res

@@ -1,0 +1,357 @@
+"""The one loader of pipeline files: TOML, ``--set`` overrides, ``--store``, validation.
+
+:func:`load_config` reads a pipeline file (or a TOML text, or a dict),
+applies ``--set section.key=value`` overrides and ``--store``, picks the
+task's schema (:mod:`streamcov.tasks.schema`) from the registry and
+validates every table against it. A value the schema refuses gives one
+:class:`~streamcov.errors.ConfigError` line that names where the value came
+from (``pipelines/x.toml, line 12`` or ``--set model.epochs=2.5``), the key
+as written, the value, what was expected, and, for an unknown key, the
+closest known one. Relative paths are resolved here, once.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+import typing
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import ConfigError
+
+# keys that moved; an old pipeline file gets told where they went
+RENAMED = {
+    ("dataset",): "[data] (with `store` for an image store, `source` for a folder)",
+    ("dataset", "path"): "data.store (an image store) or data.source (a folder)",
+    ("protocol",): "[split]",
+    ("features",): "[pixels] (the per-pixel features of the image tasks)",
+    ("dask", "block_sequences"): "dask.block_size",
+    ("dask", "block_images"): "dask.block_size",
+    ("split", "fold"): "split.folds = [K]",
+    ("split", "max_splits"): "split.folds = [0, 1, ...]",
+}
+
+
+def parse_value(text: str, flag: str = "--set"):
+    """A ``--set`` value: a TOML literal (number, bool, list, quoted string) or a bare word."""
+    text = text.strip()
+    if not text:
+        raise ConfigError(f"{flag}: empty value; give a TOML literal, e.g. 2000, true, \"text\" or [0, 1]")
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", text):
+            return text
+        raise ConfigError(f"{flag} value {text!r} is not a TOML literal; write numbers as 2000, "
+                          f"booleans as true, lists as [0, 1] and text in double quotes") from None
+
+
+def _set(raw: dict, parts: list[str], value, flag: str):
+    node = raw
+    for i, p in enumerate(parts[:-1]):
+        if p not in node:
+            node[p] = {}
+        if not isinstance(node[p], dict):
+            raise ConfigError(f"{flag}: {'.'.join(parts[:i + 1])} is a value, not a table")
+        node = node[p]
+    node[parts[-1]] = value
+
+
+def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> None:
+    """Apply ``key.sub=value`` (a ``--set``) in place; record where the value came from."""
+    flag = f"--set {assignment}"
+    if "=" not in assignment:
+        raise ConfigError(f"{flag}: expected key=value, e.g. features.n_components=2000")
+    key, _, text = assignment.partition("=")
+    parts = [p.strip() for p in key.strip().split(".")]
+    if not key.strip() or any(not p for p in parts):
+        raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
+    _set(raw, parts, parse_value(text, flag), flag)
+    if origins is not None:
+        origins[tuple(parts)] = flag
+
+
+def key_lines(text: str) -> dict:
+    """``(table..., key) -> 1-based line`` of every ``key = value`` of a TOML text, and of table headers."""
+    out: dict = {}
+    table: tuple = ()
+    for lineno, line in enumerate(text.split("\n"), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        m = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?", s)
+        if m:
+            table = tuple(p.strip().strip('"') for p in m.group(1).split("."))
+            out.setdefault(table, lineno)
+            continue
+        m = re.match(r'^("?[A-Za-z0-9_\-]+"?(?:\s*\.\s*"?[A-Za-z0-9_\-]+"?)*)\s*=', s)
+        if m:
+            key = tuple(p.strip().strip('"') for p in m.group(1).split("."))
+            out.setdefault(table + key, lineno)
+    return out
+
+
+class Origins:
+    """Where each value of a configuration came from, for error messages."""
+
+    def __init__(self, file: str | None, lines: dict | None = None):
+        self.file = file
+        self.lines = dict(lines or {})
+        self.flags: dict = {}
+
+    def where(self, path: tuple) -> str:
+        path = tuple(path)
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.flags:
+                return self.flags[path[:n]]
+        if self.file is None:
+            return "pipeline"
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.lines:
+                return f"{self.file}, line {self.lines[path[:n]]}"
+        return self.file
+
+
+def read_toml(path=None, text: str | None = None):
+    """``(raw dict, origins)`` of a pipeline file or text."""
+    if text is None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: pipeline file not found")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+    name = str(path) if path is not None else "<pipeline text>"
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+    return raw, Origins(name, key_lines(text))
+
+
+def load_config(source=None, overrides=(), store=None, *, text: str | None = None, task: str | None = None,
+                flags: dict | None = None):
+    """Read, override and validate a pipeline; returns the task's typed configuration.
+
+    Parameters
+    ----------
+    source : path, dict or None
+        A pipeline file, or an already parsed dict (the Python API).
+    overrides : sequence of str
+        ``--set section.key=value`` assignments, applied in order.
+    store : path, optional
+        ``--store``: run on this store instead of the file's input.
+    text : str, optional
+        TOML text instead of a file (the embedded defaults).
+    task : str, optional
+        Task name when the pipeline gives none (default: skeleton-classification).
+    flags : dict, optional
+        ``key path -> command-line flag`` for values a command set from its
+        flags, so that errors name the flag (``("study", "maps"): "--maps"``).
+    """
+    from . import get_task
+
+    file = None
+    if isinstance(source, dict):
+        import copy
+
+        raw, origins = copy.deepcopy(source), Origins(None)
+    elif text is not None:
+        raw, origins = read_toml(None, text)
+    elif source is not None:
+        file = Path(source)
+        raw, origins = read_toml(file)
+    else:
+        raise ConfigError("no pipeline given: pass a pipeline file, a dict or a TOML text")
+    origins.flags.update(flags or {})
+    for assignment in overrides:
+        apply_override(raw, assignment, origins.flags)
+    name = raw.get("task", task or "skeleton-classification")
+    spec = get_task(name, where=origins.where(("task",)))
+    if store is not None:
+        if spec.store_key is None:
+            raise ConfigError(f"--store {store}: task {name!r} generates its own data and reads no store")
+        data = raw.setdefault("data", {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{origins.where(('data',))}: data must be a table")
+        data["store"] = str(store)
+        for key in spec.store_replaces:
+            data.pop(key, None)
+        origins.flags[("data", "store")] = f"--store {store}"
+    raw.setdefault("task", name)
+    if file is not None:
+        raw.setdefault("name", file.stem)
+    schema = spec.schema()
+    try:
+        cfg = schema.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_first_error(exc, schema, origins)) from None
+    cfg = _resolve_paths(cfg, file)
+    _check_feature_map(cfg, origins)
+    return cfg
+
+
+# -------------------------------------------------------------------- messages
+_TYPE_WORDS = {
+    "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number",
+    "bool_type": "true or false", "string_type": "a quoted string", "list_type": "a list [..]",
+    "dict_type": "a table", "model_type": "a table", "finite_number": "a finite number",
+    "missing": "a value", "literal_error": None,
+}
+
+
+def _expected(err: dict) -> str:
+    t, ctx = err["type"], err.get("ctx", {})
+    if t == "literal_error":
+        values = ctx.get("expected", "").replace("'", '"')
+        return values if (", " not in values and " or " not in values) else "one of " + values
+    if t in _TYPE_WORDS and _TYPE_WORDS[t]:
+        return _TYPE_WORDS[t]
+    for key, word in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+        if t.endswith(("greater_than", "greater_than_equal", "less_than", "less_than_equal")) and key in ctx:
+            return f"a value {word} {ctx[key]}"
+    if t in ("too_short", "too_long"):
+        return err["msg"].replace("List should", "a list that should").replace("Tuple should", "a list that should")
+    if t == "value_error":
+        return err["msg"].removeprefix("Value error, ")
+    return err["msg"][0].lower() + err["msg"][1:]
+
+
+def _fields(model: type[BaseModel] | None) -> dict:
+    return {} if model is None else model.model_fields
+
+
+def _submodel(model, key):
+    """The table model of field ``key`` of ``model`` (through Optional/Union), or None."""
+    f = _fields(model).get(key)
+    if f is None:
+        return None
+    ann = f.annotation
+    for cand in (ann, *typing.get_args(ann)):
+        if isinstance(cand, type) and issubclass(cand, BaseModel):
+            return cand
+    return None
+
+
+def _field_path(loc: tuple, schema, extra: bool = False) -> tuple:
+    """The key path of a pydantic error location, without union-member tags (list indices kept)."""
+    path, model = [], schema
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            path.append(part)
+        elif model is not None and part in _fields(model):
+            path.append(part)
+            model = _submodel(model, part)
+        elif extra and i == len(loc) - 1:
+            path.append(part)   # the unknown key itself
+        # else: a union-member tag such as "int" or "function-after[...]"
+    return tuple(path)
+
+
+def _table_of(schema, path: tuple):
+    model = schema
+    for part in path:
+        model = _submodel(model, part)
+    return model
+
+
+def _keys(err, schema) -> tuple:
+    path = _field_path(err["loc"], schema, extra=err["type"] == "extra_forbidden")
+    return tuple(p for p in path if not isinstance(p, int))
+
+
+def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
+    errs = exc.errors()
+    first = errs[0]
+    keys = _keys(first, schema)
+    path = _field_path(first["loc"], schema, extra=first["type"] == "extra_forbidden")
+    same = [e for e in errs if _keys(e, schema) == keys]
+    dotted = ".".join(str(p) for p in path) if path else "pipeline"
+    where = origins.where(keys)
+    more = len({_keys(e, schema) for e in errs}) - 1
+    tail = f" ({more} more problem{'s' if more > 1 else ''} after this one)" if more > 0 else ""
+    if first["type"] == "extra_forbidden":
+        parent = _table_of(schema, keys[:-1])
+        known = sorted(_fields(parent))
+        hint = ""
+        if keys in RENAMED:
+            hint = f"; renamed: use {RENAMED[keys]}"
+        else:
+            close = difflib.get_close_matches(str(keys[-1]), known, n=1)
+            if close:
+                hint = f"; did you mean {close[0]!r}?"
+        section = f"[{'.'.join(keys[:-1])}]" if len(keys) > 1 else "the top level"
+        return f"{where}: unknown key {dotted!r}{hint} ({section} takes: {', '.join(known)}){tail}"
+    if first["type"] == "missing":
+        return f"{where}: {dotted} is required (expected {_expected(first)}){tail}"
+    if first["type"] == "value_error" and isinstance(first.get("input"), dict):
+        # a whole-table check (e.g. "[data] needs `store`")
+        return f"{where}: {_expected(first)}{tail}"
+    expected = " or ".join(dict.fromkeys(_expected(e) for e in same))
+    value = first["input"]
+    shown = f'"{value}"' if isinstance(value, str) else repr(value).replace("True", "true").replace("False", "false")
+    return f"{where}: {dotted} = {shown}: expected {expected}{tail}"
+
+
+# ---------------------------------------------------------------------- paths
+def _root(file: Path | None) -> Path | None:
+    # pipelines/<file>.toml: paths of shipped pipeline files are written from the project root
+    return None if file is None else file.resolve().parent.parent
+
+
+def resolve_input(path: str | None, file: Path | None) -> str | None:
+    """An input path as written, or, when it does not exist, beside the pipeline file's folder."""
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists() or file is None:
+        return str(p)
+    alt = _root(file) / p
+    return str(alt) if alt.exists() else str(p)
+
+
+def _resolve_paths(cfg, file: Path | None):
+    updates = {}
+    data = getattr(cfg, "data", None)
+    if data is not None:
+        du = {k: resolve_input(getattr(data, k), file) for k in ("store", "source")
+              if getattr(data, k, None) is not None}
+        if du:
+            updates["data"] = data.model_copy(update=du)
+    split = getattr(cfg, "split", None)
+    if split is not None and split.file:
+        f = Path(split.file).expanduser()
+        if not f.is_absolute() and file is not None and (file.parent / f).is_file():
+            f = file.parent / f
+        updates["split"] = split.model_copy(update={"file": str(f)})
+    study = getattr(cfg, "study", None)
+    if study is not None and study.data_root is not None:
+        updates["study"] = study.model_copy(update={"data_root": resolve_input(study.data_root, file)})
+    updates["output"] = str(cfg.output).replace("{name}", cfg.name)
+    return cfg.model_copy(update=updates)
+
+
+def _check_feature_map(cfg, origins: Origins):
+    """Build the feature map of ``[features]`` once: unknown map parameters and bad values fail here."""
+    features = getattr(cfg, "features", None)
+    if features is None or not hasattr(features, "params"):
+        return
+    from ..features.registry import make_feature_map
+
+    params = features.params()
+    try:
+        fmap = make_feature_map(params, 0)
+        if fmap is not None and hasattr(fmap, "_validate_params"):
+            fmap._validate_params()
+    except ConfigError as exc:
+        key = str(exc).split()[0].removeprefix("features.")
+        raise ConfigError(f"{origins.where(('features', key))}: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{origins.where(('features',))}: [features] {exc}") from None
+
+
+def output_dir(cfg) -> Path:
+    return Path(cfg.output)

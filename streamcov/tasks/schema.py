@@ -1,0 +1,431 @@
+"""The one schema of pipeline files: every table of every task, typed and range-checked.
+
+A pipeline file is TOML: top-level keys (``task``, ``name``, ``seed``,
+``output``) and one table per stage. Each task declares its tables here as
+pydantic models in strict mode: a value of the wrong type (``"many"`` for an
+integer, ``"false"`` for a boolean, ``2.5`` epochs), out of range, not among
+the allowed values, or a key that no table declares is refused by
+:func:`streamcov.tasks.config.load_config` with one line naming the file,
+the line, the key as the user wrote it and what was expected.
+
+Bandwidths: every ``sigma`` means ``exp(-||x - y||^2 / (2 sigma^2))``
+(:mod:`streamcov.kernels`), except the image tasks' ``sigma1`` and
+``sigma2``, which keep paper 004's ``exp(-||x - y||^2 / s^2)`` and are
+converted where the task reads them.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Seed = Annotated[int, Field(ge=0, lt=2 ** 32)]
+
+SKELETON_FORMATS = ("msr-action3d", "florence3d", "utkinect", "generic")
+MAP_NAMES = ("rgw", "rff", "rff-blocks", "orf", "qmc", "maclaurin", "fastfood", "nystroem", "none")
+STUDY_MAPS = ("rgw", "rff", "orf", "qmc", "maclaurin", "fastfood", "nystroem")
+SGD_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge", "perceptron", "squared_error",
+              "huber", "epsilon_insensitive", "squared_epsilon_insensitive")
+LEARNING_RATES = ("optimal", "constant", "invscaling", "adaptive", "pa1", "pa2")
+SPLIT_KINDS = ("subject-parity", "subjects", "leave-one-subject-out", "subject-splits-file", "store",
+               "stratified-kfold", "per-class", "leave-objects-out", "group-kfold")
+
+
+class Table(BaseModel):
+    """A pipeline table: strict types, no undeclared keys."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# ---------------------------------------------------------------- shared tables
+class SplitTable(Table):
+    """``[split]``: which rows train and which test, fold by fold (:mod:`streamcov.tasks.splits`)."""
+
+    kind: Literal[SPLIT_KINDS] = "subject-parity"
+    train_subjects: Optional[list[int]] = None
+    test_subjects: Optional[list[int]] = None
+    file: Optional[str] = None
+    n_splits: Annotated[int, Field(ge=2)] = 10
+    seed: Optional[Seed] = None
+    n_train: Optional[PosInt] = None
+    n_test: Optional[PosInt] = None
+    n_repeats: PosInt = 1
+    folds: Optional[list[NonNegInt]] = None
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.kind == "subjects" and not self.train_subjects:
+            raise ValueError("split.kind = 'subjects' needs split.train_subjects = [..]")
+        if self.kind == "subject-splits-file" and not self.file:
+            raise ValueError("split.kind = 'subject-splits-file' needs split.file (a TOML file of "
+                             "[[split]] tables)")
+        if self.kind == "per-class" and self.n_train is None:
+            raise ValueError("split.kind = 'per-class' needs split.n_train (training rows per class)")
+        return self
+
+
+class DaskTable(Table):
+    """``[dask]``: where the graph runs and how it is cut."""
+
+    scheduler: str = "threads"
+    workers: Optional[PosInt] = None
+    block_size: Optional[PosInt] = None     # rows per block; default per task (sequences 512, images 64)
+    prefetch: PosInt = 2
+
+    @field_validator("scheduler")
+    @classmethod
+    def _scheduler(cls, v: str):
+        if v in ("threads", "synchronous", "local-cluster") or "://" in v:
+            return v
+        raise ValueError("threads, synchronous, local-cluster or a scheduler address tcp://HOST:PORT")
+
+
+class ModelTable(Table):
+    """``[model]``: the learner and its parameters."""
+
+    learner: Literal["sgd", "exact-svm"] = "sgd"
+    loss: Literal[SGD_LOSSES] = "hinge"
+    C: PosFloat = 10.0
+    alpha: Optional[PosFloat] = None
+    epochs: PosInt = 40
+    average: Union[bool, PosInt] = True
+    learning_rate: Literal[LEARNING_RATES] = "optimal"
+    eta0: PosFloat = 0.01
+    penalty: Literal["l2", "l1", "elasticnet", "none"] = "l2"
+    scale: Literal["none", "center", "standard"] = "none"
+    validation_fraction: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.0
+    n_iter_no_change: PosInt = 5
+    checkpoint_blocks: NonNegInt = 0
+    shuffle_blocks: PosInt = 8
+    sigma_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
+    C_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.1, 1.0, 10.0, 100.0, 1000.0]
+
+
+class FeaturesTable(BaseModel):
+    """``[features]``: the explicit feature map (:mod:`streamcov.features.registry`).
+
+    Declared keys are typed; a map's own further parameters (e.g. Nystroem's
+    ``kernel_params``) are passed through and checked against the map.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    map: Literal[MAP_NAMES] = "rgw"
+    n_components: PosInt = 1000
+    sigma: PosFloat = 1.0
+    theta: Fraction = 0.5
+    sampling: Literal["iid", "stratified"] = "iid"
+    center: bool = False
+    max_degree: NonNegInt = 50
+    fit_sample: Annotated[int, Field(ge=2)] = 2048
+    bandwidth: Literal["absolute", "median"] = "absolute"
+
+    def params(self) -> dict:
+        """Every key (declared, with defaults, and map-specific), for the feature-map registry."""
+        return self.model_dump()
+
+
+class Top(Table):
+    """Keys shared by every task."""
+
+    task: str
+    name: str = "pipeline"
+    seed: Seed = 0
+    output: str = "runs/{name}"
+    paper_accuracy: Optional[Annotated[float, Field(ge=0, le=1)]] = None
+
+
+# ------------------------------------------------------- skeleton-classification
+class SyntheticTable(Table):
+    """``[data.synthetic]``: the built-in generator (:class:`~streamcov.data.synth.SyntheticSkeletons`)."""
+
+    n_sequences: PosInt = 400
+    n_subjects: PosInt = 10
+    n_classes: Annotated[int, Field(ge=1, le=12)] = 10
+    seed: Seed = 0
+    frames: Annotated[list[Annotated[int, Field(ge=2)]], Field(min_length=2, max_length=2)] = [30, 60]
+    noise: NonNegFloat = 0.01
+
+
+class SkeletonData(Table):
+    """``[data]`` of skeleton tasks: a store, or a raw archive ingested into it, or the generator."""
+
+    store: Optional[str] = None
+    source: Optional[str] = None
+    format: Optional[Literal[SKELETON_FORMATS]] = None
+    options: dict[str, Any] = {}
+    synthetic: Optional[SyntheticTable] = None
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if not (self.store or self.synthetic is not None):
+            raise ValueError("[data] needs `store` (a skeleton store path) or a [data.synthetic] table")
+        if self.source and not self.format:
+            raise ValueError(f"[data] `source` needs `format` ({', '.join(SKELETON_FORMATS)})")
+        return self
+
+
+class SkeletonDescriptor(Table):
+    """``[descriptor]``: the log-covariance descriptor of paper 000."""
+
+    kind: Literal["log-covariance"] = "log-covariance"
+    center: Union[Literal["store", "none"], Annotated[list[NonNegInt], Field(min_length=1)]] = "store"
+    gamma: NonNegFloat = 1e-4
+    normalize: bool = True
+    ddof: NonNegInt = 1
+    dtype: Literal["float64", "float32"] = "float64"
+
+
+class SkeletonClassification(Top):
+    task: Literal["skeleton-classification"] = "skeleton-classification"
+    data: SkeletonData
+    descriptor: SkeletonDescriptor = SkeletonDescriptor()
+    features: FeaturesTable = FeaturesTable()
+    model: ModelTable = ModelTable()
+    split: SplitTable = SplitTable()
+    dask: DaskTable = DaskTable()
+
+
+# -------------------------------------------------------------------- image tasks
+class PixelsTable(Table):
+    """``[pixels]``: per-pixel features of paper 004, eq. (38) (:mod:`streamcov.descriptors.pixels`)."""
+
+    preset: Optional[str] = None
+    features: Optional[Annotated[list[str], Field(min_length=1)]] = None
+    gabor_orientations: Optional[PosInt] = None
+    gabor_scales: Optional[PosInt] = None
+    gabor_fmax: Optional[Annotated[float, Field(gt=0, le=0.5)]] = None
+    gabor_radius: Optional[NonNegInt] = None
+    stride: Optional[PosInt] = None
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.preset is None and self.features is None:
+            raise ValueError("[pixels] needs `preset` (e.g. \"virus\") or `features` (e.g. [\"I\", \"Ix\"])")
+        return self
+
+    def spec(self):
+        """The :class:`~streamcov.descriptors.pixels.FeatureSpec` (raises ValueError on unknown names)."""
+        from ..descriptors.pixels import get_spec
+
+        return get_spec({k: v for k, v in self.model_dump().items() if v is not None})
+
+
+class ImageData(Table):
+    """``[data]`` of image-stream-classification: an image store, or a folder ingested into it."""
+
+    store: Optional[str] = None
+    source: Optional[str] = None
+    format: Literal["folders"] = "folders"
+    group_level: PosInt = 1
+    exclude: list[str] = ["maps"]
+    pixel_dtype: Optional[Literal["uint8", "uint16", "float32"]] = None
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if not self.store:
+            raise ValueError("[data] needs `store` (an image store written by `streamcov ingest images`)")
+        return self
+
+
+class StreamMethod(Table):
+    """``[method]`` of image-stream-classification: fixed hyperparameters of paper 004's scalable path."""
+
+    name: Literal["approx_loghs", "qapprox_loghs"] = "approx_loghs"
+    D: PosInt = 200
+    sigma1: PosFloat = 1.0
+    gamma: PosFloat = 1e-3
+    sigma2: PosFloat = 1.0
+    n_components: PosInt = 4096
+    scaling: Literal["global", "per-feature"] = "global"
+    fit_sample: Annotated[int, Field(ge=2)] = 256
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_grids(cls, data):
+        for key in ("sigma1", "gamma", "sigma2"):
+            if isinstance(data, dict) and isinstance(data.get(key), list):
+                raise ValueError(f"method.{key} must be one number, got the list {data[key]!r}: the "
+                                 f"streaming path takes fixed hyperparameters (the grid search lives "
+                                 f"in the in-memory task image-classification)")
+        return data
+
+
+class ImageStreamClassification(Top):
+    task: Literal["image-stream-classification"] = "image-stream-classification"
+    data: ImageData
+    pixels: PixelsTable
+    method: StreamMethod = StreamMethod()
+    model: ModelTable = ModelTable()
+    split: SplitTable = SplitTable(kind="stratified-kfold")
+    dask: DaskTable = DaskTable()
+
+    @model_validator(mode="after")
+    def _sgd_only(self):
+        if self.model.learner != "sgd":
+            raise ValueError("model.learner must be 'sgd' here (incremental learning over the feature "
+                             f"store), got {self.model.learner!r}")
+        return self
+
+
+Grid = Union[PosFloat, Annotated[list[PosFloat], Field(min_length=1)]]
+EVAL_METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs")
+
+
+class EvalData(Table):
+    """``[data]`` of image-classification: an image store, a folder per class, or scikit-image's textures."""
+
+    store: Optional[str] = None
+    source: Optional[str] = None
+    format: Literal["folders", "store", "skimage-textures"] = "folders"
+    group_level: PosInt = 1
+    exclude: list[str] = ["maps"]
+    textures: Annotated[list[str], Field(min_length=2)] = ["brick", "grass", "gravel"]
+    patch: Annotated[int, Field(ge=4)] = 64
+    max_per_class: Optional[PosInt] = None
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.format == "folders" and not self.source:
+            raise ValueError("[data] with format = \"folders\" needs `source` (a folder per class)")
+        if self.format == "store" and not self.store:
+            raise ValueError("[data] with format = \"store\" needs `store` (an image store)")
+        return self
+
+
+class EvalMethod(Table):
+    """``[method]`` of image-classification; grid values are searched by CV on training images."""
+
+    name: Literal[EVAL_METHODS] = "approx_loghs"
+    classifier: Optional[Literal["svc", "1nn", "sgd"]] = None
+    D: PosInt = 200
+    sigma1: Grid = [0.5, 1.0, 2.0]
+    gamma: Grid = [1e-4, 1e-3, 1e-2]
+    mu: Optional[Grid] = None
+    sigma2: Grid = [0.25, 0.5, 1.0, 2.0]
+    C: Grid = [1.0, 10.0, 100.0]
+    inner_folds: Annotated[int, Field(ge=2)] = 5
+    max_pixels_exact: PosInt = 256
+    n_components: PosInt = 4096
+    epochs: PosInt = 30
+    standardize: Literal["train", "all"] = "train"
+    scaling: Literal["global", "per-feature"] = "global"
+
+    @model_validator(mode="after")
+    def _checks(self):
+        if self.mu is not None and _as_list(self.mu) != _as_list(self.gamma):
+            raise ValueError("method.mu must equal method.gamma: with gamma != mu the approximate "
+                             "Log-HS distance grows without bound as D grows (paper 004, Theorem 1)")
+        if self.classifier == "sgd" and self.name not in ("approx_loghs", "qapprox_loghs"):
+            raise ValueError(f"method.classifier = 'sgd' (the scalable path) needs method.name "
+                             f"approx_loghs or qapprox_loghs, got {self.name!r}")
+        return self
+
+    def grid(self, key) -> list[float]:
+        return _as_list(getattr(self, key))
+
+
+def _as_list(v) -> list[float]:
+    return [float(x) for x in (v if isinstance(v, list) else [v])]
+
+
+class ImageClassification(Top):
+    task: Literal["image-classification"] = "image-classification"
+    data: EvalData
+    pixels: PixelsTable
+    method: EvalMethod = EvalMethod()
+    split: SplitTable = SplitTable(kind="stratified-kfold")
+
+
+# --------------------------------------------------------------------- TGP tasks
+class TGPTable(Table):
+    """``[tgp]``: Twin GP settings of paper 003 (:mod:`streamcov.tasks.tgp`)."""
+
+    gamma_x: Union[Literal["median"], PosFloat] = "median"
+    gamma_y: Union[Literal["median"], PosFloat] = "median"
+    lambda_x: PosFloat = 1e-3
+    lambda_y: PosFloat = 1e-3
+    n_starts: PosInt = 1
+    max_iter: PosInt = 50
+    gegenbauer_weight_input: Annotated[float, Field(gt=-0.5, allow_inf_nan=False)] = 0.51
+    gegenbauer_weight_output: Annotated[float, Field(gt=-0.5, allow_inf_nan=False)] = 0.52
+    degree_grid: Annotated[list[PosInt], Field(min_length=1)] = [1, 2, 3, 5, 7, 11]
+    cv: Annotated[int, Field(ge=2)] = 3
+    cv_max_train: Optional[PosInt] = None
+    criteria: Annotated[list[Literal["kl", "hsic"]], Field(min_length=1)] = ["kl", "hsic"]
+    bases: Annotated[list[Literal["monomial", "gegenbauer"]], Field(min_length=1)] = ["monomial", "gegenbauer"]
+    primary: Annotated[list[str], Field(min_length=2, max_length=2)] = ["kl", "gegenbauer"]
+    degrees: Optional[Annotated[list[PosInt], Field(min_length=2, max_length=2)]] = None
+    oracle_grid: bool = False
+
+    @model_validator(mode="after")
+    def _primary(self):
+        if self.primary[0] not in self.criteria or self.primary[1] not in self.bases:
+            raise ValueError(f"tgp.primary must be [criterion, basis] among tgp.criteria and tgp.bases, "
+                             f"got {self.primary!r}")
+        return self
+
+
+class SShapeData(Table):
+    n_samples: Annotated[int, Field(ge=20)] = 500
+    noise: NonNegFloat = 0.05
+    test_fraction: Fraction = 0.5
+    seeds: Annotated[list[Seed], Field(min_length=1)] = [0, 1, 2, 3, 4]
+
+
+class TGPSShape(Top):
+    task: Literal["tgp-sshape"] = "tgp-sshape"
+    data: SShapeData = SShapeData()
+    tgp: TGPTable = TGPTable()
+
+
+class DigitsData(Table):
+    test_fraction: Fraction = 0.25
+    seed: Optional[Seed] = None
+    max_train: Optional[PosInt] = None
+
+
+class TGPDigits(Top):
+    task: Literal["tgp-digits"] = "tgp-digits"
+    data: DigitsData = DigitsData()
+    tgp: TGPTable = TGPTable()
+
+
+class PoseData(Table):
+    store: Optional[str] = None
+    source: str = "../shared/data/msr_action3d/raw"
+    max_train: PosInt = 2000
+    max_test: Optional[PosInt] = 1000
+    seed: Optional[Seed] = None
+
+
+class TGPPose(Top):
+    task: Literal["tgp-pose"] = "tgp-pose"
+    data: PoseData = PoseData()
+    tgp: TGPTable = TGPTable()
+
+
+# ------------------------------------------------------------------------- study
+class StudyTable(Table):
+    """``[study]`` of kernel-approx-study (paper 000, Figure 1; :mod:`streamcov.tasks.study`)."""
+
+    datasets: Annotated[list[Literal["msr", "florence", "utkinect"]], Field(min_length=1)] = ["msr", "florence"]
+    maps: Optional[Annotated[list[Literal[STUDY_MAPS]], Field(min_length=1)]] = None
+    nus: Annotated[list[PosInt], Field(min_length=1)] = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+    seeds: PosInt = 10
+    learners: Annotated[list[Literal["sgd", "svm"]], Field(min_length=1)] = ["sgd", "svm"]
+    jobs: PosInt = 1
+    data_root: Optional[str] = None
+    gram_sample: Annotated[int, Field(ge=2)] = 300
+    gram_seeds: PosInt = 20
+
+
+class KernelApproxStudy(Top):
+    task: Literal["kernel-approx-study"] = "kernel-approx-study"
+    output: str = "runs/study_kernel_approx"
+    study: StudyTable = StudyTable()

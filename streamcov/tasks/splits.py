@@ -1,0 +1,165 @@
+"""The one splits module: every evaluation protocol, for skeletons and images alike.
+
+:func:`folds` turns a ``[split]`` table into ``(name, train_mask, test_mask)``
+per fold. Rows carry a label, a group (the subject of a skeleton sequence,
+the object or image set of an image) and optionally the store's own
+train/test column. Kinds:
+
+``subject-parity``        odd group ids train, even ids test (MSR-Action3D cross-subject)
+``subjects``              explicit ``train_subjects`` (and ``test_subjects``, default: the rest)
+``leave-one-subject-out`` one fold per group (Florence3D leave-one-actor-out)
+``subject-splits-file``   a TOML file of ``[[split]]`` tables with train/test subjects (UTKinect)
+``store``                 the store's ``split`` column (values ``train`` / ``test``)
+``stratified-kfold``      ``n_splits`` class-stratified folds shuffled with ``seed`` (Virus)
+``per-class``             ``n_train`` (+ ``n_test``) random rows per class, ``n_repeats`` times (KTH-TIPS, Fish)
+``leave-objects-out``     one fold per object: the last folder of the group name (ETH-80)
+``group-kfold``           ``n_splits`` folds of whole groups
+
+``folds = [0, 2]`` keeps those folds only. ``seed`` defaults to the pipeline's.
+Every fold needs at least two training rows and one test row.
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+
+
+def folds(split, labels, groups, *, group_names=None, store_split=None, split_names=None,
+          seed: int = 0, label_names=None) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """``[(name, train_mask, test_mask), ...]`` for the protocol of ``split`` (a ``[split]`` table).
+
+    Parameters
+    ----------
+    split : SplitTable or dict
+    labels, groups : int arrays (n,)
+        Class codes; subjects or groups.
+    group_names : list of str, optional
+        Names of the group codes (leave-objects-out reads the last folder).
+    store_split, split_names : optional
+        The store's split column and its names (kind ``store``).
+    seed : int
+        Default seed of the random protocols.
+    label_names : list of str, optional
+        For messages.
+    """
+    s = split if isinstance(split, dict) else split.model_dump()
+    kind = s.get("kind", "subject-parity")
+    labels = np.asarray(labels)
+    groups = np.asarray(groups)
+    n = len(labels)
+    seed = int(s["seed"]) if s.get("seed") is not None else int(seed)
+    out: list = []
+
+    def mask(idx):
+        m = np.zeros(n, dtype=bool)
+        m[np.asarray(idx, dtype=np.int64)] = True
+        return m
+
+    if kind == "subject-parity":
+        train = groups % 2 == 1
+        out.append(("odd-even", train, ~train))
+    elif kind == "subjects":
+        tr = s.get("train_subjects")
+        if not tr:
+            raise ConfigError("split.kind = 'subjects' needs split.train_subjects = [..]")
+        train = np.isin(groups, tr)
+        te = s.get("test_subjects")
+        out.append(("subjects", train, np.isin(groups, te) if te else ~train))
+    elif kind == "leave-one-subject-out":
+        for g in np.unique(groups):
+            test = groups == g
+            out.append((f"subject-{g}", ~test, test))
+    elif kind == "subject-splits-file":
+        path = s.get("file")
+        if not path or not Path(path).is_file():
+            raise ConfigError(f"split.file {path!r} not found (kind subject-splits-file)")
+        try:
+            doc = tomllib.loads(Path(path).read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        entries = doc.get("split", [])
+        if not entries:
+            raise ConfigError(f"{path}: no [[split]] tables")
+        for i, e in enumerate(entries):
+            if "train_subjects" not in e or "test_subjects" not in e:
+                raise ConfigError(f"{path}: [[split]] number {i + 1} needs train_subjects and test_subjects")
+            out.append((f"split-{i + 1}", np.isin(groups, e["train_subjects"]),
+                        np.isin(groups, e["test_subjects"])))
+    elif kind == "store":
+        names = list(split_names or [])
+        if store_split is None or "train" not in names or "test" not in names \
+                or not (np.asarray(store_split) >= 0).any():
+            raise ConfigError(f"split.kind = 'store' but the store has no train/test split column "
+                              f"(split names {names})")
+        store_split = np.asarray(store_split)
+        out.append(("store", store_split == names.index("train"), store_split == names.index("test")))
+    elif kind == "stratified-kfold":
+        from sklearn.model_selection import StratifiedKFold
+
+        k = int(s.get("n_splits", 10))
+        counts = np.bincount(labels)
+        small = np.flatnonzero((counts > 0) & (counts < k))
+        if len(small):
+            c = int(small[0])
+            name = label_names[c] if label_names is not None else c
+            raise ConfigError(f"split.n_splits = {k} but class {name!r} has only {counts[c]} rows; "
+                              f"lower split.n_splits")
+        skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+        for f, (tr, te) in enumerate(skf.split(np.zeros(n), labels)):
+            out.append((f"fold-{f}", mask(tr), mask(te)))
+    elif kind == "per-class":
+        n_train = s.get("n_train")
+        if n_train is None:
+            raise ConfigError("split.kind = 'per-class' needs split.n_train (training rows per class)")
+        n_test = s.get("n_test")
+        rng = np.random.default_rng(seed)
+        for r in range(int(s.get("n_repeats", 1))):
+            tr, te = [], []
+            for c in np.unique(labels):
+                idx = rng.permutation(np.flatnonzero(labels == c))
+                need = int(n_train) + (int(n_test) if n_test is not None else 1)
+                if len(idx) < need:
+                    name = label_names[c] if label_names is not None else c
+                    raise ConfigError(f"split: class {name!r} has {len(idx)} rows; the protocol needs "
+                                      f"{need} ({n_train} train + "
+                                      f"{n_test if n_test is not None else '>= 1'} test)")
+                tr.append(idx[:n_train])
+                te.append(idx[n_train:] if n_test is None else idx[n_train:n_train + int(n_test)])
+            out.append((f"split-{r}", mask(np.concatenate(tr)), mask(np.concatenate(te))))
+    elif kind == "leave-objects-out":
+        if group_names is None:
+            raise ConfigError("split.kind = 'leave-objects-out' needs named groups (ingest with "
+                              "--group-level 2 so that the group is <class>/<object>)")
+        suffix = np.array([group_names[g].split("/")[-1] for g in groups])
+        for o in sorted(set(suffix), key=lambda t: (len(t), t)):
+            test = suffix == o
+            out.append((f"object-{o}", ~test, test))
+    elif kind == "group-kfold":
+        from sklearn.model_selection import GroupKFold
+
+        k = int(s.get("n_splits", 5))
+        if len(np.unique(groups)) < k:
+            raise ConfigError(f"split.n_splits = {k} but there are only {len(np.unique(groups))} groups")
+        for f, (tr, te) in enumerate(GroupKFold(n_splits=k).split(np.zeros(n), labels, groups)):
+            out.append((f"fold-{f}", mask(tr), mask(te)))
+    else:
+        raise ConfigError(f"unknown split.kind {kind!r}; choose subject-parity, subjects, "
+                          f"leave-one-subject-out, subject-splits-file, store, stratified-kfold, "
+                          f"per-class, leave-objects-out or group-kfold")
+    keep = s.get("folds")
+    if keep is not None:
+        bad = [k for k in keep if k >= len(out)]
+        if bad:
+            raise ConfigError(f"split.folds = {list(keep)}: the protocol has {len(out)} folds "
+                              f"(0..{len(out) - 1})")
+        out = [out[k] for k in keep]
+    for name, train, test in out:
+        if train.sum() < 2 or not test.any():
+            raise ConfigError(f"split: fold {name!r} has {int(train.sum())} training and "
+                              f"{int(test.sum())} test rows; every fold needs at least 2 training "
+                              f"rows and 1 test row")
+    return out

@@ -1,0 +1,427 @@
+"""``streamcov study kernel-approx``: every explicit map of the Log-Euclidean kernel, side by side.
+
+On the real log-covariance vectors of MSR-Action3D and Florence3D (the
+descriptors of the dataset's pipeline file), for every map of
+:data:`streamcov.features.registry.MAPS`:
+
+* the relative Gram error ``||K_hat - K||_F / ||K||_F`` against nu, with
+  ``K`` the exact Gaussian kernel exp(-||x - y||^2 / (2 sigma^2)) on a sample
+  of training vectors, and the slope of log(mean squared entry error)
+  against log(nu): every unbiased Monte Carlo map has variance ~ 1/nu, so
+  the slope is near -1 (paper 000's Theorem 2 claims 1/nu^3; see the
+  errata of the papers' README);
+* accuracy against nu of the pipeline's incremental SGD on each map, over
+  several map seeds, with the exact Log-E SVM as a reference line
+  (paper 000, Figure 1);
+* ``results.csv`` (every number), ``table.md`` and one PNG per dataset and
+  figure in ``--out``.
+
+Hyperparameters are those of the dataset's pipeline file (``sigma`` of the
+map, learner settings); the exact SVM chooses sigma and C by leave-one-
+subject-out CV on the training subjects, as ``pipelines/*_exact.toml`` do.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import tempfile
+import time
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..features.registry import MAPS
+
+REPO = Path(__file__).resolve().parents[2]
+DATASETS = {  # name -> (data folder, reader format, pipeline stem)
+    "msr": ("msr_action3d", "msr-action3d", "msr_action3d"),
+    "florence": ("florence3d", "florence3d", "florence3d"),
+    "utkinect": ("utkinect_action3d", "utkinect", "utkinect"),
+}
+# every map of the registry but the one for very wide inputs (rff-blocks is rff with regenerated
+# frequencies) and "none"
+STUDY_MAPS = tuple(m for m in MAPS if m not in ("none", "rff-blocks"))
+LEARNERS = ("sgd", "svm")
+FULL_NUS = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+QUICK_NUS = (10, 50, 200, 1000)
+
+
+def dataset_descriptors(name: str, data_root: Path, workdir: Path):
+    """Ingest a real dataset and return (store, pipeline config, log-covariance vectors, seconds)."""
+    from ..data.readers import open_reader
+    from ..data.skeletons import ingest
+    from ..descriptors import skeleton as C
+    from .config import load_config
+
+    folder, fmt, pipe = DATASETS[name]
+    raw = Path(data_root) / folder / "raw"
+    if not raw.is_dir():
+        raise FileNotFoundError(f"{raw}: dataset {name!r} not found; pass --data with the folder "
+                                f"that holds {folder}/raw")
+    store = ingest(open_reader(fmt, raw), Path(workdir) / f"{name}.zarr")
+    cfg = load_config(REPO / "pipelines" / f"{pipe}.toml")
+    d = cfg.descriptor
+    sel = C.JointSelection.hip_relative(store.n_joints, store.center)
+    t0 = time.perf_counter()
+    V = C.log_covariance_vectors(np.asarray(store.frames[:]), store.offsets, sel, float(d.gamma), bool(d.normalize))
+    return store, cfg, V, time.perf_counter() - t0
+
+
+def gram_errors(X: np.ndarray, sigma: float, maps, nus, seeds: int, base_params: dict) -> list[dict]:
+    """Relative Frobenius error of Z Z^T against the exact Gaussian Gram matrix of ``X``."""
+
+    from ..features.registry import make_feature_map
+    from ..kernels import gaussian_kernel, squared_distances
+
+    K = gaussian_kernel(squared_distances(X), sigma)
+    norm = np.linalg.norm(K)
+    rows = []
+    for m in maps:
+        for nu in nus:
+            errs, mses = [], []
+            for seed in range(seeds):
+                Z = make_feature_map(dict(base_params, map=m, n_components=nu), seed).fit(X).transform(X)
+                E = Z @ Z.T - K
+                errs.append(float(np.linalg.norm(E) / norm))
+                mses.append(float(np.mean(E ** 2)))
+            rows.append({"map": m, "nu": nu, "gram_rel_error": float(np.mean(errs)),
+                         "gram_rel_error_std": float(np.std(errs)), "gram_mse": float(np.mean(mses))})
+    return rows
+
+
+def variance_slopes(rows: list[dict], fit_from: int = 50) -> dict:
+    """Least-squares slope of log(mean squared entry error) on log(nu), for nu >= ``fit_from``.
+
+    Nystroem is not a Monte Carlo average (its error falls faster once the
+    landmarks cover the data), so its slope is reported but not expected at -1.
+    On the log-covariance vectors of one dataset, which lie in a small cap of
+    the sphere, the errors of all Gram entries move together from draw to
+    draw, so one draw is worth one sample: hence the many seeds of the Gram
+    part (``gram_seeds``).
+    """
+    out = {}
+    for m in sorted({r["map"] for r in rows}):
+        pts = [(r["nu"], r["gram_mse"]) for r in rows if r["map"] == m and r["nu"] >= fit_from]
+        if len(pts) >= 2:
+            nu, mse = np.array(pts, dtype=float).T
+            out[m] = float(np.polyfit(np.log(nu), np.log(mse), 1)[0])
+    return out
+
+
+def _ignore_nystroem_cap():
+    # Nystroem with nu above the fitting rows uses every row (the exact kernel): expected here
+    warnings.filterwarnings("ignore", message="n_components > n_samples", category=UserWarning)
+
+
+@contextmanager
+def _worker_threads(threads):
+    """One fit's thread budget, with the study's warning filter."""
+    from .._config import kernel_threads
+
+    with kernel_threads(threads, threads), warnings.catch_warnings():
+        # set here too: joblib worker processes do not inherit the caller's filters
+        _ignore_nystroem_cap()
+        yield
+
+
+def _map_features(V, train, params, seed):
+    """Fit the map of ``params`` on the training rows, map every row: (Z, seconds of the transform)."""
+    from ..features.registry import make_feature_map
+
+    fmap = make_feature_map(params, seed).fit(V[train])
+    t0 = time.perf_counter()
+    Z = fmap.transform(V)
+    return Z, time.perf_counter() - t0
+
+
+def _seed_accuracy(V, y, folds, classes, features, model, m, nu, seed, threads):
+    """Mean accuracy over the folds for one map seed; seconds spent in the map's transform."""
+    from ..stream.sgd import train_sgd_arrays
+
+    per, secs = [], 0.0
+    with _worker_threads(threads):
+        for _, tr, te in folds:
+            Z, sec = _map_features(V, tr, dict(features, map=m, n_components=nu), seed)
+            secs += sec
+            clf = train_sgd_arrays(Z, y, tr, classes, model, seed)
+            per.append(float((clf.predict(Z[te]) == y[te]).mean()))
+    return float(np.mean(per)), secs / len(folds)
+
+
+def _seed_svm_accuracy(V, y, folds, exact, features, model, m, nu, seed, threads):
+    """Mean accuracy over the folds of the exact SVM with its kernel replaced by the map's.
+
+    Fold by fold, the map is built at the bandwidth that the exact SVM's CV
+    chose for that fold and fitted on its training rows, and the same
+    ``SVC(kernel="precomputed", C)`` is trained on ``Z Z^T``: a linear SVM on
+    the explicit features (the "kernel machine made linear" of paper 000),
+    one-vs-one like the exact SVM, with nothing but the kernel changed.
+    """
+    from sklearn.svm import SVC
+
+    per, secs = [], 0.0
+    with _worker_threads(threads):
+        for (_, tr, te), ex in zip(folds, exact):
+            params = dict(features, map=m, n_components=nu, sigma=ex["sigma"])
+            Z, sec = _map_features(V, tr, params, seed)
+            secs += sec
+            clf = SVC(kernel="precomputed", C=ex["C"]).fit(Z[tr] @ Z[tr].T, y[tr])
+            per.append(float((clf.predict(Z[te] @ Z[tr].T) == y[te]).mean()))
+    return float(np.mean(per)), secs / len(folds)
+
+
+def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: int, log=None, jobs: int = 1,
+               learner: str = "sgd", exact=None) -> list[dict]:
+    """Accuracy of the pipeline's learner on every map, nu and seed (mean over the folds).
+
+    Each fold fits the map (its mean row, for a centred map) and the scaler on
+    its training rows only. ``log`` gets one line per (map, nu) as it finishes.
+    ``jobs > 1`` runs the (map, nu, seed) fits in that many processes, each
+    with one numba and one BLAS thread so that they do not oversubscribe the
+    cores; the results are the same as with ``jobs = 1`` (every fit is seeded).
+
+    ``features`` is a pipeline's ``[features]`` (a dict), ``model`` its ``[model]`` table.
+    ``learner="sgd"`` is the pipeline's incremental learner (``model``);
+    ``learner="svm"`` is the exact SVM of each fold with its kernel replaced by
+    the map's (``exact``: the per-fold rows of :func:`exact_accuracies`, which
+    give sigma and C), see :func:`_seed_svm_accuracy`.
+    """
+    from joblib import Parallel, delayed
+
+    from .._config import available_cores
+
+    if learner == "svm":
+        if exact is None:
+            raise ValueError("learner='svm' needs the exact SVM's per-fold sigma and C (exact=...)")
+        fn, first = _seed_svm_accuracy, exact
+    elif learner == "sgd":
+        fn, first = _seed_accuracy, classes
+    else:
+        raise ValueError(f"learner must be 'sgd' or 'svm', got {learner!r}")
+    jobs = max(1, min(int(jobs), available_cores()))
+    points = [(m, nu) for m in maps for nu in nus]
+    tasks = [(m, nu, seed) for m, nu in points for seed in range(seeds)]
+    threads = 1 if jobs > 1 else available_cores()
+    runner = Parallel(n_jobs=jobs, return_as="generator") if jobs > 1 else None
+    results = (runner(delayed(fn)(V, y, folds, first, features, model, m, nu, s, threads)
+                      for m, nu, s in tasks) if runner is not None else
+               (fn(V, y, folds, first, features, model, m, nu, s, threads) for m, nu, s in tasks))
+    rows = []
+    done: dict = {}
+    for (m, nu, _), (acc, sec) in zip(tasks, results):
+        done.setdefault((m, nu), []).append((acc, sec))
+        if len(done[(m, nu)]) < seeds:
+            continue
+        accs = [a for a, _ in done[(m, nu)]]
+        secs = [t for _, t in done[(m, nu)]]
+        rows.append({"map": m, "nu": nu, "accuracy": float(np.mean(accs)),
+                     "accuracy_std": float(np.std(accs)), "seeds": seeds,
+                     "map_ms_per_sequence": 1e3 * float(np.mean(secs)) / len(V)})
+        if log is not None:
+            log(f"  {m} nu={nu}: {100 * rows[-1]['accuracy']:.2f} +- {100 * rows[-1]['accuracy_std']:.2f}")
+    return rows
+
+
+def exact_accuracies(V, y, subjects, folds, name: str) -> list[dict]:
+    """Exact Log-E SVM per fold, sigma and C by LOSO CV over the grids of ``pipelines/<name>_exact.toml``."""
+    from ..stream.exact import exact_svm_fold
+    from .config import load_config
+
+    ecfg = load_config(REPO / "pipelines" / f"{DATASETS[name][2]}_exact.toml").model
+    return [exact_svm_fold(V, y, subjects, tr, te, ecfg.sigma_grid, ecfg.C_grid) for _, tr, te in folds]
+
+
+def _plot(path: Path, rows, key, title, ylabel, logy: bool, hline=None):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m in sorted({r["map"] for r in rows}):
+        pts = sorted((r["nu"], r[key], r.get(key + "_std", 0.0)) for r in rows if r["map"] == m)
+        nu, v, s = np.array(pts).T
+        ax.errorbar(nu, 100 * v if not logy else v, yerr=100 * s if not logy else None,
+                    marker="o", ms=3, capsize=2, label=m)
+    if hline is not None:
+        ax.axhline(100 * hline, color="k", ls="--", lw=1, label="exact Log-E SVM")
+    ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel("nu (feature dimension)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+_CSV_INTS = ("nu", "seeds")
+
+
+def write_report(rows: list[dict], out) -> None:
+    """``results.csv``, ``table.md`` and the two PNGs per dataset from the study's rows.
+
+    Each row holds ``dataset``, ``exact_accuracy``, ``map``, ``nu``, the Gram
+    fields of :func:`gram_errors` and the accuracy fields of :func:`accuracies`.
+    The variance slopes are fitted here from ``gram_mse``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        w.writeheader()
+        w.writerows(rows)
+    nus = sorted({r["nu"] for r in rows})
+    datasets = {}   # name -> (its rows, exact accuracy, variance slopes)
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        mine = [r for r in rows if r["dataset"] == name]
+        datasets[name] = (mine, mine[0]["exact_accuracy"], variance_slopes(mine))
+        sigma = next((r["sigma"] for r in mine if r.get("sigma") is not None), None)
+        sig = f" (sigma = {sigma:g})" if sigma is not None else ""
+        _plot(out / f"{name}_gram_error.png", mine, "gram_rel_error",
+              f"{name}: relative Gram error{sig}", "||K_hat - K||_F / ||K||_F", True)
+    lines = []
+    for key, title, short in (("accuracy", "pipeline's incremental SGD on the map's features", "SGD"),
+                              ("svm_accuracy", "exact SVM (same sigma, C) with the map's kernel Z Z^T",
+                               "SVM on Z Z^T")):
+        if not any(key in r for r in rows):
+            continue
+        lines += [f"Accuracy %, {title}:", "",
+                  "| dataset | map | slope | " + " | ".join(f"nu={n}" for n in nus) + " |",
+                  "|---|---|---|" + "---|" * len(nus)]
+        for name, (mine, ex, slopes) in datasets.items():
+            lines.append(f"| {name} | exact Log-E SVM | | " + " | ".join(f"{100 * ex:.1f}" for _ in nus) + " |")
+            for m in dict.fromkeys(r["map"] for r in mine):
+                cells = {r["nu"]: r for r in mine if r["map"] == m and key in r}
+                lines.append(f"| {name} | {m} | {slopes.get(m, float('nan')):.2f} | " + " | ".join(
+                    f"{100 * cells[n][key]:.1f} ± {100 * cells[n][key + '_std']:.1f}" if n in cells else ""
+                    for n in nus) + " |")
+            _plot(out / f"{name}_{key}.png", [r for r in mine if key in r], key,
+                  f"{name}: {short} accuracy against nu", "accuracy %", False, hline=ex)
+        lines.append("")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def read_results(path) -> list[dict]:
+    """Rows of a study's ``results.csv`` with numbers as numbers."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append({k: (v if k in ("dataset", "map") else int(v) if k in _CSV_INTS else float(v))
+                         for k, v in r.items() if v != ""})
+    return rows
+
+
+def merge_results(runs, out) -> list[dict]:
+    """Merge the ``results.csv`` of several study runs into one report in ``out``.
+
+    Runs are read in order; the fields of a later run's row replace those of
+    the same (dataset, map, nu) in earlier ones, so a map re-run alone
+    (``--maps``) or a run of one learner alone (``--learners``) updates a full
+    study. Every run of one dataset must report the same exact accuracy
+    (same data, same exact-SVM grid), otherwise they are not comparable.
+    """
+    merged: dict = {}   # (dataset, map, nu) -> row, in first-seen order
+    exact: dict = {}    # dataset -> (exact accuracy, run that first gave it)
+    for run in runs:
+        path = Path(run) / "results.csv"
+        if not path.is_file():
+            raise ConfigError(f"{path}: not found; pass the --out folder of a study run")
+        for r in read_results(path):
+            ex, first = exact.setdefault(r["dataset"], (r["exact_accuracy"], path))
+            if abs(r["exact_accuracy"] - ex) > 1e-12:
+                raise ConfigError(f"{path}: exact accuracy of {r['dataset']} is {r['exact_accuracy']:.6f}, "
+                                 f"{ex:.6f} in {first}; runs on different data or exact-SVM grids "
+                                 "cannot be merged")
+            merged.setdefault((r["dataset"], r["map"], r["nu"]), {}).update(r)   # later fields win
+    rows = list(merged.values())
+    write_report(rows, out)
+    return rows
+
+
+def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_NUS, seeds: int = 10,
+                        out="runs/study_kernel_approx", data_root=None, gram_sample: int = 300,
+                        gram_seeds: int = 20, log=print, jobs: int = 1, learners=LEARNERS) -> dict:
+    """Run the study; returns the summary (also written to ``out/summary.json``).
+
+    ``learners``: ``"sgd"`` (the pipeline's incremental learner) and/or
+    ``"svm"`` (the exact SVM with the map's kernel), see :func:`accuracies`.
+    """
+    with warnings.catch_warnings():
+        _ignore_nystroem_cap()
+        return _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs,
+                      tuple(learners))
+
+
+def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs=1,
+           learners=LEARNERS):
+    from .splits import folds as make_folds
+
+    bad = [a for a in learners if a not in LEARNERS]
+    if bad or not learners:
+        raise ValueError(f"learner(s) {bad} unknown; choose from {', '.join(LEARNERS)}")
+    unknown = [m for m in maps if m not in STUDY_MAPS]
+    if unknown:
+        raise ValueError(f"unknown map(s) {unknown}; choose from {', '.join(STUDY_MAPS)}")
+    data_root = Path(data_root) if data_root else REPO.parent / "shared" / "data"
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"maps": list(maps), "nus": list(nus), "seeds": seeds, "datasets": {}}
+    csv_rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in datasets:
+            if name not in DATASETS:
+                raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+            store, cfg, V, _ = dataset_descriptors(name, data_root, tmp)
+            y = store.labels.astype(np.int64)
+            classes = np.arange(len(store.label_names))
+            folds = make_folds(cfg.split, store.labels, store.subjects, store_split=store.split,
+                               split_names=store.split_names, seed=cfg.seed)
+            ex_rows = exact_accuracies(V, y, store.subjects, folds, name)
+            ex = float(np.mean([r["accuracy"] for r in ex_rows]))
+            log(f"{name}: exact Log-E SVM {100 * ex:.2f}%")
+            sigma = float(cfg.features.sigma)
+            rng = np.random.default_rng(0)
+            train_rows = np.flatnonzero(folds[0][1])
+            sample = V[np.sort(rng.choice(train_rows, min(gram_sample, len(train_rows)), replace=False))]
+            grams = gram_errors(sample, sigma, maps, nus, gram_seeds, cfg.features.params())
+            slopes = variance_slopes(grams)
+            log(f"{name}: variance slopes {json.dumps({k: round(v, 2) for k, v in slopes.items()})}")
+            merged = {(g["map"], g["nu"]): dict(g) for g in grams}
+            accs = svms = []
+            if "sgd" in learners:
+                accs = accuracies(V, y, folds, classes, cfg.features.params(), cfg.model, maps, nus, seeds,
+                                  log=log, jobs=jobs)
+                for a in accs:
+                    merged[(a["map"], a["nu"])].update(a)
+            if "svm" in learners:
+                log(f"{name}: exact SVM with the map's kernel (sigma, C of each fold's CV)")
+                svms = accuracies(V, y, folds, classes, cfg.features.params(), cfg.model, maps, nus, seeds,
+                                  log=log, jobs=jobs,
+                                  learner="svm", exact=ex_rows)
+                for a in svms:
+                    merged[(a["map"], a["nu"])].update(
+                        svm_accuracy=a["accuracy"], svm_accuracy_std=a["accuracy_std"], seeds=a["seeds"])
+            for row in merged.values():
+                csv_rows.append({"dataset": name, "exact_accuracy": ex, "sigma": sigma, **row})
+            summary["datasets"][name] = {"exact_accuracy": ex, "variance_slopes": slopes,
+                                         "accuracy": accs, "svm_accuracy": svms, "gram": grams,
+                                         "exact_folds": ex_rows}
+    write_report(csv_rows, out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    return summary
+
+
+def run_study(cfg, ctx) -> dict:
+    """``task = "kernel-approx-study"`` (``streamcov study kernel-approx``): writes the report to the output."""
+    st = cfg.study
+    log = (lambda *a, **k: None) if not ctx.progress else (lambda msg: print(msg, flush=True))
+    summary = kernel_approx_study(st.datasets, st.maps or STUDY_MAPS, st.nus, st.seeds, ctx.output, st.data_root,
+                                  st.gram_sample, st.gram_seeds, log=log, jobs=st.jobs, learners=st.learners)
+    return {"out": str(ctx.output),
+            **{name: {"exact_accuracy": e["exact_accuracy"], "variance_slopes": e["variance_slopes"]}
+               for name, e in summary["datasets"].items()}}
