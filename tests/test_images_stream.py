@@ -181,3 +181,19 @@ def test_config_errors_top_level(store, tmp_path):
     del cfg["data"]["store"]
     with pytest.raises(ConfigError, match=r"\[data\] needs `store`"):
         run_pipeline(cfg)
+
+
+def test_predict_on_the_saved_model_repeats_the_run(store, baseline, tmp_path):
+    """`streamcov predict` on an image model: the same test predictions as the run that trained it."""
+    import csv
+
+    from streamcov.cli import main
+
+    base, _ = baseline
+    run_preds = {r["id"]: r["predicted"] for r in csv.DictReader(open(base["predictions_path"]))}
+    assert len(run_preds) == base["n_test"] == 9
+    assert main(["predict", base["model_path"], str(store.path), "--out", str(tmp_path / "p.csv"),
+                 "--scheduler", "synchronous"]) == 0
+    rows = {r["id"]: r for r in csv.DictReader(open(tmp_path / "p.csv"))}
+    assert len(rows) == len(store)   # every image of the store
+    assert {i: rows[i]["predicted"] for i in run_preds} == run_preds

@@ -182,7 +182,9 @@ class ImageDescriptor:
             W = self.frequencies_for(scale) if W is None else W
             feats = (features_of(img, self.pixels, _name(names, i)) for i, img in enumerate(images))
             return operator_vectors(feats, W, self.gamma, self.log, dtype=np.float32)
-        covs = np.stack([_region_cov(img, self.pixels, _name(names, i)) for i, img in enumerate(images)])
+        from .pixels import image_covariances
+
+        covs = image_covariances(images, self.pixels, ids=names)
         return region_vectors(covs, scale, self.gamma, self.log)
 
 
@@ -196,11 +198,6 @@ def features_of(image, spec, where: str) -> np.ndarray:
         return pixel_features(image, spec)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
-
-
-def _region_cov(image, spec, where):
-    from .pixels import region_covariance
-    return region_covariance(features_of(image, spec, where))
 
 
 # ------------------------------------------------------------ transformers

@@ -70,10 +70,12 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         return K
 
     def predict(self, X):
-        return self.svc_.predict(self._kernel(X))
+        K = self._kernel(X)
+        return self.svc_.predict(K)
 
     def decision_function(self, X):
-        return self.svc_.decision_function(self._kernel(X))
+        K = self._kernel(X)
+        return self.svc_.decision_function(K)
 
 
 def select_sigma_C(d2_train: np.ndarray, y: np.ndarray, groups: np.ndarray, sigma_grid, C_grid):

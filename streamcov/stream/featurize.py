@@ -118,7 +118,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
 
     t1 = time.perf_counter()
     done = fstore.done()
-    transform = dask.delayed(fmap, pure=True) if fmap is not None else None
+    transform = runtime.share(fmap) if fmap is not None else None
     blocks = fitted.block_tasks(bounds, runtime.numba_threads)
     keys = fitted.window_keys(bounds, runtime.parallelism)
     todo = []

@@ -13,6 +13,10 @@ from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
 
+def _predict_codes(model, V):
+    return model.predict_codes(V)
+
+
 def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", workers: int | None = None,
             block: int | None = None) -> dict:
     """Predict every row of a store, block by block; write ``id,predicted,label`` and return a summary.
@@ -36,9 +40,10 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
 
         tasks = source.block_tasks(bounds, runtime.numba_threads)
         keys = source.window_keys(bounds, runtime.parallelism)
+        shared = runtime.share(model)
         for key in dict.fromkeys(keys):
             window = [t for t, k in zip(tasks, keys) if k == key]
-            preds = runtime.compute(*[dask.delayed(model.predict_codes)(t) for *_, t in window])
+            preds = runtime.compute(*[dask.delayed(_predict_codes)(shared, t) for *_, t in window])
             for (b0, b1, _, _), p in zip(window, preds):
                 predictions[b0:b1] = p
         info = runtime.info

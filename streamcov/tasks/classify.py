@@ -176,6 +176,22 @@ def _model_info(cfg, source, fold: str, block: int) -> dict:
             "split": cfg.split.model_dump()}
 
 
+def write_predictions(path: Path, store, preds) -> None:
+    """``fold,id,predicted,label`` of every test row of every fold."""
+    import csv
+
+    ids = store.ids()
+    names = store.label_names
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["fold", "id", "predicted", "label"])
+        for fold, rows, pred in preds:
+            for r, p in zip(rows, pred):
+                w.writerow([fold, ids[r], names[p], names[store.labels[r]]])
+    tmp.replace(path)
+
+
 def _summarize(per: list[dict]) -> dict:
     accs = np.array([r["accuracy"] for r in per])
     out = {"accuracy": float(accs.mean()), "accuracy_std": float(accs.std()),
@@ -197,17 +213,20 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
     y = source.store.labels.astype(np.int64)
     groups = source.store.groups
     m = cfg.model
-    per = []
+    per, preds = [], []
     for name, train, test in folds:
-        r, clf, _ = exact_svm_fold(V, y, groups, train, test, m.sigma_grid, m.C_grid, return_model=True)
+        r, clf, pred = exact_svm_fold(V, y, groups, train, test, m.sigma_grid, m.C_grid, return_model=True)
         r.update(fold=name, n_train=int(train.sum()), n_test=int(test.sum()))
         per.append(r)
+        preds.append((name, np.flatnonzero(test), pred))
     model_path = ctx.output / "model"
     FittedPipeline(source.spec(), None, None, clf, source.store.label_names,
                    _model_info(cfg, source, folds[-1][0], int(bounds[1] - bounds[0]))).save(model_path)
+    write_predictions(ctx.output / "predictions.csv", source.store, preds)
     res = _summarize(per)
     res.update({"feature_map": "exact", "n_components": None, "featurize_seconds": round(t_feat, 3),
-                "featurize_ms_per_sequence": round(1e3 * t_feat / source.n, 4), "model_path": str(model_path)})
+                "featurize_ms_per_sequence": round(1e3 * t_feat / source.n, 4), "model_path": str(model_path),
+                "predictions_path": str(ctx.output / "predictions.csv")})
     return res
 
 
@@ -223,7 +242,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
     shared = len(folds) == 1 or not (source.needs_fit or needs_data(map_params))
     ckdir = out / "checkpoints"
     ckdir.mkdir(exist_ok=True)
-    per, paths = [], []
+    per, paths, preds = [], [], []
     featurized, t_feat, t_fit = 0, 0.0, 0.0
     feat = None
     for name, train, test in folds:
@@ -244,6 +263,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             saved = json.loads(done_file.read_text())
             if saved.get("fingerprint") == fp_text:
                 per.append(saved["result"])
+                preds.append((name, np.flatnonzero(test), np.asarray(saved["predicted"], dtype=np.int64)))
                 continue
         t1 = time.perf_counter()
         scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
@@ -256,10 +276,13 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
              "n_test": int(test.sum()), "train_seconds": round(t_train, 3),
              "epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
         per.append(r)
+        preds.append((name, np.flatnonzero(test), pred))
         if is_last:
             FittedPipeline(feat.source.spec(), feat.feature_map, scaler, clf, source.store.label_names,
                            _model_info(cfg, source, name, int(bounds[1] - bounds[0]))).save(out / "model")
-        atomic_write_text(done_file, json.dumps({"fingerprint": fp_text, "result": r}))
+        atomic_write_text(done_file, json.dumps({"fingerprint": fp_text, "result": r,
+                                                 "predicted": [int(p) for p in pred]}))
+    write_predictions(out / "predictions.csv", source.store, preds)
     res = _summarize(per)
     fmap = feat.feature_map
     res.update({
@@ -273,6 +296,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         "epochs": int(m.epochs),
         "model": {k: v for k, v in m.model_dump().items() if k not in ("sigma_grid", "C_grid")},
         "features_path": paths[-1], "model_path": str(out / "model"),
+        "predictions_path": str(out / "predictions.csv"),
         "fitted": {"source": feat.source.state, "map": feat.fit_record},
     })
     if len(paths) > 1:

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
+from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
 RENAMED = {
@@ -152,8 +153,6 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         ``key path -> command-line flag`` for values a command set from its
         flags, so that errors name the flag (``("study", "maps"): "--maps"``).
     """
-    from . import get_task
-
     file = None
     if isinstance(source, dict):
         import copy
@@ -180,6 +179,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         data["store"] = str(store)
         for key in spec.store_replaces:
             data.pop(key, None)
+        data.update(dict(spec.store_sets))
         origins.flags[("data", "store")] = f"--store {store}"
     raw.setdefault("task", name)
     if file is not None:

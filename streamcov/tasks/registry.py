@@ -1,0 +1,83 @@
+"""The registry of tasks: every experiment ``streamcov run`` can run, with one signature.
+
+A task is a schema (:mod:`.schema`) and a runner ``run(cfg, ctx) -> dict``:
+``cfg`` is the validated pipeline (:func:`.config.load_config`), ``ctx`` a
+:class:`RunContext` (output folder, scheduler, workers, progress, resume),
+the returned dict the JSON result. Runners are imported only when their task
+runs.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A registered task.
+
+    ``store_key``: the ``[data]`` key that ``--store`` replaces (None: the
+    task generates its own data); ``store_replaces``: keys that ``--store``
+    makes void (a source to ingest, a generator); ``store_sets``: keys it sets.
+    """
+
+    name: str
+    schema_name: str
+    runner: str
+    summary: str
+    store_key: str | None = "store"
+    store_replaces: tuple = ("source", "synthetic")
+    store_sets: tuple = ()
+
+    def schema(self):
+        from . import schema
+        return getattr(schema, self.schema_name)
+
+    def run(self, cfg, ctx) -> dict:
+        module, fn = self.runner.split(":")
+        return getattr(importlib.import_module(module, __package__), fn)(cfg, ctx)
+
+
+TASKS = {t.name: t for t in (
+    TaskSpec("skeleton-classification", "SkeletonClassification", ".classify:run_skeleton",
+             "skeleton sequences -> log-covariance descriptors -> feature map -> learner"),
+    TaskSpec("image-stream-classification", "ImageStreamClassification", ".classify:run_image_stream",
+             "images out of core: covariance operators -> random features -> incremental SGD"),
+    TaskSpec("image-classification", "ImageClassification", ".image_eval:run_image_classification",
+             "paper 004's methods in memory with nested cross-validation", store_sets=(("format", "store"),)),
+    TaskSpec("tgp-sshape", "TGPSShape", ".tgp:run_sshape", "paper 003: the S-shape inverse problem",
+             store_key=None),
+    TaskSpec("tgp-digits", "TGPDigits", ".tgp:run_digits", "paper 003: digits centre reconstruction",
+             store_key=None),
+    TaskSpec("tgp-pose", "TGPPose", ".tgp:run_pose", "paper 003: MSR-Action3D arm joints from the body"),
+    TaskSpec("kernel-approx-study", "KernelApproxStudy", ".study:run_study",
+             "paper 000, Figure 1: every feature map against nu", store_key=None),
+)}
+
+
+def get_task(name, where: str = "pipeline") -> TaskSpec:
+    if name not in TASKS:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(TASKS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{where}: unknown task {name!r}{hint} (known: {', '.join(TASKS)})")
+    return TASKS[name]
+
+
+@dataclass
+class RunContext:
+    """How a task runs: where it writes, on which Dask scheduler, with progress bars or not."""
+
+    output: Path
+    scheduler: str | None = None     # None: the pipeline's [dask] scheduler
+    workers: int | None = None
+    progress: bool = False
+    resume: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+__all__ = ["RunContext", "TASKS", "TaskSpec", "get_task"]

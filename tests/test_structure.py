@@ -1,0 +1,106 @@
+"""The shape of the package: no import circles, one place per concept, a lean top level."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+PKG = REPO / "streamcov"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every streamcov module ``path`` imports, at module level or inside functions."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("streamcov")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("streamcov"):
+                continue
+            # "from pkg import sub" imports the submodule when there is one
+            subs = [f"{mod}.{a.name}" for a in node.names]
+            found = [s for s in subs if (REPO / Path(*s.split("."))).with_suffix(".py").exists()
+                     or (REPO / Path(*s.split(".")) / "__init__.py").exists()]
+            out |= set(found) if found else {mod}
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = {module_name(p): p for p in PKG.rglob("*.py")}
+    graph = {}
+    for name, path in mods.items():
+        targets = set()
+        for t in imports_of(path):
+            # importing a.b.c runs a and a.b first: the nearest existing module is the target
+            while t not in mods and "." in t:
+                t = t.rsplit(".", 1)[0]
+            if t in mods and t != name:
+                targets.add(t)
+        graph[name] = targets
+    return graph
+
+
+def test_no_import_circle():
+    """No module reaches itself through imports, counting imports inside functions
+    (a circle hidden in function-local imports is still a circle). Imports of a
+    package by its own submodules (``from . import x`` in ``pkg/x.py`` runs
+    ``pkg/__init__``) count too; the top-level ``streamcov`` package resolves its
+    API lazily (importlib), so it has no static edges."""
+    graph = import_graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                cycle = stack[stack.index(m):] + [m]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    assert len(graph) > 40   # the walk saw the whole package
+
+
+def test_kernels_and_descriptors_do_not_reach_the_engine_or_the_tasks():
+    """The three layers: numba kernels, public functions and estimators, then the engine and the tasks."""
+    graph = import_graph()
+    lower = [m for m in graph if m.startswith(("streamcov._kernels", "streamcov.linalg", "streamcov.kernels",
+                                               "streamcov.descriptors", "streamcov.features"))]
+    for m in lower:
+        upper = [t for t in graph[m] if t.startswith(("streamcov.stream", "streamcov.tasks", "streamcov.cli"))]
+        assert not upper, f"{m} imports {upper}"
+    for m in (m for m in graph if m.startswith("streamcov._kernels")):
+        assert all(t.startswith(("streamcov._kernels", "streamcov._config")) for t in graph[m]), m
+
+
+def test_import_streamcov_is_cheap():
+    code = ("import sys, streamcov; heavy = [m for m in ('numba', 'dask', 'zarr', 'sklearn', 'scipy', 'pydantic')"
+            " if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,149 @@
+"""The descriptors as scikit-learn transformers, and the exact SVM as a scikit-learn classifier.
+
+The descriptors take ragged input (a list of sequences or images), which
+scikit-learn's full ``check_estimator`` cannot generate: the checks that do
+not feed 2-D arrays run as they are; what the others verify (fit returns
+self, transform before fit raises, cloning keeps parameters, fit is
+idempotent, dtypes) is tested here on ragged input.
+"""
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import estimator_checks as ec
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from streamcov import CovarianceOperator, LogCovariance, RegionCovariance
+from streamcov.descriptors import operators as ops
+from streamcov.descriptors.image import feature_moments, feature_scale, operator_vectors
+from streamcov.descriptors.pixels import get_spec, image_covariances, pixel_features
+from streamcov.descriptors.skeleton import JointSelection, log_covariance_vectors
+from streamcov.kernels import gamma_from_sigma
+from streamcov.stream.exact import GaussianKernelSVC
+
+API_CHECKS = [ec.check_estimator_cloneable, ec.check_estimator_repr, ec.check_no_attributes_set_in_init,
+              ec.check_parameters_default_constructible, ec.check_get_params_invariance, ec.check_set_params,
+              ec.check_do_not_raise_errors_in_init_or_set_params, ec.check_mixin_order,
+              ec.check_estimator_tags_renamed, ec.check_valid_tag_types, ec.check_param_validation]
+TRANSFORMERS = [LogCovariance(center=(0,)), CovarianceOperator(n_frequencies=8), RegionCovariance()]
+
+
+@pytest.mark.parametrize("check", API_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("est", TRANSFORMERS, ids=lambda e: type(e).__name__)
+def test_scikit_learn_api_checks(est, check):
+    check(type(est).__name__, clone(est))
+
+
+def sequences(rng, n=12, joints=5):
+    return [rng.normal(scale=0.3, size=(int(t), 3 * joints)) for t in rng.integers(8, 40, size=n)]
+
+
+def test_log_covariance_is_the_descriptor(rng):
+    seqs = sequences(rng)
+    est = LogCovariance(center=(0,), gamma=1e-3)
+    assert est.fit(seqs) is est
+    V = est.transform(seqs)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])])
+    want = log_covariance_vectors(np.vstack(seqs), offsets, JointSelection.hip_relative(5, (0,)), 1e-3, True)
+    np.testing.assert_array_equal(V, want)
+    assert V.shape == (12, est.n_features_out_) == (12, 78)   # 4 kept joints: d = 12
+    assert est.n_joints_ == 5 and est.n_features_in_ == 15
+    assert len(est.get_feature_names_out()) == 78
+    # a 3-D array of equal-length sequences is the same input
+    eq = np.stack([s[:8] for s in seqs])
+    np.testing.assert_array_equal(est.transform(eq), est.transform(list(eq)))
+    # fit is idempotent, and a clone refitted gives the same transform
+    np.testing.assert_array_equal(clone(est).fit(seqs[:3]).transform(seqs), V)
+
+
+def test_log_covariance_errors(rng):
+    seqs = sequences(rng)
+    with pytest.raises(NotFittedError):
+        LogCovariance().transform(seqs)
+    est = LogCovariance().fit(seqs)
+    with pytest.raises(ValueError, match="fitted on 5 joints"):
+        est.transform([np.zeros((10, 12))])
+    with pytest.raises(ValueError, match=r"sequences have different widths \[12, 15\]"):
+        LogCovariance().fit([np.zeros((10, 15)), np.zeros((10, 12))])
+    with pytest.raises(ValueError, match="X: no sequences"):
+        LogCovariance().fit([])
+    with pytest.raises(ValueError, match=r"X\[0\]: expected a 2-D array"):
+        LogCovariance().fit([np.zeros(9)])
+
+
+def test_log_covariance_in_a_scikit_learn_pipeline(rng):
+    """The three-line model of the README on generated sequences: two classes that differ in
+    the spread of one joint, cross-validated with a grid search over the map's bandwidth."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    from streamcov import RGWSampler
+
+    seqs, y = [], []
+    for i in range(60):
+        s = rng.normal(scale=0.3, size=(30, 15))
+        s[:, 6:9] *= 3.0 if i % 2 else 1.0
+        seqs.append(s)
+        y.append(i % 2)
+    model = make_pipeline(LogCovariance(center=(0,)),
+                          RGWSampler(n_components=300, sigma=1.0, center=True, random_state=0),
+                          LogisticRegression(C=10.0, max_iter=1000))
+    search = GridSearchCV(model, {"rgwsampler__sigma": [0.5, 1.0]}, cv=3).fit(seqs[:40], y[:40])
+    # the classes are separated by a factor of 3 in a joint's spread: far above chance (0.5)
+    assert search.score(seqs[40:], y[40:]) > 0.9
+
+
+def textures():
+    import skimage.data
+    imgs = [skimage.data.brick(), skimage.data.grass(), skimage.data.gravel()]
+    return [im[y:y + 32, x:x + 32] for im in imgs for y in (0, 64) for x in (0, 64)], np.repeat([0, 1, 2], 4)
+
+
+def test_covariance_operator_is_the_approximate_log_hs_descriptor():
+    images, _ = textures()
+    est = CovarianceOperator(pixels="texture", n_frequencies=12, sigma=0.8, gamma=1e-3,
+                             scaling="per-feature", random_state=5).fit(images)
+    V = est.transform(images)
+    assert V.dtype == np.float32 and V.shape == (12, 24 * 25 // 2)
+    feats = [pixel_features(im, "texture") for im in images]
+    scale = feature_scale(feature_moments(feats), "per-feature")
+    np.testing.assert_allclose(est.scale_, scale, rtol=1e-12)
+    W = ops.fourier_frequencies(5, 12, 0.8 * np.sqrt(5), random_state=5) / scale[:, None]
+    np.testing.assert_allclose(est.frequencies_, W, rtol=1e-12)
+    np.testing.assert_array_equal(V, operator_vectors(feats, W, 1e-3))
+    # the distance between two vectors is the approximate Log-HS distance of eq. (21)
+    C = [ops.approx_covariance_operator(f, W) for f in feats[:2]]
+    np.testing.assert_allclose(np.linalg.norm(V[0].astype(np.float64) - V[1]),
+                               ops.approx_log_hs_distance(C[0], C[1], 1e-3), rtol=1e-5)
+    with pytest.raises(NotFittedError):
+        CovarianceOperator().transform(images)
+
+
+def test_region_covariance_is_the_log_euclidean_descriptor():
+    images, _ = textures()
+    est = RegionCovariance(pixels="texture", gamma=1e-3, scaling="per-feature").fit(images)
+    V = est.transform(images)
+    covs = image_covariances(images, get_spec("texture")) / np.outer(est.scale_, est.scale_)
+    D = np.sqrt(((V[:, None] - V[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(D, ops.log_euclidean_distances(covs, gamma=1e-3), atol=1e-9)
+    E = RegionCovariance(pixels="texture", log=False, scaling="per-feature").fit(images).transform(images)
+    np.testing.assert_allclose(np.sqrt(((E[:, None] - E[None]) ** 2).sum(-1)), ops.euclidean_distances(covs),
+                               atol=1e-9)
+
+
+@parametrize_with_checks([GaussianKernelSVC(sigma=2.0, C=10.0)])
+def test_gaussian_kernel_svc_is_a_scikit_learn_classifier(estimator, check):
+    check(estimator)
+
+
+def test_gaussian_kernel_svc_equals_an_rbf_svc(rng):
+    from sklearn.svm import SVC
+
+    X = rng.normal(size=(120, 6))
+    y = (X[:, 0] + 0.5 * X[:, 1] ** 2 > 0.3).astype(int) + (X[:, 2] > 1)
+    ours = GaussianKernelSVC(sigma=1.5, C=3.0).fit(X[:80], y[:80])
+    ref = SVC(kernel="rbf", gamma=gamma_from_sigma(1.5), C=3.0).fit(X[:80], y[:80])
+    np.testing.assert_array_equal(ours.predict(X[80:]), ref.predict(X[80:]))
+    np.testing.assert_allclose(ours.decision_function(X[80:]), ref.decision_function(X[80:]), atol=1e-9)
+    assert len(ours.support_vectors_) == len(ref.support_)   # only the support vectors are kept
