@@ -12,10 +12,11 @@ Measured per image / pair on a quiet 2-vCPU machine: exact factor 0.11 / 0.31 /
 0.68 s and exact pair 5.8 / 14 / 32 ms at M = 1024 / 1536 / 2048, approx
 19-22 ms per image for both gammas at any of these M; the whole benchmark
 gives speedup 51 at M = 1024), features standardized with the training
-images' scale, K1 Gaussian with sigma1 = s * sqrt(3).
+images' scale, K1 Gaussian exp(-d^2 / sigma1^2) with paper 004's sigma1 =
+s * sqrt(3) (streamcov's sigma = sigma1 / sqrt(2), :mod:`streamcov.kernels`).
 
-* exact: :func:`streamcov.images.pairwise_log_hs` (closed form through M x M
-  Gram matrices) for the train x train and test x train pairs;
+* exact: :func:`streamcov.descriptors.operators.pairwise_log_hs` (closed form
+  through M x M Gram matrices) for the train x train and test x train pairs;
 * approx: D = 200 random Fourier features, one 400 x 400 covariance operator
   and its log per image (eqs. (20), (21)), distances by one Gram matrix.
 
@@ -41,9 +42,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.images import distances as dist  # noqa: E402
-from streamcov.images import evaluation as ev  # noqa: E402
-from streamcov.images import load_folders  # noqa: E402
+from streamcov._config import map_threads  # noqa: E402
+from streamcov.data.imageio import load_folders  # noqa: E402
+from streamcov.descriptors import operators as dist  # noqa: E402
+from streamcov.kernels import distances, sigma_from_paper004  # noqa: E402
+from streamcov.tasks import image_eval as ev  # noqa: E402
+from streamcov.tasks.splits import folds  # noqa: E402
 
 GRID = {"sigma1": [1.0], "gamma": [1e-3, 1e-2], "sigma2": [0.25, 0.5, 1.0, 2.0],
         "C": [1.0, 10.0, 100.0]}
@@ -60,26 +64,28 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     data = load_folders(args.data)
-    splits = ev.protocol_splits({"kind": "per-class", "n_train": 5, "n_test": 10,
-                                 "n_repeats": args.split + 1, "seed": args.seed}, data.labels)
-    _, tr_g, te_g = splits[args.split]
+    splits = folds({"kind": "per-class", "n_train": 5, "n_test": 10, "n_repeats": args.split + 1,
+                    "seed": args.seed}, data.labels, data.groups, seed=args.seed)
+    _, tr_mask, te_mask = splits[args.split]
+    tr_g, te_g = np.flatnonzero(tr_mask), np.flatnonzero(te_mask)
     idx = np.concatenate([tr_g, te_g])
     feats = ev.extract_features([data.images[i] for i in idx], "fish")
     n_tr = len(tr_g)
     tr, te = np.arange(n_tr), np.arange(n_tr, len(idx))
-    scale = ev.feature_scale(feats, tr)
+    scale = ev.scale_of(feats, tr, "global")
     sub = [ev.subsample(f.astype(np.float64) / scale, args.pixels, args.seed) for f in feats]
     ones = np.ones(3)
     y = data.labels[idx]
 
-    # approximate: per-image operators and logs, one Gram matrix per grid point
+    # approximate: per-image operators and logs, one Gram matrix per grid point; sigma1 is in
+    # units of sqrt(n_features) = sqrt(3) (the features are already divided by their scale)
     t = time.perf_counter()
     approx = []
     for rel in GRID["sigma1"]:
-        vecs = ev.approx_operator_vectors(sub, np.arange(len(sub)), ones, rel * np.sqrt(3), GRID["gamma"],
+        vecs = ev.approx_operator_vectors(sub, np.arange(len(sub)), ones, rel, GRID["gamma"],
                                           args.D, "random", args.seed)
         for g, v in zip(GRID["gamma"], vecs):
-            approx.append(ev.Candidate({"sigma1": rel, "gamma": g}, dist.pairwise_vector_distances(v)))
+            approx.append(ev.Candidate({"sigma1": rel, "gamma": g}, distances(v)))
     t_approx = time.perf_counter() - t
 
     # exact: factors of every image, then train x train and test x train pairs
@@ -87,8 +93,8 @@ def main(argv=None):
     exact = []
     for rel in GRID["sigma1"]:
         for g in GRID["gamma"]:
-            s1 = rel * np.sqrt(3)
-            fac = list(dist._map_blas1(lambda x: dist._factor(x, s1, g, 1e-12), sub))
+            s1 = sigma_from_paper004(rel * np.sqrt(3))   # the same K1 as the approximation's
+            fac = list(map_threads(lambda x: dist._factor(x, s1, g, 1e-12), sub))
             D = np.zeros((len(sub), len(sub)))
             D[np.ix_(tr, tr)] = dist.pairwise_log_hs(fac[:n_tr], sigma=s1, gamma=g)
             dte = dist.pairwise_log_hs(fac[n_tr:], fac[:n_tr], sigma=s1, gamma=g)
@@ -97,8 +103,8 @@ def main(argv=None):
             exact.append(ev.Candidate({"sigma1": rel, "gamma": g}, D))
     t_exact = time.perf_counter() - t
 
-    acc_a, p_a, cv_a = ev.select_and_test_svc(approx, y, tr, te, GRID, 5, args.seed)
-    acc_e, p_e, cv_e = ev.select_and_test_svc(exact, y, tr, te, GRID, 5, args.seed)
+    acc_a, p_a, cv_a, _ = ev.select_and_test_svc(approx, y, tr, te, GRID, 5, args.seed)
+    acc_e, p_e, cv_e, _ = ev.select_and_test_svc(exact, y, tr, te, GRID, 5, args.seed)
     # how close the distances themselves are, at the same hyperparameters
     rel_err = [float(np.median(np.abs(a.D[np.ix_(te, tr)] - e.D[np.ix_(te, tr)]) / e.D[np.ix_(te, tr)]))
                for a, e in zip(approx, exact)]

@@ -51,7 +51,8 @@ def streamcov_cmd() -> list[str]:
 
 def ensure_store(path: Path, n: int, timeout: float) -> bool:
     """Write a synthetic store of n sequences unless a complete one is there; True if written."""
-    from streamcov.store import StoreError, store_status
+    from streamcov.data.ragged import store_status
+    from streamcov.errors import StoreError
 
     try:
         st = store_status(path)
@@ -78,7 +79,7 @@ def run(store: Path, out: Path, workers: int, args) -> dict:
         "--scheduler", "local-cluster", "--workers", str(workers),
         "--set", f"features.n_components={args.components}",
         "--set", f"model.epochs={args.epochs}",
-        "--set", f"dask.block_sequences={args.block_sequences}",
+        "--set", f"dask.block_size={args.block_sequences}",
         "--set", f"seed={args.seed}"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,

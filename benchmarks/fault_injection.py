@@ -239,7 +239,7 @@ def worker_kill(work: Path, cfg: dict) -> dict:
     store = work / "wk_store.zarr"
     synth(store, cfg["wk_sequences"], cfg["timeout"])
     sets = [f"features.n_components={cfg['wk_components']}", "model.epochs=2",
-            f"dask.block_sequences={cfg['wk_block']}"]
+            f"dask.block_size={cfg['wk_block']}"]
     log("worker kill: undisturbed threaded run ...")
     base = run_cli(pipeline_args(store, work / "wk_threads", sets), cfg["timeout"], "threaded run")
     if base.returncode != 0:
@@ -296,7 +296,7 @@ def resume(work: Path, cfg: dict) -> dict:
     store = work / "rs_store.zarr"
     synth(store, cfg["rs_sequences"], cfg["timeout"])
     sets = [f"features.n_components={cfg['rs_components']}", "model.epochs=30",
-            "model.checkpoint_blocks=2", f"dask.block_sequences={cfg['rs_block']}"]
+            "model.checkpoint_blocks=2", f"dask.block_size={cfg['rs_block']}"]
     log("resume: uninterrupted run ...")
     full = run_cli(pipeline_args(store, work / "rs_full", sets), cfg["timeout"], "full run")
     if full.returncode != 0:
@@ -347,7 +347,7 @@ def resume(work: Path, cfg: dict) -> dict:
 
 
 def ingest_resume(work: Path, cfg: dict) -> dict:
-    from streamcov.store import open_store
+    from streamcov.data.skeletons import open_store
 
     n, cf = cfg["ig_sequences"], cfg["ig_chunk"]
     clean = work / "ig_clean.zarr"

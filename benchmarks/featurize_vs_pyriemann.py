@@ -92,7 +92,7 @@ def main():
 
     import numba
     from threadpoolctl import threadpool_info, threadpool_limits
-    from streamcov import covariance as C
+    from streamcov.descriptors import skeleton as C
 
     rng = np.random.default_rng(0)
     # Smooth-ish random trajectories: a random walk per joint coordinate plus noise.

@@ -35,24 +35,25 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov import covariance as C  # noqa: E402
-from streamcov.pipeline.maps import make_feature_map  # noqa: E402
-from streamcov.pipeline.splits import folds  # noqa: E402
-from streamcov.pipeline.train import train_sgd_arrays  # noqa: E402
-from streamcov.study import dataset_descriptors  # noqa: E402
+from streamcov import linalg  # noqa: E402
+from streamcov.descriptors import skeleton as C  # noqa: E402
+from streamcov.features.registry import make_feature_map  # noqa: E402
+from streamcov.stream.sgd import train_sgd_arrays  # noqa: E402
+from streamcov.tasks.splits import folds  # noqa: E402
+from streamcov.tasks.study import dataset_descriptors  # noqa: E402
 
 
 def float32_eig_vectors(store, cfg):
     """Log vectors from a float32 eigendecomposition (numpy/LAPACK ssyevd)."""
-    d = cfg["descriptor"]
+    d = cfg.descriptor
     sel = C.JointSelection.hip_relative(store.n_joints, store.center)
     covs = C.sequence_covariances(np.asarray(store.frames[:]), store.offsets, sel)
-    covs = covs + float(d["gamma"]) * np.eye(covs.shape[1])
+    covs = covs + float(d.gamma) * np.eye(covs.shape[1])
     w, u = np.linalg.eigh(covs.astype(np.float32))
     logs = np.matmul(u * np.log(np.maximum(w, np.finfo(np.float32).tiny))[:, None, :],
                      u.transpose(0, 2, 1)).astype(np.float64)
-    V = C.sym_vec(0.5 * (logs + logs.transpose(0, 2, 1)))
-    if d["normalize"]:
+    V = linalg.sym_vec(0.5 * (logs + logs.transpose(0, 2, 1)))
+    if d.normalize:
         V /= np.linalg.norm(V, axis=1, keepdims=True)
     return V
 
@@ -68,7 +69,8 @@ def main(argv=None):
         V32e = float32_eig_vectors(store, cfg)
     y = store.labels.astype(np.int64)
     classes = np.arange(len(store.label_names))
-    (_, tr, te), = list(folds(cfg["split"], store.subjects, store.split, store.split_names))
+    (_, tr, te), = folds(cfg.split, store.labels, store.subjects, store_split=store.split,
+                         split_names=store.split_names, seed=cfg.seed)
     variants = {"float64": V64, "float32": V64.astype(np.float32), "float32_eig": V32e}
     rel = {k: float(np.abs(v.astype(np.float64) - V64).max() / np.abs(V64).max()) for k, v in variants.items()}
     acc = {k: [] for k in variants}
@@ -76,19 +78,19 @@ def main(argv=None):
     feat_bytes = {}
     for seed in range(args.seeds):
         for k, V in variants.items():
-            fmap = make_feature_map(dict(cfg["features"], n_components=args.nu), seed).fit(V[tr])
+            fmap = make_feature_map(dict(cfg.features.params(), n_components=args.nu), seed).fit(V[tr])
             fmap.transform(V[:8])
             t = time.perf_counter()
             Z = fmap.transform(V)
             map_s[k].append(time.perf_counter() - t)
             feat_bytes[k] = int(Z.nbytes)
-            clf = train_sgd_arrays(Z, y, tr, classes, cfg["model"], seed)
+            clf = train_sgd_arrays(Z, y, tr, classes, cfg.model, seed)
             acc[k].append(float((clf.predict(Z[te]) == y[te]).mean()))
         print(f"seed {seed}: " + ", ".join(f"{k} {100 * acc[k][-1]:.2f}" for k in variants), flush=True)
     diff = {k: 100 * (np.array(acc[k]) - np.array(acc["float64"])) for k in variants if k != "float64"}
     res = {
         "benchmark": "float32_path", "dataset": "msr_action3d cross-subject", "nu": args.nu,
-        "seeds": args.seeds, "map": cfg["features"]["map"],
+        "seeds": args.seeds, "map": cfg.features.map,
         "accuracy_mean": {k: 100 * float(np.mean(v)) for k, v in acc.items()},
         "accuracy_std": {k: 100 * float(np.std(v)) for k, v in acc.items()},
         "paired_difference_points_mean": {k: float(v.mean()) for k, v in diff.items()},

@@ -7,9 +7,10 @@ The "virus" feature set of paper 004 (intensity, |Ix|, |Iy|, |Ixx|, |Iyy| and
 25 x 25 covariance of every image, computed three ways side by side on the
 same images (all 1500 by default):
 
-* ``numba``: :func:`streamcov.images.image_covariances`: one fused kernel per
-  image (separable complex Gabor convolution, derivatives, covariance), images
-  in parallel over the cores (and once more with one numba thread);
+* ``numba``: :func:`streamcov.descriptors.pixels.image_covariances`: one
+  fused kernel per image (separable complex Gabor convolution, derivatives,
+  covariance), images in parallel over the cores (and once more with one
+  numba thread);
 * ``ndimage`` (the straightforward version): ``scipy.ndimage.correlate1d`` for
   the derivatives, ``scipy.ndimage.convolve`` with the real and imaginary 2-D
   Gabor kernels, ``np.cov``;
@@ -36,8 +37,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.images import gabor_bank, image_covariances, load_folders  # noqa: E402
-from streamcov.images.features import gabor_kernel_2d  # noqa: E402
+from streamcov.data.imageio import load_folders  # noqa: E402
+from streamcov.descriptors.pixels import gabor_bank, gabor_kernel_2d, image_covariances  # noqa: E402
 
 
 def ndimage_covariance(img, kernels):

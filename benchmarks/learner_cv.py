@@ -28,19 +28,21 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.study import DATASETS, accuracies, dataset_descriptors  # noqa: E402
+from streamcov.tasks.schema import ModelTable  # noqa: E402
+from streamcov.tasks.study import DATASETS, accuracies, dataset_descriptors  # noqa: E402
 
 
-def training_folds(store, name: str, cfg: dict):
-    """LOSO folds over the subjects that the pipeline's split trains on."""
-    from streamcov.pipeline.splits import folds as outer_folds
+def training_folds(store, name: str, cfg):
+    """LOSO folds over the subjects that the pipeline's split trains on (``cfg``: the typed pipeline)."""
+    from streamcov.tasks.splits import folds as outer_folds
 
     subj = store.subjects
-    split = dict(cfg["split"])
+    split = cfg.split.model_dump()
     if split.get("file") and not Path(split["file"]).is_absolute():
         split["file"] = str(REPO / split["file"])
     # the first outer fold's training subjects: its test subjects are never read
-    _, train, _ = next(iter(outer_folds(split, subj)))
+    _, train, _ = outer_folds(split, store.labels, subj, store_split=store.split,
+                              split_names=store.split_names, seed=cfg.seed)[0]
     return [(f"hold-{s}", train & (subj != s), train & (subj == s)) for s in np.unique(subj[train])]
 
 
@@ -63,15 +65,17 @@ def main(argv=None):
         folds = training_folds(store, args.dataset, cfg)
     y = store.labels.astype(np.int64)
     classes = np.arange(len(store.label_names))
-    fmap = args.map or cfg["features"]["map"]
+    fmap = args.map or cfg.features.map
     out = {}
     sigmas = args.sigma or [None]
     for text in cands:
         over = tomllib.loads(f"m = {{{text}}}")["m"]
         for sigma in sigmas:
-            feats = cfg["features"] if sigma is None else dict(cfg["features"], sigma=sigma)
-            cv_cfg = dict(cfg, model=dict(cfg["model"], **over), features=feats)
-            (row,) = accuracies(V, y, folds, classes, cv_cfg, [fmap], [args.nu], args.seeds, jobs=args.jobs)
+            feats = cfg.features.params() if sigma is None else dict(cfg.features.params(), sigma=sigma)
+            # validated like a [model] table of a pipeline file: a misspelt key or a bad value fails here
+            model = ModelTable.model_validate({**cfg.model.model_dump(), **over})
+            (row,) = accuracies(V, y, folds, classes, feats, model, [fmap], [args.nu], args.seeds,
+                                jobs=args.jobs)
             key = text if sigma is None else f"{text}; sigma={sigma:g}"
             out[key] = row["accuracy"]
             print(f"{key}: LOSO CV accuracy {100 * row['accuracy']:.2f} +- {100 * row['accuracy_std']:.2f}",

@@ -31,9 +31,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.pipeline.splits import folds as make_folds  # noqa: E402
-from streamcov.study import (STUDY_MAPS, accuracies, dataset_descriptors,  # noqa: E402
-                             exact_accuracies)
+from streamcov.tasks.splits import folds as make_folds  # noqa: E402
+from streamcov.tasks.study import (STUDY_MAPS, accuracies, dataset_descriptors,  # noqa: E402
+                                   exact_accuracies)
 
 
 def main(argv=None):
@@ -59,7 +59,8 @@ def main(argv=None):
             store, cfg, V, _ = dataset_descriptors(name, Path(args.data), tmp)
         y = store.labels.astype(np.int64)
         classes = np.arange(len(store.label_names))
-        folds = list(make_folds(cfg["split"], store.subjects, store.split, store.split_names))
+        folds = make_folds(cfg.split, store.labels, store.subjects, store_split=store.split,
+                           split_names=store.split_names, seed=cfg.seed)
         ex_rows = exact_accuracies(V, y, store.subjects, folds, name)
         ex = 100 * float(np.mean([r["accuracy"] for r in ex_rows]))
         bound = ex - args.tolerance
@@ -67,8 +68,8 @@ def main(argv=None):
         res = {"exact_accuracy": ex, "bound": bound, "maps": {}}
         for m in maps:
             t0 = time.perf_counter()
-            (row,) = accuracies(V, y, folds, classes, cfg, [m], [args.nu], args.seeds, jobs=args.jobs,
-                                learner=args.learner, exact=ex_rows)
+            (row,) = accuracies(V, y, folds, classes, cfg.features.params(), cfg.model, [m], [args.nu],
+                                args.seeds, jobs=args.jobs, learner=args.learner, exact=ex_rows)
             acc, std = 100 * row["accuracy"], 100 * row["accuracy_std"]
             se = std / math.sqrt(max(args.seeds - 1, 1))   # np.std is the population std
             res["maps"][m] = {"accuracy": acc, "std": std, "standard_error": se, "margin": acc - bound,

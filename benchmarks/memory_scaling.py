@@ -81,7 +81,8 @@ def dir_bytes(path: Path) -> int:
 
 
 def store_info(path: Path) -> dict | None:
-    from streamcov.store import StoreError, store_status
+    from streamcov.data.ragged import store_status
+    from streamcov.errors import StoreError
 
     try:
         st = store_status(path)
@@ -158,7 +159,7 @@ def measure_run(store: Path, out: Path, args) -> dict:
         "run", str(PIPELINE), "--store", str(store), "--output", str(out), "--json",
         "--set", f"features.n_components={args.components}",
         "--set", f"model.epochs={args.epochs}",
-        "--set", f"dask.block_sequences={args.block_sequences}"]
+        "--set", f"dask.block_size={args.block_sequences}"]
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", _WRAPPER, str(rss_file)] + cmd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -203,7 +204,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scales", default="1,4,16", help="comma-separated multiples of --base")
     ap.add_argument("--components", type=int, default=256, help="features.n_components")
     ap.add_argument("--epochs", type=int, default=3, help="model.epochs")
-    ap.add_argument("--block-sequences", type=int, default=128, help="dask.block_sequences")
+    ap.add_argument("--block-sequences", type=int, default=128, help="dask.block_size (sequences per block)")
     ap.add_argument("--workdir", default="runs/memory_scaling")
     ap.add_argument("--keep", action="store_true", help="keep stores and run folders")
     ap.add_argument("--timeout", type=float, default=6 * 3600.0, help="seconds per subprocess")

@@ -39,10 +39,10 @@ import numpy as np
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.linear_model import SGDClassifier
 
-from streamcov.covariance import JointSelection, log_covariance_vectors
+from streamcov.descriptors.skeleton import JointSelection, log_covariance_vectors
 from streamcov.features import RGWSampler
-from streamcov.readers import open_source
-from streamcov.store import ingest
+from streamcov.data.readers import open_reader
+from streamcov.data.skeletons import ingest
 
 RAW = Path(__file__).resolve().parents[2] / "shared" / "data" / "msr_action3d" / "raw"
 BLOCK = 64
@@ -50,7 +50,7 @@ BLOCK = 64
 
 def load_descriptors(raw):
     with tempfile.TemporaryDirectory() as tmp:
-        store = ingest(open_source("msr-action3d", str(raw)), Path(tmp) / "msr.zarr")
+        store = ingest(open_reader("msr-action3d", str(raw)), Path(tmp) / "msr.zarr")
         frames = np.asarray(store.frames[:])
         X = log_covariance_vectors(frames, store.offsets,
                                    JointSelection.hip_relative(store.n_joints, store.center),

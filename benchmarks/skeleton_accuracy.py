@@ -24,8 +24,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.pipeline.splits import folds  # noqa: E402
-from streamcov.study import accuracies, dataset_descriptors, exact_accuracies  # noqa: E402
+from streamcov.tasks.splits import folds  # noqa: E402
+from streamcov.tasks.study import accuracies, dataset_descriptors, exact_accuracies  # noqa: E402
 
 
 def main(argv=None):
@@ -51,7 +51,8 @@ def main(argv=None):
             store, cfg, V, t_desc = dataset_descriptors(name, Path(args.data), tmp)
             y = store.labels.astype(np.int64)
             classes = np.arange(len(store.label_names))
-            fl = list(folds(cfg["split"], store.subjects, store.split, store.split_names))
+            fl = folds(cfg.split, store.labels, store.subjects, store_split=store.split,
+                       split_names=store.split_names, seed=cfg.seed)
             t0 = time.perf_counter()
             ex = exact_accuracies(V, y, store.subjects, fl, name)
             t_exact = time.perf_counter() - t0
@@ -63,8 +64,8 @@ def main(argv=None):
                      "maps": {}}
             print(f"{name}: exact {100 * ex_acc.mean():.2f} +- {100 * ex_acc.std():.2f} "
                   f"({len(fl)} folds, {t_exact:.1f} s)", flush=True)
-            for r in accuracies(V, y, fl, classes, cfg, args.maps.split(","), nus, seeds,
-                                log=lambda msg: print(msg, flush=True)):
+            for r in accuracies(V, y, fl, classes, cfg.features.params(), cfg.model, args.maps.split(","),
+                                nus, seeds, log=lambda msg: print(msg, flush=True)):
                 entry["maps"].setdefault(r["map"], {})[r["nu"]] = {
                     "mean": r["accuracy"], "std": r["accuracy_std"],
                     "map_ms_per_sequence": r["map_ms_per_sequence"]}

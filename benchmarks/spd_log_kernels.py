@@ -5,15 +5,18 @@ sequence, gamma = 1e-4: the matrices of ``featurize_vs_pyriemann.py``).
 Per matrix, best of several repeats, all in one process:
 
 * old path, single thread: ``np.linalg.eigh`` inside numba (LAPACK dsyevd),
-  then the whole ``spd._log_vec_one`` (eigh + reconstruction GEMM + vec);
+  then the whole LAPACK route of one matrix, ``spd._recon_one`` (eigh +
+  reconstruction GEMM) followed by ``spd._vec_into`` (vec);
 * new path, single thread, stage by stage (cumulative, groups of LANES = 8
   matrices): power-of-two scaling + Householder tridiagonalization, forming
   Q^T, the lane QL (scalar recurrences of 8 matrices in one SIMD register;
-  also timed without the vector updates), and the whole ``_log_vec_lanes``;
+  also timed without the vector updates), and the whole lane group
+  ``spd._group`` (eig_lanes + reconstruction + vec, as the kernels run it);
 * stage 2 alternatives on the same tridiagonals, through scipy's
   cython_lapack function pointers: dsteqr (QL/QR), dstedc (divide and
   conquer), dstemr (MRRR), dsterf (eigenvalues only);
-* both paths in a prange kernel over all numba threads.
+* both paths in a prange kernel over all numba threads (the new one is
+  ``spd.stack_vec``, the kernel behind :func:`streamcov.linalg.log_vectors`).
 
 Agreement of the two paths (max abs difference of the vectors relative to
 their largest entry) is checked. Prints a final JSON line.
@@ -122,7 +125,8 @@ def old_log(C, out, min_eig):
     ul = np.empty((d, d))
     lg = np.empty((d, d))
     for s in range(C.shape[0]):
-        min_eig[s] = ks._log_vec_one(C[s], ul, lg, False, out[s])
+        min_eig[s] = ks._recon_one(C[s], 0, ul, lg)
+        ks._vec_into(lg, False, out[s])
 
 
 @njit(**OPTS)
@@ -163,14 +167,16 @@ def new_log(C, out, min_eig):
     u = np.empty((n, n))
     ul = np.empty((n, n))
     lg = np.empty((n, n))
+    no_mats = np.empty((0, 0, 0))
     for g0 in range(0, C.shape[0], L):
         cnt = min(L, C.shape[0] - g0)
-        ks._log_vec_lanes(C[g0:g0 + cnt], cnt, ws, u, ul, lg, False, out, min_eig, g0)
+        # kind 0 (log), vectors into out[g0:g0 + cnt], lane solver on
+        ks._group(C[g0:g0 + cnt], cnt, ws, 0, u, ul, lg, out, no_mats, True, min_eig, g0, False, True)
 
 
 @njit(parallel=True, **OPTS)
 def old_log_prange(C, out, min_eig):
-    """The previous cov_log_vec: chunks of 16 matrices, _log_vec_one each."""
+    """The previous log-vec kernel: chunks of 16 matrices, the LAPACK route of one matrix each."""
     batch = C.shape[0]
     d = C.shape[1]
     n_chunks = (batch + 15) // 16
@@ -182,7 +188,8 @@ def old_log_prange(C, out, min_eig):
         lg = np.empty((d, d))
         for s in range(lo, hi):
             c[:, :] = C[s]
-            min_eig[s] = ks._log_vec_one(c, ul, lg, False, out[s])
+            min_eig[s] = ks._recon_one(c, 0, ul, lg)
+            ks._vec_into(lg, False, out[s])
 
 
 def covariances(n, d, t=64, gamma=1e-4, seed=0):
@@ -228,12 +235,13 @@ def main():
         new_stages(small, stage, D, E)
     new_log(small, out_new, me_new)
     old_log_prange(small, out_old, me_old)
-    ks.cov_log_vec(np.full(len(small), 64), small * 63, 0.0, 1, False, out_new, me_new)
+    # vec(log(scale M2 + gamma I)) with the scale of moments, 1 / (n - ddof) = 1 / 63
+    ks.stack_vec(small * 63, np.full(len(small), 1.0 / 63), 0.0, 0, False, out_new, me_new)
     new_stages(C, 0, D, E)
     for which in range(4):
         lapack_tridiagonal(D[:4], E[:4], which)
 
-    ones = np.ones(n, dtype=np.int64)
+    ones = np.ones(n)
     single = {
         "old_eigh": lambda: old_eigh(C),
         "old_log_vec": lambda: old_log(C, out_old, me_old),
@@ -248,7 +256,7 @@ def main():
     parallel = {
         # both paths with all numba threads (BLAS single-threaded inside)
         "prange_old": lambda: old_log_prange(C, out_old, me_old),
-        "prange_new": lambda: ks.cov_log_vec(ones, C, 0.0, 0, False, out_new, me_new),
+        "prange_new": lambda: ks.stack_vec(C, ones, 0.0, 0, False, out_new, me_new),
     }
     for name, fn in lapack.items():
         assert fn() == 0, name

@@ -10,7 +10,7 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from streamcov.synth import SyntheticSkeletonSource  # noqa: E402
+from streamcov.data.synth import SyntheticSkeletons  # noqa: E402
 
 
 def rate(fn, n, repeats=3):
@@ -24,7 +24,7 @@ def rate(fn, n, repeats=3):
 
 
 def main():
-    src = SyntheticSkeletonSource(n_sequences=100_000, frames=(45, 45))
+    src = SyntheticSkeletons(n_sequences=100_000, frames=(45, 45))
     list(src.sequences(0, 256))                       # warm the subject cache
     n_batch, n_single = 5000, 1000
     batched = rate(lambda: sum(1 for _ in src.sequences(0, n_batch)), n_batch)

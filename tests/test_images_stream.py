@@ -197,3 +197,32 @@ def test_predict_on_the_saved_model_repeats_the_run(store, baseline, tmp_path):
     rows = {r["id"]: r for r in csv.DictReader(open(tmp_path / "p.csv"))}
     assert len(rows) == len(store)   # every image of the store
     assert {i: rows[i]["predicted"] for i in run_preds} == run_preds
+
+
+def test_predict_on_an_image_folder(store, baseline, textures, tmp_path):
+    """An image model predicts a folder of images directly: class folders give an accuracy,
+    images lying directly in the folder are predicted without one."""
+    import csv
+
+    from PIL import Image
+
+    from streamcov.stream.predict import predict
+
+    base, _ = baseline
+    by_class, flat = tmp_path / "by_class", tmp_path / "flat"
+    for img, lab, i in zip(textures.images, textures.labels, textures.ids):
+        d = by_class / textures.label_names[lab]
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img).save(d / (i.replace("/", "_") + ".png"))
+        flat.mkdir(exist_ok=True)
+        Image.fromarray(img).save(flat / (i.replace("/", "_") + ".png"))
+    s1 = predict(base["model_path"], by_class, tmp_path / "a.csv", scheduler="synchronous")
+    s2 = predict(base["model_path"], flat, tmp_path / "b.csv", scheduler="synchronous")
+    assert s1["n"] == s2["n"] == 24 and s1["n_labelled"] == 24 and "accuracy" not in s2
+    a = {r["id"].split("/")[-1]: r["predicted"] for r in csv.DictReader(open(tmp_path / "a.csv"))}
+    b = {r["id"]: r["predicted"] for r in csv.DictReader(open(tmp_path / "b.csv"))}
+    assert a == b   # the same images give the same predictions, whatever the layout
+    # the model was trained on the store's "train" rows; the others are its test rows
+    store_preds = {r["id"]: r["predicted"] for r in csv.DictReader(open(base["predictions_path"]))}
+    assert {k.replace("/", "_") + ".png": v for k, v in store_preds.items()} == \
+        {k: v for k, v in b.items() if k[:-4].replace("_", "/", 1) in store_preds}

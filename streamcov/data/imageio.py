@@ -50,8 +50,15 @@ def _natural_key(s: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
 
 
-def scan_folders(root, group_level: int = 1, exclude=("maps",)) -> list[ImageEntry]:
-    """List the images under ``root`` with their class and group, in a stable order."""
+UNLABELLED = ""   # the label of images found directly under the root when unlabelled ones are allowed
+
+
+def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool = False) -> list[ImageEntry]:
+    """List the images under ``root`` with their class and group, in a stable order.
+
+    With ``unlabelled=True`` images directly under ``root`` are accepted
+    with the label :data:`UNLABELLED` (images to predict).
+    """
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root}: image folder not found")
@@ -66,14 +73,15 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",)) -> list[ImageEnt
         folders = rel.parts[:-1]
         if any(f in exclude for f in folders):
             continue
-        if not folders:
+        if not folders and not unlabelled:
             raise FormatError(p, "image directly under the root folder; put each class in "
-                                      "its own folder (root/<class>/<file>)")
-        label = folders[0]
+                                 "its own folder (root/<class>/<file>)")
+        label = folders[0] if folders else UNLABELLED
         group = "/".join(folders[:group_level])
         entries.append(ImageEntry(path=p, id=rel.as_posix(), label=label, group=group))
     if not entries:
-        raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) in class folders")
+        where = "here or in class folders" if unlabelled else "in class folders"
+        raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) {where}")
     entries.sort(key=lambda e: _natural_key(e.id))
     return entries
 

@@ -154,7 +154,8 @@ class ImageStoreWriter(RaggedStoreWriter):
 
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
                   pixel_dtype: str = "uint8", chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
-                  mode: str = "resume", progress: bool = False, limit: int | None = None):
+                  mode: str = "resume", progress: bool = False, limit: int | None = None,
+                  unlabelled: bool = False):
     """Write the images under ``src`` to an image store at ``out``.
 
     Parameters
@@ -173,6 +174,8 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         ``resume`` continues an interrupted ingestion after its last committed image.
     limit : int, optional
         Stop after that many new images *without* completing the store (tests).
+    unlabelled : bool
+        Accept images directly under ``src`` (label ``""``): images to predict.
 
     Returns
     -------
@@ -180,7 +183,7 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     """
     if format != "folders":
         raise ValueError(f"format must be 'folders', got {format!r}")
-    entries = scan_folders(src, group_level=group_level, exclude=exclude)
+    entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
                               chunk_pixels=chunk_pixels, mode=mode)
     it = entries

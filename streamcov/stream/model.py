@@ -106,33 +106,27 @@ def load_estimator(desc: dict, arrays) -> object:
     return est
 
 
-def atomic_write_npz(path: Path, arrays: dict) -> None:
-    """Write ``path`` so that it is either the old file or the complete new one."""
+def atomic_write(path: Path, write, binary: bool = True) -> None:
+    """Write ``path`` through ``write(file)`` so that it is either the old file or the complete new one."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
+        with os.fdopen(fd, "wb" if binary else "w") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_npz(path: Path, arrays: dict) -> None:
+    atomic_write(path, lambda fh: np.savez(fh, **arrays))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda fh: fh.write(text), binary=False)
 
 
 class FittedPipeline:

@@ -23,10 +23,28 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
 
     The descriptor settings and everything fitted on the training rows (the
     feature scale of images, the map, the scaler) come from the model, so
-    the features match those it was trained on.
+    the features match those it was trained on. For an image model,
+    ``store_path`` may also be a folder of images (a folder per class, or
+    images directly in it, unlabelled): it is ingested into a temporary store.
     """
-    t0 = time.perf_counter()
+    import tempfile
+
     model = FittedPipeline.load(model_dir)
+    path = Path(store_path)
+    if model.kind == "image" and path.is_dir() and not (path / "zarr.json").exists():
+        from ..data.images import ingest_images
+
+        with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
+            ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True,
+                          pixel_dtype=model.info.get("pixel_dtype", "uint8"))
+            summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block)
+        summary["store"] = str(path)
+        return summary
+    return _predict(model, model_dir, path, out_csv, scheduler, workers, block)
+
+
+def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block) -> dict:
+    t0 = time.perf_counter()
     kind = store_kind(store_path)
     if kind != model.kind:
         raise ConfigError(f"{store_path}: a {kind or 'foreign'} store, but the model in {model_dir} was "

@@ -23,9 +23,23 @@ from . import splits
 
 
 # -------------------------------------------------------------------- inputs
+def open_or_ingest(path: Path, open_store, source, ingest, make: str):
+    """Open the store at ``path``; when it is missing or incomplete and a ``source`` is given,
+    ``ingest()`` it first (an incomplete one is resumed). ``make`` says how to create it."""
+    if path.exists():
+        try:
+            return open_store(path)
+        except IncompleteStoreError:
+            if not source:
+                raise
+    elif not source:
+        raise ConfigError(f"data.store: {path} does not exist; create it with `{make}` or set data.source")
+    return ingest()
+
+
 def resolve_skeleton_store(data, out: Path, progress: bool = False):
     """Open the pipeline's skeleton store, ingesting or generating it first when needed."""
-    from ..data.ragged import store_status
+    from ..data.readers import open_reader
     from ..data.skeletons import SequenceStore, ingest
 
     if data.synthetic is not None:
@@ -33,53 +47,41 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
 
         p = data.synthetic
         path = Path(data.store) if data.store else out / "synthetic.zarr"
-        if not (path.exists() and store_status(path)["complete"]):
-            ingest(SyntheticSkeletons(n_sequences=p.n_sequences, n_subjects=p.n_subjects, n_classes=p.n_classes,
-                                      seed=p.seed, frames=tuple(p.frames), noise=p.noise),
-                   path, mode="resume", progress=progress)
-        return SequenceStore(path)
-    path = Path(data.store)
-    if path.exists():
-        try:
-            return SequenceStore(path)
-        except IncompleteStoreError:
-            if not data.source:
-                raise
-    elif not data.source:
-        raise ConfigError(f"data.store: {path} does not exist; create it with `streamcov ingest skeleton "
-                          f"--format FORMAT SRC {path}` or set data.source and data.format")
-    from ..data.readers import open_reader
-    from ..data.skeletons import ingest as ingest_skeletons
+        source = SyntheticSkeletons(n_sequences=p.n_sequences, n_subjects=p.n_subjects, n_classes=p.n_classes,
+                                    seed=p.seed, frames=tuple(p.frames), noise=p.noise)
+        return open_or_ingest(path, SequenceStore, source,
+                              lambda: ingest(source, path, mode="resume", progress=progress), "")
 
-    if not Path(data.source).exists():
-        raise ConfigError(f"data.source: {data.source} does not exist")
-    try:
-        reader = open_reader(data.format, data.source, **data.options)
-    except TypeError as exc:
-        raise ConfigError(f"data.options: {exc}") from None
-    return ingest_skeletons(reader, path, mode="resume", progress=progress)
+    def ingest_source():
+        if not Path(data.source).exists():
+            raise ConfigError(f"data.source: {data.source} does not exist")
+        try:
+            reader = open_reader(data.format, data.source, **data.options)
+        except TypeError as exc:
+            raise ConfigError(f"data.options: {exc}") from None
+        return ingest(reader, path, mode="resume", progress=progress)
+
+    path = Path(data.store)
+    return open_or_ingest(path, SequenceStore, data.source, ingest_source,
+                          f"streamcov ingest skeleton --format FORMAT SRC {path}")
 
 
 def resolve_image_store(data, progress: bool = False):
     """Open ``data.store``; ingest ``data.source`` (a folder per class) into it first when missing or incomplete."""
-    from ..data.images import ingest_images, open_image_store
+    from ..data.images import ImageStore, ingest_images
 
     path = Path(data.store)
-    if path.exists():
-        try:
-            return open_image_store(path)
-        except IncompleteStoreError:
-            if not data.source:
-                raise
-    elif not data.source:
-        raise ConfigError(f"data.store: image store {path} does not exist; create it with `streamcov ingest "
-                          f"images --format folders SRC {path}` or set data.source")
-    if not Path(data.source).is_dir():
-        raise ConfigError(f"data.source: {data.source!r}: folder not found")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    kwargs = {} if data.pixel_dtype is None else {"pixel_dtype": data.pixel_dtype}
-    return ingest_images(data.source, path, group_level=data.group_level, exclude=tuple(data.exclude),
-                         mode="resume", progress=progress, **kwargs)
+
+    def ingest_source():
+        if not Path(data.source).is_dir():
+            raise ConfigError(f"data.source: {data.source!r}: folder not found")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kwargs = {} if data.pixel_dtype is None else {"pixel_dtype": data.pixel_dtype}
+        return ingest_images(data.source, path, group_level=data.group_level, exclude=tuple(data.exclude),
+                             mode="resume", progress=progress, **kwargs)
+
+    return open_or_ingest(path, ImageStore, data.source, ingest_source,
+                          f"streamcov ingest images --format folders SRC {path}")
 
 
 def pixel_spec(pixels):
@@ -171,9 +173,12 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
 
 
 def _model_info(cfg, source, fold: str, block: int) -> dict:
-    return {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed), "block": block,
+    info = {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed), "block": block,
             "store": source.store.identity, "store_path": str(source.store.path),
             "split": cfg.split.model_dump()}
+    if "pixel_dtype" in source.store.attrs:
+        info["pixel_dtype"] = source.store.attrs["pixel_dtype"]
+    return info
 
 
 def write_predictions(path: Path, store, preds) -> None:
