@@ -14,24 +14,20 @@ images (one number, or one per feature). Then either
   ``vec(log(I + C / gamma))`` (LogE, eq. (9)) or ``vec(C)`` (E).
 
 The functions below are the one implementation: the scikit-learn
-transformers :class:`CovarianceOperator` and :class:`RegionCovariance` (in
-memory), the image source of the Dask engine (:mod:`streamcov.stream.image`)
-and the model selection of the ``image-classification`` task all call them.
+transformers (:mod:`streamcov.descriptors.transformers`), the image source
+of the Dask engine (:mod:`streamcov.stream.image`) and the model selection
+of the ``image-classification`` task all call them.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from .. import linalg
 from ..linalg import merge_moments, vec_dim
 from .operators import _approx_cov, fourier_frequencies
-from .pixels import FeatureSpec, get_spec, pixel_features
+from .pixels import FeatureSpec, pixel_features
 
 
 # ----------------------------------------------------------- feature scale
@@ -200,142 +196,5 @@ def features_of(image, spec, where: str) -> np.ndarray:
         raise ValueError(f"{where}: {exc}") from None
 
 
-# ------------------------------------------------------------ transformers
-class _ImageTransformer(TransformerMixin, BaseEstimator):
-    """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
-
-    def _descriptor(self) -> ImageDescriptor:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Measure the feature scale on the pixels of the images ``X``."""
-        images = _as_images(X)
-        desc = self._descriptor()
-        self.scale_ = feature_scale(feature_moments(features_of(img, desc.pixels, f"X[{i}]")
-                                                    for i, img in enumerate(images)), desc.scaling)
-        self.n_features_in_ = desc.pixels.n_features
-        self.n_features_out_ = desc.dim
-        if desc.representation == "operator":
-            self.frequencies_ = desc.frequencies_for(self.scale_)
-        return self
-
-    def transform(self, X):
-        check_is_fitted(self)
-        desc = self._descriptor()
-        return desc.vectors(_as_images(X), self.scale_, getattr(self, "frequencies_", None),
-                            names=[f"X[{i}]" for i in range(len(X))])
-
-    def get_feature_names_out(self, input_features=None):
-        check_is_fitted(self)
-        prefix = type(self).__name__.lower()
-        return np.asarray([f"{prefix}{i}" for i in range(self.n_features_out_)], dtype=object)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.three_d_array = True
-        return tags
-
-
-def _as_images(X) -> list:
-    if isinstance(X, np.ndarray) and X.ndim in (3, 4):
-        return list(X)
-    try:
-        images = list(X)
-    except TypeError:
-        raise ValueError(f"X: expected a list of images (h, w) or (h, w, 3), got {type(X).__name__}") from None
-    if not images:
-        raise ValueError("X: no images")
-    return images
-
-
-class CovarianceOperator(_ImageTransformer):
-    """Approximate covariance operators of images as vectors (paper 004, eqs. (20)-(21)).
-
-    ``X`` is a list of images (grey (h, w) or colour (h, w, 3), any size).
-    ``fit`` measures the feature scale on their pixels and draws the
-    frequencies; ``transform`` gives ``vec(log(I + C_D / gamma))`` per image
-    (float32), whose Euclidean distances are approximate Log-HS distances
-    (Approx LogHS with random frequencies, QApprox LogHS with ``"halton"``),
-    or ``vec(C_D)`` with ``log=False`` (approximate HS).
-
-    Parameters
-    ----------
-    pixels : str, dict or FeatureSpec, default="texture"
-        Per-pixel features: a preset of :data:`streamcov.descriptors.pixels.PRESETS` or a spec.
-    n_frequencies : int, default=200
-        D; the operator is 2D x 2D.
-    sigma : float, default=1.0
-        K1 bandwidth in units of ``sqrt(n_features)`` feature scales,
-        ``exp(-||x - y||^2 / (2 sigma^2))`` (paper 004's sigma1 is ``sqrt(2)`` times it).
-    frequencies : {"random", "halton"}, default="random"
-    gamma : float, default=1e-3
-        Regularization (paper 004's gamma = mu).
-    log : bool, default=True
-    scaling : {"global", "per-feature"}, default="global"
-    random_state : int, default=0
-    """
-
-    _parameter_constraints: dict = {
-        "pixels": [str, dict, FeatureSpec],
-        "n_frequencies": [Interval(Integral, 1, None, closed="left")],
-        "sigma": [Interval(Real, 0, None, closed="neither")],
-        "frequencies": [StrOptions({"random", "halton"})],
-        "gamma": [Interval(Real, 0, None, closed="neither")],
-        "log": ["boolean"],
-        "scaling": [StrOptions({"global", "per-feature"})],
-        "random_state": [Interval(Integral, 0, None, closed="left")],
-    }
-
-    def __init__(self, *, pixels="texture", n_frequencies=200, sigma=1.0, frequencies="random",
-                 gamma=1e-3, log=True, scaling="global", random_state=0):
-        self.pixels = pixels
-        self.n_frequencies = n_frequencies
-        self.sigma = sigma
-        self.frequencies = frequencies
-        self.gamma = gamma
-        self.log = log
-        self.scaling = scaling
-        self.random_state = random_state
-
-    def _descriptor(self):
-        return ImageDescriptor(get_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
-                               self.frequencies, float(self.gamma), bool(self.log), self.scaling,
-                               int(self.random_state))
-
-
-class RegionCovariance(_ImageTransformer):
-    """Region covariances of images as vectors: LogE (paper 004, eq. (9)) or E (eq. (1)).
-
-    ``transform`` gives ``vec(log(I + C / gamma))`` of the covariance of the
-    standardized pixel features (or ``vec(C)`` with ``log=False``), float64.
-
-    Parameters
-    ----------
-    pixels : str, dict or FeatureSpec, default="texture"
-    gamma : float, default=1e-3
-    log : bool, default=True
-    scaling : {"global", "per-feature"}, default="global"
-    """
-
-    _parameter_constraints: dict = {
-        "pixels": [str, dict, FeatureSpec],
-        "gamma": [Interval(Real, 0, None, closed="neither")],
-        "log": ["boolean"],
-        "scaling": [StrOptions({"global", "per-feature"})],
-    }
-
-    def __init__(self, *, pixels="texture", gamma=1e-3, log=True, scaling="global"):
-        self.pixels = pixels
-        self.gamma = gamma
-        self.log = log
-        self.scaling = scaling
-
-    def _descriptor(self):
-        return ImageDescriptor(get_spec(self.pixels), "region", gamma=float(self.gamma), log=bool(self.log),
-                               scaling=self.scaling)
-
-
-__all__ = ["CovarianceOperator", "ImageDescriptor", "RegionCovariance", "feature_moments", "feature_scale",
-           "image_moments", "operator_frequencies", "operator_vectors", "region_vectors"]
+__all__ = ["ImageDescriptor", "feature_moments", "feature_scale", "image_moments", "operator_frequencies",
+           "operator_vectors", "region_vectors"]

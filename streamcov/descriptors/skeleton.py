@@ -12,18 +12,15 @@ kernel, whole sequences in memory) and streamed moments
 (:func:`segment_moments` per frame chunk, merged exactly with
 :func:`streamcov.linalg.merge_moments`, then :func:`log_vectors_from_moments`),
 which the Dask engine uses so that a sequence cut by a chunk boundary gets
-the covariance of the whole. :class:`LogCovariance` is the scikit-learn
-transformer: ragged sequences in, log-covariance vectors out.
+the covariance of the whole. :func:`pack_sequences` turns ragged sequences
+into the stores' (frames, offsets) layout. The scikit-learn transformer is
+:class:`streamcov.descriptors.transformers.LogCovariance`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
 
 from .. import linalg
 from .._kernels import covariance as _kc
@@ -211,94 +208,3 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
     dtype = np.float32 if all(a.dtype == np.float32 for a in arrs) else np.float64
     frames = np.concatenate([a.astype(dtype, copy=False) for a in arrs]) if arrs else np.empty((0, width))
     return _check_frames(frames), offsets
-
-
-class LogCovariance(TransformerMixin, BaseEstimator):
-    """Log-covariance descriptor of skeleton sequences (paper 000, eq. (2)), as a transformer.
-
-    ``X`` is a list of sequences, each an array (frames, 3 x joints) with the
-    joints' x, y, z side by side (the layout of the skeleton stores), or a
-    3-D array (sequences, frames, 3 x joints). Each sequence becomes
-    ``vec(log(Cov + gamma I))`` of its (centred) frame vectors: the input of
-    the explicit feature maps (:mod:`streamcov.features`) or of any linear
-    model. Stateless apart from the joint count: ``fit`` only checks the input.
-
-    Parameters
-    ----------
-    center : tuple of int or None, default=None
-        0-based joints whose mean is subtracted from every joint in each
-        frame (the hip centre, or both hips); a single centre joint is then
-        dropped (its coordinates are zero). None: raw coordinates.
-    gamma : float, default=1e-4
-        Regularization ``C + gamma I``.
-    normalize : bool, default=True
-        Scale each vector to unit norm (eq. (3) of paper 000 needs
-        ``||log X||_F = 1``).
-    ddof : int, default=1
-        Delta degrees of freedom of the covariance.
-
-    Attributes
-    ----------
-    n_joints_ : int
-    n_features_in_ : int
-        Values per frame, ``3 * n_joints_``.
-    n_features_out_ : int
-        ``d (d + 1) / 2`` with ``d = 3 x (kept joints)``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from streamcov import LogCovariance
-    >>> rng = np.random.default_rng(0)
-    >>> seqs = [rng.normal(size=(t, 9)) for t in (30, 45)]   # 3 joints, 2 sequences
-    >>> LogCovariance(center=(0,)).fit_transform(seqs).shape  # 2 kept joints: d = 6
-    (2, 21)
-    """
-
-    _parameter_constraints: dict = {
-        "center": [tuple, list, None],
-        "gamma": [Interval(Real, 0, None, closed="left")],
-        "normalize": ["boolean"],
-        "ddof": [Interval(Integral, 0, None, closed="left")],
-    }
-
-    def __init__(self, *, center=None, gamma=1e-4, normalize=True, ddof=1):
-        self.center = center
-        self.gamma = gamma
-        self.normalize = normalize
-        self.ddof = ddof
-
-    def _selection(self, n_joints: int) -> JointSelection:
-        if self.center is None or len(self.center) == 0:
-            return JointSelection.raw(n_joints)
-        return JointSelection.hip_relative(n_joints, self.center)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Check the sequences and record the joint count."""
-        frames, _ = pack_sequences(X)
-        if frames.shape[1] % 3:
-            raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
-        self.n_joints_ = frames.shape[1] // 3
-        self.n_features_in_ = frames.shape[1]
-        sel = self._selection(self.n_joints_)
-        self.n_features_out_ = vec_dim(sel.dim)
-        return self
-
-    def transform(self, X):
-        """Log-covariance vectors, one row per sequence (float64)."""
-        check_is_fitted(self)
-        frames, offsets = pack_sequences(X, self.n_joints_)
-        return log_covariance_vectors(frames, offsets, self._selection(self.n_joints_),
-                                      float(self.gamma), bool(self.normalize), int(self.ddof))
-
-    def get_feature_names_out(self, input_features=None):
-        check_is_fitted(self)
-        return np.asarray([f"logcov{i}" for i in range(self.n_features_out_)], dtype=object)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.three_d_array = True
-        tags.requires_fit = True
-        return tags

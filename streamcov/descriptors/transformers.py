@@ -1,0 +1,253 @@
+"""The descriptors as scikit-learn transformers: ragged sequences or images in, one vector per row out.
+
+* :class:`LogCovariance`: skeleton sequences, paper 000's log-covariance descriptor;
+* :class:`CovarianceOperator`: images, approximate covariance operators (Approx / QApprox LogHS, paper 004);
+* :class:`RegionCovariance`: images, region covariances (LogE, E).
+
+They call the functions of :mod:`.skeleton` and :mod:`.image`, the same that
+the Dask engine runs block by block, so a model fitted in memory and one
+trained out of core compute the same descriptors.
+"""
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ..linalg import vec_dim
+from .image import ImageDescriptor, feature_moments, feature_scale, features_of
+from .pixels import FeatureSpec, get_spec
+from .skeleton import JointSelection, log_covariance_vectors, pack_sequences
+
+
+class LogCovariance(TransformerMixin, BaseEstimator):
+    """Log-covariance descriptor of skeleton sequences (paper 000, eq. (2)), as a transformer.
+
+    ``X`` is a list of sequences, each an array (frames, 3 x joints) with the
+    joints' x, y, z side by side (the layout of the skeleton stores), or a
+    3-D array (sequences, frames, 3 x joints). Each sequence becomes
+    ``vec(log(Cov + gamma I))`` of its (centred) frame vectors: the input of
+    the explicit feature maps (:mod:`streamcov.features`) or of any linear
+    model. Stateless apart from the joint count: ``fit`` only checks the input.
+
+    Parameters
+    ----------
+    center : tuple of int or None, default=None
+        0-based joints whose mean is subtracted from every joint in each
+        frame (the hip centre, or both hips); a single centre joint is then
+        dropped (its coordinates are zero). None: raw coordinates.
+    gamma : float, default=1e-4
+        Regularization ``C + gamma I``.
+    normalize : bool, default=True
+        Scale each vector to unit norm (eq. (3) of paper 000 needs
+        ``||log X||_F = 1``).
+    ddof : int, default=1
+        Delta degrees of freedom of the covariance.
+
+    Attributes
+    ----------
+    n_joints_ : int
+    n_features_in_ : int
+        Values per frame, ``3 * n_joints_``.
+    n_features_out_ : int
+        ``d (d + 1) / 2`` with ``d = 3 x (kept joints)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamcov import LogCovariance
+    >>> rng = np.random.default_rng(0)
+    >>> seqs = [rng.normal(size=(t, 9)) for t in (30, 45)]   # 3 joints, 2 sequences
+    >>> LogCovariance(center=(0,)).fit_transform(seqs).shape  # 2 kept joints: d = 6
+    (2, 21)
+    """
+
+    _parameter_constraints: dict = {
+        "center": [tuple, list, None],
+        "gamma": [Interval(Real, 0, None, closed="left")],
+        "normalize": ["boolean"],
+        "ddof": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __init__(self, *, center=None, gamma=1e-4, normalize=True, ddof=1):
+        self.center = center
+        self.gamma = gamma
+        self.normalize = normalize
+        self.ddof = ddof
+
+    def _selection(self, n_joints: int) -> JointSelection:
+        if self.center is None or len(self.center) == 0:
+            return JointSelection.raw(n_joints)
+        return JointSelection.hip_relative(n_joints, self.center)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Check the sequences and record the joint count."""
+        frames, _ = pack_sequences(X)
+        if frames.shape[1] % 3:
+            raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
+        self.n_joints_ = frames.shape[1] // 3
+        self.n_features_in_ = frames.shape[1]
+        sel = self._selection(self.n_joints_)
+        self.n_features_out_ = vec_dim(sel.dim)
+        return self
+
+    def transform(self, X):
+        """Log-covariance vectors, one row per sequence (float64)."""
+        check_is_fitted(self)
+        frames, offsets = pack_sequences(X, self.n_joints_)
+        return log_covariance_vectors(frames, offsets, self._selection(self.n_joints_),
+                                      float(self.gamma), bool(self.normalize), int(self.ddof))
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self)
+        return np.asarray([f"logcov{i}" for i in range(self.n_features_out_)], dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        tags.requires_fit = True
+        return tags
+
+
+class _ImageTransformer(TransformerMixin, BaseEstimator):
+    """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
+
+    def _descriptor(self) -> ImageDescriptor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Measure the feature scale on the pixels of the images ``X``."""
+        images = _as_images(X)
+        desc = self._descriptor()
+        self.scale_ = feature_scale(feature_moments(features_of(img, desc.pixels, f"X[{i}]")
+                                                    for i, img in enumerate(images)), desc.scaling)
+        self.n_features_in_ = desc.pixels.n_features
+        self.n_features_out_ = desc.dim
+        if desc.representation == "operator":
+            self.frequencies_ = desc.frequencies_for(self.scale_)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self)
+        desc = self._descriptor()
+        return desc.vectors(_as_images(X), self.scale_, getattr(self, "frequencies_", None),
+                            names=[f"X[{i}]" for i in range(len(X))])
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self)
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(self.n_features_out_)], dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        return tags
+
+
+def _as_images(X) -> list:
+    if isinstance(X, np.ndarray) and X.ndim in (3, 4):
+        return list(X)
+    try:
+        images = list(X)
+    except TypeError:
+        raise ValueError(f"X: expected a list of images (h, w) or (h, w, 3), got {type(X).__name__}") from None
+    if not images:
+        raise ValueError("X: no images")
+    return images
+
+
+class CovarianceOperator(_ImageTransformer):
+    """Approximate covariance operators of images as vectors (paper 004, eqs. (20)-(21)).
+
+    ``X`` is a list of images (grey (h, w) or colour (h, w, 3), any size).
+    ``fit`` measures the feature scale on their pixels and draws the
+    frequencies; ``transform`` gives ``vec(log(I + C_D / gamma))`` per image
+    (float32), whose Euclidean distances are approximate Log-HS distances
+    (Approx LogHS with random frequencies, QApprox LogHS with ``"halton"``),
+    or ``vec(C_D)`` with ``log=False`` (approximate HS).
+
+    Parameters
+    ----------
+    pixels : str, dict or FeatureSpec, default="texture"
+        Per-pixel features: a preset of :data:`streamcov.descriptors.pixels.PRESETS` or a spec.
+    n_frequencies : int, default=200
+        D; the operator is 2D x 2D.
+    sigma : float, default=1.0
+        K1 bandwidth in units of ``sqrt(n_features)`` feature scales,
+        ``exp(-||x - y||^2 / (2 sigma^2))`` (paper 004's sigma1 is ``sqrt(2)`` times it).
+    frequencies : {"random", "halton"}, default="random"
+    gamma : float, default=1e-3
+        Regularization (paper 004's gamma = mu).
+    log : bool, default=True
+    scaling : {"global", "per-feature"}, default="global"
+    random_state : int, default=0
+    """
+
+    _parameter_constraints: dict = {
+        "pixels": [str, dict, FeatureSpec],
+        "n_frequencies": [Interval(Integral, 1, None, closed="left")],
+        "sigma": [Interval(Real, 0, None, closed="neither")],
+        "frequencies": [StrOptions({"random", "halton"})],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "log": ["boolean"],
+        "scaling": [StrOptions({"global", "per-feature"})],
+        "random_state": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __init__(self, *, pixels="texture", n_frequencies=200, sigma=1.0, frequencies="random",
+                 gamma=1e-3, log=True, scaling="global", random_state=0):
+        self.pixels = pixels
+        self.n_frequencies = n_frequencies
+        self.sigma = sigma
+        self.frequencies = frequencies
+        self.gamma = gamma
+        self.log = log
+        self.scaling = scaling
+        self.random_state = random_state
+
+    def _descriptor(self):
+        return ImageDescriptor(get_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
+                               self.frequencies, float(self.gamma), bool(self.log), self.scaling,
+                               int(self.random_state))
+
+
+class RegionCovariance(_ImageTransformer):
+    """Region covariances of images as vectors: LogE (paper 004, eq. (9)) or E (eq. (1)).
+
+    ``transform`` gives ``vec(log(I + C / gamma))`` of the covariance of the
+    standardized pixel features (or ``vec(C)`` with ``log=False``), float64.
+
+    Parameters
+    ----------
+    pixels : str, dict or FeatureSpec, default="texture"
+    gamma : float, default=1e-3
+    log : bool, default=True
+    scaling : {"global", "per-feature"}, default="global"
+    """
+
+    _parameter_constraints: dict = {
+        "pixels": [str, dict, FeatureSpec],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "log": ["boolean"],
+        "scaling": [StrOptions({"global", "per-feature"})],
+    }
+
+    def __init__(self, *, pixels="texture", gamma=1e-3, log=True, scaling="global"):
+        self.pixels = pixels
+        self.gamma = gamma
+        self.log = log
+        self.scaling = scaling
+
+    def _descriptor(self):
+        return ImageDescriptor(get_spec(self.pixels), "region", gamma=float(self.gamma), log=bool(self.log),
+                               scaling=self.scaling)
+
+
+__all__ = ["CovarianceOperator", "LogCovariance", "RegionCovariance"]
