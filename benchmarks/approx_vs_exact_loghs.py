@@ -47,7 +47,7 @@ from streamcov.data.imageio import load_folders  # noqa: E402
 from streamcov.descriptors import operators as dist  # noqa: E402
 from streamcov.kernels import distances, sigma_from_paper004  # noqa: E402
 from streamcov.tasks import image_eval as ev  # noqa: E402
-from streamcov.tasks.splits import folds  # noqa: E402
+from streamcov.splits import folds  # noqa: E402
 
 GRID = {"sigma1": [1.0], "gamma": [1e-3, 1e-2], "sigma2": [0.25, 0.5, 1.0, 2.0],
         "C": [1.0, 10.0, 100.0]}

@@ -39,7 +39,7 @@ from streamcov import linalg  # noqa: E402
 from streamcov.descriptors import skeleton as C  # noqa: E402
 from streamcov.features.registry import make_feature_map  # noqa: E402
 from streamcov.stream.sgd import train_sgd_arrays  # noqa: E402
-from streamcov.tasks.splits import folds  # noqa: E402
+from streamcov.splits import folds  # noqa: E402
 from streamcov.tasks.study import dataset_descriptors  # noqa: E402
 
 

@@ -34,7 +34,7 @@ from streamcov.tasks.study import DATASETS, accuracies, dataset_descriptors  # n
 
 def training_folds(store, name: str, cfg):
     """LOSO folds over the subjects that the pipeline's split trains on (``cfg``: the typed pipeline)."""
-    from streamcov.tasks.splits import folds as outer_folds
+    from streamcov.splits import folds as outer_folds
 
     subj = store.subjects
     split = cfg.split.model_dump()

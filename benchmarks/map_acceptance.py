@@ -31,7 +31,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.tasks.splits import folds as make_folds  # noqa: E402
+from streamcov.splits import folds as make_folds  # noqa: E402
 from streamcov.tasks.study import (STUDY_MAPS, accuracies, dataset_descriptors,  # noqa: E402
                                    exact_accuracies)
 

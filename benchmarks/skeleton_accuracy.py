@@ -24,7 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.tasks.splits import folds  # noqa: E402
+from streamcov.splits import folds  # noqa: E402
 from streamcov.tasks.study import accuracies, dataset_descriptors, exact_accuracies  # noqa: E402
 
 

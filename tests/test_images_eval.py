@@ -14,7 +14,7 @@ from streamcov.linalg import log_vectors, sym_vec
 from streamcov.tasks import image_eval as ev
 from streamcov.tasks import run
 from streamcov.tasks.schema import EvalMethod, SplitTable
-from streamcov.tasks.splits import folds
+from streamcov.splits import folds
 
 
 def split_idx(split, labels):

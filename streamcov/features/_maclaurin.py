@@ -9,6 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._kernels.products import grouped_products
+from ..kernels import gaussian_kernel
 from ._fourier import _FourierBase, _check_n_components, _check_positive, _validate_data
 from ._rgw import _degree_plan, _draw_degrees
 
@@ -183,5 +184,5 @@ class RandomMaclaurinSampler(_FourierBase):
         grouped_products(proj, self.offsets_, self.scales_.astype(X.dtype), out)
         if self.kernel == "gaussian":
             sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-            out *= np.exp(-sq / (2.0 * float(self.sigma) ** 2)).astype(X.dtype)[:, None]
+            out *= gaussian_kernel(sq, float(self.sigma)).astype(X.dtype)[:, None]   # k(x', 0)
         return out

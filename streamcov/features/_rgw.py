@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._kernels.products import grouped_products
+from ..kernels import gaussian_kernel
 
 
 class RGWSampler(TransformerMixin, BaseEstimator):
@@ -150,7 +151,7 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         grouped_products(z, self.group_start_, self.scale_.astype(dtype), out)
         if self.center:
             sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-            out *= np.exp(-sq / (2.0 * float(self.sigma) ** 2)).astype(dtype)[:, None]
+            out *= gaussian_kernel(sq, float(self.sigma)).astype(dtype)[:, None]   # k(x', 0)
         return out
 
     def __sklearn_tags__(self):

@@ -84,22 +84,17 @@ def select_sigma_C(d2_train: np.ndarray, y: np.ndarray, groups: np.ndarray, sigm
     Returns ``(sigma, C, cv_accuracy, table)`` with ``table`` the CV accuracy
     of every pair (rows sigma, columns C).
     """
-    from sklearn.model_selection import LeaveOneGroupOut, cross_val_score
+    from sklearn.model_selection import cross_val_score
     from sklearn.svm import SVC
 
-    from ..errors import ConfigError
+    from ..splits import inner_folds
 
-    groups = np.asarray(groups)
-    if len(np.unique(groups)) < 2:
-        raise ConfigError("the exact SVM chooses sigma and C by cross-validation over training "
-                          "subjects: a fold needs at least 2 training subjects")
     table = np.zeros((len(sigma_grid), len(C_grid)))
-    cv = LeaveOneGroupOut()
+    cv = inner_folds(y, groups)
     for a, sigma in enumerate(sigma_grid):
         K = gaussian_kernel(d2_train, sigma)
         for b, C in enumerate(C_grid):
-            table[a, b] = cross_val_score(SVC(kernel="precomputed", C=C), K, y, groups=groups,
-                                          cv=cv).mean()
+            table[a, b] = cross_val_score(SVC(kernel="precomputed", C=C), K, y, cv=cv).mean()
     a, b = np.unravel_index(np.argmax(table), table.shape)
     return float(sigma_grid[a]), float(C_grid[b]), float(table[a, b]), table
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ConfigError, IncompleteStoreError
 from ..features.registry import needs_data
 from ..stream.model import FittedPipeline, atomic_write_text
-from . import splits
+from .. import splits
 
 
 # -------------------------------------------------------------------- inputs

@@ -43,7 +43,7 @@ from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale
 from ..descriptors.pixels import image_covariances, pixel_features
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
-from . import splits
+from .. import splits
 
 METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs")
 VECTOR_METHODS = ("e", "loge", "approx_hs", "approx_loghs", "qapprox_loghs")
@@ -190,12 +190,7 @@ def build_candidates(method: str, feats, idx, scale, grids: dict, mcfg, seed: in
 
 # ------------------------------------------------------------ model selection
 def _inner_folds(y, n_inner, seed):
-    from sklearn.model_selection import StratifiedKFold
-    counts = np.bincount(y)
-    k = int(min(n_inner, counts[counts > 0].min()))
-    if k < 2:
-        raise ConfigError("every class needs at least 2 training images for the inner cross-validation")
-    return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+    return splits.inner_folds(y, n_splits=n_inner, seed=seed)
 
 
 def _k2(D, s2, med):

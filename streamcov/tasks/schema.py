@@ -44,7 +44,7 @@ class Table(BaseModel):
 
 # ---------------------------------------------------------------- shared tables
 class SplitTable(Table):
-    """``[split]``: which rows train and which test, fold by fold (:mod:`streamcov.tasks.splits`)."""
+    """``[split]``: which rows train and which test, fold by fold (:mod:`streamcov.splits`)."""
 
     kind: Literal[SPLIT_KINDS] = "subject-parity"
     train_subjects: Optional[list[int]] = None

@@ -359,7 +359,7 @@ def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_
 
 def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs=1,
            learners=LEARNERS):
-    from .splits import folds as make_folds
+    from ..splits import folds as make_folds
 
     bad = [a for a in learners if a not in LEARNERS]
     if bad or not learners:

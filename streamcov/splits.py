@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 
 def folds(split, labels, groups, *, group_names=None, store_split=None, split_names=None,
@@ -123,7 +123,7 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
                 idx = rng.permutation(np.flatnonzero(labels == c))
                 need = int(n_train) + (int(n_test) if n_test is not None else 1)
                 if len(idx) < need:
-                    name = label_names[c] if label_names is not None else c
+                    name = label_names[c] if label_names is not None else int(c)
                     raise ConfigError(f"split: class {name!r} has {len(idx)} rows; the protocol needs "
                                       f"{need} ({n_train} train + "
                                       f"{n_test if n_test is not None else '>= 1'} test)")
@@ -163,3 +163,28 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
                               f"{int(test.sum())} test rows; every fold needs at least 2 training "
                               f"rows and 1 test row")
     return out
+
+
+def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Cross-validation folds *within* training rows, for choosing hyperparameters.
+
+    ``(train_idx, test_idx)`` pairs: leave-one-group-out when ``groups`` are
+    given (subjects of skeleton sequences), else ``n_splits`` class-stratified
+    folds shuffled with ``seed`` (fewer when a class has fewer rows).
+    """
+    labels = np.asarray(labels)
+    if groups is not None:
+        from sklearn.model_selection import LeaveOneGroupOut
+
+        groups = np.asarray(groups)
+        if len(np.unique(groups)) < 2:
+            raise ConfigError("choosing hyperparameters by cross-validation over training subjects needs "
+                              "at least 2 training subjects in every fold")
+        return list(LeaveOneGroupOut().split(np.zeros(len(labels)), labels, groups))
+    from sklearn.model_selection import StratifiedKFold
+
+    counts = np.bincount(labels)
+    k = int(min(n_splits, counts[counts > 0].min()))
+    if k < 2:
+        raise ConfigError("every class needs at least 2 training images for the inner cross-validation")
+    return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))

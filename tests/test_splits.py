@@ -1,0 +1,113 @@
+"""Every evaluation protocol of the one splits module, for skeletons (subjects) and images (groups)."""
+import numpy as np
+import pytest
+
+from streamcov.errors import ConfigError
+from streamcov.splits import folds, inner_folds
+from streamcov.tasks.schema import SplitTable
+
+
+def run(kind, labels, groups, **kw):
+    extra = {k: kw.pop(k) for k in list(kw) if k in ("group_names", "store_split", "split_names", "seed")}
+    return folds(SplitTable(kind=kind, **kw), labels, groups, **extra)
+
+
+def test_subject_protocols():
+    subjects = np.repeat(np.arange(1, 7), 4)
+    labels = np.tile(np.arange(4), 6)
+    (name, tr, te), = run("subject-parity", labels, subjects)
+    assert name == "odd-even" and set(subjects[tr]) == {1, 3, 5} and set(subjects[te]) == {2, 4, 6}
+    (_, tr, te), = run("subjects", labels, subjects, train_subjects=[1, 2], test_subjects=[6])
+    assert set(subjects[tr]) == {1, 2} and set(subjects[te]) == {6}
+    (_, tr, te), = run("subjects", labels, subjects, train_subjects=[1, 2])
+    assert set(subjects[te]) == {3, 4, 5, 6}
+    loso = run("leave-one-subject-out", labels, subjects)
+    assert [n for n, _, _ in loso] == [f"subject-{s}" for s in range(1, 7)]
+    assert all((tr ^ te).all() and set(subjects[te]) == {int(n.split("-")[1])} for n, tr, te in loso)
+    assert len(run("leave-one-subject-out", labels, subjects, folds=[0, 5])) == 2
+
+
+def test_subject_splits_file_and_store_column(tmp_path):
+    subjects = np.repeat(np.arange(1, 5), 3)
+    labels = np.tile(np.arange(3), 4)
+    f = tmp_path / "s.toml"
+    f.write_text("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3, 4]\n"
+                 "[[split]]\ntrain_subjects = [3, 4]\ntest_subjects = [1, 2]\n")
+    out = run("subject-splits-file", labels, subjects, file=str(f))
+    assert [n for n, _, _ in out] == ["split-1", "split-2"]
+    assert set(subjects[out[1][1]]) == {3, 4}
+    col = np.array([0, 0, 1] * 4, dtype=np.int8)
+    (name, tr, te), = run("store", labels, subjects, store_split=col, split_names=["train", "test"])
+    assert name == "store" and tr.sum() == 8 and te.sum() == 4
+
+
+def test_image_protocols():
+    y = np.repeat(np.arange(3), 12)
+    groups = np.repeat(np.arange(12), 3)
+    gnames = [f"{c}/{k}" for c in range(3) for k in range(1, 5)]   # 4 objects per class
+    s = run("stratified-kfold", y, groups, n_splits=4)
+    assert len(s) == 4
+    for _, tr, te in s:
+        assert not (tr & te).any() and (tr | te).all()
+        assert np.all(np.bincount(y[te]) == 3)
+    s = run("per-class", y, groups, n_train=5, n_test=4, n_repeats=3)
+    assert len(s) == 3 and all(np.all(np.bincount(y[tr]) == 5) and np.all(np.bincount(y[te]) == 4)
+                               for _, tr, te in s)
+    assert not np.array_equal(s[0][1], s[1][1])
+    s = run("per-class", y, groups, n_train=10)
+    assert all(te.sum() == 6 for _, _, te in s)
+    s = run("leave-objects-out", y, groups, group_names=gnames)
+    assert [n for n, _, _ in s] == ["object-1", "object-2", "object-3", "object-4"]
+    for _, tr, te in s:   # one object of every class per fold
+        assert te.sum() == 9 and np.all(np.bincount(y[te]) == 3)
+    s = run("group-kfold", y, groups, n_splits=3, folds=[0, 1])
+    assert len(s) == 2 and all(not set(groups[tr]) & set(groups[te]) for _, tr, te in s)
+    # the seed of the pipeline is the default; the table's own seed wins
+    a = run("stratified-kfold", y, groups, n_splits=3, seed=1)
+    b = run("stratified-kfold", y, groups, n_splits=3, seed=2)
+    c = folds(SplitTable(kind="stratified-kfold", n_splits=3, seed=1), y, groups, seed=2)
+    assert not np.array_equal(a[0][2], b[0][2]) and np.array_equal(a[0][2], c[0][2])
+
+
+@pytest.mark.parametrize("kind, kw, msg", [
+    ("per-class", {"n_train": 12}, "class 0 has 12 rows; the protocol needs 13"),
+    ("stratified-kfold", {"n_splits": 13}, "split.n_splits = 13 but class 0 has only 12 rows"),
+    ("leave-objects-out", {}, "needs named groups"),
+    ("group-kfold", {"n_splits": 20}, "split.n_splits = 20 but there are only 12 groups"),
+    ("subject-parity", {"folds": [1]}, r"split.folds = \[1\]: the protocol has 1 folds"),
+    ("store", {}, "the store has no train/test split column"),
+    ("subject-splits-file", {"file": "/nonexistent.toml"}, "split.file '/nonexistent.toml' not found"),
+])
+def test_protocol_errors(kind, kw, msg):
+    y = np.repeat(np.arange(3), 12)
+    groups = np.repeat(np.arange(12), 3)
+    with pytest.raises(ConfigError, match=msg):
+        run(kind, y, groups, **kw)
+
+
+def test_a_fold_without_test_rows_is_refused():
+    subjects = np.array([1, 1, 3, 3, 5])
+    with pytest.raises(ConfigError, match="fold 'odd-even' has 5 training and 0 test rows"):
+        run("subject-parity", np.zeros(5, int), subjects)
+
+
+def test_schema_requirements():
+    with pytest.raises(ValueError, match="needs split.train_subjects"):
+        SplitTable(kind="subjects")
+    with pytest.raises(ValueError, match="needs split.file"):
+        SplitTable(kind="subject-splits-file")
+    with pytest.raises(ValueError, match="needs split.n_train"):
+        SplitTable(kind="per-class")
+
+
+def test_inner_folds():
+    y = np.repeat(np.arange(3), 6)
+    g = np.tile(np.arange(3), 6)
+    logo = inner_folds(y, g)
+    assert len(logo) == 3 and all(len(set(g[te])) == 1 for _, te in logo)
+    skf = inner_folds(y, n_splits=10)       # at most the smallest class size: 6
+    assert len(skf) == 6
+    with pytest.raises(ConfigError, match="at least 2 training subjects"):
+        inner_folds(y, np.zeros(18, int))
+    with pytest.raises(ConfigError, match="at least 2 training images"):
+        inner_folds(np.array([0, 1, 1]), n_splits=3)
