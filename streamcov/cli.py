@@ -157,17 +157,28 @@ def _cmd_info(args) -> int:
                           "numba_num_threads": numba.config.NUMBA_NUM_THREADS,
                           "blas": [{k: d.get(k) for k in ("internal_api", "num_threads", "version")}
                                    for d in threadpool_info()]}
+    ok = True
     if args.store is not None:
         from .data.ragged import store_status
         st = store_status(args.store)
         out["store"] = st
         if not st["complete"]:
+            ok = False
             what = (f"{st['committed_images']} images" if "committed_images" in st
                     else f"{st.get('committed_sequences', 0)} sequences")
             print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted; "
                   f"re-run it to resume", file=sys.stderr)
+        if args.verify:
+            from .data.integrity import verify
+            problems, notes = verify(args.store)
+            st["problems"] = problems
+            st["notes"] = notes
+        if st.get("problems"):
+            ok = False
+            print(f"{args.store}: DAMAGED store: {'; '.join(st['problems'][:5])}"
+                  f"{' (and more)' if len(st['problems']) > 5 else ''}", file=sys.stderr)
     print(json.dumps(out, indent=None if args.json else 2, default=str))
-    return 0 if args.store is None or out["store"]["complete"] else 3
+    return 0 if ok else 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--group-level", type=int, default=1,
                     help="folder levels that name the group (2 for ETH-80 category/object)")
     im.add_argument("--exclude", action="append", metavar="NAME", help="folder name to skip (default: maps)")
-    im.add_argument("--pixel-dtype", default="uint8", choices=["uint8", "uint16", "float32"])
+    im.add_argument("--pixel-dtype", default="auto", choices=["auto", "uint8", "uint16", "float32"],
+                    help="pixel type of the store (auto: 16-bit when any image is 16-bit, else 8-bit)")
     im.add_argument("--restart", action="store_true", help="discard an incomplete store first")
     im.add_argument("--quiet", action="store_true")
     im.set_defaults(func=_cmd_ingest_images)
@@ -266,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("info", help="describe a store (complete or not) and the thread plan")
     f.add_argument("store", nargs="?")
     f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
+    f.add_argument("--verify", action="store_true",
+                   help="read every chunk of every array and check its checksum (exit 3 on damage)")
     f.add_argument("--json", action="store_true")
     f.set_defaults(func=_cmd_info)
     return p

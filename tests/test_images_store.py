@@ -81,8 +81,16 @@ def test_store_restart_and_sixteen_bit(tmp_path):
     (src / "c").mkdir(parents=True)
     a16 = (np.arange(12, dtype=np.uint16).reshape(3, 4) * 5000)
     Image.fromarray(a16).save(src / "c" / "deep.png")
-    with pytest.raises(ValueError, match="c/deep.png: 16-bit image but the store holds uint8"):
-        ingest_images(src, tmp_path / "s8.zarr")
+    # auto (the default): a 16-bit image makes a 16-bit store, and an 8-bit one beside it is scaled exactly
+    Image.fromarray(np.full((3, 4), 200, dtype=np.uint8)).save(src / "c" / "shallow.png")
+    auto = ingest_images(src, tmp_path / "auto.zarr")
+    assert auto.attrs["pixel_dtype"] == "uint16"
+    np.testing.assert_array_equal(auto.image(0), a16)
+    np.testing.assert_array_equal(auto.image(1), np.full((3, 4), 200 * 257))
+    (src / "c" / "shallow.png").unlink()
+    with pytest.raises(FormatError, match="c/deep.png: 16-bit image but the store holds 8-bit pixels; ingest "
+                                          "with --pixel-dtype auto"):
+        ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="uint8")
     store = ingest_images(src, tmp_path / "s16.zarr", pixel_dtype="uint16")
     np.testing.assert_array_equal(store.image(0), a16)
     # the failed uint8 ingestion left an incomplete store: resuming with another dtype is refused

@@ -592,15 +592,22 @@ def test_generic_empty_index(gen_dir):
         GenericCSVReader(gen_dir)
 
 
-@pytest.mark.parametrize("first_file", [True, False])
-def test_generic_empty_sequence(gen_dir, first_file):
-    name = "seqs/run_07.csv" if first_file else "walk_01.csv"
-    _write(gen_dir / name, "a,b,c,d,e,f\n\n")
+def test_generic_empty_first_sequence_is_refused(gen_dir):
+    """The first file in id order sets the joint count: without a frame it cannot."""
+    _write(gen_dir / "seqs/run_07.csv", "a,b,c,d,e,f\n\n")
     idx = gen_dir / "index.csv"
-    line = 3 if first_file else 2
-    with pytest.raises(FormatError, match=_err(idx, line, rf"{Path(name).name} .*holds "
-                                                                  "no frames")):
+    with pytest.raises(FormatError, match=_err(idx, 3, r"run_07.csv .*holds no frames")):
         list(GenericCSVReader(gen_dir).sequences())
+
+
+def test_generic_empty_later_sequence_is_skipped_and_recorded(gen_dir, tmp_path):
+    """Any other file with fewer than 2 distinct frames follows the rule of every reader."""
+    from streamcov.data.skeletons import ingest
+
+    _write(gen_dir / "walk_01.csv", "a,b,c,d,e,f\n\n")
+    store = ingest(GenericCSVReader(gen_dir), tmp_path / "s.zarr")
+    assert "walk_01" not in store.ids()
+    assert {s["id"]: s["reason"] for s in store.attrs["skipped"]}["walk_01"] == "no frames"
 
 
 @pytest.mark.parametrize("text,line,msg", [

@@ -20,7 +20,7 @@ class ListSource(SkeletonReader):
 
 
 def make_seqs(rng, n, joints=4, max_len=9):
-    return [SkeletonSequence(id=f"s{i:04d}", frames=rng.normal(size=(rng.integers(1, max_len), 3 * joints)).astype(np.float32),
+    return [SkeletonSequence(id=f"s{i:04d}", frames=rng.normal(size=(rng.integers(2, max_len), 3 * joints)).astype(np.float32),
                              label=f"c{i % 3}", subject=int(i % 5) + 1,
                              split=("train" if i % 2 else "test") if i % 7 else None)
             for i in range(n)]
@@ -98,7 +98,7 @@ def test_complete_store_is_never_overwritten(tmp_path, rng):
 def test_resume_from_another_source_is_refused(tmp_path, rng):
     seqs = make_seqs(rng, 6)
     S.ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=2, limit=2)
-    with pytest.raises(StoreError, match="started with source = .test., this ingestion has .other.; resuming would mix two sources"):
+    with pytest.raises(StoreError, match="started with source_record.source = .test., this ingestion has .other.; resuming would mix two sources"):
         S.ingest(ListSource(seqs, source="other"), tmp_path / "s.zarr")
 
 
@@ -114,8 +114,8 @@ def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
     with pytest.raises(ValueError, match=r"sequence s0000: frames shape \(3, 10\), expected \(T, 12\)"):
         S.ingest(ListSource(wrong), tmp_path / "b.zarr")
     empty = make_seqs(rng, 1)
-    empty[0].frames = np.zeros((0, 12), np.float32)
-    with pytest.raises(ValueError, match="sequence s0000: no frames"):
+    empty[0].frames = np.zeros((0, 12), np.float32)   # skipped: nothing left to write
+    with pytest.raises(StoreError, match="no sequence was written; the store stays incomplete"):
         S.ingest(ListSource(empty), tmp_path / "c.zarr")
     with pytest.raises(StoreError, match="no sequence was written"):
         S.ingest(ListSource([]), tmp_path / "d.zarr")
@@ -144,3 +144,16 @@ def test_memory_is_bounded_by_a_chunk(tmp_path, rng):
         peak = max(peak, len(w._buf))
     w.close()
     assert peak < 16
+
+
+def test_sequences_without_two_distinct_frames_are_skipped_and_recorded(tmp_path, rng):
+    """The one rule for every reader: fewer than 2 distinct frames give no covariance."""
+    good = make_seqs(rng, 3)
+    still = np.repeat(rng.normal(size=(1, 12)).astype(np.float32), 5, axis=0)
+    bad = [SkeletonSequence("one", good[0].frames[:1], "c0", 1), SkeletonSequence("none", good[0].frames[:0], "c0", 1),
+           SkeletonSequence("still", still, "c1", 2)]
+    store = S.ingest(ListSource(good + bad), tmp_path / "s.zarr", chunk_frames=4)
+    assert store.ids() == [s.id for s in good]
+    reasons = {s["id"]: s["reason"] for s in store.attrs["skipped"]}
+    assert reasons == {"one": "1 frame; a covariance needs at least 2 distinct frames", "none": "no frames",
+                       "still": "all 5 frames are identical; a covariance needs at least 2 distinct frames"}

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import FormatError
 from .imageio import ImageSet, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter
 
 FORMAT_NAME = "streamcov.images"
 DEFAULT_CHUNK_PIXELS = 1 << 20
 PIXEL_DTYPES = ("uint8", "uint16", "float32")
+MIN_SIDE = 2   # smaller images are skipped at ingestion and recorded in attrs["skipped"]
 
 
 def _convert(image: np.ndarray, dtype: str, where: str) -> np.ndarray:
@@ -33,7 +35,7 @@ def _convert(image: np.ndarray, dtype: str, where: str) -> np.ndarray:
     if a.ndim == 3 and a.shape[2] == 4:
         a = a[:, :, :3]
     if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (1, 3)) or 0 in a.shape[:2]:
-        raise ValueError(f"{where}: expected a grey (h, w) or RGB (h, w, 3) image, got shape {a.shape}")
+        raise FormatError(where, f"expected a grey (h, w) or RGB (h, w, 3) image, got shape {a.shape}")
     if dtype == "float32":
         from ..descriptors.pixels import as_float_image
         return as_float_image(a, where).astype(np.float32)
@@ -42,10 +44,10 @@ def _convert(image: np.ndarray, dtype: str, where: str) -> np.ndarray:
     if a.dtype == np.uint16:
         if dtype == "uint16":
             return a
-        raise ValueError(f"{where}: 16-bit image but the store holds uint8 pixels; ingest with "
-                         f"pixel_dtype='uint16' (or 'float32')")
-    raise ValueError(f"{where}: pixel dtype {a.dtype} cannot be stored as {dtype}; ingest with "
-                     f"pixel_dtype='float32'")
+        raise FormatError(where, "16-bit image but the store holds 8-bit pixels; ingest with --pixel-dtype "
+                                 "auto (the default) or uint16")
+    raise FormatError(where, f"pixel dtype {a.dtype} cannot be stored as {dtype}; ingest with "
+                             f"--pixel-dtype float32")
 
 
 class ImageStore(RaggedStore):
@@ -58,11 +60,11 @@ class ImageStore(RaggedStore):
 
     def __init__(self, path):
         super().__init__(path)
-        g = self.group
-        self.shapes = np.asarray(g["shapes"][:], dtype=np.int64).reshape(-1, 3)
-        self.labels = np.asarray(g["labels"][:], dtype=np.int32)
-        self.groups = np.asarray(g["groups"][:], dtype=np.int32)
-        self.split = np.asarray(g["split"][:], dtype=np.int8)
+        self.shapes = self.read("shapes").astype(np.int64).reshape(-1, 3)
+        self.labels = self.read("labels").astype(np.int32)
+        self.groups = self.read("groups").astype(np.int32)
+        self.split = self.read("split").astype(np.int8)
+        self.check_rows(("shapes", "labels", "groups", "split"))
 
     @property
     def group_names(self) -> list[str]:
@@ -72,8 +74,7 @@ class ImageStore(RaggedStore):
         """Image i as stored: (h, w) grey or (h, w, 3) RGB."""
         if not 0 <= i < len(self):
             raise IndexError(f"image {i} out of range 0..{len(self) - 1}")
-        flat = np.asarray(self.group["pixels"][self.offsets[i]:self.offsets[i + 1]])
-        return unflatten(flat, self.shapes[i])
+        return unflatten(self.read("pixels", self.offsets[i], self.offsets[i + 1]), self.shapes[i])
 
     def images(self, rows=None) -> list[np.ndarray]:
         """Images ``rows`` (all by default) as stored; reads the pixels they span once."""
@@ -81,7 +82,7 @@ class ImageStore(RaggedStore):
         if not len(rows):
             return []
         lo, hi = int(self.offsets[rows.min()]), int(self.offsets[rows.max() + 1])
-        flat = np.asarray(self.group["pixels"][lo:hi])
+        flat = self.read("pixels", lo, hi)
         return [unflatten(flat[self.offsets[r] - lo:self.offsets[r + 1] - lo], self.shapes[r]) for r in rows]
 
     def to_image_set(self) -> ImageSet:
@@ -121,19 +122,19 @@ class ImageStoreWriter(RaggedStoreWriter):
     """
 
     def __init__(self, path, source: str, pixel_dtype: str = "uint8",
-                 chunk_pixels: int = DEFAULT_CHUNK_PIXELS, mode: str = "resume"):
+                 chunk_pixels: int = DEFAULT_CHUNK_PIXELS, mode: str = "resume", record: dict | None = None):
         if pixel_dtype not in PIXEL_DTYPES:
             raise ValueError(f"pixel_dtype must be one of {PIXEL_DTYPES}, got {pixel_dtype!r}")
         self.pixel_dtype = pixel_dtype
         attrs = {"source": str(source), "pixel_dtype": pixel_dtype, "chunk_pixels": int(chunk_pixels),
                  "layout": "image i = pixels[offsets[i]:offsets[i+1]].reshape(shapes[i]), row-major, "
-                           "channels last"}
+                           "channels last", "source_record": record or {"source": str(source)}}
         super().__init__(path, format_name=FORMAT_NAME, kind="image", unit="images", data_unit="pixels",
                          data="pixels", row_shape=(), dtype=pixel_dtype, chunk_rows=chunk_pixels,
                          columns={"shapes": ("int32", (3,)), "labels": ("int32", ()),
                                   "groups": ("int32", ()), "split": ("int8", ())},
                          coded={"labels": "label_names", "groups": "group_names", "split": "split_names"},
-                         attrs=attrs, same=("source", "pixel_dtype"), mode=mode)
+                         attrs=attrs, same=("source_record", "source", "pixel_dtype"), mode=mode)
 
     def append(self, image, image_id: str, label: str, group: str | None = None,
                split: str | None = None) -> bool:
@@ -146,14 +147,30 @@ class ImageStoreWriter(RaggedStoreWriter):
                               labels=str(label), groups=str(group if group is not None else label),
                               split=split)
 
-    def close(self, extra: dict | None = None) -> ImageStore:
-        """Flush, write the summary, then the completion marker (last)."""
-        super().close({"extra": extra or {}})
+    def close(self, extra: dict | None = None, skipped=()) -> ImageStore:
+        """Flush, write the summary (with what an earlier interrupted run skipped), then the marker."""
+        prev = list(self.group.attrs.get("skipped", []))
+        known = {s["id"] for s in prev}
+        super().close({"extra": extra or {}, "skipped": prev + [s for s in skipped if s["id"] not in known]})
         return ImageStore(self.path)
 
 
+def auto_pixel_dtype(paths) -> str:
+    """``uint16`` when any image is 16-bit, else ``uint8``: only the file headers are read."""
+    from PIL import Image
+
+    for p in paths:
+        try:
+            with Image.open(p) as im:
+                if im.mode.startswith("I;16") or im.mode == "I":
+                    return "uint16"
+        except Exception:   # unreadable: read_image names it when the ingestion reaches it
+            continue
+    return "uint8"
+
+
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
-                  pixel_dtype: str = "uint8", chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
+                  pixel_dtype: str = "auto", chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
                   mode: str = "resume", progress: bool = False, limit: int | None = None,
                   unlabelled: bool = False):
     """Write the images under ``src`` to an image store at ``out``.
@@ -169,7 +186,9 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         Folder levels that make the group (2 for ETH-80 category/object).
     exclude : sequence of str
         Folder names to skip (ETH-80's ``maps``).
-    pixel_dtype : {"uint8", "uint16", "float32"}
+    pixel_dtype : {"auto", "uint8", "uint16", "float32"}
+        ``auto``: 16-bit when any image is 16-bit (8-bit images are then
+        scaled by 257, exactly), else 8-bit.
     mode : {"create", "resume", "restart"}
         ``resume`` continues an interrupted ingestion after its last committed image.
     limit : int, optional
@@ -181,22 +200,40 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     -------
     ImageStore, or None when stopped by ``limit``.
     """
+    from ..lock import store_lock
+
     if format != "folders":
         raise ValueError(f"format must be 'folders', got {format!r}")
+    with store_lock(out):
+        return _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit,
+                       unlabelled)
+
+
+def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled):
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
+    if pixel_dtype == "auto":
+        pixel_dtype = auto_pixel_dtype(e.path for e in entries)
+    record = {"format": format, "path": str(Path(src).resolve()), "group_level": int(group_level),
+              "exclude": sorted(exclude or ()), "unlabelled": bool(unlabelled)}
     writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
-                              chunk_pixels=chunk_pixels, mode=mode)
+                              chunk_pixels=chunk_pixels, mode=mode, record=record)
     it = entries
     if progress:
         from tqdm.auto import tqdm
         it = tqdm(entries, desc=f"ingest {Path(out).name}", unit="img")
-    written = 0
+    written, skipped = 0, []
     for e in it:
         if writer.has(e.id):
             continue
-        writer.append(read_image(e.path), e.id, e.label, e.group)
+        image = read_image(e.path)
+        if min(image.shape[:2]) < MIN_SIDE:
+            # the derivative filters and a covariance need at least 2 x 2 pixels
+            skipped.append({"id": e.id, "reason": f"image of {image.shape[0]} x {image.shape[1]} pixels; at "
+                                                  f"least {MIN_SIDE} x {MIN_SIDE} are needed"})
+            continue
+        writer.append(image, e.id, e.label, e.group)
         written += 1
         if limit is not None and written >= limit:
             writer.flush()
             return None
-    return writer.close(extra={"group_level": group_level, "exclude": list(exclude or ())})
+    return writer.close(extra={"group_level": group_level, "exclude": list(exclude or ())}, skipped=skipped)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import IncompleteStoreError, StoreError
+from . import integrity
 
 _META_CHUNK = 65536
 
@@ -69,6 +70,10 @@ def store_status(path) -> dict:
     if "skipped" in status:
         status["n_skipped"] = len(status["skipped"])
         status["skipped"] = status["skipped"][:20]
+    names = {k for k, _ in g.arrays()}
+    missing = [a for a in attrs.get("arrays", []) if a not in names]
+    if missing:
+        status["problems"] = [f"array {a!r} is missing" for a in missing]
     return status
 
 
@@ -131,7 +136,31 @@ class RaggedStore:
         g, attrs = open_complete(self.path, self.FORMAT, self.KIND, self.UNIT)
         self.group = g
         self.attrs = attrs
-        self.offsets = np.asarray(g["offsets"][:], dtype=np.int64)
+        self.checked = int(attrs.get("format_version", 1)) >= integrity.FORMAT_VERSION
+        self.offsets = self.read("offsets").astype(np.int64)
+        if len(self.offsets) < 1 or (np.diff(self.offsets) < 0).any() or self.offsets[0] != 0:
+            raise StoreError(f"{self.path}: array 'offsets' is not increasing from 0; the store is damaged: "
+                             f"write it again (ingest with --restart)")
+
+    def check_rows(self, names):
+        """Every per-item array has one row per item, and the data array the rows the offsets cover."""
+        n = len(self.offsets) - 1
+        for name in names:
+            if len(getattr(self, name)) != n:
+                raise StoreError(f"{self.path}: array {name!r} has {len(getattr(self, name))} rows for {n} items; "
+                                 f"the store is damaged: write it again (ingest with --restart)")
+        try:
+            rows = self.group[self.DATA].shape[0]
+        except KeyError:
+            raise StoreError(f"{self.path}: array {self.DATA!r} is missing; the store is damaged: write it "
+                             f"again (ingest with --restart)") from None
+        if rows != self.offsets[-1]:
+            raise StoreError(f"{self.path}: array {self.DATA!r} has {rows} rows but the offsets cover "
+                             f"{self.offsets[-1]}; the store is damaged: write it again (ingest with --restart)")
+
+    def read(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Rows of array ``name``; a missing or corrupt chunk is a :class:`StoreError` naming it."""
+        return integrity.read(self.group, self.path, name, start, stop, self.checked)
 
     @property
     def data(self):
@@ -152,8 +181,8 @@ class RaggedStore:
         return list(self.attrs.get("split_names", []))
 
     def ids(self) -> list[str]:
-        raw = np.asarray(self.group["id_bytes"][:], dtype=np.uint8).tobytes()
-        off = np.asarray(self.group["id_offsets"][:], dtype=np.int64)
+        raw = self.read("id_bytes").astype(np.uint8).tobytes()
+        off = self.read("id_offsets").astype(np.int64)
         return [raw[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
 
     def label_strings(self) -> np.ndarray:
@@ -246,18 +275,22 @@ class RaggedStoreWriter:
 
         zarr = _zarr()
         g = zarr.open_group(str(self.path), mode="w")
+        opts = integrity.array_options()
         g.create_array(self.data_name, shape=(0, *self.row_shape), chunks=(chunk_rows, *self.row_shape),
-                       dtype=self.dtype, fill_value=0)
-        g.create_array("offsets", shape=(1,), chunks=(_META_CHUNK,), dtype="int64", fill_value=0)
+                       dtype=self.dtype, fill_value=0, **opts)
+        g.create_array("offsets", shape=(1,), chunks=(_META_CHUNK,), dtype="int64", fill_value=0, **opts)
         for name, (dt, tail) in self.columns.items():
-            g.create_array(name, shape=(0, *tail), chunks=(_META_CHUNK, *tail), dtype=dt, fill_value=0)
-        g.create_array("id_bytes", shape=(0,), chunks=(1 << 20,), dtype="uint8", fill_value=0)
-        g.create_array("id_offsets", shape=(1,), chunks=(_META_CHUNK,), dtype="int64", fill_value=0)
+            g.create_array(name, shape=(0, *tail), chunks=(_META_CHUNK, *tail), dtype=dt, fill_value=0, **opts)
+        g.create_array("id_bytes", shape=(0,), chunks=(1 << 20,), dtype="uint8", fill_value=0, **opts)
+        g.create_array("id_offsets", shape=(1,), chunks=(_META_CHUNK,), dtype="int64", fill_value=0, **opts)
+        g["offsets"][:] = np.zeros(1, dtype=np.int64)     # written: a missing chunk is then damage
+        g["id_offsets"][:] = np.zeros(1, dtype=np.int64)
         self._index = {col: {} for col in self.coded}
         for col, names in initial_names.items():
             self._index[col] = {n: i for i, n in enumerate(names)}
         g.attrs.update({
-            "format": self.format_name, "format_version": 1, "complete": False,
+            "format": self.format_name, "format_version": integrity.FORMAT_VERSION, "complete": False,
+            "arrays": [self.data_name, "offsets", *self.columns, "id_bytes", "id_offsets"],
             "identity": {"id": uuid.uuid4().hex,
                          "created": datetime.now(timezone.utc).isoformat(timespec="seconds")},
             **jsonable(attrs),
@@ -275,11 +308,15 @@ class RaggedStoreWriter:
         zarr = _zarr()
         want = jsonable(attrs)
         for key in same:
-            if old.get(key) != want.get(key):
+            a, b = old.get(key), want.get(key)
+            if a != b:
+                if isinstance(a, dict) and isinstance(b, dict):   # name the first field that differs
+                    sub = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+                    key, a, b = f"{key}.{sub}", a.get(sub), b.get(sub)
                 raise StoreError(
                     f"{self.path}: the incomplete {self.kind} store was started with {key} = "
-                    f"{old.get(key)!r}, this ingestion has {want.get(key)!r}; resuming would mix "
-                    f"two sources. Add --restart to discard it and start over.")
+                    f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Add --restart "
+                    f"to discard it and start over.")
         g = zarr.open_group(str(self.path), mode="r+")
         c = old.get("committed", {self.unit: 0, self.data_unit: 0})
         k, f = int(c[self.unit]), int(c[self.data_unit])

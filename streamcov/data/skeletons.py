@@ -39,10 +39,10 @@ class SequenceStore(RaggedStore):
 
     def __init__(self, path):
         super().__init__(path)
-        g = self.group
-        self.labels = np.asarray(g["labels"][:], dtype=np.int32)
-        self.subjects = np.asarray(g["subjects"][:], dtype=np.int32)
-        self.split = np.asarray(g["split"][:], dtype=np.int8)
+        self.labels = self.read("labels").astype(np.int32)
+        self.subjects = self.read("subjects").astype(np.int32)
+        self.split = self.read("split").astype(np.int8)
+        self.check_rows(("labels", "subjects", "split"))
 
     @property
     def frames(self):
@@ -80,11 +80,11 @@ class SequenceStore(RaggedStore):
     def sequence(self, i: int) -> np.ndarray:
         if not 0 <= i < self.n_sequences:
             raise IndexError(f"sequence {i} out of range 0..{self.n_sequences - 1}")
-        return np.asarray(self.frames[self.offsets[i]:self.offsets[i + 1]])
+        return self.read("frames", self.offsets[i], self.offsets[i + 1])
 
     def sequences(self) -> list[np.ndarray]:
         """Every sequence as an array (frames, 3J), in memory: small stores only."""
-        frames = np.asarray(self.frames[:])
+        frames = self.read("frames")
         return [frames[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
 
     def __repr__(self):
@@ -109,38 +109,49 @@ class SequenceStoreWriter(RaggedStoreWriter):
         Rows per chunk of ``frames``; the writer holds about one chunk.
     mode : {"create", "resume", "restart"}
         As :class:`~streamcov.data.ragged.RaggedStoreWriter`.
+    record : dict, optional
+        Where the sequences come from (format, folder, reader options, or
+        generator parameters): an interrupted ingestion resumes only with
+        the same record.
     """
 
-    def __init__(self, path, info, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "resume"):
+    def __init__(self, path, info, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "resume",
+                 record: dict | None = None):
         self.info = info
         self.n_features = 3 * info.n_joints
         attrs = {"n_joints": info.n_joints, "joint_names": list(info.joint_names),
                  "layout": "frames x (x1, y1, z1, ..., xJ, yJ, zJ)", "units": info.units,
                  "source": info.source, "center": list(info.center), "roles": dict(info.roles),
-                 "chunk_frames": int(chunk_frames), "extra": info.extra}
+                 "chunk_frames": int(chunk_frames), "extra": info.extra,
+                 "source_record": record or {"source": info.source}}
         super().__init__(path, format_name=FORMAT_NAME, kind="skeleton", unit="sequences",
                          data_unit="frames", data="frames", row_shape=(self.n_features,),
                          dtype="float32", chunk_rows=chunk_frames,
                          columns={"labels": ("int32", ()), "subjects": ("int32", ()),
                                   "split": ("int8", ())},
                          coded={"labels": "label_names", "split": "split_names"},
-                         attrs=attrs, same=("source", "n_joints"),
+                         attrs=attrs, same=("source_record", "source", "n_joints"),
                          initial_names={"labels": list(info.label_names or [])}, mode=mode)
+
+    def check(self, seq) -> np.ndarray:
+        """The frames of ``seq`` if they fit the store (joint count, finite values); a ValueError otherwise."""
+        frames = np.asarray(seq.frames)
+        if frames.ndim != 2 or frames.shape[1] != self.n_features:
+            raise ValueError(f"sequence {seq.id}: frames shape {frames.shape}, expected "
+                             f"(T, {self.n_features}) for {self.info.n_joints} joints")
+        if not np.isfinite(frames).all():
+            r, c = np.argwhere(~np.isfinite(frames))[0]
+            raise ValueError(f"sequence {seq.id}: non-finite value at frame {r}, column {c}; "
+                             f"readers must drop or repair such frames explicitly")
+        return frames
 
     def append(self, seq) -> bool:
         """Append one sequence; returns False if it was already stored."""
         if self.has(seq.id):
             return False
-        frames = np.asarray(seq.frames)
-        if frames.ndim != 2 or frames.shape[1] != self.n_features:
-            raise ValueError(f"sequence {seq.id}: frames shape {frames.shape}, expected "
-                             f"(T, {self.n_features}) for {self.info.n_joints} joints")
+        frames = self.check(seq)
         if len(frames) == 0:
             raise ValueError(f"sequence {seq.id}: no frames")
-        if not np.isfinite(frames).all():
-            r, c = np.argwhere(~np.isfinite(frames))[0]
-            raise ValueError(f"sequence {seq.id}: non-finite value at frame {r}, column {c}; "
-                             f"readers must drop or repair such frames explicitly")
         return super().append(seq.id, frames.astype(np.float32, copy=False), labels=str(seq.label),
                               subjects=int(seq.subject), split=seq.split)
 
@@ -164,7 +175,38 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     ``limit`` stops after that many new sequences *without* completing the
     store (used to test interruption).
     """
-    writer = SequenceStoreWriter(out, source.info, chunk_frames=chunk_frames, mode=mode)
+    from ..lock import store_lock
+
+    with store_lock(out):
+        return _ingest(source, out, chunk_frames, mode, progress, limit)
+
+
+def degenerate(frames) -> str | None:
+    """Why a sequence cannot give a covariance, or None: the rule every reader's sequences go through.
+
+    A sequence needs at least 2 distinct frames (one frame, or a body that
+    never moves, has a zero covariance: its descriptor would be log(gamma I)
+    whatever the action). Such sequences are skipped at ingestion and
+    recorded in the store's ``skipped`` list with this reason. A joint that
+    is constant within a sequence is fine: the regularization gamma I keeps
+    the covariance positive definite.
+    """
+    frames = np.asarray(frames)
+    if len(frames) == 0:
+        return "no frames"
+    if len(frames) == 1:
+        return "1 frame; a covariance needs at least 2 distinct frames"
+    if not (frames != frames[0]).any():
+        return f"all {len(frames)} frames are identical; a covariance needs at least 2 distinct frames"
+    return None
+
+
+def _ingest(source, out, chunk_frames, mode, progress, limit):
+    from .readers.base import SkippedSequence
+
+    writer = SequenceStoreWriter(out, source.info, chunk_frames=chunk_frames, mode=mode,
+                                 record=getattr(source, "record", None))
+    rejected = []
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -173,6 +215,10 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     try:
         for seq in source.sequences():
             if writer.has(seq.id):
+                continue
+            why = degenerate(writer.check(seq))
+            if why is not None:
+                rejected.append(SkippedSequence(seq.id, why))
                 continue
             writer.append(seq)
             written += 1
@@ -184,6 +230,6 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     finally:
         if bar is not None:
             bar.close()
-    skipped = getattr(source, "skipped", [])
+    skipped = list(getattr(source, "skipped", [])) + rejected
     repairs = getattr(source, "repairs", {})
     return writer.close(skipped=skipped, repairs=repairs)

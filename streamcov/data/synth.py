@@ -431,6 +431,9 @@ class SyntheticSkeletons(SkeletonReader):
             raise ValueError(f"noise must be a finite number >= 0 (metres), got {noise!r}")
         self._noise = float(noise)
 
+        self.record = {"format": "synthetic", "generator_version": GENERATOR_VERSION, "n_sequences": self._n,
+                       "n_subjects": self._n_subjects, "n_classes": self._n_classes, "seed": self._seed,
+                       "frames": [self._lo, self._hi], "noise": self._noise}
         self.label_names = list(ACTIONS[:self._n_classes])
         self._funcs = [_ACTION_FUNCS[name] for name in self.label_names]
         self._period_factor = np.array(

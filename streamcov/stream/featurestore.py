@@ -44,9 +44,13 @@ class FeatureStore:
             except Exception:  # unreadable leftovers of an interrupted creation: rebuild
                 pass
             shutil.rmtree(path)
+        from ..data.integrity import array_options
+
         block = int(bounds[1] - bounds[0]) if len(bounds) > 1 else max(n, 1)
         g = zarr.open_group(str(path), mode="w")
-        g.create_array("X", shape=(n, dim), chunks=(max(block, 1), dim), dtype=dtype, fill_value=0)
+        # checksummed X; the done flags are written as blocks finish (a missing one reads 0: not done)
+        g.create_array("X", shape=(n, dim), chunks=(max(block, 1), dim), dtype=dtype, fill_value=0,
+                       **array_options())
         g.create_array("done", shape=(len(bounds) - 1,), chunks=(1,), dtype="uint8", fill_value=0)
         g.attrs.update({"bounds": [int(b) for b in bounds], "fingerprint": fp})
         return cls(path)
@@ -63,10 +67,9 @@ class FeatureStore:
         return np.asarray(self.group["done"][:], dtype=bool)
 
     def read_block(self, i: int) -> np.ndarray:
-        return np.asarray(self.group["X"][self.bounds[i]:self.bounds[i + 1]])
+        from ..data import integrity
 
-    def read_rows(self, rows: np.ndarray) -> np.ndarray:
-        return np.asarray(self.group["X"].get_orthogonal_selection((np.asarray(rows), slice(None))))
+        return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[i + 1])
 
     # -- what was fitted on data -------------------------------------------
     def save_fit(self, state: dict, fmap, record: dict | None = None, reference=None) -> None:
@@ -112,6 +115,8 @@ class FeatureStore:
 def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:
     """Write block i's rows, then mark it done. Runs inside a Dask task."""
     import zarr
+
+    from ..data import integrity  # noqa: F401  (every chunk written, also on workers)
 
     if not np.isfinite(X).all():
         r = int(np.argwhere(~np.isfinite(X))[0][0])

@@ -61,7 +61,7 @@ def _reference(map_params: dict, seed: int, n_features: int, record: dict):
 
 def fingerprint(source, map_params: dict, seed: int, bounds, train=None) -> dict:
     """Everything the features depend on; a feature store with another fingerprint is not reused."""
-    fp = {"source": source.identity(), "features": map_params, "seed": int(seed),
+    fp = {"version": 2, "source": source.identity(), "features": map_params, "seed": int(seed),
           "bounds": [int(b) for b in bounds], "dtype": str(source.dtype)}
     if train is not None and (source.needs_fit or needs_data(map_params)):
         fp["train"] = hashlib.sha1(np.packbits(np.asarray(train, dtype=bool)).tobytes()).hexdigest()

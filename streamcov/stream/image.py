@@ -33,13 +33,16 @@ def _image_id(store_path: str, i: int) -> str:
     return bytes(np.asarray(g["id_bytes"][a:b], dtype=np.uint8)).decode("utf-8")
 
 
-def read_images(store_path: str, offsets: np.ndarray, shapes: np.ndarray, rows) -> list[np.ndarray]:
+def read_images(store_path: str, offsets: np.ndarray, shapes: np.ndarray, rows, checked: bool = True
+                ) -> list[np.ndarray]:
     """Images ``rows`` (indices into ``offsets[:-1]``) of a block whose pixels are contiguous."""
     import zarr
 
+    from ..data import integrity
     from ..data.images import unflatten
 
-    flat = np.asarray(zarr.open_group(store_path, mode="r")["pixels"][int(offsets[0]):int(offsets[-1])])
+    flat = integrity.read(zarr.open_group(store_path, mode="r"), store_path, "pixels", int(offsets[0]),
+                          int(offsets[-1]), checked)
     return [unflatten(flat[offsets[r] - offsets[0]:offsets[r + 1] - offsets[0]], shapes[r]) for r in rows]
 
 
@@ -47,21 +50,21 @@ def _names(store_path, i0, rows):
     return [f"image {i0 + r} ({_image_id(store_path, i0 + r)})" for r in rows]
 
 
-def block_moments(store_path: str, i0: int, offsets, shapes, rows, descriptor: ImageDescriptor,
+def block_moments(store_path: str, i0: int, offsets, shapes, checked, rows, descriptor: ImageDescriptor,
                   numba_threads: int = 1):
     """Pixel count, mean and M2 per feature over the images ``rows`` of one block."""
     acc = None
     with kernel_threads(numba_threads):
-        for r, img in zip(rows, read_images(store_path, offsets, shapes, rows)):
+        for r, img in zip(rows, read_images(store_path, offsets, shapes, rows, checked)):
             m = image_moments(features_of(img, descriptor.pixels, f"image {i0 + r}"))
             acc = m if acc is None else merge_moments(acc, m)
     return acc
 
 
-def block_vectors(store_path: str, i0: int, offsets, shapes, rows, descriptor: ImageDescriptor, scale, W,
-                  numba_threads: int = 1) -> np.ndarray:
+def block_vectors(store_path: str, i0: int, offsets, shapes, checked, rows, descriptor: ImageDescriptor, scale,
+                  W, numba_threads: int = 1) -> np.ndarray:
     """Descriptors of the images ``rows`` of one block."""
-    images = read_images(store_path, offsets, shapes, rows)
+    images = read_images(store_path, offsets, shapes, rows, checked)
     with kernel_threads(numba_threads):
         try:
             return descriptor.vectors(images, scale, W, names=[f"image {i0 + r}" for r in rows])
@@ -111,7 +114,8 @@ class ImageSource:
         return self.descriptor.dtype
 
     def _args(self, b0, b1):
-        return str(self.store.path), int(b0), self.store.offsets[b0:b1 + 1], self.store.shapes[b0:b1]
+        return (str(self.store.path), int(b0), self.store.offsets[b0:b1 + 1], self.store.shapes[b0:b1],
+                self.store.checked)
 
     def fit(self, train, runtime, bounds):
         """A copy whose feature scale is measured on the pixels of the training rows."""

@@ -35,8 +35,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
         from ..data.images import ingest_images
 
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
-            ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True,
-                          pixel_dtype=model.info.get("pixel_dtype", "uint8"))
+            ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True)
             summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block)
         summary["store"] = str(path)
         return summary

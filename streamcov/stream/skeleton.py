@@ -48,11 +48,13 @@ class SkeletonDescriptor:
 
 
 def chunk_moments(store_path: str, c0: int, c1: int, offsets: np.ndarray,
-                  selection: sk.JointSelection, numba_threads: int = 1):
+                  selection: sk.JointSelection, numba_threads: int = 1, checked: bool = True):
     """Partial moments of all sequence pieces within frames [c0, c1) of a store."""
     import zarr
 
-    frames = np.asarray(zarr.open_group(store_path, mode="r")["frames"][c0:c1])
+    from ..data import integrity
+
+    frames = integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", c0, c1, checked)
     s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
     s_hi = int(np.searchsorted(offsets, c1, side="left"))
     starts = np.clip(offsets[s_lo:s_hi], c0, c1) - c0
@@ -155,7 +157,7 @@ class SkeletonSource:
             if c not in chunk_tasks:
                 c0, c1 = c * cf, min((c + 1) * cf, n_frames)
                 chunk_tasks[c] = dask.delayed(chunk_moments, pure=True)(
-                    path, c0, c1, offsets, sel, numba_threads,
+                    path, c0, c1, offsets, sel, numba_threads, store.checked,
                     dask_key_name=f"moments-{c}-{dask.base.tokenize(path, c0, c1, sel)}")
             return chunk_tasks[c]
 

@@ -76,9 +76,8 @@ def resolve_image_store(data, progress: bool = False):
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source: {data.source!r}: folder not found")
         path.parent.mkdir(parents=True, exist_ok=True)
-        kwargs = {} if data.pixel_dtype is None else {"pixel_dtype": data.pixel_dtype}
         return ingest_images(data.source, path, group_level=data.group_level, exclude=tuple(data.exclude),
-                             mode="resume", progress=progress, **kwargs)
+                             pixel_dtype=data.pixel_dtype, mode="resume", progress=progress)
 
     return open_or_ingest(path, ImageStore, data.source, ingest_source,
                           f"streamcov ingest images --format folders SRC {path}")

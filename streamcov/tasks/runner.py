@@ -5,6 +5,7 @@ import json
 import time
 from pathlib import Path
 
+from ..lock import output_lock
 from .config import load_config
 from .registry import RunContext, get_task
 
@@ -45,11 +46,45 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         scheduler = "local-cluster"
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
-    result = spec.run(cfg, ctx)
-    result = {"task": cfg.task, **result}
-    result.setdefault("seconds", round(time.perf_counter() - t0, 3))
-    (out / "result.json").write_text(json.dumps(result, indent=2, default=json_default) + "\n")
+    with output_lock(out):
+        result = spec.run(cfg, ctx)
+        result = {"task": cfg.task, **result}
+        result.setdefault("seconds", round(time.perf_counter() - t0, 3))
+        result = finite_json(result)
+        text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
+        from ..stream.model import atomic_write_text
+        atomic_write_text(out / "result.json", text)
     return result
+
+
+def finite_json(obj, path="", reasons=None):
+    """``obj`` with every NaN or infinite number replaced by None; ``null_values`` says where and why.
+
+    JSON has no NaN: a bare ``NaN`` in ``result.json`` breaks strict readers.
+    """
+    import math
+
+    top = reasons is None
+    reasons = {} if top else reasons
+    if isinstance(obj, dict):
+        out = {k: finite_json(v, f"{path}.{k}" if path else str(k), reasons) for k, v in obj.items()}
+    elif isinstance(obj, (list, tuple)):
+        out = [finite_json(v, f"{path}.{i}", reasons) for i, v in enumerate(obj)]
+    elif isinstance(obj, float) and not math.isfinite(obj):
+        reasons[path] = f"not a finite number ({obj})"
+        out = None
+    else:
+        try:
+            import numpy as np
+            if isinstance(obj, np.floating) and not np.isfinite(obj):
+                reasons[path] = f"not a finite number ({obj})"
+                return None
+        except ImportError:  # pragma: no cover
+            pass
+        out = obj
+    if top and reasons and isinstance(out, dict):
+        out["null_values"] = reasons
+    return out
 
 
 def json_default(o):

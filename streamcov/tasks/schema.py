@@ -224,7 +224,7 @@ class ImageData(Table):
     format: Literal["folders"] = "folders"
     group_level: PosInt = 1
     exclude: list[str] = ["maps"]
-    pixel_dtype: Optional[Literal["uint8", "uint16", "float32"]] = None
+    pixel_dtype: Literal["auto", "uint8", "uint16", "float32"] = "auto"
 
     @model_validator(mode="after")
     def _needs(self):

@@ -7,6 +7,8 @@ order so that an interrupted ingestion resumes by sequence id.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from ...errors import ConfigError, FormatError
 from .base import SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
 
@@ -28,7 +30,11 @@ def open_reader(fmt: str, path, **options) -> SkeletonReader:
         raise ConfigError(f"unknown skeleton format {fmt!r}; choose one of {', '.join(FORMATS)}")
     module, name = READERS[fmt]
     cls = getattr(importlib.import_module(module, __name__), name)
-    return cls(path, **options)
+    reader = cls(path, **options)
+    # what an interrupted ingestion must match to be resumed (streamcov.data.ragged)
+    reader.record = {"format": fmt, "path": str(Path(path).resolve()),
+                     "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())}}
+    return reader
 
 
 __all__ = ["FORMATS", "FormatError", "READERS", "SkeletonInfo", "SkeletonReader", "SkeletonSequence",

@@ -111,8 +111,7 @@ class GenericCSVReader(SkeletonReader):
         self.repairs = {}
         for e in self._entries:
             frames = read_sequence_csv(e.path, ncols=self._ncols, expect=self._expect)
-            if len(frames) == 0:
-                raise _empty_error(self.index_path, e)
+            # a file with fewer than 2 distinct frames is skipped and recorded by the ingestion
             yield SkeletonSequence(id=e.id, frames=frames, label=e.label, subject=e.subject,
                                    split=e.split)
 

@@ -1,0 +1,85 @@
+"""One writer per folder: a lock file naming its holder, and stale locks of dead processes.
+
+``streamcov run`` holds ``<output>/.streamcov.lock`` while it writes an
+output folder, and an ingestion holds ``<store>.lock`` beside the store.
+A second writer is refused with one line naming the holder (pid, host,
+command, start time). A lock left by a process that died (kill -9) is
+recognised (same host, no such process) and taken over.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from .errors import StoreError
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # exists, owned by someone else
+        return True
+    return True
+
+
+def _holder(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+@contextlib.contextmanager
+def exclusive(lock_path, what: str, command: str | None = None):
+    """Hold the lock file ``lock_path`` for writing ``what``; refuse when another process holds it."""
+    lock_path = Path(lock_path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(),
+          "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for attempt in range(2):
+        try:
+            fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            holder = _holder(lock_path)
+            stale = (holder is not None and holder.get("host") == me["host"]
+                     and not _alive(int(holder.get("pid", -1))))
+            if holder is None:
+                # a lock being written right now, or one left empty by a crash during its creation
+                age = time.time() - lock_path.stat().st_mtime if lock_path.exists() else 0.0
+                stale = age > 10.0
+            if stale and attempt == 0:
+                lock_path.unlink(missing_ok=True)
+                continue
+            who = ("another process" if holder is None else
+                   f"process {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "
+                   f"({holder.get('command')})")
+            raise StoreError(f"{what} is being written by {who}; wait for it to finish or write elsewhere "
+                             f"(lock file {lock_path})") from None
+    with os.fdopen(fd, "w") as fh:
+        json.dump(me, fh)
+    try:
+        yield
+    finally:
+        holder = _holder(lock_path)
+        if holder is not None and holder.get("pid") == me["pid"] and holder.get("host") == me["host"]:
+            lock_path.unlink(missing_ok=True)
+
+
+def output_lock(folder):
+    """The lock of an output folder of ``streamcov run``."""
+    folder = Path(folder)
+    return exclusive(folder / ".streamcov.lock", f"output folder {folder}")
+
+
+def store_lock(store_path):
+    """The lock of a store being ingested (beside it: a store folder holds only zarr nodes)."""
+    store_path = Path(store_path)
+    return exclusive(store_path.with_name(store_path.name + ".lock"), f"store {store_path}")
