@@ -36,6 +36,8 @@ def _cmd_run(args) -> int:
     else:
         result = run(args.pipeline, **kwargs)
     line = json.dumps(result, default=str)
+    for w in result.get("warnings", []):
+        print(f"streamcov run: warning: {w}", file=sys.stderr)
     if not args.json:
         acc = result.get("accuracy")
         if acc is not None:
@@ -51,7 +53,10 @@ def _cmd_predict(args) -> int:
     from .stream.predict import predict
 
     scheduler, workers = _runtime_args(args)
-    summary = predict(args.model, args.store, args.out, scheduler=scheduler or "threads", workers=workers)
+    summary = predict(args.model, args.store, args.out, scheduler=scheduler or "threads", workers=workers,
+                      train_accuracy=args.train_accuracy)
+    acc = f", accuracy {100 * summary['accuracy']:.2f}% on {summary['evaluated_on']}" if "accuracy" in summary else ""
+    print(f"predictions of {summary['n']} rows written to {summary['predictions']}{acc}", file=sys.stderr)
     print(json.dumps(summary, default=str))
     return 0
 
@@ -71,11 +76,7 @@ def _cmd_ingest(args) -> int:
         if not k.strip():
             raise ConfigError(f"{flag}: empty key; write key=value")
         options[k.strip()] = parse_value(v, flag)
-    try:
-        reader = open_reader(args.format, args.src, **options)
-    except TypeError as exc:
-        raise ConfigError(f"--option: {exc}; see `streamcov ingest skeleton --help` and "
-                          f"data/generic_format.md for the options of each format") from None
+    reader = open_reader(args.format, args.src, where="--option", **options)
     store = ingest(reader, args.out, chunk_frames=args.chunk_frames,
                    mode="restart" if args.restart else "resume", progress=not args.quiet)
     print(json.dumps({"store": str(store.path), "sequences": store.n_sequences, "frames": store.n_frames,
@@ -211,7 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="stream predictions of a saved model over a store")
     pr.add_argument("model", help="model folder (<output>/model of a run)")
     pr.add_argument("store", help="a store of the kind the model was trained on")
-    pr.add_argument("--out", help="CSV of id,predicted,label")
+    pr.add_argument("--out", help="CSV of id,predicted,label (default: <model>/predictions/<store>.csv)")
+    pr.add_argument("--train-accuracy", action="store_true",
+                    help="on the model's own store, also the accuracy on its fold's training rows")
     runtime_flags(pr)
     pr.set_defaults(func=_cmd_predict)
 

@@ -162,6 +162,29 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
             raise ConfigError(f"split: fold {name!r} has {int(train.sum())} training and "
                               f"{int(test.sum())} test rows; every fold needs at least 2 training "
                               f"rows and 1 test row")
+        seen = np.unique(labels[train])
+        if len(seen) < 2:
+            cls = label_names[seen[0]] if label_names is not None else int(seen[0])
+            raise ConfigError(f"split: the training rows of fold {name!r} hold one class ({cls!r}); a "
+                              f"classifier needs at least 2")
+    return out
+
+
+def fold_warnings(folds_list, labels, label_names=None) -> list[str]:
+    """One line per fold whose test rows hold classes that none of its training rows has.
+
+    Those rows cannot be classified right; they stay in the accuracy (as
+    errors), and the result says so instead of hiding a 0% class.
+    """
+    labels = np.asarray(labels)
+    out = []
+    for name, train, test in folds_list:
+        missing = np.setdiff1d(np.unique(labels[test]), np.unique(labels[train]))
+        if len(missing):
+            names = [label_names[c] if label_names is not None else int(c) for c in missing]
+            n = int(np.isin(labels[test], missing).sum())
+            out.append(f"fold {name!r}: {n} test rows of class(es) {names} that no training row has; "
+                       f"they are counted as errors")
     return out
 
 

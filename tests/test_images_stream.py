@@ -197,6 +197,11 @@ def test_predict_on_the_saved_model_repeats_the_run(store, baseline, tmp_path):
     rows = {r["id"]: r for r in csv.DictReader(open(tmp_path / "p.csv"))}
     assert len(rows) == len(store)   # every image of the store
     assert {i: rows[i]["predicted"] for i in run_preds} == run_preds
+    from streamcov.stream.predict import predict
+
+    s = predict(base["model_path"], store.path, tmp_path / "q.csv", scheduler="synchronous")
+    assert s["evaluated_on"].startswith("test rows of fold") and s["n_test"] == 9
+    assert s["accuracy"] == pytest.approx(base["accuracy"], abs=1e-12)
 
 
 def test_predict_on_an_image_folder(store, baseline, textures, tmp_path):

@@ -111,3 +111,18 @@ def test_inner_folds():
         inner_folds(y, np.zeros(18, int))
     with pytest.raises(ConfigError, match="at least 2 training images"):
         inner_folds(np.array([0, 1, 1]), n_splits=3)
+
+
+def test_one_class_training_and_unseen_test_classes():
+    from streamcov.splits import fold_warnings
+
+    y = np.array([0, 0, 1, 1, 2, 2])
+    subjects = np.array([1, 1, 2, 2, 1, 2])
+    with pytest.raises(ConfigError, match=r"the training rows of fold 'subjects' hold one class \('a'\)"):
+        folds(SplitTable(kind="subjects", train_subjects=[1], test_subjects=[2]), np.array([0, 0, 1, 1, 0, 1]),
+              subjects, label_names=["a", "b"])
+    out = folds(SplitTable(kind="subjects", train_subjects=[1]), np.array([0, 0, 1, 1, 1, 2]),
+                np.array([1, 1, 1, 2, 2, 2]), label_names=["a", "b", "c"])
+    assert fold_warnings(out, np.array([0, 0, 1, 1, 1, 2]), ["a", "b", "c"]) == [
+        "fold 'subjects': 1 test rows of class(es) ['c'] that no training row has; they are counted as errors"]
+    assert fold_warnings(run("subject-parity", y, np.array([1, 2, 1, 2, 1, 2])), y) == []

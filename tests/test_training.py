@@ -88,6 +88,25 @@ def test_model_round_trip_and_predict(synth_store, tmp_path):
     test = synth_store.subjects % 2 == 0
     acc = np.mean([r["predicted"] == r["label"] for r, t in zip(rows, test) if t])
     assert acc == pytest.approx(res["accuracy"], abs=1e-12)
+    # on its own store the summary scores the model on its protocol's test rows, not on every row
+    assert summary["evaluated_on"].startswith("test rows of fold")
+    assert summary["accuracy"] == pytest.approx(res["accuracy"], abs=1e-12)
+    assert summary["n_test"] == int(test.sum()) and "train_accuracy" not in summary
+
+
+def test_predict_defaults_and_train_accuracy(synth_store, tmp_path):
+    """Without --out the predictions go to <model>/predictions/<store>.csv; --train-accuracy adds the
+    accuracy on the fold's training rows; a copy of the store under another identity is scored on every row."""
+    run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    s = predict_store(tmp_path / "model", synth_store.path, scheduler="synchronous", train_accuracy=True)
+    assert s["predictions"] == str(tmp_path / "model" / "predictions" / f"{synth_store.path.name}.csv")
+    assert (tmp_path / "model" / "predictions" / f"{synth_store.path.name}.csv").is_file()
+    test = synth_store.subjects % 2 == 0
+    assert s["n_train"] == int((~test).sum()) and 0 <= s["train_accuracy"] <= 1
+    import csv
+    rows = list(csv.DictReader(open(s["predictions"])))
+    right = np.array([r["predicted"] == r["label"] for r in rows])
+    assert s["train_accuracy"] == pytest.approx(right[~test].mean(), abs=1e-12)
 
 
 def test_model_loading_never_runs_code(synth_store, tmp_path):

@@ -149,6 +149,12 @@ class FittedPipeline:
     def kind(self) -> str:
         return self.source["kind"]
 
+    @property
+    def input_width(self) -> int | None:
+        """Width of the descriptor vectors the model takes."""
+        first = self.feature_map if self.feature_map is not None else (self.scaler or self.classifier)
+        return getattr(first, "n_features_in_", None)
+
     def transform(self, V: np.ndarray) -> np.ndarray:
         X = V if self.feature_map is None else self.feature_map.transform(V)
         return X if self.scaler is None else self.scaler.transform(X)
@@ -188,9 +194,10 @@ class FittedPipeline:
                              f"{doc.get('format') if isinstance(doc, dict) else None!r})")
         try:
             with np.load(npath, allow_pickle=False) as npz:
-                # read every member now: an object (pickled) array fails here
+                # read every member now: an object (pickled) array, a truncated file or a
+                # flipped byte (zip CRC) fails here
                 arrays = {name: npz[name] for name in npz.files}
-        except (ValueError, OSError, EOFError) as exc:
+        except Exception as exc:
             raise ModelError(f"{npath}: unreadable ({exc.__class__.__name__}: {exc}); the file is "
                              f"damaged: train the model again") from None
         source = doc.get("source")
@@ -203,6 +210,42 @@ class FittedPipeline:
             fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays)
             scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
             clf = load_estimator(doc["classifier"], arrays)
-        except (KeyError, TypeError) as exc:
+            model = cls(source, fmap, scaler, clf, doc["label_names"], doc.get("info"))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"{jpath}: incomplete model description ({exc.__class__.__name__}: {exc})") from None
-        return cls(source, fmap, scaler, clf, doc["label_names"], doc.get("info"))
+        model.check(folder)
+        return model
+
+    def check(self, where="model") -> None:
+        """The parts fit together: widths from descriptor to map to scaler to classifier, and the classes."""
+        from .source import SOURCE_KINDS
+
+        if self.source.get("kind") not in SOURCE_KINDS:
+            raise ModelError(f"{where}: unknown source kind {self.source.get('kind')!r}")
+        # the width of what each part takes and gives, in order
+        widths = []
+        if self.feature_map is not None:
+            widths.append(("feature map", int(self.feature_map.n_components)))
+        if self.scaler is not None:
+            widths.append(("scaler", getattr(self.scaler, "n_features_in_", None)))
+        widths.append(("classifier", getattr(self.classifier, "n_features_in_", None)))
+        coef = getattr(self.classifier, "coef_", None)
+        if coef is not None:
+            widths.append(("classifier coefficients", int(np.shape(coef)[-1])))
+        chain = [w for w in widths if w[1] is not None]
+        for (na, a), (nb, b) in zip(chain[:-1], chain[1:]):
+            if a != b:
+                raise ModelError(f"{where}: the {na} gives {a} features but the {nb} takes {b}; the model is "
+                                 f"damaged or assembled from different runs: train it again")
+        classes = getattr(self.classifier, "classes_", None)
+        if classes is None or len(self.label_names) == 0:
+            raise ModelError(f"{where}: the classifier is not fitted or names no classes")
+        classes = np.asarray(classes)
+        if classes.min() < 0 or classes.max() >= len(self.label_names):
+            raise ModelError(f"{where}: classifier classes {classes.tolist()} do not index the "
+                             f"{len(self.label_names)} label names")
+        if coef is not None and np.shape(coef)[0] not in (1, len(classes)):
+            raise ModelError(f"{where}: {np.shape(coef)[0]} coefficient rows for {len(classes)} classes")
+        if not all(np.isfinite(a).all() for a in (coef, getattr(self.classifier, "intercept_", None))
+                   if a is not None):
+            raise ModelError(f"{where}: the classifier has non-finite coefficients")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from .model import FittedPipeline
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
@@ -18,7 +18,7 @@ def _predict_codes(model, V):
 
 
 def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", workers: int | None = None,
-            block: int | None = None) -> dict:
+            block: int | None = None, train_accuracy: bool = False) -> dict:
     """Predict every row of a store, block by block; write ``id,predicted,label`` and return a summary.
 
     The descriptor settings and everything fitted on the training rows (the
@@ -26,6 +26,12 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
     the features match those it was trained on. For an image model,
     ``store_path`` may also be a folder of images (a folder per class, or
     images directly in it, unlabelled): it is ingested into a temporary store.
+
+    Accuracy: on the store the model was trained on (same identity), on the
+    test rows of the fold the model was trained for (its protocol), and with
+    ``train_accuracy`` also on that fold's training rows; on any other store,
+    on every row whose label the model knows. The predictions of every row
+    are always written, by default to ``<model>/predictions/<store name>.csv``.
     """
     import tempfile
 
@@ -36,20 +42,31 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
 
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
             ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True)
-            summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block)
+            summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv or _default_out(model_dir, path),
+                               scheduler, workers, block, train_accuracy)
         summary["store"] = str(path)
         return summary
-    return _predict(model, model_dir, path, out_csv, scheduler, workers, block)
+    return _predict(model, model_dir, path, out_csv or _default_out(model_dir, path), scheduler, workers, block,
+                    train_accuracy)
 
 
-def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block) -> dict:
+def _default_out(model_dir, store_path) -> Path:
+    return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
+
+
+def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy) -> dict:
     t0 = time.perf_counter()
+    if not Path(store_path).exists():
+        raise ConfigError(f"{store_path}: no such store or folder")
     kind = store_kind(store_path)
     if kind != model.kind:
-        raise ConfigError(f"{store_path}: a {kind or 'foreign'} store, but the model in {model_dir} was "
-                          f"trained on {model.kind} data")
+        raise ModelError(f"{store_path}: a {kind or 'foreign'} store, but the model in {model_dir} was "
+                         f"trained on {model.kind} data")
     store = open_store_of_kind(kind, store_path)
     source = source_from_spec(model.source, store)
+    if model.input_width is not None and model.input_width != source.dim:
+        raise ModelError(f"{model_dir}: the model takes {model.input_width}-dimensional descriptors but its "
+                         f"descriptor gives {source.dim} on {store_path}; the model is damaged: train it again")
     bounds = block_bounds(source.n, block or model.info.get("block") or source.default_block)
     predictions = np.empty(source.n, dtype=np.int64)
     with dask_runtime(scheduler, workers) as runtime:
@@ -69,16 +86,41 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block) -
     summary = {"model": str(model_dir), "store": str(store_path), "n": source.n,
                "seconds": round(time.perf_counter() - t0, 3), "runtime": info}
     true = store.label_strings()
+    summary.update(_accuracies(model, store, pred_names, true, names, train_accuracy))
+    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
+    with open(out_csv, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "predicted", "label"])
+        for sid, p, t in zip(store.ids(), pred_names, true):
+            w.writerow([sid, p, t])
+    summary["predictions"] = str(out_csv)
+    return summary
+
+
+def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
+    """Test accuracy of the model's own protocol on its training store; labelled accuracy elsewhere."""
+    out: dict = {}
+    ident = model.info.get("store") or {}
+    same = bool(ident) and ident == store.identity and "split" in model.info and "fold" in model.info
+    if same:
+        from ..splits import folds
+
+        for name, train, test in folds(model.info["split"], store.labels, store.groups,
+                                       group_names=getattr(store, "group_names", None), store_split=store.split,
+                                       split_names=store.split_names, seed=int(model.info.get("seed", 0)),
+                                       label_names=store.label_names):
+            if name == model.info["fold"]:
+                out.update({"evaluated_on": f"test rows of fold {name} (the model's protocol)",
+                            "accuracy": float((pred[test] == true[test]).mean()), "n_test": int(test.sum())})
+                if train_accuracy:
+                    out.update({"train_accuracy": float((pred[train] == true[train]).mean()),
+                                "n_train": int(train.sum())})
+                return out
     known = np.isin(true, names)
     if known.any():
-        summary["accuracy"] = float((pred_names[known] == true[known]).mean())
-        summary["n_labelled"] = int(known.sum())
-    if out_csv is not None:
-        Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
-        with open(out_csv, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["id", "predicted", "label"])
-            for sid, p, t in zip(store.ids(), pred_names, true):
-                w.writerow([sid, p, t])
-        summary["predictions"] = str(out_csv)
-    return summary
+        out.update({"evaluated_on": "every row whose label the model knows" + (
+                    "" if not same else " (the model's fold was not found)"),
+                    "accuracy": float((pred[known] == true[known]).mean()), "n_labelled": int(known.sum())})
+    if (~known).any():
+        out["n_unknown_labels"] = int((~known).sum())
+    return out

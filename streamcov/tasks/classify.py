@@ -55,10 +55,7 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
     def ingest_source():
         if not Path(data.source).exists():
             raise ConfigError(f"data.source: {data.source} does not exist")
-        try:
-            reader = open_reader(data.format, data.source, **data.options)
-        except TypeError as exc:
-            raise ConfigError(f"data.options: {exc}") from None
+        reader = open_reader(data.format, data.source, where="data.options", **data.options)
         return ingest(reader, path, mode="resume", progress=progress)
 
     path = Path(data.store)
@@ -159,6 +156,9 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     bounds = block_bounds(source.n, block)
     result: dict = {"pipeline": cfg.name, "store": str(store.path), f"n_{unit}": source.n,
                     "descriptor_dim": source.dim, "seed": int(cfg.seed)}
+    warnings = splits.fold_warnings(folds, store.labels, store.label_names)
+    if warnings:
+        result["warnings"] = warnings
     scheduler = ctx.scheduler or cfg.dask.scheduler
     workers = ctx.workers if ctx.workers is not None else cfg.dask.workers
     with dask_runtime(scheduler, workers) as runtime:

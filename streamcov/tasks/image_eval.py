@@ -382,7 +382,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     }
 
 
-def _last_model(cfg, spec, last, label_names):
+def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | None = None):
     """The model of the last split, for methods with an explicit vector per image (else None)."""
     from ..stream.exact import GaussianKernelSVC
     from ..stream.model import FittedPipeline
@@ -397,8 +397,10 @@ def _last_model(cfg, spec, last, label_names):
                                  m.name not in ("e", "approx_hs"), m.scaling, int(cfg.seed))
     source = {"kind": "image", "descriptor": descriptor.as_dict(),
               "state": {"scale": [float(s) for s in last["scale"]]}}
-    info = {"pipeline": cfg.name, "task": cfg.task, "fold": "last", "seed": int(cfg.seed),
+    info = {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed),
             "split": cfg.split.model_dump(), "method": m.name, "params": p}
+    if store_identity:   # predict then scores the model on its own fold's test rows
+        info["store"] = store_identity
     if last["classifier"] == "sgd":
         return FittedPipeline(source, last["fit"]["rff"], None, last["fit"]["clf"], label_names, info)
     if last["vectors"] is None:
@@ -426,13 +428,19 @@ def run_image_classification(cfg, ctx) -> dict:
                          store_split=data.split, split_names=data.split_names, seed=seed,
                          label_names=data.label_names)
     split_idx = [(name, np.flatnonzero(tr), np.flatnonzero(te)) for name, tr, te in folds]
+    warnings = splits.fold_warnings(folds, data.labels, data.label_names)
     feats = extract_features(data.images, spec, ids=data.ids, progress=ctx.progress)
     raw = image_covariances(data.images, spec, ids=data.ids) if m.name in ("e", "loge", "stein") else None
     t_feat = time.perf_counter() - t0 - t_load
     res = evaluate(m.name, feats, data.labels, split_idx, m, classifier=m.classifier, raw_covs=raw, seed=seed,
                    progress=ctx.progress)
     details = res.pop("splits")
-    model = _last_model(cfg, spec, res.pop("_last"), data.label_names)
+    # the store's identity only when every image of it was used (rows of predict = rows here)
+    ident = None
+    if cfg.data.format == "store" and cfg.data.max_per_class is None:
+        from ..data.images import open_image_store
+        ident = open_image_store(cfg.data.store).identity
+    model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident)
     out = {
         "pipeline": cfg.name,
         "dataset": str(cfg.data.source or cfg.data.store or cfg.data.format),
@@ -457,6 +465,8 @@ def run_image_classification(cfg, ctx) -> dict:
                              f"is saved; approx_loghs gives a model that `streamcov predict` applies")
     if cfg.paper_accuracy is not None:
         out["paper_accuracy"] = cfg.paper_accuracy
+    if warnings:
+        out["warnings"] = warnings
     (ctx.output / "image_classification_details.json").write_text(
         json.dumps({"summary": out, "splits": details}, indent=1, default=float) + "\n")
     return out

@@ -22,15 +22,45 @@ READERS = {
 FORMATS = tuple(READERS)
 
 
-def open_reader(fmt: str, path, **options) -> SkeletonReader:
-    """Open a skeleton archive of format ``fmt`` (one of :data:`FORMATS`) with reader ``options``."""
+def reader_options(fmt: str) -> list[str]:
+    """The options a reader takes (its keyword-only parameters)."""
+    import importlib
+    import inspect
+
+    module, name = READERS[fmt]
+    cls = getattr(importlib.import_module(module, __name__), name)
+    return [p.name for p in inspect.signature(cls.__init__).parameters.values() if p.kind == p.KEYWORD_ONLY]
+
+
+def open_reader(fmt: str, path, where: str = "reader option", **options) -> SkeletonReader:
+    """Open a skeleton archive of format ``fmt`` (one of :data:`FORMATS`) with reader ``options``.
+
+    An option the reader does not take, or a value it refuses, is a
+    :class:`~streamcov.errors.ConfigError` naming it (``where``: how the user
+    gave it, e.g. ``--option``).
+    """
+    import difflib
     import importlib
 
     if fmt not in READERS:
         raise ConfigError(f"unknown skeleton format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    known = reader_options(fmt)
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where} {key!r}: not an option of the {fmt} reader{hint} (options: "
+                              f"{', '.join(known) or 'none'})")
     module, name = READERS[fmt]
     cls = getattr(importlib.import_module(module, __name__), name)
-    reader = cls(path, **options)
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such file or folder (the {fmt} archive to read)")
+    try:
+        reader = cls(path, **options)
+    except FormatError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}s {options}: {exc}") from None
     # what an interrupted ingestion must match to be resumed (streamcov.data.ragged)
     reader.record = {"format": fmt, "path": str(Path(path).resolve()),
                      "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())}}
