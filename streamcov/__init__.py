@@ -46,6 +46,7 @@ _API = {
     "StreamcovError": "streamcov.errors",
     "ConfigError": "streamcov.errors",
     "FormatError": "streamcov.errors",
+    "MissingInputError": "streamcov.errors",
     "StoreError": "streamcov.errors",
     "IncompleteStoreError": "streamcov.errors",
     "NotSPDError": "streamcov.errors",

@@ -12,10 +12,27 @@ import sys
 import traceback
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (the flag and value are named by argparse's one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def _runtime_args(args):
     """``--scheduler``/``--workers`` mean the same in every command: ``--workers N`` alone is a
     LocalCluster of N single-threaded workers."""
+    from .errors import ConfigError
+    from .stream.runtime import SCHEDULERS
+
     scheduler = args.scheduler
+    if scheduler is not None and scheduler not in SCHEDULERS and "://" not in scheduler:
+        raise ConfigError(f"--scheduler {scheduler}: expected one of {', '.join(SCHEDULERS)} or a "
+                          f"scheduler address tcp://HOST:PORT")
     if args.workers is not None and scheduler is None:
         scheduler = "local-cluster"
     return scheduler, args.workers
@@ -79,10 +96,21 @@ def _cmd_ingest(args) -> int:
     reader = open_reader(args.format, args.src, where="--option", **options)
     store = ingest(reader, args.out, chunk_frames=args.chunk_frames,
                    mode="restart" if args.restart else "resume", progress=not args.quiet)
+    _warn_skipped("ingest", store.attrs.get("skipped", []), "sequence")
     print(json.dumps({"store": str(store.path), "sequences": store.n_sequences, "frames": store.n_frames,
                       "joints": store.n_joints, "labels": len(store.label_names),
                       "skipped": len(store.attrs.get("skipped", [])), "repairs": store.attrs.get("repairs", {})}))
     return 0
+
+
+def _warn_skipped(command: str, skipped: list, unit: str) -> None:
+    """Skipped items (docs/bad_input.md) on stderr: the first three, and where the full list is."""
+    if not skipped:
+        return
+    shown = "; ".join(f"{s.get('id')}: {s.get('reason')}" for s in skipped[:3])
+    more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    print(f"streamcov {command}: warning: {len(skipped)} {unit}(s) skipped ({shown}{more}); the store lists "
+          f"them (`streamcov info STORE`)", file=sys.stderr)
 
 
 def _cmd_ingest_images(args) -> int:
@@ -91,8 +119,9 @@ def _cmd_ingest_images(args) -> int:
     store = ingest_images(args.src, args.out, format=args.format, group_level=args.group_level,
                           exclude=tuple(args.exclude or ("maps",)), pixel_dtype=args.pixel_dtype,
                           mode="restart" if args.restart else "resume", progress=not args.quiet)
+    _warn_skipped("ingest", store.attrs.get("skipped", []), "image")
     print(json.dumps({"store": str(args.out), "images": len(store), "labels": len(store.label_names),
-                      "groups": len(store.group_names)}))
+                      "groups": len(store.group_names), "skipped": len(store.attrs.get("skipped", []))}))
     return 0
 
 
@@ -182,16 +211,23 @@ def _cmd_info(args) -> int:
     return 0 if ok else 3
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one error line (no usage block), exit code 2, like every other user error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .data.readers import FORMATS
     from .tasks.demos import DEMOS
 
-    p = argparse.ArgumentParser(prog="streamcov", description=__doc__.splitlines()[0])
+    p = _Parser(prog="streamcov", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     def runtime_flags(parser):
         parser.add_argument("--scheduler", help="threads (default), synchronous, local-cluster, or tcp://HOST:PORT")
-        parser.add_argument("--workers", type=int, help="worker processes (alone: a LocalCluster of that many); "
+        parser.add_argument("--workers", type=positive_int, help="worker processes (alone: a LocalCluster of that many); "
                                                         "with --scheduler threads, the thread count")
 
     r = sub.add_parser("run", help="run a pipeline file (no file: the embedded default)")
@@ -225,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("src")
     sk.add_argument("out")
     sk.add_argument("--restart", action="store_true", help="discard an incomplete store first")
-    sk.add_argument("--chunk-frames", type=int, default=65536)
+    sk.add_argument("--chunk-frames", type=positive_int, default=65536)
     sk.add_argument("--option", action="append", metavar="KEY=VALUE",
                     help="reader option, e.g. subset=\"cvpr12\" or labels=\"modified\"")
     sk.add_argument("--quiet", action="store_true")
@@ -234,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--format", required=True, choices=["folders"])
     im.add_argument("src")
     im.add_argument("out")
-    im.add_argument("--group-level", type=int, default=1,
+    im.add_argument("--group-level", type=positive_int, default=1,
                     help="folder levels that name the group (2 for ETH-80 category/object)")
     im.add_argument("--exclude", action="append", metavar="NAME", help="folder name to skip (default: maps)")
     im.add_argument("--pixel-dtype", default="auto", choices=["auto", "uint8", "uint16", "float32"],
@@ -245,11 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("synth", help="write a synthetic skeleton store of any size")
     s.add_argument("out")
-    s.add_argument("--sequences", type=int, required=True)
-    s.add_argument("--subjects", type=int, default=10)
-    s.add_argument("--classes", type=int, default=10)
+    s.add_argument("--sequences", type=positive_int, required=True)
+    s.add_argument("--subjects", type=positive_int, default=10)
+    s.add_argument("--classes", type=positive_int, default=10)
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--chunk-frames", type=int, default=65536)
+    s.add_argument("--chunk-frames", type=positive_int, default=65536)
     s.add_argument("--restart", action="store_true")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=_cmd_synth)
@@ -262,10 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--datasets", help="comma list of msr, florence, utkinect")
     ka.add_argument("--maps", help="comma list (default: every map)")
     ka.add_argument("--nus", help="comma list of feature dimensions")
-    ka.add_argument("--seeds", type=int, help="map seeds per point (default 10)")
+    ka.add_argument("--seeds", type=positive_int, help="map seeds per point (default 10)")
     ka.add_argument("--data", help="folder holding <dataset>/raw (default ../shared/data)")
     ka.add_argument("--out", default="runs/study_kernel_approx")
-    ka.add_argument("--jobs", type=int, default=1,
+    ka.add_argument("--jobs", type=positive_int, default=1,
                     help="processes for the accuracy fits (one numba/BLAS thread each; default 1)")
     ka.add_argument("--learners", default="sgd,svm",
                     help="sgd: the pipeline's incremental learner on the features; svm: the exact SVM "
@@ -291,7 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     from .errors import StreamcovError
 
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:   # --help (0) or a flag error, already printed (2)
+        return int(exc.code or 0)
     try:
         return args.func(args)
     except StreamcovError as exc:

@@ -36,6 +36,10 @@ class FormatError(StreamcovError, ValueError):
         return (type(self), (self.path, self.reason, self.line))
 
 
+class MissingInputError(FormatError, FileNotFoundError):
+    """An input file or folder that a reader needs is not there (also a ``FileNotFoundError``)."""
+
+
 class StoreError(StreamcovError):
     """A store cannot be used as asked: missing, another kind, incomplete, damaged."""
 
@@ -52,5 +56,20 @@ class ModelError(StreamcovError, ValueError):
     """A model folder is missing, damaged, or does not fit the data it is applied to."""
 
 
-__all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "ModelError", "NotSPDError",
-           "StoreError", "StreamcovError"]
+def toml_error(name, exc: Exception) -> "ConfigError":
+    """A TOML syntax error as one line: ``file, line L, column C: invalid TOML: ...``."""
+    import re
+
+    msg = str(exc)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
+    if m:
+        msg = msg[:m.start()]
+        name = f"{name}, line {m.group(1)}, column {m.group(2)}"
+    else:
+        msg = re.sub(r"\s*\(at end of document\)$", " at the end of the file", msg)
+    return ConfigError(f"{name}: invalid TOML: {msg[0].lower() + msg[1:]} (TOML: key = value, text in double "
+                       f"quotes, each key once per table)")
+
+
+__all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingInputError", "ModelError", "NotSPDError",
+           "StoreError", "StreamcovError", "toml_error"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, toml_error
 
 
 def folds(split, labels, groups, *, group_names=None, store_split=None, split_names=None,
@@ -78,15 +78,28 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         if not path or not Path(path).is_file():
             raise ConfigError(f"split.file {path!r} not found (kind subject-splits-file)")
         try:
-            doc = tomllib.loads(Path(path).read_text())
+            doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+            raise toml_error(path, exc) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
         entries = doc.get("split", [])
-        if not entries:
-            raise ConfigError(f"{path}: no [[split]] tables")
+        if not entries or not isinstance(entries, list):
+            raise ConfigError(f"{path}: no [[split]] tables; write one per fold: [[split]] with "
+                              f"train_subjects = [..] and test_subjects = [..]")
+        known = set(np.unique(groups).tolist())
         for i, e in enumerate(entries):
             if "train_subjects" not in e or "test_subjects" not in e:
                 raise ConfigError(f"{path}: [[split]] number {i + 1} needs train_subjects and test_subjects")
+            for key in ("train_subjects", "test_subjects"):
+                vals = e[key]
+                if not isinstance(vals, list) or not all(isinstance(v, int) for v in vals):
+                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {vals!r}: expected a list "
+                                      f"of subject numbers")
+                unknown = sorted(set(vals) - known)
+                if unknown:
+                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {unknown} "
+                                      f"that no row of the store has (its subjects: {sorted(known)})")
             out.append((f"split-{i + 1}", np.isin(groups, e["train_subjects"]),
                         np.isin(groups, e["test_subjects"])))
     elif kind == "store":

@@ -22,6 +22,9 @@ from streamcov.tasks import run as run_pipeline
 from streamcov.data.skeletons import ingest
 from streamcov.data.synth import SyntheticSkeletons
 
+# separate processes (a scheduler, workers, kill -9): the minimum-versions CI job skips them
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 
 

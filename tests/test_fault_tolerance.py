@@ -18,6 +18,9 @@ from streamcov.data.skeletons import ingest, open_store
 from streamcov.data.synth import SyntheticSkeletons
 from test_cluster import ProcessCluster, kill_group, spawn, streamcov_cmd
 
+# separate processes (a scheduler, workers, kill -9): the minimum-versions CI job skips them
+pytestmark = pytest.mark.slow
+
 PIPELINE = REPO / "pipelines" / "msr_action3d.toml"
 TIMEOUT = 120.0
 

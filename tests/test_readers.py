@@ -15,7 +15,7 @@ from streamcov.data.readers.generic import GenericCSVReader, read_sequence_csv
 from streamcov.data.readers.msr_action3d import MSRAction3DReader
 from streamcov.data.readers.utkinect import UTKinectReader
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from conftest import DATA  # noqa: E402  (../shared/data, or $STREAMCOV_DATA)
 MSR = DATA / "msr_action3d"
 FLORENCE = DATA / "florence3d"
 UTK = DATA / "utkinect_action3d"

@@ -126,7 +126,7 @@ def test_open_errors(tmp_path):
         store_status(tmp_path / "missing.zarr")
     import zarr
     zarr.open_group(str(tmp_path / "other.zarr"), mode="w").attrs["format"] = "something-else"
-    with pytest.raises(StoreError, match="not a streamcov skeleton store"):
+    with pytest.raises(StoreError, match="not a streamcov store .*, but a skeleton store is needed here"):
         S.open_store(tmp_path / "other.zarr")
     with pytest.raises(ValueError, match="chunk size must be a positive integer, got 0"):
         S.SequenceStoreWriter(tmp_path / "x.zarr", ListSource([]).info, chunk_frames=0)

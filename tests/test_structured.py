@@ -22,7 +22,7 @@ from streamcov.tasks import tgp as tasks
 from streamcov.tasks.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from conftest import DATA  # noqa: E402  (../shared/data, or $STREAMCOV_DATA)
 
 
 def sshape(n, seed):

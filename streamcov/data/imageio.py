@@ -77,6 +77,10 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
             raise FormatError(p, "image directly under the root folder; put each class in "
                                  "its own folder (root/<class>/<file>)")
         label = folders[0] if folders else UNLABELLED
+        if folders and len(folders) < group_level:
+            raise FormatError(p, f"lies {len(folders)} folder level(s) deep but the group level "
+                                 f"(--group-level, data.group_level) is {group_level}: the group would be "
+                                 f"the class; use the level of the folders that name the groups (1: class)")
         group = "/".join(folders[:group_level])
         entries.append(ImageEntry(path=p, id=rel.as_posix(), label=label, group=group))
     if not entries:
@@ -97,6 +101,10 @@ def read_image(path) -> np.ndarray:
     path = Path(path)
     try:
         with Image.open(path) as im:
+            frames = getattr(im, "n_frames", 1)
+            if frames > 1:
+                raise FormatError(path, f"{frames} frames (an animation or a multi-page file); streamcov "
+                                        f"reads single-frame images: save the frame to use as its own file")
             im.load()
             mode = im.mode
             if mode in ("1", "LA"):

@@ -61,6 +61,27 @@ def _damage(root, name, index, reason) -> StoreError:
                       f"`streamcov info --verify {root}` and write it again (ingest with --restart)")
 
 
+def open_group(path, mode):
+    """The zarr group at ``path``; a :class:`StoreError` when there is none."""
+    import zarr
+
+    try:
+        return zarr.open_group(str(path), mode=mode)
+    except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:  # type: ignore[attr-defined]
+        raise StoreError(f"{path}: no zarr store here ({exc.__class__.__name__}); "
+                         f"create one with `streamcov ingest` or `streamcov synth`") from None
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:   # zarr.json unreadable
+        raise StoreError(f"{path}: the store's zarr.json is damaged ({exc.__class__.__name__}: "
+                         f"{str(exc)[:120]}); write the store again") from None
+
+
+def _why(exc: Exception) -> str:
+    """A codec failure in words: a checksum mismatch means the bytes changed after they were written."""
+    if "checksum" in str(exc).lower():
+        return "checksum mismatch (its bytes changed after they were written)"
+    return f"unreadable ({exc.__class__.__name__}: {exc})"
+
+
 def read(group, root, name: str, start: int | None = None, stop: int | None = None,
          checked: bool = True) -> np.ndarray:
     """Rows [start, stop) of array ``name`` of a store at ``root``, refusing missing or corrupt chunks.
@@ -90,8 +111,8 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
                 c0 = array.chunks[0]
                 array[index[0] * c0:min((index[0] + 1) * c0, array.shape[0])]
             except Exception as inner:
-                raise _damage(root, name, index, f"unreadable ({inner.__class__.__name__}: {inner})") from None
-        raise _damage(root, name, None, f"unreadable ({exc.__class__.__name__}: {exc})") from None
+                raise _damage(root, name, index, _why(inner)) from None
+        raise _damage(root, name, None, _why(exc)) from None
 
 
 def verify(path) -> tuple[list[str], list[str]]:
@@ -100,8 +121,6 @@ def verify(path) -> tuple[list[str], list[str]]:
     ``notes`` says what could not be checked (stores written before
     per-chunk checksums, where a missing chunk reads as zeros).
     """
-    from .ragged import open_group
-
     path = Path(path)
     g = open_group(path, "r")
     attrs = dict(g.attrs)
@@ -127,5 +146,5 @@ def verify(path) -> tuple[list[str], list[str]]:
             try:
                 array[index[0] * c0:min((index[0] + 1) * c0, array.shape[0])]
             except Exception as exc:
-                problems.append(f"array {name!r}, chunk {key}: unreadable ({exc.__class__.__name__}: {exc})")
+                problems.append(f"array {name!r}, chunk {key}: {_why(exc)}")
     return problems, notes

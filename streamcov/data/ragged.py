@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import IncompleteStoreError, StoreError
 from . import integrity
+from .integrity import open_group
 
 _META_CHUNK = 65536
 
@@ -39,16 +40,6 @@ _META_CHUNK = 65536
 def _zarr():
     import zarr
     return zarr
-
-
-def open_group(path, mode):
-    """The zarr group at ``path``; a :class:`StoreError` when there is none."""
-    zarr = _zarr()
-    try:
-        return zarr.open_group(str(path), mode=mode)
-    except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:  # type: ignore[attr-defined]
-        raise StoreError(f"{path}: no zarr store here ({exc.__class__.__name__}); "
-                         f"create one with `streamcov ingest` or `streamcov synth`") from None
 
 
 def store_status(path) -> dict:
@@ -89,8 +80,11 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
     g = open_group(path, "r")
     attrs = dict(g.attrs)
     if attrs.get("format") != format_name:
-        raise StoreError(f"{path}: not a streamcov {kind} store "
-                         f"(format attribute {attrs.get('format')!r})")
+        other = {"streamcov.skeleton-sequences": "a skeleton store",
+                 "streamcov.images": "an image store"}.get(attrs.get("format"))
+        what = other or f"not a streamcov store (format attribute {attrs.get('format')!r})"
+        raise StoreError(f"{path}: {what}, but {'an' if kind == 'image' else 'a'} {kind} store is needed here; write one with "
+                         f"`streamcov ingest {'skeleton' if kind == 'skeleton' else 'images'}`")
     if not attrs.get("complete", False):
         c = attrs.get("committed", {})
         raise IncompleteStoreError(
@@ -136,7 +130,11 @@ class RaggedStore:
         g, attrs = open_complete(self.path, self.FORMAT, self.KIND, self.UNIT)
         self.group = g
         self.attrs = attrs
-        self.checked = int(attrs.get("format_version", 1)) >= integrity.FORMAT_VERSION
+        version = attrs.get("format_version", 1)
+        if not isinstance(version, int) or version > integrity.FORMAT_VERSION:
+            raise StoreError(f"{self.path}: store format version {version!r}; this streamcov reads versions "
+                             f"up to {integrity.FORMAT_VERSION}: upgrade streamcov or write the store again")
+        self.checked = version >= integrity.FORMAT_VERSION
         self.offsets = self.read("offsets").astype(np.int64)
         if len(self.offsets) < 1 or (np.diff(self.offsets) < 0).any() or self.offsets[0] != 0:
             raise StoreError(f"{self.path}: array 'offsets' is not increasing from 0; the store is damaged: "
@@ -249,9 +247,21 @@ class RaggedStoreWriter:
         self._buf = np.empty((0, *self.row_shape), dtype=self.dtype)
         self._pending: list[dict] = []
         self.resumed_from = 0
-        existing = self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir()))
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path}: a file, not a store folder; choose another output path")
+        existing = self.path.is_dir() and any(self.path.iterdir())
         if existing:
-            old = dict(open_group(self.path, "r").attrs)
+            if not (self.path / "zarr.json").is_file():
+                held = sorted(p.name for p in self.path.iterdir())
+                raise StoreError(f"{self.path}: a folder that is not a zarr store (it holds "
+                                 f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); streamcov writes "
+                                 f"a store only into a new or empty folder: choose another output path")
+            group = open_group(self.path, "r")
+            old = dict(group.attrs)
+            ours = {data, "offsets", *columns, "id_bytes", "id_offsets"}
+            if old.get("format") is None and not set(group.keys()) <= ours:
+                raise StoreError(f"{self.path}: a zarr store that streamcov did not write; will not touch "
+                                 f"it: choose another output path")
             if old.get("complete", False):
                 raise StoreError(f"{self.path}: a complete store is already here; delete it or "
                                  f"choose another output path")

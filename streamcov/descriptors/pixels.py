@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._kernels import pixels as _kp
+from ..errors import ConfigError
 
 _CHANNEL = {"I": 0, "R": 1, "G": 2, "B": 3}
 _DERIV = {"x": 0, "y": 1, "xx": 2, "yy": 3}
@@ -272,6 +273,23 @@ def _check_color(spec: FeatureSpec, img: np.ndarray, where: str):
 
 def n_sampled_pixels(h: int, w: int, stride: int) -> int:
     return ((h + stride - 1) // stride) * ((w + stride - 1) // stride)
+
+
+def check_sampled_pixels(shapes, stride: int, ids) -> None:
+    """Every image keeps at least 2 sampled pixels at ``stride`` (a covariance needs 2 samples).
+
+    ``shapes``: (n, >= 2) heights and widths; ``ids`` names the images in the message.
+    """
+    shapes = np.asarray(shapes)
+    if len(shapes) == 0 or int(stride) <= 1:
+        return
+    n = ((shapes[:, 0] + stride - 1) // stride) * ((shapes[:, 1] + stride - 1) // stride)
+    bad = np.flatnonzero(n < 2)
+    if len(bad):
+        i = int(bad[0])
+        raise ConfigError(f"pixels.stride = {stride}: image {ids[i]} of {shapes[i, 0]} x {shapes[i, 1]} pixels keeps "
+                          f"{int(n[i])} sampled pixel ({len(bad)} image(s) like it); a covariance needs at least 2: "
+                          f"lower the stride")
 
 
 def pixel_features(image, spec) -> np.ndarray:

@@ -86,8 +86,12 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
         if key not in accepted:
             if key in RGW_ONLY and name != "rgw":
                 continue  # shared pipeline files carry RGW's own options
-            raise ConfigError(f"features.{key} is not a parameter of {cls.__name__} "
-                              f"(accepted: {sorted(accepted)})")
+            import difflib
+
+            close = difflib.get_close_matches(key, sorted(accepted), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"features.{key} is not a parameter of {cls.__name__}{hint} "
+                              f"(accepted: {', '.join(sorted(accepted))})")
         kwargs[key] = value
     if "random_state" in accepted:
         kwargs["random_state"] = int(seed)

@@ -100,6 +100,10 @@ class ImageSource:
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
             raise ConfigError(f"[pixels]: spec {spec.name!r} uses R, G, B but image {i} "
                               f"({store.ids()[i]}) is grey; use a grey spec")
+        from ..descriptors.pixels import check_sampled_pixels
+
+        if spec.stride > 1:
+            check_sampled_pixels(store.shapes, spec.stride, store.ids())
 
     @property
     def n(self) -> int:

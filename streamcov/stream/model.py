@@ -182,13 +182,16 @@ class FittedPipeline:
     def load(cls, folder) -> "FittedPipeline":
         folder = Path(folder)
         jpath, npath = folder / "model.json", folder / "model.npz"
-        if not jpath.is_file() or not npath.is_file():
-            raise ModelError(f"{folder}: expected model.json and model.npz (written by `streamcov run` "
-                             f"into <output>/model)")
+        if not folder.is_dir():
+            raise ModelError(f"{folder}: no such model folder (a run writes its model into <output>/model)")
+        for path in (jpath, npath):
+            if not path.is_file():
+                raise ModelError(f"{path}: missing; a model folder holds model.json and model.npz: train "
+                                 f"the model again")
         try:
             doc = json.loads(jpath.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ModelError(f"{jpath}: not valid JSON ({exc})") from None
+            raise ModelError(f"{jpath}: not valid JSON ({exc}); the file is damaged: train the model again") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ModelError(f"{jpath}: not a streamcov model (format "
                              f"{doc.get('format') if isinstance(doc, dict) else None!r})")

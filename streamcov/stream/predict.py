@@ -56,6 +56,8 @@ def _default_out(model_dir, store_path) -> Path:
 
 def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy) -> dict:
     t0 = time.perf_counter()
+    if Path(out_csv).is_dir():
+        raise ConfigError(f"--out {out_csv}: a folder; give the path of a CSV file")
     if not Path(store_path).exists():
         raise ConfigError(f"{store_path}: no such store or folder")
     kind = store_kind(store_path)

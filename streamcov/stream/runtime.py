@@ -8,6 +8,9 @@ from typing import Callable
 from .._config import thread_plan
 from ..errors import ConfigError, StreamcovError
 
+# the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
+SCHEDULERS = ("threads", "synchronous", "local-cluster")
+
 
 @dataclass
 class Runtime:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, toml_error
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -107,6 +107,9 @@ class Origins:
         for n in range(len(path), 0, -1):
             if path[:n] in self.flags:
                 return self.flags[path[:n]]
+        for key, flag in self.flags.items():   # a table that only a --set created
+            if path and key[:len(path)] == path:
+                return flag
         if self.file is None:
             return "pipeline"
         for n in range(len(path), 0, -1):
@@ -119,6 +122,9 @@ def read_toml(path=None, text: str | None = None):
     """``(raw dict, origins)`` of a pipeline file or text."""
     if text is None:
         path = Path(path)
+        if path.is_dir():
+            raise ConfigError(f"{path}: a folder, not a pipeline file; give a .toml file "
+                              f"(examples in pipelines/)")
         if not path.is_file():
             raise ConfigError(f"{path}: pipeline file not found")
         try:
@@ -129,7 +135,7 @@ def read_toml(path=None, text: str | None = None):
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+        raise toml_error(name, exc) from None
     return raw, Origins(name, key_lines(text))
 
 
@@ -181,6 +187,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
             data.pop(key, None)
         data.update(dict(spec.store_sets))
         origins.flags[("data", "store")] = f"--store {store}"
+        _check_store_flag(store, spec)
     raw.setdefault("task", name)
     if file is not None:
         raw.setdefault("name", file.stem)
@@ -192,6 +199,17 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     cfg = _resolve_paths(cfg, file)
     _check_feature_map(cfg, origins)
     return cfg
+
+
+def _check_store_flag(store, spec) -> None:
+    from ..stream.source import store_kind
+
+    if not Path(store).exists():
+        raise ConfigError(f"--store {store}: no such store; write one with `streamcov ingest`")
+    kind, wanted = store_kind(store), spec.store_kind
+    if wanted is not None and kind != wanted:
+        what = f"{'an' if kind == 'image' else 'a'} {kind} store" if kind else "not a streamcov store"
+        raise ConfigError(f"--store {store}: {what}, but task {spec.name!r} reads {wanted} stores")
 
 
 # -------------------------------------------------------------------- messages
@@ -264,7 +282,8 @@ def _keys(err, schema) -> tuple:
 
 
 def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
-    errs = exc.errors()
+    # an unknown key first: a misspelt or renamed table also leaves its right name "missing"
+    errs = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     first = errs[0]
     keys = _keys(first, schema)
     path = _field_path(first["loc"], schema, extra=first["type"] == "extra_forbidden")

@@ -40,7 +40,7 @@ from .._config import map_threads
 from ..descriptors import operators as ops
 from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, operator_frequencies,
                                  operator_vectors, region_vectors)
-from ..descriptors.pixels import image_covariances, pixel_features
+from ..descriptors.pixels import check_sampled_pixels, get_spec, image_covariances, pixel_features
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
 from .. import splits
@@ -81,12 +81,15 @@ def extract_features(images, spec, ids=None, progress: bool = False, dtype=np.fl
     """Per-pixel features of every image; the numba kernels release the GIL, so threads run in parallel."""
     images = list(images)
 
+    names = ids if ids is not None else [f"image {i}" for i in range(len(images))]
+    spec = get_spec(spec)
+    check_sampled_pixels([np.shape(im)[:2] for im in images], spec.stride, names)
+
     def one(i):
         try:
             return pixel_features(images[i], spec).astype(dtype)
         except ValueError as exc:
-            name = ids[i] if ids is not None else f"image {i}"
-            raise ValueError(f"{name}: {exc}") from None
+            raise ConfigError(f"{names[i]}: {exc}") from None
 
     pixel_features(images[0][:2, :2], spec)  # compile once before threading
     it = map_threads(one, range(len(images)))

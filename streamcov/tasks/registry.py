@@ -21,7 +21,8 @@ class TaskSpec:
 
     ``store_key``: the ``[data]`` key that ``--store`` replaces (None: the
     task generates its own data); ``store_replaces``: keys that ``--store``
-    makes void (a source to ingest, a generator); ``store_sets``: keys it sets.
+    makes void (a source to ingest, a generator); ``store_sets``: keys it sets;
+    ``store_kind``: the kind of store it reads (``skeleton`` or ``image``).
     """
 
     name: str
@@ -31,6 +32,7 @@ class TaskSpec:
     store_key: str | None = "store"
     store_replaces: tuple = ("source", "synthetic")
     store_sets: tuple = ()
+    store_kind: str | None = "skeleton"
 
     def schema(self):
         from . import schema
@@ -45,16 +47,18 @@ TASKS = {t.name: t for t in (
     TaskSpec("skeleton-classification", "SkeletonClassification", ".classify:run_skeleton",
              "skeleton sequences -> log-covariance descriptors -> feature map -> learner"),
     TaskSpec("image-stream-classification", "ImageStreamClassification", ".classify:run_image_stream",
-             "images out of core: covariance operators -> random features -> incremental SGD"),
+             "images out of core: covariance operators -> random features -> incremental SGD",
+             store_kind="image"),
     TaskSpec("image-classification", "ImageClassification", ".image_eval:run_image_classification",
-             "paper 004's methods in memory with nested cross-validation", store_sets=(("format", "store"),)),
+             "paper 004's methods in memory with nested cross-validation", store_sets=(("format", "store"),),
+             store_kind="image"),
     TaskSpec("tgp-sshape", "TGPSShape", ".tgp:run_sshape", "paper 003: the S-shape inverse problem",
-             store_key=None),
+             store_key=None, store_kind=None),
     TaskSpec("tgp-digits", "TGPDigits", ".tgp:run_digits", "paper 003: digits centre reconstruction",
-             store_key=None),
+             store_key=None, store_kind=None),
     TaskSpec("tgp-pose", "TGPPose", ".tgp:run_pose", "paper 003: MSR-Action3D arm joints from the body"),
     TaskSpec("kernel-approx-study", "KernelApproxStudy", ".study:run_study",
-             "paper 000, Figure 1: every feature map against nu", store_key=None),
+             "paper 000, Figure 1: every feature map against nu", store_key=None, store_kind=None),
 )}
 
 

@@ -5,6 +5,7 @@ import json
 import time
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..lock import output_lock
 from .config import load_config
 from .registry import RunContext, get_task
@@ -41,6 +42,9 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
+    if out.exists() and not out.is_dir():
+        where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
+        raise ConfigError(f"{where}: {out} is a file, not a folder; choose another output folder")
     out.mkdir(parents=True, exist_ok=True)
     if workers is not None and scheduler is None:
         scheduler = "local-cluster"

@@ -80,9 +80,11 @@ class DaskTable(Table):
     @field_validator("scheduler")
     @classmethod
     def _scheduler(cls, v: str):
-        if v in ("threads", "synchronous", "local-cluster") or "://" in v:
+        from ..stream.runtime import SCHEDULERS
+
+        if v in SCHEDULERS or "://" in v:
             return v
-        raise ValueError("threads, synchronous, local-cluster or a scheduler address tcp://HOST:PORT")
+        raise ValueError(f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT")
 
 
 class ModelTable(Table):
@@ -202,6 +204,19 @@ class PixelsTable(Table):
     gabor_fmax: Optional[Annotated[float, Field(gt=0, le=0.5)]] = None
     gabor_radius: Optional[NonNegInt] = None
     stride: Optional[PosInt] = None
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v):
+        from ..descriptors.pixels import PRESETS
+
+        if v is None or v in PRESETS:
+            return v
+        import difflib
+
+        close = difflib.get_close_matches(v, sorted(PRESETS), n=1)
+        hint = f' (did you mean "{close[0]}"?)' if close else ""
+        raise ValueError(f"one of {', '.join(sorted(PRESETS))}{hint}")
 
     @model_validator(mode="after")
     def _needs(self):

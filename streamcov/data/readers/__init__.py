@@ -44,12 +44,18 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
 
     if fmt not in READERS:
         raise ConfigError(f"unknown skeleton format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    import json
+
+    def named(key):   # the option as the user gave it
+        value = json.dumps(options[key], default=str)
+        return f"--option {key}={value}" if where == "--option" else f"{where}.{key} = {value}"
+
     known = reader_options(fmt)
     for key in options:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{where} {key!r}: not an option of the {fmt} reader{hint} (options: "
+            raise ConfigError(f"{named(key)}: {key!r} is not an option of the {fmt} reader{hint} (options: "
                               f"{', '.join(known) or 'none'})")
     module, name = READERS[fmt]
     cls = getattr(importlib.import_module(module, __name__), name)
@@ -60,7 +66,12 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
     except FormatError:
         raise
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}s {options}: {exc}") from None
+        # the readers' messages start with the option they refuse
+        culprit = next((k for k in options if str(exc).startswith(k)), None)
+        if culprit is None:
+            given = ", ".join(named(k) for k in options) or "the default options"
+            raise ConfigError(f"{given}: {exc}") from None
+        raise ConfigError(f"{named(culprit)}: {exc}") from None
     # what an interrupted ingestion must match to be resumed (streamcov.data.ragged)
     reader.record = {"format": fmt, "path": str(Path(path).resolve()),
                      "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())}}

@@ -12,6 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ...errors import MissingInputError
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
                    SkippedSequence)
 
@@ -130,11 +131,10 @@ def _resolve_file(path) -> Path:
         for cand in (path / MAT_NAME, path / "raw" / MAT_NAME):
             if cand.is_file():
                 return cand
-        raise FileNotFoundError(f"{path}: no {MAT_NAME} here or in {path / 'raw'}; pass the "
-                                f"Florence 3D {MAT_NAME} or its folder")
+        raise MissingInputError(path, f"no {MAT_NAME} here or in {path / 'raw'}; pass the "
+                                      f"Florence 3D {MAT_NAME} or its folder")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file; pass the Florence 3D {MAT_NAME} or its "
-                                "folder")
+        raise MissingInputError(path, f"no such file; pass the Florence 3D {MAT_NAME} or its folder")
     return path
 
 

@@ -12,6 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ...errors import MissingInputError
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
                    SkippedSequence, _nonblank, _parse_numeric_rows, _read_lines)
 
@@ -147,8 +148,8 @@ def read_msr_file(path) -> np.ndarray:
 def _resolve_dir(path) -> Path:
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: not a directory; pass the folder that holds the "
-                                "MSR-Action3D *_skeleton3D.txt files")
+        raise MissingInputError(path, "not a directory; pass the folder that holds the "
+                                      "MSR-Action3D *_skeleton3D.txt files")
     if not any(_FILE_RE.match(p.name) for p in path.iterdir()) and (path / "raw").is_dir():
         return path / "raw"
     return path
@@ -156,8 +157,8 @@ def _resolve_dir(path) -> Path:
 
 def _read_id_list(path: Path) -> set[str]:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: subset list not found; subset='cvpr12' needs "
-                                f"{CVPR12_LIST} next to the skeleton files")
+        raise MissingInputError(path, f"subset list not found; subset='cvpr12' needs "
+                                      f"{CVPR12_LIST} next to the skeleton files")
     ids = set()
     for lineno, line in enumerate(_read_lines(path), 1):
         s = line.strip()

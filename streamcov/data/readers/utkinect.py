@@ -21,6 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ...errors import MissingInputError
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
                    SkippedSequence, _nonblank, _parse_numeric_rows, _read_lines)
 
@@ -92,7 +93,8 @@ class UTKinectReader(SkeletonReader):
         self.labels = labels
         self.label_file = self.path / LABEL_FILES[labels]
         if not self.label_file.is_file():
-            raise FileNotFoundError(f"{self.label_file}: label file not found (labels={labels!r})")
+            raise MissingInputError(self.label_file, f"label file not found (labels={labels!r}); pass the "
+                                    f"folder that holds actionLabel.txt and the joints_sSS_eEE.txt files")
         self._recordings, label_names = parse_label_file(self.label_file)
         for rec_id, rec in self._recordings.items():
             if not self._joints_file(rec_id).is_file():
@@ -237,8 +239,8 @@ def parse_label_file(path) -> tuple[dict[str, _Recording], list[str]]:
 
 def _resolve_dir(path: Path) -> Path:
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: not a directory; pass the folder that holds the "
-                                "UTKinect joints_sSS_eEE.txt files and actionLabel.txt")
+        raise MissingInputError(path, "not a directory; pass the folder that holds the "
+                                      "UTKinect joints_sSS_eEE.txt files and actionLabel.txt")
     if not (path / "actionLabel.txt").is_file() and (path / "raw" / "actionLabel.txt").is_file():
         return path / "raw"
     return path

@@ -1,0 +1,870 @@
+"""Bad input, table-driven: every case is a command a user could type.
+
+Each case builds its input, runs ``streamcov`` in-process and asserts the
+documented outcome: exit code 2 with one ``streamcov <cmd>: error: ...`` line
+matching a pattern that names the culprit (file and line, the pipeline key or
+the flag as typed, the array and chunk), and never a traceback; or, for the
+inputs that the rules in docs/bad_input.md accept (degenerate sequences
+skipped and recorded, stale locks taken over, 16-bit images), the documented
+result. Nothing here is timed.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from streamcov.cli import main
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
+
+
+def cli(*argv) -> tuple[int, str, str]:
+    """``streamcov ARGV`` in-process: (exit code, stderr, stdout)."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as exc:          # not expected: main returns its exit code
+            rc = exc.code
+    return rc, err.getvalue(), out.getvalue()
+
+
+def assert_one_line_error(rc, err, pattern):
+    assert "Traceback" not in err, err
+    assert rc == 2, f"exit {rc}, stderr:\n{err}"
+    lines = [ln for ln in err.splitlines() if re.match(r"streamcov [\w ]+: error: ", ln)]
+    assert len(lines) == 1, err
+    assert re.search(pattern, lines[0]), f"{pattern!r} not in {lines[0]!r}"
+
+
+# ------------------------------------------------------------------ inputs
+SKELETON_PIPELINE = """\
+task = "skeleton-classification"
+name = "bad_input"
+seed = 0
+output = "{out}"
+
+[data]
+store = "{store}"
+
+[descriptor]
+gamma = 1e-4
+normalize = true
+
+[features]
+map = "rgw"
+n_components = 64
+sigma = 1.0
+theta = 0.7
+
+[model]
+learner = "sgd"
+loss = "hinge"
+epochs = 3
+scale = "center"
+
+[split]
+kind = "subject-parity"
+
+[dask]
+block_size = 16
+"""
+
+
+def write_archive(folder: Path, n: int = 8, joints: int = 3, frames: int = 6, seed: int = 0,
+                  index_rows: list[str] | None = None, files: dict[str, str] | None = None) -> Path:
+    """A valid ``generic`` archive (data/generic_format.md): n sequences, 2 classes, 4 subjects."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["file,label,subject"]
+    for i in range(n):
+        name = f"s{i:02d}.csv"
+        x = rng.normal(size=(frames, 3 * joints))
+        (folder / name).write_text("\n".join(",".join(f"{v:.5f}" for v in r) for r in x) + "\n")
+        rows.append(f"{name},{'ab'[i % 2]},{1 + i % 4}")
+    if index_rows is not None:
+        rows = index_rows
+    (folder / "index.csv").write_text("\n".join(rows) + "\n")
+    for name, text in (files or {}).items():
+        (folder / name).write_text(text)
+    return folder
+
+
+@dataclass
+class Env:
+    """What a case may use: a fresh folder, and copies of shared stores and models."""
+
+    tmp: Path
+    shared: dict
+
+    def copy(self, key: str) -> Path:
+        dst = self.tmp / Path(self.shared[key]).name
+        shutil.copytree(self.shared[key], dst)
+        return dst
+
+    def pipeline(self, text: str | None = None, store: Path | None = None, **replace) -> Path:
+        text = text or SKELETON_PIPELINE.format(out=self.tmp / "out", store=store or self.shared["synth"])
+        for dotted, new in replace.items():   # section__key: the key's line inside [section]
+            section, _, key = dotted.rpartition("__")
+            start = text.index(f"[{section}]\n") if section else 0
+            m = re.compile(rf"^{re.escape(key)} = .*$", flags=re.M).search(text, start)
+            assert m is not None, dotted
+            text = text[:m.start()] + f"{key} = {new}" + text[m.end():]
+        path = self.tmp / "p.toml"
+        path.write_text(text)
+        return path
+
+
+@dataclass
+class Case:
+    id: str
+    argv: Callable[[Env], list]
+    pattern: str
+    rc: int = 2
+    check: Callable[[Env, str, str], None] | None = field(default=None)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """A small synthetic store, a model trained on it, an image folder, store and model."""
+    from PIL import Image
+
+    from streamcov.data.imageio import skimage_textures
+
+    base = tmp_path_factory.mktemp("shared")
+    out = {}
+    assert cli("synth", base / "synth.zarr", "--sequences", 48, "--subjects", 4, "--classes", 4,
+               "--chunk-frames", 512, "--quiet")[0] == 0
+    out["synth"] = base / "synth.zarr"
+    p = base / "p.toml"
+    p.write_text(SKELETON_PIPELINE.format(out=base / "run", store=out["synth"]))
+    rc, err, _ = cli("run", p, "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    out["model"] = base / "run" / "model"
+    # images: 2 textures x 6 patches of 24 x 24, a folder per class
+    tex = skimage_textures(("brick", "grass"), patch=24, max_per_class=6)
+    for img, lab, i in zip(tex.images, tex.labels, tex.ids):
+        d = base / "images" / tex.label_names[lab]
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img).save(d / f"{i.replace('/', '_')}.png")
+    out["images"] = base / "images"
+    assert cli("ingest", "images", "--format", "folders", out["images"], base / "img.zarr", "--quiet")[0] == 0
+    out["img_store"] = base / "img.zarr"
+    ip = base / "img.toml"
+    ip.write_text(IMAGE_PIPELINE.format(out=base / "img_run", store=out["img_store"]))
+    rc, err, _ = cli("run", ip, "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    out["img_model"] = base / "img_run" / "model"
+    return out
+
+
+IMAGE_PIPELINE = """\
+task = "image-stream-classification"
+name = "bad_images"
+seed = 0
+output = "{out}"
+
+[data]
+store = "{store}"
+
+[pixels]
+preset = "texture"
+
+[method]
+D = 8
+sigma1 = 1.0
+n_components = 32
+scaling = "per-feature"
+fit_sample = 6
+
+[model]
+epochs = 3
+
+[split]
+kind = "per-class"
+n_train = 3
+
+[dask]
+block_size = 4
+"""
+
+
+@pytest.fixture
+def env(shared, tmp_path):
+    return Env(tmp_path, shared)
+
+
+def run_case(case: Case, env: Env):
+    argv = case.argv(env)
+    rc, err, out = cli(*argv)
+    if case.rc == 2:
+        assert_one_line_error(rc, err, case.pattern)
+    else:
+        assert "Traceback" not in err, err
+        assert rc == case.rc, f"exit {rc}, stderr:\n{err}"
+        assert re.search(case.pattern, err + out), f"{case.pattern!r} not in:\n{err}{out}"
+    if case.check is not None:
+        case.check(env, err, out)
+
+
+# ------------------------------------------------------------------ pipeline files and --set
+def run_file(**replace):
+    return lambda e: ["run", e.pipeline(**replace), "--quiet", "--scheduler", "synchronous"]
+
+
+def run_text(edit: Callable[[str], str]):
+    def argv(e):
+        text = edit(SKELETON_PIPELINE.format(out=e.tmp / "out", store=e.shared["synth"]))
+        return ["run", e.pipeline(text), "--quiet", "--scheduler", "synchronous"]
+    return argv
+
+
+def run_set(*sets, extra=()):
+    return lambda e: ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous",
+                      *[a for s in sets for a in ("--set", s)], *extra]
+
+
+LINE = r"p\.toml, line \d+: "
+CONFIG = [
+    Case("n_components-string", run_file(features__n_components='"many"'),
+         LINE + r'features\.n_components = "many": expected an integer'),
+    Case("n_components-zero", run_file(features__n_components="0"), LINE + r"features\.n_components = 0: expected"),
+    Case("n_components-negative", run_file(features__n_components="-5"), LINE + r"features\.n_components = -5"),
+    Case("sigma-zero", run_file(features__sigma="0"), LINE + r"features\.sigma = 0: expected a value > 0"),
+    Case("sigma-nan", run_file(features__sigma="nan"), LINE + r"features\.sigma = nan"),
+    Case("theta-above-one", run_file(features__theta="1.5"), LINE + r"features\.theta = 1\.5: expected"),
+    Case("loss-typo", run_file(model__loss='"logloss"'), LINE + r'model\.loss = "logloss": expected one of .*"log_loss"'),
+    Case("epochs-zero", run_file(model__epochs="0"), LINE + r"model\.epochs = 0: expected"),
+    Case("epochs-fraction", run_file(model__epochs="2.5"), LINE + r"model\.epochs = 2\.5: expected an integer"),
+    Case("C-zero", run_set("model.C=0"), r"--set model\.C=0: model\.C = 0: expected a value > 0"),
+    Case("normalize-string", run_file(descriptor__normalize='"false"'),
+         LINE + r'descriptor\.normalize = "false": expected true or false'),
+    Case("gamma-negative", run_file(descriptor__gamma="-1e-4"), LINE + r"descriptor\.gamma = -0\.0001: expected"),
+    Case("map-typo", run_file(features__map='"rgww"'), LINE + r'features\.map = "rgww": expected one of'),
+    Case("learner-unknown", run_file(model__learner='"svm"'), LINE + r'model\.learner = "svm": expected one of'),
+    Case("seed-negative", run_file(seed="-1"), LINE + r"seed = -1: expected"),
+    Case("seed-string", run_file(seed='"x"'), LINE + r'seed = "x": expected an integer'),
+    Case("split-kind-typo", run_file(split__kind='"subject-parity2"'), LINE + r'split\.kind = "subject-parity2"'),
+    Case("split-subjects-without-train", run_file(split__kind='"subjects"'), r"split\.train_subjects"),
+    Case("split-per-class-without-n_train", run_file(split__kind='"per-class"'), r"split\.n_train"),
+    Case("block-size-zero", run_file(dask__block_size="0"), LINE + r"dask\.block_size = 0: expected"),
+    Case("unknown-key", run_set("descriptor.normalise=true"), r"unknown key 'descriptor\.normalise'; did you mean 'normalize'"),
+    Case("unknown-key-in-file", run_text(lambda t: t.replace("theta = 0.7", "thetta = 0.7")),
+         LINE + r"features\.thetta is not a parameter of RGWSampler; did you mean 'theta'"),
+    Case("unknown-table", run_text(lambda t: t.replace("[features]", "[featurs]")),
+         LINE + r"unknown key 'featurs'; did you mean 'features'"),
+    Case("renamed-table", run_text(lambda t: t.replace("[data]", "[dataset]")),
+         LINE + r"unknown key 'dataset'; renamed: use \[data\]"),
+    Case("toml-syntax", run_text(lambda t: t.replace("sigma = 1.0", "sigma = = 1.0")),
+         r"p\.toml, line 16, column 9: invalid TOML: invalid value"),
+    Case("toml-duplicate-key", run_text(lambda t: t.replace("sigma = 1.0", "sigma = 1.0\nsigma = 2.0")),
+         r"p\.toml, line 17, column 12: invalid TOML: cannot overwrite a value"),
+    Case("task-typo", run_file(task='"skeleton-clasification"'), LINE.replace(r"\d+", "1") + r"unknown task 'skeleton-clasification'; did you mean 'skeleton-classification'"),
+    Case("store-missing", run_file(data__store='"/no/such/store.zarr"'), r"/no/such/store\.zarr.*(not exist|not found|no such)"),
+    Case("set-empty-value", run_set("features.n_components="), r"--set features\.n_components=: empty value"),
+    Case("set-no-equals", run_set("features.n_components"), r"--set features\.n_components: .*key=value"),
+    Case("set-bad-literal", run_set("features.theta=0.7.1"), r"--set features\.theta=0\.7\.1 value '0\.7\.1' is not a TOML literal"),
+    Case("set-table-as-value", run_set("features=3"), r"--set features=3: features = 3: expected a table"),
+    Case("set-unknown-table", run_set("featurs.sigma=1.0"), r"--set featurs\.sigma=1\.0: unknown key 'featurs'; did you mean 'features'"),
+    Case("pipeline-missing", lambda e: ["run", e.tmp / "nope.toml"], r"nope\.toml: pipeline file not found"),
+    Case("pipeline-is-folder", lambda e: ["run", e.tmp], r": a folder, not a pipeline file"),
+    Case("pipeline-not-utf8", lambda e: ["run", (e.tmp / "p.toml").write_bytes(b'task = "\xff\xfe"') and e.tmp / "p.toml"],
+         r"p\.toml: .*UTF-8"),
+    Case("demo-and-file", lambda e: ["run", e.pipeline(), "--demo", "images"], r"pipeline file or --demo, not both"),
+    Case("store-flag-missing", lambda e: ["run", e.pipeline(), "--store", e.tmp / "none.zarr"], r"--store \S*none\.zarr: no such store"),
+    Case("store-flag-image-store", lambda e: ["run", e.pipeline(), "--store", e.shared["img_store"], "--quiet"],
+         r"--store \S*img\.zarr: an image store, but task 'skeleton-classification' reads skeleton stores"),
+    Case("workers-zero", lambda e: ["run", e.pipeline(), "--workers", "0"], r"argument --workers: expected an integer >= 1, got 0"),
+    Case("scheduler-unknown", lambda e: ["run", e.pipeline(), "--scheduler", "gpu", "--quiet"], r"--scheduler gpu: expected one of threads, synchronous, local-cluster or a scheduler address"),
+    Case("output-is-a-file", lambda e: ["run", e.pipeline(), "--output", (e.tmp / "f").write_text("x") and e.tmp / "f",
+                                        "--quiet"], r"--output \S*/f: \S*/f is a file, not a folder"),
+    Case("fold-beyond-protocol", run_set("split.folds=[3]"), r"split\.folds.*3"),
+    Case("train-subjects-absent", run_set('split.kind="subjects"', "split.train_subjects=[99]"),
+         r"split: fold 'subjects' has 0 training and 48 test rows; every fold needs"),
+    Case("test-split-empty", run_set('split.kind="subjects"', "split.train_subjects=[1, 2, 3, 4]"),
+         r"split: fold 'subjects' has 48 training and 0 test rows"),
+    Case("image-preset-typo", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])
+                                                         .replace('"texture"', '"textures"'))],
+         LINE + r'pixels\.preset = "textures": expected one of .* \(did you mean "texture"\?\)'),
+    Case("image-D-zero", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])
+                                                    .replace("D = 8", "D = 0"))], LINE + r"method\.D = 0: expected"),
+    Case("image-pipeline-on-skeleton-store",
+         lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["synth"])), "--quiet"],
+         r"synth\.zarr: a skeleton store, but an image store is needed here"),
+]
+
+
+@pytest.mark.parametrize("case", CONFIG, ids=lambda c: c.id)
+def test_pipeline_files_and_set(case, env):
+    run_case(case, env)
+
+
+# ------------------------------------------------------------------ readers and ingest
+def ingest_generic(*options, archive=None, **archive_kw):
+    """``ingest skeleton --format generic`` of an archive built by ``archive(env)`` or write_archive."""
+    def argv(e):
+        src = archive(e) if archive else write_archive(e.tmp / "arch", **archive_kw)
+        return ["ingest", "skeleton", "--format", "generic", src, e.tmp / "s.zarr", "--quiet",
+                *[a for o in options for a in ("--option", o)]]
+    return argv
+
+
+def edit_file(name: str, text: str):
+    def archive(e):
+        folder = write_archive(e.tmp / "arch")
+        (folder / name).write_text(text)
+        return folder
+    return archive
+
+
+def index(*rows):
+    return ingest_generic(archive=lambda e: write_archive(e.tmp / "arch", index_rows=list(rows)))
+
+
+def no_store(e, err, out):
+    """Refused before anything was written: no store, or none presented as complete."""
+    path = e.tmp / "s.zarr"
+    if path.exists():
+        rc, _, info = cli("info", path, "--json")
+        assert rc != 0 and '"complete": false' in info.replace(" ", "").replace('"complete":false', '"complete": false')
+
+
+def recorded(n_skipped: int, reason: str):
+    def check(e, err, out):
+        import zarr
+        attrs = dict(zarr.open_group(e.tmp / "s.zarr", mode="r").attrs)
+        assert attrs["complete"] and len(attrs["skipped"]) == n_skipped, attrs.get("skipped")
+        assert all(re.search(reason, s["reason"]) for s in attrs["skipped"]), attrs["skipped"]
+        assert f"streamcov ingest: warning: {n_skipped} sequence(s) skipped (s03: " in err, err
+    return check
+
+
+IDX = r"index\.csv, line \d+: "
+ROW = "s00.csv,a,1"
+READERS = [
+    Case("index-missing", lambda e: ["ingest", "skeleton", "--format", "generic", e.tmp, e.tmp / "s.zarr"],
+         r"index\.csv.*not found", check=no_store),
+    Case("index-missing-column", index("file,label", "s00.csv,a"), r"index\.csv, line 1: header lacks required column\(s\) subject"),
+    Case("index-duplicated-column", index("file,label,subject,label", "s00.csv,a,1,a"), r"index\.csv, line 1: column 'label' appears twice in the header"),
+    Case("index-field-count", index("file,label,subject", ROW, "s01.csv,b"), IDX + r".*2 fields.*3"),
+    Case("index-empty-label", index("file,label,subject", "s00.csv,,1"), IDX + r"column 'label' is empty"),
+    Case("index-subject-not-integer", index("file,label,subject", "s00.csv,a,S1"), IDX + r"column 'subject' must be an integer, got 'S1'"),
+    Case("index-subject-float", index("file,label,subject", "s00.csv,a,1.0"), IDX + r"column 'subject' must be an integer, got '1\.0'"),
+    Case("index-duplicated-id", index("file,label,subject,id", "s00.csv,a,1,x", "s01.csv,b,2,x"), IDX + r"sequence id 'x' is used twice \(first on line 2\)"),
+    Case("index-file-not-found", index("file,label,subject", "s00.csv,a,1", "gone.csv,b,2"), IDX + r".*gone\.csv.*not found"),
+    Case("index-no-rows", index("file,label,subject"), r"index\.csv.*no (rows|sequences)"),
+    Case("sequence-ragged-row", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,3\n")),
+         r"s03\.csv, line 2: expected 9 values per line \(3 joints x \(x, y, z\) as in s00\.csv.*found 3"),
+    Case("sequence-text-value", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,x,4,5,6,7,8,9\n")),
+         r"s03\.csv, line 2: .*'x'"),
+    Case("sequence-nan", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,nan,4,5,6,7,8,9\n")),
+         r"s03\.csv, line 2: .*(non-finite|nan)"),
+    Case("sequence-inf", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,inf,4,5,6,7,8,9\n")),
+         r"s03\.csv, line 2: .*(non-finite|inf)"),
+    Case("sequence-float32-overflow", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,1e39,4,5,6,7,8,9\n")),
+         r"s03\.csv, line 2: .*float32"),
+    Case("sequence-mixed-header", ingest_generic(archive=edit_file("s03.csv", "hip_x,2,3,4,5,6,7,8,9\n1,2,3,4,5,6,7,8,9\n")),
+         r"s03\.csv, line 1: .*mixes numbers and text"),
+    Case("sequence-not-multiple-of-3", lambda e: ingest_generic()(e) if False else
+         ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "arch", files={
+             "s00.csv": "1,2,3,4\n5,6,7,8\n"}), e.tmp / "s.zarr", "--quiet"], r"s00\.csv.*multiple of 3"),
+    Case("option-misspelt", ingest_generic("centre=[0]"), r"--option centre=\[0\]: 'centre' is not an option of the generic reader; did you mean 'center'"),
+    Case("option-center-out-of-range", ingest_generic("center=[99]"), r"--option center=\[99\]: center must be .* in \[0, 2\] \(the files hold 3 joints\)"),
+    Case("option-center-not-list", ingest_generic('center="hip"'), r'--option center="hip": center must be a list of 0-based joint indices'),
+    Case("option-units-empty", ingest_generic('units=""'), r'--option units="": units must be a non-empty string'),
+    Case("option-joint-names-count", ingest_generic('joint_names=["a", "b"]'), r'--option joint_names=\["a", "b"\]: joint_names has 2 names but the sequence files hold 3 joints'),
+    Case("option-no-equals", ingest_generic("center"), r"--option center: .*key=value"),
+    Case("option-empty-value", ingest_generic("center="), r"--option center=: empty value"),
+    Case("source-missing", lambda e: ["ingest", "skeleton", "--format", "generic", e.tmp / "nowhere", e.tmp / "s.zarr"],
+         r"nowhere: no such file or folder \(the generic archive to read\)"),
+    Case("msr-on-empty-folder", lambda e: ["ingest", "skeleton", "--format", "msr-action3d", e.tmp, e.tmp / "s.zarr"],
+         r"(no|not).*(sequence|skeleton|file).*found|found no"),
+    Case("florence-on-empty-folder", lambda e: ["ingest", "skeleton", "--format", "florence3d", e.tmp, e.tmp / "s.zarr"],
+         r"floren\w*: no skeletal_data\.mat here or in .*raw; pass the Florence 3D"),
+    Case("utkinect-on-empty-folder", lambda e: ["ingest", "skeleton", "--format", "utkinect", e.tmp, e.tmp / "s.zarr"],
+         r"actionLabel\.txt: label file not found"),
+    Case("msr-subset-unknown", lambda e: ["ingest", "skeleton", "--format", "msr-action3d", e.tmp, e.tmp / "s.zarr",
+                                          "--option", 'subset="x"'], r'--option subset="x": subset must be one of \(\'all\', \'cvpr12\'\), got \'x\''),
+    Case("chunk-frames-zero", ingest_generic(extra=None) if False else
+         (lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), e.tmp / "s.zarr",
+                     "--chunk-frames", "0"]), r"argument --chunk-frames: expected an integer >= 1"),
+    Case("format-unknown", lambda e: ["ingest", "skeleton", "--format", "bvh2", e.tmp, e.tmp / "s.zarr"],
+         r"argument --format: invalid choice: 'bvh2'"),
+    Case("out-is-a-file", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
+                                     (e.tmp / "f").write_text("x") and e.tmp / "f"], r"/f: a file, not a store folder; choose another output path"),
+    Case("out-is-another-folder", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
+                                             (e.tmp / "x").mkdir() or (e.tmp / "x" / "notes.txt").write_text("x")
+                                             and e.tmp / "x"], r"/x: a folder that is not a zarr store \(it holds notes\.txt\)"),
+    # documented results: fewer than 2 distinct frames are skipped and recorded
+    Case("one-frame-sequence-skipped", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n")),
+         r'"sequences": 7', rc=0, check=recorded(1, "1 frame")),
+    Case("empty-sequence-skipped", ingest_generic(archive=edit_file("s03.csv", "")),
+         r'"sequences": 7', rc=0, check=recorded(1, "no frames|0 frames")),
+    Case("constant-sequence-skipped", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n" * 4)),
+         r'"sequences": 7', rc=0, check=recorded(1, "identical")),
+]
+
+
+@pytest.mark.parametrize("case", READERS, ids=lambda c: c.id)
+def test_readers_and_ingest(case, env):
+    run_case(case, env)
+
+
+# ------------------------------------------------------------------ stores: integrity, identity, resume
+def damaged(edit: Callable[[Path], None], command: str = "run"):
+    """A copy of the synthetic store edited by ``edit``; then ``run`` on it (or ``info --verify``)."""
+    def argv(e):
+        store = e.copy("synth")
+        edit(store)
+        if command == "run":
+            return ["run", e.pipeline(store=store), "--quiet", "--scheduler", "synchronous"]
+        return ["info", store, "--verify", "--json"]
+    return argv
+
+
+def first_chunk(store: Path, array: str) -> Path:
+    return sorted(p for p in (store / array).rglob("*") if p.is_file() and p.name != "zarr.json")[0]
+
+
+def flip_byte(path: Path, at: int = 40):
+    b = bytearray(path.read_bytes())
+    b[min(at, len(b) - 5)] ^= 0xFF
+    path.write_bytes(bytes(b))
+
+
+def set_attrs(store: Path, **attrs):
+    meta = json.loads((store / "zarr.json").read_text())
+    meta["attributes"].update(attrs)
+    (store / "zarr.json").write_text(json.dumps(meta))
+
+
+def interrupted(store: Path):
+    """What kill -9 mid-ingestion leaves: no completion marker, half the sequences committed."""
+    meta = json.loads((store / "zarr.json").read_text())["attributes"]
+    set_attrs(store, complete=False, committed={k: v // 2 for k, v in meta["committed"].items()})
+
+
+def resume_with(first: list, second: list, what: str):
+    """Ingest with ``first``, leave it interrupted, then run ``second`` into the same store."""
+    def argv(e):
+        out = e.tmp / "s.zarr"
+        rc, err, _ = cli(*[a(e) if callable(a) else a for a in first], out, "--quiet")
+        assert rc == 0, err
+        interrupted(out)
+        return [*[a(e) if callable(a) else a for a in second], out, "--quiet"]
+    return argv
+
+
+def archive_at(name, **kw):
+    return lambda e: write_archive(e.tmp / name, **kw)
+
+
+def image_folder(name, n=2, size=16, mode="L", seed=0):
+    def make(e):
+        from PIL import Image
+        rng = np.random.default_rng(seed)
+        for c in ("a", "b"):
+            (e.tmp / name / c).mkdir(parents=True, exist_ok=True)
+            for i in range(n):
+                arr = rng.integers(0, 255, (size, size), dtype=np.uint8)
+                Image.fromarray(arr).save(e.tmp / name / c / f"{i}.png")
+        return e.tmp / name
+    return make
+
+
+def stale_features_recomputed(e, err, out):
+    """The store replaced at the same path: its features are computed again, never reused."""
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["featurized_sequences"] == res["n_sequences"], res
+
+
+def replaced_store(e):
+    store = e.tmp / "same.zarr"
+    assert cli("synth", store, "--sequences", 48, "--subjects", 4, "--classes", 4, "--seed", 1, "--quiet")[0] == 0
+    p = e.pipeline(store=store)
+    assert cli("run", p, "--quiet", "--scheduler", "synchronous")[0] == 0
+    shutil.rmtree(store)
+    assert cli("synth", store, "--sequences", 48, "--subjects", 4, "--classes", 4, "--seed", 2, "--quiet")[0] == 0
+    return ["run", p, "--quiet", "--scheduler", "synchronous", "--json"]
+
+
+STORES = [
+    Case("chunk-missing", damaged(lambda s: first_chunk(s, "frames").unlink()),
+         r"synth\.zarr: array 'frames', chunk 0/0: the chunk file is missing; the store is damaged: check it with "
+         r"`streamcov info --verify"),
+    Case("chunk-truncated", damaged(lambda s: first_chunk(s, "frames").write_bytes(first_chunk(s, "frames").read_bytes()[:50])),
+         r"synth\.zarr: array 'frames', chunk 0/0: checksum mismatch"),
+    Case("chunk-bytes-flipped", damaged(lambda s: flip_byte(first_chunk(s, "frames"))),
+         r"synth\.zarr: array 'frames', chunk 0/0: checksum mismatch \(its bytes changed after they were written\)"),
+    Case("labels-chunk-flipped", damaged(lambda s: flip_byte(first_chunk(s, "labels"), 10)),
+         r"synth\.zarr: array 'labels', chunk 0: checksum mismatch"),
+    Case("labels-array-deleted", damaged(lambda s: shutil.rmtree(s / "labels")), r"synth\.zarr: array 'labels' (is )?missing"),
+    Case("offsets-array-deleted", damaged(lambda s: shutil.rmtree(s / "offsets")), r"synth\.zarr: array 'offsets' (is )?missing"),
+    Case("verify-flipped-chunk", damaged(lambda s: flip_byte(first_chunk(s, "frames")), "info"),
+         r"DAMAGED store: array 'frames', chunk 0/0: checksum mismatch", rc=3),
+    Case("verify-labels-deleted", damaged(lambda s: shutil.rmtree(s / "labels"), "info"),
+         r"DAMAGED store: .*'labels'", rc=3),
+    Case("zarr-json-garbage", damaged(lambda s: (s / "zarr.json").write_text("{not json")),
+         r"synth\.zarr: the store's zarr\.json is damaged"),
+    Case("format-version-future", damaged(lambda s: set_attrs(s, format_version=99)),
+         r"synth\.zarr: store format version 99; this streamcov reads versions up to \d"),
+    Case("incomplete-store", damaged(interrupted),
+         r"synth\.zarr: incomplete skeleton store \(24 sequences committed.*Re-run the same ingest command.*--restart"),
+    Case("info-not-a-store", lambda e: ["info", e.tmp], r": no zarr store here"),
+    Case("info-missing-path", lambda e: ["info", e.tmp / "none.zarr"], r"none\.zarr: (no zarr store here|does not exist)"),
+    Case("resume-generic-other-folder",
+         resume_with(["ingest", "skeleton", "--format", "generic", archive_at("A")],
+                     ["ingest", "skeleton", "--format", "generic", archive_at("B", seed=1)], "path"),
+         r"s\.zarr: the incomplete skeleton store was started with source_record\.path = .*A.*this ingestion has .*B.*"
+         r"would mix two sources\. Add --restart"),
+    Case("resume-generic-other-options",
+         resume_with(["ingest", "skeleton", "--format", "generic", archive_at("A")],
+                     ["ingest", "skeleton", "--format", "generic", archive_at("A"), "--option", "center=[1]"], "opt"),
+         r"s\.zarr: the incomplete skeleton store was started with source_record\.options = .*would mix two sources"),
+    Case("resume-synth-other-seed",
+         resume_with(["synth", "--sequences", 20, "--seed", 0], ["synth", "--sequences", 20, "--seed", 1], "seed"),
+         r"s\.zarr: the incomplete skeleton store was started with .*seed.*would mix two sources"),
+    Case("resume-synth-other-classes",
+         resume_with(["synth", "--sequences", 20, "--classes", 4], ["synth", "--sequences", 20, "--classes", 5], "cls"),
+         r"s\.zarr: the incomplete skeleton store was started with .*classes.*would mix two sources"),
+    Case("resume-images-other-folder",
+         resume_with(["ingest", "images", "--format", "folders", image_folder("A")],
+                     ["ingest", "images", "--format", "folders", image_folder("B", seed=1)], "img"),
+         r"s\.zarr: the incomplete image store was started with .*would mix two sources\. Add --restart"),
+    Case("resume-restart-is-clean",
+         resume_with(["ingest", "skeleton", "--format", "generic", archive_at("A")],
+                     ["ingest", "skeleton", "--format", "generic", archive_at("B", n=6, seed=1), "--restart"], "re"),
+         r'"sequences": 6', rc=0),
+    Case("complete-store-not-overwritten",
+         lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), e.copy("synth")],
+         r"synth\.zarr: a complete store is already here; delete it or choose another output path"),
+    Case("store-replaced-same-path", replaced_store, r'"accuracy"', rc=0, check=stale_features_recomputed),
+]
+
+
+@pytest.mark.parametrize("case", STORES, ids=lambda c: c.id)
+def test_stores(case, env):
+    run_case(case, env)
+
+
+# ------------------------------------------------------------------ models and predict
+def predict_on(edit: Callable[[Path], None] | None = None, store: str | Callable = "synth", *extra):
+    """``predict`` with a copy of the trained model edited by ``edit``."""
+    def argv(e):
+        model = e.copy("model")
+        if edit is not None:
+            edit(model)
+        s = store(e) if callable(store) else e.shared[store]
+        return ["predict", model, s, "--out", e.tmp / "p.csv", "--scheduler", "synchronous", *extra]
+    return argv
+
+
+def edit_json(**changes):
+    def edit(model: Path):
+        doc = json.loads((model / "model.json").read_text())
+        for dotted, value in changes.items():
+            node = doc
+            *parents, last = dotted.split("__")
+            for k in parents:
+                node = node[k]
+            node[last] = value
+        (model / "model.json").write_text(json.dumps(doc))
+    return edit
+
+
+def edit_npz(fn: Callable[[dict], dict]):
+    def edit(model: Path):
+        with np.load(model / "model.npz") as z:
+            arrays = {k: z[k] for k in z.files}
+        np.savez(model / "model.npz", **fn(arrays))
+    return edit
+
+
+def coef_key(arrays: dict) -> str:
+    return next(k for k in arrays if k.endswith("coef_"))
+
+
+def generic_store(e):
+    out = e.tmp / "g.zarr"
+    assert cli("ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), out, "--quiet")[0] == 0
+    return out
+
+
+def predict_summary(pattern_key: str, expected):
+    def check(e, err, out):
+        s = json.loads(out.strip().splitlines()[-1])
+        assert re.search(expected, str(s[pattern_key])), s
+    return check
+
+
+MODELS = [
+    Case("model-folder-missing", lambda e: ["predict", e.tmp / "nomodel", e.shared["synth"]],
+         r"nomodel: no such model folder"),
+    Case("model-json-missing", predict_on(lambda m: (m / "model.json").unlink()), r"model\.json: missing; a model folder holds model\.json and model\.npz"),
+    Case("model-json-garbage", predict_on(lambda m: (m / "model.json").write_text("{oops")), r"model\.json: not valid JSON .*damaged: train the model again"),
+    Case("model-npz-truncated", predict_on(lambda m: (m / "model.npz").write_bytes((m / "model.npz").read_bytes()[:200])),
+         r"model\.npz: unreadable .*damaged: train the model again"),
+    Case("model-npz-bitflip", predict_on(lambda m: flip_byte(m / "model.npz", 300)),
+         r"model\.npz: unreadable .*damaged: train the model again"),
+    Case("model-npz-missing", predict_on(lambda m: (m / "model.npz").unlink()), r"model\.npz: missing"),
+    Case("coef-wrong-width", predict_on(edit_npz(lambda a: {**a, coef_key(a): a[coef_key(a)][:, :-3]})),
+         r"model: the scaler gives \d+ features but the classifier coefficients takes? \d+|gives \d+ features but"),
+    Case("coef-not-finite", predict_on(edit_npz(lambda a: {**a, coef_key(a): np.full_like(a[coef_key(a)], np.nan)})),
+         r"the classifier has non-finite coefficients"),
+    Case("class-not-allowed", predict_on(edit_json(classifier__class="os.system")), r"not in the allow-list"),
+    Case("model-format-unknown", predict_on(edit_json(format="other")), r"model\.json: not a streamcov model"),
+    Case("label-names-empty", predict_on(edit_json(label_names=[])), r"(no classes|do not index the 0 label names)"),
+    Case("source-kind-unknown", predict_on(edit_json(source__kind="audio")), r"unknown source kind 'audio'"),
+    Case("image-model-on-skeleton-store", lambda e: ["predict", e.shared["img_model"], e.shared["synth"]],
+         r"synth\.zarr: a skeleton store, but the model in .* was trained on image data"),
+    Case("skeleton-model-on-image-store", lambda e: ["predict", e.shared["model"], e.shared["img_store"]],
+         r"img\.zarr: a image store, but the model in .* was trained on skeleton data"),
+    Case("wrong-joint-count", predict_on(None, generic_store), r"g\.zarr: 3 joints, but the model was trained on 20; use a store of the same skeleton layout"),
+    Case("predict-store-missing", predict_on(None, lambda e: e.tmp / "none.zarr"), r"none\.zarr: no such store or folder"),
+    Case("store-incomplete", predict_on(None, lambda e: (lambda s: interrupted(s) or s)(e.copy("synth"))),
+         r"synth\.zarr: incomplete skeleton store"),
+    Case("out-is-a-folder", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", e.tmp,
+                                       "--scheduler", "synchronous"], r"--out \S+: a folder; give the path of a CSV file"),
+    Case("predict-workers-zero", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--workers", "0"],
+         r"argument --workers: expected an integer >= 1, got 0"),
+    Case("predict-scheduler-unknown", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--scheduler", "x"],
+         r"--scheduler x: expected one of"),
+    # documented results
+    Case("predict-own-store-test-fold", predict_on(None, "synth"), r"on test rows of fold", rc=0,
+         check=predict_summary("evaluated_on", r"^test rows of fold")),
+    Case("predict-other-store-unknown-labels", predict_on(None, lambda e: (lambda s: s)(
+        e.tmp / "o.zarr" if cli("synth", e.tmp / "o.zarr", "--sequences", 24, "--classes", 6, "--subjects", 2,
+                                "--seed", 5, "--quiet")[0] == 0 else None)),
+         r"accuracy", rc=0, check=predict_summary("n_unknown_labels", r"^\d+$")),
+]
+
+
+@pytest.mark.parametrize("case", MODELS, ids=lambda c: c.id)
+def test_models_and_predict(case, env):
+    run_case(case, env)
+
+
+# ------------------------------------------------------------------ images
+def with_image(name: str, write: Callable[[Path], None], base=None):
+    """An image folder (2 classes of 16 x 16) with one more file ``a/<name>`` written by ``write``."""
+    def argv(e):
+        folder = image_folder("imgs")(e)
+        write(folder / "a" / name)
+        return ["ingest", "images", "--format", "folders", folder, e.tmp / "s.zarr", "--quiet", *(base or [])]
+    return argv
+
+
+def save_array(arr, **kw):
+    def write(path):
+        from PIL import Image
+        Image.fromarray(arr).save(path, **kw)
+    return write
+
+
+def image_run(edit: Callable[[str], str] = lambda t: t, store: Callable | None = None):
+    def argv(e):
+        s = store(e) if store else e.shared["img_store"]
+        text = edit(IMAGE_PIPELINE.format(out=e.tmp / "o", store=s))
+        return ["run", e.pipeline(text), "--quiet", "--scheduler", "synchronous"]
+    return argv
+
+
+def ingested(folder_fn, *flags):
+    def make(e):
+        out = e.tmp / "i.zarr"
+        rc, err, _ = cli("ingest", "images", "--format", "folders", folder_fn(e), out, "--quiet", *flags)
+        assert rc == 0, err
+        return out
+    return make
+
+
+def store_attr(key, expected):
+    def check(e, err, out):
+        import zarr
+        attrs = dict(zarr.open_group(e.tmp / "s.zarr", mode="r").attrs)
+        assert re.search(expected, json.dumps(attrs[key])), attrs[key]
+    return check
+
+
+IMAGES = [
+    Case("folder-missing", lambda e: ["ingest", "images", "--format", "folders", e.tmp / "none", e.tmp / "s.zarr"],
+         r"none: image folder not found"),
+    Case("folder-empty", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr"],
+         r": no images \(.*png"),
+    Case("image-not-decodable", with_image("bad.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n garbage")),
+         r"bad\.png: cannot decode image"),
+    Case("image-truncated", with_image("cut.png", lambda p: (
+        save_array(np.random.default_rng(0).integers(0, 255, (64, 64), dtype=np.uint8))(p),
+        p.write_bytes(p.read_bytes()[:2000]))),
+         r"cut\.png: cannot decode image"),
+    Case("image-directly-under-root", lambda e: ["ingest", "images", "--format", "folders",
+                                                 (lambda f: (save_array(np.zeros((8, 8), np.uint8))(f / "x.png"), f)[1])(
+                                                     image_folder("imgs")(e)), e.tmp / "s.zarr"],
+         r"x\.png: image directly under the root folder"),
+    Case("group-level-zero", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr",
+                                        "--group-level", "0"], r"argument --group-level: expected an integer >= 1"),
+    Case("group-level-too-deep", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
+                                            e.tmp / "s.zarr", "--group-level", "3"],
+         r"[ab]/0\.png: lies 1 folder level\(s\) deep but the group level \(--group-level, data\.group_level\) is 3"),
+    Case("pixel-dtype-too-small", with_image("deep.png", save_array(np.full((16, 16), 40000, np.uint16)),
+                                             ["--pixel-dtype", "uint8"]),
+         r"a/deep\.png: 16-bit image but the store holds 8-bit pixels; ingest with --pixel-dtype auto"),
+    Case("pixel-dtype-unknown", with_image("x.png", save_array(np.zeros((16, 16), np.uint8)), ["--pixel-dtype", "int4"]),
+         r"argument --pixel-dtype: invalid choice: 'int4'"),
+    Case("image-multi-page-tiff", with_image("pages.tif", lambda p: __import__("PIL.Image").Image.fromarray(
+        np.zeros((16, 16), np.uint8)).save(p, save_all=True, append_images=[
+            __import__("PIL.Image").Image.fromarray(np.ones((16, 16), np.uint8))])),
+         r"pages\.tif: 2 frames \(an animation or a multi-page file\); streamcov reads single-frame images"),
+    Case("grey-image-colour-preset", image_run(lambda t: t.replace('preset = "texture"', 'preset = "fish"'),
+                                               ingested(image_folder("grey"))),
+         r"\[pixels\]: spec 'fish' uses R, G, B but image 0 \(a/0\.png\) is grey; use a grey spec"),
+    Case("stride-leaves-one-pixel", image_run(lambda t: t.replace('preset = "texture"', 'preset = "texture"\nstride = 64')),
+         r"pixels\.stride = 64: image \S+ of 24 x 24 pixels keeps 1 sampled pixel .*lower the stride"),
+    # documented results
+    Case("sixteen-bit-auto", with_image("deep.png", save_array(np.full((16, 16), 40000, np.uint16))),
+         r'"images": 5', rc=0, check=store_attr("pixel_dtype", "uint16")),
+    Case("sixteen-bit-tiff-auto", with_image("deep.tif", save_array(np.full((16, 16), 40000, np.uint16))),
+         r'"images": 5', rc=0, check=store_attr("pixel_dtype", "uint16")),
+    Case("tiny-image-skipped", with_image("dot.png", save_array(np.zeros((1, 1), np.uint8))),
+         r'"images": 4', rc=0, check=store_attr("skipped", r"1 x 1 pixels; at least 2 x 2")),
+]
+
+
+@pytest.mark.parametrize("case", IMAGES, ids=lambda c: c.id)
+def test_images(case, env):
+    run_case(case, env)
+
+
+# ------------------------------------------------------------------ protocols and degenerate training sets
+def archive_store(index_rows: list[str], n: int = 8):
+    """A store ingested from a generic archive with the given index rows."""
+    def make(e):
+        out = e.tmp / "g.zarr"
+        src = write_archive(e.tmp / "a", n=n, index_rows=index_rows)
+        rc, err, _ = cli("ingest", "skeleton", "--format", "generic", src, out, "--quiet")
+        assert rc == 0, err
+        return out
+    return make
+
+
+def run_on(store_fn, *sets):
+    return lambda e: ["run", e.pipeline(store=store_fn(e)), "--quiet", "--scheduler", "synchronous",
+                      *[a for s in sets for a in ("--set", s)]]
+
+
+def has_warning(e, err, out):
+    assert "streamcov run: warning: fold 'odd-even': 1 test rows of class(es) ['c']" in err, err
+    res = json.loads(out.strip().splitlines()[-1])
+    assert len(res["warnings"]) == 1
+
+
+def splits_file(text: str):
+    def argv(e):
+        (e.tmp / "folds.toml").write_text(text)
+        return ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--set",
+                'split.kind="subject-splits-file"', "--set", f'split.file="{e.tmp / "folds.toml"}"']
+    return argv
+
+
+# subjects 1 and 3 (training, odd) hold only class a; 2 and 4 (test) hold a and b
+ONE_CLASS = ["file,label,subject", "s00.csv,a,1", "s01.csv,a,3", "s02.csv,a,1", "s03.csv,a,3",
+             "s04.csv,a,2", "s05.csv,b,4", "s06.csv,b,2", "s07.csv,a,4"]
+UNSEEN_CLASS = ["file,label,subject", "s00.csv,a,1", "s01.csv,b,3", "s02.csv,a,3", "s03.csv,b,1",
+                "s04.csv,a,2", "s05.csv,b,4", "s06.csv,c,2", "s07.csv,a,4"]
+PROTOCOLS = [
+    Case("one-class-training", run_on(archive_store(ONE_CLASS)),
+         r"split: the training rows of fold 'odd-even' hold one class \('a'\); a classifier needs at least 2"),
+    Case("splits-file-missing", splits_file("") if False else
+         (lambda e: ["run", e.pipeline(), "--quiet", "--set", 'split.kind="subject-splits-file"',
+                     "--set", f'split.file="{e.tmp / "none.toml"}"']), r"split\.file.*none\.toml.*(not found|no such)"),
+    Case("splits-file-bad-toml", splits_file("[[split]]\ntrain = [1, 3\n"), r"folds\.toml: invalid TOML: unclosed array at the end of the file"),
+    Case("splits-file-no-tables", splits_file("x = 1\n"), r"folds\.toml: no \[\[split\]\] tables; write one per fold"),
+    Case("splits-file-keys-misspelt", splits_file("[[split]]\ntrain = [1, 3]\ntest = [2, 4]\n"),
+         r"folds\.toml: \[\[split\]\] number 1 needs train_subjects and test_subjects"),
+    Case("splits-file-unknown-subject", splits_file("[[split]]\ntrain_subjects = [1, 99]\ntest_subjects = [2]\n"),
+         r"folds\.toml: \[\[split\]\] number 1: train_subjects names subject\(s\) \[99\] that no row of the store has"),
+    Case("folds-negative", run_set("split.folds=[-1]"), r"--set split\.folds=\[-1\]: split\.folds\.0 = -1: expected"),
+    Case("per-class-too-many", run_set('split.kind="per-class"', "split.n_train=50"),
+         r"split: class 'high arm wave' has 12 rows; the protocol needs 51 \(50 train \+ >= 1 test\)"),
+    # documented: a test class absent from training is a warning in the result and on stderr
+    Case("test-class-unseen-in-training", run_on(archive_store(UNSEEN_CLASS)), r"accuracy", rc=0, check=has_warning),
+]
+
+
+@pytest.mark.parametrize("case", PROTOCOLS, ids=lambda c: c.id)
+def test_protocols(case, env):
+    run_case(case, env)
+
+
+# ------------------------------------------------------------------ one writer per folder
+def held_lock(lock: Callable[[Env], Path], pid: int | None = None, host: str | None = None, argv=None):
+    def make(e):
+        import socket
+        path = lock(e)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"pid": pid or os.getpid(), "host": host or socket.gethostname(),
+                                    "command": "streamcov run other.toml", "started": "2026-01-01 00:00:00"}))
+        return argv(e)
+    return make
+
+
+def dead_pid() -> int:
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def run_here(e):
+    return ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous"]
+
+
+def ingest_here(e):
+    return ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), e.tmp / "s.zarr", "--quiet"]
+
+
+def lock_released(path_fn):
+    def check(e, err, out):
+        assert not path_fn(e).exists()
+    return check
+
+
+CONCURRENCY = [
+    Case("output-locked-by-live-process", held_lock(lambda e: e.tmp / "out" / ".streamcov.lock", argv=run_here),
+         r"output folder \S+out is being written by process \d+ on \S+ since 2026-01-01 00:00:00 "
+         r"\(streamcov run other\.toml\); wait for it to finish or write elsewhere"),
+    Case("store-locked-by-live-process", held_lock(lambda e: e.tmp / "s.zarr.lock", argv=ingest_here),
+         r"store \S+s\.zarr is being written by process \d+"),
+    Case("output-lock-on-other-host-respected",
+         held_lock(lambda e: e.tmp / "out" / ".streamcov.lock", pid=dead_pid(), host="elsewhere", argv=run_here),
+         r"is being written by process \d+ on elsewhere"),
+    # documented: the lock of a process that died on this host is taken over, and released after
+    Case("stale-output-lock-taken-over",
+         held_lock(lambda e: e.tmp / "out" / ".streamcov.lock", pid=dead_pid(), argv=run_here), r"accuracy", rc=0,
+         check=lock_released(lambda e: e.tmp / "out" / ".streamcov.lock")),
+    Case("stale-store-lock-taken-over", held_lock(lambda e: e.tmp / "s.zarr.lock", pid=dead_pid(), argv=ingest_here),
+         r'"sequences": 8', rc=0, check=lock_released(lambda e: e.tmp / "s.zarr.lock")),
+]
+
+
+@pytest.mark.parametrize("case", CONCURRENCY, ids=lambda c: c.id)
+def test_one_writer(case, env):
+    run_case(case, env)
+
+
+def test_there_are_at_least_100_cases():
+    n = sum(map(len, (CONFIG, READERS, STORES, MODELS, IMAGES, PROTOCOLS, CONCURRENCY)))
+    assert n >= 100 and len({c.id for t in (CONFIG, READERS, STORES, MODELS, IMAGES, PROTOCOLS, CONCURRENCY)
+                             for c in t}) == n
