@@ -295,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     ka = ssub.add_parser("kernel-approx", help="every feature map against nu: Gram error, variance slope, "
                                              "accuracy (paper 000, Figure 1)")
     ka.add_argument("--quick", action="store_true", help="MSR only, nu in {10, 50, 200, 1000}, 2 seeds")
-    ka.add_argument("--datasets", help="comma list of msr, florence, utkinect")
+    ka.add_argument("--datasets", help="comma list of msr, florence, utkinect, hdm05")
     ka.add_argument("--maps", help="comma list (default: every map)")
     ka.add_argument("--nus", help="comma list of feature dimensions")
     ka.add_argument("--seeds", type=positive_int, help="map seeds per point (default 10)")

@@ -36,3 +36,9 @@ def one_blas_thread():
     from threadpoolctl import threadpool_limits
     with threadpool_limits(limits=1):
         yield
+
+
+@pytest.fixture(scope="session")
+def hdm05():
+    """The HDM05 11-class ASF/AMC archive (../shared/data/hdm05/raw)."""
+    return dataset("hdm05")

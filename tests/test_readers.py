@@ -652,5 +652,5 @@ def test_read_sequence_csv_header_and_blank_lines(tmp_path):
 
 def test_open_source_unknown_format():
     assert "generic" in FORMATS
-    with pytest.raises(ValueError, match="unknown skeleton format 'bvh'"):
-        open_reader("bvh", ".")
+    with pytest.raises(ValueError, match="unknown skeleton format 'fbx'"):
+        open_reader("fbx", ".")

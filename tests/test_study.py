@@ -51,7 +51,7 @@ def test_study_command_writes_csv_table_and_plots(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, msg", [
     (["--maps", "rgw,bogus"], r'--maps rgw,bogus: study.maps.1 = "bogus": expected one of "rgw", "rff"'),
-    (["--datasets", "kth"], r'--datasets kth: study.datasets.0 = "kth": expected one of "msr", "florence" or'),
+    (["--datasets", "kth"], r'--datasets kth: study.datasets.0 = "kth": expected one of "msr", "florence", "utkinect" or "hdm05"'),
     (["--learners", "sgd,lbfgs"], r'--learners sgd,lbfgs: study.learners.1 = "lbfgs": expected one of "sgd" or "svm"'),
     (["--nus", "10,many"], r"--nus 10,many: expected a comma list of integers"),
     (["--seeds", "0"], r"argument --seeds: expected an integer >= 1, got 0"),

@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..data.readers import FORMATS
+
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
@@ -26,7 +28,7 @@ PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Seed = Annotated[int, Field(ge=0, lt=2 ** 32)]
 
-SKELETON_FORMATS = ("msr-action3d", "florence3d", "utkinect", "generic")
+SKELETON_FORMATS = FORMATS   # every reader of streamcov.data.readers
 MAP_NAMES = ("rgw", "rff", "rff-blocks", "orf", "qmc", "maclaurin", "fastfood", "nystroem", "none")
 STUDY_MAPS = ("rgw", "rff", "orf", "qmc", "maclaurin", "fastfood", "nystroem")
 SGD_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge", "perceptron", "squared_error",
@@ -429,7 +431,8 @@ class TGPPose(Top):
 class StudyTable(Table):
     """``[study]`` of kernel-approx-study (paper 000, Figure 1; :mod:`streamcov.tasks.study`)."""
 
-    datasets: Annotated[list[Literal["msr", "florence", "utkinect"]], Field(min_length=1)] = ["msr", "florence"]
+    datasets: Annotated[list[Literal["msr", "florence", "utkinect", "hdm05"]], Field(min_length=1)] = \
+        ["msr", "florence"]
     maps: Optional[Annotated[list[Literal[STUDY_MAPS]], Field(min_length=1)]] = None
     nus: Annotated[list[PosInt], Field(min_length=1)] = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
     seeds: PosInt = 10

@@ -36,11 +36,9 @@ from ..errors import ConfigError
 from ..features.registry import MAPS
 
 REPO = Path(__file__).resolve().parents[2]
-DATASETS = {  # name -> (data folder, reader format, pipeline stem)
-    "msr": ("msr_action3d", "msr-action3d", "msr_action3d"),
-    "florence": ("florence3d", "florence3d", "florence3d"),
-    "utkinect": ("utkinect_action3d", "utkinect", "utkinect"),
-}
+# name -> pipeline stem: the pipeline's [data] gives the raw folder, the reader and its options,
+# its [descriptor] the descriptor, pipelines/<stem>_exact.toml the exact SVM's grids
+DATASETS = {"msr": "msr_action3d", "florence": "florence3d", "utkinect": "utkinect", "hdm05": "hdm05"}
 # every map of the registry but the one for very wide inputs (rff-blocks is rff with regenerated
 # frequencies) and "none"
 STUDY_MAPS = tuple(m for m in MAPS if m not in ("none", "rff-blocks"))
@@ -56,13 +54,14 @@ def dataset_descriptors(name: str, data_root: Path, workdir: Path):
     from ..descriptors import skeleton as C
     from .config import load_config
 
-    folder, fmt, pipe = DATASETS[name]
+    cfg = load_config(REPO / "pipelines" / f"{DATASETS[name]}.toml")
+    folder = Path(cfg.data.source).parent.name          # ../shared/data/<folder>/raw
     raw = Path(data_root) / folder / "raw"
     if not raw.is_dir():
-        raise FileNotFoundError(f"{raw}: dataset {name!r} not found; pass --data with the folder "
-                                f"that holds {folder}/raw")
-    store = ingest(open_reader(fmt, raw), Path(workdir) / f"{name}.zarr")
-    cfg = load_config(REPO / "pipelines" / f"{pipe}.toml")
+        raise ConfigError(f"--data {data_root}: dataset {name!r} not found at {raw}; pass --data with "
+                          f"the folder that holds {folder}/raw")
+    store = ingest(open_reader(cfg.data.format, raw, where="data.options", **dict(cfg.data.options)),
+                   Path(workdir) / f"{name}.zarr")
     d = cfg.descriptor
     sel = C.JointSelection.hip_relative(store.n_joints, store.center)
     t0 = time.perf_counter()
@@ -230,7 +229,7 @@ def exact_accuracies(V, y, subjects, folds, name: str) -> list[dict]:
     from ..stream.exact import exact_svm_fold
     from .config import load_config
 
-    ecfg = load_config(REPO / "pipelines" / f"{DATASETS[name][2]}_exact.toml").model
+    ecfg = load_config(REPO / "pipelines" / f"{DATASETS[name]}_exact.toml").model
     return [exact_svm_fold(V, y, subjects, tr, te, ecfg.sigma_grid, ecfg.C_grid) for _, tr, te in folds]
 
 

@@ -18,6 +18,9 @@ READERS = {
     "florence3d": (".florence3d", "Florence3DReader"),
     "utkinect": (".utkinect", "UTKinectReader"),
     "generic": (".generic", "GenericCSVReader"),
+    "asf-amc": (".asf_amc", "AsfAmcReader"),
+    "bvh": (".bvh", "BvhReader"),
+    "c3d": (".c3d", "C3dReader"),
 }
 FORMATS = tuple(READERS)
 

@@ -1,0 +1,817 @@
+"""Reader for Acclaim motion capture: skeletons (``.asf``) and motions (``.amc``), e.g. HDM05, CMU.
+
+Format
+------
+``.asf`` (one per subject; ``#`` comments; commas and parentheses count as spaces)::
+
+    :units   mass <f>  length <f>  angle deg|rad
+    :root    order TX TY TZ RX RY RZ   axis XYZ   position x y z   orientation a b c
+    :bonedata  begin id <n> name <s> direction x y z length <f> axis a b c XYZ
+                     [dof rx ry rz  limits (lo hi) ...] end ...
+    :hierarchy begin <parent> <child> <child> ... end
+
+``.amc``: header lines (``#`` comments, ``:FULLY-SPECIFIED``, ``:DEGREES``/``:RADIANS``), then
+per frame a line with the frame number and one line ``<bone> <values>`` per bone with a dof
+(values in the order of the bone's ``dof``; the root's in the order of its ``order``).
+
+Joints and positions
+--------------------
+Joint 0 is the root; joint ``1 + i`` is the end of the ``i``-th bone of ``:bonedata`` (HDM05:
+31 joints). Positions come from :mod:`.kinematics` (column vectors)::
+
+    C_b = Ext(axis_b, axis order)          M_b = Ext(AMC angles, dof order)
+    G_b = G_parent @ C_b @ M_b @ C_b^-1    x_b = x_parent + G_b @ (length_b * direction_b)
+    G_root = C_r @ M_r @ C_r^-1            x_root = position + (TX, TY, TZ)
+
+where ``Ext(angles, "XYZ") = Rz @ Ry @ Rx`` (rotations about fixed axes, first letter first)
+and ``C_r`` comes from the root ``orientation`` in the root ``axis`` order (treating the root's
+preset orientation like a bone axis; HDM05 and CMU set it to zero). The root rotation order is
+the order of the RX/RY/RZ tokens in ``order``; a bone's is the order of its ``dof`` tokens (the
+usual ``rx ry rz`` gives ``Rz Ry Rx``). Directions are normalised, so ``|x_b - x_parent|`` is the
+bone's ``length`` in every frame (a test checks it for every HDM05 sequence).
+
+Lengths: an ASF length ``v`` is ``v / length`` inches (``:units length``, 0.45 for HDM05 and
+CMU), so metres are ``v / length * 0.0254``; root translations in the AMC use the same unit.
+Axes are those of the capture (y up for HDM05 and CMU).
+
+Errors and repairs
+------------------
+Bad input raises :class:`FormatError` naming the file and line: unknown bone in the AMC, a bone
+line with too few or too many values, a bone listed twice in one frame, a frame missing bones
+(including a truncated last frame), a frame number out of sequence, a non-numeric or
+non-finite value, a missing or inconsistent ``.asf``, a hierarchy naming an unknown bone, a bone
+with two parents or a cycle. A sequence is yielded whole or not at all. An ``.amc`` with a
+header but no frames is not yielded and is recorded in ``skipped``. Nothing is repaired.
+
+Speed: the frame section is parsed by a compiled one-pass scanner (:mod:`._fastparse`) and the
+kinematics run on all frames at once; see ``bench_ingest.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from . import _fastparse as fp
+from ._layout import HDM_PATTERN, Entry, check_roles, find_entries, subject_numbers
+from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
+from .kinematics import Skeleton, euler_matrix
+
+INCH = 0.0254
+#: output unit -> metres per unit
+UNITS = {"m": 1.0, "cm": 0.01, "mm": 0.001, "in": INCH}
+
+#: HDM05 11-class folders (see shared/data/hdm05/SOURCE.md)
+HDM05_CLASSES = {
+    "1": "depositFloorR", "2": "elbowToKnee1RepsLelbowStart", "3": "grabHighR",
+    "4": "hopBothLegs1hops", "5": "jogLeftCircle4StepsRstart", "6": "kickLFront1Reps",
+    "7": "lieDownFloor", "8": "rotateArmsBothBackward1Reps", "9": "sneak2StepsLStart",
+    "10": "squat1Reps", "11": "throwBasketball",
+}
+
+_ROOT_TOKENS = ("TX", "TY", "TZ", "RX", "RY", "RZ")
+_BONE_DOFS = ("rx", "ry", "rz")
+_UNSUPPORTED_DOFS = ("tx", "ty", "tz", "l")
+
+
+# ---------------------------------------------------------------------------------------------
+# ASF
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class AsfBone:
+    name: str
+    direction: np.ndarray
+    length: float
+    axis: np.ndarray
+    axis_order: str
+    dof: list[str]
+    line: int
+    id: int | None = None
+    limits: list[tuple[float, float]] = field(default_factory=list)
+
+
+@dataclass
+class AsfSkeleton:
+    """A parsed ``.asf``. Joint 0 is the root, joint ``1 + i`` the end of ``bones[i]``."""
+    path: Path
+    name: str
+    length_unit: float
+    angle_unit: str
+    root_order: list[str]
+    root_axis: str
+    root_position: np.ndarray
+    root_orientation: np.ndarray
+    bones: list[AsfBone]
+    parent: dict[str, str]              # bone -> parent bone ("root")
+
+    def __post_init__(self):
+        self.joint_names = ["root"] + [b.name for b in self.bones]
+        index = {n: i for i, n in enumerate(self.joint_names)}
+        self.parents = np.array([-1] + [index[self.parent[b.name]] for b in self.bones])
+        # AMC columns: root (its order tokens), then every bone's dof, in bonedata order
+        self.ncols_root = len(self.root_order)
+        ndof = [len(b.dof) for b in self.bones]
+        self.col0 = np.concatenate([[0], self.ncols_root + np.cumsum([0] + ndof[:-1])]).astype(
+            np.int64)
+        self.ndof = np.array([self.ncols_root] + ndof, dtype=np.int64)
+        self.ncols = int(self.ndof.sum())
+        k = 1.0 if self.angle_unit == "deg" else 180.0 / np.pi
+        C = [euler_matrix(self.root_orientation * k, self.root_axis, extrinsic=True)]
+        C += [euler_matrix(b.axis * k, b.axis_order, extrinsic=True) for b in self.bones]
+        d = np.stack([b.direction for b in self.bones]) if self.bones else np.zeros((0, 3))
+        self.lengths = np.array([0.0] + [b.length for b in self.bones])
+        offsets = np.concatenate([self.root_position[None], d * self.lengths[1:, None]])
+        # angle columns of every joint (T, J, 3), -1 = none (a zero column)
+        rot = [i for i, t in enumerate(self.root_order) if t.startswith("R")]
+        orders = ["".join(self.root_order[i][1] for i in rot)]
+        cols = np.full((len(self.joint_names), 3), self.ncols, dtype=np.int64)
+        cols[0, :len(rot)] = rot
+        for j, b in enumerate(self.bones, start=1):
+            orders.append("".join(x[1].upper() for x in b.dof))
+            cols[j, :len(b.dof)] = self.col0[j] + np.arange(len(b.dof))
+        self.angle_cols = cols
+        self.trans_cols = [(i, "XYZ".index(t[1])) for i, t in enumerate(self.root_order)
+                           if t.startswith("T")]
+        self.kin = Skeleton(self.joint_names, self.parents, offsets, orders, extrinsic=True,
+                            offset_frame="self", axes=np.stack(C))
+        self.C = self.kin.axes
+        self.levels = self.kin.levels
+        self.tables = self.scan_tables()
+
+    # names / layout for the scanner
+    def scan_tables(self):
+        names = [n.encode("latin-1") for n in self.joint_names]
+        width = max(len(n) for n in names)
+        table = np.zeros((len(names), width), dtype=np.uint8)
+        for i, n in enumerate(names):
+            table[i, :len(n)] = np.frombuffer(n, dtype=np.uint8)
+        lens = np.array([len(n) for n in names], dtype=np.int64)
+        required = self.ndof > 0
+        return table, lens, required
+
+    def angles(self, values: np.ndarray) -> np.ndarray:
+        """(T, J, 3) angles per joint (in its dof order, zero-padded) from AMC values."""
+        ext = np.concatenate([values, np.zeros((len(values), 1))], axis=1)
+        return ext[:, self.angle_cols]
+
+    def root_positions(self, values: np.ndarray) -> np.ndarray:
+        """(T, 3): ``position`` of :root plus the AMC translations."""
+        out = np.broadcast_to(self.root_position, (len(values), 3)).copy()
+        for i, ax in self.trans_cols:
+            out[:, ax] += values[:, i]
+        return out
+
+    def positions(self, values: np.ndarray, *, degrees: bool = True) -> np.ndarray:
+        """Joint positions (T, J, 3) in ASF length units from AMC values (T, ncols)."""
+        return self.kin.positions(self.angles(values), root_positions=self.root_positions(values),
+                                  degrees=degrees)
+
+    def same_bones(self, other: "AsfSkeleton") -> str | None:
+        """Why ``other`` cannot share this skeleton's joint layout (None if it can)."""
+        if other.joint_names != self.joint_names:
+            return (f"its bones ({', '.join(other.joint_names[1:])}) differ from those of "
+                    f"{self.path} ({', '.join(self.joint_names[1:])})")
+        if not np.array_equal(other.parents, self.parents):
+            return f"its hierarchy differs from that of {self.path}"
+        return None
+
+
+def _asf_lines(path: Path):
+    """(line number, tokens) of every non-blank line; ``#`` comments, commas and parentheses
+    removed."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(path, f"cannot read the skeleton file: {exc.strerror}") from None
+    text = raw.decode("latin-1")
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].replace(",", " ").replace("(", " ").replace(")", " ")
+        toks = line.split()
+        if toks:
+            out.append((n, toks))
+    return out
+
+
+def _floats(path, toks, n, line, what):
+    if len(toks) != n:
+        raise FormatError(path, f"{what} needs {n} number(s), found {len(toks)}: "
+                          f"{' '.join(toks)!r}", line=line)
+    try:
+        v = np.array([float(t) for t in toks])
+    except ValueError:
+        raise FormatError(path, f"{what} must be numbers, found {' '.join(toks)!r}",
+                          line=line) from None
+    if not np.isfinite(v).all():
+        raise FormatError(path, f"{what} must be finite numbers, found {' '.join(toks)!r}",
+                          line=line)
+    return v
+
+
+def _order(path, tok, line, what):
+    o = tok.upper()
+    if len(o) != 3 or set(o) != set("XYZ"):
+        raise FormatError(path, f"{what} order must be a permutation of XYZ (e.g. 'XYZ'), found "
+                          f"{tok!r}", line=line)
+    return o
+
+
+def read_asf(path) -> AsfSkeleton:
+    """Parse an ``.asf`` file; raises :class:`FormatError` with file and line on bad input."""
+    path = Path(path)
+    lines = _asf_lines(path)
+    name = path.stem
+    length_unit, angle_unit = 1.0, "deg"
+    root = {"order": (["TX", "TY", "TZ", "RX", "RY", "RZ"], None), "axis": ("XYZ", None),
+            "position": (np.zeros(3), None), "orientation": (np.zeros(3), None)}
+    bones: list[AsfBone] = []
+    hierarchy: list[tuple[int, list[str]]] = []
+    seen_sections = set()
+    i = 0
+    n = len(lines)
+
+    def section_end(k):
+        while k < n and not lines[k][1][0].startswith(":"):
+            k += 1
+        return k
+
+    while i < n:
+        line, toks = lines[i]
+        key = toks[0].lower()
+        if not key.startswith(":"):
+            raise FormatError(path, f"expected a section keyword such as :units, :root, "
+                              f":bonedata or :hierarchy, found {toks[0]!r}", line=line)
+        seen_sections.add(key)
+        if key == ":name" and len(toks) > 1:
+            name = " ".join(toks[1:])
+            i += 1
+        elif key == ":units":
+            j = section_end(i + 1)
+            for ln, t in lines[i + 1:j]:
+                k = t[0].lower()
+                if k == "length":
+                    length_unit = float(_floats(path, t[1:], 1, ln, "units length")[0])
+                    if length_unit <= 0:
+                        raise FormatError(path, f"units length must be positive, found "
+                                          f"{t[1]!r}", line=ln)
+                elif k == "angle":
+                    if len(t) != 2 or t[1].lower() not in ("deg", "rad"):
+                        raise FormatError(path, f"units angle must be 'deg' or 'rad', found "
+                                          f"{' '.join(t[1:])!r}", line=ln)
+                    angle_unit = t[1].lower()
+                elif k == "mass":
+                    _floats(path, t[1:], 1, ln, "units mass")
+                else:
+                    raise FormatError(path, f"unknown unit {t[0]!r}; :units takes mass, length "
+                                      "and angle", line=ln)
+            i = j
+        elif key == ":root":
+            j = section_end(i + 1)
+            for ln, t in lines[i + 1:j]:
+                k = t[0].lower()
+                if k == "order":
+                    order = [x.upper() for x in t[1:]]
+                    bad = [x for x in order if x not in _ROOT_TOKENS]
+                    if bad or len(set(order)) != len(order) or not order:
+                        raise FormatError(path, f"root order must list distinct tokens among "
+                                          f"{' '.join(_ROOT_TOKENS)}, found {' '.join(t[1:])!r}",
+                                          line=ln)
+                    root["order"] = (order, ln)
+                elif k == "axis":
+                    if len(t) != 2:
+                        raise FormatError(path, "root axis needs one order token such as XYZ",
+                                          line=ln)
+                    root["axis"] = (_order(path, t[1], ln, "root axis"), ln)
+                elif k in ("position", "orientation"):
+                    root[k] = (_floats(path, t[1:], 3, ln, f"root {k}"), ln)
+                else:
+                    raise FormatError(path, f"unknown root field {t[0]!r}; :root takes order, "
+                                      "axis, position and orientation", line=ln)
+            i = j
+        elif key == ":bonedata":
+            j = section_end(i + 1)
+            bones = _parse_bones(path, lines[i + 1:j])
+            i = j
+        elif key == ":hierarchy":
+            j = section_end(i + 1)
+            hierarchy = lines[i + 1:j]
+            i = j
+        else:                      # :version, :documentation, :skin, ... : skipped
+            i = section_end(i + 1)
+    if ":bonedata" not in seen_sections:
+        raise FormatError(path, "no :bonedata section; an Acclaim skeleton needs :bonedata and "
+                          ":hierarchy")
+    if ":hierarchy" not in seen_sections:
+        raise FormatError(path, "no :hierarchy section; an Acclaim skeleton needs one to connect "
+                          "the bones to the root")
+    parent = _parse_hierarchy(path, hierarchy, bones)
+    return AsfSkeleton(path=path, name=name, length_unit=length_unit, angle_unit=angle_unit,
+                       root_order=root["order"][0], root_axis=root["axis"][0],
+                       root_position=root["position"][0],
+                       root_orientation=root["orientation"][0], bones=bones, parent=parent)
+
+
+_BONE_KEYS = ("id", "name", "direction", "length", "axis", "dof", "limits", "bodymass",
+              "cofmass")
+
+
+def _parse_bones(path, lines) -> list[AsfBone]:
+    bones: list[AsfBone] = []
+    cur: dict | None = None
+    names: dict[str, int] = {}
+    k = 0
+    while k < len(lines):
+        ln, t = lines[k]
+        key = t[0].lower()
+        if key == "begin":
+            if cur is not None:
+                raise FormatError(path, f"'begin' inside the bone that starts on line "
+                                  f"{cur['line']}: a bone block must close with 'end'", line=ln)
+            cur = {"line": ln}
+        elif key == "end":
+            if cur is None:
+                raise FormatError(path, "'end' without a matching 'begin' in :bonedata", line=ln)
+            for req in ("name", "direction", "length", "axis"):
+                if req not in cur:
+                    raise FormatError(path, f"bone block lacks '{req}' (every bone needs name, "
+                                      "direction, length and axis)", line=cur["line"])
+            dof = cur.get("dof", [])
+            lim = cur.get("limits")
+            if lim is not None and len(lim) != len(dof):
+                raise FormatError(path, f"bone {cur['name']!r} has {len(lim)} limits for "
+                                  f"{len(dof)} dof; give one (min max) pair per dof",
+                                  line=cur["limits_line"])
+            d = cur["direction"]
+            norm = float(np.linalg.norm(d))
+            if norm == 0:
+                raise FormatError(path, f"bone {cur['name']!r} has a zero direction vector",
+                                  line=cur["direction_line"])
+            bones.append(AsfBone(name=cur["name"], direction=d / norm, length=cur["length"],
+                                 axis=cur["axis"][0], axis_order=cur["axis"][1], dof=dof,
+                                 line=cur["line"], id=cur.get("id"), limits=lim or []))
+            cur = None
+        else:
+            if cur is None:
+                raise FormatError(path, f"{t[0]!r} outside a begin ... end bone block",
+                                  line=ln)
+            if key == "name":
+                if len(t) != 2:
+                    raise FormatError(path, "bone name must be one word", line=ln)
+                nm = t[1]
+                if nm == "root":
+                    raise FormatError(path, "bone name 'root' is reserved for the root segment",
+                                      line=ln)
+                if nm in names:
+                    raise FormatError(path, f"bone name {nm!r} is used twice (first on line "
+                                      f"{names[nm]})", line=ln)
+                names[nm] = ln
+                cur["name"] = nm
+            elif key == "id":
+                cur["id"] = int(_floats(path, t[1:], 1, ln, "bone id")[0])
+            elif key == "direction":
+                cur["direction"] = _floats(path, t[1:], 3, ln, "bone direction")
+                cur["direction_line"] = ln
+            elif key == "length":
+                v = float(_floats(path, t[1:], 1, ln, "bone length")[0])
+                if v < 0:
+                    raise FormatError(path, f"bone length must not be negative, found {t[1]!r}",
+                                      line=ln)
+                cur["length"] = v
+            elif key == "axis":
+                if len(t) != 5:
+                    raise FormatError(path, "bone axis needs three angles and an order token, "
+                                      f"e.g. 'axis 0 0 20 XYZ'; found {' '.join(t[1:])!r}",
+                                      line=ln)
+                cur["axis"] = (_floats(path, t[1:4], 3, ln, "bone axis"),
+                               _order(path, t[4], ln, "bone axis"))
+            elif key == "dof":
+                dof = [x.lower() for x in t[1:]]
+                for x in dof:
+                    if x in _UNSUPPORTED_DOFS:
+                        raise FormatError(path, f"dof {x!r} (bone translation or stretch) is not "
+                                          "supported by this reader; only rx, ry, rz on bones",
+                                          line=ln)
+                    if x not in _BONE_DOFS:
+                        raise FormatError(path, f"unknown dof {x!r}; expected rx, ry, rz",
+                                          line=ln)
+                if len(set(dof)) != len(dof):
+                    raise FormatError(path, f"dof lists an axis twice: {' '.join(t[1:])!r}",
+                                      line=ln)
+                cur["dof"] = dof
+            elif key == "limits":
+                vals = t[1:]
+                kk = k + 1
+                while kk < len(lines) and lines[kk][1][0].lower() not in _BONE_KEYS + (
+                        "begin", "end"):
+                    vals += lines[kk][1]
+                    kk += 1
+                if len(vals) % 2:
+                    raise FormatError(path, "limits must be (min max) pairs, found an odd count "
+                                      "of values", line=ln)
+                try:
+                    fl = [float(v) for v in vals]
+                except ValueError:
+                    raise FormatError(path, f"limits must be numbers or inf/-inf, found "
+                                      f"{' '.join(vals)!r}", line=ln) from None
+                cur["limits"] = list(zip(fl[0::2], fl[1::2]))
+                cur["limits_line"] = ln
+                k = kk
+                continue
+            elif key in ("bodymass", "cofmass"):
+                pass
+            else:
+                raise FormatError(path, f"unknown bone field {t[0]!r}; expected one of "
+                                  f"{', '.join(_BONE_KEYS)}", line=ln)
+        k += 1
+    if cur is not None:
+        raise FormatError(path, "bone block not closed with 'end' before the next section",
+                          line=cur["line"])
+    return bones
+
+
+def _parse_hierarchy(path, lines, bones: list[AsfBone]) -> dict[str, str]:
+    known = {b.name for b in bones}
+    parent: dict[str, str] = {}
+    parent_line: dict[str, int] = {}
+    inside = False
+    for ln, t in lines:
+        key = t[0].lower()
+        if key == "begin" and len(t) == 1:
+            inside = True
+            continue
+        if key == "end" and len(t) == 1:
+            inside = False
+            continue
+        if not inside:
+            raise FormatError(path, f"hierarchy line outside begin ... end: {' '.join(t)!r}",
+                              line=ln)
+        if len(t) < 2:
+            raise FormatError(path, f"hierarchy line names a parent but no child: {t[0]!r}",
+                              line=ln)
+        for nm in t:
+            if nm != "root" and nm not in known:
+                raise FormatError(path, f"hierarchy names bone {nm!r}, which is not defined in "
+                                  ":bonedata", line=ln)
+        for child in t[1:]:
+            if child == "root":
+                raise FormatError(path, "the root cannot be the child of a bone", line=ln)
+            if child in parent:
+                raise FormatError(path, f"bone {child!r} is given a second parent {t[0]!r} (its "
+                                  f"parent is {parent[child]!r}, line {parent_line[child]})",
+                                  line=ln)
+            parent[child] = t[0]
+            parent_line[child] = ln
+    for b in bones:
+        if b.name not in parent:
+            raise FormatError(path, f"bone {b.name!r} (line {b.line}) is not attached in "
+                              ":hierarchy; every bone needs a parent")
+    # cycles: follow the parents from every bone
+    for b in bones:
+        chain = [b.name]
+        cur = b.name
+        while cur != "root":
+            cur = parent[cur]
+            if cur in chain:
+                cyc = chain[chain.index(cur):] + [cur]
+                raise FormatError(path, "hierarchy has a cycle: " + " <- ".join(cyc) + "; each "
+                                  "bone must lead to the root", line=parent_line[cyc[-2]])
+            chain.append(cur)
+    return parent
+
+
+# ---------------------------------------------------------------------------------------------
+# AMC
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class AmcMotion:
+    values: np.ndarray          # (T, ncols) float64, columns as AsfSkeleton.col0/ndof
+    frame_numbers: np.ndarray   # (T,)
+    degrees: bool
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise FormatError(path, f"cannot read the {what}: {exc.strerror}") from None
+
+
+def _line_text(buf: bytes, s: int, e: int) -> str:
+    return buf[s:e].decode("latin-1")
+
+
+def read_amc(path, skeleton: AsfSkeleton) -> AmcMotion:
+    """Parse an ``.amc`` against ``skeleton``; raises :class:`FormatError` on bad input."""
+    path = Path(path)
+    data = _read_bytes(path, "motion file")
+    pos, line = 0, 1
+    degrees = skeleton.angle_unit == "deg"
+    n = len(data)
+    while pos < n:                                  # header
+        e = data.find(b"\n", pos)
+        e = n if e < 0 else e
+        s = data[pos:e].strip()
+        if s and not s.startswith(b"#"):
+            if not s.startswith(b":"):
+                if not s[:1].isdigit():
+                    raise FormatError(path, f"expected the first frame number after the "
+                                      f"header, found {s.split()[0].decode('latin-1')!r}",
+                                      line=line)
+                break
+            kw = s.split()[0].upper()
+            if kw == b":DEGREES":
+                degrees = True
+            elif kw == b":RADIANS":
+                degrees = False
+        pos, line = e + 1, line + 1
+    buf = np.frombuffer(data, dtype=np.uint8)
+    table, lens, required = skeleton.tables
+    cap = 256
+    while True:
+        vals, fnum, flines, err, fix, nfix = fp.scan_amc(
+            buf, pos, line, table, lens, skeleton.ndof, skeleton.col0, skeleton.ncols, required,
+            cap)
+        if nfix <= cap or err[0] != fp.OK:
+            break
+        cap = nfix
+    if err[0] != fp.OK:
+        raise _amc_error(path, data, skeleton, err, fnum, flines)
+    fp.reparse(path, data, vals, fix)
+    return AmcMotion(vals, fnum, degrees)
+
+
+def _amc_error(path, data: bytes, sk: AsfSkeleton, err, fnum, flines) -> FormatError:
+    code, line, s, e, a0, a1 = (int(x) for x in err[:6])
+    tok = _line_text(data, s, e)
+
+    def bone_desc(b):
+        if b == 0:
+            return f"the root ({len(sk.root_order)} values: {' '.join(sk.root_order)})"
+        bn = sk.bones[b - 1]
+        return (f"bone {bn.name!r} ({len(bn.dof)} value{'s' if len(bn.dof) != 1 else ''}: "
+                f"dof {' '.join(bn.dof) or 'none'} in {sk.path.name}, line {bn.line})")
+
+    if code == fp.E_UNKNOWN_BONE:
+        return FormatError(path, f"bone {tok!r} is not in the skeleton {sk.path} (its bones: "
+                           f"{', '.join(sk.joint_names)}); the .amc does not belong to this "
+                           ".asf, or the name is misspelt", line=line)
+    if code == fp.E_TOO_FEW:
+        return FormatError(path, f"too few values for {bone_desc(a0)}: found {a1}; the file may "
+                           "be cut short or a value is missing", line=line)
+    if code == fp.E_TOO_MANY:
+        if a0 > 0 and not sk.bones[a0 - 1].dof:
+            return FormatError(path, f"{a1} value(s) for bone {tok!r}, whose dof is not "
+                               f"declared in {sk.path.name} (line {sk.bones[a0 - 1].line}): a "
+                               "bone without dof takes no values", line=line)
+        return FormatError(path, f"{a1} values for {bone_desc(a0)}: more than the declared dof; "
+                           "the .amc does not match this .asf", line=line)
+    if code == fp.E_BAD_NUMBER:
+        return FormatError(path, f"value {tok!r} is not a number (expected a plain decimal such "
+                           "as -12.5 or 3.9e-15)", line=line)
+    if code == fp.E_NOT_FINITE:
+        return FormatError(path, f"value {tok!r} is out of range (not finite)", line=line)
+    if code == fp.E_FRAME_SEQ:
+        return FormatError(path, f"frame number {a0} out of sequence: expected {a1} (frame "
+                           "numbers must rise by 1)", line=line)
+    if code == fp.E_MISSING_BONES:
+        missing = _missing_bones(data, sk, line)
+        nframe = int(fnum[a0]) if a0 < len(fnum) else a0 + 1
+        if a1:
+            return FormatError(path, f"file ends inside frame {nframe}, which lacks bone lines "
+                               f"for {', '.join(missing)}: the file is truncated (last frame "
+                               "incomplete)", line=line)
+        return FormatError(path, f"frame {nframe} lacks bone lines for {', '.join(missing)} "
+                           "(every bone with a dof needs one line per frame)", line=line)
+    if code == fp.E_DUPLICATE_BONE:
+        return FormatError(path, f"bone {tok!r} appears twice in one frame (first on line {a1})",
+                           line=line)
+    if code == fp.E_FRAME_LINE_EXTRA:
+        return FormatError(path, f"frame number line has extra text {tok!r}; expected the frame "
+                           "number alone", line=line)
+    if code == fp.E_BAD_FRAME_NUMBER:
+        return FormatError(path, f"{tok!r} is not a frame number (a line starting with a digit "
+                           "must hold the frame number alone)", line=line)
+    if code == fp.E_KEYWORD:
+        return FormatError(path, f"header keyword {tok!r} inside the frame data; keywords "
+                           "belong before the first frame", line=line)
+    if code == fp.E_BONE_BEFORE_FRAME:
+        return FormatError(path, f"bone line {tok!r} before the first frame number", line=line)
+    return FormatError(path, f"unexpected parse error code {code}", line=line)
+
+
+def _missing_bones(data: bytes, sk: AsfSkeleton, frame_line: int) -> list[str]:
+    lines = data.split(b"\n")
+    have = set()
+    for raw in lines[frame_line:]:
+        t = raw.split(b"#", 1)[0].split()
+        if not t:
+            continue
+        if t[0][:1].isdigit():
+            break
+        have.add(t[0].decode("latin-1"))
+    return [n for n, d in zip(sk.joint_names, sk.ndof) if d > 0 and n not in have]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reader
+# ---------------------------------------------------------------------------------------------
+
+def _candidates_roles(sk: AsfSkeleton) -> dict[str, list[int]]:
+    idx = {n: i for i, n in enumerate(sk.joint_names)}
+
+    def start(bone):          # the joint where a bone starts = its parent's end
+        return int(sk.parents[idx[bone]]) if bone in idx else None
+
+    def end(bone):
+        return idx.get(bone)
+
+    roles: dict[str, list[int]] = {"hip_center": [0]}
+    for side, key in (("l", "left"), ("r", "right")):
+        j = start(f"{side}femur")
+        if j is None or j == 0:
+            j = end(f"{side}hipjoint")
+        if j is not None:
+            roles[f"{key}_hip"] = [j]
+        j = start(f"{side}humerus")
+        if j is None:
+            j = end(f"{side}clavicle")
+        if j is not None:
+            roles[f"{key}_shoulder"] = [j]
+    for role, names in (("spine", ("lowerback", "upperback", "thorax")),
+                        ("neck", ("lowerneck", "upperneck", "neck")),
+                        ("head", ("head",))):
+        for nm in names:
+            if end(nm) is not None:
+                roles[role] = [end(nm)]
+                break
+    return roles
+
+
+class AsfAmcReader(SkeletonReader):
+    """Acclaim ASF/AMC sequences from a folder tree or an ``index.csv``.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``layout="folders"``: the folder holding ``[<split>/]<class>/<file>.amc`` with the
+        subjects' ``.asf`` next to the motions or in a parent folder. ``layout="index"``: the
+        folder holding ``index.csv`` (or the file itself).
+    layout : {"folders", "index"}
+        See :mod:`._layout`.
+    units : {"m", "cm", "mm", "in"}
+        Output unit; ASF lengths are converted (``v / length * 0.0254`` metres).
+    label : {"folder", "name"}
+        Folders layout: the class folder name, or the ``motion`` group of ``name_pattern``
+        (HDM05: ``depositFloorR``). ``label_map`` (dict) then renames labels
+        (e.g. ``HDM05_CLASSES``: folder ``"1"`` -> ``"depositFloorR"``).
+    name_pattern : str
+        Regular expression on the file name (without extension) giving ``subject`` (and
+        ``motion``); default HDM05's ``HDM_<subject>_<motion>_<take>_<rate>``.
+    skeleton_name : str
+        Folders layout (and index rows without a ``skeleton`` column): the ``.asf`` file name for
+        a motion, formatted with the groups of ``name_pattern`` (index layout: ``subject`` only,
+        after trying ``<subject>.asf`` and the only ``.asf`` of the folder); default
+        ``"{prefix}_{subject}.asf"`` (HDM05: ``HDM_bd.asf``).
+    center, roles : optional
+        Override the hip centre (default: the root) and the body-part roles (default: from
+        the bone names).
+    frame_rate : float, optional
+        Frames per second, recorded in ``info.extra``; by default taken from the ``rate`` group
+        of ``name_pattern`` when every file has the same one (HDM05: 120).
+
+    Notes
+    -----
+    ``info.extra`` holds ``subject_names`` (sorted, when subjects are not numbers; the subject
+    of a sequence is its index), the skeleton file of every subject, every subject's bone
+    lengths in the output unit, and ``frame_rate``. All ``.asf`` files are read and checked when
+    the reader is created (they must share the bones and hierarchy of the first one); motions
+    are read one at a time by :meth:`sequences`, in sorted id order.
+    """
+
+    source = "asf-amc"
+
+    def __init__(self, path, *, layout: str = "folders", units: str = "m",
+                 label: str = "folder", label_map: dict | None = None,
+                 name_pattern: str = HDM_PATTERN, skeleton_name: str = "{prefix}_{subject}.asf",
+                 center=None, roles: dict | None = None, frame_rate: float | None = None):
+        super().__init__()
+        if units not in UNITS:
+            raise ValueError(f"units must be one of {sorted(UNITS)}, got {units!r}")
+        self.units = units
+        self.root, self._entries = find_entries(path, ext=".amc", layout=layout, label=label,
+                                                label_map=label_map, name_pattern=name_pattern,
+                                                what="sequence")
+        self.layout = layout
+        self._subject_of, subject_names = subject_numbers(self._entries)
+        self._skel_cache: dict[Path, AsfSkeleton] = {}
+        self._skel_of: dict[str, Path] = {}
+        by_subject: dict[str, Path] = {}
+        for e in self._entries:
+            p = self._find_skeleton(e, skeleton_name)
+            self._skel_of[e.id] = p
+            by_subject.setdefault(e.subject_name, p)
+        first = self._skeleton(self._skel_of[self._entries[0].id])
+        for p in sorted(set(self._skel_of.values())):
+            sk = self._skeleton(p)
+            why = first.same_bones(sk)
+            if why:
+                raise FormatError(p, f"this skeleton cannot share one joint layout with the "
+                                  f"others: {why}")
+        J = len(first.joint_names)
+        if center is None:
+            center = (0,)
+        center = tuple(int(c) for c in center)
+        if not center or not all(0 <= c < J for c in center):
+            raise ValueError(f"center must list 0-based joints in [0, {J - 1}], got {center!r}")
+        roles = check_roles(roles, J) if roles is not None else _candidates_roles(first)
+        if frame_rate is None:
+            rates = {e.match.get("rate") for e in self._entries if e.match}
+            if len(rates) == 1 and None not in rates:
+                frame_rate = float(rates.pop())
+        to_out = INCH / UNITS[units]
+        lengths = {s: (self._skeleton(p).lengths / self._skeleton(p).length_unit * to_out)
+                   .round(6).tolist() for s, p in sorted(by_subject.items())}
+        self.info = SkeletonInfo(
+            n_joints=J, joint_names=list(first.joint_names), units=units, source=self.source,
+            center=center, label_names=sorted({e.label for e in self._entries}), roles=roles,
+            extra={"subject_names": subject_names, "frame_rate": frame_rate,
+                   "skeletons": {s: str(p) for s, p in sorted(by_subject.items())},
+                   "bone_lengths": lengths, "parents": first.parents.tolist(),
+                   "splits": sorted({e.split for e in self._entries if e.split is not None})
+                   or None,
+                   "layout": layout})
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _skeleton(self, p: Path) -> AsfSkeleton:
+        sk = self._skel_cache.get(p)
+        if sk is None:
+            sk = self._skel_cache[p] = read_asf(p)
+        return sk
+
+    def _find_skeleton(self, e: Entry, skeleton_name: str) -> Path:
+        if e.skeleton is not None:
+            return e.skeleton
+        names = []
+        groups = dict(e.match or {})
+        groups.setdefault("subject", e.subject_name)
+        try:
+            names.append(skeleton_name.format(**groups))
+        except (KeyError, IndexError):
+            pass
+        if e.match is None:
+            names.append(f"{e.subject_name}.asf")
+        folder = e.path.parent
+        while True:
+            for nm in names:
+                if (folder / nm).is_file():
+                    return folder / nm
+            if folder == self.root or self.root not in folder.parents:
+                break
+            folder = folder.parent
+        if e.match is None:
+            asfs = sorted(e.path.parent.glob("*.asf"))
+            if len(asfs) == 1:
+                return asfs[0]
+        where = f"next to it or in a parent folder up to {self.root}"
+        if e.index_line is not None:
+            raise FormatError(self.root / "index.csv", f"no skeleton for {e.path.name} (subject "
+                              f"{e.subject_name!r}): none of {', '.join(names)} {where}; add a "
+                              "'skeleton' column", line=e.index_line)
+        raise FormatError(e.path, f"no skeleton file {' or '.join(names)} for subject "
+                          f"{e.subject_name!r} {where}; put the subject's .asf there or pass "
+                          "skeleton_name")
+
+    def read(self, e: Entry) -> np.ndarray | None:
+        """(T, 3J) float32 positions of one entry, or None when the file has no frames."""
+        sk = self._skeleton(self._skel_of[e.id])
+        mo = read_amc(e.path, sk)
+        if len(mo.values) == 0:
+            return None
+        X = sk.positions(mo.values, degrees=mo.degrees)
+        X *= INCH / sk.length_unit / UNITS[self.units]
+        return X.reshape(len(X), -1).astype(np.float32)
+
+    def sequences(self) -> Iterator[SkeletonSequence]:
+        """Yield the sequences sorted by id, reading one file at a time."""
+        self.skipped = []
+        self.repairs = {}
+        for e in self._entries:
+            frames = self.read(e)
+            if frames is None:
+                self.skipped.append(SkippedSequence(e.id, f"{e.path} holds a header but no "
+                                                    "frames"))
+                continue
+            yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
+                                   subject=self._subject_of[e.subject_name], split=e.split)
+
+
+def open_hdm05(path, **kw) -> AsfAmcReader:
+    """HDM05 (11-class folders): labels are the motion names of the file names."""
+    kw.setdefault("label", "name")
+    return AsfAmcReader(path, **kw)

@@ -1,0 +1,242 @@
+"""Reader for C3D marker trajectories (binary, e.g. Vicon, Qualisys, OptiTrack exports).
+
+The files are read with ``ezc3d`` (PyPI ``ezc3d``, maintained by the pyomeca group, a
+compiled wheel for CPython 3.10+ on Linux, macOS and Windows, MIT licence). It reads integer
+and floating-point C3D, applies ``POINT:SCALE`` and marks invalid points (residual < 0) as NaN
+(checked by the tests on files written byte by byte from the format description). The pure-Python ``c3d`` package was not chosen: it yields
+frames one at a time through a Python generator (slow on long trials) and leaves the
+residual/scale conventions to the caller.
+
+Joints and units
+----------------
+Every marker (3D point) is a joint, named by ``POINT:LABELS`` (then ``LABELS2``, ...; blank
+labels become ``point<k>``). Points listed in ``POINT:ANGLES``, ``FORCES``, ``MOMENTS``,
+``POWERS``, ``SCALARS`` or ``REACTIONS`` (model outputs stored as points) are not markers and
+are left out unless ``markers`` names them. Coordinates are converted from ``POINT:UNITS``
+(``mm``, ``cm``, ``dm``, ``m``, ``in``, ``ft``; anything else is an error) to ``units``
+(default metres). Axes are those of the file (usually z up).
+
+Missing markers (documented rule)
+---------------------------------
+A marker is missing in a frame when its residual is negative (ezc3d turns those coordinates
+into NaN), when a coordinate is not finite, or (``zeros_missing=True``) when it is exactly
+``(0, 0, 0)``, which some exporters write for gaps. Then:
+
+1. every frame in which any kept marker is missing is dropped, counted in
+   ``repairs["frames_with_missing_markers_dropped"]``;
+2. a sequence that would lose more than ``max_missing`` of its frames (default 0.2), or keep
+   fewer than ``min_frames`` (default 2), is not yielded and is recorded in ``skipped`` with
+   the counts.
+
+Layout, labels and subjects as for the other readers (:mod:`._layout`). All files must hold the
+kept markers (by name; their order in a file may differ).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ...errors import ConfigError
+from ._layout import check_roles, find_entries, find_roles, subject_numbers
+from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
+
+try:                                     # imported lazily so that the other readers work without
+    import ezc3d                         # noqa: F401
+except ImportError:                      # pragma: no cover
+    ezc3d = None
+
+#: POINT:UNITS -> metres
+UNIT_METRES = {"mm": 0.001, "millimeters": 0.001, "millimetres": 0.001, "cm": 0.01,
+               "dm": 0.1, "m": 1.0, "meters": 1.0, "metres": 1.0, "in": 0.0254,
+               "inch": 0.0254, "inches": 0.0254, "ft": 0.3048}
+#: output unit -> metres per unit
+OUT_UNITS = {"m": 1.0, "cm": 0.01, "mm": 0.001}
+
+GENERIC_PATTERN = r"^(?P<subject>[A-Za-z0-9]+)_(?P<motion>.+)$"
+
+NON_MARKER_GROUPS = ("ANGLES", "FORCES", "MOMENTS", "POWERS", "SCALARS", "REACTIONS")
+
+#: Plug-in Gait style marker names -> roles (first complete group wins)
+ROLE_NAMES = {
+    "hip_center": [["LASI", "RASI", "LPSI", "RPSI"], ["LASI", "RASI", "SACR"],
+                   ["LASI", "RASI"], ["LIAS", "RIAS", "LIPS", "RIPS"]],
+    "left_hip": [["LASI", "LPSI"], ["LASI"], ["LIAS"], ["LGTR"]],
+    "right_hip": [["RASI", "RPSI"], ["RASI"], ["RIAS"], ["RGTR"]],
+    "spine": [["T10"], ["T8"], ["STRN", "T10"], ["STRN"]],
+    "neck": [["C7", "CLAV"], ["C7"], ["CLAV"]],
+    "left_shoulder": [["LSHO"], ["LSHOULDER"], ["LACR"]],
+    "right_shoulder": [["RSHO"], ["RSHOULDER"], ["RACR"]],
+    "head": [["LFHD", "RFHD", "LBHD", "RBHD"], ["HEAD"], ["LFHD", "RFHD"]],
+}
+
+
+def _param(c, group, name, default=None):
+    try:
+        return c["parameters"][group][name]["value"]
+    except KeyError:
+        return default
+
+
+def read_c3d(path, *, zeros_missing: bool = False):
+    """(labels, positions (T, N, 3) in metres with NaN for missing, non-marker labels, rate)."""
+    if ezc3d is None:                    # pragma: no cover
+        raise ConfigError("--format c3d needs the 'ezc3d' package: pip install 'streamcov[mocap]'")
+    path = Path(path)
+    if not path.is_file():
+        raise FormatError(path, "file not found")
+    try:
+        c = ezc3d.c3d(str(path))
+    except Exception as exc:          # ezc3d raises RuntimeError/IOError with a short message
+        raise FormatError(path, f"not a readable C3D file ({type(exc).__name__}: {exc}); check "
+                          "that the file is complete and really C3D") from None
+    pts = np.asarray(c["data"]["points"], dtype=np.float64)       # (4, N, T)
+    n_points = pts.shape[1] if pts.ndim == 3 else 0
+    labels = list(_param(c, "POINT", "LABELS", []) or [])
+    k = 2
+    while len(labels) < n_points and _param(c, "POINT", f"LABELS{k}") is not None:
+        labels += list(_param(c, "POINT", f"LABELS{k}"))
+        k += 1
+    labels = [str(x).strip() for x in labels[:n_points]]
+    labels += [""] * (n_points - len(labels))
+    labels = [lb or f"point{i}" for i, lb in enumerate(labels)]
+    if len(set(labels)) != len(labels):
+        dup = sorted({x for x in labels if labels.count(x) > 1})
+        raise FormatError(path, f"POINT:LABELS names {', '.join(dup)} more than once; marker "
+                          "names must be distinct")
+    units = _param(c, "POINT", "UNITS", ["mm"])
+    unit = (str(units[0]) if len(units) else "mm").strip().lower()
+    if unit not in UNIT_METRES:
+        raise FormatError(path, f"POINT:UNITS is {unit!r}; expected one of "
+                          f"{', '.join(sorted(UNIT_METRES))}")
+    xyz = pts[:3].transpose(2, 1, 0) if n_points else np.zeros((0, 0, 3))     # (T, N, 3)
+    missing = ~np.isfinite(xyz).all(axis=-1)
+    res = c["data"].get("meta_points", {}).get("residuals") if n_points else None
+    if res is not None and np.size(res):
+        missing |= (np.asarray(res)[0].T < 0)
+    if zeros_missing:
+        missing |= (xyz == 0).all(axis=-1)
+    xyz = xyz * UNIT_METRES[unit]
+    xyz[missing] = np.nan
+    non_markers = set()
+    for g in NON_MARKER_GROUPS:
+        v = _param(c, "POINT", g)
+        if v is not None:
+            non_markers |= {str(x).strip() for x in v}
+    rate = _param(c, "POINT", "RATE", None)
+    rate = float(np.asarray(rate).ravel()[0]) if rate is not None and np.size(rate) else None
+    return labels, xyz, non_markers, unit, rate
+
+
+class C3dReader(SkeletonReader):
+    """C3D marker sequences from a folder tree or an ``index.csv``.
+
+    Parameters
+    ----------
+    path, layout, label, label_map, name_pattern
+        As for the other readers (:mod:`._layout`).
+    units : {"m", "cm", "mm"}
+        Output unit (files are converted from their ``POINT:UNITS``).
+    markers : list of str, optional
+        Markers to keep, in this order (default: the markers of the first file in id order,
+        model outputs excluded).
+    max_missing : float
+        Largest fraction of frames that may be dropped for missing markers before the
+        sequence is skipped.
+    min_frames : int
+        Fewest frames a yielded sequence keeps.
+    zeros_missing : bool
+        Treat a marker at exactly (0, 0, 0) as missing.
+    center, roles : optional
+        Hip-centre joints (default: the ``hip_center`` role, else joint 0) and roles
+        (default: Plug-in Gait marker names, see ``ROLE_NAMES``).
+    """
+
+    source = "c3d"
+
+    def __init__(self, path, *, layout: str = "folders", units: str = "m",
+                 label: str = "folder", label_map: dict | None = None,
+                 name_pattern: str = GENERIC_PATTERN, markers=None, max_missing: float = 0.2,
+                 min_frames: int = 2, zeros_missing: bool = False, center=None,
+                 roles: dict | None = None):
+        super().__init__()
+        if units not in OUT_UNITS:
+            raise ValueError(f"units must be one of {sorted(OUT_UNITS)}, got {units!r}")
+        if not 0 <= max_missing <= 1:
+            raise ValueError(f"max_missing must be a fraction in [0, 1], got {max_missing!r}")
+        self.scale = 1.0 / OUT_UNITS[units]
+        self.max_missing = float(max_missing)
+        self.min_frames = int(min_frames)
+        self.zeros_missing = bool(zeros_missing)
+        self.root, self._entries = find_entries(path, ext=".c3d", layout=layout, label=label,
+                                                label_map=label_map, name_pattern=name_pattern)
+        self._subject_of, subject_names = subject_numbers(self._entries)
+        first = self._entries[0].path
+        labels, _, non_markers, unit, rate = read_c3d(first, zeros_missing=zeros_missing)
+        if markers is None:
+            markers = [lb for lb in labels if lb not in non_markers]
+            if not markers:
+                raise FormatError(first, "holds no marker points (POINT:USED is 0 or every point "
+                                  "is a model output); pass markers=[...]")
+        else:
+            markers = [str(m) for m in markers]
+            lost = [m for m in markers if m not in labels]
+            if lost:
+                raise FormatError(first, f"has no marker(s) {', '.join(lost)}; its markers are "
+                                  f"{', '.join(labels)}")
+        if len(set(markers)) != len(markers):
+            raise ValueError("markers must be distinct")
+        self.markers = list(markers)
+        J = len(self.markers)
+        roles = check_roles(roles, J) if roles is not None else find_roles(self.markers,
+                                                                          ROLE_NAMES)
+        if center is None:
+            center = tuple(roles.get("hip_center", [0]))
+        center = tuple(int(c) for c in center)
+        if not center or not all(0 <= c < J for c in center):
+            raise ValueError(f"center must list 0-based joints in [0, {J - 1}], got {center!r}")
+        self.info = SkeletonInfo(
+            n_joints=J, joint_names=list(self.markers), units=units, source=self.source,
+            center=center, label_names=sorted({e.label for e in self._entries}), roles=roles,
+            extra={"subject_names": subject_names, "frame_rate": rate,
+                   "units_in_first_file": unit, "max_missing": self.max_missing,
+                   "min_frames": self.min_frames, "zeros_missing": self.zeros_missing,
+                   "missing_rule": "frames with any missing marker are dropped; sequences "
+                                   "losing more than max_missing of their frames or keeping "
+                                   "fewer than min_frames are skipped",
+                   "splits": sorted({e.split for e in self._entries if e.split is not None})
+                   or None})
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def read(self, entry):
+        """(frames (T', 3J) float32 after dropping, dropped count, total count)."""
+        labels, xyz, _, _, _ = read_c3d(entry.path, zeros_missing=self.zeros_missing)
+        pos = {lb: i for i, lb in enumerate(labels)}
+        lost = [m for m in self.markers if m not in pos]
+        if lost:
+            raise FormatError(entry.path, f"lacks marker(s) {', '.join(lost)} that the first "
+                              f"file ({self._entries[0].path.name}) has; pass markers=[...] to "
+                              "keep only markers every file has")
+        X = xyz[:, [pos[m] for m in self.markers]] * self.scale
+        bad = np.isnan(X).any(axis=(1, 2))
+        return X[~bad].reshape(int((~bad).sum()), -1).astype(np.float32), int(bad.sum()), len(X)
+
+    def sequences(self) -> Iterator[SkeletonSequence]:
+        """Yield the sequences sorted by id, reading one file at a time."""
+        self.skipped = []
+        self.repairs = {}
+        for e in self._entries:
+            frames, dropped, total = self.read(e)
+            kept = total - dropped
+            if total == 0 or dropped > self.max_missing * total or kept < self.min_frames:
+                why = (f"{dropped} of {total} frames have a missing marker (limit "
+                       f"{self.max_missing:.0%}); {kept} left, at least {self.min_frames} "
+                       "needed") if total else "the file holds no frames"
+                self.skipped.append(SkippedSequence(e.id, why))
+                continue
+            self._repair("frames_with_missing_markers_dropped", dropped)
+            yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
+                                   subject=self._subject_of[e.subject_name], split=e.split)

@@ -1,0 +1,278 @@
+"""BVH: closed forms, channel orders, round trips through text, bad input."""
+import re
+
+import numpy as np
+import pytest
+
+from streamcov.data.readers.base import FormatError
+from streamcov.data.readers.bvh import BvhReader, bvh_positions, read_bvh_header, read_bvh_motion
+from streamcov.data.readers.kinematics import bone_lengths, euler_matrix, forward_kinematics
+
+ARM = """\
+HIERARCHY
+ROOT shoulder
+{
+  OFFSET 0 0 0
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation
+  JOINT elbow
+  {
+    OFFSET 1 0 0
+    CHANNELS 3 Zrotation Xrotation Yrotation
+    End Site
+    {
+      OFFSET 1 0 0
+    }
+  }
+}
+MOTION
+Frames: 3
+Frame Time: 0.01
+0 0 0 0 0 0 0 0 0
+0 0 0 90 0 0 0 0 0
+1 2 3 0 0 0 90 0 0
+"""
+# lines 19, 20, 21 hold the frames
+
+ARM_WANT = np.array([
+    [[0, 0, 0], [1, 0, 0], [2, 0, 0]],
+    [[0, 0, 0], [0, 1, 0], [0, 2, 0]],
+    [[1, 2, 3], [2, 2, 3], [2, 3, 3]],
+])
+
+
+def write(tmp_path, text, name="01_reach.bvh", folder="train/reach"):
+    d = tmp_path / folder
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / name
+    p.write_text(text)
+    return p
+
+
+def positions(path, **kw):
+    h = read_bvh_header(path, end_sites=kw.pop("end_sites", True))
+    return bvh_positions(h, read_bvh_motion(h), **kw)
+
+
+def loc(path, line):
+    return re.escape(f"{path}, line {line}: ")
+
+
+def test_arm_closed_form(tmp_path):
+    p = write(tmp_path, ARM)
+    np.testing.assert_allclose(positions(p), ARM_WANT, atol=1e-12)
+    r = BvhReader(tmp_path)
+    (seq,) = list(r.sequences())
+    assert r.info.joint_names == ["shoulder", "elbow", "elbow_end"]
+    assert r.info.units == "unknown" and r.info.extra["frame_rate"] == 100.0
+    assert (seq.id, seq.label, seq.split, seq.subject) == ("01_reach", "reach", "train", 1)
+    np.testing.assert_allclose(seq.frames.reshape(3, 3, 3), ARM_WANT, atol=1e-6)
+    h = read_bvh_header(p, end_sites=False)
+    assert h.names == ["shoulder", "elbow"]
+
+
+def rotation_file(channels, values):
+    return f"""HIERARCHY
+ROOT a
+{{
+  OFFSET 0 0 0
+  CHANNELS 3 {' '.join(channels)}
+  End Site
+  {{
+    OFFSET 1 0 0
+  }}
+}}
+MOTION
+Frames: 1
+Frame Time: 0.5
+{' '.join(str(v) for v in values)}
+"""
+
+
+def test_channel_order_zxy_vs_xyz(tmp_path):
+    # the same angles (x = 90, y = 0, z = 90) in two channel orders
+    zxy = write(tmp_path, rotation_file(["Zrotation", "Xrotation", "Yrotation"], [90, 90, 0]),
+                "a.bvh")
+    xyz = write(tmp_path, rotation_file(["Xrotation", "Yrotation", "Zrotation"], [90, 0, 90]),
+                "b.bvh")
+    # ZXY: Rz(90) Rx(90) Ry(0) x = Rz(90) x = y
+    np.testing.assert_allclose(positions(zxy)[0, 1], [0, 1, 0], atol=1e-12)
+    # XYZ: Rx(90) Ry(0) Rz(90) x = Rx(90) y = z
+    np.testing.assert_allclose(positions(xyz)[0, 1], [0, 0, 1], atol=1e-12)
+
+
+def random_bvh(rng, n_joints=8, n_frames=6, root_offset=(0, 0, 0)):
+    """A random hierarchy (BVH text), its parents/offsets/channel orders and its rows."""
+    parents = [-1] + [int(rng.integers(0, j)) for j in range(1, n_joints)]
+    offsets = rng.normal(size=(n_joints, 3)) * 10
+    offsets[0] = root_offset
+    orders = ["".join(rng.permutation(list("XYZ"))) for _ in range(n_joints)]
+    children = {j: [c for c in range(n_joints) if parents[c] == j] for j in range(n_joints)}
+    ends = {j: rng.normal(size=3) * 5 for j in range(n_joints) if not children[j]}
+    lines = ["HIERARCHY"]
+
+    def emit(j, depth):
+        pad = "  " * depth
+        lines.append(f"{pad}{'ROOT' if j == 0 else 'JOINT'} j{j}")
+        lines.append(pad + "{")
+        lines.append(f"{pad}  OFFSET {' '.join(repr(float(v)) for v in offsets[j])}")
+        ch = [f"{a}rotation" for a in orders[j]]
+        if j == 0:
+            ch = ["Xposition", "Yposition", "Zposition"] + ch
+        lines.append(f"{pad}  CHANNELS {len(ch)} {' '.join(ch)}")
+        for c in children[j]:
+            emit(c, depth + 1)
+        if j in ends:
+            lines.extend([f"{pad}  End Site", pad + "  {",
+                          f"{pad}    OFFSET {' '.join(repr(float(v)) for v in ends[j])}",
+                          pad + "  }"])
+        lines.append(pad + "}")
+
+    emit(0, 0)
+    order_visit = []
+
+    def visit(j):
+        order_visit.append(j)
+        for c in children[j]:
+            visit(c)
+
+    visit(0)
+    ang = rng.uniform(-180, 180, (n_frames, n_joints, 3))
+    root = rng.normal(size=(n_frames, 3)) * 50
+    rows = []
+    for t in range(n_frames):
+        row = list(root[t])
+        for j in order_visit:
+            row += list(ang[t, j])
+        rows.append(" ".join(repr(float(v)) for v in row))
+    lines += ["MOTION", f"Frames: {n_frames}", "Frame Time: 0.008333", *rows]
+    return "\n".join(lines) + "\n", dict(parents=parents, offsets=offsets, orders=orders,
+                                          ends=ends, ang=ang, root=root, visit=order_visit)
+
+
+def test_round_trip_random_skeleton_matches_independent_kinematics(tmp_path):
+    rng = np.random.default_rng(3)
+    text, g = random_bvh(rng, n_joints=9, n_frames=5)
+    p = write(tmp_path, text)
+    P = positions(p, end_sites=False)
+    h = read_bvh_header(p, end_sites=False)
+    # file order = depth-first visit order; map back to our random joint numbering
+    idx = [h.names.index(f"j{j}") for j in range(9)]
+    P = P[:, idx]
+    L = np.stack([euler_matrix(g["ang"][:, j], g["orders"][j]) for j in range(9)], axis=1)
+    off = np.broadcast_to(g["offsets"], (5, 9, 3)).copy()
+    off[:, 0] = g["root"]
+    want = forward_kinematics(g["parents"], off, L, offset_frame="parent")
+    np.testing.assert_allclose(P, want, atol=1e-9)
+
+
+def test_bone_lengths_preserved_in_every_frame_and_units(tmp_path):
+    rng = np.random.default_rng(11)
+    text, g = random_bvh(rng, n_joints=12, n_frames=40)
+    p = write(tmp_path, text)
+    h = read_bvh_header(p)
+    P = bvh_positions(h, read_bvh_motion(h))
+    want = np.linalg.norm(h.offsets, axis=1)
+    want[h.parents < 0] = 0
+    np.testing.assert_allclose(bone_lengths(P, h.parents), np.broadcast_to(want, (40, len(want))),
+                               atol=1e-9)
+    # cm -> metres
+    (seq,) = list(BvhReader(tmp_path, units="cm").sequences())
+    np.testing.assert_allclose(seq.frames.reshape(40, -1, 3), P / 100, rtol=1e-5, atol=1e-5)
+
+
+def test_position_channels_replace_or_add(tmp_path):
+    p = write(tmp_path, ARM.replace("  OFFSET 0 0 0\n", "  OFFSET 10 0 0\n", 1))
+    np.testing.assert_allclose(positions(p), ARM_WANT, atol=1e-12)
+    shifted = ARM_WANT + np.array([10, 0, 0])
+    np.testing.assert_allclose(positions(p, position_channels="add"), shifted, atol=1e-12)
+
+
+def test_bvhio_like_file_with_crlf_and_tabs(tmp_path):
+    p = tmp_path / "x.bvh"
+    p.write_bytes(ARM.replace("  ", "\t").replace("\n", "\r\n").encode())
+    np.testing.assert_allclose(positions(p), ARM_WANT, atol=1e-12)
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+def test_truncated_file(tmp_path):
+    p = write(tmp_path, ARM[:ARM.rindex("1 2 3")])
+    with pytest.raises(FormatError, match=loc(p, 20) + r"'Frames: 3' \(line 17\) but the file "
+                       r"holds 2 frame rows: the file is truncated"):
+        list(BvhReader(tmp_path).sequences())
+    p = write(tmp_path, ARM[:ARM.rindex("1 2 3") + len("1 2 3")])
+    with pytest.raises(FormatError, match=loc(p, 21) + r"frame row has 3 values, expected 9"):
+        list(BvhReader(tmp_path).sequences())
+
+
+def test_row_with_wrong_count_non_numeric_and_extra_rows(tmp_path):
+    p = write(tmp_path, ARM.replace("0 0 0 90 0 0 0 0 0", "0 0 0 90 0 0 0 0 0 7"))
+    with pytest.raises(FormatError, match=loc(p, 20) + r"frame row has 10 values, expected 9"):
+        list(BvhReader(tmp_path).sequences())
+    p = write(tmp_path, ARM.replace("0 0 0 90 0 0 0 0 0", "0 0 0 9O 0 0 0 0 0"))
+    with pytest.raises(FormatError, match=loc(p, 20) + r"value '9O' is not a number"):
+        list(BvhReader(tmp_path).sequences())
+    p = write(tmp_path, ARM + "0 0 0 0 0 0 0 0 0\n")
+    with pytest.raises(FormatError, match=loc(p, 22) + r"more frame rows than 'Frames: 3' "
+                       r"\(line 17\) declares"):
+        list(BvhReader(tmp_path).sequences())
+
+
+@pytest.mark.parametrize("old,new,line,msg", [
+    ("Zrotation Xrotation Yrotation\n    End", "Zrotation Xrotation Wrotation\n    End", 9,
+     "unknown channel 'Wrotation'"),
+    ("CHANNELS 3 Zrotation", "CHANNELS 2 Zrotation", 9, "CHANNELS says 2 but names 3"),
+    ("  JOINT elbow\n  {", "  JOINT elbow\n", 8, "expected '{' after 'elbow' (line 6), found "
+     "'OFFSET 1 0 0'"),
+    ("OFFSET 1 0 0\n    CHANNELS", "OFFSET 1 0\n    CHANNELS", 8, "OFFSET needs 3 numbers, "
+     "found 2"),
+    ("    }\n  }\n}\nMOTION", "    }\n  }\nMOTION", 15, "MOTION before the hierarchy is "
+     "closed: 1 '}' missing"),
+    ("Frames: 3", "Frames: three", 17, "frame count must be a non-negative integer"),
+    ("HIERARCHY", "HIERARCHIE", 1, "expected 'HIERARCHY' on the first line"),
+    ("      OFFSET 1 0 0\n    }", "      OFFSET 1 0 0\n      CHANNELS 1 Xrotation\n    }", 13,
+     "expected '}' closing the End Site"),
+])
+def test_hierarchy_errors(tmp_path, old, new, line, msg):
+    assert old in ARM
+    p = write(tmp_path, ARM.replace(old, new, 1))
+    with pytest.raises(FormatError, match=loc(p, line) + re.escape(msg)):
+        BvhReader(tmp_path)
+
+
+def test_files_with_different_joints_and_zero_frames(tmp_path):
+    write(tmp_path, ARM, "01_a.bvh")
+    p = write(tmp_path, ARM.replace("elbow", "knee"), "02_b.bvh")
+    with pytest.raises(FormatError, match=re.escape(f"{p}: cannot share one joint layout")):
+        BvhReader(tmp_path)
+    write(tmp_path, ARM[:ARM.index("Frames")] + "Frames: 0\nFrame Time: 0.01\n", "02_b.bvh")
+    r = BvhReader(tmp_path)
+    assert [s.id for s in r.sequences()] == ["01_a"]
+    assert [s.id for s in r.skipped] == ["02_b"]
+
+
+def test_roles_from_common_names(tmp_path):
+    names = ["Hips", "LeftUpLeg", "RightUpLeg", "Spine", "Spine1", "Neck", "Head",
+             "LeftShoulder", "LeftArm", "RightShoulder", "RightArm"]
+    parent = {"LeftUpLeg": "Hips", "RightUpLeg": "Hips", "Spine": "Hips", "Spine1": "Spine",
+              "Neck": "Spine1", "Head": "Neck", "LeftShoulder": "Spine1",
+              "LeftArm": "LeftShoulder", "RightShoulder": "Spine1", "RightArm": "RightShoulder"}
+    lines = ["HIERARCHY"]
+
+    def emit(n):
+        lines.extend([f"{'ROOT' if n == 'Hips' else 'JOINT'} {n}", "{", "OFFSET 0 1 0",
+                      "CHANNELS 3 Zrotation Xrotation Yrotation"])
+        for c in [c for c in names if parent.get(c) == n]:
+            emit(c)
+        lines.append("}")
+
+    emit("Hips")
+    lines += ["MOTION", "Frames: 1", "Frame Time: 0.1", " ".join(["0"] * 33)]
+    write(tmp_path, "\n".join(lines) + "\n")
+    r = BvhReader(tmp_path, end_sites=False)
+    n = r.info.joint_names
+    got = {k: [n[i] for i in v] for k, v in r.info.roles.items()}
+    assert got == {"hip_center": ["Hips"], "left_hip": ["LeftUpLeg"], "right_hip": ["RightUpLeg"],
+                   "spine": ["Spine1"], "neck": ["Neck"], "left_shoulder": ["LeftArm"],
+                   "right_shoulder": ["RightArm"], "head": ["Head"]}
+    assert r.info.center == (0,)

@@ -1,0 +1,132 @@
+"""C3D: files built byte by byte (float and integer formats) and with ezc3d, read back."""
+import re
+
+import numpy as np
+import pytest
+
+ezc3d = pytest.importorskip("ezc3d")
+
+from c3d_bytes import c3d_bytes  # noqa: E402
+from streamcov.data.readers.base import FormatError  # noqa: E402
+from streamcov.data.readers.c3d import C3dReader, read_c3d  # noqa: E402
+
+LABELS = ["LASI", "RASI", "LPSI", "RPSI", "C7", "LSHO", "RSHO"]
+
+
+def trajectory(T, N=len(LABELS), seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1500, 1500, (T, N, 3)).round(1)      # mm, 0.1 mm resolution
+
+
+def put(tmp_path, data: bytes, name="s1_walk.c3d", folder="walk"):
+    d = tmp_path / folder
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(data)
+    return d / name
+
+
+@pytest.mark.parametrize("scale", [-1.0, 0.1])
+def test_hand_made_file_float_and_integer(tmp_path, scale):
+    xyz = trajectory(20)
+    p = put(tmp_path, c3d_bytes(LABELS, xyz, scale=scale, units="mm", rate=200.0))
+    r = C3dReader(tmp_path)
+    (seq,) = list(r.sequences())
+    assert r.info.joint_names == LABELS and r.info.units == "m"
+    assert r.info.extra["frame_rate"] == 200.0 and r.info.extra["units_in_first_file"] == "mm"
+    assert (seq.id, seq.label, seq.subject) == (p.stem, "walk", 0)
+    np.testing.assert_allclose(seq.frames.reshape(20, len(LABELS), 3), xyz / 1000, atol=1e-6)
+    assert r.repairs == {} and r.skipped == []
+    assert r.info.roles["hip_center"] == [0, 1, 2, 3] and r.info.center == (0, 1, 2, 3)
+    assert r.info.roles["left_shoulder"] == [5] and r.info.roles["neck"] == [4]
+
+
+@pytest.mark.parametrize("units,factor", [("m", 1.0), ("cm", 0.01), ("in", 0.0254)])
+def test_units_converted_to_metres(tmp_path, units, factor):
+    xyz = trajectory(5) / 1000
+    put(tmp_path, c3d_bytes(LABELS, xyz, units=units))
+    (seq,) = list(C3dReader(tmp_path).sequences())
+    np.testing.assert_allclose(seq.frames.reshape(5, -1, 3), xyz * factor, rtol=1e-6)
+    (seq,) = list(C3dReader(tmp_path, units="mm").sequences())
+    np.testing.assert_allclose(seq.frames.reshape(5, -1, 3), xyz * factor * 1000, rtol=1e-6)
+
+
+def test_missing_markers_drop_frames_and_skip_sequences(tmp_path):
+    xyz = trajectory(10)
+    res = np.zeros((10, len(LABELS)))
+    res[[2, 5], 3] = -1                          # 2 frames of 10 lose a marker: dropped
+    put(tmp_path, c3d_bytes(LABELS, xyz, res), "s1_a.c3d")
+    res2 = np.zeros((10, len(LABELS)))
+    res2[:4, 0] = -1                             # 4 of 10 (> 20 %): the sequence is skipped
+    put(tmp_path, c3d_bytes(LABELS, xyz, res2), "s2_b.c3d")
+    r = C3dReader(tmp_path)
+    seqs = list(r.sequences())
+    assert [s.id for s in seqs] == ["s1_a"]
+    keep = [t for t in range(10) if t not in (2, 5)]
+    np.testing.assert_allclose(seqs[0].frames.reshape(8, -1, 3), xyz[keep] / 1000, atol=1e-6)
+    assert r.repairs == {"frames_with_missing_markers_dropped": 2}
+    assert [s.id for s in r.skipped] == ["s2_b"]
+    assert "4 of 10 frames have a missing marker" in r.skipped[0].reason
+    r = C3dReader(tmp_path, max_missing=0.5)
+    assert [s.id for s in r.sequences()] == ["s1_a", "s2_b"]
+    assert r.repairs == {"frames_with_missing_markers_dropped": 6}
+
+
+def test_zeros_as_missing_and_model_outputs_left_out(tmp_path):
+    xyz = trajectory(6, N=len(LABELS) + 1)
+    xyz[1, 2] = 0
+    put(tmp_path, c3d_bytes(LABELS + ["LKneeAngles"], xyz,
+                            extra_point_params={"ANGLES": ["LKneeAngles"]}))
+    r = C3dReader(tmp_path, zeros_missing=True)
+    assert r.info.joint_names == LABELS
+    (seq,) = list(r.sequences())
+    assert len(seq.frames) == 5 and r.repairs == {"frames_with_missing_markers_dropped": 1}
+    (seq,) = list(C3dReader(tmp_path).sequences())
+    assert len(seq.frames) == 6
+
+
+def test_round_trip_with_ezc3d_writer_and_marker_selection(tmp_path):
+    xyz = trajectory(12)
+    c = ezc3d.c3d()
+    c["parameters"]["POINT"]["RATE"]["value"] = [120]
+    c["parameters"]["POINT"]["LABELS"]["value"] = tuple(LABELS)
+    c["parameters"]["POINT"]["UNITS"]["value"] = ["mm"]
+    pts = np.ones((4, len(LABELS), 12))
+    pts[:3] = xyz.transpose(2, 1, 0)
+    c["data"]["points"] = pts
+    (tmp_path / "walk").mkdir()
+    c.write(str(tmp_path / "walk" / "s3_x.c3d"))
+    # a second file with the markers in another order
+    put(tmp_path, c3d_bytes(LABELS[::-1], xyz[:, ::-1]), "s4_y.c3d")
+    r = C3dReader(tmp_path, markers=["RSHO", "LASI"])
+    seqs = list(r.sequences())
+    assert r.info.joint_names == ["RSHO", "LASI"] and r.info.extra["frame_rate"] == 120.0
+    for s in seqs:
+        np.testing.assert_allclose(s.frames.reshape(12, 2, 3), xyz[:, [6, 0]] / 1000, atol=1e-6)
+
+
+def test_bad_files(tmp_path):
+    p = put(tmp_path, b"not a c3d file at all" * 40)
+    with pytest.raises(FormatError, match=re.escape(f"{p}: not a readable C3D file")):
+        C3dReader(tmp_path)
+    good = c3d_bytes(LABELS, trajectory(4))
+    p = put(tmp_path, good[:700])                # cut inside the parameter section
+    with pytest.raises(FormatError, match=re.escape(f"{p}: not a readable C3D file")):
+        C3dReader(tmp_path)
+    p = put(tmp_path, c3d_bytes(LABELS, trajectory(4), units="furlong"))
+    with pytest.raises(FormatError, match=re.escape(f"{p}: POINT:UNITS is 'furlong'")):
+        C3dReader(tmp_path)
+    put(tmp_path, c3d_bytes(LABELS, trajectory(4)))
+    p2 = put(tmp_path, c3d_bytes(LABELS[:-1], trajectory(4, N=6)), "s9_z.c3d")
+    with pytest.raises(FormatError, match=re.escape(f"{p2}: lacks marker(s) RSHO")):
+        list(C3dReader(tmp_path).sequences())
+
+
+def test_read_c3d_reports_nan_for_invalid_points(tmp_path):
+    xyz = trajectory(3)
+    res = np.zeros((3, len(LABELS)))
+    res[0, 0] = -1
+    p = put(tmp_path, c3d_bytes(LABELS, xyz, res, scale=0.5))
+    labels, X, non_markers, unit, rate = read_c3d(p)
+    assert labels == LABELS and unit == "mm" and rate == 100.0 and non_markers == set()
+    assert np.isnan(X[0, 0]).all() and np.isfinite(X[1:]).all()
+    np.testing.assert_allclose(X[1:], np.round(xyz[1:] / 0.5) * 0.5 / 1000, atol=1e-9)
