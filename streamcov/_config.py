@@ -113,3 +113,33 @@ def map_threads(fn, items, n_jobs: int | None = None):
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
+
+
+def total_memory() -> int:
+    """Bytes of physical memory of this machine (0 when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):   # pragma: no cover - non-POSIX
+        return 0
+
+
+def check_memory(nbytes: float, what: str, fix: str) -> None:
+    """Refuse, with one line, an allocation larger than this machine's memory.
+
+    ``what`` names the culprit as the user set it (``features.n_components =
+    1000000000000``), ``fix`` says how to bring it down. Anything larger than
+    the physical memory would fail later with a MemoryError or make the
+    machine swap; smaller sizes are left to the operating system.
+    """
+    from .errors import ConfigError
+
+    total = total_memory()
+    if total and nbytes > total:
+        raise ConfigError(f"{what}: needs {_size(nbytes)} of memory, this machine has {_size(total)}; {fix}")
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024

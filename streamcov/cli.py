@@ -33,6 +33,10 @@ def _runtime_args(args):
     if scheduler is not None and scheduler not in SCHEDULERS and "://" not in scheduler:
         raise ConfigError(f"--scheduler {scheduler}: expected one of {', '.join(SCHEDULERS)} or a "
                           f"scheduler address tcp://HOST:PORT")
+    if args.workers is not None and scheduler is not None and scheduler not in ("threads", "local-cluster"):
+        raise ConfigError(f"--workers {args.workers} --scheduler {scheduler}: --workers sets the threads "
+                          f"of --scheduler threads or the processes of a local-cluster; a "
+                          f"{'synchronous run has one' if scheduler == 'synchronous' else 'running cluster has its own'}")
     if args.workers is not None and scheduler is None:
         scheduler = "local-cluster"
     return scheduler, args.workers
@@ -72,6 +76,8 @@ def _cmd_predict(args) -> int:
     scheduler, workers = _runtime_args(args)
     summary = predict(args.model, args.store, args.out, scheduler=scheduler or "threads", workers=workers,
                       train_accuracy=args.train_accuracy)
+    for note in summary.get("notes", []):
+        print(f"streamcov predict: note: {note}", file=sys.stderr)
     acc = f", accuracy {100 * summary['accuracy']:.2f}% on {summary['evaluated_on']}" if "accuracy" in summary else ""
     print(f"predictions of {summary['n']} rows written to {summary['predictions']}{acc}", file=sys.stderr)
     print(json.dumps(summary, default=str))
@@ -167,6 +173,20 @@ def _cmd_synth(args) -> int:
     from .data.skeletons import ingest
     from .data.synth import SyntheticSkeletons
 
+    from pydantic import ValidationError
+
+    from .errors import ConfigError
+    from .tasks.config import expected_of
+    from .tasks.schema import SyntheticTable
+
+    given = {"n_sequences": (args.sequences, "--sequences"), "n_subjects": (args.subjects, "--subjects"),
+             "n_classes": (args.classes, "--classes"), "seed": (args.seed, "--seed")}
+    try:   # the generator's parameters have one schema, the pipeline files' [data.synthetic]
+        SyntheticTable(**{k: v for k, (v, _) in given.items()})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        value, flag = given[err["loc"][0]]
+        raise ConfigError(f"{flag} {value}: expected {expected_of(err)}") from None
     source = SyntheticSkeletons(n_sequences=args.sequences, n_subjects=args.subjects, n_classes=args.classes,
                                 seed=args.seed)
     store = ingest(source, args.out, chunk_frames=args.chunk_frames,
@@ -176,6 +196,10 @@ def _cmd_synth(args) -> int:
 
 
 def _cmd_info(args) -> int:
+    from .errors import ConfigError
+
+    if args.verify and args.store is None:
+        raise ConfigError("--verify needs a STORE: streamcov info STORE --verify")
     out = {}
     if args.threads or args.store is None:
         import numba

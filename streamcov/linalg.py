@@ -192,6 +192,9 @@ def _raise_not_spd(min_eig, gamma, describe):
     bad = np.flatnonzero(~(min_eig > 0))
     if len(bad):
         i = int(bad[0])
+        if not np.isfinite(min_eig[i]):
+            raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): the "
+                              f"coordinates are too large; rescale the data (e.g. to metres)")
         raise NotSPDError(f"{describe(i)} is not positive definite (smallest eigenvalue "
                           f"{min_eig[i]:.3g}); increase the regularization gamma (now {gamma})")
 

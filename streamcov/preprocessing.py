@@ -29,6 +29,8 @@ class GlobalCenterScaler(TransformerMixin, BaseEstimator):
     n_samples_seen_ : int
     """
 
+    _parameter_constraints: dict = {}
+
     def __init__(self):
         pass
 

@@ -75,6 +75,8 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
             out.append((f"subject-{g}", ~test, test))
     elif kind == "subject-splits-file":
         path = s.get("file")
+        if path and Path(path).is_dir():
+            raise ConfigError(f"split.file = {path!r}: a folder; give the TOML file of [[split]] tables")
         if not path or not Path(path).is_file():
             raise ConfigError(f"split.file {path!r} not found (kind subject-splits-file)")
         try:
@@ -93,13 +95,17 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
                 raise ConfigError(f"{path}: [[split]] number {i + 1} needs train_subjects and test_subjects")
             for key in ("train_subjects", "test_subjects"):
                 vals = e[key]
-                if not isinstance(vals, list) or not all(isinstance(v, int) for v in vals):
-                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {vals!r}: expected a list "
-                                      f"of subject numbers")
+                if not isinstance(vals, list) or not vals or not all(isinstance(v, int) for v in vals):
+                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {vals!r}: expected a non-empty "
+                                      f"list of subject numbers")
                 unknown = sorted(set(vals) - known)
                 if unknown:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {unknown} "
                                       f"that no row of the store has (its subjects: {sorted(known)})")
+            both = sorted(set(e["train_subjects"]) & set(e["test_subjects"]))
+            if both:
+                raise ConfigError(f"{path}: [[split]] number {i + 1}: subjects {both} are in both train_subjects "
+                                  f"and test_subjects")
             out.append((f"split-{i + 1}", np.isin(groups, e["train_subjects"]),
                         np.isin(groups, e["test_subjects"])))
     elif kind == "store":
@@ -147,6 +153,9 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         if group_names is None:
             raise ConfigError("split.kind = 'leave-objects-out' needs named groups (ingest with "
                               "--group-level 2 so that the group is <class>/<object>)")
+        if all("/" not in str(g) for g in group_names):
+            raise ConfigError(f"split.kind = 'leave-objects-out' needs groups <class>/<object>, but the store's "
+                              f"groups are {sorted(group_names)[:3]}...: ingest the images with --group-level 2")
         suffix = np.array([group_names[g].split("/")[-1] for g in groups])
         for o in sorted(set(suffix), key=lambda t: (len(t), t)):
             test = suffix == o

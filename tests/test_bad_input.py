@@ -147,11 +147,18 @@ def shared(tmp_path_factory):
     assert cli("synth", base / "synth.zarr", "--sequences", 48, "--subjects", 4, "--classes", 4,
                "--chunk-frames", 512, "--quiet")[0] == 0
     out["synth"] = base / "synth.zarr"
+    assert cli("synth", base / "synth2.zarr", "--sequences", 48, "--subjects", 4, "--classes", 3, "--seed", 9,
+               "--chunk-frames", 512, "--quiet")[0] == 0
+    out["synth2"] = base / "synth2.zarr"
     p = base / "p.toml"
     p.write_text(SKELETON_PIPELINE.format(out=base / "run", store=out["synth"]))
     rc, err, _ = cli("run", p, "--quiet", "--scheduler", "synchronous")
     assert rc == 0, err
     out["model"] = base / "run" / "model"
+    p.write_text(SKELETON_PIPELINE.format(out=base / "run2", store=out["synth"]).replace("seed = 0", "seed = 1"))
+    rc, err, _ = cli("run", p, "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    out["model2"] = base / "run2" / "model"
     # images: 2 textures x 6 patches of 24 x 24, a folder per class
     tex = skimage_textures(("brick", "grass"), patch=24, max_per_class=6)
     for img, lab, i in zip(tex.images, tex.labels, tex.ids):
@@ -166,7 +173,11 @@ def shared(tmp_path_factory):
     rc, err, _ = cli("run", ip, "--quiet", "--scheduler", "synchronous")
     assert rc == 0, err
     out["img_model"] = base / "img_run" / "model"
+    shared_paths.update(out)
     return out
+
+
+shared_paths: dict = {}   # the module's shared inputs, for edits that take another model's file
 
 
 IMAGE_PIPELINE = """\
@@ -299,6 +310,57 @@ CONFIG = [
          LINE + r'pixels\.preset = "textures": expected one of .* \(did you mean "texture"\?\)'),
     Case("image-D-zero", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])
                                                     .replace("D = 8", "D = 0"))], LINE + r"method\.D = 0: expected"),
+    Case("n-components-beyond-memory", run_file(features__n_components="1000000000000"),
+         r"features\.n_components = 1000000000000 on \d+-dimensional descriptors: needs [\d.]+ PiB of memory, "
+         r"this machine has [\d.]+ GiB; lower features\.n_components"),
+    Case("validation-fraction-leaves-nothing", run_set("model.validation_fraction=0.99"),
+         r"model\.validation_fraction = 0\.99: leaves \d+ of \d+ training rows to fit on; lower it"),
+    Case("synthetic-frames-reversed", run_text(lambda t: t.replace(
+        '[data]\nstore = ', '[data.synthetic]\nframes = [60, 30]\n\n[datax]\nstore = ').replace("[datax]\n", "#")),
+         LINE + r"data\.synthetic\.frames = \[60, 30\]: expected \[shortest, longest\] sequence length"),
+    Case("folds-empty", run_set("split.folds=[]"), r"--set split\.folds=\[\]: split\.folds = \[\]: expected a list"),
+    Case("folds-repeated", run_set('split.kind="stratified-kfold"', "split.n_splits=3", "split.folds=[0, 0]"),
+         r"split\.folds = \[0, 0\] names a fold twice"),
+    Case("split-key-of-another-kind", run_set("split.train_subjects=[1]"),
+         r"split\.train_subjects is not used by split\.kind = 'subject-parity' \(kinds that use it: subjects\)"),
+    Case("split-subjects-in-both", run_set('split.kind="subjects"', "split.train_subjects=[1, 3]",
+                                           "split.test_subjects=[1, 2, 3, 4]"),
+         r"subjects \[1, 3\] are in both split\.train_subjects and split\.test_subjects"),
+    Case("name-empty", run_file(name='""'), LINE + r'name = "": expected'),
+    Case("output-flag-empty", lambda e: ["run", e.pipeline(), "--output", ""], r"--output: empty path"),
+    Case("output-under-a-file", lambda e: ["run", e.pipeline(), "--output",
+                                           (e.tmp / "f").write_text("x") and e.tmp / "f" / "o", "--quiet"],
+         r"--output \S+/f/o: cannot create the folder"),
+    Case("workers-with-synchronous", lambda e: ["run", e.pipeline(), "--scheduler", "synchronous", "--workers", "3"],
+         r"--workers 3 --scheduler synchronous: --workers sets the threads of --scheduler threads"),
+    Case("ddof-large", run_set("descriptor.ddof=100"), r"--set descriptor\.ddof=100: descriptor\.ddof = 100: expected"),
+    Case("gamma-instead-of-sigma", run_set('features.map="rff"', "features.gamma=0.5"),
+         r"features\.gamma is set by streamcov from features\.sigma .*remove it; for gamma = 0\.5 set sigma = 1\b"),
+    Case("map-parameter-named", run_set('features.map="nystroem"', 'features.kernel_params="x"'),
+         r"--set features\.kernel_params=\"x\": features\.kernel_params: The 'kernel_params' parameter"),
+    Case("pipeline-with-bom", lambda e: ["run", (e.tmp / "b.toml").write_bytes(
+        b"\xef\xbb\xbf" + SKELETON_PIPELINE.format(out=e.tmp / "o", store=e.shared["synth"]).replace(
+            "n_components = 64", 'n_components = "x"').encode()) and e.tmp / "b.toml"],
+         r"b\.toml, line 15: features\.n_components = \"x\""),
+    Case("store-flag-is-an-array", lambda e: ["run", e.pipeline(), "--store", e.shared["synth"] / "labels"],
+         r"labels: an array inside the store \S+synth\.zarr, not a store; give the store's folder"),
+    Case("source-differs-from-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
+        out=e.tmp / "o", store=e.shared["synth"]).replace("[data]\n", f'[data]\nsource = "{write_archive(e.tmp / "B")}"\n'
+                                                          f'format = "generic"\n')), "--quiet"],
+         r"data\.store: \S+synth\.zarr was written with format = 'synthetic', but \[data\] gives 'generic'; point "
+         r"data\.store at a new path"),
+    Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],
+         r"--seed -1: expected a value >= 0"),
+    Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],
+         r"--classes 50: expected a value <= 12"),
+    Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",
+                                                   "--chunk-frames", "1000000000000"],
+         r"a chunk of 1000000000000 rows: needs [\d.]+ TiB of memory.*smaller chunk size \(--chunk-frames\)"),
+    Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
+    Case("study-merge-garbage", lambda e: ["study", "merge", (e.tmp / "r").mkdir() or (e.tmp / "r" / "results.csv")
+                                           .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
+                                           "--out", e.tmp / "m"],
+         r"results\.csv: not a results\.csv of `streamcov study kernel-approx`"),
     Case("image-pipeline-on-skeleton-store",
          lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["synth"])), "--quiet"],
          r"synth\.zarr: a skeleton store, but an image store is needed here"),
@@ -449,6 +511,12 @@ def set_attrs(store: Path, **attrs):
     (store / "zarr.json").write_text(json.dumps(meta))
 
 
+def drop_crc_codec(store: Path):
+    meta = json.loads((store / "frames" / "zarr.json").read_text())
+    meta["codecs"] = [c for c in meta["codecs"] if c["name"] != "crc32c"]
+    (store / "frames" / "zarr.json").write_text(json.dumps(meta))
+
+
 def interrupted(store: Path):
     """What kill -9 mid-ingestion leaves: no completion marker, half the sequences committed."""
     meta = json.loads((store / "zarr.json").read_text())["attributes"]
@@ -549,6 +617,41 @@ STORES = [
     Case("complete-store-not-overwritten",
          lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), e.copy("synth")],
          r"synth\.zarr: a complete store is already here; delete it or choose another output path"),
+    Case("chunk-from-another-store", damaged(lambda s: shutil.copy(first_chunk(Path(shared_paths["synth2"]), "frames"),
+                                                                   first_chunk(s, "frames"))),
+         r"synth\.zarr: array 'frames', chunk 0/0: not the chunk this store wrote \(it is whole, but its checksum "
+         r"differs from the store's manifest"),
+    Case("verify-chunk-from-another-store", damaged(lambda s: shutil.copy(
+        first_chunk(Path(shared_paths["synth2"]), "frames"), first_chunk(s, "frames")), "info"),
+         r"DAMAGED store: array 'frames', chunk 0/0: not the chunk this store wrote", rc=3),
+    Case("labels-from-another-store", damaged(lambda s: (shutil.rmtree(s / "labels"),
+                                                         shutil.copytree(Path(shared_paths["synth2"]) / "labels",
+                                                                         s / "labels"))),
+         r"synth\.zarr: array 'labels', chunk 0: not the chunk this store wrote"),
+    Case("checksum-codec-removed", damaged(drop_crc_codec),
+         r"synth\.zarr: array 'frames' lost its checksum codec \(zarr\.json edited\)"),
+    Case("attr-n-joints-edited", damaged(lambda s: set_attrs(s, n_joints=19)),
+         r"synth\.zarr: attribute n_joints = 19 but array 'frames' has rows of \(60,\)"),
+    Case("attr-complete-not-true", damaged(lambda s: set_attrs(s, complete="no")),
+         r"synth\.zarr: incomplete skeleton store"),
+    Case("attr-count-edited", damaged(lambda s: set_attrs(s, n_sequences=60)),
+         r"synth\.zarr: attribute n_sequences = 60 but the arrays hold 48"),
+    Case("attr-identity-deleted", damaged(lambda s: set_attrs(s, identity=None)),
+         r"synth\.zarr: the store's identity attribute is missing"),
+    Case("attr-label-names-cut", damaged(lambda s: set_attrs(s, label_names=["a", "b", "c"])),
+         r"synth\.zarr: array 'labels' holds codes up to 3 but label_names names 3"),
+    Case("attr-center-out-of-range", damaged(lambda s: set_attrs(s, center=[99])),
+         r"synth\.zarr: attribute center = \[99\] names joints outside 0\.\.19"),
+    Case("info-feature-store", lambda e: ["info", Path(shared_paths["model"]).parent / "features.zarr"],
+         r"features\.zarr: a feature store \(written by `streamcov run`"),
+    Case("info-foreign-zarr", lambda e: (__import__("zarr").open_group(str(e.tmp / "f.zarr"), mode="w"),
+                                         ["info", e.tmp / "f.zarr"])[1],
+         r"f\.zarr: not a streamcov store \(format attribute None\)"),
+    Case("archive-changed-while-interrupted",
+         resume_with(["ingest", "skeleton", "--format", "generic", archive_at("A")],
+                     ["ingest", "skeleton", "--format", "generic",
+                      lambda e: write_archive(e.tmp / "A", seed=7, frames=9)], "changed"),
+         r"s\.zarr: the archive \S+A changed since this ingestion began \(files added, removed or modified"),
     Case("store-replaced-same-path", replaced_store, r'"accuracy"', rc=0, check=stale_features_recomputed),
 ]
 
@@ -584,10 +687,22 @@ def edit_json(**changes):
 
 
 def edit_npz(fn: Callable[[dict], dict]):
+    """Edit the arrays and record the new file's digest: a model consistent in its files, wrong inside."""
     def edit(model: Path):
+        import hashlib
         with np.load(model / "model.npz") as z:
             arrays = {k: z[k] for k in z.files}
         np.savez(model / "model.npz", **fn(arrays))
+        doc = json.loads((model / "model.json").read_text())
+        doc["arrays_sha256"] = hashlib.sha256((model / "model.npz").read_bytes()).hexdigest()
+        (model / "model.json").write_text(json.dumps(doc))
+    return edit
+
+
+def file_of(key: str, name: str):
+    """Replace ``name`` (model.json or model.npz) by that of another model (``shared[key]``)."""
+    def edit(model: Path):
+        shutil.copy(Path(shared_paths[key]) / name, model / name)
     return edit
 
 
@@ -621,7 +736,11 @@ MODELS = [
     Case("coef-wrong-width", predict_on(edit_npz(lambda a: {**a, coef_key(a): a[coef_key(a)][:, :-3]})),
          r"model: the scaler gives \d+ features but the classifier coefficients takes? \d+|gives \d+ features but"),
     Case("coef-not-finite", predict_on(edit_npz(lambda a: {**a, coef_key(a): np.full_like(a[coef_key(a)], np.nan)})),
-         r"the classifier has non-finite coefficients"),
+         r"model\.json: the classifier's coef_ holds non-finite numbers; the model is damaged"),
+    Case("npz-of-another-model", predict_on(file_of("model2", "model.npz")),
+         r"model\.npz: not the model\.npz that model\.json was saved with \(its SHA-256 differs\)"),
+    Case("json-of-another-model", predict_on(file_of("model2", "model.json")),
+         r"model\.npz: not the model\.npz that model\.json was saved with"),
     Case("class-not-allowed", predict_on(edit_json(classifier__class="os.system")), r"not in the allow-list"),
     Case("model-format-unknown", predict_on(edit_json(format="other")), r"model\.json: not a streamcov model"),
     Case("label-names-empty", predict_on(edit_json(label_names=[])), r"(no classes|do not index the 0 label names)"),

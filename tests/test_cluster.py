@@ -122,9 +122,8 @@ def synth_store(tmp_path_factory):
 
 
 def pipeline_cfg(store, out, *sets):
-    base = [f'data.store="{store.path}"', f'output="{out}"', "features.n_components=300",
-            "model.epochs=5", "dask.block_size=24", *sets]
-    return load_config(REPO / "pipelines" / "msr_action3d.toml", base)
+    base = [f'output="{out}"', "features.n_components=300", "model.epochs=5", "dask.block_size=24", *sets]
+    return load_config(REPO / "pipelines" / "msr_action3d.toml", base, store=store.path)
 
 
 def read_features(result):

@@ -53,7 +53,7 @@ def cli_args(store, out, sets):
 
 
 def cfg_for(store, out, sets):
-    return load_config(PIPELINE, [f'data.store="{store}"', f'output="{out}"', *sets])
+    return load_config(PIPELINE, [f'output="{out}"', *sets], store=store)
 
 
 @pytest.fixture(scope="module")

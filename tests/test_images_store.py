@@ -111,10 +111,18 @@ def test_read_errors_name_the_file(tmp_path):
         ingest_images(tmp_path, tmp_path / "s.zarr")
     with pytest.raises(FormatError, match="missing.png: file not found"):
         read_image(tmp_path / "missing.png")
-    f32 = tmp_path / "f.tif"
-    Image.fromarray(np.zeros((2, 2), np.float32)).save(f32)
-    with pytest.raises(FormatError, match=r"f.tif: unsupported image mode 'F'"):
-        read_image(f32)
+    f32 = tmp_path / "f.tif"      # 32-bit float grey (scientific TIFF) is read as float32
+    Image.fromarray(np.full((2, 2), 0.25, np.float32)).save(f32)
+    got = read_image(f32)
+    assert got.dtype == np.float32 and np.array_equal(got, np.full((2, 2), 0.25, np.float32))
+    nan = tmp_path / "nan.tif"
+    Image.fromarray(np.full((2, 2), np.nan, np.float32)).save(nan)
+    with pytest.raises(FormatError, match=r"nan.tif: float image with NaN or infinite pixels"):
+        read_image(nan)
+    i32 = tmp_path / "i.tif"
+    Image.fromarray(np.zeros((2, 2), np.int32)).save(i32)
+    with pytest.raises(FormatError, match=r"i.tif: unsupported image mode 'I'"):
+        read_image(i32)
     loose = tmp_path / "loose"
     loose.mkdir()
     Image.fromarray(np.zeros((2, 2), np.uint8)).save(loose / "top.png")
@@ -139,7 +147,7 @@ def test_writer_and_store_errors(tmp_path):
     w = ImageStoreWriter(tmp_path / "w.zarr", "src")
     with pytest.raises(ValueError, match=r"img7: expected a grey \(h, w\) or RGB \(h, w, 3\) image, got shape \(2, 2, 2\)"):
         w.append(np.zeros((2, 2, 2), np.uint8), "img7", "c")
-    with pytest.raises(ValueError, match="img8: pixel dtype float64 cannot be stored as uint8"):
+    with pytest.raises(ValueError, match="img8: float64 pixels cannot be stored as uint8; ingest with --pixel-dtype auto"):
         w.append(np.zeros((2, 2)), "img8", "c")
     assert w.append(np.zeros((2, 2), np.uint8), "ok", "c") and not w.append(np.zeros((2, 2), np.uint8), "ok", "c")
     with pytest.raises(StoreError, match="an incomplete image store is here"):

@@ -26,9 +26,9 @@ def synth_store(tmp_path_factory):
 
 def cfg_for(store, out, *extra):
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
-                         [f'data.store="{store.path}"', f'output="{out}"', "features.n_components=256",
+                         [f'output="{out}"', "features.n_components=256",
                           "model.epochs=4", "dask.block_size=40", "model.checkpoint_blocks=2",
-                          *extra])
+                          *extra], store=store.path)
 
 
 def coef_of(out):
@@ -120,7 +120,7 @@ def test_model_loading_never_runs_code(synth_store, tmp_path):
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object))
     bad = tmp_path / "bad"
     bad.mkdir()
-    doc.update(feature_map=None, scaler=None)
+    doc.update(feature_map=None, scaler=None, arrays_sha256=None)   # no digest: the npz is read
     doc["classifier"]["class"] = "SGDClassifier"
     (bad / "model.json").write_text(json.dumps(doc))
     np.savez(bad / "model.npz", **{"clf.coef_": np.array([{"x": 1}], dtype=object)})

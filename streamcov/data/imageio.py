@@ -67,6 +67,8 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     exclude = set(exclude or ())
     entries = []
     for p in root.rglob("*"):
+        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_symlink() and not p.exists():
+            raise FormatError(p, "a broken link (its target does not exist); remove it or restore the target")
         if not p.is_file() or p.suffix.lower() not in IMAGE_EXTENSIONS:
             continue
         rel = p.relative_to(root)
@@ -113,14 +115,21 @@ def read_image(path) -> np.ndarray:
                 im = im.convert("RGB")
             elif mode.startswith("I;16"):
                 return np.asarray(im, dtype=np.uint16).copy()
+            elif mode == "F":   # 32-bit float grey (scientific TIFF): stored as float32
+                a = np.asarray(im, dtype=np.float32).copy()
+                if not np.isfinite(a).all():
+                    raise FormatError(path, "float image with NaN or infinite pixels")
+                return a
             elif mode not in ("L", "RGB"):
                 raise FormatError(path, f"unsupported image mode {mode!r}; save it as 8/16-bit "
-                                             f"grey or 8-bit RGB")
+                                             f"grey, 8-bit RGB or 32-bit float grey")
             a = np.asarray(im)
     except FormatError:
         raise
     except FileNotFoundError:
         raise FormatError(path, "file not found") from None
+    except Image.DecompressionBombError as exc:
+        raise FormatError(path, f"too large to decode safely ({exc}); cut it into tiles") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc})") from None
     if a.ndim not in (2, 3) or a.shape[0] == 0 or a.shape[1] == 0:
@@ -157,6 +166,9 @@ def skimage_textures(names=("brick", "grass", "gravel"), patch: int = 64, max_pe
         if not hasattr(skimage.data, name):
             raise ConfigError(f"data.textures: skimage.data has no image {name!r}")
         img = np.asarray(getattr(skimage.data, name)())
+        if patch > min(img.shape[:2]):
+            raise ConfigError(f"data.patch = {patch}: larger than skimage.data.{name} ({img.shape[0]} x "
+                              f"{img.shape[1]} pixels); choose a patch of at most {min(img.shape[:2])}")
         k = 0
         for y in range(0, img.shape[0] - patch + 1, patch):
             for x in range(0, img.shape[1] - patch + 1, patch):

@@ -46,8 +46,8 @@ def _convert(image: np.ndarray, dtype: str, where: str) -> np.ndarray:
             return a
         raise FormatError(where, "16-bit image but the store holds 8-bit pixels; ingest with --pixel-dtype "
                                  "auto (the default) or uint16")
-    raise FormatError(where, f"pixel dtype {a.dtype} cannot be stored as {dtype}; ingest with "
-                             f"--pixel-dtype float32")
+    raise FormatError(where, f"{a.dtype} pixels cannot be stored as {dtype}; ingest with --pixel-dtype auto "
+                             f"(the default) or float32")
 
 
 class ImageStore(RaggedStore):
@@ -64,7 +64,8 @@ class ImageStore(RaggedStore):
         self.labels = self.read("labels").astype(np.int32)
         self.groups = self.read("groups").astype(np.int32)
         self.split = self.read("split").astype(np.int8)
-        self.check_rows(("shapes", "labels", "groups", "split"))
+        self.check_rows(("shapes", "labels", "groups", "split"),
+                        {"labels": "label_names", "groups": "group_names", "split": "split_names"})
 
     @property
     def group_names(self) -> list[str]:
@@ -156,17 +157,21 @@ class ImageStoreWriter(RaggedStoreWriter):
 
 
 def auto_pixel_dtype(paths) -> str:
-    """``uint16`` when any image is 16-bit, else ``uint8``: only the file headers are read."""
+    """``float32`` when any image has float pixels, else ``uint16`` when any is 16-bit, else ``uint8``:
+    only the file headers are read."""
     from PIL import Image
 
+    out = "uint8"
     for p in paths:
         try:
             with Image.open(p) as im:
+                if im.mode == "F":
+                    return "float32"
                 if im.mode.startswith("I;16") or im.mode == "I":
-                    return "uint16"
+                    out = "uint16"
         except Exception:   # unreadable: read_image names it when the ingestion reaches it
             continue
-    return "uint8"
+    return out
 
 
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
@@ -187,7 +192,8 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     exclude : sequence of str
         Folder names to skip (ETH-80's ``maps``).
     pixel_dtype : {"auto", "uint8", "uint16", "float32"}
-        ``auto``: 16-bit when any image is 16-bit (8-bit images are then
+        ``auto``: float32 when any image has float pixels (32-bit float
+        TIFF), else 16-bit when any image is 16-bit (8-bit images are then
         scaled by 257, exactly), else 8-bit.
     mode : {"create", "resume", "restart"}
         ``resume`` continues an interrupted ingestion after its last committed image.
@@ -209,12 +215,23 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
                        unlabelled)
 
 
+def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
+                  format: str = "folders") -> dict:
+    """What an image store records of its source (a resumed or reused store must match it)."""
+    from .ragged import files_digest
+
+    if entries is None:
+        entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
+    return {"format": format, "path": str(Path(src).resolve()), "group_level": int(group_level),
+            "exclude": sorted(exclude or ()), "unlabelled": bool(unlabelled),
+            "files": files_digest([e.path for e in entries], Path(src))}
+
+
 def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled):
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
-    record = {"format": format, "path": str(Path(src).resolve()), "group_level": int(group_level),
-              "exclude": sorted(exclude or ()), "unlabelled": bool(unlabelled)}
+    record = source_record(src, group_level, exclude, unlabelled, entries, format)
     writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
                               chunk_pixels=chunk_pixels, mode=mode, record=record)
     it = entries
@@ -236,4 +253,7 @@ def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, m
         if limit is not None and written >= limit:
             writer.flush()
             return None
+    if written == 0 and not writer.committed and skipped:
+        raise FormatError(Path(src) / skipped[0]["id"], f"{skipped[0]['reason']}: skipped, and so was every other "
+                          f"image of {src} ({len(skipped)}); nothing is left to store")
     return writer.close(extra={"group_level": group_level, "exclude": list(exclude or ())}, skipped=skipped)

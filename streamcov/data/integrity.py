@@ -6,8 +6,11 @@ written with ``write_empty_chunks``, so that every chunk of an array exists
 on disk. A missing chunk is therefore damage, not zeros: reads through
 :func:`read` check that the chunk files they cover exist and turn a
 checksum or decompression failure into a :class:`~streamcov.errors.StoreError`
-naming the array and the chunk. :func:`verify` reads every chunk of every
-array (``streamcov info --verify``).
+naming the array and the chunk. From format version 3 a store also keeps a
+*manifest*: the checksum of every chunk of every array, written when the store
+is completed. A chunk whose own checksum is right but differs from the
+manifest's (a chunk copied from another store) is refused as well.
+:func:`verify` reads every chunk of every array (``streamcov info --verify``).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import numpy as np
 
 from ..errors import StoreError
 
-FORMAT_VERSION = 2   # stores with checksums and every chunk written
+FORMAT_VERSION = 3   # 2: checksums and every chunk written; 3: and the manifest of chunk checksums
 
 
 def _write_every_chunk():
@@ -63,8 +66,19 @@ def _damage(root, name, index, reason) -> StoreError:
 
 def open_group(path, mode):
     """The zarr group at ``path``; a :class:`StoreError` when there is none."""
+    import json
+
     import zarr
 
+    meta = Path(path) / "zarr.json"
+    if meta.is_file():
+        try:
+            node = json.loads(meta.read_text()).get("node_type")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            node = None
+        if node == "array":
+            raise StoreError(f"{path}: an array inside the store {Path(path).parent}, not a store; give the "
+                             f"store's folder")
     try:
         return zarr.open_group(str(path), mode=mode)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:  # type: ignore[attr-defined]
@@ -82,12 +96,76 @@ def _why(exc: Exception) -> str:
     return f"unreadable ({exc.__class__.__name__}: {exc})"
 
 
+def _tail_crc(path: Path) -> int:
+    # the crc32c codec appends the checksum of the encoded chunk: its last 4 bytes
+    with open(path, "rb") as fh:
+        fh.seek(-4, 2)
+        return int.from_bytes(fh.read(4), "little")
+
+
+def chunk_checksums(group, root, name: str) -> np.ndarray:
+    """The checksum of every chunk of array ``name``, in chunk-grid order (uint32)."""
+    array = group[name]
+    return np.array([_tail_crc(_chunk_path(Path(root), name, i)) for i in _chunk_indices(array, 0, array.shape[0])],
+                    dtype=np.uint32)
+
+
+def write_manifest(group, root, names) -> None:
+    """Record the checksum of every chunk of ``names`` (array ``manifest`` and its layout attribute)."""
+    parts = [chunk_checksums(group, root, n) for n in names]
+    layout, pos = {}, 0
+    for n, p in zip(names, parts):
+        layout[n] = [pos, len(p)]
+        pos += len(p)
+    data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
+    if "manifest" in group:
+        del group["manifest"]
+    arr = group.create_array("manifest", shape=data.shape, chunks=(max(1, min(len(data), 1 << 20)),),
+                             dtype="uint32", fill_value=0, **array_options())
+    if len(data):
+        arr[:] = data
+    group.attrs["manifest"] = layout
+
+
+def load_manifest(group, root) -> dict:
+    """``array name -> checksums of its chunks`` of a store of format version 3."""
+    layout = dict(group.attrs).get("manifest")
+    if not isinstance(layout, dict):
+        raise StoreError(f"{root}: the manifest of chunk checksums is missing; the store is damaged: write it "
+                         f"again (ingest with --restart)")
+    data = read(group, root, "manifest")
+    return {n: data[int(a):int(a) + int(c)] for n, (a, c) in layout.items()}
+
+
+def expected_checksums(checksums: np.ndarray, array, start: int, stop: int) -> np.ndarray:
+    """The manifest's checksums of the chunks that rows [start, stop) of ``array`` cover."""
+    if stop <= start or array.size == 0:
+        return checksums[:0]
+    c0 = array.chunks[0]
+    per_row = int(np.prod([-(-s // c) for s, c in zip(array.shape[1:], array.chunks[1:])], dtype=np.int64))
+    return checksums[(start // c0) * per_row:((stop - 1) // c0 + 1) * per_row]
+
+
+def _foreign_or_corrupt(array, index) -> str:
+    """Why a chunk differs from the manifest: its bytes changed, or it is whole but another store's."""
+    c0 = array.chunks[0]
+    try:
+        array[index[0] * c0:min((index[0] + 1) * c0, array.shape[0])]
+    except Exception as exc:
+        return _why(exc)
+    return ("not the chunk this store wrote (it is whole, but its checksum differs from the store's "
+            "manifest: copied from another store?)")
+
+
 def read(group, root, name: str, start: int | None = None, stop: int | None = None,
-         checked: bool = True) -> np.ndarray:
+         checked=True) -> np.ndarray:
     """Rows [start, stop) of array ``name`` of a store at ``root``, refusing missing or corrupt chunks.
 
-    ``checked=False`` (stores written before checksums and complete chunks)
-    reads as zarr does.
+    ``checked``: ``True`` checks that the chunks exist and decode with their
+    checksum; an array of the manifest's checksums of the chunks covered
+    (:func:`expected_checksums`) also checks that each chunk is the one the
+    store wrote; ``False`` (stores written before checksums and complete
+    chunks) reads as zarr does.
     """
     try:
         array = group[name]
@@ -96,11 +174,17 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
                          f"(ingest with --restart)") from None
     start = 0 if start is None else int(start)
     stop = array.shape[0] if stop is None else int(stop)
+    manifest = checked if isinstance(checked, np.ndarray) else None
+    checked = manifest is not None or bool(checked)
     if checked:
         root = Path(root)
-        for index in _chunk_indices(array, start, stop):
-            if not _chunk_path(root, name, index).is_file():
+        indices = _chunk_indices(array, start, stop)
+        for k, index in enumerate(indices):
+            path = _chunk_path(root, name, index)
+            if not path.is_file():
                 raise _damage(root, name, index, "the chunk file is missing")
+            if manifest is not None and (k >= len(manifest) or _tail_crc(path) != manifest[k]):
+                raise _damage(root, name, index, _foreign_or_corrupt(array, index))
     try:
         return np.asarray(array[start:stop])
     except Exception as exc:   # a codec failure (checksum, truncated zstd frame): find the chunk
@@ -127,21 +211,39 @@ def verify(path) -> tuple[list[str], list[str]]:
     problems, notes = [], []
     expected = attrs.get("arrays")
     names = expected if expected is not None else sorted(k for k, _ in g.arrays())
-    checked = int(attrs.get("format_version", 1)) >= FORMAT_VERSION
+    version = int(attrs.get("format_version", 1))
+    checked = version >= 2
     if not checked:
         notes.append("written before per-chunk checksums (format version 1): chunks are decoded, but a "
                      "missing chunk reads as zeros and cannot be told apart")
+    manifest = None
+    if version >= 3 and attrs.get("complete") is True:
+        try:
+            manifest = load_manifest(g, path)
+        except StoreError as exc:
+            problems.append(str(exc).removeprefix(f"{path}: "))
+    elif version == 2:
+        notes.append("written before the manifest of chunk checksums (format version 2): a chunk copied "
+                     "from another store cannot be told apart")
     for name in names:
         try:
             array = g[name]
         except KeyError:
             problems.append(f"array {name!r} is missing")
             continue
+        if checked and not any(type(c).__name__ == "Crc32cCodec" for c in array.compressors):
+            problems.append(f"array {name!r}: its checksum codec was removed from its zarr.json")
         c0 = array.chunks[0]
-        for index in _chunk_indices(array, 0, array.shape[0]):
+        sums = None if manifest is None else manifest.get(name)
+        if manifest is not None and sums is None:
+            problems.append(f"array {name!r} is not in the manifest of chunk checksums")
+        for k, index in enumerate(_chunk_indices(array, 0, array.shape[0])):
             key = "/".join(map(str, index))
             if checked and not _chunk_path(path, name, index).is_file():
                 problems.append(f"array {name!r}, chunk {key}: the chunk file is missing")
+                continue
+            if sums is not None and (k >= len(sums) or _tail_crc(_chunk_path(path, name, index)) != sums[k]):
+                problems.append(f"array {name!r}, chunk {key}: {_foreign_or_corrupt(array, index)}")
                 continue
             try:
                 array[index[0] * c0:min((index[0] + 1) * c0, array.shape[0])]

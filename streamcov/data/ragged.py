@@ -49,8 +49,14 @@ def store_status(path) -> dict:
         raise StoreError(f"{path}: does not exist")
     g = open_group(path, "r")
     attrs = dict(g.attrs)
-    status = {"path": str(path), "format": attrs.get("format"),
-              "complete": bool(attrs.get("complete", False))}
+    fmt = attrs.get("format")
+    if fmt is None and "fingerprint" in attrs and "bounds" in attrs:
+        raise StoreError(f"{path}: a feature store (written by `streamcov run` for its learner), not a data "
+                         f"store; `streamcov info` describes the stores of `streamcov ingest` and `synth`")
+    if fmt not in ("streamcov.skeleton-sequences", "streamcov.images"):
+        raise StoreError(f"{path}: not a streamcov store (format attribute {fmt!r}); `streamcov info` "
+                         f"describes the stores of `streamcov ingest` and `synth`")
+    status = {"path": str(path), "format": fmt, "complete": attrs.get("complete") is True}
     # every writer records its commit point as counts per unit (sequences/frames, images/pixels)
     status.update({f"committed_{unit}": n for unit, n in attrs.get("committed", {}).items()})
     for key in ("identity", "n_sequences", "n_frames", "n_joints", "n_images", "units", "source",
@@ -85,7 +91,7 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
         what = other or f"not a streamcov store (format attribute {attrs.get('format')!r})"
         raise StoreError(f"{path}: {what}, but {'an' if kind == 'image' else 'a'} {kind} store is needed here; write one with "
                          f"`streamcov ingest {'skeleton' if kind == 'skeleton' else 'images'}`")
-    if not attrs.get("complete", False):
+    if attrs.get("complete") is not True:
         c = attrs.get("committed", {})
         raise IncompleteStoreError(
             f"{path}: incomplete {kind} store ({c.get(unit, 0)} {unit} committed, no "
@@ -134,15 +140,37 @@ class RaggedStore:
         if not isinstance(version, int) or version > integrity.FORMAT_VERSION:
             raise StoreError(f"{self.path}: store format version {version!r}; this streamcov reads versions "
                              f"up to {integrity.FORMAT_VERSION}: upgrade streamcov or write the store again")
-        self.checked = version >= integrity.FORMAT_VERSION
+        self.version = version
+        self.checked = version >= 2
+        self._manifest = integrity.load_manifest(g, self.path) if version >= 3 else None
+        if self.checked:
+            for name in attrs.get("arrays", []):
+                if name in g and not any(type(c).__name__ == "Crc32cCodec" for c in g[name].compressors):
+                    raise StoreError(f"{self.path}: array {name!r} lost its checksum codec (zarr.json edited); "
+                                     f"the store is damaged: write it again (ingest with --restart)")
         self.offsets = self.read("offsets").astype(np.int64)
         if len(self.offsets) < 1 or (np.diff(self.offsets) < 0).any() or self.offsets[0] != 0:
             raise StoreError(f"{self.path}: array 'offsets' is not increasing from 0; the store is damaged: "
                              f"write it again (ingest with --restart)")
 
-    def check_rows(self, names):
-        """Every per-item array has one row per item, and the data array the rows the offsets cover."""
+    def check_rows(self, names, coded: dict | None = None):
+        """Every per-item array has one row per item, the data array the rows the offsets cover, the
+        counts in the attributes match, and every coded column (``{array: attribute of its names}``)
+        indexes its names (-1: none)."""
         n = len(self.offsets) - 1
+        damaged = "the store is damaged: write it again (ingest with --restart)"
+        claimed = self.attrs.get(f"n_{self.UNIT}")
+        if claimed != n:
+            raise StoreError(f"{self.path}: attribute n_{self.UNIT} = {claimed!r} but the arrays hold {n}; {damaged}")
+        if self.version >= 2 and not (isinstance(self.identity, dict) and self.identity.get("id")):
+            raise StoreError(f"{self.path}: the store's identity attribute is missing; {damaged}")
+        for name, attr in (coded or {}).items():
+            values, names_ = getattr(self, name), self.attrs.get(attr)
+            if not isinstance(names_, list) or len(set(names_)) != len(names_):
+                raise StoreError(f"{self.path}: attribute {attr} is missing or repeats a name; {damaged}")
+            if len(values) and (values.min() < -1 or values.max() >= len(names_)):
+                raise StoreError(f"{self.path}: array {name!r} holds codes up to {int(values.max())} but "
+                                 f"{attr} names {len(names_)}; {damaged}")
         for name in names:
             if len(getattr(self, name)) != n:
                 raise StoreError(f"{self.path}: array {name!r} has {len(getattr(self, name))} rows for {n} items; "
@@ -156,9 +184,26 @@ class RaggedStore:
             raise StoreError(f"{self.path}: array {self.DATA!r} has {rows} rows but the offsets cover "
                              f"{self.offsets[-1]}; the store is damaged: write it again (ingest with --restart)")
 
+    def check_of(self, name: str, start: int | None = None, stop: int | None = None):
+        """What :func:`~streamcov.data.integrity.read` checks for rows [start, stop) of ``name``:
+        the manifest's checksums of their chunks (format 3), or whether chunks are checked at all."""
+        if self._manifest is None:
+            return self.checked
+        if name not in self._manifest:
+            raise StoreError(f"{self.path}: array {name!r} is not in the manifest of chunk checksums; the store "
+                             f"is damaged: write it again (ingest with --restart)")
+        array = self.group[name]
+        start = 0 if start is None else int(start)
+        stop = array.shape[0] if stop is None else int(stop)
+        return integrity.expected_checksums(self._manifest[name], array, start, stop)
+
     def read(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
-        """Rows of array ``name``; a missing or corrupt chunk is a :class:`StoreError` naming it."""
-        return integrity.read(self.group, self.path, name, start, stop, self.checked)
+        """Rows of array ``name``; a missing, corrupt or foreign chunk is a :class:`StoreError` naming it."""
+        try:
+            check = self.check_of(name, start, stop)
+        except KeyError:
+            check = True   # a missing array: read() says so
+        return integrity.read(self.group, self.path, name, start, stop, check)
 
     @property
     def data(self):
@@ -168,7 +213,8 @@ class RaggedStore:
     @property
     def identity(self) -> dict:
         """``{"id": ..., "created": ...}``: changes whenever the store is written anew."""
-        return dict(self.attrs.get("identity", {}))
+        ident = self.attrs.get("identity")
+        return dict(ident) if isinstance(ident, dict) else {}
 
     @property
     def label_names(self) -> list[str]:
@@ -240,6 +286,11 @@ class RaggedStoreWriter:
             raise ValueError(f"mode must be create, resume or restart, got {mode!r}")
         if int(chunk_rows) != chunk_rows or chunk_rows < 1:
             raise ValueError(f"chunk size must be a positive integer, got {chunk_rows!r}")
+        from .._config import check_memory
+
+        # the writer holds about one chunk, and zarr encodes a copy of it
+        check_memory(2 * chunk_rows * int(np.prod(row_shape)) * np.dtype(dtype).itemsize,
+                     f"a chunk of {chunk_rows} rows", "choose a smaller chunk size (--chunk-frames)")
         self.path = Path(path)
         self.format_name, self.kind, self.unit, self.data_unit = format_name, kind, unit, data_unit
         self.data_name, self.row_shape, self.dtype = data, tuple(row_shape), np.dtype(dtype)
@@ -321,7 +372,15 @@ class RaggedStoreWriter:
             a, b = old.get(key), want.get(key)
             if a != b:
                 if isinstance(a, dict) and isinstance(b, dict):   # name the first field that differs
-                    sub = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+                    # another folder or option first; "files" differs only if the same folder changed
+                    sub = next(k for k in sorted(set(a) | set(b), key=lambda k: (k == "files", k))
+                               if a.get(k) != b.get(k))
+                    if sub == "files":
+                        raise StoreError(
+                            f"{self.path}: the archive {b.get('path', a.get('path'))} changed since this "
+                            f"ingestion began (files added, removed or modified: {a['files'].get('count')} "
+                            f"files then, {b['files'].get('count')} now); resuming would mix two versions of "
+                            f"it. Add --restart to start over.")
                     key, a, b = f"{key}.{sub}", a.get(sub), b.get(sub)
                 raise StoreError(
                     f"{self.path}: the incomplete {self.kind} store was started with {key} = "
@@ -439,6 +498,8 @@ class RaggedStoreWriter:
         g = self.group
         g.attrs.update({f"n_{self.unit}": self._committed, f"n_{self.data_unit}": self._committed_rows,
                         **jsonable(summary or {})})
+        # the checksum of every chunk, so that a chunk of another store is told apart, then the marker
+        integrity.write_manifest(g, self.path, g.attrs["arrays"])
         g.attrs["complete"] = True
 
     @property
@@ -448,6 +509,22 @@ class RaggedStoreWriter:
     @property
     def old_attrs(self) -> dict:
         return dict(self.group.attrs)
+
+
+def files_digest(paths, root) -> dict:
+    """``{"count", "digest"}`` of files (relative path, size, modification time): recorded with a
+    store's source, so that an archive edited while its ingestion was interrupted is told apart."""
+    import hashlib
+
+    root = Path(root)
+    h = hashlib.sha256()
+    n = 0
+    for p in sorted(Path(p) for p in paths):
+        st = p.stat()
+        rel = p.relative_to(root).as_posix() if p != root else p.name
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        n += 1
+    return {"count": n, "digest": h.hexdigest()}
 
 
 def read_only_attrs(path) -> dict:

@@ -42,7 +42,15 @@ class SequenceStore(RaggedStore):
         self.labels = self.read("labels").astype(np.int32)
         self.subjects = self.read("subjects").astype(np.int32)
         self.split = self.read("split").astype(np.int8)
-        self.check_rows(("labels", "subjects", "split"))
+        self.check_rows(("labels", "subjects", "split"), {"labels": "label_names", "split": "split_names"})
+        width = self.group["frames"].shape[1:]
+        if width != (3 * self.n_joints,):
+            raise StoreError(f"{self.path}: attribute n_joints = {self.n_joints} but array 'frames' has rows of "
+                             f"{width}; the store is damaged: write it again (ingest with --restart)")
+        bad = [c for c in self.center if not 0 <= c < self.n_joints]
+        if bad:
+            raise StoreError(f"{self.path}: attribute center = {list(self.center)} names joints outside 0.."
+                             f"{self.n_joints - 1}; the store is damaged: write it again (ingest with --restart)")
 
     @property
     def frames(self):

@@ -143,6 +143,27 @@ class ImageDescriptor:
     scaling: str = "global"
     random_state: int = 0
 
+    def __post_init__(self):
+        # also guards descriptors read back from a model file
+        def number(v):
+            return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
+                and np.isfinite(v)
+
+        if self.representation not in ("operator", "region"):
+            raise ValueError(f"representation must be operator or region, got {self.representation!r}")
+        if not (isinstance(self.n_frequencies, (int, np.integer)) and self.n_frequencies >= 1):
+            raise ValueError(f"n_frequencies (D) must be a positive integer, got {self.n_frequencies!r}")
+        if not (number(self.sigma) and self.sigma > 0):
+            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
+        if not (number(self.gamma) and self.gamma > 0):
+            raise ValueError(f"gamma must be a finite number > 0, got {self.gamma!r}")
+        if self.frequencies not in ("random", "halton"):
+            raise ValueError(f"frequencies must be random or halton, got {self.frequencies!r}")
+        if self.scaling not in ("global", "per-feature"):
+            raise ValueError(f"scaling must be global or per-feature, got {self.scaling!r}")
+        if not isinstance(self.log, bool):
+            raise ValueError(f"log must be true or false, got {self.log!r}")
+
     @property
     def dim(self) -> int:
         d = 2 * self.n_frequencies if self.representation == "operator" else self.pixels.n_features

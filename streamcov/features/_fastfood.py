@@ -7,7 +7,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._kernels import fwht as _kf
-from ._fourier import _FourierBase, _check_n_components, _resolve_gamma, _validate_data
+from ._fourier import _FourierBase, _resolve_gamma, _validate_data
 
 
 def _next_pow2(n):
@@ -87,7 +87,8 @@ class FastfoodSampler(_FourierBase):
         -------
         self
         """
-        n_out = _check_n_components(self)
+        self._validate_params()
+        n_out = int(self.n_components)
         X = _validate_data(self, X, reset=True)
         self.gamma_ = _resolve_gamma(self, X)
         rng = check_random_state(self.random_state)

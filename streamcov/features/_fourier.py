@@ -22,37 +22,15 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-try:  # scikit-learn >= 1.6
-    from sklearn.utils.validation import validate_data as _sk_validate_data
-except ImportError:  # pragma: no cover - scikit-learn 1.5
-    _sk_validate_data = None
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import validate_data
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
 
 def _validate_data(estimator, X, reset):
     """``validate_data`` for float32/float64 dense 2-D input, all values finite."""
-    if _sk_validate_data is not None:
-        return _sk_validate_data(estimator, X, reset=reset, dtype=_FLOAT_DTYPES)
-    return estimator._validate_data(X, reset=reset, dtype=_FLOAT_DTYPES)  # pragma: no cover
-
-
-def _check_n_components(estimator):
-    n = estimator.n_components
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ValueError(
-            f"{type(estimator).__name__}: n_components must be an integer >= 1 (the number "
-            f"of output features); got {n!r}.")
-    return int(n)
-
-
-def _check_positive(estimator, name, value):
-    """A finite float > 0, else a ValueError naming the parameter."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    if not ok or not np.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"{type(estimator).__name__}: {name} must be a finite float > 0; got {value!r}.")
-    return float(value)
+    return validate_data(estimator, X, reset=reset, dtype=_FLOAT_DTYPES)
 
 
 def _resolve_gamma(estimator, X):
@@ -120,6 +98,13 @@ def halton_gaussian(n_points, dim, rng):
 
 
 class _FourierBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    # the Gaussian maps with a gamma; subclasses with other parameters declare their own
+    _parameter_constraints: dict = {
+        "gamma": [StrOptions({"scale"}), Interval(numbers.Real, 0, None, closed="neither")],
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
@@ -178,7 +163,8 @@ class OrthogonalRBFSampler(_FourierBase):
         -------
         self
         """
-        n_out = _check_n_components(self)
+        self._validate_params()
+        n_out = int(self.n_components)
         X = _validate_data(self, X, reset=True)
         self.gamma_ = _resolve_gamma(self, X)
         rng = check_random_state(self.random_state)
@@ -273,7 +259,8 @@ class QuasiRandomRBFSampler(_FourierBase):
         -------
         self
         """
-        n_out = _check_n_components(self)
+        self._validate_params()
+        n_out = int(self.n_components)
         X = _validate_data(self, X, reset=True)
         self.gamma_ = _resolve_gamma(self, X)
         rng = check_random_state(self.random_state)

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._kernels.products import grouped_products
 from ..kernels import gaussian_kernel
-from ._fourier import _FourierBase, _check_n_components, _check_positive, _validate_data
+from ._fourier import _FourierBase, _validate_data
 from ._rgw import _degree_plan, _draw_degrees
 
 _KERNELS = ("gaussian", "exp_dot")
@@ -100,6 +102,15 @@ class RandomMaclaurinSampler(_FourierBase):
     n_features_in_ : int
     """
 
+    _parameter_constraints: dict = {
+        "sigma": [Interval(numbers.Real, 0, None, closed="neither")],
+        "kernel": [StrOptions(set(_KERNELS))],
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "sampling": [StrOptions(set(_SAMPLINGS))],
+        "center": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, *, sigma=1.0, kernel="gaussian", n_components=100, sampling="iid",
                  center=False, random_state=None):
         self.sigma = sigma
@@ -121,16 +132,9 @@ class RandomMaclaurinSampler(_FourierBase):
         -------
         self
         """
-        n_out = _check_n_components(self)
-        sigma = _check_positive(self, "sigma", self.sigma)
-        if self.kernel not in _KERNELS:
-            raise ValueError(
-                f"RandomMaclaurinSampler: kernel must be one of {_KERNELS}; got {self.kernel!r}.")
-        if self.sampling not in _SAMPLINGS:
-            raise ValueError(f"RandomMaclaurinSampler: sampling must be one of {_SAMPLINGS}; "
-                             f"got {self.sampling!r}.")
-        if not isinstance(self.center, (bool, np.bool_)):
-            raise ValueError(f"RandomMaclaurinSampler: center must be True or False; got {self.center!r}.")
+        self._validate_params()
+        n_out = int(self.n_components)
+        sigma = float(self.sigma)
         if self.center and self.kernel != "gaussian":
             raise ValueError("RandomMaclaurinSampler: center=True expands the translation-invariant "
                              "Gaussian kernel; exp(<x, y> / sigma^2) is not translation invariant. "

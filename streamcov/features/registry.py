@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from ..kernels import distances, gamma_from_sigma, median_distance
+from ..kernels import distances, gamma_from_sigma, median_distance, sigma_from_gamma
 
 # name -> (module, class)
 MAPS = {
@@ -82,6 +82,12 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
             kwargs["gamma"] = gamma_from_sigma(sigma)
     if name == "nystroem":
         kwargs["kernel"] = "rbf"
+    for key in ("gamma", "kernel"):   # set from sigma above: one bandwidth convention everywhere
+        if key in params and key in kwargs:
+            hint = (f"; for gamma = {params['gamma']} set sigma = {sigma_from_gamma(float(params['gamma'])):.6g}"
+                    if key == "gamma" and isinstance(params["gamma"], (int, float)) and params["gamma"] > 0 else "")
+            raise ConfigError(f"features.{key} is set by streamcov from features.sigma (every map targets "
+                              f"exp(-||x - y||^2 / (2 sigma^2))); remove it{hint}")
     for key, value in params.items():
         if key not in accepted:
             if key in RGW_ONLY and name != "rgw":
@@ -117,6 +123,13 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     fmap = make_feature_map(params, seed, scale)
     if fmap is None:
         return None, record
+    if str(params.get("map", "rgw")).lower() != "rff-blocks":   # rff-blocks draws its frequencies per block
+        from .._config import check_memory
+
+        # a dense map holds n_components x n_features numbers (its frequencies or projections)
+        n = int(params.get("n_components", 0))
+        check_memory(8.0 * n * n_features, f"features.n_components = {n} on {n_features}-dimensional descriptors",
+                     "lower features.n_components (or use map = \"rff-blocks\")")
     if needs_data(params):
         fmap.fit(sample)
     else:

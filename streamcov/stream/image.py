@@ -33,7 +33,7 @@ def _image_id(store_path: str, i: int) -> str:
     return bytes(np.asarray(g["id_bytes"][a:b], dtype=np.uint8)).decode("utf-8")
 
 
-def read_images(store_path: str, offsets: np.ndarray, shapes: np.ndarray, rows, checked: bool = True
+def read_images(store_path: str, offsets: np.ndarray, shapes: np.ndarray, rows, checked=True
                 ) -> list[np.ndarray]:
     """Images ``rows`` (indices into ``offsets[:-1]``) of a block whose pixels are contiguous."""
     import zarr
@@ -100,7 +100,12 @@ class ImageSource:
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
             raise ConfigError(f"[pixels]: spec {spec.name!r} uses R, G, B but image {i} "
                               f"({store.ids()[i]}) is grey; use a grey spec")
+        from .._config import check_memory
         from ..descriptors.pixels import check_sampled_pixels
+
+        # a block of descriptors (and the operator of one image per thread) must fit in memory
+        check_memory(8.0 * self.dim * (self.default_block + 2), f"method.D = {descriptor.n_frequencies} (descriptors of "
+                     f"{self.dim} numbers)", "lower method.D")
 
         if spec.stride > 1:
             check_sampled_pixels(store.shapes, spec.stride, store.ids())
@@ -118,8 +123,9 @@ class ImageSource:
         return self.descriptor.dtype
 
     def _args(self, b0, b1):
-        return (str(self.store.path), int(b0), self.store.offsets[b0:b1 + 1], self.store.shapes[b0:b1],
-                self.store.checked)
+        offsets = self.store.offsets
+        return (str(self.store.path), int(b0), offsets[b0:b1 + 1], self.store.shapes[b0:b1],
+                self.store.check_of("pixels", int(offsets[b0]), int(offsets[b1])))
 
     def fit(self, train, runtime, bounds):
         """A copy whose feature scale is measured on the pixels of the training rows."""
@@ -140,6 +146,17 @@ class ImageSource:
 
     def spec(self) -> dict:
         return {"kind": self.kind, "descriptor": self.descriptor.as_dict(), "state": self.state}
+
+    @classmethod
+    def check_spec(cls, spec: dict) -> None:
+        """Raise ValueError (or TypeError, KeyError) when ``spec`` cannot be an image source's."""
+        desc = ImageDescriptor.from_dict(spec["descriptor"])
+        scale = (spec.get("state") or {}).get("scale")
+        if scale is not None:
+            scale = np.asarray(scale, dtype=np.float64)
+            if scale.shape != (desc.pixels.n_features,) or not (np.isfinite(scale).all() and (scale > 0).all()):
+                raise ValueError(f"the feature scale must be {desc.pixels.n_features} finite positive numbers, "
+                                 f"got {scale.tolist()}")
 
     @classmethod
     def from_spec(cls, spec: dict, store):

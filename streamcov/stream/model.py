@@ -89,7 +89,7 @@ def dump_estimator(est, prefix: str, arrays: dict) -> dict:
 def load_estimator(desc: dict, arrays) -> object:
     name = desc.get("class")
     if name not in ALLOWED:
-        raise ModelError(f"model names class {name!r}, which is not in the allow-list "
+        raise ModelError(f"names class {name!r}, which is not in the allow-list "
                          f"{sorted(ALLOWED)}")
     cls = getattr(importlib.import_module(ALLOWED[name]), name)
     est = cls(**desc["params"])
@@ -104,6 +104,16 @@ def load_estimator(desc: dict, arrays) -> object:
     for key, sub in desc.get("estimators", {}).items():
         setattr(est, key, load_estimator(sub, arrays))
     return est
+
+
+def _sha256(path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def atomic_write(path: Path, write, binary: bool = True) -> None:
@@ -175,6 +185,8 @@ class FittedPipeline:
                "classifier": dump_estimator(self.classifier, "clf.", arrays),
                "label_names": self.label_names, "info": self.info}
         atomic_write_npz(folder / "model.npz", arrays)
+        # the json names the very npz it goes with: a file of another model is refused on load
+        doc["arrays_sha256"] = _sha256(folder / "model.npz")
         atomic_write_text(folder / "model.json", json.dumps(doc, indent=1, default=str))
         return folder
 
@@ -195,6 +207,10 @@ class FittedPipeline:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ModelError(f"{jpath}: not a streamcov model (format "
                              f"{doc.get('format') if isinstance(doc, dict) else None!r})")
+        version = doc.get("version")
+        if not isinstance(version, int) or not 1 <= version <= VERSION:
+            raise ModelError(f"{jpath}: model format version {version!r}; this streamcov reads versions 1 to "
+                             f"{VERSION}: upgrade streamcov or train the model again")
         try:
             with np.load(npath, allow_pickle=False) as npz:
                 # read every member now: an object (pickled) array, a truncated file or a
@@ -203,6 +219,10 @@ class FittedPipeline:
         except Exception as exc:
             raise ModelError(f"{npath}: unreadable ({exc.__class__.__name__}: {exc}); the file is "
                              f"damaged: train the model again") from None
+        digest = doc.get("arrays_sha256")
+        if digest is not None and digest != _sha256(npath):
+            raise ModelError(f"{npath}: not the model.npz that {jpath.name} was saved with (its SHA-256 differs): "
+                             f"the files come from different runs, or one was replaced: train the model again")
         source = doc.get("source")
         if source is None:   # version 1: skeleton models only
             d = dict(doc["descriptor"])
@@ -214,17 +234,47 @@ class FittedPipeline:
             scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
             clf = load_estimator(doc["classifier"], arrays)
             model = cls(source, fmap, scaler, clf, doc["label_names"], doc.get("info"))
+        except ModelError as exc:
+            raise ModelError(f"{jpath}: {exc}") from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError(f"{jpath}: incomplete model description ({exc.__class__.__name__}: {exc})") from None
-        model.check(folder)
+        model.check(jpath)
         return model
 
     def check(self, where="model") -> None:
-        """The parts fit together: widths from descriptor to map to scaler to classifier, and the classes."""
+        """The parts are valid and fit together: the source spec, every estimator's parameters and
+        arrays (finite), widths from descriptor to map to scaler to classifier, and the classes."""
+        import importlib
+
         from .source import SOURCE_KINDS
 
-        if self.source.get("kind") not in SOURCE_KINDS:
-            raise ModelError(f"{where}: unknown source kind {self.source.get('kind')!r}")
+        kind = self.source.get("kind") if isinstance(self.source, dict) else None
+        if kind not in SOURCE_KINDS:
+            raise ModelError(f"{where}: unknown source kind {kind!r}")
+        module, name = SOURCE_KINDS[kind]
+        try:
+            getattr(importlib.import_module(module), name).check_spec(self.source)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"{where}: the {kind} descriptor is invalid ({exc.__class__.__name__}: {exc}); the "
+                             f"model is damaged: train it again") from None
+        names = self.label_names
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise ModelError(f"{where}: label_names must be distinct class names, got {names!r}")
+        for part, est in (("feature map", self.feature_map), ("scaler", self.scaler), ("classifier", self.classifier)):
+            if est is None:
+                continue
+            try:
+                if hasattr(est, "_validate_params"):
+                    est._validate_params()
+            except (TypeError, ValueError) as exc:
+                raise ModelError(f"{where}: the {part} has an invalid parameter ({exc})") from None
+            for attr, value in vars(est).items():
+                if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and not np.isfinite(value).all():
+                    raise ModelError(f"{where}: the {part}'s {attr} holds non-finite numbers; the model is damaged: "
+                                     f"train it again")
+        scale = getattr(self.scaler, "scale_", None)
+        if scale is not None and not (np.asarray(scale) > 0).all():
+            raise ModelError(f"{where}: the scaler's scale_ holds values <= 0; the model is damaged: train it again")
         # the width of what each part takes and gives, in order
         widths = []
         if self.feature_map is not None:

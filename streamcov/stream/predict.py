@@ -35,6 +35,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
     """
     import tempfile
 
+    _check_model_path(Path(model_dir), Path(store_path))
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)
     if model.kind == "image" and path.is_dir() and not (path / "zarr.json").exists():
@@ -50,6 +51,15 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
                     train_accuracy)
 
 
+def _check_model_path(model_dir: Path, store_path: Path) -> None:
+    """The common slips: the arguments swapped, a run folder given for its model."""
+    if (model_dir / "zarr.json").is_file():
+        hint = " (the arguments are MODEL then STORE)" if (store_path / "model.json").is_file() else ""
+        raise ModelError(f"{model_dir}: a store, not a model folder{hint}; usage: streamcov predict MODEL STORE")
+    if not (model_dir / "model.json").exists() and (model_dir / "model" / "model.json").is_file():
+        raise ModelError(f"{model_dir}: a run's output folder; its model is {model_dir / 'model'}")
+
+
 def _default_out(model_dir, store_path) -> Path:
     return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
 
@@ -58,6 +68,10 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
     t0 = time.perf_counter()
     if Path(out_csv).is_dir():
         raise ConfigError(f"--out {out_csv}: a folder; give the path of a CSV file")
+    try:
+        Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out_csv}: cannot create its folder ({exc.strerror})") from None
     if not Path(store_path).exists():
         raise ConfigError(f"{store_path}: no such store or folder")
     kind = store_kind(store_path)
@@ -125,4 +139,7 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                     "accuracy": float((pred[known] == true[known]).mean()), "n_labelled": int(known.sum())})
     if (~known).any():
         out["n_unknown_labels"] = int((~known).sum())
+    if train_accuracy:
+        out["notes"] = ["--train-accuracy applies only to the store the model was trained on (its training rows "
+                        "are known there); this store is another one"]
     return out

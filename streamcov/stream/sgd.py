@@ -184,7 +184,13 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     vf = float(plan.validation_fraction)
     if vf > 0:
         rows = np.flatnonzero(train_mask)
-        held = rng.choice(rows, size=len(rows) - n_fit_rows(len(rows), vf), replace=False)
+        n_fit = n_fit_rows(len(rows), vf)
+        if n_fit < 2:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"model.validation_fraction = {vf}: leaves {max(n_fit, 0)} of {len(rows)} training "
+                              f"rows to fit on; lower it (0.1 is usual)")
+        held = rng.choice(rows, size=len(rows) - n_fit, replace=False)
         valid_mask[held] = True
         train_mask[held] = False
     clf = estimator

@@ -32,6 +32,21 @@ class SkeletonDescriptor:
     ddof: int = 1
     dtype: str = "float64"
 
+    def __post_init__(self):
+        # also guards descriptors read back from a model file
+        if self.center is not None and not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool)
+                                               and c >= 0 for c in self.center):
+            raise ValueError(f"center must be 0-based joint indices, got {self.center!r}")
+        if isinstance(self.gamma, bool) or not isinstance(self.gamma, (int, float)) or not np.isfinite(self.gamma) \
+                or self.gamma < 0:
+            raise ValueError(f"gamma must be a finite number >= 0, got {self.gamma!r}")
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"normalize must be true or false, got {self.normalize!r}")
+        if self.ddof not in (0, 1) or isinstance(self.ddof, bool):
+            raise ValueError(f"ddof must be 0 or 1, got {self.ddof!r}")
+        if self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be float64 or float32, got {self.dtype!r}")
+
     def selection(self, n_joints: int) -> sk.JointSelection:
         if not self.center:
             return sk.JointSelection.raw(n_joints)
@@ -48,8 +63,11 @@ class SkeletonDescriptor:
 
 
 def chunk_moments(store_path: str, c0: int, c1: int, offsets: np.ndarray,
-                  selection: sk.JointSelection, numba_threads: int = 1, checked: bool = True):
-    """Partial moments of all sequence pieces within frames [c0, c1) of a store."""
+                  selection: sk.JointSelection, numba_threads: int = 1, checked=True):
+    """Partial moments of all sequence pieces within frames [c0, c1) of a store.
+
+    ``checked``: what :func:`streamcov.data.integrity.read` checks (the store's ``check_of``).
+    """
     import zarr
 
     from ..data import integrity
@@ -130,6 +148,18 @@ class SkeletonSource:
                 "n_joints": self.store.n_joints, "joint_names": list(self.store.attrs.get("joint_names", []))}
 
     @classmethod
+    def check_spec(cls, spec: dict) -> None:
+        """Raise ValueError (or TypeError, KeyError) when ``spec`` cannot be a skeleton source's."""
+        n = spec["n_joints"]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n_joints must be a positive integer, got {n!r}")
+        d = dict(spec["descriptor"])
+        center = d.pop("center")
+        desc = SkeletonDescriptor(center=None if center is None else tuple(center), **d)
+        if desc.center and max(desc.center) >= n:
+            raise ValueError(f"descriptor center {list(desc.center)} names joints outside 0..{n - 1}")
+
+    @classmethod
     def from_spec(cls, spec: dict, store):
         if store.n_joints != spec["n_joints"]:
             raise ConfigError(f"{store.path}: {store.n_joints} joints, but the model was trained on "
@@ -157,7 +187,7 @@ class SkeletonSource:
             if c not in chunk_tasks:
                 c0, c1 = c * cf, min((c + 1) * cf, n_frames)
                 chunk_tasks[c] = dask.delayed(chunk_moments, pure=True)(
-                    path, c0, c1, offsets, sel, numba_threads, store.checked,
+                    path, c0, c1, offsets, sel, numba_threads, store.check_of("frames", c0, c1),
                     dask_key_name=f"moments-{c}-{dask.base.tokenize(path, c0, c1, sel)}")
             return chunk_tasks[c]
 

@@ -23,18 +23,42 @@ from .. import splits
 
 
 # -------------------------------------------------------------------- inputs
-def open_or_ingest(path: Path, open_store, source, ingest, make: str):
+def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=None):
     """Open the store at ``path``; when it is missing or incomplete and a ``source`` is given,
-    ``ingest()`` it first (an incomplete one is resumed). ``make`` says how to create it."""
+    ``ingest()`` it first (an incomplete one is resumed). ``make`` says how to create it.
+
+    ``record()``: the source record the pipeline's ``[data]`` would write; a
+    complete store written from another source (another folder, reader
+    options, generator parameters, or an archive changed since) is refused,
+    never used in its place.
+    """
     if path.exists():
         try:
-            return open_store(path)
+            store = open_store(path)
         except IncompleteStoreError:
             if not source:
                 raise
+        else:
+            if source and record is not None:
+                _same_source(path, store.attrs.get("source_record"), record())
+            return store
     elif not source:
         raise ConfigError(f"data.store: {path} does not exist; create it with `{make}` or set data.source")
     return ingest()
+
+
+def _same_source(path, old: dict | None, new: dict) -> None:
+    if old == new:
+        return
+    fix = f"point data.store at a new path, or delete {path} to write it again from [data]"
+    if not isinstance(old, dict):
+        raise ConfigError(f"data.store: {path} records no source, so it cannot be checked against [data]; {fix}")
+    key = next(k for k in sorted(set(old) | set(new), key=lambda k: (k == "files", k)) if old.get(k) != new.get(k))
+    if key == "files":
+        raise ConfigError(f"data.store: {path} was written from {new.get('path')}, which has changed since "
+                          f"({old['files'].get('count')} files then, {new['files'].get('count')} now); {fix}")
+    raise ConfigError(f"data.store: {path} was written with {key} = {old.get(key)!r}, but [data] gives "
+                      f"{new.get(key)!r}; {fix}")
 
 
 def resolve_skeleton_store(data, out: Path, progress: bool = False):
@@ -50,17 +74,18 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
         source = SyntheticSkeletons(n_sequences=p.n_sequences, n_subjects=p.n_subjects, n_classes=p.n_classes,
                                     seed=p.seed, frames=tuple(p.frames), noise=p.noise)
         return open_or_ingest(path, SequenceStore, source,
-                              lambda: ingest(source, path, mode="resume", progress=progress), "")
+                              lambda: ingest(source, path, mode="resume", progress=progress), "",
+                              record=lambda: source.record)
 
-    def ingest_source():
+    def reader():
         if not Path(data.source).exists():
             raise ConfigError(f"data.source: {data.source} does not exist")
-        reader = open_reader(data.format, data.source, where="data.options", **data.options)
-        return ingest(reader, path, mode="resume", progress=progress)
+        return open_reader(data.format, data.source, where="data.options", **data.options)
 
     path = Path(data.store)
-    return open_or_ingest(path, SequenceStore, data.source, ingest_source,
-                          f"streamcov ingest skeleton --format FORMAT SRC {path}")
+    return open_or_ingest(path, SequenceStore, data.source,
+                          lambda: ingest(reader(), path, mode="resume", progress=progress),
+                          f"streamcov ingest skeleton --format FORMAT SRC {path}", record=lambda: reader().record)
 
 
 def resolve_image_store(data, progress: bool = False):
@@ -76,8 +101,15 @@ def resolve_image_store(data, progress: bool = False):
         return ingest_images(data.source, path, group_level=data.group_level, exclude=tuple(data.exclude),
                              pixel_dtype=data.pixel_dtype, mode="resume", progress=progress)
 
+    def record():
+        from ..data.images import source_record
+
+        if not Path(data.source).is_dir():
+            raise ConfigError(f"data.source: {data.source!r}: folder not found")
+        return source_record(data.source, data.group_level, tuple(data.exclude))
+
     return open_or_ingest(path, ImageStore, data.source, ingest_source,
-                          f"streamcov ingest images --format folders SRC {path}")
+                          f"streamcov ingest images --format folders SRC {path}", record=record)
 
 
 def pixel_spec(pixels):

@@ -128,7 +128,7 @@ def read_toml(path=None, text: str | None = None):
         if not path.is_file():
             raise ConfigError(f"{path}: pipeline file not found")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")   # a byte-order mark is accepted
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
     name = str(path) if path is not None else "<pipeline text>"
@@ -221,7 +221,7 @@ _TYPE_WORDS = {
 }
 
 
-def _expected(err: dict) -> str:
+def expected_of(err: dict) -> str:
     t, ctx = err["type"], err.get("ctx", {})
     if t == "literal_error":
         values = ctx.get("expected", "").replace("'", '"')
@@ -305,11 +305,11 @@ def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
         section = f"[{'.'.join(keys[:-1])}]" if len(keys) > 1 else "the top level"
         return f"{where}: unknown key {dotted!r}{hint} ({section} takes: {', '.join(known)}){tail}"
     if first["type"] == "missing":
-        return f"{where}: {dotted} is required (expected {_expected(first)}){tail}"
+        return f"{where}: {dotted} is required (expected {expected_of(first)}){tail}"
     if first["type"] == "value_error" and isinstance(first.get("input"), dict):
         # a whole-table check (e.g. "[data] needs `store`")
-        return f"{where}: {_expected(first)}{tail}"
-    expected = " or ".join(dict.fromkeys(_expected(e) for e in same))
+        return f"{where}: {expected_of(first)}{tail}"
+    expected = " or ".join(dict.fromkeys(expected_of(e) for e in same))
     value = first["input"]
     shown = f'"{value}"' if isinstance(value, str) else repr(value).replace("True", "true").replace("False", "false")
     return f"{where}: {dotted} = {shown}: expected {expected}{tail}"
@@ -369,6 +369,10 @@ def _check_feature_map(cfg, origins: Origins):
         key = str(exc).split()[0].removeprefix("features.")
         raise ConfigError(f"{origins.where(('features', key))}: {exc}") from None
     except (ValueError, TypeError) as exc:
+        # scikit-learn names the parameter: "The 'kernel_params' parameter of Nystroem must be ..."
+        m = re.search(r"The '(\w+)' parameter", str(exc))
+        if m and m.group(1) in params:
+            raise ConfigError(f"{origins.where(('features', m.group(1)))}: features.{m.group(1)}: {exc}") from None
         raise ConfigError(f"{origins.where(('features',))}: [features] {exc}") from None
 
 

@@ -421,6 +421,11 @@ def run_image_classification(cfg, ctx) -> dict:
     m = cfg.method
     seed = int(cfg.seed)
     data = load_dataset(cfg.data, ctx.progress)
+    if "approx" in m.name:   # one vector of (2D)(2D+1)/2 numbers per image, all in memory here
+        from .._config import check_memory
+
+        check_memory(8.0 * len(data) * (2 * m.D) * (2 * m.D + 1) / 2, f"method.D = {m.D} on {len(data)} images",
+                     "lower method.D, or use the out-of-core task image-stream-classification")
     if spec.needs_color:
         grey = [i for i, img in enumerate(data.images) if np.ndim(img) != 3]
         if grey:

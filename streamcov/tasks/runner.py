@@ -37,6 +37,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
     else:
         sets = list(overrides)
+        if output is not None and not str(output).strip():
+            raise ConfigError("--output: empty path; give the folder to write the results into")
         if output is not None:
             sets.append(f'output="{Path(output)}"')
         cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags)
@@ -45,7 +47,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     if out.exists() and not out.is_dir():
         where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
         raise ConfigError(f"{where}: {out} is a file, not a folder; choose another output folder")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:   # a parent is a file, no permission, ...
+        where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
+        raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
     if workers is not None and scheduler is None:
         scheduler = "local-cluster"
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)

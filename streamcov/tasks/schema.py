@@ -57,10 +57,21 @@ class SplitTable(Table):
     n_train: Optional[PosInt] = None
     n_test: Optional[PosInt] = None
     n_repeats: PosInt = 1
-    folds: Optional[list[NonNegInt]] = None
+    folds: Optional[Annotated[list[NonNegInt], Field(min_length=1)]] = None
 
     @model_validator(mode="after")
     def _needs(self):
+        if self.folds is not None and len(set(self.folds)) != len(self.folds):
+            raise ValueError(f"split.folds = {self.folds} names a fold twice; list each fold once")
+        used = _SPLIT_KEYS.get(self.kind, ())
+        for key in ("train_subjects", "test_subjects", "file", "n_train", "n_test"):
+            if getattr(self, key) is not None and key not in used:
+                raise ValueError(f"split.{key} is not used by split.kind = {self.kind!r} "
+                                 f"(kinds that use it: {', '.join(k for k, v in _SPLIT_KEYS.items() if key in v)})")
+        both = sorted(set(self.train_subjects or ()) & set(self.test_subjects or ()))
+        if both:
+            raise ValueError(f"subjects {both} are in both split.train_subjects and split.test_subjects; "
+                             f"a subject trains or tests, not both")
         if self.kind == "subjects" and not self.train_subjects:
             raise ValueError("split.kind = 'subjects' needs split.train_subjects = [..]")
         if self.kind == "subject-splits-file" and not self.file:
@@ -69,6 +80,11 @@ class SplitTable(Table):
         if self.kind == "per-class" and self.n_train is None:
             raise ValueError("split.kind = 'per-class' needs split.n_train (training rows per class)")
         return self
+
+
+# the [split] keys each kind reads (any other one set is refused: it would be ignored)
+_SPLIT_KEYS = {"subjects": ("train_subjects", "test_subjects"), "subject-splits-file": ("file",),
+               "per-class": ("n_train", "n_test")}
 
 
 class DaskTable(Table):
@@ -138,9 +154,9 @@ class Top(Table):
     """Keys shared by every task."""
 
     task: str
-    name: str = "pipeline"
+    name: Annotated[str, Field(min_length=1, pattern=r"^[^/\\]+$")] = "pipeline"
     seed: Seed = 0
-    output: str = "runs/{name}"
+    output: Annotated[str, Field(min_length=1)] = "runs/{name}"
     paper_accuracy: Optional[Annotated[float, Field(ge=0, le=1)]] = None
 
 
@@ -154,6 +170,13 @@ class SyntheticTable(Table):
     seed: Seed = 0
     frames: Annotated[list[Annotated[int, Field(ge=2)]], Field(min_length=2, max_length=2)] = [30, 60]
     noise: NonNegFloat = 0.01
+
+    @field_validator("frames")
+    @classmethod
+    def _frames(cls, v):
+        if v[0] > v[1]:
+            raise ValueError(f"[shortest, longest] sequence length, the shortest first; got {v}")
+        return v
 
 
 class SkeletonData(Table):
@@ -181,7 +204,7 @@ class SkeletonDescriptor(Table):
     center: Union[Literal["store", "none"], Annotated[list[NonNegInt], Field(min_length=1)]] = "store"
     gamma: NonNegFloat = 1e-4
     normalize: bool = True
-    ddof: NonNegInt = 1
+    ddof: Literal[0, 1] = 1           # 1: unbiased covariance; 0: maximum likelihood
     dtype: Literal["float64", "float32"] = "float64"
 
 

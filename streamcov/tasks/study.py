@@ -310,8 +310,12 @@ def read_results(path) -> list[dict]:
     rows = []
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            rows.append({k: (v if k in ("dataset", "map") else int(v) if k in _CSV_INTS else float(v))
-                         for k, v in r.items() if v != ""})
+            row = {k: (v if k in ("dataset", "map") else int(v) if k in _CSV_INTS else float(v))
+                   for k, v in r.items() if v != "" and k is not None}
+            missing = {"dataset", "map", "nu", "exact_accuracy"} - set(row)
+            if missing:
+                raise ValueError(f"row {len(rows) + 2} lacks {sorted(missing)}")
+            rows.append(row)
     return rows
 
 
@@ -326,11 +330,18 @@ def merge_results(runs, out) -> list[dict]:
     """
     merged: dict = {}   # (dataset, map, nu) -> row, in first-seen order
     exact: dict = {}    # dataset -> (exact accuracy, run that first gave it)
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"--out {out}: a file, not a folder; choose another --out")
     for run in runs:
         path = Path(run) / "results.csv"
         if not path.is_file():
             raise ConfigError(f"{path}: not found; pass the --out folder of a study run")
-        for r in read_results(path):
+        try:
+            rows = read_results(path)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}: not a results.csv of `streamcov study kernel-approx` "
+                              f"({exc.__class__.__name__}: {exc})") from None
+        for r in rows:
             ex, first = exact.setdefault(r["dataset"], (r["exact_accuracy"], path))
             if abs(r["exact_accuracy"] - ex) > 1e-12:
                 raise ConfigError(f"{path}: exact accuracy of {r['dataset']} is {r['exact_accuracy']:.6f}, "

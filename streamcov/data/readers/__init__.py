@@ -76,8 +76,13 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
             raise ConfigError(f"{given}: {exc}") from None
         raise ConfigError(f"{named(culprit)}: {exc}") from None
     # what an interrupted ingestion must match to be resumed (streamcov.data.ragged)
-    reader.record = {"format": fmt, "path": str(Path(path).resolve()),
-                     "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())}}
+    from ..ragged import files_digest
+
+    root = Path(path).resolve()
+    files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
+    reader.record = {"format": fmt, "path": str(root),
+                     "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())},
+                     "files": files_digest(files, root)}
     return reader
 
 
