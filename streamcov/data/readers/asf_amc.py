@@ -44,7 +44,7 @@ with two parents or a cycle. A sequence is yielded whole or not at all. An ``.am
 header but no frames is not yielded and is recorded in ``skipped``. Nothing is repaired.
 
 Speed: the frame section is parsed by a compiled one-pass scanner (:mod:`._fastparse`) and the
-kinematics run on all frames at once; see ``bench_ingest.py``.
+kinematics run in one compiled pass over frames and joints; see ``benchmarks/mocap_ingest.py``.
 """
 from __future__ import annotations
 
@@ -528,19 +528,11 @@ def read_amc(path, skeleton: AsfSkeleton) -> AmcMotion:
             elif kw == b":RADIANS":
                 degrees = False
         pos, line = e + 1, line + 1
-    buf = np.frombuffer(data, dtype=np.uint8)
     table, lens, required = skeleton.tables
-    cap = 256
-    while True:
-        vals, fnum, flines, err, fix, nfix = fp.scan_amc(
-            buf, pos, line, table, lens, skeleton.ndof, skeleton.col0, skeleton.ncols, required,
-            cap)
-        if nfix <= cap or err[0] != fp.OK:
-            break
-        cap = nfix
+    vals, fnum, flines, err = fp.scan(path, data, fp.scan_amc, pos, line, table, lens,
+                                      skeleton.ndof, skeleton.col0, skeleton.ncols, required)
     if err[0] != fp.OK:
         raise _amc_error(path, data, skeleton, err, fnum, flines)
-    fp.reparse(path, data, vals, fix)
     return AmcMotion(vals, fnum, degrees)
 
 
@@ -572,8 +564,6 @@ def _amc_error(path, data: bytes, sk: AsfSkeleton, err, fnum, flines) -> FormatE
     if code == fp.E_BAD_NUMBER:
         return FormatError(path, f"value {tok!r} is not a number (expected a plain decimal such "
                            "as -12.5 or 3.9e-15)", line=line)
-    if code == fp.E_NOT_FINITE:
-        return FormatError(path, f"value {tok!r} is out of range (not finite)", line=line)
     if code == fp.E_FRAME_SEQ:
         return FormatError(path, f"frame number {a0} out of sequence: expected {a1} (frame "
                            "numbers must rise by 1)", line=line)

@@ -68,6 +68,7 @@ repaired; a file with ``Frames: 0`` is recorded in ``skipped``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
@@ -122,7 +123,9 @@ class BvhHeader:
     data_line: int                      # 1-based line of the first row
     frames_line: int
 
+    @cached_property
     def skeleton(self) -> Skeleton:
+        """The kinematic tree (built once per file: every read of the motion reuses it)."""
         return Skeleton(self.names, self.parents, self.offsets, self.orders, extrinsic=False,
                         offset_frame="parent")
 
@@ -358,27 +361,19 @@ def read_bvh_motion(hdr: BvhHeader) -> np.ndarray:
         data = path.read_bytes()
     except OSError as exc:
         raise FormatError(path, f"cannot read the file: {exc.strerror}") from None
-    buf = np.frombuffer(data, dtype=np.uint8)
     if hdr.ncols == 0:
         rest = data[hdr.data_pos:].split()
         if rest:
             raise FormatError(path, "the hierarchy has no channels, yet values follow the header",
                               line=hdr.data_line)
         return np.zeros((hdr.n_frames, 0))
-    cap = 256
-    while True:
-        vals, rlines, err, fix, nfix = fp.scan_rows(buf, hdr.data_pos, hdr.data_line,
-                                                    hdr.ncols, hdr.n_frames, cap)
-        if nfix <= cap or err[0] != fp.OK:
-            break
-        cap = nfix
+    vals, rlines, err = fp.scan(path, data, fp.scan_rows, hdr.data_pos, hdr.data_line,
+                                hdr.ncols, hdr.n_frames)
     code, line, s, e, a0, a1 = (int(x) for x in err[:6])
     tok = data[s:e].decode("latin-1")
     if code == fp.E_BAD_NUMBER:
         raise FormatError(path, f"value {tok!r} is not a number (expected a plain decimal such "
                           "as -12.5)", line=line)
-    if code == fp.E_NOT_FINITE:
-        raise FormatError(path, f"value {tok!r} is out of range (not finite)", line=line)
     if code == fp.E_ROW_COUNT:
         raise FormatError(path, f"frame row has {a0} values, expected {a1} (the sum of the "
                           "hierarchy's CHANNELS counts)", line=line)
@@ -391,7 +386,6 @@ def read_bvh_motion(hdr: BvhHeader) -> np.ndarray:
         raise FormatError(path, f"'Frames: {hdr.n_frames}' (line {hdr.frames_line}) but the file "
                           f"holds {len(vals)} frame rows: the file is truncated",
                           line=int(rlines[-1]) if len(rlines) else hdr.data_line)
-    fp.reparse(path, data, vals, fix)
     return vals
 
 
@@ -401,7 +395,7 @@ def bvh_positions(hdr: BvhHeader, values: np.ndarray, *, position_channels: str 
     if position_channels not in ("replace", "add"):
         raise ValueError(f"position_channels must be 'replace' or 'add', got "
                          f"{position_channels!r}")
-    sk = skeleton or hdr.skeleton()
+    sk = skeleton or hdr.skeleton
     T, J = len(values), len(hdr.names)
     ext = np.concatenate([values, np.zeros((T, 1))], axis=1)
     cols = np.full((J, 3), hdr.ncols, dtype=np.int64)
