@@ -273,9 +273,9 @@ def test_subjects_with_different_bones(tmp_path):
     make_tree(tmp_path, name="HDM_cd_reach_002_120",
               asf=ASF.replace("name tip", "name finger").replace("lower tip", "lower finger"))
     asf = tmp_path / "train/reach/HDM_cd.asf"
-    with pytest.raises(FormatError, match=re.escape(f"{asf}: this skeleton cannot share one joint "
-                                                    "layout with the others: its bones (upper, "
-                                                    "lower, finger) differ")):
+    with pytest.raises(FormatError, match=re.escape(f"{asf}: cannot share one joint layout with "
+                                                    "the other files: its bones (upper, lower, "
+                                                    "finger) differ")):
         AsfAmcReader(tmp_path)
 
 

@@ -38,6 +38,10 @@ E_BAD_FRAME_NUMBER = 12     # frame number line is not an integer (span = token)
 E_ROW_COUNT = 13            # BVH row with a wrong number of values (aux0 = got, aux1 = expected)
 E_TOO_MANY_ROWS = 14        # more rows than declared (aux0 = declared)
 
+#: the readers' message for E_BAD_NUMBER (field: tok)
+BAD_NUMBER = ("value {tok!r} is not a number (expected a plain decimal such as -12.5 or "
+              "3.9e-15)")
+
 _POW10 = np.array([10.0 ** k for k in range(23)])
 
 
@@ -93,15 +97,10 @@ def _fail(err, code, line, s, e, a0, a1):
 
 
 @njit(cache=True, inline="always")
-def _skip_blanks(buf, i, n, cls):
-    while i < n and cls[buf[i]] == 1:
-        i += 1
-    return i
-
-
-@njit(cache=True, inline="always")
-def _token_end(buf, i, n, cls):
-    while i < n and cls[buf[i]] == 0:
+def _run_end(buf, i, n, cls, k):
+    """Index past the bytes of class ``k`` from ``i``: ``k = 1`` skips blanks, ``k = 0``
+    finds where a token ends."""
+    while i < n and cls[buf[i]] == k:
         i += 1
     return i
 
@@ -159,7 +158,7 @@ def _number_general(buf, s, n, cls, pow10):
     With more than 18 significant digits the first 19 are kept and the others only move the
     decimal exponent; the value is then approximate.
     """
-    e = _token_end(buf, s, n, cls)
+    e = _run_end(buf, s, n, cls, 0)
     i = s
     neg = False
     if buf[i] == 43 or buf[i] == 45:
@@ -208,6 +207,10 @@ def _number(buf, s, n, cls, pow10):
     class is not 0, or ``n``); status 0 (not a plain number), 1 (the correctly rounded double:
     mantissa <= 2**53 and |exponent| <= 22, one rounding) or 2 (approximate, within a few ulp:
     the caller re-parses the token).
+
+    The integer and fraction digits are two copies of one loop on purpose: a helper for
+    them, inlined or not, doubled the time per number (numba keeps its returned tuple out of
+    registers).
     """
     i = s
     neg = False
@@ -316,7 +319,7 @@ def _amc_frames(buf, pos, line, names, lens, ndof, col0, required, n_req, vals, 
     last = -1
     i = pos
     while i < n:
-        i = _skip_blanks(buf, i, n, cls)
+        i = _run_end(buf, i, n, cls, 1)
         if i >= n:
             break
         k0 = cls[buf[i]]
@@ -329,7 +332,7 @@ def _amc_frames(buf, pos, line, names, lens, ndof, col0, required, n_req, vals, 
             line += 1
             continue
         c = buf[i]
-        te = _token_end(buf, i, n, cls)
+        te = _run_end(buf, i, n, cls, 0)
         if 48 <= c <= 57:                    # a frame number line
             num = 0
             for q in range(i, te):
@@ -339,9 +342,9 @@ def _amc_frames(buf, pos, line, names, lens, ndof, col0, required, n_req, vals, 
                     return T, nfix
                 if num < 1000000000000000:
                     num = num * 10 + d
-            j = _skip_blanks(buf, te, n, cls)
+            j = _run_end(buf, te, n, cls, 1)
             if j < n and cls[buf[j]] == 0:
-                _fail(err, E_FRAME_LINE_EXTRA, line, j, _token_end(buf, j, n, cls), 0, 0)
+                _fail(err, E_FRAME_LINE_EXTRA, line, j, _run_end(buf, j, n, cls, 0), 0, 0)
                 return T, nfix
             # T == cap cannot happen (see cap in scan_amc) but must never write past it
             if T > 0 and (got < n_req or T == cap):
@@ -387,14 +390,14 @@ def _amc_frames(buf, pos, line, names, lens, ndof, col0, required, n_req, vals, 
         k = 0
         j = te
         while True:
-            j = _skip_blanks(buf, j, n, cls)
+            j = _run_end(buf, j, n, cls, 1)
             if j >= n or cls[buf[j]] != 0:
                 break
             if k >= nd:                      # count the rest for the message
                 cnt = k
                 while j < n and cls[buf[j]] == 0:
                     cnt += 1
-                    j = _skip_blanks(buf, _token_end(buf, j, n, cls), n, cls)
+                    j = _run_end(buf, _run_end(buf, j, n, cls, 0), n, cls, 1)
                 _fail(err, E_TOO_MANY, line, i, te, b, cnt)
                 return T, nfix
             status, v, tj = _number(buf, j, n, cls, pow10)
@@ -446,7 +449,7 @@ def _rows(buf, pos, line, ncols, max_rows, vals, rline, err, fix):
     T = 0
     i = pos
     while i < n:
-        i = _skip_blanks(buf, i, n, cls)
+        i = _run_end(buf, i, n, cls, 1)
         if i >= n:
             break
         if buf[i] == 10:
@@ -459,7 +462,7 @@ def _rows(buf, pos, line, ncols, max_rows, vals, rline, err, fix):
         k = 0
         j = i
         while True:
-            j = _skip_blanks(buf, j, n, cls)
+            j = _run_end(buf, j, n, cls, 1)
             if j >= n or buf[j] == 10:
                 break
             if k < ncols:
@@ -471,7 +474,7 @@ def _rows(buf, pos, line, ncols, max_rows, vals, rline, err, fix):
                     nfix = _note_fix(fix, nfix, T, k, j, tj)
                 vals[T, k] = v
             else:                            # only counted, for the message
-                tj = _token_end(buf, j, n, cls)
+                tj = _run_end(buf, j, n, cls, 0)
             k += 1
             j = tj
         if k != ncols:
