@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from cli_cases import Case, assert_one_line_error, cli, run_case
+from cli_cases import Case, cli, run_case
 from conftest import REPO
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")

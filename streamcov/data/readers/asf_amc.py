@@ -48,6 +48,7 @@ kinematics run in one compiled pass over frames and joints; see ``benchmarks/moc
 """
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,12 +293,13 @@ def read_asf(path) -> AsfSkeleton:
             hierarchy = body
         # else :version, :documentation, :skin, ...: skipped
         i = j
+    end = lines[-1][0] if lines else None         # a missing section: where the file ends
     if ":bonedata" not in seen_sections:
-        raise FormatError(path, "no :bonedata section; an Acclaim skeleton needs :bonedata and "
-                          ":hierarchy")
+        raise FormatError(path, "no :bonedata section before the end of the file; an Acclaim "
+                          "skeleton needs :bonedata and :hierarchy", line=end)
     if ":hierarchy" not in seen_sections:
-        raise FormatError(path, "no :hierarchy section; an Acclaim skeleton needs one to connect "
-                          "the bones to the root")
+        raise FormatError(path, "no :hierarchy section before the end of the file; an Acclaim "
+                          "skeleton needs one to connect the bones to the root", line=end)
     parent = _parse_hierarchy(path, hierarchy, bones)
     return AsfSkeleton(path=path, name=name, length_unit=units["length"],
                        angle_unit=units["angle"], root_order=root["order"],
@@ -457,8 +459,8 @@ def _parse_hierarchy(path, lines, bones: list[AsfBone]) -> dict[str, str]:
             parent_line[child] = ln
     for b in bones:
         if b.name not in parent:
-            raise FormatError(path, f"bone {b.name!r} (line {b.line}) is not attached in "
-                              ":hierarchy; every bone needs a parent")
+            raise FormatError(path, f"bone {b.name!r} is not attached in :hierarchy; every bone "
+                              "needs a parent", line=b.line)
     # cycles: follow the parents from every bone
     for b in bones:
         chain = [b.name]
@@ -666,9 +668,15 @@ class AsfAmcReader(ArchiveReader):
                  center=None, roles: dict | None = None, frame_rate: float | None = None):
         super().__init__()
         self.units = one_of("units", units, tuple(UNITS))
-        if not isinstance(skeleton_name, str):
-            raise ValueError(f"skeleton_name must be a file name such as "
-                             f"'{{prefix}}_{{subject}}.asf', got {skeleton_name!r}")
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(skeleton_name) if f is not None]
+            if not all(f.isidentifier() for f in fields):
+                raise ValueError("a field in braces must be a group name")
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"skeleton_name is not a valid name template ({exc}); write a file "
+                             "name with groups of name_pattern in braces, such as "
+                             "'{prefix}_{subject}.asf'") from None
+        self._skeleton_fields = fields
         if frame_rate is not None and not (isinstance(frame_rate, (int, float))
                                            and not isinstance(frame_rate, bool)
                                            and 0 < frame_rate < float("inf")):
@@ -715,10 +723,12 @@ class AsfAmcReader(ArchiveReader):
         names = []
         groups = dict(e.match or {})
         groups.setdefault("subject", e.subject_name)
-        try:
+        unknown = [f for f in self._skeleton_fields if f not in groups]
+        if not unknown:
             names.append(skeleton_name.format(**groups))
-        except (KeyError, IndexError):
-            pass
+        elif e.match is not None:          # folders layout: every group must be there
+            raise ValueError(f"skeleton_name names {{{unknown[0]}}}, which is not a group of "
+                             f"name_pattern (groups: {', '.join(groups)})")
         if e.match is None:
             names.append(f"{e.subject_name}.asf")
         folder = e.path.parent

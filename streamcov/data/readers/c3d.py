@@ -33,6 +33,7 @@ kept markers (by name; their order in a file may differ).
 """
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,19 @@ def _param(c, group, name, default=None):
         return default
 
 
+def _declared_frames(path) -> tuple[int, int] | None:
+    """First and last frame numbers in the file's own header (words 4 and 5; byte order from the
+    processor type of the parameter section), or None when it does not say."""
+    with open(path, "rb") as fh:
+        head = fh.read(512)
+        if len(head) < 512 or head[1] != 0x50 or head[0] < 2:
+            return None
+        fh.seek((head[0] - 1) * 512 + 3)
+        processor = fh.read(1)
+    first, last = struct.unpack_from(">HH" if processor == b"\x56" else "<HH", head, 6)
+    return (first, last) if last >= first else None
+
+
 def read_c3d(path, *, zeros_missing: bool = False):
     """(labels, positions (T, N, 3) in metres with NaN for missing, non-marker labels, rate)."""
     if ezc3d is None:                    # pragma: no cover
@@ -90,6 +104,14 @@ def read_c3d(path, *, zeros_missing: bool = False):
                           "that the file is complete and really C3D") from None
     pts = np.asarray(c["data"]["points"], dtype=np.float64)       # (4, N, T)
     n_points = pts.shape[1] if pts.ndim == 3 else 0
+    # ezc3d reads a cut file up to where it ends and rewrites its header to match: compare
+    # with the frame count the file itself declares
+    declared = _declared_frames(path)
+    n_frames = pts.shape[2] if pts.ndim == 3 else 0
+    if declared is not None and n_points and n_frames < declared[1] - declared[0] + 1:
+        raise FormatError(path, f"the file is truncated: its header declares "
+                          f"{declared[1] - declared[0] + 1} frames ({declared[0]} to "
+                          f"{declared[1]}), the file holds {n_frames}")
     labels = list(_param(c, "POINT", "LABELS", []) or [])
     k = 2
     while len(labels) < n_points and _param(c, "POINT", f"LABELS{k}") is not None:
