@@ -46,11 +46,29 @@ _POW10 = np.array([10.0 ** k for k in range(23)])
 
 
 def scan(path, data: bytes, kernel, *args):
-    """Run ``kernel`` (:func:`scan_amc` or :func:`scan_rows`) over ``data`` from its ``args``.
+    """Run a scanner over a file's bytes and make every value exact.
 
-    Returns the kernel's arrays and ``err`` (see the kernels). When ``err`` says OK, the values
-    the kernel could only approximate have been re-parsed with Python's ``float`` (a value out
-    of the double range raises :class:`FormatError` naming ``path`` and its line).
+    Parameters
+    ----------
+    path : str or Path
+        The file, for messages.
+    data : bytes
+        Its content.
+    kernel : callable
+        :func:`scan_amc` or :func:`scan_rows`.
+    *args
+        The kernel's arguments after the buffer, without ``fix_cap``.
+
+    Returns
+    -------
+    tuple
+        The kernel's arrays (values first), then ``err``. When ``err[0]`` is ``OK`` the values
+        the kernel could only approximate have been re-parsed with Python's ``float``.
+
+    Raises
+    ------
+    FormatError
+        A value out of the double range, with its line.
     """
     buf = np.frombuffer(data, dtype=np.uint8)
     cap = 256

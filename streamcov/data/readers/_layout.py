@@ -1,4 +1,8 @@
-"""Finding the sequence files of an archive, with their labels, subjects and splits.
+"""What the archive readers share: their files, labels, subjects and splits, option checks.
+
+:class:`ArchiveReader` is the base of the ASF/AMC, BVH and C3D readers; :func:`read_index` also
+serves the generic CSV format, and :func:`check_center` every reader with a ``center`` option.
+The full description, for users: ``data/mocap_formats.md``.
 
 Two layouts, shared by the ASF/AMC, BVH and C3D readers:
 
@@ -130,13 +134,31 @@ def find_index(path, advice: str) -> Path:
 
 def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
                integer_subjects: bool = False, label_map: dict | None = None) -> list[Entry]:
-    """Parse and check an ``index.csv``: the entries sorted by id.
+    """Parse and check an ``index.csv``.
 
-    Columns ``file,label,subject`` and those of ``optional`` among ``split``, ``id``,
-    ``skeleton`` (header required, names matched ignoring case and spaces, other columns
-    ignored); paths relative to the folder of ``index.csv``, every file must exist (and end in
-    ``ext``). ``integer_subjects``: the subject must be an integer (the generic CSV format).
-    Every problem is a FormatError with the file and line.
+    Parameters
+    ----------
+    index : Path
+        The file. Columns ``file,label,subject`` and those of ``optional``; a header row is
+        required, names are matched ignoring case and spaces, other columns are ignored.
+    ext : str, optional
+        The extension every listed file must have (``".bvh"``, case-insensitive).
+    optional : tuple of str
+        The optional columns read, among ``split``, ``id``, ``skeleton``.
+    integer_subjects : bool
+        The subject must be an integer (the generic CSV format); else any non-empty text.
+    label_map : dict, optional
+        Old label -> new label.
+
+    Returns
+    -------
+    list of Entry
+        Sorted by id; paths are relative to the folder of ``index.csv`` and exist.
+
+    Raises
+    ------
+    FormatError
+        For the first problem, with the file and line.
     """
     rows = [(n, row) for n, row in _rows_with_lines(index) if any(f.strip() for f in row)]
     need = f"{','.join(INDEX_REQUIRED)} (optional: {','.join(optional)})"
@@ -269,7 +291,24 @@ def _joint_list(value, n_joints: int, scalar: bool = False):
 
 
 def check_center(center, n_joints: int) -> tuple[int, ...]:
-    """The hip-centre joints (their mean is the centre), checked against ``n_joints``."""
+    """The hip-centre joints (their mean is the centre) as given in an option.
+
+    Parameters
+    ----------
+    center : list of int
+        Distinct 0-based joints (integral floats such as ``1.0`` allowed).
+    n_joints : int
+        Joints of the skeleton.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    ValueError
+        Starting with ``center`` (the option, for :func:`~streamcov.data.readers.open_reader`).
+    """
     idx = _joint_list(center, n_joints)
     if idx is None:
         raise ValueError(f"center must be a non-empty list of distinct 0-based joint indices in "
@@ -278,7 +317,25 @@ def check_center(center, n_joints: int) -> tuple[int, ...]:
 
 
 def check_roles(roles, n_joints: int) -> dict[str, list[int]]:
-    """Roles given as an option: known role names, each with joints in range."""
+    """Roles given as an option.
+
+    Parameters
+    ----------
+    roles : dict
+        Role (one of :data:`ROLES`) -> a 0-based joint or a list of distinct ones.
+    n_joints : int
+        Joints of the skeleton.
+
+    Returns
+    -------
+    dict of str to list of int
+
+    Raises
+    ------
+    ValueError
+        Starting with ``roles``: not a table, an unknown role (with the closest name), or
+        joints out of range.
+    """
     if not isinstance(roles, dict):
         raise ValueError(f"roles must be a table of role -> 0-based joints such as "
                          f"{{hip_center = [0], head = [15]}}, got {roles!r}")
