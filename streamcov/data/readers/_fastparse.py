@@ -230,14 +230,9 @@ def _number(buf, s, n, cls, pow10):
     them, inlined or not, doubled the time per number (numba keeps its returned tuple out of
     registers).
     """
-    i = s
-    neg = False
-    c = buf[i]
-    if c == 45:
-        neg = True
-        i += 1
-    elif c == 43:
-        i += 1
+    c = buf[s]
+    neg = c == 45
+    i = s + np.int64((c == 45) | (c == 43))  # no branch: signs come at random
     mant = 0
     ndig = 0
     while i < n:
