@@ -124,17 +124,20 @@ class AsfSkeleton:
         d = np.stack([b.direction for b in self.bones]) if self.bones else np.zeros((0, 3))
         self.lengths = np.array([0.0] + [b.length for b in self.bones])
         offsets = np.concatenate([self.root_position[None], d * self.lengths[1:, None]])
-        # angle columns of every joint (T, J, 3), -1 = none (a zero column)
+        # AMC columns of every joint's angles, in its order (-1: none), and of the root's
+        # translations, added to its :root position
         rot = [i for i, t in enumerate(self.root_order) if t.startswith("R")]
         orders = ["".join(self.root_order[i][1] for i in rot)]
-        cols = np.full((len(self.joint_names), 3), self.ncols, dtype=np.int64)
+        cols = np.full((len(self.joint_names), 3), -1, dtype=np.int64)
         cols[0, :len(rot)] = rot
         for j, b in enumerate(self.bones, start=1):
             orders.append("".join(x[1].upper() for x in b.dof))
             cols[j, :len(b.dof)] = self.col0[j] + np.arange(len(b.dof))
         self.angle_cols = cols
-        self.trans_cols = [(i, "XYZ".index(t[1])) for i, t in enumerate(self.root_order)
-                           if t.startswith("T")]
+        self.position_cols = np.full_like(cols, -1)
+        for i, t in enumerate(self.root_order):
+            if t.startswith("T"):
+                self.position_cols[0, "XYZ".index(t[1])] = i
         self.kin = Skeleton(self.joint_names, self.parents, offsets, orders, extrinsic=True,
                             offset_frame="self", axes=np.stack(C))
         self.C = self.kin.axes
@@ -152,22 +155,10 @@ class AsfSkeleton:
         required = self.ndof > 0
         return table, lens, required
 
-    def angles(self, values: np.ndarray) -> np.ndarray:
-        """(T, J, 3) angles per joint (in its dof order, zero-padded) from AMC values."""
-        ext = np.concatenate([values, np.zeros((len(values), 1))], axis=1)
-        return ext[:, self.angle_cols]
-
-    def root_positions(self, values: np.ndarray) -> np.ndarray:
-        """(T, 3): ``position`` of :root plus the AMC translations."""
-        out = np.broadcast_to(self.root_position, (len(values), 3)).copy()
-        for i, ax in self.trans_cols:
-            out[:, ax] += values[:, i]
-        return out
-
     def positions(self, values: np.ndarray, *, degrees: bool = True) -> np.ndarray:
         """Joint positions (T, J, 3) in ASF length units from AMC values (T, ncols)."""
-        return self.kin.positions(self.angles(values), root_positions=self.root_positions(values),
-                                  degrees=degrees)
+        return self.kin.positions_from_channels(values, self.angle_cols, self.position_cols,
+                                                add=True, degrees=degrees)
 
 
 def _asf_lines(path: Path):

@@ -120,6 +120,24 @@ class BvhHeader:
     frames_line: int
 
     @cached_property
+    def channel_cols(self) -> tuple[np.ndarray, np.ndarray]:
+        """Columns of the motion rows: every joint's rotation angles in channel order, and its
+        position channels per axis (-1: none), both (J, 3)."""
+        J = len(self.names)
+        angle_cols = np.full((J, 3), -1, dtype=np.int64)
+        position_cols = np.full((J, 3), -1, dtype=np.int64)
+        for j, chans in enumerate(self.channels):
+            r = 0
+            for k, ch in enumerate(chans):
+                kind, ax = _CHANNELS[ch]
+                if kind == "R":
+                    angle_cols[j, r] = self.col0[j] + k
+                    r += 1
+                else:
+                    position_cols[j, ax] = self.col0[j] + k
+        return angle_cols, position_cols
+
+    @cached_property
     def skeleton(self) -> Skeleton:
         """The kinematic tree (built once per file: every read of the motion reuses it)."""
         return Skeleton(self.names, self.parents, self.offsets, self.orders, extrinsic=False,
@@ -380,29 +398,8 @@ def bvh_positions(hdr: BvhHeader, values: np.ndarray, *, position_channels: str 
     """Joint positions (T, J, 3), in the file's unit, from the channel values."""
     one_of("position_channels", position_channels, ("replace", "add"))
     sk = skeleton or hdr.skeleton
-    T, J = len(values), len(hdr.names)
-    ext = np.concatenate([values, np.zeros((T, 1))], axis=1)
-    cols = np.full((J, 3), hdr.ncols, dtype=np.int64)
-    pos_cols = []
-    for j, chans in enumerate(hdr.channels):
-        r = 0
-        for k, ch in enumerate(chans):
-            kind, ax = _CHANNELS[ch]
-            if kind == "R":
-                cols[j, r] = hdr.col0[j] + k
-                r += 1
-            else:
-                pos_cols.append((j, ax, hdr.col0[j] + k))
-    angles = ext[:, cols]
-    offsets = None
-    if pos_cols:
-        offsets = np.broadcast_to(hdr.offsets, (T, J, 3)).copy()
-        for j, ax, c in pos_cols:
-            if position_channels == "replace":
-                offsets[:, j, ax] = values[:, c]
-            else:
-                offsets[:, j, ax] += values[:, c]
-    return sk.positions(angles, offsets)
+    return sk.positions_from_channels(values, *hdr.channel_cols,
+                                      add=position_channels == "add")
 
 
 class BvhReader(ArchiveReader):

@@ -291,17 +291,19 @@ class Skeleton:
             self.B_off = CT if offset_frame == "self" else np.where(
                 self.roots[:, None, None], np.eye(3), CT[safe_p])
         # compiled-kernel tables: the column rotations of K_j E_j in the order they are applied
-        # (extrinsic E = R_o3 R_o2 R_o1: K R_o3 R_o2 R_o1; intrinsic: K R_o1 R_o2 R_o3)
+        # (extrinsic E = R_o3 R_o2 R_o1: K R_o3 R_o2 R_o1; intrinsic: K R_o1 R_o2 R_o3): step q
+        # of joint j turns about axis _step_axis[j, q] by the joint's angle number _step_n[j, q]
         self._n_steps = np.array([len(o) for o in self.orders], dtype=np.int64)
-        self._step_col = np.zeros((J, 3), dtype=np.int64)
+        self._step_n = np.zeros((J, 3), dtype=np.int64)
         self._step_axis = np.zeros((J, 3), dtype=np.int64)
         for j, o in enumerate(self.orders):
             steps = range(len(o) - 1, -1, -1) if self.extrinsic else range(len(o))
             for q, n in enumerate(steps):
-                self._step_col[j, q] = 3 * j + n
+                self._step_n[j, q] = n
                 self._step_axis[j, q] = _AXIS[o[n]]
-        self._K = np.ascontiguousarray(np.broadcast_to(np.eye(3), (J, 3, 3)) if self.K is None
-                                       else self.K)
+        eye = np.broadcast_to(np.eye(3), (J, 3, 3))
+        self._K = np.ascontiguousarray(eye if self.K is None else self.K)
+        self._B = np.ascontiguousarray(eye if self.B_off is None else self.B_off)
         self._order = np.concatenate(self.levels).astype(np.int64)
 
     @property
@@ -330,31 +332,87 @@ class Skeleton:
                   return_rotations: bool = False):
         """Joint positions (T, J, 3) for every frame at once.
 
-        ``angles`` (T, J, 3) as in :meth:`euler`; ``offsets`` (J, 3) or (T, J, 3) replaces the
-        rest offsets; ``root_positions`` (T, R, 3) or (T, 3) replaces the roots' positions only
-        (roots in joint order). With ``return_rotations`` the global rotations ``G_j``
-        (T, J, 3, 3) are returned too.
+        Parameters
+        ----------
+        angles : (T, J, 3)
+            As in :meth:`euler`: the first ``len(orders[j])`` entries are joint ``j``'s angles.
+        offsets : (J, 3) or (T, J, 3), optional
+            Replace the rest offsets (per frame with three dimensions).
+        root_positions : (T, R, 3) or (T, 3), optional
+            Replace the roots' positions only (roots in joint order).
+        degrees : bool
+            Angles in degrees (else radians).
+        return_rotations : bool
+            Also return the global rotations ``G_j`` (T, J, 3, 3).
+
+        Returns
+        -------
+        positions (T, J, 3) float64 [, rotations]
         """
         a = np.asarray(angles, dtype=np.float64)
         T, J = a.shape[0], self.n_joints
         if a.shape != (T, J, 3):
             raise ValueError(f"angles must be (T, {J}, 3), got {a.shape}")
-        off = self.offsets if offsets is None else np.asarray(offsets, dtype=np.float64)
-        off3 = off.reshape(1, J, 3) if off.ndim == 2 else off.reshape(T, J, 3)
+        # one table of channels: the angles, then per-frame offsets or root positions, which
+        # replace the offsets' components through position columns
+        channels = [a.reshape(T, 3 * J)]
+        pos_cols = np.full((J, 3), -1, dtype=np.int64)
+        off = self.offsets
+        if offsets is not None:
+            o = np.asarray(offsets, dtype=np.float64)
+            if o.ndim == 2:
+                off = o.reshape(J, 3)
+            else:
+                channels.append(o.reshape(T, 3 * J))
+                pos_cols[:] = 3 * J + np.arange(3 * J).reshape(J, 3)
+        if root_positions is not None:
+            roots = self.levels[0]
+            start = sum(c.shape[1] for c in channels)
+            channels.append(np.asarray(root_positions, dtype=np.float64).reshape(T, 3 * len(roots)))
+            pos_cols[roots] = start + np.arange(3 * len(roots)).reshape(-1, 3)
+        values = channels[0] if len(channels) == 1 else np.concatenate(channels, axis=1)
+        angle_cols = 3 * np.arange(J)[:, None] + np.arange(3)
+        return self._positions(values, angle_cols, pos_cols, off, False, degrees,
+                               return_rotations)
+
+    def positions_from_channels(self, values, angle_cols, position_cols=None, *,
+                                add: bool = False, degrees: bool = True,
+                                return_rotations: bool = False):
+        """Joint positions (T, J, 3) straight from a file's channel values (no copy of them).
+
+        Parameters
+        ----------
+        values : (T, C)
+            One row of channel values per frame (an AMC or BVH frame).
+        angle_cols : (J, 3) int
+            ``angle_cols[j, n]``: the column of joint ``j``'s ``n``-th angle in its order (the
+            entries past ``len(orders[j])`` are not read).
+        position_cols : (J, 3) int, optional
+            ``position_cols[j, a]``: a column that replaces (``add=False``) or is added to
+            (``add=True``) component ``a`` of joint ``j``'s offset (a root's: its position);
+            -1 for none.
+        add, degrees, return_rotations : bool
+            See above and :meth:`positions`.
+        """
+        J = self.n_joints
+        pos = np.full((J, 3), -1, dtype=np.int64) if position_cols is None else position_cols
+        return self._positions(np.asarray(values, dtype=np.float64), np.asarray(angle_cols),
+                               np.asarray(pos, dtype=np.int64), self.offsets, add, degrees,
+                               return_rotations)
+
+    def _positions(self, values, angle_cols, pos_cols, off, add, degrees, return_rotations):
+        T, J = len(values), self.n_joints
         # the bone vectors in the frame H turns them with (H = G C, see the class docstring)
-        ob = off3 if self.B_off is None else np.ascontiguousarray(
-            (self.B_off @ off3[..., None])[..., 0])
-        if root_positions is None:
-            root_x = off3
-        else:
-            root_x = np.zeros((T, J, 3))
-            root_x[:, self.levels[0]] = np.asarray(root_positions, dtype=np.float64).reshape(
-                T, len(self.levels[0]), 3)
+        ob = off if self.B_off is None else (self.B_off @ off.reshape(1, J, 3)[..., None])[
+            ..., 0].reshape(J, 3)
+        step_col = np.take_along_axis(np.asarray(angle_cols, dtype=np.int64), self._step_n, 1)
         H = np.empty((T if return_rotations else 0, J, 3, 3))
-        X = _skeleton_positions(a.reshape(T, 3 * J), bool(degrees), self._step_col,
+        X = _skeleton_positions(np.ascontiguousarray(values), bool(degrees), step_col,
                                 self._step_axis, self._n_steps, self._K, self._order,
                                 self.parents, self.offset_frame == "self",
-                                np.ascontiguousarray(ob), np.ascontiguousarray(root_x), H)
+                                np.ascontiguousarray(off), np.ascontiguousarray(ob), self._B,
+                                self.B_off is not None, np.ascontiguousarray(pos_cols),
+                                bool(add), H)
         if not return_rotations:
             return X
         G = H if self.axes is None else H @ np.swapaxes(self.axes, -1, -2)
@@ -362,34 +420,41 @@ class Skeleton:
 
 
 @njit(cache=True, nogil=True)
-def _skeleton_positions(angles, degrees, step_col, step_axis, n_steps, K, order, parents,
-                        self_frame, ob, root_x, H_out):
+def _skeleton_positions(values, degrees, step_col, step_axis, n_steps, K, order, parents,
+                        self_frame, off, ob, B, has_b, pos_cols, add, H_out):
     """:meth:`Skeleton.positions` for every frame, one frame at a time.
 
-    ``angles`` (T, C); joint ``j`` turns ``n_steps[j]`` times, step ``n`` about axis
-    ``step_axis[j, n]`` (0, 1, 2) by ``angles[:, step_col[j, n]]``; ``K`` (J, 3, 3) starts each
-    product; ``order`` lists parents before children; ``ob`` and ``root_x`` are (1, J, 3) or
-    (T, J, 3); ``H_out`` (T, J, 3, 3) receives the frames ``H`` when it has T rows.
+    ``values`` (T, C); joint ``j`` turns ``n_steps[j]`` times, step ``q`` about axis
+    ``step_axis[j, q]`` (0, 1, 2) by ``values[:, step_col[j, q]]``; ``K`` (J, 3, 3) starts each
+    product; ``order`` lists parents before children; ``off`` the offsets and ``ob = B off``
+    the bone vectors in the frame that turns them; a joint with ``pos_cols`` (column or -1 per
+    component) takes those components from the frame (replaced, or added with ``add``);
+    ``H_out`` (T, J, 3, 3) receives the frames ``H`` when it has T rows.
     Each step is the column rotation of :func:`rotate_columns`, with the same arithmetic; the
     3 x 3 products sum their three terms left to right (no FMA: fastmath is off).
     """
-    T = angles.shape[0]
+    T = values.shape[0]
     J = parents.size
     X = np.empty((T, J, 3))
     H = np.empty((J, 3, 3))
     W = np.empty((3, 3))
+    o = np.empty(3)
+    v = np.empty(3)
     to_rad = np.pi / 180.0
     keep_h = H_out.shape[0] > 0
+    moves = np.zeros(J, np.bool_)
+    for j in range(J):
+        for a in range(3):
+            if pos_cols[j, a] >= 0:
+                moves[j] = True
     for t in range(T):
-        to = t if ob.shape[0] > 1 else 0
-        tr = t if root_x.shape[0] > 1 else 0
         for q in range(J):
             j = order[q]
             for r in range(3):
                 for c in range(3):
                     W[r, c] = K[j, r, c]
             for n in range(n_steps[j]):
-                ang = angles[t, step_col[j, n]]
+                ang = values[t, step_col[j, n]]
                 if degrees:
                     ang = ang * to_rad
                 cs = math.cos(ang)
@@ -402,10 +467,22 @@ def _skeleton_positions(angles, degrees, step_col, step_axis, n_steps, K, order,
                     wk = W[r, ck]
                     W[r, cj] = cs * wj + sn * wk
                     W[r, ck] = cs * wk - sn * wj
+            # this frame's offset, and the bone vector it gives
+            for a in range(3):
+                o[a] = off[j, a]
+                v[a] = ob[j, a]
+            if moves[j]:
+                for a in range(3):
+                    c = pos_cols[j, a]
+                    if c >= 0:
+                        o[a] = off[j, a] + values[t, c] if add else values[t, c]
+                for a in range(3):
+                    v[a] = (B[j, a, 0] * o[0] + B[j, a, 1] * o[1] + B[j, a, 2] * o[2]) if has_b \
+                        else o[a]
             p = parents[j]
             if p < 0:
                 for r in range(3):
-                    X[t, j, r] = root_x[tr, j, r]
+                    X[t, j, r] = o[r]
                     for c in range(3):
                         H[j, r, c] = W[r, c]
                 continue
@@ -414,8 +491,8 @@ def _skeleton_positions(angles, degrees, step_col, step_axis, n_steps, K, order,
                     H[j, r, c] = H[p, r, 0] * W[0, c] + H[p, r, 1] * W[1, c] + H[p, r, 2] * W[2, c]
             f = j if self_frame else p
             for r in range(3):
-                X[t, j, r] = X[t, p, r] + (H[f, r, 0] * ob[to, j, 0] + H[f, r, 1] * ob[to, j, 1]
-                                           + H[f, r, 2] * ob[to, j, 2])
+                X[t, j, r] = X[t, p, r] + (H[f, r, 0] * v[0] + H[f, r, 1] * v[1]
+                                           + H[f, r, 2] * v[2])
         if keep_h:
             H_out[t] = H
     return X
