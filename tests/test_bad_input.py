@@ -10,42 +10,21 @@ result. Nothing here is timed.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pytest
 
+from cli_cases import Case, cli, run_case
 from conftest import REPO
-from streamcov.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    """``streamcov ARGV`` in-process: (exit code, stderr, stdout)."""
-    err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:          # not expected: main returns its exit code
-            rc = exc.code
-    return rc, err.getvalue(), out.getvalue()
-
-
-def assert_one_line_error(rc, err, pattern):
-    assert "Traceback" not in err, err
-    assert rc == 2, f"exit {rc}, stderr:\n{err}"
-    lines = [ln for ln in err.splitlines() if re.match(r"streamcov [\w ]+: error: ", ln)]
-    assert len(lines) == 1, err
-    assert re.search(pattern, lines[0]), f"{pattern!r} not in {lines[0]!r}"
 
 
 # ------------------------------------------------------------------ inputs
@@ -124,15 +103,6 @@ class Env:
         path = self.tmp / "p.toml"
         path.write_text(text)
         return path
-
-
-@dataclass
-class Case:
-    id: str
-    argv: Callable[[Env], list]
-    pattern: str
-    rc: int = 2
-    check: Callable[[Env, str, str], None] | None = field(default=None)
 
 
 @pytest.fixture(scope="module")
@@ -214,19 +184,6 @@ block_size = 4
 @pytest.fixture
 def env(shared, tmp_path):
     return Env(tmp_path, shared)
-
-
-def run_case(case: Case, env: Env):
-    argv = case.argv(env)
-    rc, err, out = cli(*argv)
-    if case.rc == 2:
-        assert_one_line_error(rc, err, case.pattern)
-    else:
-        assert "Traceback" not in err, err
-        assert rc == case.rc, f"exit {rc}, stderr:\n{err}"
-        assert re.search(case.pattern, err + out), f"{case.pattern!r} not in:\n{err}{out}"
-    if case.check is not None:
-        case.check(env, err, out)
 
 
 # ------------------------------------------------------------------ pipeline files and --set
@@ -443,7 +400,7 @@ READERS = [
              "s00.csv": "1,2,3,4\n5,6,7,8\n"}), e.tmp / "s.zarr", "--quiet"], r"s00\.csv.*multiple of 3"),
     Case("option-misspelt", ingest_generic("centre=[0]"), r"--option centre=\[0\]: 'centre' is not an option of the generic reader; did you mean 'center'"),
     Case("option-center-out-of-range", ingest_generic("center=[99]"), r"--option center=\[99\]: center must be .* in \[0, 2\] \(the files hold 3 joints\)"),
-    Case("option-center-not-list", ingest_generic('center="hip"'), r'--option center="hip": center must be a list of 0-based joint indices'),
+    Case("option-center-not-list", ingest_generic('center="hip"'), r'--option center="hip": center must be a non-empty list of distinct 0-based joint indices .* got \'hip\''),
     Case("option-units-empty", ingest_generic('units=""'), r'--option units="": units must be a non-empty string'),
     Case("option-joint-names-count", ingest_generic('joint_names=["a", "b"]'), r'--option joint_names=\["a", "b"\]: joint_names has 2 names but the sequence files hold 3 joints'),
     Case("option-no-equals", ingest_generic("center"), r"--option center: .*key=value"),

@@ -44,6 +44,7 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
     """
     import difflib
     import importlib
+    import re
 
     if fmt not in READERS:
         raise ConfigError(f"unknown skeleton format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -69,8 +70,9 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
     except FormatError:
         raise
     except (ValueError, TypeError) as exc:
-        # the readers' messages start with the option they refuse
-        culprit = next((k for k in options if str(exc).startswith(k)), None)
+        # the readers' messages start with the option they refuse (as a whole word: 'label'
+        # must not claim a message about 'label_map')
+        culprit = next((k for k in options if re.match(rf"{re.escape(k)}\b", str(exc))), None)
         if culprit is None:
             given = ", ".join(named(k) for k in options) or "the default options"
             raise ConfigError(f"{given}: {exc}") from None

@@ -1,4 +1,8 @@
-"""Finding the sequence files of an archive, with their labels, subjects and splits.
+"""What the archive readers share: their files, labels, subjects and splits, option checks.
+
+:class:`ArchiveReader` is the base of the ASF/AMC, BVH and C3D readers; :func:`read_index` also
+serves the generic CSV format, and :func:`check_center` every reader with a ``center`` option.
+The full description, for users: ``data/mocap_formats.md``.
 
 Two layouts, shared by the ASF/AMC, BVH and C3D readers:
 
@@ -25,9 +29,12 @@ import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
+
+import numpy as np
 
 from ...errors import MissingInputError
-from .base import FormatError
+from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
 
 INDEX_NAME = "index.csv"
 INDEX_REQUIRED = ("file", "label", "subject")
@@ -36,6 +43,8 @@ INDEX_OPTIONAL = ("split", "id", "skeleton")
 #: ``HDM_bd_depositFloorR_001_120``: prefix, subject, motion, take, optional frame rate.
 HDM_PATTERN = (r"^(?P<prefix>[A-Za-z]+)_(?P<subject>[A-Za-z0-9]+)_(?P<motion>.+?)_(?P<take>\d+)"
                r"(?:_(?P<rate>\d+))?$")
+#: ``<subject>_<motion>`` (e.g. CMU's ``01_01``): the subject before the first underscore
+GENERIC_PATTERN = r"^(?P<subject>[A-Za-z0-9]+)_(?P<motion>.+)$"
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
@@ -54,21 +63,19 @@ class Entry:
 
 
 def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folder",
-                 label_map: dict | None = None, name_pattern: str = HDM_PATTERN,
-                 what: str = "sequence") -> tuple[Path, list[Entry]]:
+                 label_map: dict | None = None,
+                 name_pattern: str = HDM_PATTERN) -> tuple[Path, list[Entry]]:
     """Entries of an archive, sorted by id. ``ext`` like ``".amc"`` (case-insensitive)."""
     root = Path(root)
-    if layout not in ("folders", "index"):
-        raise ValueError(f"layout must be 'folders' or 'index', got {layout!r}")
-    if label not in ("folder", "name"):
-        raise ValueError(f"label must be 'folder' (class folder) or 'name' (the 'motion' group "
-                         f"of name_pattern), got {label!r}")
+    one_of("layout", layout, ("folders", "index"))
+    one_of("label", label, ("folder", "name"), "the class folder, or the 'motion' group of "
+           "name_pattern")
+    if label_map is not None and not isinstance(label_map, dict):
+        raise ValueError(f"label_map must be a table of label -> new label, e.g. "
+                         f'{{"1" = "walk"}}, got {label_map!r}')
     if layout == "index":
-        index = root if root.name == INDEX_NAME and root.is_file() else root / INDEX_NAME
-        if not index.is_file():
-            raise FormatError(index, f"index file not found; layout='index' needs an {INDEX_NAME} "
-                              f"with columns {','.join(INDEX_REQUIRED)} (optional: "
-                              f"{','.join(INDEX_OPTIONAL)})")
+        index = find_index(root, f"layout='index' needs an {INDEX_NAME} with columns "
+                           f"{','.join(INDEX_REQUIRED)} (optional: {','.join(INDEX_OPTIONAL)})")
         return index.parent, read_index(index, ext=ext, label_map=label_map)
     if not root.is_dir():
         raise MissingInputError(root, "not a directory; pass the folder that holds "
@@ -76,7 +83,7 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
                                 "layout='index')")
     try:
         rx = re.compile(name_pattern)
-    except re.error as exc:
+    except (re.error, TypeError) as exc:
         raise ValueError(f"name_pattern is not a valid regular expression: {exc}") from None
     if "subject" not in rx.groupindex or (label == "name" and "motion" not in rx.groupindex):
         raise ValueError("name_pattern needs a named group 'subject' (and 'motion' for "
@@ -108,19 +115,55 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
         if label_map is not None:
             lab = str(label_map.get(lab, lab))
         if p.stem in entries:
-            raise FormatError(p, f"{what} id {p.stem!r} (the file name) is also used by "
+            raise FormatError(p, f"sequence id {p.stem!r} (the file name) is also used by "
                               f"{entries[p.stem].path}; ids must be distinct: rename one file or "
                               f"use an {INDEX_NAME} with an 'id' column")
         entries[p.stem] = Entry(p.stem, p, lab, groups["subject"], split, folder, groups)
     return root, [entries[k] for k in sorted(entries)]
 
 
-def read_index(index: Path, *, ext: str, label_map: dict | None = None) -> list[Entry]:
-    rows = _rows_with_lines(index)
-    rows = [(n, row) for n, row in rows if any(f.strip() for f in row)]
+def find_index(path, advice: str) -> Path:
+    """``path`` itself if it is an ``index.csv``, else ``path/index.csv``; a FormatError saying
+    ``advice`` when there is none."""
+    path = Path(path)
+    index = path if path.name == INDEX_NAME and path.is_file() else path / INDEX_NAME
+    if not index.is_file():
+        raise FormatError(index, f"index file not found; {advice}")
+    return index
+
+
+def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
+               integer_subjects: bool = False, label_map: dict | None = None) -> list[Entry]:
+    """Parse and check an ``index.csv``.
+
+    Parameters
+    ----------
+    index : Path
+        The file. Columns ``file,label,subject`` and those of ``optional``; a header row is
+        required, names are matched ignoring case and spaces, other columns are ignored.
+    ext : str, optional
+        The extension every listed file must have (``".bvh"``, case-insensitive).
+    optional : tuple of str
+        The optional columns read, among ``split``, ``id``, ``skeleton``.
+    integer_subjects : bool
+        The subject must be an integer (the generic CSV format); else any non-empty text.
+    label_map : dict, optional
+        Old label -> new label.
+
+    Returns
+    -------
+    list of Entry
+        Sorted by id; paths are relative to the folder of ``index.csv`` and exist.
+
+    Raises
+    ------
+    FormatError
+        For the first problem, with the file and line.
+    """
+    rows = [(n, row) for n, row in _rows_with_lines(index) if any(f.strip() for f in row)]
+    need = f"{','.join(INDEX_REQUIRED)} (optional: {','.join(optional)})"
     if not rows:
-        raise FormatError(index, f"empty; expected a header row with columns "
-                          f"{','.join(INDEX_REQUIRED)}")
+        raise FormatError(index, f"empty; expected a header row with columns {need}")
     header_line, header = rows[0]
     names = [h.strip().lower() for h in header]
     seen = set()
@@ -131,9 +174,8 @@ def read_index(index: Path, *, ext: str, label_map: dict | None = None) -> list[
     missing = [c for c in INDEX_REQUIRED if c not in names]
     if missing:
         raise FormatError(index, f"header lacks required column(s) {', '.join(missing)}; found "
-                          f"{','.join(header)}, need {','.join(INDEX_REQUIRED)} (optional: "
-                          f"{','.join(INDEX_OPTIONAL)})", line=header_line)
-    col = {n: names.index(n) for n in INDEX_REQUIRED + INDEX_OPTIONAL if n in names}
+                          f"{','.join(header)}, need {need}", line=header_line)
+    col = {n: names.index(n) for n in INDEX_REQUIRED + tuple(optional) if n in names}
     root = index.parent
     entries: dict[str, Entry] = {}
     for lineno, row in rows[1:]:
@@ -141,20 +183,20 @@ def read_index(index: Path, *, ext: str, label_map: dict | None = None) -> list[
             raise FormatError(index, f"row has {len(row)} fields but the header has {len(names)}",
                               line=lineno)
         val = {k: row[i].strip() for k, i in col.items()}
-        for k in ("file", "label", "subject"):
+        for k in INDEX_REQUIRED + (("split",) if "split" in col else ()):
             if not val[k]:
-                raise FormatError(index, f"column {k!r} is empty", line=lineno)
+                hint = " (leave the column out if there is no split)" if k == "split" else ""
+                raise FormatError(index, f"column {k!r} is empty{hint}", line=lineno)
         fpath = root / val["file"]
         if not fpath.is_file():
-            raise FormatError(index, f"file {val['file']!r} not found in {root}", line=lineno)
-        if fpath.suffix.lower() != ext:
-            raise FormatError(index, f"file {val['file']!r} does not end in {ext}", line=lineno)
-        split = None
-        if "split" in col:
-            split = val["split"]
-            if not split:
-                raise FormatError(index, "column 'split' is empty (leave the column out if there "
-                                  "is no split)", line=lineno)
+            raise FormatError(index, f"sequence file {val['file']!r} not found in {root}",
+                              line=lineno)
+        if ext is not None and fpath.suffix.lower() != ext:
+            raise FormatError(index, f"sequence file {val['file']!r} does not end in {ext}",
+                              line=lineno)
+        if integer_subjects and not _INT_RE.match(val["subject"]):
+            raise FormatError(index, f"column 'subject' must be an integer, got "
+                              f"{val['subject']!r}", line=lineno)
         skel = None
         if val.get("skeleton"):
             skel = root / val["skeleton"]
@@ -169,24 +211,15 @@ def read_index(index: Path, *, ext: str, label_map: dict | None = None) -> list[
             raise FormatError(index, f"sequence id {seq_id!r} is used twice (first on line "
                               f"{entries[seq_id].index_line}); give each row a distinct id or "
                               "file name", line=lineno)
-        entries[seq_id] = Entry(seq_id, fpath, lab, val["subject"], split, skeleton=skel,
-                                index_line=lineno)
+        entries[seq_id] = Entry(seq_id, fpath, lab, val["subject"], val.get("split"),
+                                skeleton=skel, index_line=lineno)
     if not entries:
         raise FormatError(index, "lists no sequences (only a header row)", line=header_line)
     return [entries[k] for k in sorted(entries)]
 
 
-def subject_numbers(entries: list[Entry]) -> tuple[dict[str, int], list[str] | None]:
-    """Subject name -> int, and the sorted names when they are not all integers."""
-    names = sorted({e.subject_name for e in entries})
-    if all(_INT_RE.match(n) for n in names):
-        ints = {n: int(n) for n in names}
-        if len(set(ints.values())) == len(ints):
-            return ints, None
-    return {n: i for i, n in enumerate(names)}, names
-
-
 def _rows_with_lines(index: Path) -> list[tuple[int, list[str]]]:
+    """CSV rows of ``index`` with the 1-based line on which each row starts."""
     out = []
     try:
         with open(index, encoding="utf-8-sig", newline="") as fh:
@@ -200,6 +233,16 @@ def _rows_with_lines(index: Path) -> list[tuple[int, list[str]]]:
     except csv.Error as exc:
         raise FormatError(index, f"not a valid CSV file: {exc}", line=reader.line_num) from None
     return out
+
+
+def subject_numbers(entries: list[Entry]) -> tuple[dict[str, int], list[str] | None]:
+    """Subject name -> int, and the sorted names when they are not all integers."""
+    names = sorted({e.subject_name for e in entries})
+    if all(_INT_RE.match(n) for n in names):
+        ints = {n: int(n) for n in names}
+        if len(set(ints.values())) == len(ints):
+            return ints, None
+    return {n: i for i, n in enumerate(names)}, names
 
 
 def find_roles(names: list[str], candidates: dict[str, list[list[str]]]) -> dict[str, list[int]]:
@@ -219,12 +262,160 @@ def find_roles(names: list[str], candidates: dict[str, list[list[str]]]) -> dict
     return roles
 
 
+#: the body parts a reader may name (see :class:`~.base.SkeletonInfo`)
+ROLES = ("hip_center", "left_hip", "right_hip", "spine", "neck", "left_shoulder",
+         "right_shoulder", "head")
+
+
+def one_of(name: str, value, choices, meaning: str = ""):
+    """``value`` if it is one of ``choices``; else a ValueError that starts with ``name`` (the
+    option, as :func:`~streamcov.data.readers.open_reader` expects)."""
+    if not isinstance(value, str) or value not in choices:
+        what = f" ({meaning})" if meaning else ""
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}{what}, got "
+                         f"{value!r}")
+    return value
+
+
+def _joint_list(value, n_joints: int, scalar: bool = False):
+    """``value`` (a list, or with ``scalar`` one index) as a tuple of distinct 0-based joints in
+    range (integral floats such as 1.0 allowed), or None."""
+    if scalar and not isinstance(value, (list, tuple)):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(i, (int, float, np.integer, np.floating)) and not isinstance(i, bool)
+            and float(i).is_integer() and 0 <= i < n_joints for i in value):
+        return None
+    idx = tuple(int(i) for i in value)
+    return idx if len(set(idx)) == len(idx) else None
+
+
+def check_center(center, n_joints: int) -> tuple[int, ...]:
+    """The hip-centre joints (their mean is the centre) as given in an option.
+
+    Parameters
+    ----------
+    center : list of int
+        Distinct 0-based joints (integral floats such as ``1.0`` allowed).
+    n_joints : int
+        Joints of the skeleton.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    ValueError
+        Starting with ``center`` (the option, for :func:`~streamcov.data.readers.open_reader`).
+    """
+    idx = _joint_list(center, n_joints)
+    if idx is None:
+        raise ValueError(f"center must be a non-empty list of distinct 0-based joint indices in "
+                         f"[0, {n_joints - 1}] (the files hold {n_joints} joints), got {center!r}")
+    return idx
+
+
 def check_roles(roles, n_joints: int) -> dict[str, list[int]]:
+    """Roles given as an option.
+
+    Parameters
+    ----------
+    roles : dict
+        Role (one of :data:`ROLES`) -> a 0-based joint or a list of distinct ones.
+    n_joints : int
+        Joints of the skeleton.
+
+    Returns
+    -------
+    dict of str to list of int
+
+    Raises
+    ------
+    ValueError
+        Starting with ``roles``: not a table, an unknown role (with the closest name), or
+        joints out of range.
+    """
+    if not isinstance(roles, dict):
+        raise ValueError(f"roles must be a table of role -> 0-based joints such as "
+                         f"{{hip_center = [0], head = [15]}}, got {roles!r}")
     out = {}
-    for k, v in dict(roles).items():
-        idx = [int(i) for i in ([v] if isinstance(v, int) else v)]
-        if not idx or not all(0 <= i < n_joints for i in idx):
-            raise ValueError(f"role {k!r} must list 0-based joint indices in [0, {n_joints - 1}], "
-                             f"got {v!r}")
-        out[str(k)] = idx
+    for k, v in roles.items():
+        if k not in ROLES:
+            import difflib
+
+            close = difflib.get_close_matches(str(k), ROLES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"roles: unknown role {k!r}{hint} (roles: {', '.join(ROLES)})")
+        idx = _joint_list(v, n_joints, scalar=True)
+        if idx is None:
+            raise ValueError(f"roles: {k!r} must list distinct 0-based joint indices in "
+                             f"[0, {n_joints - 1}], got {v!r}")
+        out[k] = list(idx)
     return out
+
+
+def check_joint_layout(path, names, parents, first: tuple, kind: str = "joints") -> None:
+    """Every file of an archive must have the joints of the first: ``first`` is that file's
+    ``(path, names, parents)``; ``names`` are shown as the ``kind`` of the file."""
+    first_path, first_names, first_parents = first
+    if list(names) != list(first_names):
+        why = (f"its {kind} ({', '.join(names)}) differ from those of {first_path} "
+               f"({', '.join(first_names)})")
+    elif not np.array_equal(parents, first_parents):
+        why = f"its hierarchy differs from that of {first_path}"
+    else:
+        return
+    raise FormatError(path, f"cannot share one joint layout with the other files: {why}")
+
+
+class ArchiveReader(SkeletonReader):
+    """What the ASF/AMC, BVH and C3D readers share.
+
+    Their files come from a folder tree or an ``index.csv`` (:func:`find_entries`), subjects
+    are numbered (:func:`subject_numbers`), the hip centre defaults to the ``hip_center`` role
+    and sequences are yielded whole, in sorted id order, or recorded in ``skipped``. A
+    subclass sets ``source`` and ``ext``, calls :meth:`_open` first and :meth:`_describe` last
+    in its ``__init__``, and implements :meth:`_frames`.
+    """
+
+    source: str
+    ext: str
+
+    def _open(self, path, *, layout: str, label: str, label_map, name_pattern: str):
+        self.layout = layout
+        self.root, self._entries = find_entries(path, ext=self.ext, layout=layout, label=label,
+                                                label_map=label_map, name_pattern=name_pattern)
+        self._subject_of, self._subject_names = subject_numbers(self._entries)
+
+    def _describe(self, names, *, units: str, center, roles, found_roles: dict,
+                  extra: dict) -> None:
+        """``info``: ``roles`` and ``center`` as given (checked), else ``found_roles`` and the
+        ``hip_center`` role (joint 0 without one)."""
+        J = len(names)
+        roles = found_roles if roles is None else check_roles(roles, J)
+        center = check_center(roles.get("hip_center", [0]) if center is None else center, J)
+        splits = sorted({e.split for e in self._entries if e.split is not None}) or None
+        self.info = SkeletonInfo(
+            n_joints=J, joint_names=list(names), units=units, source=self.source, center=center,
+            label_names=sorted({e.label for e in self._entries}), roles=roles,
+            extra={"subject_names": self._subject_names, **extra, "splits": splits})
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _frames(self, entry: Entry) -> np.ndarray | str:  # pragma: no cover - interface
+        """(T, 3J) float32 frames of one file, or why the sequence is skipped."""
+        raise NotImplementedError
+
+    def sequences(self) -> Iterator[SkeletonSequence]:
+        """Yield the sequences sorted by id, reading one file at a time."""
+        self.skipped = []
+        self.repairs = {}
+        for e in self._entries:
+            frames = self._frames(e)
+            if isinstance(frames, str):
+                self.skipped.append(SkippedSequence(e.id, frames))
+                continue
+            yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
+                                   subject=self._subject_of[e.subject_name], split=e.split)

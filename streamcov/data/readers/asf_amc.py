@@ -44,19 +44,19 @@ with two parents or a cycle. A sequence is yielded whole or not at all. An ``.am
 header but no frames is not yielded and is recorded in ``skipped``. Nothing is repaired.
 
 Speed: the frame section is parsed by a compiled one-pass scanner (:mod:`._fastparse`) and the
-kinematics run on all frames at once; see ``bench_ingest.py``.
+kinematics run in one compiled pass over frames and joints; see ``benchmarks/mocap_ingest.py``.
 """
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from . import _fastparse as fp
-from ._layout import HDM_PATTERN, Entry, check_roles, find_entries, subject_numbers
-from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
+from ._layout import HDM_PATTERN, ArchiveReader, Entry, check_joint_layout, one_of
+from .base import FormatError, _read_bytes
 from .kinematics import Skeleton, euler_matrix
 
 INCH = 0.0254
@@ -124,17 +124,20 @@ class AsfSkeleton:
         d = np.stack([b.direction for b in self.bones]) if self.bones else np.zeros((0, 3))
         self.lengths = np.array([0.0] + [b.length for b in self.bones])
         offsets = np.concatenate([self.root_position[None], d * self.lengths[1:, None]])
-        # angle columns of every joint (T, J, 3), -1 = none (a zero column)
+        # AMC columns of every joint's angles, in its order (-1: none), and of the root's
+        # translations, added to its :root position
         rot = [i for i, t in enumerate(self.root_order) if t.startswith("R")]
         orders = ["".join(self.root_order[i][1] for i in rot)]
-        cols = np.full((len(self.joint_names), 3), self.ncols, dtype=np.int64)
+        cols = np.full((len(self.joint_names), 3), -1, dtype=np.int64)
         cols[0, :len(rot)] = rot
         for j, b in enumerate(self.bones, start=1):
             orders.append("".join(x[1].upper() for x in b.dof))
             cols[j, :len(b.dof)] = self.col0[j] + np.arange(len(b.dof))
         self.angle_cols = cols
-        self.trans_cols = [(i, "XYZ".index(t[1])) for i, t in enumerate(self.root_order)
-                           if t.startswith("T")]
+        self.position_cols = np.full_like(cols, -1)
+        for i, t in enumerate(self.root_order):
+            if t.startswith("T"):
+                self.position_cols[0, "XYZ".index(t[1])] = i
         self.kin = Skeleton(self.joint_names, self.parents, offsets, orders, extrinsic=True,
                             offset_frame="self", axes=np.stack(C))
         self.C = self.kin.axes
@@ -152,41 +155,16 @@ class AsfSkeleton:
         required = self.ndof > 0
         return table, lens, required
 
-    def angles(self, values: np.ndarray) -> np.ndarray:
-        """(T, J, 3) angles per joint (in its dof order, zero-padded) from AMC values."""
-        ext = np.concatenate([values, np.zeros((len(values), 1))], axis=1)
-        return ext[:, self.angle_cols]
-
-    def root_positions(self, values: np.ndarray) -> np.ndarray:
-        """(T, 3): ``position`` of :root plus the AMC translations."""
-        out = np.broadcast_to(self.root_position, (len(values), 3)).copy()
-        for i, ax in self.trans_cols:
-            out[:, ax] += values[:, i]
-        return out
-
     def positions(self, values: np.ndarray, *, degrees: bool = True) -> np.ndarray:
         """Joint positions (T, J, 3) in ASF length units from AMC values (T, ncols)."""
-        return self.kin.positions(self.angles(values), root_positions=self.root_positions(values),
-                                  degrees=degrees)
-
-    def same_bones(self, other: "AsfSkeleton") -> str | None:
-        """Why ``other`` cannot share this skeleton's joint layout (None if it can)."""
-        if other.joint_names != self.joint_names:
-            return (f"its bones ({', '.join(other.joint_names[1:])}) differ from those of "
-                    f"{self.path} ({', '.join(self.joint_names[1:])})")
-        if not np.array_equal(other.parents, self.parents):
-            return f"its hierarchy differs from that of {self.path}"
-        return None
+        return self.kin.positions_from_channels(values, self.angle_cols, self.position_cols,
+                                                add=True, degrees=degrees)
 
 
 def _asf_lines(path: Path):
     """(line number, tokens) of every non-blank line; ``#`` comments, commas and parentheses
     removed."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(path, f"cannot read the skeleton file: {exc.strerror}") from None
-    text = raw.decode("latin-1")
+    text = _read_bytes(path, "skeleton file").decode("latin-1")
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].replace(",", " ").replace("(", " ").replace(")", " ")
@@ -219,25 +197,70 @@ def _order(path, tok, line, what):
     return o
 
 
+def _units_length(path, t, ln):
+    v = float(_floats(path, t, 1, ln, "units length")[0])
+    if v <= 0:
+        raise FormatError(path, f"units length must be positive, found {t[0]!r}", line=ln)
+    return v
+
+
+def _units_angle(path, t, ln):
+    if len(t) != 1 or t[0].lower() not in ("deg", "rad"):
+        raise FormatError(path, f"units angle must be 'deg' or 'rad', found {' '.join(t)!r}",
+                          line=ln)
+    return t[0].lower()
+
+
+def _root_order(path, t, ln):
+    order = [x.upper() for x in t]
+    if not order or any(x not in _ROOT_TOKENS for x in order) or len(set(order)) != len(order):
+        raise FormatError(path, f"root order must list distinct tokens among "
+                          f"{' '.join(_ROOT_TOKENS)}, found {' '.join(t)!r}", line=ln)
+    return order
+
+
+def _root_axis(path, t, ln):
+    if len(t) != 1:
+        raise FormatError(path, "root axis needs one order token such as XYZ", line=ln)
+    return _order(path, t[0], ln, "root axis")
+
+
+#: section -> field -> parser(path, tokens after the field name, line) of the value
+_SECTION_FIELDS = {
+    ":units": {"mass": lambda path, t, ln: _floats(path, t, 1, ln, "units mass")[0],
+               "length": _units_length, "angle": _units_angle},
+    ":root": {"order": _root_order, "axis": _root_axis,
+              "position": lambda path, t, ln: _floats(path, t, 3, ln, "root position"),
+              "orientation": lambda path, t, ln: _floats(path, t, 3, ln, "root orientation")},
+}
+
+
+def _section_fields(path, section: str, lines) -> dict:
+    """The ``field value...`` lines of ``:units`` or ``:root``, each parsed by its parser."""
+    parsers = _SECTION_FIELDS[section]
+    out = {}
+    for ln, t in lines:
+        parse = parsers.get(t[0].lower())
+        if parse is None:
+            raise FormatError(path, f"unknown {section[1:]} field {t[0]!r}; {section} takes "
+                              f"{', '.join(parsers)}", line=ln)
+        out[t[0].lower()] = parse(path, t[1:], ln)
+    return out
+
+
 def read_asf(path) -> AsfSkeleton:
     """Parse an ``.asf`` file; raises :class:`FormatError` with file and line on bad input."""
     path = Path(path)
     lines = _asf_lines(path)
     name = path.stem
-    length_unit, angle_unit = 1.0, "deg"
-    root = {"order": (["TX", "TY", "TZ", "RX", "RY", "RZ"], None), "axis": ("XYZ", None),
-            "position": (np.zeros(3), None), "orientation": (np.zeros(3), None)}
+    units = {"length": 1.0, "angle": "deg"}
+    root = {"order": ["TX", "TY", "TZ", "RX", "RY", "RZ"], "axis": "XYZ",
+            "position": np.zeros(3), "orientation": np.zeros(3)}
     bones: list[AsfBone] = []
     hierarchy: list[tuple[int, list[str]]] = []
     seen_sections = set()
     i = 0
     n = len(lines)
-
-    def section_end(k):
-        while k < n and not lines[k][1][0].startswith(":"):
-            k += 1
-        return k
-
     while i < n:
         line, toks = lines[i]
         key = toks[0].lower()
@@ -248,70 +271,31 @@ def read_asf(path) -> AsfSkeleton:
         if key == ":name" and len(toks) > 1:
             name = " ".join(toks[1:])
             i += 1
-        elif key == ":units":
-            j = section_end(i + 1)
-            for ln, t in lines[i + 1:j]:
-                k = t[0].lower()
-                if k == "length":
-                    length_unit = float(_floats(path, t[1:], 1, ln, "units length")[0])
-                    if length_unit <= 0:
-                        raise FormatError(path, f"units length must be positive, found "
-                                          f"{t[1]!r}", line=ln)
-                elif k == "angle":
-                    if len(t) != 2 or t[1].lower() not in ("deg", "rad"):
-                        raise FormatError(path, f"units angle must be 'deg' or 'rad', found "
-                                          f"{' '.join(t[1:])!r}", line=ln)
-                    angle_unit = t[1].lower()
-                elif k == "mass":
-                    _floats(path, t[1:], 1, ln, "units mass")
-                else:
-                    raise FormatError(path, f"unknown unit {t[0]!r}; :units takes mass, length "
-                                      "and angle", line=ln)
-            i = j
-        elif key == ":root":
-            j = section_end(i + 1)
-            for ln, t in lines[i + 1:j]:
-                k = t[0].lower()
-                if k == "order":
-                    order = [x.upper() for x in t[1:]]
-                    bad = [x for x in order if x not in _ROOT_TOKENS]
-                    if bad or len(set(order)) != len(order) or not order:
-                        raise FormatError(path, f"root order must list distinct tokens among "
-                                          f"{' '.join(_ROOT_TOKENS)}, found {' '.join(t[1:])!r}",
-                                          line=ln)
-                    root["order"] = (order, ln)
-                elif k == "axis":
-                    if len(t) != 2:
-                        raise FormatError(path, "root axis needs one order token such as XYZ",
-                                          line=ln)
-                    root["axis"] = (_order(path, t[1], ln, "root axis"), ln)
-                elif k in ("position", "orientation"):
-                    root[k] = (_floats(path, t[1:], 3, ln, f"root {k}"), ln)
-                else:
-                    raise FormatError(path, f"unknown root field {t[0]!r}; :root takes order, "
-                                      "axis, position and orientation", line=ln)
-            i = j
+            continue
+        j = i + 1                  # the section's lines: up to the next keyword
+        while j < n and not lines[j][1][0].startswith(":"):
+            j += 1
+        body = lines[i + 1:j]
+        if key in _SECTION_FIELDS:
+            (units if key == ":units" else root).update(_section_fields(path, key, body))
         elif key == ":bonedata":
-            j = section_end(i + 1)
-            bones = _parse_bones(path, lines[i + 1:j])
-            i = j
+            bones = _parse_bones(path, body)
         elif key == ":hierarchy":
-            j = section_end(i + 1)
-            hierarchy = lines[i + 1:j]
-            i = j
-        else:                      # :version, :documentation, :skin, ... : skipped
-            i = section_end(i + 1)
+            hierarchy = body
+        # else :version, :documentation, :skin, ...: skipped
+        i = j
+    end = lines[-1][0] if lines else None         # a missing section: where the file ends
     if ":bonedata" not in seen_sections:
-        raise FormatError(path, "no :bonedata section; an Acclaim skeleton needs :bonedata and "
-                          ":hierarchy")
+        raise FormatError(path, "no :bonedata section before the end of the file; an Acclaim "
+                          "skeleton needs :bonedata and :hierarchy", line=end)
     if ":hierarchy" not in seen_sections:
-        raise FormatError(path, "no :hierarchy section; an Acclaim skeleton needs one to connect "
-                          "the bones to the root")
+        raise FormatError(path, "no :hierarchy section before the end of the file; an Acclaim "
+                          "skeleton needs one to connect the bones to the root", line=end)
     parent = _parse_hierarchy(path, hierarchy, bones)
-    return AsfSkeleton(path=path, name=name, length_unit=length_unit, angle_unit=angle_unit,
-                       root_order=root["order"][0], root_axis=root["axis"][0],
-                       root_position=root["position"][0],
-                       root_orientation=root["orientation"][0], bones=bones, parent=parent)
+    return AsfSkeleton(path=path, name=name, length_unit=units["length"],
+                       angle_unit=units["angle"], root_order=root["order"],
+                       root_axis=root["axis"], root_position=root["position"],
+                       root_orientation=root["orientation"], bones=bones, parent=parent)
 
 
 _BONE_KEYS = ("id", "name", "direction", "length", "axis", "dof", "limits", "bodymass",
@@ -466,8 +450,8 @@ def _parse_hierarchy(path, lines, bones: list[AsfBone]) -> dict[str, str]:
             parent_line[child] = ln
     for b in bones:
         if b.name not in parent:
-            raise FormatError(path, f"bone {b.name!r} (line {b.line}) is not attached in "
-                              ":hierarchy; every bone needs a parent")
+            raise FormatError(path, f"bone {b.name!r} is not attached in :hierarchy; every bone "
+                              "needs a parent", line=b.line)
     # cycles: follow the parents from every bone
     for b in bones:
         chain = [b.name]
@@ -491,17 +475,6 @@ class AmcMotion:
     values: np.ndarray          # (T, ncols) float64, columns as AsfSkeleton.col0/ndof
     frame_numbers: np.ndarray   # (T,)
     degrees: bool
-
-
-def _read_bytes(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise FormatError(path, f"cannot read the {what}: {exc.strerror}") from None
-
-
-def _line_text(buf: bytes, s: int, e: int) -> str:
-    return buf[s:e].decode("latin-1")
 
 
 def read_amc(path, skeleton: AsfSkeleton) -> AmcMotion:
@@ -528,79 +501,64 @@ def read_amc(path, skeleton: AsfSkeleton) -> AmcMotion:
             elif kw == b":RADIANS":
                 degrees = False
         pos, line = e + 1, line + 1
-    buf = np.frombuffer(data, dtype=np.uint8)
     table, lens, required = skeleton.tables
-    cap = 256
-    while True:
-        vals, fnum, flines, err, fix, nfix = fp.scan_amc(
-            buf, pos, line, table, lens, skeleton.ndof, skeleton.col0, skeleton.ncols, required,
-            cap)
-        if nfix <= cap or err[0] != fp.OK:
-            break
-        cap = nfix
+    vals, fnum, flines, err = fp.scan(path, data, fp.scan_amc, pos, line, table, lens,
+                                      skeleton.ndof, skeleton.col0, skeleton.ncols, required)
     if err[0] != fp.OK:
-        raise _amc_error(path, data, skeleton, err, fnum, flines)
-    fp.reparse(path, data, vals, fix)
+        raise _amc_error(path, data, skeleton, err, fnum)
     return AmcMotion(vals, fnum, degrees)
 
 
-def _amc_error(path, data: bytes, sk: AsfSkeleton, err, fnum, flines) -> FormatError:
+#: scanner error code -> message (fields: tok, the token at fault; a0, a1 the codes' values;
+#: bone, the bone a0 as the .asf declares it; asf, bones)
+_AMC_ERRORS = {
+    fp.E_UNKNOWN_BONE: "bone {tok!r} is not in the skeleton {asf} (its bones: {bones}); the .amc "
+                       "does not belong to this .asf, or the name is misspelt",
+    fp.E_TOO_FEW: "too few values for {bone}: found {a1}; the file may be cut short or a value "
+                  "is missing",
+    fp.E_TOO_MANY: "{a1} values for {bone}: more than the declared dof; the .amc does not match "
+                   "this .asf",
+    fp.E_BAD_NUMBER: fp.BAD_NUMBER,
+    fp.E_FRAME_SEQ: "frame number {a0} out of sequence: expected {a1} (frame numbers must rise "
+                    "by 1)",
+    fp.E_DUPLICATE_BONE: "bone {tok!r} appears twice in one frame (first on line {a1})",
+    fp.E_FRAME_LINE_EXTRA: "frame number line has extra text {tok!r}; expected the frame number "
+                           "alone",
+    fp.E_BAD_FRAME_NUMBER: "{tok!r} is not a frame number (a line starting with a digit must "
+                           "hold the frame number alone)",
+    fp.E_KEYWORD: "header keyword {tok!r} inside the frame data; keywords belong before the "
+                  "first frame",
+    fp.E_BONE_BEFORE_FRAME: "bone line {tok!r} before the first frame number",
+}
+
+
+def _amc_error(path, data: bytes, sk: AsfSkeleton, err, fnum) -> FormatError:
     code, line, s, e, a0, a1 = (int(x) for x in err[:6])
-    tok = _line_text(data, s, e)
-
-    def bone_desc(b):
-        if b == 0:
-            return f"the root ({len(sk.root_order)} values: {' '.join(sk.root_order)})"
-        bn = sk.bones[b - 1]
-        return (f"bone {bn.name!r} ({len(bn.dof)} value{'s' if len(bn.dof) != 1 else ''}: "
-                f"dof {' '.join(bn.dof) or 'none'} in {sk.path.name}, line {bn.line})")
-
-    if code == fp.E_UNKNOWN_BONE:
-        return FormatError(path, f"bone {tok!r} is not in the skeleton {sk.path} (its bones: "
-                           f"{', '.join(sk.joint_names)}); the .amc does not belong to this "
-                           ".asf, or the name is misspelt", line=line)
-    if code == fp.E_TOO_FEW:
-        return FormatError(path, f"too few values for {bone_desc(a0)}: found {a1}; the file may "
-                           "be cut short or a value is missing", line=line)
-    if code == fp.E_TOO_MANY:
-        if a0 > 0 and not sk.bones[a0 - 1].dof:
-            return FormatError(path, f"{a1} value(s) for bone {tok!r}, whose dof is not "
-                               f"declared in {sk.path.name} (line {sk.bones[a0 - 1].line}): a "
-                               "bone without dof takes no values", line=line)
-        return FormatError(path, f"{a1} values for {bone_desc(a0)}: more than the declared dof; "
-                           "the .amc does not match this .asf", line=line)
-    if code == fp.E_BAD_NUMBER:
-        return FormatError(path, f"value {tok!r} is not a number (expected a plain decimal such "
-                           "as -12.5 or 3.9e-15)", line=line)
-    if code == fp.E_NOT_FINITE:
-        return FormatError(path, f"value {tok!r} is out of range (not finite)", line=line)
-    if code == fp.E_FRAME_SEQ:
-        return FormatError(path, f"frame number {a0} out of sequence: expected {a1} (frame "
-                           "numbers must rise by 1)", line=line)
+    tok = data[s:e].decode("latin-1")
     if code == fp.E_MISSING_BONES:
-        missing = _missing_bones(data, sk, line)
+        missing = ", ".join(_missing_bones(data, sk, line))
         nframe = int(fnum[a0]) if a0 < len(fnum) else a0 + 1
         if a1:
             return FormatError(path, f"file ends inside frame {nframe}, which lacks bone lines "
-                               f"for {', '.join(missing)}: the file is truncated (last frame "
-                               "incomplete)", line=line)
-        return FormatError(path, f"frame {nframe} lacks bone lines for {', '.join(missing)} "
-                           "(every bone with a dof needs one line per frame)", line=line)
-    if code == fp.E_DUPLICATE_BONE:
-        return FormatError(path, f"bone {tok!r} appears twice in one frame (first on line {a1})",
-                           line=line)
-    if code == fp.E_FRAME_LINE_EXTRA:
-        return FormatError(path, f"frame number line has extra text {tok!r}; expected the frame "
-                           "number alone", line=line)
-    if code == fp.E_BAD_FRAME_NUMBER:
-        return FormatError(path, f"{tok!r} is not a frame number (a line starting with a digit "
-                           "must hold the frame number alone)", line=line)
-    if code == fp.E_KEYWORD:
-        return FormatError(path, f"header keyword {tok!r} inside the frame data; keywords "
-                           "belong before the first frame", line=line)
-    if code == fp.E_BONE_BEFORE_FRAME:
-        return FormatError(path, f"bone line {tok!r} before the first frame number", line=line)
-    return FormatError(path, f"unexpected parse error code {code}", line=line)
+                               f"for {missing}: the file is truncated (last frame incomplete)",
+                               line=line)
+        return FormatError(path, f"frame {nframe} lacks bone lines for {missing} (every bone "
+                           "with a dof needs one line per frame)", line=line)
+    bone = ""
+    if code in (fp.E_TOO_FEW, fp.E_TOO_MANY):
+        if a0 == 0:
+            bone = f"the root ({len(sk.root_order)} values: {' '.join(sk.root_order)})"
+        else:
+            bn = sk.bones[a0 - 1]
+            if not bn.dof:
+                return FormatError(path, f"{a1} value(s) for bone {tok!r}, whose dof is not "
+                                   f"declared in {sk.path.name} (line {bn.line}): a bone "
+                                   "without dof takes no values", line=line)
+            bone = (f"bone {bn.name!r} ({len(bn.dof)} value{'s' if len(bn.dof) != 1 else ''}: "
+                    f"dof {' '.join(bn.dof)} in {sk.path.name}, line {bn.line})")
+    return FormatError(path, _AMC_ERRORS[code].format(
+        tok=tok, a0=a0, a1=a1, bone=bone, asf=sk.path, bones=", ".join(sk.joint_names)),
+        line=line)
 
 
 def _missing_bones(data: bytes, sk: AsfSkeleton, frame_line: int) -> list[str]:
@@ -651,7 +609,7 @@ def _candidates_roles(sk: AsfSkeleton) -> dict[str, list[int]]:
     return roles
 
 
-class AsfAmcReader(SkeletonReader):
+class AsfAmcReader(ArchiveReader):
     """Acclaim ASF/AMC sequences from a folder tree or an ``index.csv``.
 
     Parameters
@@ -693,20 +651,30 @@ class AsfAmcReader(SkeletonReader):
     """
 
     source = "asf-amc"
+    ext = ".amc"
 
     def __init__(self, path, *, layout: str = "folders", units: str = "m",
                  label: str = "folder", label_map: dict | None = None,
                  name_pattern: str = HDM_PATTERN, skeleton_name: str = "{prefix}_{subject}.asf",
                  center=None, roles: dict | None = None, frame_rate: float | None = None):
         super().__init__()
-        if units not in UNITS:
-            raise ValueError(f"units must be one of {sorted(UNITS)}, got {units!r}")
-        self.units = units
-        self.root, self._entries = find_entries(path, ext=".amc", layout=layout, label=label,
-                                                label_map=label_map, name_pattern=name_pattern,
-                                                what="sequence")
-        self.layout = layout
-        self._subject_of, subject_names = subject_numbers(self._entries)
+        self.units = one_of("units", units, tuple(UNITS))
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(skeleton_name) if f is not None]
+            if not all(f.isidentifier() for f in fields):
+                raise ValueError("a field in braces must be a group name")
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"skeleton_name is not a valid name template ({exc}); write a file "
+                             "name with groups of name_pattern in braces, such as "
+                             "'{prefix}_{subject}.asf'") from None
+        self._skeleton_fields = fields
+        if frame_rate is not None and not (isinstance(frame_rate, (int, float))
+                                           and not isinstance(frame_rate, bool)
+                                           and 0 < frame_rate < float("inf")):
+            raise ValueError(f"frame_rate must be a positive number of frames per second, got "
+                             f"{frame_rate!r}")
+        self._open(path, layout=layout, label=label, label_map=label_map,
+                   name_pattern=name_pattern)
         self._skel_cache: dict[Path, AsfSkeleton] = {}
         self._skel_of: dict[str, Path] = {}
         by_subject: dict[str, Path] = {}
@@ -717,17 +685,8 @@ class AsfAmcReader(SkeletonReader):
         first = self._skeleton(self._skel_of[self._entries[0].id])
         for p in sorted(set(self._skel_of.values())):
             sk = self._skeleton(p)
-            why = first.same_bones(sk)
-            if why:
-                raise FormatError(p, f"this skeleton cannot share one joint layout with the "
-                                  f"others: {why}")
-        J = len(first.joint_names)
-        if center is None:
-            center = (0,)
-        center = tuple(int(c) for c in center)
-        if not center or not all(0 <= c < J for c in center):
-            raise ValueError(f"center must list 0-based joints in [0, {J - 1}], got {center!r}")
-        roles = check_roles(roles, J) if roles is not None else _candidates_roles(first)
+            check_joint_layout(p, sk.joint_names[1:], sk.parents,
+                               (first.path, first.joint_names[1:], first.parents), "bones")
         if frame_rate is None:
             rates = {e.match.get("rate") for e in self._entries if e.match}
             if len(rates) == 1 and None not in rates:
@@ -735,18 +694,13 @@ class AsfAmcReader(SkeletonReader):
         to_out = INCH / UNITS[units]
         lengths = {s: (self._skeleton(p).lengths / self._skeleton(p).length_unit * to_out)
                    .round(6).tolist() for s, p in sorted(by_subject.items())}
-        self.info = SkeletonInfo(
-            n_joints=J, joint_names=list(first.joint_names), units=units, source=self.source,
-            center=center, label_names=sorted({e.label for e in self._entries}), roles=roles,
-            extra={"subject_names": subject_names, "frame_rate": frame_rate,
-                   "skeletons": {s: str(p) for s, p in sorted(by_subject.items())},
-                   "bone_lengths": lengths, "parents": first.parents.tolist(),
-                   "splits": sorted({e.split for e in self._entries if e.split is not None})
-                   or None,
-                   "layout": layout})
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        # the hip centre is the root unless given (even when roles name another hip_center)
+        self._describe(first.joint_names, units=units, center=(0,) if center is None else center,
+                       roles=roles, found_roles=_candidates_roles(first),
+                       extra={"frame_rate": frame_rate,
+                              "skeletons": {s: str(p) for s, p in sorted(by_subject.items())},
+                              "bone_lengths": lengths, "parents": first.parents.tolist(),
+                              "layout": layout})
 
     def _skeleton(self, p: Path) -> AsfSkeleton:
         sk = self._skel_cache.get(p)
@@ -760,10 +714,12 @@ class AsfAmcReader(SkeletonReader):
         names = []
         groups = dict(e.match or {})
         groups.setdefault("subject", e.subject_name)
-        try:
+        unknown = [f for f in self._skeleton_fields if f not in groups]
+        if not unknown:
             names.append(skeleton_name.format(**groups))
-        except (KeyError, IndexError):
-            pass
+        elif e.match is not None:          # folders layout: every group must be there
+            raise ValueError(f"skeleton_name names {{{unknown[0]}}}, which is not a group of "
+                             f"name_pattern (groups: {', '.join(groups)})")
         if e.match is None:
             names.append(f"{e.subject_name}.asf")
         folder = e.path.parent
@@ -797,18 +753,9 @@ class AsfAmcReader(SkeletonReader):
         X *= INCH / sk.length_unit / UNITS[self.units]
         return X.reshape(len(X), -1).astype(np.float32)
 
-    def sequences(self) -> Iterator[SkeletonSequence]:
-        """Yield the sequences sorted by id, reading one file at a time."""
-        self.skipped = []
-        self.repairs = {}
-        for e in self._entries:
-            frames = self.read(e)
-            if frames is None:
-                self.skipped.append(SkippedSequence(e.id, f"{e.path} holds a header but no "
-                                                    "frames"))
-                continue
-            yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
-                                   subject=self._subject_of[e.subject_name], split=e.split)
+    def _frames(self, e: Entry) -> np.ndarray | str:
+        frames = self.read(e)
+        return f"{e.path} holds a header but no frames" if frames is None else frames
 
 
 def open_hdm05(path, **kw) -> AsfAmcReader:

@@ -71,6 +71,16 @@ class SkeletonReader:
 
 # --- text parsing shared by the plain-text readers -------------------------
 
+def _read_bytes(path, what: str = "file") -> bytes:
+    """The bytes of ``path``; a FormatError naming it (``what``: the kind of file) when it
+    cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise FormatError(path, f"cannot read the {what}: {exc.strerror}") from None
+
+
 def _read_lines(path) -> list[str]:
     """All lines of a text file (universal newlines, UTF-8 with optional BOM).
 

@@ -68,21 +68,18 @@ repaired; a file with ``Frames: 0`` is recorded in ``skipped``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from . import _fastparse as fp
-from ._layout import check_roles, find_entries, find_roles, subject_numbers
-from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
+from ._layout import GENERIC_PATTERN, ArchiveReader, check_joint_layout, find_roles, one_of
+from .base import FormatError, _read_bytes
 from .kinematics import Skeleton
 
 #: file unit -> metres per unit ("unknown": values kept as they are)
 UNITS = {"unknown": 1.0, "m": 1.0, "cm": 0.01, "mm": 0.001, "in": 0.0254}
-
-#: ``<subject>_<motion>`` (e.g. CMU's ``01_01``): subject before the first underscore
-GENERIC_PATTERN = r"^(?P<subject>[A-Za-z0-9]+)_(?P<motion>.+)$"
 
 _CHANNELS = {"xposition": ("P", 0), "yposition": ("P", 1), "zposition": ("P", 2),
              "xrotation": ("R", "X"), "yrotation": ("R", "Y"), "zrotation": ("R", "Z")}
@@ -122,17 +119,29 @@ class BvhHeader:
     data_line: int                      # 1-based line of the first row
     frames_line: int
 
+    @cached_property
+    def channel_cols(self) -> tuple[np.ndarray, np.ndarray]:
+        """Columns of the motion rows: every joint's rotation angles in channel order, and its
+        position channels per axis (-1: none), both (J, 3)."""
+        J = len(self.names)
+        angle_cols = np.full((J, 3), -1, dtype=np.int64)
+        position_cols = np.full((J, 3), -1, dtype=np.int64)
+        for j, chans in enumerate(self.channels):
+            r = 0
+            for k, ch in enumerate(chans):
+                kind, ax = _CHANNELS[ch]
+                if kind == "R":
+                    angle_cols[j, r] = self.col0[j] + k
+                    r += 1
+                else:
+                    position_cols[j, ax] = self.col0[j] + k
+        return angle_cols, position_cols
+
+    @cached_property
     def skeleton(self) -> Skeleton:
+        """The kinematic tree (built once per file: every read of the motion reuses it)."""
         return Skeleton(self.names, self.parents, self.offsets, self.orders, extrinsic=False,
                         offset_frame="parent")
-
-    def same_joints(self, other: "BvhHeader") -> str | None:
-        if other.names != self.names:
-            return (f"its joints ({', '.join(other.names)}) differ from those of {self.path} "
-                    f"({', '.join(self.names)})")
-        if not np.array_equal(other.parents, self.parents):
-            return f"its hierarchy differs from that of {self.path}"
-        return None
 
 
 def _header_lines(path: Path):
@@ -351,83 +360,49 @@ def _parse_header(path: Path, it, end_sites: bool) -> BvhHeader:
     return hdr
 
 
+#: scanner error code -> message (fields: tok, a0, a1 as in _fastparse; frames_line)
+_MOTION_ERRORS = {
+    fp.E_BAD_NUMBER: fp.BAD_NUMBER,
+    fp.E_ROW_COUNT: "frame row has {a0} values, expected {a1} (the sum of the hierarchy's "
+                    "CHANNELS counts)",
+    fp.E_TOO_MANY_ROWS: "more frame rows than 'Frames: {a0}' (line {frames_line}) declares",
+}
+
+
 def read_bvh_motion(hdr: BvhHeader) -> np.ndarray:
     """The (T, ncols) channel values of a ``.bvh`` whose header is ``hdr``."""
     path = hdr.path
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(path, f"cannot read the file: {exc.strerror}") from None
-    buf = np.frombuffer(data, dtype=np.uint8)
+    data = _read_bytes(path)
     if hdr.ncols == 0:
         rest = data[hdr.data_pos:].split()
         if rest:
             raise FormatError(path, "the hierarchy has no channels, yet values follow the header",
                               line=hdr.data_line)
         return np.zeros((hdr.n_frames, 0))
-    cap = 256
-    while True:
-        vals, rlines, err, fix, nfix = fp.scan_rows(buf, hdr.data_pos, hdr.data_line,
-                                                    hdr.ncols, hdr.n_frames, cap)
-        if nfix <= cap or err[0] != fp.OK:
-            break
-        cap = nfix
-    code, line, s, e, a0, a1 = (int(x) for x in err[:6])
-    tok = data[s:e].decode("latin-1")
-    if code == fp.E_BAD_NUMBER:
-        raise FormatError(path, f"value {tok!r} is not a number (expected a plain decimal such "
-                          "as -12.5)", line=line)
-    if code == fp.E_NOT_FINITE:
-        raise FormatError(path, f"value {tok!r} is out of range (not finite)", line=line)
-    if code == fp.E_ROW_COUNT:
-        raise FormatError(path, f"frame row has {a0} values, expected {a1} (the sum of the "
-                          "hierarchy's CHANNELS counts)", line=line)
-    if code == fp.E_TOO_MANY_ROWS:
-        raise FormatError(path, f"more frame rows than 'Frames: {a0}' (line {hdr.frames_line}) "
-                          "declares", line=line)
-    if code != fp.OK:
-        raise FormatError(path, f"unexpected parse error code {code}", line=line)
+    vals, rlines, err = fp.scan(path, data, fp.scan_rows, hdr.data_pos, hdr.data_line,
+                                hdr.ncols, hdr.n_frames)
+    if err[0] != fp.OK:
+        code, line, s, e, a0, a1 = (int(x) for x in err[:6])
+        raise FormatError(path, _MOTION_ERRORS[code].format(
+            tok=data[s:e].decode("latin-1"), a0=a0, a1=a1, frames_line=hdr.frames_line),
+            line=line)
     if len(vals) < hdr.n_frames:
         raise FormatError(path, f"'Frames: {hdr.n_frames}' (line {hdr.frames_line}) but the file "
                           f"holds {len(vals)} frame rows: the file is truncated",
                           line=int(rlines[-1]) if len(rlines) else hdr.data_line)
-    fp.reparse(path, data, vals, fix)
     return vals
 
 
 def bvh_positions(hdr: BvhHeader, values: np.ndarray, *, position_channels: str = "replace",
                   skeleton: Skeleton | None = None) -> np.ndarray:
     """Joint positions (T, J, 3), in the file's unit, from the channel values."""
-    if position_channels not in ("replace", "add"):
-        raise ValueError(f"position_channels must be 'replace' or 'add', got "
-                         f"{position_channels!r}")
-    sk = skeleton or hdr.skeleton()
-    T, J = len(values), len(hdr.names)
-    ext = np.concatenate([values, np.zeros((T, 1))], axis=1)
-    cols = np.full((J, 3), hdr.ncols, dtype=np.int64)
-    pos_cols = []
-    for j, chans in enumerate(hdr.channels):
-        r = 0
-        for k, ch in enumerate(chans):
-            kind, ax = _CHANNELS[ch]
-            if kind == "R":
-                cols[j, r] = hdr.col0[j] + k
-                r += 1
-            else:
-                pos_cols.append((j, ax, hdr.col0[j] + k))
-    angles = ext[:, cols]
-    offsets = None
-    if pos_cols:
-        offsets = np.broadcast_to(hdr.offsets, (T, J, 3)).copy()
-        for j, ax, c in pos_cols:
-            if position_channels == "replace":
-                offsets[:, j, ax] = values[:, c]
-            else:
-                offsets[:, j, ax] += values[:, c]
-    return sk.positions(angles, offsets)
+    one_of("position_channels", position_channels, ("replace", "add"))
+    sk = skeleton or hdr.skeleton
+    return sk.positions_from_channels(values, *hdr.channel_cols,
+                                      add=position_channels == "add")
 
 
-class BvhReader(SkeletonReader):
+class BvhReader(ArchiveReader):
     """BVH sequences from a folder tree or an ``index.csv``.
 
     Parameters
@@ -454,59 +429,39 @@ class BvhReader(SkeletonReader):
     """
 
     source = "bvh"
+    ext = ".bvh"
 
     def __init__(self, path, *, layout: str = "folders", units: str = "unknown",
                  label: str = "folder", label_map: dict | None = None,
                  name_pattern: str = GENERIC_PATTERN, end_sites: bool = True,
                  position_channels: str = "replace", center=None, roles: dict | None = None):
         super().__init__()
-        if units not in UNITS:
-            raise ValueError(f"units must be one of {sorted(UNITS)}, got {units!r}")
-        if position_channels not in ("replace", "add"):
-            raise ValueError(f"position_channels must be 'replace' or 'add', got "
-                             f"{position_channels!r}")
+        one_of("units", units, tuple(UNITS))
+        self.position_channels = one_of("position_channels", position_channels,
+                                        ("replace", "add"))
+        if not isinstance(end_sites, bool):
+            raise ValueError(f"end_sites must be true or false, got {end_sites!r}")
         self.scale = UNITS[units]
-        self.position_channels = position_channels
-        self.root, self._entries = find_entries(path, ext=".bvh", layout=layout, label=label,
-                                                label_map=label_map, name_pattern=name_pattern)
-        self._subject_of, subject_names = subject_numbers(self._entries)
+        self._open(path, layout=layout, label=label, label_map=label_map,
+                   name_pattern=name_pattern)
         self._headers: dict[str, BvhHeader] = {}
-        first = None
         rates = set()
+        first = None
         for e in self._entries:
-            h = read_bvh_header(e.path, end_sites=end_sites)
-            if first is None:
-                first = h
-            why = first.same_joints(h)
-            if why:
-                raise FormatError(e.path, f"cannot share one joint layout with the other files: "
-                                  f"{why}")
-            self._headers[e.id] = h
+            h = self._headers[e.id] = read_bvh_header(e.path, end_sites=end_sites)
+            first = first or h
+            check_joint_layout(e.path, h.names, h.parents, (first.path, first.names,
+                                                            first.parents))
             rates.add(round(1.0 / h.frame_time, 6))
-        J = len(first.names)
-        roles = check_roles(roles, J) if roles is not None else find_roles(first.names,
-                                                                          ROLE_NAMES)
-        if center is None:
-            center = tuple(roles.get("hip_center", [0]))
-        center = tuple(int(c) for c in center)
-        if not center or not all(0 <= c < J for c in center):
-            raise ValueError(f"center must list 0-based joints in [0, {J - 1}], got {center!r}")
-        self.info = SkeletonInfo(
-            n_joints=J, joint_names=list(first.names), units="unknown" if units == "unknown"
-            else "m", source=self.source, center=center,
-            label_names=sorted({e.label for e in self._entries}), roles=roles,
-            extra={"subject_names": subject_names,
-                   "frame_rate": rates.pop() if len(rates) == 1 else None,
-                   "parents": first.parents.tolist(),
-                   "offsets": (first.offsets * self.scale).round(6).tolist(),
-                   "units_in_file": units, "position_channels": position_channels,
-                   "splits": sorted({e.split for e in self._entries if e.split is not None})
-                   or None})
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        self._describe(first.names, units="unknown" if units == "unknown" else "m",
+                       center=center, roles=roles, found_roles=find_roles(first.names, ROLE_NAMES),
+                       extra={"frame_rate": rates.pop() if len(rates) == 1 else None,
+                              "parents": first.parents.tolist(),
+                              "offsets": (first.offsets * self.scale).round(6).tolist(),
+                              "units_in_file": units, "position_channels": position_channels})
 
     def read(self, entry) -> np.ndarray | None:
+        """(T, 3J) float32 positions of one entry, or None for ``Frames: 0``."""
         h = self._headers[entry.id]
         vals = read_bvh_motion(h)
         if len(vals) == 0:
@@ -516,14 +471,6 @@ class BvhReader(SkeletonReader):
             X *= self.scale
         return X.reshape(len(X), -1).astype(np.float32)
 
-    def sequences(self) -> Iterator[SkeletonSequence]:
-        """Yield the sequences sorted by id, reading one file at a time."""
-        self.skipped = []
-        self.repairs = {}
-        for e in self._entries:
-            frames = self.read(e)
-            if frames is None:
-                self.skipped.append(SkippedSequence(e.id, f"{e.path} declares 'Frames: 0'"))
-                continue
-            yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
-                                   subject=self._subject_of[e.subject_name], split=e.split)
+    def _frames(self, entry) -> np.ndarray | str:
+        frames = self.read(entry)
+        return f"{entry.path} declares 'Frames: 0'" if frames is None else frames

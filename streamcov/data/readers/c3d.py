@@ -33,14 +33,14 @@ kept markers (by name; their order in a file may differ).
 """
 from __future__ import annotations
 
+import struct
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from ...errors import ConfigError
-from ._layout import check_roles, find_entries, find_roles, subject_numbers
-from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
+from ._layout import GENERIC_PATTERN, ArchiveReader, find_roles, one_of
+from .base import FormatError
 
 try:                                     # imported lazily so that the other readers work without
     import ezc3d                         # noqa: F401
@@ -53,8 +53,6 @@ UNIT_METRES = {"mm": 0.001, "millimeters": 0.001, "millimetres": 0.001, "cm": 0.
                "inch": 0.0254, "inches": 0.0254, "ft": 0.3048}
 #: output unit -> metres per unit
 OUT_UNITS = {"m": 1.0, "cm": 0.01, "mm": 0.001}
-
-GENERIC_PATTERN = r"^(?P<subject>[A-Za-z0-9]+)_(?P<motion>.+)$"
 
 NON_MARKER_GROUPS = ("ANGLES", "FORCES", "MOMENTS", "POWERS", "SCALARS", "REACTIONS")
 
@@ -79,6 +77,19 @@ def _param(c, group, name, default=None):
         return default
 
 
+def _declared_frames(path) -> tuple[int, int] | None:
+    """First and last frame numbers in the file's own header (words 4 and 5; byte order from the
+    processor type of the parameter section), or None when it does not say."""
+    with open(path, "rb") as fh:
+        head = fh.read(512)
+        if len(head) < 512 or head[1] != 0x50 or head[0] < 2:
+            return None
+        fh.seek((head[0] - 1) * 512 + 3)
+        processor = fh.read(1)
+    first, last = struct.unpack_from(">HH" if processor == b"\x56" else "<HH", head, 6)
+    return (first, last) if last >= first else None
+
+
 def read_c3d(path, *, zeros_missing: bool = False):
     """(labels, positions (T, N, 3) in metres with NaN for missing, non-marker labels, rate)."""
     if ezc3d is None:                    # pragma: no cover
@@ -93,6 +104,14 @@ def read_c3d(path, *, zeros_missing: bool = False):
                           "that the file is complete and really C3D") from None
     pts = np.asarray(c["data"]["points"], dtype=np.float64)       # (4, N, T)
     n_points = pts.shape[1] if pts.ndim == 3 else 0
+    # ezc3d reads a cut file up to where it ends and rewrites its header to match: compare
+    # with the frame count the file itself declares
+    declared = _declared_frames(path)
+    n_frames = pts.shape[2] if pts.ndim == 3 else 0
+    if declared is not None and n_points and n_frames < declared[1] - declared[0] + 1:
+        raise FormatError(path, f"the file is truncated: its header declares "
+                          f"{declared[1] - declared[0] + 1} frames ({declared[0]} to "
+                          f"{declared[1]}), the file holds {n_frames}")
     labels = list(_param(c, "POINT", "LABELS", []) or [])
     k = 2
     while len(labels) < n_points and _param(c, "POINT", f"LABELS{k}") is not None:
@@ -129,7 +148,7 @@ def read_c3d(path, *, zeros_missing: bool = False):
     return labels, xyz, non_markers, unit, rate
 
 
-class C3dReader(SkeletonReader):
+class C3dReader(ArchiveReader):
     """C3D marker sequences from a folder tree or an ``index.csv``.
 
     Parameters
@@ -154,6 +173,7 @@ class C3dReader(SkeletonReader):
     """
 
     source = "c3d"
+    ext = ".c3d"
 
     def __init__(self, path, *, layout: str = "folders", units: str = "m",
                  label: str = "folder", label_map: dict | None = None,
@@ -161,17 +181,23 @@ class C3dReader(SkeletonReader):
                  min_frames: int = 2, zeros_missing: bool = False, center=None,
                  roles: dict | None = None):
         super().__init__()
-        if units not in OUT_UNITS:
-            raise ValueError(f"units must be one of {sorted(OUT_UNITS)}, got {units!r}")
-        if not 0 <= max_missing <= 1:
+        self.scale = 1.0 / OUT_UNITS[one_of("units", units, tuple(OUT_UNITS))]
+        if isinstance(max_missing, bool) or not isinstance(max_missing, (int, float)) or not (
+                0 <= max_missing <= 1):
             raise ValueError(f"max_missing must be a fraction in [0, 1], got {max_missing!r}")
-        self.scale = 1.0 / OUT_UNITS[units]
+        if isinstance(min_frames, bool) or not isinstance(min_frames, int) or min_frames < 1:
+            raise ValueError(f"min_frames must be an integer >= 1, got {min_frames!r}")
+        if not isinstance(zeros_missing, bool):
+            raise ValueError(f"zeros_missing must be true or false, got {zeros_missing!r}")
+        if markers is not None and (not isinstance(markers, (list, tuple)) or not markers or not all(
+                isinstance(m, str) for m in markers) or len(set(markers)) != len(markers)):
+            raise ValueError(f"markers must be a non-empty list of distinct marker names such as "
+                             f'["LASI", "RASI"], got {markers!r}')
         self.max_missing = float(max_missing)
-        self.min_frames = int(min_frames)
-        self.zeros_missing = bool(zeros_missing)
-        self.root, self._entries = find_entries(path, ext=".c3d", layout=layout, label=label,
-                                                label_map=label_map, name_pattern=name_pattern)
-        self._subject_of, subject_names = subject_numbers(self._entries)
+        self.min_frames = min_frames
+        self.zeros_missing = zeros_missing
+        self._open(path, layout=layout, label=label, label_map=label_map,
+                   name_pattern=name_pattern)
         first = self._entries[0].path
         labels, _, non_markers, unit, rate = read_c3d(first, zeros_missing=zeros_missing)
         if markers is None:
@@ -180,36 +206,20 @@ class C3dReader(SkeletonReader):
                 raise FormatError(first, "holds no marker points (POINT:USED is 0 or every point "
                                   "is a model output); pass markers=[...]")
         else:
-            markers = [str(m) for m in markers]
             lost = [m for m in markers if m not in labels]
             if lost:
-                raise FormatError(first, f"has no marker(s) {', '.join(lost)}; its markers are "
-                                  f"{', '.join(labels)}")
-        if len(set(markers)) != len(markers):
-            raise ValueError("markers must be distinct")
+                raise ValueError(f"markers: {', '.join(map(repr, lost))} not in {first} (the "
+                                 f"first file; its markers: {', '.join(labels)})")
         self.markers = list(markers)
-        J = len(self.markers)
-        roles = check_roles(roles, J) if roles is not None else find_roles(self.markers,
-                                                                          ROLE_NAMES)
-        if center is None:
-            center = tuple(roles.get("hip_center", [0]))
-        center = tuple(int(c) for c in center)
-        if not center or not all(0 <= c < J for c in center):
-            raise ValueError(f"center must list 0-based joints in [0, {J - 1}], got {center!r}")
-        self.info = SkeletonInfo(
-            n_joints=J, joint_names=list(self.markers), units=units, source=self.source,
-            center=center, label_names=sorted({e.label for e in self._entries}), roles=roles,
-            extra={"subject_names": subject_names, "frame_rate": rate,
-                   "units_in_first_file": unit, "max_missing": self.max_missing,
-                   "min_frames": self.min_frames, "zeros_missing": self.zeros_missing,
-                   "missing_rule": "frames with any missing marker are dropped; sequences "
-                                   "losing more than max_missing of their frames or keeping "
-                                   "fewer than min_frames are skipped",
-                   "splits": sorted({e.split for e in self._entries if e.split is not None})
-                   or None})
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        self._describe(self.markers, units=units, center=center, roles=roles,
+                       found_roles=find_roles(self.markers, ROLE_NAMES),
+                       extra={"frame_rate": rate, "units_in_first_file": unit,
+                              "max_missing": self.max_missing, "min_frames": self.min_frames,
+                              "zeros_missing": self.zeros_missing,
+                              "missing_rule": "frames with any missing marker are dropped; "
+                                              "sequences losing more than max_missing of their "
+                                              "frames or keeping fewer than min_frames are "
+                                              "skipped"})
 
     def read(self, entry):
         """(frames (T', 3J) float32 after dropping, dropped count, total count)."""
@@ -224,19 +234,14 @@ class C3dReader(SkeletonReader):
         bad = np.isnan(X).any(axis=(1, 2))
         return X[~bad].reshape(int((~bad).sum()), -1).astype(np.float32), int(bad.sum()), len(X)
 
-    def sequences(self) -> Iterator[SkeletonSequence]:
-        """Yield the sequences sorted by id, reading one file at a time."""
-        self.skipped = []
-        self.repairs = {}
-        for e in self._entries:
-            frames, dropped, total = self.read(e)
-            kept = total - dropped
-            if total == 0 or dropped > self.max_missing * total or kept < self.min_frames:
-                why = (f"{dropped} of {total} frames have a missing marker (limit "
-                       f"{self.max_missing:.0%}); {kept} left, at least {self.min_frames} "
-                       "needed") if total else "the file holds no frames"
-                self.skipped.append(SkippedSequence(e.id, why))
-                continue
-            self._repair("frames_with_missing_markers_dropped", dropped)
-            yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
-                                   subject=self._subject_of[e.subject_name], split=e.split)
+    def _frames(self, entry) -> np.ndarray | str:
+        """The missing-marker rule of the module docstring."""
+        frames, dropped, total = self.read(entry)
+        kept = total - dropped
+        if total == 0:
+            return "the file holds no frames"
+        if dropped > self.max_missing * total or kept < self.min_frames:
+            return (f"{dropped} of {total} frames have a missing marker (limit "
+                    f"{self.max_missing:.0%}); {kept} left, at least {self.min_frames} needed")
+        self._repair("frames_with_missing_markers_dropped", dropped)
+        return frames

@@ -7,32 +7,14 @@ row, ``x1,y1,z1,...,xJ,yJ,zJ``. The full specification, with an example, is in
 """
 from __future__ import annotations
 
-import csv
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
+from ._layout import INDEX_NAME, INDEX_REQUIRED, Entry, check_center, find_index, read_index
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
                    _is_plain_number, _nonblank, _parse_numeric_rows, _read_lines)
-
-INDEX_NAME = "index.csv"
-REQUIRED_COLUMNS = ("file", "label", "subject")
-OPTIONAL_COLUMNS = ("split", "id")
-
-_INT_RE = re.compile(r"^[+-]?\d+$")
-
-
-@dataclass
-class _Entry:
-    id: str
-    path: Path
-    label: str
-    subject: int
-    split: str | None
-    line: int
 
 
 class GenericCSVReader(SkeletonReader):
@@ -64,14 +46,13 @@ class GenericCSVReader(SkeletonReader):
     def __init__(self, path, *, center: Sequence[int] = (0,), units: str = "unknown",
                  joint_names: Sequence[str] | None = None):
         super().__init__()
-        path = Path(path)
-        self.index_path = path if path.name == INDEX_NAME and path.is_file() else path / INDEX_NAME
-        if not self.index_path.is_file():
-            raise FormatError(self.index_path, "index file not found; a generic skeleton "
-                                      f"folder needs an {INDEX_NAME} with columns "
-                                      f"{','.join(REQUIRED_COLUMNS)} (see data/generic_format.md)")
+        self.index_path = find_index(path, f"a generic skeleton folder needs an {INDEX_NAME} "
+                                     f"with columns {','.join(INDEX_REQUIRED)} (see "
+                                     "data/generic_format.md)")
         self.root = self.index_path.parent
-        self._entries, has_split = _read_index(self.index_path, self.root)
+        self._entries = read_index(self.index_path, optional=("split", "id"),
+                                   integer_subjects=True)
+        has_split = self._entries[0].split is not None
         first = self._entries[0]
         peek = _peek_ncols(first.path)
         if peek is None:
@@ -84,7 +65,7 @@ class GenericCSVReader(SkeletonReader):
         self._ncols = ncols
         self._expect = (f"{n_joints} joints x (x, y, z) as in {first.path.name}, comma "
                         "separated")
-        center = _check_center(center, n_joints)
+        center = check_center(center, n_joints)
         if joint_names is None:
             joint_names = [f"joint{j}" for j in range(n_joints)]
         else:
@@ -112,14 +93,14 @@ class GenericCSVReader(SkeletonReader):
         for e in self._entries:
             frames = read_sequence_csv(e.path, ncols=self._ncols, expect=self._expect)
             # a file with fewer than 2 distinct frames is skipped and recorded by the ingestion
-            yield SkeletonSequence(id=e.id, frames=frames, label=e.label, subject=e.subject,
-                                   split=e.split)
+            yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
+                                   subject=int(e.subject_name), split=e.split)
 
 
-def _empty_error(index: Path, e: _Entry) -> FormatError:
+def _empty_error(index: Path, e: Entry) -> FormatError:
     return FormatError(index, f"sequence file {e.path.name} (id {e.id!r}) holds no "
                                "frames; every listed sequence needs at least one data row",
-                               line=e.line)
+                               line=e.index_line)
 
 
 def read_sequence_csv(path, ncols: int | None = None,
@@ -168,91 +149,3 @@ def _peek_ncols(path: Path) -> tuple[int, int] | None:
     if not rows:
         return None
     return len(rows[0].split(",")), linenos[0]
-
-
-def _check_center(center, n_joints: int) -> tuple[int, ...]:
-    try:
-        idx = tuple(int(c) for c in center)
-        ok = all(float(c) == int(c) for c in center)
-    except (TypeError, ValueError):
-        raise ValueError(f"center must be a list of 0-based joint indices, got "
-                         f"{center!r}") from None
-    if not ok or not idx or len(set(idx)) != len(idx) or not all(0 <= c < n_joints for c in idx):
-        raise ValueError(f"center must be a non-empty list of distinct 0-based joint indices in "
-                         f"[0, {n_joints - 1}] (the files hold {n_joints} joints), got {center!r}")
-    return idx
-
-
-def _read_index(index: Path, root: Path) -> tuple[list[_Entry], bool]:
-    """Parse and check ``index.csv``; entries sorted by id."""
-    rows = _rows_with_lines(index)
-    rows = [(n, row) for n, row in rows if any(f.strip() for f in row)]
-    if not rows:
-        raise FormatError(index, "empty; expected a header row with columns "
-                                  f"{','.join(REQUIRED_COLUMNS)}")
-    header_line, header = rows[0]
-    names = [h.strip().lower() for h in header]
-    seen = set()
-    for n in names:
-        if n and n in seen:
-            raise FormatError(index, f"column {n!r} appears twice in the header",
-                                      line=header_line)
-        seen.add(n)
-    missing = [c for c in REQUIRED_COLUMNS if c not in names]
-    if missing:
-        raise FormatError(index, f"header lacks required column(s) {', '.join(missing)}; "
-                                  f"found {header!r}, need {','.join(REQUIRED_COLUMNS)} (optional: "
-                                  f"{','.join(OPTIONAL_COLUMNS)})", line=header_line)
-    col = {n: names.index(n) for n in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if n in names}
-    has_split = "split" in col
-    entries: dict[str, _Entry] = {}
-    for lineno, row in rows[1:]:
-        if len(row) != len(names):
-            raise FormatError(index, f"row has {len(row)} fields but the header has "
-                                      f"{len(names)}", line=lineno)
-        val = {k: row[i].strip() for k, i in col.items()}
-        if not val["file"]:
-            raise FormatError(index, "column 'file' is empty", line=lineno)
-        fpath = root / val["file"]
-        if not fpath.is_file():
-            raise FormatError(index, f"sequence file {val['file']!r} not found in {root}",
-                                      line=lineno)
-        if not val["label"]:
-            raise FormatError(index, "column 'label' is empty", line=lineno)
-        if not _INT_RE.match(val["subject"]):
-            raise FormatError(index, f"column 'subject' must be an integer, got "
-                                      f"{val['subject']!r}", line=lineno)
-        split = None
-        if has_split:
-            split = val["split"]
-            if not split:
-                raise FormatError(index, "column 'split' is empty (leave the column out "
-                                          "if there is no split)", line=lineno)
-        seq_id = val.get("id") or Path(val["file"]).stem
-        if seq_id in entries:
-            raise FormatError(index, f"sequence id {seq_id!r} is used twice (first on "
-                                      f"line {entries[seq_id].line}); give each row a distinct "
-                                      "id or file name", line=lineno)
-        entries[seq_id] = _Entry(seq_id, fpath, val["label"], int(val["subject"]), split, lineno)
-    if not entries:
-        raise FormatError(index, "lists no sequences (only a header row)",
-                                  line=header_line)
-    return [entries[k] for k in sorted(entries)], has_split
-
-
-def _rows_with_lines(index: Path) -> list[tuple[int, list[str]]]:
-    """CSV rows of ``index`` with the 1-based line on which each row starts."""
-    out = []
-    try:
-        with open(index, encoding="utf-8-sig", newline="") as fh:
-            reader = csv.reader(fh)
-            start = 1
-            for row in reader:
-                out.append((start, row))
-                start = reader.line_num + 1
-    except UnicodeDecodeError as exc:
-        raise FormatError(index, f"not a UTF-8/ASCII text file ({exc.reason})") from None
-    except csv.Error as exc:
-        raise FormatError(index, f"not a valid CSV file: {exc}",
-                                  line=reader.line_num) from None
-    return out

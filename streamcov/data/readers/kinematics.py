@@ -51,13 +51,17 @@ Conventions
   (``M = I``) every ``L`` is the identity and ``x_j`` is the sum of ``length * direction`` along
   the chain, as the ASF's rest pose requires.
 
-All work is vectorized over frames: one loop over tree depth levels (a handful), none over
-frames (:class:`Skeleton` cuts sequences longer than ``Skeleton.chunk`` frames into blocks to
-bound memory).
+:func:`forward_kinematics` is vectorized over frames with NumPy (one loop over tree depth
+levels); it is the reference. :class:`Skeleton` (what the readers use) runs the same equations
+in one compiled pass over frames and joints (:func:`_skeleton_positions`), which builds no
+``(T, J, 3, 3)`` stacks at all.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba import njit
 
 _AXIS = {"X": 0, "Y": 1, "Z": 2}
 
@@ -260,8 +264,6 @@ class Skeleton:
     ``x_j = x_p + H_j @ (C_j^T o_j)`` (``"self"``) or ``x_p + H_p @ (C_p^T o_j)`` (``"parent"``).
     """
 
-    chunk = 8192          # frames per block in positions()
-
     def __init__(self, names, parents, offsets, orders, *, extrinsic: bool = False,
                  offset_frame: str = "parent", axes=None):
         if offset_frame not in ("parent", "self"):
@@ -288,40 +290,21 @@ class Skeleton:
             # matrix that takes o_j into the frame H turns it with
             self.B_off = CT if offset_frame == "self" else np.where(
                 self.roots[:, None, None], np.eye(3), CT[safe_p])
-        self._groups = self._angle_groups()
-        self._safe_parents = safe_p
-
-    def _angle_groups(self):
-        """Joints sharing one rotation sequence, to build their rotations in one go.
-
-        An order that is a subsequence of the most common three-axis order (e.g. "X", "XZ"
-        and "" inside "XYZ") joins that order's group with zero angles for its missing axes
-        (a zero rotation is the identity), so that a typical skeleton needs a single group.
-        Returns a list of (order, joints or None for all, source index (m, 3) into the
-        angles in use, ``self._used`` of the flattened (T, 3J) angles, where the index
-        ``len(self._used)`` means a zero angle)."""
-        J = len(self.orders)
-        three = [o for o in self.orders if len(o) == 3]
-        main = max(sorted(set(three)), key=three.count) if three else "XYZ"
-
-        def sub(o, of):
-            it = iter(of)
-            return all(ch in it for ch in o)
-
-        groups: dict[str, list[int]] = {}
+        # compiled-kernel tables: the column rotations of K_j E_j in the order they are applied
+        # (extrinsic E = R_o3 R_o2 R_o1: K R_o3 R_o2 R_o1; intrinsic: K R_o1 R_o2 R_o3): step q
+        # of joint j turns about axis _step_axis[j, q] by the joint's angle number _step_n[j, q]
+        self._n_steps = np.array([len(o) for o in self.orders], dtype=np.int64)
+        self._step_n = np.zeros((J, 3), dtype=np.int64)
+        self._step_axis = np.zeros((J, 3), dtype=np.int64)
         for j, o in enumerate(self.orders):
-            groups.setdefault(main if sub(o, main) else o, []).append(j)
-        used = [3 * j + n for j, o in enumerate(self.orders) for n in range(len(o))]
-        pos = {u: i for i, u in enumerate(used)}
-        self._used = np.array(used, dtype=np.int64)
-        out = []
-        for order, js in groups.items():
-            src = np.full((len(js), len(order)), len(used), dtype=np.int64)
-            for r, j in enumerate(js):
-                for n, ch in enumerate(self.orders[j]):
-                    src[r, order.index(ch)] = pos[3 * j + n]
-            out.append((order, None if len(js) == J else np.array(js), src))
-        return out
+            steps = range(len(o) - 1, -1, -1) if self.extrinsic else range(len(o))
+            for q, n in enumerate(steps):
+                self._step_n[j, q] = n
+                self._step_axis[j, q] = _AXIS[o[n]]
+        eye = np.broadcast_to(np.eye(3), (J, 3, 3))
+        self._K = np.ascontiguousarray(eye if self.K is None else self.K)
+        self._B = np.ascontiguousarray(eye if self.B_off is None else self.B_off)
+        self._order = np.concatenate(self.levels).astype(np.int64)
 
     @property
     def n_joints(self) -> int:
@@ -340,34 +323,6 @@ class Skeleton:
                                        degrees=degrees)
         return E
 
-    def _k_euler(self, angles, degrees: bool) -> np.ndarray:
-        """``K_j @ E_j`` (T, J, 3, 3) by column rotations of ``K_j``: extrinsic
-        ``E = R_o3 R_o2 R_o1`` gives ``K R_o3 R_o2 R_o1``, intrinsic ``K R_o1 R_o2 R_o3``."""
-        a = np.asarray(angles, dtype=np.float64)
-        T = a.shape[0]
-        if a.shape != (T, self.n_joints, 3):
-            raise ValueError(f"angles must be (T, {self.n_joints}, 3), got {a.shape}")
-        # cos and sin of the angles in use only; the last column is the padding (angle 0)
-        used = self._used
-        g = a.reshape(T, -1)[:, used]
-        if degrees:
-            g = np.deg2rad(g)
-        cos = np.concatenate([np.cos(g), np.ones((T, 1))], axis=1)
-        sin = np.concatenate([np.sin(g), np.zeros((T, 1))], axis=1)
-        KE = np.empty((T, self.n_joints, 3, 3))
-        KE[:] = np.eye(3) if self.K is None else self.K
-        for o, js, src in self._groups:
-            if not o:
-                continue
-            c, s = cos[:, src], sin[:, src]
-            W = KE if js is None else KE[:, js]
-            steps = range(len(o) - 1, -1, -1) if self.extrinsic else range(len(o))
-            for n in steps:
-                rotate_columns(W, o[n], c[..., n], s[..., n])
-            if js is not None:
-                KE[:, js] = W
-        return KE
-
     def local_rotations(self, angles, *, degrees: bool = True) -> np.ndarray:
         """``L_j`` (T, J, 3, 3): ``E_j``, or ``C_j E_j C_j^T`` with axes."""
         E = self.euler(angles, degrees=degrees)
@@ -377,54 +332,170 @@ class Skeleton:
                   return_rotations: bool = False):
         """Joint positions (T, J, 3) for every frame at once.
 
-        ``angles`` (T, J, 3) as in :meth:`euler`; ``offsets`` (J, 3) or (T, J, 3) replaces the
-        rest offsets; ``root_positions`` (T, R, 3) or (T, 3) replaces the roots' positions only
-        (roots in joint order). With ``return_rotations`` the global rotations ``G_j``
-        (T, J, 3, 3) are returned too. Long sequences are processed ``chunk`` frames at a
-        time (the rotation stacks take 72 bytes per frame and joint, twice).
+        Parameters
+        ----------
+        angles : (T, J, 3)
+            As in :meth:`euler`: the first ``len(orders[j])`` entries are joint ``j``'s angles.
+        offsets : (J, 3) or (T, J, 3), optional
+            Replace the rest offsets (per frame with three dimensions).
+        root_positions : (T, R, 3) or (T, 3), optional
+            Replace the roots' positions only (roots in joint order).
+        degrees : bool
+            Angles in degrees (else radians).
+        return_rotations : bool
+            Also return the global rotations ``G_j`` (T, J, 3, 3).
+
+        Returns
+        -------
+        positions (T, J, 3) float64 [, rotations]
         """
         a = np.asarray(angles, dtype=np.float64)
-        T = a.shape[0]
-        if T > self.chunk:
-            parts = []
-            for s in range(0, T, self.chunk):
-                sl = slice(s, s + self.chunk)
-                off = offsets if offsets is None or np.ndim(offsets) == 2 else offsets[sl]
-                rp = None if root_positions is None else np.asarray(root_positions)[sl]
-                parts.append(self.positions(a[sl], off, root_positions=rp, degrees=degrees,
-                                            return_rotations=return_rotations))
-            if not return_rotations:
-                return np.concatenate(parts)
-            return (np.concatenate([p[0] for p in parts]),
-                    np.concatenate([p[1] for p in parts]))
-        KE = self._k_euler(a, degrees)
-        T, J = KE.shape[:2]
-        off = self.offsets if offsets is None else np.asarray(offsets, dtype=np.float64)
-        ob = off if self.B_off is None else (self.B_off @ off[..., None])[..., 0]
-        # global frames, one depth level at a time (parents before children)
-        H = np.empty((T, J, 3, 3))
-        for d, idx in enumerate(self.levels):
-            if d == 0:
-                H[:, idx] = KE[:, idx]
+        T, J = a.shape[0], self.n_joints
+        if a.shape != (T, J, 3):
+            raise ValueError(f"angles must be (T, {J}, 3), got {a.shape}")
+        # one table of channels: the angles, then per-frame offsets or root positions, which
+        # replace the offsets' components through position columns
+        channels = [a.reshape(T, 3 * J)]
+        pos_cols = np.full((J, 3), -1, dtype=np.int64)
+        off = self.offsets
+        if offsets is not None:
+            o = np.asarray(offsets, dtype=np.float64)
+            if o.ndim == 2:
+                off = o.reshape(J, 3)
             else:
-                H[:, idx] = H[:, self.parents[idx]] @ KE[:, idx]
-        # bone vectors F_j o_j for all joints at once, then summed along each joint's path
-        F = H if self.offset_frame == "self" else H[:, self._safe_parents]
-        V = (F @ np.broadcast_to(ob, (T, J, 3))[..., None])[..., 0]
-        # (a matrix product with the 0/1 ancestor matrix would do this in one call, but BLAS
-        # threads waking up cost milliseconds on a busy machine; these are a few small adds)
-        X = np.empty((T, J, 3))
-        roots = self.levels[0]
-        if root_positions is None:
-            X[:, roots] = np.broadcast_to(off, (T, J, 3))[:, roots]
-        else:
-            X[:, roots] = np.asarray(root_positions, dtype=np.float64).reshape(T, len(roots), 3)
-        for idx in self.levels[1:]:
-            X[:, idx] = X[:, self.parents[idx]] + V[:, idx]
+                channels.append(o.reshape(T, 3 * J))
+                pos_cols[:] = 3 * J + np.arange(3 * J).reshape(J, 3)
+        if root_positions is not None:
+            roots = self.levels[0]
+            start = sum(c.shape[1] for c in channels)
+            channels.append(np.asarray(root_positions, dtype=np.float64).reshape(T, 3 * len(roots)))
+            pos_cols[roots] = start + np.arange(3 * len(roots)).reshape(-1, 3)
+        values = channels[0] if len(channels) == 1 else np.concatenate(channels, axis=1)
+        angle_cols = 3 * np.arange(J)[:, None] + np.arange(3)
+        return self._positions(values, angle_cols, pos_cols, off, False, degrees,
+                               return_rotations)
+
+    def positions_from_channels(self, values, angle_cols, position_cols=None, *,
+                                add: bool = False, degrees: bool = True,
+                                return_rotations: bool = False):
+        """Joint positions (T, J, 3) straight from a file's channel values (no copy of them).
+
+        Parameters
+        ----------
+        values : (T, C)
+            One row of channel values per frame (an AMC or BVH frame).
+        angle_cols : (J, 3) int
+            ``angle_cols[j, n]``: the column of joint ``j``'s ``n``-th angle in its order (the
+            entries past ``len(orders[j])`` are not read).
+        position_cols : (J, 3) int, optional
+            ``position_cols[j, a]``: a column that replaces (``add=False``) or is added to
+            (``add=True``) component ``a`` of joint ``j``'s offset (a root's: its position);
+            -1 for none.
+        add, degrees, return_rotations : bool
+            See above and :meth:`positions`.
+        """
+        J = self.n_joints
+        pos = np.full((J, 3), -1, dtype=np.int64) if position_cols is None else position_cols
+        return self._positions(np.asarray(values, dtype=np.float64), np.asarray(angle_cols),
+                               np.asarray(pos, dtype=np.int64), self.offsets, add, degrees,
+                               return_rotations)
+
+    def _positions(self, values, angle_cols, pos_cols, off, add, degrees, return_rotations):
+        T, J = len(values), self.n_joints
+        # the bone vectors in the frame H turns them with (H = G C, see the class docstring)
+        ob = off if self.B_off is None else (self.B_off @ off.reshape(1, J, 3)[..., None])[
+            ..., 0].reshape(J, 3)
+        step_col = np.take_along_axis(np.asarray(angle_cols, dtype=np.int64), self._step_n, 1)
+        H = np.empty((T if return_rotations else 0, J, 3, 3))
+        X = _skeleton_positions(np.ascontiguousarray(values), bool(degrees), step_col,
+                                self._step_axis, self._n_steps, self._K, self._order,
+                                self.parents, self.offset_frame == "self",
+                                np.ascontiguousarray(off), np.ascontiguousarray(ob), self._B,
+                                self.B_off is not None, np.ascontiguousarray(pos_cols),
+                                bool(add), H)
         if not return_rotations:
             return X
         G = H if self.axes is None else H @ np.swapaxes(self.axes, -1, -2)
         return X, G
+
+
+@njit(cache=True, nogil=True)
+def _skeleton_positions(values, degrees, step_col, step_axis, n_steps, K, order, parents,
+                        self_frame, off, ob, B, has_b, pos_cols, add, H_out):
+    """:meth:`Skeleton.positions` for every frame, one frame at a time.
+
+    ``values`` (T, C); joint ``j`` turns ``n_steps[j]`` times, step ``q`` about axis
+    ``step_axis[j, q]`` (0, 1, 2) by ``values[:, step_col[j, q]]``; ``K`` (J, 3, 3) starts each
+    product; ``order`` lists parents before children; ``off`` the offsets and ``ob = B off``
+    the bone vectors in the frame that turns them; a joint with ``pos_cols`` (column or -1 per
+    component) takes those components from the frame (replaced, or added with ``add``);
+    ``H_out`` (T, J, 3, 3) receives the frames ``H`` when it has T rows.
+    Each step is the column rotation of :func:`rotate_columns`, with the same arithmetic; the
+    3 x 3 products sum their three terms left to right (no FMA: fastmath is off).
+    """
+    T = values.shape[0]
+    J = parents.size
+    X = np.empty((T, J, 3))
+    H = np.empty((J, 3, 3))
+    W = np.empty((3, 3))
+    o = np.empty(3)
+    v = np.empty(3)
+    to_rad = np.pi / 180.0
+    keep_h = H_out.shape[0] > 0
+    moves = np.zeros(J, np.bool_)
+    for j in range(J):
+        for a in range(3):
+            if pos_cols[j, a] >= 0:
+                moves[j] = True
+    for t in range(T):
+        for q in range(J):
+            j = order[q]
+            for r in range(3):
+                for c in range(3):
+                    W[r, c] = K[j, r, c]
+            for n in range(n_steps[j]):
+                ang = values[t, step_col[j, n]]
+                if degrees:
+                    ang = ang * to_rad
+                cs = math.cos(ang)
+                sn = math.sin(ang)
+                i = step_axis[j, n]
+                cj = (i + 1) % 3
+                ck = (i + 2) % 3
+                for r in range(3):
+                    wj = W[r, cj]
+                    wk = W[r, ck]
+                    W[r, cj] = cs * wj + sn * wk
+                    W[r, ck] = cs * wk - sn * wj
+            # this frame's offset, and the bone vector it gives
+            for a in range(3):
+                o[a] = off[j, a]
+                v[a] = ob[j, a]
+            if moves[j]:
+                for a in range(3):
+                    c = pos_cols[j, a]
+                    if c >= 0:
+                        o[a] = off[j, a] + values[t, c] if add else values[t, c]
+                for a in range(3):
+                    v[a] = (B[j, a, 0] * o[0] + B[j, a, 1] * o[1] + B[j, a, 2] * o[2]) if has_b \
+                        else o[a]
+            p = parents[j]
+            if p < 0:
+                for r in range(3):
+                    X[t, j, r] = o[r]
+                    for c in range(3):
+                        H[j, r, c] = W[r, c]
+                continue
+            for r in range(3):
+                for c in range(3):
+                    H[j, r, c] = H[p, r, 0] * W[0, c] + H[p, r, 1] * W[1, c] + H[p, r, 2] * W[2, c]
+            f = j if self_frame else p
+            for r in range(3):
+                X[t, j, r] = X[t, p, r] + (H[f, r, 0] * v[0] + H[f, r, 1] * v[1]
+                                           + H[f, r, 2] * v[2])
+        if keep_h:
+            H_out[t] = H
+    return X
 
 
 def bone_lengths(positions: np.ndarray, parents) -> np.ndarray:
