@@ -347,6 +347,17 @@ def edit_file(name: str, text: str):
     return archive
 
 
+def raw_index(data: bytes, folder: str | None = None):
+    """An archive whose index.csv holds ``data`` as is (and, optionally, a folder ``folder``)."""
+    def archive(e):
+        f = write_archive(e.tmp / "arch")
+        (f / "index.csv").write_bytes(data)
+        if folder:
+            (f / folder).mkdir()
+        return f
+    return archive
+
+
 def index(*rows):
     return ingest_generic(archive=lambda e: write_archive(e.tmp / "arch", index_rows=list(rows)))
 
@@ -378,10 +389,18 @@ READERS = [
     Case("index-duplicated-column", index("file,label,subject,label", "s00.csv,a,1,a"), r"index\.csv, line 1: column 'label' appears twice in the header"),
     Case("index-field-count", index("file,label,subject", ROW, "s01.csv,b"), IDX + r".*2 fields.*3"),
     Case("index-empty-label", index("file,label,subject", "s00.csv,,1"), IDX + r"column 'label' is empty"),
-    Case("index-subject-not-integer", index("file,label,subject", "s00.csv,a,S1"), IDX + r"column 'subject' must be an integer, got 'S1'"),
-    Case("index-subject-float", index("file,label,subject", "s00.csv,a,1.0"), IDX + r"column 'subject' must be an integer, got '1\.0'"),
+    Case("index-subject-not-integer", index("file,label,subject", "s00.csv,a,S1"), IDX + r"column 'subject' must be an integer below 2\*\*31 \(stored as int32\), got 'S1'"),
+    Case("index-subject-float", index("file,label,subject", "s00.csv,a,1.0"), IDX + r"column 'subject' must be an integer below 2\*\*31 \(stored as int32\), got '1\.0'"),
     Case("index-duplicated-id", index("file,label,subject,id", "s00.csv,a,1,x", "s01.csv,b,2,x"), IDX + r"sequence id 'x' is used twice \(first on line 2\)"),
     Case("index-file-not-found", index("file,label,subject", "s00.csv,a,1", "gone.csv,b,2"), IDX + r".*gone\.csv.*not found"),
+    Case("index-subject-beyond-int32", index("file,label,subject", "s00.csv,a,99999999999999999999"),
+         IDX + r"column 'subject' must be an integer below 2\*\*31 \(stored as int32\), got '99999999999999999999'"),
+    Case("index-control-character", index("file,label,subject", "s00.csv,a\x00,1"),
+         IDX + r"column 'label' holds a control character \('a\\x00'\); save the file as plain UTF-8 text"),
+    Case("index-latin1", ingest_generic(archive=raw_index(b"file,label,subject\ns00.csv,a,1\ns01.csv,caf\xe9,2\n")),
+         r"index\.csv, line 3: not a UTF-8/ASCII text file \(invalid continuation byte\); save it as UTF-8"),
+    Case("index-row-is-a-folder", ingest_generic(archive=raw_index(b"file,label,subject\ns00.csv,a,1\nsub,b,2\n", folder="sub")),
+         IDX + r"column 'file' names the folder 'sub'; give the path of one sequence file"),
     Case("index-no-rows", index("file,label,subject"), r"index\.csv.*no (rows|sequences)"),
     Case("sequence-ragged-row", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,3\n")),
          r"s03\.csv, line 2: expected 9 values per line \(3 joints x \(x, y, z\) as in s00\.csv.*found 3"),
@@ -398,6 +417,13 @@ READERS = [
     Case("sequence-not-multiple-of-3", lambda e: ingest_generic()(e) if False else
          ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "arch", files={
              "s00.csv": "1,2,3,4\n5,6,7,8\n"}), e.tmp / "s.zarr", "--quiet"], r"s00\.csv.*multiple of 3"),
+    Case("sequence-tab-separated", ingest_generic(archive=edit_file("s00.csv", "1\t2\t3\t4\t5\t6\t7\t8\t9\n" * 3)),
+         r"s00\.csv, line \d: 1 values per row is not a multiple of 3 \(x, y, z per joint\) \(the rows look "
+         r"tab-separated: use commas\)"),
+    Case("option-center-bool", ingest_generic("center=[true]"),
+         r"--option center=\[true\]: center must be a non-empty list of distinct 0-based joint indices .* got \[True\]"),
+    Case("option-joint-names-string", ingest_generic('joint_names="hip"'),
+         r'--option joint_names="hip": joint_names must be a list of non-empty strings, one per joint'),
     Case("option-misspelt", ingest_generic("centre=[0]"), r"--option centre=\[0\]: 'centre' is not an option of the generic reader; did you mean 'center'"),
     Case("option-center-out-of-range", ingest_generic("center=[99]"), r"--option center=\[99\]: center must be .* in \[0, 2\] \(the files hold 3 joints\)"),
     Case("option-center-not-list", ingest_generic('center="hip"'), r'--option center="hip": center must be a non-empty list of distinct 0-based joint indices .* got \'hip\''),
@@ -698,6 +724,18 @@ MODELS = [
          r"model\.npz: not the model\.npz that model\.json was saved with \(its SHA-256 differs\)"),
     Case("json-of-another-model", predict_on(file_of("model2", "model.json")),
          r"model\.npz: not the model\.npz that model\.json was saved with"),
+    Case("map-parameter-wrong-type", predict_on(edit_json(**{"feature_map__params__n_components": "64"})),
+         r"model\.json: the feature map has an invalid parameter \(The 'n_components' parameter of RGWSampler must be an int"),
+    Case("model-version-newer", predict_on(edit_json(version=99)), r"model\.json: .*version 99"),
+    Case("scaler-scale-zero", predict_on(edit_json(scaler__scalars__scale_=0.0)),
+         r"model\.json: the scaler's scale_ holds values <= 0; the model is damaged"),
+    Case("arguments-swapped", lambda e: ["predict", e.shared["synth"], e.shared["model"]],
+         r"synth\.zarr: a store, not a model folder \(the arguments are MODEL then STORE\)"),
+    Case("run-folder-not-model", lambda e: ["predict", e.shared["model"].parent, e.shared["synth"]],
+         r"run: a run's output folder; its model is \S+run/model"),
+    Case("out-under-a-file", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
+                                        (e.tmp / "notes.txt").write_text("x") and e.tmp / "notes.txt" / "p.csv",
+                                        "--scheduler", "synchronous"], r"--out \S*notes\.txt/p\.csv: "),
     Case("class-not-allowed", predict_on(edit_json(classifier__class="os.system")), r"not in the allow-list"),
     Case("model-format-unknown", predict_on(edit_json(format="other")), r"model\.json: not a streamcov model"),
     Case("label-names-empty", predict_on(edit_json(label_names=[])), r"(no classes|do not index the 0 label names)"),
@@ -719,6 +757,9 @@ MODELS = [
     # documented results
     Case("predict-own-store-test-fold", predict_on(None, "synth"), r"on test rows of fold", rc=0,
          check=predict_summary("evaluated_on", r"^test rows of fold")),
+    Case("train-accuracy-on-another-store", predict_on(None, "synth2", "--train-accuracy"),
+         r"note: --train-accuracy applies only to the store the model was trained on", rc=0,
+         check=predict_summary("evaluated_on", r"^every row whose label the model knows")),
     Case("predict-other-store-unknown-labels", predict_on(None, lambda e: (lambda s: s)(
         e.tmp / "o.zarr" if cli("synth", e.tmp / "o.zarr", "--sequences", 24, "--classes", 6, "--subjects", 2,
                                 "--seed", 5, "--quiet")[0] == 0 else None)),
@@ -812,6 +853,8 @@ IMAGES = [
          r'"images": 5', rc=0, check=store_attr("pixel_dtype", "uint16")),
     Case("sixteen-bit-tiff-auto", with_image("deep.tif", save_array(np.full((16, 16), 40000, np.uint16))),
          r'"images": 5', rc=0, check=store_attr("pixel_dtype", "uint16")),
+    Case("float-tiff-auto", with_image("f.tif", save_array(np.full((16, 16), 0.5, np.float32))),
+         r'"images": 5', rc=0, check=store_attr("pixel_dtype", "float32")),
     Case("tiny-image-skipped", with_image("dot.png", save_array(np.zeros((1, 1), np.uint8))),
          r'"images": 4', rc=0, check=store_attr("skipped", r"1 x 1 pixels; at least 2 x 2")),
 ]
@@ -870,6 +913,11 @@ PROTOCOLS = [
          r"folds\.toml: \[\[split\]\] number 1 needs train_subjects and test_subjects"),
     Case("splits-file-unknown-subject", splits_file("[[split]]\ntrain_subjects = [1, 99]\ntest_subjects = [2]\n"),
          r"folds\.toml: \[\[split\]\] number 1: train_subjects names subject\(s\) \[99\] that no row of the store has"),
+    Case("splits-file-overlap", splits_file("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [2, 4]\n"),
+         r"folds\.toml: \[\[split\]\] number 1: subjects \[2\] are in both train_subjects and test_subjects"),
+    Case("splits-file-is-a-folder", lambda e: ["run", e.pipeline(), "--quiet", "--set", 'split.kind="subject-splits-file"',
+                                               "--set", f'split.file="{(e.tmp / "folds").mkdir() or e.tmp / "folds"}"'],
+         r"split\.file = '\S+folds': a folder; give the TOML file of \[\[split\]\] tables"),
     Case("folds-negative", run_set("split.folds=[-1]"), r"--set split\.folds=\[-1\]: split\.folds\.0 = -1: expected"),
     Case("per-class-too-many", run_set('split.kind="per-class"', "split.n_train=50"),
          r"split: class 'high arm wave' has 12 rows; the protocol needs 51 \(50 train \+ >= 1 test\)"),

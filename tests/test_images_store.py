@@ -209,3 +209,17 @@ def test_cli_ingest_images_bad_file_names_it(tmp_path, capsys):
     assert main(["ingest", "images", "--format", "folders", "--quiet", str(tmp_path / "src"),
                  str(tmp_path / "x.zarr")]) == 2
     assert "broken.png" in capsys.readouterr().err
+
+
+def test_oversized_and_linked_images_are_named(tmp_path, monkeypatch):
+    """PIL's decompression-bomb guard and a dangling link each give the file and what to do."""
+    big = tmp_path / "c" / "big.png"
+    big.parent.mkdir()
+    Image.fromarray(np.zeros((64, 64), np.uint8)).save(big)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)   # 4096 pixels > 2 x the limit: PIL refuses
+    with pytest.raises(FormatError, match=r"big\.png: too large to decode safely .*cut it into tiles"):
+        read_image(big)
+    monkeypatch.undo()
+    (tmp_path / "c" / "gone.png").symlink_to(tmp_path / "nowhere.png")
+    with pytest.raises(FormatError, match=r"gone\.png: a broken link \(its target does not exist\)"):
+        scan_folders(tmp_path)

@@ -187,16 +187,24 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
             if not val[k]:
                 hint = " (leave the column out if there is no split)" if k == "split" else ""
                 raise FormatError(index, f"column {k!r} is empty{hint}", line=lineno)
+        ctrl = next((k for k, v in val.items() if any(ord(c) < 32 for c in v)), None)
+        if ctrl is not None:
+            raise FormatError(index, f"column {ctrl!r} holds a control character "
+                              f"({val[ctrl]!r}); save the file as plain UTF-8 text", line=lineno)
         fpath = root / val["file"]
+        if fpath.is_dir():
+            raise FormatError(index, f"column 'file' names the folder {val['file']!r}; give the "
+                              "path of one sequence file", line=lineno)
         if not fpath.is_file():
             raise FormatError(index, f"sequence file {val['file']!r} not found in {root}",
                               line=lineno)
         if ext is not None and fpath.suffix.lower() != ext:
             raise FormatError(index, f"sequence file {val['file']!r} does not end in {ext}",
                               line=lineno)
-        if integer_subjects and not _INT_RE.match(val["subject"]):
-            raise FormatError(index, f"column 'subject' must be an integer, got "
-                              f"{val['subject']!r}", line=lineno)
+        if integer_subjects and not (_INT_RE.match(val["subject"])
+                                     and abs(int(val["subject"])) < 2 ** 31):
+            raise FormatError(index, f"column 'subject' must be an integer below 2**31 (stored as "
+                              f"int32), got {val['subject']!r}", line=lineno)
         skel = None
         if val.get("skeleton"):
             skel = root / val["skeleton"]
@@ -229,7 +237,11 @@ def _rows_with_lines(index: Path) -> list[tuple[int, list[str]]]:
                 out.append((start, row))
                 start = reader.line_num + 1
     except UnicodeDecodeError as exc:
-        raise FormatError(index, f"not a UTF-8/ASCII text file ({exc.reason})") from None
+        data = index.read_bytes()
+        bad = data.decode("utf-8", errors="replace").split("\n")
+        line = next((i + 1 for i, t in enumerate(bad) if "\ufffd" in t), None)
+        raise FormatError(index, f"not a UTF-8/ASCII text file ({exc.reason}); save it as UTF-8",
+                          line=line) from None
     except csv.Error as exc:
         raise FormatError(index, f"not a valid CSV file: {exc}", line=reader.line_num) from None
     return out
@@ -238,7 +250,7 @@ def _rows_with_lines(index: Path) -> list[tuple[int, list[str]]]:
 def subject_numbers(entries: list[Entry]) -> tuple[dict[str, int], list[str] | None]:
     """Subject name -> int, and the sorted names when they are not all integers."""
     names = sorted({e.subject_name for e in entries})
-    if all(_INT_RE.match(n) for n in names):
+    if all(_INT_RE.match(n) and abs(int(n)) < 2 ** 31 for n in names):   # stored as int32
         ints = {n: int(n) for n in names}
         if len(set(ints.values())) == len(ints):
             return ints, None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterator
+from pathlib import Path
 
 import numpy as np
 
@@ -91,8 +92,9 @@ def _read_lines(path) -> list[str]:
         with open(path, encoding="utf-8-sig", newline=None) as fh:
             text = fh.read()
     except UnicodeDecodeError as exc:
+        line = Path(path).read_bytes()[:exc.start].count(b"\n") + 1
         raise FormatError(path, f"not a UTF-8/ASCII text file ({exc.reason} at byte "
-                                  f"{exc.start})") from None
+                                  f"{exc.start}); save it as UTF-8", line=line) from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -171,8 +171,8 @@ def _field(path, cell, name, where):
 def _scalar_int(path, cell, name, where) -> int:
     val = np.asarray(_field(path, cell, name, where))
     if (val.size != 1 or val.dtype.kind not in "fiu" or not np.isfinite(val.flat[0])
-            or val.flat[0] != np.round(val.flat[0])):
-        raise FormatError(path, f"{where}: field {name!r} must be one integer, got "
+            or val.flat[0] != np.round(val.flat[0]) or abs(val.flat[0]) >= 2 ** 31):
+        raise FormatError(path, f"{where}: field {name!r} must be one integer below 2**31, got "
                                   f"{val!r}")
     return int(val.flat[0])
 

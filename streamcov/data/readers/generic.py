@@ -59,8 +59,11 @@ class GenericCSVReader(SkeletonReader):
             raise _empty_error(self.index_path, first)
         ncols, line = peek
         if ncols % 3:
+            sep = next((f" (the rows look {n}-separated: use commas)" for c, n in
+                        (("\t", "tab"), (";", "semicolon"), (" ", "space"))
+                        if c in _first_data_line(first.path, line)), "")
             raise FormatError(first.path, f"{ncols} values per row is not a multiple of 3 "
-                                      "(x, y, z per joint)", line=line)
+                                      f"(x, y, z per joint){sep}", line=line)
         n_joints = ncols // 3
         self._ncols = ncols
         self._expect = (f"{n_joints} joints x (x, y, z) as in {first.path.name}, comma "
@@ -69,6 +72,10 @@ class GenericCSVReader(SkeletonReader):
         if joint_names is None:
             joint_names = [f"joint{j}" for j in range(n_joints)]
         else:
+            if not isinstance(joint_names, (list, tuple)) or not all(
+                    isinstance(n, str) and n for n in joint_names):
+                raise ValueError(f"joint_names must be a list of non-empty strings, one per joint "
+                                 f"(e.g. [\"hip\", \"spine\", ...]), got {joint_names!r}")
             joint_names = [str(n) for n in joint_names]
             if len(joint_names) != n_joints:
                 raise ValueError(f"joint_names has {len(joint_names)} names but the sequence files "
@@ -149,3 +156,15 @@ def _peek_ncols(path: Path) -> tuple[int, int] | None:
     if not rows:
         return None
     return len(rows[0].split(",")), linenos[0]
+
+
+def _first_data_line(path, line: int) -> str:
+    """The text of 1-based ``line`` of ``path`` (for a separator hint), or ''."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            for i, text in enumerate(fh, 1):
+                if i == line:
+                    return text.strip()
+    except OSError:
+        pass
+    return ""

@@ -37,7 +37,7 @@ LABEL_NAMES = [f"a{i:02d}" for i in range(1, len(ACTION_NAMES) + 1)]
 SUBSETS = ("all", "cvpr12")
 CVPR12_LIST = Path("extras") / "files_used_in_cvpr12_paper.txt"
 
-_FILE_RE = re.compile(r"^a(\d{2})_s(\d{2})_e(\d{2})_skeleton3D\.txt$")
+_FILE_RE = re.compile(r"^a(\d{2})_s(\d{2})_e(\d{2})_skeleton3D\.txt$", re.IGNORECASE)
 _ID_RE = re.compile(r"^a\d{2}_s\d{2}_e\d{2}$")
 
 

@@ -176,7 +176,7 @@ def read_joints_file(path) -> tuple[np.ndarray, np.ndarray]:
     arr = _parse_numeric_rows(path, rows, linenos, ncols=1 + 3 * N_JOINTS,
                               expect="frame id, then x y z of 20 joints")
     ids = arr[:, 0]
-    bad = (ids != np.round(ids)) | (ids < 0)
+    bad = (ids != np.round(ids)) | (ids < 0) | (ids > 2.0 ** 53)   # exactly representable ids
     if bad.any():
         r = int(np.argmax(bad))
         raise FormatError(path, f"frame id {float(ids[r])!r} in column 1 is not a "
