@@ -273,7 +273,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
         estimator = make_sgd(m, n_fit_rows(int(train.sum()), plan.validation_fraction), int(cfg.seed))
         clf = train_sgd(fstore, y, train, classes, estimator, plan, int(cfg.seed), ctx.progress,
-                        checkpoint=ckdir / f"{name}.npz", resume=ctx.resume, scaler=scaler, fingerprint=fp_text)
+                        checkpoint=ckdir / f"{name}.npz", resume=ctx.resume, scaler=scaler, fingerprint=fp_text,
+                        cache=m.cache)
         t_train = time.perf_counter() - t1
         pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
         r = {"fold": name, "accuracy": float((pred == y[test]).mean()), "n_train": int(train.sum()),

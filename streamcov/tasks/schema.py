@@ -104,6 +104,7 @@ class ModelTable(Table):
     n_iter_no_change: PosInt = 5
     checkpoint_blocks: NonNegInt = 0
     shuffle_blocks: PosInt = 8
+    cache: Literal["auto", "memory", "stream"] = "auto"
     sigma_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
     C_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.1, 1.0, 10.0, 100.0, 1000.0]
 
