@@ -153,7 +153,7 @@ def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):
     ({"method": {"scaling": "unit"}}, r'method.scaling = "unit": expected one of "global" or "per-feature"'),
     ({"model": {"scale": "unit"}}, r'model.scale = "unit": expected one of "none", "center" or "standard"'),
     ({"model": {"epoch": 3}}, r"unknown key 'model.epoch'; did you mean 'epochs'\?"),
-    ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd' here"),
+    ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd' or 'lbfgs' here"),
     ({"model": {"C": 0}}, r"model.C = 0: expected a value > 0"),
     ({"split": {"kind": "random"}}, r'split.kind = "random": expected one of "subject-parity"'),
     ({"split": {"kind": "stratified-kfold", "n_splits": 4, "folds": [4]}}, r"split.folds = \[4\]: the protocol has 4 folds"),

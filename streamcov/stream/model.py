@@ -36,6 +36,7 @@ ALLOWED = {
     "GlobalCenterScaler": "streamcov.preprocessing",
     "SGDClassifier": "sklearn.linear_model",
     "GaussianKernelSVC": "streamcov.stream.exact",
+    "LBFGSClassifier": "streamcov.stream.lbfgs",
     "SVC": "sklearn.svm",
 }
 
