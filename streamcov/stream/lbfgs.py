@@ -373,8 +373,7 @@ class _Problem:
         self._m32_shared = None
         if self.mode == "memory":
             self._centre()
-        self.passes = 0
-        self.pass_seconds = 0.0
+        self.pass_times: list = []
 
     # -- placement
     def _workers(self) -> list:
@@ -441,9 +440,23 @@ class _Problem:
                 self._m32_shared = self.runtime.share(self.m32)
             args = (self._m32_shared, self.runtime.share((Wt, b)), self.loss, self.binary)
         out = self._run(partition_sums, args, merge_sums)
-        self.passes += 1
-        self.pass_seconds += time.perf_counter() - t0
+        self.pass_times.append(time.perf_counter() - t0)
         return out
+
+    @property
+    def passes(self) -> int:
+        return len(self.pass_times)
+
+    @property
+    def pass_seconds(self) -> float:
+        return float(sum(self.pass_times))
+
+    @property
+    def parallel(self) -> int:
+        """Partitions computed at once: the cores a pass can use."""
+        if self.runtime is None or (self.client is None and len(self.data) == 1):
+            return 1
+        return max(1, min(len(self.data), int(self.runtime.parallelism)))
 
     @property
     def gemm_flops(self) -> int:
@@ -702,6 +715,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
             est.validation_loss_curve_ = np.asarray(engine["val_curve"], dtype=np.float64)
             est.best_iter_ = int(engine["best_iter"])
         est.fit_info_ = {"passes": problem.passes, "pass_seconds": problem.pass_seconds,
+                         "pass_times": list(problem.pass_times), "parallel_partitions": problem.parallel,
                          "optimize_seconds": time.perf_counter() - t0, "cache": problem.mode,
                          "partitions": problem.n_partitions, "gemm_flops_per_pass": problem.gemm_flops,
                          "n_fit": problem.n_fit, "n_validation": problem.n_val}

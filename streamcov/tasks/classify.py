@@ -281,6 +281,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             learned = {"iterations": int(clf.n_iter_), "passes": int(clf.n_evals_), "stop": clf.stop_reason_,
                        "converged": bool(clf.converged_), "cache": clf.fit_info_["cache"],
                        "pass_seconds": round(clf.fit_info_["pass_seconds"], 3),
+                       "pass_times": [round(t, 5) for t in clf.fit_info_["pass_times"]],
+                       "parallel_partitions": int(clf.fit_info_["parallel_partitions"]),
                        "gemm_flops_per_pass": int(clf.fit_info_["gemm_flops_per_pass"])}
         else:
             scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
