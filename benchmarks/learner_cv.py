@@ -45,7 +45,7 @@ PIPELINE = "the pipeline's settings"
 
 def grid_candidates() -> list[str]:
     """The pipeline's settings, then lbfgs log loss and squared hinge over :data:`GRID_C`."""
-    return [PIPELINE] + [f'learner="lbfgs", loss="{loss}", C={c!r}'
+    return [PIPELINE] + [f'learner="lbfgs", loss="{loss}", C={c!r}, penalty="l2"'
                          for loss in ("log_loss", "squared_hinge") for c in GRID_C]
 
 

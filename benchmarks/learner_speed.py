@@ -96,9 +96,18 @@ def streamcov_cmd() -> list[str]:
 
 
 # ------------------------------------------------------------------ helpers
-def lbfgs_sets(pipe: str, C: float) -> list[str]:
+def lbfgs_sets(pipe: str, C: float, chosen: str | None = None) -> list[str]:
+    """``--set`` overrides of the lbfgs run: ``chosen`` (TOML inline-table body of [model] keys, e.g. the
+    best lbfgs candidate of learner_cv.py), else the pipeline file's own when it names lbfgs, else log
+    loss with ``C``."""
+    import tomllib
+
     from streamcov.tasks.config import load_config
 
+    if chosen:
+        over = tomllib.loads(f"m = {{{chosen}}}")["m"]
+        return ['model.learner="lbfgs"', 'model.penalty="l2"'] + [f"model.{k}={json.dumps(v)}"
+                                                                   for k, v in over.items()]
     cfg = load_config(REPO / "pipelines" / f"{pipe}.toml")
     if cfg.model.learner == "lbfgs":
         return []
@@ -224,13 +233,13 @@ def side_by_side(name: str, store: Path, work: Path, args, sgd_epochs: int | Non
     extra = [f"features.n_components={args.components}", 'descriptor.dtype="float32"',
              "dask.block_size=512"] if name == "synth" else []
     out = work / f"run_{name}"
-    lb = lbfgs_sets(pipe, args.C) + extra
-    log(f"{name}: featurize + lbfgs")
+    lb = lbfgs_sets(pipe, args.C, args.lbfgs.get(name)) + extra
+    log(f"{name}: featurize + lbfgs ({' '.join(lb)})")
     first = run_pipeline(pipe, store, out, lb)
     log(f"  featurize {first['featurize_seconds']} s; lbfgs {train_seconds(first):.2f} s, "
         f"accuracy {first['accuracy']:.4f}")
     lbfgs = run_pipeline(pipe, store, out, lb)     # warm: the same features, timed again
-    row = {"featurize_seconds": first["featurize_seconds"], "n_train": first["n_train"],
+    row = {"lbfgs_settings": lb, "featurize_seconds": first["featurize_seconds"], "n_train": first["n_train"],
            "n_test": first["n_test"], "n_folds": first.get("n_folds", 1),
            "lbfgs": {"seconds": round(min(train_seconds(first), train_seconds(lbfgs)), 3),
                      "accuracy": lbfgs["accuracy"], "iterations": [f["iterations"] for f in lbfgs.get("folds", [lbfgs])],
@@ -282,7 +291,7 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
 
     pipe = PIPES[name]
     extra = [f"features.n_components={args.components}", 'descriptor.dtype="float32"', "dask.block_size=512"]
-    sets = lbfgs_sets(pipe, args.C) + extra
+    sets = lbfgs_sets(pipe, args.C, args.lbfgs.get(name)) + extra
     out = work / f"run_{name}"
     st, cfg, folds = folds_of(json.loads((out / "result.json").read_text()), pipe, store, sets)
     train, _, path = folds[0]
@@ -397,6 +406,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sequences", type=int, help="generated store (default 200000; 20000 with --quick)")
     ap.add_argument("--components", type=int, default=2000)
     ap.add_argument("--C", type=float, default=10.0, help="lbfgs C when the pipeline file names no lbfgs")
+    ap.add_argument("--lbfgs", action="append", default=[], metavar="NAME=KEYS",
+                    help='lbfgs settings of one part, e.g. msr=\'loss="squared_hinge", C=100.0\' (repeatable)')
     ap.add_argument("--synth-sgd-epochs", type=int,
                     help="epochs run by the SGD learners on the generated store (time scaled to 100; "
                          "default 100, 10 with --quick)")
@@ -406,6 +417,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=os.environ.get("STREAMCOV_DATA", str(REPO.parent / "shared" / "data")))
     ap.add_argument("--workdir", default=str(REPO / "runs" / "learner_speed"))
     args = ap.parse_args(argv)
+    args.lbfgs = dict(item.split("=", 1) for item in args.lbfgs)
     if args.quick:
         args.datasets = "msr" if args.datasets == "msr,florence,utkinect" else args.datasets
         args.repeats = 1
