@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -319,6 +318,20 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
 
 
 # ---------------------------------------------------------------------- rss
+def proc_status_bytes(key: str) -> int:
+    """``VmRSS`` / ``VmHWM`` (peak) of this process from ``/proc/self/status``, in bytes.
+
+    Not ``getrusage().ru_maxrss``: Linux carries the peak of the process that
+    forked this one across ``exec``, so a child of a large parent would report
+    the parent's peak.
+    """
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
 def rss_child(argv) -> None:
     """``--rss-child STORE FEATURES C``: train with cache = "stream" here, print peak RSS."""
     from streamcov.data.skeletons import open_store
@@ -330,15 +343,15 @@ def rss_child(argv) -> None:
     st = open_store(store)
     y = st.labels.astype(np.int64)
     train = st.subjects % 2 == 1
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = proc_status_bytes("VmRSS")
     with dask_runtime("threads") as rt:
         t0 = time.perf_counter()
         clf, _ = train_lbfgs(FeatureStore(features), y, train, np.arange(len(st.label_names)),
                              LBFGSClassifier(C=C, max_iter=300, cache=cache, random_state=0), runtime=rt,
                              scale="center")
         secs = time.perf_counter() - t0
-    print(json.dumps({"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                      "rss_before_training_bytes": before * 1024, "seconds": secs, "n_train": int(train.sum()),
+    print(json.dumps({"peak_rss_bytes": proc_status_bytes("VmHWM"), "rss_before_training_bytes": before,
+                      "seconds": secs, "n_train": int(train.sum()),
                       "passes": clf.fit_info_["passes"], "cache": clf.fit_info_["cache"]}))
 
 
