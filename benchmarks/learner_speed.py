@@ -35,7 +35,10 @@ On the generated store also:
 * ``cluster``: ``train_lbfgs`` on a LocalCluster of 1 and of 2 single-threaded
   workers (cluster start not counted; rows cached on the workers), best of
   ``--repeats``; ``speedup`` = 1-worker time / 2-worker time; ``identical``
-  = the two models are bitwise equal;
+  = the two models are bitwise equal; ``workers_cpu_ratio``: CPU seconds of
+  the 2 workers over those of the 1 (same passes: 1 when nothing is wasted);
+  ``gemm_2_thread_scaling``: the 2-thread over the 1-thread GEMM speed, the
+  most any GEMM-bound work can gain from the second core of this machine;
 * ``rss``: peak RSS of a fresh process training with ``cache = "stream"`` on
   a store of ``N / 8`` sequences and on the ``N`` store (``rss_growth`` =
   8x / 1x);
@@ -283,6 +286,14 @@ def side_by_side(name: str, store: Path, work: Path, args, sgd_epochs: int | Non
 
 
 # ------------------------------------------------------------------ cluster
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process (run on each worker by ``client.run``)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
     from streamcov.stream.featurestore import FeatureStore
     from streamcov.stream.lbfgs import make_lbfgs, train_lbfgs
@@ -301,19 +312,26 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
     for rep in range(args.repeats):
         for w in (1, 2):
             with dask_runtime("local-cluster", w) as rt:
+                cpu0 = sum(rt.client.run(cpu_seconds).values())
                 t0 = time.perf_counter()
                 clf, _ = train_lbfgs(FeatureStore(path), y, train, classes,
                                      make_lbfgs(cfg.model, int(train.sum()), int(cfg.seed)), runtime=rt,
                                      scale=cfg.model.scale)
-                runs[w].append({"seconds": time.perf_counter() - t0, "pass_seconds": clf.fit_info_["pass_seconds"],
-                                "passes": clf.fit_info_["passes"], "cache": clf.fit_info_["cache"]})
+                secs = time.perf_counter() - t0
+                cpu = sum(rt.client.run(cpu_seconds).values()) - cpu0
+                runs[w].append({"seconds": secs, "pass_seconds": clf.fit_info_["pass_seconds"],
+                                "passes": clf.fit_info_["passes"], "cache": clf.fit_info_["cache"],
+                                "workers_cpu_seconds": round(cpu, 3)})
                 models[w] = clf.coef_.tobytes() + clf.intercept_.tobytes()
             log(f"  cluster of {w}: {runs[w][-1]['seconds']:.2f} s ({runs[w][-1]['pass_seconds']:.2f} s in "
-                f"{runs[w][-1]['passes']} passes, cache {runs[w][-1]['cache']})")
+                f"{runs[w][-1]['passes']} passes, cache {runs[w][-1]['cache']}; workers' CPU "
+                f"{runs[w][-1]['workers_cpu_seconds']:.1f} s)")
     best = {w: min(runs[w], key=lambda r: r["seconds"]) for w in runs}
     return {"seconds_1_worker": round(best[1]["seconds"], 3), "seconds_2_workers": round(best[2]["seconds"], 3),
             "speedup": round(best[1]["seconds"] / best[2]["seconds"], 3),
             "pass_speedup": round(best[1]["pass_seconds"] / best[2]["pass_seconds"], 3),
+            "workers_cpu_ratio": round(best[2]["workers_cpu_seconds"] / best[1]["workers_cpu_seconds"], 3),
+            "gemm_2_thread_scaling": round(args.gemm2 / args.gemm1, 3),
             "identical": models[1] == models[2], "runs": runs}
 
 
@@ -442,8 +460,9 @@ def main(argv=None) -> int:
     from streamcov._config import thread_plan
 
     args.gemm1 = gemm_speed(1)
+    args.gemm2 = gemm_speed(2)
     summary: dict = {"benchmark": "learner_speed", "gemm_gflops_1_thread": round(args.gemm1, 1),
-                     "gemm_gflops_2_threads": round(gemm_speed(2), 1), "cores": thread_plan().cores,
+                     "gemm_gflops_2_threads": round(args.gemm2, 1), "cores": thread_plan().cores,
                      "load_average_start": os.getloadavg()}
     log(f"float32 GEMM: {summary['gemm_gflops_1_thread']} GFLOP/s on 1 thread, "
         f"{summary['gemm_gflops_2_threads']} on 2")
