@@ -10,6 +10,8 @@ The curated API (names resolve lazily, so ``import streamcov`` stays cheap):
   eq. (3)) and the others of :mod:`streamcov.features`; :class:`GlobalCenterScaler`;
 * pipelines out of core, locally or on a Dask cluster: :func:`run` (a pipeline
   file or dict), :func:`load_config`, :func:`predict`, :class:`FittedPipeline`;
+* linear learners: :class:`LBFGSClassifier` (full-batch L-BFGS; in memory, or
+  over a feature store on a cluster with :func:`train_lbfgs`);
 * errors: :class:`StreamcovError` and its subclasses.
 """
 from __future__ import annotations
@@ -39,6 +41,8 @@ _API = {
     "make_feature_map": "streamcov.features.registry",
     "GlobalCenterScaler": "streamcov.preprocessing",
     "GaussianKernelSVC": "streamcov.stream.exact",
+    "LBFGSClassifier": "streamcov.stream.lbfgs",
+    "train_lbfgs": "streamcov.stream.lbfgs",
     "run": "streamcov.tasks",
     "load_config": "streamcov.tasks.config",
     "predict": "streamcov.stream.predict",

@@ -81,6 +81,27 @@ def kernel_threads(n_numba: int, n_blas: int = 1):
         numba.set_num_threads(previous)
 
 
+_BLAS = None
+
+
+@contextlib.contextmanager
+def blas_threads(n: int):
+    """Limit BLAS to ``n`` threads for the duration of the block; microseconds per use.
+
+    ``threadpoolctl.threadpool_limits`` finds the loaded libraries afresh at
+    every call (milliseconds once numba and LLVM are loaded), too slow for a
+    learner that multiplies a block every few milliseconds; the BLAS
+    controller here is found once per process (BLAS is loaded with numpy).
+    """
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController().select(user_api="blas")
+    with _BLAS.limit(limits=int(n)):
+        yield
+
+
 def map_threads(fn, items, n_jobs: int | None = None):
     """``map(fn, items)`` in threads, BLAS limited to one thread per call; results in order.
 

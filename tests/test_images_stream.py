@@ -153,7 +153,7 @@ def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):
     ({"method": {"scaling": "unit"}}, r'method.scaling = "unit": expected one of "global" or "per-feature"'),
     ({"model": {"scale": "unit"}}, r'model.scale = "unit": expected one of "none", "center" or "standard"'),
     ({"model": {"epoch": 3}}, r"unknown key 'model.epoch'; did you mean 'epochs'\?"),
-    ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd' here"),
+    ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd' or 'lbfgs' here"),
     ({"model": {"C": 0}}, r"model.C = 0: expected a value > 0"),
     ({"split": {"kind": "random"}}, r'split.kind = "random": expected one of "subject-parity"'),
     ({"split": {"kind": "stratified-kfold", "n_splits": 4, "folds": [4]}}, r"split.folds = \[4\]: the protocol has 4 folds"),
@@ -231,3 +231,15 @@ def test_predict_on_an_image_folder(store, baseline, textures, tmp_path):
     store_preds = {r["id"]: r["predicted"] for r in csv.DictReader(open(base["predictions_path"]))}
     assert {k.replace("/", "_") + ".png": v for k, v in store_preds.items()} == \
         {k: v for k, v in b.items() if k[:-4].replace("_", "/", 1) in store_preds}
+
+
+def test_full_batch_learner_on_image_features(store, baseline, tmp_path):
+    """learner = "lbfgs" on the same feature store: the features are the baseline's, the model loads."""
+    from streamcov.stream.model import FittedPipeline
+
+    res = run_pipeline(make_cfg(store.path, tmp_path, model={"learner": "lbfgs", "loss": "log_loss", "C": 10.0}),
+                       scheduler="synchronous")
+    np.testing.assert_array_equal(features_of(res), baseline[1])
+    assert res["converged"] and res["cache"] == "memory"
+    assert res["accuracy"] >= 2 / 3      # 9 test patches of 3 clearly different textures
+    assert type(FittedPipeline.load(res["model_path"]).classifier).__name__ == "LBFGSClassifier"

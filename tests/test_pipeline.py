@@ -113,7 +113,7 @@ def test_config_errors(tmp_path):
         load_config(good, ["model.epoch=3"])
     with pytest.raises(ConfigError, match="expected key=value"):
         load_config(good, ["model.epochs"])
-    with pytest.raises(ConfigError, match=r'--set model.learner="svm": model.learner = "svm": expected one of "sgd" or "exact-svm"'):
+    with pytest.raises(ConfigError, match=r'--set model.learner="svm": model.learner = "svm": expected one of "sgd", "exact-svm" or "lbfgs"'):
         load_config(good, ["model.learner=\"svm\""])
     with pytest.raises(ConfigError, match="features.map 'foo' unknown"):
         from streamcov.features.registry import make_feature_map

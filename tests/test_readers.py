@@ -267,7 +267,7 @@ def test_msr_incomplete_frame(tmp_path):
 def test_msr_not_text(tmp_path):
     p = tmp_path / "a01_s01_e01_skeleton3D.txt"
     p.write_bytes(b"\xff\xfe\x00\x01")
-    with pytest.raises(FormatError, match=_err(p, None, "not a UTF-8/ASCII text file")):
+    with pytest.raises(FormatError, match=_err(p, 1, "not a UTF-8/ASCII text file")):
         list(MSRAction3DReader(tmp_path).sequences())
 
 
@@ -570,7 +570,7 @@ def test_generic_missing_index(tmp_path):
      "sequence file 'nope.csv' not found"),
     ("file,label,subject\n,walk,1\n", 2, "column 'file' is empty"),
     ("file,label,subject\nwalk_01.csv,,1\n", 2, "column 'label' is empty"),
-    ("file,label,subject\nwalk_01.csv,walk,S1\n", 2, "'subject' must be an integer, got 'S1'"),
+    ("file,label,subject\nwalk_01.csv,walk,S1\n", 2, "'subject' must be an integer below 2\\*\\*31 \\(stored as int32\\), got 'S1'"),
     ("file,label,subject\nwalk_01.csv,walk,1.0\n", 2, "'subject' must be an integer"),
     ("file,label,subject,split\nwalk_01.csv,walk,1,\n", 2, "column 'split' is empty"),
     ("file,label,subject\nwalk_01.csv,walk,1\nwalk_01.csv,run,2\n", 3,

@@ -174,3 +174,15 @@ def test_prefetch_reader_errors_reach_the_learner():
     with pytest.raises(OSError, match="chunk 3 unreadable"):
         for _ in iter_blocks(Broken(), range(10), prefetch=2):
             pass
+
+
+@pytest.mark.parametrize("extra", [(), ("model.validation_fraction=0.2", "model.n_iter_no_change=2")])
+def test_sgd_rows_cached_in_memory_give_the_same_model(synth_store, tmp_path, extra):
+    """cache = "memory" reads and scales the training rows once; every partial_fit call is the same."""
+    runs = {c: run_pipeline(cfg_for(synth_store, tmp_path / c, f'model.cache="{c}"', *extra),
+                            scheduler="synchronous") for c in ("stream", "memory")}
+    a = np.load(tmp_path / "stream" / "model" / "model.npz")
+    b = np.load(tmp_path / "memory" / "model" / "model.npz")
+    assert sorted(a.files) == sorted(b.files)
+    assert all(a[k].tobytes() == b[k].tobytes() for k in a.files)
+    assert runs["stream"]["epochs_run"] == runs["memory"]["epochs_run"]

@@ -63,6 +63,10 @@ class FeatureStore:
     def dim(self) -> int:
         return int(self.group["X"].shape[1])
 
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.group["X"].dtype)
+
     def done(self) -> np.ndarray:
         return np.asarray(self.group["done"][:], dtype=bool)
 

@@ -36,6 +36,7 @@ ALLOWED = {
     "GlobalCenterScaler": "streamcov.preprocessing",
     "SGDClassifier": "sklearn.linear_model",
     "GaussianKernelSVC": "streamcov.stream.exact",
+    "LBFGSClassifier": "streamcov.stream.lbfgs",
     "SVC": "sklearn.svm",
 }
 
@@ -137,6 +138,90 @@ def atomic_write_npz(path: Path, arrays: dict) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda fh: fh.write(text), binary=False)
+
+
+class AsyncCheckpointWriter:
+    """Write checkpoints (``atomic_write_npz``) from a background thread, the newest one winning.
+
+    :meth:`save` hands over a dict of arrays that the caller will not change
+    again (or a function that builds it, called on the writer's thread) and
+    returns at once. While a write is in progress, or within
+    ``min_interval`` seconds of the last one, a newer checkpoint replaces any
+    one still waiting: a learner whose steps are faster than the disk (or
+    than ``min_interval``) skips intermediate checkpoints instead of waiting
+    for them or filling the disk's bandwidth. Every checkpoint is complete
+    and a run resumed from any of them reaches the same model, so a skipped
+    one changes nothing but how much work a crash loses. :meth:`close`
+    writes the last one handed over at once and re-raises a failed write.
+    """
+
+    def __init__(self, path, min_interval: float = 0.0):
+        import threading
+
+        self.path = Path(path)
+        self.min_interval = float(min_interval)
+        self._cond = threading.Condition()
+        self._pending = None
+        self._busy = False
+        self._urgent = False
+        self._closed = False
+        self._last = float("-inf")
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="streamcov-checkpoint")
+        self._thread.start()
+
+    def _run(self):
+        import time
+
+        while True:
+            with self._cond:
+                while True:
+                    if self._pending is None:
+                        if self._closed:
+                            return
+                        self._cond.wait()
+                        continue
+                    wait = self._last + self.min_interval - time.monotonic()
+                    if wait <= 0 or self._urgent or self._closed:
+                        break
+                    self._cond.wait(wait)
+                arrays, self._pending, self._busy = self._pending, None, True
+                self._last = time.monotonic()
+            try:
+                atomic_write_npz(self.path, arrays() if callable(arrays) else arrays)
+            except BaseException as exc:  # surfaced by flush()
+                self._error = exc
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def save(self, arrays: dict) -> None:
+        if self._error is not None:
+            raise self._error
+        with self._cond:
+            self._pending = arrays
+            self._cond.notify_all()
+
+    def flush(self) -> None:
+        """Write the checkpoint waiting, now, and return when everything handed over is on disk."""
+        with self._cond:
+            self._urgent = True
+            self._cond.notify_all()
+            while self._pending is not None or self._busy:
+                self._cond.wait()
+            self._urgent = False
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._thread.join()
 
 
 class FittedPipeline:

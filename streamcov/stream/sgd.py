@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .memory import use_cache
+
 
 def iter_blocks(fstore, order, prefetch: int):
     """Yield ``(i, X_i)`` in ``order`` with at most ``prefetch`` blocks loaded ahead.
@@ -138,28 +140,51 @@ def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "s
     return scaler
 
 
-def _save_checkpoint(path, clf, state: dict):
-    from .model import atomic_write_npz, dump_estimator
+def _checkpoint_arrays(clf, state: dict) -> dict:
+    """The learner and ``state`` as npz arrays, copied: ``partial_fit`` changes the coefficients in place."""
+    from .model import dump_estimator
 
     arrays: dict = {}
     desc = dump_estimator(clf, "clf.", arrays) if hasattr(clf, "coef_") else None
+    arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
     doc = {"state": state, "classifier": desc}
     arrays["checkpoint_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
-    atomic_write_npz(path, arrays)
+    return arrays
+
+
+def _save_checkpoint(path, clf, state: dict):
+    from .model import atomic_write_npz
+
+    atomic_write_npz(path, _checkpoint_arrays(clf, state))
 
 
 def _load_checkpoint(path):
+    """``(classifier, state)`` of an SGD checkpoint; ``(None, {})`` for another learner's file."""
     from .model import load_estimator
 
     with np.load(path, allow_pickle=False) as arrays:
         doc = json.loads(arrays["checkpoint_json"].tobytes().decode())
+        if "classifier" not in doc:
+            return None, {}
         clf = None if doc["classifier"] is None else load_estimator(doc["classifier"], arrays)
     return clf, doc["state"]
 
 
+class _CachedRows:
+    """Scaled training (or validation) rows of each block, read and transformed once."""
+
+    def __init__(self, fstore, mask, y, prefetch: int, transform):
+        bounds = fstore.bounds
+        self.blocks = [i for i in range(fstore.n_blocks) if mask[bounds[i]:bounds[i + 1]].any()]
+        self.rows: dict = {}
+        for i, X in iter_blocks(fstore, self.blocks, prefetch):
+            rows = np.flatnonzero(mask[bounds[i]:bounds[i + 1]])
+            self.rows[i] = (transform(X[rows]), y[bounds[i] + rows], rows)
+
+
 def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray, estimator,
               plan: SGDPlan, seed: int, progress: bool = False, checkpoint=None, resume: bool = False,
-              scaler=None, fingerprint: str = ""):
+              scaler=None, fingerprint: str = "", cache: str = "stream"):
     """Fit ``estimator`` by ``partial_fit`` over the blocks of ``fstore``; returns it fitted.
 
     Each epoch visits the blocks in a fresh random order, takes them in
@@ -177,6 +202,13 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     ``plan.validation_fraction > 0`` holds out that share of the training
     rows and stops when the validation accuracy has not improved for
     ``plan.n_iter_no_change`` epochs.
+
+    ``cache``: ``memory`` reads the training (and validation) rows once and
+    keeps them scaled in this process, ``stream`` reads and scales them at
+    every epoch, ``auto`` caches when they take at most a quarter of the
+    memory available here (:func:`streamcov.stream.memory.use_cache`). The rows, their order and every ``partial_fit`` call are the same
+    either way, so is the model. Checkpoints are written in the background
+    (:class:`~streamcov.stream.model.AsyncCheckpointWriter`).
     """
     rng = np.random.default_rng(seed)
     train_mask = np.asarray(train_mask, dtype=bool).copy()
@@ -219,52 +251,84 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     def transform(X):
         return X if scaler is None else scaler.transform(X)
 
-    def save():
-        if checkpoint is not None:
-            state["rng"] = rng.bit_generator.state
-            _save_checkpoint(checkpoint, clf, state)
-
-    while state["epoch"] < epochs and not state["stopped"]:
-        if state["order"] is None:
-            state["order"] = [int(i) for i in rng.permutation(has_train)]
-            state["pos"] = 0
-        order = state["order"][state["pos"]:]
-        pool_X, pool_y = [], []
-        for k, (i, X) in enumerate(iter_blocks(fstore, order, prefetch), start=1):
-            rows = np.flatnonzero(train_mask[bounds[i]:bounds[i + 1]])
-            pool_X.append(X[rows])
-            pool_y.append(y[bounds[i] + rows])
-            if k % group and k < len(order):
-                continue
-            # a checkpoint is only ever written here, at a group boundary, so a
-            # resumed epoch forms the same groups from order[pos:]
-            Xg, yg = np.concatenate(pool_X), np.concatenate(pool_y)
-            pool_X, pool_y = [], []
-            perm = rng.permutation(len(yg))
-            clf.partial_fit(transform(Xg[perm]), yg[perm], classes=classes)
-            done = len(state["order"]) - len(order) + k
-            if bar is not None:
-                bar.update(done - state["pos"])
-            crossed = every and done // every > state["pos"] // every
-            state["pos"] = done
-            if crossed and state["pos"] < len(state["order"]):
-                save()
-        state["epoch"] += 1
-        state["order"] = None
-        state["pos"] = 0
+    # the scaler is elementwise, so scaling rows once, block by block, gives the very numbers
+    # that scaling each shuffled group would
+    itemsize = np.dtype(getattr(fstore, "dtype", np.float64)).itemsize
+    nbytes = int(train_mask.sum() + valid_mask.sum()) * int(getattr(fstore, "dim", 1)) * itemsize
+    cached = cached_val = None
+    if state["epoch"] < epochs and not state["stopped"] and use_cache(cache, nbytes):
+        cached = _CachedRows(fstore, train_mask, y, prefetch, transform)
         if valid_mask.any():
-            pred = predict_mask(fstore, clf, valid_mask, prefetch, scaler)
-            score = float((pred == y[valid_mask]).mean())
-            state["history"].append(score)
-            if score > state["best"] + 1e-12:
-                state["best"], state["stale"] = score, 0
-            else:
-                state["stale"] += 1
-                if state["stale"] >= patience:
-                    state["stopped"] = True
-        save()
-    if bar is not None:
-        bar.close()
+            cached_val = _CachedRows(fstore, valid_mask, y, prefetch, transform)
+
+    def training_blocks(order):
+        if cached is None:
+            for i, X in iter_blocks(fstore, order, prefetch):
+                rows = np.flatnonzero(train_mask[bounds[i]:bounds[i + 1]])
+                yield transform(X[rows]), y[bounds[i] + rows]
+        else:
+            for i in order:
+                yield cached.rows[i][:2]
+
+    writer = None
+    if checkpoint is not None:
+        from .model import AsyncCheckpointWriter
+
+        writer = AsyncCheckpointWriter(checkpoint)
+
+    def save():
+        if writer is not None:
+            state["rng"] = rng.bit_generator.state
+            writer.save(_checkpoint_arrays(clf, state))
+
+    try:
+        while state["epoch"] < epochs and not state["stopped"]:
+            if state["order"] is None:
+                state["order"] = [int(i) for i in rng.permutation(has_train)]
+                state["pos"] = 0
+            order = state["order"][state["pos"]:]
+            pool_X, pool_y = [], []
+            for k, (Xr, yr) in enumerate(training_blocks(order), start=1):
+                pool_X.append(Xr)
+                pool_y.append(yr)
+                if k % group and k < len(order):
+                    continue
+                # a checkpoint is only ever written here, at a group boundary, so a
+                # resumed epoch forms the same groups from order[pos:]
+                Xg = pool_X[0] if len(pool_X) == 1 else np.concatenate(pool_X)
+                yg = pool_y[0] if len(pool_y) == 1 else np.concatenate(pool_y)
+                pool_X, pool_y = [], []
+                perm = rng.permutation(len(yg))
+                clf.partial_fit(Xg[perm], yg[perm], classes=classes)
+                done = len(state["order"]) - len(order) + k
+                if bar is not None:
+                    bar.update(done - state["pos"])
+                crossed = every and done // every > state["pos"] // every
+                state["pos"] = done
+                if crossed and state["pos"] < len(state["order"]):
+                    save()
+            state["epoch"] += 1
+            state["order"] = None
+            state["pos"] = 0
+            if valid_mask.any():
+                if cached_val is None:
+                    pred = predict_mask(fstore, clf, valid_mask, prefetch, scaler)
+                else:
+                    pred = np.concatenate([clf.predict(cached_val.rows[i][0]) for i in cached_val.blocks])
+                score = float((pred == y[valid_mask]).mean())
+                state["history"].append(score)
+                if score > state["best"] + 1e-12:
+                    state["best"], state["stale"] = score, 0
+                else:
+                    state["stale"] += 1
+                    if state["stale"] >= patience:
+                        state["stopped"] = True
+            save()
+    finally:
+        if writer is not None:
+            writer.close()
+        if bar is not None:
+            bar.close()
     clf.streamcov_epochs_ = state["epoch"]
     return clf
 
@@ -285,6 +349,8 @@ def predict_mask(fstore, clf, mask: np.ndarray, prefetch: int = 2, scaler=None) 
 class _ArrayBlocks:
     """In-memory stand-in for a FeatureStore: the same training code, no disk."""
 
+    path = None
+
     def __init__(self, X: np.ndarray, block: int):
         self.X = X
         self.bounds = np.append(np.arange(0, len(X), block), len(X))
@@ -292,6 +358,14 @@ class _ArrayBlocks:
     @property
     def n_blocks(self) -> int:
         return len(self.bounds) - 1
+
+    @property
+    def dim(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def dtype(self):
+        return self.X.dtype
 
     def read_block(self, i: int) -> np.ndarray:
         return self.X[self.bounds[i]:self.bounds[i + 1]]
@@ -316,5 +390,6 @@ def train_sgd_arrays(X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, class
     scaler = None if model.scale == "none" else fit_scaler(blocks, train_mask, 1, model.scale)
     plan = SGDPlan.from_model(model, prefetch=1)
     n_fit = n_fit_rows(int(np.asarray(train_mask, dtype=bool).sum()), plan.validation_fraction)
-    clf = train_sgd(blocks, y, train_mask, classes, make_sgd(model, n_fit, seed), plan, seed, scaler=scaler)
+    clf = train_sgd(blocks, y, train_mask, classes, make_sgd(model, n_fit, seed), plan, seed, scaler=scaler,
+                    cache=model.cache)
     return _ScaledClassifier(clf, scaler)

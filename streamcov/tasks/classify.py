@@ -268,6 +268,7 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
 
 def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit) -> dict:
     from ..stream.featurize import featurize
+    from ..stream.lbfgs import make_lbfgs, predict_rows, train_lbfgs
     from ..stream.sgd import SGDPlan, fit_scaler, make_sgd, n_fit_rows, predict_mask, train_sgd
 
     out = ctx.output
@@ -302,15 +303,30 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                 preds.append((name, np.flatnonzero(test), np.asarray(saved["predicted"], dtype=np.int64)))
                 continue
         t1 = time.perf_counter()
-        scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
-        estimator = make_sgd(m, n_fit_rows(int(train.sum()), plan.validation_fraction), int(cfg.seed))
-        clf = train_sgd(fstore, y, train, classes, estimator, plan, int(cfg.seed), ctx.progress,
-                        checkpoint=ckdir / f"{name}.npz", resume=ctx.resume, scaler=scaler, fingerprint=fp_text)
-        t_train = time.perf_counter() - t1
-        pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
+        n_fit = n_fit_rows(int(train.sum()), plan.validation_fraction)
+        if m.learner == "lbfgs":
+            clf, scaler = train_lbfgs(fstore, y, train, classes, make_lbfgs(m, n_fit, int(cfg.seed)),
+                                      runtime=runtime, scale=m.scale, checkpoint=ckdir / f"{name}.npz",
+                                      resume=ctx.resume, fingerprint=fp_text, progress=ctx.progress)
+            t_train = time.perf_counter() - t1
+            pred = predict_rows(fstore, test, clf, scaler, runtime)
+            learned = {"iterations": int(clf.n_iter_), "passes": int(clf.n_evals_), "stop": clf.stop_reason_,
+                       "converged": bool(clf.converged_), "cache": clf.fit_info_["cache"],
+                       "pass_seconds": round(clf.fit_info_["pass_seconds"], 3),
+                       "pass_times": [round(t, 5) for t in clf.fit_info_["pass_times"]],
+                       "parallel_partitions": int(clf.fit_info_["parallel_partitions"]),
+                       "gemm_flops_per_pass": int(clf.fit_info_["gemm_flops_per_pass"])}
+        else:
+            scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
+            estimator = make_sgd(m, n_fit, int(cfg.seed))
+            clf = train_sgd(fstore, y, train, classes, estimator, plan, int(cfg.seed), ctx.progress,
+                            checkpoint=ckdir / f"{name}.npz", resume=ctx.resume, scaler=scaler,
+                            fingerprint=fp_text, cache=m.cache)
+            t_train = time.perf_counter() - t1
+            pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
+            learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
         r = {"fold": name, "accuracy": float((pred == y[test]).mean()), "n_train": int(train.sum()),
-             "n_test": int(test.sum()), "train_seconds": round(t_train, 3),
-             "epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
+             "n_test": int(test.sum()), "train_seconds": round(t_train, 3), **learned}
         per.append(r)
         preds.append((name, np.flatnonzero(test), pred))
         if is_last:
@@ -329,12 +345,13 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         "featurize_seconds": round(t_feat, 3),
         f"featurized_{unit}": featurized,
         f"featurize_ms_per_{unit[:-1]}": round(1e3 * t_feat / max(featurized, 1), 4),
-        "epochs": int(m.epochs),
         "model": {k: v for k, v in m.model_dump().items() if k not in ("sigma_grid", "C_grid")},
         "features_path": paths[-1], "model_path": str(out / "model"),
         "predictions_path": str(out / "predictions.csv"),
         "fitted": {"source": feat.source.state, "map": feat.fit_record},
     })
+    if m.learner == "sgd":
+        res["epochs"] = int(m.epochs)
     if len(paths) > 1:
         res["features_paths"] = paths
     return res

@@ -105,10 +105,22 @@ class DaskTable(Table):
         raise ValueError(f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT")
 
 
-class ModelTable(Table):
-    """``[model]``: the learner and its parameters."""
+LBFGS_LOSSES = ("log_loss", "squared_hinge")
 
-    learner: Literal["sgd", "exact-svm"] = "sgd"
+
+class ModelTable(Table):
+    """``[model]``: the learner and its parameters.
+
+    ``sgd``: incremental ``SGDClassifier.partial_fit`` over shuffled blocks
+    (``epochs``, ``learning_rate``, ...); ``lbfgs``: full-batch L-BFGS over
+    the feature store (:mod:`streamcov.stream.lbfgs`; ``max_iter``, ``tol``),
+    ``loss`` ``log_loss`` (the default for it) or ``squared_hinge``;
+    ``exact-svm``: the exact kernel SVM in memory. ``C``, ``scale``,
+    ``validation_fraction``, ``n_iter_no_change`` and ``cache`` mean the same
+    for sgd and lbfgs; the keys of the other learner are ignored.
+    """
+
+    learner: Literal["sgd", "exact-svm", "lbfgs"] = "sgd"
     loss: Literal[SGD_LOSSES] = "hinge"
     C: PosFloat = 10.0
     alpha: Optional[PosFloat] = None
@@ -122,8 +134,30 @@ class ModelTable(Table):
     n_iter_no_change: PosInt = 5
     checkpoint_blocks: NonNegInt = 0
     shuffle_blocks: PosInt = 8
+    max_iter: PosInt = 300
+    tol: PosFloat = 1e-4
+    cache: Literal["auto", "memory", "stream"] = "auto"
     sigma_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
     C_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.1, 1.0, 10.0, 100.0, 1000.0]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lbfgs_loss(cls, data):
+        # the loss default follows the learner: hinge for sgd, log_loss for lbfgs
+        if isinstance(data, dict) and data.get("learner") == "lbfgs" and "loss" not in data:
+            data = {**data, "loss": "log_loss"}
+        return data
+
+    @model_validator(mode="after")
+    def _lbfgs_keys(self):
+        if self.learner == "lbfgs":
+            if self.loss not in LBFGS_LOSSES:
+                raise ValueError(f'model.loss = "{self.loss}" is not a loss of learner "lbfgs": use "log_loss" '
+                                 f'or "squared_hinge" (a smooth loss), or learner = "sgd"')
+            if self.penalty != "l2":
+                raise ValueError(f'model.penalty = "{self.penalty}": learner "lbfgs" fits the l2 penalty only '
+                                 f'(use learner = "sgd" for l1 or elasticnet)')
+        return self
 
 
 class FeaturesTable(BaseModel):
@@ -307,8 +341,8 @@ class ImageStreamClassification(Top):
 
     @model_validator(mode="after")
     def _sgd_only(self):
-        if self.model.learner != "sgd":
-            raise ValueError("model.learner must be 'sgd' here (incremental learning over the feature "
+        if self.model.learner not in ("sgd", "lbfgs"):
+            raise ValueError("model.learner must be 'sgd' or 'lbfgs' here (learners over the feature "
                              f"store), got {self.model.learner!r}")
         return self
 

@@ -137,15 +137,20 @@ def _map_features(V, train, params, seed):
 
 
 def _seed_accuracy(V, y, folds, classes, features, model, m, nu, seed, threads):
-    """Mean accuracy over the folds for one map seed; seconds spent in the map's transform."""
+    """Mean accuracy over the folds for one map seed; seconds spent in the map's transform.
+
+    The learner is the ``[model]`` table's: incremental SGD, or full-batch L-BFGS (``lbfgs``).
+    """
+    from ..stream.lbfgs import train_lbfgs_arrays
     from ..stream.sgd import train_sgd_arrays
 
+    train = train_lbfgs_arrays if model.learner == "lbfgs" else train_sgd_arrays
     per, secs = [], 0.0
     with _worker_threads(threads):
         for _, tr, te in folds:
             Z, sec = _map_features(V, tr, dict(features, map=m, n_components=nu), seed)
             secs += sec
-            clf = train_sgd_arrays(Z, y, tr, classes, model, seed)
+            clf = train(Z, y, tr, classes, model, seed)
             per.append(float((clf.predict(Z[te]) == y[te]).mean()))
     return float(np.mean(per)), secs / len(folds)
 

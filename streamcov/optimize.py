@@ -1,0 +1,171 @@
+"""L-BFGS whose whole state is a handful of arrays, so that a run resumes exactly.
+
+scipy's ``minimize(method="L-BFGS-B")`` keeps its state inside Fortran
+work arrays: a run cut at iteration 40 of 100 has to start again from its
+last point, with an empty curvature memory, and does not reach the same
+model. Here one iteration is a pure function of :class:`LBFGSState` (the
+point, its value and gradient, the last ``memory`` pairs ``s = x' - x``,
+``y = g' - g``, counters): saving the state after an iteration and
+loading it later gives, iteration for iteration, the same run.
+
+Direction: the two-loop recursion (Nocedal & Wright, Algorithm 7.4) with
+``H0 = (s.y / y.y) I`` of the newest pair; the first step and the step
+after a reset go along ``-g / max(1, ||g||)`` so that a unit step is never
+longer than 1. Step length: scipy's strong-Wolfe line search
+(:func:`scipy.optimize.line_search`, Algorithms 3.5-3.6 of Nocedal &
+Wright, ``c1 = 1e-4``, ``c2 = 0.9``, first trial step 1): a tested
+implementation that only ever asks for ``f`` and ``g`` at the same trial
+points, so with the two memoized every trial costs one evaluation (one
+pass over the data for the streamed learner). It is deterministic, which
+the exact resume needs. Pairs with ``s.y <= 1e-10 y.y`` (no positive
+curvature measured) are not stored. When the line search fails along the
+quasi-Newton direction, the memory is dropped and the steepest-descent
+step tried; when that fails too, the run is at the precision of ``f``
+(:func:`lbfgs_iteration` returns ``ok=False``).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# the relative decrease below which progress has stalled: scikit-learn's ftol for L-BFGS
+FTOL = 64 * np.finfo(float).eps
+
+
+@dataclass
+class LBFGSState:
+    """Where an L-BFGS run is: enough to continue it exactly.
+
+    Attributes
+    ----------
+    x, g : ndarray (n,) float64
+        The point and the gradient there.
+    f : float
+    info : dict
+        What the objective returned beside ``(f, g)`` at ``x`` (JSON-able numbers).
+    s, y : list of ndarray
+        Curvature pairs, oldest first.
+    n_iter, n_evals : int
+        Iterations done; objective evaluations spent (the first one included).
+    """
+
+    x: np.ndarray
+    f: float
+    g: np.ndarray
+    info: dict = field(default_factory=dict)
+    s: list = field(default_factory=list)
+    y: list = field(default_factory=list)
+    n_iter: int = 0
+    n_evals: int = 1
+
+    def to_arrays(self) -> tuple[dict, dict]:
+        """``(arrays, scalars)``: the state as float64 arrays and JSON values (exact round trip)."""
+        arrays = {"x": self.x, "g": self.g}
+        if self.s:
+            arrays["s"] = np.stack(self.s)
+            arrays["y"] = np.stack(self.y)
+        return arrays, {"f": float(self.f), "info": dict(self.info), "n_iter": int(self.n_iter),
+                        "n_evals": int(self.n_evals), "pairs": len(self.s)}
+
+    @classmethod
+    def from_arrays(cls, arrays, scalars: dict) -> "LBFGSState":
+        pairs = int(scalars["pairs"])
+        s = [np.array(v) for v in arrays["s"]] if pairs else []
+        y = [np.array(v) for v in arrays["y"]] if pairs else []
+        return cls(x=np.array(arrays["x"]), f=float(scalars["f"]), g=np.array(arrays["g"]),
+                   info=dict(scalars["info"]), s=s, y=y, n_iter=int(scalars["n_iter"]),
+                   n_evals=int(scalars["n_evals"]))
+
+
+def lbfgs_start(fun, x0) -> LBFGSState:
+    """The state at ``x0``: one evaluation of ``fun(x) -> (f, g, info)``."""
+    x0 = np.array(x0, dtype=np.float64)
+    f, g, info = fun(x0)
+    return LBFGSState(x=x0, f=float(f), g=np.asarray(g, dtype=np.float64), info=dict(info))
+
+
+def lbfgs_direction(g, s, y) -> np.ndarray:
+    """``-H g`` by the two-loop recursion over the pairs ``(s, y)`` (oldest first)."""
+    g = np.asarray(g, dtype=np.float64)
+    if not s:
+        return -g / max(1.0, float(np.linalg.norm(g)))
+    q = g.copy()
+    rho = [1.0 / float(np.dot(yi, si)) for si, yi in zip(s, y)]
+    alpha = [0.0] * len(s)
+    for i in range(len(s) - 1, -1, -1):
+        alpha[i] = rho[i] * float(np.dot(s[i], q))
+        q -= alpha[i] * y[i]
+    gamma = float(np.dot(s[-1], y[-1])) / float(np.dot(y[-1], y[-1]))
+    r = gamma * q
+    for i in range(len(s)):
+        beta = rho[i] * float(np.dot(y[i], r))
+        r += (alpha[i] - beta) * s[i]
+    return -r
+
+
+def _line_search(fun, state: LBFGSState, p: np.ndarray, c1: float, c2: float, max_ls: int):
+    from scipy.optimize import line_search
+
+    seen: dict = {}
+
+    def evaluate(x):
+        key = x.tobytes()
+        if key not in seen:
+            f, g, info = fun(x)
+            seen[key] = (float(f), np.asarray(g, dtype=np.float64), dict(info))
+        return seen[key]
+
+    with warnings.catch_warnings():
+        # scipy warns when it gives up; the caller handles a failed search
+        warnings.filterwarnings("ignore", message="The line search algorithm did not converge",
+                                category=RuntimeWarning)
+        out = line_search(lambda x: evaluate(x)[0], lambda x: evaluate(x)[1], state.x, p, gfk=state.g,
+                          old_fval=state.f, c1=c1, c2=c2, maxiter=max_ls)
+    alpha = out[0]
+    if alpha is None or not np.isfinite(alpha) or alpha <= 0:
+        return None, len(seen)
+    x = state.x + alpha * p
+    return (x, *evaluate(x)), len(seen)
+
+
+def lbfgs_iteration(fun, state: LBFGSState, *, memory: int = 10, c1: float = 1e-4, c2: float = 0.9,
+                    max_ls: int = 20) -> tuple[LBFGSState, bool]:
+    """One iteration from ``state``: ``(new state, ok)``.
+
+    ``fun(x) -> (f, g, info)`` evaluates the objective. ``ok`` is False when
+    no step satisfying the Wolfe conditions was found even along ``-g``
+    (the returned state is then ``state`` with its evaluations counted).
+    The input state is not modified.
+    """
+    s, y = list(state.s), list(state.y)
+    evals = state.n_evals
+    p = lbfgs_direction(state.g, s, y)
+    if s and not float(np.dot(p, state.g)) < 0:   # not a descent direction: round-off; start afresh
+        s, y = [], []
+        p = lbfgs_direction(state.g, s, y)
+    found, used = _line_search(fun, state, p, c1, c2, max_ls)
+    evals += used
+    if found is None and s:
+        s, y = [], []
+        found, used = _line_search(fun, state, lbfgs_direction(state.g, s, y), c1, c2, max_ls)
+        evals += used
+    if found is None:
+        return LBFGSState(x=state.x, f=state.f, g=state.g, info=state.info, s=list(state.s), y=list(state.y),
+                          n_iter=state.n_iter, n_evals=evals), False
+    x, f, g, info = found
+    sk, yk = x - state.x, g - state.g
+    if float(np.dot(sk, yk)) > 1e-10 * float(np.dot(yk, yk)):
+        s.append(sk)
+        y.append(yk)
+        del s[:-memory], y[:-memory]
+    return LBFGSState(x=x, f=f, g=g, info=info, s=s, y=y, n_iter=state.n_iter + 1, n_evals=evals), True
+
+
+def stalled(f_old: float, f_new: float) -> bool:
+    """True when ``f`` fell by less than :data:`FTOL` relative: no progress left at float64 precision."""
+    return (f_old - f_new) <= FTOL * max(abs(f_old), abs(f_new), 1.0)
+
+
+__all__ = ["FTOL", "LBFGSState", "lbfgs_direction", "lbfgs_iteration", "lbfgs_start", "stalled"]

@@ -1,0 +1,947 @@
+"""The full-batch learner: L-BFGS over a feature store, one Dask reduction per evaluation.
+
+:func:`train_lbfgs` minimizes the objective of :mod:`streamcov.linear`
+(multinomial log loss or one-vs-rest squared hinge, L2 penalty ``1 / (C n)``)
+over the training rows of a feature store with the resumable L-BFGS of
+:mod:`streamcov.optimize`. Every evaluation of ``(f, grad f)`` is one pass
+over the rows:
+
+* the rows are cut once into **partitions** (about :data:`PARTITION_BYTES`
+  of float32 features, whole store blocks) and each partition into
+  **chunks** (about :data:`streamcov.linear.CHUNK_BYTES`, the rows of one
+  pair of GEMMs). The cut depends on the store's block bounds, the training
+  rows and the width only, never on the scheduler or the worker count;
+* a Dask task per partition computes the float64 sums of its chunks
+  (:func:`streamcov.linear.chunk_sums`: ``S = X W^T``, ``G = R^T X`` in
+  float32), and the partition sums are added in a fixed tree (fan-in
+  :data:`FAN_IN`, in partition order). The sum, hence every iterate and the
+  model, is bitwise the same on threads, on one worker or on many; on a
+  cluster each worker computes the sums of its own partitions and only
+  ``k x D`` numbers per partition travel;
+* ``cache="memory"`` keeps the float32 training rows of each partition in
+  worker memory (on threads, in this process), centred once, for all the
+  passes; ``cache="stream"`` reads them from the store at every pass (memory:
+  one chunk per running task); ``cache="auto"`` caches when they take at
+  most :data:`CACHE_FRACTION` of the memory the workers have (or this
+  machine has available). Both give the same model.
+
+The scaler of ``[model] scale`` is folded in, not applied: with the mean
+``m`` of the training rows (one streamed pass of Chan-merged moments) and
+the scale ``s`` (one number for ``center``, one per column for
+``standard``), the scores ``((x - m) / s) W^T + b`` are computed as
+``(x - m32) (W / s)^T + b - (W / s) (m - m32)`` with ``m32`` the float32 mean:
+the rows are centred in float32 (in place, once, when cached) but never
+scaled, and the float32 rounding of the mean is corrected exactly in the
+intercept. Centring matters: explicit features of a Gaussian kernel share
+most of their norm (98% on MSR-Action3D), and float32 GEMMs on uncentred
+rows lose about 30 times more of the gradient. The intercept is optimized
+in centred coordinates; it is not penalized. With ``scale = "none"`` the
+rows are still centred internally and the intercept moved back at the end.
+
+Every iteration hands its checkpoint (the point, gradient, curvature pairs
+and counters: :class:`streamcov.optimize.LBFGSState`) to a background
+writer, which writes the newest one at most every
+:data:`CHECKPOINT_INTERVAL` seconds (so every iteration of a long run, and
+not a 16 MB file every few milliseconds on a small one) and the last one
+always; a run resumed from any checkpoint continues to the same model. With ``validation_fraction``
+the learner holds out that share of the training rows (drawn from
+``random_state``), evaluates their loss at every iterate within the same
+passes, stops when it has not fallen for ``n_iter_no_change`` iterations and
+returns the iterate with the lowest validation loss.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from numbers import Integral, Real
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._available_if import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from .._config import blas_threads
+from ..linalg import merge_moments
+from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
+from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
+from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
+
+# rows of one task: about 32 MB of float32 features (many tasks per worker, so that they balance)
+PARTITION_BYTES = 32 << 20
+# partition sums are added in groups of this many, in partition order
+FAN_IN = 8
+# seconds between checkpoint writes at most (iterations faster than that share one; the last is always written)
+CHECKPOINT_INTERVAL = 1.0
+
+
+# ------------------------------------------------------------------- the plan
+# plain classes, not dataclasses: dask.delayed would take a dataclass argument apart field by field
+class _Piece:
+    """Rows of one store block inside one chunk: local indices of fit and validation rows."""
+
+    __slots__ = ("block", "fit", "val")
+
+    def __init__(self, block: int, fit: np.ndarray, val: np.ndarray):
+        self.block, self.fit, self.val = int(block), fit, val
+
+    def __getstate__(self):
+        return (self.block, self.fit, self.val)
+
+    def __setstate__(self, state):
+        self.block, self.fit, self.val = state
+
+
+class PartSpec:
+    """One task's rows: chunks of pieces and the class codes of their fit and validation rows."""
+
+    def __init__(self, chunks: list, y_fit: list, y_val: list):
+        self.chunks, self.y_fit, self.y_val = chunks, y_fit, y_val
+
+    @property
+    def n_fit(self) -> int:
+        return int(sum(len(v) for v in self.y_fit))
+
+    @property
+    def n_val(self) -> int:
+        return int(sum(len(v) for v in self.y_val))
+
+
+def make_plan(bounds, fit_mask, val_mask, y, dim: int) -> list[PartSpec]:
+    """Cut the fit and validation rows into partitions of chunks (see the module docstring).
+
+    A function of the block ``bounds``, the masks, the labels and ``dim``
+    only: the same plan, hence the same sums, wherever it runs.
+    """
+    per_chunk = chunk_rows(dim)
+    per_part = max(per_chunk, PARTITION_BYTES // (4 * max(int(dim), 1)))
+    bounds = np.asarray(bounds, dtype=np.int64)
+    parts: list[PartSpec] = []
+    chunks: list = []
+    pieces: list = []
+    c_rows = p_rows = 0
+
+    def labels(ps, which):
+        return np.concatenate([y[bounds[p.block] + getattr(p, which)] for p in ps]).astype(np.int64)
+
+    def close_chunk():
+        nonlocal pieces, c_rows, p_rows
+        if pieces:
+            chunks.append(pieces)
+            p_rows += c_rows
+        pieces, c_rows = [], 0
+
+    def close_part():
+        nonlocal chunks, p_rows
+        if chunks:
+            parts.append(PartSpec(chunks, [labels(c, "fit") for c in chunks], [labels(c, "val") for c in chunks]))
+        chunks, p_rows = [], 0
+
+    for i in range(len(bounds) - 1):
+        a, b = bounds[i], bounds[i + 1]
+        f = np.flatnonzero(fit_mask[a:b]).astype(np.int32)
+        v = np.flatnonzero(val_mask[a:b]).astype(np.int32)
+        fi = vi = 0
+        while fi < len(f) or vi < len(v):
+            room = per_chunk - c_rows
+            tf = f[fi:fi + room]
+            fi += len(tf)
+            tv = v[vi:vi + room - len(tf)]
+            vi += len(tv)
+            pieces.append(_Piece(i, tf, tv))
+            c_rows += len(tf) + len(tv)
+            if c_rows >= per_chunk:
+                close_chunk()
+                if p_rows >= per_part:
+                    close_part()
+    close_chunk()
+    close_part()
+    return parts
+
+
+class PartData:
+    """A partition's rows in memory: float32, centred once the mean is known."""
+
+    def __init__(self, X_fit: np.ndarray, X_val: np.ndarray, spec: PartSpec, centred: bool = False):
+        self.X_fit, self.X_val, self.spec, self.centred = X_fit, X_val, spec, centred
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.X_fit.nbytes + self.X_val.nbytes)
+
+
+def _open(src):
+    if isinstance(src, (str, os.PathLike)):
+        from .featurestore import FeatureStore
+
+        return FeatureStore(src)
+    return src
+
+
+def _spec_chunks(src, spec: PartSpec):
+    """``(X_fit, y_fit, X_val, y_val)`` float32 chunks of a partition, read from its store (not centred)."""
+    store = _open(src)
+    last, X = None, None
+    for c, chunk in enumerate(spec.chunks):
+        fits, vals = [], []
+        for p in chunk:
+            if p.block != last:
+                last, X = p.block, store.read_block(p.block)
+            fits.append(X[p.fit])
+            vals.append(X[p.val])
+        Xf = np.concatenate(fits).astype(np.float32, copy=False) if len(fits) > 1 else \
+            np.asarray(fits[0], dtype=np.float32)
+        Xv = np.concatenate(vals).astype(np.float32, copy=False) if len(vals) > 1 else \
+            np.asarray(vals[0], dtype=np.float32)
+        yield Xf, spec.y_fit[c], Xv, spec.y_val[c]
+
+
+def _chunks(src, data):
+    """The chunks of ``data`` (a :class:`PartSpec` read from ``src``, or a cached :class:`PartData`)
+    and whether they are centred already."""
+    if isinstance(data, PartData):
+        fa = va = 0
+        for yf, yv in zip(data.spec.y_fit, data.spec.y_val):
+            yield data.X_fit[fa:fa + len(yf)], yf, data.X_val[va:va + len(yv)], yv, data.centred
+            fa += len(yf)
+            va += len(yv)
+    else:
+        for Xf, yf, Xv, yv in _spec_chunks(src, data):
+            yield Xf, yf, Xv, yv, False
+
+
+def _load_partition(src, spec: PartSpec) -> PartData:
+    """Read a partition's rows as float32 (one copy, not centred)."""
+    dim = None
+    fit_parts, val_parts = [], []
+    for Xf, _, Xv, _ in _spec_chunks(src, spec):
+        dim = Xf.shape[1]
+        fit_parts.append(Xf)
+        val_parts.append(Xv)
+    X_fit = np.empty((spec.n_fit, dim), dtype=np.float32)
+    X_val = np.empty((spec.n_val, dim), dtype=np.float32)
+    for out, parts in ((X_fit, fit_parts), (X_val, val_parts)):
+        a = 0
+        for P in parts:
+            out[a:a + len(P)] = P
+            a += len(P)
+    return PartData(X_fit, X_val, spec)
+
+
+def _centred(part: PartData, m32: np.ndarray, copy: bool = True) -> PartData:
+    """``part`` with ``m32`` subtracted from every row (a new PartData, or in place with ``copy=False``)."""
+    if copy:
+        return PartData(part.X_fit - m32, part.X_val - m32, part.spec, True)
+    part.X_fit -= m32
+    part.X_val -= m32
+    part.centred = True
+    return part
+
+
+# ------------------------------------------------------------ partition sums
+class Sums:
+    """Float64 sums of one or several partitions at one model."""
+
+    __slots__ = ("n", "loss", "correct", "G", "r", "val_n", "val_loss", "val_correct")
+
+    def __init__(self, k: int, dim: int):
+        self.n, self.loss, self.correct = 0, 0.0, 0
+        self.G = np.zeros((k, dim))
+        self.r = np.zeros(k)
+        self.val_n, self.val_loss, self.val_correct = 0, 0.0, 0
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            setattr(self, k, v)
+
+
+def merge_sums(*parts: Sums) -> Sums:
+    """The sum of ``parts``, added left to right (a new object)."""
+    out = Sums(*parts[0].G.shape)
+    for p in parts:
+        out.n += p.n
+        out.loss += p.loss
+        out.correct += p.correct
+        out.G += p.G
+        out.r += p.r
+        out.val_n += p.val_n
+        out.val_loss += p.val_loss
+        out.val_correct += p.val_correct
+    return out
+
+
+def partition_sums(src, data, m32, model, loss: int, binary: bool) -> Sums:
+    """Loss, gradient sums and validation loss of one partition at ``model = (Wt, b)``.
+
+    ``Wt`` (D, k) float32 is the transposed, scale-folded coefficient matrix,
+    ``b`` (k,) float64 the intercept with the mean correction; rows not yet
+    centred are centred by ``m32`` here. One BLAS thread: the same sums on
+    any worker.
+    """
+    Wt, b = model
+    out = Sums(Wt.shape[1], Wt.shape[0])
+    with blas_threads(1):
+        for Xf, yf, Xv, yv, centred in _chunks(src, data):
+            if not centred:     # rows just read: fresh arrays of their own
+                Xf -= m32
+                Xv -= m32
+            if len(yf):
+                total, correct, G, r = chunk_sums(Xf, yf, Wt, b, loss, binary, True)
+                out.n += len(yf)
+                out.loss += total
+                out.correct += correct
+                out.G += G
+                out.r += r
+            if len(yv):
+                total, correct, _, _ = chunk_sums(Xv, yv, Wt, b, loss, binary, False)
+                out.val_n += len(yv)
+                out.val_loss += total
+                out.val_correct += correct
+    return out
+
+
+def partition_moments(src, data):
+    """``(n, mean, M2)`` per column (float64) of a partition's fit and validation rows, not centred."""
+    dim = None
+    acc = None
+    for Xf, _, Xv, _, _ in _chunks(src, data):
+        for A in (Xf, Xv):
+            if dim is None:
+                dim = A.shape[1]
+                acc = (0, np.zeros(dim), np.zeros(dim))
+            if len(A):
+                mean = A.mean(axis=0, dtype=np.float64)
+                M2 = np.square(A - mean).sum(axis=0)
+                acc = merge_moments(acc, (len(A), mean, M2))
+    return acc
+
+
+def merge_all_moments(*parts):
+    """Chan's merge of ``parts``, left to right."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = merge_moments(out, p)
+    return out
+
+
+def _tree(items, merge, lazy: bool):
+    """Add ``items`` in a fixed tree: groups of :data:`FAN_IN` consecutive items, level by level."""
+    import dask
+
+    level = list(items)
+    while len(level) > 1:
+        groups = [level[i:i + FAN_IN] for i in range(0, len(level), FAN_IN)]
+        level = [dask.delayed(merge, pure=False)(*g) if lazy else merge(*g) for g in groups]
+    return level[0]
+
+
+class _Problem:
+    """The training rows of one fit, where they live, and the passes over them."""
+
+    def __init__(self, source, y, fit_mask, val_mask, n_classes: int, loss: str, runtime, cache: str):
+        self.source = source
+        self.path = str(source.path) if getattr(source, "path", None) is not None else None
+        self.src = self.path if self.path is not None else source
+        self.runtime = runtime
+        self.client = getattr(runtime, "client", None) if runtime is not None else None
+        self.dim = int(source.dim)
+        self.k = score_columns(n_classes)
+        self.binary = n_classes == 2
+        self.loss = LOSSES[loss]
+        self.n_fit = int(np.count_nonzero(fit_mask))
+        self.n_val = int(np.count_nonzero(val_mask))
+        specs = make_plan(source.bounds, fit_mask, val_mask, np.asarray(y), self.dim)
+        self.n_partitions = len(specs)
+        self.nbytes = 4 * self.dim * (self.n_fit + self.n_val)
+        mode = cache
+        if self.path is None:
+            mode = "memory"          # in-memory rows: nothing to stream from
+        else:
+            mode = "memory" if use_cache(cache, self.nbytes, runtime) else "stream"
+        self.mode = mode
+        self.data = self._place(specs)
+        self.moments = self._run(partition_moments, (), merge_all_moments)
+        self.m32 = self.moments[1].astype(np.float32)
+        self._m32_shared = None
+        if self.mode == "memory":
+            self._centre()
+        self.pass_times: list = []
+
+    # -- placement
+    def _workers(self) -> list:
+        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def _place(self, specs):
+        if self.mode == "stream":
+            if self.client is None:
+                return specs
+            workers = self._workers()
+            out = [None] * len(specs)
+            for w in range(len(workers)):
+                idx = [p for p in range(len(specs)) if p * len(workers) // len(specs) == w]
+                if idx:
+                    futs = self.client.scatter([specs[p] for p in idx], workers=[workers[w]], hash=False)
+                    for p, f in zip(idx, futs):
+                        out[p] = f
+            return out
+        if self.client is None:
+            if self.path is None or self.runtime is None:
+                return [_load_partition(self.src, s) for s in specs]
+            import dask
+
+            return list(self.runtime.compute(*[dask.delayed(_load_partition, pure=False)(self.src, s)
+                                               for s in specs]))
+        workers = self._workers()
+        futs = [self.client.submit(_load_partition, self.src, s, workers=[workers[p * len(workers) // len(specs)]],
+                                   allow_other_workers=True, pure=False) for p, s in enumerate(specs)]
+        from distributed import wait
+
+        wait(futs)
+        return futs
+
+    def _centre(self):
+        if self.client is None:
+            for part in self.data:
+                _centred(part, self.m32, copy=False)
+            return
+        from distributed import wait
+
+        m32 = self.client.scatter(self.m32, broadcast=True, hash=False)
+        raw, self.data = self.data, None
+        new = [self.client.submit(_centred, f, m32, pure=False) for f in raw]
+        del raw
+        wait(new)
+        self.data = new
+
+    # -- passes
+    def _run(self, fn, args: tuple, merge):
+        if self.runtime is None or (self.client is None and len(self.data) == 1):
+            # one partition on threads: the same call, without a round trip through the scheduler
+            return _tree([fn(self.src, d, *args) for d in self.data], merge, lazy=False)
+        import dask
+
+        leaves = [dask.delayed(fn, pure=False)(self.src, d, *args) for d in self.data]
+        return self.runtime.compute(_tree(leaves, merge, lazy=True))[0]
+
+    def sums(self, Wt: np.ndarray, b: np.ndarray) -> Sums:
+        t0 = time.perf_counter()
+        if self.runtime is None or (self.client is None and len(self.data) == 1):
+            args = (self.m32, (Wt, b), self.loss, self.binary)
+        else:
+            if self._m32_shared is None:
+                self._m32_shared = self.runtime.share(self.m32)
+            args = (self._m32_shared, self.runtime.share((Wt, b)), self.loss, self.binary)
+        out = self._run(partition_sums, args, merge_sums)
+        self.pass_times.append(time.perf_counter() - t0)
+        return out
+
+    @property
+    def passes(self) -> int:
+        return len(self.pass_times)
+
+    @property
+    def pass_seconds(self) -> float:
+        return float(sum(self.pass_times))
+
+    @property
+    def parallel(self) -> int:
+        """Partitions computed at once: the cores a pass can use."""
+        if self.runtime is None or (self.client is None and len(self.data) == 1):
+            return 1
+        return max(1, min(len(self.data), int(self.runtime.parallelism)))
+
+    @property
+    def gemm_flops(self) -> int:
+        """Floating-point operations of the GEMMs of one pass (2 per multiply-add)."""
+        return 2 * self.dim * self.k * (2 * self.n_fit + self.n_val)
+
+    def close(self):
+        self.data = None
+        self._m32_shared = None
+
+
+# ------------------------------------------------------------------ scaler
+def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray):
+    """``(scaler, inv_scale)`` of ``[model] scale`` from the moments of the training rows.
+
+    ``center``: :class:`~streamcov.preprocessing.GlobalCenterScaler` (mean row,
+    one factor ``sqrt(sum(M2) / n)``); ``standard``: ``StandardScaler``
+    (per column ``sqrt(M2 / n)``, zero variances mapped to 1); ``none``: no
+    scaler, ``inv_scale = 1``.
+    """
+    dim = len(mean)
+    if kind == "none":
+        return None, 1.0
+    if kind == "center":
+        from ..preprocessing import GlobalCenterScaler
+
+        sc = GlobalCenterScaler()
+        var = float(M2.sum()) / max(n, 1)
+        sc.n_samples_seen_ = int(n)
+        sc.sum_ = mean * n
+        sc.sumsq_ = float(M2.sum() + n * float(mean @ mean))
+        sc.mean_ = mean.copy()
+        sc.scale_ = float(np.sqrt(var)) if var > 0 else 1.0
+        sc.n_features_in_ = dim
+        return sc, 1.0 / sc.scale_
+    if kind == "standard":
+        from sklearn.preprocessing import StandardScaler
+
+        sc = StandardScaler()
+        var = M2 / max(n, 1)
+        scale = np.sqrt(var)
+        scale[scale < 10 * np.finfo(scale.dtype).eps] = 1.0
+        sc.mean_, sc.var_, sc.scale_ = mean.copy(), var, scale
+        sc.n_samples_seen_ = np.int64(n)
+        sc.n_features_in_ = dim
+        return sc, 1.0 / scale
+    raise ValueError(f"scale must be none, center or standard, got {kind!r}")
+
+
+# --------------------------------------------------------------- checkpoints
+def _save(writer, state: LBFGSState, engine: dict, best_x, fingerprint: str):
+    # the JSON now (engine changes), the arrays on the writer's thread (a state's arrays never change)
+    doc = json.dumps({"learner": "lbfgs", "fingerprint": fingerprint, "engine": engine})
+
+    def build():
+        arrays, scalars = state.to_arrays()
+        out = {f"state.{k}": v for k, v in arrays.items()}
+        if best_x is not None:
+            out["best_x"] = best_x
+        full = json.loads(doc)
+        full["state"] = scalars
+        out["checkpoint_json"] = np.frombuffer(json.dumps(full).encode(), dtype=np.uint8)
+        return out
+
+    writer.save(build)
+
+
+def _load(path, fingerprint: str, size: int):
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            doc = json.loads(z["checkpoint_json"].tobytes().decode())
+            if doc.get("learner") != "lbfgs" or doc.get("fingerprint") != fingerprint:
+                return None
+            arrays = {k.removeprefix("state."): z[k] for k in z.files if k.startswith("state.")}
+            best = np.array(z["best_x"]) if "best_x" in z.files else None
+    except (OSError, ValueError, KeyError):
+        return None
+    if arrays["x"].shape != (size,):
+        return None
+    return LBFGSState.from_arrays(arrays, doc["state"]), doc["engine"], best
+
+
+# ------------------------------------------------------------------ learner
+def _seed_of(random_state) -> int:
+    if isinstance(random_state, (Integral, np.integer)):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+def validation_split(train_mask, validation_fraction: float, seed: int):
+    """``(fit_mask, val_mask)``: ``validation_fraction`` of the training rows held out, drawn from ``seed``."""
+    fit = np.asarray(train_mask, dtype=bool).copy()
+    val = np.zeros_like(fit)
+    if validation_fraction > 0:
+        rows = np.flatnonzero(fit)
+        n_val = max(1, int(round(validation_fraction * len(rows))))
+        if n_val >= len(rows):
+            raise ValueError(f"validation_fraction = {validation_fraction} leaves no training row "
+                             f"of {len(rows)}")
+        held = np.random.default_rng(seed).choice(rows, size=n_val, replace=False)
+        val[held] = True
+        fit[held] = False
+    return fit, val
+
+
+def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scale: str = "none",
+                checkpoint=None, resume: bool = False, fingerprint: str = "", progress: bool = False):
+    """Fit ``estimator`` (:class:`LBFGSClassifier`) on the training rows of ``source``.
+
+    Parameters
+    ----------
+    source : FeatureStore or in-memory blocks
+        Anything with ``bounds``, ``dim``, ``read_block(i)`` (and ``path``
+        for a store, which tasks open themselves).
+    y : ndarray of int
+        Class codes of every row of ``source``.
+    train_mask : ndarray of bool
+    classes : ndarray
+        Every class code the model knows (``0 .. n_classes - 1``).
+    estimator : LBFGSClassifier
+        Its parameters say what to fit; it is fitted in place.
+    runtime : Runtime, optional
+        Where the passes run (:func:`streamcov.stream.runtime.dask_runtime`);
+        None: in this thread, same sums.
+    scale : {"none", "center", "standard"}
+        The scaler of ``[model] scale``, fitted on the training rows and
+        folded into the passes.
+    checkpoint : path, optional
+        Written after every iteration (in the background); with ``resume``
+        and a matching ``fingerprint`` the run continues from it.
+
+    Returns
+    -------
+    estimator, scaler
+        The fitted estimator (coefficients in the scaler's output space) and
+        the scaler (None for ``scale = "none"``).
+    """
+    from .model import AsyncCheckpointWriter
+
+    est = estimator
+    est._validate_params()
+    classes = np.asarray(classes)
+    n_classes = len(classes)
+    if n_classes < 2:
+        raise ValueError(f"a classifier needs at least 2 classes, got {n_classes}")
+    seed = _seed_of(est.random_state)
+    fit_mask, val_mask = validation_split(train_mask, float(est.validation_fraction), seed)
+    problem = _Problem(source, y, fit_mask, val_mask, n_classes, est.loss, runtime, est.cache)
+    try:
+        n_mom, mean, M2 = problem.moments
+        scaler, inv = scaler_from_moments(scale, n_mom, mean, M2)
+        k, D = problem.k, problem.dim
+        n = problem.n_fit
+        lam = 1.0 / (float(est.C) * n)
+        dm = mean - problem.m32.astype(np.float64)
+
+        def fun(x):
+            W = x[:k * D].reshape(k, D)
+            b = x[k * D:]
+            Wp = W * inv
+            Wt = np.ascontiguousarray(Wp.T, dtype=np.float32)
+            s = problem.sums(Wt, b - Wp @ dm)
+            gW = (s.G - np.outer(s.r, dm)) * inv / n + lam * W
+            f = s.loss / n + 0.5 * lam * float(np.vdot(W, W))
+            info = {"train_accuracy": s.correct / max(s.n, 1)}
+            if s.val_n:
+                info.update(val_loss=s.val_loss / s.val_n, val_accuracy=s.val_correct / s.val_n)
+            return f, np.concatenate([gW.ravel(), s.r / n]), info
+
+        size = k * D + k
+        x0 = np.zeros(size)
+        if est.warm_start and getattr(est, "coef_", None) is not None and \
+                np.shape(est.coef_) == (k, D) and np.shape(est.intercept_) == (k,):
+            W0 = np.asarray(est.coef_, dtype=np.float64)
+            b0 = np.asarray(est.intercept_, dtype=np.float64)
+            if scaler is None:
+                b0 = b0 + W0 @ mean
+            x0 = np.concatenate([W0.ravel(), b0])
+        loaded = _load(checkpoint, fingerprint, size) if resume and checkpoint is not None \
+            and Path(checkpoint).is_file() else None
+        use_val = problem.n_val > 0
+        if loaded is not None:
+            state, engine, best_x = loaded
+        else:
+            state = lbfgs_start(fun, x0)
+            engine = {"stop": None, "loss_curve": [state.f], "val_curve": [], "best_val": None,
+                      "best_iter": 0, "stale": 0}
+            best_x = None
+            if use_val:
+                engine["val_curve"].append(state.info["val_loss"])
+                engine["best_val"] = state.info["val_loss"]
+                best_x = state.x
+        writer = AsyncCheckpointWriter(checkpoint, CHECKPOINT_INTERVAL) if checkpoint is not None else None
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=int(est.max_iter), desc="train (L-BFGS)", unit="it", initial=state.n_iter)
+        t0 = time.perf_counter()
+        try:
+            blas = blas_threads(1)   # the driver's vector algebra: one thread (BLAS threads spin on busy cores)
+            blas.__enter__()
+            while engine["stop"] is None:
+                if float(np.max(np.abs(state.g))) <= est.tol:
+                    engine["stop"] = "converged"
+                elif state.n_iter >= est.max_iter:
+                    engine["stop"] = "max_iter"
+                if engine["stop"] is not None:
+                    break
+                f_old = state.f
+                state, ok = lbfgs_iteration(fun, state, memory=int(est.memory))
+                if not ok:
+                    engine["stop"] = "line_search"
+                else:
+                    engine["loss_curve"].append(state.f)
+                    if use_val:
+                        v = state.info["val_loss"]
+                        engine["val_curve"].append(v)
+                        if v < engine["best_val"]:
+                            engine["best_val"], engine["best_iter"], engine["stale"] = v, state.n_iter, 0
+                            best_x = state.x
+                        else:
+                            engine["stale"] += 1
+                            if engine["stale"] >= est.n_iter_no_change:
+                                engine["stop"] = "early_stopping"
+                    if engine["stop"] is None and stalled(f_old, state.f):
+                        engine["stop"] = "stalled"
+                if writer is not None:
+                    _save(writer, state, engine, best_x, fingerprint)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{state.f:.5g}")
+            if writer is not None:
+                _save(writer, state, engine, best_x, fingerprint)
+        finally:
+            blas.__exit__(None, None, None)
+            if writer is not None:
+                writer.close()
+            if bar is not None:
+                bar.close()
+        x = best_x if use_val else state.x
+        W = x[:k * D].reshape(k, D).copy()
+        b = x[k * D:].copy()
+        if scaler is None:
+            b = b - W @ mean
+        est.coef_ = W
+        est.intercept_ = b
+        est.classes_ = classes
+        est.n_features_in_ = D
+        est.n_iter_ = int(state.n_iter)
+        est.n_evals_ = int(state.n_evals)
+        est.stop_reason_ = engine["stop"]
+        est.converged_ = engine["stop"] in ("converged", "stalled")
+        est.grad_max_ = float(np.max(np.abs(state.g)))
+        est.loss_curve_ = np.asarray(engine["loss_curve"], dtype=np.float64)
+        if use_val:
+            est.validation_loss_curve_ = np.asarray(engine["val_curve"], dtype=np.float64)
+            est.best_iter_ = int(engine["best_iter"])
+        est.fit_info_ = {"passes": problem.passes, "pass_seconds": problem.pass_seconds,
+                         "pass_times": list(problem.pass_times), "parallel_partitions": problem.parallel,
+                         "optimize_seconds": time.perf_counter() - t0, "cache": problem.mode,
+                         "partitions": problem.n_partitions, "gemm_flops_per_pass": problem.gemm_flops,
+                         "n_fit": problem.n_fit, "n_validation": problem.n_val}
+    finally:
+        problem.close()
+    return est, scaler
+
+
+# --------------------------------------------------------------- prediction
+def _predict_blocks(src, pieces, model):
+    clf, scaler = model
+    store = _open(src)
+    out = []
+    with blas_threads(1):
+        for i, rows in pieces:
+            X = store.read_block(i)[rows]
+            out.append(clf.predict(X if scaler is None else scaler.transform(X)))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def predict_rows(source, mask, clf, scaler=None, runtime=None) -> np.ndarray:
+    """Predictions of ``clf`` (after ``scaler``) for the rows of ``mask``, in row order, block tasks on ``runtime``."""
+    bounds = source.bounds
+    mask = np.asarray(mask, dtype=bool)
+    per_task = max(1, PARTITION_BYTES // (8 * max(int(source.dim), 1)))
+    groups, cur, rows_in = [], [], 0
+    for i in range(len(bounds) - 1):
+        rows = np.flatnonzero(mask[bounds[i]:bounds[i + 1]])
+        if len(rows):
+            cur.append((i, rows))
+            rows_in += len(rows)
+        if rows_in >= per_task:
+            groups.append(cur)
+            cur, rows_in = [], 0
+    if cur:
+        groups.append(cur)
+    src = str(source.path) if getattr(source, "path", None) is not None else source
+    if not groups:
+        return np.zeros(0, dtype=np.int64)
+    if runtime is None:
+        parts = [_predict_blocks(src, g, (clf, scaler)) for g in groups]
+    else:
+        import dask
+
+        model = runtime.share((clf, scaler))
+        parts = runtime.compute(*[dask.delayed(_predict_blocks, pure=False)(src, g, model) for g in groups])
+    return np.concatenate(parts).astype(np.int64)
+
+
+# ---------------------------------------------------------------- estimator
+class LBFGSClassifier(ClassifierMixin, BaseEstimator):
+    """Linear classifier fitted by full-batch L-BFGS, streamed over blocks of rows.
+
+    Minimizes ``(1/n) sum_i loss(W x_i + b, y_i) + ||W||^2 / (2 C n)``
+    (:mod:`streamcov.linear`): the multinomial log loss (logistic for two
+    classes; the problem of ``LogisticRegression(C=C)``) or the one-vs-rest
+    squared hinge. In memory (:meth:`fit`) or over a feature store
+    (:func:`train_lbfgs`, the ``lbfgs`` learner of pipeline files, which also
+    streams, caches, runs on a cluster and checkpoints).
+
+    Parameters
+    ----------
+    loss : {"log_loss", "squared_hinge"}, default="log_loss"
+    C : float, default=1.0
+        Inverse regularization strength (``LogisticRegression``'s ``C``).
+    tol : float, default=1e-4
+        Stop when the largest gradient entry is at most ``tol``.
+    max_iter : int, default=100
+        Most iterations (each costs about one pass over the rows).
+    memory : int, default=10
+        Curvature pairs kept by L-BFGS.
+    validation_fraction : float in [0, 1), default=0.0
+        Share of the training rows held out for early stopping (0: none).
+    n_iter_no_change : int, default=5
+        Iterations without a lower validation loss before stopping.
+    cache : {"auto", "memory", "stream"}, default="auto"
+        For feature stores: keep the float32 rows in memory, read them at
+        every pass, or cache when they fit (see :mod:`streamcov.stream.lbfgs`).
+    warm_start : bool, default=False
+        Start from the coefficients of the previous fit (same shape).
+    n_jobs : int, default=None
+        Threads for :meth:`fit` on in-memory data (None: this thread).
+    random_state : int, RandomState or None, default=None
+        Draws the validation rows; nothing else is random.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    n_iter_ : int
+        L-BFGS iterations.
+    n_evals_ : int
+        Objective evaluations (passes over the rows).
+    loss_curve_ : ndarray
+        Objective at the start and after every iteration.
+    validation_loss_curve_ : ndarray
+        Validation loss at the same points (with ``validation_fraction > 0``).
+    best_iter_ : int
+        Iteration of the lowest validation loss, whose coefficients are kept.
+    stop_reason_ : str
+        ``converged`` (gradient below ``tol``), ``stalled`` (relative decrease
+        below 64 eps), ``max_iter``, ``early_stopping`` or ``line_search`` (no
+        Wolfe step: the objective's precision is reached).
+    converged_ : bool
+    """
+
+    _parameter_constraints: dict = {
+        "loss": [StrOptions(set(LOSSES))],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "memory": [Interval(Integral, 1, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "cache": [StrOptions(set(CACHE_MODES))],
+        "warm_start": ["boolean"],
+        "n_jobs": [None, Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, loss="log_loss", C=1.0, tol=1e-4, max_iter=100, memory=10, validation_fraction=0.0,
+                 n_iter_no_change=5, cache="auto", warm_start=False, n_jobs=None, random_state=None):
+        self.loss = loss
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.memory = memory
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.cache = cache
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit on in-memory rows ``X`` (n_samples, n_features) and labels ``y``."""
+        from .sgd import _ArrayBlocks
+
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"LBFGSClassifier needs samples of at least 2 classes in the data, but the data "
+                             f"contains only one class: {classes[0]!r}")
+        prev_classes = getattr(self, "classes_", None)
+        if self.warm_start and prev_classes is not None and not np.array_equal(prev_classes, classes):
+            self.coef_ = None    # another set of classes: nothing to start from
+        blocks = _ArrayBlocks(X, chunk_rows(X.shape[1]))
+        mask = np.ones(len(X), dtype=bool)
+        if self.n_jobs is None or self.n_jobs == 1:
+            train_lbfgs(blocks, codes.astype(np.int64), mask, np.arange(len(classes)), self)
+        else:
+            from .runtime import dask_runtime
+
+            with dask_runtime("threads", self.n_jobs) as runtime:
+                train_lbfgs(blocks, codes.astype(np.int64), mask, np.arange(len(classes)), self, runtime=runtime)
+        self.classes_ = classes
+        if self.stop_reason_ == "max_iter":
+            warnings.warn(f"L-BFGS did not converge in max_iter={self.max_iter} iterations (largest gradient "
+                          f"entry {self.grad_max_:.3g} > tol={self.tol}); raise max_iter", ConvergenceWarning)
+        elif self.stop_reason_ == "line_search" and self.grad_max_ > self.tol:
+            warnings.warn(f"L-BFGS stopped at the precision of its float32 objective: no step lowers it "
+                          f"further (largest gradient entry {self.grad_max_:.3g} > tol={self.tol}); a tol "
+                          f"below about 1e-6 is rarely reachable", ConvergenceWarning)
+        return self
+
+    def decision_function(self, X):
+        """Scores ``X coef_^T + intercept_``; shape (n_samples,) for two classes."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        S = X @ self.coef_.T.astype(X.dtype, copy=False) + self.intercept_
+        return S.ravel() if S.shape[1] == 1 else S
+
+    def predict(self, X):
+        S = self.decision_function(X)
+        idx = (S > 0).astype(int) if S.ndim == 1 else S.argmax(axis=1)
+        return np.asarray(self.classes_)[idx]
+
+    def _check_proba(self):
+        if self.loss != "log_loss":
+            raise AttributeError(f"probability estimates need loss='log_loss', not {self.loss!r}")
+        return True
+
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """Class probabilities (log loss only): softmax of the scores, or the logistic for two classes."""
+        S = self.decision_function(X)
+        if S.ndim == 1:
+            p = 1.0 / (1.0 + np.exp(-S))
+            return np.column_stack([1.0 - p, p])
+        S = S - S.max(axis=1, keepdims=True)
+        P = np.exp(S)
+        return P / P.sum(axis=1, keepdims=True)
+
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+
+def make_lbfgs(model, n_fit: int, seed: int) -> LBFGSClassifier:
+    """The :class:`LBFGSClassifier` of a ``[model]`` table; with ``alpha``, ``C = 1 / (alpha n_fit)``."""
+    C = float(model.C) if model.alpha is None else 1.0 / (float(model.alpha) * max(int(n_fit), 1))
+    return LBFGSClassifier(loss=model.loss, C=C, tol=float(model.tol), max_iter=int(model.max_iter),
+                           validation_fraction=float(model.validation_fraction),
+                           n_iter_no_change=int(model.n_iter_no_change), cache=model.cache, random_state=int(seed))
+
+
+def train_lbfgs_arrays(X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray, model,
+                       seed: int):
+    """:func:`train_lbfgs` (with the scaler of ``model.scale``) on an in-memory array; returns an object
+    with ``predict``. Used by studies and cross-validation."""
+    from .sgd import _ArrayBlocks, _ScaledClassifier, n_fit_rows
+
+    blocks = _ArrayBlocks(X, chunk_rows(X.shape[1]))
+    n_fit = n_fit_rows(int(np.asarray(train_mask, dtype=bool).sum()), float(model.validation_fraction))
+    clf, scaler = train_lbfgs(blocks, y, train_mask, classes, make_lbfgs(model, n_fit, seed), scale=model.scale)
+    return _ScaledClassifier(clf, scaler)
+
+
+__all__ = ["CACHE_FRACTION", "CACHE_MODES", "LBFGSClassifier", "PartSpec", "make_lbfgs", "make_plan",
+           "predict_rows", "scaler_from_moments", "train_lbfgs", "train_lbfgs_arrays", "validation_split"]

@@ -1,0 +1,498 @@
+"""The full-batch L-BFGS learner: objective, optimizer, streamed passes, determinism, resume, pipeline."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from conftest import REPO
+from streamcov.data.skeletons import ingest
+from streamcov.data.synth import SyntheticSkeletons
+from streamcov.errors import ConfigError
+from streamcov.linear import LOG_LOSS, SQUARED_HINGE, _rows_loss_residual, linear_loss_gradient
+from streamcov.optimize import LBFGSState, lbfgs_direction, lbfgs_iteration, lbfgs_start
+from streamcov.preprocessing import GlobalCenterScaler
+from streamcov.stream import lbfgs as L
+from streamcov.stream.lbfgs import LBFGSClassifier, make_plan, scaler_from_moments
+from streamcov.stream.model import AsyncCheckpointWriter, FittedPipeline
+from streamcov.stream.sgd import _ArrayBlocks
+from streamcov.tasks import run as run_pipeline
+from streamcov.tasks.config import load_config
+
+
+def blobs(n=240, d=12, k=4, seed=0, spread=2.0):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((k, d)) * spread
+    y = rng.integers(0, k, n)
+    return centres[y] + rng.standard_normal((n, d)), y
+
+
+# ----------------------------------------------------------------- objective
+def slow_rows(S, y, b, loss, binary):
+    """Row by row, class by class: the textbook formulas."""
+    total, R = 0.0, np.zeros(S.shape)
+    for i in range(S.shape[0]):
+        s = [float(v) + float(bj) for v, bj in zip(S[i], b)]
+        if loss == LOG_LOSS and binary:
+            t = 1.0 if y[i] == 1 else -1.0
+            total += np.log(1.0 + np.exp(-t * s[0]))
+            R[i, 0] = -t / (1.0 + np.exp(t * s[0]))
+        elif loss == LOG_LOSS:
+            e = [np.exp(v) for v in s]
+            total += np.log(sum(e)) - s[y[i]]
+            for j in range(len(s)):
+                R[i, j] = e[j] / sum(e) - (1.0 if j == y[i] else 0.0)
+        else:
+            for j in range(len(s)):
+                c = j + 1 if binary else j
+                t = 1.0 if y[i] == c else -1.0
+                m = max(0.0, 1.0 - t * s[j])
+                total += m * m
+                R[i, j] = -2.0 * t * m
+    return total, R
+
+
+@pytest.mark.parametrize("loss", [LOG_LOSS, SQUARED_HINGE])
+@pytest.mark.parametrize("k", [1, 5])
+def test_row_losses_and_residuals_match_the_textbook_formulas(loss, k, rng):
+    n = 37
+    S = rng.standard_normal((n, k)) * 3
+    y = rng.integers(0, 2 if k == 1 else k, n)
+    b = rng.standard_normal(k)
+    total, correct, R, r = _rows_loss_residual(S, y, b, loss, k == 1, True)
+    want_total, want_R = slow_rows(S, y, b, loss, k == 1)
+    # float64 throughout; only the order of the sums differs
+    assert total == pytest.approx(want_total, rel=1e-12)
+    np.testing.assert_allclose(R, want_R, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(r, want_R.sum(axis=0), rtol=1e-12, atol=1e-13)
+    pred = (S[:, 0] + b[0] > 0).astype(int) if k == 1 else (S + b).argmax(axis=1)
+    assert correct == int((pred == y).sum())
+
+
+def test_log_loss_is_stable_for_huge_scores():
+    S = np.array([[800.0, -800.0, 0.0], [-800.0, 800.0, 0.0]])
+    total, _, R, _ = _rows_loss_residual(S, np.array([1, 1]), np.zeros(3), LOG_LOSS, False, True)
+    assert np.isfinite(total) and total == pytest.approx(1600.0)
+    assert np.isfinite(R).all()
+
+
+@pytest.mark.parametrize("loss", ["log_loss", "squared_hinge"])
+@pytest.mark.parametrize("k", [2, 4])
+def test_gradient_matches_central_differences(loss, k):
+    X, y = blobs(n=90, d=7, k=k, seed=k)
+    rng = np.random.default_rng(1)
+    cols = 1 if k == 2 else k
+    W, b = rng.standard_normal((cols, 7)) * 0.3, rng.standard_normal(cols)
+    f, gW, gb = linear_loss_gradient(X, y, W, b, loss=loss, C=3.0, dtype=np.float64)
+    h = 1e-6
+    for (i, j) in [(0, 0), (cols - 1, 6), (0, 3)]:
+        E = np.zeros_like(W)
+        E[i, j] = h
+        fd = (linear_loss_gradient(X, y, W + E, b, loss=loss, C=3.0, dtype=np.float64)[0]
+              - linear_loss_gradient(X, y, W - E, b, loss=loss, C=3.0, dtype=np.float64)[0]) / (2 * h)
+        # central differences: error O(h^2 f''') + O(eps f / h), about 1e-9 here
+        assert gW[i, j] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+    e = np.zeros(cols)
+    e[0] = h
+    fd = (linear_loss_gradient(X, y, W, b + e, loss=loss, C=3.0, dtype=np.float64)[0]
+          - linear_loss_gradient(X, y, W, b - e, loss=loss, C=3.0, dtype=np.float64)[0]) / (2 * h)
+    assert gb[0] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+
+
+def test_float32_gemms_agree_with_float64():
+    X, y = blobs(n=500, d=300, k=6)
+    W = np.random.default_rng(2).standard_normal((6, 300)) * 0.05
+    b = np.zeros(6)
+    f32, g32, _ = linear_loss_gradient(X, y, W, b, dtype=np.float32)
+    f64, g64, _ = linear_loss_gradient(X, y, W, b, dtype=np.float64)
+    # float32 rounding of X and W (6e-8 relative) and sums of 300 terms: a few 1e-6 relative
+    assert f32 == pytest.approx(f64, rel=1e-5)
+    np.testing.assert_allclose(g32, g64, rtol=0, atol=1e-5 * np.abs(g64).max())
+
+
+def test_objective_validates_its_arguments():
+    X, y = blobs(n=10, d=3, k=3)
+    with pytest.raises(ValueError, match="loss must be one of"):
+        linear_loss_gradient(X, y, np.zeros((3, 3)), np.zeros(3), loss="hinge")
+    with pytest.raises(ValueError, match=r"coef must have shape \(3, 3\)"):
+        linear_loss_gradient(X, y, np.zeros((2, 3)), np.zeros(2))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        linear_loss_gradient(np.full((2, 2), np.nan), [0, 1], np.zeros((1, 2)), np.zeros(1))
+    with pytest.raises(ValueError, match="C must be a finite number > 0"):
+        linear_loss_gradient(X, y, np.zeros((3, 3)), np.zeros(3), C=0)
+
+
+# ----------------------------------------------------------------- optimizer
+def test_two_loop_recursion_equals_the_dense_bfgs_inverse(rng):
+    n = 6
+    g = rng.standard_normal(n)
+    s = [rng.standard_normal(n) for _ in range(4)]
+    A = rng.standard_normal((n, n))
+    A = A @ A.T + n * np.eye(n)   # y = A s: positive curvature
+    y = [A @ si for si in s]
+    gamma = s[-1] @ y[-1] / (y[-1] @ y[-1])
+    H = gamma * np.eye(n)
+    for si, yi in zip(s, y):
+        rho = 1.0 / (yi @ si)
+        V = np.eye(n) - rho * np.outer(yi, si)
+        H = V.T @ H @ V + rho * np.outer(si, si)
+    np.testing.assert_allclose(lbfgs_direction(g, s, y), -H @ g, rtol=1e-10, atol=1e-12)
+
+
+def rosenbrock(x):
+    f = float(np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2))
+    g = np.zeros_like(x)
+    g[:-1] = -400 * x[:-1] * (x[1:] - x[:-1] ** 2) - 2 * (1 - x[:-1])
+    g[1:] += 200 * (x[1:] - x[:-1] ** 2)
+    return f, g, {"f": f}
+
+
+def test_lbfgs_minimizes_rosenbrock_and_resumes_exactly_from_any_iteration():
+    state = lbfgs_start(rosenbrock, np.full(6, -1.2))
+    saved = []
+    while np.abs(state.g).max() > 1e-8:
+        arrays, scalars = state.to_arrays()
+        # a checkpoint: float64 arrays and a JSON round trip
+        saved.append(({k: v.copy() for k, v in arrays.items()}, json.loads(json.dumps(scalars))))
+        state, ok = lbfgs_iteration(rosenbrock, state)
+        assert ok and state.n_iter < 200
+    np.testing.assert_allclose(state.x, np.ones(6), atol=1e-7)
+    for k in (1, len(saved) // 2, len(saved) - 1):
+        s = LBFGSState.from_arrays(*saved[k])
+        while s.n_iter < state.n_iter:
+            s, _ = lbfgs_iteration(rosenbrock, s)
+        assert s.x.tobytes() == state.x.tobytes() and s.n_evals == state.n_evals
+
+
+# ------------------------------------------------------------- the estimator
+def scipy_reference(X, y, loss, C, k):
+    """The objective written out in float64 numpy, minimized by scipy's L-BFGS-B to 1e-10."""
+    from scipy.optimize import minimize
+
+    n, d = X.shape
+    cols = 1 if k == 2 else k
+
+    def fun(x):
+        W, b = x[:cols * d].reshape(cols, d), x[cols * d:]
+        f, gW, gb = linear_loss_gradient(X, y, W, b, loss=loss, C=C, dtype=np.float64)
+        return f, np.concatenate([gW.ravel(), gb])
+
+    res = minimize(fun, np.zeros(cols * d + cols), jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 20000})
+    return res.x[:cols * d].reshape(cols, d), res.x[cols * d:]
+
+
+@pytest.mark.parametrize("loss", ["log_loss", "squared_hinge"])
+@pytest.mark.parametrize("k", [2, 4])
+def test_fit_reaches_the_minimum_of_the_objective(loss, k):
+    X, y = blobs(n=300, d=20, k=k, seed=3, spread=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)   # tol is below what float32 reaches
+        est = LBFGSClassifier(loss=loss, C=2.0, tol=1e-9, max_iter=1000).fit(X, y)
+    W, b = scipy_reference(X, y, loss, 2.0, k)
+    # float32 GEMMs: the objective is exact to ~1e-7 relative, which stops L-BFGS (no Wolfe step
+    # left) at gradients of 1e-7 .. 1e-5; the minimizer is then known to ~1e-3 of its size
+    # (measured: 3e-5 .. 1e-3 relative)
+    assert est.stop_reason_ == "line_search" and est.grad_max_ < 1e-4
+    np.testing.assert_allclose(est.coef_, W, rtol=0, atol=2e-3 * np.abs(W).max())
+    S = X @ W.T + b
+    np.testing.assert_allclose(est.decision_function(X).reshape(S.shape), S, rtol=0, atol=2e-3 * np.abs(S).max())
+    assert est.coef_.shape == ((1, 20) if k == 2 else (k, 20))
+
+
+def test_log_loss_is_scikit_learn_logistic_regression():
+    X, y = blobs(n=400, d=30, k=5, seed=4, spread=0.7)
+    ours = LBFGSClassifier(C=0.5, tol=1e-6, max_iter=500).fit(X, y)
+    ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=10000).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=0, atol=1e-4 * np.abs(ref.coef_).max())
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+    assert (ours.predict(X) == ref.predict(X)).all()
+
+
+def test_labels_of_any_type_and_probabilities():
+    X, y = blobs(n=120, d=5, k=3)
+    labels = np.array(["walk", "run", "sit"])[y]
+    est = LBFGSClassifier(C=10.0).fit(X, labels)
+    assert sorted(est.classes_) == ["run", "sit", "walk"] and est.score(X, labels) > 0.9
+    P = est.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+    assert (est.classes_[P.argmax(axis=1)] == est.predict(X)).all()
+    hinge = LBFGSClassifier(loss="squared_hinge").fit(X, labels)
+    assert not hasattr(hinge, "predict_proba")
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        LBFGSClassifier().fit(X, np.zeros(len(X)))
+
+
+def test_warm_start_continues_from_the_previous_model():
+    X, y = blobs(n=200, d=10, k=3, spread=1.0)
+    est = LBFGSClassifier(C=5.0, tol=1e-5, warm_start=True).fit(X, y)
+    first = est.coef_.copy()
+    est.fit(X, y)
+    assert est.n_iter_ <= 1   # already at the minimum
+    np.testing.assert_allclose(est.coef_, first, atol=1e-5 * np.abs(first).max())
+
+
+def test_early_stopping_keeps_the_best_validation_iterate():
+    # more features than rows, weak regularization: the validation loss turns up
+    X, y = blobs(n=120, d=200, k=3, seed=5, spread=0.15)
+    kw = dict(C=1e4, tol=1e-9, max_iter=300, validation_fraction=0.25, random_state=7)
+    est = LBFGSClassifier(n_iter_no_change=3, **kw).fit(X, y)
+    curve = est.validation_loss_curve_
+    assert est.stop_reason_ == "early_stopping"
+    assert est.best_iter_ == int(np.argmin(curve)) and len(curve) == est.n_iter_ + 1
+    assert est.n_iter_ == est.best_iter_ + 3
+    # the kept model is the iterate of best_iter_: the same run cut there returns it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cut = LBFGSClassifier(n_iter_no_change=100, **{**kw, "max_iter": est.best_iter_}).fit(X, y)
+    assert cut.coef_.tobytes() == est.coef_.tobytes()
+
+
+def test_max_iter_warns():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = blobs(n=100, d=10, k=3, spread=0.5)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=2"):
+        LBFGSClassifier(max_iter=2, tol=1e-10).fit(X, y)
+
+
+@parametrize_with_checks([LBFGSClassifier(max_iter=30)])
+def test_scikit_learn_estimator_checks(estimator, check):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+# ----------------------------------------------------------- streamed passes
+def test_plan_holds_every_row_once_in_order(rng):
+    bounds = np.array([0, 7, 7, 30, 31, 100])
+    fit = rng.random(100) < 0.6
+    val = ~fit & (rng.random(100) < 0.5)
+    y = rng.integers(0, 3, 100)
+    import streamcov.linear as lin
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lin, "CHUNK_BYTES", 4 * 10 * 3)        # 3 rows of width 10 per chunk... at least 64
+        mp.setattr(L, "PARTITION_BYTES", 4 * 10 * 100)
+        plan = make_plan(bounds, fit, val, y, 10)
+    rows_fit = [bounds[p.block] + p.fit for s in plan for c in s.chunks for p in c]
+    rows_val = [bounds[p.block] + p.val for s in plan for c in s.chunks for p in c]
+    assert np.concatenate(rows_fit).tolist() == np.flatnonzero(fit).tolist()
+    assert np.concatenate(rows_val).tolist() == np.flatnonzero(val).tolist()
+    assert np.concatenate([np.concatenate(s.y_fit) for s in plan]).tolist() == y[fit].tolist()
+
+
+@pytest.mark.parametrize("kind", ["center", "standard"])
+def test_scaler_from_streamed_moments_equals_the_fitted_scaler(kind, rng):
+    X = (rng.standard_normal((300, 8)) * [1, 2, 3, 4, 5, 6, 7, 0] + 5).astype(np.float32)
+    blocks = _ArrayBlocks(X, 64)
+    mask = np.ones(300, dtype=bool)
+    p = L._Problem(blocks, np.zeros(300, dtype=np.int64), mask, ~mask, 2, "log_loss", None, "memory")
+    sc, inv = scaler_from_moments(kind, *p.moments)
+    ref = (GlobalCenterScaler() if kind == "center" else StandardScaler()).fit(X.astype(np.float64))
+    # Chan-merged float64 moments of the float32 rows against one float64 pass: 1e-12 relative
+    np.testing.assert_allclose(sc.mean_, ref.mean_, rtol=1e-12)
+    np.testing.assert_allclose(sc.scale_, ref.scale_, rtol=1e-10)
+    np.testing.assert_allclose(sc.transform(X[:5]), ref.transform(X[:5]), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(inv, 1.0 / np.asarray(ref.scale_), rtol=1e-10)
+
+
+def test_streamed_learner_with_a_scaler_is_the_learner_on_scaled_rows():
+    X, y = blobs(n=400, d=16, k=3, spread=0.8)
+    X = X * 3 + 10          # a large common offset: the scaler's mean, folded into the passes
+    sc = StandardScaler().fit(X)
+    ref = LBFGSClassifier(C=3.0, tol=1e-5, max_iter=500).fit(sc.transform(X), y)
+    mask = np.ones(len(X), dtype=bool)
+    est, scaler = L.train_lbfgs(_ArrayBlocks(X, 50), y, mask, np.arange(3),
+                                LBFGSClassifier(C=3.0, tol=1e-5, max_iter=500), scale="standard")
+    np.testing.assert_allclose(scaler.mean_, sc.mean_, rtol=1e-6)
+    # two runs to |grad| <= 1e-5 on float32 rows (scaled once, or centred with the scale folded in):
+    # the same minimizer to 1e-3 of its size
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-3 * np.abs(ref.coef_).max())
+    S = ref.decision_function(sc.transform(X))
+    np.testing.assert_allclose(est.decision_function(sc.transform(X)), S, atol=1e-3 * np.abs(S).max())
+
+
+def test_streaming_holds_no_rows():
+    """cache = "stream": the plan only; one pass reads and frees the rows chunk by chunk."""
+    import tracemalloc
+
+    X, y = blobs(n=8000, d=200, k=3)
+    mask = np.ones(len(X), dtype=bool)
+
+    class Store(_ArrayBlocks):
+        path = "unused"
+    store = Store(X, 100)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "_open", lambda src: store)
+        import streamcov.linear as lin
+        mp.setattr(lin, "CHUNK_BYTES", 100 * 200 * 4)    # chunks of 100 rows
+        stream = L._Problem(store, y, mask, ~mask, 3, "log_loss", None, "stream")
+        assert all(isinstance(d, L.PartSpec) for d in stream.data)
+        Wt, b = np.zeros((200, 3), dtype=np.float32), np.zeros(3)
+        tracemalloc.start()
+        stream.sums(Wt, b)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    # a cache would hold 6.4 MB of float32 rows; streaming holds one chunk of 100 rows at a time
+    # (its float64 rows as read, 160 KB, their float32 copy, scores and sums): under 1 MB whatever
+    # the number of rows
+    assert peak < 1 << 20, peak
+
+
+def test_async_checkpoint_writer_keeps_the_newest(tmp_path):
+    w = AsyncCheckpointWriter(tmp_path / "c.npz", min_interval=60.0)
+    w.save({"a": np.array([1])})
+    for i in range(2, 6):
+        w.save(lambda i=i: {"a": np.array([i])})
+    w.close()        # writes the newest at once despite min_interval
+    with np.load(tmp_path / "c.npz") as z:
+        assert z["a"][0] == 5
+    w = AsyncCheckpointWriter(tmp_path / "missing" / "c.npz")
+    w.save({"a": np.array([1])})
+    with pytest.raises(FileNotFoundError):
+        w.close()
+
+
+# ------------------------------------------------------------------ pipeline
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("syn") / "syn.zarr"
+    return ingest(SyntheticSkeletons(n_sequences=240, n_subjects=6, n_classes=8, seed=3), path,
+                  chunk_frames=2048)
+
+
+def lbfgs_cfg(store, out, *extra):
+    return load_config(REPO / "pipelines" / "msr_action3d.toml",
+                       [f'output="{out}"', "features.n_components=256",
+                        "dask.block_size=16", 'model.learner="lbfgs"', "model.C=10.0", *extra], store=store.path)
+
+
+def model_arrays(out):
+    clf = FittedPipeline.load(out / "model").classifier
+    return clf.coef_.tobytes() + clf.intercept_.tobytes()
+
+
+def shrink_partitions(mp):
+    """Chunks of 12 rows, partitions of 2 chunks, a fan-in of 2: on 120 training rows, 5 partitions
+    added in a tree of 3 levels."""
+    import streamcov.linear as lin
+    mp.setattr(lin, "MIN_CHUNK_ROWS", 1)
+    mp.setattr(lin, "CHUNK_BYTES", 12 * 256 * 4)
+    mp.setattr(L, "PARTITION_BYTES", 24 * 256 * 4)
+    mp.setattr(L, "FAN_IN", 2)
+
+
+@pytest.fixture
+def small_partitions(monkeypatch):
+    shrink_partitions(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def reference(synth_store, tmp_path_factory):
+    """The lbfgs pipeline in this thread (synchronous scheduler), small partitions, rows streamed."""
+    out = tmp_path_factory.mktemp("ref")
+    with pytest.MonkeyPatch.context() as mp:
+        shrink_partitions(mp)
+        res = run_pipeline(lbfgs_cfg(synth_store, out, 'model.cache="stream"'), scheduler="synchronous")
+    return res, model_arrays(out)
+
+
+def test_lbfgs_pipeline(reference, synth_store):
+    res, _ = reference
+    assert res["stop"] == "converged" and res["converged"] and res["cache"] == "stream"
+    assert 0 < res["iterations"] <= res["passes"] and res["accuracy"] > 0.5
+    assert "epochs" not in res and "epochs_run" not in res
+    model = FittedPipeline.load(res["model_path"])
+    assert type(model.classifier).__name__ == "LBFGSClassifier"
+    assert type(model.scaler).__name__ == "GlobalCenterScaler"
+
+
+def test_same_model_on_threads_and_a_local_cluster(reference, synth_store, scheduler, small_partitions):
+    """Fixed partitions and a fixed tree: bitwise the pipeline's model on any scheduler, cached or streamed."""
+    from streamcov.stream.featurestore import FeatureStore
+    from streamcov.stream.runtime import dask_runtime
+
+    res, want = reference
+    cfg = lbfgs_cfg(synth_store, "unused")
+    fstore = FeatureStore(res["features_path"])
+    y = synth_store.labels.astype(np.int64)
+    train = synth_store.subjects % 2 == 1
+    with dask_runtime(scheduler, 2) as runtime:
+        for cache in ("memory", "stream"):
+            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
+            clf, _ = L.train_lbfgs(fstore, y, train, np.arange(8), est, runtime=runtime, scale="center")
+            assert clf.fit_info_["cache"] == cache and clf.fit_info_["partitions"] == 5
+            assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want, cache
+            assert clf.n_evals_ == res["passes"]
+
+
+def test_resume_after_a_crash_gives_the_same_model(reference, synth_store, tmp_path, monkeypatch,
+                                                   small_partitions):
+    monkeypatch.setattr(L, "CHECKPOINT_INTERVAL", 0.0)
+    original = L._Problem.sums
+    calls = {"n": 0}
+
+    def crashing(self, *a):
+        calls["n"] += 1
+        if calls["n"] == 12:
+            raise KeyboardInterrupt("simulated crash")
+        return original(self, *a)
+
+    monkeypatch.setattr(L._Problem, "sums", crashing)
+    cfg = lbfgs_cfg(synth_store, tmp_path, 'model.cache="stream"')
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(cfg, scheduler="synchronous")
+    monkeypatch.setattr(L._Problem, "sums", original)
+    with np.load(tmp_path / "checkpoints" / "odd-even.npz") as z:
+        state = json.loads(z["checkpoint_json"].tobytes().decode())["state"]
+    assert 0 < state["n_iter"] < reference[0]["iterations"]
+    resumed = run_pipeline(cfg, scheduler="synchronous", resume=True)
+    assert resumed["featurized_sequences"] == 0
+    assert model_arrays(tmp_path) == reference[1]
+    assert resumed["passes"] == reference[0]["passes"] and resumed["accuracy"] == reference[0]["accuracy"]
+
+
+def test_predict_reproduces_the_test_accuracy(reference, synth_store, tmp_path):
+    from streamcov.stream.predict import predict
+
+    res = reference[0]
+    summary = predict(res["model_path"], synth_store.path, tmp_path / "p.csv", scheduler="synchronous")
+    assert summary["accuracy"] == pytest.approx(res["accuracy"], abs=1e-12)
+
+
+def test_early_stopping_in_the_pipeline(synth_store, tmp_path):
+    res = run_pipeline(lbfgs_cfg(synth_store, tmp_path, "model.validation_fraction=0.25",
+                                 "model.n_iter_no_change=2", "model.C=1e6", "model.tol=1e-12"),
+                       scheduler="synchronous")
+    assert res["stop"] in ("early_stopping", "line_search", "stalled")
+    assert res["n_train"] == int((synth_store.subjects % 2 == 1).sum())
+
+
+@pytest.mark.parametrize("sets,message", [
+    (['model.loss="hinge"'], r'model\.loss = "hinge" is not a loss of learner "lbfgs": use "log_loss" or '
+                             r'"squared_hinge"'),
+    (['model.penalty="l1"'], r'model\.penalty = "l1": learner "lbfgs" fits the l2 penalty only'),
+    (['model.cache="disk"'], r'--set model\.cache="disk": model\.cache = "disk": expected one of "auto", '
+                             r'"memory" or "stream"'),
+    (["model.max_iter=0"], r"--set model\.max_iter=0: model\.max_iter = 0: expected a value >= 1"),
+    (["model.tol=0"], r"--set model\.tol=0: model\.tol = 0: expected a value > 0"),
+    (["model.max_iters=5"], r"unknown key 'model\.max_iters'; did you mean 'max_iter'\?"),
+])
+def test_bad_lbfgs_settings_are_one_line_errors(sets, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(REPO / "pipelines" / "msr_action3d.toml", ['model.learner="lbfgs"', *sets])
+
+
+def test_the_loss_defaults_to_the_learner():
+    cfg = load_config(REPO / "pipelines" / "msr_action3d_exact.toml", ['model.learner="lbfgs"'])
+    assert cfg.model.loss == "log_loss"
+    cfg = load_config(REPO / "pipelines" / "msr_action3d_exact.toml", ['model.learner="sgd"'])
+    assert cfg.model.loss == "hinge"
