@@ -1,7 +1,7 @@
 """Explicit features of paper 004's conv + head kernel: a Gaussian kernel times a linear kernel, by tensor sketch.
 
-Paper 004 (section 5) combines the Gaussian kernel K2 of the approximate
-Log-HS distance between hypercolumn operators with a linear kernel on the
+Paper 004 (sections 5 and 6.3.2) combines the Gaussian kernel K2 of the
+approximate Log-HS distance (eq. (31)) between hypercolumn operators with a linear kernel on the
 fully connected layer by a pointwise product. streamcov weights the head
 (``w`` in [0, 1], chosen by inner cross-validation; ``w = 1`` is the
 paper's product, ``w = 0`` the operators alone):
