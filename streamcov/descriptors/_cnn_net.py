@@ -271,7 +271,7 @@ def _pointwise(x, wt, b):
 
 
 class NumpyNet:
-    """The forward pass in numpy (float32, NHWC inside), about 10x slower than onnxruntime."""
+    """The forward pass in numpy (float32, NHWC inside), 5 to 10x slower than onnxruntime."""
 
     def __init__(self, weights, outputs):
         self.outputs = tuple(outputs)
