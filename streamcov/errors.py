@@ -56,6 +56,18 @@ class ModelError(StreamcovError, ValueError):
     """A model folder is missing, damaged, or does not fit the data it is applied to."""
 
 
+class MissingExtraError(ConfigError, ImportError):
+    """An optional extra of streamcov is not installed (e.g. ``pip install streamcov[cnn]``)."""
+
+
+class WeightsError(StreamcovError, ValueError):
+    """A file of pretrained weights is not the expected one: wrong hash, damaged, or another format."""
+
+
+class UnsafePickleError(WeightsError):
+    """A weight pickle asks for something the restricted unpickler does not allow; nothing was run."""
+
+
 def toml_error(name, exc: Exception) -> "ConfigError":
     """A TOML syntax error as one line: ``file, line L, column C: invalid TOML: ...``."""
     import re
@@ -71,5 +83,5 @@ def toml_error(name, exc: Exception) -> "ConfigError":
                        f"quotes, each key once per table)")
 
 
-__all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingInputError", "ModelError", "NotSPDError",
-           "StoreError", "StreamcovError", "toml_error"]
+__all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
+           "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "toml_error"]

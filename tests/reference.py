@@ -41,3 +41,114 @@ def log_vectors(frames, offsets, n_joints, center, gamma, normalize):
 def gaussian_gram(X, sigma):
     d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     return np.exp(-d2 / (2 * sigma ** 2))
+
+
+# ------------------------------------------------------------ ConvNet (paper 004, section 5)
+# EfficientNet-Lite0 written from its definition (Tan & Le 2019; TF efficientnet_lite_builder):
+# float64, NCHW, BatchNorm applied as such (not folded), convolutions as explicit sums over
+# output positions, TF "SAME" padding. Stages: repeats, kernel, stride, expansion, out channels.
+LITE0_STAGES = [(1, 3, 1, 1, 16), (2, 3, 2, 6, 24), (2, 5, 2, 6, 40), (3, 3, 2, 6, 80),
+                (3, 5, 1, 6, 112), (4, 5, 2, 6, 192), (1, 3, 1, 6, 320)]
+
+
+def _bn(w, prefix, x, eps=1e-3):
+    g, b = w[f"{prefix}.weight"], w[f"{prefix}.bias"]
+    m, v = w[f"{prefix}.running_mean"], w[f"{prefix}.running_var"]
+    return (x - m[None, :, None, None]) / np.sqrt(v[None, :, None, None] + eps) * g[None, :, None, None] \
+        + b[None, :, None, None]
+
+
+def _pad_same(x, k, s):
+    n, c, h, wd = x.shape
+    oh, ow = -(-h // s), -(-wd // s)
+    ph, pw = max((oh - 1) * s + k - h, 0), max((ow - 1) * s + k - wd, 0)
+    xp = np.zeros((n, c, h + ph, wd + pw))
+    xp[:, :, ph // 2:ph // 2 + h, pw // 2:pw // 2 + wd] = x
+    return xp, oh, ow
+
+
+def conv_same(x, W, s, depthwise=False):
+    """TF-SAME convolution: out[n, o, i, j] = sum_{c, a, b} W[o, c, a, b] xpad[n, c, i s + a, j s + b]."""
+    k = W.shape[-1]
+    xp, oh, ow = _pad_same(x, k, s)
+    out = np.zeros((x.shape[0], W.shape[0], oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, :, i * s:i * s + k, j * s:j * s + k]
+            if depthwise:
+                out[:, :, i, j] = np.einsum("ncab,cab->nc", patch, W[:, 0])
+            else:
+                out[:, :, i, j] = np.einsum("ncab,ocab->no", patch, W)
+    return out
+
+
+def relu6(x):
+    return np.minimum(np.maximum(x, 0.0), 6.0)
+
+
+def efficientnet_lite0(w, x, outputs=("block3", "block5", "head")):
+    """The named outputs for a normalised NCHW input ``x`` (stage outputs ``block<s>``, ``head``, ``logits``)."""
+    w = {k: np.asarray(v, dtype=np.float64) for k, v in w.items()}
+    out = {}
+    x = relu6(_bn(w, "_bn0", conv_same(np.asarray(x, np.float64), w["_conv_stem.weight"], 2)))
+    idx, cin = 0, 32
+    for stage, (rep, k, s, e, cout) in enumerate(LITE0_STAGES, start=1):
+        for r in range(rep):
+            p, inp = f"_blocks.{idx}", x
+            stride = s if r == 0 else 1
+            if e != 1:
+                x = relu6(_bn(w, f"{p}._bn0", conv_same(x, w[f"{p}._expand_conv.weight"], 1)))
+            x = relu6(_bn(w, f"{p}._bn1", conv_same(x, w[f"{p}._depthwise_conv.weight"], stride, depthwise=True)))
+            x = _bn(w, f"{p}._bn2", conv_same(x, w[f"{p}._project_conv.weight"], 1))
+            if stride == 1 and cin == cout:
+                x = x + inp
+            idx, cin = idx + 1, cout
+        out[f"block{stage}"] = x
+    f = relu6(_bn(w, "_bn1", conv_same(x, w["_conv_head.weight"], 1)))
+    out["head"] = f.mean(axis=(2, 3))
+    out["logits"] = out["head"] @ w["_fc.weight"].T + w["_fc.bias"]
+    return {o: out[o] for o in outputs}
+
+
+def bilinear_1d(n_in, n_out):
+    """(n_out, n_in) interpolation matrix of enlarging (n_out >= n_in), half-pixel centres, edges clamped.
+
+    Output i samples the input at c = (i + 1/2) n_in / n_out - 1/2, clamped to
+    [0, n_in - 1]: (1 - t) x[floor c] + t x[floor c + 1], t = c - floor c.
+    """
+    M = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        c = min(max((i + 0.5) * n_in / n_out - 0.5, 0.0), n_in - 1.0)
+        a = int(np.floor(c))
+        t = c - a
+        M[i, a] += 1 - t
+        if t > 0:
+            M[i, a + 1] += t
+    return M
+
+
+def hypercolumns(maps, grid):
+    """Maps (C_b, h_b, w_b) enlarged to ``grid`` = (gh, gw) bilinearly, concatenated per cell: (gh gw, sum C_b)."""
+    cols = []
+    for m in maps:
+        up = np.einsum("ia,cab,jb->cij", bilinear_1d(m.shape[1], grid[0]), np.asarray(m, np.float64),
+                       bilinear_1d(m.shape[2], grid[1]))
+        cols.append(up.reshape(len(m), -1).T)
+    return np.hstack(cols)
+
+
+def product_kernel(V, H, sigma, w, V2=None, H2=None):
+    """Paper 004's conv + head kernel, weighted: exp(-|v - v'|^2 / (2 sigma^2)) ((1 - w) + w <h, h'>)."""
+    V2 = V if V2 is None else V2
+    H2 = H if H2 is None else H2
+    D2 = ((np.asarray(V, np.float64)[:, None, :] - np.asarray(V2, np.float64)[None, :, :]) ** 2).sum(-1)
+    return np.exp(-D2 / (2 * sigma ** 2)) * ((1 - w) + w * np.asarray(H, np.float64) @ np.asarray(H2, np.float64).T)
+
+
+def count_sketch_of_outer(z, a, hz, sz, ha, sa, n):
+    """The count sketch of the outer product z a^T under hash (hz_i + ha_j) mod n and sign sz_i sa_j."""
+    out = np.zeros(n)
+    for i in range(len(z)):
+        for j in range(len(a)):
+            out[(hz[i] + ha[j]) % n] += sz[i] * sa[j] * z[i] * a[j]
+    return out

@@ -148,7 +148,7 @@ def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):
     ({"method": {"D": 0}}, r"method.D = 0: expected a value >= 1"),
     ({"method": {"sigma2": [1.0, 2.0]}}, r"method.sigma2 must be one number, got the list .*grid search"),
     ({"method": {"gamma": -1e-3}}, r"method.gamma = -0.001: expected a value > 0"),
-    ({"method": {"name": "loge"}}, r'method.name = "loge": expected one of "approx_loghs" or "qapprox_loghs"'),
+    ({"method": {"name": "loge"}}, r'method.name = "loge": expected one of "approx_loghs", "qapprox_loghs" or "head"'),
     ({"method": {"sigma": 1.0}}, r"unknown key 'method.sigma'; did you mean 'sigma[12]'\?"),
     ({"method": {"scaling": "unit"}}, r'method.scaling = "unit": expected one of "global" or "per-feature"'),
     ({"model": {"scale": "unit"}}, r'model.scale = "unit": expected one of "none", "center" or "standard"'),

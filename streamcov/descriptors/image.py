@@ -1,8 +1,10 @@
 """Image descriptors of paper 004: one vector per image, for any learner.
 
-An image is first a matrix of per-pixel features (eq. (38),
-:mod:`.pixels`), standardized by a feature scale measured on training
-images (one number, or one per feature). Then either
+An image is first a data matrix, one row per pixel: hand-crafted per-pixel
+features (eq. (38), :mod:`.pixels`, a :class:`~.pixels.FeatureSpec`) or
+ConvNet hypercolumns, one row per grid cell (section 5, :mod:`.cnn`, a
+:class:`~.cnn.CNNSpec`), standardized by a feature scale measured on
+training images (one number, or one per feature). Then either
 
 * ``"operator"``: the approximate covariance operator of random (eq. (29))
   or quasi-random (appendix C) Fourier features of the Gaussian kernel K1
@@ -11,7 +13,13 @@ images (one number, or one per feature). Then either
   (approximate HS); Euclidean distances between the vectors are the
   approximate Log-HS (HS) distances; or
 * ``"region"``: the region covariance (eq. (8)), then
-  ``vec(log(I + C / gamma))`` (LogE, eq. (9)) or ``vec(C)`` (E).
+  ``vec(log(I + C / gamma))`` (LogE, eq. (9)) or ``vec(C)`` (E); or
+* ``"head"`` (ConvNet only): the pooled head vector (the fc7 analogue) at
+  unit norm, for the linear kernel of paper 004's x^fc.
+
+With ``head=True`` an operator vector is followed by the unit head vector:
+the input of the conv + head kernels (:class:`~streamcov.stream.exact.GaussianKernelSVC`
+with ``n_head``, :class:`~streamcov.features.HeadProductSketch`).
 
 The functions below are the one implementation: the scikit-learn
 transformers (:mod:`streamcov.descriptors.transformers`), the image source
@@ -27,7 +35,79 @@ import numpy as np
 from .. import linalg
 from ..linalg import merge_moments, vec_dim
 from .operators import _approx_cov, fourier_frequencies
-from .pixels import FeatureSpec, pixel_features
+from .cnn import HEAD_DIM, is_cnn
+from .pixels import FeatureSpec, get_spec, pixel_features
+
+SOURCES = ("handcrafted", "cnn")
+
+
+# ----------------------------------------------------------- data matrices
+
+def image_spec(spec):
+    """A :class:`~.pixels.FeatureSpec` or a :class:`~.cnn.CNNSpec` from a spec, a preset name, a list or a dict.
+
+    A dict with ``source = "cnn"`` gives a CNNSpec (keys ``blocks``,
+    ``input_size``, ``grid``, ``head``, ``backend``, ``batch_size``); any other
+    is read by :func:`~.pixels.get_spec` (``source = "handcrafted"`` allowed).
+    """
+    if is_cnn(spec) or isinstance(spec, FeatureSpec):
+        return spec
+    if isinstance(spec, dict):
+        d = dict(spec)
+        source = d.pop("source", "handcrafted")
+        if source == "cnn":
+            from .cnn import CNNSpec
+
+            return CNNSpec.from_dict(d)
+        if source != "handcrafted":
+            raise ValueError(f"pixel source must be one of {', '.join(SOURCES)}, got {source!r}")
+        return get_spec(d)
+    return get_spec(spec)
+
+
+def spec_as_dict(spec) -> dict:
+    if is_cnn(spec):
+        return spec.as_dict()
+    d = asdict(spec)
+    d["features"] = list(spec.features)
+    return d
+
+
+def spec_from_dict(d: dict):
+    d = dict(d)
+    if d.get("source") == "cnn":
+        from .cnn import CNNSpec
+
+        return CNNSpec.from_dict(d)
+    d.pop("source", None)
+    name = d.pop("name", "custom")
+    return FeatureSpec(**{**d, "features": tuple(d["features"])}, name=name)
+
+
+def feature_matrices(images, spec, names=None, threads: int = 1):
+    """The data matrix of every image and, for a ConvNet spec with ``head``, the raw head vectors.
+
+    Returns ``(mats, heads)``: a list of (rows, n_features) arrays (float64
+    pixel features, or float32 hypercolumns) and an (n, 1280) float32 array
+    or None. ``threads``: onnxruntime threads of the network calls.
+    """
+    images = list(images)
+    if is_cnn(spec):
+        from .cnn import extract
+
+        return extract(images, spec, names=names, threads=threads)
+    return [features_of(img, spec, _name(names, i)) for i, img in enumerate(images)], None
+
+
+def unit_heads(heads) -> np.ndarray:
+    """Head vectors at unit norm, float32; an all-zero head stays zero.
+
+    The heads are averages of ReLU6 outputs, non-negative: the linear kernel
+    of the unit vectors (their cosine) lies in [0, 1].
+    """
+    h = np.asarray(heads, dtype=np.float64)
+    n = np.linalg.norm(h, axis=1, keepdims=True)
+    return (h / np.where(n > 0, n, 1.0)).astype(np.float32)
 
 
 # ----------------------------------------------------------- feature scale
@@ -127,10 +207,13 @@ def region_vectors(covariances, scale, gamma, log: bool = True, dtype=np.float64
 class ImageDescriptor:
     """What turns one image into one vector; see the module docstring.
 
-    ``sigma`` is the bandwidth of K1 in streamcov's convention
-    (:mod:`streamcov.kernels`) and in units of ``sqrt(n_features)`` feature
-    scales; ``frequencies`` is ``"random"`` (Approx) or ``"halton"``
-    (QApprox); ``random_state`` seeds the random frequencies.
+    ``pixels`` is a :class:`~.pixels.FeatureSpec` (eq. (38)) or a
+    :class:`~.cnn.CNNSpec` (hypercolumns); ``sigma`` is the bandwidth of K1
+    in streamcov's convention (:mod:`streamcov.kernels`) and in units of
+    ``sqrt(n_features)`` feature scales; ``frequencies`` is ``"random"``
+    (Approx) or ``"halton"`` (QApprox); ``random_state`` seeds the random
+    frequencies; ``head`` appends the unit head vector to an operator
+    vector (ConvNet specs with ``head`` only).
     """
 
     pixels: FeatureSpec
@@ -142,6 +225,26 @@ class ImageDescriptor:
     log: bool = True
     scaling: str = "global"
     random_state: int = 0
+    head: bool = False
+
+    def __post_init__(self):
+        if self.representation not in ("operator", "region", "head"):
+            raise ValueError(f"representation must be 'operator', 'region' or 'head', got {self.representation!r}")
+        wants_head = self.head or self.representation == "head"
+        if wants_head and not (is_cnn(self.pixels) and self.pixels.head):
+            raise ValueError("the head vector comes from the ConvNet: it needs pixels source 'cnn' with head = true")
+        if self.head and self.representation != "operator":
+            raise ValueError("head = True appends the head to an operator vector; representation 'head' is the "
+                             "head alone")
+
+    @property
+    def needs_scale(self) -> bool:
+        return self.representation != "head"
+
+    @property
+    def n_head(self) -> int:
+        """Trailing columns of the vector that hold the unit head (0 when none)."""
+        return HEAD_DIM if (self.head or self.representation == "head") else 0
 
     def __post_init__(self):
         # also guards descriptors read back from a model file
@@ -166,43 +269,56 @@ class ImageDescriptor:
 
     @property
     def dim(self) -> int:
+        if self.representation == "head":
+            return HEAD_DIM
         d = 2 * self.n_frequencies if self.representation == "operator" else self.pixels.n_features
-        return vec_dim(d)
+        return vec_dim(d) + (HEAD_DIM if self.head else 0)
 
     @property
     def dtype(self) -> str:
-        return "float32" if self.representation == "operator" else "float64"
+        return "float64" if self.representation == "region" else "float32"
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["pixels"] = {k: v for k, v in asdict(self.pixels).items()}
-        d["pixels"]["features"] = list(self.pixels.features)
+        d["pixels"] = spec_as_dict(self.pixels)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "ImageDescriptor":
         d = dict(d)
-        px = dict(d.pop("pixels"))
-        name = px.pop("name", "custom")
-        spec = FeatureSpec(**{**px, "features": tuple(px["features"])}, name=name)
-        return cls(pixels=spec, **d)
+        return cls(pixels=spec_from_dict(d.pop("pixels")), **d)
 
     def frequencies_for(self, scale) -> np.ndarray:
         return operator_frequencies(self.pixels.n_features, self.n_frequencies, self.sigma, self.frequencies,
                                     self.random_state, np.asarray(scale, dtype=np.float64))
 
-    def vectors(self, images, scale, W=None, names=None) -> np.ndarray:
-        """Descriptors of ``images`` (arrays) given the fitted feature scale (and ``W`` if known)."""
-        scale = np.asarray(scale, dtype=np.float64)
-        images = list(images)
-        if self.representation == "operator":
-            W = self.frequencies_for(scale) if W is None else W
-            feats = (features_of(img, self.pixels, _name(names, i)) for i, img in enumerate(images))
-            return operator_vectors(feats, W, self.gamma, self.log, dtype=np.float32)
-        from .pixels import image_covariances
+    def vectors(self, images, scale, W=None, names=None, threads: int = 1) -> np.ndarray:
+        """Descriptors of ``images`` (arrays) given the fitted feature scale (and ``W`` if known).
 
-        covs = image_covariances(images, self.pixels, ids=names)
-        return region_vectors(covs, scale, self.gamma, self.log)
+        ``threads``: onnxruntime threads of a ConvNet spec's network calls.
+        """
+        images = list(images)
+        if self.representation == "region" and not is_cnn(self.pixels):
+            from .pixels import image_covariances
+
+            covs = image_covariances(images, self.pixels, ids=names)
+            return region_vectors(covs, np.asarray(scale, dtype=np.float64), self.gamma, self.log)
+        mats, heads = feature_matrices(images, self.pixels, names, threads)
+        return self.vectors_of(mats, heads, scale, W)
+
+    def vectors_of(self, mats, heads, scale, W=None) -> np.ndarray:
+        """Descriptors from the data matrices (and heads) of the images, as :func:`feature_matrices` gives them."""
+        if self.representation == "head":
+            return unit_heads(heads)
+        scale = np.asarray(scale, dtype=np.float64)
+        if self.representation == "region":
+            from .pixels import region_covariance
+
+            covs = np.stack([region_covariance(m) for m in mats])
+            return region_vectors(covs, scale, self.gamma, self.log)
+        W = self.frequencies_for(scale) if W is None else W
+        V = operator_vectors(mats, W, self.gamma, self.log, dtype=np.float32)
+        return np.hstack([V, unit_heads(heads)]) if self.head else V
 
 
 def _name(names, i):
@@ -217,5 +333,5 @@ def features_of(image, spec, where: str) -> np.ndarray:
         raise ValueError(f"{where}: {exc}") from None
 
 
-__all__ = ["ImageDescriptor", "feature_moments", "feature_scale", "image_moments", "operator_frequencies",
-           "operator_vectors", "region_vectors"]
+__all__ = ["ImageDescriptor", "feature_matrices", "feature_moments", "feature_scale", "image_moments", "image_spec",
+           "is_cnn", "operator_frequencies", "operator_vectors", "region_vectors", "unit_heads"]

@@ -18,8 +18,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..linalg import vec_dim
-from .image import ImageDescriptor, feature_moments, feature_scale, features_of
-from .pixels import FeatureSpec, get_spec
+from .cnn import CNNSpec
+from .image import ImageDescriptor, feature_matrices, feature_moments, feature_scale, image_spec
+from .pixels import FeatureSpec
 from .skeleton import JointSelection, log_covariance_vectors, pack_sequences
 
 
@@ -125,8 +126,8 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
         """Measure the feature scale on the pixels of the images ``X``."""
         images = _as_images(X)
         desc = self._descriptor()
-        self.scale_ = feature_scale(feature_moments(features_of(img, desc.pixels, f"X[{i}]")
-                                                    for i, img in enumerate(images)), desc.scaling)
+        mats, _ = feature_matrices(images, desc.pixels, [f"X[{i}]" for i in range(len(images))])
+        self.scale_ = feature_scale(feature_moments(mats), desc.scaling)
         self.n_features_in_ = desc.pixels.n_features
         self.n_features_out_ = desc.dim
         if desc.representation == "operator":
@@ -175,8 +176,10 @@ class CovarianceOperator(_ImageTransformer):
 
     Parameters
     ----------
-    pixels : str, dict or FeatureSpec, default="texture"
-        Per-pixel features: a preset of :data:`streamcov.descriptors.pixels.PRESETS` or a spec.
+    pixels : str, dict, FeatureSpec or CNNSpec, default="texture"
+        Per-pixel features: a preset of :data:`streamcov.descriptors.pixels.PRESETS`, a spec, or
+        ConvNet hypercolumns (:class:`~streamcov.descriptors.cnn.CNNSpec`, or a dict with
+        ``source="cnn"``; needs ``pip install streamcov[cnn]``).
     n_frequencies : int, default=200
         D; the operator is 2D x 2D.
     sigma : float, default=1.0
@@ -191,7 +194,7 @@ class CovarianceOperator(_ImageTransformer):
     """
 
     _parameter_constraints: dict = {
-        "pixels": [str, dict, FeatureSpec],
+        "pixels": [str, dict, FeatureSpec, CNNSpec],
         "n_frequencies": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "frequencies": [StrOptions({"random", "halton"})],
@@ -213,7 +216,7 @@ class CovarianceOperator(_ImageTransformer):
         self.random_state = random_state
 
     def _descriptor(self):
-        return ImageDescriptor(get_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
+        return ImageDescriptor(image_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
                                self.frequencies, float(self.gamma), bool(self.log), self.scaling,
                                int(self.random_state))
 
@@ -226,14 +229,14 @@ class RegionCovariance(_ImageTransformer):
 
     Parameters
     ----------
-    pixels : str, dict or FeatureSpec, default="texture"
+    pixels : str, dict, FeatureSpec or CNNSpec, default="texture"
     gamma : float, default=1e-3
     log : bool, default=True
     scaling : {"global", "per-feature"}, default="global"
     """
 
     _parameter_constraints: dict = {
-        "pixels": [str, dict, FeatureSpec],
+        "pixels": [str, dict, FeatureSpec, CNNSpec],
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "log": ["boolean"],
         "scaling": [StrOptions({"global", "per-feature"})],
@@ -246,7 +249,7 @@ class RegionCovariance(_ImageTransformer):
         self.scaling = scaling
 
     def _descriptor(self):
-        return ImageDescriptor(get_spec(self.pixels), "region", gamma=float(self.gamma), log=bool(self.log),
+        return ImageDescriptor(image_spec(self.pixels), "region", gamma=float(self.gamma), log=bool(self.log),
                                scaling=self.scaling)
 
 

@@ -19,6 +19,8 @@ MAPS = {
     "rgw": ("streamcov.features", "RGWSampler"),
     "rff": ("sklearn.kernel_approximation", "RBFSampler"),
     "rff-blocks": ("streamcov.features", "GaussianRandomFeatures"),
+    # paper 004's conv + head kernel: rows [v, h], Gaussian on v times (1 - w) + w <h, h'>, tensor-sketched
+    "rff-head": ("streamcov.features", "HeadProductSketch"),
     "orf": ("streamcov.features", "OrthogonalRBFSampler"),
     "qmc": ("streamcov.features", "QuasiRandomRBFSampler"),
     "maclaurin": ("streamcov.features", "RandomMaclaurinSampler"),
@@ -117,7 +119,9 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
         if sample is None or len(sample) < 2:
             raise ConfigError("features.bandwidth = 'median' needs at least 2 training rows to measure "
                               "the median distance on")
-        scale = median_distance(distances(sample))
+        # a map of [v, h] rows measures the bandwidth of its Gaussian kernel on v only
+        n_head = int(params.get("n_head", 0)) if str(params.get("map", "")).lower() == "rff-head" else 0
+        scale = median_distance(distances(sample[:, :sample.shape[1] - n_head] if n_head else sample))
         record["median_distance"] = scale
         record["sigma"] = float(params.get("sigma", 1.0)) * scale
     fmap = make_feature_map(params, seed, scale)

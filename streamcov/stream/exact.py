@@ -9,7 +9,7 @@ for datasets that fit, as a reference.
 """
 from __future__ import annotations
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
@@ -20,17 +20,25 @@ from ..kernels import gaussian_kernel, squared_distances
 
 
 class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
-    """One-vs-one SVC on the precomputed Gaussian kernel of its input rows.
+    """One-vs-one SVC on the precomputed Gaussian kernel of its input rows (times a head kernel).
 
     Equivalent to ``SVC(kernel="rbf", gamma=1 / (2 sigma^2), C=C)`` but with
     the Gram matrix computed by one GEMM (:func:`streamcov.kernels.squared_distances`),
     which long descriptor vectors need. Keeps only the support vectors, so it
     can be saved in a model folder without pickle.
 
+    With ``n_head > 0`` the last ``n_head`` columns of a row ``[v, h]`` are a
+    head vector and the kernel is paper 004's conv + head product (section 5),
+    weighted: ``exp(-||v - v'||^2 / (2 sigma^2)) ((1 - w) + w <h, h'>)``, ``w =
+    head_weight`` (:class:`~streamcov.features.HeadProductSketch` is its
+    explicit counterpart).
+
     Parameters
     ----------
     sigma : float, default=1.0
     C : float, default=1.0
+    n_head : int, default=0
+    head_weight : float in [0, 1], default=1.0
 
     Attributes
     ----------
@@ -44,19 +52,33 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "C": [Interval(Real, 0, None, closed="neither")],
+        "n_head": [Interval(Integral, 0, None, closed="left")],
+        "head_weight": [Interval(Real, 0, 1, closed="both")],
     }
 
-    def __init__(self, *, sigma=1.0, C=1.0):
+    def __init__(self, *, sigma=1.0, C=1.0, n_head=0, head_weight=1.0):
         self.sigma = sigma
         self.C = C
+        self.n_head = n_head
+        self.head_weight = head_weight
+
+    def _gram(self, X, Y=None):
+        p = X.shape[1] - int(self.n_head)
+        if p < 1:
+            raise ValueError(f"X has {X.shape[1]} columns; n_head = {self.n_head} leaves none for the Gaussian kernel")
+        if not self.n_head:
+            return gaussian_kernel(squared_distances(X, Y), self.sigma)
+        Yv, Yh = (X, X) if Y is None else (Y, Y)
+        K = gaussian_kernel(squared_distances(X[:, :p], None if Y is None else Yv[:, :p]), self.sigma)
+        w = float(self.head_weight)
+        return K * ((1.0 - w) + w * (X[:, p:].astype(np.float64) @ Yh[:, p:].astype(np.float64).T))
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         from sklearn.svm import SVC
 
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        self.svc_ = SVC(kernel="precomputed", C=float(self.C)).fit(
-            gaussian_kernel(squared_distances(X), self.sigma), y)
+        self.svc_ = SVC(kernel="precomputed", C=float(self.C)).fit(self._gram(X), y)
         self.support_vectors_ = np.ascontiguousarray(X[self.svc_.support_])
         self.n_train_ = len(X)
         self.classes_ = self.svc_.classes_
@@ -66,7 +88,7 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         K = np.zeros((len(X), self.n_train_))
-        K[:, self.svc_.support_] = gaussian_kernel(squared_distances(X, self.support_vectors_), self.sigma)
+        K[:, self.svc_.support_] = self._gram(X, self.support_vectors_)
         return K
 
     def predict(self, X):

@@ -101,8 +101,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     if reused:
         reference = _reference(map_params, seed, source.dim, rec.get("record", {}))
         state, fmap, record = fstore.load_fit(reference)
-        fitted = type(source).from_spec({**source.spec(), "state": state}, source.store) \
-            if source.needs_fit else source
+        fitted = source.with_state(state) if source.needs_fit else source
         if fmap is None:
             fmap = reference
     else:

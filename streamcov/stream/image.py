@@ -15,13 +15,25 @@ features of K2, with a bandwidth from the median distance of training
 vectors) into a feature store and trains. Tasks receive the image store's
 *path* and open it themselves, so the same code runs on the threaded
 scheduler and on dask.distributed workers.
+
+ConvNet features (``[pixels] source = "cnn"``, paper 004 section 5) are one
+more per-pixel source: the rows of an image's data matrix are its
+hypercolumns instead of its pixels. They are extracted in a stage of their
+own, :class:`HypercolumnSource`, whose vectors (each image's hypercolumns
+and pooled head, flattened) the same driver writes to a feature store of
+their own (one chunk and one done flag per block, resumed like any other);
+the image source then reads its data matrices from that store
+(``hypercolumns=``) instead of running the network again for the scale pass
+and the operators. Without such a store (e.g. ``streamcov predict`` on new
+images) it runs the network itself. onnxruntime takes the numba share of the
+thread plan in each task.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._config import kernel_threads
-from ..descriptors.image import ImageDescriptor, feature_scale, features_of, image_moments
+from ..descriptors.image import ImageDescriptor, feature_matrices, feature_scale, image_moments, is_cnn
 from ..errors import ConfigError
 from ..linalg import merge_moments
 
@@ -50,33 +62,159 @@ def _names(store_path, i0, rows):
     return [f"image {i0 + r} ({_image_id(store_path, i0 + r)})" for r in rows]
 
 
+def _named(store_path, i0, rows, fn):
+    """``fn()``; a ValueError that names ``image <i>`` is raised again with the image's id."""
+    try:
+        return fn()
+    except ValueError as exc:
+        msg = str(exc)
+        for r in rows:
+            tag = f"image {i0 + r}:"
+            if msg.startswith(tag):
+                raise ValueError(f"image {i0 + r} ({_image_id(store_path, i0 + r)}):{msg[len(tag):]}") from None
+        raise
+
+
+def block_matrices(store_path: str, i0: int, offsets, shapes, checked, rows, spec, numba_threads: int = 1,
+                   hypercolumns: str | None = None):
+    """``(mats, heads)`` of the images ``rows`` of one block (:func:`~streamcov.descriptors.image.feature_matrices`).
+
+    With ``hypercolumns`` (the path of a :class:`HypercolumnSource` feature
+    store) the ConvNet's output is read from there instead of computed.
+    """
+    if hypercolumns is not None:
+        return read_hypercolumns(hypercolumns, spec, i0 + np.asarray(rows))
+    images = read_images(store_path, offsets, shapes, rows, checked)
+    return _named(store_path, i0, rows, lambda: feature_matrices(images, spec, [f"image {i0 + r}" for r in rows],
+                                                                 threads=numba_threads))
+
+
 def block_moments(store_path: str, i0: int, offsets, shapes, checked, rows, descriptor: ImageDescriptor,
-                  numba_threads: int = 1):
+                  numba_threads: int = 1, hypercolumns: str | None = None):
     """Pixel count, mean and M2 per feature over the images ``rows`` of one block."""
     acc = None
     with kernel_threads(numba_threads):
-        for r, img in zip(rows, read_images(store_path, offsets, shapes, rows, checked)):
-            m = image_moments(features_of(img, descriptor.pixels, f"image {i0 + r}"))
+        mats, _ = block_matrices(store_path, i0, offsets, shapes, checked, rows, descriptor.pixels, numba_threads,
+                                 hypercolumns)
+        for m in map(image_moments, mats):
             acc = m if acc is None else merge_moments(acc, m)
     return acc
 
 
 def block_vectors(store_path: str, i0: int, offsets, shapes, checked, rows, descriptor: ImageDescriptor, scale,
-                  W, numba_threads: int = 1) -> np.ndarray:
+                  W, numba_threads: int = 1, hypercolumns: str | None = None) -> np.ndarray:
     """Descriptors of the images ``rows`` of one block."""
-    images = read_images(store_path, offsets, shapes, rows, checked)
     with kernel_threads(numba_threads):
-        try:
-            return descriptor.vectors(images, scale, W, names=[f"image {i0 + r}" for r in rows])
-        except ValueError as exc:
-            # name the image by its id, which the worker can read from the store
-            msg = str(exc)
-            for r in rows:
-                tag = f"image {i0 + r}:"
-                if msg.startswith(tag):
-                    raise ValueError(f"image {i0 + r} ({_image_id(store_path, i0 + r)}):"
-                                     f"{msg[len(tag):]}") from None
-            raise
+        if hypercolumns is not None or is_cnn(descriptor.pixels):
+            mats, heads = block_matrices(store_path, i0, offsets, shapes, checked, rows, descriptor.pixels,
+                                         numba_threads, hypercolumns)
+            return descriptor.vectors_of(mats, heads, scale, W)
+        images = read_images(store_path, offsets, shapes, rows, checked)
+        return _named(store_path, i0, rows, lambda: descriptor.vectors(images, scale, W,
+                                                                       names=[f"image {i0 + r}" for r in rows]))
+
+
+# ------------------------------------------------------------ hypercolumns
+def hypercolumn_width(spec) -> int:
+    """Numbers per image in a hypercolumn store: cells x channels, then the raw head."""
+    return spec.n_cells(None) * spec.n_features + spec.n_head
+
+
+def pack_hypercolumns(mats, heads) -> np.ndarray:
+    """One row per image: its hypercolumns (cells x channels, row-major) and its raw head, float32."""
+    rows = np.stack([np.asarray(m, dtype=np.float32).ravel() for m in mats])
+    return rows if heads is None else np.hstack([rows, np.asarray(heads, dtype=np.float32)])
+
+
+def read_hypercolumns(path: str, spec, rows):
+    """``(mats, heads)`` of the images ``rows`` (store rows) from a hypercolumn feature store."""
+    import zarr
+
+    from ..data import integrity
+
+    rows = np.asarray(rows, dtype=np.int64)
+    g = zarr.open_group(path, mode="r")
+    X = integrity.read(g, path, "X", int(rows.min()), int(rows.max()) + 1)[rows - rows.min()]
+    cells, c = spec.n_cells(None), spec.n_features
+    mats = [x.reshape(cells, c) for x in X[:, :cells * c]]
+    return mats, (X[:, cells * c:] if spec.n_head else None)
+
+
+def hypercolumn_tasks(store_path: str, i0: int, offsets, shapes, checked, rows, spec, numba_threads: int = 1):
+    with kernel_threads(numba_threads):
+        return pack_hypercolumns(*block_matrices(store_path, i0, offsets, shapes, checked, rows, spec, numba_threads))
+
+
+class HypercolumnSource:
+    """The ConvNet stage: each image's hypercolumns and pooled head as one row (paper 004, section 5).
+
+    A source of the engine (:mod:`streamcov.stream.source`) like the others:
+    :func:`~streamcov.stream.featurize.featurize` with ``{"map": "none"}``
+    writes its rows block by block to a feature store (resumable, checked),
+    which :class:`ImageSource` then reads (``hypercolumns=``). Needs a fixed
+    ``input_size`` (every image gives the same number of cells). Nothing is
+    fitted: the network is pretrained.
+    """
+
+    kind = "hypercolumns"
+    default_block = 64
+    needs_fit = False
+    state: dict = {}
+
+    def __init__(self, store, spec):
+        from ..descriptors.cnn import require
+
+        if not is_cnn(spec):
+            raise TypeError("HypercolumnSource needs a CNNSpec")
+        if spec.input_size is None:
+            raise ConfigError("pixels.input_size must be set for a hypercolumn store (every image resized to "
+                              "one size gives rows of one width)")
+        require()
+        self.store = store
+        self.spec = spec
+
+    @property
+    def n(self) -> int:
+        return len(self.store)
+
+    @property
+    def dim(self) -> int:
+        return hypercolumn_width(self.spec)
+
+    dtype = "float32"
+
+    def spec_dict(self) -> dict:
+        return self.spec.as_dict()
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path), "n": self.n,
+                "cnn": self.spec.as_dict()}
+
+    def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
+        import dask
+
+        out = []
+        for b0, b1 in zip(bounds[:-1], bounds[1:]):
+            local = np.arange(b1 - b0) if rows is None else np.flatnonzero(rows[b0:b1])
+            if not len(local):
+                continue
+            task = dask.delayed(hypercolumn_tasks, pure=True)(
+                str(self.store.path), int(b0), self.store.offsets[b0:b1 + 1], self.store.shapes[b0:b1],
+                self.store.checked, local, self.spec, numba_threads)
+            out.append((int(b0), int(b1), local, task))
+        return out
+
+    def window_keys(self, bounds, width: int):
+        return [i // (2 * max(1, width)) for i in range(len(bounds) - 1)]
+
+
+def hypercolumn_store(store, spec, path, runtime, bounds, progress: bool = False):
+    """Extract (or resume, or reuse) the hypercolumn store of ``store`` at ``path``; returns the Featurized result."""
+    from .featurize import featurize
+
+    src = HypercolumnSource(store, spec)
+    return featurize(src, {"map": "none"}, seed=0, train=np.ones(src.n, dtype=bool), path=path, runtime=runtime,
+                     bounds=bounds, progress=progress)
 
 
 class ImageSource:
@@ -89,13 +227,20 @@ class ImageSource:
 
     kind = "image"
     default_block = 64
-    needs_fit = True
 
-    def __init__(self, store, descriptor: ImageDescriptor, state: dict | None = None):
+    def __init__(self, store, descriptor: ImageDescriptor, state: dict | None = None, hypercolumns=None):
         self.store = store
         self.descriptor = descriptor
         self.state = dict(state or {})
+        self.hypercolumns = None if hypercolumns is None else str(hypercolumns)
         spec = descriptor.pixels
+        if is_cnn(spec):
+            from ..descriptors.cnn import require
+
+            require("pixels.source = \"cnn\" (ConvNet features)")
+            if not self.needs_fit:
+                self.state = {}
+            return
         if spec.needs_color and (store.shapes[:, 2] != 3).any():
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
             raise ConfigError(f"[pixels]: spec {spec.name!r} uses R, G, B but image {i} "
@@ -109,6 +254,10 @@ class ImageSource:
 
         if spec.stride > 1:
             check_sampled_pixels(store.shapes, spec.stride, store.ids())
+
+    @property
+    def needs_fit(self) -> bool:
+        return self.descriptor.needs_scale
 
     @property
     def n(self) -> int:
@@ -136,13 +285,33 @@ class ImageSource:
             rows = np.flatnonzero(train[b0:b1])
             if len(rows):
                 tasks.append(dask.delayed(block_moments, pure=True)(
-                    *self._args(b0, b1), rows, self.descriptor, runtime.numba_threads))
+                    *self._args(b0, b1), rows, self.descriptor, runtime.numba_threads, self.hypercolumns))
         parts = runtime.compute(*tasks)
         acc = parts[0]
         for p in parts[1:]:
             acc = merge_moments(acc, p)
         scale = feature_scale(acc, self.descriptor.scaling)
-        return ImageSource(self.store, self.descriptor, {"scale": [float(s) for s in scale]})
+        return ImageSource(self.store, self.descriptor, {"scale": [float(s) for s in scale]}, self.hypercolumns)
+
+    def with_state(self, state: dict) -> "ImageSource":
+        """A copy with a fitted state (kept in a feature store) and the same hypercolumn store."""
+        return ImageSource(self.store, self.descriptor, state, self.hypercolumns)
+
+    def prepare(self, runtime, bounds, folder, progress: bool = False) -> tuple:
+        """Stages before this one: for ConvNet features with a fixed input size, the hypercolumn store.
+
+        Returns ``(source, info)``: a copy that reads ``folder/hypercolumns.zarr``
+        (extracted, resumed or reused by its fingerprint) and what it cost.
+        """
+        spec = self.descriptor.pixels
+        if not is_cnn(spec) or spec.input_size is None:
+            return self, {}
+        from pathlib import Path
+
+        hc = hypercolumn_store(self.store, spec, Path(folder) / "hypercolumns.zarr", runtime, bounds, progress)
+        info = {"hypercolumns_path": str(hc.store.path), "hypercolumn_seconds": round(hc.featurize_seconds, 3),
+                "hypercolumn_images": hc.featurized_rows, "hypercolumn_width": int(hc.store.dim)}
+        return ImageSource(self.store, self.descriptor, self.state, hc.store.path), info
 
     def spec(self) -> dict:
         return {"kind": self.kind, "descriptor": self.descriptor.as_dict(), "state": self.state}
@@ -159,8 +328,8 @@ class ImageSource:
                                  f"got {scale.tolist()}")
 
     @classmethod
-    def from_spec(cls, spec: dict, store):
-        return cls(store, ImageDescriptor.from_dict(spec["descriptor"]), spec.get("state"))
+    def from_spec(cls, spec: dict, store, hypercolumns=None):
+        return cls(store, ImageDescriptor.from_dict(spec["descriptor"]), spec.get("state"), hypercolumns)
 
     def identity(self) -> dict:
         return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path),
@@ -169,9 +338,9 @@ class ImageSource:
     def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
         import dask
 
-        if "scale" not in self.state:
+        if self.needs_fit and "scale" not in self.state:
             raise RuntimeError("ImageSource.block_tasks before fit: the feature scale is unknown")
-        scale = np.asarray(self.state["scale"])
+        scale = np.asarray(self.state["scale"]) if self.needs_fit else None
         W = self.descriptor.frequencies_for(scale) if self.descriptor.representation == "operator" else None
         out = []
         for b0, b1 in zip(bounds[:-1], bounds[1:]):
@@ -179,7 +348,7 @@ class ImageSource:
             if not len(local):
                 continue
             task = dask.delayed(block_vectors, pure=True)(*self._args(b0, b1), local, self.descriptor, scale, W,
-                                                          numba_threads)
+                                                          numba_threads, self.hypercolumns)
             out.append((int(b0), int(b1), local, task))
         return out
 

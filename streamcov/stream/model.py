@@ -30,6 +30,7 @@ ALLOWED = {
     "RandomMaclaurinSampler": "streamcov.features",
     "FastfoodSampler": "streamcov.features",
     "GaussianRandomFeatures": "streamcov.features",
+    "HeadProductSketch": "streamcov.features",
     "RBFSampler": "sklearn.kernel_approximation",
     "Nystroem": "sklearn.kernel_approximation",
     "StandardScaler": "sklearn.preprocessing",

@@ -143,6 +143,9 @@ class SkeletonSource:
     def fit(self, train, runtime, bounds):
         return self
 
+    def with_state(self, state: dict):
+        return self
+
     def spec(self) -> dict:
         return {"kind": self.kind, "descriptor": self.descriptor.as_dict(),
                 "n_joints": self.store.n_joints, "joint_names": list(self.store.attrs.get("joint_names", []))}

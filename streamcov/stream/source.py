@@ -16,6 +16,7 @@ Attributes and methods of a source::
     fit(train, runtime, bounds)
                       a fitted copy (e.g. the feature scale of training images)
     state             what the fit learned, JSON (empty when nothing)
+    with_state(state) a copy with a fitted state (kept in a feature store, on resume)
     spec()            JSON enough to rebuild the (fitted) source on another store
     identity()        the input store's identity and the descriptor: for fingerprints
     block_tasks(bounds, numba_threads, rows=None)
@@ -24,6 +25,11 @@ Attributes and methods of a source::
     window_keys(bounds, width)
                       one key per block; blocks with equal keys are computed
                       together (a window), so memory stays bounded
+    prepare(runtime, bounds, folder, progress)   (optional)
+                      stages this source reads from, run before it through the
+                      same driver (e.g. the ConvNet's hypercolumn store of
+                      :class:`~streamcov.stream.image.HypercolumnSource`):
+                      returns (source reading them, info for the result)
 """
 from __future__ import annotations
 

@@ -137,28 +137,43 @@ def run_image_stream(cfg, ctx) -> dict:
     ``sqrt(n_features)`` feature scales) and ``sigma2`` (K2, in units of the
     median distance of ``fit_sample`` training vectors) are the ``s`` of
     ``exp(-d^2 / s^2)``, converted here to streamcov's ``sigma = s / sqrt(2)``.
+
+    ConvNet features (``[pixels] source = "cnn"``, paper 004 section 5):
+    ``name = "head"`` learns on the unit pooled heads alone (a linear model:
+    the linear kernel of x^fc); ``head_weight = w`` appends the unit head to
+    each log-operator vector and maps the rows by the tensor sketch of
+    ``K2 ((1 - w) + w <h, h'>)`` (:class:`~streamcov.features.HeadProductSketch`),
+    the explicit counterpart of the conv + head product kernel.
     """
-    from ..descriptors.image import ImageDescriptor
+    from ..descriptors.image import ImageDescriptor, is_cnn
     from ..kernels import sigma_from_paper004
     from ..stream.image import ImageSource
 
     store = resolve_image_store(cfg.data, ctx.progress)
     m = cfg.method
-    descriptor = ImageDescriptor(pixel_spec(cfg.pixels), "operator", m.D, sigma_from_paper004(m.sigma1),
+    spec = pixel_spec(cfg.pixels)
+    head = m.head_weight is not None
+    descriptor = ImageDescriptor(spec, "head" if m.name == "head" else "operator", m.D, sigma_from_paper004(m.sigma1),
                                  "halton" if m.name == "qapprox_loghs" else "random", m.gamma, True,
-                                 m.scaling, int(cfg.seed))
+                                 m.scaling, int(cfg.seed), head=head)
     source = ImageSource(store, descriptor)
-    map_params = {"map": "rff-blocks", "n_components": m.n_components, "sigma": sigma_from_paper004(m.sigma2),
-                  "bandwidth": "median"}
+    if m.name == "head":
+        map_params = {"map": "none"}
+    elif head:
+        map_params = {"map": "rff-head", "n_components": m.n_components, "sigma": sigma_from_paper004(m.sigma2),
+                      "bandwidth": "median", "n_head": descriptor.n_head, "head_weight": float(m.head_weight)}
+    else:
+        map_params = {"map": "rff-blocks", "n_components": m.n_components, "sigma": sigma_from_paper004(m.sigma2),
+                      "bandwidth": "median"}
     res = classify(cfg, ctx, source, map_params, m.fit_sample)
-    spec = descriptor.pixels
-    scale = res["fitted"]["source"]["scale"]
+    scale = res["fitted"]["source"].get("scale")
     record = res["fitted"]["map"]
     res.update({"n_classes": len(store.label_names),
-                "features": spec.name if spec.name != "custom" else list(spec.features),
+                "features": (spec.as_dict() if is_cnn(spec) else spec.name if spec.name != "custom"
+                             else list(spec.features)),
                 "n_features": spec.n_features, "method": m.name, "D": m.D, "sigma1": m.sigma1, "gamma": m.gamma,
-                "sigma2": m.sigma2, "vector_dim": source.dim,
-                "feature_scale": scale[0] if m.scaling == "global" else scale,
+                "sigma2": m.sigma2, "vector_dim": source.dim, "head_weight": m.head_weight,
+                "feature_scale": None if scale is None else scale[0] if m.scaling == "global" else scale,
                 "median_distance": record.get("median_distance"),
                 "bandwidth": None if record.get("median_distance") is None
                 else m.sigma2 * record["median_distance"],
@@ -195,6 +210,9 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     workers = ctx.workers if ctx.workers is not None else cfg.dask.workers
     with dask_runtime(scheduler, workers) as runtime:
         result["runtime"] = runtime.info
+        if hasattr(source, "prepare"):
+            source, info = source.prepare(runtime, bounds, ctx.output, ctx.progress)
+            result.update(info)
         if cfg.model.learner == "exact-svm":
             result.update(_exact(cfg, ctx, source, folds, bounds, runtime))
         else:

@@ -10,6 +10,20 @@ Methods (paper names):
 ``loghs``          LogHS: exact Log-HS distance (eq. (16)), closed form via Gram matrices
 ``approx_loghs``   Approx LogHS: random Fourier features (eqs. (20), (21), (29))
 ``qapprox_loghs``  QApprox LogHS: quasi-random (Halton) Fourier features (appendix C)
+``head``           ConvNet features only: linear-kernel SVM on the unit pooled head
+                   (paper 004's x^fc baseline, Tables 4-5)
+
+With ``[pixels] source = "cnn"`` the data matrix of an image is its
+hypercolumns (section 5) and every method above runs on them (x^conv).
+``head_weight`` (a grid in [0, 1]) adds the head: the kernel becomes
+``K2 (x) ((1 - w) + w <h, h'>)``, paper 004's pointwise product of the
+Gaussian kernel of the distance with the linear kernel of the unit heads
+(``w = 1``; x^conv + x^fc), ``w`` chosen by the inner CV like the other
+hyperparameters, so a head that does not help the training folds gets a
+small weight instead of spoiling the operators. For the scalable path
+(``sgd``) the product is realised explicitly by a tensor sketch of the K2
+random features and the head
+(:class:`~streamcov.features.HeadProductSketch`).
 
 Classifiers: ``svc`` (SVC on the precomputed Gaussian kernel K2 of eq. (31)),
 ``1nn`` (nearest neighbour on the distance), and for ``approx_loghs`` /
@@ -38,15 +52,15 @@ import numpy as np
 
 from .._config import map_threads
 from ..descriptors import operators as ops
-from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, operator_frequencies,
-                                 operator_vectors, region_vectors)
+from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, is_cnn, operator_frequencies,
+                                 operator_vectors, region_vectors, unit_heads)
 from ..descriptors.pixels import check_sampled_pixels, get_spec, image_covariances, pixel_features
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
 from .. import splits
 
-METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs")
-VECTOR_METHODS = ("e", "loge", "approx_hs", "approx_loghs", "qapprox_loghs")
+METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs", "head")
+VECTOR_METHODS = ("e", "loge", "approx_hs", "approx_loghs", "qapprox_loghs", "head")
 CLASSIFIERS = ("svc", "1nn", "sgd")
 
 
@@ -97,6 +111,28 @@ def extract_features(images, spec, ids=None, progress: bool = False, dtype=np.fl
         from tqdm.auto import tqdm
         it = tqdm(it, total=len(images), desc="pixel features", unit="img")
     return list(it)
+
+
+def extract_matrices(images, spec, ids=None, progress: bool = False):
+    """``(feats, heads)``: the data matrix of every image and, for ConvNet features, the raw pooled heads.
+
+    Hand-crafted features: :func:`extract_features`, heads None. ConvNet
+    features (:mod:`streamcov.descriptors.cnn`): batches of images through
+    onnxruntime in as many threads as the thread plan has cores, one
+    onnxruntime thread each (BLAS at one thread).
+    """
+    if not is_cnn(spec):
+        return extract_features(images, spec, ids=ids, progress=progress), None
+    from .._config import thread_plan
+    from ..descriptors.cnn import extract
+    from threadpoolctl import threadpool_limits
+
+    names = ids if ids is not None else [f"image {i}" for i in range(len(images))]
+    try:
+        with threadpool_limits(limits=1):
+            return extract(images, spec, names=names, threads=1, jobs=thread_plan().cores)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def subsample(f, m_max: int, seed: int = 0):
@@ -201,22 +237,34 @@ def _k2(D, s2, med):
     return gaussian_kernel(D ** 2, sigma_from_paper004(s2 * med))
 
 
-def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0):
-    """Inner CV over candidates x sigma2 x C with SVC on K2 = exp(-d^2 / (sigma2 median)^2); then test.
+def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=None):
+    """Inner CV over candidates x sigma2 x C (x head weight) with SVC on K2 = exp(-d^2 / (sigma2 median)^2); then test.
 
-    sigma2 is a multiple of the median training distance. Ties go to the
-    earliest grid point. The grid runs in threads (libsvm releases the GIL).
+    sigma2 is a multiple of the median training distance. With
+    ``head_kernel`` (the linear kernel of the unit heads, same rows as the
+    candidates' distances) the kernel is ``K2 (x) ((1 - w) + w head_kernel)``
+    for each ``w`` of ``grids["head_weight"]``. Ties go to the earliest grid
+    point. The grid runs in threads (libsvm releases the GIL).
     """
     from sklearn.svm import SVC
     ytr = y[tr]
     folds = _inner_folds(ytr, n_inner, seed)
     meds = [median_distance(c.D[np.ix_(tr, tr)]) for c in cands]
-    grid = [(ci, float(s2), float(C)) for ci in range(len(cands)) for s2 in grids["sigma2"]
-            for C in grids["C"]]
+    weights = [None] if head_kernel is None else [float(w) for w in grids["head_weight"]]
+    grid = [(ci, float(s2), float(C), w) for ci in range(len(cands)) for s2 in grids["sigma2"]
+            for w in weights for C in grids["C"]]
+
+    def kernel(ci, s2, w, rows=None, cols=None):
+        D = cands[ci].D if rows is None else cands[ci].D[np.ix_(rows, cols)]
+        K = _k2(D, s2, meds[ci])
+        if w is not None:
+            Lh = head_kernel if rows is None else head_kernel[np.ix_(rows, cols)]
+            K = K * ((1.0 - w) + w * Lh)
+        return K
 
     def score(point):
-        ci, s2, C = point
-        K = _k2(cands[ci].D[np.ix_(tr, tr)], s2, meds[ci])
+        ci, s2, C, w = point
+        K = kernel(ci, s2, w, tr, tr)
         accs = []
         for a, b in folds:
             clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(a, a)], ytr[a])
@@ -225,12 +273,33 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0):
 
     scores = list(map_threads(score, grid))
     k = int(np.argmax(scores))  # first maximum
-    ci, s2, C = grid[k]
-    K = _k2(cands[ci].D, s2, meds[ci])
+    ci, s2, C, w = grid[k]
+    K = kernel(ci, s2, w)
     clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(tr, tr)], ytr)
     pred = clf.predict(K[np.ix_(te, tr)])
     params = dict(cands[ci].params, sigma2=s2, C=C)
+    if w is not None:
+        params["head_weight"] = w
     return float(np.mean(pred == y[te])), params, scores[k], {"candidate": ci, "median": meds[ci]}
+
+
+def select_and_test_linear(L, y, tr, te, grids, n_inner=5, seed=0):
+    """Inner CV over C of an SVC on the precomputed linear kernel ``L`` (the head alone); then test."""
+    from sklearn.svm import SVC
+    ytr = y[tr]
+    folds = _inner_folds(ytr, n_inner, seed)
+    Ltr = L[np.ix_(tr, tr)]
+
+    def score(C):
+        return float(np.mean([np.mean(SVC(kernel="precomputed", C=C).fit(Ltr[np.ix_(a, a)], ytr[a])
+                                      .predict(Ltr[np.ix_(b, a)]) == ytr[b]) for a, b in folds]))
+
+    Cs = [float(C) for C in grids["C"]]
+    scores = list(map_threads(score, Cs))
+    k = int(np.argmax(scores))
+    clf = SVC(kernel="precomputed", C=Cs[k]).fit(Ltr, ytr)
+    pred = clf.predict(L[np.ix_(te, tr)])
+    return float(np.mean(pred == y[te])), {"C": Cs[k]}, scores[k], {}
 
 
 def select_and_test_1nn(cands, y, tr, te):
@@ -248,21 +317,30 @@ def select_and_test_1nn(cands, y, tr, te):
     return float(np.mean(pred == y[te])), dict(cands[ci].params), score, {"candidate": ci}
 
 
-def _k2_features(R, s2, med, seed):
-    from ..features import GaussianRandomFeatures
-    return GaussianRandomFeatures(n_components=R, sigma=sigma_from_paper004(float(s2) * med), random_state=seed)
+def _k2_features(R, s2, med, seed, head_weight=None):
+    """Random features of K2 (bandwidth ``s2 x med``, paper 004's convention); with a head weight, the
+    tensor sketch of K2 times the head's kernel, for rows [v, unit head]."""
+    from ..features import GaussianRandomFeatures, HeadProductSketch
+
+    sigma = sigma_from_paper004(float(s2) * med)
+    if head_weight is None:
+        return GaussianRandomFeatures(n_components=R, sigma=sigma, random_state=seed)
+    return HeadProductSketch(n_components=R, sigma=sigma, head_weight=float(head_weight), random_state=seed)
 
 
 def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed, n_inner=3,
-                        progress=False, cache=None):
+                        progress=False, cache=None, heads=None):
     """Scalable path: vec(log(C_D + gamma I)) -> random features of K2 -> SGDClassifier.
 
     ``tr``/``te`` index into ``idx``. Vectors of one sigma1 are held at a time,
     unless ``cache`` (a dict) keeps them across calls with the same ``idx`` and scale.
+    With ``heads`` (unit head vectors of all images) and ``grids["head_weight"]``
+    the rows are ``[v, h]`` and the map is the tensor sketch of the conv + head kernel.
     """
     from sklearn.linear_model import SGDClassifier
 
     kind = "halton" if method == "qapprox_loghs" else "random"
+    weights = [None] if heads is None else [float(w) for w in grids["head_weight"]]
     R = int(mcfg.n_components)
     epochs = int(mcfg.epochs)
     ytr = y[idx][tr]
@@ -285,30 +363,32 @@ def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed,
         for g, v in zip(grids["gamma"], vecs):
             vtr = v[tr]
             med = median_distance(distances(vtr[:min(len(vtr), 500)]))
+            rows = v if heads is None else np.hstack([v, heads[idx].astype(v.dtype)])
             for s2 in grids["sigma2"]:
-                rff = _k2_features(R, s2, med, seed).fit(vtr)
-                Z = rff.transform(vtr)
-                for C in grids["C"]:
-                    accs = []
-                    for a, b in folds:
-                        clf = make_sgd(C, len(a)).fit(Z[a], ytr[a])
-                        accs.append(np.mean(clf.predict(Z[b]) == ytr[b]))
-                    score = float(np.mean(accs))
-                    if score > best[0] + 1e-12:
-                        best = (score, dict(sigma1=float(rel), gamma=float(g), sigma2=float(s2),
-                                            C=float(C), median=med))
-                        kept = v
+                for w in weights:
+                    fmap = _k2_features(R, s2, med, seed, w).fit(rows[tr])
+                    Z = fmap.transform(rows[tr])
+                    for C in grids["C"]:
+                        accs = []
+                        for a, b in folds:
+                            clf = make_sgd(C, len(a)).fit(Z[a], ytr[a])
+                            accs.append(np.mean(clf.predict(Z[b]) == ytr[b]))
+                        score = float(np.mean(accs))
+                        if score > best[0] + 1e-12:
+                            best = (score, dict(sigma1=float(rel), gamma=float(g), sigma2=float(s2),
+                                                C=float(C), median=med, **({} if w is None else {"head_weight": w})))
+                            kept = rows
     score, p = best
-    rff = _k2_features(R, p["sigma2"], p["median"], seed).fit(kept[tr])
-    clf = make_sgd(p["C"], len(tr)).fit(rff.transform(kept[tr]), ytr)
-    pred = clf.predict(rff.transform(kept[te]))
+    fmap = _k2_features(R, p["sigma2"], p["median"], seed, p.get("head_weight")).fit(kept[tr])
+    clf = make_sgd(p["C"], len(tr)).fit(fmap.transform(kept[tr]), ytr)
+    pred = clf.predict(fmap.transform(kept[te]))
     med = p.pop("median")
-    return float(np.mean(pred == y[idx][te])), p, score, {"rff": rff, "clf": clf, "median": med}
+    return float(np.mean(pred == y[idx][te])), p, score, {"rff": fmap, "clf": clf, "median": med}
 
 
 # ----------------------------------------------------------------- run it all
 def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_covs=None, seed: int = 0,
-             progress: bool = False) -> dict:
+             progress: bool = False, heads=None) -> dict:
     """Run one method over all splits; returns accuracies and chosen hyperparameters per split.
 
     Parameters
@@ -323,8 +403,18 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         once (``all``: no labels used; representations shared by the splits).
     raw_covs : array (N, n, n), optional
         Region covariances of the unscaled features (e, loge, stein).
+    heads : array (N, 1280), optional
+        ConvNet pooled heads (raw): the ``head`` method, and conv + head with
+        ``mcfg.head_weight``.
     """
     grids = {k: mcfg.grid(k) for k in ("sigma1", "gamma", "sigma2", "C")}
+    use_head = getattr(mcfg, "head_weight", None) is not None
+    if (use_head or method == "head") and heads is None:
+        raise ConfigError(f"method {method!r}{' with head_weight' if use_head else ''} needs the ConvNet's pooled "
+                          f"heads: [pixels] source = \"cnn\" with head = true")
+    if use_head:
+        grids["head_weight"] = mcfg.grid("head_weight")
+    unit = None if heads is None else unit_heads(heads).astype(np.float64)
     classifier = classifier or ("1nn" if method == "stein" else "svc")
     standardize, scaling = mcfg.standardize, mcfg.scaling
     n_inner = int(mcfg.inner_folds)
@@ -337,12 +427,21 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     shared = None
     sgd_cache = {} if standardize == "all" else None
     all_scale = scale_of(feats, universe, scaling) if standardize == "all" else None
-    if standardize == "all" and classifier != "sgd":
+    if standardize == "all" and classifier != "sgd" and method != "head":
         shared = build_candidates(method, feats, universe, all_scale, grids, mcfg, seed, raw_covs=raw_covs,
                                   progress=progress)
+    L = None
+    if method == "head" or (use_head and classifier != "sgd"):
+        L = unit[universe] @ unit[universe].T
     for name, tr_g, te_g in split_idx:
         ts = time.perf_counter()
-        if classifier == "sgd":
+        if method == "head":
+            y = labels[universe]
+            tr, te = pos[tr_g], pos[te_g]
+            acc, params, cv, fit = select_and_test_linear(L, y, tr, te, grids, n_inner, seed)
+            last = {"params": params, "scale": None, "classifier": "linear", "vectors": unit[universe][tr],
+                    "y": y[tr]}
+        elif classifier == "sgd":
             if standardize == "all":   # vectors of all images once, shared by the splits
                 idx, tr, te, scale = universe, pos[tr_g], pos[te_g], all_scale
             else:
@@ -352,7 +451,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
                 scale = scale_of(feats, tr_g, scaling)
             acc, params, cv, fit = select_and_test_sgd(method, feats, labels, idx, tr, te, scale, grids, mcfg,
                                                        seed, n_inner=min(n_inner, 3), progress=progress,
-                                                       cache=sgd_cache)
+                                                       cache=sgd_cache, heads=unit if use_head else None)
             last = {"params": params, "scale": scale, "fit": fit, "classifier": "sgd"}
         else:
             scale = all_scale if shared is not None else scale_of(feats, tr_g, scaling)
@@ -362,10 +461,14 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
             y = labels[universe]
             tr, te = pos[tr_g], pos[te_g]
             if classifier == "svc":
-                acc, params, cv, fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed)
+                acc, params, cv, fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed,
+                                                           head_kernel=L if use_head else None)
                 cand = cands[fit["candidate"]]
+                vecs = None if cand.vectors is None else cand.vectors[tr]
+                if vecs is not None and use_head:
+                    vecs = np.hstack([vecs, unit[universe][tr].astype(vecs.dtype)])
                 last = {"params": params, "scale": scale, "classifier": "svc", "median": fit["median"],
-                        "vectors": None if cand.vectors is None else cand.vectors[tr], "y": y[tr]}
+                        "vectors": vecs, "y": y[tr]}
             else:
                 acc, params, cv, fit = select_and_test_1nn(cands, y, tr, te)
                 last = None
@@ -381,7 +484,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         "n_train": int(np.mean([r["n_train"] for r in results])),
         "n_test": int(np.mean([r["n_test"] for r in results])),
         "standardize": standardize, "scaling": scaling, "seconds": time.perf_counter() - t0,
-        "splits": results, "_last": last,
+        "head_weight_grid": grids.get("head_weight"), "splits": results, "_last": last,
     }
 
 
@@ -394,12 +497,13 @@ def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | 
     if last is None or m.name not in VECTOR_METHODS:
         return None
     p = last["params"]
-    representation = "region" if m.name in ("e", "loge") else "operator"
+    head = "head_weight" in p
+    representation = {"e": "region", "loge": "region", "head": "head"}.get(m.name, "operator")
     descriptor = ImageDescriptor(spec, representation, m.D, sigma_from_paper004(p.get("sigma1", 1.0)),
                                  "halton" if m.name == "qapprox_loghs" else "random", float(p.get("gamma", 1e-3)),
-                                 m.name not in ("e", "approx_hs"), m.scaling, int(cfg.seed))
-    source = {"kind": "image", "descriptor": descriptor.as_dict(),
-              "state": {"scale": [float(s) for s in last["scale"]]}}
+                                 m.name not in ("e", "approx_hs"), m.scaling, int(cfg.seed), head=head)
+    state = {} if last["scale"] is None else {"scale": [float(s) for s in last["scale"]]}
+    source = {"kind": "image", "descriptor": descriptor.as_dict(), "state": state}
     info = {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed),
             "split": cfg.split.model_dump(), "method": m.name, "params": p}
     if store_identity:   # predict then scores the model on its own fold's test rows
@@ -408,7 +512,13 @@ def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | 
         return FittedPipeline(source, last["fit"]["rff"], None, last["fit"]["clf"], label_names, info)
     if last["vectors"] is None:
         return None
-    clf = GaussianKernelSVC(sigma=sigma_from_paper004(p["sigma2"] * last["median"]), C=p["C"])
+    if last["classifier"] == "linear":
+        from sklearn.svm import SVC
+
+        clf = SVC(kernel="linear", C=p["C"])
+    else:
+        clf = GaussianKernelSVC(sigma=sigma_from_paper004(p["sigma2"] * last["median"]), C=p["C"],
+                                n_head=descriptor.n_head, head_weight=float(p.get("head_weight", 1.0)))
     return FittedPipeline(source, None, None, clf.fit(last["vectors"], last["y"]), label_names, info)
 
 
@@ -437,11 +547,19 @@ def run_image_classification(cfg, ctx) -> dict:
                          label_names=data.label_names)
     split_idx = [(name, np.flatnonzero(tr), np.flatnonzero(te)) for name, tr, te in folds]
     warnings = splits.fold_warnings(folds, data.labels, data.label_names)
-    feats = extract_features(data.images, spec, ids=data.ids, progress=ctx.progress)
-    raw = image_covariances(data.images, spec, ids=data.ids) if m.name in ("e", "loge", "stein") else None
+    feats, heads = extract_matrices(data.images, spec, ids=data.ids, progress=ctx.progress)
+    t_extract = time.perf_counter() - t0 - t_load
+    raw = None
+    if m.name in ("e", "loge", "stein"):
+        if is_cnn(spec):
+            from ..descriptors.pixels import region_covariance
+
+            raw = np.stack([region_covariance(f) for f in feats])
+        else:
+            raw = image_covariances(data.images, spec, ids=data.ids)
     t_feat = time.perf_counter() - t0 - t_load
     res = evaluate(m.name, feats, data.labels, split_idx, m, classifier=m.classifier, raw_covs=raw, seed=seed,
-                   progress=ctx.progress)
+                   progress=ctx.progress, heads=heads)
     details = res.pop("splits")
     # the store's identity only when every image of it was used (rows of predict = rows here)
     ident = None
@@ -454,7 +572,8 @@ def run_image_classification(cfg, ctx) -> dict:
         "dataset": str(cfg.data.source or cfg.data.store or cfg.data.format),
         "n_images": len(data),
         "n_classes": len(data.label_names),
-        "features": spec.name if spec.name != "custom" else list(spec.features),
+        "features": (spec.as_dict() if is_cnn(spec) else spec.name if spec.name != "custom"
+                     else list(spec.features)),
         "n_features": spec.n_features,
         "protocol": cfg.split.kind,
         **res,
@@ -463,6 +582,7 @@ def run_image_classification(cfg, ctx) -> dict:
         "chosen_params": [d["params"] for d in details],
         "seconds_load": round(t_load, 2),
         "seconds_features": round(t_feat, 2),
+        "ms_per_image_features": round(1e3 * t_extract / max(len(data), 1), 3),
         "seconds": round(time.perf_counter() - t0, 2),
     }
     if model is not None:

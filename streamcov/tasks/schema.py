@@ -254,8 +254,18 @@ class SkeletonClassification(Top):
 
 # -------------------------------------------------------------------- image tasks
 class PixelsTable(Table):
-    """``[pixels]``: per-pixel features of paper 004, eq. (38) (:mod:`streamcov.descriptors.pixels`)."""
+    """``[pixels]``: the data matrix of an image, one row per pixel.
 
+    ``source = "handcrafted"`` (default): per-pixel features of paper 004,
+    eq. (38) (:mod:`streamcov.descriptors.pixels`): ``preset`` or
+    ``features``, Gabor options, ``stride``. ``source = "cnn"``: ConvNet
+    hypercolumns, one row per grid cell, and the pooled head (section 5,
+    :mod:`streamcov.descriptors.cnn`, needs ``pip install streamcov[cnn]``):
+    ``blocks``, ``input_size`` (or ``"keep"``), ``grid`` (``"finest"`` or
+    cells per side), ``head``, ``backend``, ``batch_size``.
+    """
+
+    source: Literal["handcrafted", "cnn"] = "handcrafted"
     preset: Optional[str] = None
     features: Optional[Annotated[list[str], Field(min_length=1)]] = None
     gabor_orientations: Optional[PosInt] = None
@@ -263,6 +273,12 @@ class PixelsTable(Table):
     gabor_fmax: Optional[Annotated[float, Field(gt=0, le=0.5)]] = None
     gabor_radius: Optional[NonNegInt] = None
     stride: Optional[PosInt] = None
+    blocks: Optional[Annotated[list[str], Field(min_length=1)]] = None
+    input_size: Optional[Union[Annotated[int, Field(ge=8, le=4096)], Literal["keep"]]] = None
+    grid: Optional[Union[Literal["finest"], Annotated[int, Field(ge=1, le=1024)]]] = None
+    head: Optional[bool] = None
+    backend: Optional[Literal["auto", "onnxruntime", "numpy"]] = None
+    batch_size: Optional[PosInt] = None
 
     @field_validator("preset")
     @classmethod
@@ -277,17 +293,77 @@ class PixelsTable(Table):
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         raise ValueError(f"one of {', '.join(sorted(PRESETS))}{hint}")
 
+    @field_validator("blocks")
+    @classmethod
+    def _blocks(cls, v):
+        if v is None:
+            return v
+        from ..descriptors.cnn import CNNSpec
+
+        try:
+            CNNSpec(blocks=tuple(v))
+        except ValueError as exc:
+            raise ValueError(str(exc).removeprefix("blocks: ")) from None
+        return v
+
     @model_validator(mode="after")
     def _needs(self):
+        cnn_keys = [k for k in _CNN_KEYS if getattr(self, k) is not None]
+        hand_keys = [k for k in _HANDCRAFTED_KEYS if getattr(self, k) is not None]
+        if self.source == "cnn":
+            if hand_keys:
+                raise ValueError(f"pixels.{hand_keys[0]} belongs to hand-crafted features; with source = \"cnn\" "
+                                 f"use {', '.join(_CNN_KEYS)}")
+            return self
+        if cnn_keys:
+            raise ValueError(f"pixels.{cnn_keys[0]} belongs to ConvNet features: add source = \"cnn\"")
         if self.preset is None and self.features is None:
-            raise ValueError("[pixels] needs `preset` (e.g. \"virus\") or `features` (e.g. [\"I\", \"Ix\"])")
+            raise ValueError("[pixels] needs `preset` (e.g. \"virus\"), `features` (e.g. [\"I\", \"Ix\"]) "
+                             "or source = \"cnn\"")
         return self
 
+    @property
+    def has_head(self) -> bool:
+        return self.source == "cnn" and self.head is not False
+
     def spec(self):
-        """The :class:`~streamcov.descriptors.pixels.FeatureSpec` (raises ValueError on unknown names)."""
+        """A :class:`~streamcov.descriptors.pixels.FeatureSpec` or :class:`~streamcov.descriptors.cnn.CNNSpec`.
+
+        Raises ValueError on unknown names, and
+        :class:`~streamcov.errors.MissingExtraError` for ConvNet features
+        without the ``cnn`` extra.
+        """
+        if self.source == "cnn":
+            from ..descriptors.cnn import CNNSpec, require
+
+            require('pixels.source = "cnn" (ConvNet features)')
+            d = {k: getattr(self, k) for k in _CNN_KEYS if getattr(self, k) is not None}
+            if "blocks" in d:
+                d["blocks"] = tuple(d["blocks"])
+            if d.get("input_size") == "keep":
+                d["input_size"] = None
+            return CNNSpec(**d)
         from ..descriptors.pixels import get_spec
 
-        return get_spec({k: v for k, v in self.model_dump().items() if v is not None})
+        return get_spec({k: getattr(self, k) for k in _HANDCRAFTED_KEYS if getattr(self, k) is not None})
+
+
+_CNN_KEYS = ("blocks", "input_size", "grid", "head", "backend", "batch_size")
+_HANDCRAFTED_KEYS = ("preset", "features", "gabor_orientations", "gabor_scales", "gabor_fmax", "gabor_radius", "stride")
+HeadWeight = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+def _check_head(pixels: PixelsTable, method, classifier_ok) -> None:
+    """The head methods need ConvNet features with their head; conv + head needs a method that has K2."""
+    wants = method.name == "head" or method.head_weight is not None
+    if wants and not pixels.has_head:
+        what = "method.name = \"head\"" if method.name == "head" else "method.head_weight"
+        raise ValueError(f"{what} uses the ConvNet's pooled head: it needs [pixels] source = \"cnn\" (with head = "
+                         f"true)")
+    if method.head_weight is not None and not classifier_ok:
+        raise ValueError(f"method.head_weight (conv + head) multiplies the Gaussian kernel K2 of a distance by the "
+                         f"head's linear kernel: it needs method.name approx_loghs, qapprox_loghs, loghs, hs, "
+                         f"approx_hs, e or loge with the svc or sgd classifier, got {method.name!r}")
 
 
 class ImageData(Table):
@@ -310,7 +386,7 @@ class ImageData(Table):
 class StreamMethod(Table):
     """``[method]`` of image-stream-classification: fixed hyperparameters of paper 004's scalable path."""
 
-    name: Literal["approx_loghs", "qapprox_loghs"] = "approx_loghs"
+    name: Literal["approx_loghs", "qapprox_loghs", "head"] = "approx_loghs"
     D: PosInt = 200
     sigma1: PosFloat = 1.0
     gamma: PosFloat = 1e-3
@@ -318,11 +394,12 @@ class StreamMethod(Table):
     n_components: PosInt = 4096
     scaling: Literal["global", "per-feature"] = "global"
     fit_sample: Annotated[int, Field(ge=2)] = 256
+    head_weight: Optional[HeadWeight] = None
 
     @model_validator(mode="before")
     @classmethod
     def _no_grids(cls, data):
-        for key in ("sigma1", "gamma", "sigma2"):
+        for key in ("sigma1", "gamma", "sigma2", "head_weight"):
             if isinstance(data, dict) and isinstance(data.get(key), list):
                 raise ValueError(f"method.{key} must be one number, got the list {data[key]!r}: the "
                                  f"streaming path takes fixed hyperparameters (the grid search lives "
@@ -344,11 +421,13 @@ class ImageStreamClassification(Top):
         if self.model.learner not in ("sgd", "lbfgs"):
             raise ValueError("model.learner must be 'sgd' or 'lbfgs' here (learners over the feature "
                              f"store), got {self.model.learner!r}")
+        _check_head(self.pixels, self.method, self.method.name != "head")
         return self
 
 
 Grid = Union[PosFloat, Annotated[list[PosFloat], Field(min_length=1)]]
-EVAL_METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs")
+EVAL_METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs", "head")
+HeadGrid = Union[HeadWeight, Annotated[list[HeadWeight], Field(min_length=1)]]
 
 
 class EvalData(Table):
@@ -389,6 +468,7 @@ class EvalMethod(Table):
     epochs: PosInt = 30
     standardize: Literal["train", "all"] = "train"
     scaling: Literal["global", "per-feature"] = "global"
+    head_weight: Optional[HeadGrid] = None
 
     @model_validator(mode="after")
     def _checks(self):
@@ -398,6 +478,9 @@ class EvalMethod(Table):
         if self.classifier == "sgd" and self.name not in ("approx_loghs", "qapprox_loghs"):
             raise ValueError(f"method.classifier = 'sgd' (the scalable path) needs method.name "
                              f"approx_loghs or qapprox_loghs, got {self.name!r}")
+        if self.name == "head" and self.classifier not in (None, "svc"):
+            raise ValueError(f"method.name = 'head' is a linear-kernel SVM on the pooled head (classifier svc), "
+                             f"got classifier {self.classifier!r}")
         return self
 
     def grid(self, key) -> list[float]:
@@ -414,6 +497,13 @@ class ImageClassification(Top):
     pixels: PixelsTable
     method: EvalMethod = EvalMethod()
     split: SplitTable = SplitTable(kind="stratified-kfold")
+
+    @model_validator(mode="after")
+    def _head(self):
+        m = self.method
+        k2 = m.name not in ("stein", "head") and m.classifier in (None, "svc", "sgd")
+        _check_head(self.pixels, m, k2)
+        return self
 
 
 # --------------------------------------------------------------------- TGP tasks

