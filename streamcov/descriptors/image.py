@@ -227,16 +227,6 @@ class ImageDescriptor:
     random_state: int = 0
     head: bool = False
 
-    def __post_init__(self):
-        if self.representation not in ("operator", "region", "head"):
-            raise ValueError(f"representation must be 'operator', 'region' or 'head', got {self.representation!r}")
-        wants_head = self.head or self.representation == "head"
-        if wants_head and not (is_cnn(self.pixels) and self.pixels.head):
-            raise ValueError("the head vector comes from the ConvNet: it needs pixels source 'cnn' with head = true")
-        if self.head and self.representation != "operator":
-            raise ValueError("head = True appends the head to an operator vector; representation 'head' is the "
-                             "head alone")
-
     @property
     def needs_scale(self) -> bool:
         return self.representation != "head"
@@ -252,8 +242,14 @@ class ImageDescriptor:
             return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
                 and np.isfinite(v)
 
-        if self.representation not in ("operator", "region"):
-            raise ValueError(f"representation must be operator or region, got {self.representation!r}")
+        if self.representation not in ("operator", "region", "head"):
+            raise ValueError(f"representation must be 'operator', 'region' or 'head', got {self.representation!r}")
+        wants_head = self.head or self.representation == "head"
+        if wants_head and not (is_cnn(self.pixels) and self.pixels.head):
+            raise ValueError("the head vector comes from the ConvNet: it needs pixels source 'cnn' with head = true")
+        if self.head and self.representation != "operator":
+            raise ValueError("head = True appends the head to an operator vector; representation 'head' is the "
+                             "head alone")
         if not (isinstance(self.n_frequencies, (int, np.integer)) and self.n_frequencies >= 1):
             raise ValueError(f"n_frequencies (D) must be a positive integer, got {self.n_frequencies!r}")
         if not (number(self.sigma) and self.sigma > 0):
