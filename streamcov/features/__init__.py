@@ -4,7 +4,8 @@ Every map is a scikit-learn transformer with ``n_components`` and
 ``random_state``: the random map of paper 000's eq. (3) (:class:`RGWSampler`),
 orthogonal and quasi-random Fourier features, random Maclaurin, Fastfood,
 and seeded-block random Fourier features for very wide inputs
-(:class:`GaussianRandomFeatures`). :mod:`.registry` names them as pipeline
+(:class:`GaussianRandomFeatures`); a sum of Gaussian kernels over column
+blocks by one map per block (:class:`BlockSumFeatures`). :mod:`.registry` names them as pipeline
 files do. Names resolve lazily so ``import streamcov.features`` stays cheap.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ _LOCATIONS = {
     "RandomMaclaurinSampler": "._maclaurin",
     "FastfoodSampler": "._fastfood",
     "GaussianRandomFeatures": "._gaussian",
+    "BlockSumFeatures": ".registry",
     "MAPS": ".registry",
     "make_feature_map": ".registry",
     "fit_feature_map": ".registry",
