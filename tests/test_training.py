@@ -76,7 +76,9 @@ def test_resume_ignores_checkpoints_of_other_parameters(synth_store, tmp_path):
 def test_model_round_trip_and_predict(synth_store, tmp_path):
     res = run_pipeline(cfg_for(synth_store, tmp_path, "model.scale=\"standard\""), scheduler="synchronous")
     model = FittedPipeline.load(tmp_path / "model")
-    assert model.scaler is not None and type(model.feature_map).__name__ == "RGWSampler"
+    # the pipeline's pyramid descriptor: one RGW map per window, concatenated
+    assert model.scaler is not None and type(model.feature_map).__name__ == "BlockSumFeatures"
+    assert type(model.feature_map.block0_).__name__ == "RGWSampler"
     summary = predict_store(tmp_path / "model", synth_store.path, tmp_path / "p.csv",
                             scheduler="synchronous")
     assert summary["n"] == synth_store.n_sequences

@@ -446,6 +446,8 @@ class SyntheticSkeletons(SkeletonReader):
             source=f"streamcov synthetic generator v{GENERATOR_VERSION}",
             center=(HIPC,),
             label_names=list(self.label_names),
+            roles={"hip_center": [HIPC], "left_hip": [4], "right_hip": [5], "spine": [3], "neck": [2],
+                   "left_shoulder": [0], "right_shoulder": [1], "head": [19]},
             extra={"generator": "streamcov.data.synth.SyntheticSkeletons",
                    "generator_version": GENERATOR_VERSION,
                    "n_sequences": self._n, "n_subjects": self._n_subjects,

@@ -208,3 +208,305 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
     dtype = np.float32 if all(a.dtype == np.float32 for a in arrs) else np.float64
     frames = np.concatenate([a.astype(dtype, copy=False) for a in arrs]) if arrs else np.empty((0, width))
     return _check_frames(frames), offsets
+
+
+# ----------------------------------------------------------------------------------------------
+# The descriptor with options: frame features, temporal pyramid, body frame, Gaussian embedding
+# ----------------------------------------------------------------------------------------------
+FEATURES = ("positions", "velocities", "accelerations")
+_ORDER = {"positions": 0, "velocities": 1, "accelerations": 2}
+
+
+@dataclass(frozen=True)
+class PyramidPlan:
+    """Every setting of the descriptor with options, resolved against a store's joints.
+
+    The descriptor of a sequence with ``T`` frames (frame feature rows
+    ``f_t``, see :func:`piece_features`) is the concatenation over the
+    windows ``w`` of the temporal pyramid (:func:`window_bounds`) of
+    ``vec(log(S_w + gamma I))`` (each scaled to unit norm when
+    ``normalize``), where ``S_w`` is the covariance of the rows of window
+    ``w`` in the body frame,
+
+        C_w = B (sum_{t in w} (f_t - mu_w)(f_t - mu_w)^T / (n_w - ddof)) B^T / s^2,
+
+    ``B`` applying the sequence's yaw rotation ``R`` to every (x, y, z)
+    triplet and ``s`` its body size (:func:`body_transform`), and, with the
+    Gaussian embedding of the mean (``mean_weight = m > 0``),
+
+        S_w = [[C_w + m^2 mu'_w mu'_w^T, m mu'_w], [m mu'_w^T, 1]],  mu'_w = B mu_w / s.
+
+    Each window is one block of the kernel of paper 000, eq. (1), summed with
+    the weights of :meth:`window_weights` (Cov3DJ, Hussein et al. 2013).
+    """
+
+    selection: JointSelection
+    features: tuple = ("positions",)
+    window: int = 5
+    time: str = "frame"
+    levels: int = 1
+    overlap: bool = False
+    level_weights: tuple | None = None
+    body_frame: str = "none"
+    up_axis: int = 1
+    scale: str = "none"
+    left_hip: tuple = ()
+    right_hip: tuple = ()
+    neck: tuple = ()
+    mean_weight: float = 0.0
+    gamma: float = 1e-4
+    ddof: int = 1
+    normalize: bool = True
+    min_window: int = 3
+
+    @property
+    def frame_dim(self) -> int:
+        """Width of a frame feature row."""
+        return self.selection.dim * len(self.features)
+
+    @property
+    def matrix_dim(self) -> int:
+        """Side of each window's SPD matrix (one more with the Gaussian embedding)."""
+        return self.frame_dim + (1 if self.mean_weight > 0 else 0)
+
+    @property
+    def n_windows(self) -> int:
+        return n_windows(self.levels, self.overlap)
+
+    @property
+    def dim(self) -> int:
+        return self.n_windows * vec_dim(self.matrix_dim)
+
+    @property
+    def halo(self) -> int:
+        """Frames a piece needs on either side (the derivative window less one)."""
+        return self.window - 1 if any(f != "positions" for f in self.features) else 0
+
+    @property
+    def needs_body(self) -> bool:
+        return self.body_frame != "none" or self.scale != "none"
+
+    def window_weights(self) -> np.ndarray:
+        return window_weights(self.levels, self.overlap, self.level_weights)
+
+
+def n_windows(levels: int, overlap: bool) -> int:
+    """Windows of a pyramid of ``levels`` levels: ``2^l`` per level, ``2^(l+1) - 1`` with half overlap."""
+    return sum((2 ** (l + 1) - 1) if overlap and l > 0 else 2 ** l for l in range(levels))
+
+
+def window_weights(levels: int, overlap: bool, level_weights=None) -> np.ndarray:
+    """Kernel weight of every window: the level's weight (normalized to sum 1) shared equally by its windows."""
+    lw = np.ones(levels) if level_weights is None else np.asarray(level_weights, dtype=np.float64)
+    if lw.shape != (levels,) or not (lw > 0).all():
+        raise ValueError(f"level_weights must be {levels} positive numbers, got {level_weights!r}")
+    lw = lw / lw.sum()
+    out = []
+    for l in range(levels):
+        k = (2 ** (l + 1) - 1) if overlap and l > 0 else 2 ** l
+        out += [lw[l] / k] * k
+    return np.array(out)
+
+
+def window_bounds(T: int, levels: int, overlap: bool, min_window: int = 3) -> np.ndarray:
+    """Frame ranges ``[start, stop)`` of the pyramid windows of a sequence of ``T`` frames.
+
+    Level ``l`` covers the sequence with ``2^l`` windows of ``T / 2^l``
+    frames (start ``k T / 2^l``), or with half overlap ``2^(l+1) - 1``
+    windows starting every ``T / 2^(l+1)``; starts are rounded down, stops
+    up. A window shorter than ``min_window`` frames is widened about its
+    centre (within the sequence).
+    """
+    out = []
+    for l in range(levels):
+        n = 2 ** l
+        starts = [k * T / (2 * n) for k in range(2 * n - 1)] if overlap and l > 0 else \
+            [k * T / n for k in range(n)]
+        for a in starts:
+            s, e = int(np.floor(a)), int(np.ceil(a + T / n))
+            e = max(e, s + 1)
+            if e - s < min_window:
+                mid = 0.5 * (s + e)
+                s = int(max(0, min(T - min_window, round(mid - min_window / 2))))
+                e = min(T, s + min_window)
+            out.append((s, e))
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+_TABLES: dict = {}
+
+
+def savgol_table(n: int, order: int, polyorder: int = 2) -> np.ndarray:
+    """(n, n) Savitzky-Golay table: row ``p`` weighs the ``n`` window frames into the
+    derivative of order ``order`` (per frame) at window position ``p`` of the least-squares
+    polynomial of degree ``min(polyorder, n - 1)``."""
+    key = (n, order, polyorder)
+    if key not in _TABLES:
+        deg = min(polyorder, n - 1)
+        x = np.arange(n, dtype=np.float64) - (n - 1) / 2.0
+        A = x[:, None] ** np.arange(deg + 1)[None, :]
+        P = np.linalg.pinv(A)                     # (deg + 1, n): polynomial coefficients
+        table = np.zeros((n, n))
+        for j in range(order, deg + 1):
+            fac = float(np.prod(np.arange(j - order + 1, j + 1)))
+            table += fac * (x[:, None] ** (j - order)) * P[j][None, :]
+        _TABLES[key] = np.ascontiguousarray(table)
+    return _TABLES[key]
+
+
+def derivative_window(T: int, window: int) -> int:
+    """The fitting window of a sequence of ``T`` frames: ``window``, or the largest odd
+    length that fits (all ``T`` frames when fewer than 3)."""
+    n = min(window, T if T % 2 else T - 1)
+    return n if n >= 3 else T
+
+
+def _tables(T: int, plan: PyramidPlan):
+    n = derivative_window(T, plan.window)
+    tv = savgol_table(n, 1)
+    ta = savgol_table(n, 2)
+    if plan.time == "normalized":
+        tv, ta = tv * T, ta * (T * T)
+    return tv, ta
+
+
+def piece_features(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan) -> np.ndarray:
+    """Frame feature rows ``[P | V | A]`` (the features of the plan, in that order) of
+    sequence positions ``ip0 .. ip1 - 1``.
+
+    ``P``: kept joints relative to the hip centre; ``V``, ``A``: their
+    Savitzky-Golay first and second derivatives (window ``plan.window``,
+    polynomial degree 2), per frame, or with respect to the normalized time
+    ``t / T`` (``plan.time = "normalized"``: times ``T`` and ``T^2``).
+    ``ext`` holds the frames of positions ``ie0 ..``, at least ``plan.halo``
+    frames beyond the piece on either side where the sequence has them.
+    """
+    from .._kernels import dynamics as _kd
+
+    tv, ta = _tables(T, plan)
+    out = np.empty((ip1 - ip0, plan.frame_dim))
+    c, k = plan.selection.arrays()
+    f = plan.features
+    _kd.piece_features(np.ascontiguousarray(ext), int(ie0), int(ip0), int(ip1), int(T), c, k, tv, ta,
+                       "positions" in f, "velocities" in f, "accelerations" in f, out)
+    return out
+
+
+def _joint_mean(frames, joints):
+    idx = np.asarray(joints, dtype=np.int64)
+    X = frames.reshape(len(frames), -1, 3)
+    return X[:, idx].mean(axis=1)
+
+
+def body_sums(frames, plan: PyramidPlan) -> np.ndarray:
+    """Per-frame body measurements summed over ``frames``: ``sum(right hip - left hip)`` (3 numbers)
+    and ``sum |neck - hip centre|``; they add across the pieces of a sequence."""
+    out = np.zeros(4)
+    if not len(frames):
+        return out
+    if plan.body_frame != "none":
+        out[:3] = (_joint_mean(frames, plan.right_hip) - _joint_mean(frames, plan.left_hip)).sum(axis=0)
+    if plan.scale != "none":
+        hc = _joint_mean(frames, plan.selection.center)
+        out[3] = np.linalg.norm(_joint_mean(frames, plan.neck) - hc, axis=1).sum()
+    return out
+
+
+def body_transform(sums: np.ndarray, n_frames: int, plan: PyramidPlan):
+    """The rotation ``R`` (3 x 3) and body size ``s`` of a sequence from its :func:`body_sums`.
+
+    Yaw (``body_frame = "yaw"``): with ``u`` the camera's up axis and ``r``
+    the mean right-hip-minus-left-hip vector with its ``u`` component removed
+    and scaled to unit length, ``R`` has rows ``(r, u, r x u)``: a rotation
+    about ``u`` after which the hips face a fixed direction. Size
+    (``scale = "body"``): ``s`` is the mean distance from the hip centre to
+    the neck. Degenerate measurements (hips or neck on the centre) leave the
+    identity and ``s = 1``.
+    """
+    R = np.eye(3)
+    s = 1.0
+    if plan.body_frame != "none":
+        u = np.zeros(3)
+        u[plan.up_axis] = 1.0
+        r = sums[:3] / max(n_frames, 1)
+        r = r - (r @ u) * u
+        nr = np.linalg.norm(r)
+        if nr > 1e-12 * max(1.0, np.abs(sums[:3]).max() / max(n_frames, 1)):
+            r = r / nr
+            R = np.stack([r, u, np.cross(r, u)])
+    if plan.scale != "none":
+        size = sums[3] / max(n_frames, 1)
+        if size > 0:
+            s = float(size)
+    return R, s
+
+
+def window_partials(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan, bounds=None):
+    """Partial moments ``(n, mean, M2)`` (one per pyramid window) of the frame features of
+    sequence positions ``ip0 .. ip1 - 1``; they merge exactly across the pieces of a sequence."""
+    F = piece_features(ext, ie0, ip0, ip1, T, plan)
+    wb = window_bounds(T, plan.levels, plan.overlap, plan.min_window) if bounds is None else bounds
+    starts = np.clip(wb[:, 0], ip0, ip1) - ip0
+    stops = np.clip(wb[:, 1], ip0, ip1) - ip0
+    W, d = len(wb), F.shape[1]
+    n = np.empty(W, dtype=np.int64)
+    mean = np.empty((W, d))
+    m2 = np.empty((W, d, d))
+    keep = np.arange(d // 3, dtype=np.int64)
+    _kc.segment_moments(F, starts.astype(np.int64), stops.astype(np.int64), np.empty(0, np.int64), keep,
+                        n, mean, m2)
+    return n, mean, m2
+
+
+def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=np.float64,
+                         first_index: int = 0) -> np.ndarray:
+    """Descriptors (S, plan.dim) from the merged window moments of S sequences.
+
+    ``n`` (S, W), ``mean`` (S, W, d), ``m2`` (S, W, d, d): the moments of
+    every window; ``sums`` (S, 4), ``n_frames`` (S,): the body measurements
+    (:func:`body_sums`) and lengths. See :class:`PyramidPlan` for the formula.
+    """
+    S, W, d = mean.shape
+    C = m2 / np.maximum(n - plan.ddof, 1)[:, :, None, None]
+    mu = mean.copy()
+    if plan.needs_body:
+        K = d // 3
+        for i in range(S):
+            R, s = body_transform(sums[i], int(n_frames[i]), plan)
+            C6 = C[i].reshape(W, K, 3, K, 3)
+            C[i] = np.einsum("xi,wairj,yj->waxry", R, C6, R, optimize=True).reshape(W, d, d) / (s * s)
+            mu[i] = (mu[i].reshape(W, K, 3) @ R.T).reshape(W, d) / s
+    if plan.mean_weight > 0:
+        m = plan.mean_weight * mu
+        M = np.empty((S, W, d + 1, d + 1))
+        M[:, :, :d, :d] = C + m[:, :, :, None] * m[:, :, None, :]
+        M[:, :, :d, d] = m
+        M[:, :, d, :d] = m
+        M[:, :, d, d] = 1.0
+        C = M
+    D = C.shape[-1]
+    V = linalg.log_vectors(C.reshape(S * W, D, D), float(plan.gamma), normalize=bool(plan.normalize),
+                           dtype=dtype, check=False,
+                           describe=lambda j: f"window {j % W} of sequence {first_index + j // W} "
+                                              f"({n[j // W, j % W]} frames, {D} dims)")
+    return V.reshape(S, W * vec_dim(D))
+
+
+def pyramid_vectors(frames, offsets, plan: PyramidPlan, dtype=np.float64) -> np.ndarray:
+    """The descriptors of every sequence ``frames[offsets[i]:offsets[i+1]]`` in memory
+    (the streamed path with one chunk)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    frames = _check_frames(frames)
+    S, W, d = len(offsets) - 1, plan.n_windows, plan.frame_dim
+    n = np.zeros((S, W), dtype=np.int64)
+    mean = np.zeros((S, W, d))
+    m2 = np.zeros((S, W, d, d))
+    sums = np.zeros((S, 4))
+    for i in range(S):
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        if b <= a:
+            raise ValueError(f"sequence {i} has no frames")
+        n[i], mean[i], m2[i] = window_partials(frames[a:b], 0, 0, b - a, b - a, plan)
+        if plan.needs_body:
+            sums[i] = body_sums(frames[a:b], plan)
+    return pyramid_from_moments(n, mean, m2, sums, np.diff(offsets), plan, dtype)

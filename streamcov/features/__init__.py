@@ -4,8 +4,9 @@ Every map is a scikit-learn transformer with ``n_components`` and
 ``random_state``: the random map of paper 000's eq. (3) (:class:`RGWSampler`),
 orthogonal and quasi-random Fourier features, random Maclaurin, Fastfood,
 seeded-block random Fourier features for very wide inputs
-(:class:`GaussianRandomFeatures`), and the tensor sketch of paper 004's
-conv + head product kernel (:class:`HeadProductSketch`). :mod:`.registry` names them as pipeline
+(:class:`GaussianRandomFeatures`), the tensor sketch of paper 004's
+conv + head product kernel (:class:`HeadProductSketch`), and a sum of Gaussian kernels over column
+blocks by one map per block (:class:`BlockSumFeatures`). :mod:`.registry` names them as pipeline
 files do. Names resolve lazily so ``import streamcov.features`` stays cheap.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ _LOCATIONS = {
     "FastfoodSampler": "._fastfood",
     "GaussianRandomFeatures": "._gaussian",
     "HeadProductSketch": "._product",
+    "BlockSumFeatures": ".registry",
     "MAPS": ".registry",
     "make_feature_map": ".registry",
     "fit_feature_map": ".registry",

@@ -9,7 +9,12 @@ its kernel K2 so).
 """
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
 
 from ..errors import ConfigError
 from ..kernels import distances, gamma_from_sigma, median_distance, sigma_from_gamma
@@ -69,6 +74,16 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     Gaussian kernel of eq. (1) of paper 000.
     """
     params = {k: v for k, v in params.items() if k not in FIT_OPTIONS}
+    blocks = params.pop("blocks", None)
+    if blocks is not None and str(params.get("map", "rgw")).lower() != "none":
+        # a sum of Gaussian kernels over column blocks: one map per block (BlockSumFeatures)
+        inner = dict(params)
+        n = int(inner.pop("n_components", 100))
+        if inner.get("sigma") is not None:
+            inner["sigma"] = float(inner["sigma"]) * float(sigma_scale)
+        make_feature_map({**inner, "n_components": 1}, seed)      # the map's options are checked here
+        return BlockSumFeatures(map_params=inner, blocks=[[int(w), float(c)] for w, c in blocks],
+                                n_components=n, random_state=int(seed))
     name = str(params.pop("map", "rgw")).lower()
     cls = map_class(name)
     if cls is None:
@@ -132,7 +147,9 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
 
         # a dense map holds n_components x n_features numbers (its frequencies or projections)
         n = int(params.get("n_components", 0))
-        check_memory(8.0 * n * n_features, f"features.n_components = {n} on {n_features}-dimensional descriptors",
+        # one map per block holds its share of the features on its block's columns only
+        width = max(int(w) for w, _ in params["blocks"]) if params.get("blocks") else n_features
+        check_memory(8.0 * n * width, f"features.n_components = {n} on {n_features}-dimensional descriptors",
                      "lower features.n_components (or use map = \"rff-blocks\")")
     if needs_data(params):
         fmap.fit(sample)
@@ -143,3 +160,101 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
 
 def output_dim(fmap, n_features: int) -> int:
     return n_features if fmap is None else int(fmap.n_components)
+
+
+# ------------------------------------------------------ sums of kernels over column blocks
+# One explicit map per column block, concatenated: a weighted sum of Gaussian kernels.
+#
+# A descriptor made of blocks ``x = (x_1, ..., x_B)`` (the windows of a
+# temporal pyramid of covariances, each ``vec(log S_w)`` of unit norm) has the
+# kernel ``k(x, y) = sum_b w_b exp(-||x_b - y_b||^2 / (2 sigma^2))`` (a sum of
+# Log-E kernels, paper 000 eq. (1), one per window). With ``Phi_b`` a random
+# map of the Gaussian kernel on block ``b`` (e.g. eq. (3)),
+# ``Phi(x) = (sqrt(w_1) Phi_1(x_1), ..., sqrt(w_B) Phi_B(x_B))`` gives
+# ``E <Phi(x), Phi(y)> = k(x, y)``. Block ``b`` gets ``n_b`` of the
+# ``n_components`` features, proportional to its weight (at least one).
+
+
+def allocate(n_components: int, weights) -> np.ndarray:
+    """Features per block: proportional to ``weights`` (largest remainders), at least one each, summing
+    to ``n_components``."""
+    w = np.asarray(weights, dtype=np.float64)
+    if n_components < len(w):
+        raise ValueError(f"n_components = {n_components} is fewer than the {len(w)} kernel blocks "
+                         f"(one feature per block at least)")
+    extra = n_components - len(w)
+    share = extra * w / w.sum()
+    n = np.floor(share).astype(np.int64)
+    rest = extra - int(n.sum())
+    n[np.argsort(-(share - n), kind="stable")[:rest]] += 1
+    return n + 1
+
+
+class BlockSumFeatures(TransformerMixin, BaseEstimator):
+    """Concatenated maps of column blocks, block ``b`` scaled by ``sqrt(w_b)`` (module docstring).
+
+    Parameters
+    ----------
+    map_params : dict
+        The map of every block as :func:`streamcov.features.registry.make_feature_map`
+        takes it (``map``, ``sigma``, the map's own options), without ``n_components``.
+    blocks : list of [width, weight]
+        Consecutive column blocks of the input and their kernel weights.
+    n_components : int
+        Features in all (shared by the blocks in proportion to their weights).
+    random_state : int
+        Block ``b`` draws from the seed ``(random_state, b)``.
+
+    Attributes
+    ----------
+    block{b}_ : transformer
+        The fitted map of block ``b``.
+    n_blocks_ : int
+    """
+
+    _parameter_constraints: dict = {
+        "map_params": [dict],
+        "blocks": [list],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "random_state": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __init__(self, *, map_params=None, blocks=None, n_components=100, random_state=0):
+        self.map_params = map_params
+        self.blocks = blocks
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def _slices(self):
+        out, c = [], 0
+        for width, _ in self.blocks:
+            out.append(slice(c, c + int(width)))
+            c += int(width)
+        return out, c
+
+    def _check_width(self, X):
+        _, width = self._slices()
+        if X.shape[1] != width:
+            raise ValueError(f"X has {X.shape[1]} columns, the kernel blocks cover {width}")
+
+    def fit(self, X, y=None):
+        self._validate_params()
+        X = np.asarray(X)
+        self._check_width(X)
+        counts = allocate(int(self.n_components), [float(w) for _, w in self.blocks])
+        for b, (sl, n) in enumerate(zip(self._slices()[0], counts)):
+            seed = int(np.random.SeedSequence([int(self.random_state), b]).generate_state(1)[0])
+            fmap = make_feature_map({**self.map_params, "n_components": int(n)}, seed)
+            setattr(self, f"block{b}_", fmap.fit(X[:, sl]))
+        self.n_blocks_ = len(self.blocks)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "n_blocks_")
+        X = np.asarray(X)
+        self._check_width(X)
+        parts = []
+        for b, (sl, (_, w)) in enumerate(zip(self._slices()[0], self.blocks)):
+            Z = getattr(self, f"block{b}_").transform(X[:, sl])
+            parts.append(Z * np.asarray(np.sqrt(float(w)), dtype=Z.dtype))
+        return np.concatenate(parts, axis=1)

@@ -4,7 +4,10 @@ The kernel is :func:`streamcov.kernels.gaussian_kernel` on the descriptor
 vectors, ``K = exp(-||v_i - v_j||^2 / (2 sigma^2))`` (the Log-Euclidean
 kernel on vec(log X)), given to scikit-learn's SVC as a precomputed Gram
 matrix. sigma and C are chosen by leave-one-subject-out cross-validation on
-the training subjects only. It holds every training descriptor in memory:
+the training subjects only. A descriptor made of blocks (the windows of a
+temporal pyramid, :attr:`streamcov.stream.skeleton.SkeletonSource.kernel_blocks`)
+gets the weighted sum of the blocks' kernels,
+``K = sum_b w_b exp(-||v_b,i - v_b,j||^2 / (2 sigma^2))``. It holds every training descriptor in memory:
 for datasets that fit, as a reference.
 """
 from __future__ import annotations
@@ -39,6 +42,9 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
     C : float, default=1.0
     n_head : int, default=0
     head_weight : float in [0, 1], default=1.0
+    blocks : list of [width, weight], optional
+        Consecutive column blocks of the input (before the head columns) and their weights: the
+        kernel is ``sum_b weight_b exp(-||x_b - y_b||^2 / (2 sigma^2))``; None: one block.
 
     Attributes
     ----------
@@ -54,22 +60,27 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         "C": [Interval(Real, 0, None, closed="neither")],
         "n_head": [Interval(Integral, 0, None, closed="left")],
         "head_weight": [Interval(Real, 0, 1, closed="both")],
+        "blocks": [list, None],
     }
 
-    def __init__(self, *, sigma=1.0, C=1.0, n_head=0, head_weight=1.0):
+    def __init__(self, *, sigma=1.0, C=1.0, n_head=0, head_weight=1.0, blocks=None):
         self.sigma = sigma
         self.C = C
         self.n_head = n_head
         self.head_weight = head_weight
+        self.blocks = blocks
 
     def _gram(self, X, Y=None):
+        """The Gaussian kernel (a weighted sum over ``blocks``) of the first columns, times
+        ``(1 - w) + w <h, h'>`` on the ``n_head`` trailing head columns."""
         p = X.shape[1] - int(self.n_head)
         if p < 1:
             raise ValueError(f"X has {X.shape[1]} columns; n_head = {self.n_head} leaves none for the Gaussian kernel")
+        K = block_kernel(block_distances(X[:, :p], None if Y is None else Y[:, :p], self.blocks),
+                         self.blocks, self.sigma)
         if not self.n_head:
-            return gaussian_kernel(squared_distances(X, Y), self.sigma)
-        Yv, Yh = (X, X) if Y is None else (Y, Y)
-        K = gaussian_kernel(squared_distances(X[:, :p], None if Y is None else Yv[:, :p]), self.sigma)
+            return K
+        Yh = X if Y is None else Y
         w = float(self.head_weight)
         return K * ((1.0 - w) + w * (X[:, p:].astype(np.float64) @ Yh[:, p:].astype(np.float64).T))
 
@@ -78,6 +89,7 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         from sklearn.svm import SVC
 
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        _check_blocks(self.blocks, X.shape[1] - int(self.n_head))
         self.svc_ = SVC(kernel="precomputed", C=float(self.C)).fit(self._gram(X), y)
         self.support_vectors_ = np.ascontiguousarray(X[self.svc_.support_])
         self.n_train_ = len(X)
@@ -100,11 +112,41 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         return self.svc_.decision_function(K)
 
 
-def select_sigma_C(d2_train: np.ndarray, y: np.ndarray, groups: np.ndarray, sigma_grid, C_grid):
+def _check_blocks(blocks, width: int) -> None:
+    if blocks is None:
+        return
+    if not blocks or any(len(b) != 2 or int(b[0]) < 1 or not float(b[1]) > 0 for b in blocks):
+        raise ValueError(f"blocks must be [width, weight] pairs with width >= 1 and weight > 0, got {blocks!r}")
+    total = sum(int(b[0]) for b in blocks)
+    if total != width:
+        raise ValueError(f"blocks cover {total} columns, the input has {width}")
+
+
+def block_distances(X, Y=None, blocks=None):
+    """Squared distances of every column block (one array, or a list with ``blocks``)."""
+    if blocks is None:
+        return squared_distances(X) if Y is None else squared_distances(X, Y)
+    out, c = [], 0
+    for width, _ in blocks:
+        sl = slice(c, c + int(width))
+        out.append(squared_distances(X[:, sl]) if Y is None else squared_distances(X[:, sl], Y[:, sl]))
+        c += int(width)
+    return out
+
+
+def block_kernel(d2, blocks, sigma):
+    """``sum_b w_b exp(-d2_b / (2 sigma^2))`` (one Gaussian kernel without blocks)."""
+    if blocks is None:
+        return gaussian_kernel(d2, sigma)
+    return sum(float(w) * gaussian_kernel(d, sigma) for d, (_, w) in zip(d2, blocks))
+
+
+def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_grid, blocks=None):
     """Grid search of (sigma, C) by leave-one-group-out CV on a precomputed kernel.
 
-    Returns ``(sigma, C, cv_accuracy, table)`` with ``table`` the CV accuracy
-    of every pair (rows sigma, columns C).
+    ``d2_train``: squared distances, or one array per block with ``blocks``
+    (:func:`block_kernel`). Returns ``(sigma, C, cv_accuracy, table)`` with
+    ``table`` the CV accuracy of every pair (rows sigma, columns C).
     """
     from sklearn.model_selection import cross_val_score
     from sklearn.svm import SVC
@@ -114,7 +156,7 @@ def select_sigma_C(d2_train: np.ndarray, y: np.ndarray, groups: np.ndarray, sigm
     table = np.zeros((len(sigma_grid), len(C_grid)))
     cv = inner_folds(y, groups)
     for a, sigma in enumerate(sigma_grid):
-        K = gaussian_kernel(d2_train, sigma)
+        K = block_kernel(d2_train, blocks, sigma)
         for b, C in enumerate(C_grid):
             table[a, b] = cross_val_score(SVC(kernel="precomputed", C=C), K, y, cv=cv).mean()
     a, b = np.unravel_index(np.argmax(table), table.shape)
@@ -122,15 +164,17 @@ def select_sigma_C(d2_train: np.ndarray, y: np.ndarray, groups: np.ndarray, sigm
 
 
 def exact_svm_fold(V: np.ndarray, y: np.ndarray, subjects: np.ndarray, train: np.ndarray,
-                   test: np.ndarray, sigma_grid, C_grid, return_model: bool = False):
+                   test: np.ndarray, sigma_grid, C_grid, return_model: bool = False, blocks=None):
     """Train on ``train`` rows with CV-chosen (sigma, C); accuracy on ``test`` rows.
 
-    Returns the result dict, and the fitted :class:`GaussianKernelSVC` with
-    ``return_model=True``.
+    ``blocks``: ``[(width, weight)]`` of the descriptor (a sum of kernels);
+    one block is the plain Gaussian kernel. Returns the result dict, and the
+    fitted :class:`GaussianKernelSVC` with ``return_model=True``.
     """
-    d2_tr = squared_distances(V[train])
-    sigma, C, cv_acc, _ = select_sigma_C(d2_tr, y[train], subjects[train], sigma_grid, C_grid)
-    clf = GaussianKernelSVC(sigma=sigma, C=C).fit(V[train], y[train])
+    blocks = None if blocks is None or len(blocks) < 2 else [[int(w), float(c)] for w, c in blocks]
+    d2_tr = block_distances(V[train], None, blocks)
+    sigma, C, cv_acc, _ = select_sigma_C(d2_tr, y[train], subjects[train], sigma_grid, C_grid, blocks)
+    clf = GaussianKernelSVC(sigma=sigma, C=C, blocks=blocks).fit(V[train], y[train])
     pred = clf.predict(V[test])
     res = {"accuracy": float((pred == y[test]).mean()), "sigma": sigma, "C": C, "cv_accuracy": cv_acc}
     return (res, clf, pred) if return_model else res

@@ -31,6 +31,7 @@ ALLOWED = {
     "FastfoodSampler": "streamcov.features",
     "GaussianRandomFeatures": "streamcov.features",
     "HeadProductSketch": "streamcov.features",
+    "BlockSumFeatures": "streamcov.features",
     "RBFSampler": "sklearn.kernel_approximation",
     "Nystroem": "sklearn.kernel_approximation",
     "StandardScaler": "sklearn.preprocessing",
@@ -44,18 +45,27 @@ ALLOWED = {
 _SKIP = {"_loss_function_"}  # rebuilt by the estimator from its parameters
 
 
+def _json_value(v):
+    """``v`` as JSON (scalars, and lists and string-keyed tables of them, nested), or ValueError."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        return {k: _json_value(x) for k, x in v.items()}
+    raise ValueError(v)
+
+
 def _jsonable_params(est) -> dict:
     params = est.get_params(deep=False)
     out = {}
     for k, v in params.items():
-        if isinstance(v, np.generic):
-            v = v.item()
-        if v is None or isinstance(v, (bool, int, float, str)):
-            out[k] = v
-        elif isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, str)) for x in v):
-            out[k] = list(v)
-        else:
-            raise ModelError(f"{type(est).__name__}.{k} = {v!r} cannot be stored as JSON")
+        try:
+            out[k] = _json_value(v)
+        except ValueError:
+            raise ModelError(f"{type(est).__name__}.{k} = {v!r} cannot be stored as JSON") from None
     return out
 
 

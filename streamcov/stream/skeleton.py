@@ -9,6 +9,18 @@ the SPD logarithm and vectorization (:mod:`streamcov.descriptors.skeleton`).
 The same numba kernels run under the threaded scheduler and on
 dask.distributed workers: tasks receive the store *path* and open it
 themselves.
+
+With options (frame features beyond positions, a temporal pyramid, a body
+frame, the Gaussian embedding of the mean; :class:`SkeletonDescriptor`) a
+chunk task reads up to ``window - 1`` frames of the neighbouring chunks (the
+Savitzky-Golay derivatives of the frames next to a chunk boundary need them),
+computes the frame features of every sequence piece and returns one partial
+(n, mean, M2) per pyramid window plus the summed body measurements; the block
+task merges them per window and sequence, so every window is that of the
+whole sequence, and builds the descriptor of
+:class:`streamcov.descriptors.skeleton.PyramidPlan`: one unit-norm
+``vec(log(S_w + gamma I))`` per window, concatenated. The windows are the
+blocks of a sum of Log-E kernels, weighted by :attr:`SkeletonSource.kernel_blocks`.
 """
 from __future__ import annotations
 
@@ -22,15 +34,37 @@ from ..errors import ConfigError
 from ..linalg import merge_moments, vec_dim
 
 
+AXES = ("x", "y", "z")
+
+
 @dataclass(frozen=True)
 class SkeletonDescriptor:
-    """Settings of the log-covariance descriptor: ``center`` joints (None: raw coordinates)."""
+    """Settings of the log-covariance descriptor: ``center`` joints (None: raw coordinates).
+
+    Options beyond paper 000 (:class:`streamcov.descriptors.skeleton.PyramidPlan`):
+    ``features`` (positions, velocities, accelerations), ``joints`` (a subset,
+    None: all), ``window`` and ``time`` of the derivatives, ``levels``,
+    ``overlap`` and ``level_weights`` of the temporal pyramid,
+    ``body_frame`` ("none" or "yaw") about the ``up_axis``, ``scale``
+    ("none" or "body") and ``mean_weight`` (the Gaussian embedding of the mean).
+    """
 
     center: tuple | None
     gamma: float = 1e-4
     normalize: bool = True
     ddof: int = 1
     dtype: str = "float64"
+    features: tuple = ("positions",)
+    joints: tuple | None = None
+    window: int = 5
+    time: str = "frame"
+    levels: int = 1
+    overlap: bool = False
+    level_weights: tuple | None = None
+    body_frame: str = "none"
+    up_axis: str = "y"
+    scale: str = "none"
+    mean_weight: float = 0.0
 
     def __post_init__(self):
         # also guards descriptors read back from a model file
@@ -46,6 +80,74 @@ class SkeletonDescriptor:
             raise ValueError(f"ddof must be 0 or 1, got {self.ddof!r}")
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be float64 or float32, got {self.dtype!r}")
+        f = tuple(self.features)
+        if not f or len(set(f)) != len(f) or not set(f) <= set(sk.FEATURES):
+            raise ValueError(f"features must be distinct names among {', '.join(sk.FEATURES)}, got {list(f)!r}")
+        object.__setattr__(self, "features", tuple(x for x in sk.FEATURES if x in f))
+        if self.joints is not None and (not self.joints or len(set(self.joints)) != len(self.joints) or not all(
+                isinstance(j, (int, np.integer)) and not isinstance(j, bool) and j >= 0 for j in self.joints)):
+            raise ValueError(f"joints must be distinct 0-based joint indices, got {self.joints!r}")
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 3 or self.window % 2 == 0:
+            raise ValueError(f"window must be an odd number of frames >= 3, got {self.window!r}")
+        if self.time not in ("frame", "normalized"):
+            raise ValueError(f"time must be 'frame' or 'normalized', got {self.time!r}")
+        if isinstance(self.levels, bool) or not isinstance(self.levels, int) or not 1 <= self.levels <= 6:
+            raise ValueError(f"levels must be an integer in 1..6, got {self.levels!r}")
+        if not isinstance(self.overlap, bool):
+            raise ValueError(f"overlap must be true or false, got {self.overlap!r}")
+        if self.level_weights is not None:
+            sk.window_weights(self.levels, self.overlap, self.level_weights)
+        if self.body_frame not in ("none", "yaw"):
+            raise ValueError(f"body_frame must be 'none' or 'yaw', got {self.body_frame!r}")
+        if self.up_axis not in AXES:
+            raise ValueError(f"up_axis must be one of x, y, z, got {self.up_axis!r}")
+        if self.scale not in ("none", "body"):
+            raise ValueError(f"scale must be 'none' or 'body', got {self.scale!r}")
+        if isinstance(self.mean_weight, bool) or not isinstance(self.mean_weight, (int, float)) \
+                or not np.isfinite(self.mean_weight) or self.mean_weight < 0:
+            raise ValueError(f"mean_weight must be a finite number >= 0, got {self.mean_weight!r}")
+
+    @property
+    def plain(self) -> bool:
+        """Paper 000's descriptor: positions of all joints, one window, camera frame, no mean."""
+        return (self.features == ("positions",) and self.joints is None and self.levels == 1
+                and self.body_frame == "none" and self.scale == "none" and self.mean_weight == 0)
+
+    def plan(self, n_joints: int, roles: dict) -> "sk.PyramidPlan | None":
+        """The :class:`~streamcov.descriptors.skeleton.PyramidPlan` on a store of ``n_joints``
+        joints with body-part ``roles`` (None for the plain descriptor)."""
+        if self.plain:
+            return None
+        sel = self.selection(n_joints)
+        if self.joints is not None:
+            bad = [j for j in self.joints if j >= n_joints]
+            if bad:
+                raise ConfigError(f"descriptor.joints = {list(self.joints)}: joints {bad} outside 0..{n_joints - 1} "
+                                  f"(the store has {n_joints} joints)")
+            sel = sk.JointSelection(center=sel.center, keep=tuple(j for j in sel.keep if j in set(self.joints)))
+            if not sel.keep:
+                raise ConfigError(f"descriptor.joints = {list(self.joints)} keeps no joint besides the centre")
+        need = []
+        if self.body_frame != "none":
+            need += ["left_hip", "right_hip"]
+        if self.scale != "none":
+            need += ["neck"]
+            if not sel.center:
+                raise ConfigError("descriptor.scale = 'body' measures the body from the hip centre; "
+                                  "set descriptor.center to \"store\" or to joints")
+        missing = [r for r in need if not roles.get(r)]
+        if missing:
+            what = " and ".join(x for x, on in (("body_frame", self.body_frame != "none"),
+                                                ("scale", self.scale != "none")) if on)
+            raise ConfigError(f"descriptor.{what} needs the joint roles {', '.join(missing)}, which the store "
+                              f"does not record; ingest the data with a reader that records them (the generic "
+                              f"format: options.roles = {{left_hip = [..], right_hip = [..], neck = [..]}})")
+        return sk.PyramidPlan(
+            selection=sel, features=self.features, window=self.window, time=self.time, levels=self.levels,
+            overlap=self.overlap, level_weights=self.level_weights, body_frame=self.body_frame,
+            up_axis=AXES.index(self.up_axis), scale=self.scale, left_hip=tuple(roles.get("left_hip", ())),
+            right_hip=tuple(roles.get("right_hip", ())), neck=tuple(roles.get("neck", ())),
+            mean_weight=float(self.mean_weight), gamma=float(self.gamma), ddof=self.ddof, normalize=self.normalize)
 
     def selection(self, n_joints: int) -> sk.JointSelection:
         if not self.center:
@@ -59,7 +161,21 @@ class SkeletonDescriptor:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["center"] = None if self.center is None else [int(c) for c in self.center]
+        for key in ("joints", "level_weights"):
+            d[key] = None if d[key] is None else list(d[key])
+        d["features"] = list(self.features)
+        if self.plain:   # paper 000's descriptor keeps the settings (and fingerprints) it always had
+            for key in _OPTIONS:
+                d.pop(key)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SkeletonDescriptor":
+        d = dict(d)
+        for key in ("center", "joints", "level_weights", "features"):
+            if d.get(key) is not None:
+                d[key] = tuple(d[key])
+        return cls(**d)
 
 
 def chunk_moments(store_path: str, c0: int, c1: int, offsets: np.ndarray,
@@ -99,6 +215,81 @@ def merge_pieces(b0: int, b1: int, pieces) -> tuple[np.ndarray, np.ndarray]:
     return n_out, m2_out
 
 
+def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan,
+                  numba_threads: int = 1, checked=True):
+    """Per-window partial moments and body sums of all sequence pieces within frames [c0, c1).
+
+    Reads ``plan.halo`` frames beyond the chunk on either side (within the
+    store), so that the derivatives of the piece are those of the whole
+    sequence. Returns ``(s_lo, n (k, W), mean (k, W, d), M2 (k, W, d, d), sums (k, 4))``.
+    """
+    import zarr
+
+    from ..data import integrity
+
+    n_frames = int(offsets[-1])
+    r0, r1 = max(0, c0 - plan.halo), min(n_frames, c1 + plan.halo)
+    frames = integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", r0, r1, checked)
+    frames = sk._check_frames(frames)
+    s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
+    s_hi = int(np.searchsorted(offsets, c1, side="left"))
+    k, W, d = s_hi - s_lo, plan.n_windows, plan.frame_dim
+    n = np.zeros((k, W), dtype=np.int64)
+    mean = np.zeros((k, W, d))
+    m2 = np.zeros((k, W, d, d))
+    sums = np.zeros((k, 4))
+    with kernel_threads(numba_threads):
+        for i in range(k):
+            S0, S1 = int(offsets[s_lo + i]), int(offsets[s_lo + i + 1])
+            p0, p1 = max(S0, c0), min(S1, c1)
+            if p1 <= p0:
+                continue
+            e0, e1 = max(S0, p0 - plan.halo), min(S1, p1 + plan.halo)
+            n[i], mean[i], m2[i] = sk.window_partials(frames[e0 - r0:e1 - r0], e0 - S0, p0 - S0, p1 - S0,
+                                                      S1 - S0, plan)
+            if plan.needs_body:
+                sums[i] = sk.body_sums(frames[p0 - r0:p1 - r0], plan)
+    return s_lo, n, mean, m2, sums
+
+
+def merge_windows(b0: int, b1: int, pieces):
+    """Window moments (n, mean, M2) and body sums of sequences [b0, b1) from chunk partials."""
+    _, n0, mean0, m20, _ = pieces[0]
+    W, d = mean0.shape[1:]
+    n_out = np.zeros((b1 - b0, W), dtype=np.int64)
+    mean_out = np.zeros((b1 - b0, W, d))
+    m2_out = np.zeros((b1 - b0, W, d, d))
+    sums = np.zeros((b1 - b0, 4))
+    for s_lo, n, mean, m2, sm in pieces:
+        for k in range(len(n)):
+            i = s_lo + k - b0
+            if not 0 <= i < b1 - b0:
+                continue
+            sums[i] += sm[k]
+            for w in range(W):
+                if n[k, w] == 0:
+                    continue
+                if n_out[i, w] == 0:
+                    n_out[i, w], mean_out[i, w], m2_out[i, w] = n[k, w], mean[k, w], m2[k, w]
+                else:
+                    n_out[i, w], mean_out[i, w], m2_out[i, w] = merge_moments(
+                        (n_out[i, w], mean_out[i, w], m2_out[i, w]), (n[k, w], mean[k, w], m2[k, w]))
+    return n_out, mean_out, m2_out, sums
+
+
+def block_pyramid(b0: int, b1: int, pieces, plan: sk.PyramidPlan, lengths: np.ndarray, dtype: str, rows,
+                  numba_threads: int = 1) -> np.ndarray:
+    """Descriptors with options of sequences ``b0 + rows`` (rows within the block [b0, b1))."""
+    n, mean, m2, sums = merge_windows(b0, b1, pieces)
+    empty = np.flatnonzero(n.min(axis=1) == 0)
+    if len(empty):
+        raise ValueError(f"sequence {b0 + empty[0]} has no frames in the store")
+    if rows is not None:
+        n, mean, m2, sums, lengths = n[rows], mean[rows], m2[rows], sums[rows], lengths[rows]
+    with kernel_threads(numba_threads):
+        return sk.pyramid_from_moments(n, mean, m2, sums, lengths, plan, dtype=np.dtype(dtype), first_index=b0)
+
+
 def block_descriptors(b0: int, b1: int, pieces, descriptor: SkeletonDescriptor, rows,
                       numba_threads: int = 1) -> np.ndarray:
     """Descriptors of sequences ``b0 + rows`` (rows within the block [b0, b1))."""
@@ -126,7 +317,17 @@ class SkeletonSource:
         self.store = store
         self.descriptor = descriptor
         self.selection = descriptor.selection(store.n_joints)
+        self.plan = descriptor.plan(store.n_joints, store_roles(store))
         self.state: dict = {}
+
+    @property
+    def kernel_blocks(self) -> list[tuple[int, float]]:
+        """``(width, weight)`` of the descriptor's blocks: the kernel is the weighted sum of the
+        Gaussian kernels of the blocks (one per pyramid window; one block of weight 1 without a pyramid)."""
+        if self.plan is None:
+            return [(self.dim, 1.0)]
+        width = self.plan.dim // self.plan.n_windows
+        return [(width, float(w)) for w in self.plan.window_weights()]
 
     @property
     def n(self) -> int:
@@ -134,7 +335,7 @@ class SkeletonSource:
 
     @property
     def dim(self) -> int:
-        return vec_dim(self.selection.dim)
+        return vec_dim(self.selection.dim) if self.plan is None else self.plan.dim
 
     @property
     def dtype(self) -> str:
@@ -156,9 +357,7 @@ class SkeletonSource:
         n = spec["n_joints"]
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n_joints must be a positive integer, got {n!r}")
-        d = dict(spec["descriptor"])
-        center = d.pop("center")
-        desc = SkeletonDescriptor(center=None if center is None else tuple(center), **d)
+        desc = SkeletonDescriptor.from_dict(spec["descriptor"])
         if desc.center and max(desc.center) >= n:
             raise ValueError(f"descriptor center {list(desc.center)} names joints outside 0..{n - 1}")
 
@@ -167,9 +366,7 @@ class SkeletonSource:
         if store.n_joints != spec["n_joints"]:
             raise ConfigError(f"{store.path}: {store.n_joints} joints, but the model was trained on "
                               f"{spec['n_joints']}; use a store of the same skeleton layout")
-        d = dict(spec["descriptor"])
-        center = d.pop("center")
-        return cls(store, SkeletonDescriptor(center=None if center is None else tuple(center), **d))
+        return cls(store, SkeletonDescriptor.from_dict(spec["descriptor"]))
 
     def identity(self) -> dict:
         return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path),
@@ -184,14 +381,21 @@ class SkeletonSource:
         cf = store.chunk_frames
         n_frames = store.n_frames
         sel = self.selection
+        plan = self.plan
         chunk_tasks = {}
 
         def chunk_task(c):
             if c not in chunk_tasks:
                 c0, c1 = c * cf, min((c + 1) * cf, n_frames)
-                chunk_tasks[c] = dask.delayed(chunk_moments, pure=True)(
-                    path, c0, c1, offsets, sel, numba_threads, store.check_of("frames", c0, c1),
-                    dask_key_name=f"moments-{c}-{dask.base.tokenize(path, c0, c1, sel)}")
+                if plan is None:
+                    chunk_tasks[c] = dask.delayed(chunk_moments, pure=True)(
+                        path, c0, c1, offsets, sel, numba_threads, store.check_of("frames", c0, c1),
+                        dask_key_name=f"moments-{c}-{dask.base.tokenize(path, c0, c1, sel)}")
+                else:
+                    r0, r1 = max(0, c0 - plan.halo), min(n_frames, c1 + plan.halo)
+                    chunk_tasks[c] = dask.delayed(chunk_windows, pure=True)(
+                        path, c0, c1, offsets, plan, numba_threads, store.check_of("frames", r0, r1),
+                        dask_key_name=f"windows-{c}-{dask.base.tokenize(path, c0, c1, plan)}")
             return chunk_tasks[c]
 
         out = []
@@ -201,8 +405,13 @@ class SkeletonSource:
                 continue
             f0, f1 = offsets[b0], offsets[b1]
             pieces = [chunk_task(c) for c in range(int(f0 // cf), int((f1 - 1) // cf) + 1)]
-            task = dask.delayed(block_descriptors, pure=True)(
-                int(b0), int(b1), pieces, self.descriptor, local, numba_threads)
+            if plan is None:
+                task = dask.delayed(block_descriptors, pure=True)(
+                    int(b0), int(b1), pieces, self.descriptor, local, numba_threads)
+            else:
+                task = dask.delayed(block_pyramid, pure=True)(
+                    int(b0), int(b1), pieces, plan, np.diff(offsets[b0:b1 + 1]), self.descriptor.dtype, local,
+                    numba_threads)
             out.append((int(b0), int(b1), np.arange(b1 - b0) if local is None else local, task))
         return out
 
@@ -215,15 +424,46 @@ class SkeletonSource:
         return [int(self.store.offsets[b0] // cf) // max(1, width) for b0 in bounds[:-1]]
 
 
-def skeleton_source(store, center="store", gamma=1e-4, normalize=True, ddof=1, dtype="float64"):
-    """A :class:`SkeletonSource` with ``center`` as pipeline files write it: "store", "none" or joints."""
+_OPTIONS = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame", "up_axis",
+            "scale", "mean_weight")
+
+
+def store_roles(store) -> dict:
+    """The store's joint roles; stores of the MSR-Action3D, Florence3D and UTKinect readers
+    written before roles were recorded get the roles those readers record now."""
+    roles = store.roles
+    if not roles:
+        from ..data.readers import known_roles
+
+        roles = known_roles(store.attrs.get("source"), store.n_joints)
+    return roles
+
+
+def skeleton_source(store, center="store", gamma=1e-4, normalize=True, ddof=1, dtype="float64", **options):
+    """A :class:`SkeletonSource` with ``center`` as pipeline files write it: "store", "none" or joints.
+
+    ``options``: the descriptor options of :class:`SkeletonDescriptor` (``features``,
+    ``levels``, ``body_frame``, ...), lists as pipeline files write them.
+    """
     if center == "store":
         joints = tuple(store.center)
     elif center in ("none", None):
         joints = None
     else:
         joints = tuple(int(c) for c in center)
-    return SkeletonSource(store, SkeletonDescriptor(joints, float(gamma), bool(normalize), int(ddof), dtype))
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown descriptor options {sorted(unknown)}")
+    for key in ("features", "joints", "level_weights"):
+        if options.get(key) is not None and not isinstance(options[key], str):
+            options[key] = tuple(options[key])
+    if options.get("joints") == "all":
+        options["joints"] = None
+    try:
+        desc = SkeletonDescriptor(joints, float(gamma), bool(normalize), int(ddof), dtype, **options)
+    except ValueError as exc:
+        raise ConfigError(f"descriptor: {exc}") from None
+    return SkeletonSource(store, desc)
 
 
 def descriptor_array(source: SkeletonSource, block: int = 512, numba_threads: int = 1):

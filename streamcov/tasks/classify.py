@@ -126,8 +126,12 @@ def run_skeleton(cfg, ctx) -> dict:
 
     store = resolve_skeleton_store(cfg.data, ctx.output, ctx.progress)
     d = cfg.descriptor
-    source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype)
-    return classify(cfg, ctx, source, cfg.features.params(), cfg.features.fit_sample)
+    source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype, **d.options())
+    map_params = cfg.features.params()
+    if len(source.kernel_blocks) > 1 and map_params.get("map") != "none":
+        # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated
+        map_params["blocks"] = [[int(w), float(c)] for w, c in source.kernel_blocks]
+    return classify(cfg, ctx, source, map_params, cfg.features.fit_sample)
 
 
 def run_image_stream(cfg, ctx) -> dict:
@@ -269,7 +273,8 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
     m = cfg.model
     per, preds = [], []
     for name, train, test in folds:
-        r, clf, pred = exact_svm_fold(V, y, groups, train, test, m.sigma_grid, m.C_grid, return_model=True)
+        r, clf, pred = exact_svm_fold(V, y, groups, train, test, m.sigma_grid, m.C_grid, return_model=True,
+                                      blocks=getattr(source, "kernel_blocks", None))
         r.update(fold=name, n_train=int(train.sum()), n_test=int(test.sum()))
         per.append(r)
         preds.append((name, np.flatnonzero(test), pred))

@@ -232,7 +232,16 @@ class SkeletonData(Table):
 
 
 class SkeletonDescriptor(Table):
-    """``[descriptor]``: the log-covariance descriptor of paper 000."""
+    """``[descriptor]``: the log-covariance descriptor of paper 000, and its options.
+
+    The options (:class:`streamcov.descriptors.skeleton.PyramidPlan`, docs/descriptors.md):
+    frame ``features`` (positions and their Savitzky-Golay velocities and accelerations over
+    ``window`` frames, per frame or per normalized ``time``), a subset of ``joints``, a
+    temporal pyramid (``levels``, half ``overlap``, ``level_weights``: a weighted sum of
+    Log-E kernels, one per window), a ``body_frame`` (yaw about the camera's ``up_axis``,
+    from the hips), a ``scale`` by the body size and the Gaussian embedding of the mean
+    (``mean_weight``).
+    """
 
     kind: Literal["log-covariance"] = "log-covariance"
     center: Union[Literal["store", "none"], Annotated[list[NonNegInt], Field(min_length=1)]] = "store"
@@ -240,6 +249,37 @@ class SkeletonDescriptor(Table):
     normalize: bool = True
     ddof: Literal[0, 1] = 1           # 1: unbiased covariance; 0: maximum likelihood
     dtype: Literal["float64", "float32"] = "float64"
+    features: Annotated[list[Literal["positions", "velocities", "accelerations"]], Field(min_length=1)] = \
+        ["positions"]
+    joints: Union[Literal["all"], Annotated[list[NonNegInt], Field(min_length=1)]] = "all"
+    window: Annotated[int, Field(ge=3, le=101)] = 5
+    time: Literal["frame", "normalized"] = "frame"
+    levels: Annotated[int, Field(ge=1, le=6)] = 1
+    overlap: bool = False
+    level_weights: Optional[Annotated[list[PosFloat], Field(min_length=1)]] = None
+    body_frame: Literal["none", "yaw"] = "none"
+    up_axis: Literal["x", "y", "z"] = "y"
+    scale: Literal["none", "body"] = "none"
+    mean_weight: NonNegFloat = 0.0
+
+    @model_validator(mode="after")
+    def _options(self):
+        if len(set(self.features)) != len(self.features):
+            raise ValueError(f"descriptor.features = {self.features} names a feature twice")
+        if self.window % 2 == 0:
+            raise ValueError(f"descriptor.window must be odd (a centred window), got {self.window}")
+        if self.level_weights is not None and len(self.level_weights) != self.levels:
+            raise ValueError(f"descriptor.level_weights has {len(self.level_weights)} weights for "
+                             f"descriptor.levels = {self.levels}; give one per level")
+        if self.joints != "all" and len(set(self.joints)) != len(self.joints):
+            raise ValueError(f"descriptor.joints = {self.joints} names a joint twice")
+        return self
+
+    def options(self) -> dict:
+        """The options beyond paper 000, as :func:`streamcov.stream.skeleton.skeleton_source` takes them."""
+        keys = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame",
+                "up_axis", "scale", "mean_weight")
+        return {k: getattr(self, k) for k in keys}
 
 
 class SkeletonClassification(Top):

@@ -89,4 +89,16 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
 
 
 __all__ = ["FORMATS", "FormatError", "READERS", "SkeletonInfo", "SkeletonReader", "SkeletonSequence",
-           "SkippedSequence", "open_reader"]
+           "SkippedSequence", "known_roles", "open_reader"]
+
+
+def known_roles(source: str | None, n_joints: int) -> dict:
+    """The joint roles the reader of ``source`` (a store's ``source`` attribute) records, for
+    stores written before readers recorded roles; empty for other sources."""
+    modules = {"msr-action3d": ".msr_action3d", "florence3d": ".florence3d", "utkinect": ".utkinect"}
+    if source not in modules:
+        return {}
+    import importlib
+
+    mod = importlib.import_module(modules[source], __name__)
+    return dict(mod.ROLES) if mod.N_JOINTS == n_joints else {}

@@ -27,6 +27,10 @@ JOINT_NAMES = [
     "right_knee", "right_ankle",
 ]
 
+#: body-frame roles (:class:`~.base.SkeletonInfo`); no hip-centre joint: both hips
+ROLES = {"hip_center": [9, 12], "left_hip": [9], "right_hip": [12], "spine": [2], "neck": [1],
+         "left_shoulder": [3], "right_shoulder": [6], "head": [0]}
+
 # used when extras/action_names.mat is not next to the data
 ACTION_NAMES = ["wave", "drink from a bottle", "answer phone", "clap", "tight lace", "sit down",
                 "stand up", "read watch", "bow"]
@@ -71,7 +75,7 @@ class Florence3DReader(SkeletonReader):
         self.info = SkeletonInfo(
             n_joints=N_JOINTS, joint_names=list(JOINT_NAMES), units="m", source="florence3d",
             center=(JOINT_NAMES.index("left_hip"), JOINT_NAMES.index("right_hip")),
-            label_names=list(LABEL_NAMES),
+            label_names=list(LABEL_NAMES), roles=dict(ROLES),
             extra={"action_names": dict(zip(LABEL_NAMES, names or ACTION_NAMES)),
                    "axes": "x horizontal, y up, z distance to the sensor"})
 

@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ._layout import INDEX_NAME, INDEX_REQUIRED, Entry, check_center, find_index, read_index
+from ._layout import INDEX_NAME, INDEX_REQUIRED, Entry, check_center, check_roles, find_index, read_index
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
                    _is_plain_number, _nonblank, _parse_numeric_rows, _read_lines)
 
@@ -32,6 +32,10 @@ class GenericCSVReader(SkeletonReader):
         Unit of the coordinates, recorded in ``info.units`` (e.g. ``"m"``).
     joint_names : sequence of str, optional
         One name per joint; defaults to ``joint0``, ``joint1``, ...
+    roles : dict, optional
+        Body parts by 0-based joints (``left_hip``, ``right_hip``, ``neck``, ... as in
+        :class:`~.base.SkeletonInfo`), recorded in the store for descriptors that need a
+        body frame (``[descriptor] body_frame``, ``scale``).
 
     Notes
     -----
@@ -44,7 +48,7 @@ class GenericCSVReader(SkeletonReader):
     """
 
     def __init__(self, path, *, center: Sequence[int] = (0,), units: str = "unknown",
-                 joint_names: Sequence[str] | None = None):
+                 joint_names: Sequence[str] | None = None, roles: dict | None = None):
         super().__init__()
         self.index_path = find_index(path, f"a generic skeleton folder needs an {INDEX_NAME} "
                                      f"with columns {','.join(INDEX_REQUIRED)} (see "
@@ -69,6 +73,7 @@ class GenericCSVReader(SkeletonReader):
         self._expect = (f"{n_joints} joints x (x, y, z) as in {first.path.name}, comma "
                         "separated")
         center = check_center(center, n_joints)
+        roles = {} if roles is None else check_roles(roles, n_joints)
         if joint_names is None:
             joint_names = [f"joint{j}" for j in range(n_joints)]
         else:
@@ -85,7 +90,7 @@ class GenericCSVReader(SkeletonReader):
             raise ValueError(f"units must be a non-empty string such as 'm', got {units!r}")
         self.info = SkeletonInfo(
             n_joints=n_joints, joint_names=joint_names, units=units, source="generic",
-            center=center, label_names=sorted({e.label for e in self._entries}),
+            center=center, label_names=sorted({e.label for e in self._entries}), roles=roles,
             extra={"index": INDEX_NAME,
                    "splits": sorted({e.split for e in self._entries}) if has_split else None})
 

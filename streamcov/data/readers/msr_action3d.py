@@ -25,6 +25,10 @@ JOINT_NAMES = [
     "right_foot", "head",
 ]
 
+#: body-frame roles (:class:`~.base.SkeletonInfo`); the neck is the shoulder centre
+ROLES = {"hip_center": [6], "left_hip": [4], "right_hip": [5], "spine": [3], "neck": [2],
+         "left_shoulder": [0], "right_shoulder": [1], "head": [19]}
+
 ACTION_NAMES = [
     "high arm wave", "horizontal arm wave", "hammer", "hand catch", "forward punch", "high throw",
     "draw X", "draw tick", "draw circle", "hand clap", "two hand wave", "side boxing", "bend",
@@ -96,7 +100,7 @@ class MSRAction3DReader(SkeletonReader):
         self._files = dict(sorted(files.items()))
         self.info = SkeletonInfo(
             n_joints=N_JOINTS, joint_names=list(JOINT_NAMES), units="m", source="msr-action3d",
-            center=(JOINT_NAMES.index("hip_center"),), label_names=list(LABEL_NAMES),
+            center=(JOINT_NAMES.index("hip_center"),), label_names=list(LABEL_NAMES), roles=dict(ROLES),
             extra={"action_names": dict(zip(LABEL_NAMES, ACTION_NAMES)), "subset": subset,
                    "axes": "x horizontal, y up, z distance to the sensor"})
 

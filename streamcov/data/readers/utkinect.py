@@ -34,6 +34,10 @@ JOINT_NAMES = [
     "right_ankle", "right_foot",
 ]
 
+#: body-frame roles (:class:`~.base.SkeletonInfo`); the neck is the shoulder centre
+ROLES = {"hip_center": [0], "left_hip": [12], "right_hip": [16], "spine": [1], "neck": [2],
+         "left_shoulder": [4], "right_shoulder": [8], "head": [3]}
+
 LABEL_FILES = {"original": Path("actionLabel.txt"),
                "modified": Path("extras") / "actionLabel_modified.txt"}
 
@@ -105,7 +109,7 @@ class UTKinectReader(SkeletonReader):
                             if p.name[7:-4] not in self._recordings)
         self.info = SkeletonInfo(
             n_joints=N_JOINTS, joint_names=list(JOINT_NAMES), units="m", source="utkinect",
-            center=(JOINT_NAMES.index("hip_center"),), label_names=label_names,
+            center=(JOINT_NAMES.index("hip_center"),), label_names=label_names, roles=dict(ROLES),
             extra={"labels": labels, "label_file": str(LABEL_FILES[labels]),
                    "unlabelled_recordings": unlabelled,
                    "axes": "x horizontal, y up, z distance to the sensor"})

@@ -1,0 +1,282 @@
+"""The skeleton descriptor with options (frame features, temporal pyramid, body frame, Gaussian
+embedding): kernels against slow obvious references, streamed == in memory across chunk
+boundaries, the schema, the roles error, the block-sum kernel of the exact SVM and of the maps."""
+import numpy as np
+import pytest
+
+import reference as ref
+from streamcov.data.readers import SkeletonInfo, SkeletonReader, SkeletonSequence
+from streamcov.data.skeletons import ingest
+from streamcov.descriptors import skeleton as sk
+from streamcov.errors import ConfigError
+from streamcov.stream.skeleton import SkeletonDescriptor, descriptor_array, skeleton_source
+
+J = 6
+ROLES = {"hip_center": [0], "left_hip": [1], "right_hip": [2], "neck": [3]}
+
+
+class ListSource(SkeletonReader):
+    def __init__(self, seqs, roles=None):
+        super().__init__()
+        self.seqs = seqs
+        self.info = SkeletonInfo(n_joints=J, joint_names=[f"j{i}" for i in range(J)], units="m",
+                                 source="test", center=(0,), roles=dict(roles or {}))
+
+    def sequences(self):
+        yield from self.seqs
+
+
+def walk(rng, T):
+    X = rng.standard_normal((T, 3 * J)).cumsum(0) * 0.1 + rng.standard_normal(3 * J)
+    return X.astype(np.float32)
+
+
+def sequences(rng, lengths):
+    return [SkeletonSequence(id=f"s{i:03d}", frames=walk(rng, T), label=f"c{i % 3}", subject=i % 4 + 1)
+            for i, T in enumerate(lengths)]
+
+
+OPTION_SETS = [
+    dict(features=("positions", "velocities")),
+    dict(features=("positions", "velocities", "accelerations"), levels=3, overlap=True),
+    dict(features=("positions", "velocities"), levels=2, overlap=True, body_frame="yaw", scale="body",
+         mean_weight=0.3, gamma=1e-3),
+    dict(features=("velocities",), time="normalized", levels=2, level_weights=(2.0, 1.0)),
+    dict(joints=(1, 2, 4), mean_weight=1.0),
+]
+
+
+def reference_vectors(seqs, desc: SkeletonDescriptor):
+    keep = [j for j in range(1, J) if desc.joints is None or j in desc.joints]
+    return np.stack([ref.pyramid_descriptor(
+        np.asarray(s.frames, dtype=np.float64), J, (0,), keep, features=desc.features, window=desc.window,
+        time=desc.time, levels=desc.levels, overlap=desc.overlap,
+        yaw=(ROLES["left_hip"], ROLES["right_hip"]) if desc.body_frame == "yaw" else None,
+        neck=ROLES["neck"] if desc.scale == "body" else None, mean_weight=desc.mean_weight,
+        gamma=desc.gamma) for s in seqs])
+
+
+@pytest.mark.parametrize("window", [3, 5, 7])
+@pytest.mark.parametrize("order", [1, 2])
+def test_savgol_table_matches_scipy(rng, window, order):
+    from streamcov.descriptors.skeleton import PyramidPlan, piece_features
+
+    for T in (2, 3, 4, 5, 6, 11, 20):
+        X = rng.standard_normal((T, 3 * J))
+        plan = PyramidPlan(selection=sk.JointSelection.raw(J), window=window,
+                           features=("velocities",) if order == 1 else ("accelerations",))
+        got = piece_features(X, 0, 0, T, T, plan)
+        np.testing.assert_allclose(got, ref.savgol_derivative(X, window, order), atol=1e-10)
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 5, 8, 13, 40])
+@pytest.mark.parametrize("levels,overlap", [(1, False), (3, False), (3, True), (4, True)])
+def test_window_bounds_match_reference(T, levels, overlap):
+    got = sk.window_bounds(T, levels, overlap)
+    assert got.tolist() == [list(w) for w in ref.pyramid_windows(T, levels, overlap)]
+    assert len(got) == sk.n_windows(levels, overlap)
+    assert (got[:, 0] >= 0).all() and (got[:, 1] <= T).all() and (got[:, 1] > got[:, 0]).all()
+
+
+def test_window_weights_sum_to_one():
+    w = sk.window_weights(3, True, (1.0, 2.0, 1.0))
+    assert len(w) == 11 and np.isclose(w.sum(), 1.0)
+    np.testing.assert_allclose(w[1:4], 0.5 / 3)
+    with pytest.raises(ValueError, match="level_weights must be 3 positive numbers"):
+        sk.window_weights(3, True, (1.0, 2.0))
+
+
+@pytest.mark.parametrize("options", OPTION_SETS)
+def test_streamed_descriptor_equals_in_memory_reference(tmp_path, rng, options):
+    """Tiny chunks: most sequences are cut by chunk boundaries, derivatives need the neighbours' frames."""
+    seqs = sequences(rng, [2, 3, 4, 7, 12, 30, 9, 5, 17, 2, 6])
+    store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    source = skeleton_source(store, "store", options.pop("gamma", 1e-4), True, **options)
+    assert source.plan is not None
+    V = descriptor_array(source, block=3).compute()
+    want = reference_vectors(seqs, source.descriptor)
+    assert V.shape == (len(seqs), source.dim)
+    np.testing.assert_allclose(V, want, atol=1e-8)
+    frames, offsets = sk.pack_sequences([s.frames for s in seqs])
+    np.testing.assert_allclose(sk.pyramid_vectors(frames, offsets, source.plan), V, atol=1e-8)
+    widths = [w for w, _ in source.kernel_blocks]
+    assert sum(widths) == source.dim and np.isclose(sum(w for _, w in source.kernel_blocks), 1.0)
+
+
+def test_plain_options_keep_paper_descriptor(tmp_path, rng):
+    seqs = sequences(rng, [5, 9, 12])
+    store = ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=4)
+    plain = skeleton_source(store, "store", 1e-4, True)
+    assert plain.plan is None and "levels" not in plain.descriptor.as_dict()
+    plan = sk.PyramidPlan(selection=plain.selection)
+    frames, offsets = sk.pack_sequences([s.frames for s in seqs])
+    np.testing.assert_allclose(sk.pyramid_vectors(frames, offsets, plan),
+                               descriptor_array(plain).compute(), atol=1e-12)
+
+
+def test_body_frame_without_roles_is_one_clear_error(tmp_path, rng):
+    store = ingest(ListSource(sequences(rng, [5, 6])), tmp_path / "s.zarr", chunk_frames=4)
+    with pytest.raises(ConfigError, match=r"descriptor.body_frame needs the joint roles left_hip, right_hip"):
+        skeleton_source(store, "store", body_frame="yaw")
+    with pytest.raises(ConfigError, match=r"descriptor.scale needs the joint roles neck"):
+        skeleton_source(store, "store", scale="body")
+
+
+def test_yaw_makes_descriptor_invariant_to_camera_yaw(tmp_path, rng):
+    seqs = sequences(rng, [8, 13, 20])
+    t = np.radians(50.0)
+    Ry = np.array([[np.cos(t), 0, np.sin(t)], [0, 1, 0], [-np.sin(t), 0, np.cos(t)]])
+    turned = [SkeletonSequence(id=s.id, frames=(s.frames.reshape(-1, J, 3) @ Ry.T).reshape(len(s.frames), -1)
+                               .astype(np.float64) * 1.7, label=s.label, subject=s.subject) for s in seqs]
+    a = ingest(ListSource(seqs, ROLES), tmp_path / "a.zarr", chunk_frames=5)
+    b = ingest(ListSource(turned, ROLES), tmp_path / "b.zarr", chunk_frames=5)
+    opts = dict(features=["positions", "velocities"], body_frame="yaw", scale="body")
+    Va = descriptor_array(skeleton_source(a, "store", 1e-4, True, **opts)).compute()
+    Vb = descriptor_array(skeleton_source(b, "store", 1e-4, True, **opts)).compute()
+    np.testing.assert_allclose(Va, Vb, atol=1e-5)
+
+
+def test_descriptor_errors():
+    with pytest.raises(ValueError, match="features must be distinct names"):
+        SkeletonDescriptor((0,), features=("positions", "jerks"))
+    with pytest.raises(ValueError, match="window must be an odd number"):
+        SkeletonDescriptor((0,), window=4)
+    with pytest.raises(ValueError, match="levels must be an integer in 1..6"):
+        SkeletonDescriptor((0,), levels=0)
+    with pytest.raises(ValueError, match="body_frame must be 'none' or 'yaw'"):
+        SkeletonDescriptor((0,), body_frame="spine")
+    with pytest.raises(ValueError, match="mean_weight must be a finite number >= 0"):
+        SkeletonDescriptor((0,), mean_weight=-1.0)
+    with pytest.raises(ValueError, match="joints must be distinct 0-based joint indices"):
+        SkeletonDescriptor((0,), joints=(1, 1))
+
+
+def test_joint_subset_out_of_range(tmp_path, rng):
+    store = ingest(ListSource(sequences(rng, [5, 6])), tmp_path / "s.zarr", chunk_frames=4)
+    with pytest.raises(ConfigError, match=r"descriptor.joints = \[1, 9\]: joints \[9\] outside 0..5"):
+        skeleton_source(store, "store", joints=[1, 9])
+
+
+def test_spec_round_trip(tmp_path, rng):
+    from streamcov.stream.skeleton import SkeletonSource
+
+    store = ingest(ListSource(sequences(rng, [5, 9]), ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    src = skeleton_source(store, "store", 1e-3, True, features=["positions", "velocities"], levels=2,
+                          overlap=True, body_frame="yaw", mean_weight=0.3)
+    spec = src.spec()
+    SkeletonSource.check_spec(spec)
+    again = SkeletonSource.from_spec(spec, store)
+    assert again.descriptor == src.descriptor and again.dim == src.dim
+
+
+def test_block_sum_map_approximates_weighted_sum_of_kernels(rng):
+    from streamcov.features.registry import fit_feature_map
+    from streamcov.stream.exact import block_distances, block_kernel
+
+    blocks = [[6, 0.5], [10, 0.25], [10, 0.25]]
+    X = rng.standard_normal((40, 26))
+    for sl in (slice(0, 6), slice(6, 16), slice(16, 26)):
+        X[:, sl] /= np.linalg.norm(X[:, sl], axis=1, keepdims=True)
+    fmap, _ = fit_feature_map({"map": "rff", "n_components": 20000, "sigma": 1.0, "blocks": blocks}, 3, 26)
+    Z = fmap.transform(X)
+    assert Z.shape == (40, 20000)
+    K = block_kernel(block_distances(X, None, blocks), blocks, 1.0)
+    want = sum(w * ref.gaussian_gram(X[:, a:a + n], 1.0) for (n, w), a in zip(blocks, (0, 6, 16)))
+    np.testing.assert_allclose(K, want, atol=1e-12)
+    assert np.abs(Z @ Z.T - K).max() < 0.05
+    with pytest.raises(ValueError, match="X has 25 columns, the kernel blocks cover 26"):
+        fmap.transform(X[:, :25])
+
+
+def test_block_allocation():
+    from streamcov.features.registry import allocate
+
+    n = allocate(100, [0.5, 0.25, 0.125, 0.125])
+    assert n.sum() == 100 and (n >= 1).all() and n[0] > n[1] > n[2]
+    with pytest.raises(ValueError, match="fewer than the 4 kernel blocks"):
+        allocate(3, [1, 1, 1, 1])
+
+
+def test_exact_svm_with_blocks_saves_and_loads(tmp_path, rng):
+    from streamcov.stream.exact import GaussianKernelSVC
+    from streamcov.stream.model import dump_estimator, load_estimator
+
+    X = rng.standard_normal((30, 8))
+    y = np.arange(30) % 3
+    clf = GaussianKernelSVC(sigma=0.5, C=10.0, blocks=[[3, 0.5], [5, 0.5]]).fit(X, y)
+    arrays = {}
+    again = load_estimator(dump_estimator(clf, "c.", arrays), arrays)
+    np.testing.assert_array_equal(again.decision_function(X), clf.decision_function(X))
+    with pytest.raises(ValueError, match="blocks cover 9 columns, the input has 8"):
+        GaussianKernelSVC(blocks=[[4, 0.5], [5, 0.5]]).fit(X, y)
+
+
+def test_schema_descriptor_options():
+    from pydantic import ValidationError
+
+    from streamcov.tasks.schema import SkeletonDescriptor as Table
+
+    t = Table(features=["positions", "velocities"], levels=3, overlap=True, level_weights=[1.0, 1.0, 2.0])
+    assert t.options()["levels"] == 3
+    with pytest.raises(ValidationError, match="level_weights has 2 weights for descriptor.levels = 3"):
+        Table(levels=3, level_weights=[1.0, 2.0])
+    with pytest.raises(ValidationError, match="descriptor.window must be odd"):
+        Table(window=4)
+    with pytest.raises(ValidationError, match="names a feature twice"):
+        Table(features=["positions", "positions"])
+
+
+@pytest.mark.parametrize("learner", ["sgd", "exact-svm"])
+def test_pipeline_with_pyramid_predicts_what_it_tested(tmp_path, rng, learner):
+    """A pyramid with body frame through the engine: the saved model (block map or block kernel)
+    predicts the test rows as the run did."""
+    import csv
+    from pathlib import Path
+
+    from streamcov.stream.predict import predict
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+
+    seqs = sequences(rng, rng.integers(6, 25, size=48))
+    store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=16)
+    repo = Path(__file__).resolve().parents[1]
+    sets = [f'output="{tmp_path}/out"', "features.n_components=400", "model.epochs=5", "dask.block_size=8",
+            'descriptor.features=["positions", "velocities"]', "descriptor.levels=2", "descriptor.overlap=true",
+            'descriptor.body_frame="yaw"', 'descriptor.scale="body"', "descriptor.mean_weight=0.3"]
+    name = "msr_action3d.toml" if learner == "sgd" else "msr_action3d_exact.toml"
+    res = run_pipeline(load_config(repo / "pipelines" / name, sets, store=store.path), scheduler="synchronous")
+    assert res["descriptor_dim"] == 4 * (2 * 15 + 1) * (2 * 15 + 2) // 2
+    out = predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
+    with open(res["predictions_path"]) as fh:
+        ran = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    with open(tmp_path / "p.csv") as fh:
+        again = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    assert ran and all(again[i] == p for i, p in ran.items())
+    assert out is not None
+
+
+@pytest.mark.parametrize("module", ["msr_action3d", "florence3d", "utkinect"])
+def test_reader_roles_name_the_right_joints(module):
+    import importlib
+
+    from streamcov.data.readers import known_roles
+
+    mod = importlib.import_module(f"streamcov.data.readers.{module}")
+    names = mod.JOINT_NAMES
+    for role in ("left_hip", "right_hip", "left_shoulder", "right_shoulder", "spine", "head"):
+        assert [names[j] for j in mod.ROLES[role]] == [role], role
+    assert names[mod.ROLES["neck"][0]] in ("neck", "shoulder_center")
+    source = {"msr_action3d": "msr-action3d"}.get(module, module)
+    assert known_roles(source, mod.N_JOINTS) == mod.ROLES
+    assert known_roles(source, mod.N_JOINTS + 1) == {} and known_roles("generic", 20) == {}
+
+
+def test_generic_reader_records_roles(tmp_path):
+    from streamcov.data.readers import open_reader
+
+    (tmp_path / "a.csv").write_text("\n".join(",".join(str(v) for v in np.arange(12) + t) for t in range(4)))
+    (tmp_path / "index.csv").write_text("file,label,subject\na.csv,x,1\n")
+    r = open_reader("generic", tmp_path, roles={"left_hip": [1], "right_hip": 2})
+    assert r.info.roles == {"left_hip": [1], "right_hip": [2]}
+    with pytest.raises(ConfigError, match="roles: unknown role 'left_hips'"):
+        open_reader("generic", tmp_path, roles={"left_hips": [1]})
