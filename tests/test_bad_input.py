@@ -187,6 +187,16 @@ def env(shared, tmp_path):
 
 
 # ------------------------------------------------------------------ pipeline files and --set
+def old_generic_store(e):
+    """A generic store whose source record lacks the archive digest, as earlier versions wrote it."""
+    out = e.tmp / "g.zarr"
+    assert cli("ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), out, "--quiet")[0] == 0
+    meta = json.loads((out / "zarr.json").read_text())
+    del meta["attributes"]["source_record"]["files"]
+    (out / "zarr.json").write_text(json.dumps(meta))
+    return out
+
+
 def run_file(**replace):
     return lambda e: ["run", e.pipeline(**replace), "--quiet", "--scheduler", "synchronous"]
 
@@ -306,6 +316,11 @@ CONFIG = [
                                                           f'format = "generic"\n')), "--quiet"],
          r"data\.store: \S+synth\.zarr was written with format = 'synthetic', but \[data\] gives 'generic'; point "
          r"data\.store at a new path"),
+    Case("store-without-archive-digest", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
+        out=e.tmp / "o", store=old_generic_store(e)).replace("[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\n'
+                                                           f'format = "generic"\n')), "--quiet"],
+         r"data\.store: \S+g\.zarr records no digest of its archive \(written by an earlier streamcov\), so it "
+         r"cannot be checked against \S+a; point data\.store at a new path"),
     Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],
          r"--seed -1: expected a value >= 0"),
     Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],

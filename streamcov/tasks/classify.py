@@ -54,6 +54,9 @@ def _same_source(path, old: dict | None, new: dict) -> None:
     if not isinstance(old, dict):
         raise ConfigError(f"data.store: {path} records no source, so it cannot be checked against [data]; {fix}")
     key = next(k for k in sorted(set(old) | set(new), key=lambda k: (k == "files", k)) if old.get(k) != new.get(k))
+    if key == "files" and not isinstance(old.get("files"), dict):
+        raise ConfigError(f"data.store: {path} records no digest of its archive (written by an earlier "
+                          f"streamcov), so it cannot be checked against {new.get('path')}; {fix}")
     if key == "files":
         raise ConfigError(f"data.store: {path} was written from {new.get('path')}, which has changed since "
                           f"({old['files'].get('count')} files then, {new['files'].get('count')} now); {fix}")
