@@ -18,6 +18,18 @@ from .covariance import _select_frame
 
 
 @njit(**JIT_OPTS)
+def _window_combination(weights, rel, r0, row, col, k3):
+    """row[col:col + k3] = sum_k weights[k] rel[r0 + k]: one smoothed derivative of every coordinate."""
+    for c in range(k3):
+        row[col + c] = 0.0
+    for k in range(weights.shape[0]):
+        w = weights[k]
+        src = rel[r0 + k]
+        for c in range(k3):
+            row[col + c] += w * src[c]
+
+
+@njit(**JIT_OPTS)
 def piece_features(ext, ie0, ip0, ip1, T, center_idx, keep_idx, coef_v, coef_a,
                    use_p, use_v, use_a, out):
     """Frame features of sequence positions ``ip0 .. ip1 - 1``.
@@ -50,19 +62,7 @@ def piece_features(ext, ie0, ip0, ip1, T, center_idx, keep_idx, coef_v, coef_a,
                 a = 0
             pos = i - a
             if use_v:
-                for c in range(k3):
-                    row[col + c] = 0.0
-                for k in range(n):
-                    w = coef_v[pos, k]
-                    src = rel[a + k - ie0]
-                    for c in range(k3):
-                        row[col + c] += w * src[c]
+                _window_combination(coef_v[pos], rel, a - ie0, row, col, k3)
                 col += k3
             if use_a:
-                for c in range(k3):
-                    row[col + c] = 0.0
-                for k in range(n):
-                    w = coef_a[pos, k]
-                    src = rel[a + k - ie0]
-                    for c in range(k3):
-                        row[col + c] += w * src[c]
+                _window_combination(coef_a[pos], rel, a - ie0, row, col, k3)
