@@ -10,8 +10,6 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from conftest import REPO
-from streamcov.data.skeletons import ingest
-from streamcov.data.synth import SyntheticSkeletons
 from streamcov.errors import ConfigError
 from streamcov.linear import LOG_LOSS, SQUARED_HINGE, _rows_loss_residual, linear_loss_gradient
 from streamcov.optimize import LBFGSState, lbfgs_direction, lbfgs_iteration, lbfgs_start
@@ -22,6 +20,7 @@ from streamcov.stream.model import AsyncCheckpointWriter, FittedPipeline
 from streamcov.stream.sgd import _ArrayBlocks
 from streamcov.tasks import run as run_pipeline
 from streamcov.tasks.config import load_config
+from test_training import synth_store  # noqa: F401  (the 240-sequence synthetic store of the SGD tests)
 
 
 def blobs(n=240, d=12, k=4, seed=0, spread=2.0):
@@ -362,13 +361,6 @@ def test_async_checkpoint_writer_keeps_the_newest(tmp_path):
 
 
 # ------------------------------------------------------------------ pipeline
-@pytest.fixture(scope="module")
-def synth_store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("syn") / "syn.zarr"
-    return ingest(SyntheticSkeletons(n_sequences=240, n_subjects=6, n_classes=8, seed=3), path,
-                  chunk_frames=2048)
-
-
 def lbfgs_cfg(store, out, *extra):
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
                        [f'output="{out}"', "features.n_components=256",
