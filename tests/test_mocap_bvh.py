@@ -165,6 +165,38 @@ def test_round_trip_random_skeleton_matches_independent_kinematics(tmp_path):
     np.testing.assert_allclose(P, want, atol=1e-9)
 
 
+def plain_motion(path) -> np.ndarray:
+    """The obvious reference: the lines after MOTION's two header lines, ``float()`` on every
+    token."""
+    with open(path) as fh:
+        lines = fh.read().split("\n")
+    start = lines.index("MOTION") + 3 if "MOTION" in lines else lines.index("MOTION\r") + 3
+    return np.array([[float(t) for t in ln.split()] for ln in lines[start:] if ln.strip()])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("style", ["repr", "fixed", "fixed-crlf-tabs"])
+def test_motion_values_equal_plain_parser_on_real_looking_files(tmp_path, seed, style):
+    # 'fixed': what exporters write (%.4f / %.6f, as in the benchmark's archives), with
+    # the CR LF line ends and tabs of some tools; 'repr': every digit of the doubles
+    rng = np.random.default_rng(seed)
+    text, _ = random_bvh(rng, n_joints=int(rng.integers(2, 32)), n_frames=int(rng.integers(1, 200)))
+    head, body = text.split("Frame Time: 0.008333\n")
+    if style != "repr":
+        fmt = "{:.4f}" if seed % 2 else "{:.6f}"
+        sep = "\t" if style == "fixed-crlf-tabs" else " "
+        body = "\n".join(sep.join(fmt.format(float(v)) for v in row.split())
+                         for row in body.split("\n") if row) + "\n"
+    text = head + "Frame Time: 0.008333\n" + body
+    if style == "fixed-crlf-tabs":
+        text = text.replace("\n", "\r\n")
+    p = tmp_path / "x.bvh"
+    p.write_bytes(text.encode())
+    got = read_bvh_motion(read_bvh_header(p))
+    want = plain_motion(p)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()   # bit for bit, sign of 0
+
+
 def test_bone_lengths_preserved_in_every_frame_and_units(tmp_path):
     rng = np.random.default_rng(11)
     text, g = random_bvh(rng, n_joints=12, n_frames=40)

