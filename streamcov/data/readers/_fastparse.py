@@ -457,9 +457,10 @@ def _rows(buf, pos, line, ncols, max_rows, vals, rline, err, fix):
     """The loop of :func:`scan_rows`: fills the arrays, returns (rows, nfix).
 
     The plain decimals of motion rows (``-12.3456``) are parsed in this loop itself rather
-    than by :func:`_number`: numba keeps a helper's returned (status, value, end) tuple out of
-    registers even when inlined, and written out here the loop runs about 1.7 times as fast
-    (every other token still goes through :func:`_number`).
+    than by :func:`_number`: written out here the loop ran about 1.7 times as fast (4.4 ms
+    against 2.6 ms for a 3,000-frame, 96-column file); the same code as an inlined helper,
+    returning a tuple or only the end index, ran no faster than :func:`_number`. Every other
+    token still goes through :func:`_number`.
     """
     n = buf.size
     cls = _CLS
