@@ -197,6 +197,44 @@ def test_motion_values_equal_plain_parser_on_real_looking_files(tmp_path, seed, 
     assert got.shape == want.shape and got.tobytes() == want.tobytes()   # bit for bit, sign of 0
 
 
+def test_read_scratch_gives_each_file_whatever_was_read_before(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamcov.data.readers.base import _read_scratch
+
+    rng = np.random.default_rng(0)
+    files = []
+    for size in (3_000_001, 0, 17, 1_000_000, 1):       # big first: later reads reuse its buffer
+        p = tmp_path / f"f{size}"
+        p.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+        files.append(p)
+    for p in files * 2:
+        assert _read_scratch(p).tobytes() == p.read_bytes()
+    with ThreadPoolExecutor(4) as pool:                 # one buffer per thread
+        got = list(pool.map(lambda p: _read_scratch(p).tobytes(), files * 8))
+    assert got == [p.read_bytes() for p in files * 8]
+    with pytest.raises(FormatError, match=re.escape(f"{tmp_path / 'missing.bvh'}: cannot read "
+                                                    "the file: No such file or directory")):
+        _read_scratch(tmp_path / "missing.bvh")
+
+
+def test_motion_values_parsed_twice_and_out_of_range(tmp_path):
+    # tokens the scanner re-parses with float() (exponents, long mantissas), read from the
+    # reused buffer, after a longer file has left other bytes in it
+    write(tmp_path, ARM.replace("Frames: 3", "Frames: 40") + "0 0 0 90 0 0 0 0 0\n" * 37,
+          name="00_long.bvh")
+    tokens = ["1.5e-40", "-2.5E+3", "123456789012345678901", "0.1", "-0", "7", "3.0e1", "1e22",
+              "+4.25"]
+    p = write(tmp_path, ARM.replace("0 0 0 90 0 0 0 0 0", " ".join(tokens)))
+    read_bvh_motion(read_bvh_header(tmp_path / "train/reach/00_long.bvh"))
+    got = read_bvh_motion(read_bvh_header(p))
+    want = plain_motion(p)
+    assert got.tobytes() == want.tobytes() and got[1].tolist() == [float(t) for t in tokens]
+    p = write(tmp_path, ARM.replace("0 0 0 90 0 0 0 0 0", "0 0 0 90 0 0 0 0 1e999"))
+    with pytest.raises(FormatError, match=loc(p, 20) + r"value '1e999' is out of range"):
+        read_bvh_motion(read_bvh_header(p))
+
+
 def test_bone_lengths_preserved_in_every_frame_and_units(tmp_path):
     rng = np.random.default_rng(11)
     text, g = random_bvh(rng, n_joints=12, n_frames=40)

@@ -52,7 +52,7 @@ def scan(path, data: bytes, kernel, *args):
     ----------
     path : str or Path
         The file, for messages.
-    data : bytes
+    data : bytes or uint8 array
         Its content.
     kernel : callable
         :func:`scan_amc` or :func:`scan_rows`.
@@ -89,10 +89,11 @@ def _reparse(path, data: bytes, vals: np.ndarray, fix: np.ndarray) -> None:
     (``fix`` rows: row, column, start, end); raises FormatError for one out of range."""
     from .base import FormatError
     for row, col, s, e in fix.tolist():
-        v = float(data[s:e])
+        tok = bytes(data[s:e])                  # data: bytes or a uint8 array
+        v = float(tok)
         if not np.isfinite(v):
-            raise FormatError(path, f"value {data[s:e].decode('latin-1')!r} is out of range "
-                              "(not finite)", line=data.count(b"\n", 0, s) + 1)
+            raise FormatError(path, f"value {tok.decode('latin-1')!r} is out of range "
+                              "(not finite)", line=bytes(data[:s]).count(b"\n") + 1)
         vals[row, col] = v
 
 

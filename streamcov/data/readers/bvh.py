@@ -75,7 +75,7 @@ import numpy as np
 
 from . import _fastparse as fp
 from ._layout import GENERIC_PATTERN, ArchiveReader, check_joint_layout, find_roles, one_of
-from .base import FormatError, _read_bytes
+from .base import FormatError, _read_scratch
 from .kinematics import Skeleton
 
 #: file unit -> metres per unit ("unknown": values kept as they are)
@@ -372,9 +372,9 @@ _MOTION_ERRORS = {
 def read_bvh_motion(hdr: BvhHeader) -> np.ndarray:
     """The (T, ncols) channel values of a ``.bvh`` whose header is ``hdr``."""
     path = hdr.path
-    data = _read_bytes(path)
+    data = _read_scratch(path)       # a uint8 array, overwritten by the thread's next read
     if hdr.ncols == 0:
-        rest = data[hdr.data_pos:].split()
+        rest = bytes(data[hdr.data_pos:]).split()
         if rest:
             raise FormatError(path, "the hierarchy has no channels, yet values follow the header",
                               line=hdr.data_line)
@@ -384,7 +384,7 @@ def read_bvh_motion(hdr: BvhHeader) -> np.ndarray:
     if err[0] != fp.OK:
         code, line, s, e, a0, a1 = (int(x) for x in err[:6])
         raise FormatError(path, _MOTION_ERRORS[code].format(
-            tok=data[s:e].decode("latin-1"), a0=a0, a1=a1, frames_line=hdr.frames_line),
+            tok=bytes(data[s:e]).decode("latin-1"), a0=a0, a1=a1, frames_line=hdr.frames_line),
             line=line)
     if len(vals) < hdr.n_frames:
         raise FormatError(path, f"'Frames: {hdr.n_frames}' (line {hdr.frames_line}) but the file "
