@@ -87,16 +87,33 @@ def _read_bytes(path, what: str = "file") -> bytes:
 #: per-thread read buffer of :func:`_read_scratch` (Dask may read files in several threads)
 _SCRATCH = threading.local()
 #: larger files get a buffer of their own, not kept after the call
-SCRATCH_KEEP_BYTES = 256 << 20
+_SCRATCH_KEEP_BYTES = 256 << 20
 
 
 def _read_scratch(path, what: str = "file") -> np.ndarray:
     """The bytes of ``path`` as a uint8 array in a buffer reused by the calling thread.
 
-    For the compiled scanners, which parse a file in one pass and keep nothing of its bytes:
-    a new buffer per file costs fresh pages (page faults, cache misses) for every file, which
-    measured as much as the scanning itself on the BVH benchmark. The array is valid only until
-    the next call in the same thread: copy what must outlive it. Errors as :func:`_read_bytes`.
+    For the compiled scanners, which parse a file in one pass and keep none of its bytes:
+    on the BVH benchmark, reading every file into a new buffer took about as long as scanning
+    it. The array is valid only until the next call in the same thread: copy what must
+    outlive it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    what : str
+        The kind of file, for the message when it cannot be read.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8, the file's bytes (a view of the thread's buffer).
+
+    Raises
+    ------
+    FormatError
+        The file cannot be read (as :func:`_read_bytes`).
     """
     try:
         with open(path, "rb", buffering=0) as fh:
@@ -104,7 +121,7 @@ def _read_scratch(path, what: str = "file") -> np.ndarray:
             buf = getattr(_SCRATCH, "buf", None)
             if buf is None or len(buf) < size + 1:
                 buf = bytearray(size + 1)            # + 1: a read of 0 bytes tells the end
-                if size < SCRATCH_KEEP_BYTES:
+                if size < _SCRATCH_KEEP_BYTES:
                     _SCRATCH.buf = buf
             got = 0
             with memoryview(buf) as view:
