@@ -146,8 +146,8 @@ def _cmd_study(args) -> int:
     except ValueError:
         raise ConfigError(f"--nus {args.nus}: expected a comma list of integers, e.g. 50,500,5000") from None
     for key, flag in (("nus", "--nus"), ("seeds", "--seeds"), ("datasets", "--datasets"), ("maps", "--maps"),
-                      ("data_root", "--data")):
-        value = getattr(args, "data" if key == "data_root" else key)
+                      ("data_root", "--data"), ("gram_seeds", "--gram-seeds")):
+        value = getattr(args, {"data_root": "data"}.get(key, key))
         if value is not None:
             flags[("study", key)] = f"{flag} {value}"
     study["seeds"] = args.seeds if args.seeds is not None else (2 if args.quick else 10)
@@ -156,6 +156,8 @@ def _cmd_study(args) -> int:
         study["maps"] = args.maps.split(",")
     if args.data:
         study["data_root"] = args.data
+    if args.gram_seeds is not None:
+        study["gram_seeds"] = args.gram_seeds
     cfg = {"task": "kernel-approx-study", "name": "kernel_approx", "output": args.out, "study": study}
     print(json.dumps(run(cfg, progress=not args.quiet, flags=flags), default=float))
     return 0
@@ -324,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--nus", help="comma list of feature dimensions")
     ka.add_argument("--seeds", type=positive_int, help="map seeds per point (default 10)")
     ka.add_argument("--data", help="folder holding <dataset>/raw (default ../shared/data)")
+    ka.add_argument("--gram-seeds", type=positive_int,
+                    help="map seeds of the Gram-error curves (default 20; 1 for a quick accuracy-only run)")
     ka.add_argument("--out", default="runs/study_kernel_approx")
     ka.add_argument("--jobs", type=positive_int, default=1,
                     help="processes for the accuracy fits (one numba/BLAS thread each; default 1)")

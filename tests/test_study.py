@@ -55,6 +55,7 @@ def test_study_command_writes_csv_table_and_plots(tmp_path, capsys):
     (["--learners", "sgd,lbfgs"], r'--learners sgd,lbfgs: study.learners.1 = "lbfgs": expected one of "sgd" or "svm"'),
     (["--nus", "10,many"], r"--nus 10,many: expected a comma list of integers"),
     (["--seeds", "0"], r"argument --seeds: expected an integer >= 1, got 0"),
+    (["--gram-seeds", "0"], r"argument --gram-seeds: expected an integer >= 1, got 0"),
 ])
 def test_study_rejects_bad_flags(tmp_path, capsys, args, msg):
     import re
@@ -63,6 +64,17 @@ def test_study_rejects_bad_flags(tmp_path, capsys, args, msg):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and re.match(r"streamcov study( kernel-approx)?: error: ", err), err
     assert re.search(msg, err), err
+
+
+def test_study_flags_reach_the_study_table(tmp_path, monkeypatch):
+    import streamcov.tasks as tasks
+
+    seen = {}
+    monkeypatch.setattr(tasks, "run", lambda cfg, **kw: seen.update(cfg) or {})
+    assert main(["study", "kernel-approx", "--datasets", "hdm05", "--learners", "svm", "--gram-seeds", "1",
+                 "--maps", "rgw,rff", "--out", str(tmp_path)]) == 0
+    assert seen["study"]["gram_seeds"] == 1 and seen["study"]["learners"] == ["svm"]
+    assert seen["study"]["maps"] == ["rgw", "rff"] and seen["output"] == str(tmp_path)
 
 
 def test_parallel_accuracies_equal_serial(rng):
