@@ -9,7 +9,7 @@ import pytest
 import scipy.io
 
 from streamcov.data.readers import FORMATS, open_reader
-from streamcov.errors import FormatError
+from streamcov.errors import ConfigError, FormatError
 from streamcov.data.readers.florence3d import Florence3DReader
 from streamcov.data.readers.generic import GenericCSVReader, read_sequence_csv
 from streamcov.data.readers.msr_action3d import MSRAction3DReader
@@ -654,3 +654,68 @@ def test_open_source_unknown_format():
     assert "generic" in FORMATS
     with pytest.raises(ValueError, match="unknown skeleton format 'fbx'"):
         open_reader("fbx", ".")
+
+
+def _generic_folder(tmp_path, n_joints):
+    rng = np.random.default_rng(5)
+    _write(tmp_path / "index.csv", "file,label,subject\na.csv,x,1\n")
+    _write(tmp_path / "a.csv", "\n".join(",".join(f"{v:.3f}" for v in row)
+                                         for row in rng.normal(size=(4, 3 * n_joints))) + "\n")
+    return tmp_path
+
+
+KINECT_V2 = ["SpineBase", "SpineMid", "Neck", "Head", "ShoulderLeft", "ElbowLeft", "WristLeft", "HandLeft",
+             "ShoulderRight", "ElbowRight", "WristRight", "HandRight", "HipLeft", "KneeLeft", "AnkleLeft",
+             "FootLeft", "HipRight", "KneeRight", "AnkleRight", "FootRight", "SpineShoulder", "HandTipLeft",
+             "ThumbLeft", "HandTipRight", "ThumbRight"]
+COCO = ["nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
+        "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip", "left_knee",
+        "right_knee", "left_ankle", "right_ankle"]
+
+
+@pytest.mark.parametrize("names,roles,center", [
+    (KINECT_V2, {"hip_center": [0], "left_hip": [12], "right_hip": [16], "spine": [1], "neck": [2],
+                 "left_shoulder": [4], "right_shoulder": [8], "head": [3]}, (0,)),
+    # no hip centre or neck joint: the mean of both hips and of both shoulders
+    (COCO, {"hip_center": [11, 12], "left_hip": [11], "right_hip": [12], "neck": [5, 6],
+            "left_shoulder": [5], "right_shoulder": [6], "head": [0]}, (11, 12)),
+    # names written another way: case and separators do not matter
+    (["Pelvis", "Left Hip", "RIGHT-HIP", "neck", "x"], {"hip_center": [0], "left_hip": [1], "right_hip": [2],
+                                                         "neck": [3]}, (0,)),
+    (["a", "b", "c"], {}, (0,)),
+])
+def test_generic_roles_found_from_joint_names(tmp_path, names, roles, center):
+    src = GenericCSVReader(_generic_folder(tmp_path, len(names)), joint_names=names)
+    assert src.info.roles == roles and src.info.center == center
+
+
+def test_generic_roles_and_center_given_win_over_names(tmp_path):
+    src = GenericCSVReader(_generic_folder(tmp_path, len(KINECT_V2)), joint_names=KINECT_V2,
+                           roles={"left_hip": [13], "right_hip": [17]}, center=[12, 16])
+    assert src.info.roles == {"left_hip": [13], "right_hip": [17]} and src.info.center == (12, 16)
+
+
+def test_shipped_descriptor_runs_on_generic_store_with_named_joints(tmp_path):
+    # the pipelines' descriptor (body frame and body scale) needs roles: named joints give them
+    import tomllib
+
+    from streamcov.stream.skeleton import SkeletonDescriptor
+
+    opts = tomllib.loads((Path(__file__).parents[1] / "pipelines" / "msr_action3d.toml").read_text())["descriptor"]
+    desc = SkeletonDescriptor(**{k: v for k, v in opts.items() if k not in ("center", "dtype")}, center=(0,))
+    src = GenericCSVReader(_generic_folder(tmp_path, len(KINECT_V2)), joint_names=KINECT_V2)
+    plan = desc.plan(src.info.n_joints, src.info.roles)
+    assert plan.left_hip == (12,) and plan.right_hip == (16,) and plan.neck == (2,)
+    with pytest.raises(ConfigError, match=r"descriptor.body_frame and scale needs the joint roles left_hip, "
+                                          r"right_hip, neck.*options.roles"):
+        desc.plan(src.info.n_joints, GenericCSVReader(tmp_path, joint_names=[f"j{i}" for i in range(25)]).info.roles)
+
+
+def test_generic_roles_recorded_in_the_store_and_shown_by_info(tmp_path):
+    from streamcov.data.ragged import store_status
+    from streamcov.data.skeletons import ingest
+
+    src = GenericCSVReader(_generic_folder(tmp_path / "raw", len(COCO)), joint_names=COCO)
+    ingest(src, tmp_path / "s.zarr")
+    st = store_status(tmp_path / "s.zarr")
+    assert st["roles"]["left_hip"] == [11] and st["roles"]["neck"] == [5, 6] and st["center"] == [11, 12]

@@ -60,7 +60,7 @@ def store_status(path) -> dict:
     # every writer records its commit point as counts per unit (sequences/frames, images/pixels)
     status.update({f"committed_{unit}": n for unit, n in attrs.get("committed", {}).items()})
     for key in ("identity", "n_sequences", "n_frames", "n_joints", "n_images", "units", "source",
-                "center", "label_names", "group_names", "split_names", "skipped", "repairs",
+                "center", "roles", "label_names", "group_names", "split_names", "skipped", "repairs",
                 "chunk_frames"):
         if key in attrs:
             status[key] = attrs[key]

@@ -257,17 +257,23 @@ def subject_numbers(entries: list[Entry]) -> tuple[dict[str, int], list[str] | N
     return {n: i for i, n in enumerate(names)}, names
 
 
+def name_key(name: str) -> str:
+    """A joint name as :func:`find_roles` compares it: without a ``Subject:`` prefix, lower
+    case, without spaces, underscores, hyphens and dots (``Left_Hip`` = ``left hip`` = ``LeftHip``)."""
+    return re.sub(r"[\s_.\-]+", "", name.split(":")[-1]).lower()
+
+
 def find_roles(names: list[str], candidates: dict[str, list[list[str]]]) -> dict[str, list[int]]:
     """Roles from joint names: for every role, the first candidate group whose names all exist
-    (compared ignoring case, and ignoring a ``Subject:`` prefix) gives the joints."""
+    (compared by :func:`name_key`: ignoring case, separators and a ``Subject:`` prefix) gives
+    the joints."""
     key = {}
     for i, n in enumerate(names):
-        k = n.split(":")[-1].strip().lower()
-        key.setdefault(k, i)
+        key.setdefault(name_key(n), i)
     roles = {}
     for role, groups in candidates.items():
         for group in groups:
-            idx = [key.get(g.lower()) for g in group]
+            idx = [key.get(name_key(g)) for g in group]
             if idx and all(i is not None for i in idx):
                 roles[role] = idx
                 break

@@ -12,9 +12,27 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ._layout import INDEX_NAME, INDEX_REQUIRED, Entry, check_center, check_roles, find_index, read_index
+from ._layout import (INDEX_NAME, INDEX_REQUIRED, Entry, check_center, check_roles, find_index, find_roles,
+                      read_index)
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
                    _is_plain_number, _nonblank, _parse_numeric_rows, _read_lines)
+
+
+#: joint names that give a role (first matching group wins; names compared by ``_layout.name_key``):
+#: Kinect v1 (MSR-Action3D, UTKinect), Kinect v2 (NTU RGB+D), OpenPose BODY_25 / COCO, and the
+#: motion-capture names of the BVH reader
+ROLE_NAMES = {
+    "hip_center": [["hip_center"], ["HipCenter"], ["SpineBase"], ["MidHip"], ["pelvis"], ["Hips"], ["root"],
+                   ["left_hip", "right_hip"], ["LHip", "RHip"]],
+    "left_hip": [["left_hip"], ["HipLeft"], ["LHip"], ["LeftUpLeg"], ["LeftThigh"], ["lfemur"]],
+    "right_hip": [["right_hip"], ["HipRight"], ["RHip"], ["RightUpLeg"], ["RightThigh"], ["rfemur"]],
+    "spine": [["spine"], ["SpineMid"], ["Spine1"], ["Chest"], ["torso"]],
+    "neck": [["neck"], ["ShoulderCenter"], ["SpineShoulder"], ["shoulder_center"], ["LowerNeck"],
+             ["left_shoulder", "right_shoulder"], ["LShoulder", "RShoulder"]],
+    "left_shoulder": [["left_shoulder"], ["ShoulderLeft"], ["LShoulder"], ["LeftArm"], ["lhumerus"]],
+    "right_shoulder": [["right_shoulder"], ["ShoulderRight"], ["RShoulder"], ["RightArm"], ["rhumerus"]],
+    "head": [["head"], ["Nose"]],
+}
 
 
 class GenericCSVReader(SkeletonReader):
@@ -25,9 +43,10 @@ class GenericCSVReader(SkeletonReader):
     path : str or Path
         The folder holding ``index.csv`` (or ``index.csv`` itself). Sequence
         files are found relative to it.
-    center : sequence of int, default (0,)
+    center : sequence of int, optional
         0-based joints whose mean is the body centre (e.g. the hip centre, or
-        both hips).
+        both hips). Default: the ``hip_center`` role when the joint names
+        give one (see ``roles``), else joint 0.
     units : str, default "unknown"
         Unit of the coordinates, recorded in ``info.units`` (e.g. ``"m"``).
     joint_names : sequence of str, optional
@@ -35,7 +54,10 @@ class GenericCSVReader(SkeletonReader):
     roles : dict, optional
         Body parts by 0-based joints (``left_hip``, ``right_hip``, ``neck``, ... as in
         :class:`~.base.SkeletonInfo`), recorded in the store for descriptors that need a
-        body frame (``[descriptor] body_frame``, ``scale``).
+        body frame (``[descriptor] body_frame``, ``scale``). Default: found from
+        ``joint_names`` when they use a common naming (Kinect v1/v2, OpenPose/COCO,
+        motion-capture skeletons: :data:`ROLE_NAMES`, compared ignoring case and
+        separators), else none.
 
     Notes
     -----
@@ -47,7 +69,7 @@ class GenericCSVReader(SkeletonReader):
     ``skipped`` and ``repairs`` stay empty.
     """
 
-    def __init__(self, path, *, center: Sequence[int] = (0,), units: str = "unknown",
+    def __init__(self, path, *, center: Sequence[int] | None = None, units: str = "unknown",
                  joint_names: Sequence[str] | None = None, roles: dict | None = None):
         super().__init__()
         self.index_path = find_index(path, f"a generic skeleton folder needs an {INDEX_NAME} "
@@ -72,8 +94,6 @@ class GenericCSVReader(SkeletonReader):
         self._ncols = ncols
         self._expect = (f"{n_joints} joints x (x, y, z) as in {first.path.name}, comma "
                         "separated")
-        center = check_center(center, n_joints)
-        roles = {} if roles is None else check_roles(roles, n_joints)
         if joint_names is None:
             joint_names = [f"joint{j}" for j in range(n_joints)]
         else:
@@ -86,6 +106,9 @@ class GenericCSVReader(SkeletonReader):
                 raise ValueError(f"joint_names has {len(joint_names)} names but the sequence files "
                                  f"hold {n_joints} joints ({ncols} values per row in "
                                  f"{first.path.name})")
+        found = find_roles(joint_names, ROLE_NAMES)
+        roles = found if roles is None else check_roles(roles, n_joints)
+        center = check_center(roles.get("hip_center", [0]) if center is None else center, n_joints)
         if not isinstance(units, str) or not units:
             raise ValueError(f"units must be a non-empty string such as 'm', got {units!r}")
         self.info = SkeletonInfo(
