@@ -13,6 +13,16 @@ the training subjects of the protocol's first fold.
         --candidate 'learning_rate="pa1", eta0=0.3, loss="hinge", penalty="none"' \\
         --candidate 'learner="lbfgs", loss="log_loss", C=10.0'
 
+``--pipeline`` runs the CV through the pipeline file itself (its
+descriptor, feature map and bandwidth, block sums over pyramid windows
+included): the held-out training subjects become the folds of a
+``subject-splits-file`` split, and every candidate and map seed is one
+``streamcov run`` of the file with ``[model]`` (and ``features.sigma``)
+overridden; features are computed once per seed and fold and reused by
+every candidate (the feature store's fingerprint covers everything but the
+learner). Without it the descriptor is paper 000's (one covariance of
+hip-relative positions), as in the study.
+
 ``--grid`` tries the pipeline's own settings (its learner as the file has
 it) and the full-batch learner with both of its losses over a grid of C
 (:data:`GRID_C`); ``--test`` then runs the pipeline with the candidate of
@@ -53,23 +63,65 @@ def overrides(text: str) -> dict:
     return {} if text == PIPELINE else tomllib.loads(f"m = {{{text}}}")["m"]
 
 
-def test_accuracy(dataset: str, over: dict, data_root: Path) -> dict:
-    """The pipeline file run with ``over`` on its own protocol: mean test accuracy, train seconds."""
+def ingest_dataset(dataset: str, data_root: Path, workdir: Path):
+    """``(store, cfg)``: the dataset ingested by its pipeline file's reader, and the typed pipeline."""
+    from streamcov.data.readers import open_reader
+    from streamcov.data.skeletons import ingest
+    from streamcov.tasks.config import load_config
+
+    cfg = load_config(REPO / "pipelines" / f"{DATASETS[dataset]}.toml")
+    raw = Path(data_root) / Path(cfg.data.source).parent.name / "raw"      # ../shared/data/<folder>/raw
+    store = ingest(open_reader(cfg.data.format, raw, where="data.options", **dict(cfg.data.options)),
+                   Path(workdir) / f"{dataset}.zarr")
+    return store, cfg
+
+
+def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None = None) -> dict:
+    """The pipeline file run with ``over`` (and the map's ``sigma``) on its own protocol: mean test
+    accuracy, train seconds."""
     from streamcov.tasks import run
 
-    pipe = DATASETS[dataset][2]
+    pipe = DATASETS[dataset]
     sets = [f"model.{k}={json.dumps(v)}" for k, v in over.items()]
+    if sigma is not None:
+        sets.append(f"features.sigma={sigma}")
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "store.zarr"
-        folder, fmt, _ = DATASETS[dataset]
-        from streamcov.data.readers import open_reader
-        from streamcov.data.skeletons import ingest
-
-        ingest(open_reader(fmt, Path(data_root) / folder / "raw"), store)
-        res = run(REPO / "pipelines" / f"{pipe}.toml", overrides=sets, store=store, output=Path(tmp) / "out")
+        store, _ = ingest_dataset(dataset, data_root, Path(tmp))
+        res = run(REPO / "pipelines" / f"{pipe}.toml", overrides=sets, store=Path(store.path),
+                  output=Path(tmp) / "out")
     folds = res.get("folds", [res])
     return {"accuracy": res["accuracy"], "accuracy_std": res.get("accuracy_std", 0.0),
             "train_seconds": float(sum(f["train_seconds"] for f in folds)), "n_folds": len(folds)}
+
+
+def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: Path) -> dict:
+    """``{key: (mean, std over seeds)}``: LOSO CV accuracy of each candidate through the pipeline file."""
+    from streamcov.tasks import run
+
+    pipe = DATASETS[dataset]
+    splits = Path(workdir) / "training_subjects.toml"
+    subj = store.subjects
+    splits.write_text("".join(
+        f"[[split]]\ntrain_subjects = {sorted(set(subj[tr].tolist()))}\ntest_subjects = {sorted(set(subj[te].tolist()))}\n"
+        for _, tr, te in folds))
+    base = ['split.kind="subject-splits-file"', f"split.file={json.dumps(str(splits))}"]
+    out = {}
+    for text in cands:
+        over = overrides(text)
+        for sigma in sigmas:
+            accs = []
+            for seed in range(seeds):
+                sets = base + [f"seed={seed}"] + [f"model.{k}={json.dumps(v)}" for k, v in over.items()]
+                if sigma is not None:
+                    sets.append(f"features.sigma={sigma!r}")
+                # one output folder per seed and sigma: the features of its folds are reused by every candidate
+                res = run(REPO / "pipelines" / f"{pipe}.toml", overrides=sets, store=Path(store.path),
+                          output=Path(workdir) / f"out-{seed}-{sigma}")
+                accs.append(res["accuracy"])
+            key = text if sigma is None else f"{text}; sigma={sigma:g}"
+            out[key] = (float(np.mean(accs)), float(np.std(accs)))
+            print(f"{key}: LOSO CV accuracy {100 * out[key][0]:.2f} +- {100 * out[key][1]:.2f}", flush=True)
+    return out
 
 
 def training_folds(store, name: str, cfg):
@@ -99,19 +151,50 @@ def main(argv=None):
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     ap.add_argument("--jobs", type=int, default=1, help="fits run in this many processes")
     ap.add_argument("--grid", action="store_true", help="the pipeline's settings and lbfgs x losses x C")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="CV through the pipeline file itself (its descriptor and map), not paper 000's descriptor")
     ap.add_argument("--test", action="store_true",
                     help="run the pipeline with the chosen candidate and report its test accuracy")
     args = ap.parse_args(argv)
     cands = args.candidate + (grid_candidates() if args.grid else [])
     cands = cands or ['learning_rate="pa1"']
+    sigmas = args.sigma or [None]
+    if args.pipeline:
+        if args.map:
+            ap.error("--map: with --pipeline the map is the pipeline file's")
+        with tempfile.TemporaryDirectory() as tmp:
+            store, cfg = ingest_dataset(args.dataset, Path(args.data), Path(tmp))
+            folds = training_folds(store, args.dataset, cfg)
+            res = pipeline_cv(args.dataset, store, folds, cands, sigmas, args.seeds, Path(tmp))
+        out = {k: v[0] for k, v in res.items()}
+        fmap = cfg.features.map
+    else:
+        out = cv_paper000(args, cands, sigmas)
+        fmap = out.pop("__map__")
+    summary = {"dataset": args.dataset, "map": fmap, "nu": args.nu, "seeds": args.seeds,
+               "descriptor": "pipeline" if args.pipeline else "paper000", "cv_accuracy": out}
+    if args.test:
+        best = max(out, key=lambda k: out[k])     # the first of equal accuracies
+        summary["chosen"] = best
+        summary["test"] = {best: test_accuracy(args.dataset, overrides(best.split("; sigma=")[0]), Path(args.data),
+                                               best.split("; sigma=")[1] if "; sigma=" in best else None)}
+        if best != PIPELINE and PIPELINE in out:
+            summary["test"][PIPELINE] = test_accuracy(args.dataset, {}, Path(args.data))
+        for k, v in summary["test"].items():
+            print(f"test ({k}): {100 * v['accuracy']:.2f} +- {100 * v['accuracy_std']:.2f} over {v['n_folds']} "
+                  f"fold(s), training {v['train_seconds']:.1f} s", flush=True)
+    print(json.dumps(summary))
+
+
+def cv_paper000(args, cands, sigmas) -> dict:
+    """CV of every candidate on paper 000's descriptor (the study's), one map block."""
     with tempfile.TemporaryDirectory() as tmp:
         store, cfg, V, _ = dataset_descriptors(args.dataset, Path(args.data), tmp)
         folds = training_folds(store, args.dataset, cfg)
     y = store.labels.astype(np.int64)
     classes = np.arange(len(store.label_names))
     fmap = args.map or cfg.features.map
-    out = {}
-    sigmas = args.sigma or [None]
+    out = {"__map__": fmap}
     for text in cands:
         over = overrides(text)
         for sigma in sigmas:
@@ -124,18 +207,7 @@ def main(argv=None):
             out[key] = row["accuracy"]
             print(f"{key}: LOSO CV accuracy {100 * row['accuracy']:.2f} +- {100 * row['accuracy_std']:.2f}",
                   flush=True)
-    summary = {"dataset": args.dataset, "map": fmap, "nu": args.nu, "seeds": args.seeds,
-               "n_folds": len(folds), "cv_accuracy": out}
-    if args.test:
-        best = max(out, key=lambda k: out[k])     # the first of equal accuracies
-        summary["chosen"] = best
-        summary["test"] = {best: test_accuracy(args.dataset, overrides(best), Path(args.data))}
-        if best != PIPELINE and PIPELINE in out:
-            summary["test"][PIPELINE] = test_accuracy(args.dataset, {}, Path(args.data))
-        for k, v in summary["test"].items():
-            print(f"test ({k}): {100 * v['accuracy']:.2f} +- {100 * v['accuracy_std']:.2f} over {v['n_folds']} "
-                  f"fold(s), training {v['train_seconds']:.1f} s", flush=True)
-    print(json.dumps(summary))
+    return out
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from dataclasses import dataclass, asdict
 
 # fastmath without nnan/ninf: a NaN or inf in the input must survive to the
@@ -82,6 +83,11 @@ def kernel_threads(n_numba: int, n_blas: int = 1):
 
 
 _BLAS = None
+# BLAS limits are process-wide: blocks asking for the same limit share one (the first in sets it,
+# the last out restores it), so that a nested or concurrent block of the same limit costs a lock,
+# and one block leaving does not lift the limit under another still inside
+_BLAS_LOCK = threading.Lock()
+_BLAS_HELD = {"limit": None, "count": 0, "limiter": None}
 
 
 @contextlib.contextmanager
@@ -92,14 +98,34 @@ def blas_threads(n: int):
     every call (milliseconds once numba and LLVM are loaded), too slow for a
     learner that multiplies a block every few milliseconds; the BLAS
     controller here is found once per process (BLAS is loaded with numpy).
+    Blocks of the same ``n`` (nested, or in several threads) share one limit;
+    a block of another ``n`` inside them sets its own and restores on exit.
     """
     global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
+    n = int(n)
+    with _BLAS_LOCK:
+        if _BLAS is None:
+            from threadpoolctl import ThreadpoolController
 
-        _BLAS = ThreadpoolController().select(user_api="blas")
-    with _BLAS.limit(limits=int(n)):
+            _BLAS = ThreadpoolController().select(user_api="blas")
+        shared = _BLAS_HELD["count"] > 0 and _BLAS_HELD["limit"] == n
+        if shared:
+            _BLAS_HELD["count"] += 1
+        elif _BLAS_HELD["count"] == 0:
+            _BLAS_HELD.update(limit=n, count=1, limiter=_BLAS.limit(limits=n))
+            shared = True
+    if not shared:           # another limit is held: this one nests inside it
+        with _BLAS.limit(limits=n):
+            yield
+        return
+    try:
         yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_HELD["count"] -= 1
+            if _BLAS_HELD["count"] == 0:
+                _BLAS_HELD["limiter"].restore_original_limits()
+                _BLAS_HELD.update(limit=None, limiter=None)
 
 
 def map_threads(fn, items, n_jobs: int | None = None):

@@ -47,6 +47,10 @@ class LBFGSState:
         What the objective returned beside ``(f, g)`` at ``x`` (JSON-able numbers).
     s, y : list of ndarray
         Curvature pairs, oldest first.
+    sy, yy : list of float
+        ``s.y`` and ``y.y`` of each pair, computed once when the pair is stored
+        (the direction needs them at every iteration; recomputing them would
+        read the whole memory once more).
     n_iter, n_evals : int
         Iterations done; objective evaluations spent (the first one included).
     """
@@ -57,6 +61,8 @@ class LBFGSState:
     info: dict = field(default_factory=dict)
     s: list = field(default_factory=list)
     y: list = field(default_factory=list)
+    sy: list = field(default_factory=list)
+    yy: list = field(default_factory=list)
     n_iter: int = 0
     n_evals: int = 1
 
@@ -66,6 +72,8 @@ class LBFGSState:
         if self.s:
             arrays["s"] = np.stack(self.s)
             arrays["y"] = np.stack(self.y)
+            arrays["sy"] = np.asarray(self.sy, dtype=np.float64)
+            arrays["yy"] = np.asarray(self.yy, dtype=np.float64)
         return arrays, {"f": float(self.f), "info": dict(self.info), "n_iter": int(self.n_iter),
                         "n_evals": int(self.n_evals), "pairs": len(self.s)}
 
@@ -74,9 +82,18 @@ class LBFGSState:
         pairs = int(scalars["pairs"])
         s = [np.array(v) for v in arrays["s"]] if pairs else []
         y = [np.array(v) for v in arrays["y"]] if pairs else []
+        if pairs and "sy" in arrays:
+            sy, yy = [float(v) for v in arrays["sy"]], [float(v) for v in arrays["yy"]]
+        else:   # the same products as when the pairs were stored
+            sy, yy = _products(s, y)
         return cls(x=np.array(arrays["x"]), f=float(scalars["f"]), g=np.array(arrays["g"]),
-                   info=dict(scalars["info"]), s=s, y=y, n_iter=int(scalars["n_iter"]),
+                   info=dict(scalars["info"]), s=s, y=y, sy=sy, yy=yy, n_iter=int(scalars["n_iter"]),
                    n_evals=int(scalars["n_evals"]))
+
+
+def _products(s, y) -> tuple[list, list]:
+    """``s.y`` and ``y.y`` of every pair, as :func:`lbfgs_iteration` computes them."""
+    return [float(np.dot(si, yi)) for si, yi in zip(s, y)], [float(np.dot(yi, yi)) for yi in y]
 
 
 def lbfgs_start(fun, x0) -> LBFGSState:
@@ -86,18 +103,24 @@ def lbfgs_start(fun, x0) -> LBFGSState:
     return LBFGSState(x=x0, f=float(f), g=np.asarray(g, dtype=np.float64), info=dict(info))
 
 
-def lbfgs_direction(g, s, y) -> np.ndarray:
-    """``-H g`` by the two-loop recursion over the pairs ``(s, y)`` (oldest first)."""
+def lbfgs_direction(g, s, y, sy=None, yy=None) -> np.ndarray:
+    """``-H g`` by the two-loop recursion over the pairs ``(s, y)`` (oldest first).
+
+    ``sy``, ``yy``: the products ``s.y`` and ``y.y`` of the pairs when known
+    (:class:`LBFGSState` keeps them), else computed here.
+    """
     g = np.asarray(g, dtype=np.float64)
     if not s:
         return -g / max(1.0, float(np.linalg.norm(g)))
+    if sy is None or yy is None:
+        sy, yy = _products(s, y)
     q = g.copy()
-    rho = [1.0 / float(np.dot(yi, si)) for si, yi in zip(s, y)]
+    rho = [1.0 / v for v in sy]
     alpha = [0.0] * len(s)
     for i in range(len(s) - 1, -1, -1):
         alpha[i] = rho[i] * float(np.dot(s[i], q))
         q -= alpha[i] * y[i]
-    gamma = float(np.dot(s[-1], y[-1])) / float(np.dot(y[-1], y[-1]))
+    gamma = sy[-1] / yy[-1]
     r = gamma * q
     for i in range(len(s)):
         beta = rho[i] * float(np.dot(y[i], r))
@@ -108,14 +131,17 @@ def lbfgs_direction(g, s, y) -> np.ndarray:
 def _line_search(fun, state: LBFGSState, p: np.ndarray, c1: float, c2: float, max_ls: int):
     from scipy.optimize import line_search
 
-    seen: dict = {}
+    # scipy asks for f and then g at the same trial point (a fresh array each time): the points seen
+    # are few, and comparing with each is cheaper than hashing the bytes of every request
+    seen: list = []
 
     def evaluate(x):
-        key = x.tobytes()
-        if key not in seen:
-            f, g, info = fun(x)
-            seen[key] = (float(f), np.asarray(g, dtype=np.float64), dict(info))
-        return seen[key]
+        for xs, out in seen:
+            if np.array_equal(xs, x):
+                return out
+        f, g, info = fun(x)
+        seen.append((x.copy(), (float(f), np.asarray(g, dtype=np.float64), dict(info))))
+        return seen[-1][1]
 
     with warnings.catch_warnings():
         # scipy warns when it gives up; the caller handles a failed search
@@ -140,27 +166,32 @@ def lbfgs_iteration(fun, state: LBFGSState, *, memory: int = 10, c1: float = 1e-
     The input state is not modified.
     """
     s, y = list(state.s), list(state.y)
+    sy, yy = (list(state.sy), list(state.yy)) if len(state.sy) == len(s) else _products(s, y)
     evals = state.n_evals
-    p = lbfgs_direction(state.g, s, y)
+    p = lbfgs_direction(state.g, s, y, sy, yy)
     if s and not float(np.dot(p, state.g)) < 0:   # not a descent direction: round-off; start afresh
-        s, y = [], []
+        s, y, sy, yy = [], [], [], []
         p = lbfgs_direction(state.g, s, y)
     found, used = _line_search(fun, state, p, c1, c2, max_ls)
     evals += used
     if found is None and s:
-        s, y = [], []
+        s, y, sy, yy = [], [], [], []
         found, used = _line_search(fun, state, lbfgs_direction(state.g, s, y), c1, c2, max_ls)
         evals += used
     if found is None:
         return LBFGSState(x=state.x, f=state.f, g=state.g, info=state.info, s=list(state.s), y=list(state.y),
-                          n_iter=state.n_iter, n_evals=evals), False
+                          sy=list(state.sy), yy=list(state.yy), n_iter=state.n_iter, n_evals=evals), False
     x, f, g, info = found
     sk, yk = x - state.x, g - state.g
-    if float(np.dot(sk, yk)) > 1e-10 * float(np.dot(yk, yk)):
+    (sky,), (yky,) = _products([sk], [yk])
+    if sky > 1e-10 * yky:
         s.append(sk)
         y.append(yk)
-        del s[:-memory], y[:-memory]
-    return LBFGSState(x=x, f=f, g=g, info=info, s=s, y=y, n_iter=state.n_iter + 1, n_evals=evals), True
+        sy.append(sky)
+        yy.append(yky)
+        del s[:-memory], y[:-memory], sy[:-memory], yy[:-memory]
+    return LBFGSState(x=x, f=f, g=g, info=info, s=s, y=y, sy=sy, yy=yy, n_iter=state.n_iter + 1,
+                      n_evals=evals), True
 
 
 def stalled(f_old: float, f_new: float) -> bool:

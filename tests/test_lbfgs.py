@@ -167,6 +167,32 @@ def test_lbfgs_minimizes_rosenbrock_and_resumes_exactly_from_any_iteration():
         assert s.x.tobytes() == state.x.tobytes() and s.n_evals == state.n_evals
 
 
+def test_lbfgs_checkpoint_without_stored_products_resumes_the_same_run():
+    # a state saved before the pair products were kept: they are recomputed as the run computed them
+    state = lbfgs_start(rosenbrock, np.full(6, -1.2))
+    for _ in range(5):
+        state, _ = lbfgs_iteration(rosenbrock, state)
+    arrays, scalars = state.to_arrays()
+    assert len(state.sy) == len(state.s) == len(arrays["sy"]) > 0
+    old = {k: v for k, v in arrays.items() if k not in ("sy", "yy")}
+    a, b = LBFGSState.from_arrays(old, scalars), LBFGSState.from_arrays(arrays, scalars)
+    assert a.sy == b.sy and a.yy == b.yy
+    for _ in range(5):
+        a, _ = lbfgs_iteration(rosenbrock, a)
+        b, _ = lbfgs_iteration(rosenbrock, b)
+    assert a.x.tobytes() == b.x.tobytes()
+
+
+def test_lbfgs_direction_with_given_products_equals_computed():
+    rng = np.random.default_rng(3)
+    s = [rng.standard_normal(9) for _ in range(3)]
+    y = [si + 0.1 * rng.standard_normal(9) for si in s]
+    g = rng.standard_normal(9)
+    sy = [float(np.dot(a, b)) for a, b in zip(s, y)]
+    yy = [float(np.dot(b, b)) for b in y]
+    assert lbfgs_direction(g, s, y, sy, yy).tobytes() == lbfgs_direction(g, s, y).tobytes()
+
+
 # ------------------------------------------------------------- the estimator
 def scipy_reference(X, y, loss, C, k):
     """The objective written out in float64 numpy, minimized by scipy's L-BFGS-B to 1e-10."""

@@ -1,0 +1,99 @@
+"""The BLAS limit of the learner's blocks (streamcov._config.blas_threads): shared, nested, restored."""
+import threading
+
+import numpy as np  # noqa: F401  (BLAS loaded)
+import pytest
+from threadpoolctl import threadpool_info
+
+from streamcov._config import blas_threads
+
+
+def blas_limit() -> int:
+    return min(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
+@pytest.fixture
+def two_threads():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        if blas_limit() != 2:
+            pytest.skip("this BLAS does not take a limit of 2 threads")
+        yield
+
+
+def test_nested_blocks_share_one_limit_and_restore_it(two_threads):
+    with blas_threads(1):
+        assert blas_limit() == 1
+        with blas_threads(1):
+            assert blas_limit() == 1
+        assert blas_limit() == 1          # the inner block leaving does not lift the outer one's limit
+        with blas_threads(2):             # another limit nests and restores
+            assert blas_limit() == 2
+        assert blas_limit() == 1
+    assert blas_limit() == 2
+
+
+class FakeBLAS:
+    """Stands in for the process's BLAS controller: records the limit in force."""
+
+    def __init__(self):
+        self.limit_now = 2
+        self.calls = []
+
+    def limit(self, limits):
+        fake, before = self, self.limit_now
+        self.limit_now = limits
+        self.calls.append(limits)
+
+        class Limiter:
+            def restore_original_limits(self):
+                fake.limit_now = before
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.restore_original_limits()
+
+        return Limiter()
+
+
+def test_limit_held_until_the_last_concurrent_block_leaves(monkeypatch):
+    import streamcov._config as cfg
+
+    fake = FakeBLAS()
+    monkeypatch.setattr(cfg, "_BLAS", fake)
+    entered, release_first, first_left, release_second = (threading.Event() for _ in range(4))
+    seen = {}
+
+    def first():
+        with blas_threads(1):
+            entered.set()
+            release_first.wait(10)
+        first_left.set()
+
+    def second():
+        entered.wait(10)
+        with blas_threads(1):
+            release_first.set()
+            first_left.wait(10)
+            seen["inside"] = fake.limit_now   # the first block has left; this one still holds the limit
+            release_second.wait(10)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    first_left.wait(10)
+    release_second.set()
+    for t in threads:
+        t.join(10)
+    assert seen["inside"] == 1
+    assert fake.limit_now == 2 and fake.calls == [1]     # one limit set for both blocks, restored once
+
+
+def test_limit_restored_after_an_exception(two_threads):
+    with pytest.raises(RuntimeError, match="inside"):
+        with blas_threads(1):
+            raise RuntimeError("inside")
+    assert blas_limit() == 2
