@@ -145,6 +145,28 @@ def product_kernel(V, H, sigma, w, V2=None, H2=None):
     return np.exp(-D2 / (2 * sigma ** 2)) * ((1 - w) + w * np.asarray(H, np.float64) @ np.asarray(H2, np.float64).T)
 
 
+def sum_kernel(V, H, sigma, w, V2=None, H2=None):
+    """The sum alternative of the conv + head kernel: (1 - w) exp(-|v - v'|^2 / (2 sigma^2)) + w <h, h'>."""
+    V2 = V if V2 is None else V2
+    H2 = H if H2 is None else H2
+    K2 = product_kernel(V, H, sigma, 0.0, V2, H2)
+    return (1 - w) * K2 + w * np.asarray(H, np.float64) @ np.asarray(H2, np.float64).T
+
+
+def normalize_heads(H, norm):
+    """Head normalisation entry by entry: "l2" h / |h|, "power" sign(h) sqrt(|h|) / |.|; zero rows stay zero."""
+    import math
+
+    out = np.zeros((len(H), len(H[0])))
+    for i, row in enumerate(H):
+        r = [float(x) for x in row]
+        if norm == "power":
+            r = [math.copysign(math.sqrt(abs(x)), x) for x in r]
+        n = math.sqrt(sum(x * x for x in r))
+        out[i] = [x / n for x in r] if n > 0 else r
+    return out
+
+
 def count_sketch_of_outer(z, a, hz, sz, ha, sa, n):
     """The count sketch of the outer product z a^T under hash (hz_i + ha_j) mod n and sign sz_i sa_j."""
     out = np.zeros(n)

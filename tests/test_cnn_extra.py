@@ -106,9 +106,30 @@ def test_everything_else_works_without_the_extra(no_extra, tmp_path, store):
     ('preset = "texture"', 'name = "head"', r'method\.name = "head" uses the ConvNet\'s pooled head'),
     ('source = "cnn"', "D = 8\nhead_weight = 1.5", r"method\.head_weight"),
     ('source = "cnn"', "D = 8\nhead_weight = [0.5, 1.0]", r"method\.head_weight must be one number"),
+    ('source = "cnn"', 'D = 8\nhead_combine = "sum"', r"method\.head_combine combines .*: it needs method\.head_weight"),
+    ('source = "cnn"', 'D = 8\nhead_weight = 0.5\nhead_combine = ["product", "sum"]',
+     r"method\.head_combine must be one number.*the streaming path takes fixed hyperparameters"),
+    ('source = "cnn"', 'D = 8\nhead_weight = 0.5\nhead_combine = "concat"', r"method\.head_combine"),
+    ('source = "cnn"', 'D = 8\nhead_weight = 0.5\nhead_norm = "l1"', r"method\.head_norm"),
+    ('source = "cnn"', 'D = 8\nhead_norm = "power"',
+     r"method\.head_norm normalises the ConvNet's pooled head: it needs method\.name = \"head\" or "
+     r"method\.head_weight"),
 ])
 def test_convnet_settings_checked_by_the_schema(tmp_path, store, pixels, method, pattern):
     one_line(*cli("run", pipeline(tmp_path, store, pixels, method), "--quiet"), pattern)
+
+
+@pytest.mark.parametrize("method, pattern", [
+    ('head_combine = ["product", "sum"]', r"method\.head_combine combines .*: it needs method\.head_weight"),
+    ('head_weight = [0.0, 1.0]\nhead_combine = ["product", "max"]', r"method\.head_combine"),
+    ('head_weight = [0.0, 1.0]\nhead_combine = []', r"method\.head_combine"),
+    ('head_weight = 1.5\nhead_combine = "sum"', r"method\.head_weight"),
+    ('head_norm = "power"', r"method\.head_norm normalises the ConvNet's pooled head: it needs"),
+    ('name = "head"\nhead_norm = ["l2", "power"]', r"method\.head_norm"),
+])
+def test_eval_head_options_checked_by_the_schema(tmp_path, store, method, pattern):
+    p = pipeline(tmp_path, store, 'source = "cnn"', method, task="image-classification")
+    one_line(*cli("run", p, "--quiet"), pattern)
 
 
 def test_eval_conv_head_needs_a_kernel_method(tmp_path, store):

@@ -149,10 +149,37 @@ def test_in_memory_methods_with_convnet_features(textures):
     splits = [("s0", np.flatnonzero(np.arange(24) % 8 < 5), np.flatnonzero(np.arange(24) % 8 >= 5))]
     small = {"sigma1": [1.0], "gamma": [1e-3], "sigma2": [1.0], "C": [10.0], "inner_folds": 2, "D": 10}
     for name, extra in [("approx_loghs", {}), ("approx_loghs", {"head_weight": [0.5, 1.0]}),
-                        ("loghs", {"head_weight": 1.0}), ("head", {}),
-                        ("qapprox_loghs", {"classifier": "sgd", "n_components": 256, "head_weight": 0.5})]:
+                        ("approx_loghs", {"head_weight": [0.0, 0.5, 1.0], "head_combine": ["product", "sum"],
+                                          "head_norm": "power"}),
+                        ("loghs", {"head_weight": 1.0}), ("head", {}), ("head", {"head_norm": "power"}),
+                        ("qapprox_loghs", {"classifier": "sgd", "n_components": 256, "head_weight": 0.5}),
+                        ("qapprox_loghs", {"classifier": "sgd", "n_components": 256, "head_weight": [0.5],
+                                           "head_combine": "sum", "head_norm": "power"})]:
         m = EvalMethod(name=name, **{**small, **extra})
         res = ev.evaluate(name, feats, textures.labels, splits, m, classifier=m.classifier, heads=heads)
         assert res["accuracy"] > 0.5, (name, extra, res["accuracy"])
         if "head_weight" in extra:
-            assert res["splits"][0]["params"]["head_weight"] in np.atleast_1d(extra["head_weight"])
+            params = res["splits"][0]["params"]
+            assert params["head_weight"] in np.atleast_1d(extra["head_weight"])
+            assert params["head_combine"] in np.atleast_1d(extra.get("head_combine", "product"))
+            assert res["head_combine_grid"] == list(np.atleast_1d(extra.get("head_combine", "product")))
+        if "head_weight" in extra or name == "head":
+            assert res["head_norm"] == extra.get("head_norm", "l2")
+
+
+def test_conv_head_sum_with_power_normalised_heads_streams_and_predicts(store, baseline, tmp_path):
+    """head_combine = "sum", head_norm = "power": the feature store holds [sqrt(1 - w) z(v), sqrt(w) h] with
+    h the power-normalised head, and predict repeats the run's accuracy from the saved model."""
+    from streamcov.descriptors.image import normalize_heads
+    from streamcov.stream.predict import predict
+
+    _, _, hc = baseline
+    res = run_pipeline(make_cfg(store.path, tmp_path, method={"head_weight": 0.5, "head_combine": "sum",
+                                                              "head_norm": "power"}), scheduler="threads")
+    assert res["head_combine"] == "sum" and res["head_norm"] == "power" and res["accuracy"] > 0.5
+    X = features_of(res)
+    assert X.shape[1] == 256 + 1280
+    np.testing.assert_allclose(X[:, 256:], np.sqrt(0.5) * normalize_heads(hc[:, -1280:], "power"), rtol=1e-5,
+                               atol=1e-6)
+    s = predict(res["model_path"], store.path, tmp_path / "p.csv", scheduler="synchronous")
+    assert s["accuracy"] == pytest.approx(res["accuracy"])

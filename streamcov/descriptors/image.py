@@ -99,15 +99,44 @@ def feature_matrices(images, spec, names=None, threads: int = 1):
     return [features_of(img, spec, _name(names, i)) for i, img in enumerate(images)], None
 
 
-def unit_heads(heads) -> np.ndarray:
-    """Head vectors at unit norm, float32; an all-zero head stays zero.
+HEAD_NORMS = ("l2", "power")
 
-    The heads are averages of ReLU6 outputs, non-negative: the linear kernel
-    of the unit vectors (their cosine) lies in [0, 1].
+
+def normalize_heads(heads, norm: str = "l2") -> np.ndarray:
+    """Head vectors normalised for the linear kernel of x^fc (paper 004, section 5), float32.
+
+    Parameters
+    ----------
+    heads : array (n, n_head)
+        Pooled heads, one row per image.
+    norm : {"l2", "power"}, default="l2"
+        ``"l2"``: ``h / ||h||``. ``"power"``: the signed square root
+        ``sign(h) sqrt(|h|)`` of every entry, then ``/ ||.||`` (the power
+        normalisation of pooled features; for the non-negative heads, the
+        linear kernel of the result is the Hellinger (Bhattacharyya)
+        affinity of the heads as distributions over the channels).
+
+    Returns
+    -------
+    ndarray (n, n_head), float32
+        Unit rows; an all-zero head stays zero. The heads are averages of
+        ReLU6 outputs, non-negative: the linear kernel of the rows (their
+        cosine) lies in [0, 1] with either norm.
     """
+    if norm not in HEAD_NORMS:
+        raise ValueError(f"head norm must be one of {', '.join(HEAD_NORMS)}, got {norm!r}")
     h = np.asarray(heads, dtype=np.float64)
+    if h.ndim != 2:
+        raise ValueError(f"heads must be a 2-d array (one row per image), got shape {h.shape}")
+    if norm == "power":
+        h = np.sign(h) * np.sqrt(np.abs(h))
     n = np.linalg.norm(h, axis=1, keepdims=True)
     return (h / np.where(n > 0, n, 1.0)).astype(np.float32)
+
+
+def unit_heads(heads) -> np.ndarray:
+    """Head vectors at unit norm, float32: :func:`normalize_heads` with ``norm="l2"``."""
+    return normalize_heads(heads, "l2")
 
 
 # ----------------------------------------------------------- feature scale
@@ -213,7 +242,8 @@ class ImageDescriptor:
     ``sqrt(n_features)`` feature scales; ``frequencies`` is ``"random"``
     (Approx) or ``"halton"`` (QApprox); ``random_state`` seeds the random
     frequencies; ``head`` appends the unit head vector to an operator
-    vector (ConvNet specs with ``head`` only).
+    vector (ConvNet specs with ``head`` only), normalised by ``head_norm``
+    (:func:`normalize_heads`).
     """
 
     pixels: FeatureSpec
@@ -226,6 +256,7 @@ class ImageDescriptor:
     scaling: str = "global"
     random_state: int = 0
     head: bool = False
+    head_norm: str = "l2"
 
     @property
     def needs_scale(self) -> bool:
@@ -262,6 +293,8 @@ class ImageDescriptor:
             raise ValueError(f"scaling must be global or per-feature, got {self.scaling!r}")
         if not isinstance(self.log, bool):
             raise ValueError(f"log must be true or false, got {self.log!r}")
+        if self.head_norm not in HEAD_NORMS:
+            raise ValueError(f"head_norm must be one of {', '.join(HEAD_NORMS)}, got {self.head_norm!r}")
 
     @property
     def dim(self) -> int:
@@ -277,6 +310,8 @@ class ImageDescriptor:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["pixels"] = spec_as_dict(self.pixels)
+        if d["head_norm"] == "l2":   # the default is left out: earlier fingerprints and model files stay as they were
+            del d["head_norm"]
         return d
 
     @classmethod
@@ -305,7 +340,7 @@ class ImageDescriptor:
     def vectors_of(self, mats, heads, scale, W=None) -> np.ndarray:
         """Descriptors from the data matrices (and heads) of the images, as :func:`feature_matrices` gives them."""
         if self.representation == "head":
-            return unit_heads(heads)
+            return normalize_heads(heads, self.head_norm)
         scale = np.asarray(scale, dtype=np.float64)
         if self.representation == "region":
             from .pixels import region_covariance
@@ -314,7 +349,7 @@ class ImageDescriptor:
             return region_vectors(covs, scale, self.gamma, self.log)
         W = self.frequencies_for(scale) if W is None else W
         V = operator_vectors(mats, W, self.gamma, self.log, dtype=np.float32)
-        return np.hstack([V, unit_heads(heads)]) if self.head else V
+        return np.hstack([V, normalize_heads(heads, self.head_norm)]) if self.head else V
 
 
 def _name(names, i):
@@ -330,4 +365,5 @@ def features_of(image, spec, where: str) -> np.ndarray:
 
 
 __all__ = ["ImageDescriptor", "feature_matrices", "feature_moments", "feature_scale", "image_moments", "image_spec",
-           "is_cnn", "operator_frequencies", "operator_vectors", "region_vectors", "unit_heads"]
+           "is_cnn", "normalize_heads", "operator_frequencies", "operator_vectors", "region_vectors",
+           "unit_heads"]

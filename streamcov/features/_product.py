@@ -35,10 +35,20 @@ unit head, so at n = 4096 and |z| about 1 the standard error is at most
 own error. A linear model on TS(x) is a kernel machine on K, as SGD on z(v) is
 one on K2.
 
-Why not concatenate ``[z(v), c h]``: that is the sum kernel
+Why not concatenate ``[z(v), c h]`` for the product: that is the sum kernel
 ``K2 + c^2 <h, h'>`` (an additive model), not the paper's product, which
 lets the head modulate the operators' similarity (for w = 1 two images are
-alike only when both their operators and their heads are).
+alike only when both their operators and their heads are). The sum is the
+other combination offered (``head_combine="sum"``, chosen against the
+product by inner cross-validation in the ``image-classification`` task):
+
+    K(x, y) = (1 - w) K2(v, v') + w <h, h'>,
+
+whose explicit map is the concatenation ``[sqrt(1 - w) z(v), sqrt(w) h]``
+(``n_rff + n_head`` numbers, no sketch): unbiased for K with the variance
+of the Fourier features alone, ``(1 - w)^2 Var(z(v) . z(v'))``. Unlike the
+product it reaches the head alone at ``w = 1`` (the product reaches it
+only as K2 flattens, for a large bandwidth).
 """
 from __future__ import annotations
 
@@ -47,23 +57,30 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 
 class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Tensor-sketch features of ``K2(v, v') ((1 - w) + w <h, h'>)`` for rows ``[v, h]``; see the module docstring.
+    """Explicit features of the conv + head kernel for rows ``[v, h]``; see the module docstring.
+
+    ``head_combine="product"``: tensor-sketch features of
+    ``K2(v, v') ((1 - w) + w <h, h'>)``; ``"sum"``: ``[sqrt(1 - w) z(v), sqrt(w) h]``
+    for ``(1 - w) K2(v, v') + w <h, h'>``, the two kernels of
+    :func:`streamcov.stream.exact.combine_head_kernel`.
 
     Parameters
     ----------
     n_components : int, default=4096
-        Width of the sketch (the output).
+        Width of the sketch (the output of the product; the sum's output has
+        ``n_rff + n_head`` columns).
     sigma : float, default=1.0
         Bandwidth of K2 on ``v``, ``exp(-||v - v'||^2 / (2 sigma^2))``.
     n_head : int, default=1280
         The last ``n_head`` input columns are the head ``h`` (unit vectors).
     head_weight : float in [0, 1], default=1.0
-        ``w``; 1 is paper 004's product, 0 the Gaussian kernel alone.
+        ``w``; 1 is paper 004's product (the head alone for the sum), 0 the Gaussian kernel alone.
+    head_combine : {"product", "sum"}, default="product"
     n_rff : int or None, default=None
         Random Fourier features of K2 before sketching (None: ``n_components``).
     block_size : int, default=4096
@@ -86,20 +103,29 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "n_head": [Interval(Integral, 1, None, closed="left")],
         "head_weight": [Interval(Real, 0, 1, closed="both")],
+        "head_combine": [StrOptions({"product", "sum"})],
         "n_rff": [Interval(Integral, 1, None, closed="left"), None],
         "block_size": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
     }
 
-    def __init__(self, *, n_components=4096, sigma=1.0, n_head=1280, head_weight=1.0, n_rff=None, block_size=4096,
-                 random_state=None):
+    def __init__(self, *, n_components=4096, sigma=1.0, n_head=1280, head_weight=1.0, head_combine="product",
+                 n_rff=None, block_size=4096, random_state=None):
         self.n_components = n_components
         self.sigma = sigma
         self.n_head = n_head
         self.head_weight = head_weight
+        self.head_combine = head_combine
         self.n_rff = n_rff
         self.block_size = block_size
         self.random_state = random_state
+
+    @property
+    def n_output(self) -> int:
+        """Width of the output, known before fitting: ``n_components`` (product) or ``n_rff + n_head`` (sum)."""
+        if self.head_combine == "sum":
+            return int(self.n_rff or self.n_components) + int(self.n_head)
+        return int(self.n_components)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -121,7 +147,7 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.sign_z_ = rng.choice([-1.0, 1.0], size=n_rff)
         self.hash_a_ = rng.randint(d, size=int(self.n_head) + 1).astype(np.int64)
         self.sign_a_ = rng.choice([-1.0, 1.0], size=int(self.n_head) + 1)
-        self._n_features_out = d
+        self._n_features_out = self.n_output
         return self
 
     def head_factor(self, H) -> np.ndarray:
@@ -137,7 +163,7 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         return np.asarray(S.T.dot(X.T).T)
 
     def transform(self, X):
-        """Sketch features (n_samples, n_components); float32 stays float32."""
+        """Features (n_samples, n_features_out); float32 stays float32."""
         from threadpoolctl import threadpool_limits
 
         check_is_fitted(self)
@@ -145,6 +171,10 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         p = X.shape[1] - int(self.n_head)
         with threadpool_limits(limits=1):   # the same sums on every worker
             Z = self.rff_.transform(X[:, :p]).astype(np.float64)
+            if self.head_combine == "sum":
+                w = float(self.head_weight)
+                out = np.hstack([np.sqrt(1.0 - w) * Z, np.sqrt(w) * X[:, p:].astype(np.float64)])
+                return out.astype(X.dtype, copy=False)
             A = self.head_factor(X[:, p:])
             d = int(self.n_components)
             fz = np.fft.rfft(self._count_sketch(Z, self.hash_z_, self.sign_z_), axis=1)

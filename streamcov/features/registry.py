@@ -159,7 +159,11 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
 
 
 def output_dim(fmap, n_features: int) -> int:
-    return n_features if fmap is None else int(fmap.n_components)
+    """Width of what ``fmap`` gives (fitted or not): ``n_components``, or the map's own ``n_output`` where it
+    differs (the sum form of :class:`~streamcov.features.HeadProductSketch`)."""
+    if fmap is None:
+        return n_features
+    return int(getattr(fmap, "n_output", fmap.n_components))
 
 
 # ------------------------------------------------------ sums of kernels over column blocks

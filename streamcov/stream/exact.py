@@ -16,7 +16,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..kernels import gaussian_kernel, squared_distances
@@ -31,10 +31,12 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
     can be saved in a model folder without pickle.
 
     With ``n_head > 0`` the last ``n_head`` columns of a row ``[v, h]`` are a
-    head vector and the kernel is paper 004's conv + head product (section 5),
-    weighted: ``exp(-||v - v'||^2 / (2 sigma^2)) ((1 - w) + w <h, h'>)``, ``w =
-    head_weight`` (:class:`~streamcov.features.HeadProductSketch` is its
-    explicit counterpart).
+    (normalised) head vector and the kernel combines the Gaussian kernel K2 of
+    eq. (31) on ``v`` with the linear kernel of the heads, ``w = head_weight``:
+    ``head_combine="product"``, paper 004's conv + head product (section 5),
+    weighted, ``K2(v, v') ((1 - w) + w <h, h'>)``; ``head_combine="sum"``,
+    ``(1 - w) K2(v, v') + w <h, h'>``. :class:`~streamcov.features.HeadProductSketch`
+    is the explicit counterpart of both.
 
     Parameters
     ----------
@@ -42,6 +44,7 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
     C : float, default=1.0
     n_head : int, default=0
     head_weight : float in [0, 1], default=1.0
+    head_combine : {"product", "sum"}, default="product"
     blocks : list of [width, weight], optional
         Consecutive column blocks of the input (before the head columns) and their weights: the
         kernel is ``sum_b weight_b exp(-||x_b - y_b||^2 / (2 sigma^2))``; None: one block.
@@ -60,19 +63,21 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         "C": [Interval(Real, 0, None, closed="neither")],
         "n_head": [Interval(Integral, 0, None, closed="left")],
         "head_weight": [Interval(Real, 0, 1, closed="both")],
+        "head_combine": [StrOptions({"product", "sum"})],
         "blocks": [list, None],
     }
 
-    def __init__(self, *, sigma=1.0, C=1.0, n_head=0, head_weight=1.0, blocks=None):
+    def __init__(self, *, sigma=1.0, C=1.0, n_head=0, head_weight=1.0, head_combine="product", blocks=None):
         self.sigma = sigma
         self.C = C
         self.n_head = n_head
         self.head_weight = head_weight
+        self.head_combine = head_combine
         self.blocks = blocks
 
     def _gram(self, X, Y=None):
-        """The Gaussian kernel (a weighted sum over ``blocks``) of the first columns, times
-        ``(1 - w) + w <h, h'>`` on the ``n_head`` trailing head columns."""
+        """The Gaussian kernel (a weighted sum over ``blocks``) of the first columns, combined with the
+        linear kernel of the ``n_head`` trailing head columns (:func:`combine_head_kernel`)."""
         p = X.shape[1] - int(self.n_head)
         if p < 1:
             raise ValueError(f"X has {X.shape[1]} columns; n_head = {self.n_head} leaves none for the Gaussian kernel")
@@ -81,8 +86,8 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         if not self.n_head:
             return K
         Yh = X if Y is None else Y
-        w = float(self.head_weight)
-        return K * ((1.0 - w) + w * (X[:, p:].astype(np.float64) @ Yh[:, p:].astype(np.float64).T))
+        L = X[:, p:].astype(np.float64) @ Yh[:, p:].astype(np.float64).T
+        return combine_head_kernel(K, L, float(self.head_weight), self.head_combine)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -110,6 +115,40 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         K = self._kernel(X)
         return self.svc_.decision_function(K)
+
+
+HEAD_COMBINES = ("product", "sum")
+
+
+def combine_head_kernel(K, L, weight: float, combine: str = "product"):
+    """The conv + head kernel from the Gaussian kernel ``K`` (K2 of paper 004, eq. (31)) and the head's linear kernel ``L``.
+
+    Parameters
+    ----------
+    K, L : ndarray (n, m)
+        Gaussian kernel of the operator vectors and linear kernel ``<h, h'>``
+        of the normalised heads, on the same pairs.
+    weight : float in [0, 1]
+        ``w``, the head's weight.
+    combine : {"product", "sum"}
+        ``"product"``: ``K ((1 - w) + w L)``, paper 004's pointwise product
+        (section 5) at ``w = 1``, the operators alone at ``w = 0``; positive
+        definite as the product of two positive definite kernels.
+        ``"sum"``: ``(1 - w) K + w L``, the operators alone at ``w = 0`` and
+        the head alone at ``w = 1``.
+
+    Returns
+    -------
+    ndarray (n, m), float64
+    """
+    if combine not in HEAD_COMBINES:
+        raise ValueError(f"head_combine must be one of {', '.join(HEAD_COMBINES)}, got {combine!r}")
+    w = float(weight)
+    if not 0.0 <= w <= 1.0:
+        raise ValueError(f"head_weight must lie in [0, 1], got {weight!r}")
+    if combine == "sum":
+        return (1.0 - w) * K + w * L
+    return K * ((1.0 - w) + w * L)
 
 
 def _check_blocks(blocks, width: int) -> None:

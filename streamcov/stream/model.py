@@ -365,7 +365,9 @@ class FittedPipeline:
         # the width of what each part takes and gives, in order
         widths = []
         if self.feature_map is not None:
-            widths.append(("feature map", int(self.feature_map.n_components)))
+            from ..features.registry import output_dim
+
+            widths.append(("feature map", output_dim(self.feature_map, 0)))
         if self.scaler is not None:
             widths.append(("scaler", getattr(self.scaler, "n_features_in_", None)))
         widths.append(("classifier", getattr(self.classifier, "n_features_in_", None)))

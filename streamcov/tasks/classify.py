@@ -147,10 +147,12 @@ def run_image_stream(cfg, ctx) -> dict:
 
     ConvNet features (``[pixels] source = "cnn"``, paper 004 section 5):
     ``name = "head"`` learns on the unit pooled heads alone (a linear model:
-    the linear kernel of x^fc); ``head_weight = w`` appends the unit head to
-    each log-operator vector and maps the rows by the tensor sketch of
-    ``K2 ((1 - w) + w <h, h'>)`` (:class:`~streamcov.features.HeadProductSketch`),
-    the explicit counterpart of the conv + head product kernel.
+    the linear kernel of x^fc); ``head_weight = w`` appends the head
+    (normalised by ``head_norm``) to each log-operator vector and maps the rows
+    by the tensor sketch of ``K2 ((1 - w) + w <h, h'>)`` (``head_combine =
+    "product"``) or by ``[sqrt(1 - w) z(v), sqrt(w) h]`` for ``(1 - w) K2 + w
+    <h, h'>`` (``"sum"``) (:class:`~streamcov.features.HeadProductSketch`),
+    the explicit counterparts of the conv + head kernels.
     """
     from ..descriptors.image import ImageDescriptor, is_cnn
     from ..kernels import sigma_from_paper004
@@ -162,13 +164,14 @@ def run_image_stream(cfg, ctx) -> dict:
     head = m.head_weight is not None
     descriptor = ImageDescriptor(spec, "head" if m.name == "head" else "operator", m.D, sigma_from_paper004(m.sigma1),
                                  "halton" if m.name == "qapprox_loghs" else "random", m.gamma, True,
-                                 m.scaling, int(cfg.seed), head=head)
+                                 m.scaling, int(cfg.seed), head=head, head_norm=m.head_norm)
     source = ImageSource(store, descriptor)
     if m.name == "head":
         map_params = {"map": "none"}
     elif head:
         map_params = {"map": "rff-head", "n_components": m.n_components, "sigma": sigma_from_paper004(m.sigma2),
-                      "bandwidth": "median", "n_head": descriptor.n_head, "head_weight": float(m.head_weight)}
+                      "bandwidth": "median", "n_head": descriptor.n_head, "head_weight": float(m.head_weight),
+                      "head_combine": m.head_combine}
     else:
         map_params = {"map": "rff-blocks", "n_components": m.n_components, "sigma": sigma_from_paper004(m.sigma2),
                       "bandwidth": "median"}
@@ -180,6 +183,7 @@ def run_image_stream(cfg, ctx) -> dict:
                              else list(spec.features)),
                 "n_features": spec.n_features, "method": m.name, "D": m.D, "sigma1": m.sigma1, "gamma": m.gamma,
                 "sigma2": m.sigma2, "vector_dim": source.dim, "head_weight": m.head_weight,
+                "head_combine": m.head_combine if head else None, "head_norm": m.head_norm,
                 "feature_scale": None if scale is None else scale[0] if m.scaling == "global" else scale,
                 "median_distance": record.get("median_distance"),
                 "bandwidth": None if record.get("median_distance") is None

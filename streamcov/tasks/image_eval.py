@@ -15,15 +15,20 @@ Methods (paper names):
 
 With ``[pixels] source = "cnn"`` the data matrix of an image is its
 hypercolumns (section 5) and every method above runs on them (x^conv).
-``head_weight`` (a grid in [0, 1]) adds the head: the kernel becomes
+``head_weight`` (a grid in [0, 1]) adds the head, normalised by
+``head_norm`` (``l2``, or ``power``: signed square root then unit norm,
+:func:`~streamcov.descriptors.image.normalize_heads`): the kernel becomes
 ``K2 (x) ((1 - w) + w <h, h'>)``, paper 004's pointwise product of the
-Gaussian kernel of the distance with the linear kernel of the unit heads
-(``w = 1``; x^conv + x^fc), ``w`` chosen by the inner CV like the other
-hyperparameters, so a head that does not help the training folds gets a
-small weight instead of spoiling the operators. For the scalable path
-(``sgd``) the product is realised explicitly by a tensor sketch of the K2
-random features and the head
-(:class:`~streamcov.features.HeadProductSketch`).
+Gaussian kernel of the distance with the linear kernel of the heads
+(``w = 1``; x^conv + x^fc), or with ``head_combine = "sum"`` the sum
+``(1 - w) K2 + w <h, h'>`` (:func:`~streamcov.stream.exact.combine_head_kernel`).
+``w`` and the combination (a grid of ``product`` and ``sum``) are chosen by
+the inner CV like the other hyperparameters; ``w = 0`` is the operators
+alone and the sum at ``w = 1`` the head alone, so a grid that holds both
+ends lets the inner CV fall back to either kernel. For the scalable path
+(``sgd``) the kernel is realised explicitly: a tensor sketch of the K2
+random features and the head for the product, their weighted
+concatenation for the sum (:class:`~streamcov.features.HeadProductSketch`).
 
 Classifiers: ``svc`` (SVC on the precomputed Gaussian kernel K2 of eq. (31)),
 ``1nn`` (nearest neighbour on the distance), and for ``approx_loghs`` /
@@ -53,7 +58,7 @@ import numpy as np
 from .._config import map_threads
 from ..descriptors import operators as ops
 from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, is_cnn, operator_frequencies,
-                                 operator_vectors, region_vectors, unit_heads)
+                                 normalize_heads, operator_vectors, region_vectors)
 from ..descriptors.pixels import check_sampled_pixels, get_spec, image_covariances, pixel_features
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
@@ -237,49 +242,80 @@ def _k2(D, s2, med):
     return gaussian_kernel(D ** 2, sigma_from_paper004(s2 * med))
 
 
+def head_options(grids) -> list:
+    """The ``(combine, w)`` pairs of the head grid: ``grids["head_combine"]`` x ``grids["head_weight"]``.
+
+    ``w = 0`` is the operators alone under either combination and appears
+    once, as ``("product", 0.0)``. ``[None]`` without a head weight grid.
+    """
+    if grids.get("head_weight") is None:
+        return [None]
+    opts = []
+    for combine in grids.get("head_combine", ["product"]):
+        for w in grids["head_weight"]:
+            opt = ("product", 0.0) if float(w) == 0.0 else (str(combine), float(w))
+            if opt not in opts:
+                opts.append(opt)
+    return opts
+
+
 def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=None):
-    """Inner CV over candidates x sigma2 x C (x head weight) with SVC on K2 = exp(-d^2 / (sigma2 median)^2); then test.
+    """Inner CV over candidates x sigma2 x (head combination x head weight) x C with SVC on K2 = exp(-d^2 / (sigma2 median)^2); then test.
 
     sigma2 is a multiple of the median training distance. With
-    ``head_kernel`` (the linear kernel of the unit heads, same rows as the
-    candidates' distances) the kernel is ``K2 (x) ((1 - w) + w head_kernel)``
-    for each ``w`` of ``grids["head_weight"]``. Ties go to the earliest grid
-    point. The grid runs in threads (libsvm releases the GIL).
+    ``head_kernel`` (the linear kernel of the normalised heads, same rows as
+    the candidates' distances) the kernel is
+    :func:`~streamcov.stream.exact.combine_head_kernel` of K2 and the head
+    kernel for each pair of :func:`head_options`: ``K2 ((1 - w) + w L)``
+    (paper 004's product at ``w = 1``) or ``(1 - w) K2 + w L``. Ties go to
+    the earliest grid point (order: candidate, sigma2, combination, weight,
+    C). The grid runs in threads (libsvm releases the GIL), one
+    (candidate, sigma2) per task.
     """
     from sklearn.svm import SVC
+
+    from ..stream.exact import combine_head_kernel
+
     ytr = y[tr]
     folds = _inner_folds(ytr, n_inner, seed)
     meds = [median_distance(c.D[np.ix_(tr, tr)]) for c in cands]
-    weights = [None] if head_kernel is None else [float(w) for w in grids["head_weight"]]
-    grid = [(ci, float(s2), float(C), w) for ci in range(len(cands)) for s2 in grids["sigma2"]
-            for w in weights for C in grids["C"]]
+    opts = head_options(grids) if head_kernel is not None else [None]
+    Cs = [float(C) for C in grids["C"]]
+    tasks = [(ci, float(s2)) for ci in range(len(cands)) for s2 in grids["sigma2"]]
+    Ltr = None if head_kernel is None else head_kernel[np.ix_(tr, tr)]
 
-    def kernel(ci, s2, w, rows=None, cols=None):
+    def kernel(ci, s2, opt, rows=None, cols=None):
         D = cands[ci].D if rows is None else cands[ci].D[np.ix_(rows, cols)]
         K = _k2(D, s2, meds[ci])
-        if w is not None:
+        if opt is not None:
             Lh = head_kernel if rows is None else head_kernel[np.ix_(rows, cols)]
-            K = K * ((1.0 - w) + w * Lh)
+            K = combine_head_kernel(K, Lh, opt[1], opt[0])
         return K
 
-    def score(point):
-        ci, s2, C, w = point
-        K = kernel(ci, s2, w, tr, tr)
-        accs = []
-        for a, b in folds:
-            clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(a, a)], ytr[a])
-            accs.append(np.mean(clf.predict(K[np.ix_(b, a)]) == ytr[b]))
-        return float(np.mean(accs))
+    def score(task):
+        ci, s2 = task
+        K2 = _k2(cands[ci].D[np.ix_(tr, tr)], s2, meds[ci])
+        out = []
+        for opt in opts:
+            K = K2 if opt is None else combine_head_kernel(K2, Ltr, opt[1], opt[0])
+            for C in Cs:
+                accs = []
+                for a, b in folds:
+                    clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(a, a)], ytr[a])
+                    accs.append(np.mean(clf.predict(K[np.ix_(b, a)]) == ytr[b]))
+                out.append(float(np.mean(accs)))
+        return out
 
-    scores = list(map_threads(score, grid))
+    grid = [(ci, s2, opt, C) for ci, s2 in tasks for opt in opts for C in Cs]
+    scores = [v for vals in map_threads(score, tasks) for v in vals]
     k = int(np.argmax(scores))  # first maximum
-    ci, s2, C, w = grid[k]
-    K = kernel(ci, s2, w)
+    ci, s2, opt, C = grid[k]
+    K = kernel(ci, s2, opt)
     clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(tr, tr)], ytr)
     pred = clf.predict(K[np.ix_(te, tr)])
     params = dict(cands[ci].params, sigma2=s2, C=C)
-    if w is not None:
-        params["head_weight"] = w
+    if opt is not None:
+        params["head_combine"], params["head_weight"] = opt
     return float(np.mean(pred == y[te])), params, scores[k], {"candidate": ci, "median": meds[ci]}
 
 
@@ -317,15 +353,16 @@ def select_and_test_1nn(cands, y, tr, te):
     return float(np.mean(pred == y[te])), dict(cands[ci].params), score, {"candidate": ci}
 
 
-def _k2_features(R, s2, med, seed, head_weight=None):
-    """Random features of K2 (bandwidth ``s2 x med``, paper 004's convention); with a head weight, the
-    tensor sketch of K2 times the head's kernel, for rows [v, unit head]."""
+def _k2_features(R, s2, med, seed, head=None):
+    """Random features of K2 (bandwidth ``s2 x med``, paper 004's convention); with ``head = (combine, w)``
+    the explicit features of K2 combined with the head's kernel, for rows [v, normalised head]."""
     from ..features import GaussianRandomFeatures, HeadProductSketch
 
     sigma = sigma_from_paper004(float(s2) * med)
-    if head_weight is None:
+    if head is None:
         return GaussianRandomFeatures(n_components=R, sigma=sigma, random_state=seed)
-    return HeadProductSketch(n_components=R, sigma=sigma, head_weight=float(head_weight), random_state=seed)
+    return HeadProductSketch(n_components=R, sigma=sigma, head_combine=head[0], head_weight=float(head[1]),
+                             random_state=seed)
 
 
 def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed, n_inner=3,
@@ -334,13 +371,14 @@ def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed,
 
     ``tr``/``te`` index into ``idx``. Vectors of one sigma1 are held at a time,
     unless ``cache`` (a dict) keeps them across calls with the same ``idx`` and scale.
-    With ``heads`` (unit head vectors of all images) and ``grids["head_weight"]``
-    the rows are ``[v, h]`` and the map is the tensor sketch of the conv + head kernel.
+    With ``heads`` (normalised head vectors of all images) and ``grids["head_weight"]``
+    the rows are ``[v, h]`` and the map is the explicit map of the conv + head kernel
+    (:class:`~streamcov.features.HeadProductSketch`) for each pair of :func:`head_options`.
     """
     from sklearn.linear_model import SGDClassifier
 
     kind = "halton" if method == "qapprox_loghs" else "random"
-    weights = [None] if heads is None else [float(w) for w in grids["head_weight"]]
+    weights = [None] if heads is None else head_options(grids)
     R = int(mcfg.n_components)
     epochs = int(mcfg.epochs)
     ytr = y[idx][tr]
@@ -376,10 +414,13 @@ def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed,
                         score = float(np.mean(accs))
                         if score > best[0] + 1e-12:
                             best = (score, dict(sigma1=float(rel), gamma=float(g), sigma2=float(s2),
-                                                C=float(C), median=med, **({} if w is None else {"head_weight": w})))
+                                                C=float(C), median=med,
+                                                **({} if w is None else {"head_combine": w[0],
+                                                                         "head_weight": w[1]})))
                             kept = rows
     score, p = best
-    fmap = _k2_features(R, p["sigma2"], p["median"], seed, p.get("head_weight")).fit(kept[tr])
+    head = (p["head_combine"], p["head_weight"]) if "head_weight" in p else None
+    fmap = _k2_features(R, p["sigma2"], p["median"], seed, head).fit(kept[tr])
     clf = make_sgd(p["C"], len(tr)).fit(fmap.transform(kept[tr]), ytr)
     pred = clf.predict(fmap.transform(kept[te]))
     med = p.pop("median")
@@ -404,8 +445,10 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     raw_covs : array (N, n, n), optional
         Region covariances of the unscaled features (e, loge, stein).
     heads : array (N, 1280), optional
-        ConvNet pooled heads (raw): the ``head`` method, and conv + head with
-        ``mcfg.head_weight``.
+        ConvNet pooled heads (raw), normalised by ``mcfg.head_norm``
+        (:func:`~streamcov.descriptors.image.normalize_heads`): the ``head``
+        method, and conv + head with ``mcfg.head_weight`` (and
+        ``mcfg.head_combine``).
     """
     grids = {k: mcfg.grid(k) for k in ("sigma1", "gamma", "sigma2", "C")}
     use_head = getattr(mcfg, "head_weight", None) is not None
@@ -414,7 +457,9 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
                           f"heads: [pixels] source = \"cnn\" with head = true")
     if use_head:
         grids["head_weight"] = mcfg.grid("head_weight")
-    unit = None if heads is None else unit_heads(heads).astype(np.float64)
+        grids["head_combine"] = mcfg.combine_grid()
+    head_norm = getattr(mcfg, "head_norm", "l2")
+    unit = None if heads is None else normalize_heads(heads, head_norm).astype(np.float64)
     classifier = classifier or ("1nn" if method == "stein" else "svc")
     standardize, scaling = mcfg.standardize, mcfg.scaling
     n_inner = int(mcfg.inner_folds)
@@ -484,7 +529,9 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         "n_train": int(np.mean([r["n_train"] for r in results])),
         "n_test": int(np.mean([r["n_test"] for r in results])),
         "standardize": standardize, "scaling": scaling, "seconds": time.perf_counter() - t0,
-        "head_weight_grid": grids.get("head_weight"), "splits": results, "_last": last,
+        "head_weight_grid": grids.get("head_weight"), "head_combine_grid": grids.get("head_combine"),
+        "head_norm": head_norm if heads is not None and (use_head or method == "head") else None,
+        "splits": results, "_last": last,
     }
 
 
@@ -501,7 +548,8 @@ def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | 
     representation = {"e": "region", "loge": "region", "head": "head"}.get(m.name, "operator")
     descriptor = ImageDescriptor(spec, representation, m.D, sigma_from_paper004(p.get("sigma1", 1.0)),
                                  "halton" if m.name == "qapprox_loghs" else "random", float(p.get("gamma", 1e-3)),
-                                 m.name not in ("e", "approx_hs"), m.scaling, int(cfg.seed), head=head)
+                                 m.name not in ("e", "approx_hs"), m.scaling, int(cfg.seed), head=head,
+                                 head_norm=getattr(m, "head_norm", "l2"))
     state = {} if last["scale"] is None else {"scale": [float(s) for s in last["scale"]]}
     source = {"kind": "image", "descriptor": descriptor.as_dict(), "state": state}
     info = {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed),
@@ -518,7 +566,8 @@ def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | 
         clf = SVC(kernel="linear", C=p["C"])
     else:
         clf = GaussianKernelSVC(sigma=sigma_from_paper004(p["sigma2"] * last["median"]), C=p["C"],
-                                n_head=descriptor.n_head, head_weight=float(p.get("head_weight", 1.0)))
+                                n_head=descriptor.n_head, head_weight=float(p.get("head_weight", 1.0)),
+                                head_combine=p.get("head_combine", "product"))
     return FittedPipeline(source, None, None, clf.fit(last["vectors"], last["y"]), label_names, info)
 
 

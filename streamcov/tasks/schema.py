@@ -391,6 +391,8 @@ class PixelsTable(Table):
 _CNN_KEYS = ("blocks", "input_size", "grid", "head", "backend", "batch_size")
 _HANDCRAFTED_KEYS = ("preset", "features", "gabor_orientations", "gabor_scales", "gabor_fmax", "gabor_radius", "stride")
 HeadWeight = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+HeadNorm = Literal["l2", "power"]
+HeadCombine = Literal["product", "sum"]
 
 
 def _check_head(pixels: PixelsTable, method, classifier_ok) -> None:
@@ -404,6 +406,12 @@ def _check_head(pixels: PixelsTable, method, classifier_ok) -> None:
         raise ValueError(f"method.head_weight (conv + head) multiplies the Gaussian kernel K2 of a distance by the "
                          f"head's linear kernel: it needs method.name approx_loghs, qapprox_loghs, loghs, hs, "
                          f"approx_hs, e or loge with the svc or sgd classifier, got {method.name!r}")
+    if "head_combine" in method.model_fields_set and method.head_weight is None:
+        raise ValueError("method.head_combine combines the operators' kernel K2 with the head's: it needs "
+                         "method.head_weight (conv + head)")
+    if "head_norm" in method.model_fields_set and not wants:
+        raise ValueError("method.head_norm normalises the ConvNet's pooled head: it needs method.name = \"head\" "
+                         "or method.head_weight (conv + head)")
 
 
 class ImageData(Table):
@@ -435,11 +443,13 @@ class StreamMethod(Table):
     scaling: Literal["global", "per-feature"] = "global"
     fit_sample: Annotated[int, Field(ge=2)] = 256
     head_weight: Optional[HeadWeight] = None
+    head_combine: HeadCombine = "product"
+    head_norm: HeadNorm = "l2"
 
     @model_validator(mode="before")
     @classmethod
     def _no_grids(cls, data):
-        for key in ("sigma1", "gamma", "sigma2", "head_weight"):
+        for key in ("sigma1", "gamma", "sigma2", "head_weight", "head_combine"):
             if isinstance(data, dict) and isinstance(data.get(key), list):
                 raise ValueError(f"method.{key} must be one number, got the list {data[key]!r}: the "
                                  f"streaming path takes fixed hyperparameters (the grid search lives "
@@ -468,6 +478,7 @@ class ImageStreamClassification(Top):
 Grid = Union[PosFloat, Annotated[list[PosFloat], Field(min_length=1)]]
 EVAL_METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs", "head")
 HeadGrid = Union[HeadWeight, Annotated[list[HeadWeight], Field(min_length=1)]]
+CombineGrid = Union[HeadCombine, Annotated[list[HeadCombine], Field(min_length=1)]]
 
 
 class EvalData(Table):
@@ -509,6 +520,8 @@ class EvalMethod(Table):
     standardize: Literal["train", "all"] = "train"
     scaling: Literal["global", "per-feature"] = "global"
     head_weight: Optional[HeadGrid] = None
+    head_combine: CombineGrid = "product"
+    head_norm: HeadNorm = "l2"
 
     @model_validator(mode="after")
     def _checks(self):
@@ -525,6 +538,11 @@ class EvalMethod(Table):
 
     def grid(self, key) -> list[float]:
         return _as_list(getattr(self, key))
+
+    def combine_grid(self) -> list[str]:
+        """The head combinations searched by inner CV (``product``, ``sum``), in the file's order."""
+        c = self.head_combine
+        return list(dict.fromkeys(c if isinstance(c, list) else [c]))
 
 
 def _as_list(v) -> list[float]:
