@@ -21,7 +21,7 @@ ragged lengths) are featurized by
 
 Prints one table (ms per sequence and the ratios) and a JSON line.
 
-    python benchmarks/descriptor_speed.py [--store runs/stores/msr_action3d.zarr] [--repeats 3]
+    python benchmarks/descriptor_speed.py [--store runs/stores/msr_action3d.zarr] [--repeats 3] [--jobs 1]
 """
 from __future__ import annotations
 
@@ -120,6 +120,7 @@ def main(argv=None):
     ap.add_argument("--store", default="runs/stores/msr_action3d.zarr")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--jobs", type=int, default=None, help="threads of the streamed run (default: all cores)")
     args = ap.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
@@ -152,7 +153,7 @@ def main(argv=None):
             t_mem, V = best_of(mem, args.repeats)
 
         def streamed():
-            with dask_runtime("threads", None) as rt:
+            with dask_runtime("threads", args.jobs) as rt:
                 tasks = source.block_tasks(block_bounds(n, 64), rt.numba_threads)
                 return np.concatenate(rt.compute(*[t for *_, t in tasks]))
         streamed()
