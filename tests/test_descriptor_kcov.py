@@ -175,6 +175,7 @@ def test_settings_and_fingerprints(tmp_path, rng):
            ({}, {"matrix": "rbf"}, {"matrix": "rbf", "kernel_sigma": 2.0}, {"pairs": [[1, 2]]},
             {"pairs": [[2, 1]]})]
     assert all(ids[i] != ids[j] for i in range(len(ids)) for j in range(i))
+    assert skeleton_source(store, "store", 1e-3, True, **base, matrix="rbf", kernel_sigma=2).identity() == ids[2]
     assert skeleton_source(store, "store", 1e-4, True, pairs=[[1, 2]]).plan is not None   # not paper 000's
     src = skeleton_source(store, "store", 1e-3, True, **base, matrix="rbf", kernel_sigma=0.5, pairs=[["j1", 2]])
     spec = src.spec()

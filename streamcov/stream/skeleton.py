@@ -131,6 +131,7 @@ class SkeletonDescriptor:
         if isinstance(self.kernel_sigma, bool) or not isinstance(self.kernel_sigma, (int, float)) \
                 or not np.isfinite(self.kernel_sigma) or self.kernel_sigma <= 0:
             raise ValueError(f"kernel_sigma must be a finite number > 0, got {self.kernel_sigma!r}")
+        object.__setattr__(self, "kernel_sigma", float(self.kernel_sigma))   # 2 and 2.0: one fingerprint
         if self.matrix == "rbf" and self.mean_weight > 0:
             raise ValueError("matrix = 'rbf' standardizes every coordinate series (mean 0): it has no mean "
                              "embedding; set mean_weight = 0")
