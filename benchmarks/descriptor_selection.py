@@ -10,8 +10,10 @@ setting is its CV accuracy averaged over the folds, then over the datasets;
 the test rows never enter it (their accuracy is printed beside it, for the
 record only). The chosen setting is the one with the best mean CV.
 
-    python benchmarks/descriptor_selection.py [--datasets msr,florence,utkinect] [--grid selection|ablation]
+    python benchmarks/descriptor_selection.py [--datasets msr,florence,utkinect] [--grid selection|ablation|kcov]
         [--data ../shared/data] [--out runs/descriptor_selection.jsonl]
+
+``--grid kcov``: the chosen setting against the kernelized covariance (three bandwidths) and joint pairs.
 
 Prints one line per (setting, dataset) and a ranking; every number goes to the JSONL file.
 """
@@ -42,6 +44,17 @@ for lv, ov, tag in ((1, False, "L1"), (2, True, "L2o"), (3, True, "L3o")):
             name = "-".join(x for x in ("PV", tag, "yaw" if rot == "yaw" else "", "mean0.3" if mean else "") if x)
             SELECTION[name] = dict(PV, levels=lv, overlap=ov, body_frame=rot, mean_weight=mean)
 
+# Issue 17's further options, fixed before any run: the kernelized covariance (Cavazza et al., ICPR 2016) of the
+# chosen pyramid (no mean embedding: standardized series have mean 0) at three bandwidths, and relative
+# positions of extremity pairs named by joints every one of the three layouts has.
+CHOSEN = SELECTION["PV-L3o-yaw-mean0.3"]
+PAIRS = [["left_wrist", "right_wrist"], ["left_wrist", "head"], ["right_wrist", "head"],
+         ["left_ankle", "right_ankle"], ["left_wrist", "left_ankle"], ["right_wrist", "right_ankle"]]
+KCOV = {"PV-L3o-yaw-mean0.3": CHOSEN}
+for s in (0.5, 1.0, 2.0):
+    KCOV[f"PV-L3o-yaw-rbf{s:g}"] = dict(CHOSEN, mean_weight=0.0, matrix="rbf", kernel_sigma=s)
+KCOV["PV-L3o-yaw-mean0.3-pairs"] = dict(CHOSEN, pairs=PAIRS)
+
 PAPER = {"features": ["positions"], "gamma": 1e-4}
 ABLATION = {
     "paper000": PAPER,
@@ -53,7 +66,7 @@ ABLATION = {
 }
 
 
-def run_setting(ds: str, options: dict, data_root: Path):
+def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None):
     from streamcov.stream.exact import exact_svm_fold
     from streamcov.stream.runtime import dask_runtime
     from streamcov.stream.source import block_bounds
@@ -73,16 +86,19 @@ def run_setting(ds: str, options: dict, data_root: Path):
     d = cfg.descriptor
     source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype, **d.options())
     t0 = time.perf_counter()
-    with dask_runtime("threads", None) as rt:
+    with dask_runtime("threads", jobs) as rt:
         tasks = source.block_tasks(block_bounds(source.n, 128), rt.numba_threads)
         V = np.concatenate(rt.compute(*[t for *_, t in tasks]))
     secs = time.perf_counter() - t0
     y = store.labels.astype(np.int64)
     per = []
-    for name, train, test in protocol_folds(cfg, store):
-        r = exact_svm_fold(V, y, store.groups, train, test, cfg.model.sigma_grid, cfg.model.C_grid,
-                           blocks=source.kernel_blocks)
-        per.append(r)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=jobs):
+        for name, train, test in protocol_folds(cfg, store):
+            r = exact_svm_fold(V, y, store.groups, train, test, cfg.model.sigma_grid, cfg.model.C_grid,
+                               blocks=source.kernel_blocks)
+            per.append(r)
     return {"cv": float(np.mean([r["cv_accuracy"] for r in per])),
             "test": float(np.mean([r["accuracy"] for r in per])), "dim": int(source.dim),
             "ms_per_sequence": 1e3 * secs / source.n, "folds": per}
@@ -91,12 +107,13 @@ def run_setting(ds: str, options: dict, data_root: Path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="msr,florence,utkinect")
-    ap.add_argument("--grid", default="selection", choices=["selection", "ablation"])
+    ap.add_argument("--grid", default="selection", choices=["selection", "ablation", "kcov"])
     ap.add_argument("--only", default=None, help="comma-separated setting names")
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     ap.add_argument("--out", default="runs/descriptor_selection.jsonl")
+    ap.add_argument("--jobs", type=int, default=None, help="threads (Dask, numba, BLAS); default: all cores")
     args = ap.parse_args(argv)
-    grid = SELECTION if args.grid == "selection" else ABLATION
+    grid = {"selection": SELECTION, "ablation": ABLATION, "kcov": KCOV}[args.grid]
     if args.only:
         grid = {k: grid[k] for k in args.only.split(",")}
     out = Path(args.out)
@@ -104,7 +121,7 @@ def main(argv=None):
     scores: dict = {}
     for name, options in grid.items():
         for ds in args.datasets.split(","):
-            r = run_setting(ds, options, Path(args.data))
+            r = run_setting(ds, options, Path(args.data), args.jobs)
             scores.setdefault(name, {})[ds] = r
             print(f"{ds:9s} {name:22s} cv {100 * r['cv']:.1f}  test {100 * r['test']:.1f}  dim {r['dim']}  "
                   f"{r['ms_per_sequence']:.2f} ms/seq", flush=True)

@@ -16,16 +16,18 @@ ragged lengths) are featurized by
   streamcov's own code *outside* the timed region: pyRiemann is timed on the
   covariance, log and vectorization only (it has no Savitzky-Golay
   features, pyramid or embedding), which favours it. Its ``scm`` is the
-  biased covariance (ddof 0).
+  biased covariance (ddof 0). It has no kernelized covariance: "-" for
+  ``matrix = "rbf"``.
 
 Prints one table (ms per sequence and the ratios) and a JSON line.
 
-    python benchmarks/descriptor_speed.py [--store runs/stores/msr_action3d.zarr] [--repeats 3]
+    python benchmarks/descriptor_speed.py [--store runs/stores/msr_action3d.zarr] [--repeats 3] [--jobs 1]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -37,6 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 PV = {"features": ["positions", "velocities"], "scale": "body", "gamma": 1e-3}
+PAIRS = [["left_wrist", "right_wrist"], ["left_wrist", "head"], ["right_wrist", "head"],
+         ["left_ankle", "right_ankle"], ["left_wrist", "left_ankle"], ["right_wrist", "right_ankle"]]
 SETTINGS = {
     "paper000": {},
     "PV": PV,
@@ -45,6 +49,11 @@ SETTINGS = {
     "PV-L3o": dict(PV, levels=3, overlap=True),
     "PV-L2o-yaw-mean0.3": dict(PV, levels=2, overlap=True, body_frame="yaw", mean_weight=0.3),
     "PV-L3o-yaw-mean0.3": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=0.3),
+    # issue 17's further options: joint pairs and the kernelized covariance (Cavazza et al., ICPR 2016)
+    "PV-pairs": dict(PV, pairs=PAIRS),
+    "PV-rbf1": dict(PV, matrix="rbf", kernel_sigma=1.0),
+    "PV-L3o-yaw-mean0.3-pairs": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=0.3, pairs=PAIRS),
+    "PV-L3o-yaw-rbf1": dict(PV, levels=3, overlap=True, body_frame="yaw", matrix="rbf", kernel_sigma=1.0),
 }
 
 
@@ -111,6 +120,7 @@ def main(argv=None):
     ap.add_argument("--store", default="runs/stores/msr_action3d.zarr")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--jobs", type=int, default=None, help="threads of the streamed run (default: all cores)")
     args = ap.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
@@ -143,37 +153,43 @@ def main(argv=None):
             t_mem, V = best_of(mem, args.repeats)
 
         def streamed():
-            with dask_runtime("threads", None) as rt:
+            with dask_runtime("threads", args.jobs) as rt:
                 tasks = source.block_tasks(block_bounds(n, 64), rt.numba_threads)
                 return np.concatenate(rt.compute(*[t for *_, t in tasks]))
         streamed()
         t_str, V2 = best_of(streamed, args.repeats)
         assert np.allclose(V, V2, atol=1e-8)
-        series = window_series(frames, offsets, source)
-        mw = 0.0 if plan is None else plan.mean_weight
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t_pr = min(best_of(lambda: pyriemann_run(series, gamma, mw), args.repeats)[0]
-                       for _ in (0,))
-            with threadpool_limits(limits=1):
-                t_pr1, _ = best_of(lambda: pyriemann_run(series, gamma, mw), args.repeats)
-        t_pr = min(t_pr, t_pr1)
+        if plan is not None and plan.matrix != "covariance":
+            t_pr = np.nan
+        else:
+            series = window_series(frames, offsets, source)
+            mw = 0.0 if plan is None else plan.mean_weight
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t_pr = min(best_of(lambda: pyriemann_run(series, gamma, mw), args.repeats)[0]
+                           for _ in (0,))
+                with threadpool_limits(limits=1):
+                    t_pr1, _ = best_of(lambda: pyriemann_run(series, gamma, mw), args.repeats)
+            t_pr = min(t_pr, t_pr1)
         rows.append({"descriptor": name, "dim": int(source.dim), "windows": len(source.kernel_blocks),
                      "matrix_dim": int(plan.matrix_dim if plan else source.selection.dim),
                      "streamcov_ms": 1e3 * t_mem / n, "streamed_ms": 1e3 * t_str / n,
                      "pyriemann_ms": 1e3 * t_pr / n})
         r = rows[-1]
         print(f"{name:22s} d={r['matrix_dim']:4d} W={r['windows']:2d}  streamcov {r['streamcov_ms']:.3f}  "
-              f"streamed {r['streamed_ms']:.3f}  pyRiemann {r['pyriemann_ms']:.3f} ms/seq", flush=True)
+              f"streamed {r['streamed_ms']:.3f}  pyRiemann {r['pyriemann_ms']:.3f} ms/seq  "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
     base = rows[0]["streamcov_ms"] if rows and rows[0]["descriptor"].startswith("paper000") else None
     print("\n| descriptor | matrix d | windows | streamcov ms/seq | streamed ms/seq | pyRiemann ms/seq "
           "| pyRiemann / streamcov | streamcov / paper000 |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         rel = f"{r['streamcov_ms'] / base:.1f}x" if base else "-"
+        pr = "-" if np.isnan(r["pyriemann_ms"]) else f"{r['pyriemann_ms']:.3f}"
+        ratio = "-" if np.isnan(r["pyriemann_ms"]) else f"{r['pyriemann_ms'] / r['streamcov_ms']:.1f}x"
         print(f"| {r['descriptor']} | {r['matrix_dim']} | {r['windows']} | {r['streamcov_ms']:.3f} | "
-              f"{r['streamed_ms']:.3f} | {r['pyriemann_ms']:.3f} | {r['pyriemann_ms'] / r['streamcov_ms']:.1f}x | "
-              f"{rel} |")
+              f"{r['streamed_ms']:.3f} | {pr} | {ratio} | {rel} |")
+    rows = [dict(r, pyriemann_ms=None if np.isnan(r["pyriemann_ms"]) else r["pyriemann_ms"]) for r in rows]
     print(json.dumps({"store": str(args.store), "n_sequences": n, "rows": rows}))
 
 

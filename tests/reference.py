@@ -204,15 +204,36 @@ def pyramid_windows(T, levels, overlap, min_window=3):
     return out
 
 
+def kernelized_covariance(W, sigma, ddof=1, rtol=1e-20):
+    """Cavazza et al. (ICPR 2016) from the raw series: the columns of ``W`` (frames x d) standardized
+    (mean 0, variance 1 with ``ddof``; a column whose variance is at most ``rtol`` times the largest is
+    constant and becomes 0), mean squared distances between every two series, Gaussian of them."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape
+    Z = W - W.mean(axis=0)
+    var = (Z ** 2).sum(axis=0) / max(n - ddof, 1)
+    const = (var <= rtol * var.max()) | (var <= 0)
+    Z = np.where(const, 0.0, Z / np.sqrt(np.where(const, 1.0, var)))
+    K = np.empty((d, d))
+    for i in range(d):
+        for j in range(d):
+            K[i, j] = np.exp(-((Z[:, i] - Z[:, j]) ** 2).sum() / max(n - ddof, 1) / (2 * sigma ** 2))
+    return K
+
+
 def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), window=5, time="frame", levels=1,
-                       overlap=False, yaw=None, up=1, neck=None, mean_weight=0.0, gamma=1e-4):
+                       overlap=False, yaw=None, up=1, neck=None, mean_weight=0.0, gamma=1e-4, pairs=(),
+                       matrix="covariance", kernel_sigma=1.0):
     """One sequence (T, 3J), the obvious way: hip-relative kept joints, derivatives by scipy,
-    the whole sequence rotated (yaw: (left hip joints, right hip joints)) and scaled by the mean
-    neck distance (neck joints), one covariance per window (np.cov), log by scipy, unit norm."""
+    relative positions of joint ``pairs`` appended, the whole sequence rotated (yaw: (left hip
+    joints, right hip joints)) and scaled by the mean neck distance (neck joints), one
+    covariance per window (np.cov) or its kernelized covariance (``matrix="rbf"``, from the
+    window's series), log by scipy, unit norm."""
     T = len(X)
     J3 = np.asarray(X, dtype=np.float64).reshape(T, n_joints, 3)
     hc = J3[:, list(center)].mean(axis=1)
     rel = J3[:, list(keep)] - hc[:, None, :]
+    pr = np.stack([J3[:, a] - J3[:, b] for a, b in pairs], axis=1) if len(pairs) else np.zeros((T, 0, 3))
     if yaw is not None:
         lr = (J3[:, list(yaw[1])].mean(1) - J3[:, list(yaw[0])].mean(1)).mean(0)
         u = np.eye(3)[up]
@@ -220,19 +241,24 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
         r /= np.linalg.norm(r)
         R = np.stack([r, u, np.cross(r, u)])
         rel = rel @ R.T
+        pr = pr @ R.T
     if neck is not None:
-        rel = rel / np.linalg.norm(J3[:, list(neck)].mean(1) - hc, axis=1).mean()
+        size = np.linalg.norm(J3[:, list(neck)].mean(1) - hc, axis=1).mean()
+        rel, pr = rel / size, pr / size
     P = rel.reshape(T, -1)
     blocks = []
     for f in features:
         order = {"positions": 0, "velocities": 1, "accelerations": 2}[f]
         D = P if order == 0 else savgol_derivative(P, window, order)
         blocks.append(D * (T ** order if time == "normalized" else 1.0))
+    blocks.append(pr.reshape(T, -1))
     F = np.concatenate(blocks, axis=1)
     out = []
     for s, e in pyramid_windows(T, levels, overlap):
         W = F[s:e]
         C = np.cov(W.T).reshape(F.shape[1], F.shape[1]) if len(W) > 1 else np.zeros((F.shape[1],) * 2)
+        if matrix == "rbf":
+            C = kernelized_covariance(W, kernel_sigma)
         if mean_weight > 0:
             m = mean_weight * W.mean(0)
             C = np.block([[C + np.outer(m, m), m[:, None]], [m[None, :], np.ones((1, 1))]])

@@ -1,4 +1,5 @@
-"""Frame features of a skeleton sequence piece: hip-relative positions and their smoothed derivatives.
+"""Frame features of a skeleton sequence piece: hip-relative positions, their smoothed derivatives
+and relative positions of joint pairs.
 
 A Savitzky-Golay derivative of order ``o`` at sequence position ``i`` is a
 fixed linear combination of the ``n`` frames of the fitting window
@@ -31,13 +32,15 @@ def _window_combination(weights, rel, r0, row, col, k3):
 
 @njit(**JIT_OPTS)
 def piece_features(ext, ie0, ip0, ip1, T, center_idx, keep_idx, coef_v, coef_a,
-                   use_p, use_v, use_a, out):
+                   use_p, use_v, use_a, pair_a, pair_b, out):
     """Frame features of sequence positions ``ip0 .. ip1 - 1``.
 
     ext: (E, 3J) frames of sequence positions ``ie0 .. ie0 + E - 1`` (the piece
     and up to ``n - 1`` frames either side); T: the sequence length; coef_v,
-    coef_a: (n, n) derivative tables of the sequence's window ``n``. out: rows
-    ``[P | V | A]`` of the features used, each block 3 x len(keep_idx) wide.
+    coef_a: (n, n) derivative tables of the sequence's window ``n``; pair_a,
+    pair_b: joints of the relative positions ``p_a - p_b`` (empty: none). out:
+    rows ``[P | V | A | R]`` of the features used, P, V, A each 3 x len(keep_idx)
+    wide, R 3 x len(pair_a).
     """
     E = ext.shape[0]
     k3 = 3 * keep_idx.shape[0]
@@ -66,3 +69,10 @@ def piece_features(ext, ie0, ip0, ip1, T, center_idx, keep_idx, coef_v, coef_a,
                 col += k3
             if use_a:
                 _window_combination(coef_a[pos], rel, a - ie0, row, col, k3)
+                col += k3
+        src = ext[i - ie0]
+        for p in range(pair_a.shape[0]):
+            ja = 3 * pair_a[p]
+            jb = 3 * pair_b[p]
+            for c in range(3):
+                row[col + 3 * p + c] = np.float64(src[ja + c]) - np.float64(src[jb + c])   # float32 stores

@@ -215,6 +215,65 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
 # ----------------------------------------------------------------------------------------------
 FEATURES = ("positions", "velocities", "accelerations")
 _ORDER = {"positions": 0, "velocities": 1, "accelerations": 2}
+MATRICES = ("covariance", "rbf")
+#: a coordinate whose window variance is at most this fraction of the window's largest is constant
+#: (its standardized series is 0) in the kernelized covariance
+CONSTANT_RTOL = 1e-20
+
+
+def rbf_gram_from_covariances(C, sigma: float) -> np.ndarray:
+    """Kernelized covariance (Cavazza et al., ICPR 2016) of each window from its covariance matrix.
+
+    For the coordinate series ``x_i`` of a window of ``n`` frames, standardized
+    to mean 0 and variance 1 (``z_i = (x_i - mean_i) / sqrt(C_ii)``, the
+    variance with the covariance's ``ddof``), the Gram matrix of the Gaussian
+    kernel of :mod:`streamcov.kernels` between the series, with the squared
+    distance averaged over the frames, is
+
+        K_ij = exp(-delta_ij / (2 sigma^2)),
+        delta_ij = ||z_i - z_j||^2 / (n - ddof) = v_i + v_j - 2 rho_ij,
+
+    ``rho`` the correlation matrix of ``C`` and ``v_i = 1``; a constant
+    coordinate (``C_ii <= CONSTANT_RTOL * max_j C_jj``) has ``z_i = 0``:
+    ``v_i = 0`` and ``rho_ij = 0``. ``K`` is symmetric positive semidefinite
+    (a Gaussian Gram matrix), ``K_ii = 1``, entries in ``(0, 1]``; it
+    depends on the frames only through ``C``, so windows streamed as merged
+    moments give the kernel of the whole window.
+
+    Parameters
+    ----------
+    C : array (N, d, d) or (d, d)
+        Covariance matrices (symmetric, non-negative diagonal).
+    sigma : float
+        Bandwidth in units of standardized coordinates (> 0).
+
+    Returns
+    -------
+    K : array of the shape of ``C``, float64.
+
+    References
+    ----------
+    J. Cavazza, A. Zunino, M. San Biagio, V. Murino, "Kernelized covariance for
+    action recognition", ICPR 2016.
+    """
+    from .. import kernels
+    from .._kernels import kernelized as _kk
+
+    C = np.asarray(C, dtype=np.float64)
+    single = C.ndim == 2
+    if single:
+        C = C[None]
+    if C.ndim != 3 or C.shape[1] != C.shape[2]:
+        raise ValueError(f"C must be a stack of square matrices, got shape {C.shape}")
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating)) or not np.isfinite(sigma) \
+            or sigma <= 0:
+        raise ValueError(f"kernel_sigma must be a finite number > 0, got {sigma!r}")
+    if not np.isfinite(C).all():
+        raise ValueError("C contains a non-finite value")
+    out = np.empty_like(C)
+    _kk.rbf_from_covariances(np.ascontiguousarray(C), kernels.gamma_from_sigma(float(sigma)),
+                             CONSTANT_RTOL, out)
+    return out[0] if single else out
 
 
 @dataclass(frozen=True)
@@ -238,6 +297,13 @@ class PyramidPlan:
 
     Each window is one block of the kernel of paper 000, eq. (1), summed with
     the weights of :meth:`window_weights` (Cov3DJ, Hussein et al. 2013).
+
+    ``pairs``: joint index pairs ``(a, b)``; each adds the relative position
+    ``p_a - p_b`` (3 rows) after the other frame features. ``matrix = "rbf"``
+    (kernelized covariance, Cavazza et al., ICPR 2016) replaces ``C_w`` by
+    the Gaussian Gram matrix of the window's standardized coordinate series
+    with bandwidth ``kernel_sigma`` (:func:`rbf_gram_from_covariances`),
+    computed from the same moments; it has no mean embedding.
     """
 
     selection: JointSelection
@@ -258,11 +324,21 @@ class PyramidPlan:
     ddof: int = 1
     normalize: bool = True
     min_window: int = 3
+    pairs: tuple = ()
+    matrix: str = "covariance"
+    kernel_sigma: float = 1.0
+
+    def __post_init__(self):
+        if self.matrix not in MATRICES:
+            raise ValueError(f"matrix must be one of {', '.join(MATRICES)}, got {self.matrix!r}")
+        if self.matrix == "rbf" and self.mean_weight > 0:
+            raise ValueError("matrix = 'rbf' standardizes every coordinate series (mean 0): it has no "
+                             "mean embedding; set mean_weight = 0")
 
     @property
     def frame_dim(self) -> int:
         """Width of a frame feature row."""
-        return self.selection.dim * len(self.features)
+        return self.selection.dim * len(self.features) + 3 * len(self.pairs)
 
     @property
     def matrix_dim(self) -> int:
@@ -371,13 +447,14 @@ def _tables(T: int, plan: PyramidPlan):
 
 
 def piece_features(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan) -> np.ndarray:
-    """Frame feature rows ``[P | V | A]`` (the features of the plan, in that order) of
+    """Frame feature rows ``[P | V | A | R]`` (the features of the plan, in that order) of
     sequence positions ``ip0 .. ip1 - 1``.
 
     ``P``: kept joints relative to the hip centre; ``V``, ``A``: their
     Savitzky-Golay first and second derivatives (window ``plan.window``,
     polynomial degree 2), per frame, or with respect to the normalized time
-    ``t / T`` (``plan.time = "normalized"``: times ``T`` and ``T^2``).
+    ``t / T`` (``plan.time = "normalized"``: times ``T`` and ``T^2``);
+    ``R``: the relative positions ``p_a - p_b`` of the plan's joint ``pairs``.
     ``ext`` holds the frames of positions ``ie0 ..``, at least ``plan.halo``
     frames beyond the piece on either side where the sequence has them.
     """
@@ -387,14 +464,16 @@ def piece_features(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan)
     out = np.empty((ip1 - ip0, plan.frame_dim))
     c, k = plan.selection.arrays()
     f = plan.features
+    pr = np.asarray(plan.pairs, dtype=np.int64).reshape(-1, 2)
     _kd.piece_features(np.ascontiguousarray(ext), int(ie0), int(ip0), int(ip1), int(T), c, k, tv, ta,
-                       "positions" in f, "velocities" in f, "accelerations" in f, out)
+                       "positions" in f, "velocities" in f, "accelerations" in f,
+                       np.ascontiguousarray(pr[:, 0]), np.ascontiguousarray(pr[:, 1]), out)
     return out
 
 
 def _joint_mean(frames, joints):
     idx = np.asarray(joints, dtype=np.int64)
-    X = frames.reshape(len(frames), -1, 3)
+    X = np.asarray(frames, dtype=np.float64).reshape(len(frames), -1, 3)   # float64 sums of float32 stores
     return X[:, idx].mean(axis=1)
 
 
@@ -484,6 +563,8 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
         M[:, :, d, :d] = m
         M[:, :, d, d] = 1.0
         C = M
+    if plan.matrix == "rbf":
+        C = rbf_gram_from_covariances(C.reshape(S * W, d, d), plan.kernel_sigma).reshape(S, W, d, d)
     D = C.shape[-1]
     V = linalg.log_vectors(C.reshape(S * W, D, D), float(plan.gamma), normalize=bool(plan.normalize),
                            dtype=dtype, check=False,

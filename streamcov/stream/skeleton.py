@@ -46,7 +46,11 @@ class SkeletonDescriptor:
     None: all), ``window`` and ``time`` of the derivatives, ``levels``,
     ``overlap`` and ``level_weights`` of the temporal pyramid,
     ``body_frame`` ("none" or "yaw") about the ``up_axis``, ``scale``
-    ("none" or "body") and ``mean_weight`` (the Gaussian embedding of the mean).
+    ("none" or "body") and ``mean_weight`` (the Gaussian embedding of the mean),
+    ``pairs`` (joint pairs ``(a, b)``, indices or joint or role names: relative
+    positions ``p_a - p_b`` as extra frame features), ``matrix``
+    ("covariance" or "rbf": the kernelized covariance of Cavazza et al., ICPR
+    2016) and its bandwidth ``kernel_sigma``.
     """
 
     center: tuple | None
@@ -65,6 +69,9 @@ class SkeletonDescriptor:
     up_axis: str = "y"
     scale: str = "none"
     mean_weight: float = 0.0
+    pairs: tuple = ()
+    matrix: str = "covariance"
+    kernel_sigma: float = 1.0
 
     def __post_init__(self):
         # also guards descriptors read back from a model file
@@ -106,18 +113,68 @@ class SkeletonDescriptor:
         if isinstance(self.mean_weight, bool) or not isinstance(self.mean_weight, (int, float)) \
                 or not np.isfinite(self.mean_weight) or self.mean_weight < 0:
             raise ValueError(f"mean_weight must be a finite number >= 0, got {self.mean_weight!r}")
+        try:
+            pairs = tuple(tuple(p) for p in self.pairs)
+        except TypeError:
+            raise ValueError(f"pairs must be a list of [a, b] joint pairs, got {self.pairs!r}") from None
+        for p in pairs:
+            if len(p) != 2 or not all((isinstance(j, (int, np.integer)) and not isinstance(j, bool) and j >= 0)
+                                      or (isinstance(j, str) and j) for j in p):
+                raise ValueError(f"pairs must be [a, b] pairs of 0-based joint indices or joint names, got {list(p)!r}")
+            if p[0] == p[1]:
+                raise ValueError(f"pairs: [{p[0]!r}, {p[1]!r}] pairs a joint with itself")
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("pairs names a pair twice")
+        object.__setattr__(self, "pairs", pairs)
+        if self.matrix not in sk.MATRICES:
+            raise ValueError(f"matrix must be one of {', '.join(sk.MATRICES)}, got {self.matrix!r}")
+        if isinstance(self.kernel_sigma, bool) or not isinstance(self.kernel_sigma, (int, float)) \
+                or not np.isfinite(self.kernel_sigma) or self.kernel_sigma <= 0:
+            raise ValueError(f"kernel_sigma must be a finite number > 0, got {self.kernel_sigma!r}")
+        object.__setattr__(self, "kernel_sigma", float(self.kernel_sigma))   # 2 and 2.0: one fingerprint
+        if self.matrix == "rbf" and self.mean_weight > 0:
+            raise ValueError("matrix = 'rbf' standardizes every coordinate series (mean 0): it has no mean "
+                             "embedding; set mean_weight = 0")
 
     @property
     def plain(self) -> bool:
         """Paper 000's descriptor: positions of all joints, one window, camera frame, no mean."""
         return (self.features == ("positions",) and self.joints is None and self.levels == 1
-                and self.body_frame == "none" and self.scale == "none" and self.mean_weight == 0)
+                and self.body_frame == "none" and self.scale == "none" and self.mean_weight == 0
+                and not self.pairs and self.matrix == "covariance")
 
-    def plan(self, n_joints: int, roles: dict) -> "sk.PyramidPlan | None":
+    def resolve_pairs(self, n_joints: int, roles: dict, joint_names=()) -> tuple:
+        """The joint index pairs of ``pairs``: names are the store's joint names, or roles of one joint."""
+        names = {str(nm): j for j, nm in enumerate(joint_names or ())}
+        out = []
+        for p in self.pairs:
+            q = []
+            for j in p:
+                if isinstance(j, str):
+                    if j in names:
+                        j = names[j]
+                    elif len(roles.get(j, ())) == 1:
+                        j = int(roles[j][0])
+                    else:
+                        raise ConfigError(
+                            f"descriptor.pairs = {[list(x) for x in self.pairs]}: {j!r} is neither a joint name of "
+                            f"the store ({', '.join(names) or 'none recorded'}) nor a role of one joint "
+                            f"({', '.join(r for r, v in roles.items() if len(v) == 1) or 'none recorded'})")
+                if not 0 <= int(j) < n_joints:
+                    raise ConfigError(f"descriptor.pairs = {[list(x) for x in self.pairs]}: joint {int(j)} outside "
+                                      f"0..{n_joints - 1} (the store has {n_joints} joints)")
+                q.append(int(j))
+            if q[0] == q[1]:
+                raise ConfigError(f"descriptor.pairs: {list(p)!r} names joint {q[0]} twice")
+            out.append(tuple(q))
+        return tuple(out)
+
+    def plan(self, n_joints: int, roles: dict, joint_names=()) -> "sk.PyramidPlan | None":
         """The :class:`~streamcov.descriptors.skeleton.PyramidPlan` on a store of ``n_joints``
-        joints with body-part ``roles`` (None for the plain descriptor)."""
+        joints with body-part ``roles`` and ``joint_names`` (None for the plain descriptor)."""
         if self.plain:
             return None
+        pairs = self.resolve_pairs(n_joints, roles, joint_names)
         sel = self.selection(n_joints)
         if self.joints is not None:
             bad = [j for j in self.joints if j >= n_joints]
@@ -147,7 +204,8 @@ class SkeletonDescriptor:
             overlap=self.overlap, level_weights=self.level_weights, body_frame=self.body_frame,
             up_axis=AXES.index(self.up_axis), scale=self.scale, left_hip=tuple(roles.get("left_hip", ())),
             right_hip=tuple(roles.get("right_hip", ())), neck=tuple(roles.get("neck", ())),
-            mean_weight=float(self.mean_weight), gamma=float(self.gamma), ddof=self.ddof, normalize=self.normalize)
+            mean_weight=float(self.mean_weight), gamma=float(self.gamma), ddof=self.ddof, normalize=self.normalize,
+            pairs=pairs, matrix=self.matrix, kernel_sigma=float(self.kernel_sigma))
 
     def selection(self, n_joints: int) -> sk.JointSelection:
         if not self.center:
@@ -164,9 +222,18 @@ class SkeletonDescriptor:
         for key in ("joints", "level_weights"):
             d[key] = None if d[key] is None else list(d[key])
         d["features"] = list(self.features)
+        d["pairs"] = [list(p) for p in self.pairs]
         if self.plain:   # paper 000's descriptor keeps the settings (and fingerprints) it always had
             for key in _OPTIONS:
                 d.pop(key)
+            return d
+        # options added later enter the settings (and fingerprints) only when used, so that
+        # models and feature stores made before them keep theirs
+        if not self.pairs:
+            d.pop("pairs")
+        if self.matrix == "covariance":
+            d.pop("matrix")
+            d.pop("kernel_sigma")
         return d
 
     @classmethod
@@ -175,6 +242,8 @@ class SkeletonDescriptor:
         for key in ("center", "joints", "level_weights", "features"):
             if d.get(key) is not None:
                 d[key] = tuple(d[key])
+        if d.get("pairs") is not None:
+            d["pairs"] = tuple(tuple(p) for p in d["pairs"])
         return cls(**d)
 
 
@@ -317,7 +386,7 @@ class SkeletonSource:
         self.store = store
         self.descriptor = descriptor
         self.selection = descriptor.selection(store.n_joints)
-        self.plan = descriptor.plan(store.n_joints, store_roles(store))
+        self.plan = descriptor.plan(store.n_joints, store_roles(store), store.attrs.get("joint_names", ()))
         self.state: dict = {}
 
     @property
@@ -360,6 +429,9 @@ class SkeletonSource:
         desc = SkeletonDescriptor.from_dict(spec["descriptor"])
         if desc.center and max(desc.center) >= n:
             raise ValueError(f"descriptor center {list(desc.center)} names joints outside 0..{n - 1}")
+        bad = [j for p in desc.pairs for j in p if not isinstance(j, str) and j >= n]
+        if bad:
+            raise ValueError(f"descriptor pairs name joints {bad} outside 0..{n - 1}")
 
     @classmethod
     def from_spec(cls, spec: dict, store):
@@ -425,7 +497,7 @@ class SkeletonSource:
 
 
 _OPTIONS = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame", "up_axis",
-            "scale", "mean_weight")
+            "scale", "mean_weight", "pairs", "matrix", "kernel_sigma")
 
 
 def store_roles(store) -> dict:
@@ -459,6 +531,8 @@ def skeleton_source(store, center="store", gamma=1e-4, normalize=True, ddof=1, d
             options[key] = tuple(options[key])
     if options.get("joints") == "all":
         options["joints"] = None
+    if options.get("pairs") is not None and not isinstance(options["pairs"], str):
+        options["pairs"] = tuple(tuple(p) if isinstance(p, (list, tuple)) else p for p in options["pairs"])
     try:
         desc = SkeletonDescriptor(joints, float(gamma), bool(normalize), int(ddof), dtype, **options)
     except ValueError as exc:

@@ -239,8 +239,11 @@ class SkeletonDescriptor(Table):
     ``window`` frames, per frame or per normalized ``time``), a subset of ``joints``, a
     temporal pyramid (``levels``, half ``overlap``, ``level_weights``: a weighted sum of
     Log-E kernels, one per window), a ``body_frame`` (yaw about the camera's ``up_axis``,
-    from the hips), a ``scale`` by the body size and the Gaussian embedding of the mean
-    (``mean_weight``).
+    from the hips), a ``scale`` by the body size, the Gaussian embedding of the mean
+    (``mean_weight``), relative positions of joint ``pairs`` (indices, joint names or roles
+    of the store) and the ``matrix`` of each window: the covariance, or ``"rbf"``, the
+    kernelized covariance of Cavazza et al. (ICPR 2016) with bandwidth ``kernel_sigma``
+    (standardized coordinates; no mean embedding).
     """
 
     kind: Literal["log-covariance"] = "log-covariance"
@@ -261,6 +264,10 @@ class SkeletonDescriptor(Table):
     up_axis: Literal["x", "y", "z"] = "y"
     scale: Literal["none", "body"] = "none"
     mean_weight: NonNegFloat = 0.0
+    pairs: list[Annotated[list[Union[NonNegInt, Annotated[str, Field(min_length=1)]]],
+                          Field(min_length=2, max_length=2)]] = []
+    matrix: Literal["covariance", "rbf"] = "covariance"
+    kernel_sigma: PosFloat = 1.0
 
     @model_validator(mode="after")
     def _options(self):
@@ -273,12 +280,20 @@ class SkeletonDescriptor(Table):
                              f"descriptor.levels = {self.levels}; give one per level")
         if self.joints != "all" and len(set(self.joints)) != len(self.joints):
             raise ValueError(f"descriptor.joints = {self.joints} names a joint twice")
+        for p in self.pairs:
+            if p[0] == p[1]:
+                raise ValueError(f"descriptor.pairs: {p} pairs a joint with itself")
+        if len({tuple(p) for p in self.pairs}) != len(self.pairs):
+            raise ValueError("descriptor.pairs names a pair twice")
+        if self.matrix == "rbf" and self.mean_weight > 0:
+            raise ValueError("descriptor.matrix = 'rbf' standardizes every coordinate series (mean 0): it has no "
+                             "mean embedding; set descriptor.mean_weight = 0")
         return self
 
     def options(self) -> dict:
         """The options beyond paper 000, as :func:`streamcov.stream.skeleton.skeleton_source` takes them."""
         keys = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame",
-                "up_axis", "scale", "mean_weight")
+                "up_axis", "scale", "mean_weight", "pairs", "matrix", "kernel_sigma")
         return {k: getattr(self, k) for k in keys}
 
 

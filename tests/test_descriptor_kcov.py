@@ -1,0 +1,232 @@
+"""Kernelized covariance (Cavazza et al., ICPR 2016) and relative positions of joint pairs: the
+kernel against the raw-series reference, its identities, streamed == in-memory reference across
+chunk boundaries (constant coordinates included), validation, settings and fingerprints."""
+import numpy as np
+import pytest
+
+import reference as ref
+from streamcov.data.readers import SkeletonSequence
+from streamcov.data.skeletons import ingest
+from streamcov.descriptors import skeleton as sk
+from streamcov.errors import ConfigError
+from streamcov.stream.skeleton import SkeletonDescriptor, descriptor_array, skeleton_source
+from test_descriptor_options import J, ROLES, ListSource, sequences, walk
+
+
+def windows_with_constants(rng, n, d, constant=(2, 5)):
+    W = rng.standard_normal((n, d)) @ rng.standard_normal((d, d))      # correlated series
+    for c in constant:
+        W[:, c] = 1.7 + c
+    return W
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 4.0])
+def test_rbf_gram_matches_raw_series_reference(rng, ddof, sigma):
+    for n in (2, 3, 7, 40):
+        W = windows_with_constants(rng, n, 8)
+        C = np.cov(W.T, ddof=ddof)
+        want = ref.kernelized_covariance(W, sigma, ddof=ddof)
+        np.testing.assert_allclose(sk.rbf_gram_from_covariances(C, sigma), want, atol=1e-12)
+
+
+def test_rbf_gram_identities(rng):
+    W = windows_with_constants(rng, 30, 9)
+    C = np.cov(W.T)
+    sd = np.sqrt(np.diag(C))
+    live = sd ** 2 > sk.CONSTANT_RTOL * sd.max() ** 2          # np.cov leaves round-off on the constant columns
+    assert live.sum() == 7
+    rho = np.zeros_like(C)
+    rho[np.ix_(live, live)] = C[np.ix_(live, live)] / np.outer(sd[live], sd[live])
+    v = live.astype(float)
+    delta = v[:, None] + v[None, :] - 2 * rho
+    for sigma in (0.5, 1.0, 2.0):
+        K = sk.rbf_gram_from_covariances(C, sigma)
+        assert np.array_equal(np.diag(K), np.ones(9))                   # K_ii = 1
+        assert np.array_equal(K, K.T)
+        assert (K > 0).all() and (K <= 1).all()
+        assert np.linalg.eigvalsh(K).min() > -1e-12                      # a Gaussian Gram matrix is PSD
+        np.testing.assert_allclose(K, np.exp(-delta / (2 * sigma ** 2)), atol=1e-14)
+        # a constant coordinate (standardized series 0) is at distance 1 from every live one ...
+        np.testing.assert_allclose(K[2, live], np.exp(-1 / (2 * sigma ** 2)), rtol=1e-14)
+        assert K[2, 5] == 1.0                                            # ... and 0 from another constant
+    # sigma -> infinity: K = 1 - x + O(x^2), x = delta / (2 sigma^2); |remainder| <= x^2 / 2 (alternating
+    # series of exp(-x), x >= 0), and delta <= 4 bounds it by 8 / sigma^4
+    for sigma in (10.0, 100.0):
+        K = sk.rbf_gram_from_covariances(C, sigma)
+        x = delta / (2 * sigma ** 2)
+        assert np.abs(K - (1 - x)).max() <= (x ** 2 / 2).max() + 1e-15
+    # invariant to each coordinate's scale and offset (it sees correlations only)
+    D = np.diag(rng.uniform(0.1, 10, 9))
+    np.testing.assert_allclose(sk.rbf_gram_from_covariances(D @ C @ D, 1.0), sk.rbf_gram_from_covariances(C, 1.0),
+                               atol=1e-13)
+    # a stack, and a window of one frame (no variance at all: every series is 0, K = 1)
+    stack = sk.rbf_gram_from_covariances(np.stack([C, np.zeros_like(C)]), 1.0)
+    np.testing.assert_array_equal(stack[1], np.ones((9, 9)))
+
+
+def test_rbf_gram_errors():
+    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got 0"):
+        sk.rbf_gram_from_covariances(np.eye(3), 0)
+    with pytest.raises(ValueError, match="C must be a stack of square matrices"):
+        sk.rbf_gram_from_covariances(np.ones((2, 3)), 1.0)
+    with pytest.raises(ValueError, match="C contains a non-finite value"):
+        sk.rbf_gram_from_covariances(np.full((3, 3), np.nan), 1.0)
+
+
+def with_fixed_joint(rng, T, joint=4):
+    """A walk whose ``joint`` keeps a fixed offset from the hip centre (joint 0): its hip-relative
+    coordinates and their velocities are constant. Multiples of 1/1024: the store's float32 holds them
+    exactly, so the joint is as constant there as in the reference (standardization would blow float32
+    round-off of a near-constant coordinate up to unit variance)."""
+    X = np.round(walk(rng, T).astype(np.float64) * 1024) / 1024
+    X[:, 3 * joint:3 * joint + 3] = X[:, 0:3] + np.array([0.125, -0.25, 0.5])
+    return X.astype(np.float32)
+
+
+OPTION_SETS = [
+    dict(features=("positions", "velocities"), matrix="rbf", kernel_sigma=1.0),
+    dict(features=("positions", "velocities"), levels=3, overlap=True, body_frame="yaw", scale="body",
+         matrix="rbf", kernel_sigma=0.5, gamma=1e-3),
+    dict(features=("positions", "velocities"), levels=2, overlap=True, body_frame="yaw", scale="body",
+         mean_weight=0.3, gamma=1e-3, pairs=((1, 2), ("j5", 3), ("neck", "right_hip"))),
+    dict(features=("velocities",), levels=2, pairs=((5, 4),), matrix="rbf", kernel_sigma=2.0),
+]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS)
+def test_streamed_kcov_and_pairs_equal_in_memory_reference(tmp_path, rng, options):
+    """Chunks of 4 frames: most sequences (and windows) are cut by chunk boundaries; joint 4 of
+    every other sequence is fixed to the hip (constant coordinates)."""
+    lengths = [2, 3, 4, 7, 12, 30, 9, 5, 17, 2, 6]
+    seqs = [SkeletonSequence(id=f"s{i:03d}", frames=with_fixed_joint(rng, T) if i % 2 else walk(rng, T),
+                             label=f"c{i % 3}", subject=i % 4 + 1) for i, T in enumerate(lengths)]
+    store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    source = skeleton_source(store, "store", options.pop("gamma", 1e-4), True, **options)
+    desc, plan = source.descriptor, source.plan
+    names = {f"j{i}": i for i in range(J)}
+    pairs = [tuple(names.get(j, ROLES.get(j, [j])[0]) if isinstance(j, str) else j for j in p) for p in desc.pairs]
+    assert plan.pairs == tuple(pairs)
+    V = descriptor_array(source, block=3).compute()
+    want = np.stack([ref.pyramid_descriptor(
+        np.asarray(s.frames, dtype=np.float64), J, (0,), list(range(1, J)), features=desc.features,
+        window=desc.window, time=desc.time, levels=desc.levels, overlap=desc.overlap,
+        yaw=(ROLES["left_hip"], ROLES["right_hip"]) if desc.body_frame == "yaw" else None,
+        neck=ROLES["neck"] if desc.scale == "body" else None, mean_weight=desc.mean_weight, gamma=desc.gamma,
+        pairs=pairs, matrix=desc.matrix, kernel_sigma=desc.kernel_sigma) for s in seqs])
+    assert V.shape == (len(seqs), source.dim) == want.shape
+    np.testing.assert_allclose(V, want, atol=1e-8)
+    frames, offsets = sk.pack_sequences([s.frames for s in seqs])
+    np.testing.assert_allclose(sk.pyramid_vectors(frames, offsets, plan), V, atol=1e-8)
+
+
+def test_pair_features_kernel_matches_numpy(rng):
+    X = rng.standard_normal((11, 3 * J))
+    plan = sk.PyramidPlan(selection=sk.JointSelection.hip_relative(J, (0,)), features=("positions", "velocities"),
+                          pairs=((1, 2), (5, 0)))
+    F = sk.piece_features(X, 0, 0, 11, 11, plan)
+    assert F.shape == (11, plan.frame_dim) == (11, 2 * 15 + 6)
+    P = X.reshape(11, J, 3)
+    np.testing.assert_allclose(F[:, 30:], np.concatenate([P[:, 1] - P[:, 2], P[:, 5] - P[:, 0]], axis=1),
+                               atol=1e-14)
+    np.testing.assert_allclose(F[:, :15], ref.hip_relative(X, J, (0,)), atol=1e-14)
+
+
+def test_descriptor_errors():
+    with pytest.raises(ValueError, match="matrix must be one of covariance, rbf, got 'kernel'"):
+        SkeletonDescriptor((0,), matrix="kernel")
+    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got -1"):
+        SkeletonDescriptor((0,), matrix="rbf", kernel_sigma=-1.0)
+    with pytest.raises(ValueError, match="matrix = 'rbf' standardizes every coordinate series .* set mean_weight = 0"):
+        SkeletonDescriptor((0,), matrix="rbf", mean_weight=0.3)
+    with pytest.raises(ValueError, match=r"pairs: \[3, 3\] pairs a joint with itself"):
+        SkeletonDescriptor((0,), pairs=((3, 3),))
+    with pytest.raises(ValueError, match="pairs must be \\[a, b\\] pairs"):
+        SkeletonDescriptor((0,), pairs=((1, 2, 3),))
+    with pytest.raises(ValueError, match="pairs names a pair twice"):
+        SkeletonDescriptor((0,), pairs=((1, 2), (1, 2)))
+    with pytest.raises(ValueError, match="matrix = 'rbf' .* no mean embedding"):
+        sk.PyramidPlan(selection=sk.JointSelection.raw(3), matrix="rbf", mean_weight=0.5)
+
+
+def test_pairs_resolved_against_the_store(tmp_path, rng):
+    store = ingest(ListSource(sequences(rng, [5, 6]), ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    with pytest.raises(ConfigError, match=r"descriptor.pairs = \[\[1, 9\]\]: joint 9 outside 0..5 \(the store has 6"):
+        skeleton_source(store, "store", pairs=[[1, 9]])
+    with pytest.raises(ConfigError, match=r"descriptor.pairs = \[\['left_hand', 2\]\]: 'left_hand' is neither a "
+                                          r"joint name of the store \(j0, j1, .*\) nor a role of one joint"):
+        skeleton_source(store, "store", pairs=[["left_hand", 2]])
+    with pytest.raises(ConfigError, match=r"descriptor.pairs: \['j1', 1\] names joint 1 twice"):
+        skeleton_source(store, "store", pairs=[["j1", 1]])
+    src = skeleton_source(store, "store", pairs=[["j1", "neck"]])
+    assert src.plan.pairs == ((1, 3),) and src.plan.frame_dim == 15 + 3
+
+
+def test_settings_and_fingerprints(tmp_path, rng):
+    """Every setting of the new options is in the descriptor's settings (and so in the fingerprints of
+    feature stores and models); a descriptor that does not use them keeps the settings it had."""
+    from streamcov.stream.skeleton import SkeletonSource
+
+    store = ingest(ListSource(sequences(rng, [5, 9]), ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    base = dict(features=["positions", "velocities"], levels=2, overlap=True)
+    old = skeleton_source(store, "store", 1e-3, True, **base)
+    assert not {"pairs", "matrix", "kernel_sigma"} & set(old.descriptor.as_dict())
+    ids = [skeleton_source(store, "store", 1e-3, True, **base, **o).identity() for o in
+           ({}, {"matrix": "rbf"}, {"matrix": "rbf", "kernel_sigma": 2.0}, {"pairs": [[1, 2]]},
+            {"pairs": [[2, 1]]})]
+    assert all(ids[i] != ids[j] for i in range(len(ids)) for j in range(i))
+    assert skeleton_source(store, "store", 1e-3, True, **base, matrix="rbf", kernel_sigma=2).identity() == ids[2]
+    assert skeleton_source(store, "store", 1e-4, True, pairs=[[1, 2]]).plan is not None   # not paper 000's
+    src = skeleton_source(store, "store", 1e-3, True, **base, matrix="rbf", kernel_sigma=0.5, pairs=[["j1", 2]])
+    spec = src.spec()
+    SkeletonSource.check_spec(spec)
+    again = SkeletonSource.from_spec(spec, store)
+    assert again.descriptor == src.descriptor and again.plan == src.plan
+    with pytest.raises(ValueError, match=r"descriptor pairs name joints \[7\] outside 0..5"):
+        SkeletonSource.check_spec(dict(spec, descriptor=dict(spec["descriptor"], pairs=[[1, 7]])))
+
+
+def test_schema_kcov_options():
+    from pydantic import ValidationError
+
+    from streamcov.tasks.schema import SkeletonDescriptor as Table
+
+    t = Table(matrix="rbf", kernel_sigma=2.0, pairs=[[1, "head"]])
+    assert t.options()["matrix"] == "rbf" and t.options()["pairs"] == [[1, "head"]]
+    with pytest.raises(ValidationError, match="descriptor.matrix = 'rbf' standardizes .* set descriptor.mean_weight = 0"):
+        Table(matrix="rbf", mean_weight=0.3)
+    with pytest.raises(ValidationError, match=r"descriptor.pairs: \[2, 2\] pairs a joint with itself"):
+        Table(pairs=[[2, 2]])
+    with pytest.raises(ValidationError, match="names a pair twice"):
+        Table(pairs=[[1, 2], [1, 2]])
+    with pytest.raises(ValidationError):
+        Table(pairs=[[1, 2, 3]])
+    with pytest.raises(ValidationError):
+        Table(kernel_sigma=0.0)
+
+
+def test_pipeline_with_kcov_and_pairs_predicts_what_it_tested(tmp_path, rng):
+    """The exact SVM on kernelized covariances with joint pairs through the engine: the saved model
+    predicts the test rows as the run did."""
+    import csv
+    from pathlib import Path
+
+    from streamcov.stream.predict import predict
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+
+    seqs = sequences(rng, rng.integers(6, 25, size=40))
+    store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=16)
+    repo = Path(__file__).resolve().parents[1]
+    sets = [f'output="{tmp_path}/out"', "dask.block_size=8", 'descriptor.features=["positions", "velocities"]',
+            "descriptor.levels=2", "descriptor.overlap=true", "descriptor.mean_weight=0.0",
+            'descriptor.matrix="rbf"', "descriptor.kernel_sigma=1.0", 'descriptor.pairs=[["j1", "j2"], [3, 5]]']
+    res = run_pipeline(load_config(repo / "pipelines" / "msr_action3d_exact.toml", sets, store=store.path),
+                       scheduler="synchronous")
+    assert res["descriptor_dim"] == 4 * (2 * 15 + 6) * (2 * 15 + 7) // 2
+    predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
+    with open(res["predictions_path"]) as fh:
+        ran = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    with open(tmp_path / "p.csv") as fh:
+        again = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    assert ran and all(again[i] == p for i, p in ran.items())
