@@ -26,7 +26,8 @@ hip-relative positions), as in the study.
 ``--grid`` tries the pipeline's own settings (its learner as the file has
 it) and the full-batch learner with both of its losses over a grid of C
 (:data:`GRID_C`); ``--test`` then runs the pipeline with the candidate of
-the best CV accuracy (ties: the first) and reports its test accuracy (mean
+the best CV accuracy (ties: the smallest C, the strongest regularization and
+the best-conditioned problem; then the first) and reports its test accuracy (mean
 over the protocol's folds), beside the pipeline's own settings.
 
 Prints one line per candidate and a final JSON line {candidate: mean CV
@@ -174,7 +175,7 @@ def main(argv=None):
     summary = {"dataset": args.dataset, "map": fmap, "nu": args.nu, "seeds": args.seeds,
                "descriptor": "pipeline" if args.pipeline else "paper000", "cv_accuracy": out}
     if args.test:
-        best = max(out, key=lambda k: out[k])     # the first of equal accuracies
+        best = choose(out, cfg_of(args.dataset).model.C)
         summary["chosen"] = best
         summary["test"] = {best: test_accuracy(args.dataset, overrides(best.split("; sigma=")[0]), Path(args.data),
                                                best.split("; sigma=")[1] if "; sigma=" in best else None)}
@@ -184,6 +185,20 @@ def main(argv=None):
             print(f"test ({k}): {100 * v['accuracy']:.2f} +- {100 * v['accuracy_std']:.2f} over {v['n_folds']} "
                   f"fold(s), training {v['train_seconds']:.1f} s", flush=True)
     print(json.dumps(summary))
+
+
+def cfg_of(dataset: str):
+    from streamcov.tasks.config import load_config
+
+    return load_config(REPO / "pipelines" / f"{DATASETS[dataset]}.toml")
+
+
+def choose(cv: dict, default_C: float) -> str:
+    """The candidate of the best CV accuracy; among equal accuracies (the same predictions on every
+    held-out subject, to rounding) the smallest C, then the first listed."""
+    top = max(cv.values())
+    tied = [k for k in cv if cv[k] >= top - 1e-9]
+    return min(tied, key=lambda k: float(overrides(k.split("; sigma=")[0]).get("C", default_C)))
 
 
 def cv_paper000(args, cands, sigmas) -> dict:

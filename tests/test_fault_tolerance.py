@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
+from test_training import SGD_SETS
 from streamcov.tasks.config import load_config
 from streamcov.tasks import run as run_pipeline
 from streamcov.data.skeletons import ingest, open_store
@@ -108,7 +109,7 @@ def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, pr
 
 
 def test_run_killed_mid_training_resumes_to_the_same_model(store, tmp_path, procs):
-    sets = ["features.n_components=200", "model.epochs=10", "model.checkpoint_blocks=2",
+    sets = ["features.n_components=200", *SGD_SETS, "model.epochs=10", "model.checkpoint_blocks=2",
             "dask.block_size=32"]
     full = run_pipeline(cfg_for(store, tmp_path / "full", sets), scheduler="threads")
     out = tmp_path / "part"

@@ -24,9 +24,14 @@ def synth_store(tmp_path_factory):
                   chunk_frames=2048)
 
 
+# the incremental learner, with the settings msr_action3d.toml had before its learner became lbfgs
+SGD_SETS = ['model.learner="sgd"', 'model.loss="log_loss"', 'model.learning_rate="optimal"', "model.C=100.0",
+            "model.average=false"]
+
+
 def cfg_for(store, out, *extra):
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
-                         [f'output="{out}"', "features.n_components=256",
+                         [f'output="{out}"', "features.n_components=256", *SGD_SETS,
                           "model.epochs=4", "dask.block_size=40", "model.checkpoint_blocks=2",
                           *extra], store=store.path)
 
