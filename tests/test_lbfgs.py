@@ -443,13 +443,31 @@ def test_same_model_on_threads_and_a_local_cluster(reference, synth_store, sched
     fstore = FeatureStore(res["features_path"])
     y = synth_store.labels.astype(np.int64)
     train = synth_store.subjects % 2 == 1
-    with dask_runtime(scheduler, 2) as runtime:
-        for cache in ("memory", "stream"):
-            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
-            clf, _ = L.train_lbfgs(fstore, y, train, np.arange(8), est, runtime=runtime, scale="center")
-            assert clf.fit_info_["cache"] == cache and clf.fit_info_["partitions"] == 5
-            assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want, cache
-            assert clf.n_evals_ == res["passes"]
+    held = []
+    close = L._Problem.close
+
+    def record_placement(self):
+        if self.client is not None and self.mode == "memory":
+            where = self.client.who_has(self.data)
+            held.append((self.owners, [list(where[f.key]) for f in self.data]))
+        close(self)
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(L._Problem, "close", record_placement)
+    try:
+        with dask_runtime(scheduler, 2) as runtime:
+            for cache in ("memory", "stream"):
+                est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
+                clf, _ = L.train_lbfgs(fstore, y, train, np.arange(8), est, runtime=runtime, scale="center")
+                assert clf.fit_info_["cache"] == cache and clf.fit_info_["partitions"] == 5
+                assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want, cache
+                assert clf.n_evals_ == res["passes"]
+    finally:
+        monkeypatch.undo()
+    if scheduler == "local-cluster":
+        # cached rows stay on the worker they were loaded on, one copy each, spread over both workers
+        (owners, where), = held
+        assert where == [[o] for o in owners] and len(set(owners)) == 2
 
 
 def test_resume_after_a_crash_gives_the_same_model(reference, synth_store, tmp_path, monkeypatch,

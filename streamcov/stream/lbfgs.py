@@ -73,7 +73,7 @@ from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
 from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
 
 # rows of one task: about 32 MB of float32 features (many tasks per worker, so that they balance)
-PARTITION_BYTES = 32 << 20
+PARTITION_BYTES = 64 << 20
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
 # seconds between checkpoint writes at most (iterations faster than that share one; the last is always written)
@@ -367,6 +367,7 @@ class _Problem:
         else:
             mode = "memory" if use_cache(cache, self.nbytes, runtime) else "stream"
         self.mode = mode
+        self.owners = None        # on a cluster: the worker that holds each partition
         self.data = self._place(specs)
         self.moments = self._run(partition_moments, (), merge_all_moments)
         self.m32 = self.moments[1].astype(np.float32)
@@ -384,6 +385,7 @@ class _Problem:
             if self.client is None:
                 return specs
             workers = self._workers()
+            self.owners = [workers[p * len(workers) // len(specs)] for p in range(len(specs))]
             out = [None] * len(specs)
             for w in range(len(workers)):
                 idx = [p for p in range(len(specs)) if p * len(workers) // len(specs) == w]
@@ -400,7 +402,8 @@ class _Problem:
             return list(self.runtime.compute(*[dask.delayed(_load_partition, pure=False)(self.src, s)
                                                for s in specs]))
         workers = self._workers()
-        futs = [self.client.submit(_load_partition, self.src, s, workers=[workers[p * len(workers) // len(specs)]],
+        self.owners = [workers[p * len(workers) // len(specs)] for p in range(len(specs))]
+        futs = [self.client.submit(_load_partition, self.src, s, workers=[self.owners[p]],
                                    allow_other_workers=True, pure=False) for p, s in enumerate(specs)]
         from distributed import wait
 
@@ -416,7 +419,7 @@ class _Problem:
 
         m32 = self.client.scatter(self.m32, broadcast=True, hash=False)
         raw, self.data = self.data, None
-        new = [self.client.submit(_centred, f, m32, pure=False) for f in raw]
+        new = [self.client.submit(_centred, f, m32, pure=False, **self._at(p)) for p, f in enumerate(raw)]
         del raw
         wait(new)
         self.data = new
@@ -426,10 +429,24 @@ class _Problem:
         if self.runtime is None or (self.client is None and len(self.data) == 1):
             # one partition on threads: the same call, without a round trip through the scheduler
             return _tree([fn(self.src, d, *args) for d in self.data], merge, lazy=False)
+        if self.client is not None:
+            # every partition's task on the worker that holds its rows (left to itself the scheduler
+            # copies partitions between workers and runs a pass on fewer of them); the same fixed
+            # tree of merges, so the same sums
+            level = [self.client.submit(fn, self.src, d, *args, pure=False, **self._at(p))
+                     for p, d in enumerate(self.data)]
+            while len(level) > 1:
+                level = [self.client.submit(merge, *level[i:i + FAN_IN], pure=False)
+                         for i in range(0, len(level), FAN_IN)]
+            return level[0].result()
         import dask
 
         leaves = [dask.delayed(fn, pure=False)(self.src, d, *args) for d in self.data]
         return self.runtime.compute(_tree(leaves, merge, lazy=True))[0]
+
+    def _at(self, p: int) -> dict:
+        """Placement of partition ``p``'s tasks: its worker, or any other one if that worker is gone."""
+        return {} if self.owners is None else {"workers": [self.owners[p]], "allow_other_workers": True}
 
     def sums(self, Wt: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
