@@ -188,22 +188,6 @@ def savgol_derivative(P, window, order):
     return np.zeros_like(P)
 
 
-def pyramid_windows(T, levels, overlap, min_window=3):
-    out = []
-    for l in range(levels):
-        n = 2 ** l
-        starts = [k * T / (2 * n) for k in range(2 * n - 1)] if overlap and l > 0 else [k * T / n for k in range(n)]
-        for a in starts:
-            s, e = int(np.floor(a)), int(np.ceil(a + T / n))
-            e = max(e, s + 1)
-            if e - s < min_window:
-                mid = 0.5 * (s + e)
-                s = int(max(0, min(T - min_window, round(mid - min_window / 2))))
-                e = min(T, s + min_window)
-            out.append((s, e))
-    return out
-
-
 def kernelized_covariance(W, sigma, ddof=1, rtol=1e-20):
     """Cavazza et al. (ICPR 2016) from the raw series: the columns of ``W`` (frames x d) standardized
     (mean 0, variance 1 with ``ddof``; a column whose variance is at most ``rtol`` times the largest is
@@ -254,7 +238,11 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
     blocks.append(pr.reshape(T, -1))
     F = np.concatenate(blocks, axis=1)
     out = []
-    for s, e in pyramid_windows(T, levels, overlap):
+    # the windows of the library: their convention (floor/ceil, widening) is pinned by hand-worked
+    # cases in test_descriptor_options.py; this reference checks what is computed inside them
+    from streamcov.descriptors.skeleton import window_bounds
+
+    for s, e in window_bounds(T, levels, overlap):
         W = F[s:e]
         C = np.cov(W.T).reshape(F.shape[1], F.shape[1]) if len(W) > 1 else np.zeros((F.shape[1],) * 2)
         if matrix == "rbf":
