@@ -332,14 +332,12 @@ def merge_all_moments(*parts):
     return out
 
 
-def _tree(items, merge, lazy: bool):
-    """Add ``items`` in a fixed tree: groups of :data:`FAN_IN` consecutive items, level by level."""
-    import dask
-
+def _tree(items, combine):
+    """Add ``items`` in a fixed tree: groups of :data:`FAN_IN` consecutive items, level by level;
+    ``combine(*group)`` merges a group now, or makes the task that will."""
     level = list(items)
     while len(level) > 1:
-        groups = [level[i:i + FAN_IN] for i in range(0, len(level), FAN_IN)]
-        level = [dask.delayed(merge, pure=False)(*g) if lazy else merge(*g) for g in groups]
+        level = [combine(*level[i:i + FAN_IN]) for i in range(0, len(level), FAN_IN)]
     return level[0]
 
 
@@ -428,21 +426,18 @@ class _Problem:
     def _run(self, fn, args: tuple, merge):
         if self.runtime is None or (self.client is None and len(self.data) == 1):
             # one partition on threads: the same call, without a round trip through the scheduler
-            return _tree([fn(self.src, d, *args) for d in self.data], merge, lazy=False)
+            return _tree([fn(self.src, d, *args) for d in self.data], merge)
         if self.client is not None:
             # every partition's task on the worker that holds its rows (left to itself the scheduler
             # copies partitions between workers and runs a pass on fewer of them); the same fixed
             # tree of merges, so the same sums
-            level = [self.client.submit(fn, self.src, d, *args, pure=False, **self._at(p))
-                     for p, d in enumerate(self.data)]
-            while len(level) > 1:
-                level = [self.client.submit(merge, *level[i:i + FAN_IN], pure=False)
-                         for i in range(0, len(level), FAN_IN)]
-            return level[0].result()
+            leaves = [self.client.submit(fn, self.src, d, *args, pure=False, **self._at(p))
+                      for p, d in enumerate(self.data)]
+            return _tree(leaves, lambda *g: self.client.submit(merge, *g, pure=False)).result()
         import dask
 
         leaves = [dask.delayed(fn, pure=False)(self.src, d, *args) for d in self.data]
-        return self.runtime.compute(_tree(leaves, merge, lazy=True))[0]
+        return self.runtime.compute(_tree(leaves, dask.delayed(merge, pure=False)))[0]
 
     def _at(self, p: int) -> dict:
         """Placement of partition ``p``'s tasks: its worker, or any other one if that worker is gone."""
