@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from streamcov.tasks.schema import ModelTable  # noqa: E402
-from streamcov.tasks.study import DATASETS, accuracies, dataset_descriptors  # noqa: E402
+from streamcov.tasks.study import DATASETS, accuracies, dataset_descriptors, ingest_dataset  # noqa: E402
 
 GRID_C = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 PIPELINE = "the pipeline's settings"
@@ -62,19 +62,6 @@ def grid_candidates() -> list[str]:
 
 def overrides(text: str) -> dict:
     return {} if text == PIPELINE else tomllib.loads(f"m = {{{text}}}")["m"]
-
-
-def ingest_dataset(dataset: str, data_root: Path, workdir: Path):
-    """``(store, cfg)``: the dataset ingested by its pipeline file's reader, and the typed pipeline."""
-    from streamcov.data.readers import open_reader
-    from streamcov.data.skeletons import ingest
-    from streamcov.tasks.config import load_config
-
-    cfg = load_config(REPO / "pipelines" / f"{DATASETS[dataset]}.toml")
-    raw = Path(data_root) / Path(cfg.data.source).parent.name / "raw"      # ../shared/data/<folder>/raw
-    store = ingest(open_reader(cfg.data.format, raw, where="data.options", **dict(cfg.data.options)),
-                   Path(workdir) / f"{dataset}.zarr")
-    return store, cfg
 
 
 def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None = None) -> dict:

@@ -48,11 +48,11 @@ QUICK_NUS = (10, 50, 200, 1000)
 PAPER000_GAMMA = 1e-4   # the regularization of paper 000's descriptor, log(C + gamma I)
 
 
-def dataset_descriptors(name: str, data_root: Path, workdir: Path):
-    """Ingest a real dataset and return (store, pipeline config, log-covariance vectors, seconds)."""
+def ingest_dataset(name: str, data_root: Path, workdir: Path):
+    """``(store, cfg)``: a real dataset ingested into ``workdir`` by its pipeline file's reader, and
+    the typed pipeline file."""
     from ..data.readers import open_reader
     from ..data.skeletons import ingest
-    from ..descriptors import skeleton as C
     from .config import load_config
 
     cfg = load_config(REPO / "pipelines" / f"{DATASETS[name]}.toml")
@@ -63,6 +63,14 @@ def dataset_descriptors(name: str, data_root: Path, workdir: Path):
                           f"the folder that holds {folder}/raw")
     store = ingest(open_reader(cfg.data.format, raw, where="data.options", **dict(cfg.data.options)),
                    Path(workdir) / f"{name}.zarr")
+    return store, cfg
+
+
+def dataset_descriptors(name: str, data_root: Path, workdir: Path):
+    """Ingest a real dataset and return (store, pipeline config, log-covariance vectors, seconds)."""
+    from ..descriptors import skeleton as C
+
+    store, cfg = ingest_dataset(name, data_root, workdir)
     # Figure 1 of paper 000 is drawn on its own descriptor: one covariance of hip-relative positions,
     # C + 1e-4 I, unit-norm log (the pipelines' richer descriptors are studied in docs/descriptors.md)
     sel = C.JointSelection.hip_relative(store.n_joints, store.center)
