@@ -78,6 +78,7 @@ def run(store: Path, out: Path, workers: int, args) -> dict:
         "run", str(PIPELINE), "--store", str(store), "--output", str(out), "--json",
         "--scheduler", "local-cluster", "--workers", str(workers),
         "--set", f"features.n_components={args.components}",
+        "--set", 'model.learner="sgd"',   # the file's learner is lbfgs; --epochs are SGD epochs
         "--set", f"model.epochs={args.epochs}",
         "--set", f"dask.block_size={args.block_sequences}",
         "--set", f"seed={args.seed}"]

@@ -15,7 +15,8 @@ subprocesses, on loopback addresses only:
     ``features.zarr`` bitwise equal to an undisturbed threaded run's (same
     seed) and the same accuracy.
 ``resume_same_model``
-    ``streamcov run --set model.epochs=30 --set model.checkpoint_blocks=2``
+    ``streamcov run --set model.learner="sgd" --set model.epochs=30 --set
+    model.checkpoint_blocks=2``
     is killed with SIGKILL once a training checkpoint appears; ``streamcov
     run --resume`` in the same output folder must save a model whose arrays
     (``model/model.npz``) are bitwise equal to an uninterrupted run's.
@@ -238,7 +239,7 @@ def synth(path: Path, n: int, timeout: float, chunk_frames: int | None = None) -
 def worker_kill(work: Path, cfg: dict) -> dict:
     store = work / "wk_store.zarr"
     synth(store, cfg["wk_sequences"], cfg["timeout"])
-    sets = [f"features.n_components={cfg['wk_components']}", "model.epochs=2",
+    sets = [f"features.n_components={cfg['wk_components']}", 'model.learner="sgd"', "model.epochs=2",
             f"dask.block_size={cfg['wk_block']}"]
     log("worker kill: undisturbed threaded run ...")
     base = run_cli(pipeline_args(store, work / "wk_threads", sets), cfg["timeout"], "threaded run")
@@ -295,7 +296,7 @@ def _load_npz(path: Path) -> dict:
 def resume(work: Path, cfg: dict) -> dict:
     store = work / "rs_store.zarr"
     synth(store, cfg["rs_sequences"], cfg["timeout"])
-    sets = [f"features.n_components={cfg['rs_components']}", "model.epochs=30",
+    sets = [f"features.n_components={cfg['rs_components']}", 'model.learner="sgd"', "model.epochs=30",
             "model.checkpoint_blocks=2", f"dask.block_size={cfg['rs_block']}"]
     log("resume: uninterrupted run ...")
     full = run_cli(pipeline_args(store, work / "rs_full", sets), cfg["timeout"], "full run")

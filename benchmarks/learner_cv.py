@@ -10,7 +10,7 @@ several map seeds. The test subjects are never read: the folds are those of
 the training subjects of the protocol's first fold.
 
     python benchmarks/learner_cv.py --dataset msr --seeds 3 \\
-        --candidate 'learning_rate="pa1", eta0=0.3, loss="hinge", penalty="none"' \\
+        --candidate 'learner="sgd", learning_rate="pa1", eta0=0.3, loss="hinge", penalty="none"' \\
         --candidate 'learner="lbfgs", loss="log_loss", C=10.0'
 
 ``--pipeline`` runs the CV through the pipeline file itself (its
@@ -47,7 +47,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from streamcov.tasks.schema import ModelTable  # noqa: E402
+from streamcov.tasks.schema import LEARNER_KEYS, ModelTable  # noqa: E402
 from streamcov.tasks.study import DATASETS, accuracies, dataset_descriptors, ingest_dataset  # noqa: E402
 
 GRID_C = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
@@ -201,8 +201,14 @@ def cv_paper000(args, cands, sigmas) -> dict:
         over = overrides(text)
         for sigma in sigmas:
             feats = cfg.features.params() if sigma is None else dict(cfg.features.params(), sigma=sigma)
-            # validated like a [model] table of a pipeline file: a misspelt key or a bad value fails here
-            model = ModelTable.model_validate({**cfg.model.model_dump(), **over})
+            # validated like a [model] table of a pipeline file: a misspelt key, a bad value or a key the
+            # learner does not read fails here; a candidate that changes the learner drops the file's keys
+            # that its learner does not read, as --set model.learner does
+            base = cfg.model.model_dump(exclude_unset=True)
+            learner = over.get("learner", cfg.model.learner)
+            if learner != cfg.model.learner and learner in LEARNER_KEYS:
+                base = {k: v for k, v in base.items() if k in LEARNER_KEYS[learner]}
+            model = ModelTable.model_validate({**base, **over})
             (row,) = accuracies(V, y, folds, classes, feats, model, [fmap], [args.nu], args.seeds,
                                 jobs=args.jobs)
             key = text if sigma is None else f"{text}; sigma={sigma:g}"

@@ -158,6 +158,7 @@ def measure_run(store: Path, out: Path, args) -> dict:
     cmd = streamcov_cmd() + [
         "run", str(PIPELINE), "--store", str(store), "--output", str(out), "--json",
         "--set", f"features.n_components={args.components}",
+        "--set", 'model.learner="sgd"',   # the file's learner is lbfgs; --epochs are SGD epochs
         "--set", f"model.epochs={args.epochs}",
         "--set", f"dask.block_size={args.block_sequences}"]
     t0 = time.perf_counter()

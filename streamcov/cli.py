@@ -51,7 +51,8 @@ def _cmd_run(args) -> int:
         raise ConfigError("give a pipeline file or --demo, not both")
     scheduler, workers = _runtime_args(args)
     kwargs = dict(overrides=list(args.set or []), store=args.store, output=args.output, scheduler=scheduler,
-                  workers=workers, progress=not (args.quiet or args.json), resume=args.resume)
+                  workers=workers, progress=not (args.quiet or args.json), resume=args.resume,
+                  note=lambda message: print(f"streamcov run: note: {message}", file=sys.stderr))
     if args.pipeline is None:
         result = run(None, text=DEMOS[args.demo or "skeletons"], **kwargs)
     else:

@@ -213,6 +213,19 @@ def run_set(*sets, extra=()):
                       *[a for s in sets for a in ("--set", s)], *extra]
 
 
+def only_the_error_line(err):
+    """Nothing on stderr but the error (no note about dropped keys before it)."""
+    assert len(err.splitlines()) == 1, err
+
+
+def switched_to_lbfgs(err, out):
+    """One note, and the run's result: lbfgs with the file's scale, no epochs."""
+    assert len([ln for ln in err.splitlines() if ": note: " in ln]) == 1, err
+    model = json.loads(out.strip().splitlines()[-1])["model"]
+    assert (model["learner"], model["loss"], model["scale"]) == ("lbfgs", "log_loss", "center")
+    assert "epochs" not in model and "max_iter" in model
+
+
 LINE = r"p\.toml, line \d+: "
 CONFIG = [
     Case("n_components-string", run_file(features__n_components='"many"'),
@@ -231,6 +244,27 @@ CONFIG = [
     Case("gamma-negative", run_file(descriptor__gamma="-1e-4"), LINE + r"descriptor\.gamma = -0\.0001: expected"),
     Case("map-typo", run_file(features__map='"rgww"'), LINE + r'features\.map = "rgww": expected one of'),
     Case("learner-unknown", run_file(model__learner='"svm"'), LINE + r'model\.learner = "svm": expected one of'),
+    # a [model] key that the chosen learner does not read (it would be ignored): where it was written
+    Case("model-key-of-another-learner", run_text(lambda t: t.replace("epochs = 3\n", "epochs = 3\nmax_iter = 50\n")),
+         r'p\.toml, line 23: model\.max_iter = 50 is not read by learner "sgd": remove it, or set model\.learner = '
+         r'"lbfgs" \(learner "sgd" reads loss, C, '),
+    Case("model-key-of-another-learner-set", run_set("model.tol=0.001"),
+         r'--set model\.tol=0\.001: model\.tol = 0\.001 is not read by learner "sgd": remove it, or set '
+         r'model\.learner = "lbfgs"'),
+    Case("model-key-of-another-learner-switched", run_set('model.learner="exact-svm"', "model.C=1.0"),
+         r'--set model\.C=1\.0: model\.C = 1\.0 is not read by learner "exact-svm": remove it, or set '
+         r'model\.learner = "sgd" or model\.learner = "lbfgs" \(learner "exact-svm" reads sigma_grid, C_grid\)$',
+         check=lambda e, err, out: only_the_error_line(err)),
+    Case("model-key-of-another-learner-images", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
+        out=e.tmp / "o", store=e.shared["img_store"])), "--set", 'model.learner="lbfgs"', "--set", "model.epochs=3"],
+         r'--set model\.epochs=3: model\.epochs = 3 is not read by learner "lbfgs"'),
+    Case("image-learner-exact-svm", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
+        out=e.tmp / "o", store=e.shared["img_store"])), "--set", 'model.learner="exact-svm"'],
+         r'--set model\.learner="exact-svm": model\.learner must be \'sgd\' or \'lbfgs\' here \(learners over the '
+         r'feature store\), got \'exact-svm\''),
+    Case("learner-switched-by-set-drops-file-keys", run_set('model.learner="lbfgs"', 'model.loss="log_loss"'),
+         r'(?m)^streamcov run: note: model\.epochs \(\S+p\.toml\) does not apply to learner "lbfgs" from '
+         r'--set model\.learner="lbfgs"; dropped$', rc=0, check=lambda e, err, out: switched_to_lbfgs(err, out)),
     Case("seed-negative", run_file(seed="-1"), LINE + r"seed = -1: expected"),
     Case("seed-string", run_file(seed='"x"'), LINE + r'seed = "x": expected an integer'),
     Case("split-kind-typo", run_file(split__kind='"subject-parity2"'), LINE + r'split\.kind = "subject-parity2"'),

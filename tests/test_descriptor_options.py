@@ -244,7 +244,7 @@ def test_schema_descriptor_options():
         Table(features=["positions", "positions"])
 
 
-@pytest.mark.parametrize("learner", ["sgd", "exact-svm"])
+@pytest.mark.parametrize("learner", ["lbfgs", "exact-svm"])
 def test_pipeline_with_pyramid_predicts_what_it_tested(tmp_path, rng, learner):
     """A pyramid with body frame through the engine: the saved model (block map or block kernel)
     predicts the test rows as the run did."""
@@ -258,10 +258,10 @@ def test_pipeline_with_pyramid_predicts_what_it_tested(tmp_path, rng, learner):
     seqs = sequences(rng, rng.integers(6, 25, size=48))
     store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=16)
     repo = Path(__file__).resolve().parents[1]
-    sets = [f'output="{tmp_path}/out"', "features.n_components=400", "model.epochs=5", "dask.block_size=8",
+    sets = [f'output="{tmp_path}/out"', "features.n_components=400", "dask.block_size=8",
             'descriptor.features=["positions", "velocities"]', "descriptor.levels=2", "descriptor.overlap=true",
             'descriptor.body_frame="yaw"', 'descriptor.scale="body"', "descriptor.mean_weight=0.3"]
-    name = "msr_action3d.toml" if learner == "sgd" else "msr_action3d_exact.toml"
+    name = "msr_action3d.toml" if learner == "lbfgs" else "msr_action3d_exact.toml"
     res = run_pipeline(load_config(repo / "pipelines" / name, sets, store=store.path), scheduler="synchronous")
     assert res["descriptor_dim"] == 4 * (2 * 15 + 1) * (2 * 15 + 2) // 2
     out = predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")

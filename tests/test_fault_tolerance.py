@@ -75,7 +75,7 @@ def procs():
 def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, procs):
     # Many small blocks (150 of 4 sequences): the first done flag appears long
     # before the last, so the kill lands mid-featurization.
-    sets = ["features.n_components=500", "model.epochs=1", "dask.block_size=4"]
+    sets = ["features.n_components=500", "dask.block_size=4"]
     cluster = ProcessCluster(tmp_path / "cluster", n_workers=2)
     procs.extend(cluster.workers + [cluster.scheduler])
     out = tmp_path / "cluster_run"

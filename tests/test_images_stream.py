@@ -237,8 +237,9 @@ def test_full_batch_learner_on_image_features(store, baseline, tmp_path):
     """learner = "lbfgs" on the same feature store: the features are the baseline's, the model loads."""
     from streamcov.stream.model import FittedPipeline
 
-    res = run_pipeline(make_cfg(store.path, tmp_path, model={"learner": "lbfgs", "loss": "log_loss", "C": 10.0}),
-                       scheduler="synchronous")
+    cfg = make_cfg(store.path, tmp_path)
+    cfg["model"] = {"learner": "lbfgs", "loss": "log_loss", "C": 10.0}   # epochs, shuffle_blocks: sgd's
+    res = run_pipeline(cfg, scheduler="synchronous")
     np.testing.assert_array_equal(features_of(res), baseline[1])
     assert res["converged"] and res["cache"] == "memory"
     assert res["accuracy"] >= 2 / 3      # 9 test patches of 3 clearly different textures

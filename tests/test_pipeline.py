@@ -41,7 +41,7 @@ def test_dask_descriptors_equal_in_memory_reference(msr_store):
 
 
 def small_cfg(store, tmp_path, **over):
-    sets = [f'output="{tmp_path}/out"', "features.n_components=300", "model.epochs=20", "dask.block_size=64"]
+    sets = [f'output="{tmp_path}/out"', "features.n_components=300", "dask.block_size=64"]
     sets += [f"{k}={v}" for k, v in over.items()]
     return load_config(REPO / "pipelines" / "msr_action3d.toml", sets, store=store.path)
 
@@ -128,6 +128,145 @@ def test_config_errors(tmp_path):
         make_feature_map({"map": "rff", "degree": 3}, 0)
 
 
+def test_every_shipped_pipeline_loads():
+    """Every file of pipelines/ validates: no key its learner does not read, no bad value."""
+    files = sorted((REPO / "pipelines").glob("*.toml"))
+    assert len(files) > 40
+    for f in files:
+        load_config(f)
+
+
+# ------------------------------------------------ [model] keys that the chosen learner does not read
+LBFGS_READS = r"\(learner \"lbfgs\" reads loss, C, alpha, penalty, scale, validation_fraction, n_iter_no_change, " \
+              r"max_iter, tol, cache\)"
+
+
+FILE = r"^\S+/p\.toml, "   # a model_file's origin
+
+
+def model_file(tmp_path, model: str) -> "Path":
+    """A pipeline file whose [model] table is ``model``; its lines are those of the text."""
+    path = tmp_path / "p.toml"
+    path.write_text(f'task = "skeleton-classification"\n\n[data]\nstore = "s.zarr"\n\n[model]\n{model}\n')
+    return path
+
+
+@pytest.mark.parametrize("model,message", [
+    # line 8: the second key of [model] (line 7 holds the first)
+    ('learner = "lbfgs"\nepochs = 5', FILE + r'line 8: model\.epochs = 5 is not read by learner "lbfgs": '
+                                      r'remove it, or set model\.learner = "sgd" ' + LBFGS_READS + "$"),
+    ('learner = "lbfgs"\nlearning_rate = "pa1"', FILE + r'line 8: model\.learning_rate = "pa1" is not read by '
+                                                 r'learner "lbfgs"'),
+    # no learner: sgd, the default
+    ('max_iter = 50', FILE + r'line 7: model\.max_iter = 50 is not read by learner "sgd": remove it, or set '
+                      r'model\.learner = "lbfgs" \(learner "sgd" reads loss, C, alpha, penalty, epochs, average, '
+                      r'learning_rate, eta0, scale, validation_fraction, n_iter_no_change, checkpoint_blocks, '
+                      r'shuffle_blocks, cache\)$'),
+    ('learner = "sgd"\nC_grid = [1.0]', FILE + r'line 8: model\.C_grid = \[1\.0\] is not read by learner "sgd": '
+                                        r'remove it, or set model\.learner = "exact-svm"'),
+    ('learner = "exact-svm"\nsigma_grid = [0.5]\nC = 1.0',
+     FILE + r'line 9: model\.C = 1\.0 is not read by learner "exact-svm": remove it, or set model\.learner = '
+     r'"sgd" or model\.learner = "lbfgs" \(learner "exact-svm" reads sigma_grid, C_grid\)$'),
+    # several: the first in the table's order, the others named after it
+    ('learner = "lbfgs"\ntol = 1e-3\naverage = false\nepochs = 3',
+     FILE + r'line 10: model\.epochs = 3 is not read by learner "lbfgs": .*\) \(also not read: model\.average\)$'),
+], ids=["lbfgs-epochs", "lbfgs-learning_rate", "sgd-default-max_iter", "sgd-C_grid", "exact-svm-C",
+        "lbfgs-several"])
+def test_a_file_key_the_learner_does_not_read_is_an_error(tmp_path, model, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(model_file(tmp_path, model))
+
+
+@pytest.mark.parametrize("sets,message", [
+    (["model.epochs=5"], r'^--set model\.epochs=5: model\.epochs = 5 is not read by learner "lbfgs": remove it, '
+                         r'or set model\.learner = "sgd" ' + LBFGS_READS + "$"),
+    (["model.sigma_grid=[0.5]"], r'^--set model\.sigma_grid=\[0\.5\]: model\.sigma_grid = \[0\.5\] is not read by '
+                                 r'learner "lbfgs": remove it, or set model\.learner = "exact-svm"'),
+    # the learner switched by --set: a --set key it does not read stays an error (the file's are dropped)
+    (['model.learner="sgd"', "model.tol=1e-3"], r'^--set model\.tol=1e-3: model\.tol = 0\.001 is not read by '
+                                                r'learner "sgd": remove it, or set model\.learner = "lbfgs"'),
+    (['model.learner="exact-svm"', "model.C=3.0"], r'^--set model\.C=3\.0: model\.C = 3\.0 is not read by learner '
+                                                   r'"exact-svm"'),
+    # a --set of a key the file has too: the --set is named
+    (['model.learner="exact-svm"', "model.scale=\"none\""], r'^--set model\.scale="none": model\.scale = "none" is '
+                                                            r'not read by learner "exact-svm"'),
+], ids=["lbfgs-epochs", "lbfgs-sigma_grid", "switched-sgd-tol", "switched-exact-svm-C", "switched-file-key-set"])
+def test_a_set_key_the_learner_does_not_read_is_an_error(sets, message):
+    notes = []
+    with pytest.raises(ConfigError, match=message):
+        load_config(REPO / "pipelines" / "msr_action3d.toml", sets, note=notes.append)
+    assert notes == []   # nothing but the one error line
+
+
+def test_model_table_and_dict_refuse_unread_keys():
+    from pydantic import ValidationError
+
+    from streamcov.tasks.schema import LEARNER_KEYS, ModelTable
+
+    with pytest.raises(ValidationError, match=r'model\.max_iter = 20 is not read by learner "sgd"'):
+        ModelTable(max_iter=20)
+    with pytest.raises(ConfigError, match=r'^pipeline: model\.epochs = 4 is not read by learner "lbfgs"'):
+        load_config({"task": "skeleton-classification", "data": {"store": "s.zarr"},
+                     "model": {"learner": "lbfgs", "epochs": 4}})
+    # a key set to its default is still a key the user wrote
+    with pytest.raises(ValidationError, match=r'model\.sigma_grid = \[0\.125, .*\] is not read by learner "sgd"'):
+        ModelTable(sigma_grid=[0.125, 0.25, 0.5, 1.0, 2.0, 4.0])
+    # every key of the table is read by some learner, every learner's keys are keys of the table
+    fields = set(ModelTable.model_fields) - {"learner"}
+    assert set().union(*LEARNER_KEYS.values()) == fields
+    assert set(LEARNER_KEYS) == {"sgd", "lbfgs", "exact-svm"}
+    assert ModelTable(learner="exact-svm", C_grid=[1.0]).learner_params() == \
+        {"learner": "exact-svm", "sigma_grid": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0], "C_grid": [1.0]}
+
+
+def test_switching_the_learner_by_set_drops_the_file_keys_it_does_not_read(tmp_path, capsys):
+    notes = []
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", ['model.learner="sgd"', "model.epochs=7"],
+                      note=notes.append)
+    assert notes == ['model.max_iter, model.tol (' + str(REPO / "pipelines" / "msr_action3d.toml") + ') do not '
+                     'apply to learner "sgd" from --set model.learner="sgd"; dropped']
+    m = cfg.model
+    assert (m.learner, m.epochs, m.loss, m.C, m.scale) == ("sgd", 7, "squared_hinge", 10.0, "center")
+    assert not {"max_iter", "tol"} & m.model_fields_set
+    # the exact SVM's grids go when its file runs lbfgs; the default note is one line on stderr
+    cfg = load_config(REPO / "pipelines" / "msr_action3d_exact.toml", ['model.learner="lbfgs"'])
+    assert cfg.model.learner == "lbfgs" and cfg.model.loss == "log_loss"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("note: model.sigma_grid, model.C_grid (") and \
+        err[0].endswith('msr_action3d_exact.toml) do not apply to learner "lbfgs" from --set model.learner="lbfgs"; '
+                        'dropped')
+    # the same learner as the file's: nothing dropped, the file's unread key stays an error
+    path = model_file(tmp_path, 'learner = "lbfgs"\nepochs = 5')
+    with pytest.raises(ConfigError, match=FILE + r'line 8: model\.epochs = 5 is not read by learner "lbfgs"'):
+        load_config(path, ['model.learner="lbfgs"'], note=notes.append)
+    # no [model] learner in the file: the file chose sgd, the default
+    path = model_file(tmp_path, "epochs = 5\nC = 3.0")
+    cfg = load_config(path, ['model.learner="lbfgs"'], note=notes.append)
+    assert notes[-1] == f'model.epochs ({path}) does not apply to learner "lbfgs" from --set model.learner="lbfgs"; ' \
+                        f'dropped'
+    assert (cfg.model.learner, cfg.model.C) == ("lbfgs", 3.0)
+    # a dict (the Python API): its keys are the file's
+    cfg = load_config({"task": "skeleton-classification", "data": {"store": "s.zarr"},
+                       "model": {"learner": "exact-svm", "C_grid": [1.0]}}, ['model.learner="sgd"'],
+                      note=notes.append)
+    assert notes[-1] == 'model.C_grid (pipeline) does not apply to learner "sgd" from --set model.learner="sgd"; dropped'
+    assert cfg.model.learner == "sgd"
+
+
+def test_the_readme_runs_an_lbfgs_file_with_sgd():
+    """README: ``streamcov run pipelines/msr_action3d.toml $P000 $SGD`` switches the lbfgs file to sgd."""
+    import re
+
+    line = next(ln for ln in (REPO / "README.md").read_text().splitlines() if ln.startswith("SGD='"))
+    words = re.match(r"SGD='(.*)'$", line).group(1).split()   # an unquoted $SGD: split, quotes kept
+    sets = [w for i, w in enumerate(words) if i % 2 == 1 and words[i - 1] == "--set"]
+    assert 'model.learner="sgd"' in sets and len(sets) == len(words) // 2
+    notes = []
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", sets, note=notes.append)
+    assert (cfg.model.learner, cfg.model.epochs, cfg.model.loss, cfg.model.C) == ("sgd", 100, "log_loss", 100.0)
+    assert len(notes) == 1 and notes[0].startswith("model.max_iter, model.tol (")
+
+
 def test_shared_feature_options_reach_the_maps_that_take_them():
     """A pipeline file's [features] serves every map: ``center`` and ``sampling`` reach RGW and Maclaurin
     (both then fit their mean row from data), the Fourier maps ignore RGW's options."""
@@ -177,8 +316,7 @@ def test_cli_end_to_end_on_real_subset(tmp_path):
                 "roles={left_hip = [4], right_hip = [5], neck = [2]}", gen, store, "--quiet")
     assert r.returncode == 0, r.stderr
     r = run_cli("run", REPO / "pipelines" / "msr_action3d.toml", "--store", store, "--json",
-                "--set", "features.n_components=200", "--set", "model.epochs=20",
-                "--output", tmp_path / "out")
+                "--set", "features.n_components=200", "--output", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1  # --json: only the result line on stdout

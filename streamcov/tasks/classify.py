@@ -375,7 +375,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         "featurize_seconds": round(t_feat, 3),
         f"featurized_{unit}": featurized,
         f"featurize_ms_per_{unit[:-1]}": round(1e3 * t_feat / max(featurized, 1), 4),
-        "model": {k: v for k, v in m.model_dump().items() if k not in ("sigma_grid", "C_grid")},
+        "model": m.learner_params(),   # the learner and the keys it reads
         "features_path": paths[-1], "model_path": str(out / "model"),
         "predictions_path": str(out / "predictions.csv"),
         "fitted": {"source": feat.source.state, "map": feat.fit_record},

@@ -7,12 +7,16 @@ validates every table against it. A value the schema refuses gives one
 :class:`~streamcov.errors.ConfigError` line that names where the value came
 from (``pipelines/x.toml, line 12`` or ``--set model.epochs=2.5``), the key
 as written, the value, what was expected, and, for an unknown key, the
-closest known one. Relative paths are resolved here, once.
+closest known one. A ``[model]`` key that the chosen learner does not read
+is refused the same way; when ``--set model.learner=...`` changes the
+file's learner, the file's keys that the new learner does not read are
+dropped instead, with one note. Relative paths are resolved here, once.
 """
 from __future__ import annotations
 
 import difflib
 import re
+import sys
 import tomllib
 import typing
 from pathlib import Path
@@ -140,7 +144,7 @@ def read_toml(path=None, text: str | None = None):
 
 
 def load_config(source=None, overrides=(), store=None, *, text: str | None = None, task: str | None = None,
-                flags: dict | None = None):
+                flags: dict | None = None, note=None):
     """Read, override and validate a pipeline; returns the task's typed configuration.
 
     Parameters
@@ -172,6 +176,8 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     else:
         raise ConfigError("no pipeline given: pass a pipeline file, a dict or a TOML text")
     origins.flags.update(flags or {})
+    file_model = raw.get("model")
+    file_model = dict(file_model) if isinstance(file_model, dict) else None
     for assignment in overrides:
         apply_override(raw, assignment, origins.flags)
     name = raw.get("task", task or "skeleton-classification")
@@ -192,13 +198,47 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     if file is not None:
         raw.setdefault("name", file.stem)
     schema = spec.schema()
+    notes = _drop_keys_of_the_file_learner(raw, file_model, schema, origins)
     try:
         cfg = schema.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_first_error(exc, schema, origins)) from None
     cfg = _resolve_paths(cfg, file)
     _check_feature_map(cfg, origins)
+    for message in notes:   # only for a configuration that loads: an error stays one line
+        if note is None:
+            print(f"note: {message}", file=sys.stderr)
+        else:
+            note(message)
     return cfg
+
+
+def _drop_keys_of_the_file_learner(raw: dict, file_model: dict | None, schema, origins: Origins) -> list[str]:
+    """``--set model.learner=...`` changed the file's learner: drop the file's ``[model]`` keys it does not read.
+
+    One file then switches learners from the command line (the README's ``$SGD`` runs an lbfgs file
+    with sgd): its ``max_iter`` and ``tol`` do not apply to sgd. Only keys written in the file (or the
+    dict) go; returns the note that names them (none or one). A key that a ``--set`` or a flag gives and
+    the learner does not read stays an error (:func:`streamcov.tasks.schema.learner_key_error`).
+    """
+    from .schema import LEARNER_KEYS, ModelTable
+
+    flag = origins.flags.get(("model", "learner"))
+    model = raw.get("model")
+    if (flag is None or not file_model or not isinstance(model, dict) or ("model",) in origins.flags
+            or _submodel(schema, "model") is not ModelTable):
+        return []
+    new, old = model.get("learner"), file_model.get("learner", ModelTable.model_fields["learner"].default)
+    if new == old or new not in LEARNER_KEYS:
+        return []
+    dropped = [k for k in file_model if k in ModelTable.model_fields and k != "learner"
+               and k not in LEARNER_KEYS[new] and ("model", k) not in origins.flags and k in model]
+    if not dropped:
+        return []
+    for k in dropped:
+        del model[k]
+    return [f"{', '.join('model.' + k for k in dropped)} ({origins.file or 'pipeline'}) "
+            f"{'does' if len(dropped) == 1 else 'do'} not apply to learner \"{new}\" from {flag}; dropped"]
 
 
 def _check_store_flag(store, spec) -> None:
@@ -304,6 +344,10 @@ def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
                 hint = f"; did you mean {close[0]!r}?"
         section = f"[{'.'.join(keys[:-1])}]" if len(keys) > 1 else "the top level"
         return f"{where}: unknown key {dotted!r}{hint} ({section} takes: {', '.join(known)}){tail}"
+    if first["type"] == "learner_key":
+        # a [model] key that the chosen learner does not read, or a learner the task has not: where that
+        # key came from (ctx["key"]: its dotted path from the table that raised)
+        return f"{origins.where(keys + tuple(first['ctx']['key'].split('.')))}: {first['msg']}{tail}"
     if first["type"] == "missing":
         return f"{where}: {dotted} is required (expected {expected_of(first)}){tail}"
     if first["type"] == "value_error" and isinstance(first.get("input"), dict):

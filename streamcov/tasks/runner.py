@@ -12,7 +12,8 @@ from .registry import RunContext, get_task
 
 
 def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, workers=None,
-        progress: bool = False, resume: bool = False, text: str | None = None, flags: dict | None = None) -> dict:
+        progress: bool = False, resume: bool = False, text: str | None = None, flags: dict | None = None,
+        note=None) -> dict:
     """Run a pipeline file, a dict or a validated configuration; returns its result.
 
     The result is also written to ``<output>/result.json``.
@@ -32,6 +33,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         ``tcp://HOST:PORT``; ``workers`` alone means a LocalCluster of that many.
     progress, resume : bool
         Progress bars; continue an interrupted run from its checkpoints.
+    note : callable, optional
+        Gets the loader's notes (:func:`.config.load_config`); default: stderr.
     """
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
@@ -41,7 +44,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             raise ConfigError("--output: empty path; give the folder to write the results into")
         if output is not None:
             sets.append(f'output="{Path(output)}"')
-        cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags)
+        cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags, note=note)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     if out.exists() and not out.is_dir():

@@ -4,7 +4,8 @@ A pipeline file is TOML: top-level keys (``task``, ``name``, ``seed``,
 ``output``) and one table per stage. Each task declares its tables here as
 pydantic models in strict mode: a value of the wrong type (``"many"`` for an
 integer, ``"false"`` for a boolean, ``2.5`` epochs), out of range, not among
-the allowed values, or a key that no table declares is refused by
+the allowed values, a key that no table declares, or a ``[model]`` key that
+the chosen learner does not read (:data:`LEARNER_KEYS`) is refused by
 :func:`streamcov.tasks.config.load_config` with one line naming the file,
 the line, the key as the user wrote it and what was expected.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..data.readers import FORMATS
 
@@ -107,6 +109,50 @@ class DaskTable(Table):
 
 LBFGS_LOSSES = ("log_loss", "squared_hinge")
 
+# The [model] keys each learner reads, the one place that says so (besides `learner`, which every one
+# reads). sgd: make_sgd, SGDPlan.from_model and train_sgd (streamcov/stream/sgd.py); lbfgs: make_lbfgs and
+# train_lbfgs (streamcov/stream/lbfgs.py; `penalty` is checked to be "l2", the only one it fits);
+# exact-svm: exact_svm_fold (streamcov/stream/exact.py), which chooses sigma and C by CV over the grids.
+# It holds for every task with a [model] table (skeleton-classification, image-stream-classification,
+# which refuses exact-svm, and the pipeline files kernel-approx-study reads). A key set in the file or
+# by --set that the chosen learner does not read is refused: it would be silently ignored.
+LEARNER_KEYS = {
+    "sgd": ("loss", "C", "alpha", "penalty", "epochs", "average", "learning_rate", "eta0", "scale",
+            "validation_fraction", "n_iter_no_change", "checkpoint_blocks", "shuffle_blocks", "cache"),
+    "lbfgs": ("loss", "C", "alpha", "penalty", "scale", "validation_fraction", "n_iter_no_change", "max_iter",
+              "tol", "cache"),
+    "exact-svm": ("sigma_grid", "C_grid"),
+}
+
+
+def _toml_value(v) -> str:
+    """A value as TOML writes it (in messages): ``"text"``, ``true``, ``[0.5, 1.0]``."""
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def learner_key_error(table, keys: list[str]) -> PydanticCustomError:
+    """``model.<key> = <value> is not read by learner "..."``: what reads it, what to do.
+
+    ``keys``: every such key of the table, in its order; the first is named, the others listed after
+    it. The error's ``ctx["key"]`` names that key (dotted, from the table that raises), so that the
+    loader can say where it came from (the file and line, or the ``--set`` flag).
+    """
+    key, learner = keys[0], table.learner
+    readers = [f'"{name}"' for name, read in LEARNER_KEYS.items() if key in read]
+    use = " or ".join(f"model.learner = {r}" for r in readers)
+    also = f" (also not read: {', '.join('model.' + k for k in keys[1:])})" if len(keys) > 1 else ""
+    msg = (f"model.{key} = {_toml_value(getattr(table, key))} is not read by learner \"{learner}\": remove it"
+           f"{', or set ' + use if use else ''} (learner \"{learner}\" reads {', '.join(LEARNER_KEYS[learner])})"
+           f"{also}")
+    # no braces reach pydantic's message template: the values of [model] hold none
+    return PydanticCustomError("learner_key", msg, {"key": key})
+
 
 class ModelTable(Table):
     """``[model]``: the learner and its parameters.
@@ -115,9 +161,15 @@ class ModelTable(Table):
     (``epochs``, ``learning_rate``, ...); ``lbfgs``: full-batch L-BFGS over
     the feature store (:mod:`streamcov.stream.lbfgs`; ``max_iter``, ``tol``),
     ``loss`` ``log_loss`` (the default for it) or ``squared_hinge``;
-    ``exact-svm``: the exact kernel SVM in memory. ``C``, ``scale``,
-    ``validation_fraction``, ``n_iter_no_change`` and ``cache`` mean the same
-    for sgd and lbfgs; the keys of the other learner are ignored.
+    ``exact-svm``: the exact kernel SVM in memory, ``sigma`` and ``C`` chosen
+    by CV over ``sigma_grid`` and ``C_grid``. ``C``, ``alpha``, ``loss``,
+    ``penalty``, ``scale``, ``validation_fraction``, ``n_iter_no_change`` and
+    ``cache`` mean the same for sgd and lbfgs. :data:`LEARNER_KEYS` says which
+    keys each learner reads; a key set (in the file or by ``--set``) that the
+    chosen learner does not read is refused, naming the key and the learners
+    that read it. When ``--set model.learner=...`` changes the file's learner,
+    :func:`streamcov.tasks.config.load_config` drops the file's keys that the
+    new learner does not read, with a note.
     """
 
     learner: Literal["sgd", "exact-svm", "lbfgs"] = "sgd"
@@ -149,6 +201,15 @@ class ModelTable(Table):
         return data
 
     @model_validator(mode="after")
+    def _learner_keys(self):
+        reads = LEARNER_KEYS[self.learner]
+        unread = [k for k in type(self).model_fields
+                  if k in self.model_fields_set and k != "learner" and k not in reads]
+        if unread:
+            raise learner_key_error(self, unread)
+        return self
+
+    @model_validator(mode="after")
     def _lbfgs_keys(self):
         if self.learner == "lbfgs":
             if self.loss not in LBFGS_LOSSES:
@@ -158,6 +219,10 @@ class ModelTable(Table):
                 raise ValueError(f'model.penalty = "{self.penalty}": learner "lbfgs" fits the l2 penalty only '
                                  f'(use learner = "sgd" for l1 or elasticnet)')
         return self
+
+    def learner_params(self) -> dict:
+        """``learner`` and the keys it reads (defaults included), for results and reports."""
+        return {"learner": self.learner, **{k: getattr(self, k) for k in LEARNER_KEYS[self.learner]}}
 
 
 class FeaturesTable(BaseModel):
@@ -481,11 +546,19 @@ class ImageStreamClassification(Top):
     split: SplitTable = SplitTable(kind="stratified-kfold")
     dask: DaskTable = DaskTable()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _store_learners(cls, data):
+        # before [model] itself is checked: its keys are judged against a learner this task has
+        model = data.get("model") if isinstance(data, dict) else None
+        learner = model.get("learner") if isinstance(model, dict) else None
+        if isinstance(learner, str) and learner not in ("sgd", "lbfgs") and learner in LEARNER_KEYS:
+            raise PydanticCustomError("learner_key", f"model.learner must be 'sgd' or 'lbfgs' here (learners over the "
+                                      f"feature store), got {learner!r}", {"key": "model.learner"})
+        return data
+
     @model_validator(mode="after")
-    def _sgd_only(self):
-        if self.model.learner not in ("sgd", "lbfgs"):
-            raise ValueError("model.learner must be 'sgd' or 'lbfgs' here (learners over the feature "
-                             f"store), got {self.model.learner!r}")
+    def _head(self):
         _check_head(self.pixels, self.method, self.method.name != "head")
         return self
 
