@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import JIT_OPTS
-from .spd import CHUNK, SQRT2, _chunks
+from .spd import CHUNK, _chunks, _vec_into
 
 EPS = np.finfo(np.float64).eps
 # The remaining diagonal counted as zero, in units of eps * d * (largest diagonal): the
@@ -109,22 +109,9 @@ def _log_one(c, scale, shift, normalize, max_rank, lt, diag, full, out):
         P = np.dot(v.T, L)                  # diag(sqrt h) V^T L^T: r x d
         np.dot(P.T, P, full)                # L h(L^T L) L^T
     ls = math.log(shift)
-    k = 0
-    nrm = 0.0
     for i in range(d):
-        x = full[i, i] + ls
-        out[k] = x
-        nrm += x * x
-        k += 1
-        for j in range(i + 1, d):
-            x = SQRT2 * 0.5 * (full[i, j] + full[j, i])
-            out[k] = x
-            nrm += x * x
-            k += 1
-    if normalize and nrm > 0.0:
-        inv = 1.0 / math.sqrt(nrm)
-        for k in range(out.shape[0]):
-            out[k] *= inv
+        full[i, i] += ls
+    _vec_into(full, normalize, out)
     return True
 
 
