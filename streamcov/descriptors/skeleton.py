@@ -259,20 +259,12 @@ def rbf_gram_from_covariances(C, sigma: float) -> np.ndarray:
     from .. import kernels
     from .._kernels import kernelized as _kk
 
-    C = np.asarray(C, dtype=np.float64)
-    single = C.ndim == 2
-    if single:
-        C = C[None]
-    if C.ndim != 3 or C.shape[1] != C.shape[2]:
-        raise ValueError(f"C must be a stack of square matrices, got shape {C.shape}")
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating)) or not np.isfinite(sigma) \
             or sigma <= 0:
         raise ValueError(f"kernel_sigma must be a finite number > 0, got {sigma!r}")
-    if not np.isfinite(C).all():
-        raise ValueError("C contains a non-finite value")
+    C, single = linalg._check_stack(C, "covariance")
     out = np.empty_like(C)
-    _kk.rbf_from_covariances(np.ascontiguousarray(C), kernels.gamma_from_sigma(float(sigma)),
-                             CONSTANT_RTOL, out)
+    _kk.rbf_from_covariances(C, kernels.gamma_from_sigma(float(sigma)), CONSTANT_RTOL, out)
     return out[0] if single else out
 
 
