@@ -20,7 +20,15 @@ Per matrix, best of several repeats, all in one process:
 
 Agreement of the two paths (max abs difference of the vectors relative to
 their largest entry) is checked. Prints a final JSON line.
+
+``--lowrank``: instead, the low-rank route (``streamcov._kernels.lowrank``,
+pivoted Cholesky + an r x r eigenproblem) against the lane route
+(``spd.stack_vec``) on covariances of r + 1 frames (rank r) of side ``--d``
+(the pyramid windows of a short sequence: d = 115, r ~ 10), single thread,
+round robin; the crossover sets ``linalg.LOWRANK_FRACTION``.
+
 Usage: python benchmarks/spd_log_kernels.py [--n 2000] [--d 60] [--repeats 5]
+       python benchmarks/spd_log_kernels.py --lowrank [--d 115] [--n 256]
 """
 from __future__ import annotations
 
@@ -209,12 +217,50 @@ def best_of(fn, repeats):
     return best
 
 
+def lowrank_table(n, d, reps, ranks=(5, 10, 20, 30, 38, 50, 70)):
+    from threadpoolctl import threadpool_limits
+
+    from streamcov._kernels import lowrank as klr
+
+    rng = np.random.default_rng(0)
+    rows = []
+    numba.set_num_threads(1)
+    for r in ranks:
+        x = rng.standard_normal((n, d, r + 1)).cumsum(axis=2)
+        x -= x.mean(axis=2, keepdims=True)
+        M = np.ascontiguousarray(np.einsum("nik,njk->nij", x, x) / r)
+        M /= np.trace(M, axis1=1, axis2=2)[:, None, None] / d      # unit mean eigenvalue
+        ones, idx = np.ones(n), np.arange(n)
+        lane, low = np.empty((n, d * (d + 1) // 2)), np.empty((n, d * (d + 1) // 2))
+        me, done = np.empty(n), np.zeros(n, dtype=bool)
+        runs = {"lane": lambda: ks.stack_vec(M, ones, 1e-3, 0, True, lane, me),
+                "lowrank": lambda: klr.stack_log_vec(M, idx, ones, 1e-3, True, d - 1, low, done)}
+        best = {k: np.inf for k in runs}
+        with threadpool_limits(limits=1):
+            for fn in runs.values():
+                fn()
+            for _ in range(reps):
+                for k, fn in runs.items():
+                    best[k] = min(best[k], best_of(fn, 1))
+        assert done.all()
+        rows.append(dict(rank=r, lane_us=1e6 * best["lane"] / n, lowrank_us=1e6 * best["lowrank"] / n,
+                         speedup=best["lane"] / best["lowrank"], max_abs_diff=float(np.abs(low - lane).max())))
+        print(f"d={d} rank {r:3d}: lane {rows[-1]['lane_us']:7.1f} us  low-rank {rows[-1]['lowrank_us']:7.1f} us  "
+              f"{rows[-1]['speedup']:5.2f}x  max |diff| {rows[-1]['max_abs_diff']:.1e}", flush=True)
+    print(json.dumps(dict(benchmark="spd_log_lowrank", dim=d, n_matrices=n, repeats=reps, rows=rows,
+                          load_avg_1min=os.getloadavg()[0])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--d", type=int, default=60)
+    ap.add_argument("--n", type=int, default=None, help="matrices (default 2000; 256 with --lowrank)")
+    ap.add_argument("--d", type=int, default=None, help="side (default 60; 115 with --lowrank)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--lowrank", action="store_true", help="the low-rank route against the lane route")
     args = ap.parse_args()
+    if args.lowrank:
+        return lowrank_table(args.n or 256, args.d or 115, args.repeats)
+    args.n, args.d = args.n or 2000, args.d or 60
     n, d, reps = args.n, args.d, args.repeats
     from threadpoolctl import threadpool_limits
 

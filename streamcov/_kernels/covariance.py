@@ -90,3 +90,59 @@ def segment_moments(frames, starts, stops, center_idx, keep_idx,
             out_mean[s, i] = mean[i]
             for j in range(d):
                 out_m2[s, i, j] = m2[i, j]
+
+
+@njit(parallel=True, **JIT_OPTS)
+def window_matrices(n, mean, m2, rot, size, ddof, mean_weight, out):
+    """The SPD matrix of every pyramid window from its merged moments, in one pass.
+
+    ``n`` (S, W), ``mean`` (S, W, d), ``m2`` (S, W, d, d): window moments of
+    S sequences whose frame features come in 3-vectors; ``rot`` (S, 3, 3) and
+    ``size`` (S,): each sequence's body rotation and size. With
+    ``C = R_3 (M2 / max(n - ddof, 1)) R_3^T / size^2`` (``R_3``: R on every
+    3-vector) and ``m = mean_weight R_3 mean / size``, ``out[s * W + w]`` is
+    C, or ``[[C + m m^T, m], [m^T, 1]]`` when ``mean_weight > 0`` (out then
+    has side d + 1). Replaces a chain of numpy passes (scale, per-sequence
+    einsum, embedding) over the (S, W, d, d) stack.
+    """
+    S, W, d = mean.shape
+    K = d // 3
+    emb = mean_weight > 0.0
+    for sw in prange(S * W):
+        s = sw // W
+        w = sw - s * W
+        R = rot[s]
+        inv = 1.0 / (max(n[s, w] - ddof, 1) * size[s] * size[s])
+        o = out[sw]
+        src = m2[s, w]
+        t = np.empty((3, 3))
+        for a in range(K):
+            for b in range(K):
+                # R B R^T for the 3 x 3 block (a, b)
+                for i in range(3):
+                    for j in range(3):
+                        acc = 0.0
+                        for k in range(3):
+                            acc += R[i, k] * src[3 * a + k, 3 * b + j]
+                        t[i, j] = acc
+                for i in range(3):
+                    for j in range(3):
+                        acc = 0.0
+                        for k in range(3):
+                            acc += t[i, k] * R[j, k]
+                        o[3 * a + i, 3 * b + j] = acc * inv
+        if emb:
+            m = np.empty(d)
+            mu = mean[s, w]
+            for a in range(K):
+                for i in range(3):
+                    acc = 0.0
+                    for k in range(3):
+                        acc += R[i, k] * mu[3 * a + k]
+                    m[3 * a + i] = mean_weight * acc / size[s]
+            for i in range(d):
+                for j in range(d):
+                    o[i, j] += m[i] * m[j]
+                o[i, d] = m[i]
+                o[d, i] = m[i]
+            o[d, d] = 1.0

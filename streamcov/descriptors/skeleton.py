@@ -259,20 +259,12 @@ def rbf_gram_from_covariances(C, sigma: float) -> np.ndarray:
     from .. import kernels
     from .._kernels import kernelized as _kk
 
-    C = np.asarray(C, dtype=np.float64)
-    single = C.ndim == 2
-    if single:
-        C = C[None]
-    if C.ndim != 3 or C.shape[1] != C.shape[2]:
-        raise ValueError(f"C must be a stack of square matrices, got shape {C.shape}")
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating)) or not np.isfinite(sigma) \
             or sigma <= 0:
         raise ValueError(f"kernel_sigma must be a finite number > 0, got {sigma!r}")
-    if not np.isfinite(C).all():
-        raise ValueError("C contains a non-finite value")
+    C, single = linalg._check_stack(C, "covariance")
     out = np.empty_like(C)
-    _kk.rbf_from_covariances(np.ascontiguousarray(C), kernels.gamma_from_sigma(float(sigma)),
-                             CONSTANT_RTOL, out)
+    _kk.rbf_from_covariances(C, kernels.gamma_from_sigma(float(sigma)), CONSTANT_RTOL, out)
     return out[0] if single else out
 
 
@@ -546,48 +538,50 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
     (:func:`body_sums`) and lengths. See :class:`PyramidPlan` for the formula.
     """
     S, W, d = mean.shape
-    C = m2 / np.maximum(n - plan.ddof, 1)[:, :, None, None]
-    mu = mean.copy()
+    rot = np.broadcast_to(np.eye(3), (S, 3, 3)).copy()
+    size = np.ones(S)
     if plan.needs_body:
-        K = d // 3
         for i in range(S):
-            R, s = body_transform(sums[i], int(n_frames[i]), plan)
-            C6 = C[i].reshape(W, K, 3, K, 3)
-            C[i] = np.einsum("xi,wairj,yj->waxry", R, C6, R, optimize=True).reshape(W, d, d) / (s * s)
-            mu[i] = (mu[i].reshape(W, K, 3) @ R.T).reshape(W, d) / s
-    if plan.mean_weight > 0:
-        m = plan.mean_weight * mu
-        M = np.empty((S, W, d + 1, d + 1))
-        M[:, :, :d, :d] = C + m[:, :, :, None] * m[:, :, None, :]
-        M[:, :, :d, d] = m
-        M[:, :, d, :d] = m
-        M[:, :, d, d] = 1.0
-        C = M
+            rot[i], size[i] = body_transform(sums[i], int(n_frames[i]), plan)
+    D = d + (1 if plan.mean_weight > 0 else 0)
+    C = np.empty((S, W, D, D))
+    _kc.window_matrices(np.ascontiguousarray(n, dtype=np.int64), np.ascontiguousarray(mean, dtype=np.float64),
+                        np.ascontiguousarray(m2, dtype=np.float64), rot, size, int(plan.ddof),
+                        float(plan.mean_weight), C.reshape(S * W, D, D))
     if plan.matrix == "rbf":
         C = rbf_gram_from_covariances(C.reshape(S * W, d, d), plan.kernel_sigma).reshape(S, W, d, d)
     D = C.shape[-1]
+    # a covariance of k frames has rank <= k - 1, the embedding adds one: short windows take the
+    # low-rank log (an r x r eigenproblem); the Gram matrix of "rbf" is of full rank
+    rank = None if plan.matrix == "rbf" else (np.maximum(n - 1, 0) + (plan.mean_weight > 0)).reshape(-1)
     V = linalg.log_vectors(C.reshape(S * W, D, D), float(plan.gamma), normalize=bool(plan.normalize),
-                           dtype=dtype, check=False,
+                           dtype=dtype, check=False, rank=rank,
                            describe=lambda j: f"window {j % W} of sequence {first_index + j // W} "
                                               f"({n[j // W, j % W]} frames, {D} dims)")
     return V.reshape(S, W * vec_dim(D))
 
 
-def pyramid_vectors(frames, offsets, plan: PyramidPlan, dtype=np.float64) -> np.ndarray:
+def pyramid_vectors(frames, offsets, plan: PyramidPlan, dtype=np.float64, block: int = 64) -> np.ndarray:
     """The descriptors of every sequence ``frames[offsets[i]:offsets[i+1]]`` in memory
-    (the streamed path with one chunk)."""
+    (the streamed path with one chunk), ``block`` sequences at a time so that the window
+    moments (block x windows x d x d) stay small."""
     offsets = np.asarray(offsets, dtype=np.int64)
     frames = _check_frames(frames)
     S, W, d = len(offsets) - 1, plan.n_windows, plan.frame_dim
-    n = np.zeros((S, W), dtype=np.int64)
-    mean = np.zeros((S, W, d))
-    m2 = np.zeros((S, W, d, d))
-    sums = np.zeros((S, 4))
-    for i in range(S):
-        a, b = int(offsets[i]), int(offsets[i + 1])
-        if b <= a:
-            raise ValueError(f"sequence {i} has no frames")
-        n[i], mean[i], m2[i] = window_partials(frames[a:b], 0, 0, b - a, b - a, plan)
-        if plan.needs_body:
-            sums[i] = body_sums(frames[a:b], plan)
-    return pyramid_from_moments(n, mean, m2, sums, np.diff(offsets), plan, dtype)
+    out = np.empty((S, plan.dim), dtype=dtype)
+    for b0 in range(0, S, block):
+        b1 = min(S, b0 + block)
+        n = np.zeros((b1 - b0, W), dtype=np.int64)
+        mean = np.zeros((b1 - b0, W, d))
+        m2 = np.zeros((b1 - b0, W, d, d))
+        sums = np.zeros((b1 - b0, 4))
+        for i in range(b0, b1):
+            a, b = int(offsets[i]), int(offsets[i + 1])
+            if b <= a:
+                raise ValueError(f"sequence {i} has no frames")
+            n[i - b0], mean[i - b0], m2[i - b0] = window_partials(frames[a:b], 0, 0, b - a, b - a, plan)
+            if plan.needs_body:
+                sums[i - b0] = body_sums(frames[a:b], plan)
+        out[b0:b1] = pyramid_from_moments(n, mean, m2, sums, np.diff(offsets[b0:b1 + 1]), plan, dtype,
+                                          first_index=b0)
+    return out
