@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._kernels.vector import add_scaled, sub_scaled
+
 # the relative decrease below which progress has stalled: scikit-learn's ftol for L-BFGS
 FTOL = 64 * np.finfo(float).eps
 
@@ -114,18 +116,20 @@ def lbfgs_direction(g, s, y, sy=None, yy=None) -> np.ndarray:
         return -g / max(1.0, float(np.linalg.norm(g)))
     if sy is None or yy is None:
         sy, yy = _products(s, y)
-    q = g.copy()
+    # the updates in place, rounded as numpy's ``q -= a * y`` (kernels/vector.py): the vectors are long
+    # (k x D coefficients), the pairs many, and each temporary would be one more pass through memory
+    q = np.array(g, dtype=np.float64, order="C")
     rho = [1.0 / v for v in sy]
     alpha = [0.0] * len(s)
     for i in range(len(s) - 1, -1, -1):
         alpha[i] = rho[i] * float(np.dot(s[i], q))
-        q -= alpha[i] * y[i]
+        sub_scaled(q, alpha[i], y[i])
     gamma = sy[-1] / yy[-1]
-    r = gamma * q
+    r = np.multiply(q, gamma, out=q)
     for i in range(len(s)):
         beta = rho[i] * float(np.dot(y[i], r))
-        r += (alpha[i] - beta) * s[i]
-    return -r
+        add_scaled(r, alpha[i] - beta, s[i])
+    return np.negative(r, out=r)
 
 
 def _line_search(fun, state: LBFGSState, p: np.ndarray, c1: float, c2: float, max_ls: int):
