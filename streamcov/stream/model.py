@@ -202,8 +202,13 @@ class AsyncCheckpointWriter:
         if self._error is not None:
             raise self._error
         with self._cond:
+            # only a writer idle with nothing to write needs waking: with one waiting, it is asleep until
+            # its interval ends or busy writing, and takes the newest either way. Waking it at every
+            # save would hand it the interpreter at every step of a fast learner.
+            wake = self._pending is None
             self._pending = arrays
-            self._cond.notify_all()
+            if wake:
+                self._cond.notify_all()
 
     def flush(self) -> None:
         """Write the checkpoint waiting, now, and return when everything handed over is on disk."""
