@@ -216,20 +216,28 @@ def _chunks(src, data):
 
 
 def _load_partition(src, spec: PartSpec) -> PartData:
-    """Read a partition's rows as float32 (one copy, not centred)."""
-    dim = None
-    fit_parts, val_parts = [], []
-    for Xf, _, Xv, _ in _spec_chunks(src, spec):
-        dim = Xf.shape[1]
-        fit_parts.append(Xf)
-        val_parts.append(Xv)
-    X_fit = np.empty((spec.n_fit, dim), dtype=np.float32)
-    X_val = np.empty((spec.n_val, dim), dtype=np.float32)
-    for out, parts in ((X_fit, fit_parts), (X_val, val_parts)):
-        a = 0
-        for P in parts:
-            out[a:a + len(P)] = P
-            a += len(P)
+    """Read a partition's rows as float32 (not centred): each piece's rows gathered from its block
+    straight into their place, the rows of :func:`_spec_chunks` without its per-chunk copies."""
+    store = _open(src)
+    X_fit = X_val = None
+    fa = va = 0
+    last, X = None, None
+    for chunk in spec.chunks:
+        for p in chunk:
+            if p.block != last:
+                last, X = p.block, store.read_block(p.block)
+            if X_fit is None:
+                X_fit = np.empty((spec.n_fit, X.shape[1]), dtype=np.float32)
+                X_val = np.empty((spec.n_val, X.shape[1]), dtype=np.float32)
+            for rows, out, a in ((p.fit, X_fit, fa), (p.val, X_val, va)):
+                if len(rows) == 0:
+                    continue
+                if X.dtype == np.float32:
+                    np.take(X, rows, axis=0, out=out[a:a + len(rows)])
+                else:    # the rows, then rounded to float32 as astype rounds them
+                    out[a:a + len(rows)] = X[rows]
+            fa += len(p.fit)
+            va += len(p.val)
     return PartData(X_fit, X_val, spec)
 
 
@@ -393,7 +401,8 @@ class _Problem:
                         out[p] = f
             return out
         if self.client is None:
-            if self.path is None or self.runtime is None:
+            if self.path is None or self.runtime is None or len(specs) == 1:
+                # in memory, or one partition: in this thread, without a round trip through the scheduler
                 return [_load_partition(self.src, s) for s in specs]
             import dask
 
@@ -520,17 +529,22 @@ def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray):
 
 # --------------------------------------------------------------- checkpoints
 def _save(writer, state: LBFGSState, engine: dict, best_x, fingerprint: str):
-    # the JSON now (engine changes), the arrays on the writer's thread (a state's arrays never change)
-    doc = json.dumps({"learner": "lbfgs", "fingerprint": fingerprint, "engine": engine})
+    # a copy of the engine now (its lists grow), the JSON and the arrays on the writer's thread (a state's
+    # arrays never change): the driver pays one list copy an iteration, not the JSON of a growing curve.
+    # A run that has stopped continues from nothing but its point: its checkpoint drops the curvature
+    # pairs (the bulk of the file, 2 x memory vectors), and a resume from it ends on the same model.
+    snapshot = {key: list(v) if isinstance(v, list) else v for key, v in engine.items()}
+    if engine["stop"] is not None and state.s:
+        state = LBFGSState(x=state.x, f=state.f, g=state.g, info=state.info, n_iter=state.n_iter,
+                           n_evals=state.n_evals)
 
     def build():
         arrays, scalars = state.to_arrays()
         out = {f"state.{k}": v for k, v in arrays.items()}
         if best_x is not None:
             out["best_x"] = best_x
-        full = json.loads(doc)
-        full["state"] = scalars
-        out["checkpoint_json"] = np.frombuffer(json.dumps(full).encode(), dtype=np.uint8)
+        doc = {"learner": "lbfgs", "fingerprint": fingerprint, "engine": snapshot, "state": scalars}
+        out["checkpoint_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
         return out
 
     writer.save(build)
@@ -625,20 +639,30 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         lam = 1.0 / (float(est.C) * n)
         dm = mean - problem.m32.astype(np.float64)
 
+        size = k * D + k
+
         def fun(x):
             W = x[:k * D].reshape(k, D)
             b = x[k * D:]
             Wp = W * inv
             Wt = np.ascontiguousarray(Wp.T, dtype=np.float32)
             s = problem.sums(Wt, b - Wp @ dm)
-            gW = (s.G - np.outer(s.r, dm)) * inv / n + lam * W
+            # the gradient (s.G - outer(s.r, dm)) * inv / n + lam * W, operation for operation, written
+            # into its place in the result without a temporary per operation (k x D each)
+            grad = np.empty(size)
+            gW = grad[:k * D].reshape(k, D)
+            np.outer(s.r, dm, out=gW)
+            np.subtract(s.G, gW, out=gW)
+            np.multiply(gW, inv, out=gW)
+            np.divide(gW, n, out=gW)
+            np.add(gW, np.multiply(W, lam, out=Wp), out=gW)
+            np.divide(s.r, n, out=grad[k * D:])
             f = s.loss / n + 0.5 * lam * float(np.vdot(W, W))
             info = {"train_accuracy": s.correct / max(s.n, 1)}
             if s.val_n:
                 info.update(val_loss=s.val_loss / s.val_n, val_accuracy=s.val_correct / s.val_n)
-            return f, np.concatenate([gW.ravel(), s.r / n]), info
+            return f, grad, info
 
-        size = k * D + k
         x0 = np.zeros(size)
         if est.warm_start and getattr(est, "coef_", None) is not None and \
                 np.shape(est.coef_) == (k, D) and np.shape(est.intercept_) == (k,):
