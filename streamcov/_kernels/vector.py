@@ -23,3 +23,25 @@ def add_scaled(q, a, y):
     """``q += a * y`` in place."""
     for j in range(q.shape[0]):
         q[j] = q[j] + a * y[j]
+
+
+@njit(**EXACT_JIT_OPTS)
+def scale_transpose(W, inv, Wp, Wt):
+    """``Wp = W * inv`` (``inv`` per column) and ``Wt = Wp.T`` rounded to ``Wt``'s dtype, in one pass."""
+    k, D = W.shape
+    for j in range(D):
+        for i in range(k):
+            v = W[i, j] * inv[j]
+            Wp[i, j] = v
+            Wt[j, i] = v
+
+
+@njit(**EXACT_JIT_OPTS)
+def penalized_gradient(G, r, dm, inv, n, lam, W, out):
+    """``out = (G - outer(r, dm)) * inv / n + lam * W`` (``inv`` per column), each operation rounded
+    as numpy rounds it, in one pass instead of one per operation."""
+    k, D = G.shape
+    for i in range(k):
+        ri = r[i]
+        for j in range(D):
+            out[i, j] = ((G[i, j] - ri * dm[j]) * inv[j]) / n + lam * W[i, j]

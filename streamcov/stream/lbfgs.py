@@ -66,7 +66,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from .._config import blas_threads
+from .._config import blas_threads, jit_started
 from ..linalg import merge_moments
 from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
@@ -641,21 +641,36 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
 
         size = k * D + k
 
+        fused = jit_started()
+        if fused:
+            from .._kernels.vector import penalized_gradient, scale_transpose
+
+            inv_cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
+
         def fun(x):
+            # Wp = W * inv and its float32 transpose, then the gradient (s.G - outer(s.r, dm)) * inv / n
+            # + lam * W written into its place in the result: operation for operation as numpy rounds
+            # them, without a k x D temporary per operation; with numba's JIT running, each in one pass
+            # (kernels/vector.py). The same numbers either way.
             W = x[:k * D].reshape(k, D)
             b = x[k * D:]
-            Wp = W * inv
-            Wt = np.ascontiguousarray(Wp.T, dtype=np.float32)
-            s = problem.sums(Wt, b - Wp @ dm)
-            # the gradient (s.G - outer(s.r, dm)) * inv / n + lam * W, operation for operation, written
-            # into its place in the result without a temporary per operation (k x D each)
             grad = np.empty(size)
             gW = grad[:k * D].reshape(k, D)
-            np.outer(s.r, dm, out=gW)
-            np.subtract(s.G, gW, out=gW)
-            np.multiply(gW, inv, out=gW)
-            np.divide(gW, n, out=gW)
-            np.add(gW, np.multiply(W, lam, out=Wp), out=gW)
+            if fused:
+                Wp = np.empty((k, D))
+                Wt = np.empty((D, k), dtype=np.float32)
+                scale_transpose(W, inv_cols, Wp, Wt)
+                s = problem.sums(Wt, b - Wp @ dm)
+                penalized_gradient(s.G, s.r, dm, inv_cols, float(n), lam, W, gW)
+            else:
+                Wp = W * inv
+                Wt = np.ascontiguousarray(Wp.T, dtype=np.float32)
+                s = problem.sums(Wt, b - Wp @ dm)
+                np.outer(s.r, dm, out=gW)
+                np.subtract(s.G, gW, out=gW)
+                np.multiply(gW, inv, out=gW)
+                np.divide(gW, n, out=gW)
+                np.add(gW, np.multiply(W, lam, out=Wp), out=gW)
             np.divide(s.r, n, out=grad[k * D:])
             f = s.loss / n + 0.5 * lam * float(np.vdot(W, W))
             info = {"train_accuracy": s.correct / max(s.n, 1)}
