@@ -75,6 +75,13 @@ class FeatureStore:
 
         return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[i + 1])
 
+    def read_blocks(self, i: int, j: int) -> np.ndarray:
+        """The rows of blocks ``i`` to ``j - 1`` in one read: zarr decodes their chunks concurrently
+        (about twice as fast as one :meth:`read_block` after another on two cores)."""
+        from ..data import integrity
+
+        return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[j])
+
     # -- what was fitted on data -------------------------------------------
     def save_fit(self, state: dict, fmap, record: dict | None = None, reference=None) -> None:
         """Keep the source's fitted state and the fitted map (arrays as zarr arrays, no pickle).

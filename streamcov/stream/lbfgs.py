@@ -76,6 +76,8 @@ from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
 PARTITION_BYTES = 64 << 20
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
+# store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
+READ_BYTES = 32 << 20
 # seconds between checkpoint writes at most (iterations faster than that share one; the last is always written)
 CHECKPOINT_INTERVAL = 1.0
 
@@ -215,17 +217,45 @@ def _chunks(src, data):
             yield Xf, yf, Xv, yv, False
 
 
+def _block_reader(store, blocks: list):
+    """``read(i)``: the rows of block ``i`` (of ``blocks``, asked for in order); a store that can
+    (:meth:`FeatureStore.read_blocks`) reads runs of consecutive blocks, up to :data:`READ_BYTES`,
+    at once."""
+    many = getattr(store, "read_blocks", None)
+    if many is None:
+        return store.read_block
+    bounds = np.asarray(store.bounds, dtype=np.int64)
+    row_bytes = store.dim * np.dtype(store.dtype).itemsize
+    run = {"first": -1, "last": -1, "rows": None}
+
+    def read(i):
+        if not run["first"] <= i < run["last"]:
+            k = blocks.index(i)
+            last = i + 1
+            while k + 1 < len(blocks) and blocks[k + 1] == last and \
+                    (bounds[last + 1] - bounds[i]) * row_bytes <= READ_BYTES:
+                last += 1
+                k += 1
+            run.update(first=i, last=last, rows=many(i, last))
+        a = bounds[i] - bounds[run["first"]]
+        return run["rows"][a:a + bounds[i + 1] - bounds[i]]
+
+    return read
+
+
 def _load_partition(src, spec: PartSpec) -> PartData:
     """Read a partition's rows as float32 (not centred): each piece's rows gathered from its block
     straight into their place, the rows of :func:`_spec_chunks` without its per-chunk copies."""
     store = _open(src)
+    blocks = list(dict.fromkeys(p.block for chunk in spec.chunks for p in chunk))
+    read_block = _block_reader(store, blocks)
     X_fit = X_val = None
     fa = va = 0
     last, X = None, None
     for chunk in spec.chunks:
         for p in chunk:
             if p.block != last:
-                last, X = p.block, store.read_block(p.block)
+                last, X = p.block, read_block(p.block)
             if X_fit is None:
                 X_fit = np.empty((spec.n_fit, X.shape[1]), dtype=np.float32)
                 X_val = np.empty((spec.n_val, X.shape[1]), dtype=np.float32)
@@ -303,10 +333,13 @@ def partition_sums(src, data, m32, model, loss: int, binary: bool) -> Sums:
                 Xv -= m32
             if len(yf):
                 total, correct, G, r = chunk_sums(Xf, yf, Wt, b, loss, binary, True)
+                if out.n == 0:   # G + 0.0 is 0.0 + G, bit for bit: the zeros' sum without touching them
+                    out.G = np.add(G, 0.0, dtype=np.float64)
+                else:
+                    out.G += G
                 out.n += len(yf)
                 out.loss += total
                 out.correct += correct
-                out.G += G
                 out.r += r
             if len(yv):
                 total, correct, _, _ = chunk_sums(Xv, yv, Wt, b, loss, binary, False)
@@ -692,7 +725,11 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         if loaded is not None:
             state, engine, best_x = loaded
         else:
-            state = lbfgs_start(fun, x0)
+            # one BLAS thread, as in every later evaluation: a threaded dot over the k x D coefficients
+            # would sum in another order (machine-dependent: it only matters for a warm start, x0 = 0
+            # gives zeros either way) and leave BLAS threads spinning for 0.1 s on the other cores
+            with blas_threads(1):
+                state = lbfgs_start(fun, x0)
             engine = {"stop": None, "loss_curve": [state.f], "val_curve": [], "best_val": None,
                       "best_iter": 0, "stale": 0}
             best_x = None
