@@ -154,10 +154,13 @@ class AsyncCheckpointWriter:
     checkpoints instead of waiting for them or filling the disk's bandwidth.
     Every checkpoint is complete and a run resumed from any of them reaches
     the same model, so a skipped one changes nothing but how much work a
-    crash loses (at most ``min_interval`` seconds of it). :meth:`close`
-    writes the last one handed over at once, in the caller's thread, and
-    re-raises a failed write. A run shorter than ``min_interval`` writes one
-    checkpoint, its last.
+    crash loses. :meth:`close` writes the last one handed over at once, in
+    the caller's thread, and re-raises a failed write. The thread starts
+    with the first save due (``min_interval`` after the writer's start): a
+    run shorter than that writes one checkpoint, its last, and starts no
+    thread. Until then a checkpoint handed over waits for the next save or
+    for :meth:`close` (a crash in between loses it: at most the first
+    ``min_interval`` seconds of work).
     """
 
     def __init__(self, path, min_interval: float = 0.0):
@@ -213,6 +216,10 @@ class AsyncCheckpointWriter:
             wake = self._pending is None
             self._pending = arrays
             if self._thread is None:
+                import time
+
+                if time.monotonic() < self._last + self.min_interval:
+                    return    # not due yet: the next save (or close) finds it waiting
                 import threading
 
                 self._thread = threading.Thread(target=self._run, daemon=True, name="streamcov-checkpoint")
