@@ -41,9 +41,12 @@ rows are still centred internally and the intercept moved back at the end.
 Every iteration hands its checkpoint (the point, gradient, curvature pairs
 and counters: :class:`streamcov.optimize.LBFGSState`) to a background
 writer, which writes the newest one at most every
-:data:`CHECKPOINT_INTERVAL` seconds (so every iteration of a long run, and
-not a 16 MB file every few milliseconds on a small one) and the last one
-always; a run resumed from any checkpoint continues to the same model. With ``validation_fraction``
+:data:`CHECKPOINT_INTERVAL` seconds, the first one too (so every iteration
+of a long run, and not a 16 MB file every few milliseconds on a small one:
+a fit shorter than the interval writes one checkpoint), and the last one
+always, in this thread. The last one of a run that has stopped holds no
+curvature pairs (nothing continues from it). A run resumed from any
+checkpoint continues to the same model. With ``validation_fraction``
 the learner holds out that share of the training rows (drawn from
 ``random_state``), evaluates their loss at every iterate within the same
 passes, stops when it has not fallen for ``n_iter_no_change`` iterations and
