@@ -438,8 +438,9 @@ class _Problem:
             return out
         if self.client is None:
             if self.path is None or self.runtime is None or len(specs) == 1:
-                # in memory, or one partition: in this thread, without a round trip through the scheduler
-                return [_load_partition(self.src, s) for s in specs]
+                # in memory, or one partition: in this thread, without a round trip through the scheduler,
+                # from the store open here
+                return [_load_partition(self.source, s) for s in specs]
             import dask
 
             return list(self.runtime.compute(*[dask.delayed(_load_partition, pure=False)(self.src, s)
