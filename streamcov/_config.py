@@ -24,7 +24,6 @@ JIT_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH)
 ORDERED_JIT_OPTS = dict(cache=True, nogil=True, fastmath={"contract"})
 
 
-
 def jit_started() -> bool:
     """Whether numba's JIT has started in this process: it has compiled, or loaded from its cache, a
     function (its start imports its registries, ``numba.np.arraymath`` among them).
@@ -36,6 +35,7 @@ def jit_started() -> bool:
     import sys
 
     return "numba.np.arraymath" in sys.modules
+
 
 def available_cores() -> int:
     """Cores this process may use (affinity mask, not the machine total)."""
