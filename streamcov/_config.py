@@ -24,6 +24,19 @@ JIT_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH)
 ORDERED_JIT_OPTS = dict(cache=True, nogil=True, fastmath={"contract"})
 
 
+def jit_started() -> bool:
+    """Whether numba's JIT has started in this process: it has compiled, or loaded from its cache, a
+    function (its start imports its registries, ``numba.np.arraymath`` among them).
+
+    Its start costs about 0.2 s once per process, longer than a whole small L-BFGS fit; once it has
+    started, a cached kernel loads in a millisecond or two. Code with an exact numpy equivalent of a
+    kernel uses the kernel only then (:mod:`streamcov._kernels.vector`): the same numbers either way.
+    """
+    import sys
+
+    return "numba.np.arraymath" in sys.modules
+
+
 def available_cores() -> int:
     """Cores this process may use (affinity mask, not the machine total)."""
     try:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._config import jit_started
+
 # the relative decrease below which progress has stalled: scikit-learn's ftol for L-BFGS
 FTOL = 64 * np.finfo(float).eps
 
@@ -114,46 +116,74 @@ def lbfgs_direction(g, s, y, sy=None, yy=None) -> np.ndarray:
         return -g / max(1.0, float(np.linalg.norm(g)))
     if sy is None or yy is None:
         sy, yy = _products(s, y)
-    q = g.copy()
+    # The updates q -= a y, r += a s in place, rounded as those expressions round (the product, then
+    # the sum): the vectors are long (k x D coefficients) and the pairs many, so every pass through
+    # memory counts. With numba's JIT running, one fused pass each (kernels/vector.py); else numpy's
+    # two, through one scratch vector instead of a fresh temporary per update. The same numbers.
+    q = np.array(g, dtype=np.float64, order="C")
+    if jit_started() and all(v.dtype == np.float64 for v in (*s, *y)):
+        from ._kernels.vector import add_scaled, sub_scaled
+    else:
+        tmp = np.empty_like(q)
+
+        def sub_scaled(q, a, v):
+            np.subtract(q, np.multiply(v, a, out=tmp), out=q)
+
+        def add_scaled(q, a, v):
+            np.add(q, np.multiply(v, a, out=tmp), out=q)
     rho = [1.0 / v for v in sy]
     alpha = [0.0] * len(s)
     for i in range(len(s) - 1, -1, -1):
         alpha[i] = rho[i] * float(np.dot(s[i], q))
-        q -= alpha[i] * y[i]
+        sub_scaled(q, alpha[i], y[i])
     gamma = sy[-1] / yy[-1]
-    r = gamma * q
+    r = np.multiply(q, gamma, out=q)
     for i in range(len(s)):
         beta = rho[i] * float(np.dot(y[i], r))
-        r += (alpha[i] - beta) * s[i]
-    return -r
+        add_scaled(r, alpha[i] - beta, s[i])
+    return np.negative(r, out=r)
 
 
 def _line_search(fun, state: LBFGSState, p: np.ndarray, c1: float, c2: float, max_ls: int):
     from scipy.optimize import line_search
 
-    # scipy asks for f and then g at the same trial point (a fresh array each time): the points seen
-    # are few, and comparing with each is cheaper than hashing the bytes of every request
+    # scipy's search, run on the step length itself: a one-variable problem at 0 along direction 1,
+    # whose value and slope at ``a`` are f(x + a p) and g(x + a p).p. scipy's own arithmetic on it is
+    # exact (0 + a * 1 = a, a dot with [1.0] is the slope itself), so every trial step, comparison and
+    # interpolation is the one it makes on the full vectors, and the point x + a p is formed once per
+    # trial (scipy would form it for the value and again for the gradient, and compare every request
+    # with the points seen). Two steps can round to one point: those share one evaluation, as before.
+    trials: dict = {}
     seen: list = []
 
-    def evaluate(x):
-        for xs, out in seen:
-            if np.array_equal(xs, x):
-                return out
-        f, g, info = fun(x)
-        seen.append((x.copy(), (float(f), np.asarray(g, dtype=np.float64), dict(info))))
-        return seen[-1][1]
+    def at(a):
+        a = a[0]
+        out = trials.get(a)
+        if out is None:
+            x = state.x + a * p
+            for xs, o in seen:
+                if np.array_equal(xs, x):
+                    out = (x, *o[1:])
+                    break
+            else:
+                f, g, info = fun(x)
+                g = np.asarray(g, dtype=np.float64)
+                out = (x, float(f), g, dict(info), np.array([np.dot(g, p)]))
+                seen.append((x, out))
+            trials[a] = out
+        return out
 
     with warnings.catch_warnings():
         # scipy warns when it gives up; the caller handles a failed search
         warnings.filterwarnings("ignore", message="The line search algorithm did not converge",
                                 category=RuntimeWarning)
-        out = line_search(lambda x: evaluate(x)[0], lambda x: evaluate(x)[1], state.x, p, gfk=state.g,
-                          old_fval=state.f, c1=c1, c2=c2, maxiter=max_ls)
+        out = line_search(lambda a: at(a)[1], lambda a: at(a)[4], np.zeros(1), np.ones(1),
+                          gfk=np.array([np.dot(state.g, p)]), old_fval=state.f, c1=c1, c2=c2, maxiter=max_ls)
     alpha = out[0]
     if alpha is None or not np.isfinite(alpha) or alpha <= 0:
         return None, len(seen)
-    x = state.x + alpha * p
-    return (x, *evaluate(x)), len(seen)
+    x, f, g, info, _ = at(np.array([alpha]))
+    return (x, f, g, info), len(seen)
 
 
 def lbfgs_iteration(fun, state: LBFGSState, *, memory: int = 10, c1: float = 1e-4, c2: float = 0.9,

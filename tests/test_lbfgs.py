@@ -193,6 +193,64 @@ def test_lbfgs_direction_with_given_products_equals_computed():
     assert lbfgs_direction(g, s, y, sy, yy).tobytes() == lbfgs_direction(g, s, y).tobytes()
 
 
+
+def two_loop_as_numpy_writes_it(g, s, y):
+    """The two-loop recursion in plain numpy expressions: the rounding the in-place forms must keep."""
+    sy = [float(np.dot(a, b)) for a, b in zip(s, y)]
+    q = g.copy()
+    alpha = [0.0] * len(s)
+    for i in range(len(s) - 1, -1, -1):
+        alpha[i] = (1.0 / sy[i]) * float(np.dot(s[i], q))
+        q -= alpha[i] * y[i]
+    r = (sy[-1] / float(np.dot(y[-1], y[-1]))) * q
+    for i in range(len(s)):
+        beta = (1.0 / sy[i]) * float(np.dot(y[i], r))
+        r += (alpha[i] - beta) * s[i]
+    return -r
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_two_loop_in_place_rounds_as_numpy_expressions(rng, monkeypatch, jit):
+    # with numba's JIT running (fused kernels) or not (numpy through a scratch vector): the same bits
+    import streamcov.optimize as O
+
+    monkeypatch.setattr(O, "jit_started", lambda: jit)
+    p = 20011
+    s = [rng.standard_normal(p) for _ in range(5)]
+    y = [si * rng.uniform(0.2, 3.0) + 0.1 * rng.standard_normal(p) for si in s]
+    g = rng.standard_normal(p)
+    assert lbfgs_direction(g, s, y).tobytes() == two_loop_as_numpy_writes_it(g, s, y).tobytes()
+
+
+def test_fused_gradient_kernels_round_as_numpy(rng):
+    from streamcov._kernels.vector import penalized_gradient, scale_transpose
+
+    k, D, n, lam = 7, 1031, 193, 1.0 / (30.0 * 193)
+    W, G = rng.standard_normal((k, D)), rng.standard_normal((k, D))
+    r, dm = rng.standard_normal(k), rng.standard_normal(D) * 1e-7
+    for inv in (0.37, 1.0, 1.0 / rng.uniform(0.5, 2.0, D)):
+        cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
+        Wp, Wt, out = np.empty((k, D)), np.empty((D, k), dtype=np.float32), np.empty((k, D))
+        scale_transpose(W, cols, Wp, Wt)
+        assert Wp.tobytes() == (W * inv).tobytes()
+        assert Wt.tobytes() == np.ascontiguousarray((W * inv).T, dtype=np.float32).tobytes()
+        penalized_gradient(G, r, dm, cols, float(n), lam, W, out)
+        assert out.tobytes() == ((G - np.outer(r, dm)) * inv / n + lam * W).tobytes()
+
+
+def test_fit_is_the_same_with_and_without_the_jit_kernels(monkeypatch):
+    import streamcov.optimize as O
+
+    X, y = blobs(n=300, d=60, k=5, spread=0.2)     # about 200 iterations: a full memory of pairs
+    fits = []
+    for jit in (False, True):
+        monkeypatch.setattr(O, "jit_started", lambda: jit)
+        monkeypatch.setattr(L, "jit_started", lambda: jit)
+        clf = LBFGSClassifier(loss="squared_hinge", C=300.0, max_iter=300).fit(X, y)
+        fits.append((clf.coef_.tobytes(), clf.intercept_.tobytes(), clf.n_iter_, clf.n_evals_))
+    assert fits[0] == fits[1] and fits[0][2] > 20
+
+
 # ------------------------------------------------------------- the estimator
 def scipy_reference(X, y, loss, C, k):
     """The objective written out in float64 numpy, minimized by scipy's L-BFGS-B to 1e-10."""
@@ -377,6 +435,7 @@ def test_async_checkpoint_writer_keeps_the_newest(tmp_path):
     w.save({"a": np.array([1])})
     for i in range(2, 6):
         w.save(lambda i=i: {"a": np.array([i])})
+    assert not (tmp_path / "c.npz").exists()   # the first write waits for min_interval too
     w.close()        # writes the newest at once despite min_interval
     with np.load(tmp_path / "c.npz") as z:
         assert z["a"][0] == 5
@@ -469,6 +528,27 @@ def test_same_model_on_threads_and_a_local_cluster(reference, synth_store, sched
         (owners, where), = held
         assert where == [[o] for o in owners] and len(set(owners)) == 2
 
+
+
+def test_a_finished_runs_checkpoint_drops_the_pairs_and_resumes_to_the_same_model(tmp_path):
+    X, y = blobs(n=300, d=40, k=4)
+    blocks, mask, ck = _ArrayBlocks(X.astype(np.float32), 64), np.ones(len(X), dtype=bool), tmp_path / "c.npz"
+
+    def fit(resume):
+        est = LBFGSClassifier(loss="squared_hinge", C=30.0, max_iter=200)
+        clf, _ = L.train_lbfgs(blocks, y, mask, np.arange(4), est, scale="center", checkpoint=ck, resume=resume,
+                               fingerprint="f")
+        return clf
+
+    a = fit(False)
+    with np.load(ck) as z:
+        assert "state.x" in z.files and "state.s" not in z.files and "state.y" not in z.files
+        doc = json.loads(z["checkpoint_json"].tobytes().decode())
+    assert doc["engine"]["stop"] == a.stop_reason_ and doc["state"]["pairs"] == 0
+    assert doc["engine"]["loss_curve"] == a.loss_curve_.tolist()
+    b = fit(True)
+    assert b.fit_info_["passes"] == 0 and (b.n_iter_, b.n_evals_) == (a.n_iter_, a.n_evals_)
+    assert b.coef_.tobytes() + b.intercept_.tobytes() == a.coef_.tobytes() + a.intercept_.tobytes()
 
 def test_resume_after_a_crash_gives_the_same_model(reference, synth_store, tmp_path, monkeypatch,
                                                    small_partitions):

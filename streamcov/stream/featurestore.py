@@ -61,11 +61,19 @@ class FeatureStore:
 
     @property
     def dim(self) -> int:
-        return int(self.group["X"].shape[1])
+        return self._layout()[0]
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.group["X"].dtype)
+        return self._layout()[1]
+
+    def _layout(self) -> tuple:
+        # X's width and dtype never change once it is created; a zarr lookup costs about half a millisecond
+        layout = self.__dict__.get("_layout_cache")
+        if layout is None:
+            X = self.group["X"]
+            layout = self._layout_cache = (int(X.shape[1]), np.dtype(X.dtype))
+        return layout
 
     def done(self) -> np.ndarray:
         return np.asarray(self.group["done"][:], dtype=bool)
@@ -74,6 +82,13 @@ class FeatureStore:
         from ..data import integrity
 
         return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[i + 1])
+
+    def read_blocks(self, i: int, j: int) -> np.ndarray:
+        """The rows of blocks ``i`` to ``j - 1`` in one read: zarr decodes their chunks concurrently
+        (about twice as fast as one :meth:`read_block` after another on two cores)."""
+        from ..data import integrity
+
+        return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[j])
 
     # -- what was fitted on data -------------------------------------------
     def save_fit(self, state: dict, fmap, record: dict | None = None, reference=None) -> None:

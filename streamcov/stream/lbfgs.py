@@ -41,9 +41,12 @@ rows are still centred internally and the intercept moved back at the end.
 Every iteration hands its checkpoint (the point, gradient, curvature pairs
 and counters: :class:`streamcov.optimize.LBFGSState`) to a background
 writer, which writes the newest one at most every
-:data:`CHECKPOINT_INTERVAL` seconds (so every iteration of a long run, and
-not a 16 MB file every few milliseconds on a small one) and the last one
-always; a run resumed from any checkpoint continues to the same model. With ``validation_fraction``
+:data:`CHECKPOINT_INTERVAL` seconds, the first one too (so every iteration
+of a long run, and not a 16 MB file every few milliseconds on a small one:
+a fit shorter than the interval writes one checkpoint), and the last one
+always, in this thread. The last one of a run that has stopped holds no
+curvature pairs (nothing continues from it). A run resumed from any
+checkpoint continues to the same model. With ``validation_fraction``
 the learner holds out that share of the training rows (drawn from
 ``random_state``), evaluates their loss at every iterate within the same
 passes, stops when it has not fallen for ``n_iter_no_change`` iterations and
@@ -66,7 +69,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from .._config import blas_threads
+from .._config import blas_threads, jit_started
 from ..linalg import merge_moments
 from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
@@ -76,6 +79,8 @@ from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
 PARTITION_BYTES = 64 << 20
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
+# store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
+READ_BYTES = 32 << 20
 # seconds between checkpoint writes at most (iterations faster than that share one; the last is always written)
 CHECKPOINT_INTERVAL = 1.0
 
@@ -215,21 +220,57 @@ def _chunks(src, data):
             yield Xf, yf, Xv, yv, False
 
 
+def _block_reader(store, blocks: list):
+    """``read(i)``: the rows of block ``i`` (of ``blocks``, asked for in order); a store that can
+    (:meth:`FeatureStore.read_blocks`) reads runs of consecutive blocks, up to :data:`READ_BYTES`,
+    at once."""
+    many = getattr(store, "read_blocks", None)
+    if many is None:
+        return store.read_block
+    bounds = np.asarray(store.bounds, dtype=np.int64)
+    row_bytes = store.dim * np.dtype(store.dtype).itemsize
+    run = {"first": -1, "last": -1, "rows": None}
+
+    def read(i):
+        if not run["first"] <= i < run["last"]:
+            k = blocks.index(i)
+            last = i + 1
+            while k + 1 < len(blocks) and blocks[k + 1] == last and \
+                    (bounds[last + 1] - bounds[i]) * row_bytes <= READ_BYTES:
+                last += 1
+                k += 1
+            run.update(first=i, last=last, rows=many(i, last))
+        a = bounds[i] - bounds[run["first"]]
+        return run["rows"][a:a + bounds[i + 1] - bounds[i]]
+
+    return read
+
+
 def _load_partition(src, spec: PartSpec) -> PartData:
-    """Read a partition's rows as float32 (one copy, not centred)."""
-    dim = None
-    fit_parts, val_parts = [], []
-    for Xf, _, Xv, _ in _spec_chunks(src, spec):
-        dim = Xf.shape[1]
-        fit_parts.append(Xf)
-        val_parts.append(Xv)
-    X_fit = np.empty((spec.n_fit, dim), dtype=np.float32)
-    X_val = np.empty((spec.n_val, dim), dtype=np.float32)
-    for out, parts in ((X_fit, fit_parts), (X_val, val_parts)):
-        a = 0
-        for P in parts:
-            out[a:a + len(P)] = P
-            a += len(P)
+    """Read a partition's rows as float32 (not centred): each piece's rows gathered from its block
+    straight into their place, the rows of :func:`_spec_chunks` without its per-chunk copies."""
+    store = _open(src)
+    blocks = list(dict.fromkeys(p.block for chunk in spec.chunks for p in chunk))
+    read_block = _block_reader(store, blocks)
+    X_fit = X_val = None
+    fa = va = 0
+    last, X = None, None
+    for chunk in spec.chunks:
+        for p in chunk:
+            if p.block != last:
+                last, X = p.block, read_block(p.block)
+            if X_fit is None:
+                X_fit = np.empty((spec.n_fit, X.shape[1]), dtype=np.float32)
+                X_val = np.empty((spec.n_val, X.shape[1]), dtype=np.float32)
+            for rows, out, a in ((p.fit, X_fit, fa), (p.val, X_val, va)):
+                if len(rows) == 0:
+                    continue
+                if X.dtype == np.float32:
+                    np.take(X, rows, axis=0, out=out[a:a + len(rows)])
+                else:    # the rows, then rounded to float32 as astype rounds them
+                    out[a:a + len(rows)] = X[rows]
+            fa += len(p.fit)
+            va += len(p.val)
     return PartData(X_fit, X_val, spec)
 
 
@@ -295,10 +336,13 @@ def partition_sums(src, data, m32, model, loss: int, binary: bool) -> Sums:
                 Xv -= m32
             if len(yf):
                 total, correct, G, r = chunk_sums(Xf, yf, Wt, b, loss, binary, True)
+                if out.n == 0:   # G + 0.0 is 0.0 + G, bit for bit: the zeros' sum without touching them
+                    out.G = np.add(G, 0.0, dtype=np.float64)
+                else:
+                    out.G += G
                 out.n += len(yf)
                 out.loss += total
                 out.correct += correct
-                out.G += G
                 out.r += r
             if len(yv):
                 total, correct, _, _ = chunk_sums(Xv, yv, Wt, b, loss, binary, False)
@@ -393,8 +437,10 @@ class _Problem:
                         out[p] = f
             return out
         if self.client is None:
-            if self.path is None or self.runtime is None:
-                return [_load_partition(self.src, s) for s in specs]
+            if self.path is None or self.runtime is None or len(specs) == 1:
+                # in memory, or one partition: in this thread, without a round trip through the scheduler,
+                # from the store open here
+                return [_load_partition(self.source, s) for s in specs]
             import dask
 
             return list(self.runtime.compute(*[dask.delayed(_load_partition, pure=False)(self.src, s)
@@ -520,17 +566,22 @@ def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray):
 
 # --------------------------------------------------------------- checkpoints
 def _save(writer, state: LBFGSState, engine: dict, best_x, fingerprint: str):
-    # the JSON now (engine changes), the arrays on the writer's thread (a state's arrays never change)
-    doc = json.dumps({"learner": "lbfgs", "fingerprint": fingerprint, "engine": engine})
+    # a copy of the engine now (its lists grow), the JSON and the arrays on the writer's thread (a state's
+    # arrays never change): the driver pays one list copy an iteration, not the JSON of a growing curve.
+    # A run that has stopped continues from nothing but its point: its checkpoint drops the curvature
+    # pairs (the bulk of the file, 2 x memory vectors), and a resume from it ends on the same model.
+    snapshot = {key: list(v) if isinstance(v, list) else v for key, v in engine.items()}
+    if engine["stop"] is not None and state.s:
+        state = LBFGSState(x=state.x, f=state.f, g=state.g, info=state.info, n_iter=state.n_iter,
+                           n_evals=state.n_evals)
 
     def build():
         arrays, scalars = state.to_arrays()
         out = {f"state.{k}": v for k, v in arrays.items()}
         if best_x is not None:
             out["best_x"] = best_x
-        full = json.loads(doc)
-        full["state"] = scalars
-        out["checkpoint_json"] = np.frombuffer(json.dumps(full).encode(), dtype=np.uint8)
+        doc = {"learner": "lbfgs", "fingerprint": fingerprint, "engine": snapshot, "state": scalars}
+        out["checkpoint_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
         return out
 
     writer.save(build)
@@ -625,20 +676,45 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         lam = 1.0 / (float(est.C) * n)
         dm = mean - problem.m32.astype(np.float64)
 
+        size = k * D + k
+
+        fused = jit_started()
+        if fused:
+            from .._kernels.vector import penalized_gradient, scale_transpose
+
+            inv_cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
+
         def fun(x):
+            # Wp = W * inv and its float32 transpose, then the gradient (s.G - outer(s.r, dm)) * inv / n
+            # + lam * W written into its place in the result: operation for operation as numpy rounds
+            # them, without a k x D temporary per operation; with numba's JIT running, each in one pass
+            # (kernels/vector.py). The same numbers either way.
             W = x[:k * D].reshape(k, D)
             b = x[k * D:]
-            Wp = W * inv
-            Wt = np.ascontiguousarray(Wp.T, dtype=np.float32)
-            s = problem.sums(Wt, b - Wp @ dm)
-            gW = (s.G - np.outer(s.r, dm)) * inv / n + lam * W
+            grad = np.empty(size)
+            gW = grad[:k * D].reshape(k, D)
+            if fused:
+                Wp = np.empty((k, D))
+                Wt = np.empty((D, k), dtype=np.float32)
+                scale_transpose(W, inv_cols, Wp, Wt)
+                s = problem.sums(Wt, b - Wp @ dm)
+                penalized_gradient(s.G, s.r, dm, inv_cols, float(n), lam, W, gW)
+            else:
+                Wp = W * inv
+                Wt = np.ascontiguousarray(Wp.T, dtype=np.float32)
+                s = problem.sums(Wt, b - Wp @ dm)
+                np.outer(s.r, dm, out=gW)
+                np.subtract(s.G, gW, out=gW)
+                np.multiply(gW, inv, out=gW)
+                np.divide(gW, n, out=gW)
+                np.add(gW, np.multiply(W, lam, out=Wp), out=gW)
+            np.divide(s.r, n, out=grad[k * D:])
             f = s.loss / n + 0.5 * lam * float(np.vdot(W, W))
             info = {"train_accuracy": s.correct / max(s.n, 1)}
             if s.val_n:
                 info.update(val_loss=s.val_loss / s.val_n, val_accuracy=s.val_correct / s.val_n)
-            return f, np.concatenate([gW.ravel(), s.r / n]), info
+            return f, grad, info
 
-        size = k * D + k
         x0 = np.zeros(size)
         if est.warm_start and getattr(est, "coef_", None) is not None and \
                 np.shape(est.coef_) == (k, D) and np.shape(est.intercept_) == (k,):
@@ -653,7 +729,11 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         if loaded is not None:
             state, engine, best_x = loaded
         else:
-            state = lbfgs_start(fun, x0)
+            # one BLAS thread, as in every later evaluation: a threaded dot over the k x D coefficients
+            # would sum in another order (machine-dependent: it only matters for a warm start, x0 = 0
+            # gives zeros either way) and leave BLAS threads spinning for 0.1 s on the other cores
+            with blas_threads(1):
+                state = lbfgs_start(fun, x0)
             engine = {"stop": None, "loss_curve": [state.f], "val_curve": [], "best_val": None,
                       "best_iter": 0, "stale": 0}
             best_x = None

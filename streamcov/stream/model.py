@@ -148,17 +148,24 @@ class AsyncCheckpointWriter:
     :meth:`save` hands over a dict of arrays that the caller will not change
     again (or a function that builds it, called on the writer's thread) and
     returns at once. While a write is in progress, or within
-    ``min_interval`` seconds of the last one, a newer checkpoint replaces any
-    one still waiting: a learner whose steps are faster than the disk (or
-    than ``min_interval``) skips intermediate checkpoints instead of waiting
-    for them or filling the disk's bandwidth. Every checkpoint is complete
-    and a run resumed from any of them reaches the same model, so a skipped
-    one changes nothing but how much work a crash loses. :meth:`close`
-    writes the last one handed over at once and re-raises a failed write.
+    ``min_interval`` seconds of the last one (or of the writer's start), a
+    newer checkpoint replaces any one still waiting: a learner whose steps
+    are faster than the disk (or than ``min_interval``) skips intermediate
+    checkpoints instead of waiting for them or filling the disk's bandwidth.
+    Every checkpoint is complete and a run resumed from any of them reaches
+    the same model, so a skipped one changes nothing but how much work a
+    crash loses. :meth:`close` writes the last one handed over at once, in
+    the caller's thread, and re-raises a failed write. The thread starts
+    with the first save due (``min_interval`` after the writer's start): a
+    run shorter than that writes one checkpoint, its last, and starts no
+    thread. Until then a checkpoint handed over waits for the next save or
+    for :meth:`close` (a crash in between loses it: at most the first
+    ``min_interval`` seconds of work).
     """
 
     def __init__(self, path, min_interval: float = 0.0):
         import threading
+        import time
 
         self.path = Path(path)
         self.min_interval = float(min_interval)
@@ -167,10 +174,9 @@ class AsyncCheckpointWriter:
         self._busy = False
         self._urgent = False
         self._closed = False
-        self._last = float("-inf")
+        self._last = time.monotonic()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True, name="streamcov-checkpoint")
-        self._thread.start()
+        self._thread = None     # started by the first save
 
     def _run(self):
         import time
@@ -183,8 +189,10 @@ class AsyncCheckpointWriter:
                             return
                         self._cond.wait()
                         continue
+                    if self._closed:
+                        return  # close() writes the one waiting
                     wait = self._last + self.min_interval - time.monotonic()
-                    if wait <= 0 or self._urgent or self._closed:
+                    if wait <= 0 or self._urgent:
                         break
                     self._cond.wait(wait)
                 arrays, self._pending, self._busy = self._pending, None, True
@@ -202,28 +210,53 @@ class AsyncCheckpointWriter:
         if self._error is not None:
             raise self._error
         with self._cond:
+            # only a writer idle with nothing to write needs waking: with one waiting, it is asleep until
+            # its interval ends or busy writing, and takes the newest either way. Waking it at every
+            # save would hand it the interpreter at every step of a fast learner.
+            wake = self._pending is None
             self._pending = arrays
-            self._cond.notify_all()
+            if self._thread is None:
+                import time
+
+                if time.monotonic() < self._last + self.min_interval:
+                    return    # not due yet: the next save (or close) finds it waiting
+                import threading
+
+                self._thread = threading.Thread(target=self._run, daemon=True, name="streamcov-checkpoint")
+                self._thread.start()
+            elif wake:
+                self._cond.notify_all()
 
     def flush(self) -> None:
         """Write the checkpoint waiting, now, and return when everything handed over is on disk."""
         with self._cond:
             self._urgent = True
             self._cond.notify_all()
-            while self._pending is not None or self._busy:
+            while self._busy or (self._pending is not None and self._thread is not None):
                 self._cond.wait()
             self._urgent = False
+            arrays, self._pending = self._pending, None
+        if arrays is not None:   # no thread was started
+            atomic_write_npz(self.path, arrays() if callable(arrays) else arrays)
         if self._error is not None:
             raise self._error
 
     def close(self) -> None:
+        """Write the last checkpoint handed over (here, not handed to the thread: no wait for it to
+        wake up) and stop the thread."""
+        with self._cond:
+            while self._busy:       # an older one being written: the newest goes after it
+                self._cond.wait()
+            arrays, self._pending, self._closed = self._pending, None, True
+            self._cond.notify_all()
         try:
-            self.flush()
+            if arrays is not None:
+                atomic_write_npz(self.path, arrays() if callable(arrays) else arrays)
         finally:
-            with self._cond:
-                self._closed = True
-                self._cond.notify_all()
-            self._thread.join()
+            if self._thread is not None:
+                self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 class FittedPipeline:

@@ -1,0 +1,47 @@
+"""Long-vector updates of the L-BFGS driver, rounded exactly as numpy rounds them.
+
+``q - a * y`` in numpy is two roundings (the product, then the sum) and a
+temporary the size of ``q``; here it is one pass in place with the same two
+roundings: no ``fastmath`` (which would contract the pair into one fused
+multiply-add and change the last bit), so the result is bitwise numpy's.
+"""
+from numba import njit
+
+# exact IEEE arithmetic, element by element as numpy does it: no contraction, no reassociation
+EXACT_JIT_OPTS = dict(cache=True, nogil=True, fastmath=False)
+
+
+@njit(**EXACT_JIT_OPTS)
+def sub_scaled(q, a, y):
+    """``q -= a * y`` in place (``a`` a float, ``q`` and ``y`` float64 vectors of one length)."""
+    for j in range(q.shape[0]):
+        q[j] = q[j] - a * y[j]
+
+
+@njit(**EXACT_JIT_OPTS)
+def add_scaled(q, a, y):
+    """``q += a * y`` in place."""
+    for j in range(q.shape[0]):
+        q[j] = q[j] + a * y[j]
+
+
+@njit(**EXACT_JIT_OPTS)
+def scale_transpose(W, inv, Wp, Wt):
+    """``Wp = W * inv`` (``inv`` per column) and ``Wt = Wp.T`` rounded to ``Wt``'s dtype, in one pass."""
+    k, D = W.shape
+    for j in range(D):
+        for i in range(k):
+            v = W[i, j] * inv[j]
+            Wp[i, j] = v
+            Wt[j, i] = v
+
+
+@njit(**EXACT_JIT_OPTS)
+def penalized_gradient(G, r, dm, inv, n, lam, W, out):
+    """``out = (G - outer(r, dm)) * inv / n + lam * W`` (``inv`` per column), each operation rounded
+    as numpy rounds it, in one pass instead of one per operation."""
+    k, D = G.shape
+    for i in range(k):
+        ri = r[i]
+        for j in range(D):
+            out[i, j] = ((G[i, j] - ri * dm[j]) * inv[j]) / n + lam * W[i, j]
