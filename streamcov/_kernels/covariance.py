@@ -46,6 +46,31 @@ def _select_frame(frame, center_idx, keep_idx, out):
             out[3 * k + 2] = frame[3 * j + 2]
 
 
+@njit(**JIT_OPTS)
+def gram_upper(a, m, out, w=None):
+    """out = a[:m, :d]^T diag(w) a[:m, :d] (out: d x d; w: weights of the rows, default 1) by a
+    fixed loop order over the upper triangle, both triangles written.
+
+    Not a BLAS call: OpenBLAS's GEMM paths round differently with the
+    alignment of their operands and buffers, and the features must be
+    bitwise the same on threads, on a cluster and from one run to the next.
+    """
+    d = out.shape[0]
+    for i in range(d):
+        for j in range(i, d):
+            out[i, j] = 0.0
+    for t in range(m):
+        row = a[t]
+        f = 1.0 if w is None else w[t]
+        for i in range(d):
+            x = f * row[i]
+            for j in range(i, d):
+                out[i, j] += x * row[j]
+    for i in range(d):
+        for j in range(i + 1, d):
+            out[j, i] = out[i, j]
+
+
 @njit(parallel=True, **JIT_OPTS)
 def segment_moments(frames, starts, stops, center_idx, keep_idx,
                     out_n, out_mean, out_m2):
@@ -55,7 +80,7 @@ def segment_moments(frames, starts, stops, center_idx, keep_idx,
     starts[s]:stops[s]. An empty centre_idx means "no centring": keep_idx
     columns are used as they are (generic feature vectors, 3 per joint).
     Each segment is handled by one thread with its own buffers; the scatter
-    matrix is one GEMM on the centred block.
+    matrix of the centred block is :func:`gram_upper`.
     """
     d = out_mean.shape[1]
     n_seg = starts.shape[0]
@@ -85,11 +110,9 @@ def segment_moments(frames, starts, stops, center_idx, keep_idx,
         for t in range(n):
             for i in range(d):
                 block[t, i] -= mean[i]
-        m2 = block.T.copy() @ block
         for i in range(d):
             out_mean[s, i] = mean[i]
-            for j in range(d):
-                out_m2[s, i, j] = m2[i, j]
+        gram_upper(block, n, out_m2[s])
 
 
 @njit(parallel=True, **JIT_OPTS)

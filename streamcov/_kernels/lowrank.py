@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._config import JIT_OPTS
+from .covariance import gram_upper
 from .spd import CHUNK, _chunks, _vec_into
 
 EPS = np.finfo(np.float64).eps
@@ -86,28 +87,38 @@ def _log_one(c, scale, shift, normalize, max_rank, lt, diag, full, out):
     r = _pivoted_cholesky(c, scale, max_rank, tol, lt, diag)
     if r < 0:
         return False
-    L = lt[:r]
+    # The products below are loops, not BLAS: with a few rows, OpenBLAS's small-matrix paths
+    # round differently with operand alignment (see covariance.gram_upper).
+    gram_upper(lt, r, full)
     # The remainder scale c - L^T L must be at rounding level everywhere, not only on the
     # diagonal: an indefinite matrix can have a zero diagonal.
-    if r > 0:
-        np.dot(L.T, L, full)
-    else:
-        full[:, :] = 0.0
     for i in range(d):
         for j in range(d):
             if abs(c[i, j] * scale - full[i, j]) > tol:
                 return False
     a = 1.0 / shift
     if r > 0:
-        w, v = np.linalg.eigh(np.dot(L, L.T))
+        g = np.empty((r, r))
+        for p in range(r):
+            for q in range(p, r):
+                acc = 0.0
+                for i in range(d):
+                    acc += lt[p, i] * lt[q, i]
+                g[p, q] = acc
+                g[q, p] = acc
+        w, v = np.linalg.eigh(g)
+        P = np.zeros((r, d))                # diag(sqrt h) V^T L^T
         for k in range(r):
             x = max(w[k], 0.0)
             h = a if a * x < 1e-300 else math.log1p(a * x) / x
             sq = math.sqrt(h)
             for m in range(r):
-                v[m, k] *= sq
-        P = np.dot(v.T, L)                  # diag(sqrt h) V^T L^T: r x d
-        np.dot(P.T, P, full)                # L h(L^T L) L^T
+                f = v[m, k] * sq
+                for i in range(d):
+                    P[k, i] += f * lt[m, i]
+        gram_upper(P, r, full)              # L h(L^T L) L^T
+    else:
+        full[:, :] = 0.0
     ls = math.log(shift)
     for i in range(d):
         full[i, i] += ls

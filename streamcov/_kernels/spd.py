@@ -13,7 +13,7 @@ from numba import njit, prange
 
 from .._config import JIT_OPTS
 from . import symeig as _se
-from .covariance import _select_frame
+from .covariance import _select_frame, gram_upper
 
 SQRT2 = math.sqrt(2.0)
 
@@ -43,8 +43,9 @@ def _recon_one(c, kind, ul, lg):
     """lg = U f(W) U^T for one symmetric ``c`` by LAPACK (dsyevd); returns its smallest eigenvalue.
 
     The fallback of the lane solver and the reference it is tested against.
-    ``ul`` and ``lg`` are d x d scratch buffers owned by the calling thread,
-    so the reconstruction is one BLAS GEMM into ``lg`` without temporaries.
+    ``ul`` and ``lg`` are d x d scratch buffers owned by the calling thread;
+    the reconstruction is :func:`.covariance.gram_upper` (a fixed order, not
+    BLAS, so that a matrix gives the same bits in any run).
     A matrix outside the domain of ``kind`` gets NaNs.
     """
     d = c.shape[0]
@@ -54,10 +55,10 @@ def _recon_one(c, kind, ul, lg):
         lg[:, :] = np.nan
         return wmin
     for j in range(d):
-        fw = _f(w[j], kind)
+        w[j] = _f(w[j], kind)
         for i in range(d):
-            ul[i, j] = u[i, j] * fw
-    np.dot(ul, u.T, lg)
+            ul[j, i] = u[i, j]
+    gram_upper(ul, d, lg, w)
     return wmin
 
 
@@ -73,13 +74,10 @@ def _recon_lane(ws, q, kind, u, ul, lg):
     if not _valid(wmin, kind):
         lg[:, :] = np.nan
         return wmin
+    fw = ul[0]
     for j in range(d):
-        fw = _f(w[j, q], kind)
-        for i in range(d):
-            x = z[q, j, i]
-            u[j, i] = x
-            ul[j, i] = x * fw
-    np.dot(u.T, ul, lg)
+        fw[j] = _f(w[j, q], kind)
+    gram_upper(z[q], d, lg, fw)
     return wmin
 
 
@@ -248,13 +246,7 @@ def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
                     for i in range(d):
                         block[t, i] -= mean[i]
                 cq = c[q]
-                if m > 0:
-                    bt = block[:m]
-                    np.dot(bt.T, bt, cq)
-                else:
-                    for i in range(d):
-                        for j in range(d):
-                            cq[i, j] = 0.0
+                gram_upper(block, m, cq)
                 inv = 1.0 / max(m - ddof, 1)
                 for i in range(d):
                     for j in range(d):
