@@ -106,3 +106,25 @@ def test_push_through_identity_holds_for_any_rank_and_shift(r, d, logshift, seed
     shift = 10.0 ** logshift
     got = linalg.log_vectors(M, shift, rank=np.array([r]))
     np.testing.assert_allclose(got, dense(M, [1.0], shift, False), atol=1e-9 * max(1.0, np.abs(got).max()))
+
+
+@pytest.mark.parametrize("m", [0, 1, 3, 4, 9])
+def test_gram_upper_matches_numpy_and_is_bitwise_the_same_at_any_alignment(rng, m):
+    from streamcov._kernels.covariance import gram_upper
+
+    d = 23
+    a = rng.standard_normal((max(m, 1), d))
+    w = rng.standard_normal(max(m, 1))
+    out = np.empty((d, d))
+    gram_upper(a, m, out, w)
+    np.testing.assert_allclose(out, (a[:m].T * w[:m]) @ a[:m], atol=1e-12)
+    gram_upper(a, m, out)
+    np.testing.assert_allclose(out, a[:m].T @ a[:m], atol=1e-12)
+    # the same numbers at every offset from a 64-byte boundary give the same bits
+    for shift in range(1, 8):
+        buf = np.empty(a.size + 8)
+        b = buf[shift:shift + a.size].reshape(a.shape)
+        b[...] = a
+        again = np.empty((d, d))
+        gram_upper(b, m, again)
+        assert np.array_equal(again, out)
