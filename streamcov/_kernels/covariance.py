@@ -8,7 +8,7 @@ chunks gives the covariance of the whole.
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTS
+from .._config import JIT_OPTS, ORDERED_JIT_OPTS
 
 
 @njit(**JIT_OPTS)
@@ -46,7 +46,7 @@ def _select_frame(frame, center_idx, keep_idx, out):
             out[3 * k + 2] = frame[3 * j + 2]
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def gram_upper(a, m, out, w=None):
     """out = a[:m, :d]^T diag(w) a[:m, :d] (out: d x d; w: weights of the rows, default 1) by a
     fixed loop order over the upper triangle, both triangles written.
@@ -54,6 +54,10 @@ def gram_upper(a, m, out, w=None):
     Not a BLAS call: OpenBLAS's GEMM paths round differently with the
     alignment of their operands and buffers, and the features must be
     bitwise the same on threads, on a cluster and from one run to the next.
+    Compiled without reassociation (``ORDERED_JIT_OPTS``): reassociated
+    sums may be regrouped differently where the function is inlined into a
+    caller compiled in this process and where it is called from a cache
+    loaded by another, so the same input could round differently.
     """
     d = out.shape[0]
     for i in range(d):
@@ -130,7 +134,7 @@ def segment_moments(frames, starts, stops, center_idx, keep_idx,
         gram_upper(block, n, out_m2[s])
 
 
-@njit(parallel=True, **JIT_OPTS)
+@njit(parallel=True, **ORDERED_JIT_OPTS)
 def window_matrices(n, mean, m2, rot, size, ddof, mean_weight, out):
     """The SPD matrix of every pyramid window from its merged moments, in one pass.
 

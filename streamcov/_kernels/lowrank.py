@@ -18,13 +18,17 @@ A matrix whose rank exceeds ``max_rank``, or which is not positive
 semidefinite (a remaining diagonal below -tol, or a remaining entry above
 tol where a PSD remainder would bound it by its diagonals), is left to the
 caller's dense eigensolver (``done[s] = False``).
+
+Compiled without reassociation (``ORDERED_JIT_OPTS``), like
+:func:`.covariance.gram_upper`: the features must be the same bits in every
+process, whichever of them compiled the kernels.
 """
 import math
 
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTS
+from .._config import ORDERED_JIT_OPTS
 from .covariance import gram_upper
 from .spd import CHUNK, _chunks, _vec_into
 
@@ -36,7 +40,7 @@ EPS = np.finfo(np.float64).eps
 TOL_UNITS = 16.0
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def _pivoted_cholesky(c, scale, max_rank, tol, lt, diag):
     """Rows ``lt[:r]`` with ``scale c = lt[:r]^T lt[:r] + E``, ``|E| <= tol``; returns r, or -1
     when the rank exceeds ``max_rank`` or a remaining diagonal is below -tol (not PSD)."""
@@ -76,7 +80,7 @@ def _pivoted_cholesky(c, scale, max_rank, tol, lt, diag):
     return -1
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def _log_one(c, scale, shift, normalize, max_rank, lt, diag, full, out):
     """vec(log(scale c + shift I)) into ``out`` when c is PSD of rank <= max_rank; returns whether it was."""
     d = c.shape[0]
@@ -126,7 +130,7 @@ def _log_one(c, scale, shift, normalize, max_rank, lt, diag, full, out):
     return True
 
 
-@njit(parallel=True, **JIT_OPTS)
+@njit(parallel=True, **ORDERED_JIT_OPTS)
 def stack_log_vec(mats, idx, scale, shift, normalize, max_rank, out, done):
     """:func:`.spd.stack_vec` for the log (``kind`` 0) of the matrices ``mats[idx]`` of rank <= ``max_rank``.
 
