@@ -183,21 +183,22 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
     n, d = mats.shape[0], mats.shape[1]
     s = np.ones(n) if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
     describe = describe or (lambda i: f"{what} {first_index + i}")
-    dense = np.arange(n)
     outs = None
     if rank is not None:
         rank = np.asarray(rank)
         if rank.shape != (n,):
             raise ValueError(f"rank: expected one bound per matrix, shape ({n},), got shape {rank.shape}")
     if rank is not None and (relative or min(gammas) > 0):
-        low = np.flatnonzero(rank <= d // LOWRANK_FRACTION)
+        cap = d // LOWRANK_FRACTION
+        to_dense = rank > cap
+        low = np.flatnonzero(~to_dense)
         if len(low):
-            outs, done = _lowrank_log_vectors(mats, s, gammas, relative, normalize, low)
-            dense = np.concatenate([np.flatnonzero(rank > d // LOWRANK_FRACTION), low[~done]])
+            outs, done = _lowrank_log_vectors(mats, s, gammas, relative, normalize, low, cap)
+            to_dense[low[~done]] = True
     if outs is None:
         outs = _dense_log_vectors(mats, s, gammas, relative, normalize, describe, n_jobs)
-    elif len(dense):
-        dense.sort()
+    elif to_dense.any():
+        dense = np.flatnonzero(to_dense)
         rest = _dense_log_vectors(mats[dense], s[dense], gammas, relative, normalize,
                                   lambda i: describe(int(dense[i])), n_jobs)
         for out, part in zip(outs, rest):
@@ -229,9 +230,9 @@ def _dense_log_vectors(mats, s, gammas, relative, normalize, describe, n_jobs):
     return outs
 
 
-def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx):
+def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx, cap):
     """The low-rank route of :func:`log_vectors` for matrices ``idx``; returns the outputs (rows
-    ``idx[done]`` filled) and ``done``, the matrices it could take (PSD of rank <= d / 3)."""
+    ``idx[done]`` filled) and ``done``, the matrices it could take (PSD of rank <= ``cap``)."""
     n, d = mats.shape[0], mats.shape[1]
     idx = idx.astype(np.int64)
     done = np.ones(len(idx), dtype=bool)
@@ -240,7 +241,7 @@ def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx):
         out = np.empty((n, vec_dim(d)))
         ok = np.zeros(len(idx), dtype=np.bool_)
         scale, shift = (s / g, 1.0) if relative else (s, g)
-        _klr.stack_log_vec(mats, idx, scale, shift, normalize, d // LOWRANK_FRACTION, out, ok)
+        _klr.stack_log_vec(mats, idx, scale, shift, normalize, cap, out, ok)
         done &= ok
         outs.append(out)
     return outs, done

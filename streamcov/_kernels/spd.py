@@ -63,7 +63,7 @@ def _recon_one(c, kind, ul, lg):
 
 
 @njit(**JIT_OPTS)
-def _recon_lane(ws, q, kind, u, ul, lg):
+def _recon_lane(ws, q, kind, ul, lg):
     """lg = U^T f(w) U for lane q of a solved ``eig_lanes`` workspace (eigenvectors are
     the rows of U); returns the smallest eigenvalue. NaNs outside the domain of ``kind``."""
     _a, z, w, _e, _dl, _st, _mq, _it, _status, _v, _sc, _us, _sl, _fl = ws
@@ -120,7 +120,7 @@ def _chunks(batch):
 
 
 @njit(**JIT_OPTS)
-def _group(c, cnt, ws, kind, u, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, normalize, use_lanes):
+def _group(c, cnt, ws, kind, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, normalize, use_lanes):
     """f(c[q]) for q < cnt into ``out_vec[g0 + q]`` (a vector) or ``out_mat[g0 + q]`` (a matrix).
 
     The matrices are diagonalized together by :func:`symeig.eig_lanes`
@@ -134,7 +134,7 @@ def _group(c, cnt, ws, kind, u, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, n
         _se.eig_lanes(c, cnt, ws)
     for q in range(cnt):
         if use_lanes and status[q] == 1:
-            wmin = _recon_lane(ws, q, kind, u, ul, lg)
+            wmin = _recon_lane(ws, q, kind, ul, lg)
         else:
             wmin = _recon_one(c[q], kind, ul, lg)
         min_eig[g0 + q] = wmin
@@ -155,7 +155,6 @@ def _stack(mats, scale, shift, kind, normalize, out_vec, out_mat, as_vec, min_ei
         hi = min(batch, lo + CHUNK)
         c = np.empty((LANES, d, d), dtype=np.float64)
         ws = _se.lanes_workspace(d if use_lanes else 1)
-        u = np.empty((d, d), dtype=np.float64)
         ul = np.empty((d, d), dtype=np.float64)
         lg = np.empty((d, d), dtype=np.float64)
         for g0 in range(lo, hi, LANES):
@@ -167,7 +166,7 @@ def _stack(mats, scale, shift, kind, normalize, out_vec, out_mat, as_vec, min_ei
                     for j in range(d):
                         c[q, i, j] = mats[s, i, j] * f
                     c[q, i, i] += shift
-            _group(c, cnt, ws, kind, u, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, normalize,
+            _group(c, cnt, ws, kind, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, normalize,
                    use_lanes)
 
 
@@ -222,7 +221,6 @@ def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
         mean = np.empty(d, dtype=np.float64)
         c = np.empty((LANES, d, d), dtype=np.float64)
         ws = _se.lanes_workspace(d if use_lanes else 1)
-        u = np.empty((d, d), dtype=np.float64)
         ul = np.empty((d, d), dtype=np.float64)
         lg = np.empty((d, d), dtype=np.float64)
         for g0 in range(lo, hi, LANES):
@@ -252,7 +250,7 @@ def frames_log_vec(frames, starts, stops, center_idx, keep_idx, gamma, ddof,
                     for j in range(d):
                         cq[i, j] *= inv
                     cq[i, i] += gamma
-            _group(c, cnt, ws, 0, u, ul, lg, out, empty3, True, min_eig, g0, normalize, use_lanes)
+            _group(c, cnt, ws, 0, ul, lg, out, empty3, True, min_eig, g0, normalize, use_lanes)
 
 
 @njit(parallel=True, **JIT_OPTS)

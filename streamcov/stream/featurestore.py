@@ -1,6 +1,7 @@
 """Chunked feature arrays on disk, one chunk per Dask block, completion per block."""
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -61,27 +62,23 @@ class FeatureStore:
 
     @property
     def dim(self) -> int:
-        return self._layout()[0]
+        return self._layout[0]
 
     @property
     def dtype(self) -> np.dtype:
-        return self._layout()[1]
+        return self._layout[1]
 
+    @functools.cached_property
     def _layout(self) -> tuple:
         # X's width and dtype never change once it is created; a zarr lookup costs about half a millisecond
-        layout = self.__dict__.get("_layout_cache")
-        if layout is None:
-            X = self.group["X"]
-            layout = self._layout_cache = (int(X.shape[1]), np.dtype(X.dtype))
-        return layout
+        X = self.group["X"]
+        return int(X.shape[1]), np.dtype(X.dtype)
 
     def done(self) -> np.ndarray:
         return np.asarray(self.group["done"][:], dtype=bool)
 
     def read_block(self, i: int) -> np.ndarray:
-        from ..data import integrity
-
-        return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[i + 1])
+        return self.read_blocks(i, i + 1)
 
     def read_blocks(self, i: int, j: int) -> np.ndarray:
         """The rows of blocks ``i`` to ``j - 1`` in one read: zarr decodes their chunks concurrently

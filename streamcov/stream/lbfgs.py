@@ -54,6 +54,7 @@ returns the iterate with the lowest validation loss.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -188,15 +189,23 @@ def _open(src):
     return src
 
 
-def _spec_chunks(src, spec: PartSpec):
-    """``(X_fit, y_fit, X_val, y_val)`` float32 chunks of a partition, read from its store (not centred)."""
-    store = _open(src)
+def _pieces(spec: PartSpec, read_block):
+    """``(c, p, X)`` for every piece ``p`` of chunk ``c`` of a partition, with ``X`` the rows of its
+    block (each block read once: the pieces of a block are consecutive)."""
     last, X = None, None
     for c, chunk in enumerate(spec.chunks):
-        fits, vals = [], []
         for p in chunk:
             if p.block != last:
-                last, X = p.block, store.read_block(p.block)
+                last, X = p.block, read_block(p.block)
+            yield c, p, X
+
+
+def _spec_chunks(src, spec: PartSpec):
+    """``(X_fit, y_fit, X_val, y_val)`` float32 chunks of a partition, read from its store (not centred)."""
+    pieces = _pieces(spec, _open(src).read_block)
+    for c, chunk in enumerate(spec.chunks):
+        fits, vals = [], []
+        for _, p, X in itertools.islice(pieces, len(chunk)):
             fits.append(X[p.fit])
             vals.append(X[p.val])
         Xf = np.concatenate(fits).astype(np.float32, copy=False) if len(fits) > 1 else \
@@ -254,23 +263,19 @@ def _load_partition(src, spec: PartSpec) -> PartData:
     read_block = _block_reader(store, blocks)
     X_fit = X_val = None
     fa = va = 0
-    last, X = None, None
-    for chunk in spec.chunks:
-        for p in chunk:
-            if p.block != last:
-                last, X = p.block, read_block(p.block)
-            if X_fit is None:
-                X_fit = np.empty((spec.n_fit, X.shape[1]), dtype=np.float32)
-                X_val = np.empty((spec.n_val, X.shape[1]), dtype=np.float32)
-            for rows, out, a in ((p.fit, X_fit, fa), (p.val, X_val, va)):
-                if len(rows) == 0:
-                    continue
-                if X.dtype == np.float32:
-                    np.take(X, rows, axis=0, out=out[a:a + len(rows)])
-                else:    # the rows, then rounded to float32 as astype rounds them
-                    out[a:a + len(rows)] = X[rows]
-            fa += len(p.fit)
-            va += len(p.val)
+    for _, p, X in _pieces(spec, read_block):
+        if X_fit is None:
+            X_fit = np.empty((spec.n_fit, X.shape[1]), dtype=np.float32)
+            X_val = np.empty((spec.n_val, X.shape[1]), dtype=np.float32)
+        for rows, out, a in ((p.fit, X_fit, fa), (p.val, X_val, va)):
+            if len(rows) == 0:
+                continue
+            if X.dtype == np.float32:
+                np.take(X, rows, axis=0, out=out[a:a + len(rows)])
+            else:    # the rows, then rounded to float32 as astype rounds them
+                out[a:a + len(rows)] = X[rows]
+        fa += len(p.fit)
+        va += len(p.val)
     return PartData(X_fit, X_val, spec)
 
 

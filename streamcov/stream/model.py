@@ -178,6 +178,10 @@ class AsyncCheckpointWriter:
         self._error: BaseException | None = None
         self._thread = None     # started by the first save
 
+    def _write(self, arrays) -> None:
+        """Write one checkpoint handed over: its arrays, or what the function handed over builds."""
+        atomic_write_npz(self.path, arrays() if callable(arrays) else arrays)
+
     def _run(self):
         import time
 
@@ -198,7 +202,7 @@ class AsyncCheckpointWriter:
                 arrays, self._pending, self._busy = self._pending, None, True
                 self._last = time.monotonic()
             try:
-                atomic_write_npz(self.path, arrays() if callable(arrays) else arrays)
+                self._write(arrays)
             except BaseException as exc:  # surfaced by flush()
                 self._error = exc
             finally:
@@ -237,7 +241,7 @@ class AsyncCheckpointWriter:
             self._urgent = False
             arrays, self._pending = self._pending, None
         if arrays is not None:   # no thread was started
-            atomic_write_npz(self.path, arrays() if callable(arrays) else arrays)
+            self._write(arrays)
         if self._error is not None:
             raise self._error
 
@@ -251,7 +255,7 @@ class AsyncCheckpointWriter:
             self._cond.notify_all()
         try:
             if arrays is not None:
-                atomic_write_npz(self.path, arrays() if callable(arrays) else arrays)
+                self._write(arrays)
         finally:
             if self._thread is not None:
                 self._thread.join()
