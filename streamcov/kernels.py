@@ -100,5 +100,150 @@ def median_distance(D) -> float:
     return med if med > 0 else 1.0
 
 
-__all__ = ["distances", "gamma_from_sigma", "gaussian_kernel", "median_distance", "sigma_from_gamma",
-           "sigma_from_paper004", "squared_distances"]
+# ------------------------------------------------------------ centred alignment
+def _square_kernels(kernels, what="kernels") -> list[np.ndarray]:
+    """Validated float64 copies of one or more square, symmetric, finite Gram matrices of one size."""
+    out = []
+    for k, K in enumerate(kernels):
+        K = np.asarray(K, dtype=np.float64)
+        if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] < 2:
+            raise ValueError(f"{what}[{k}] must be a square Gram matrix of at least 2 x 2, got shape {K.shape}")
+        if not np.all(np.isfinite(K)):
+            raise ValueError(f"{what}[{k}] has non-finite entries")
+        if not np.allclose(K, K.T, rtol=1e-6, atol=1e-9 * max(1.0, float(np.max(np.abs(K))))):
+            raise ValueError(f"{what}[{k}] is not symmetric")
+        if out and K.shape != out[0].shape:
+            raise ValueError(f"{what}[{k}] has shape {K.shape}, {what}[0] has {out[0].shape}")
+        out.append(K)
+    if not out:
+        raise ValueError(f"{what}: need at least one Gram matrix")
+    return out
+
+
+def center_kernel(K) -> np.ndarray:
+    """The centred Gram matrix ``Kc = H K H``, ``H = I - 1 1^T / n`` (Cortes et al. 2012, section 2).
+
+    ``Kc`` is the Gram matrix of the feature vectors minus their mean:
+    ``Kc_ij = K_ij - mean_k K_ik - mean_k K_kj + mean_kl K_kl``.
+    """
+    K = _square_kernels([K], "K")[0]
+    return K - K.mean(axis=0, keepdims=True) - K.mean(axis=1, keepdims=True) + K.mean()
+
+
+def label_kernel(y) -> np.ndarray:
+    """The one-vs-rest label kernel ``Y = sum_c y_c y_c^T`` of one-hot labels (``Y_ij = [y_i = y_j]``)."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be one label per row (1-d), got shape {y.shape}")
+    return (y[:, None] == y[None, :]).astype(np.float64)
+
+
+def centered_alignment(K1, K2) -> float:
+    """Centred kernel alignment ``rho(K1, K2) = <K1c, K2c>_F / (||K1c||_F ||K2c||_F)``.
+
+    Cortes, Mohri and Rostamizadeh, "Algorithms for Learning Kernels Based
+    on Centered Alignment", JMLR 13 (2012) 795-828, section 2 (the
+    alignment of centred kernel matrices), with ``Kc = H K H``
+    (:func:`center_kernel`). It lies in [-1, 1], is 1 for ``K2 = c K1``
+    (``c > 0``) and is invariant to scaling either kernel by a positive
+    number and to adding a constant to it.
+
+    Parameters
+    ----------
+    K1, K2 : array (n, n)
+        Symmetric Gram matrices of the same n >= 2 points.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        On shapes that differ or are not square, non-finite or non-symmetric
+        entries, or a kernel that is constant after centring (no alignment).
+    """
+    K1, K2 = _square_kernels([K1, K2])
+    A, B = center_kernel(K1), center_kernel(K2)
+    na, nb = np.linalg.norm(A), np.linalg.norm(B)
+    for k, nk in enumerate((na, nb)):
+        if not nk > 0:
+            raise ValueError(f"kernels[{k}] is constant after centring: its alignment is undefined")
+    return float(np.sum(A * B) / (na * nb))
+
+
+def alignment_weights(kernels, y, normalize: bool = True) -> np.ndarray:
+    """The maximum-alignment weights of base kernels for labels ``y`` (alignf, Cortes et al. 2012).
+
+    Cortes, Mohri and Rostamizadeh, "Algorithms for Learning Kernels Based
+    on Centered Alignment", JMLR 13 (2012) 795-828, section 3.2 (the alignf
+    algorithm): the weights ``mu >= 0``, ``||mu||_2 = 1``, that maximise the
+    centred alignment ``rho(sum_k mu_k K_k, Y)`` of the combined kernel with
+    the label kernel are ``mu = v* / ||v*||`` with
+
+        v* = argmin_{v >= 0}  v^T M v - 2 v^T a,
+        M_kl = <K_k,c, K_l,c>_F,   a_k = <K_k,c, Y_c>_F,
+
+    ``K_c = H K H`` (:func:`center_kernel`) and ``Y = sum_c y_c y_c^T``
+    the one-vs-rest kernel of the one-hot labels (:func:`label_kernel`;
+    the paper's ``y y^T`` for one output). The QP is solved exactly as the
+    non-negative least squares problem ``min_{v >= 0} ||B v - b||^2`` with
+    ``B^T B = M``, ``B^T b = a`` (``a`` lies in the range of ``M``).
+
+    Parameters
+    ----------
+    kernels : sequence of arrays (n, n)
+        Symmetric Gram matrices of the same n >= 2 training points.
+    y : array (n,)
+        Class labels (at least two classes).
+    normalize : bool, default=True
+        Divide every centred kernel by its Frobenius norm first, so that the
+        weights refer to ``K_k / ||K_k,c||_F`` and do not change when a base
+        kernel is multiplied by a positive number; ``False``: the paper's
+        weights of the kernels as given.
+
+    Returns
+    -------
+    mu : ndarray (k,)
+        Non-negative, unit Euclidean norm. With ``normalize=True`` the
+        maximum-alignment kernel is ``sum_k mu_k K_k / ||K_k,c||_F``.
+
+    Raises
+    ------
+    ValueError
+        On invalid kernels (see :func:`centered_alignment`), labels of the
+        wrong length or with one class, or when no non-negative combination
+        is positively aligned with the labels (every ``a_k <= 0``).
+    """
+    from scipy.optimize import nnls
+
+    Ks = _square_kernels(kernels)
+    y = np.asarray(y)
+    if y.shape != (len(Ks[0]),):
+        raise ValueError(f"y must hold one label per row of the kernels ({len(Ks[0])}), got shape {y.shape}")
+    if len(np.unique(y)) < 2:
+        raise ValueError("y must hold at least two classes: the label kernel is constant after centring")
+    Kc = []
+    for k, K in enumerate(Ks):
+        c = center_kernel(K)
+        nk = np.linalg.norm(c)
+        if not nk > 0:
+            raise ValueError(f"kernels[{k}] is constant after centring: its alignment is undefined")
+        Kc.append(c / nk if normalize else c)
+    Y = center_kernel(label_kernel(y))
+    F = np.stack([c.ravel() for c in Kc])
+    M = F @ F.T
+    a = F @ Y.ravel()
+    if not np.any(a > 0):
+        raise ValueError("no base kernel is positively aligned with the labels (every <K_c, Y_c>_F <= 0)")
+    lam, Q = np.linalg.eigh(M)
+    keep = lam > lam.max() * len(lam) * np.finfo(float).eps
+    B = np.sqrt(lam[keep])[:, None] * Q[:, keep].T
+    b = (Q[:, keep].T @ a) / np.sqrt(lam[keep])
+    v, _ = nnls(B, b)
+    return v / np.linalg.norm(v)
+
+
+__all__ = ["alignment_weights", "center_kernel", "centered_alignment", "distances", "gamma_from_sigma",
+           "gaussian_kernel", "label_kernel", "median_distance", "sigma_from_gamma", "sigma_from_paper004",
+           "squared_distances"]

@@ -151,6 +151,54 @@ def combine_head_kernel(K, L, weight: float, combine: str = "product"):
     return K * ((1.0 - w) + w * L)
 
 
+def aligned_head_weight(K, L, y) -> tuple[float, dict]:
+    """The head weight ``w`` of the sum ``(1 - w) K + w L`` that maximises the centred alignment with the labels.
+
+    alignf (:func:`streamcov.kernels.alignment_weights`; Cortes, Mohri and
+    Rostamizadeh, JMLR 2012, section 3.2) on the two base kernels, each
+    divided by the Frobenius norm of its centred Gram matrix: weights
+    ``mu = (mu_K, mu_L)`` of ``K / ||K_c||_F`` and ``L / ||L_c||_F``. The
+    same kernel up to a positive factor (which C absorbs; the SVM with an
+    offset is unchanged by centring) is the sum of :func:`combine_head_kernel`
+    with
+
+        w = (mu_L / ||L_c||_F) / (mu_K / ||K_c||_F + mu_L / ||L_c||_F),
+
+    whose diagonal stays 1 when both kernels have a unit diagonal (K2 and the
+    linear kernel of unit heads), so C keeps the scale of the operators'
+    kernel alone. Computed from training rows only.
+
+    Parameters
+    ----------
+    K, L : array (n, n)
+        The operators' Gaussian kernel K2 and the heads' linear kernel on the
+        same n training images.
+    y : array (n,)
+        Their labels.
+
+    Returns
+    -------
+    w : float in [0, 1]
+    info : dict
+        ``mu`` (the alignf weights of the normalised kernels), ``alignment``
+        (the centred alignment of K, L and of the combination with the label
+        kernel) and ``norms`` (the Frobenius norms of the centred kernels).
+    """
+    from ..kernels import alignment_weights, center_kernel, centered_alignment, label_kernel
+
+    K = np.asarray(K, dtype=np.float64)
+    L = np.asarray(L, dtype=np.float64)
+    mu = alignment_weights([K, L], y)
+    norms = [float(np.linalg.norm(center_kernel(K))), float(np.linalg.norm(center_kernel(L)))]
+    sk, sl = mu[0] / norms[0], mu[1] / norms[1]
+    w = float(sl / (sk + sl))
+    Y = label_kernel(y)
+    info = {"mu": [float(m) for m in mu], "norms": norms,
+            "alignment": {"conv": centered_alignment(K, Y), "head": centered_alignment(L, Y),
+                          "combined": centered_alignment(combine_head_kernel(K, L, w, "sum"), Y)}}
+    return w, info
+
+
 def _check_blocks(blocks, width: int) -> None:
     if blocks is None:
         return

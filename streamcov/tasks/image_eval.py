@@ -25,7 +25,11 @@ Gaussian kernel of the distance with the linear kernel of the heads
 ``w`` and the combination (a grid of ``product`` and ``sum``) are chosen by
 the inner CV like the other hyperparameters; ``w = 0`` is the operators
 alone and the sum at ``w = 1`` the head alone, so a grid that holds both
-ends lets the inner CV fall back to either kernel. For the scalable path
+ends lets the inner CV fall back to either kernel. ``head_weight =
+"alignment"`` sets ``w`` of the sum without a grid: the maximum centred
+alignment weights (alignf, Cortes, Mohri and Rostamizadeh 2012) of the K2
+that the operators alone choose and the head kernel, on the training images
+(:func:`select_and_test_aligned`). For the scalable path
 (``sgd``) the kernel is realised explicitly: a tensor sketch of the K2
 random features and the head for the product, their weighted
 concatenation for the sum (:class:`~streamcov.features.HeadProductSketch`).
@@ -319,6 +323,59 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
     return float(np.mean(pred == y[te])), params, scores[k], {"candidate": ci, "median": meds[ci]}
 
 
+def select_and_test_aligned(cands, y, tr, te, grids, head_kernel, n_inner=5, seed=0):
+    """conv + head with the head's weight by centred kernel alignment (``head_weight = "alignment"``); then test.
+
+    1. K2: the candidate and sigma2 that the inner CV of the operators alone
+       chooses (:func:`select_and_test_svc` without the head: the same
+       grids, folds and ties, so the same K2 as the conv-alone pipeline).
+    2. w: :func:`~streamcov.stream.exact.aligned_head_weight` of K2 and the
+       head kernel on the training images (alignf of Cortes, Mohri and
+       Rostamizadeh 2012 on the two kernels, each normalised by the Frobenius
+       norm of its centred Gram matrix); the kernel is the sum
+       ``(1 - w) K2 + w L``.
+    3. C: inner CV over ``grids["C"]`` on the same inner folds, with w
+       recomputed from the training part of every inner fold (the held-out
+       part's labels never set the weight that is scored on it).
+
+    Returns ``(accuracy, params, inner_cv_score, fit)`` like
+    :func:`select_and_test_svc`; ``params`` holds ``head_combine = "sum"``
+    and the chosen ``head_weight``, ``fit["alignment"]`` the alignf details
+    and the conv-alone choice with its test accuracy.
+    """
+    from sklearn.svm import SVC
+
+    from ..stream.exact import aligned_head_weight, combine_head_kernel
+
+    conv_acc, conv_params, conv_cv, conv_fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed)
+    ci, med, s2 = conv_fit["candidate"], conv_fit["median"], conv_params["sigma2"]
+    ytr = y[tr]
+    K2 = _k2(cands[ci].D, s2, med)
+    K2tr, Ltr = K2[np.ix_(tr, tr)], head_kernel[np.ix_(tr, tr)]
+    folds = _inner_folds(ytr, n_inner, seed)
+    Cs = [float(C) for C in grids["C"]]
+    inner_w = []
+    hits = np.zeros((len(folds), len(Cs)))
+    for f, (a, b) in enumerate(folds):
+        wf, _ = aligned_head_weight(K2tr[np.ix_(a, a)], Ltr[np.ix_(a, a)], ytr[a])
+        inner_w.append(wf)
+        K = combine_head_kernel(K2tr, Ltr, wf, "sum")
+        for j, C in enumerate(Cs):
+            clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(a, a)], ytr[a])
+            hits[f, j] = np.mean(clf.predict(K[np.ix_(b, a)]) == ytr[b])
+    scores = hits.mean(axis=0)
+    j = int(np.argmax(scores))   # first maximum
+    w, info = aligned_head_weight(K2tr, Ltr, ytr)
+    K = combine_head_kernel(K2, head_kernel, w, "sum")
+    clf = SVC(kernel="precomputed", C=Cs[j]).fit(K[np.ix_(tr, tr)], ytr)
+    pred = clf.predict(K[np.ix_(te, tr)])
+    params = dict(cands[ci].params, sigma2=s2, C=Cs[j], head_combine="sum", head_weight=w)
+    info.update(inner_weights=inner_w, inner_cv_by_C=[float(v) for v in scores], conv_params=conv_params,
+                conv_inner_cv=conv_cv, conv_accuracy=conv_acc)
+    return float(np.mean(pred == y[te])), params, float(scores[j]), {"candidate": ci, "median": med,
+                                                                     "alignment": info}
+
+
 def select_and_test_linear(L, y, tr, te, grids, n_inner=5, seed=0):
     """Inner CV over C of an SVC on the precomputed linear kernel ``L`` (the head alone); then test."""
     from sklearn.svm import SVC
@@ -448,16 +505,22 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         ConvNet pooled heads (raw), normalised by ``mcfg.head_norm``
         (:func:`~streamcov.descriptors.image.normalize_heads`): the ``head``
         method, and conv + head with ``mcfg.head_weight`` (and
-        ``mcfg.head_combine``).
+        ``mcfg.head_combine``; ``head_weight = "alignment"``:
+        :func:`select_and_test_aligned`).
     """
     grids = {k: mcfg.grid(k) for k in ("sigma1", "gamma", "sigma2", "C")}
     use_head = getattr(mcfg, "head_weight", None) is not None
     if (use_head or method == "head") and heads is None:
         raise ConfigError(f"method {method!r}{' with head_weight' if use_head else ''} needs the ConvNet's pooled "
                           f"heads: [pixels] source = \"cnn\" with head = true")
-    if use_head:
+    aligned = use_head and getattr(mcfg, "head_alignment", False)
+    if aligned and classifier not in (None, "svc"):
+        raise ConfigError(f'method.head_weight = "alignment" needs the svc classifier, got {classifier!r}')
+    if use_head and not aligned:
         grids["head_weight"] = mcfg.grid("head_weight")
         grids["head_combine"] = mcfg.combine_grid()
+    elif aligned:
+        grids["head_weight"], grids["head_combine"] = "alignment", ["sum"]
     head_norm = getattr(mcfg, "head_norm", "l2")
     unit = None if heads is None else normalize_heads(heads, head_norm).astype(np.float64)
     classifier = classifier or ("1nn" if method == "stein" else "svc")
@@ -506,8 +569,11 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
             y = labels[universe]
             tr, te = pos[tr_g], pos[te_g]
             if classifier == "svc":
-                acc, params, cv, fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed,
-                                                           head_kernel=L if use_head else None)
+                if aligned:
+                    acc, params, cv, fit = select_and_test_aligned(cands, y, tr, te, grids, L, n_inner, seed)
+                else:
+                    acc, params, cv, fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed,
+                                                               head_kernel=L if use_head else None)
                 cand = cands[fit["candidate"]]
                 vecs = None if cand.vectors is None else cand.vectors[tr]
                 if vecs is not None and use_head:
@@ -520,6 +586,8 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         results.append({"split": name, "accuracy": acc, "inner_cv_accuracy": cv, "params": params,
                         "n_train": int(len(tr_g)), "n_test": int(len(te_g)),
                         "seconds": time.perf_counter() - ts})
+        if aligned:
+            results[-1]["alignment"] = fit["alignment"]
         if progress:
             print(f"{method} {name}: accuracy {acc:.4f} (inner CV {cv:.4f}) {params}", flush=True)
     accs = np.array([r["accuracy"] for r in results])

@@ -565,7 +565,7 @@ class ImageStreamClassification(Top):
 
 Grid = Union[PosFloat, Annotated[list[PosFloat], Field(min_length=1)]]
 EVAL_METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs", "head")
-HeadGrid = Union[HeadWeight, Annotated[list[HeadWeight], Field(min_length=1)]]
+HeadGrid = Union[HeadWeight, Annotated[list[HeadWeight], Field(min_length=1)], Literal["alignment"]]
 CombineGrid = Union[HeadCombine, Annotated[list[HeadCombine], Field(min_length=1)]]
 
 
@@ -622,13 +622,31 @@ class EvalMethod(Table):
         if self.name == "head" and self.classifier not in (None, "svc"):
             raise ValueError(f"method.name = 'head' is a linear-kernel SVM on the pooled head (classifier svc), "
                              f"got classifier {self.classifier!r}")
+        if self.head_alignment:
+            if self.classifier not in (None, "svc"):
+                raise ValueError(f"method.head_weight = \"alignment\" weights the precomputed kernels of the SVM "
+                                 f"(classifier svc), got classifier {self.classifier!r}")
+            if "head_combine" in self.model_fields_set and self.combine_grid() != ["sum"]:
+                raise ValueError(f"method.head_weight = \"alignment\" weights the sum (1 - w) K2 + w <h, h'> by "
+                                 f"centred kernel alignment: method.head_combine must be \"sum\" or left out, got "
+                                 f"{self.head_combine!r}")
         return self
 
+    @property
+    def head_alignment(self) -> bool:
+        """``head_weight = "alignment"``: the head's weight by centred kernel alignment, not a grid."""
+        return self.head_weight == "alignment"
+
     def grid(self, key) -> list[float]:
+        if key == "head_weight" and self.head_alignment:
+            raise ValueError('method.head_weight = "alignment" is not a grid')
         return _as_list(getattr(self, key))
 
     def combine_grid(self) -> list[str]:
-        """The head combinations searched by inner CV (``product``, ``sum``), in the file's order."""
+        """The head combinations searched by inner CV (``product``, ``sum``), in the file's order
+        (``["sum"]`` with ``head_weight = "alignment"``)."""
+        if self.head_alignment and "head_combine" not in self.model_fields_set:
+            return ["sum"]
         c = self.head_combine
         return list(dict.fromkeys(c if isinstance(c, list) else [c]))
 
