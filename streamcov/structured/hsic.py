@@ -28,7 +28,7 @@ from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..kernels import gaussian_kernel, sigma_from_gamma, squared_distances
+from ..kernels import center_kernel, gaussian_kernel, sigma_from_gamma, squared_distances
 
 BASES = ("monomial", "gegenbauer")
 
@@ -89,14 +89,6 @@ def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None) -> 
 # --------------------------------------------------------------------------
 # HSIC, eq. (11)
 # --------------------------------------------------------------------------
-def center_kernel(K: np.ndarray) -> np.ndarray:
-    """``H K H`` with ``H = I - 11^T / m``, computed in O(m^2)."""
-    K = np.asarray(K, dtype=np.float64)
-    r = K.mean(axis=1)
-    c = K.mean(axis=0)
-    return K - r[:, None] - c[None, :] + K.mean()
-
-
 def empirical_hsic(K, G) -> float:
     """Empirical HSIC of eq. (11): ``(m - 1)^-2 trace(K H G H)``.
 
