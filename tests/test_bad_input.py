@@ -181,6 +181,32 @@ block_size = 4
 """
 
 
+# image-classification (in memory) on the shared image store: exact Log-HS, the default classifier svc
+EVAL_PIPELINE = """\
+task = "image-classification"
+name = "bad_eval"
+seed = 0
+output = "{out}"
+
+[data]
+format = "store"
+store = "{store}"
+
+[pixels]
+preset = "texture"
+
+[method]
+name = "loghs"
+max_pixels_exact = 16
+sigma1 = [1.0]
+inner_folds = 2
+
+[split]
+kind = "per-class"
+n_train = 3
+"""
+
+
 @pytest.fixture
 def env(shared, tmp_path):
     return Env(tmp_path, shared)
@@ -201,10 +227,18 @@ def run_file(**replace):
     return lambda e: ["run", e.pipeline(**replace), "--quiet", "--scheduler", "synchronous"]
 
 
-def run_text(edit: Callable[[str], str]):
+def run_text(edit: Callable[[str], str], *extra):
     def argv(e):
         text = edit(SKELETON_PIPELINE.format(out=e.tmp / "out", store=e.shared["synth"]))
-        return ["run", e.pipeline(text), "--quiet", "--scheduler", "synchronous"]
+        return ["run", e.pipeline(text), "--quiet", "--scheduler", "synchronous", *extra]
+    return argv
+
+
+def run_image(edit: Callable[[str], str] = lambda t: t, *sets, pipeline=None):
+    """``streamcov run`` of the image pipeline (``IMAGE_PIPELINE``, or ``pipeline``) edited, with ``--set``s."""
+    def argv(e):
+        text = edit((pipeline or IMAGE_PIPELINE).format(out=e.tmp / "o", store=e.shared["img_store"]))
+        return ["run", e.pipeline(text), "--quiet", *[a for s in sets for a in ("--set", s)]]
     return argv
 
 
@@ -268,8 +302,11 @@ CONFIG = [
     Case("seed-negative", run_file(seed="-1"), LINE + r"seed = -1: expected"),
     Case("seed-string", run_file(seed='"x"'), LINE + r'seed = "x": expected an integer'),
     Case("split-kind-typo", run_file(split__kind='"subject-parity2"'), LINE + r'split\.kind = "subject-parity2"'),
-    Case("split-subjects-without-train", run_file(split__kind='"subjects"'), r"split\.train_subjects"),
-    Case("split-per-class-without-n_train", run_file(split__kind='"per-class"'), r"split\.n_train"),
+    # a [split] kind that misses its key: the line of `kind`
+    Case("split-subjects-without-train", run_file(split__kind='"subjects"'),
+         r"p\.toml, line 26: split\.kind = 'subjects' needs split\.train_subjects = \[\.\.\]$"),
+    Case("split-per-class-without-n_train", run_file(split__kind='"per-class"'),
+         r"p\.toml, line 26: split\.kind = 'per-class' needs split\.n_train \(training rows per class\)$"),
     Case("block-size-zero", run_file(dask__block_size="0"), LINE + r"dask\.block_size = 0: expected"),
     Case("unknown-key", run_set("descriptor.normalise=true"), r"unknown key 'descriptor\.normalise'; did you mean 'normalize'"),
     Case("unknown-key-in-file", run_text(lambda t: t.replace("theta = 0.7", "thetta = 0.7")),
@@ -321,12 +358,26 @@ CONFIG = [
          LINE + r"data\.synthetic\.frames = \[60, 30\]: expected \[shortest, longest\] sequence length"),
     Case("folds-empty", run_set("split.folds=[]"), r"--set split\.folds=\[\]: split\.folds = \[\]: expected a list"),
     Case("folds-repeated", run_set('split.kind="stratified-kfold"', "split.n_splits=3", "split.folds=[0, 0]"),
-         r"split\.folds = \[0, 0\] names a fold twice"),
+         r"error: --set split\.folds=\[0, 0\]: split\.folds = \[0, 0\] names a fold twice"),
+    # a [split] key that the kind does not read: where that key was written
     Case("split-key-of-another-kind", run_set("split.train_subjects=[1]"),
-         r"split\.train_subjects is not used by split\.kind = 'subject-parity' \(kinds that use it: subjects\)"),
+         r"error: --set split\.train_subjects=\[1\]: split\.train_subjects is not used by split\.kind = "
+         r"'subject-parity' \(kinds that use it: subjects\)$", check=lambda e, err, out: only_the_error_line(err)),
+    Case("split-key-of-another-kind-in-file", run_text(lambda t: t.replace('kind = "subject-parity"\n',
+                                                                          'kind = "subject-parity"\nn_splits = 5\n')),
+         r"error: \S+p\.toml, line 27: split\.n_splits is not used by split\.kind = 'subject-parity' \(kinds that "
+         r"use it: stratified-kfold, group-kfold\)$"),
+    Case("split-seed-of-a-fixed-kind", run_set("split.seed=3"),
+         r"error: --set split\.seed=3: split\.seed is not used by split\.kind = 'subject-parity' \(kinds that use "
+         r"it: stratified-kfold, per-class\)$"),
+    Case("split-kind-set-leaves-a-file-key", run_text(lambda t: t.replace('kind = "subject-parity"\n',
+                                                                         'kind = "per-class"\nn_train = 3\n'),
+                                                      '--set', 'split.kind="subjects"'),
+         r"error: \S+p\.toml, line 27: split\.n_train is not used by split\.kind = 'subjects'"),
     Case("split-subjects-in-both", run_set('split.kind="subjects"', "split.train_subjects=[1, 3]",
                                            "split.test_subjects=[1, 2, 3, 4]"),
-         r"subjects \[1, 3\] are in both split\.train_subjects and split\.test_subjects"),
+         r"error: --set split\.test_subjects=\[1, 2, 3, 4\]: subjects \[1, 3\] are in both split\.train_subjects "
+         r"and split\.test_subjects"),
     Case("name-empty", run_file(name='""'), LINE + r'name = "": expected'),
     Case("output-flag-empty", lambda e: ["run", e.pipeline(), "--output", ""], r"--output: empty path"),
     Case("output-under-a-file", lambda e: ["run", e.pipeline(), "--output",
@@ -339,8 +390,8 @@ CONFIG = [
          r"--set descriptor\.kernel_sigma=0\.0: descriptor\.kernel_sigma = 0\.0: expected a value > 0"),
     Case("matrix-typo", run_set('descriptor.matrix="kernel"'), r'descriptor\.matrix = "kernel": expected one of'),
     Case("rbf-with-mean-embedding", run_set('descriptor.matrix="rbf"', "descriptor.mean_weight=0.3"),
-         r"descriptor\.matrix = 'rbf' standardizes every coordinate series \(mean 0\): it has no mean embedding; "
-         r"set descriptor\.mean_weight = 0"),
+         r"error: --set descriptor\.mean_weight=0\.3: descriptor\.matrix = 'rbf' standardizes every coordinate "
+         r"series \(mean 0\): it has no mean embedding; set descriptor\.mean_weight = 0"),
     Case("pairs-joint-out-of-range", run_set("descriptor.pairs=[[1, 99]]"),
          r"descriptor\.pairs = \[\[1, 99\]\]: joint 99 outside 0\.\.\d+ \(the store has \d+ joints\)"),
     Case("pairs-unknown-name", run_set('descriptor.pairs=[["left_hnd", 0]]'),
@@ -378,6 +429,65 @@ CONFIG = [
                                            .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
                                            "--out", e.tmp / "m"],
          r"results\.csv: not a results\.csv of `streamcov study kernel-approx`"),
+    # a [method] key that the chosen method (and classifier) does not read: where it was written, what reads it
+    Case("eval-method-key-unread", run_image(lambda t: t.replace("inner_folds = 2\n", "inner_folds = 2\nepochs = 30\n"),
+                                             pipeline=EVAL_PIPELINE),
+         r'error: \S+p\.toml, line 18: method\.epochs = 30 is not read by method\.name = "loghs" with classifier '
+         r'"svc" \(its default\): remove it, or set method\.name = "approx_loghs" or "qapprox_loghs" with '
+         r'method\.classifier = "sgd" \(loghs with svc reads sigma1, gamma, mu, sigma2, C, inner_folds, '
+         r'max_pixels_exact, standardize, scaling, head_weight, head_combine, head_norm\)$',
+         check=lambda e, err, out: only_the_error_line(err)),
+    Case("eval-method-key-unread-set", run_image(lambda t: t, "method.D=100", pipeline=EVAL_PIPELINE),
+         r'error: --set method\.D=100: method\.D = 100 is not read by method\.name = "loghs" with classifier "svc" '
+         r'\(its default\): remove it, or set method\.name = "approx_hs", "approx_loghs" or "qapprox_loghs" '
+         r'\(loghs with svc reads '),
+    Case("eval-classifier-set-leaves-file-keys", run_image(lambda t: t, 'method.classifier="1nn"',
+                                                           pipeline=EVAL_PIPELINE),
+         r'error: \S+p\.toml, line 17: method\.inner_folds = 2 is not read by method\.name = "loghs" with classifier '
+         r'"1nn": remove it, or set method\.classifier = "svc" \(loghs with 1nn reads sigma1, gamma, mu, '
+         r'max_pixels_exact, standardize, scaling\)$'),
+    Case("eval-stein-reads-no-svm-key", run_image(lambda t: t.replace('name = "loghs"\nmax_pixels_exact = 16\n'
+                                                                      'sigma1 = [1.0]\n', 'name = "stein"\n'),
+                                                  pipeline=EVAL_PIPELINE),
+         r'error: \S+p\.toml, line 15: method\.inner_folds = 2 is not read by method\.name = "stein" with classifier '
+         r'"1nn" \(its default\): remove it, or set method\.classifier = "svc"'),
+    Case("eval-head-without-head-weight", run_image(lambda t: t, 'method.head_norm="power"', pipeline=EVAL_PIPELINE),
+         r'error: --set method\.head_norm="power": method\.head_norm normalises the ConvNet\'s pooled head: it needs '
+         r'method\.name = "head" or method\.head_weight'),
+    Case("eval-sgd-needs-approx", run_image(lambda t: t, 'method.classifier="sgd"', pipeline=EVAL_PIPELINE),
+         r"error: --set method\.classifier=\"sgd\": method\.classifier = 'sgd' \(the scalable path\) needs "
+         r"method\.name approx_loghs or qapprox_loghs, got 'loghs'"),
+    Case("stream-method-key-unread", run_image(lambda t: t, 'method.name="head"'),
+         r'error: \S+p\.toml, line 13: method\.D = 8 is not read by method\.name = "head": remove it, or set '
+         r'method\.name = "approx_loghs" or "qapprox_loghs" \(method "head" reads head_norm\) \(also not read: '
+         r'method\.sigma1, method\.n_components, method\.scaling, method\.fit_sample\)$'),
+    Case("stream-method-key-unread-set", run_image(lambda t: t.replace("D = 8\n", 'name = "head"\n').replace(
+        'sigma1 = 1.0\nn_components = 32\nscaling = "per-feature"\nfit_sample = 6\n', ""), "method.sigma2=2.0"),
+         r'error: --set method\.sigma2=2\.0: method\.sigma2 = 2\.0 is not read by method\.name = "head"'),
+    # a [pixels] key that the chosen features do not read, or of the other source
+    Case("pixels-gabor-without-gabor", run_image(lambda t: t.replace('preset = "texture"\n',
+                                                                     'preset = "texture"\ngabor_scales = 3\n')),
+         r'error: \S+p\.toml, line 11: pixels\.gabor_scales = 3 is not read: the features \(preset "texture": x, y, '
+         r'I, Ix, Iy\) hold no Gabor magnitudes; remove it, or add "gabor" to pixels\.features$'),
+    Case("pixels-gabor-without-gabor-set", run_image(lambda t: t, 'pixels.features=["I", "Ix"]', "pixels.gabor_fmax=0.2"),
+         r'error: --set pixels\.gabor_fmax=0\.2: pixels\.gabor_fmax = 0\.2 is not read: the features '
+         r'\(pixels\.features: I, Ix\) hold no Gabor magnitudes'),
+    Case("pixels-convnet-key-handcrafted", run_image(lambda t: t, "pixels.grid=4"),
+         r'error: --set pixels\.grid=4: pixels\.grid belongs to ConvNet features: add source = "cnn"$'),
+    # a [descriptor] option that another option turns off
+    Case("descriptor-kernel-sigma-without-rbf", run_set("descriptor.kernel_sigma=2.0"),
+         r'error: --set descriptor\.kernel_sigma=2\.0: descriptor\.kernel_sigma = 2\.0 is not read: only '
+         r'descriptor\.matrix = "rbf" reads it; remove it, or set descriptor\.matrix = "rbf"$'),
+    Case("descriptor-up-axis-without-yaw", run_text(lambda t: t.replace("normalize = true\n",
+                                                                       'normalize = true\nup_axis = "z"\n')),
+         r'error: \S+p\.toml, line 12: descriptor\.up_axis = "z" is not read: only descriptor\.body_frame = "yaw" '
+         r'reads it; remove it, or set descriptor\.body_frame = "yaw"$'),
+    Case("descriptor-window-without-derivatives", run_set("descriptor.window=7"),
+         r'error: --set descriptor\.window=7: descriptor\.window = 7 is not read: only descriptor\.features with '
+         r'"velocities" or "accelerations" reads it; remove it, or add "velocities" or "accelerations" to '
+         r'descriptor\.features$'),
+    Case("descriptor-even-window", run_set('descriptor.features=["positions", "velocities"]', "descriptor.window=4"),
+         r"error: --set descriptor\.window=4: descriptor\.window must be odd \(a centred window\), got 4$"),
     Case("image-pipeline-on-skeleton-store",
          lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["synth"])), "--quiet"],
          r"synth\.zarr: a skeleton store, but an image store is needed here"),

@@ -132,7 +132,25 @@ def test_eval_head_options_checked_by_the_schema(tmp_path, store, method, patter
     one_line(*cli("run", p, "--quiet"), pattern)
 
 
-def test_eval_conv_head_needs_a_kernel_method(tmp_path, store):
-    p = pipeline(tmp_path, store, 'source = "cnn"', 'name = "stein"\nhead_weight = 1.0',
-                 task="image-classification")
-    one_line(*cli("run", p, "--quiet"), r"method\.head_weight \(conv \+ head\) multiplies the Gaussian kernel K2")
+@pytest.mark.parametrize("method, pattern", [
+    # conv + head combines the head with K2 of a distance: not with stein (its default 1nn, nor svc), nor "head"
+    ('name = "stein"\nhead_weight = 1.0', r'line 14: method\.head_weight = 1\.0 is not read by method\.name = '
+     r'"stein" with classifier "1nn" \(its default\): remove it, or set method\.name = "e", "loge", "hs", '
+     r'"approx_hs", "loghs", "approx_loghs" or "qapprox_loghs" with method\.classifier = "svc" \(stein with 1nn '
+     r'reads gamma, mu, standardize, scaling\)$'),
+    ('name = "stein"\nclassifier = "svc"\nhead_weight = 1.0', r'line 15: method\.head_weight = 1\.0 is not read by '
+     r'method\.name = "stein" with classifier "svc": remove it, or set method\.name = "e", "loge"'),
+    ('name = "head"\nhead_weight = [1.0]', r'line 14: method\.head_weight = \[1\.0\] is not read by method\.name = '
+     r'"head" with classifier "svc" \(its default\): remove it, or set method\.name = "e", .*\(head with svc reads C, '
+     r'inner_folds, head_norm\)$'),
+])
+def test_eval_conv_head_needs_a_kernel_method(tmp_path, store, method, pattern):
+    p = pipeline(tmp_path, store, 'source = "cnn"', method, task="image-classification")
+    one_line(*cli("run", p, "--quiet"), pattern)
+
+
+def test_stream_head_reads_only_head_norm(tmp_path, store):
+    p = pipeline(tmp_path, store, 'source = "cnn"', 'name = "head"\nhead_weight = 0.5')
+    one_line(*cli("run", p, "--quiet"), r'p\.toml, line 14: method\.head_weight = 0\.5 is not read by method\.name = '
+                                        r'"head": remove it, or set method\.name = "approx_loghs" or "qapprox_loghs" '
+                                        r'\(method "head" reads head_norm\)$')

@@ -19,7 +19,7 @@ from streamcov.stream.runtime import dask_runtime  # noqa: E402
 from streamcov.stream.source import block_bounds  # noqa: E402
 from streamcov.tasks import image_eval as ev  # noqa: E402
 from streamcov.tasks import run as run_pipeline  # noqa: E402
-from streamcov.tasks.schema import EvalMethod  # noqa: E402
+from streamcov.tasks.schema import METHOD_KEYS, EvalMethod  # noqa: E402
 # the same 24 texture patches and image store as the hand-crafted streaming tests
 from test_images_stream import store, textures  # noqa: E402,F401
 
@@ -129,7 +129,10 @@ def test_restart_resumes_a_partial_hypercolumn_store(store, baseline, tmp_path):
 
 @pytest.mark.parametrize("method", [{"name": "head"}, {"name": "qapprox_loghs"}])
 def test_head_alone_and_conv_alone_stream(store, tmp_path, method):
-    res = run_pipeline(make_cfg(store.path, tmp_path, method=method), scheduler="threads")
+    cfg = make_cfg(store.path, tmp_path, method=method)
+    if method["name"] == "head":   # the head alone reads no operator, scale or map key
+        cfg["method"] = method
+    res = run_pipeline(cfg, scheduler="threads")
     assert res["method"] == method["name"] and res["accuracy"] > 0.5
     assert res["vector_dim"] == (1280 if method["name"] == "head" else 210)
 
@@ -155,7 +158,8 @@ def test_in_memory_methods_with_convnet_features(textures):
                         ("qapprox_loghs", {"classifier": "sgd", "n_components": 256, "head_weight": 0.5}),
                         ("qapprox_loghs", {"classifier": "sgd", "n_components": 256, "head_weight": [0.5],
                                            "head_combine": "sum", "head_norm": "power"})]:
-        m = EvalMethod(name=name, **{**small, **extra})
+        reads = METHOD_KEYS[(name, extra.get("classifier", "svc"))]   # the keys of small that it reads
+        m = EvalMethod(name=name, **{k: v for k, v in small.items() if k in reads}, **extra)
         res = ev.evaluate(name, feats, textures.labels, splits, m, classifier=m.classifier, heads=heads)
         assert res["accuracy"] > 0.5, (name, extra, res["accuracy"])
         if "head_weight" in extra:

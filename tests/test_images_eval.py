@@ -13,7 +13,7 @@ from streamcov.features import GaussianRandomFeatures
 from streamcov.linalg import log_vectors, sym_vec
 from streamcov.tasks import image_eval as ev
 from streamcov.tasks import run
-from streamcov.tasks.schema import EvalMethod, SplitTable
+from streamcov.tasks.schema import METHOD_KEYS, EvalMethod, SplitTable
 from streamcov.splits import folds
 
 
@@ -22,8 +22,12 @@ def split_idx(split, labels):
                                                                                np.zeros(len(labels), int))]
 
 
-def method(**kw):
-    return EvalMethod(**kw)
+def method_table(name, classifier=None, **kw):
+    """The [method] table of ``name`` (and ``classifier``) with those of the keys ``kw`` that it reads
+    (:data:`~streamcov.tasks.schema.METHOD_KEYS`; the schema refuses the others)."""
+    reads = METHOD_KEYS[(name, classifier or ("1nn" if name == "stein" else "svc"))]
+    return EvalMethod(name=name, **({"classifier": classifier} if classifier else {}),
+                      **{k: v for k, v in kw.items() if k in reads})
 
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -79,12 +83,36 @@ SMALL = {"sigma1": [1.0], "gamma": [1e-3], "sigma2": [1.0], "C": [10.0]}
 def test_every_method_beats_chance_on_textures(textures, method):  # noqa: F811
     data, feats, raw, splits = textures
     # per-feature scaling: x, y in pixel units would swamp I, |Ix|, |Iy| under one global scale
-    m = EvalMethod(name=method, D=20, max_pixels_exact=48, scaling="per-feature", inner_folds=2, **SMALL)
+    m = method_table(method, D=20, max_pixels_exact=48, scaling="per-feature", inner_folds=2, **SMALL)
     res = ev.evaluate(method, feats, data.labels, splits, m, raw_covs=raw)
     assert res["classifier"] == ("1nn" if method == "stein" else "svc")
     assert res["n_train"] == 24 and res["n_test"] == 24
     # brick / grass / gravel patches are easy: chance is 1/3; measured 0.7-1.0 across methods
     assert res["accuracy"] > 0.6
+
+
+# values that differ from the defaults (what a key left out of a table takes), for every key but the head keys
+OTHER = {"D": 7, "sigma1": [3.0], "gamma": [0.5], "sigma2": [8.0], "C": [0.01], "inner_folds": 3,
+         "max_pixels_exact": 5, "n_components": 16, "epochs": 1, "standardize": "all", "scaling": "per-feature"}
+
+
+@pytest.mark.parametrize("pair", [p for p in METHOD_KEYS if p[0] != "head"], ids="-".join)
+def test_the_keys_a_method_does_not_read_change_nothing(textures, pair):
+    """METHOD_KEYS is what the code reads: the keys a (name, classifier) does not read, given other values
+    (past the schema, which refuses them), leave every split's accuracy and choice as they were."""
+    data, feats, raw, splits = textures
+    name, clf = pair
+    kw = dict(D=20, max_pixels_exact=48, scaling="per-feature", inner_folds=2, n_components=256, epochs=5, **SMALL)
+    base = method_table(name, clf if clf != "1nn" or name != "stein" else None, **kw)
+    unread = {k: v for k, v in OTHER.items() if k not in METHOD_KEYS[pair]}
+    assert unread   # every pair leaves some key unread
+    other = EvalMethod.model_construct(**{**base.model_dump(), **unread})
+
+    def result(m):
+        res = ev.evaluate(name, feats, data.labels, splits[:1], m, classifier=clf, raw_covs=raw)
+        return [(r["accuracy"], r["inner_cv_accuracy"], r["params"]) for r in res["splits"]]
+
+    assert result(other) == result(base)
 
 
 def test_standardize_all_and_grid_selection(textures):
@@ -144,7 +172,7 @@ def test_evaluate_needs_two_training_images_per_class(textures):
     data, feats, raw, splits = textures
     with pytest.raises(ConfigError, match="every class needs at least 2 training images"):
         one = [("s", np.array([0, 24, 48]), np.array([1, 25, 49]))]
-        ev.evaluate("e", feats, data.labels, one, EvalMethod(name="e", **SMALL), raw_covs=raw)
+        ev.evaluate("e", feats, data.labels, one, method_table("e", **SMALL), raw_covs=raw)
 
 
 def _demo_cfg(tmp_path, **m):
@@ -178,6 +206,7 @@ def test_task_on_a_folder_and_a_store(tmp_path):
     ingest_images(tmp_path / "src", tmp_path / "t.zarr")
     for fmt, key, path in (("folders", "source", tmp_path / "src"), ("store", "store", tmp_path / "t.zarr")):
         cfg = _demo_cfg(tmp_path / fmt, name="e")
+        cfg["method"] = {k: v for k, v in cfg["method"].items() if k not in ("D", "sigma1", "gamma")}   # not read by e
         cfg["data"] = {"format": fmt, key: str(path)}
         cfg["split"] = {"kind": "stratified-kfold", "n_splits": 2}
         res = run(cfg)

@@ -129,7 +129,8 @@ def test_config_errors(tmp_path):
 
 
 def test_every_shipped_pipeline_loads():
-    """Every file of pipelines/ validates: no key its learner does not read, no bad value."""
+    """Every file of pipelines/ validates: no key its learner, method, split kind or options do not read, no bad
+    value."""
     files = sorted((REPO / "pipelines").glob("*.toml"))
     assert len(files) > 40
     for f in files:
@@ -265,6 +266,173 @@ def test_the_readme_runs_an_lbfgs_file_with_sgd():
     cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", sets, note=notes.append)
     assert (cfg.model.learner, cfg.model.epochs, cfg.model.loss, cfg.model.C) == ("sgd", 100, "log_loss", 100.0)
     assert len(notes) == 1 and notes[0].startswith("model.max_iter, model.tol (")
+
+
+def test_the_readme_paper000_flags_load_on_the_shipped_files():
+    """README's ``$P000`` (levels = 1, positions only, no body frame) on files that set the pyramid's overlap
+    and velocities: the options it turns off are not set in the files, or are not refused (overlap)."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    words = re.search(r"^P000='(.*)'$", text, flags=re.M).group(1).split()   # an unquoted $P000: quotes kept
+    sets = [w for i, w in enumerate(words) if i % 2 == 1 and words[i - 1] == "--set"]
+    for name in ("msr_action3d.toml", "msr_action3d_exact.toml", "florence3d.toml", "utkinect.toml"):
+        cfg = load_config(REPO / "pipelines" / name, sets, note=lambda m: None)
+        assert (cfg.descriptor.levels, cfg.descriptor.features) == (1, ["positions"])
+
+
+# ------------------------------------------------ [method] keys that the chosen method does not read
+def eval_file(tmp_path, method: str) -> "Path":
+    """An image-classification file whose [method] table is ``method`` (its first key on line 11)."""
+    path = tmp_path / "p.toml"
+    path.write_text(f'task = "image-classification"\n\n[data]\nformat = "store"\nstore = "s.zarr"\n\n[pixels]\n'
+                    f'preset = "texture"\n\n[method]\n{method}\n')
+    return path
+
+
+def test_the_method_tables_cover_the_schema():
+    """Every [method] key is read by some method, every method reads only keys of the table, and every
+    (name, classifier) that the schema takes has its row."""
+    from pydantic import ValidationError
+
+    from streamcov.tasks.schema import (EVAL_CLASSIFIERS, EVAL_METHODS, METHOD_KEYS, STREAM_METHOD_KEYS, EvalMethod,
+                                        StreamMethod)
+
+    for table, model in ((METHOD_KEYS, EvalMethod), (STREAM_METHOD_KEYS, StreamMethod)):
+        fields = set(model.model_fields) - {"name", "classifier"}
+        assert set().union(*map(set, table.values())) == fields
+    for name in EVAL_METHODS:
+        for clf in EVAL_CLASSIFIERS:
+            try:
+                EvalMethod(name=name, classifier=clf)
+            except ValidationError:
+                assert (name, clf) not in METHOD_KEYS
+            else:
+                assert (name, clf) in METHOD_KEYS
+    assert set(STREAM_METHOD_KEYS) == set(StreamMethod.model_fields["name"].annotation.__args__)
+    # the defaults: svc, or 1nn for stein
+    assert EvalMethod(name="stein").classifier_used == "1nn" and EvalMethod(name="e").classifier_used == "svc"
+    # data/images_protocols.md writes the same table, row by row
+    import re
+
+    text = (REPO / "data" / "images_protocols.md").read_text().split("## `[method]` keys")[1].split("\n## ")[0]
+    rows = {tuple(m.group(1, 2)): tuple(re.findall(r"`(\w+)`", m.group(3)))
+            for m in re.finditer(r"^\| `(\w+)` \| `(\w+)` \| (.*) \|$", text, flags=re.M) if m.group(1) != "name"}
+    assert rows == {k: tuple(f for f in EvalMethod.model_fields if f in v) for k, v in METHOD_KEYS.items()}
+
+
+@pytest.mark.parametrize("method,message", [
+    ('name = "loghs"\nepochs = 30', r'line 12: method\.epochs = 30 is not read by method\.name = "loghs" with '
+     r'classifier "svc" \(its default\): remove it, or set method\.name = "approx_loghs" or "qapprox_loghs" with '
+     r'method\.classifier = "sgd" \(loghs with svc reads sigma1, gamma, mu, sigma2, C, inner_folds, '
+     r'max_pixels_exact, standardize, scaling, head_weight, head_combine, head_norm\)$'),
+    ('name = "e"\nD = 100', r'line 12: method\.D = 100 is not read by method\.name = "e" with classifier "svc" '
+     r'\(its default\): remove it, or set method\.name = "approx_hs", "approx_loghs" or "qapprox_loghs" '),
+    ('name = "hs"\ngamma = [0.001]', r'line 12: method\.gamma = \[0\.001\] is not read by method\.name = "hs" '
+     r'with classifier "svc" \(its default\): remove it, or set method\.name = "loge", "stein", "loghs", '
+     r'"approx_loghs" or "qapprox_loghs"'),
+    ('name = "approx_loghs"\nclassifier = "sgd"\nmax_pixels_exact = 64', r'line 13: method\.max_pixels_exact = 64 '
+     r'is not read by method\.name = "approx_loghs" with classifier "sgd": remove it, or set method\.name = "hs" or '
+     r'"loghs" with method\.classifier = "svc"'),
+    ('name = "approx_loghs"\nclassifier = "1nn"\nC = [1.0]\nsigma2 = 2.0', r'line 14: method\.sigma2 = 2\.0 is not '
+     r'read by method\.name = "approx_loghs" with classifier "1nn": remove it, or set method\.classifier = "svc" or '
+     r'"sgd" \(approx_loghs with 1nn reads D, sigma1, gamma, mu, standardize, scaling\) \(also not read: '
+     r'method\.C\)$'),
+    ('name = "stein"\nsigma1 = [1.0]', r'line 12: method\.sigma1 = \[1\.0\] is not read by method\.name = "stein" '
+     r'with classifier "1nn" \(its default\): remove it, or set method\.name = "hs", "approx_hs", "loghs", '
+     r'"approx_loghs" or "qapprox_loghs"'),
+    # a key set to its default is still a key the user wrote
+    ('name = "head"\nstandardize = "train"', r'line 12: method\.standardize = "train" is not read by method\.name '
+     r'= "head" with classifier "svc" \(its default\): remove it, or set method\.name = "e", '),
+    ('name = "loge"\nmu = [0.1]', r'line 12: method\.mu must equal method\.gamma'),
+    ('name = "approx_hs"\nmu = [0.1]', r'line 12: method\.mu = \[0\.1\] is not read by method\.name = "approx_hs"'),
+    ('name = "loge"\nhead_combine = "sum"', r'line 12: method\.head_combine combines the operators\' kernel K2 with '
+     r'the head\'s: it needs method\.head_weight \(conv \+ head\)$'),
+    ('name = "loge"\nclassifier = "sgd"', r'line 12: method\.classifier = \'sgd\' \(the scalable path\) needs'),
+], ids=["loghs-epochs", "e-D", "hs-gamma", "sgd-max_pixels_exact", "1nn-several", "stein-sigma1", "head-default",
+        "mu-not-gamma", "approx_hs-mu", "head_combine-alone", "sgd-of-loge"])
+def test_a_file_key_the_method_does_not_read_is_an_error(tmp_path, method, message):
+    with pytest.raises(ConfigError, match=FILE + message):
+        load_config(eval_file(tmp_path, method))
+
+
+@pytest.mark.parametrize("file,sets,message", [
+    ("virus_approx_loghs.toml", ["method.epochs=30"], r'^--set method\.epochs=30: method\.epochs = 30 is not read by '
+     r'method\.name = "approx_loghs" with classifier "svc": remove it, or set method\.classifier = "sgd" '),
+    # the classifier changed by --set: the file's keys it does not read, where the file wrote them
+    ("virus_approx_loghs.toml", ['method.classifier="1nn"'], r'^\S+virus_approx_loghs\.toml, line \d+: '
+     r'method\.sigma2 = \[0\.5, 1\.0, 2\.0, 4\.0\] is not read by method\.name = "approx_loghs" with classifier '
+     r'"1nn": .* \(also not read: method\.C, method\.inner_folds\)$'),
+    ("virus_stein.toml", ["method.inner_folds=3"], r'^--set method\.inner_folds=3: method\.inner_folds = 3 is not '
+     r'read by method\.name = "stein" with classifier "1nn": remove it, or set method\.classifier = "svc"'),
+    ("virus_cnn_head.toml", ['method.scaling="global"'], r'^--set method\.scaling="global": method\.scaling = '
+     r'"global" is not read by method\.name = "head" with classifier "svc"'),
+    ("virus_approx_loghs_stream.toml", ["method.name=\"head\""], r'^\S+virus_approx_loghs_stream\.toml, line \d+: '
+     r'method\.D = 200 is not read by method\.name = "head": remove it, or set method\.name = "approx_loghs" or '
+     r'"qapprox_loghs" \(method "head" reads head_norm\)'),
+    ("virus_cnn_convhead_stream.toml", ['method.head_combine="sum"', "method.head_norm=\"power\""], None),
+], ids=["eval-set", "eval-classifier-switched", "stein-set", "head-set", "stream-head-switched", "stream-head-keys"])
+def test_a_set_key_the_method_does_not_read_is_an_error(file, sets, message):
+    if message is None:   # read: with head_weight, head_combine and head_norm are keys of the method
+        cfg = load_config(REPO / "pipelines" / file, sets)
+        assert (cfg.method.head_combine, cfg.method.head_norm) == ("sum", "power")
+        return
+    with pytest.raises(ConfigError, match=message):
+        load_config(REPO / "pipelines" / file, sets)
+
+
+def test_keyed_errors_carry_the_key():
+    """The tables raise each refusal of one key with ``ctx["key"]``: the loader names that key's line."""
+    from pydantic import ValidationError
+
+    from streamcov.tasks.schema import (KEYED_ERRORS, EvalMethod, PixelsTable, SkeletonDescriptor, SplitTable,
+                                        StreamMethod)
+
+    for make, kind, key in [
+        (lambda: EvalMethod(name="stein", C=[1.0]), "method_key", "C"),
+        (lambda: EvalMethod(name="e", classifier="sgd"), "method_key", "classifier"),
+        (lambda: StreamMethod(name="head", fit_sample=8), "method_key", "fit_sample"),
+        (lambda: StreamMethod(head_norm="power"), "method_key", "head_norm"),
+        (lambda: SplitTable(kind="subjects"), "split_key", "kind"),
+        (lambda: SplitTable(kind="per-class", n_train=2, n_splits=3), "split_key", "n_splits"),
+        (lambda: SplitTable(kind="subjects", train_subjects=[1, 2], test_subjects=[2]), "split_key", "test_subjects"),
+        (lambda: SplitTable(folds=[1, 1]), "split_key", "folds"),
+        (lambda: PixelsTable(preset="fish", gabor_radius=3), "pixels_key", "gabor_radius"),
+        (lambda: PixelsTable(source="cnn", stride=2), "pixels_key", "stride"),
+        (lambda: SkeletonDescriptor(kernel_sigma=2.0), "descriptor_key", "kernel_sigma"),
+        (lambda: SkeletonDescriptor(features=["positions"], time="normalized"), "descriptor_key", "time"),
+    ]:
+        with pytest.raises(ValidationError) as info:
+            make()
+        err = info.value.errors()[0]
+        assert (err["type"], err["ctx"]["key"]) == (kind, key) and kind in KEYED_ERRORS
+    # what the keys' options read stays accepted
+    PixelsTable(preset="virus", gabor_scales=3)
+    PixelsTable(features=["I", "gabor"], gabor_fmax=0.2)
+    SkeletonDescriptor(features=["positions", "velocities"], window=7, time="normalized", body_frame="yaw",
+                       up_axis="z", matrix="rbf", kernel_sigma=2.0)
+    SplitTable(kind="stratified-kfold", n_splits=3, seed=1)
+    SplitTable(kind="per-class", n_train=2, n_test=2, n_repeats=3, seed=1)
+
+
+def test_split_errors_name_the_line_of_their_key(tmp_path):
+    path = tmp_path / "p.toml"
+    text = ('task = "skeleton-classification"\n\n[data]\nstore = "s.zarr"\n\n[split]\nkind = "subjects"\n'
+            'train_subjects = [1, 2]\ntest_subjects = [2, 3]\n')
+    path.write_text(text + "n_repeats = 2\n")
+    with pytest.raises(ConfigError, match=FILE + r"line 10: split\.n_repeats is not used by split\.kind = 'subjects' "
+                                         r"\(kinds that use it: per-class\)$"):
+        load_config(path)
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=FILE + r"line 9: subjects \[2\] are in both split\.train_subjects and "
+                                         r"split\.test_subjects"):
+        load_config(path)
+    path.write_text(text.replace("train_subjects = [1, 2]\ntest_subjects = [2, 3]\n", ""))
+    with pytest.raises(ConfigError, match=FILE + r"line 7: split\.kind = 'subjects' needs split\.train_subjects"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"^--set split\.kind=\"per-class\": split\.kind = 'per-class' needs "
+                                         r"split\.n_train"):
+        load_config(path, ['split.kind="per-class"'])
 
 
 def test_shared_feature_options_reach_the_maps_that_take_them():

@@ -8,9 +8,12 @@ validates every table against it. A value the schema refuses gives one
 from (``pipelines/x.toml, line 12`` or ``--set model.epochs=2.5``), the key
 as written, the value, what was expected, and, for an unknown key, the
 closest known one. A ``[model]`` key that the chosen learner does not read
-is refused the same way; when ``--set model.learner=...`` changes the
-file's learner, the file's keys that the new learner does not read are
-dropped instead, with one note. Relative paths are resolved here, once.
+(or a ``[method]`` key that the chosen method does not read, a ``[split]``
+key of another kind, ...: :data:`~streamcov.tasks.schema.KEYED_ERRORS`) is
+refused the same way, naming where that key was written; when ``--set
+model.learner=...`` changes the file's learner, the file's keys that the
+new learner does not read are dropped instead, with one note. Relative
+paths are resolved here, once.
 """
 from __future__ import annotations
 
@@ -322,6 +325,8 @@ def _keys(err, schema) -> tuple:
 
 
 def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
+    from .schema import KEYED_ERRORS
+
     # an unknown key first: a misspelt or renamed table also leaves its right name "missing"
     errs = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     first = errs[0]
@@ -344,9 +349,10 @@ def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
                 hint = f"; did you mean {close[0]!r}?"
         section = f"[{'.'.join(keys[:-1])}]" if len(keys) > 1 else "the top level"
         return f"{where}: unknown key {dotted!r}{hint} ({section} takes: {', '.join(known)}){tail}"
-    if first["type"] == "learner_key":
-        # a [model] key that the chosen learner does not read, or a learner the task has not: where that
-        # key came from (ctx["key"]: its dotted path from the table that raised)
+    if first["type"] in KEYED_ERRORS:
+        # an error about one key (a [model] key that the chosen learner does not read, a [method] key that
+        # the chosen method does not read, a [split] key of another kind, ...): where that key came from
+        # (ctx["key"]: its dotted path from the table that raised)
         return f"{origins.where(keys + tuple(first['ctx']['key'].split('.')))}: {first['msg']}{tail}"
     if first["type"] == "missing":
         return f"{where}: {dotted} is required (expected {expected_of(first)}){tail}"

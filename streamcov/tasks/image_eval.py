@@ -498,7 +498,8 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     mcfg : the ``[method]`` table
         ``standardize``: feature scale from the training images of each split
         (``train``: representations recomputed per split), or from all images
-        once (``all``: no labels used; representations shared by the splits).
+        once (``all``: no labels used; representations shared by the splits);
+        not read by the ``head`` method (reported as None), nor is ``scaling``.
     raw_covs : array (N, n, n), optional
         Region covariances of the unscaled features (e, loge, stein).
     heads : array (N, 1280), optional
@@ -524,7 +525,8 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     head_norm = getattr(mcfg, "head_norm", "l2")
     unit = None if heads is None else normalize_heads(heads, head_norm).astype(np.float64)
     classifier = classifier or ("1nn" if method == "stein" else "svc")
-    standardize, scaling = mcfg.standardize, mcfg.scaling
+    # the head alone (unit pooled heads) measures no feature scale: standardize and scaling play no part
+    standardize, scaling = (None, None) if method == "head" else (mcfg.standardize, mcfg.scaling)
     n_inner = int(mcfg.inner_folds)
     labels = np.asarray(labels)
     results, last = [], None

@@ -4,10 +4,16 @@ A pipeline file is TOML: top-level keys (``task``, ``name``, ``seed``,
 ``output``) and one table per stage. Each task declares its tables here as
 pydantic models in strict mode: a value of the wrong type (``"many"`` for an
 integer, ``"false"`` for a boolean, ``2.5`` epochs), out of range, not among
-the allowed values, a key that no table declares, or a ``[model]`` key that
-the chosen learner does not read (:data:`LEARNER_KEYS`) is refused by
+the allowed values, a key that no table declares, or a key that the chosen
+option does not read (a ``[model]`` key of another learner,
+:data:`LEARNER_KEYS`; a ``[method]`` key of another method or classifier,
+:data:`METHOD_KEYS`, :data:`STREAM_METHOD_KEYS`; a ``[split]`` key of
+another kind, :data:`SPLIT_KEYS`; Gabor options without the Gabor feature;
+:data:`DESCRIPTOR_READ_WHEN`) is refused by
 :func:`streamcov.tasks.config.load_config` with one line naming the file,
-the line, the key as the user wrote it and what was expected.
+the line (or the ``--set`` flag), the key as the user wrote it and what was
+expected. An error about one key names it in ``ctx["key"]``
+(:data:`KEYED_ERRORS`), so that the line is that key's.
 
 Bandwidths: every ``sigma`` means ``exp(-||x - y||^2 / (2 sigma^2))``
 (:mod:`streamcov.kernels`), except the image tasks' ``sigma1`` and
@@ -46,9 +52,35 @@ class Table(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+# Errors that name one key of the table that raises them, in ctx["key"] (dotted, from that table): the loader
+# (streamcov.tasks.config) says where that key came from, the file and line or the --set flag.
+KEYED_ERRORS = ("learner_key", "method_key", "split_key", "pixels_key", "descriptor_key")
+
+
+def key_error(kind: str, key: str, msg: str) -> PydanticCustomError:
+    """A :data:`KEYED_ERRORS` error: ``msg`` about the table's ``key`` (dotted, from the table that raises).
+
+    pydantic fills ``{key}`` in a message from ``ctx``; no other brace is touched, and no message here
+    writes that one.
+    """
+    assert kind in KEYED_ERRORS, kind
+    return PydanticCustomError(kind, msg, {"key": key})
+
+
+def _quoted_or(values) -> str:
+    """``"a"``, ``"a" or "b"``, ``"a", "b" or "c"``."""
+    q = [f'"{v}"' for v in values]
+    return q[0] if len(q) == 1 else f"{', '.join(q[:-1])} or {q[-1]}"
+
+
 # ---------------------------------------------------------------- shared tables
 class SplitTable(Table):
-    """``[split]``: which rows train and which test, fold by fold (:mod:`streamcov.splits`)."""
+    """``[split]``: which rows train and which test, fold by fold (:mod:`streamcov.splits`).
+
+    :data:`SPLIT_KEYS` says which kinds read ``train_subjects``, ``test_subjects``, ``file``,
+    ``n_train``, ``n_test``, ``n_repeats``, ``n_splits`` and ``seed``; one of them set (in the file
+    or by ``--set``) for a kind that does not read it is refused, naming the key where it was written.
+    """
 
     kind: Literal[SPLIT_KINDS] = "subject-parity"
     train_subjects: Optional[list[int]] = None
@@ -64,29 +96,34 @@ class SplitTable(Table):
     @model_validator(mode="after")
     def _needs(self):
         if self.folds is not None and len(set(self.folds)) != len(self.folds):
-            raise ValueError(f"split.folds = {self.folds} names a fold twice; list each fold once")
-        used = _SPLIT_KEYS.get(self.kind, ())
-        for key in ("train_subjects", "test_subjects", "file", "n_train", "n_test"):
-            if getattr(self, key) is not None and key not in used:
-                raise ValueError(f"split.{key} is not used by split.kind = {self.kind!r} "
-                                 f"(kinds that use it: {', '.join(k for k, v in _SPLIT_KEYS.items() if key in v)})")
+            raise key_error("split_key", "folds", f"split.folds = {self.folds} names a fold twice; list each fold once")
+        used = SPLIT_KEYS.get(self.kind, ())
+        for key in _SPLIT_READ_BY_SOME:
+            if key in self.model_fields_set and getattr(self, key) is not None and key not in used:
+                raise key_error("split_key", key, f"split.{key} is not used by split.kind = {self.kind!r} "
+                                f"(kinds that use it: {', '.join(k for k, v in SPLIT_KEYS.items() if key in v)})")
         both = sorted(set(self.train_subjects or ()) & set(self.test_subjects or ()))
         if both:
-            raise ValueError(f"subjects {both} are in both split.train_subjects and split.test_subjects; "
-                             f"a subject trains or tests, not both")
+            raise key_error("split_key", "test_subjects",
+                            f"subjects {both} are in both split.train_subjects and split.test_subjects; "
+                            f"a subject trains or tests, not both")
         if self.kind == "subjects" and not self.train_subjects:
-            raise ValueError("split.kind = 'subjects' needs split.train_subjects = [..]")
+            raise key_error("split_key", "kind", "split.kind = 'subjects' needs split.train_subjects = [..]")
         if self.kind == "subject-splits-file" and not self.file:
-            raise ValueError("split.kind = 'subject-splits-file' needs split.file (a TOML file of "
-                             "[[split]] tables)")
+            raise key_error("split_key", "kind", "split.kind = 'subject-splits-file' needs split.file (a TOML file "
+                            "of [[split]] tables)")
         if self.kind == "per-class" and self.n_train is None:
-            raise ValueError("split.kind = 'per-class' needs split.n_train (training rows per class)")
+            raise key_error("split_key", "kind", "split.kind = 'per-class' needs split.n_train (training rows per "
+                            "class)")
         return self
 
 
-# the [split] keys each kind reads (any other one set is refused: it would be ignored)
-_SPLIT_KEYS = {"subjects": ("train_subjects", "test_subjects"), "subject-splits-file": ("file",),
-               "per-class": ("n_train", "n_test")}
+# The [split] keys that only some kinds read (streamcov.splits.folds), kind by kind; any of them set for
+# another kind is refused: it would be ignored. `kind` and `folds` are read by every kind.
+SPLIT_KEYS = {"subjects": ("train_subjects", "test_subjects"), "subject-splits-file": ("file",),
+              "stratified-kfold": ("n_splits", "seed"), "per-class": ("n_train", "n_test", "n_repeats", "seed"),
+              "group-kfold": ("n_splits",)}
+_SPLIT_READ_BY_SOME = tuple(dict.fromkeys(k for keys in SPLIT_KEYS.values() for k in keys))
 
 
 class DaskTable(Table):
@@ -336,23 +373,30 @@ class SkeletonDescriptor(Table):
 
     @model_validator(mode="after")
     def _options(self):
+        def bad(key, msg):
+            return key_error("descriptor_key", key, msg)
+
         if len(set(self.features)) != len(self.features):
-            raise ValueError(f"descriptor.features = {self.features} names a feature twice")
+            raise bad("features", f"descriptor.features = {self.features} names a feature twice")
         if self.window % 2 == 0:
-            raise ValueError(f"descriptor.window must be odd (a centred window), got {self.window}")
+            raise bad("window", f"descriptor.window must be odd (a centred window), got {self.window}")
         if self.level_weights is not None and len(self.level_weights) != self.levels:
-            raise ValueError(f"descriptor.level_weights has {len(self.level_weights)} weights for "
-                             f"descriptor.levels = {self.levels}; give one per level")
+            raise bad("level_weights", f"descriptor.level_weights has {len(self.level_weights)} weights for "
+                      f"descriptor.levels = {self.levels}; give one per level")
         if self.joints != "all" and len(set(self.joints)) != len(self.joints):
-            raise ValueError(f"descriptor.joints = {self.joints} names a joint twice")
+            raise bad("joints", f"descriptor.joints = {self.joints} names a joint twice")
         for p in self.pairs:
             if p[0] == p[1]:
-                raise ValueError(f"descriptor.pairs: {p} pairs a joint with itself")
+                raise bad("pairs", f"descriptor.pairs: {p} pairs a joint with itself")
         if len({tuple(p) for p in self.pairs}) != len(self.pairs):
-            raise ValueError("descriptor.pairs names a pair twice")
+            raise bad("pairs", "descriptor.pairs names a pair twice")
         if self.matrix == "rbf" and self.mean_weight > 0:
-            raise ValueError("descriptor.matrix = 'rbf' standardizes every coordinate series (mean 0): it has no "
-                             "mean embedding; set descriptor.mean_weight = 0")
+            raise bad("mean_weight", "descriptor.matrix = 'rbf' standardizes every coordinate series (mean 0): it "
+                      "has no mean embedding; set descriptor.mean_weight = 0")
+        for key, (reads, reader, fix) in DESCRIPTOR_READ_WHEN.items():
+            if key in self.model_fields_set and not reads(self):
+                raise bad(key, f"descriptor.{key} = {_toml_value(getattr(self, key))} is not read: only {reader} "
+                          f"reads it; remove it, or {fix}")
         return self
 
     def options(self) -> dict:
@@ -360,6 +404,23 @@ class SkeletonDescriptor(Table):
         keys = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame",
                 "up_axis", "scale", "mean_weight", "pairs", "matrix", "kernel_sigma")
         return {k: getattr(self, k) for k in keys}
+
+
+# The [descriptor] options read only under another option (streamcov.descriptors.skeleton): the derivative
+# window and its time unit by the velocities and accelerations, the up axis by the yaw body frame, the
+# bandwidth by the kernelized covariance. key -> (reads it?, what reads it, the fix); one of them set in the
+# file or by --set where it is not read is refused: it would be silently ignored. The pyramid's `overlap` and
+# `level_weights` (no effect with one level) are not refused: grids and the README's paper-000 flags set
+# `levels = 1` on files that set them.
+_DERIVATIVES = 'descriptor.features with "velocities" or "accelerations"'
+DESCRIPTOR_READ_WHEN = {
+    "window": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
+               'add "velocities" or "accelerations" to descriptor.features'),
+    "time": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
+             'add "velocities" or "accelerations" to descriptor.features'),
+    "up_axis": (lambda d: d.body_frame != "none", 'descriptor.body_frame = "yaw"', 'set descriptor.body_frame = "yaw"'),
+    "kernel_sigma": (lambda d: d.matrix == "rbf", 'descriptor.matrix = "rbf"', 'set descriptor.matrix = "rbf"'),
+}
 
 
 class SkeletonClassification(Top):
@@ -432,15 +493,31 @@ class PixelsTable(Table):
         hand_keys = [k for k in _HANDCRAFTED_KEYS if getattr(self, k) is not None]
         if self.source == "cnn":
             if hand_keys:
-                raise ValueError(f"pixels.{hand_keys[0]} belongs to hand-crafted features; with source = \"cnn\" "
-                                 f"use {', '.join(_CNN_KEYS)}")
+                raise key_error("pixels_key", hand_keys[0], f"pixels.{hand_keys[0]} belongs to hand-crafted "
+                                f"features; with source = \"cnn\" use {', '.join(_CNN_KEYS)}")
             return self
         if cnn_keys:
-            raise ValueError(f"pixels.{cnn_keys[0]} belongs to ConvNet features: add source = \"cnn\"")
+            raise key_error("pixels_key", cnn_keys[0], f"pixels.{cnn_keys[0]} belongs to ConvNet features: add "
+                            f"source = \"cnn\"")
         if self.preset is None and self.features is None:
             raise ValueError("[pixels] needs `preset` (e.g. \"virus\"), `features` (e.g. [\"I\", \"Ix\"]) "
                              "or source = \"cnn\"")
+        gabor = [k for k in _GABOR_KEYS if getattr(self, k) is not None]
+        if gabor and "gabor" not in self._feature_names():
+            # the Gabor bank is built only for the "gabor" feature (streamcov.descriptors.pixels.FeatureSpec)
+            where = "pixels.features" if self.features is not None else f'preset "{self.preset}"'
+            raise key_error("pixels_key", gabor[0], f"pixels.{gabor[0]} = {_toml_value(getattr(self, gabor[0]))} is "
+                            f"not read: the features ({where}: {', '.join(self._feature_names())}) hold no Gabor "
+                            f"magnitudes; remove it, or add \"gabor\" to pixels.features")
         return self
+
+    def _feature_names(self) -> tuple:
+        """The hand-crafted features: ``features``, or the preset's."""
+        if self.features is not None:
+            return tuple(self.features)
+        from ..descriptors.pixels import PRESETS
+
+        return tuple(PRESETS[self.preset]["features"])
 
     @property
     def has_head(self) -> bool:
@@ -470,28 +547,50 @@ class PixelsTable(Table):
 
 _CNN_KEYS = ("blocks", "input_size", "grid", "head", "backend", "batch_size")
 _HANDCRAFTED_KEYS = ("preset", "features", "gabor_orientations", "gabor_scales", "gabor_fmax", "gabor_radius", "stride")
+_GABOR_KEYS = ("gabor_orientations", "gabor_scales", "gabor_fmax", "gabor_radius")   # read with the "gabor" feature
 HeadWeight = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 HeadNorm = Literal["l2", "power"]
 HeadCombine = Literal["product", "sum"]
 
 
-def _check_head(pixels: PixelsTable, method, classifier_ok) -> None:
-    """The head methods need ConvNet features with their head; conv + head needs a method that has K2."""
-    wants = method.name == "head" or method.head_weight is not None
-    if wants and not pixels.has_head:
-        what = "method.name = \"head\"" if method.name == "head" else "method.head_weight"
-        raise ValueError(f"{what} uses the ConvNet's pooled head: it needs [pixels] source = \"cnn\" (with head = "
-                         f"true)")
-    if method.head_weight is not None and not classifier_ok:
-        raise ValueError(f"method.head_weight (conv + head) multiplies the Gaussian kernel K2 of a distance by the "
-                         f"head's linear kernel: it needs method.name approx_loghs, qapprox_loghs, loghs, hs, "
-                         f"approx_hs, e or loge with the svc or sgd classifier, got {method.name!r}")
-    if "head_combine" in method.model_fields_set and method.head_weight is None:
-        raise ValueError("method.head_combine combines the operators' kernel K2 with the head's: it needs "
-                         "method.head_weight (conv + head)")
-    if "head_norm" in method.model_fields_set and not wants:
-        raise ValueError("method.head_norm normalises the ConvNet's pooled head: it needs method.name = \"head\" "
-                         "or method.head_weight (conv + head)")
+def _check_head(pixels: PixelsTable, method) -> None:
+    """The head methods need ConvNet features with their head (which keys a method reads: its table)."""
+    if (method.name == "head" or method.head_weight is not None) and not pixels.has_head:
+        key = "name" if method.name == "head" else "head_weight"
+        what = "method.name = \"head\"" if key == "name" else "method.head_weight"
+        raise key_error("method_key", f"method.{key}", f"{what} uses the ConvNet's pooled head: it needs [pixels] "
+                        f"source = \"cnn\" (with head = true)")
+
+
+def _head_keys(m) -> None:
+    """``head_combine`` and ``head_norm`` are read only with a head: refused (naming the key) without one."""
+    if "head_combine" in m.model_fields_set and m.head_weight is None:
+        raise key_error("method_key", "head_combine", "method.head_combine combines the operators' kernel K2 with "
+                        "the head's: it needs method.head_weight (conv + head)")
+    if "head_norm" in m.model_fields_set and m.name != "head" and m.head_weight is None:
+        raise key_error("method_key", "head_norm", "method.head_norm normalises the ConvNet's pooled head: it needs "
+                        "method.name = \"head\" or method.head_weight (conv + head)")
+
+
+def method_key_error(m, keys: list[str], reads, by: str, who: str, fix: str) -> PydanticCustomError:
+    """``method.<key> = <value> is not read by <by>: remove it, or <fix> (<who> reads ...)``.
+
+    ``keys``: every key of the table that is set and not read, in the table's order; the first is named
+    (``ctx["key"]``, for the loader to say where it came from), the others listed after it. ``reads``: the
+    keys the chosen method does read (listed in the table's order).
+    """
+    key = keys[0]
+    listed = ", ".join(k for k in type(m).model_fields if k in reads) or "no other key"
+    also = f" (also not read: {', '.join('method.' + k for k in keys[1:])})" if len(keys) > 1 else ""
+    return key_error("method_key", key, f"method.{key} = {_toml_value(getattr(m, key))} is not read by {by}: "
+                     f"remove it{', or ' + fix if fix else ''} ({who} reads {listed}){also}")
+
+
+def _unread(m, reads) -> list[str]:
+    """The keys of table ``m`` set in the file (or by ``--set``) that ``reads`` does not hold (name, classifier
+    aside: every method reads them)."""
+    return [k for k in type(m).model_fields if k in m.model_fields_set and k not in ("name", "classifier")
+            and k not in reads]
 
 
 class ImageData(Table):
@@ -511,8 +610,23 @@ class ImageData(Table):
         return self
 
 
+# The [method] keys each method of image-stream-classification reads (besides `name`), the one place that
+# says so (streamcov/tasks/classify.py run_image_stream, streamcov/stream/image.py, featurize): the
+# operators' methods read them all, `fit_sample` for the median bandwidth of K2; "head" learns on the unit
+# pooled heads alone (no operator, no feature scale, no map) and reads only head_norm. head_combine and
+# head_norm are read only with a head (head_weight; head_norm also by "head"). A key set in the file or by
+# --set that the chosen method does not read is refused: it would be silently ignored.
+_STREAM_OPERATOR_KEYS = ("D", "sigma1", "gamma", "sigma2", "n_components", "scaling", "fit_sample", "head_weight",
+                         "head_combine", "head_norm")
+STREAM_METHOD_KEYS = {"approx_loghs": _STREAM_OPERATOR_KEYS, "qapprox_loghs": _STREAM_OPERATOR_KEYS,
+                      "head": ("head_norm",)}
+
+
 class StreamMethod(Table):
-    """``[method]`` of image-stream-classification: fixed hyperparameters of paper 004's scalable path."""
+    """``[method]`` of image-stream-classification: fixed hyperparameters of paper 004's scalable path.
+
+    :data:`STREAM_METHOD_KEYS` says which keys each method reads.
+    """
 
     name: Literal["approx_loghs", "qapprox_loghs", "head"] = "approx_loghs"
     D: PosInt = 200
@@ -535,6 +649,17 @@ class StreamMethod(Table):
                                  f"streaming path takes fixed hyperparameters (the grid search lives "
                                  f"in the in-memory task image-classification)")
         return data
+
+    @model_validator(mode="after")
+    def _method_keys(self):
+        reads = STREAM_METHOD_KEYS[self.name]
+        unread = _unread(self, reads)
+        if unread:
+            others = [n for n, r in STREAM_METHOD_KEYS.items() if unread[0] in r]
+            raise method_key_error(self, unread, reads, f'method.name = "{self.name}"', f'method "{self.name}"',
+                                   f"set method.name = {_quoted_or(others)}" if others else "")
+        _head_keys(self)
+        return self
 
 
 class ImageStreamClassification(Top):
@@ -559,7 +684,7 @@ class ImageStreamClassification(Top):
 
     @model_validator(mode="after")
     def _head(self):
-        _check_head(self.pixels, self.method, self.method.name != "head")
+        _check_head(self.pixels, self.method)
         return self
 
 
@@ -590,11 +715,60 @@ class EvalData(Table):
         return self
 
 
+EVAL_CLASSIFIERS = ("svc", "1nn", "sgd")
+_SCALE = ("standardize", "scaling")
+_HEAD = ("head_weight", "head_combine", "head_norm")
+_LOG_APPROX = ("D", "sigma1", "gamma", "mu")
+
+# The [method] keys each (name, classifier) of image-classification reads (besides `name` and `classifier`),
+# the one place that says so; `classifier` unset is 1nn for stein, svc for the others. From
+# streamcov/tasks/image_eval.py:
+# * the representation (build_candidates, approx_operator_vectors, select_and_test_sgd): D by the approximate
+#   operators (approx_hs, approx_loghs, qapprox_loghs); sigma1 (K1) by the operator methods; gamma by the log
+#   methods and stein (approx_hs takes no log, e none), and mu with it (a check: it must equal gamma);
+#   max_pixels_exact by the exact operators (hs, loghs); standardize and scaling (the feature scale) by every
+#   method but head;
+# * the classifier: svc (select_and_test_svc, K2 of the distance) reads sigma2, C and inner_folds; sgd
+#   (select_and_test_sgd, random features of K2) also n_components and epochs; 1nn (select_and_test_1nn,
+#   leave-one-out on the training images) none of them;
+# * conv + head, with svc or sgd: head_weight, and with it head_combine and head_norm (_head_keys); not with
+#   stein (a divergence, not a distance, under K2);
+# * "head" (svc only): a linear-kernel SVM on the unit pooled heads (select_and_test_linear): C, inner_folds
+#   and head_norm.
+# A key set in the file or by --set that the chosen pair does not read is refused: it would be silently ignored.
+METHOD_KEYS = {
+    ("e", "svc"): ("sigma2", "C", "inner_folds", *_SCALE, *_HEAD),
+    ("e", "1nn"): _SCALE,
+    ("loge", "svc"): ("gamma", "mu", "sigma2", "C", "inner_folds", *_SCALE, *_HEAD),
+    ("loge", "1nn"): ("gamma", "mu", *_SCALE),
+    ("stein", "svc"): ("gamma", "mu", "sigma2", "C", "inner_folds", *_SCALE),
+    ("stein", "1nn"): ("gamma", "mu", *_SCALE),
+    ("hs", "svc"): ("sigma1", "sigma2", "C", "inner_folds", "max_pixels_exact", *_SCALE, *_HEAD),
+    ("hs", "1nn"): ("sigma1", "max_pixels_exact", *_SCALE),
+    ("approx_hs", "svc"): ("D", "sigma1", "sigma2", "C", "inner_folds", *_SCALE, *_HEAD),
+    ("approx_hs", "1nn"): ("D", "sigma1", *_SCALE),
+    ("loghs", "svc"): ("sigma1", "gamma", "mu", "sigma2", "C", "inner_folds", "max_pixels_exact", *_SCALE, *_HEAD),
+    ("loghs", "1nn"): ("sigma1", "gamma", "mu", "max_pixels_exact", *_SCALE),
+    ("approx_loghs", "svc"): (*_LOG_APPROX, "sigma2", "C", "inner_folds", *_SCALE, *_HEAD),
+    ("approx_loghs", "1nn"): (*_LOG_APPROX, *_SCALE),
+    ("approx_loghs", "sgd"): (*_LOG_APPROX, "sigma2", "C", "inner_folds", "n_components", "epochs", *_SCALE, *_HEAD),
+    ("qapprox_loghs", "svc"): (*_LOG_APPROX, "sigma2", "C", "inner_folds", *_SCALE, *_HEAD),
+    ("qapprox_loghs", "1nn"): (*_LOG_APPROX, *_SCALE),
+    ("qapprox_loghs", "sgd"): (*_LOG_APPROX, "sigma2", "C", "inner_folds", "n_components", "epochs", *_SCALE, *_HEAD),
+    ("head", "svc"): ("C", "inner_folds", "head_norm"),
+}
+
+
 class EvalMethod(Table):
-    """``[method]`` of image-classification; grid values are searched by CV on training images."""
+    """``[method]`` of image-classification; grid values are searched by CV on training images.
+
+    :data:`METHOD_KEYS` says which keys each (``name``, ``classifier``) reads; a key set (in the file or by
+    ``--set``) that the chosen pair does not read is refused, naming the key where it was written and what
+    reads it.
+    """
 
     name: Literal[EVAL_METHODS] = "approx_loghs"
-    classifier: Optional[Literal["svc", "1nn", "sgd"]] = None
+    classifier: Optional[Literal[EVAL_CLASSIFIERS]] = None
     D: PosInt = 200
     sigma1: Grid = [0.5, 1.0, 2.0]
     gamma: Grid = [1e-4, 1e-3, 1e-2]
@@ -611,31 +785,58 @@ class EvalMethod(Table):
     head_combine: CombineGrid = "product"
     head_norm: HeadNorm = "l2"
 
+    @property
+    def classifier_used(self) -> str:
+        """``classifier``, or the method's default: ``1nn`` for stein, ``svc`` for the others."""
+        return self.classifier or ("1nn" if self.name == "stein" else "svc")
+
     @model_validator(mode="after")
     def _checks(self):
-        if self.mu is not None and _as_list(self.mu) != _as_list(self.gamma):
-            raise ValueError("method.mu must equal method.gamma: with gamma != mu the approximate "
-                             "Log-HS distance grows without bound as D grows (paper 004, Theorem 1)")
         if self.classifier == "sgd" and self.name not in ("approx_loghs", "qapprox_loghs"):
-            raise ValueError(f"method.classifier = 'sgd' (the scalable path) needs method.name "
-                             f"approx_loghs or qapprox_loghs, got {self.name!r}")
+            raise key_error("method_key", "classifier", f"method.classifier = 'sgd' (the scalable path) needs "
+                            f"method.name approx_loghs or qapprox_loghs, got {self.name!r}")
         if self.name == "head" and self.classifier not in (None, "svc"):
-            raise ValueError(f"method.name = 'head' is a linear-kernel SVM on the pooled head (classifier svc), "
-                             f"got classifier {self.classifier!r}")
+            raise key_error("method_key", "classifier", f"method.name = 'head' is a linear-kernel SVM on the pooled "
+                            f"head (classifier svc), got classifier {self.classifier!r}")
+        name, clf = self.name, self.classifier_used
+        reads = METHOD_KEYS[(name, clf)]
+        unread = _unread(self, reads)
+        if unread:
+            default = "" if self.classifier else " (its default)"
+            raise method_key_error(self, unread, reads, f'method.name = "{name}" with classifier "{clf}"{default}',
+                                   f"{name} with {clf}", self._fix(unread[0]))
+        if self.mu is not None and _as_list(self.mu) != _as_list(self.gamma):
+            raise key_error("method_key", "mu", "method.mu must equal method.gamma: with gamma != mu the approximate "
+                            "Log-HS distance grows without bound as D grows (paper 004, Theorem 1)")
+        _head_keys(self)
         if self.head_alignment:
             if self.classifier not in (None, "svc"):
-                raise ValueError(f"method.head_weight = \"alignment\" weights the precomputed kernels of the SVM "
-                                 f"(classifier svc), got classifier {self.classifier!r}")
+                raise key_error("method_key", "head_weight", f"method.head_weight = \"alignment\" weights the "
+                                f"precomputed kernels of the SVM (classifier svc), got classifier {self.classifier!r}")
             if "head_combine" in self.model_fields_set and self.combine_grid() != ["sum"]:
-                raise ValueError(f"method.head_weight = \"alignment\" weights the sum (1 - w) K2 + w <h, h'> by "
-                                 f"centred kernel alignment: method.head_combine must be \"sum\" or left out, got "
-                                 f"{self.head_combine!r}")
+                raise key_error("method_key", "head_combine", f"method.head_weight = \"alignment\" weights the sum "
+                                f"(1 - w) K2 + w <h, h'> by centred kernel alignment: method.head_combine must be "
+                                f"\"sum\" or left out, got {self.head_combine!r}")
         return self
 
     @property
     def head_alignment(self) -> bool:
         """``head_weight = "alignment"``: the head's weight by centred kernel alignment, not a grid."""
         return self.head_weight == "alignment"
+
+    def _fix(self, key) -> str:
+        """What reads ``key``: another classifier of this method, or other methods, or both."""
+        name, clf = self.name, self.classifier_used
+        other = [c for c in EVAL_CLASSIFIERS if c != clf and key in METHOD_KEYS.get((name, c), ())]
+        if other:
+            return f"set method.classifier = {_quoted_or(other)}"
+        names = [n for n in EVAL_METHODS if n != name and key in METHOD_KEYS.get((n, clf), ())]
+        if names:
+            return f"set method.name = {_quoted_or(names)}"
+        groups = {c: [n for n in EVAL_METHODS if key in METHOD_KEYS.get((n, c), ())] for c in EVAL_CLASSIFIERS}
+        pairs = [f"method.name = {_quoted_or(ns)} with method.classifier = \"{c}\"" for c, ns in groups.items()
+                 if ns and not any(set(ns) < set(other) for other in groups.values())]   # the widest choices
+        return f"set {' or '.join(pairs)}" if pairs else ""
 
     def grid(self, key) -> list[float]:
         if key == "head_weight" and self.head_alignment:
@@ -664,9 +865,7 @@ class ImageClassification(Top):
 
     @model_validator(mode="after")
     def _head(self):
-        m = self.method
-        k2 = m.name not in ("stein", "head") and m.classifier in (None, "svc", "sgd")
-        _check_head(self.pixels, m, k2)
+        _check_head(self.pixels, self.method)
         return self
 
 
