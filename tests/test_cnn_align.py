@@ -273,7 +273,8 @@ def test_alignment_weight_of_the_svc_equals_the_in_run_kernel():
     ('head_weight = "alignment"\nhead_combine = ["sum", "product"]', r'method\.head_combine must be "sum"'),
     ('head_weight = "alignment"\nclassifier = "sgd"',
      r'method\.head_weight = "alignment" weights the precomputed kernels of the SVM \(classifier svc\)'),
-    ('head_weight = "alignment"\nname = "stein"', r"method\.head_weight \(conv \+ head\) multiplies"),
+    ('head_weight = "alignment"\nname = "stein"',
+     r'line \d+: method\.head_weight = "alignment" is not read by method\.name = "stein" with classifier "1nn"'),
 ])
 def test_alignment_settings_checked_by_the_schema(tmp_path, method, pattern):
     from test_cnn_extra import cli, one_line, pipeline
