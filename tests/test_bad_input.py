@@ -223,6 +223,16 @@ def old_generic_store(e):
     return out
 
 
+def touched_archive_store(e):
+    """A generic store of an archive one of whose files was rewritten (same size, later time) after ingestion."""
+    src, out = write_archive(e.tmp / "a"), e.tmp / "g.zarr"
+    assert cli("ingest", "skeleton", "--format", "generic", src, out, "--quiet")[0] == 0
+    f = src / "s00.csv"
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    return out
+
+
 def run_file(**replace):
     return lambda e: ["run", e.pipeline(**replace), "--quiet", "--scheduler", "synchronous"]
 
@@ -417,6 +427,11 @@ CONFIG = [
                                                            f'format = "generic"\n')), "--quiet"],
          r"data\.store: \S+g\.zarr records no digest of its archive \(written by an earlier streamcov\), so it "
          r"cannot be checked against \S+a; point data\.store at a new path"),
+    Case("archive-changed-since-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
+        out=e.tmp / "o", store=touched_archive_store(e)).replace("[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\n'
+                                                                f'format = "generic"\n')), "--quiet"],
+         r"data\.store: \S+g\.zarr was written from \S+a, which has changed since \(files added, removed, or of "
+         r"another size or modification time: \d+ files then, \d+ now\); point data\.store at a new path, or delete"),
     Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],
          r"--seed -1: expected a value >= 0"),
     Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],

@@ -59,7 +59,8 @@ def _same_source(path, old: dict | None, new: dict) -> None:
                           f"streamcov), so it cannot be checked against {new.get('path')}; {fix}")
     if key == "files":
         raise ConfigError(f"data.store: {path} was written from {new.get('path')}, which has changed since "
-                          f"({old['files'].get('count')} files then, {new['files'].get('count')} now); {fix}")
+                          f"(files added, removed, or of another size or modification time: "
+                          f"{old['files'].get('count')} files then, {new['files'].get('count')} now); {fix}")
     raise ConfigError(f"data.store: {path} was written with {key} = {old.get(key)!r}, but [data] gives "
                       f"{new.get(key)!r}; {fix}")
 
