@@ -329,6 +329,28 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _nothing(*_):
+    return 0
+
+
+def empty_pass_ms(rt, n_parts: int, repeats: int = 30) -> dict:
+    """Median and min milliseconds of a graph of a pass's shape with empty tasks: one task per partition on
+    its worker, merged in the learner's fixed tree; Dask's round trip, which no pass can go below."""
+    from streamcov.stream.lbfgs import _tree
+
+    c = rt.client
+    workers = sorted(c.scheduler_info(n_workers=-1)["workers"])
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        leaves = [c.submit(_nothing, p, pure=False, workers=[workers[p * len(workers) // n_parts]])
+                  for p in range(n_parts)]
+        _tree(leaves, lambda *g: c.submit(_nothing, *g, pure=False)).result()
+        times.append(1e3 * (time.perf_counter() - t0))
+    return {"median": round(float(np.median(times)), 1), "min": round(float(np.min(times)), 1),
+            "partitions": int(n_parts)}
+
+
 def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
     from streamcov.stream.featurestore import FeatureStore
     from streamcov.stream.lbfgs import make_lbfgs, train_lbfgs
@@ -343,7 +365,7 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
     y = st.labels.astype(np.int64)
     classes = np.arange(len(st.label_names))
     runs: dict = {1: [], 2: []}
-    models = {}
+    models, empty = {}, {}
     for rep in range(args.repeats):
         for w in (1, 2):
             with dask_runtime("local-cluster", w) as rt:
@@ -358,6 +380,9 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
                                 "passes": clf.fit_info_["passes"], "cache": clf.fit_info_["cache"],
                                 "workers_cpu_seconds": round(cpu, 3)})
                 models[w] = clf.coef_.tobytes() + clf.intercept_.tobytes()
+                if rep == 0:
+                    empty[w] = empty_pass_ms(rt, clf.fit_info_["partitions"])
+                    log(f"  cluster of {w}: a pass graph of empty tasks takes {empty[w]['median']} ms (median)")
             log(f"  cluster of {w}: {runs[w][-1]['seconds']:.2f} s ({runs[w][-1]['pass_seconds']:.2f} s in "
                 f"{runs[w][-1]['passes']} passes, cache {runs[w][-1]['cache']}; workers' CPU "
                 f"{runs[w][-1]['workers_cpu_seconds']:.1f} s)")
@@ -367,7 +392,7 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
             "pass_speedup": round(best[1]["pass_seconds"] / best[2]["pass_seconds"], 3),
             "workers_cpu_ratio": round(best[2]["workers_cpu_seconds"] / best[1]["workers_cpu_seconds"], 3),
             "gemm_2_thread_scaling": round(args.gemm2 / args.gemm1, 3),
-            "identical": models[1] == models[2], "runs": runs}
+            "identical": models[1] == models[2], "empty_pass_ms": empty, "runs": runs}
 
 
 # ---------------------------------------------------------------------- rss
