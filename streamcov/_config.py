@@ -3,7 +3,11 @@
 numba, BLAS and Dask each start their own threads; left alone they multiply
 (Dask threads x numba threads x BLAS threads) and oversubscribe the cores.
 The plan below gives every level a share so the product never exceeds the
-cores available to the process.
+cores available to the process. zarr decodes chunks in a thread pool of its
+own (cores + 4 threads by default): in this process it keeps that pool (a
+read of consecutive blocks decodes them in parallel), on a Dask worker the
+pool is sized to the worker's threads (:func:`worker_decode_threads`), since
+workers own their cores.
 """
 from __future__ import annotations
 
@@ -79,6 +83,17 @@ def thread_plan(dask_threads: int | None = None, cores: int | None = None) -> Th
 
 
 @contextlib.contextmanager
+def worker_decode_threads(nthreads: int) -> None:
+    """Size zarr's chunk-decoding pool of this process to ``nthreads`` (a Dask worker's threads).
+
+    Takes effect when the pool is first made (zarr makes it on first use); a worker that has
+    already decoded keeps its pool.
+    """
+    import zarr
+
+    zarr.config.set({"threading.max_workers": max(1, int(nthreads))})
+
+
 def kernel_threads(n_numba: int, n_blas: int = 1):
     """Limit numba and BLAS threads for the duration of a kernel call.
 

@@ -1,4 +1,4 @@
-"""The BLAS limit of the learner's blocks (streamcov._config.blas_threads): shared, nested, restored."""
+"""Thread limits: the BLAS limit of the learner's blocks (streamcov._config.blas_threads), shared, nested, restored; zarr's decoding pool on Dask workers."""
 import threading
 
 import numpy as np  # noqa: F401  (BLAS loaded)
@@ -97,3 +97,26 @@ def test_limit_restored_after_an_exception(two_threads):
         with blas_threads(1):
             raise RuntimeError("inside")
     assert blas_limit() == 2
+
+
+def _decode_pool_of_this_worker(path):
+    """Read a zarr array here (zarr makes its decoding pool on first use); the pool's size."""
+    import zarr
+    import zarr.core.sync as zsync
+
+    np.asarray(zarr.open_array(path, mode="r")[:])
+    return zarr.config.get("threading.max_workers"), zsync._executor._max_workers
+
+
+def test_workers_decode_on_their_own_threads(tmp_path):
+    """On a cluster of single-threaded workers zarr decodes chunks on one thread per worker (the thread
+    plan: workers own their cores), not on a pool of cores + 4 threads of its own."""
+    import zarr
+
+    from streamcov.stream.runtime import dask_runtime
+
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(path, shape=(64, 8), chunks=(8, 8), dtype="f4")[:] = 1.0
+    with dask_runtime("local-cluster", 2) as rt:
+        pools = rt.client.run(_decode_pool_of_this_worker, path)
+    assert len(pools) == 2 and set(pools.values()) == {(1, 1)}, pools

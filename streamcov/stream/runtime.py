@@ -5,7 +5,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .._config import thread_plan
+from .._config import thread_plan, worker_decode_threads
 from ..errors import ConfigError, StreamcovError
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
@@ -40,6 +40,20 @@ class Runtime:
         if self.client is None:
             return dask.delayed(obj, pure=True)
         return self.client.scatter(obj, broadcast=True, hash=True)
+
+
+def _thread_plan_plugin():
+    """A worker plugin that applies the thread plan to every worker, including those that join or are
+    restarted later: zarr's decoding pool sized to the worker's threads (workers own their cores)."""
+    from distributed import WorkerPlugin
+
+    class ThreadPlan(WorkerPlugin):
+        name = "streamcov-thread-plan"
+
+        def setup(self, worker):
+            worker_decode_threads(worker.state.nthreads)
+
+    return ThreadPlan()
 
 
 @contextlib.contextmanager
@@ -85,6 +99,7 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
         raise ConfigError(f"unknown scheduler {scheduler!r}: use threads, synchronous, "
                           f"local-cluster or a scheduler address tcp://HOST:PORT")
     try:
+        client.register_plugin(_thread_plan_plugin())
         nthreads = client.nthreads()
         info = {"scheduler": scheduler if cluster is None else "local-cluster",
                 "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values()))}
