@@ -82,7 +82,6 @@ def thread_plan(dask_threads: int | None = None, cores: int | None = None) -> Th
                       numba_threads=numba_threads, blas_threads=1)
 
 
-@contextlib.contextmanager
 def worker_decode_threads(nthreads: int) -> None:
     """Size zarr's chunk-decoding pool of this process to ``nthreads`` (a Dask worker's threads).
 
@@ -94,6 +93,7 @@ def worker_decode_threads(nthreads: int) -> None:
     zarr.config.set({"threading.max_workers": max(1, int(nthreads))})
 
 
+@contextlib.contextmanager
 def kernel_threads(n_numba: int, n_blas: int = 1):
     """Limit numba and BLAS threads for the duration of a kernel call.
 
