@@ -82,7 +82,7 @@ def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None =
             "train_seconds": float(sum(f["train_seconds"] for f in folds)), "n_folds": len(folds)}
 
 
-def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: Path) -> dict:
+def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: Path, nu: int | None = None) -> dict:
     """``{key: (mean, std over seeds)}``: LOSO CV accuracy of each candidate through the pipeline file."""
     from streamcov.tasks import run
 
@@ -93,6 +93,8 @@ def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: 
         f"[[split]]\ntrain_subjects = {sorted(set(subj[tr].tolist()))}\ntest_subjects = {sorted(set(subj[te].tolist()))}\n"
         for _, tr, te in folds))
     base = ['split.kind="subject-splits-file"', f"split.file={json.dumps(str(splits))}"]
+    if nu is not None:
+        base.append(f"features.n_components={int(nu)}")
     out = {}
     for text in cands:
         over = overrides(text)
@@ -133,7 +135,9 @@ def main(argv=None):
                     help="TOML inline-table body of [model] overrides (repeatable)")
     ap.add_argument("--map", default=None, help="feature map (default: the pipeline file's)")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--nu", type=int, default=5000)
+    ap.add_argument("--nu", type=int, default=None,
+                    help="features of the map (default: 5000 on paper 000's descriptor; with --pipeline the "
+                         "file's n_components)")
     ap.add_argument("--sigma", type=float, action="append", default=[],
                     help="kernel bandwidth(s) of the map to try (default: the pipeline file's); repeatable")
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
@@ -153,10 +157,12 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as tmp:
             store, cfg = ingest_dataset(args.dataset, Path(args.data), Path(tmp))
             folds = training_folds(store, args.dataset, cfg)
-            res = pipeline_cv(args.dataset, store, folds, cands, sigmas, args.seeds, Path(tmp))
+            res = pipeline_cv(args.dataset, store, folds, cands, sigmas, args.seeds, Path(tmp), args.nu)
         out = {k: v[0] for k, v in res.items()}
         fmap = cfg.features.map
+        args.nu = args.nu or cfg.features.n_components
     else:
+        args.nu = args.nu or 5000
         out = cv_paper000(args, cands, sigmas)
         fmap = out.pop("__map__")
     summary = {"dataset": args.dataset, "map": fmap, "nu": args.nu, "seeds": args.seeds,
