@@ -10,10 +10,11 @@ as written, the value, what was expected, and, for an unknown key, the
 closest known one. A ``[model]`` key that the chosen learner does not read
 (or a ``[method]`` key that the chosen method does not read, a ``[split]``
 key of another kind, ...: :data:`~streamcov.tasks.schema.KEYED_ERRORS`) is
-refused the same way, naming where that key was written; when ``--set
-model.learner=...`` changes the file's learner, the file's keys that the
-new learner does not read are dropped instead, with one note. Relative
-paths are resolved here, once.
+refused the same way, naming where that key was written; when a ``--set``
+changes the file's choice (``model.learner``, ``method.name``,
+``method.classifier``, ``split.kind``: :data:`~streamcov.tasks.schema.SWITCH_KEYS`),
+the file's keys of that table that the new choice does not read are dropped
+instead, with one note. Relative paths are resolved here, once.
 """
 from __future__ import annotations
 
@@ -179,8 +180,8 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     else:
         raise ConfigError("no pipeline given: pass a pipeline file, a dict or a TOML text")
     origins.flags.update(flags or {})
-    file_model = raw.get("model")
-    file_model = dict(file_model) if isinstance(file_model, dict) else None
+    # the tables as the file wrote them, before the overrides (a --set that switches a choice drops them)
+    file_tables = {k: dict(v) for k, v in raw.items() if isinstance(v, dict)}
     for assignment in overrides:
         apply_override(raw, assignment, origins.flags)
     name = raw.get("task", task or "skeleton-classification")
@@ -201,7 +202,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     if file is not None:
         raw.setdefault("name", file.stem)
     schema = spec.schema()
-    notes = _drop_keys_of_the_file_learner(raw, file_model, schema, origins)
+    notes = _drop_keys_of_a_switched_choice(raw, file_tables, schema, origins)
     try:
         cfg = schema.model_validate(raw)
     except ValidationError as exc:
@@ -216,32 +217,49 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     return cfg
 
 
-def _drop_keys_of_the_file_learner(raw: dict, file_model: dict | None, schema, origins: Origins) -> list[str]:
-    """``--set model.learner=...`` changed the file's learner: drop the file's ``[model]`` keys it does not read.
+def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origins: Origins) -> list[str]:
+    """A ``--set`` switched a table's choice (``model.learner``, ``method.name`` or ``method.classifier``,
+    ``split.kind``): drop the file's keys of that table that the new choice does not read.
 
-    One file then switches learners from the command line (the README's ``$SGD`` runs an lbfgs file
-    with sgd): its ``max_iter`` and ``tol`` do not apply to sgd. Only keys written in the file (or the
-    dict) go; returns the note that names them (none or one). A key that a ``--set`` or a flag gives and
-    the learner does not read stays an error (:func:`streamcov.tasks.schema.learner_key_error`).
+    One file then runs with another learner, method or split from the command line (the README's
+    ``$SGD`` runs an lbfgs file with sgd): its ``max_iter`` and ``tol`` do not apply to sgd. Only keys
+    written in the file (or the dict) go; returns the notes that name them (one per table). A key that a
+    ``--set`` or a flag gives and the choice does not read stays an error (the schema's keyed errors).
     """
-    from .schema import LEARNER_KEYS, ModelTable
+    from .schema import SWITCH_KEYS, switched_reads
 
-    flag = origins.flags.get(("model", "learner"))
-    model = raw.get("model")
-    if (flag is None or not file_model or not isinstance(model, dict) or ("model",) in origins.flags
-            or _submodel(schema, "model") is not ModelTable):
-        return []
-    new, old = model.get("learner"), file_model.get("learner", ModelTable.model_fields["learner"].default)
-    if new == old or new not in LEARNER_KEYS:
-        return []
-    dropped = [k for k in file_model if k in ModelTable.model_fields and k != "learner"
-               and k not in LEARNER_KEYS[new] and ("model", k) not in origins.flags and k in model]
-    if not dropped:
-        return []
-    for k in dropped:
-        del model[k]
-    return [f"{', '.join('model.' + k for k in dropped)} ({origins.file or 'pipeline'}) "
-            f"{'does' if len(dropped) == 1 else 'do'} not apply to learner \"{new}\" from {flag}; dropped"]
+    notes = []
+    for table, current in raw.items():
+        cls = _submodel(schema, table)
+        switch = SWITCH_KEYS.get(cls)
+        file_table = file_tables.get(table)
+        if (switch is None or not isinstance(current, dict) or not file_table or (table,) in origins.flags):
+            continue
+        flags = [origins.flags[(table, k)] for k in switch if (table, k) in origins.flags]
+        if not flags or all(current.get(k) == file_table.get(k) for k in switch):
+            continue
+        new, old = switched_reads(cls, current), switched_reads(cls, file_table)
+        if new is None:
+            continue
+        keys, reads = new
+        dropped = [k for k in file_table if k in keys and k not in reads and (table, k) not in origins.flags
+                   and k in current and (old is None or k in old[1])]
+        if not dropped:
+            continue
+        for k in dropped:
+            del current[k]
+        choice = (f"learner {_toml(current['learner'])}" if switch == ("learner",) else
+                  " with ".join(f"{table}.{k} = {_toml(current[k])}" for k in switch if k in current))
+        notes.append(f"{', '.join(f'{table}.{k}' for k in dropped)} ({origins.file or 'pipeline'}) "
+                     f"{'does' if len(dropped) == 1 else 'do'} not apply to {choice} from {' '.join(flags)}; "
+                     f"dropped")
+    return notes
+
+
+def _toml(v) -> str:
+    from .schema import _toml_value
+
+    return _toml_value(v)
 
 
 def _check_store_flag(store, spec) -> None:

@@ -869,6 +869,45 @@ class ImageClassification(Top):
         return self
 
 
+# ------------------------------------------------------- switching a table's choice
+def switched_reads(table, values: dict):
+    """``(keys, reads)`` of a table whose choice decides which of its keys are read, at ``values``.
+
+    ``table``: :class:`ModelTable` (choice ``learner``), :class:`EvalMethod` (``name`` and
+    ``classifier``), :class:`StreamMethod` (``name``) or :class:`SplitTable` (``kind``); ``keys``: the
+    table's keys that depend on the choice, ``reads``: those the choice in ``values`` (a raw table, as
+    written) reads (:data:`LEARNER_KEYS`, :data:`METHOD_KEYS`, :data:`STREAM_METHOD_KEYS`,
+    :data:`SPLIT_KEYS`). None for another table, or a choice the tables do not know (the schema then
+    says what is wrong with it). The loader uses it to drop the file's keys that a choice switched by
+    ``--set`` does not read.
+    """
+    def default(key):
+        return table.model_fields[key].default
+
+    if table is ModelTable:
+        reads = LEARNER_KEYS.get(values.get("learner", default("learner")))
+        keys = tuple(k for k in table.model_fields if k != "learner")
+    elif table is EvalMethod:
+        name = values.get("name", default("name"))
+        clf = values.get("classifier") or ("1nn" if name == "stein" else "svc")
+        reads = METHOD_KEYS.get((name, clf))
+        keys = tuple(k for k in table.model_fields if k not in ("name", "classifier"))
+    elif table is StreamMethod:
+        reads = STREAM_METHOD_KEYS.get(values.get("name", default("name")))
+        keys = tuple(k for k in table.model_fields if k != "name")
+    elif table is SplitTable:
+        reads = SPLIT_KEYS.get(values.get("kind", default("kind")), ())
+        keys = _SPLIT_READ_BY_SOME
+    else:
+        return None
+    return None if reads is None else (keys, tuple(reads))
+
+
+# the keys that make each table's choice (switched_reads)
+SWITCH_KEYS = {ModelTable: ("learner",), EvalMethod: ("name", "classifier"), StreamMethod: ("name",),
+               SplitTable: ("kind",)}
+
+
 # --------------------------------------------------------------------- TGP tasks
 class TGPTable(Table):
     """``[tgp]``: Twin GP settings of paper 003 (:mod:`streamcov.tasks.tgp`)."""
