@@ -126,7 +126,11 @@ def center_kernel(K) -> np.ndarray:
     ``Kc`` is the Gram matrix of the feature vectors minus their mean:
     ``Kc_ij = K_ij - mean_k K_ik - mean_k K_kj + mean_kl K_kl``.
     """
-    K = _square_kernels([K], "K")[0]
+    return _center(_square_kernels([K], "K")[0])
+
+
+def _center(K: np.ndarray) -> np.ndarray:
+    """:func:`center_kernel` of a float64 Gram matrix the caller has checked (or built), in O(n^2)."""
     return K - K.mean(axis=0, keepdims=True) - K.mean(axis=1, keepdims=True) + K.mean()
 
 
@@ -164,12 +168,17 @@ def centered_alignment(K1, K2) -> float:
         entries, or a kernel that is constant after centring (no alignment).
     """
     K1, K2 = _square_kernels([K1, K2])
-    A, B = center_kernel(K1), center_kernel(K2)
-    na, nb = np.linalg.norm(A), np.linalg.norm(B)
-    for k, nk in enumerate((na, nb)):
-        if not nk > 0:
+    A, B = _center(K1), _center(K2)
+    for k, c in enumerate((A, B)):
+        if not np.vdot(c, c) > 0:
             raise ValueError(f"kernels[{k}] is constant after centring: its alignment is undefined")
-    return float(np.sum(A * B) / (na * nb))
+    return _alignment(A, B)
+
+
+def _alignment(A: np.ndarray, B: np.ndarray) -> float | None:
+    """``<A, B>_F / (||A||_F ||B||_F)`` of two centred Gram matrices; None when one of them is 0."""
+    den = np.sqrt(np.vdot(A, A) * np.vdot(B, B))
+    return float(np.vdot(A, B) / den) if den > 0 else None
 
 
 def alignment_weights(kernels, y, normalize: bool = True) -> np.ndarray:
@@ -225,12 +234,12 @@ def alignment_weights(kernels, y, normalize: bool = True) -> np.ndarray:
         raise ValueError("y must hold at least two classes: the label kernel is constant after centring")
     Kc = []
     for k, K in enumerate(Ks):
-        c = center_kernel(K)
+        c = _center(K)
         nk = np.linalg.norm(c)
         if not nk > 0:
             raise ValueError(f"kernels[{k}] is constant after centring: its alignment is undefined")
         Kc.append(c / nk if normalize else c)
-    Y = center_kernel(label_kernel(y))
+    Y = _center(label_kernel(y))
     F = np.stack([c.ravel() for c in Kc])
     M = F @ F.T
     a = F @ Y.ravel()

@@ -184,18 +184,19 @@ def aligned_head_weight(K, L, y) -> tuple[float, dict]:
         (the centred alignment of K, L and of the combination with the label
         kernel) and ``norms`` (the Frobenius norms of the centred kernels).
     """
-    from ..kernels import alignment_weights, center_kernel, centered_alignment, label_kernel
+    from ..kernels import _alignment, _center, alignment_weights, label_kernel
 
     K = np.asarray(K, dtype=np.float64)
     L = np.asarray(L, dtype=np.float64)
-    mu = alignment_weights([K, L], y)
-    norms = [float(np.linalg.norm(center_kernel(K))), float(np.linalg.norm(center_kernel(L)))]
+    mu = alignment_weights([K, L], y)   # validates K, L and y; neither kernel is constant after centring
+    Kc, Lc, Yc = _center(K), _center(L), _center(label_kernel(y))
+    norms = [float(np.linalg.norm(Kc)), float(np.linalg.norm(Lc))]
     sk, sl = mu[0] / norms[0], mu[1] / norms[1]
     w = float(sl / (sk + sl))
-    Y = label_kernel(y)
+    # centring is linear: the centred sum is the sum of the centred kernels
     info = {"mu": [float(m) for m in mu], "norms": norms,
-            "alignment": {"conv": centered_alignment(K, Y), "head": centered_alignment(L, Y),
-                          "combined": centered_alignment(combine_head_kernel(K, L, w, "sum"), Y)}}
+            "alignment": {"conv": _alignment(Kc, Yc), "head": _alignment(Lc, Yc),
+                          "combined": _alignment(combine_head_kernel(Kc, Lc, w, "sum"), Yc)}}
     return w, info
 
 

@@ -28,7 +28,7 @@ from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..kernels import center_kernel, gaussian_kernel, sigma_from_gamma, squared_distances
+from ..kernels import _alignment, _center, center_kernel, gaussian_kernel, sigma_from_gamma, squared_distances
 
 BASES = ("monomial", "gegenbauer")
 
@@ -114,10 +114,10 @@ def kernel_alignment(K, G) -> float:
     (raw HSIC grows with the scale of the transformed kernels). Returns 0 when
     either centred kernel vanishes.
     """
-    Kc = center_kernel(K)
-    Gc = center_kernel(G)
-    den = np.sqrt(np.vdot(Kc, Kc) * np.vdot(Gc, Gc))
-    return float(np.vdot(Kc, Gc) / den) if den > 0 else 0.0
+    # the alignment of streamcov.kernels (centered_alignment), 0 instead of an error for a vanishing kernel;
+    # called for every degree and fold of the degree CV: no validation of the kernels built here
+    a = _alignment(_center(np.asarray(K, dtype=np.float64)), _center(np.asarray(G, dtype=np.float64)))
+    return 0.0 if a is None else a
 
 
 # --------------------------------------------------------------------------
@@ -334,7 +334,7 @@ def hsic_matrix(K, G, degree_input: int, degree_output: int, *, basis: str = "mo
         raise ValueError("hsic_matrix needs at least 2 samples")
     Gs = basis_polynomials(G, degree_output, basis, weight_output).reshape(degree_output + 1, -1)
     Ks = basis_polynomials(K, degree_input, basis, weight_input)
-    Kc = np.stack([center_kernel(Ki) for Ki in Ks]).reshape(degree_input + 1, -1)
+    Kc = np.stack([_center(Ki) for Ki in Ks]).reshape(degree_input + 1, -1)
     C = (Kc @ Gs.T) / (m - 1) ** 2
     # Exact zeros where only cancellation error remains, so alpha_0 = beta_0 = 0
     # as in section 4.
