@@ -190,14 +190,14 @@ def _open(src):
 
 
 def _pieces(spec: PartSpec, read_block):
-    """``(c, p, X)`` for every piece ``p`` of chunk ``c`` of a partition, with ``X`` the rows of its
+    """``(p, X)`` for every piece ``p`` of a partition, chunk after chunk, with ``X`` the rows of its
     block (each block read once: the pieces of a block are consecutive)."""
     last, X = None, None
-    for c, chunk in enumerate(spec.chunks):
+    for chunk in spec.chunks:
         for p in chunk:
             if p.block != last:
                 last, X = p.block, read_block(p.block)
-            yield c, p, X
+            yield p, X
 
 
 def _spec_chunks(src, spec: PartSpec):
@@ -205,7 +205,7 @@ def _spec_chunks(src, spec: PartSpec):
     pieces = _pieces(spec, _open(src).read_block)
     for c, chunk in enumerate(spec.chunks):
         fits, vals = [], []
-        for _, p, X in itertools.islice(pieces, len(chunk)):
+        for p, X in itertools.islice(pieces, len(chunk)):
             fits.append(X[p.fit])
             vals.append(X[p.val])
         Xf = np.concatenate(fits).astype(np.float32, copy=False) if len(fits) > 1 else \
@@ -263,7 +263,7 @@ def _load_partition(src, spec: PartSpec) -> PartData:
     read_block = _block_reader(store, blocks)
     X_fit = X_val = None
     fa = va = 0
-    for _, p, X in _pieces(spec, read_block):
+    for p, X in _pieces(spec, read_block):
         if X_fit is None:
             X_fit = np.empty((spec.n_fit, X.shape[1]), dtype=np.float32)
             X_val = np.empty((spec.n_val, X.shape[1]), dtype=np.float32)

@@ -226,7 +226,7 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
     written in the file (or the dict) go; returns the notes that name them (one per table). A key that a
     ``--set`` or a flag gives and the choice does not read stays an error (the schema's keyed errors).
     """
-    from .schema import SWITCH_KEYS, switched_reads
+    from .schema import SWITCH_KEYS, _toml_value, switched_reads
 
     notes = []
     for table, current in raw.items():
@@ -248,18 +248,12 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
             continue
         for k in dropped:
             del current[k]
-        choice = (f"learner {_toml(current['learner'])}" if switch == ("learner",) else
-                  " with ".join(f"{table}.{k} = {_toml(current[k])}" for k in switch if k in current))
+        choice = (f"learner {_toml_value(current['learner'])}" if switch == ("learner",) else
+                  " with ".join(f"{table}.{k} = {_toml_value(current[k])}" for k in switch if k in current))
         notes.append(f"{', '.join(f'{table}.{k}' for k in dropped)} ({origins.file or 'pipeline'}) "
                      f"{'does' if len(dropped) == 1 else 'do'} not apply to {choice} from {' '.join(flags)}; "
                      f"dropped")
     return notes
-
-
-def _toml(v) -> str:
-    from .schema import _toml_value
-
-    return _toml_value(v)
 
 
 def _check_store_flag(store, spec) -> None:

@@ -67,8 +67,9 @@ from ..descriptors.pixels import check_sampled_pixels, get_spec, image_covarianc
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
 from .. import splits
+from .schema import EVAL_METHODS, eval_classifier
 
-METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs", "head")
+METHODS = EVAL_METHODS   # the methods of paper 004 (the schema's list)
 VECTOR_METHODS = ("e", "loge", "approx_hs", "approx_loghs", "qapprox_loghs", "head")
 CLASSIFIERS = ("svc", "1nn", "sgd")
 
@@ -524,7 +525,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         grids["head_weight"], grids["head_combine"] = "alignment", ["sum"]
     head_norm = getattr(mcfg, "head_norm", "l2")
     unit = None if heads is None else normalize_heads(heads, head_norm).astype(np.float64)
-    classifier = classifier or ("1nn" if method == "stein" else "svc")
+    classifier = eval_classifier(method, classifier)
     # the head alone (unit pooled heads) measures no feature scale: standardize and scaling play no part
     standardize, scaling = (None, None) if method == "head" else (mcfg.standardize, mcfg.scaling)
     n_inner = int(mcfg.inner_folds)

@@ -716,6 +716,13 @@ class EvalData(Table):
 
 
 EVAL_CLASSIFIERS = ("svc", "1nn", "sgd")
+
+
+def eval_classifier(name: str, classifier: str | None) -> str:
+    """The classifier of image-classification's method ``name``: ``classifier``, or the default, ``1nn`` for
+    stein (a divergence: no Gaussian kernel of it) and ``svc`` for the others."""
+    return classifier or ("1nn" if name == "stein" else "svc")
+
 _SCALE = ("standardize", "scaling")
 _HEAD = ("head_weight", "head_combine", "head_norm")
 _LOG_APPROX = ("D", "sigma1", "gamma", "mu")
@@ -787,8 +794,8 @@ class EvalMethod(Table):
 
     @property
     def classifier_used(self) -> str:
-        """``classifier``, or the method's default: ``1nn`` for stein, ``svc`` for the others."""
-        return self.classifier or ("1nn" if self.name == "stein" else "svc")
+        """``classifier``, or the method's default (:func:`eval_classifier`)."""
+        return eval_classifier(self.name, self.classifier)
 
     @model_validator(mode="after")
     def _checks(self):
@@ -870,6 +877,11 @@ class ImageClassification(Top):
 
 
 # ------------------------------------------------------- switching a table's choice
+# the keys that make each table's choice (switched_reads)
+SWITCH_KEYS = {ModelTable: ("learner",), EvalMethod: ("name", "classifier"), StreamMethod: ("name",),
+               SplitTable: ("kind",)}
+
+
 def switched_reads(table, values: dict):
     """``(keys, reads)`` of a table whose choice decides which of its keys are read, at ``values``.
 
@@ -881,31 +893,22 @@ def switched_reads(table, values: dict):
     says what is wrong with it). The loader uses it to drop the file's keys that a choice switched by
     ``--set`` does not read.
     """
-    def default(key):
-        return table.model_fields[key].default
+    def get(key):
+        return values.get(key, table.model_fields[key].default)
 
     if table is ModelTable:
-        reads = LEARNER_KEYS.get(values.get("learner", default("learner")))
-        keys = tuple(k for k in table.model_fields if k != "learner")
+        reads = LEARNER_KEYS.get(get("learner"))
     elif table is EvalMethod:
-        name = values.get("name", default("name"))
-        clf = values.get("classifier") or ("1nn" if name == "stein" else "svc")
-        reads = METHOD_KEYS.get((name, clf))
-        keys = tuple(k for k in table.model_fields if k not in ("name", "classifier"))
+        reads = METHOD_KEYS.get((get("name"), eval_classifier(get("name"), get("classifier"))))
     elif table is StreamMethod:
-        reads = STREAM_METHOD_KEYS.get(values.get("name", default("name")))
-        keys = tuple(k for k in table.model_fields if k != "name")
+        reads = STREAM_METHOD_KEYS.get(get("name"))
     elif table is SplitTable:
-        reads = SPLIT_KEYS.get(values.get("kind", default("kind")), ())
-        keys = _SPLIT_READ_BY_SOME
+        reads = SPLIT_KEYS.get(get("kind"), ())
     else:
         return None
+    keys = _SPLIT_READ_BY_SOME if table is SplitTable else tuple(k for k in table.model_fields
+                                                                 if k not in SWITCH_KEYS[table])
     return None if reads is None else (keys, tuple(reads))
-
-
-# the keys that make each table's choice (switched_reads)
-SWITCH_KEYS = {ModelTable: ("learner",), EvalMethod: ("name", "classifier"), StreamMethod: ("name",),
-               SplitTable: ("kind",)}
 
 
 # --------------------------------------------------------------------- TGP tasks
