@@ -4,6 +4,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
@@ -355,6 +357,43 @@ def test_scikit_learn_estimator_checks(estimator, check):
 
 
 # ----------------------------------------------------------- streamed passes
+def _left_to_right(*xs):
+    """merge_sums' order: 0 + x0 + x1 + ..., in float64 (rounding makes the grouping visible)."""
+    out = 0.0
+    for x in xs:
+        out += x
+    return out
+
+
+@given(n=st.integers(1, 70), fan_in=st.integers(2, 9), data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_holders_merge_the_same_tree(n, fan_in, data):
+    """A pass with one task per worker (each merging the nodes of the fixed tree inside its run of
+    partitions, the driver the rest) adds the partition sums in exactly the order of ``_tree``: the same
+    bits for any cut of the partitions into runs, i.e. any number of workers."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    leaves = list(rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n))
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(n - 1, 1)), max_size=6)))) if n > 1 else []
+    runs = [r for r in np.split(np.arange(n), cuts) if len(r)]
+    known = {}
+    for run in runs:
+        nodes = L._run_on_holder(lambda src, x, *a: x, _left_to_right, None, [leaves[p] for p in run],
+                                 int(run[0]), n, fan_in, ())
+        for (level, i), _ in nodes:   # maximal: inside the run, its parent not
+            lo, hi = i * fan_in ** level, min((i + 1) * fan_in ** level, n)
+            assert run[0] <= lo and hi <= run[-1] + 1
+            if level < L._top(n, fan_in):
+                plo = (i // fan_in) * fan_in ** (level + 1)
+                phi = min((i // fan_in + 1) * fan_in ** (level + 1), n)
+                assert plo < run[0] or phi > run[-1] + 1
+        known.update(nodes)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "FAN_IN", fan_in)
+        want = L._tree(leaves, _left_to_right)
+    got = L._node_value(L._top(n, fan_in), 0, n, fan_in, known, None, _left_to_right)
+    assert got == want           # bitwise: the same additions in the same order
+
+
 def test_plan_holds_every_row_once_in_order(rng):
     bounds = np.array([0, 7, 7, 30, 31, 100])
     fit = rng.random(100) < 0.6

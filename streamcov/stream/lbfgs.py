@@ -11,13 +11,17 @@ over the rows:
   **chunks** (about :data:`streamcov.linear.CHUNK_BYTES`, the rows of one
   pair of GEMMs). The cut depends on the store's block bounds, the training
   rows and the width only, never on the scheduler or the worker count;
-* a Dask task per partition computes the float64 sums of its chunks
+* the float64 sums of each partition's chunks
   (:func:`streamcov.linear.chunk_sums`: ``S = X W^T``, ``G = R^T X`` in
-  float32), and the partition sums are added in a fixed tree (fan-in
-  :data:`FAN_IN`, in partition order). The sum, hence every iterate and the
-  model, is bitwise the same on threads, on one worker or on many; on a
-  cluster each worker computes the sums of its own partitions and only
-  ``k x D`` numbers per partition travel;
+  float32) are added in a fixed tree (fan-in :data:`FAN_IN`, in partition
+  order). The sum, hence every iterate and the model, is bitwise the same
+  on threads, on one worker or on many. On threads a pass is a Dask task
+  per partition and per merge; on a cluster the partitions are held by the
+  workers in consecutive runs, and a pass is **one task per worker**, which
+  computes the sums of its own partitions and merges the nodes of the tree
+  that lie within them (:func:`_run_on_holder`); the driver merges the
+  rest. So a pass costs one round trip per worker however many partitions
+  there are, and only a few ``k x D`` blocks of numbers per worker travel;
 * ``cache="memory"`` keeps the float32 training rows of each partition in
   worker memory (on threads, in this process), centred once, for all the
   passes; ``cache="stream"`` reads them from the store at every pass (memory:
@@ -76,8 +80,13 @@ from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
 from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
 
-# rows of one task: about 32 MB of float32 features (many tasks per worker, so that they balance)
-PARTITION_BYTES = 64 << 20
+# rows of one partition: about 16 MB of float32 features. Many per worker, so that the workers' shares
+# balance (11 partitions of 64 MB on 2 workers: 6 against 5); on a cluster a pass is one task per worker
+# whatever their number, on threads a task each (about 0.1 ms of scheduling apiece).
+PARTITION_BYTES = 16 << 20
+# a model of at most this many bytes travels inside a cluster pass's tasks (one per worker), saving the
+# broadcast's round trip; a larger one is broadcast to the workers once per pass
+EMBED_BYTES = 1 << 20
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
 # store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
@@ -390,6 +399,60 @@ def _tree(items, combine):
     return level[0]
 
 
+# The same tree, node by node: node (l, i) of the tree over n items is group i of level l (level 0: the
+# items); it covers items [i F^l, min((i + 1) F^l, n)) and its children are nodes (l - 1, i F ... i F + F - 1).
+def _width(level: int, n: int, fan_in: int) -> int:
+    """Number of nodes at ``level`` of the tree over ``n`` items."""
+    return -(-n // fan_in ** level)
+
+
+def _top(n: int, fan_in: int) -> int:
+    """Level of the root (0 for a single item: ``_tree`` returns it without a merge)."""
+    level = 0
+    while _width(level, n, fan_in) > 1:
+        level += 1
+    return level
+
+
+def _nodes_within(n: int, a: int, b: int, fan_in: int) -> list:
+    """The nodes of the tree over ``n`` items that lie inside items ``[a, b)`` while their parent does not,
+    in item order: what the holder of those items can merge by itself."""
+    out: list = []
+
+    def visit(level, i):
+        lo, hi = i * fan_in ** level, min((i + 1) * fan_in ** level, n)
+        if hi <= a or lo >= b:
+            return
+        if a <= lo and hi <= b:
+            out.append((level, i))
+            return
+        for j in range(i * fan_in, min((i + 1) * fan_in, _width(level - 1, n, fan_in))):
+            visit(level - 1, j)
+
+    visit(_top(n, fan_in), 0)
+    return out
+
+
+def _node_value(level: int, i: int, n: int, fan_in: int, known: dict, leaf, merge):
+    """Node (level, i) of the fixed tree: ``known`` when there, ``leaf(i)`` at level 0, else ``merge``
+    of its children computed first to last (so at most ``fan_in`` partial results per level are held)."""
+    if (level, i) in known:
+        return known[(level, i)]
+    if level == 0:
+        return leaf(i)
+    kids = range(i * fan_in, min((i + 1) * fan_in, _width(level - 1, n, fan_in)))
+    return merge(*[_node_value(level - 1, j, n, fan_in, known, leaf, merge) for j in kids])
+
+
+def _run_on_holder(fn, merge, src, datas, first: int, n: int, fan_in: int, args: tuple) -> list:
+    """On the worker that holds partitions ``first .. first + len(datas) - 1``: ``fn`` of each, merged into
+    the nodes of the fixed tree that lie inside them; ``[(node, value), ...]``. One task per worker and
+    pass, whatever the number of partitions: the same sums as a task per partition and per merge."""
+    nodes = _nodes_within(n, first, first + len(datas), fan_in)
+    return [(node, _node_value(*node, n, fan_in, {}, lambda p: fn(src, datas[p - first], *args), merge))
+            for node in nodes]
+
+
 class _Problem:
     """The training rows of one fit, where they live, and the passes over them."""
 
@@ -479,12 +542,21 @@ class _Problem:
             # one partition on threads: the same call, without a round trip through the scheduler
             return _tree([fn(self.src, d, *args) for d in self.data], merge)
         if self.client is not None:
-            # every partition's task on the worker that holds its rows (left to itself the scheduler
-            # copies partitions between workers and runs a pass on fewer of them); the same fixed
-            # tree of merges, so the same sums
-            leaves = [self.client.submit(fn, self.src, d, *args, pure=False, **self._at(p))
-                      for p, d in enumerate(self.data)]
-            return _tree(leaves, lambda *g: self.client.submit(merge, *g, pure=False)).result()
+            # one task per worker on the partitions it holds (left to itself the scheduler copies
+            # partitions between workers and runs a pass on fewer of them), merging the nodes of the fixed
+            # tree that lie within them; this thread merges the rest. The same tree, so the same sums, in
+            # a round trip of one task per worker however many partitions there are.
+            n = len(self.data)
+            runs: list = []
+            for p in range(n):
+                if runs and self.owners[p] == self.owners[runs[-1][0]]:
+                    runs[-1].append(p)
+                else:
+                    runs.append([p])
+            futs = [self.client.submit(_run_on_holder, fn, merge, self.src, [self.data[p] for p in run], run[0],
+                                       n, FAN_IN, args, pure=False, **self._at(run[0])) for run in runs]
+            known = dict(pair for part in self.client.gather(futs) for pair in part)
+            return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, known, None, merge)
         import dask
 
         leaves = [dask.delayed(fn, pure=False)(self.src, d, *args) for d in self.data]
@@ -501,7 +573,9 @@ class _Problem:
         else:
             if self._m32_shared is None:
                 self._m32_shared = self.runtime.share(self.m32)
-            args = (self._m32_shared, self.runtime.share((Wt, b)), self.loss, self.binary)
+            # a small model rides in the cluster's few tasks (one per worker); a large one is broadcast once
+            small = self.client is not None and Wt.nbytes <= EMBED_BYTES
+            args = (self._m32_shared, (Wt, b) if small else self.runtime.share((Wt, b)), self.loss, self.binary)
         out = self._run(partition_sums, args, merge_sums)
         self.pass_times.append(time.perf_counter() - t0)
         return out
