@@ -49,9 +49,10 @@ class FeatureStore:
 
         block = int(bounds[1] - bounds[0]) if len(bounds) > 1 else max(n, 1)
         g = zarr.open_group(str(path), mode="w")
-        # checksummed X; the done flags are written as blocks finish (a missing one reads 0: not done)
+        # checksummed X, not compressed (features hardly compress; see array_options); the done flags
+        # are written as blocks finish (a missing one reads 0: not done)
         g.create_array("X", shape=(n, dim), chunks=(max(block, 1), dim), dtype=dtype, fill_value=0,
-                       **array_options())
+                       **array_options(compress=False))
         g.create_array("done", shape=(len(bounds) - 1,), chunks=(1,), dtype="uint8", fill_value=0)
         g.attrs.update({"bounds": [int(b) for b in bounds], "fingerprint": fp})
         return cls(path)
