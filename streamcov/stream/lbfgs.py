@@ -213,15 +213,25 @@ def _spec_chunks(src, spec: PartSpec):
     """``(X_fit, y_fit, X_val, y_val)`` float32 chunks of a partition, read from its store (not centred)."""
     pieces = _pieces(spec, _open(src).read_block)
     for c, chunk in enumerate(spec.chunks):
-        fits, vals = [], []
+        Xf = Xv = None
+        fa = va = 0
         for p, X in itertools.islice(pieces, len(chunk)):
-            fits.append(X[p.fit])
-            vals.append(X[p.val])
-        Xf = np.concatenate(fits).astype(np.float32, copy=False) if len(fits) > 1 else \
-            np.asarray(fits[0], dtype=np.float32)
-        Xv = np.concatenate(vals).astype(np.float32, copy=False) if len(vals) > 1 else \
-            np.asarray(vals[0], dtype=np.float32)
+            if Xf is None:     # each row gathered once, straight into its place (as _load_partition)
+                Xf = np.empty((len(spec.y_fit[c]), X.shape[1]), dtype=np.float32)
+                Xv = np.empty((len(spec.y_val[c]), X.shape[1]), dtype=np.float32)
+            fa = _gather(X, p.fit, Xf, fa)
+            va = _gather(X, p.val, Xv, va)
         yield Xf, spec.y_fit[c], Xv, spec.y_val[c]
+
+
+def _gather(X: np.ndarray, rows: np.ndarray, out: np.ndarray, at: int) -> int:
+    """``out[at:at + len(rows)] = X[rows]`` (rounded to float32 as astype rounds); returns the next free row."""
+    if len(rows):
+        if X.dtype == out.dtype:
+            np.take(X, rows, axis=0, out=out[at:at + len(rows)])
+        else:
+            out[at:at + len(rows)] = X[rows]
+    return at + len(rows)
 
 
 def _chunks(src, data):
@@ -276,15 +286,8 @@ def _load_partition(src, spec: PartSpec) -> PartData:
         if X_fit is None:
             X_fit = np.empty((spec.n_fit, X.shape[1]), dtype=np.float32)
             X_val = np.empty((spec.n_val, X.shape[1]), dtype=np.float32)
-        for rows, out, a in ((p.fit, X_fit, fa), (p.val, X_val, va)):
-            if len(rows) == 0:
-                continue
-            if X.dtype == np.float32:
-                np.take(X, rows, axis=0, out=out[a:a + len(rows)])
-            else:    # the rows, then rounded to float32 as astype rounds them
-                out[a:a + len(rows)] = X[rows]
-        fa += len(p.fit)
-        va += len(p.val)
+        fa = _gather(X, p.fit, X_fit, fa)
+        va = _gather(X, p.val, X_val, va)
     return PartData(X_fit, X_val, spec)
 
 
