@@ -569,6 +569,40 @@ def test_same_model_on_threads_and_a_local_cluster(reference, synth_store, sched
 
 
 
+def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_store, small_partitions):
+    """kill -9 of the worker that holds the first partitions, after the third pass: its cached rows are
+    lost, Dask loads and centres them again (the nanny restarts the worker), the pass tasks run where
+    the rows now are, and the model is still bitwise the one of the synchronous run."""
+    import os
+    import signal
+
+    from streamcov.stream.featurestore import FeatureStore
+    from streamcov.stream.runtime import dask_runtime
+
+    res, want = reference
+    cfg = lbfgs_cfg(synth_store, "unused")
+    y = synth_store.labels.astype(np.int64)
+    train = synth_store.subjects % 2 == 1
+    killed = []
+    sums = L._Problem.sums
+
+    def kill_after_third_pass(self, Wt, b):
+        if self.passes == 3 and not killed:
+            pid = self.client.run(os.getpid, workers=[self.owners[0]])[self.owners[0]]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return sums(self, Wt, b)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L._Problem, "sums", kill_after_third_pass)
+        with dask_runtime("local-cluster", 2) as runtime:
+            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": "memory"}), int(train.sum()), cfg.seed)
+            clf, _ = L.train_lbfgs(FeatureStore(res["features_path"]), y, train, np.arange(8), est,
+                                   runtime=runtime, scale="center")
+    assert killed, "training ended before the kill: nothing was tested"
+    assert clf.fit_info_["recoveries"] == 1 and clf.n_evals_ == res["passes"] > 3
+    assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
+
 def test_a_finished_runs_checkpoint_drops_the_pairs_and_resumes_to_the_same_model(tmp_path):
     X, y = blobs(n=300, d=40, k=4)
     blocks, mask, ck = _ArrayBlocks(X.astype(np.float32), 64), np.ones(len(X), dtype=bool), tmp_path / "c.npz"

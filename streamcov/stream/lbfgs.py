@@ -87,6 +87,8 @@ PARTITION_BYTES = 16 << 20
 # a model of at most this many bytes travels inside a cluster pass's tasks (one per worker), saving the
 # broadcast's round trip; a larger one is broadcast to the workers once per pass
 EMBED_BYTES = 1 << 20
+# times a fit places its partitions again after losing a worker, before it gives up
+MAX_RECOVERIES = 3
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
 # store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
@@ -481,12 +483,15 @@ class _Problem:
             mode = "memory" if use_cache(cache, self.nbytes, runtime) else "stream"
         self.mode = mode
         self.owners = None        # on a cluster: the worker that holds each partition
-        self.data = self._place(specs)
-        self.moments = self._run(partition_moments, (), merge_all_moments)
-        self.m32 = self.moments[1].astype(np.float32)
+        self.specs = specs
+        self.m32 = None
         self._m32_shared = None
+        self.recoveries = 0
+        self.data = self._place(specs)
+        self.moments = self._recovering(lambda: self._run(partition_moments, (), merge_all_moments))
+        self.m32 = self.moments[1].astype(np.float32)
         if self.mode == "memory":
-            self._centre()
+            self._recovering(self._centre)
         self.pass_times: list = []
 
     # -- placement
@@ -539,6 +544,29 @@ class _Problem:
         wait(new)
         self.data = new
 
+    # -- lost workers
+    def _recovering(self, attempt):
+        """``attempt()``; on a cluster that lost a worker (and with it the rows it held, or a task it ran),
+        the partitions are placed again from the store on the workers there are now, as at the start
+        (read, centred by the same mean), and the attempt is repeated: the same rows, hence the same sums.
+        At most :data:`MAX_RECOVERIES` times in a fit; errors of the tasks themselves are raised as they are."""
+        from concurrent.futures import CancelledError
+
+        from distributed import KilledWorker
+
+        while True:
+            try:
+                return attempt()
+            except (KilledWorker, CancelledError):
+                if self.client is None or self.recoveries >= MAX_RECOVERIES:
+                    raise
+                self.recoveries += 1
+                self.client.wait_for_workers(1)
+                self.data, self._m32_shared = None, None
+                self.data = self._place(self.specs)
+                if self.mode == "memory" and self.m32 is not None:
+                    self._centre()
+
     # -- passes
     def _run(self, fn, args: tuple, merge):
         if self.runtime is None or (self.client is None and len(self.data) == 1):
@@ -571,17 +599,18 @@ class _Problem:
 
     def sums(self, Wt: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
-        if self.runtime is None or (self.client is None and len(self.data) == 1):
-            args = (self.m32, (Wt, b), self.loss, self.binary)
-        else:
-            if self._m32_shared is None:
-                self._m32_shared = self.runtime.share(self.m32)
-            # a small model rides in the cluster's few tasks (one per worker); a large one is broadcast once
-            small = self.client is not None and Wt.nbytes <= EMBED_BYTES
-            args = (self._m32_shared, (Wt, b) if small else self.runtime.share((Wt, b)), self.loss, self.binary)
-        out = self._run(partition_sums, args, merge_sums)
+        out = self._recovering(lambda: self._run(partition_sums, self._pass_args(Wt, b), merge_sums))
         self.pass_times.append(time.perf_counter() - t0)
         return out
+
+    def _pass_args(self, Wt: np.ndarray, b: np.ndarray) -> tuple:
+        if self.runtime is None or (self.client is None and len(self.data) == 1):
+            return (self.m32, (Wt, b), self.loss, self.binary)
+        if self._m32_shared is None:
+            self._m32_shared = self.runtime.share(self.m32)
+        # a small model rides in the cluster's few tasks (one per worker); a large one is broadcast once
+        small = self.client is not None and Wt.nbytes <= EMBED_BYTES
+        return (self._m32_shared, (Wt, b) if small else self.runtime.share((Wt, b)), self.loss, self.binary)
 
     @property
     def passes(self) -> int:
@@ -891,7 +920,8 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         est.fit_info_ = {"passes": problem.passes, "pass_seconds": problem.pass_seconds,
                          "pass_times": list(problem.pass_times), "parallel_partitions": problem.parallel,
                          "optimize_seconds": time.perf_counter() - t0, "cache": problem.mode,
-                         "partitions": problem.n_partitions, "gemm_flops_per_pass": problem.gemm_flops,
+                         "partitions": problem.n_partitions, "recoveries": problem.recoveries,
+                         "gemm_flops_per_pass": problem.gemm_flops,
                          "n_fit": problem.n_fit, "n_validation": problem.n_val}
     finally:
         problem.close()
@@ -996,6 +1026,10 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         below 64 eps), ``max_iter``, ``early_stopping`` or ``line_search`` (no
         Wolfe step: the objective's precision is reached).
     converged_ : bool
+    fit_info_ : dict
+        How the passes ran (:func:`train_lbfgs` fits): ``passes``,
+        ``pass_times``, ``cache``, ``partitions``, ``recoveries`` (times the
+        partitions were placed again after a worker was lost), FLOPs per pass.
     """
 
     _parameter_constraints: dict = {
