@@ -569,10 +569,12 @@ def test_same_model_on_threads_and_a_local_cluster(reference, synth_store, sched
 
 
 
-def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_store, small_partitions):
-    """kill -9 of the worker that holds the first partitions, after the third pass: its cached rows are
-    lost, Dask loads and centres them again (the nanny restarts the worker), the pass tasks run where
-    the rows now are, and the model is still bitwise the one of the synchronous run."""
+@pytest.mark.parametrize("cache", ["memory", "stream"])
+def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_store, small_partitions, cache):
+    """kill -9 of the worker that holds the first partitions, after the third pass: its cached rows (or
+    the specs of the rows it streams) are lost; the fit places the partitions again on the workers there
+    are (the nanny restarts the killed one), repeats the pass, and the model is still bitwise the one of
+    the synchronous run."""
     import os
     import signal
 
@@ -596,9 +598,10 @@ def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_st
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(L._Problem, "sums", kill_after_third_pass)
         with dask_runtime("local-cluster", 2) as runtime:
-            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": "memory"}), int(train.sum()), cfg.seed)
+            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
             clf, _ = L.train_lbfgs(FeatureStore(res["features_path"]), y, train, np.arange(8), est,
                                    runtime=runtime, scale="center")
+    assert clf.fit_info_["cache"] == cache
     assert killed, "training ended before the kill: nothing was tested"
     assert clf.fit_info_["recoveries"] == 1 and clf.n_evals_ == res["passes"] > 3
     assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
