@@ -1,6 +1,7 @@
 """The full-batch L-BFGS learner: objective, optimizer, streamed passes, determinism, resume, pipeline."""
 import json
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -585,8 +586,13 @@ def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_st
     cfg = lbfgs_cfg(synth_store, "unused")
     y = synth_store.labels.astype(np.int64)
     train = synth_store.subjects % 2 == 1
-    killed = []
-    sums = L._Problem.sums
+    killed, placed = [], []
+    sums, place = L._Problem.sums, L._Problem._place
+
+    def record_owners(self, specs):
+        out = place(self, specs)
+        placed.append(list(self.owners))
+        return out
 
     def kill_after_third_pass(self, Wt, b):
         if self.passes == 3 and not killed:
@@ -597,6 +603,7 @@ def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_st
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(L._Problem, "sums", kill_after_third_pass)
+        mp.setattr(L._Problem, "_place", record_owners)
         with dask_runtime("local-cluster", 2) as runtime:
             est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
             clf, _ = L.train_lbfgs(FeatureStore(res["features_path"]), y, train, np.arange(8), est,
@@ -605,6 +612,85 @@ def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_st
     assert killed, "training ended before the kill: nothing was tested"
     assert clf.fit_info_["recoveries"] == 1 and clf.n_evals_ == res["passes"] > 3
     assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
+    # placed again on 2 workers (the fit waited for the nanny's restart), not all on the survivor
+    assert len(placed) == 2 and len(set(placed[1])) == 2 and clf.fit_info_["pass_tasks"] == 2
+
+
+def test_a_worker_with_two_threads_runs_a_pass_as_two_tasks(reference, synth_store, small_partitions):
+    """One task per worker thread, on consecutive parts of the worker's partitions: both threads of a
+    2-thread worker work on a pass, and the sums (the model) are the same bits."""
+    from distributed import LocalCluster
+
+    from streamcov.stream.featurestore import FeatureStore
+    from streamcov.stream.runtime import dask_runtime
+
+    res, want = reference
+    cfg = lbfgs_cfg(synth_store, "unused")
+    y = synth_store.labels.astype(np.int64)
+    train = synth_store.subjects % 2 == 1
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None,
+                      silence_logs=40) as cluster, dask_runtime(cluster.scheduler_address) as runtime:
+        est = L.make_lbfgs(cfg.model.model_copy(update={"cache": "memory"}), int(train.sum()), cfg.seed)
+        clf, _ = L.train_lbfgs(FeatureStore(res["features_path"]), y, train, np.arange(8), est,
+                               runtime=runtime, scale="center")
+    assert clf.fit_info_["pass_tasks"] == 2 and clf.fit_info_["partitions"] == 5
+    assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
+
+
+class _LosingCluster:
+    """A stand-in client for the recovery logic: ``workers`` alive, no waiting."""
+
+    def __init__(self, workers):
+        self.workers = workers
+
+    def wait_for_workers(self, n, timeout=None):
+        if len(self.workers) < n:
+            raise TimeoutError
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {w: {"nthreads": 1} for w in self.workers}}
+
+
+def _problem_on(client):
+    p = L._Problem.__new__(L._Problem)
+    p.client, p.recoveries, p.owners, p.specs, p.m32 = client, 0, ["w0", "w1"], [], None
+    p.path, p.cache, p.nbytes, p.runtime, p.mode = None, "auto", 0, None, "memory"
+    p._place = lambda specs: []
+    return p
+
+
+def test_recovery_gives_up_with_the_error_that_lost_the_workers():
+    from distributed import KilledWorker
+
+    def lose():
+        raise KilledWorker("partition_sums", SimpleNamespace(address="tcp://w0"), 3)
+
+    p = _problem_on(_LosingCluster([]))          # no worker left, none comes back
+    with pytest.raises(KilledWorker, match="partition_sums"):
+        p._recovering(lose)
+    assert p.recoveries == 1
+    p = _problem_on(_LosingCluster(["w1"]))      # one left: placed again there, at most MAX_RECOVERIES times
+    with pytest.raises(KilledWorker):
+        p._recovering(lose)
+    assert p.recoveries == L.MAX_RECOVERIES
+    p = _problem_on(_LosingCluster(["w0", "w1"]))
+
+    def task_error():
+        raise ValueError("a genuine error of the task")
+
+    with pytest.raises(ValueError, match="genuine"):   # not a lost worker: raised at once
+        p._recovering(task_error)
+    assert p.recoveries == 0
+
+
+def test_rows_are_centred_once_however_often_the_centring_runs(rng):
+    X = rng.standard_normal((6, 3)).astype(np.float32) + 5
+    m32 = X.mean(axis=0)
+    part = L.PartData(X.copy(), X[:0].copy(), None)
+    once = L._centred(part, m32, copy=False).X_fit.copy()
+    assert L._centred(part, m32, copy=False).X_fit.tobytes() == once.tobytes()
+    assert L._centred(part, m32).X_fit.tobytes() == once.tobytes()
+    np.testing.assert_allclose(once.mean(axis=0), 0, atol=1e-5)
 
 def test_a_finished_runs_checkpoint_drops_the_pairs_and_resumes_to_the_same_model(tmp_path):
     X, y = blobs(n=300, d=40, k=4)

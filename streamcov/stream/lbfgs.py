@@ -17,11 +17,14 @@ over the rows:
   order). The sum, hence every iterate and the model, is bitwise the same
   on threads, on one worker or on many. On threads a pass is a Dask task
   per partition and per merge; on a cluster the partitions are held by the
-  workers in consecutive runs, and a pass is **one task per worker**, which
-  computes the sums of its own partitions and merges the nodes of the tree
-  that lie within them (:func:`_run_on_holder`); the driver merges the
-  rest. So a pass costs one round trip per worker however many partitions
-  there are, and only a few ``k x D`` blocks of numbers per worker travel;
+  workers in consecutive runs, and a pass is **one task per worker thread**
+  (consecutive parts of the worker's run), which computes the sums of its
+  partitions and merges the nodes of the tree that lie within them
+  (:func:`_run_on_holder`); the driver merges the rest. So a pass costs one
+  round trip per worker however many partitions there are, and only a few
+  ``k x D`` blocks of numbers per task travel. A worker lost during a fit
+  takes its rows with it: the partitions are placed again from the store
+  and the pass repeated (:meth:`_Problem._recovering`), to the same sums;
 * ``cache="memory"`` keeps the float32 training rows of each partition in
   worker memory (on threads, in this process), centred once, for all the
   passes; ``cache="stream"`` reads them from the store at every pass (memory:
@@ -82,13 +85,16 @@ from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
 
 # rows of one partition: about 16 MB of float32 features. Many per worker, so that the workers' shares
 # balance (11 partitions of 64 MB on 2 workers: 6 against 5); on a cluster a pass is one task per worker
-# whatever their number, on threads a task each (about 0.1 ms of scheduling apiece).
+# thread whatever their number, on threads a task each (about 0.1 ms of scheduling apiece).
 PARTITION_BYTES = 16 << 20
 # a model of at most this many bytes travels inside a cluster pass's tasks (one per worker), saving the
 # broadcast's round trip; a larger one is broadcast to the workers once per pass
 EMBED_BYTES = 1 << 20
 # times a fit places its partitions again after losing a worker, before it gives up
 MAX_RECOVERIES = 3
+# seconds a fit that lost a worker waits for as many workers as it had (a nanny's restart) before it goes on
+# with those there are
+RECOVERY_WAIT = 30.0
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
 # store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
@@ -294,7 +300,10 @@ def _load_partition(src, spec: PartSpec) -> PartData:
 
 
 def _centred(part: PartData, m32: np.ndarray, copy: bool = True) -> PartData:
-    """``part`` with ``m32`` subtracted from every row (a new PartData, or in place with ``copy=False``)."""
+    """``part`` with ``m32`` subtracted from every row (a new PartData, or in place with ``copy=False``);
+    rows centred already are left as they are (a repeated centring task must not subtract twice)."""
+    if part.centred:
+        return part
     if copy:
         return PartData(part.X_fit - m32, part.X_val - m32, part.spec, True)
     part.X_fit -= m32
@@ -476,13 +485,11 @@ class _Problem:
         specs = make_plan(source.bounds, fit_mask, val_mask, np.asarray(y), self.dim)
         self.n_partitions = len(specs)
         self.nbytes = 4 * self.dim * (self.n_fit + self.n_val)
-        mode = cache
-        if self.path is None:
-            mode = "memory"          # in-memory rows: nothing to stream from
-        else:
-            mode = "memory" if use_cache(cache, self.nbytes, runtime) else "stream"
-        self.mode = mode
+        self.cache = cache
+        self.mode = self._cache_mode()
         self.owners = None        # on a cluster: the worker that holds each partition
+        self.slots: dict = {}     # on a cluster: threads of each worker
+        self.pass_tasks = 0       # on a cluster: tasks of the last pass
         self.specs = specs
         self.m32 = None
         self._m32_shared = None
@@ -494,9 +501,16 @@ class _Problem:
             self._recovering(self._centre)
         self.pass_times: list = []
 
+    def _cache_mode(self) -> str:
+        if self.path is None:
+            return "memory"          # in-memory rows: nothing to stream from
+        return "memory" if use_cache(self.cache, self.nbytes, self.runtime) else "stream"
+
     # -- placement
     def _workers(self) -> list:
-        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        self.slots = {w: max(1, int(info[w].get("nthreads", 1))) for w in info}
+        return sorted(info)
 
     def _place(self, specs):
         if self.mode == "stream":
@@ -554,18 +568,41 @@ class _Problem:
 
         from distributed import KilledWorker
 
+        lost = (KilledWorker, CancelledError)
         while True:
             try:
                 return attempt()
-            except (KilledWorker, CancelledError):
-                if self.client is None or self.recoveries >= MAX_RECOVERIES:
+            except lost as exc:
+                if self.client is None:
                     raise
+                error = exc
+            while True:             # place again, itself retried if a worker is lost meanwhile
+                if self.recoveries >= MAX_RECOVERIES:
+                    raise error
                 self.recoveries += 1
-                self.client.wait_for_workers(1)
-                self.data, self._m32_shared = None, None
-                self.data = self._place(self.specs)
-                if self.mode == "memory" and self.m32 is not None:
-                    self._centre()
+                try:
+                    if self._place_again():
+                        break
+                except lost as exc:
+                    error = exc
+                    continue
+                raise error      # no worker left: the fit stops with the error that lost them
+
+    def _place_again(self) -> bool:
+        """Wait a while for as many workers as there were (a nanny restarts a killed one), then place the
+        partitions on those there are; False when there are none."""
+        before = len(set(self.owners or ())) or 1
+        try:
+            self.client.wait_for_workers(before, timeout=RECOVERY_WAIT)
+        except TimeoutError:
+            if not self._workers():
+                return False
+        self.data, self._m32_shared = None, None
+        self.mode = self._cache_mode()        # fewer workers may hold less
+        self.data = self._place(self.specs)
+        if self.mode == "memory" and self.m32 is not None:
+            self._centre()
+        return True
 
     # -- passes
     def _run(self, fn, args: tuple, merge):
@@ -573,7 +610,7 @@ class _Problem:
             # one partition on threads: the same call, without a round trip through the scheduler
             return _tree([fn(self.src, d, *args) for d in self.data], merge)
         if self.client is not None:
-            # one task per worker on the partitions it holds (left to itself the scheduler copies
+            # one task per worker thread on the partitions its worker holds (left to itself the scheduler copies
             # partitions between workers and runs a pass on fewer of them), merging the nodes of the fixed
             # tree that lie within them; this thread merges the rest. The same tree, so the same sums, in
             # a round trip of one task per worker however many partitions there are.
@@ -584,6 +621,10 @@ class _Problem:
                     runs[-1].append(p)
                 else:
                     runs.append([p])
+            # a worker with several threads gets one task per thread, on consecutive parts of its run
+            runs = [[int(p) for p in part] for run in runs
+                    for part in np.array_split(run, min(len(run), self.slots.get(self.owners[run[0]], 1)))]
+            self.pass_tasks = len(runs)
             futs = [self.client.submit(_run_on_holder, fn, merge, self.src, [self.data[p] for p in run], run[0],
                                        n, FAN_IN, args, pure=False, **self._at(run[0])) for run in runs]
             known = dict(pair for part in self.client.gather(futs) for pair in part)
@@ -769,9 +810,14 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         the scaler (None for ``scale = "none"``).
     """
     from .model import AsyncCheckpointWriter
+    from .. import linear
 
     est = estimator
     est._validate_params()
+    # the cut into partitions and chunks and the tree set the order of the sums: a checkpoint written
+    # under other constants would continue along another path, so it is not resumed from
+    fingerprint = (f"{fingerprint}|plan {PARTITION_BYTES} {linear.CHUNK_BYTES} {linear.MIN_CHUNK_ROWS} "
+                   f"{FAN_IN}")
     classes = np.asarray(classes)
     n_classes = len(classes)
     if n_classes < 2:
@@ -921,6 +967,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
                          "pass_times": list(problem.pass_times), "parallel_partitions": problem.parallel,
                          "optimize_seconds": time.perf_counter() - t0, "cache": problem.mode,
                          "partitions": problem.n_partitions, "recoveries": problem.recoveries,
+                         "pass_tasks": problem.pass_tasks,
                          "gemm_flops_per_pass": problem.gemm_flops,
                          "n_fit": problem.n_fit, "n_validation": problem.n_val}
     finally:
@@ -1029,7 +1076,8 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
     fit_info_ : dict
         How the passes ran (:func:`train_lbfgs` fits): ``passes``,
         ``pass_times``, ``cache``, ``partitions``, ``recoveries`` (times the
-        partitions were placed again after a worker was lost), FLOPs per pass.
+        partitions were placed again after a worker was lost), ``pass_tasks``
+        (on a cluster: one per worker thread holding partitions), FLOPs per pass.
     """
 
     _parameter_constraints: dict = {
