@@ -121,6 +121,44 @@ def test_region_covariance_is_biased_sample_covariance():
     np.testing.assert_allclose(F.region_covariance(x), np.cov(x.T, bias=True), atol=1e-14)
 
 
+def test_region_covariance_kernel_is_bitwise_the_scalar_loop(rng):
+    """The kernel's column loop is vectorized (an unsigned index); each entry is still the same
+    multiply-add chain over pixels, so the bits equal the scalar loop compiled with the same flags."""
+    from numba import njit
+
+    from streamcov._config import JIT_OPTS
+    from streamcov._kernels.pixels import covariance
+
+    @njit(**{**JIT_OPTS, "cache": False})
+    def scalar(feat, out):
+        m, n = feat.shape
+        mean = np.zeros(n)
+        for i in range(m):
+            for a in range(n):
+                mean[a] += feat[i, a]
+        for a in range(n):
+            mean[a] /= m
+        acc = np.zeros((n, n))
+        row = np.empty(n)
+        for i in range(m):
+            for a in range(n):
+                row[a] = feat[i, a] - mean[a]
+            for a in range(n):
+                ra = row[a]
+                for b in range(a, n):     # signed: scalar code
+                    acc[a, b] += ra * row[b]
+        for a in range(n):
+            for b in range(a, n):
+                out[a, b] = out[b, a] = acc[a, b] / m
+
+    for n in (1, 5, 19, 33):
+        feat = rng.standard_normal((301, n)) * 10.0 ** rng.integers(-3, 3, (1, n))
+        want, got = np.empty((n, n)), np.empty((n, n))
+        scalar(feat, want)
+        covariance(feat, got)
+        assert got.tobytes() == want.tobytes(), n
+
+
 def test_batched_covariances_of_ragged_images():
     imgs = [_rgb_patch((30, 34)), _rgb_patch((12, 50)), _rgb_patch((5, 5))]
     for spec in ("fish", {"preset": "uiuc", "stride": 2}):

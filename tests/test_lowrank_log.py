@@ -6,6 +6,8 @@ vectors of unit norm (or entries of size log(1/gamma) ~ 10), about 1e4 eps
 times the condition of the regularized matrix (scale * ||M|| / shift <= 1e4
 here) -- the accuracy of the dense eigensolver itself.
 """
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -106,6 +108,61 @@ def test_push_through_identity_holds_for_any_rank_and_shift(r, d, logshift, seed
     shift = 10.0 ** logshift
     got = linalg.log_vectors(M, shift, rank=np.array([r]))
     np.testing.assert_allclose(got, dense(M, [1.0], shift, False), atol=1e-9 * max(1.0, np.abs(got).max()))
+
+
+@functools.lru_cache(maxsize=None)
+def _gram_rows_reference():
+    """gram_upper as it was first written: one output row at a time, a signed column index (scalar
+    code), the same sum per entry; compiled with the same flags, so the two must agree bit for bit."""
+    from numba import njit
+
+    from streamcov._config import ORDERED_JIT_OPTS
+
+    @njit(**{**ORDERED_JIT_OPTS, "cache": False})
+    def ref(a, m, out, w):
+        d = out.shape[0]
+        out[:, :] = 0.0
+        t = 0
+        while t + 4 <= m:
+            r0, r1, r2, r3 = a[t], a[t + 1], a[t + 2], a[t + 3]
+            for i in range(d):
+                x0, x1, x2, x3 = w[t] * r0[i], w[t + 1] * r1[i], w[t + 2] * r2[i], w[t + 3] * r3[i]
+                o = out[i]
+                for j in range(i, d):
+                    o[j] += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j]
+            t += 4
+        while t < m:
+            row = a[t]
+            for i in range(d):
+                x = w[t] * row[i]
+                o = out[i]
+                for j in range(i, d):
+                    o[j] += x * row[j]
+            t += 1
+        for i in range(d):
+            for j in range(i + 1, d):
+                out[j, i] = out[i, j]
+
+    return ref
+
+
+@settings(max_examples=60, deadline=None)
+@given(d=st.integers(1, 70), m=st.integers(0, 23), seed=st.integers(0, 2**31))
+def test_gram_upper_blocked_and_vectorized_is_bitwise_the_row_by_row_sum(d, m, seed):
+    """Four output rows per sweep and a vectorized column loop change no bit of any entry (the stores
+    written before the change stay valid)."""
+    from streamcov._kernels.covariance import gram_upper
+
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((max(m, 1), d)) * 10.0 ** rng.integers(-3, 4, (max(m, 1), 1))
+    w = rng.standard_normal(max(m, 1))
+    want, got = np.empty((d, d)), np.empty((d, d))
+    _gram_rows_reference()(a, m, want, w)
+    gram_upper(a, m, got, w)
+    assert got.tobytes() == want.tobytes()
+    _gram_rows_reference()(a, m, want, np.ones(max(m, 1)))
+    gram_upper(a, m, got)
+    assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("m", [0, 1, 3, 4, 9])

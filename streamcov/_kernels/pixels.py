@@ -205,7 +205,7 @@ def covariance(feat, out):
             row[a] = feat[i, a] - mean[a]
         for a in range(n):
             ra = row[a]
-            for b in range(a, n):
+            for b in range(np.uint64(a), np.uint64(n)):     # unsigned: no wraparound, so LLVM vectorizes
                 acc[a, b] += ra * row[b]
     for a in range(n):
         for b in range(a, n):
