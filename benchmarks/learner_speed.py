@@ -338,9 +338,10 @@ def empty_pass_ms(rt, n_parts: int, repeats: int = 30) -> dict:
     """Median and min milliseconds of a graph of a pass's shape with empty tasks: one task per worker (on the
     run of partitions it holds, as ``train_lbfgs`` places them), gathered by the driver; Dask's round trip,
     which no pass can go below."""
+    from streamcov.stream.lbfgs import _owners
+
     c = rt.client
-    workers = sorted(c.scheduler_info(n_workers=-1)["workers"])
-    owners = [workers[p * len(workers) // n_parts] for p in range(n_parts)]
+    owners = _owners(sorted(c.scheduler_info(n_workers=-1)["workers"]), n_parts)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()

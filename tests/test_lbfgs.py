@@ -370,7 +370,7 @@ def _left_to_right(*xs):
 @settings(max_examples=300, deadline=None)
 def test_holders_merge_the_same_tree(n, fan_in, data):
     """A pass with one task per worker (each merging the nodes of the fixed tree inside its run of
-    partitions, the driver the rest) adds the partition sums in exactly the order of ``_tree``: the same
+    partitions, the driver the rest) adds the partition sums in exactly the order of the fixed tree: the same
     bits for any cut of the partitions into runs, i.e. any number of workers."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
     leaves = list(rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n))
@@ -388,11 +388,15 @@ def test_holders_merge_the_same_tree(n, fan_in, data):
                 phi = min((i // fan_in + 1) * fan_in ** (level + 1), n)
                 assert plo < run[0] or phi > run[-1] + 1
         known.update(nodes)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(L, "FAN_IN", fan_in)
-        want = L._tree(leaves, _left_to_right)
+    level = list(leaves)         # the tree as first written: groups of fan_in consecutive items, level by level
+    while len(level) > 1:
+        level = [_left_to_right(*level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
+    want = level[0]
     got = L._node_value(L._top(n, fan_in), 0, n, fan_in, known, None, _left_to_right)
     assert got == want           # bitwise: the same additions in the same order
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "FAN_IN", fan_in)
+        assert L._tree(leaves, _left_to_right) == want    # the threads path's tree is the same
 
 
 def test_plan_holds_every_row_once_in_order(rng):

@@ -79,6 +79,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 from .._config import blas_threads, jit_started
 from ..linalg import merge_moments
+from .. import linear
 from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
 from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
@@ -404,17 +405,16 @@ def merge_all_moments(*parts):
     return out
 
 
+# The fixed tree of the sums: node (l, i) of the tree over n items is group i of level l (level 0: the
+# items, each level groups FAN_IN consecutive nodes of the one below); it covers items
+# [i F^l, min((i + 1) F^l, n)) and its children are nodes (l - 1, i F ... i F + F - 1).
 def _tree(items, combine):
-    """Add ``items`` in a fixed tree: groups of :data:`FAN_IN` consecutive items, level by level;
+    """Add ``items`` in the fixed tree: groups of :data:`FAN_IN` consecutive items, level by level;
     ``combine(*group)`` merges a group now, or makes the task that will."""
-    level = list(items)
-    while len(level) > 1:
-        level = [combine(*level[i:i + FAN_IN]) for i in range(0, len(level), FAN_IN)]
-    return level[0]
+    n = len(items)
+    return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, {}, items.__getitem__, combine)
 
 
-# The same tree, node by node: node (l, i) of the tree over n items is group i of level l (level 0: the
-# items); it covers items [i F^l, min((i + 1) F^l, n)) and its children are nodes (l - 1, i F ... i F + F - 1).
 def _width(level: int, n: int, fan_in: int) -> int:
     """Number of nodes at ``level`` of the tree over ``n`` items."""
     return -(-n // fan_in ** level)
@@ -456,6 +456,11 @@ def _node_value(level: int, i: int, n: int, fan_in: int, known: dict, leaf, merg
         return leaf(i)
     kids = range(i * fan_in, min((i + 1) * fan_in, _width(level - 1, n, fan_in)))
     return merge(*[_node_value(level - 1, j, n, fan_in, known, leaf, merge) for j in kids])
+
+
+def _owners(workers: list, n: int) -> list:
+    """The worker that holds each of ``n`` partitions: consecutive runs, as even as they can be."""
+    return [workers[p * len(workers) // n] for p in range(n)]
 
 
 def _run_on_holder(fn, merge, src, datas, first: int, n: int, fan_in: int, args: tuple) -> list:
@@ -516,15 +521,13 @@ class _Problem:
         if self.mode == "stream":
             if self.client is None:
                 return specs
-            workers = self._workers()
-            self.owners = [workers[p * len(workers) // len(specs)] for p in range(len(specs))]
+            self.owners = _owners(self._workers(), len(specs))
             out = [None] * len(specs)
-            for w in range(len(workers)):
-                idx = [p for p in range(len(specs)) if p * len(workers) // len(specs) == w]
-                if idx:
-                    futs = self.client.scatter([specs[p] for p in idx], workers=[workers[w]], hash=False)
-                    for p, f in zip(idx, futs):
-                        out[p] = f
+            for w in dict.fromkeys(self.owners):
+                idx = [p for p in range(len(specs)) if self.owners[p] == w]
+                futs = self.client.scatter([specs[p] for p in idx], workers=[w], hash=False)
+                for p, f in zip(idx, futs):
+                    out[p] = f
             return out
         if self.client is None:
             if self.path is None or self.runtime is None or len(specs) == 1:
@@ -535,8 +538,7 @@ class _Problem:
 
             return list(self.runtime.compute(*[dask.delayed(_load_partition, pure=False)(self.src, s)
                                                for s in specs]))
-        workers = self._workers()
-        self.owners = [workers[p * len(workers) // len(specs)] for p in range(len(specs))]
+        self.owners = _owners(self._workers(), len(specs))
         futs = [self.client.submit(_load_partition, self.src, s, workers=[self.owners[p]],
                                    allow_other_workers=True, pure=False) for p, s in enumerate(specs)]
         from distributed import wait
@@ -810,7 +812,6 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         the scaler (None for ``scale = "none"``).
     """
     from .model import AsyncCheckpointWriter
-    from .. import linear
 
     est = estimator
     est._validate_params()
