@@ -65,7 +65,7 @@ def gram_upper(a, m, out, w=None):
     each load of ``r0..r3[j]`` (rows i+1..i+3 also fill a few entries left
     of their diagonal, overwritten by the mirror at the end), and the
     column index is unsigned: numba wraps a signed index that could be
-    negative, which keeps LLVM from vectorizing the loop (2.1-2.5x slower).
+    negative, which keeps LLVM from vectorizing the loop (2.4-3.0x slower).
     """
     d = out.shape[0]
     for i in range(d):
