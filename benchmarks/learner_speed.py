@@ -33,7 +33,9 @@ minus the other's, in points.
 On the generated store also:
 
 * ``cluster``: ``train_lbfgs`` on a LocalCluster of 1 and of 2 single-threaded
-  workers (cluster start not counted; rows cached on the workers), best of
+  workers (cluster start not counted, nor the workers' first import of the
+  learner's modules, about 0.8 s per fresh worker process, paid once per
+  worker and not per fit; rows cached on the workers), best of
   ``--repeats``; ``speedup`` = 1-worker time / 2-worker time (of the best
   runs; ``speedup_of_medians`` of the medians); ``identical``
   = the two models are bitwise equal; ``workers_cpu_ratio``: CPU seconds of
@@ -322,6 +324,13 @@ def over_seeds(rows: dict) -> dict:
 
 
 # ------------------------------------------------------------------ cluster
+def import_learner() -> None:
+    """Import the modules a fit's tasks run (on each worker by ``client.run``): a worker that has run any
+    streamcov task has them; a fresh one would pay about 0.8 s on its first task, once."""
+    import streamcov.stream.featurestore  # noqa: F401
+    import streamcov.stream.lbfgs  # noqa: F401
+
+
 def cpu_seconds() -> float:
     """User + system CPU seconds of this process (run on each worker by ``client.run``)."""
     import resource
@@ -371,6 +380,7 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
     for rep in range(args.repeats):
         for w in (1, 2):
             with dask_runtime("local-cluster", w) as rt:
+                rt.client.run(import_learner)
                 cpu0 = sum(rt.client.run(cpu_seconds).values())
                 t0 = time.perf_counter()
                 clf, _ = train_lbfgs(FeatureStore(path), y, train, classes,

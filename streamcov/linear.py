@@ -12,13 +12,22 @@ or the one-vs-rest squared hinge ``sum_k max(0, 1 - t_k s_k)^2`` (that of
 intercept). ``lam = 1 / (C n)`` is also the ``alpha`` the SGD learner uses
 for ``C``, so one ``C`` means the same problem for every learner.
 
-A block of rows costs two GEMMs, ``S = X W^T`` and ``G = R^T X`` with ``R``
-the residuals dLoss/dS, run in float32 (the precision of the features, at
-twice the speed of float64); the row losses and residuals
-(:func:`_rows_loss_residual`, on the ``(n, k)`` scores only) and every sum
-over blocks are float64. :func:`chunk_sums` is that per-block step, the unit
-of the streamed learner (:mod:`streamcov.stream.lbfgs`);
+A chunk of rows costs two products, ``S = X W^T`` and ``G = R^T X`` with
+``R`` the residuals dLoss/dS, run in float32 (the precision of the
+features, at twice the speed of float64); the row losses and residuals and
+every sum over chunks are float64. :func:`chunk_sums` is that per-chunk
+step, the unit of the streamed learner (:mod:`streamcov.stream.lbfgs`);
 :func:`linear_loss_gradient` the whole objective of an in-memory array.
+
+Two implementations of the step, chosen by the size of the problem
+(:func:`use_kernel`), never by the process: two BLAS GEMMs and numpy on the
+``(n, k)`` scores (:func:`_rows_loss_residual`), or the numba kernel
+:func:`streamcov._kernels.linear.chunk_pass`, which reads each row once and
+runs the two narrow products 1.2-2.9x faster than OpenBLAS (one column per
+class is far from a square GEMM) but costs about 0.3 s to load in a process
+where numba has not started. The two agree to float32 rounding, not bit for
+bit, so one fit uses one of them in every process (and a checkpoint records
+which).
 """
 from __future__ import annotations
 
@@ -31,6 +40,9 @@ LOSSES = {"log_loss": LOG_LOSS, "squared_hinge": SQUARED_HINGE}
 # and at least MIN_CHUNK_ROWS (narrow rows: GEMMs of fewer rows run below speed)
 CHUNK_BYTES = 8 << 20
 MIN_CHUNK_ROWS = 64
+# multiply-adds of one pass (rows x features x score columns) from which the numba kernel pays for its
+# load (about 0.3 s): 2^28 is a pass of about 20 ms in BLAS, where the kernel saves 4-10 ms per pass
+KERNEL_MIN_MACS = 1 << 28
 
 
 def score_columns(n_classes: int) -> int:
@@ -41,6 +53,12 @@ def score_columns(n_classes: int) -> int:
 def chunk_rows(n_features: int) -> int:
     """Rows of one GEMM pair for ``n_features`` float32 columns (at least :data:`MIN_CHUNK_ROWS`)."""
     return max(MIN_CHUNK_ROWS, CHUNK_BYTES // (4 * max(int(n_features), 1)))
+
+
+def use_kernel(n_rows: int, n_features: int, k: int) -> bool:
+    """Whether a pass over ``n_rows`` rows of ``n_features`` with ``k`` score columns runs the numba
+    kernel (:data:`KERNEL_MIN_MACS`): a function of the problem alone, the same in every process."""
+    return int(n_rows) * int(n_features) * int(k) >= KERNEL_MIN_MACS
 
 
 def _rows_loss_residual(S, y, b, loss: int, binary: bool, want_grad: bool):
@@ -93,22 +111,32 @@ def _rows_loss_residual(S, y, b, loss: int, binary: bool, want_grad: bool):
     return total, correct, R, R.sum(axis=0)
 
 
-def chunk_sums(X, y, Wt, b, loss: int, binary: bool, want_grad: bool):
+def chunk_sums(X, y, W, b, loss: int, binary: bool, want_grad: bool, kernel: bool = False):
     """Sums of one chunk of rows: ``(loss_sum, n_correct, G, r)``.
 
-    ``X`` (n, D) and ``Wt`` (D, k) share a dtype (float32 in the learner);
-    ``b`` (k,) float64. ``G = R^T X`` (k, D) in the GEMM's dtype and ``r``
-    the column sums of ``R`` (k,) in float64 are None unless ``want_grad``.
-    No validation: the caller's arrays are trusted.
+    ``X`` (n, D) and ``W`` (k, D), C-contiguous, share a dtype (float32 in
+    the learner); ``y`` (n,) int64 class codes; ``b`` (k,) float64.
+    ``G = R^T X`` (k, D) in ``X``'s dtype and ``r`` the column sums of
+    ``R`` (k,) in float64 are None unless ``want_grad``. ``kernel``: the
+    numba kernel instead of BLAS (:func:`use_kernel`). No validation: the
+    caller's arrays are trusted.
     """
-    total, correct, R, r = _rows_loss_residual(X @ Wt, y, b, loss, binary, want_grad)
+    if kernel:
+        from ._kernels.linear import chunk_pass
+
+        k, D = W.shape
+        G = np.empty((k, D) if want_grad else (0, 0), dtype=X.dtype)
+        r = np.empty(k if want_grad else 0)
+        total, correct = chunk_pass(X, y, W, b, loss, binary, want_grad, G, r)
+        return (total, correct, G, r) if want_grad else (total, correct, None, None)
+    total, correct, R, r = _rows_loss_residual(X @ W.T, y, b, loss, binary, want_grad)
     if not want_grad:
         return total, correct, None, None
     return total, correct, R.astype(X.dtype, copy=False).T @ X, r
 
 
 def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: float = 1.0,
-                         n_classes: int | None = None, dtype=np.float32):
+                         n_classes: int | None = None, dtype=np.float32, kernel: bool | None = None):
     """The objective ``f(W, b)`` of the module docstring and its gradient, on in-memory rows.
 
     Parameters
@@ -125,7 +153,9 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
     n_classes : int, optional
         Default ``max(y) + 1`` (at least 2).
     dtype : {np.float32, np.float64}
-        Precision of the GEMMs (sums are float64 either way).
+        Precision of the products (sums are float64 either way).
+    kernel : bool, optional
+        The numba kernel (True) or BLAS (False); default by :func:`use_kernel`.
 
     Returns
     -------
@@ -157,13 +187,14 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
         raise ValueError(f"coef must have shape {(k, X.shape[1])} and intercept {(k,)} for {n_classes} "
                          f"classes, got {W.shape} and {b.shape}")
     n = X.shape[0]
-    Wt = np.ascontiguousarray(W.T, dtype=dtype)
+    Wd = np.ascontiguousarray(W, dtype=dtype)
     y = y.astype(np.int64)
+    kernel = use_kernel(n, X.shape[1], k) if kernel is None else bool(kernel)
     total, G, r = 0.0, np.zeros(W.shape), np.zeros(k)
     step = chunk_rows(X.shape[1])
     for a in range(0, n, step):
         Xc = np.ascontiguousarray(X[a:a + step], dtype=dtype)
-        part, _, g, rc = chunk_sums(Xc, y[a:a + step], Wt, b, LOSSES[loss], k == 1, True)
+        part, _, g, rc = chunk_sums(Xc, y[a:a + step], Wd, b, LOSSES[loss], k == 1, True, kernel)
         total += part
         G += g
         r += rc
@@ -172,4 +203,5 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
     return f, G / n + lam * W, r / n
 
 
-__all__ = ["CHUNK_BYTES", "LOSSES", "chunk_rows", "chunk_sums", "linear_loss_gradient", "score_columns"]
+__all__ = ["CHUNK_BYTES", "KERNEL_MIN_MACS", "LOSSES", "chunk_rows", "chunk_sums", "linear_loss_gradient",
+           "score_columns", "use_kernel"]

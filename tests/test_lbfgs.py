@@ -116,6 +116,104 @@ def test_float32_gemms_agree_with_float64():
     np.testing.assert_allclose(g32, g64, rtol=0, atol=1e-5 * np.abs(g64).max())
 
 
+def slow_chunk(X, y, W, b, loss, binary):
+    """Loss sum, correct count, G = R^T X and r of a chunk: products by Python loops over float64."""
+    n, D = X.shape
+    k = W.shape[0]
+    S = np.array([[sum(float(X[i, j]) * float(W[c, j]) for j in range(D)) for c in range(k)]
+                  for i in range(n)]).reshape(n, k)
+    total, R = slow_rows(S, y, b, loss, binary)
+    pred = (S[:, 0] + b[0] > 0).astype(int) if binary else (S + b).argmax(axis=1)
+    G = np.array([[sum(R[i, c] * float(X[i, j]) for i in range(n)) for j in range(D)] for c in range(k)])
+    return total, int((pred == y).sum()), G.reshape(k, D), R.sum(axis=0)
+
+
+@given(n=st.integers(1, 45), D=st.integers(1, 19), k=st.integers(1, 9),
+       loss=st.sampled_from([LOG_LOSS, SQUARED_HINGE]), seed=st.integers(0, 2 ** 32 - 1))
+@settings(max_examples=150, deadline=None)
+def test_chunk_kernel_matches_the_slow_reference(n, D, k, loss, seed):
+    """The numba kernel in float64 against Python loops: every shape of row blocks (32), row groups (4),
+    class groups (4 forward, 2 backward) and their tails. Both sum in float64 in different orders: the
+    difference is a few ulps of the sums of absolute terms, bounded here by 1e-12 relative to them."""
+    from streamcov.linear import chunk_sums
+
+    rng = np.random.default_rng(seed)
+    binary = k == 1
+    X = rng.standard_normal((n, D))
+    W = rng.standard_normal((k, D)) * 0.5
+    b = rng.standard_normal(k)
+    y = rng.integers(0, 2 if binary else k, n).astype(np.int64)
+    total, correct, G, r = chunk_sums(X, y, W, b, loss, binary, True, kernel=True)
+    want_total, want_correct, want_G, want_r = slow_chunk(X, y, W, b, loss, binary)
+    scale = np.abs(X).sum() * np.abs(W).sum() + 1.0
+    assert total == pytest.approx(want_total, rel=1e-12, abs=1e-12 * scale)
+    assert correct == want_correct
+    np.testing.assert_allclose(G, want_G, rtol=1e-11, atol=1e-12 * scale)
+    np.testing.assert_allclose(r, want_r, rtol=1e-11, atol=1e-12 * scale)
+    # without the gradient: the same loss and count from the same scores
+    assert chunk_sums(X, y, W, b, loss, binary, False, kernel=True) == (total, correct, None, None)
+
+
+@pytest.mark.parametrize("loss", [LOG_LOSS, SQUARED_HINGE])
+@pytest.mark.parametrize("k", [1, 10])
+def test_chunk_kernel_agrees_with_blas_and_ignores_alignment(loss, k, rng):
+    """The float32 kernel against the BLAS path on the learner's precision (both accumulate 300 float32
+    products per score: about 300 x 6e-8 relative at worst, 1e-4 of the largest entry allowed), and bit
+    for bit itself whatever the alignment of its operands (OpenBLAS's rounding follows the alignment;
+    the kernel's vector loops do not peel for it)."""
+    from streamcov.linear import chunk_sums
+
+    n, D, binary = 203, 300, k == 1
+    X = rng.standard_normal((n, D)).astype(np.float32)
+    W = (rng.standard_normal((k, D)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(k)
+    y = rng.integers(0, 2 if binary else k, n).astype(np.int64)
+    got = chunk_sums(X, y, W, b, loss, binary, True, kernel=True)
+    blas = chunk_sums(X, y, W, b, loss, binary, True, kernel=False)
+    assert got[0] == pytest.approx(blas[0], rel=1e-5) and abs(got[1] - blas[1]) <= 2
+    np.testing.assert_allclose(got[2], blas[2], rtol=0, atol=1e-4 * np.abs(blas[2]).max())
+    np.testing.assert_allclose(got[3], blas[3], rtol=0, atol=1e-4 * np.abs(blas[3]).max())
+    for shift in (1, 3):     # 4 and 12 bytes off any vector alignment
+        bufX = np.empty(n * D + shift, dtype=np.float32)
+        Xs = bufX[shift:].reshape(n, D)
+        Xs[...] = X
+        bufW = np.empty(k * D + shift, dtype=np.float32)
+        Ws = bufW[shift:].reshape(k, D)
+        Ws[...] = W
+        moved = chunk_sums(Xs, y, Ws, b, loss, binary, True, kernel=True)
+        assert (moved[0], moved[1]) == (got[0], got[1])
+        assert moved[2].tobytes() == got[2].tobytes() and moved[3].tobytes() == got[3].tobytes()
+
+
+@pytest.mark.parametrize("loss", ["log_loss", "squared_hinge"])
+def test_objective_with_the_kernel_matches_central_differences(loss):
+    X, y = blobs(n=90, d=7, k=4, seed=3)
+    rng = np.random.default_rng(1)
+    W, b = rng.standard_normal((4, 7)) * 0.3, rng.standard_normal(4)
+
+    def f(W, b, kernel=True):
+        return linear_loss_gradient(X, y, W, b, loss=loss, C=3.0, dtype=np.float64, kernel=kernel)
+
+    f0, gW, gb = f(W, b)
+    # the same objective as the BLAS path, to float64 rounding of sums in another order
+    assert f0 == pytest.approx(f(W, b, kernel=False)[0], rel=1e-13)
+    h = 1e-6
+    for (i, j) in [(0, 0), (3, 6), (2, 3)]:
+        E = np.zeros_like(W)
+        E[i, j] = h
+        # central differences: error O(h^2 f''') + O(eps f / h), about 1e-9 here
+        assert gW[i, j] == pytest.approx((f(W + E, b)[0] - f(W - E, b)[0]) / (2 * h), rel=1e-6, abs=1e-8)
+
+
+def test_the_kernel_is_chosen_by_the_size_of_a_pass(monkeypatch):
+    import streamcov.linear as lin
+
+    assert not lin.use_kernel(291, 5000, 20)          # MSR-Action3D's pass: BLAS, no 0.3 s numba load
+    assert lin.use_kernel(100_000, 2000, 10)          # the generated store's pass: the kernel
+    monkeypatch.setattr(lin, "KERNEL_MIN_MACS", 0)
+    assert lin.use_kernel(1, 1, 1)
+
+
 def test_objective_validates_its_arguments():
     X, y = blobs(n=10, d=3, k=3)
     with pytest.raises(ValueError, match="loss must be one of"):
@@ -226,17 +324,17 @@ def test_two_loop_in_place_rounds_as_numpy_expressions(rng, monkeypatch, jit):
 
 
 def test_fused_gradient_kernels_round_as_numpy(rng):
-    from streamcov._kernels.vector import penalized_gradient, scale_transpose
+    from streamcov._kernels.vector import penalized_gradient, scale_columns
 
     k, D, n, lam = 7, 1031, 193, 1.0 / (30.0 * 193)
     W, G = rng.standard_normal((k, D)), rng.standard_normal((k, D))
     r, dm = rng.standard_normal(k), rng.standard_normal(D) * 1e-7
     for inv in (0.37, 1.0, 1.0 / rng.uniform(0.5, 2.0, D)):
         cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
-        Wp, Wt, out = np.empty((k, D)), np.empty((D, k), dtype=np.float32), np.empty((k, D))
-        scale_transpose(W, cols, Wp, Wt)
+        Wp, W32, out = np.empty((k, D)), np.empty((k, D), dtype=np.float32), np.empty((k, D))
+        scale_columns(W, cols, Wp, W32)
         assert Wp.tobytes() == (W * inv).tobytes()
-        assert Wt.tobytes() == np.ascontiguousarray((W * inv).T, dtype=np.float32).tobytes()
+        assert W32.tobytes() == (W * inv).astype(np.float32).tobytes()
         penalized_gradient(G, r, dm, cols, float(n), lam, W, out)
         assert out.tobytes() == ((G - np.outer(r, dm)) * inv / n + lam * W).tobytes()
 
@@ -463,9 +561,9 @@ def test_streaming_holds_no_rows():
         mp.setattr(lin, "CHUNK_BYTES", 100 * 200 * 4)    # chunks of 100 rows
         stream = L._Problem(store, y, mask, ~mask, 3, "log_loss", None, "stream")
         assert all(isinstance(d, L.PartSpec) for d in stream.data)
-        Wt, b = np.zeros((200, 3), dtype=np.float32), np.zeros(3)
+        W32, b = np.zeros((3, 200), dtype=np.float32), np.zeros(3)
         tracemalloc.start()
-        stream.sums(Wt, b)
+        stream.sums(W32, b)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     # a cache would hold 6.4 MB of float32 rows; streaming holds one chunk of 100 rows at a time
@@ -501,10 +599,11 @@ def model_arrays(out):
     return clf.coef_.tobytes() + clf.intercept_.tobytes()
 
 
-def shrink_partitions(mp):
+def shrink_partitions(mp, kernel=False):
     """Chunks of 12 rows, partitions of 2 chunks, a fan-in of 2: on 120 training rows, 5 partitions
-    added in a tree of 3 levels."""
+    added in a tree of 3 levels; ``kernel``: the passes run the numba kernel (not BLAS)."""
     import streamcov.linear as lin
+    mp.setattr(lin, "KERNEL_MIN_MACS", 0 if kernel else 1 << 62)
     mp.setattr(lin, "MIN_CHUNK_ROWS", 1)
     mp.setattr(lin, "CHUNK_BYTES", 12 * 256 * 4)
     mp.setattr(L, "PARTITION_BYTES", 24 * 256 * 4)
@@ -526,8 +625,21 @@ def reference(synth_store, tmp_path_factory):
     return res, model_arrays(out)
 
 
-def test_lbfgs_pipeline(reference, synth_store):
+@pytest.fixture(scope="module")
+def reference_kernel(synth_store, tmp_path_factory):
+    """The same, with the passes in the numba kernel."""
+    out = tmp_path_factory.mktemp("ref_kernel")
+    with pytest.MonkeyPatch.context() as mp:
+        shrink_partitions(mp, kernel=True)
+        res = run_pipeline(lbfgs_cfg(synth_store, out, 'model.cache="stream"'), scheduler="synchronous")
+    return res, model_arrays(out)
+
+
+def test_lbfgs_pipeline(reference, reference_kernel, synth_store):
     res, _ = reference
+    # the kernel's passes: the same fit to float32 rounding (the same iterations give the same accuracy)
+    assert reference_kernel[0]["accuracy"] == pytest.approx(res["accuracy"], abs=0.02)
+    assert reference_kernel[1] != reference[1]
     assert res["stop"] == "converged" and res["converged"] and res["cache"] == "stream"
     assert 0 < res["iterations"] <= res["passes"] and res["accuracy"] > 0.5
     assert "epochs" not in res and "epochs_run" not in res
@@ -536,12 +648,16 @@ def test_lbfgs_pipeline(reference, synth_store):
     assert type(model.scaler).__name__ == "GlobalCenterScaler"
 
 
-def test_same_model_on_threads_and_a_local_cluster(reference, synth_store, scheduler, small_partitions):
-    """Fixed partitions and a fixed tree: bitwise the pipeline's model on any scheduler, cached or streamed."""
+@pytest.mark.parametrize("kernel", [False, True], ids=["blas", "kernel"])
+def test_same_model_on_threads_and_a_local_cluster(kernel, request, synth_store, scheduler, monkeypatch):
+    """Fixed partitions and a fixed tree: bitwise the pipeline's model on any scheduler, cached or
+    streamed, with the passes in BLAS or in the numba kernel (the driver's choice travels with the
+    pass to the workers)."""
     from streamcov.stream.featurestore import FeatureStore
     from streamcov.stream.runtime import dask_runtime
 
-    res, want = reference
+    shrink_partitions(monkeypatch, kernel)
+    res, want = request.getfixturevalue("reference_kernel" if kernel else "reference")
     cfg = lbfgs_cfg(synth_store, "unused")
     fstore = FeatureStore(res["features_path"])
     y = synth_store.labels.astype(np.int64)
@@ -555,18 +671,15 @@ def test_same_model_on_threads_and_a_local_cluster(reference, synth_store, sched
             held.append((self.owners, [list(where[f.key]) for f in self.data]))
         close(self)
 
-    monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setattr(L._Problem, "close", record_placement)
-    try:
-        with dask_runtime(scheduler, 2) as runtime:
-            for cache in ("memory", "stream"):
-                est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
-                clf, _ = L.train_lbfgs(fstore, y, train, np.arange(8), est, runtime=runtime, scale="center")
-                assert clf.fit_info_["cache"] == cache and clf.fit_info_["partitions"] == 5
-                assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want, cache
-                assert clf.n_evals_ == res["passes"]
-    finally:
-        monkeypatch.undo()
+    with dask_runtime(scheduler, 2) as runtime:
+        for cache in ("memory", "stream"):
+            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
+            clf, _ = L.train_lbfgs(fstore, y, train, np.arange(8), est, runtime=runtime, scale="center")
+            assert clf.fit_info_["cache"] == cache and clf.fit_info_["partitions"] == 5
+            assert clf.fit_info_["kernel"] is kernel
+            assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want, cache
+            assert clf.n_evals_ == res["passes"]
     if scheduler == "local-cluster":
         # cached rows stay on the worker they were loaded on, one copy each, spread over both workers
         (owners, where), = held
@@ -598,12 +711,12 @@ def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_st
         placed.append(list(self.owners))
         return out
 
-    def kill_after_third_pass(self, Wt, b):
+    def kill_after_third_pass(self, W32, b):
         if self.passes == 3 and not killed:
             pid = self.client.run(os.getpid, workers=[self.owners[0]])[self.owners[0]]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
-        return sums(self, Wt, b)
+        return sums(self, W32, b)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(L._Problem, "sums", kill_after_third_pass)
@@ -691,9 +804,9 @@ def test_rows_are_centred_once_however_often_the_centring_runs(rng):
     X = rng.standard_normal((6, 3)).astype(np.float32) + 5
     m32 = X.mean(axis=0)
     part = L.PartData(X.copy(), X[:0].copy(), None)
-    once = L._centred(part, m32, copy=False).X_fit.copy()
-    assert L._centred(part, m32, copy=False).X_fit.tobytes() == once.tobytes()
+    once = L._centred(part, m32).X_fit.copy()
     assert L._centred(part, m32).X_fit.tobytes() == once.tobytes()
+    assert L._centred(part, m32) is part
     np.testing.assert_allclose(once.mean(axis=0), 0, atol=1e-5)
 
 def test_a_finished_runs_checkpoint_drops_the_pairs_and_resumes_to_the_same_model(tmp_path):

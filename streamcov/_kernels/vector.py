@@ -26,14 +26,14 @@ def add_scaled(q, a, y):
 
 
 @njit(**EXACT_JIT_OPTS)
-def scale_transpose(W, inv, Wp, Wt):
-    """``Wp = W * inv`` (``inv`` per column) and ``Wt = Wp.T`` rounded to ``Wt``'s dtype, in one pass."""
+def scale_columns(W, inv, Wp, W32):
+    """``Wp = W * inv`` (``inv`` per column) and ``W32 = Wp`` rounded to ``W32``'s dtype, in one pass."""
     k, D = W.shape
-    for j in range(D):
-        for i in range(k):
+    for i in range(k):
+        for j in range(D):
             v = W[i, j] * inv[j]
             Wp[i, j] = v
-            Wt[j, i] = v
+            W32[i, j] = v
 
 
 @njit(**EXACT_JIT_OPTS)

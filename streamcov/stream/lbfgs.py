@@ -13,7 +13,9 @@ over the rows:
   rows and the width only, never on the scheduler or the worker count;
 * the float64 sums of each partition's chunks
   (:func:`streamcov.linear.chunk_sums`: ``S = X W^T``, ``G = R^T X`` in
-  float32) are added in a fixed tree (fan-in :data:`FAN_IN`, in partition
+  float32, by BLAS or, from :data:`streamcov.linear.KERNEL_MIN_MACS`
+  multiply-adds per pass, by a numba kernel that reads each row once; one
+  of the two for the whole fit, in every process) are added in a fixed tree (fan-in :data:`FAN_IN`, in partition
   order). The sum, hence every iterate and the model, is bitwise the same
   on threads, on one worker or on many. On threads a pass is a Dask task
   per partition and per merge; on a cluster the partitions are held by the
@@ -300,13 +302,16 @@ def _load_partition(src, spec: PartSpec) -> PartData:
     return PartData(X_fit, X_val, spec)
 
 
-def _centred(part: PartData, m32: np.ndarray, copy: bool = True) -> PartData:
-    """``part`` with ``m32`` subtracted from every row (a new PartData, or in place with ``copy=False``);
-    rows centred already are left as they are (a repeated centring task must not subtract twice)."""
+def _centred(part: PartData, m32: np.ndarray) -> PartData:
+    """``part`` with ``m32`` subtracted from every row, in place (returned); rows centred already are left
+    as they are (a repeated centring task must not subtract twice).
+
+    In place on a worker too: a copy would hold the partition twice until the raw one is released (twice
+    the memory :func:`streamcov.stream.memory.use_cache` granted) and write 2 x 4 bytes per feature of
+    fresh memory, the slowest part of loading on a VM (0.8 s of 800 MB on one worker, 0.1-0.2 s in place).
+    """
     if part.centred:
         return part
-    if copy:
-        return PartData(part.X_fit - m32, part.X_val - m32, part.spec, True)
     part.X_fit -= m32
     part.X_val -= m32
     part.centred = True
@@ -348,23 +353,24 @@ def merge_sums(*parts: Sums) -> Sums:
     return out
 
 
-def partition_sums(src, data, m32, model, loss: int, binary: bool) -> Sums:
-    """Loss, gradient sums and validation loss of one partition at ``model = (Wt, b)``.
+def partition_sums(src, data, m32, model, loss: int, binary: bool, kernel: bool = False) -> Sums:
+    """Loss, gradient sums and validation loss of one partition at ``model = (W32, b)``.
 
-    ``Wt`` (D, k) float32 is the transposed, scale-folded coefficient matrix,
-    ``b`` (k,) float64 the intercept with the mean correction; rows not yet
-    centred are centred by ``m32`` here. One BLAS thread: the same sums on
-    any worker.
+    ``W32`` (k, D) float32 is the scale-folded coefficient matrix, ``b``
+    (k,) float64 the intercept with the mean correction; rows not yet
+    centred are centred by ``m32`` here. ``kernel``: the numba kernel or
+    BLAS (:func:`streamcov.linear.use_kernel`, decided once per fit). One
+    BLAS thread: the same sums on any worker.
     """
-    Wt, b = model
-    out = Sums(Wt.shape[1], Wt.shape[0])
+    W32, b = model
+    out = Sums(*W32.shape)
     with blas_threads(1):
         for Xf, yf, Xv, yv, centred in _chunks(src, data):
             if not centred:     # rows just read: fresh arrays of their own
                 Xf -= m32
                 Xv -= m32
             if len(yf):
-                total, correct, G, r = chunk_sums(Xf, yf, Wt, b, loss, binary, True)
+                total, correct, G, r = chunk_sums(Xf, yf, W32, b, loss, binary, True, kernel)
                 if out.n == 0:   # G + 0.0 is 0.0 + G, bit for bit: the zeros' sum without touching them
                     out.G = np.add(G, 0.0, dtype=np.float64)
                 else:
@@ -374,7 +380,7 @@ def partition_sums(src, data, m32, model, loss: int, binary: bool) -> Sums:
                 out.correct += correct
                 out.r += r
             if len(yv):
-                total, correct, _, _ = chunk_sums(Xv, yv, Wt, b, loss, binary, False)
+                total, correct, _, _ = chunk_sums(Xv, yv, W32, b, loss, binary, False, kernel)
                 out.val_n += len(yv)
                 out.val_loss += total
                 out.val_correct += correct
@@ -487,6 +493,7 @@ class _Problem:
         self.loss = LOSSES[loss]
         self.n_fit = int(np.count_nonzero(fit_mask))
         self.n_val = int(np.count_nonzero(val_mask))
+        self.kernel = linear.use_kernel(self.n_fit + self.n_val, self.dim, self.k)
         specs = make_plan(source.bounds, fit_mask, val_mask, np.asarray(y), self.dim)
         self.n_partitions = len(specs)
         self.nbytes = 4 * self.dim * (self.n_fit + self.n_val)
@@ -549,7 +556,7 @@ class _Problem:
     def _centre(self):
         if self.client is None:
             for part in self.data:
-                _centred(part, self.m32, copy=False)
+                _centred(part, self.m32)
             return
         from distributed import wait
 
@@ -640,20 +647,21 @@ class _Problem:
         """Placement of partition ``p``'s tasks: its worker, or any other one if that worker is gone."""
         return {} if self.owners is None else {"workers": [self.owners[p]], "allow_other_workers": True}
 
-    def sums(self, Wt: np.ndarray, b: np.ndarray) -> Sums:
+    def sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
-        out = self._recovering(lambda: self._run(partition_sums, self._pass_args(Wt, b), merge_sums))
+        out = self._recovering(lambda: self._run(partition_sums, self._pass_args(W32, b), merge_sums))
         self.pass_times.append(time.perf_counter() - t0)
         return out
 
-    def _pass_args(self, Wt: np.ndarray, b: np.ndarray) -> tuple:
+    def _pass_args(self, W32: np.ndarray, b: np.ndarray) -> tuple:
         if self.runtime is None or (self.client is None and len(self.data) == 1):
-            return (self.m32, (Wt, b), self.loss, self.binary)
+            return (self.m32, (W32, b), self.loss, self.binary, self.kernel)
         if self._m32_shared is None:
             self._m32_shared = self.runtime.share(self.m32)
         # a small model rides in the cluster's few tasks (one per worker); a large one is broadcast once
-        small = self.client is not None and Wt.nbytes <= EMBED_BYTES
-        return (self._m32_shared, (Wt, b) if small else self.runtime.share((Wt, b)), self.loss, self.binary)
+        small = self.client is not None and W32.nbytes <= EMBED_BYTES
+        model = (W32, b) if small else self.runtime.share((W32, b))
+        return (self._m32_shared, model, self.loss, self.binary, self.kernel)
 
     @property
     def passes(self) -> int:
@@ -818,7 +826,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     # the cut into partitions and chunks and the tree set the order of the sums: a checkpoint written
     # under other constants would continue along another path, so it is not resumed from
     fingerprint = (f"{fingerprint}|plan {PARTITION_BYTES} {linear.CHUNK_BYTES} {linear.MIN_CHUNK_ROWS} "
-                   f"{FAN_IN}")
+                   f"{FAN_IN} {linear.KERNEL_MIN_MACS}")
     classes = np.asarray(classes)
     n_classes = len(classes)
     if n_classes < 2:
@@ -838,12 +846,12 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
 
         fused = jit_started()
         if fused:
-            from .._kernels.vector import penalized_gradient, scale_transpose
+            from .._kernels.vector import penalized_gradient, scale_columns
 
             inv_cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
 
         def fun(x):
-            # Wp = W * inv and its float32 transpose, then the gradient (s.G - outer(s.r, dm)) * inv / n
+            # Wp = W * inv and its float32 rounding, then the gradient (s.G - outer(s.r, dm)) * inv / n
             # + lam * W written into its place in the result: operation for operation as numpy rounds
             # them, without a k x D temporary per operation; with numba's JIT running, each in one pass
             # (kernels/vector.py). The same numbers either way.
@@ -853,14 +861,13 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
             gW = grad[:k * D].reshape(k, D)
             if fused:
                 Wp = np.empty((k, D))
-                Wt = np.empty((D, k), dtype=np.float32)
-                scale_transpose(W, inv_cols, Wp, Wt)
-                s = problem.sums(Wt, b - Wp @ dm)
+                W32 = np.empty((k, D), dtype=np.float32)
+                scale_columns(W, inv_cols, Wp, W32)
+                s = problem.sums(W32, b - Wp @ dm)
                 penalized_gradient(s.G, s.r, dm, inv_cols, float(n), lam, W, gW)
             else:
                 Wp = W * inv
-                Wt = np.ascontiguousarray(Wp.T, dtype=np.float32)
-                s = problem.sums(Wt, b - Wp @ dm)
+                s = problem.sums(Wp.astype(np.float32), b - Wp @ dm)
                 np.outer(s.r, dm, out=gW)
                 np.subtract(s.G, gW, out=gW)
                 np.multiply(gW, inv, out=gW)
@@ -968,7 +975,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
                          "pass_times": list(problem.pass_times), "parallel_partitions": problem.parallel,
                          "optimize_seconds": time.perf_counter() - t0, "cache": problem.mode,
                          "partitions": problem.n_partitions, "recoveries": problem.recoveries,
-                         "pass_tasks": problem.pass_tasks,
+                         "pass_tasks": problem.pass_tasks, "kernel": problem.kernel,
                          "gemm_flops_per_pass": problem.gemm_flops,
                          "n_fit": problem.n_fit, "n_validation": problem.n_val}
     finally:
@@ -1078,7 +1085,8 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         How the passes ran (:func:`train_lbfgs` fits): ``passes``,
         ``pass_times``, ``cache``, ``partitions``, ``recoveries`` (times the
         partitions were placed again after a worker was lost), ``pass_tasks``
-        (on a cluster: one per worker thread holding partitions), FLOPs per pass.
+        (on a cluster: one per worker thread holding partitions), ``kernel``
+        (the passes ran the numba kernel, not BLAS), FLOPs per pass.
     """
 
     _parameter_constraints: dict = {
