@@ -23,7 +23,7 @@ Two implementations of the step, chosen by the size of the problem
 (:func:`use_kernel`), never by the process: two BLAS GEMMs and numpy on the
 ``(n, k)`` scores (:func:`_rows_loss_residual`), or the numba kernel
 :func:`streamcov._kernels.linear.chunk_pass`, which reads each row once and
-runs the two narrow products 1.2-2.9x faster than OpenBLAS (one column per
+runs the two narrow products 1.15-2.9x faster than OpenBLAS (one column per
 class is far from a square GEMM) but costs about 0.3 s to load in a process
 where numba has not started. The two agree to float32 rounding, not bit for
 bit, so one fit uses one of them in every process (and a checkpoint records
