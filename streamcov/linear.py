@@ -27,7 +27,7 @@ runs the two narrow products 1.15-2.9x faster than OpenBLAS (one column per
 class is far from a square GEMM) but costs about 0.3 s to load in a process
 where numba has not started. The two agree to float32 rounding, not bit for
 bit, so one fit uses one of them in every process (and a checkpoint records
-which).
+the threshold that decides which).
 """
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ LOSSES = {"log_loss": LOG_LOSS, "squared_hinge": SQUARED_HINGE}
 # and at least MIN_CHUNK_ROWS (narrow rows: GEMMs of fewer rows run below speed)
 CHUNK_BYTES = 8 << 20
 MIN_CHUNK_ROWS = 64
-# multiply-adds of one pass (rows x features x score columns) from which the numba kernel pays for its
-# load (about 0.3 s): 2^28 is a pass of about 20 ms in BLAS, where the kernel saves 4-10 ms per pass
+# multiply-adds of the scores of one pass (rows x features x score columns; the gradient's product adds as
+# many again) from which the numba kernel pays for its load (about 0.3 s): 2^28 is a pass of about 20 ms in
+# BLAS, where the kernel saves 4-10 ms per pass
 KERNEL_MIN_MACS = 1 << 28
 
 
@@ -124,6 +125,10 @@ def chunk_sums(X, y, W, b, loss: int, binary: bool, want_grad: bool, kernel: boo
     if kernel:
         from ._kernels.linear import chunk_pass
 
+        # one layout and dtype of every operand, hence one compiled specialization (the same bits everywhere)
+        X, W = np.ascontiguousarray(X), np.ascontiguousarray(W, dtype=X.dtype)
+        b = np.ascontiguousarray(b, dtype=np.float64)
+        y = np.ascontiguousarray(y, dtype=np.int64)
         k, D = W.shape
         G = np.empty((k, D) if want_grad else (0, 0), dtype=X.dtype)
         r = np.empty(k if want_grad else 0)

@@ -185,6 +185,31 @@ def test_chunk_kernel_agrees_with_blas_and_ignores_alignment(loss, k, rng):
         assert moved[2].tobytes() == got[2].tobytes() and moved[3].tobytes() == got[3].tobytes()
 
 
+@pytest.mark.parametrize("loss", [LOG_LOSS, SQUARED_HINGE])
+@pytest.mark.parametrize("k", [1, 3])
+def test_chunk_kernel_keeps_a_nan_as_blas_does(loss, k, rng):
+    """A NaN feature makes the loss NaN on both paths, with or without the gradient (Python's max(0.0, nan)
+    is 0.0: a hinge written with it would hide the row), and a NaN score is the argmax, as numpy takes it."""
+    from streamcov.linear import chunk_sums
+
+    X = rng.standard_normal((9, 5)).astype(np.float32)
+    X[4, 2] = np.nan
+    W = rng.standard_normal((k, 5)).astype(np.float32)
+    y = rng.integers(0, 2 if k == 1 else k, 9).astype(np.int64)
+    b = np.zeros(k)
+    for want_grad in (True, False):
+        got = chunk_sums(X, y, W, b, loss, k == 1, want_grad, kernel=True)
+        with np.errstate(invalid="ignore"):       # numpy says so; the kernel is silent
+            blas = chunk_sums(X, y, W, b, loss, k == 1, want_grad, kernel=False)
+        assert np.isnan(got[0]) and np.isnan(blas[0]) and got[1] == blas[1]
+    S = np.array([[1.0, np.nan, 0.5]])
+    from streamcov._kernels.linear import _row_loss
+
+    for yi in (0, 1):
+        want = _rows_loss_residual(S, np.array([yi]), np.zeros(3), loss, False, False)[1]
+        assert _row_loss(S[0], yi, np.zeros(3), loss, False, np.empty(3))[1] == want
+
+
 @pytest.mark.parametrize("loss", ["log_loss", "squared_hinge"])
 def test_objective_with_the_kernel_matches_central_differences(loss):
     X, y = blobs(n=90, d=7, k=4, seed=3)
@@ -514,8 +539,10 @@ def test_plan_holds_every_row_once_in_order(rng):
     assert np.concatenate([np.concatenate(s.y_fit) for s in plan]).tolist() == y[fit].tolist()
 
 
+@pytest.mark.parametrize("moment_rows", [256, 7])
 @pytest.mark.parametrize("kind", ["center", "standard"])
-def test_scaler_from_streamed_moments_equals_the_fitted_scaler(kind, rng):
+def test_scaler_from_streamed_moments_equals_the_fitted_scaler(kind, moment_rows, rng, monkeypatch):
+    monkeypatch.setattr(L, "MOMENT_ROWS", moment_rows)     # 7: many steps per chunk, and a short last one
     X = (rng.standard_normal((300, 8)) * [1, 2, 3, 4, 5, 6, 7, 0] + 5).astype(np.float32)
     blocks = _ArrayBlocks(X, 64)
     mask = np.ones(300, dtype=bool)

@@ -21,9 +21,11 @@ with reassociation (``LINEAR_JIT_OPTS``). Their order is then the compiled
 code's, the same on every call of the one entry point :func:`chunk_pass`
 (compiled once per dtype, in this process or loaded from its cache: the
 same machine code on every worker of one CPU type, as OpenBLAS's kernels
-are). Rows are grouped by four from the start of the chunk and classes by
-four (forward) and two (backward), so the sums do not depend on how many
-rows a block holds beyond that.
+are) for C-contiguous operands (:func:`streamcov.linear.chunk_sums` makes
+them so: another layout compiles another specialization). Rows are grouped
+by four from the start of the chunk and classes by four (forward) and two
+(backward), so the sums do not depend on how many rows a block holds
+beyond that.
 """
 import numpy as np
 from numba import njit
@@ -31,8 +33,11 @@ from numba import njit
 from .._config import ORDERED_JIT_OPTS
 from ..linear import LOG_LOSS
 
-# rows per forward/backward block: 32 float32 rows of 2000 features are 256 KB, well inside L2
+# rows per forward/backward block: 32 float32 rows of 2000 features are 256 KB, well inside L2. A multiple
+# of 4: rows are grouped by four from the start of each block, so that the sums are those of groups of four
+# from the start of the chunk whatever the block size
 BLOCK_ROWS = 32
+assert BLOCK_ROWS % 4 == 0
 
 # reassociation for the dot products (see the module docstring); no nnan/ninf, no afn
 LINEAR_JIT_OPTS = dict(cache=True, nogil=True, fastmath={"nsz", "arcp", "contract", "reassoc"})
@@ -139,6 +144,12 @@ def _backward(X, a, m, R, G):
 
 
 @njit(**ORDERED_JIT_OPTS)
+def _hinge(m):
+    """``max(0, m)`` that keeps a NaN (as ``np.maximum``; Python's ``max(0.0, nan)`` is 0.0)."""
+    return 0.0 if m < 0.0 else m
+
+
+@njit(**ORDERED_JIT_OPTS)
 def _row_loss(s, yi, b, loss, binary, res):
     """Loss of one row's scores ``s + b`` (float64) and, into ``res``, its residuals dLoss/dScore.
 
@@ -157,17 +168,23 @@ def _row_loss(s, yi, b, loss, binary, res):
             total = max(-z, 0.0) + np.log1p(np.exp(-abs(z)))
             res[0] = -t / (1.0 + np.exp(min(z, 700.0)))
         else:
-            mg = max(0.0, 1.0 - t * z0)
+            mg = _hinge(1.0 - t * z0)
             total = mg * mg
             res[0] = -2.0 * t * mg
         return total, correct
+    # argmax as numpy takes it: the first maximum, or the first NaN (a NaN score must reach the loss)
     best = 0
     mx = s[0] + b[0]
-    for c in range(1, k):
-        v = s[c] + b[c]
-        if v > mx:
-            mx = v
-            best = c
+    if mx == mx:
+        for c in range(1, k):
+            v = s[c] + b[c]
+            if v != v:
+                mx = v
+                best = c
+                break
+            if v > mx:
+                mx = v
+                best = c
     correct = 1 if best == yi else 0
     if loss == LOG_LOSS:
         se = 0.0
@@ -183,7 +200,7 @@ def _row_loss(s, yi, b, loss, binary, res):
         total = 0.0
         for c in range(k):
             t = 1.0 if c == yi else -1.0
-            mg = max(0.0, 1.0 - t * (s[c] + b[c]))
+            mg = _hinge(1.0 - t * (s[c] + b[c]))
             total += mg * mg
             res[c] = -2.0 * t * mg
     return total, correct
