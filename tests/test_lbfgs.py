@@ -418,7 +418,10 @@ def test_log_loss_is_scikit_learn_logistic_regression():
     ours = LBFGSClassifier(C=0.5, tol=1e-6, max_iter=500).fit(X, y)
     ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=10000).fit(X, y)
     np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=0, atol=1e-4 * np.abs(ref.coef_).max())
-    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+    # float32 products: the fit stops where no float32 step lowers the objective, the largest gradient
+    # entry near 1e-6 (tol); its probabilities then differ from the float64 optimum by up to about 5e-5
+    # depending on the last bits of the path (the rounding of the mean, of the sums), so 1e-4
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-4)
     assert (ours.predict(X) == ref.predict(X)).all()
 
 
