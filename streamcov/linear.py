@@ -132,7 +132,7 @@ def chunk_sums(X, y, W, b, loss: int, binary: bool, want_grad: bool, kernel: boo
         k, D = W.shape
         G = np.empty((k, D) if want_grad else (0, 0), dtype=X.dtype)
         r = np.empty(k if want_grad else 0)
-        total, correct = chunk_pass(X, y, W, b, loss, binary, want_grad, G, r)
+        total, correct = chunk_pass(X, y, W, b, loss == SQUARED_HINGE, binary, want_grad, G, r)
         return (total, correct, G, r) if want_grad else (total, correct, None, None)
     total, correct, R, r = _rows_loss_residual(X @ W.T, y, b, loss, binary, want_grad)
     if not want_grad:

@@ -31,7 +31,6 @@ import numpy as np
 from numba import njit
 
 from .._config import ORDERED_JIT_OPTS
-from ..linear import LOG_LOSS
 
 # rows per forward/backward block: 32 float32 rows of 2000 features are 256 KB, well inside L2. A multiple
 # of 4: rows are grouped by four from the start of each block, so that the sums are those of groups of four
@@ -150,8 +149,9 @@ def _hinge(m):
 
 
 @njit(**ORDERED_JIT_OPTS)
-def _row_loss(s, yi, b, loss, binary, res):
-    """Loss of one row's scores ``s + b`` (float64) and, into ``res``, its residuals dLoss/dScore.
+def _row_loss(s, yi, b, hinge, binary, res):
+    """Loss of one row's scores ``s + b`` (float64) and, into ``res``, its residuals dLoss/dScore
+    (``hinge``: the squared hinge, else the log loss).
 
     The formulas of :func:`streamcov.linear._rows_loss_residual`, one row at a time:
     softmax with the maximum subtracted (logistic: ``log(1 + e^-z)`` as
@@ -163,7 +163,7 @@ def _row_loss(s, yi, b, loss, binary, res):
         z0 = s[0] + b[0]
         t = 1.0 if yi == 1 else -1.0
         correct = 1 if (z0 > 0.0) == (yi == 1) else 0
-        if loss == LOG_LOSS:
+        if not hinge:
             z = t * z0
             total = max(-z, 0.0) + np.log1p(np.exp(-abs(z)))
             res[0] = -t / (1.0 + np.exp(min(z, 700.0)))
@@ -186,7 +186,7 @@ def _row_loss(s, yi, b, loss, binary, res):
                 mx = v
                 best = c
     correct = 1 if best == yi else 0
-    if loss == LOG_LOSS:
+    if not hinge:
         se = 0.0
         for c in range(k):
             e = np.exp(s[c] + b[c] - mx)
@@ -207,12 +207,13 @@ def _row_loss(s, yi, b, loss, binary, res):
 
 
 @njit(**ORDERED_JIT_OPTS)
-def chunk_pass(X, y, W, b, loss, binary, want_grad, G, r):
+def chunk_pass(X, y, W, b, hinge, binary, want_grad, G, r):
     """Sums of one chunk: returns ``(loss_sum, n_correct)``; with ``want_grad``, ``G = R^T X``
     (overwritten, ``X``'s dtype) and ``r`` (overwritten, float64) the column sums of ``R``.
 
     ``X`` (n, D) and ``W`` (k, D) C-contiguous of one dtype, ``y`` (n,) int64,
-    ``b`` (k,) float64, ``G`` (k, D), ``r`` (k,). No validation.
+    ``b`` (k,) float64, ``G`` (k, D), ``r`` (k,); ``hinge``: the squared
+    hinge, else the log loss. No validation.
     """
     n = X.shape[0]
     k = W.shape[0]
@@ -231,7 +232,7 @@ def chunk_pass(X, y, W, b, loss, binary, want_grad, G, r):
         for t in range(m):
             for c in range(k):
                 s64[c] = S[t, c]
-            part, ok = _row_loss(s64, y[a + t], b, loss, binary, res)
+            part, ok = _row_loss(s64, y[a + t], b, hinge, binary, res)
             total += part
             correct += ok
             if want_grad:
