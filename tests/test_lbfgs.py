@@ -542,10 +542,8 @@ def test_plan_holds_every_row_once_in_order(rng):
     assert np.concatenate([np.concatenate(s.y_fit) for s in plan]).tolist() == y[fit].tolist()
 
 
-@pytest.mark.parametrize("moment_rows", [256, 7])
 @pytest.mark.parametrize("kind", ["center", "standard"])
-def test_scaler_from_streamed_moments_equals_the_fitted_scaler(kind, moment_rows, rng, monkeypatch):
-    monkeypatch.setattr(L, "MOMENT_ROWS", moment_rows)     # 7: many steps per chunk, and a short last one
+def test_scaler_from_streamed_moments_equals_the_fitted_scaler(kind, rng):
     X = (rng.standard_normal((300, 8)) * [1, 2, 3, 4, 5, 6, 7, 0] + 5).astype(np.float32)
     blocks = _ArrayBlocks(X, 64)
     mask = np.ones(300, dtype=bool)

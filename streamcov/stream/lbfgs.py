@@ -387,14 +387,8 @@ def partition_sums(src, data, m32, model, loss: int, binary: bool, kernel: bool 
     return out
 
 
-# rows per step of the moments: the float64 deviations of 256 rows (4 MB at 2000 features) are a buffer the
-# allocator reuses, where those of a whole chunk (16 MB) were fresh memory at every chunk (2-5x slower here)
-MOMENT_ROWS = 256
-
-
 def partition_moments(src, data):
-    """``(n, mean, M2)`` per column (float64) of a partition's fit and validation rows, not centred:
-    Chan's merge of the moments of :data:`MOMENT_ROWS` consecutive rows at a time."""
+    """``(n, mean, M2)`` per column (float64) of a partition's fit and validation rows, not centred."""
     dim = None
     acc = None
     for Xf, _, Xv, _, _ in _chunks(src, data):
@@ -402,11 +396,10 @@ def partition_moments(src, data):
             if dim is None:
                 dim = A.shape[1]
                 acc = (0, np.zeros(dim), np.zeros(dim))
-            for a in range(0, len(A), MOMENT_ROWS):
-                B = A[a:a + MOMENT_ROWS]
-                mean = B.mean(axis=0, dtype=np.float64)
-                M2 = np.square(B - mean).sum(axis=0)
-                acc = merge_moments(acc, (len(B), mean, M2))
+            if len(A):
+                mean = A.mean(axis=0, dtype=np.float64)
+                M2 = np.square(A - mean).sum(axis=0)
+                acc = merge_moments(acc, (len(A), mean, M2))
     return acc
 
 
@@ -833,7 +826,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     # the cut into partitions and chunks and the tree set the order of the sums: a checkpoint written
     # under other constants would continue along another path, so it is not resumed from
     fingerprint = (f"{fingerprint}|plan {PARTITION_BYTES} {linear.CHUNK_BYTES} {linear.MIN_CHUNK_ROWS} "
-                   f"{FAN_IN} {linear.KERNEL_MIN_MACS} {MOMENT_ROWS}")
+                   f"{FAN_IN} {linear.KERNEL_MIN_MACS}")
     classes = np.asarray(classes)
     n_classes = len(classes)
     if n_classes < 2:
