@@ -119,4 +119,17 @@ def test_workers_decode_on_their_own_threads(tmp_path):
     zarr.create_array(path, shape=(64, 8), chunks=(8, 8), dtype="f4")[:] = 1.0
     with dask_runtime("local-cluster", 2) as rt:
         pools = rt.client.run(_decode_pool_of_this_worker, path)
+        malloc = rt.client.run(_malloc_environ)
     assert len(pools) == 2 and set(pools.values()) == {(1, 1)}, pools
+    # the workers' malloc keeps freed blocks for the next reads (_config.WORKER_MALLOC_ENV), where Dask's
+    # default hands them back to the kernel; Dask's other pre-spawn settings stay
+    from streamcov._config import WORKER_MALLOC_ENV
+
+    want = {k: str(v) for k, v in WORKER_MALLOC_ENV.items()} | {"OMP_NUM_THREADS": "1"}
+    assert list(malloc.values()) == [want, want], malloc
+
+
+def _malloc_environ():
+    import os
+
+    return {k: os.environ.get(k) for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")}

@@ -5,7 +5,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .._config import thread_plan, worker_decode_threads
+from .._config import thread_plan, worker_decode_threads, worker_spawn_environ
 from ..errors import ConfigError, StreamcovError
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
@@ -85,8 +85,10 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
     cluster = None
     if scheduler == "local-cluster":
         n = int(workers or thread_plan().cores)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
+        # the malloc policy of _config.WORKER_MALLOC_ENV, read by the nannies when they spawn the workers
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_spawn_environ()}):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=40)
         client = Client(cluster)
     elif scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         try:
