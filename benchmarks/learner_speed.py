@@ -33,9 +33,10 @@ minus the other's, in points.
 On the generated store also:
 
 * ``cluster``: ``train_lbfgs`` on a LocalCluster of 1 and of 2 single-threaded
-  workers (cluster start not counted, nor the workers' first import of the
-  learner's modules, about 0.8 s per fresh worker process, paid once per
-  worker and not per fit; rows cached on the workers), best of
+  workers (cluster start not counted, nor a fresh worker process's first
+  import of the learner's modules and load of its pass kernel, about 0.8 s
+  and 0.3 s, paid once per worker and not per fit; rows cached on the
+  workers), best of
   ``--repeats``; ``speedup`` = 1-worker time / 2-worker time (of the best
   runs; ``speedup_of_medians`` of the medians); ``identical``
   = the two models are bitwise equal; ``workers_cpu_ratio``: CPU seconds of
@@ -325,10 +326,18 @@ def over_seeds(rows: dict) -> dict:
 
 # ------------------------------------------------------------------ cluster
 def import_learner() -> None:
-    """Import the modules a fit's tasks run (on each worker by ``client.run``): a worker that has run any
-    streamcov task has them; a fresh one would pay about 0.8 s on its first task, once."""
+    """Import the modules a fit's tasks run and load the pass kernel from numba's cache (on each worker
+    by ``client.run``): costs a worker process pays once, on its first fit, not at every fit (about 0.8 s
+    of imports and 0.3 s for the kernel)."""
+    import numpy as np
+
     import streamcov.stream.featurestore  # noqa: F401
     import streamcov.stream.lbfgs  # noqa: F401
+    from streamcov.linear import chunk_sums
+
+    X = np.zeros((4, 3), dtype=np.float32)
+    chunk_sums(X, np.zeros(4, dtype=np.int64), np.zeros((2, 3), dtype=np.float32), np.zeros(2), 0, False,
+               True, kernel=True)
 
 
 def cpu_seconds() -> float:
