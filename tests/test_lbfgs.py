@@ -919,3 +919,17 @@ def test_the_loss_defaults_to_the_learner():
     assert cfg.model.loss == "log_loss"
     cfg = load_config(REPO / "pipelines" / "msr_action3d_exact.toml", ['model.learner="sgd"'])
     assert cfg.model.loss == "hinge"
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (3, 7), (17, 2000), (1048, 200), (300, 8)])
+def test_chunk_moments_in_a_buffer_are_those_of_the_casting_reductions(shape, rng):
+    """partition_moments forms each chunk's float64 deviations in a reused buffer: the same bits as numpy's
+    casting mean and the squared deviations of ``A - mean`` (both add the rows in order), so the scaler
+    and the mean correction of every fit are what they were."""
+    n, d = shape
+    A = (rng.standard_normal((n, d)) * rng.uniform(0.1, 10, d) + rng.uniform(-5, 5, d)).astype(np.float32)
+    part = L.PartData(A.copy(), A[:0].copy(), SimpleNamespace(y_fit=[np.zeros(n)], y_val=[np.zeros(0)]))
+    got_n, got_mean, got_M2 = L.partition_moments(None, part)
+    mean = A.mean(axis=0, dtype=np.float64)
+    assert got_n == n and got_mean.tobytes() == mean.tobytes()
+    assert got_M2.tobytes() == np.square(A - mean).sum(axis=0).tobytes()
