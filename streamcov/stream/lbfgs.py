@@ -15,8 +15,8 @@ over the rows:
   (:func:`streamcov.linear.chunk_sums`: ``S = X W^T``, ``G = R^T X`` in
   float32, by BLAS or, from :data:`streamcov.linear.KERNEL_MIN_MACS`
   multiply-adds per pass, by a numba kernel that reads each row once; one
-  of the two for the whole fit, in every process) are added in a fixed tree (fan-in :data:`FAN_IN`, in partition
-  order). The sum, hence every iterate and the model, is bitwise the same
+  of the two for the whole fit, in every process) are added in a fixed
+  tree (fan-in :data:`FAN_IN`, in partition order). The sum, hence every iterate and the model, is bitwise the same
   on threads, on one worker or on many. On threads a pass is a Dask task
   per partition and per merge; on a cluster the partitions are held by the
   workers in consecutive runs, and a pass is **one task per worker thread**
