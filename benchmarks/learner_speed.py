@@ -479,13 +479,24 @@ def rss_growth(base: Path, big: Path, work: Path, args) -> dict:
 
 
 def ensure_synth(path: Path, n: int) -> Path:
+    """The generated store of ``n`` sequences at ``path``: reused when it is complete and what the
+    current generator writes (its source, with the generator's version, and its joint roles, which the
+    pipelines' body frame needs), written again otherwise."""
+    import shutil
+
     from streamcov.data.ragged import store_status
+    from streamcov.data.synth import SyntheticSkeletons
     from streamcov.errors import StoreError
 
+    info = SyntheticSkeletons(n_sequences=1).info
     try:
         st = store_status(path)
-        if st["complete"] and st.get("n_sequences") == n:
+        if st["complete"] and st.get("n_sequences") == n and st.get("source") == info.source \
+                and st.get("roles") == {k: list(v) for k, v in info.roles.items()}:
             return path
+        log(f"setup: {path} was written by another generator (source {st.get('source')!r}, roles "
+            f"{sorted(st.get('roles') or {})}): writing it again")
+        shutil.rmtree(path)
     except StoreError:
         pass
     log(f"setup: streamcov synth --sequences {n} {path}")
