@@ -16,8 +16,9 @@ over the rows:
   float32, by BLAS or, from :data:`streamcov.linear.KERNEL_MIN_MACS`
   multiply-adds per pass, by a numba kernel that reads each row once; one
   of the two for the whole fit, in every process) are added in a fixed
-  tree (fan-in :data:`FAN_IN`, in partition order). The sum, hence every iterate and the model, is bitwise the same
-  on threads, on one worker or on many. On threads a pass is a Dask task
+  tree (fan-in :data:`FAN_IN`, in partition order). The sum, hence every
+  iterate and the model, is bitwise the same on threads, on one worker or
+  on many. On threads a pass is a Dask task
   per partition and per merge; on a cluster the partitions are held by the
   workers in consecutive runs, and a pass is **one task per worker thread**
   (consecutive parts of the worker's run), which computes the sums of its
