@@ -10,10 +10,12 @@ setting is its CV accuracy averaged over the folds, then over the datasets;
 the test rows never enter it (their accuracy is printed beside it, for the
 record only). The chosen setting is the one with the best mean CV.
 
-    python benchmarks/descriptor_selection.py [--datasets msr,florence,utkinect] [--grid selection|ablation|kcov]
+    python benchmarks/descriptor_selection.py [--datasets msr,florence,utkinect] [--grid selection|ablation|kcov|torso]
         [--data ../shared/data] [--out runs/descriptor_selection.jsonl]
 
 ``--grid kcov``: the chosen setting against the kernelized covariance (three bandwidths) and joint pairs.
+``--grid torso``: the chosen setting against the torso frame (hips and spine) per sequence and per frame.
+``--stores DIR``: ingest the raw data into (or reuse) ``DIR/<dataset>.zarr`` instead of the pipelines' stores.
 
 Prints one line per (setting, dataset) and a ranking; every number goes to the JSONL file.
 """
@@ -55,6 +57,11 @@ for s in (0.5, 1.0, 2.0):
     KCOV[f"PV-L3o-yaw-rbf{s:g}"] = dict(CHOSEN, mean_weight=0.0, matrix="rbf", kernel_sigma=s)
 KCOV["PV-L3o-yaw-mean0.3-pairs"] = dict(CHOSEN, pairs=PAIRS)
 
+# The torso frame (hips and spine) in place of the yaw, per sequence and per frame, fixed before any run.
+TORSO = {"PV-L3o-yaw-mean0.3": CHOSEN,
+         "PV-L3o-torso-mean0.3": dict(CHOSEN, body_frame="torso"),
+         "PV-L3o-torsof-mean0.3": dict(CHOSEN, body_frame="torso-frames")}
+
 PAPER = {"features": ["positions"], "gamma": 1e-4}
 ABLATION = {
     "paper000": PAPER,
@@ -66,7 +73,7 @@ ABLATION = {
 }
 
 
-def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None):
+def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None, stores: Path | None = None):
     from streamcov.stream.exact import exact_svm_fold
     from streamcov.stream.runtime import dask_runtime
     from streamcov.stream.source import block_bounds
@@ -75,6 +82,8 @@ def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None
 
     pipe, raw = DATASETS[ds]
     sets = [f'data.source="{data_root / raw / "raw"}"']
+    if stores is not None:
+        sets.append(f'data.store="{stores / (ds + ".zarr")}"')
     if ds == "utkinect":
         sets.append(f'split.file="{REPO / "data" / "utkinect_splits.toml"}"')
     for k, v in options.items():
@@ -107,13 +116,14 @@ def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="msr,florence,utkinect")
-    ap.add_argument("--grid", default="selection", choices=["selection", "ablation", "kcov"])
+    ap.add_argument("--grid", default="selection", choices=["selection", "ablation", "kcov", "torso"])
     ap.add_argument("--only", default=None, help="comma-separated setting names")
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     ap.add_argument("--out", default="runs/descriptor_selection.jsonl")
+    ap.add_argument("--stores", default=None, help="folder of the datasets' stores (default: the pipelines')")
     ap.add_argument("--jobs", type=int, default=None, help="threads (Dask, numba, BLAS); default: all cores")
     args = ap.parse_args(argv)
-    grid = {"selection": SELECTION, "ablation": ABLATION, "kcov": KCOV}[args.grid]
+    grid = {"selection": SELECTION, "ablation": ABLATION, "kcov": KCOV, "torso": TORSO}[args.grid]
     if args.only:
         grid = {k: grid[k] for k in args.only.split(",")}
     out = Path(args.out)
@@ -121,7 +131,8 @@ def main(argv=None):
     scores: dict = {}
     for name, options in grid.items():
         for ds in args.datasets.split(","):
-            r = run_setting(ds, options, Path(args.data), args.jobs)
+            r = run_setting(ds, options, Path(args.data), args.jobs,
+                            None if args.stores is None else Path(args.stores).resolve())
             scores.setdefault(name, {})[ds] = r
             print(f"{ds:9s} {name:22s} cv {100 * r['cv']:.1f}  test {100 * r['test']:.1f}  dim {r['dim']}  "
                   f"{r['ms_per_sequence']:.2f} ms/seq", flush=True)

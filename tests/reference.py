@@ -207,10 +207,12 @@ def kernelized_covariance(W, sigma, ddof=1, rtol=1e-20):
 
 def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), window=5, time="frame", levels=1,
                        overlap=False, yaw=None, up=1, neck=None, mean_weight=0.0, gamma=1e-4, pairs=(),
-                       matrix="covariance", kernel_sigma=1.0):
+                       matrix="covariance", kernel_sigma=1.0, torso=None, torso_frames=False):
     """One sequence (T, 3J), the obvious way: hip-relative kept joints, derivatives by scipy,
     relative positions of joint ``pairs`` appended, the whole sequence rotated (yaw: (left hip
-    joints, right hip joints)) and scaled by the mean neck distance (neck joints), one
+    joints, right hip joints); torso: (left hip, right hip, neck joints), the frame of the mean hip
+    line and spine, or of each frame's with ``torso_frames``) and scaled by the mean neck distance
+    (neck joints), one
     covariance per window (np.cov) or its kernelized covariance (``matrix="rbf"``, from the
     window's series), log by scipy, unit norm."""
     T = len(X)
@@ -218,6 +220,23 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
     hc = J3[:, list(center)].mean(axis=1)
     rel = J3[:, list(keep)] - hc[:, None, :]
     pr = np.stack([J3[:, a] - J3[:, b] for a, b in pairs], axis=1) if len(pairs) else np.zeros((T, 0, 3))
+    if torso is not None:
+        hips = J3[:, list(torso[1])].mean(1) - J3[:, list(torso[0])].mean(1)
+        spine = J3[:, list(torso[2])].mean(1) - hc
+
+        def frame_of(h, s):
+            r = h / np.linalg.norm(h)
+            u = s - (s @ r) * r
+            u /= np.linalg.norm(u)
+            return np.stack([r, u, np.cross(r, u)])
+
+        if torso_frames:           # each frame in its own torso frame (a rotation about the hip centre)
+            Rs = [frame_of(hips[t], spine[t]) for t in range(T)]
+            rel = np.stack([rel[t] @ Rs[t].T for t in range(T)])
+            pr = np.stack([pr[t] @ Rs[t].T for t in range(T)])
+        else:
+            R = frame_of(hips.mean(0), spine.mean(0))
+            rel, pr = rel @ R.T, pr @ R.T
     if yaw is not None:
         lr = (J3[:, list(yaw[1])].mean(1) - J3[:, list(yaw[0])].mean(1)).mean(0)
         u = np.eye(3)[up]

@@ -497,6 +497,9 @@ CONFIG = [
                                                                        'normalize = true\nup_axis = "z"\n')),
          r'error: \S+p\.toml, line 12: descriptor\.up_axis = "z" is not read: only descriptor\.body_frame = "yaw" '
          r'reads it; remove it, or set descriptor\.body_frame = "yaw"$'),
+    Case("descriptor-up-axis-with-torso", run_set('descriptor.body_frame="torso"', 'descriptor.up_axis="z"'),
+         r'error: --set descriptor\.up_axis="z": descriptor\.up_axis = "z" is not read: only '
+         r'descriptor\.body_frame = "yaw" reads it; remove it, or set descriptor\.body_frame = "yaw"$'),
     Case("descriptor-window-without-derivatives", run_set("descriptor.window=7"),
          r'error: --set descriptor\.window=7: descriptor\.window = 7 is not read: only descriptor\.features with '
          r'"velocities" or "accelerations" reads it; remove it, or add "velocities" or "accelerations" to '

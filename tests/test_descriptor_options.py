@@ -42,6 +42,10 @@ OPTION_SETS = [
     dict(features=("positions", "velocities"), levels=2, overlap=True, body_frame="yaw", scale="body",
          mean_weight=0.3, gamma=1e-3),
     dict(features=("velocities",), time="normalized", levels=2, level_weights=(2.0, 1.0)),
+    dict(features=("positions", "velocities"), levels=2, overlap=True, body_frame="torso", scale="body",
+         mean_weight=0.3, gamma=1e-3, pairs=((4, 5),)),
+    dict(features=("positions", "velocities", "accelerations"), levels=2, body_frame="torso-frames",
+         mean_weight=0.3, gamma=1e-3, pairs=((4, 1),)),
     dict(joints=(1, 2, 4), mean_weight=1.0),
 ]
 
@@ -53,7 +57,9 @@ def reference_vectors(seqs, desc: SkeletonDescriptor):
         time=desc.time, levels=desc.levels, overlap=desc.overlap,
         yaw=(ROLES["left_hip"], ROLES["right_hip"]) if desc.body_frame == "yaw" else None,
         neck=ROLES["neck"] if desc.scale == "body" else None, mean_weight=desc.mean_weight,
-        gamma=desc.gamma) for s in seqs])
+        gamma=desc.gamma, pairs=desc.pairs,
+        torso=(ROLES["left_hip"], ROLES["right_hip"], ROLES["neck"]) if desc.body_frame.startswith("torso") else None,
+        torso_frames=desc.body_frame == "torso-frames") for s in seqs])
 
 
 @pytest.mark.parametrize("window", [3, 5, 7])
@@ -154,6 +160,76 @@ def test_yaw_makes_descriptor_invariant_to_camera_yaw(tmp_path, rng):
     np.testing.assert_allclose(Va, Vb, atol=1e-5)
 
 
+def _rotation(rng):
+    Q, R = np.linalg.qr(rng.standard_normal((3, 3)))
+    Q = Q * np.sign(np.diag(R))
+    return Q if np.linalg.det(Q) > 0 else -Q
+
+
+@pytest.mark.parametrize("per_frame", [False, True])
+def test_torso_frame_makes_descriptor_invariant_to_camera_pose(tmp_path, rng, per_frame):
+    """torso: one rotation of the whole sequence (any axis: tilt as well as yaw) and a translation change
+    nothing; torso-frames: nor does a different rotation and translation of every frame."""
+    seqs = sequences(rng, [8, 13, 20])
+    moved = []
+    for s in seqs:
+        X = s.frames.reshape(-1, J, 3).astype(np.float64)
+        Rs = [_rotation(rng) for _ in X] if per_frame else [_rotation(rng)] * len(X)
+        shift = rng.standard_normal((len(X), 1, 3)) if per_frame else rng.standard_normal(3)
+        Y = np.stack([x @ R.T for x, R in zip(X, Rs)]) + shift
+        moved.append(SkeletonSequence(id=s.id, frames=Y.reshape(len(X), -1), label=s.label, subject=s.subject))
+    a = ingest(ListSource(seqs, ROLES), tmp_path / "a.zarr", chunk_frames=5)
+    b = ingest(ListSource(moved, ROLES), tmp_path / "b.zarr", chunk_frames=5)
+    opts = dict(features=["positions", "velocities"], body_frame="torso-frames" if per_frame else "torso",
+                scale="body", mean_weight=0.3, pairs=[[4, 5]])
+    Va = descriptor_array(skeleton_source(a, "store", 1e-4, True, **opts)).compute()
+    Vb = descriptor_array(skeleton_source(b, "store", 1e-4, True, **opts)).compute()
+    # float32 stores: the moved frames are rounded to float32 after the rotation
+    np.testing.assert_allclose(Va, Vb, atol=2e-4)
+    if not per_frame:     # yaw alone does not undo a tilt
+        opts["body_frame"] = "yaw"
+        Ya = descriptor_array(skeleton_source(a, "store", 1e-4, True, **opts)).compute()
+        Yb = descriptor_array(skeleton_source(b, "store", 1e-4, True, **opts)).compute()
+        assert np.abs(Ya - Yb).max() > 1e-2
+
+
+def test_torso_rotation_kernel(rng):
+    from streamcov._kernels import dynamics as kd
+
+    for _ in range(50):
+        hips, spine = rng.standard_normal(3), rng.standard_normal(3)
+        R = sk.torso_rotation(hips, spine)
+        np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-12)
+        assert np.isclose(np.linalg.det(R), 1.0)
+        h, s = R @ hips, R @ spine             # the hip line along +x, the spine in the xy-plane, y > 0
+        np.testing.assert_allclose(h[1:], 0.0, atol=1e-12)
+        assert h[0] > 0 and s[1] > 0 and abs(s[2]) < 1e-12
+    # degenerate: hips on each other, or the spine along the hip line
+    assert sk.torso_rotation(np.zeros(3), np.ones(3)) is None
+    assert sk.torso_rotation(np.array([1.0, 0, 0]), np.array([2.0, 0, 0])) is None
+    # a degenerate frame is copied unchanged, the others rotated about the hip centre
+    X = rng.standard_normal((3, 3 * J))
+    X[1, 3:6] = X[1, 6:9]          # frame 1: left hip == right hip
+    out = np.empty_like(X)
+    c, l, r, n = (np.array(ROLES[k]) for k in ("hip_center", "left_hip", "right_hip", "neck"))
+    kd.torso_frames(X, c, l, r, n, out)
+    np.testing.assert_array_equal(out[1], X[1])
+    for t in (0, 2):
+        F = X[t].reshape(J, 3)
+        R = sk.torso_rotation(F[2] - F[1], F[3] - F[0])
+        np.testing.assert_allclose(out[t].reshape(J, 3), F[0] + (F - F[0]) @ R.T, atol=1e-12)
+
+
+def test_torso_frame_needs_neck_and_centre(tmp_path, rng):
+    roles = {k: v for k, v in ROLES.items() if k != "neck"}
+    store = ingest(ListSource(sequences(rng, [5, 6]), roles), tmp_path / "s.zarr", chunk_frames=4)
+    with pytest.raises(ConfigError, match=r"^descriptor.body_frame needs the joint roles neck, which the store"):
+        skeleton_source(store, "store", body_frame="torso")
+    with pytest.raises(ConfigError, match=r"descriptor.body_frame = 'torso-frames' measures the body from the hip "
+                                          r"centre; set descriptor.center"):
+        skeleton_source(store, "none", body_frame="torso-frames")
+
+
 def test_descriptor_errors():
     with pytest.raises(ValueError, match="features must be distinct names"):
         SkeletonDescriptor((0,), features=("positions", "jerks"))
@@ -161,7 +237,7 @@ def test_descriptor_errors():
         SkeletonDescriptor((0,), window=4)
     with pytest.raises(ValueError, match="levels must be an integer in 1..6"):
         SkeletonDescriptor((0,), levels=0)
-    with pytest.raises(ValueError, match="body_frame must be 'none' or 'yaw'"):
+    with pytest.raises(ValueError, match="body_frame must be one of none, yaw, torso, torso-frames, got 'spine'"):
         SkeletonDescriptor((0,), body_frame="spine")
     with pytest.raises(ValueError, match="mean_weight must be a finite number >= 0"):
         SkeletonDescriptor((0,), mean_weight=-1.0)

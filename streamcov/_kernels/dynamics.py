@@ -1,5 +1,5 @@
 """Frame features of a skeleton sequence piece: hip-relative positions, their smoothed derivatives
-and relative positions of joint pairs.
+and relative positions of joint pairs; the torso frame of a frame or a sequence (hips and spine).
 
 A Savitzky-Golay derivative of order ``o`` at sequence position ``i`` is a
 fixed linear combination of the ``n`` frames of the fitting window
@@ -11,6 +11,8 @@ use the polynomial fitted to the first or last window (scipy's
 most ``n - 1`` frames on either side of it, which the chunk task reads from
 the neighbouring chunks.
 """
+import math
+
 import numpy as np
 from numba import njit
 
@@ -76,3 +78,70 @@ def piece_features(ext, ie0, ip0, ip1, T, center_idx, keep_idx, coef_v, coef_a,
             jb = 3 * pair_b[p]
             for c in range(3):
                 row[col + 3 * p + c] = np.float64(src[ja + c]) - np.float64(src[jb + c])   # float32 stores
+
+
+@njit(**JIT_OPTS)
+def torso_rotation(hips, spine, R):
+    """R (3 x 3) = rows ``(r, s, r x s)``: ``r`` the unit hip line ``hips``, ``s`` the unit ``spine``
+    with its ``r`` component removed (Gram-Schmidt). False (R untouched) when a length is at most
+    1e-12 times the largest coordinate (or 1): a degenerate measurement."""
+    scale = 1.0
+    for c in range(3):
+        scale = max(scale, abs(hips[c]), abs(spine[c]))
+    tol = 1e-12 * scale
+    nr = math.sqrt(hips[0] * hips[0] + hips[1] * hips[1] + hips[2] * hips[2])
+    if not nr > tol:
+        return False
+    r0, r1, r2 = hips[0] / nr, hips[1] / nr, hips[2] / nr
+    d = spine[0] * r0 + spine[1] * r1 + spine[2] * r2
+    s0, s1, s2 = spine[0] - d * r0, spine[1] - d * r1, spine[2] - d * r2
+    ns = math.sqrt(s0 * s0 + s1 * s1 + s2 * s2)
+    if not ns > tol:
+        return False
+    s0, s1, s2 = s0 / ns, s1 / ns, s2 / ns
+    R[0, 0], R[0, 1], R[0, 2] = r0, r1, r2
+    R[1, 0], R[1, 1], R[1, 2] = s0, s1, s2
+    R[2, 0], R[2, 1], R[2, 2] = r1 * s2 - r2 * s1, r2 * s0 - r0 * s2, r0 * s1 - r1 * s0
+    return True
+
+
+@njit(**JIT_OPTS)
+def _joint_mean(frame, joints, out):
+    for c in range(3):
+        out[c] = 0.0
+    for j in joints:
+        for c in range(3):
+            out[c] += frame[3 * j + c]
+    for c in range(3):
+        out[c] /= joints.shape[0]
+
+
+@njit(**JIT_OPTS)
+def torso_frames(X, center, left, right, neck, out):
+    """out[t] = frame ``X[t]`` rotated about its hip centre (mean of ``center``) into its torso frame
+    (:func:`torso_rotation` of right minus left hip and neck minus hip centre, joint means over each
+    role's joints); a degenerate frame is copied unchanged."""
+    J = X.shape[1] // 3
+    hc = np.empty(3)
+    a = np.empty(3)
+    b = np.empty(3)
+    hips = np.empty(3)
+    spine = np.empty(3)
+    R = np.empty((3, 3))
+    for t in range(X.shape[0]):
+        f = X[t]
+        _joint_mean(f, center, hc)
+        _joint_mean(f, left, a)
+        _joint_mean(f, right, b)
+        for c in range(3):
+            hips[c] = b[c] - a[c]
+        _joint_mean(f, neck, a)
+        for c in range(3):
+            spine[c] = a[c] - hc[c]
+        if not torso_rotation(hips, spine, R):
+            out[t] = f
+            continue
+        for j in range(J):
+            x0, x1, x2 = f[3 * j] - hc[0], f[3 * j + 1] - hc[1], f[3 * j + 2] - hc[2]
+            for c in range(3):
+                out[t, 3 * j + c] = hc[c] + R[c, 0] * x0 + R[c, 1] * x1 + R[c, 2] * x2

@@ -216,6 +216,11 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
 FEATURES = ("positions", "velocities", "accelerations")
 _ORDER = {"positions": 0, "velocities": 1, "accelerations": 2}
 MATRICES = ("covariance", "rbf")
+#: ``body_frame``: none; a rotation per sequence about the camera's up axis (``yaw``) or into the
+#: frame of the mean hips and spine (``torso``); the torso frame of every frame (``torso-frames``)
+BODY_FRAMES = ("none", "yaw", "torso", "torso-frames")
+#: per-sequence body sums (:func:`body_sums`): hip line (3), neck distance (1), spine vector (3)
+BODY_SUMS = 7
 #: a coordinate whose window variance is at most this fraction of the window's largest is constant
 #: (its standardized series is 0) in the kernelized covariance
 CONSTANT_RTOL = 1e-20
@@ -281,8 +286,10 @@ class PyramidPlan:
 
         C_w = B (sum_{t in w} (f_t - mu_w)(f_t - mu_w)^T / (n_w - ddof)) B^T / s^2,
 
-    ``B`` applying the sequence's yaw rotation ``R`` to every (x, y, z)
-    triplet and ``s`` its body size (:func:`body_transform`), and, with the
+    ``B`` applying the sequence's rotation ``R`` (yaw or torso) to every
+    (x, y, z) triplet and ``s`` its body size (:func:`body_transform`; with
+    ``body_frame = "torso-frames"`` each frame is rotated into its own torso
+    frame before its features are formed, :func:`torso_frames`), and, with the
     Gaussian embedding of the mean (``mean_weight = m > 0``),
 
         S_w = [[C_w + m^2 mu'_w mu'_w^T, m mu'_w], [m mu'_w^T, 1]],  mu'_w = B mu_w / s.
@@ -470,17 +477,39 @@ def _joint_mean(frames, joints):
 
 
 def body_sums(frames, plan: PyramidPlan) -> np.ndarray:
-    """Per-frame body measurements summed over ``frames``: ``sum(right hip - left hip)`` (3 numbers)
-    and ``sum |neck - hip centre|``; they add across the pieces of a sequence."""
-    out = np.zeros(4)
+    """Per-frame body measurements summed over ``frames``: ``sum(right hip - left hip)`` (3 numbers),
+    ``sum |neck - hip centre|`` and ``sum(neck - hip centre)`` (3 numbers); they add across the
+    pieces of a sequence (:data:`BODY_SUMS` numbers)."""
+    out = np.zeros(BODY_SUMS)
     if not len(frames):
         return out
-    if plan.body_frame != "none":
+    if plan.body_frame in ("yaw", "torso"):
         out[:3] = (_joint_mean(frames, plan.right_hip) - _joint_mean(frames, plan.left_hip)).sum(axis=0)
-    if plan.scale != "none":
-        hc = _joint_mean(frames, plan.selection.center)
-        out[3] = np.linalg.norm(_joint_mean(frames, plan.neck) - hc, axis=1).sum()
+    if plan.scale != "none" or plan.body_frame == "torso":
+        spine = _joint_mean(frames, plan.neck) - _joint_mean(frames, plan.selection.center)
+        if plan.scale != "none":
+            out[3] = np.linalg.norm(spine, axis=1).sum()
+        if plan.body_frame == "torso":
+            out[4:7] = spine.sum(axis=0)
     return out
+
+
+def _unit(v, scale):
+    """``v / |v|``, or None when ``|v|`` is at most 1e-12 times ``scale`` (a degenerate measurement)."""
+    n = np.linalg.norm(v)
+    return v / n if n > 1e-12 * max(1.0, scale) else None
+
+
+def torso_rotation(hips, spine) -> np.ndarray | None:
+    """The torso frame of a hip line ``hips`` (right minus left) and a ``spine`` (neck minus hip
+    centre): rows ``(r, s, r x s)``, ``r`` the unit hip line and ``s`` the unit spine with its
+    ``r`` component removed (Gram-Schmidt); None when either is degenerate. The kernel of
+    :func:`torso_frames`, which applies it to every frame."""
+    from .._kernels import dynamics as _kd
+
+    R = np.empty((3, 3))
+    ok = _kd.torso_rotation(np.asarray(hips, dtype=np.float64), np.asarray(spine, dtype=np.float64), R)
+    return R if ok else None
 
 
 def body_transform(sums: np.ndarray, n_frames: int, plan: PyramidPlan):
@@ -489,32 +518,56 @@ def body_transform(sums: np.ndarray, n_frames: int, plan: PyramidPlan):
     Yaw (``body_frame = "yaw"``): with ``u`` the camera's up axis and ``r``
     the mean right-hip-minus-left-hip vector with its ``u`` component removed
     and scaled to unit length, ``R`` has rows ``(r, u, r x u)``: a rotation
-    about ``u`` after which the hips face a fixed direction. Size
+    about ``u`` after which the hips face a fixed direction. Torso
+    (``body_frame = "torso"``): :func:`torso_rotation` of the mean hip line
+    and the mean spine (neck minus hip centre), so that the camera's tilt
+    goes too; the hip line is along x and the spine along y. Size
     (``scale = "body"``): ``s`` is the mean distance from the hip centre to
     the neck. Degenerate measurements (hips or neck on the centre) leave the
-    identity and ``s = 1``.
+    identity and ``s = 1``; ``torso-frames`` rotates the frames themselves
+    (:func:`torso_frames`), so its ``R`` is the identity.
     """
     R = np.eye(3)
     s = 1.0
-    if plan.body_frame != "none":
+    m = max(n_frames, 1)
+    if plan.body_frame == "yaw":
         u = np.zeros(3)
         u[plan.up_axis] = 1.0
-        r = sums[:3] / max(n_frames, 1)
-        r = r - (r @ u) * u
-        nr = np.linalg.norm(r)
-        if nr > 1e-12 * max(1.0, np.abs(sums[:3]).max() / max(n_frames, 1)):
-            r = r / nr
+        r = sums[:3] / m
+        r = _unit(r - (r @ u) * u, np.abs(sums[:3]).max() / m)
+        if r is not None:
             R = np.stack([r, u, np.cross(r, u)])
+    elif plan.body_frame == "torso":
+        T = torso_rotation(sums[:3] / m, sums[4:7] / m)
+        if T is not None:
+            R = T
     if plan.scale != "none":
-        size = sums[3] / max(n_frames, 1)
+        size = sums[3] / m
         if size > 0:
             s = float(size)
     return R, s
 
 
+def torso_frames(ext, plan: PyramidPlan) -> np.ndarray:
+    """``ext`` (frames x 3J) with every frame rotated about its hip centre into its own torso frame
+    (:func:`torso_rotation` of the frame's hip line and spine; a degenerate frame is left as it is):
+    ``body_frame = "torso-frames"``. Frame by frame, so a piece cut by a chunk boundary gets the
+    frames of the whole sequence."""
+    from .._kernels import dynamics as _kd
+
+    X = np.ascontiguousarray(ext, dtype=np.float64)
+    out = np.empty_like(X)
+    c = np.asarray(plan.selection.center, dtype=np.int64)
+    _kd.torso_frames(X, c, np.asarray(plan.left_hip, dtype=np.int64), np.asarray(plan.right_hip, dtype=np.int64),
+                     np.asarray(plan.neck, dtype=np.int64), out)
+    return out
+
+
 def window_partials(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan, bounds=None):
     """Partial moments ``(n, mean, M2)`` (one per pyramid window) of the frame features of
     sequence positions ``ip0 .. ip1 - 1``; they merge exactly across the pieces of a sequence."""
+    if plan.body_frame == "torso-frames":
+        ext = torso_frames(ext, plan)
     F = piece_features(ext, ie0, ip0, ip1, T, plan)
     wb = window_bounds(T, plan.levels, plan.overlap, plan.min_window) if bounds is None else bounds
     starts = np.clip(wb[:, 0], ip0, ip1) - ip0
@@ -534,7 +587,7 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
     """Descriptors (S, plan.dim) from the merged window moments of S sequences.
 
     ``n`` (S, W), ``mean`` (S, W, d), ``m2`` (S, W, d, d): the moments of
-    every window; ``sums`` (S, 4), ``n_frames`` (S,): the body measurements
+    every window; ``sums`` (S, :data:`BODY_SUMS`), ``n_frames`` (S,): the body measurements
     (:func:`body_sums`) and lengths. See :class:`PyramidPlan` for the formula.
     """
     S, W, d = mean.shape
@@ -574,7 +627,7 @@ def pyramid_vectors(frames, offsets, plan: PyramidPlan, dtype=np.float64, block:
         n = np.zeros((b1 - b0, W), dtype=np.int64)
         mean = np.zeros((b1 - b0, W, d))
         m2 = np.zeros((b1 - b0, W, d, d))
-        sums = np.zeros((b1 - b0, 4))
+        sums = np.zeros((b1 - b0, BODY_SUMS))
         for i in range(b0, b1):
             a, b = int(offsets[i]), int(offsets[i + 1])
             if b <= a:

@@ -45,7 +45,8 @@ class SkeletonDescriptor:
     ``features`` (positions, velocities, accelerations), ``joints`` (a subset,
     None: all), ``window`` and ``time`` of the derivatives, ``levels``,
     ``overlap`` and ``level_weights`` of the temporal pyramid,
-    ``body_frame`` ("none" or "yaw") about the ``up_axis``, ``scale``
+    ``body_frame`` ("none", "yaw" about the ``up_axis``, "torso": hips and spine per
+    sequence, "torso-frames": per frame), ``scale``
     ("none" or "body") and ``mean_weight`` (the Gaussian embedding of the mean),
     ``pairs`` (joint pairs ``(a, b)``, indices or joint or role names: relative
     positions ``p_a - p_b`` as extra frame features), ``matrix``
@@ -104,8 +105,8 @@ class SkeletonDescriptor:
             raise ValueError(f"overlap must be true or false, got {self.overlap!r}")
         if self.level_weights is not None:
             sk.window_weights(self.levels, self.overlap, self.level_weights)
-        if self.body_frame not in ("none", "yaw"):
-            raise ValueError(f"body_frame must be 'none' or 'yaw', got {self.body_frame!r}")
+        if self.body_frame not in sk.BODY_FRAMES:
+            raise ValueError(f"body_frame must be one of {', '.join(sk.BODY_FRAMES)}, got {self.body_frame!r}")
         if self.up_axis not in AXES:
             raise ValueError(f"up_axis must be one of x, y, z, got {self.up_axis!r}")
         if self.scale not in ("none", "body"):
@@ -185,17 +186,19 @@ class SkeletonDescriptor:
             if not sel.keep:
                 raise ConfigError(f"descriptor.joints = {list(self.joints)} keeps no joint besides the centre")
         need = []
+        torso = self.body_frame in ("torso", "torso-frames")
         if self.body_frame != "none":
             need += ["left_hip", "right_hip"]
-        if self.scale != "none":
+        if self.scale != "none" or torso:
             need += ["neck"]
             if not sel.center:
-                raise ConfigError("descriptor.scale = 'body' measures the body from the hip centre; "
+                key = f"body_frame = '{self.body_frame}'" if torso else "scale = 'body'"
+                raise ConfigError(f"descriptor.{key} measures the body from the hip centre; "
                                   "set descriptor.center to \"store\" or to joints")
         missing = [r for r in need if not roles.get(r)]
         if missing:
             what = " and ".join(x for x, on in (("body_frame", self.body_frame != "none"),
-                                                ("scale", self.scale != "none")) if on)
+                                                ("scale", self.scale != "none" and not torso)) if on)
             raise ConfigError(f"descriptor.{what} needs the joint roles {', '.join(missing)}, which the store "
                               f"does not record; ingest the data with a reader that records them (the generic "
                               f"format: options.roles = {{left_hip = [..], right_hip = [..], neck = [..]}})")
@@ -290,7 +293,7 @@ def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: 
 
     Reads ``plan.halo`` frames beyond the chunk on either side (within the
     store), so that the derivatives of the piece are those of the whole
-    sequence. Returns ``(s_lo, n (k, W), mean (k, W, d), M2 (k, W, d, d), sums (k, 4))``.
+    sequence. Returns ``(s_lo, n (k, W), mean (k, W, d), M2 (k, W, d, d), sums (k, sk.BODY_SUMS))``.
     """
     import zarr
 
@@ -306,7 +309,7 @@ def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: 
     n = np.zeros((k, W), dtype=np.int64)
     mean = np.zeros((k, W, d))
     m2 = np.zeros((k, W, d, d))
-    sums = np.zeros((k, 4))
+    sums = np.zeros((k, sk.BODY_SUMS))
     with kernel_threads(numba_threads):
         for i in range(k):
             S0, S1 = int(offsets[s_lo + i]), int(offsets[s_lo + i + 1])
@@ -328,7 +331,7 @@ def merge_windows(b0: int, b1: int, pieces):
     n_out = np.zeros((b1 - b0, W), dtype=np.int64)
     mean_out = np.zeros((b1 - b0, W, d))
     m2_out = np.zeros((b1 - b0, W, d, d))
-    sums = np.zeros((b1 - b0, 4))
+    sums = np.zeros((b1 - b0, sk.BODY_SUMS))
     for s_lo, n, mean, m2, sm in pieces:
         for k in range(len(n)):
             i = s_lo + k - b0

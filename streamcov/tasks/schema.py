@@ -341,7 +341,7 @@ class SkeletonDescriptor(Table):
     ``window`` frames, per frame or per normalized ``time``), a subset of ``joints``, a
     temporal pyramid (``levels``, half ``overlap``, ``level_weights``: a weighted sum of
     Log-E kernels, one per window), a ``body_frame`` (yaw about the camera's ``up_axis``,
-    from the hips), a ``scale`` by the body size, the Gaussian embedding of the mean
+    from the hips; or the torso frame of the hips and spine, per sequence or per frame), a ``scale`` by the body size, the Gaussian embedding of the mean
     (``mean_weight``), relative positions of joint ``pairs`` (indices, joint names or roles
     of the store) and the ``matrix`` of each window: the covariance, or ``"rbf"``, the
     kernelized covariance of Cavazza et al. (ICPR 2016) with bandwidth ``kernel_sigma``
@@ -362,7 +362,7 @@ class SkeletonDescriptor(Table):
     levels: Annotated[int, Field(ge=1, le=6)] = 1
     overlap: bool = False
     level_weights: Optional[Annotated[list[PosFloat], Field(min_length=1)]] = None
-    body_frame: Literal["none", "yaw"] = "none"
+    body_frame: Literal["none", "yaw", "torso", "torso-frames"] = "none"
     up_axis: Literal["x", "y", "z"] = "y"
     scale: Literal["none", "body"] = "none"
     mean_weight: NonNegFloat = 0.0
@@ -418,7 +418,7 @@ DESCRIPTOR_READ_WHEN = {
                'add "velocities" or "accelerations" to descriptor.features'),
     "time": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
              'add "velocities" or "accelerations" to descriptor.features'),
-    "up_axis": (lambda d: d.body_frame != "none", 'descriptor.body_frame = "yaw"', 'set descriptor.body_frame = "yaw"'),
+    "up_axis": (lambda d: d.body_frame == "yaw", 'descriptor.body_frame = "yaw"', 'set descriptor.body_frame = "yaw"'),
     "kernel_sigma": (lambda d: d.matrix == "rbf", 'descriptor.matrix = "rbf"', 'set descriptor.matrix = "rbf"'),
 }
 
