@@ -207,6 +207,10 @@ def test_torso_rotation_kernel(rng):
     # degenerate: hips on each other, or the spine along the hip line
     assert sk.torso_rotation(np.zeros(3), np.ones(3)) is None
     assert sk.torso_rotation(np.array([1.0, 0, 0]), np.array([2.0, 0, 0])) is None
+    # a hip line of 1e-8 m under a 0.5 m spine: below float32 precision, no direction
+    assert sk.torso_rotation(np.array([1e-8, 0, 0]), np.array([0.0, 0.5, 0])) is None
+    assert sk.torso_rotation(np.array([0.2, 0, 0]), np.array([0.5, 1e-8, 0])) is None
+    assert sk.torso_rotation(np.array([1e-5, 0, 0]), np.array([0.0, 0.5, 0])) is not None
     # a degenerate frame is copied unchanged, the others rotated about the hip centre
     X = rng.standard_normal((3, 3 * J))
     X[1, 3:6] = X[1, 6:9]          # frame 1: left hip == right hip

@@ -83,14 +83,13 @@ def piece_features(ext, ie0, ip0, ip1, T, center_idx, keep_idx, coef_v, coef_a,
 @njit(**JIT_OPTS)
 def torso_rotation(hips, spine, R):
     """R (3 x 3) = rows ``(r, s, r x s)``: ``r`` the unit hip line ``hips``, ``s`` the unit ``spine``
-    with its ``r`` component removed (Gram-Schmidt). False (R untouched) when a length is at most
-    1e-12 times the largest coordinate (or 1): a degenerate measurement."""
-    scale = 1.0
-    for c in range(3):
-        scale = max(scale, abs(hips[c]), abs(spine[c]))
-    tol = 1e-12 * scale
+    with its ``r`` component removed (Gram-Schmidt). False (R untouched) when the hip line, or the
+    spine's part across it, is at most 1e-6 of the longer of the two vectors (or both are 0): a
+    degenerate measurement, whose direction float32 coordinates (7 digits) cannot give."""
     nr = math.sqrt(hips[0] * hips[0] + hips[1] * hips[1] + hips[2] * hips[2])
-    if not nr > tol:
+    nsp = math.sqrt(spine[0] * spine[0] + spine[1] * spine[1] + spine[2] * spine[2])
+    tol = 1e-6 * max(nr, nsp)
+    if not (nr > tol and tol > 0.0):
         return False
     r0, r1, r2 = hips[0] / nr, hips[1] / nr, hips[2] / nr
     d = spine[0] * r0 + spine[1] * r1 + spine[2] * r2
