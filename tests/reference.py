@@ -225,8 +225,13 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
         spine = J3[:, list(torso[2])].mean(1) - hc
 
         def frame_of(h, s):
+            tol = 1e-6 * max(np.linalg.norm(h), np.linalg.norm(s))
+            if not np.linalg.norm(h) > tol or tol == 0:
+                return np.eye(3)                       # degenerate: left as it is
             r = h / np.linalg.norm(h)
             u = s - (s @ r) * r
+            if not np.linalg.norm(u) > tol:
+                return np.eye(3)
             u /= np.linalg.norm(u)
             return np.stack([r, u, np.cross(r, u)])
 

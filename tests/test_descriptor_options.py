@@ -224,6 +224,27 @@ def test_torso_rotation_kernel(rng):
         np.testing.assert_allclose(out[t].reshape(J, 3), F[0] + (F - F[0]) @ R.T, atol=1e-12)
 
 
+@pytest.mark.parametrize("body_frame", ["torso", "torso-frames"])
+def test_torso_frame_degenerate_frames_streamed(tmp_path, rng, body_frame):
+    """Frames whose hips coincide (every frame of one sequence, two frames of another, one of them at a
+    chunk boundary) keep their camera coordinates, in the streamed path as in the reference."""
+    seqs = sequences(rng, [9, 13, 6])
+    for s, frames in ((seqs[0], range(9)), (seqs[1], (3, 4))):
+        X = np.array(s.frames)
+        for t in frames:
+            X[t, 3:6] = X[t, 6:9]          # left hip on the right hip
+        s.frames = X
+    store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    source = skeleton_source(store, "store", 1e-3, True, features=["positions", "velocities"], levels=2,
+                             overlap=True, body_frame=body_frame, scale="body", mean_weight=0.3)
+    V = descriptor_array(source, block=2).compute()
+    np.testing.assert_allclose(V, reference_vectors(seqs, source.descriptor), atol=1e-8)
+    # the sequence with no hip line at all: the same descriptor as without a body frame
+    plain = skeleton_source(store, "store", 1e-3, True, features=["positions", "velocities"], levels=2,
+                            overlap=True, scale="body", mean_weight=0.3)
+    np.testing.assert_allclose(V[0], descriptor_array(plain).compute()[0], atol=1e-12)
+
+
 def test_torso_frame_needs_neck_and_centre(tmp_path, rng):
     roles = {k: v for k, v in ROLES.items() if k != "neck"}
     store = ingest(ListSource(sequences(rng, [5, 6]), roles), tmp_path / "s.zarr", chunk_frames=4)
