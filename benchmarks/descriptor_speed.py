@@ -54,6 +54,10 @@ SETTINGS = {
     "PV-rbf1": dict(PV, matrix="rbf", kernel_sigma=1.0),
     "PV-L3o-yaw-mean0.3-pairs": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=0.3, pairs=PAIRS),
     "PV-L3o-yaw-rbf1": dict(PV, levels=3, overlap=True, body_frame="yaw", matrix="rbf", kernel_sigma=1.0),
+    # the shipped setting (gamma 1e-2, mean weight 1), and with the torso frame per sequence or per frame
+    "shipped": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=1.0, gamma=1e-2),
+    "shipped-torso": dict(PV, levels=3, overlap=True, body_frame="torso", mean_weight=1.0, gamma=1e-2),
+    "shipped-torso-frames": dict(PV, levels=3, overlap=True, body_frame="torso-frames", mean_weight=1.0, gamma=1e-2),
 }
 
 
@@ -80,7 +84,8 @@ def window_series(frames, offsets, source):
             F = sk.piece_features(frames[a:b], 0, 0, T, T, sk.PyramidPlan(selection=source.selection))
             out.append(F.T)
             continue
-        F = sk.piece_features(frames[a:b], 0, 0, T, T, plan)
+        ext = sk.torso_frames(frames[a:b], plan) if plan.body_frame == "torso-frames" else frames[a:b]
+        F = sk.piece_features(ext, 0, 0, T, T, plan)
         if plan.needs_body:
             R, s = sk.body_transform(sk.body_sums(frames[a:b], plan), T, plan)
             F = (F.reshape(T, -1, 3) @ R.T).reshape(T, -1) / s
