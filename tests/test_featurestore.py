@@ -56,3 +56,63 @@ def test_a_store_written_with_zstd_still_reads(tmp_path, rng):
     fs = FeatureStore(path)
     assert codecs(fs.group["X"]) == ["ZstdCodec", "Crc32cCodec"]
     np.testing.assert_array_equal(fs.read_blocks(0, 3), rows)
+
+
+class _Lost:
+    """A runtime on a cluster whose first ``fail`` computations lose a worker after writing some blocks."""
+
+    def __init__(self, n_blocks, fail, written=(0, 2)):
+        self.done = np.zeros(n_blocks, dtype=bool)
+        self.calls, self.waited, self.fail, self.written = [], 0, fail, list(written)
+        runtime = self
+
+        class Client:
+            def wait_for_workers(self, n, timeout):
+                runtime.waited += 1
+
+        self.client = Client()
+
+    def compute(self, *tasks):          # the tasks are the block indices here
+        from distributed.client import FutureCancelledError
+
+        self.calls.append(list(tasks))
+        if len(self.calls) <= self.fail:
+            self.done[[t for t in tasks if t in self.written]] = True
+            raise FutureCancelledError("write_block-1", "already forgotten")
+        self.done[list(tasks)] = True
+
+    def fstore(self):
+        runtime = self
+
+        class Store:
+            def done(self):
+                return runtime.done.copy()
+
+        return Store()
+
+
+def test_featurize_window_submits_again_the_blocks_lost_with_a_worker():
+    from streamcov.stream.featurize import _compute_window
+
+    rt = _Lost(4, fail=1)
+    _compute_window(rt, rt.fstore(), [(i, i) for i in range(4)])
+    # blocks 0 and 2 were written before the worker died: only 1 and 3 go again, after waiting for workers
+    assert rt.calls == [[0, 1, 2, 3], [1, 3]] and rt.done.all() and rt.waited == 1
+
+
+def test_featurize_window_gives_up_after_max_recoveries():
+    from concurrent.futures import CancelledError
+
+    from streamcov.stream.featurize import _compute_window
+    from streamcov.stream.runtime import MAX_RECOVERIES
+
+    rt = _Lost(4, fail=99, written=())
+    with pytest.raises(CancelledError, match="already forgotten"):
+        _compute_window(rt, rt.fstore(), [(i, i) for i in range(4)])
+    assert len(rt.calls) == MAX_RECOVERIES + 1 and rt.waited == MAX_RECOVERIES
+    # on threads (no cluster) nothing is lost with a worker: the error is raised at once
+    rt = _Lost(4, fail=99, written=())
+    rt.client = None
+    with pytest.raises(CancelledError):
+        _compute_window(rt, rt.fstore(), [(i, i) for i in range(4)])
+    assert len(rt.calls) == 1

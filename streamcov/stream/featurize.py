@@ -24,6 +24,7 @@ import numpy as np
 
 from ..features.registry import fit_feature_map, needs_data
 from .featurestore import FeatureStore, write_block
+from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors
 
 
 @dataclass
@@ -83,6 +84,29 @@ def rows_of(source, rows: np.ndarray, bounds, runtime) -> np.ndarray:
     return np.concatenate(runtime.compute(*[t for *_, t in tasks]))
 
 
+def _compute_window(runtime, fstore: FeatureStore, window: list):
+    """Write the blocks ``[(index, task), ...]`` of one window. On a cluster that loses a worker the
+    scheduler recomputes its tasks, but a future it forgot meanwhile comes back cancelled: the blocks
+    not yet marked done are then submitted again, after waiting for the workers (a nanny restarts a
+    killed one), at most :data:`MAX_RECOVERIES` times. A block written twice is the same bytes."""
+    lost = lost_worker_errors() if runtime.client is not None else ()
+    for attempt in range(MAX_RECOVERIES + 1):
+        try:
+            runtime.compute(*[t for _, t in window])
+            return
+        except lost:
+            if attempt == MAX_RECOVERIES:
+                raise
+        try:
+            runtime.client.wait_for_workers(1, timeout=RECOVERY_WAIT)
+        except TimeoutError:
+            pass           # no worker: the next attempt fails as the cluster does
+        done = fstore.done()
+        window = [(i, t) for i, t in window if not done[i]]
+        if not window:
+            return
+
+
 def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, runtime, bounds,
               fit_sample: int = 2048, progress: bool = False) -> Featurized:
     """Fill (or reuse) the feature store at ``path``; see the module docstring."""
@@ -125,20 +149,20 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         if done[i]:
             continue
         X = task if transform is None else dask.delayed(_transform)(transform, task)
-        todo.append((keys[i], b1 - b0, dask.delayed(write_block)(str(fstore.path), i, b0, b1, X)))
+        todo.append((keys[i], b1 - b0, i, dask.delayed(write_block)(str(fstore.path), i, b0, b1, X)))
     windows: list[list] = []
     last = None
-    for key, size, task in todo:
+    for key, size, i, task in todo:
         if key != last:
             windows.append([])
             last = key
-        windows[-1].append((size, task))
+        windows[-1].append((i, task))
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(todo), desc="featurize", unit="block")
     for window in windows:
-        runtime.compute(*[t for _, t in window])
+        _compute_window(runtime, fstore, window)
         if bar is not None:
             bar.update(len(window))
     if bar is not None:
@@ -148,5 +172,5 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         raise RuntimeError(f"{fstore.path}: blocks {missing[:10].tolist()} were not written although "
                            f"their tasks finished; this is a bug in streamcov")
     return Featurized(store=fstore, source=fitted, feature_map=fmap, fit_record=record, fit_reused=reused,
-                      featurized_rows=int(sum(s for _, s, _ in todo)), fit_seconds=t_fit,
+                      featurized_rows=int(sum(s for _, s, _, _ in todo)), fit_seconds=t_fit,
                       featurize_seconds=time.perf_counter() - t1)

@@ -86,6 +86,7 @@ from .. import linear
 from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
 from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
+from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors
 
 # rows of one partition: about 16 MB of float32 features. Many per worker, so that the workers' shares
 # balance (11 partitions of 64 MB on 2 workers: 6 against 5); on a cluster a pass is one task per worker
@@ -94,11 +95,6 @@ PARTITION_BYTES = 16 << 20
 # a model of at most this many bytes travels inside a cluster pass's tasks (one per worker), saving the
 # broadcast's round trip; a larger one is broadcast to the workers once per pass
 EMBED_BYTES = 1 << 20
-# times a fit places its partitions again after losing a worker, before it gives up
-MAX_RECOVERIES = 3
-# seconds a fit that lost a worker waits for as many workers as it had (a nanny's restart) before it goes on
-# with those there are
-RECOVERY_WAIT = 30.0
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
 # store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
@@ -586,11 +582,7 @@ class _Problem:
         the partitions are placed again from the store on the workers there are now, as at the start
         (read, centred by the same mean), and the attempt is repeated: the same rows, hence the same sums.
         At most :data:`MAX_RECOVERIES` times in a fit; errors of the tasks themselves are raised as they are."""
-        from concurrent.futures import CancelledError
-
-        from distributed import KilledWorker
-
-        lost = (KilledWorker, CancelledError)
+        lost = lost_worker_errors()
         while True:
             try:
                 return attempt()

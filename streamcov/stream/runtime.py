@@ -12,6 +12,23 @@ from ..errors import ConfigError, StreamcovError
 SCHEDULERS = ("threads", "synchronous", "local-cluster")
 
 
+# times a computation (a fit, a featurization window) starts again after losing a worker, before it gives up
+MAX_RECOVERIES = 3
+# seconds a computation that lost a worker waits for as many workers as it had (a nanny's restart) before it
+# goes on with those there are
+RECOVERY_WAIT = 30.0
+
+
+def lost_worker_errors() -> tuple:
+    """The errors a cluster raises for work it lost with a worker (not for errors of the tasks themselves):
+    ``KilledWorker``, and ``CancelledError`` (a future the scheduler forgot when its worker died)."""
+    from concurrent.futures import CancelledError
+
+    from distributed import KilledWorker
+
+    return (KilledWorker, CancelledError)
+
+
 @dataclass
 class Runtime:
     """A place to compute delayed objects.
