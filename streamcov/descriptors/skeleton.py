@@ -494,12 +494,6 @@ def body_sums(frames, plan: PyramidPlan) -> np.ndarray:
     return out
 
 
-def _unit(v, scale):
-    """``v / |v|``, or None when ``|v|`` is at most 1e-12 times ``scale`` (a degenerate measurement)."""
-    n = np.linalg.norm(v)
-    return v / n if n > 1e-12 * max(1.0, scale) else None
-
-
 def torso_rotation(hips, spine) -> np.ndarray | None:
     """The torso frame of a hip line ``hips`` (right minus left) and a ``spine`` (neck minus hip
     centre): rows ``(r, s, r x s)``, ``r`` the unit hip line and ``s`` the unit spine with its
@@ -534,8 +528,10 @@ def body_transform(sums: np.ndarray, n_frames: int, plan: PyramidPlan):
         u = np.zeros(3)
         u[plan.up_axis] = 1.0
         r = sums[:3] / m
-        r = _unit(r - (r @ u) * u, np.abs(sums[:3]).max() / m)
-        if r is not None:
+        r = r - (r @ u) * u
+        nr = np.linalg.norm(r)
+        if nr > 1e-12 * max(1.0, np.abs(sums[:3]).max() / m):
+            r = r / nr
             R = np.stack([r, u, np.cross(r, u)])
     elif plan.body_frame == "torso":
         T = torso_rotation(sums[:3] / m, sums[4:7] / m)
