@@ -59,45 +59,39 @@ def test_a_store_written_with_zstd_still_reads(tmp_path, rng):
 
 
 class _Lost:
-    """A runtime on a cluster whose first ``fail`` computations lose a worker after writing some blocks."""
+    """A runtime on a cluster, and its feature store, whose first ``fail`` computations lose a worker after
+    writing the blocks ``written``; the tasks are the block indices."""
 
     def __init__(self, n_blocks, fail, written=(0, 2)):
-        self.done = np.zeros(n_blocks, dtype=bool)
+        from types import SimpleNamespace
+
+        self.flags = np.zeros(n_blocks, dtype=bool)
         self.calls, self.waited, self.fail, self.written = [], 0, fail, list(written)
-        runtime = self
+        self.client = SimpleNamespace(wait_for_workers=self._wait)
 
-        class Client:
-            def wait_for_workers(self, n, timeout):
-                runtime.waited += 1
+    def _wait(self, n, timeout):
+        self.waited += 1
 
-        self.client = Client()
-
-    def compute(self, *tasks):          # the tasks are the block indices here
+    def compute(self, *tasks):
         from distributed.client import FutureCancelledError
 
         self.calls.append(list(tasks))
         if len(self.calls) <= self.fail:
-            self.done[[t for t in tasks if t in self.written]] = True
+            self.flags[[t for t in tasks if t in self.written]] = True
             raise FutureCancelledError("write_block-1", "already forgotten")
-        self.done[list(tasks)] = True
+        self.flags[list(tasks)] = True
 
-    def fstore(self):
-        runtime = self
-
-        class Store:
-            def done(self):
-                return runtime.done.copy()
-
-        return Store()
+    def done(self):                     # FeatureStore.done
+        return self.flags.copy()
 
 
 def test_featurize_window_submits_again_the_blocks_lost_with_a_worker():
     from streamcov.stream.featurize import _compute_window
 
     rt = _Lost(4, fail=1)
-    _compute_window(rt, rt.fstore(), [(i, i) for i in range(4)])
+    _compute_window(rt, rt, [(i, i) for i in range(4)])
     # blocks 0 and 2 were written before the worker died: only 1 and 3 go again, after waiting for workers
-    assert rt.calls == [[0, 1, 2, 3], [1, 3]] and rt.done.all() and rt.waited == 1
+    assert rt.calls == [[0, 1, 2, 3], [1, 3]] and rt.flags.all() and rt.waited == 1
 
 
 def test_featurize_window_gives_up_after_max_recoveries():
@@ -108,11 +102,11 @@ def test_featurize_window_gives_up_after_max_recoveries():
 
     rt = _Lost(4, fail=99, written=())
     with pytest.raises(CancelledError, match="already forgotten"):
-        _compute_window(rt, rt.fstore(), [(i, i) for i in range(4)])
+        _compute_window(rt, rt, [(i, i) for i in range(4)])
     assert len(rt.calls) == MAX_RECOVERIES + 1 and rt.waited == MAX_RECOVERIES
     # on threads (no cluster) nothing is lost with a worker: the error is raised at once
     rt = _Lost(4, fail=99, written=())
     rt.client = None
     with pytest.raises(CancelledError):
-        _compute_window(rt, rt.fstore(), [(i, i) for i in range(4)])
+        _compute_window(rt, rt, [(i, i) for i in range(4)])
     assert len(rt.calls) == 1
