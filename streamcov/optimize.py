@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import line_search
 
 from ._config import jit_started
 
@@ -145,8 +146,6 @@ def lbfgs_direction(g, s, y, sy=None, yy=None) -> np.ndarray:
 
 
 def _line_search(fun, state: LBFGSState, p: np.ndarray, c1: float, c2: float, max_ls: int):
-    from scipy.optimize import line_search
-
     # scipy's search, run on the step length itself: a one-variable problem at 0 along direction 1,
     # whose value and slope at ``a`` are f(x + a p) and g(x + a p).p. scipy's own arithmetic on it is
     # exact (0 + a * 1 = a, a dot with [1.0] is the slope itself), so every trial step, comparison and

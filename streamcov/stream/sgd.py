@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sklearn.linear_model import SGDClassifier
 
 from .memory import use_cache
 
@@ -107,8 +108,6 @@ def make_sgd(model, n_train: int, seed: int):
     With no ``alpha``, ``alpha = 1 / (C n)``: the hinge-loss SGD objective
     ``alpha/2 ||w||^2 + mean(hinge)`` then equals the SVM objective with C.
     """
-    from sklearn.linear_model import SGDClassifier
-
     alpha = model.alpha
     if alpha is None:
         alpha = 1.0 / (float(model.C) * max(n_train, 1))
