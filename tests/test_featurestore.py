@@ -81,6 +81,8 @@ class _Lost:
             raise FutureCancelledError("write_block-1", "already forgotten")
         self.flags[list(tasks)] = True
 
+    compute_once = compute              # Runtime.compute_once: the featurization does its own retries
+
     def done(self):                     # FeatureStore.done
         return self.flags.copy()
 
@@ -92,6 +94,10 @@ def test_featurize_window_submits_again_the_blocks_lost_with_a_worker():
     _compute_window(rt, rt, [(i, i) for i in range(4)])
     # blocks 0 and 2 were written before the worker died: only 1 and 3 go again, after waiting for workers
     assert rt.calls == [[0, 1, 2, 3], [1, 3]] and rt.flags.all() and rt.waited == 1
+    # every block written before the error: nothing is submitted again
+    rt = _Lost(4, fail=1, written=(0, 1, 2, 3))
+    _compute_window(rt, rt, [(i, i) for i in range(4)])
+    assert rt.calls == [[0, 1, 2, 3]] and rt.flags.all() and rt.waited == 1
 
 
 def test_featurize_window_gives_up_after_max_recoveries():
@@ -110,3 +116,76 @@ def test_featurize_window_gives_up_after_max_recoveries():
     with pytest.raises(CancelledError):
         _compute_window(rt, rt, [(i, i) for i in range(4)])
     assert len(rt.calls) == 1
+
+
+class _Flaky:
+    """A cluster client whose work loses a worker on the first ``fail`` attempts."""
+
+    def __init__(self, fail, error):
+        self.fail, self.error, self.attempts, self.waited = fail, error, 0, []
+
+    def wait_for_workers(self, n, timeout):
+        self.waited.append((n, timeout))
+
+    def work(self):
+        self.attempts += 1
+        if self.attempts <= self.fail:
+            raise self.error
+        return "result"
+
+
+def _killed_worker():
+    from distributed import KilledWorker
+
+    return KilledWorker("load_partition-1", "tcp://127.0.0.1:1", [])
+
+
+@pytest.mark.parametrize("make_error", [lambda: __import__("concurrent.futures").futures.CancelledError(
+    "write_block-1 already forgotten"), _killed_worker], ids=["cancelled", "killed-worker"])
+def test_retry_lost_repeats_work_lost_with_a_worker(make_error):
+    from streamcov.stream.runtime import MAX_RECOVERIES, RECOVERY_WAIT, retry_lost
+
+    c = _Flaky(fail=2, error=make_error())
+    assert retry_lost(c, c.work) == "result"
+    assert c.attempts == 3 and c.waited == [(1, RECOVERY_WAIT)] * 2
+    c = _Flaky(fail=99, error=make_error())
+    with pytest.raises(type(c.error)):
+        retry_lost(c, c.work)
+    assert c.attempts == MAX_RECOVERIES + 1 and len(c.waited) == MAX_RECOVERIES
+
+
+def test_retry_lost_raises_other_errors_and_errors_on_threads_at_once():
+    from concurrent.futures import CancelledError
+
+    from streamcov.stream.runtime import retry_lost
+
+    c = _Flaky(fail=1, error=ValueError("a task's own error"))
+    with pytest.raises(ValueError, match="a task's own error"):
+        retry_lost(c, c.work)
+    assert c.attempts == 1 and c.waited == []
+    c = _Flaky(fail=1, error=CancelledError("lost"))
+    with pytest.raises(CancelledError, match="lost"):
+        retry_lost(None, c.work)          # threads: no client, no worker to lose
+    assert c.attempts == 1
+
+
+def test_cluster_runtime_compute_retries_and_threads_compute_does_not(monkeypatch):
+    """The runtime's ``compute`` on a cluster goes through retry_lost with its client; ``compute_once``
+    and the threaded runtime do not."""
+    import dask
+    from distributed import LocalCluster
+
+    from streamcov.stream import runtime as R
+
+    seen = []
+    monkeypatch.setattr(R, "retry_lost", lambda client, attempt: seen.append(client) or attempt())
+    with R.dask_runtime("threads", 1) as rt:
+        assert rt.compute_once is rt.compute
+        assert rt.compute(dask.delayed(sum)([1, 2])) == (3,)
+    assert seen == []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            R.dask_runtime(cluster.scheduler_address) as rt:
+        assert rt.compute(dask.delayed(sum)([1, 2])) == [3]
+        assert seen == [rt.client]
+        assert rt.compute_once(dask.delayed(sum)([3, 4])) == [7]
+        assert seen == [rt.client]

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..features.registry import fit_feature_map, needs_data
 from .featurestore import FeatureStore, write_block
-from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors
+from .runtime import retry_lost
 
 
 @dataclass
@@ -85,26 +85,21 @@ def rows_of(source, rows: np.ndarray, bounds, runtime) -> np.ndarray:
 
 
 def _compute_window(runtime, fstore: FeatureStore, window: list):
-    """Write the blocks ``[(index, task), ...]`` of one window. On a cluster that loses a worker the
-    scheduler recomputes its tasks, but a future it forgot meanwhile comes back cancelled: the blocks
-    not yet marked done are then submitted again, after waiting for the workers (a nanny restarts a
-    killed one), at most :data:`MAX_RECOVERIES` times. A block written twice is the same bytes."""
-    lost = lost_worker_errors() if runtime.client is not None else ()
-    for attempt in range(MAX_RECOVERIES + 1):
-        try:
-            runtime.compute(*[t for _, t in window])
-            return
-        except lost:
-            if attempt == MAX_RECOVERIES:
-                raise
-        try:
-            runtime.client.wait_for_workers(1, timeout=RECOVERY_WAIT)
-        except TimeoutError:
-            pass           # no worker: the next attempt fails as the cluster does
-        done = fstore.done()
-        window = [(i, t) for i, t in window if not done[i]]
-        if not window:
-            return
+    """Write the blocks ``[(index, task), ...]`` of one window. On a cluster that loses a worker, the blocks
+    not yet marked done are submitted again (:func:`~streamcov.stream.runtime.retry_lost`: after waiting
+    for the workers, at most ``MAX_RECOVERIES`` times). A block written twice is the same bytes."""
+    first = True
+
+    def attempt():
+        nonlocal first, window
+        if not first:
+            done = fstore.done()
+            window = [(i, t) for i, t in window if not done[i]]
+        first = False
+        if window:
+            runtime.compute_once(*[t for _, t in window])
+
+    retry_lost(runtime.client, attempt)
 
 
 def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, runtime, bounds,

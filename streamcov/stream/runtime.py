@@ -29,11 +29,40 @@ def lost_worker_errors() -> tuple:
     return (KilledWorker, CancelledError)
 
 
+def retry_lost(client, attempt: Callable):
+    """``attempt()``; on a cluster that loses a worker meanwhile (:func:`lost_worker_errors`), again after
+    waiting up to :data:`RECOVERY_WAIT` seconds for a worker (a nanny restarts a killed one), at most
+    :data:`MAX_RECOVERIES` times; then the last error is raised. Errors of the tasks themselves, and any
+    error on threads (``client`` None: no worker to lose), are raised at once.
+
+    The scheduler recomputes the tasks of a lost worker by itself, but a future it forgot meanwhile comes
+    back cancelled ("already forgotten"), and a task that killed workers too often comes back as
+    ``KilledWorker``: the whole computation is then submitted again. Only for work that gives the same
+    result when repeated (reads, and writes of the same bytes to the same place)."""
+    if client is None:
+        return attempt()
+    lost = lost_worker_errors()
+    for n in range(MAX_RECOVERIES + 1):
+        try:
+            return attempt()
+        except lost:
+            if n == MAX_RECOVERIES:
+                raise
+        try:
+            client.wait_for_workers(1, timeout=RECOVERY_WAIT)
+        except TimeoutError:
+            pass           # no worker: the next attempt fails as the cluster does
+
+
 @dataclass
 class Runtime:
     """A place to compute delayed objects.
 
-    ``compute(*delayed)`` returns their values; ``numba_threads`` is the share
+    ``compute(*delayed)`` returns their values, computed again if a cluster
+    loses a worker meanwhile (:func:`retry_lost`); ``compute_once`` is the
+    same without the retries, for callers that resume a computation their
+    own way (the featurization resubmits only the blocks not yet written);
+    ``numba_threads`` is the share
     of numba threads a task may use (the thread plan, :mod:`streamcov._config`);
     ``parallelism`` is how many tasks run at once (threads or worker threads);
     ``info`` describes it for result lines.
@@ -44,6 +73,11 @@ class Runtime:
     numba_threads: int
     parallelism: int
     client: object = field(default=None, repr=False)
+    compute_once: Callable | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.compute_once is None:
+            self.compute_once = self.compute
 
     def share(self, obj):
         """``obj`` for use as an argument of many tasks, sent to the workers once.
@@ -123,11 +157,14 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
         info = {"scheduler": scheduler if cluster is None else "local-cluster",
                 "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values()))}
 
-        def compute(*objs):
+        def compute_once(*objs):
             return client.compute(list(objs), sync=True)
 
+        def compute(*objs):
+            return retry_lost(client, lambda: compute_once(*objs))
+
         # One numba thread per Dask thread on workers: workers own their cores.
-        yield Runtime(compute, info, 1, max(1, sum(nthreads.values())), client)
+        yield Runtime(compute, info, 1, max(1, sum(nthreads.values())), client, compute_once)
     finally:
         client.close()
         if cluster is not None:
