@@ -19,6 +19,9 @@ record only). The chosen setting is the one with the best mean CV.
 gamma, mean weight, accelerations), one at a time; ``--grid gamma``: larger gammas after it;
 ``--grid ablation-shipped``: the shipped setting with one option left out at a time.
 ``--stores DIR``: ingest the raw data into (or reuse) ``DIR/<dataset>.zarr`` instead of the pipelines' stores.
+``--streamed DIR``: in place of the exact SVM's CV, each setting through the dataset's streamed pipeline file
+(its map, nu and learner as shipped; ``streamcov run`` into ``DIR/<setting>/<dataset>``): test accuracy only,
+reported beside the exact SVM's, never used for a choice.
 
 Prints one line per (setting, dataset) and a ranking; every number goes to the JSONL file.
 """
@@ -40,6 +43,8 @@ DATASETS = {  # name -> (exact pipeline, raw folder)
     "florence": ("florence3d_exact.toml", "florence3d"),
     "utkinect": ("utkinect_exact.toml", "utkinect_action3d"),
 }
+# --streamed: the shipped streamed pipeline of each dataset (its map, nu and learner unchanged)
+STREAMED = {"msr": "msr_action3d.toml", "florence": "florence3d.toml", "utkinect": "utkinect.toml"}
 
 PV = {"features": ["positions", "velocities"], "scale": "body", "gamma": 1e-3}
 SELECTION = {}
@@ -119,15 +124,7 @@ def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None
     from streamcov.tasks.classify import protocol_folds, resolve_skeleton_store
     from streamcov.tasks.config import load_config
 
-    pipe, raw = DATASETS[ds]
-    sets = [f'data.source="{data_root / raw / "raw"}"']
-    if stores is not None:
-        sets.append(f'data.store="{stores / (ds + ".zarr")}"')
-    if ds == "utkinect":
-        sets.append(f'split.file="{REPO / "data" / "utkinect_splits.toml"}"')
-    for k, v in options.items():
-        sets.append(f"descriptor.{k}={json.dumps(v)}")
-    cfg = load_config(REPO / "pipelines" / pipe, sets)
+    cfg = load_config(REPO / "pipelines" / DATASETS[ds][0], _sets(ds, options, data_root, stores))
     store = resolve_skeleton_store(cfg.data, Path("runs"))
     from streamcov.stream.skeleton import skeleton_source
 
@@ -152,6 +149,35 @@ def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None
             "ms_per_sequence": 1e3 * secs / source.n, "folds": per}
 
 
+def _sets(ds: str, options: dict, data_root: Path, stores: Path | None) -> list:
+    """The ``--set`` values that point a pipeline of ``ds`` at the data and apply ``options``."""
+    sets = [f'data.source="{data_root / DATASETS[ds][1] / "raw"}"']
+    if stores is not None:
+        sets.append(f'data.store="{stores / (ds + ".zarr")}"')
+    if ds == "utkinect":
+        sets.append(f'split.file="{REPO / "data" / "utkinect_splits.toml"}"')
+    return sets + [f"descriptor.{k}={json.dumps(v)}" for k, v in options.items()]
+
+
+def run_streamed(ds: str, options: dict, data_root: Path, stores: Path | None, out: Path) -> dict:
+    """Test accuracy of the dataset's streamed pipeline file with the descriptor ``options`` (its map, nu and
+    learner as shipped), by ``streamcov run`` into ``out`` (fresh feature stores: the fingerprint includes
+    the descriptor). No CV: the descriptor was chosen by the exact SVM's; this only reports the streamed
+    pipeline's test accuracy beside it."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "streamcov.cli", "run", str(REPO / "pipelines" / STREAMED[ds]), "--json"]
+    for v in _sets(ds, options, data_root, stores) + [f'output="{out}"']:
+        cmd += ["--set", v]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    r = json.loads((out / "result.json").read_text())
+    return {"test": float(r["accuracy"]), "test_std": float(r.get("accuracy_std", 0.0)),
+            "seconds": time.perf_counter() - t0}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="msr,florence,utkinect")
@@ -162,6 +188,9 @@ def main(argv=None):
     ap.add_argument("--out", default="runs/descriptor_selection.jsonl")
     ap.add_argument("--stores", default=None, help="folder of the datasets' stores (default: the pipelines')")
     ap.add_argument("--jobs", type=int, default=None, help="threads (Dask, numba, BLAS); default: all cores")
+    ap.add_argument("--streamed", metavar="DIR", default=None,
+                    help="instead of the exact SVM's CV: the test accuracy of each dataset's streamed pipeline "
+                         "file with the setting, its runs in DIR/<setting>/<dataset>")
     args = ap.parse_args(argv)
     grid = {"selection": SELECTION, "ablation": ABLATION, "kcov": KCOV, "torso": TORSO, "refine": REFINE, "gamma": GAMMA,
             "ablation-shipped": ABLATION_SHIPPED}[args.grid]
@@ -170,10 +199,25 @@ def main(argv=None):
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     scores: dict = {}
+    stores = None if args.stores is None else Path(args.stores).resolve()
+    if args.streamed:
+        for name, options in grid.items():
+            for ds in args.datasets.split(","):
+                r = run_streamed(ds, options, Path(args.data).resolve(), stores,
+                                 Path(args.streamed).resolve() / name / ds)
+                scores.setdefault(name, {})[ds] = r
+                print(f"{ds:9s} {name:22s} streamed test {100 * r['test']:.2f} +- {100 * r['test_std']:.2f}  "
+                      f"{r['seconds']:.0f} s", flush=True)
+                with open(out, "a") as fh:
+                    fh.write(json.dumps({"setting": name, "dataset": ds, "options": options, "streamed": r}) + "\n")
+        print("\nstreamed test accuracy, mean over the datasets:")
+        for k in scores:
+            print(f"  {k:22s} {100 * np.mean([v['test'] for v in scores[k].values()]):.2f}  " +
+                  "  ".join(f"{ds} {100 * v['test']:.2f}" for ds, v in scores[k].items()))
+        return
     for name, options in grid.items():
         for ds in args.datasets.split(","):
-            r = run_setting(ds, options, Path(args.data), args.jobs,
-                            None if args.stores is None else Path(args.stores).resolve())
+            r = run_setting(ds, options, Path(args.data), args.jobs, stores)
             scores.setdefault(name, {})[ds] = r
             print(f"{ds:9s} {name:22s} cv {100 * r['cv']:.1f}  test {100 * r['test']:.1f}  dim {r['dim']}  "
                   f"{r['ms_per_sequence']:.2f} ms/seq", flush=True)
