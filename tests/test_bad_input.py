@@ -439,6 +439,7 @@ CONFIG = [
     Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",
                                                    "--chunk-frames", "1000000000000"],
          r"a chunk of 1000000000000 rows: needs [\d.]+ TiB of memory.*smaller chunk size \(--chunk-frames\)"),
+    Case("synth-out-empty", lambda e: ["synth", "", "--sequences", "10"], r"argument out: empty path"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
     Case("study-merge-garbage", lambda e: ["study", "merge", (e.tmp / "r").mkdir() or (e.tmp / "r" / "results.csv")
                                            .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
@@ -636,6 +637,8 @@ READERS = [
          r"argument --format: invalid choice: 'bvh2'"),
     Case("out-is-a-file", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
                                      (e.tmp / "f").write_text("x") and e.tmp / "f"], r"/f: a file, not a store folder; choose another output path"),
+    Case("out-empty", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), ""],
+         r"streamcov ingest skeleton: error: argument out: empty path"),
     Case("out-is-another-folder", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
                                              (e.tmp / "x").mkdir() or (e.tmp / "x" / "notes.txt").write_text("x")
                                              and e.tmp / "x"], r"/x: a folder that is not a zarr store \(it holds notes\.txt\)"),
@@ -938,6 +941,8 @@ MODELS = [
          r"synth\.zarr: incomplete skeleton store"),
     Case("out-is-a-folder", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", e.tmp,
                                        "--scheduler", "synchronous"], r"--out \S+: a folder; give the path of a CSV file"),
+    Case("out-empty-path", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", ""],
+         r"argument --out: empty path"),
     Case("predict-workers-zero", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--workers", "0"],
          r"argument --workers: expected an integer >= 1, got 0"),
     Case("predict-scheduler-unknown", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--scheduler", "x"],
@@ -1007,6 +1012,8 @@ IMAGES = [
          r"none: image folder not found"),
     Case("folder-empty", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr"],
          r": no images \(.*png"),
+    Case("images-out-empty", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e), ""],
+         r"streamcov ingest images: error: argument out: empty path"),
     Case("image-not-decodable", with_image("bad.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n garbage")),
          r"bad\.png: cannot decode image"),
     Case("image-truncated", with_image("cut.png", lambda p: (
