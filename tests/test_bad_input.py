@@ -693,6 +693,11 @@ def set_attrs(store: Path, **attrs):
     (store / "zarr.json").write_text(json.dumps(meta))
 
 
+def edit_array_meta(store: Path, array: str, **meta):
+    path = store / array / "zarr.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **meta}))
+
+
 def drop_crc_codec(store: Path):
     meta = json.loads((store / "frames" / "zarr.json").read_text())
     meta["codecs"] = [c for c in meta["codecs"] if c["name"] != "crc32c"]
@@ -765,6 +770,14 @@ STORES = [
          r"DAMAGED store: array 'frames', chunk 0/0: checksum mismatch", rc=3),
     Case("verify-labels-deleted", damaged(lambda s: shutil.rmtree(s / "labels"), "info"),
          r"DAMAGED store: .*'labels'", rc=3),
+    Case("verify-frames-shape-edited", damaged(lambda s: edit_array_meta(s, "frames", shape=[100, 60]), "info"),
+         r"DAMAGED store: array 'frames' has 100 rows but the offsets cover \d+", rc=3),
+    Case("verify-identity-edited", damaged(lambda s: set_attrs(s, identity="x"), "info"),
+         r"DAMAGED store: the store's identity attribute is missing", rc=3),
+    Case("verify-format-version-text", damaged(lambda s: set_attrs(s, format_version="3"), "info"),
+         r"DAMAGED store: attribute format_version = '3' is not a format version \(an integer\)", rc=3),
+    Case("info-committed-edited", lambda e: ["info", (lambda s: set_attrs(s, committed="x") or s)(e.copy("synth")),
+                                             "--json"], r'"complete": true', rc=0),
     Case("zarr-json-garbage", damaged(lambda s: (s / "zarr.json").write_text("{not json")),
          r"synth\.zarr: the store's zarr\.json is damaged"),
     Case("format-version-future", damaged(lambda s: set_attrs(s, format_version=99)),
