@@ -874,6 +874,14 @@ def predict_on(edit: Callable[[Path], None] | None = None, store: str | Callable
     return argv
 
 
+def edit_json_del(key: str):
+    def edit(model: Path):
+        doc = json.loads((model / "model.json").read_text())
+        del doc[key]
+        (model / "model.json").write_text(json.dumps(doc))
+    return edit
+
+
 def edit_json(**changes):
     def edit(model: Path):
         doc = json.loads((model / "model.json").read_text())
@@ -955,6 +963,10 @@ MODELS = [
                                         (e.tmp / "notes.txt").write_text("x") and e.tmp / "notes.txt" / "p.csv",
                                         "--scheduler", "synchronous"], r"--out \S*notes\.txt/p\.csv: "),
     Case("class-not-allowed", predict_on(edit_json(classifier__class="os.system")), r"not in the allow-list"),
+    Case("model-json-without-source", predict_on(edit_json_del("source")),
+         r"model\.json: incomplete model description \(KeyError: 'descriptor'\)"),
+    Case("scaler-of-another-class", predict_on(edit_json(scaler__class="StandardScaler")),
+         r"model\.json: the model cannot predict \(AttributeError: .*\); it is damaged or assembled from different runs"),
     Case("model-format-unknown", predict_on(edit_json(format="other")), r"model\.json: not a streamcov model"),
     Case("label-names-empty", predict_on(edit_json(label_names=[])), r"(no classes|do not index the 0 label names)"),
     Case("source-kind-unknown", predict_on(edit_json(source__kind="audio")), r"unknown source kind 'audio'"),
