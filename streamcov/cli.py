@@ -34,10 +34,10 @@ def _runtime_args(args):
     """``--scheduler``/``--workers`` mean the same in every command: ``--workers N`` alone is a
     LocalCluster of N single-threaded workers."""
     from .errors import ConfigError
-    from .stream.runtime import SCHEDULERS
+    from .stream.runtime import ADDRESS_PROTOCOLS, SCHEDULERS
 
     scheduler = args.scheduler
-    if scheduler is not None and scheduler not in SCHEDULERS and "://" not in scheduler:
+    if scheduler is not None and scheduler not in SCHEDULERS and not scheduler.startswith(ADDRESS_PROTOCOLS):
         raise ConfigError(f"--scheduler {scheduler}: expected one of {', '.join(SCHEDULERS)} or a "
                           f"scheduler address tcp://HOST:PORT")
     if args.workers is not None and scheduler is not None and scheduler not in ("threads", "local-cluster"):

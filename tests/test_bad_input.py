@@ -346,6 +346,13 @@ CONFIG = [
          r"--store \S*img\.zarr: an image store, but task 'skeleton-classification' reads skeleton stores"),
     Case("workers-zero", lambda e: ["run", e.pipeline(), "--workers", "0"], r"argument --workers: expected an integer >= 1, got 0"),
     Case("scheduler-unknown", lambda e: ["run", e.pipeline(), "--scheduler", "gpu", "--quiet"], r"--scheduler gpu: expected one of threads, synchronous, local-cluster or a scheduler address"),
+    Case("scheduler-not-an-address", lambda e: ["run", e.pipeline(), "--scheduler", "http://host:8786", "--quiet"],
+         r"--scheduler http://host:8786: expected one of threads, synchronous, local-cluster or a scheduler address"),
+    Case("dask-scheduler-not-an-address", run_set('dask.scheduler="foo://bar"'),
+         r'--set dask\.scheduler="foo://bar": dask\.scheduler = "foo://bar": expected one of threads'),
+    Case("dask-workers-with-synchronous", run_text(lambda t: t.replace("block_size = 16", 'block_size = 16\n'
+                                                                         'scheduler = "synchronous"\nworkers = 3')),
+         LINE + r'dask\.workers = 3 is not read with dask\.scheduler = "synchronous"'),
     Case("output-is-a-file", lambda e: ["run", e.pipeline(), "--output", (e.tmp / "f").write_text("x") and e.tmp / "f",
                                         "--quiet"], r"--output \S*/f: \S*/f is a file, not a folder"),
     Case("output-is-the-store", lambda e: ["run", e.pipeline(store=e.copy("synth")), "--output", e.tmp / "synth.zarr",

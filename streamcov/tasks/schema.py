@@ -137,11 +137,20 @@ class DaskTable(Table):
     @field_validator("scheduler")
     @classmethod
     def _scheduler(cls, v: str):
-        from ..stream.runtime import SCHEDULERS
+        from ..stream.runtime import ADDRESS_PROTOCOLS, SCHEDULERS
 
-        if v in SCHEDULERS or "://" in v:
+        if v in SCHEDULERS or v.startswith(ADDRESS_PROTOCOLS):
             return v
         raise ValueError(f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT")
+
+    @model_validator(mode="after")
+    def _workers(self):
+        # as --workers: the threads of "threads" or the processes of "local-cluster"; elsewhere it is not read
+        if self.workers is not None and self.scheduler not in ("threads", "local-cluster"):
+            has = "a synchronous run has one" if self.scheduler == "synchronous" else "a running cluster has its own"
+            raise ValueError(f"dask.workers = {self.workers} is not read with dask.scheduler = \"{self.scheduler}\": it "
+                             f"sets the threads of \"threads\" or the processes of \"local-cluster\"; {has}")
+        return self
 
 
 LBFGS_LOSSES = ("log_loss", "squared_hinge")
