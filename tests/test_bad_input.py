@@ -365,7 +365,12 @@ CONFIG = [
          r"--output \S+/model: \S+ is a model folder \(it holds model\.json\)"),
     Case("fold-beyond-protocol", run_set("split.folds=[3]"), r"split\.folds.*3"),
     Case("train-subjects-absent", run_set('split.kind="subjects"', "split.train_subjects=[99]"),
-         r"split: fold 'subjects' has 0 training and 48 test rows; every fold needs"),
+         r"split\.train_subjects = \[99\] names subject\(s\) \[99\] that no row of the store has \(its subjects: "
+         r"\[1, 2, 3, 4\]\)"),
+    Case("train-subjects-one-absent", run_set('split.kind="subjects"', "split.train_subjects=[1, 99]"),
+         r"split\.train_subjects = \[1, 99\] names subject\(s\) \[99\] that no row of the store has"),
+    Case("test-subjects-empty-list", run_set('split.kind="subjects"', "split.train_subjects=[1]", "split.test_subjects=[]"),
+         r"--set split\.test_subjects=\[\]: split\.test_subjects = \[\]: expected a list that should have at least 1 item"),
     Case("test-split-empty", run_set('split.kind="subjects"', "split.train_subjects=[1, 2, 3, 4]"),
          r"split: fold 'subjects' has 48 training and 0 test rows"),
     Case("image-preset-typo", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])

@@ -83,8 +83,8 @@ class SplitTable(Table):
     """
 
     kind: Literal[SPLIT_KINDS] = "subject-parity"
-    train_subjects: Optional[list[int]] = None
-    test_subjects: Optional[list[int]] = None
+    train_subjects: Optional[Annotated[list[int], Field(min_length=1)]] = None
+    test_subjects: Optional[Annotated[list[int], Field(min_length=1)]] = None   # None: every other subject
     file: Optional[str] = None
     n_splits: Annotated[int, Field(ge=2)] = 10
     seed: Optional[Seed] = None
