@@ -409,6 +409,9 @@ CONFIG = [
          r"error: --set split\.test_subjects=\[1, 2, 3, 4\]: subjects \[1, 3\] are in both split\.train_subjects "
          r"and split\.test_subjects"),
     Case("name-empty", run_file(name='""'), LINE + r'name = "": expected'),
+    Case("name-dot-dot", run_file(name='".."'), LINE + r'name = "\.\.": expected a name, not "\." or "\.\."'),
+    Case("output-placeholder-misspelt", run_file(output='"runs/{nme}"'),
+         LINE + r'output = "runs/\{nme\}": expected a folder whose only placeholder is \{name\}'),
     Case("output-flag-empty", lambda e: ["run", e.pipeline(), "--output", ""], r"--output: empty path"),
     Case("output-under-a-file", lambda e: ["run", e.pipeline(), "--output",
                                            (e.tmp / "f").write_text("x") and e.tmp / "f" / "o", "--quiet"],

@@ -304,6 +304,20 @@ class Top(Table):
     output: Annotated[str, Field(min_length=1)] = "runs/{name}"
     paper_accuracy: Optional[Annotated[float, Field(ge=0, le=1)]] = None
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str):
+        if v in (".", ".."):   # output = "runs/{name}" would be runs/ itself, or its parent
+            raise ValueError('a name, not "." or ".." (it names the output folder, runs/{name} by default)')
+        return v
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, v: str):
+        if "{" in v.replace("{name}", "") or "}" in v.replace("{name}", ""):   # else a folder named "{nme}"
+            raise ValueError("a folder whose only placeholder is {name}, e.g. \"runs/{name}\"")
+        return v
+
 
 # ------------------------------------------------------- skeleton-classification
 class SyntheticTable(Table):
