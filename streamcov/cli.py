@@ -23,14 +23,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonempty_path(text: str) -> str:
+    """argparse type: a path that is not empty (``""`` would mean the current folder, or crash deep inside)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path; give the path to write to")
+    return text
+
+
 def _runtime_args(args):
     """``--scheduler``/``--workers`` mean the same in every command: ``--workers N`` alone is a
     LocalCluster of N single-threaded workers."""
     from .errors import ConfigError
-    from .stream.runtime import SCHEDULERS
+    from .stream.runtime import ADDRESS_PROTOCOLS, SCHEDULERS
 
     scheduler = args.scheduler
-    if scheduler is not None and scheduler not in SCHEDULERS and "://" not in scheduler:
+    if scheduler is not None and scheduler not in SCHEDULERS and not scheduler.startswith(ADDRESS_PROTOCOLS):
         raise ConfigError(f"--scheduler {scheduler}: expected one of {', '.join(SCHEDULERS)} or a "
                           f"scheduler address tcp://HOST:PORT")
     if args.workers is not None and scheduler is not None and scheduler not in ("threads", "local-cluster"):
@@ -275,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="stream predictions of a saved model over a store")
     pr.add_argument("model", help="model folder (<output>/model of a run)")
     pr.add_argument("store", help="a store of the kind the model was trained on")
-    pr.add_argument("--out", help="CSV of id,predicted,label (default: <model>/predictions/<store>.csv)")
+    pr.add_argument("--out", type=nonempty_path,
+                    help="CSV of id,predicted,label (default: <model>/predictions/<store>.csv)")
     pr.add_argument("--train-accuracy", action="store_true",
                     help="on the model's own store, also the accuracy on its fold's training rows")
     runtime_flags(pr)
@@ -286,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk = isub.add_parser("skeleton", help="skeleton sequences")
     sk.add_argument("--format", required=True, choices=list(FORMATS))
     sk.add_argument("src")
-    sk.add_argument("out")
+    sk.add_argument("out", type=nonempty_path)
     sk.add_argument("--restart", action="store_true", help="discard an incomplete store first")
     sk.add_argument("--chunk-frames", type=positive_int, default=65536)
     sk.add_argument("--option", action="append", metavar="KEY=VALUE",
@@ -296,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     im = isub.add_parser("images", help="labelled images, a folder per class")
     im.add_argument("--format", required=True, choices=["folders"])
     im.add_argument("src")
-    im.add_argument("out")
+    im.add_argument("out", type=nonempty_path)
     im.add_argument("--group-level", type=positive_int, default=1,
                     help="folder levels that name the group (2 for ETH-80 category/object)")
     im.add_argument("--exclude", action="append", metavar="NAME", help="folder name to skip (default: maps)")
@@ -307,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     im.set_defaults(func=_cmd_ingest_images)
 
     s = sub.add_parser("synth", help="write a synthetic skeleton store of any size")
-    s.add_argument("out")
+    s.add_argument("out", type=nonempty_path)
     s.add_argument("--sequences", type=positive_int, required=True)
     s.add_argument("--subjects", type=positive_int, default=10)
     s.add_argument("--classes", type=positive_int, default=10)

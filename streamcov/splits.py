@@ -66,8 +66,14 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         tr = s.get("train_subjects")
         if not tr:
             raise ConfigError("split.kind = 'subjects' needs split.train_subjects = [..]")
-        train = np.isin(groups, tr)
         te = s.get("test_subjects")
+        known = set(np.unique(groups).tolist())
+        for key, vals in (("train_subjects", tr), ("test_subjects", te)):
+            unknown = sorted(set(vals or ()) - known)
+            if unknown:   # a mistyped subject would be left out of the fold without a word
+                raise ConfigError(f"split.{key} = {list(vals)} names subject(s) {unknown} that no row of the store "
+                                  f"has (its subjects: {sorted(known)})")
+        train = np.isin(groups, tr)
         out.append(("subjects", train, np.isin(groups, te) if te else ~train))
     elif kind == "leave-one-subject-out":
         for g in np.unique(groups):

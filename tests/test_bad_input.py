@@ -346,11 +346,31 @@ CONFIG = [
          r"--store \S*img\.zarr: an image store, but task 'skeleton-classification' reads skeleton stores"),
     Case("workers-zero", lambda e: ["run", e.pipeline(), "--workers", "0"], r"argument --workers: expected an integer >= 1, got 0"),
     Case("scheduler-unknown", lambda e: ["run", e.pipeline(), "--scheduler", "gpu", "--quiet"], r"--scheduler gpu: expected one of threads, synchronous, local-cluster or a scheduler address"),
+    Case("scheduler-not-an-address", lambda e: ["run", e.pipeline(), "--scheduler", "http://host:8786", "--quiet"],
+         r"--scheduler http://host:8786: expected one of threads, synchronous, local-cluster or a scheduler address"),
+    Case("dask-scheduler-not-an-address", run_set('dask.scheduler="foo://bar"'),
+         r'--set dask\.scheduler="foo://bar": dask\.scheduler = "foo://bar": expected one of threads'),
+    Case("dask-workers-with-synchronous", run_text(lambda t: t.replace("block_size = 16", 'block_size = 16\n'
+                                                                         'scheduler = "synchronous"\nworkers = 3')),
+         LINE + r'dask\.workers = 3 is not read with dask\.scheduler = "synchronous"'),
     Case("output-is-a-file", lambda e: ["run", e.pipeline(), "--output", (e.tmp / "f").write_text("x") and e.tmp / "f",
                                         "--quiet"], r"--output \S*/f: \S*/f is a file, not a folder"),
+    Case("output-is-the-store", lambda e: ["run", e.pipeline(store=e.copy("synth")), "--output", e.tmp / "synth.zarr",
+                                           "--quiet"], r"--output \S+/synth\.zarr: \S+ is a zarr store; choose an output "
+                                                       r"folder outside every store"),
+    Case("output-inside-a-store", lambda e: ["run", e.pipeline(), "--output", e.copy("synth") / "labels" / "out",
+                                             "--quiet"],
+         r"--output \S+: \S+ is inside the zarr store \S+/synth\.zarr/labels"),
+    Case("output-is-a-model-folder", lambda e: ["run", e.pipeline(), "--output", e.copy("model"), "--quiet"],
+         r"--output \S+/model: \S+ is a model folder \(it holds model\.json\)"),
     Case("fold-beyond-protocol", run_set("split.folds=[3]"), r"split\.folds.*3"),
     Case("train-subjects-absent", run_set('split.kind="subjects"', "split.train_subjects=[99]"),
-         r"split: fold 'subjects' has 0 training and 48 test rows; every fold needs"),
+         r"split\.train_subjects = \[99\] names subject\(s\) \[99\] that no row of the store has \(its subjects: "
+         r"\[1, 2, 3, 4\]\)"),
+    Case("train-subjects-one-absent", run_set('split.kind="subjects"', "split.train_subjects=[1, 99]"),
+         r"split\.train_subjects = \[1, 99\] names subject\(s\) \[99\] that no row of the store has"),
+    Case("test-subjects-empty-list", run_set('split.kind="subjects"', "split.train_subjects=[1]", "split.test_subjects=[]"),
+         r"--set split\.test_subjects=\[\]: split\.test_subjects = \[\]: expected a list that should have at least 1 item"),
     Case("test-split-empty", run_set('split.kind="subjects"', "split.train_subjects=[1, 2, 3, 4]"),
          r"split: fold 'subjects' has 48 training and 0 test rows"),
     Case("image-preset-typo", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])
@@ -389,6 +409,9 @@ CONFIG = [
          r"error: --set split\.test_subjects=\[1, 2, 3, 4\]: subjects \[1, 3\] are in both split\.train_subjects "
          r"and split\.test_subjects"),
     Case("name-empty", run_file(name='""'), LINE + r'name = "": expected'),
+    Case("name-dot-dot", run_file(name='".."'), LINE + r'name = "\.\.": expected a name, not "\." or "\.\."'),
+    Case("output-placeholder-misspelt", run_file(output='"runs/{nme}"'),
+         LINE + r'output = "runs/\{nme\}": expected a folder whose only placeholder is \{name\}'),
     Case("output-flag-empty", lambda e: ["run", e.pipeline(), "--output", ""], r"--output: empty path"),
     Case("output-under-a-file", lambda e: ["run", e.pipeline(), "--output",
                                            (e.tmp / "f").write_text("x") and e.tmp / "f" / "o", "--quiet"],
@@ -439,6 +462,7 @@ CONFIG = [
     Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",
                                                    "--chunk-frames", "1000000000000"],
          r"a chunk of 1000000000000 rows: needs [\d.]+ TiB of memory.*smaller chunk size \(--chunk-frames\)"),
+    Case("synth-out-empty", lambda e: ["synth", "", "--sequences", "10"], r"argument out: empty path"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
     Case("study-merge-garbage", lambda e: ["study", "merge", (e.tmp / "r").mkdir() or (e.tmp / "r" / "results.csv")
                                            .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
@@ -636,6 +660,8 @@ READERS = [
          r"argument --format: invalid choice: 'bvh2'"),
     Case("out-is-a-file", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
                                      (e.tmp / "f").write_text("x") and e.tmp / "f"], r"/f: a file, not a store folder; choose another output path"),
+    Case("out-empty", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), ""],
+         r"streamcov ingest skeleton: error: argument out: empty path"),
     Case("out-is-another-folder", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
                                              (e.tmp / "x").mkdir() or (e.tmp / "x" / "notes.txt").write_text("x")
                                              and e.tmp / "x"], r"/x: a folder that is not a zarr store \(it holds notes\.txt\)"),
@@ -680,6 +706,11 @@ def set_attrs(store: Path, **attrs):
     meta = json.loads((store / "zarr.json").read_text())
     meta["attributes"].update(attrs)
     (store / "zarr.json").write_text(json.dumps(meta))
+
+
+def edit_array_meta(store: Path, array: str, **meta):
+    path = store / array / "zarr.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **meta}))
 
 
 def drop_crc_codec(store: Path):
@@ -754,6 +785,14 @@ STORES = [
          r"DAMAGED store: array 'frames', chunk 0/0: checksum mismatch", rc=3),
     Case("verify-labels-deleted", damaged(lambda s: shutil.rmtree(s / "labels"), "info"),
          r"DAMAGED store: .*'labels'", rc=3),
+    Case("verify-frames-shape-edited", damaged(lambda s: edit_array_meta(s, "frames", shape=[100, 60]), "info"),
+         r"DAMAGED store: array 'frames' has 100 rows but the offsets cover \d+", rc=3),
+    Case("verify-identity-edited", damaged(lambda s: set_attrs(s, identity="x"), "info"),
+         r"DAMAGED store: the store's identity attribute is missing", rc=3),
+    Case("verify-format-version-text", damaged(lambda s: set_attrs(s, format_version="3"), "info"),
+         r"DAMAGED store: attribute format_version = '3' is not a format version \(an integer\)", rc=3),
+    Case("info-committed-edited", lambda e: ["info", (lambda s: set_attrs(s, committed="x") or s)(e.copy("synth")),
+                                             "--json"], r'"complete": true', rc=0),
     Case("zarr-json-garbage", damaged(lambda s: (s / "zarr.json").write_text("{not json")),
          r"synth\.zarr: the store's zarr\.json is damaged"),
     Case("format-version-future", damaged(lambda s: set_attrs(s, format_version=99)),
@@ -813,6 +852,12 @@ STORES = [
          r"synth\.zarr: array 'labels' holds codes up to 3 but label_names names 3"),
     Case("attr-center-out-of-range", damaged(lambda s: set_attrs(s, center=[99])),
          r"synth\.zarr: attribute center = \[99\] names joints outside 0\.\.19"),
+    Case("attr-center-text", damaged(lambda s: set_attrs(s, center="hip")),
+         r"synth\.zarr: attribute center = 'hip' is not a list of joint indices; the store is damaged"),
+    Case("attr-n-joints-text", damaged(lambda s: set_attrs(s, n_joints="abc")),
+         r"synth\.zarr: attribute n_joints = 'abc' is not an integer; the store is damaged"),
+    Case("frames-dtype-edited", damaged(lambda s: edit_array_meta(s, "frames", data_type="int32")),
+         r"synth\.zarr: array 'frames' is of type int32, not float32 \(its zarr\.json was edited\)"),
     Case("info-feature-store", lambda e: ["info", Path(shared_paths["model"]).parent / "features.zarr"],
          r"features\.zarr: a feature store \(written by `streamcov run`"),
     Case("info-foreign-zarr", lambda e: (__import__("zarr").open_group(str(e.tmp / "f.zarr"), mode="w"),
@@ -842,6 +887,14 @@ def predict_on(edit: Callable[[Path], None] | None = None, store: str | Callable
         s = store(e) if callable(store) else e.shared[store]
         return ["predict", model, s, "--out", e.tmp / "p.csv", "--scheduler", "synchronous", *extra]
     return argv
+
+
+def edit_json_del(key: str):
+    def edit(model: Path):
+        doc = json.loads((model / "model.json").read_text())
+        del doc[key]
+        (model / "model.json").write_text(json.dumps(doc))
+    return edit
 
 
 def edit_json(**changes):
@@ -925,6 +978,10 @@ MODELS = [
                                         (e.tmp / "notes.txt").write_text("x") and e.tmp / "notes.txt" / "p.csv",
                                         "--scheduler", "synchronous"], r"--out \S*notes\.txt/p\.csv: "),
     Case("class-not-allowed", predict_on(edit_json(classifier__class="os.system")), r"not in the allow-list"),
+    Case("model-json-without-source", predict_on(edit_json_del("source")),
+         r"model\.json: incomplete model description \(KeyError: 'descriptor'\)"),
+    Case("scaler-of-another-class", predict_on(edit_json(scaler__class="StandardScaler")),
+         r"model\.json: the model cannot predict \(AttributeError: .*\); it is damaged or assembled from different runs"),
     Case("model-format-unknown", predict_on(edit_json(format="other")), r"model\.json: not a streamcov model"),
     Case("label-names-empty", predict_on(edit_json(label_names=[])), r"(no classes|do not index the 0 label names)"),
     Case("source-kind-unknown", predict_on(edit_json(source__kind="audio")), r"unknown source kind 'audio'"),
@@ -938,6 +995,8 @@ MODELS = [
          r"synth\.zarr: incomplete skeleton store"),
     Case("out-is-a-folder", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", e.tmp,
                                        "--scheduler", "synchronous"], r"--out \S+: a folder; give the path of a CSV file"),
+    Case("out-empty-path", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", ""],
+         r"argument --out: empty path"),
     Case("predict-workers-zero", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--workers", "0"],
          r"argument --workers: expected an integer >= 1, got 0"),
     Case("predict-scheduler-unknown", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--scheduler", "x"],
@@ -1007,6 +1066,8 @@ IMAGES = [
          r"none: image folder not found"),
     Case("folder-empty", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr"],
          r": no images \(.*png"),
+    Case("images-out-empty", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e), ""],
+         r"streamcov ingest images: error: argument out: empty path"),
     Case("image-not-decodable", with_image("bad.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n garbage")),
          r"bad\.png: cannot decode image"),
     Case("image-truncated", with_image("cut.png", lambda p: (

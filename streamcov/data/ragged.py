@@ -58,7 +58,8 @@ def store_status(path) -> dict:
                          f"describes the stores of `streamcov ingest` and `synth`")
     status = {"path": str(path), "format": fmt, "complete": attrs.get("complete") is True}
     # every writer records its commit point as counts per unit (sequences/frames, images/pixels)
-    status.update({f"committed_{unit}": n for unit, n in attrs.get("committed", {}).items()})
+    committed = attrs.get("committed")
+    status.update({f"committed_{unit}": n for unit, n in committed.items()} if isinstance(committed, dict) else {})
     for key in ("identity", "n_sequences", "n_frames", "n_joints", "n_images", "units", "source",
                 "center", "roles", "label_names", "group_names", "split_names", "skipped", "repairs",
                 "chunk_frames"):

@@ -43,6 +43,16 @@ class SequenceStore(RaggedStore):
         self.subjects = self.read("subjects").astype(np.int32)
         self.split = self.read("split").astype(np.int8)
         self.check_rows(("labels", "subjects", "split"), {"labels": "label_names", "split": "split_names"})
+        damaged = "the store is damaged: write it again (ingest with --restart)"
+        # attributes and array metadata edited by hand: refused here, never a crash or a wrong reading later
+        n_joints, center = self.attrs.get("n_joints"), self.attrs.get("center")
+        if not isinstance(n_joints, int) or isinstance(n_joints, bool):
+            raise StoreError(f"{self.path}: attribute n_joints = {n_joints!r} is not an integer; {damaged}")
+        if not isinstance(center, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in center):
+            raise StoreError(f"{self.path}: attribute center = {center!r} is not a list of joint indices; {damaged}")
+        if self.group["frames"].dtype != np.float32:
+            raise StoreError(f"{self.path}: array 'frames' is of type {self.group['frames'].dtype}, not float32 "
+                             f"(its zarr.json was edited); {damaged}")
         width = self.group["frames"].shape[1:]
         if width != (3 * self.n_joints,):
             raise StoreError(f"{self.path}: attribute n_joints = {self.n_joints} but array 'frames' has rows of "

@@ -347,13 +347,13 @@ class FittedPipeline:
         if digest is not None and digest != file_sha256(npath):
             raise ModelError(f"{npath}: not the model.npz that {jpath.name} was saved with (its SHA-256 differs): "
                              f"the files come from different runs, or one was replaced: train the model again")
-        source = doc.get("source")
-        if source is None:   # version 1: skeleton models only
-            d = dict(doc["descriptor"])
-            d["center"] = doc.get("center")
-            source = {"kind": "skeleton", "n_joints": doc["n_joints"],
-                      "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
         try:
+            source = doc.get("source")
+            if source is None:   # version 1: skeleton models only
+                d = dict(doc["descriptor"])
+                d["center"] = doc.get("center")
+                source = {"kind": "skeleton", "n_joints": doc["n_joints"],
+                          "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
             fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays)
             scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
             clf = load_estimator(doc["classifier"], arrays)
@@ -428,3 +428,12 @@ class FittedPipeline:
         if not all(np.isfinite(a).all() for a in (coef, getattr(self.classifier, "intercept_", None))
                    if a is not None):
             raise ModelError(f"{where}: the classifier has non-finite coefficients")
+        width = self.input_width
+        if isinstance(width, (int, np.integer)) and width > 0:
+            # parts that each pass their checks can still not work together (a part of another class
+            # in model.json): one prediction now, rather than a crash in the middle of the store
+            try:
+                self.predict_codes(np.zeros((1, int(width))))
+            except (AttributeError, TypeError, ValueError, IndexError) as exc:
+                raise ModelError(f"{where}: the model cannot predict ({exc.__class__.__name__}: {exc}); it is "
+                                 f"damaged or assembled from different runs: train it again") from None

@@ -10,6 +10,7 @@ from ..errors import ConfigError, StreamcovError
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
 SCHEDULERS = ("threads", "synchronous", "local-cluster")
+ADDRESS_PROTOCOLS = ("tcp://", "tls://", "inproc://", "ucx://")   # a running scheduler's address
 
 
 # times a computation (a fit, a featurization window) starts again after losing a worker, before it gives up
@@ -141,7 +142,7 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=None, silence_logs=40)
         client = Client(cluster)
-    elif scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
+    elif scheduler.startswith(ADDRESS_PROTOCOLS):
         try:
             client = Client(scheduler)
         except (OSError, TimeoutError) as exc:

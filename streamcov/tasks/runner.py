@@ -47,13 +47,20 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags, note=note)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
+    where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
     if out.exists() and not out.is_dir():
-        where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
         raise ConfigError(f"{where}: {out} is a file, not a folder; choose another output folder")
+    # a run writes features.zarr, model/ and result.json: never into a store (it would sit among its
+    # arrays) nor into a model folder (two models' files mixed)
+    store = next((p for p in (out, *out.resolve().parents) if (p / "zarr.json").is_file()), None)
+    if store is not None:
+        raise ConfigError(f"{where}: {out} is {'a zarr store' if store == out else f'inside the zarr store {store}'}; "
+                          f"choose an output folder outside every store")
+    if (out / "model.json").is_file():
+        raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:   # a parent is a file, no permission, ...
-        where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
         raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
     if workers is not None and scheduler is None:
         scheduler = "local-cluster"

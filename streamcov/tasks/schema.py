@@ -83,8 +83,8 @@ class SplitTable(Table):
     """
 
     kind: Literal[SPLIT_KINDS] = "subject-parity"
-    train_subjects: Optional[list[int]] = None
-    test_subjects: Optional[list[int]] = None
+    train_subjects: Optional[Annotated[list[int], Field(min_length=1)]] = None
+    test_subjects: Optional[Annotated[list[int], Field(min_length=1)]] = None   # None: every other subject
     file: Optional[str] = None
     n_splits: Annotated[int, Field(ge=2)] = 10
     seed: Optional[Seed] = None
@@ -137,11 +137,20 @@ class DaskTable(Table):
     @field_validator("scheduler")
     @classmethod
     def _scheduler(cls, v: str):
-        from ..stream.runtime import SCHEDULERS
+        from ..stream.runtime import ADDRESS_PROTOCOLS, SCHEDULERS
 
-        if v in SCHEDULERS or "://" in v:
+        if v in SCHEDULERS or v.startswith(ADDRESS_PROTOCOLS):
             return v
         raise ValueError(f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT")
+
+    @model_validator(mode="after")
+    def _workers(self):
+        # as --workers: the threads of "threads" or the processes of "local-cluster"; elsewhere it is not read
+        if self.workers is not None and self.scheduler not in ("threads", "local-cluster"):
+            has = "a synchronous run has one" if self.scheduler == "synchronous" else "a running cluster has its own"
+            raise ValueError(f"dask.workers = {self.workers} is not read with dask.scheduler = \"{self.scheduler}\": it "
+                             f"sets the threads of \"threads\" or the processes of \"local-cluster\"; {has}")
+        return self
 
 
 LBFGS_LOSSES = ("log_loss", "squared_hinge")
@@ -294,6 +303,20 @@ class Top(Table):
     seed: Seed = 0
     output: Annotated[str, Field(min_length=1)] = "runs/{name}"
     paper_accuracy: Optional[Annotated[float, Field(ge=0, le=1)]] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str):
+        if v in (".", ".."):   # output = "runs/{name}" would be runs/ itself, or its parent
+            raise ValueError('a name, not "." or ".." (it names the output folder, runs/{name} by default)')
+        return v
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, v: str):
+        if "{" in v.replace("{name}", "") or "}" in v.replace("{name}", ""):   # else a folder named "{nme}"
+            raise ValueError("a folder whose only placeholder is {name}, e.g. \"runs/{name}\"")
+        return v
 
 
 # ------------------------------------------------------- skeleton-classification
