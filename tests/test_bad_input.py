@@ -641,6 +641,9 @@ READERS = [
     Case("option-center-not-list", ingest_generic('center="hip"'), r'--option center="hip": center must be a non-empty list of distinct 0-based joint indices .* got \'hip\''),
     Case("option-units-empty", ingest_generic('units=""'), r'--option units="": units must be a non-empty string'),
     Case("option-joint-names-count", ingest_generic('joint_names=["a", "b"]'), r'--option joint_names=\["a", "b"\]: joint_names has 2 names but the sequence files hold 3 joints'),
+    Case("option-joint-names-repeated", ingest_generic('joint_names=["hip", "neck", "hip"]'),
+         r'--option joint_names=\["hip", "neck", "hip"\]: joint_names names \'hip\' twice \(joints 0 and 2\); give '
+         r'every joint its own name$'),
     Case("option-no-equals", ingest_generic("center"), r"--option center: .*key=value"),
     Case("option-empty-value", ingest_generic("center="), r"--option center=: empty value"),
     Case("source-missing", lambda e: ["ingest", "skeleton", "--format", "generic", e.tmp / "nowhere", e.tmp / "s.zarr"],
