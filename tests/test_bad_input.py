@@ -857,6 +857,13 @@ STORES = [
          r"synth\.zarr: attribute center = \[99\] names joints outside 0\.\.19"),
     Case("attr-center-text", damaged(lambda s: set_attrs(s, center="hip")),
          r"synth\.zarr: attribute center = 'hip' is not a list of joint indices; the store is damaged"),
+    Case("attr-roles-out-of-range", damaged(lambda s: set_attrs(s, roles={"left_hip": [4], "neck": [40]})),
+         r"synth\.zarr: attribute roles holds joint indices outside 0\.\.19 \(neck = \[40\]\); the store is damaged: "
+         r"write it again \(ingest with --restart\)$"),
+    Case("verify-attr-roles-out-of-range", damaged(lambda s: set_attrs(s, roles={"neck": [40]}), "info"),
+         r"DAMAGED store: attribute roles holds joint indices outside 0\.\.19", rc=3),
+    Case("attr-roles-text", damaged(lambda s: set_attrs(s, roles={"neck": "2"})),
+         r"synth\.zarr: attribute roles = \{'neck': '2'\} is not a table of joint index lists; the store is damaged"),
     Case("attr-n-joints-text", damaged(lambda s: set_attrs(s, n_joints="abc")),
          r"synth\.zarr: attribute n_joints = 'abc' is not an integer; the store is damaged"),
     Case("frames-dtype-edited", damaged(lambda s: edit_array_meta(s, "frames", data_type="int32")),
