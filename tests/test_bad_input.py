@@ -270,6 +270,11 @@ def switched_to_lbfgs(err, out):
     assert "epochs" not in model and "max_iter" in model
 
 
+def one_note_and_a_result(err, out):
+    assert len([ln for ln in err.splitlines() if ": note: " in ln]) == 1, err
+    assert "accuracy" in json.loads(out.strip().splitlines()[-1])
+
+
 LINE = r"p\.toml, line \d+: "
 CONFIG = [
     Case("n_components-string", run_file(features__n_components='"many"'),
@@ -455,6 +460,14 @@ CONFIG = [
                                                                 f'format = "generic"\n')), "--quiet"],
          r"data\.store: \S+g\.zarr was written from \S+a, which has changed since \(files added, removed, or of "
          r"another size or modification time: \d+ files then, \d+ now\); point data\.store at a new path, or delete"),
+    # reader settings without data.source are not read (nothing is ingested): a note, then the run on the store
+    Case("reader-keys-without-source", run_text(lambda t: t.replace(
+        "[data]\n", '[data]\nformat = "generic"\noptions = {units = "m"}\n')),
+         r'(?m)^streamcov run: note: data\.format, data\.options \(\S+p\.toml\) are not read without data\.source '
+         r'\(the reader of an archive is opened only to ingest data\.source into data\.store\); dropped$', rc=0,
+         check=lambda e, err, out: one_note_and_a_result(err, out)),
+    Case("reader-keys-without-source-still-checked", run_text(lambda t: t.replace("[data]\n", '[data]\nformat = "bvhx"\n')),
+         LINE + r'data\.format = "bvhx": expected one of', check=lambda e, err, out: only_the_error_line(err)),
     Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],
          r"--seed -1: expected a value >= 0"),
     Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],

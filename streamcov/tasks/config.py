@@ -207,6 +207,8 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         cfg = schema.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_first_error(exc, schema, origins)) from None
+    cfg, dropped = _drop_reader_keys_without_source(cfg, origins)
+    notes += dropped
     cfg = _resolve_paths(cfg, file)
     _check_feature_map(cfg, origins)
     for message in notes:   # only for a configuration that loads: an error stays one line
@@ -254,6 +256,25 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
                      f"{'does' if len(dropped) == 1 else 'do'} not apply to {choice} from {' '.join(flags)}; "
                      f"dropped")
     return notes
+
+
+def _drop_reader_keys_without_source(cfg, origins: Origins):
+    """``data.format`` and ``data.options`` without ``data.source``: the reader of a skeleton archive is
+    opened only to ingest ``source``, so they are not read; dropped with a note (a file may keep them to
+    say how its store was written). Checked by the schema first: a value it refuses stays an error."""
+    data = getattr(cfg, "data", None)
+    fields = type(data).model_fields if data is not None else {}
+    if not {"source", "format", "options"} <= set(fields) or data.source:
+        return cfg, []
+    dropped = [k for k in ("format", "options") if k in data.model_fields_set and getattr(data, k) != {}]
+    if not dropped:
+        return cfg, []
+    where = dict.fromkeys(origins.flags.get(("data", k), origins.file or "pipeline") for k in dropped)
+    note = (f"{', '.join(f'data.{k}' for k in dropped)} ({', '.join(where)}) "
+            f"{'is' if len(dropped) == 1 else 'are'} not read without data.source (the reader of an archive "
+            f"is opened only to ingest data.source into data.store); dropped")
+    data = data.model_copy(update={k: fields[k].get_default(call_default_factory=True) for k in dropped})
+    return cfg.model_copy(update={"data": data}), [note]
 
 
 def _check_store_flag(store, spec) -> None:
