@@ -358,6 +358,14 @@ CONFIG = [
     Case("dask-workers-with-synchronous", run_text(lambda t: t.replace("block_size = 16", 'block_size = 16\n'
                                                                          'scheduler = "synchronous"\nworkers = 3')),
          LINE + r'dask\.workers = 3 is not read with dask\.scheduler = "synchronous"'),
+    # --scheduler synchronous replaces the file's scheduler: the file's dask.workers is not read (a note), a
+    # --set one is refused as --workers is
+    Case("dask-workers-with-synchronous-flag", run_text(lambda t: t.replace("block_size = 16", "block_size = 16\nworkers = 3")),
+         r'(?m)^streamcov run: note: dask\.workers \(\S+p\.toml\) does not apply to --scheduler synchronous \(a '
+         r'synchronous run has one thread\); dropped$', rc=0, check=lambda e, err, out: one_note_and_a_result(err, out)),
+    Case("dask-workers-set-with-synchronous-flag", run_set("dask.workers=3"),
+         r"--set dask\.workers=3 --scheduler synchronous: dask\.workers sets the threads of --scheduler threads or the "
+         r"processes of a local-cluster; a synchronous run has one thread$"),
     Case("output-is-a-file", lambda e: ["run", e.pipeline(), "--output", (e.tmp / "f").write_text("x") and e.tmp / "f",
                                         "--quiet"], r"--output \S*/f: \S*/f is a file, not a folder"),
     Case("output-is-the-store", lambda e: ["run", e.pipeline(store=e.copy("synth")), "--output", e.tmp / "synth.zarr",
