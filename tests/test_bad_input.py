@@ -270,6 +270,11 @@ def switched_to_lbfgs(err, out):
     assert "epochs" not in model and "max_iter" in model
 
 
+def one_note_and_a_result(err, out):
+    assert len([ln for ln in err.splitlines() if ": note: " in ln]) == 1, err
+    assert "accuracy" in json.loads(out.strip().splitlines()[-1])
+
+
 LINE = r"p\.toml, line \d+: "
 CONFIG = [
     Case("n_components-string", run_file(features__n_components='"many"'),
@@ -353,6 +358,14 @@ CONFIG = [
     Case("dask-workers-with-synchronous", run_text(lambda t: t.replace("block_size = 16", 'block_size = 16\n'
                                                                          'scheduler = "synchronous"\nworkers = 3')),
          LINE + r'dask\.workers = 3 is not read with dask\.scheduler = "synchronous"'),
+    # --scheduler synchronous replaces the file's scheduler: the file's dask.workers is not read (a note), a
+    # --set one is refused as --workers is
+    Case("dask-workers-with-synchronous-flag", run_text(lambda t: t.replace("block_size = 16", "block_size = 16\nworkers = 3")),
+         r'(?m)^streamcov run: note: dask\.workers \(\S+p\.toml\) does not apply to --scheduler synchronous \(a '
+         r'synchronous run has one thread\); dropped$', rc=0, check=lambda e, err, out: one_note_and_a_result(err, out)),
+    Case("dask-workers-set-with-synchronous-flag", run_set("dask.workers=3"),
+         r"--set dask\.workers=3 --scheduler synchronous: dask\.workers sets the threads of --scheduler threads or the "
+         r"processes of a local-cluster; a synchronous run has one thread$"),
     Case("output-is-a-file", lambda e: ["run", e.pipeline(), "--output", (e.tmp / "f").write_text("x") and e.tmp / "f",
                                         "--quiet"], r"--output \S*/f: \S*/f is a file, not a folder"),
     Case("output-is-the-store", lambda e: ["run", e.pipeline(store=e.copy("synth")), "--output", e.tmp / "synth.zarr",
@@ -455,6 +468,14 @@ CONFIG = [
                                                                 f'format = "generic"\n')), "--quiet"],
          r"data\.store: \S+g\.zarr was written from \S+a, which has changed since \(files added, removed, or of "
          r"another size or modification time: \d+ files then, \d+ now\); point data\.store at a new path, or delete"),
+    # reader settings without data.source are not read (nothing is ingested): a note, then the run on the store
+    Case("reader-keys-without-source", run_text(lambda t: t.replace(
+        "[data]\n", '[data]\nformat = "generic"\noptions = {units = "m"}\n')),
+         r'(?m)^streamcov run: note: data\.format, data\.options \(\S+p\.toml\) are not read without data\.source '
+         r'\(the reader of an archive is opened only to ingest data\.source into data\.store\); dropped$', rc=0,
+         check=lambda e, err, out: one_note_and_a_result(err, out)),
+    Case("reader-keys-without-source-still-checked", run_text(lambda t: t.replace("[data]\n", '[data]\nformat = "bvhx"\n')),
+         LINE + r'data\.format = "bvhx": expected one of', check=lambda e, err, out: only_the_error_line(err)),
     Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],
          r"--seed -1: expected a value >= 0"),
     Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],
@@ -641,6 +662,9 @@ READERS = [
     Case("option-center-not-list", ingest_generic('center="hip"'), r'--option center="hip": center must be a non-empty list of distinct 0-based joint indices .* got \'hip\''),
     Case("option-units-empty", ingest_generic('units=""'), r'--option units="": units must be a non-empty string'),
     Case("option-joint-names-count", ingest_generic('joint_names=["a", "b"]'), r'--option joint_names=\["a", "b"\]: joint_names has 2 names but the sequence files hold 3 joints'),
+    Case("option-joint-names-repeated", ingest_generic('joint_names=["hip", "neck", "hip"]'),
+         r'--option joint_names=\["hip", "neck", "hip"\]: joint_names names \'hip\' twice \(joints 0 and 2\); give '
+         r'every joint its own name$'),
     Case("option-no-equals", ingest_generic("center"), r"--option center: .*key=value"),
     Case("option-empty-value", ingest_generic("center="), r"--option center=: empty value"),
     Case("source-missing", lambda e: ["ingest", "skeleton", "--format", "generic", e.tmp / "nowhere", e.tmp / "s.zarr"],
@@ -854,6 +878,13 @@ STORES = [
          r"synth\.zarr: attribute center = \[99\] names joints outside 0\.\.19"),
     Case("attr-center-text", damaged(lambda s: set_attrs(s, center="hip")),
          r"synth\.zarr: attribute center = 'hip' is not a list of joint indices; the store is damaged"),
+    Case("attr-roles-out-of-range", damaged(lambda s: set_attrs(s, roles={"left_hip": [4], "neck": [40]})),
+         r"synth\.zarr: attribute roles holds joint indices outside 0\.\.19 \(neck = \[40\]\); the store is damaged: "
+         r"write it again \(ingest with --restart\)$"),
+    Case("verify-attr-roles-out-of-range", damaged(lambda s: set_attrs(s, roles={"neck": [40]}), "info"),
+         r"DAMAGED store: attribute roles holds joint indices outside 0\.\.19", rc=3),
+    Case("attr-roles-text", damaged(lambda s: set_attrs(s, roles={"neck": "2"})),
+         r"synth\.zarr: attribute roles = \{'neck': '2'\} is not a table of joint index lists; the store is damaged"),
     Case("attr-n-joints-text", damaged(lambda s: set_attrs(s, n_joints="abc")),
          r"synth\.zarr: attribute n_joints = 'abc' is not an integer; the store is damaged"),
     Case("frames-dtype-edited", damaged(lambda s: edit_array_meta(s, "frames", data_type="int32")),

@@ -61,6 +61,16 @@ class SequenceStore(RaggedStore):
         if bad:
             raise StoreError(f"{self.path}: attribute center = {list(self.center)} names joints outside 0.."
                              f"{self.n_joints - 1}; the store is damaged: write it again (ingest with --restart)")
+        # the body frame and scale index frames by these joints: one out of range would crash the chunk tasks
+        roles = self.attrs.get("roles", {})   # absent in stores written before roles were recorded
+        if not isinstance(roles, dict) or not all(
+                isinstance(v, list) and all(isinstance(j, int) and not isinstance(j, bool) for j in v)
+                for v in roles.values()):
+            raise StoreError(f"{self.path}: attribute roles = {roles!r} is not a table of joint index lists; {damaged}")
+        bad = {r: v for r, v in roles.items() if any(not 0 <= j < self.n_joints for j in v)}
+        if bad:
+            raise StoreError(f"{self.path}: attribute roles holds joint indices outside 0..{self.n_joints - 1} "
+                             f"({', '.join(f'{r} = {v}' for r, v in bad.items())}); {damaged}")
 
     @property
     def frames(self):

@@ -148,7 +148,7 @@ def read_toml(path=None, text: str | None = None):
 
 
 def load_config(source=None, overrides=(), store=None, *, text: str | None = None, task: str | None = None,
-                flags: dict | None = None, note=None):
+                flags: dict | None = None, note=None, scheduler: str | None = None):
     """Read, override and validate a pipeline; returns the task's typed configuration.
 
     Parameters
@@ -166,6 +166,9 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     flags : dict, optional
         ``key path -> command-line flag`` for values a command set from its
         flags, so that errors name the flag (``("study", "maps"): "--maps"``).
+    scheduler : str, optional
+        ``--scheduler``, which replaces ``dask.scheduler``: with ``synchronous`` or
+        an address, the file's ``dask.workers`` is not read and is dropped, with a note.
     """
     file = None
     if isinstance(source, dict):
@@ -207,6 +210,10 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         cfg = schema.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_first_error(exc, schema, origins)) from None
+    cfg, dropped = _drop_reader_keys_without_source(cfg, origins)
+    notes += dropped
+    cfg, dropped = _drop_workers_of_another_scheduler(cfg, scheduler, origins)
+    notes += dropped
     cfg = _resolve_paths(cfg, file)
     _check_feature_map(cfg, origins)
     for message in notes:   # only for a configuration that loads: an error stays one line
@@ -254,6 +261,42 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
                      f"{'does' if len(dropped) == 1 else 'do'} not apply to {choice} from {' '.join(flags)}; "
                      f"dropped")
     return notes
+
+
+def _drop_reader_keys_without_source(cfg, origins: Origins):
+    """``data.format`` and ``data.options`` without ``data.source``: the reader of a skeleton archive is
+    opened only to ingest ``source``, so they are not read; dropped with a note (a file may keep them to
+    say how its store was written). Checked by the schema first: a value it refuses stays an error."""
+    data = getattr(cfg, "data", None)
+    fields = type(data).model_fields if data is not None else {}
+    if not {"source", "format", "options"} <= set(fields) or data.source:
+        return cfg, []
+    dropped = [k for k in ("format", "options") if k in data.model_fields_set and getattr(data, k) != {}]
+    if not dropped:
+        return cfg, []
+    where = dict.fromkeys(origins.flags.get(("data", k), origins.file or "pipeline") for k in dropped)
+    note = (f"{', '.join(f'data.{k}' for k in dropped)} ({', '.join(where)}) "
+            f"{'is' if len(dropped) == 1 else 'are'} not read without data.source (the reader of an archive "
+            f"is opened only to ingest data.source into data.store); dropped")
+    data = data.model_copy(update={k: fields[k].get_default(call_default_factory=True) for k in dropped})
+    return cfg.model_copy(update={"data": data}), [note]
+
+
+def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Origins):
+    """``--scheduler synchronous`` or an address replaces the file's ``dask.scheduler``: its ``dask.workers``
+    (threads of "threads", processes of "local-cluster") is then not read. The file's is dropped with a
+    note, as the schema refuses it beside ``dask.scheduler`` and the command line beside ``--workers``;
+    one that a ``--set`` gives is refused."""
+    dask = getattr(cfg, "dask", None)
+    if scheduler in (None, "threads", "local-cluster") or dask is None or dask.workers is None:
+        return cfg, []
+    has = "a synchronous run has one thread" if scheduler == "synchronous" else "a running cluster has its own workers"
+    flag = origins.flags.get(("dask", "workers"))
+    if flag is not None:
+        raise ConfigError(f"{flag} --scheduler {scheduler}: dask.workers sets the threads of --scheduler threads "
+                          f"or the processes of a local-cluster; {has}")
+    note = f"dask.workers ({origins.file or 'pipeline'}) does not apply to --scheduler {scheduler} ({has}); dropped"
+    return cfg.model_copy(update={"dask": dask.model_copy(update={"workers": None})}), [note]
 
 
 def _check_store_flag(store, spec) -> None:

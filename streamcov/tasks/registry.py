@@ -21,7 +21,7 @@ class TaskSpec:
 
     ``store_key``: the ``[data]`` key that ``--store`` replaces (None: the
     task generates its own data); ``store_replaces``: keys that ``--store``
-    makes void (a source to ingest, a generator); ``store_sets``: keys it sets;
+    makes void (a source to ingest and its reader, a generator); ``store_sets``: keys it sets;
     ``store_kind``: the kind of store it reads (``skeleton`` or ``image``).
     """
 
@@ -30,7 +30,7 @@ class TaskSpec:
     runner: str
     summary: str
     store_key: str | None = "store"
-    store_replaces: tuple = ("source", "synthetic")
+    store_replaces: tuple = ("source", "format", "options", "synthetic")
     store_sets: tuple = ()
     store_kind: str | None = "skeleton"
 

@@ -44,7 +44,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             raise ConfigError("--output: empty path; give the folder to write the results into")
         if output is not None:
             sets.append(f'output="{Path(output)}"')
-        cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags, note=note)
+        cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags, note=note,
+                          scheduler=scheduler)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""

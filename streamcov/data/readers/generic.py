@@ -106,6 +106,13 @@ class GenericCSVReader(SkeletonReader):
                 raise ValueError(f"joint_names has {len(joint_names)} names but the sequence files "
                                  f"hold {n_joints} joints ({ncols} values per row in "
                                  f"{first.path.name})")
+            # a name given twice would make descriptor.pairs and the roles found by name ambiguous
+            seen: dict[str, int] = {}
+            for j, n in enumerate(joint_names):
+                if n in seen:
+                    raise ValueError(f"joint_names names {n!r} twice (joints {seen[n]} and {j}); give every "
+                                     f"joint its own name")
+                seen[n] = j
         found = find_roles(joint_names, ROLE_NAMES)
         roles = found if roles is None else check_roles(roles, n_joints)
         center = check_center(roles.get("hip_center", [0]) if center is None else center, n_joints)
