@@ -144,6 +144,12 @@ class RaggedStore:
         self.version = version
         self.checked = version >= 2
         self._manifest = integrity.load_manifest(g, self.path) if version >= 3 else None
+        for name in attrs.get("arrays", []):
+            try:
+                g.get(name)
+            except (TypeError, ValueError, KeyError) as exc:   # zarr's own parse errors of an edited zarr.json
+                raise StoreError(f"{self.path}: array {name!r}: its zarr.json cannot be read ({exc}); it was "
+                                 f"edited: the store is damaged: write it again (ingest with --restart)") from None
         if self.checked:
             for name in attrs.get("arrays", []):
                 if name in g and not any(type(c).__name__ == "Crc32cCodec" for c in g[name].compressors):
