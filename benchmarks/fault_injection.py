@@ -2,7 +2,7 @@
 
 Usage: ``python benchmarks/fault_injection.py [--quick] [--workdir DIR] [--keep]``
 
-Three scenarios, each driven through the ``streamcov`` command in
+Four scenarios, each driven through the ``streamcov`` command in
 subprocesses, on loopback addresses only:
 
 ``worker_kill_same_features``
@@ -14,6 +14,12 @@ subprocesses, on loopback addresses only:
     remaining worker (the scheduler recomputes the lost tasks) with
     ``features.zarr`` bitwise equal to an undisturbed threaded run's (same
     seed) and the same accuracy.
+``predict_worker_kill_same_predictions``
+    ``streamcov predict`` of that threaded run's model on a fresh 2-worker
+    cluster; one worker is SIGKILLed as soon as the scheduler shows a task
+    processing. The predictions CSV must be byte-equal to a threaded
+    predict's (work lost with the worker is recomputed by the scheduler, or
+    submitted again by ``runtime.retry_lost``).
 ``resume_same_model``
     ``streamcov run --set model.learner="sgd" --set model.epochs=30 --set
     model.checkpoint_blocks=2``
@@ -29,7 +35,7 @@ subprocesses, on loopback addresses only:
 
 Every subprocess runs in its own process group with a time limit, and every
 group is killed at the end. The last line printed is a JSON object with the
-three booleans and the details of each scenario.
+four booleans and the details of each scenario.
 """
 from __future__ import annotations
 
@@ -148,6 +154,7 @@ class ProcessCluster:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         sfile = self.folder / "scheduler.json"
+        sfile.unlink(missing_ok=True)     # a kept work folder's file names a scheduler that is gone
         dask = _bin("dask")
         sched = [dask, "scheduler"] if dask else [sys.executable, "-m", "distributed.cli.dask_scheduler"]
         work = [dask, "worker"] if dask else [sys.executable, "-m", "distributed.cli.dask_worker"]
@@ -288,6 +295,51 @@ def worker_kill(work: Path, cfg: dict) -> dict:
     return {"ok": bool(ok), **detail}
 
 
+def predict_kill(work: Path, cfg: dict) -> dict:
+    """``streamcov predict`` of the threaded run's model on a 2-worker cluster, one worker SIGKILLed as soon
+    as the scheduler shows a task processing: the predictions must equal a threaded predict's."""
+    store = work / "wk_store.zarr"
+    model = work / "wk_threads" / "model"
+    if not model.is_dir():                  # run alone (--only predict): make the store and the model
+        synth(store, cfg["wk_sequences"], cfg["timeout"])
+        sets = [f"features.n_components={cfg['wk_components']}", 'model.learner="sgd"', "model.epochs=2",
+                f"dask.block_size={cfg['wk_block']}"]
+        base = run_cli(pipeline_args(store, work / "wk_threads", sets), cfg["timeout"], "threaded run")
+        if base.returncode != 0:
+            raise RuntimeError(f"threaded run failed: {base.stderr[-2000:]}")
+    ref = run_cli(["predict", str(model), str(store), "--out", str(work / "pk_threads.csv")],
+                  cfg["timeout"], "threaded predict")
+    if ref.returncode != 0:
+        raise RuntimeError(f"threaded predict failed: {ref.stderr[-2000:]}")
+    with ProcessCluster(work / "pk_cluster", 2) as cluster:
+        from distributed import Client
+
+        log(f"predict kill: cluster at {cluster.address}, predict --scheduler {cluster.address} ...")
+        p = spawn(streamcov_cmd() + ["predict", str(model), str(store), "--out", str(work / "pk_cluster.csv"),
+                                     "--scheduler", cluster.address], work / "pk_cluster.log")
+        with Client(cluster.address, timeout=cfg["timeout"]) as client:
+            def busy():
+                return sum(len(v) for v in client.processing().values()) or None
+
+            seen = poll_until(busy, cfg["timeout"], p, 0.01)
+            killed_mid = bool(seen) and p.poll() is None
+            if killed_mid:
+                victim = cluster.workers[0]
+                os.killpg(victim.pid, signal.SIGKILL)
+                victim.wait(timeout=10)
+                log(f"predict kill: SIGKILL worker w0 (pid {victim.pid}) with {seen} tasks processing")
+        rc = wait(p, cfg["timeout"], "cluster predict")
+    text = (work / "pk_cluster.log").read_text()
+    detail = {"run_exit_code": rc, "killed_mid_predict": killed_mid, "tasks_processing_at_kill": seen}
+    if rc != 0:
+        detail["error"] = text[-2000:]
+        return {"ok": False, **detail}
+    same = (work / "pk_threads.csv").read_bytes() == (work / "pk_cluster.csv").read_bytes()
+    detail.update(same_predictions=same, threaded=last_json(ref.stdout).get("accuracy"),
+                  cluster=last_json(text).get("accuracy"))
+    return {"ok": bool(killed_mid and same), **detail}
+
+
 def _load_npz(path: Path) -> dict:
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
@@ -408,14 +460,15 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", help="default: a temporary folder")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per subprocess")
-    ap.add_argument("--only", choices=["worker", "resume", "ingest"], action="append")
+    ap.add_argument("--only", choices=["worker", "predict", "resume", "ingest"], action="append")
     args = ap.parse_args(argv)
     cfg = dict(SIZES["quick" if args.quick else "full"], timeout=args.timeout)
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="streamcov-faults-"))
     work.mkdir(parents=True, exist_ok=True)
-    only = set(args.only or ["worker", "resume", "ingest"])
+    only = set(args.only or ["worker", "predict", "resume", "ingest"])
     out: dict = {"benchmark": "fault_injection", "scale": "quick" if args.quick else "full"}
     scenarios = [("worker", "worker_kill_same_features", worker_kill),
+                 ("predict", "predict_worker_kill_same_predictions", predict_kill),
                  ("resume", "resume_same_model", resume),
                  ("ingest", "ingest_resume_ok", ingest_resume)]
     t0 = time.perf_counter()
