@@ -1,4 +1,4 @@
-"""Faults at small scale: a worker killed mid-featurization, a run killed mid-training,
+"""Faults at small scale: a worker killed mid-featurization or mid-predict, a run killed mid-training,
 an ingestion killed midway. Every kill is a SIGKILL: nothing gets to clean up."""
 import collections
 import json
@@ -106,6 +106,31 @@ def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, pr
     assert np.asarray(g["done"][:]).all()
     assert np.asarray(g["X"][:]).tobytes() == np.asarray(gb["X"][:]).tobytes()
     assert res["accuracy"] == base["accuracy"]
+
+
+def test_worker_killed_mid_predict_gives_same_predictions(store, tmp_path, procs):
+    """``streamcov predict`` on a 2-worker cluster, one worker killed as soon as the scheduler shows a task
+    processing: the predictions file equals a threaded predict's byte for byte."""
+    from distributed import Client
+
+    sets = ["features.n_components=500", "dask.block_size=4", *SGD_SETS, "model.epochs=2"]
+    base = run_pipeline(cfg_for(store, tmp_path / "threads", sets), scheduler="threads")
+    model = Path(base["model_path"])
+    ref = subprocess.run(streamcov_cmd() + ["predict", str(model), str(store), "--out", str(tmp_path / "t.csv")],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    cluster = ProcessCluster(tmp_path / "cluster", n_workers=2)
+    procs.extend(cluster.workers + [cluster.scheduler])
+    run = spawn(streamcov_cmd() + ["predict", str(model), str(store), "--out", str(tmp_path / "c.csv"),
+                                   "--scheduler", cluster.address], tmp_path / "predict.log")
+    procs.append(run)
+    with Client(cluster.address, timeout=TIMEOUT) as client:
+        busy = poll_until(lambda: sum(len(v) for v in client.processing().values()), run)
+        assert busy and run.poll() is None, "predict ended before the kill: nothing was tested"
+        os.killpg(cluster.workers[0].pid, signal.SIGKILL)
+        cluster.workers[0].wait(timeout=10)
+    assert run.wait(timeout=TIMEOUT) == 0, (tmp_path / "predict.log").read_text()[-2000:]
+    assert (tmp_path / "c.csv").read_bytes() == (tmp_path / "t.csv").read_bytes()
 
 
 def test_run_killed_mid_training_resumes_to_the_same_model(store, tmp_path, procs):
