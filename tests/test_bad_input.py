@@ -474,6 +474,10 @@ CONFIG = [
          r'(?m)^streamcov run: note: data\.format, data\.options \(\S+p\.toml\) are not read without data\.source '
          r'\(the reader of an archive is opened only to ingest data\.source into data\.store\); dropped$', rc=0,
          check=lambda e, err, out: one_note_and_a_result(err, out)),
+    Case("image-reader-keys-without-source", run_image(lambda t: t.replace(
+        "[data]\n", '[data]\nexclude = ["maps", "tmp"]\ngroup_level = 2\n')),
+         r'(?m)^streamcov run: note: data\.group_level, data\.exclude \(\S+p\.toml\) are not read without '
+         r'data\.source .*; dropped$', rc=0, check=lambda e, err, out: one_note_and_a_result(err, out)),
     Case("reader-keys-without-source-still-checked", run_text(lambda t: t.replace("[data]\n", '[data]\nformat = "bvhx"\n')),
          LINE + r'data\.format = "bvhx": expected one of', check=lambda e, err, out: only_the_error_line(err)),
     Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],

@@ -264,14 +264,17 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
 
 
 def _drop_reader_keys_without_source(cfg, origins: Origins):
-    """``data.format`` and ``data.options`` without ``data.source``: the reader of a skeleton archive is
-    opened only to ingest ``source``, so they are not read; dropped with a note (a file may keep them to
-    say how its store was written). Checked by the schema first: a value it refuses stays an error."""
+    """The ``[data]`` keys of the reader of an archive (the table's ``READER_KEYS``: ``format`` and
+    ``options`` of skeletons; ``format``, ``group_level``, ``exclude``, ``pixel_dtype`` of image folders)
+    without ``data.source``: the reader is opened only to ingest ``source``, so they are not read; dropped
+    with a note (a file may keep them to say how its store was written). Checked by the schema first: a
+    value it refuses stays an error."""
     data = getattr(cfg, "data", None)
+    keys = getattr(type(data), "READER_KEYS", ())
     fields = type(data).model_fields if data is not None else {}
-    if not {"source", "format", "options"} <= set(fields) or data.source:
+    if not keys or data.source:
         return cfg, []
-    dropped = [k for k in ("format", "options") if k in data.model_fields_set and getattr(data, k) != {}]
+    dropped = [k for k in keys if k in data.model_fields_set]
     if not dropped:
         return cfg, []
     where = dict.fromkeys(origins.flags.get(("data", k), origins.file or "pipeline") for k in dropped)

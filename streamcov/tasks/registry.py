@@ -48,7 +48,7 @@ TASKS = {t.name: t for t in (
              "skeleton sequences -> log-covariance descriptors -> feature map -> learner"),
     TaskSpec("image-stream-classification", "ImageStreamClassification", ".classify:run_image_stream",
              "images out of core: covariance operators -> random features -> incremental SGD",
-             store_kind="image"),
+             store_replaces=("source", "format", "group_level", "exclude", "pixel_dtype"), store_kind="image"),
     TaskSpec("image-classification", "ImageClassification", ".image_eval:run_image_classification",
              "paper 004's methods in memory with nested cross-validation", store_sets=(("format", "store"),),
              store_kind="image"),

@@ -22,7 +22,7 @@ converted where the task reads them.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import ClassVar, Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -341,6 +341,9 @@ class SyntheticTable(Table):
 class SkeletonData(Table):
     """``[data]`` of skeleton tasks: a store, or a raw archive ingested into it, or the generator."""
 
+    # read only to ingest `source` into `store` (tasks/config drops them, with a note, when there is no source)
+    READER_KEYS: ClassVar[tuple] = ("format", "options")
+
     store: Optional[str] = None
     source: Optional[str] = None
     format: Optional[Literal[SKELETON_FORMATS]] = None
@@ -618,6 +621,8 @@ def _unread(m, reads) -> list[str]:
 
 class ImageData(Table):
     """``[data]`` of image-stream-classification: an image store, or a folder ingested into it."""
+
+    READER_KEYS: ClassVar[tuple] = ("format", "group_level", "exclude", "pixel_dtype")
 
     store: Optional[str] = None
     source: Optional[str] = None
