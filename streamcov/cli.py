@@ -34,16 +34,16 @@ def _runtime_args(args):
     """``--scheduler``/``--workers`` mean the same in every command: ``--workers N`` alone is a
     LocalCluster of N single-threaded workers."""
     from .errors import ConfigError
-    from .stream.runtime import ADDRESS_PROTOCOLS, SCHEDULERS
+    from .stream.runtime import SCHEDULERS, is_scheduler, workers_unread
 
     scheduler = args.scheduler
-    if scheduler is not None and scheduler not in SCHEDULERS and not scheduler.startswith(ADDRESS_PROTOCOLS):
+    if scheduler is not None and not is_scheduler(scheduler):
         raise ConfigError(f"--scheduler {scheduler}: expected one of {', '.join(SCHEDULERS)} or a "
                           f"scheduler address tcp://HOST:PORT")
-    if args.workers is not None and scheduler is not None and scheduler not in ("threads", "local-cluster"):
+    why = workers_unread(scheduler)
+    if args.workers is not None and why is not None:
         raise ConfigError(f"--workers {args.workers} --scheduler {scheduler}: --workers sets the threads "
-                          f"of --scheduler threads or the processes of a local-cluster; a "
-                          f"{'synchronous run has one' if scheduler == 'synchronous' else 'running cluster has its own'}")
+                          f"of --scheduler threads or the processes of a local-cluster; {why}")
     if args.workers is not None and scheduler is None:
         scheduler = "local-cluster"
     return scheduler, args.workers

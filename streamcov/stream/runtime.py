@@ -11,6 +11,20 @@ from ..errors import ConfigError, StreamcovError
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
 SCHEDULERS = ("threads", "synchronous", "local-cluster")
 ADDRESS_PROTOCOLS = ("tcp://", "tls://", "inproc://", "ucx://")   # a running scheduler's address
+# the schedulers that read a worker count (--workers, dask.workers): threads of "threads", processes of a LocalCluster
+WORKER_SCHEDULERS = ("threads", "local-cluster")
+
+
+def is_scheduler(name: str) -> bool:
+    """Whether ``name`` is a scheduler by name or the address of a running one."""
+    return name in SCHEDULERS or name.startswith(ADDRESS_PROTOCOLS)
+
+
+def workers_unread(scheduler: str | None) -> str | None:
+    """Why a worker count is not read with ``scheduler``; None where it is (no scheduler given: threads)."""
+    if scheduler is None or scheduler in WORKER_SCHEDULERS:
+        return None
+    return "a synchronous run has one thread" if scheduler == "synchronous" else "a running cluster has its own workers"
 
 
 # times a computation (a fit, a featurization window) starts again after losing a worker, before it gives up

@@ -290,10 +290,12 @@ def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Orig
     (threads of "threads", processes of "local-cluster") is then not read. The file's is dropped with a
     note, as the schema refuses it beside ``dask.scheduler`` and the command line beside ``--workers``;
     one that a ``--set`` gives is refused."""
+    from ..stream.runtime import workers_unread
+
     dask = getattr(cfg, "dask", None)
-    if scheduler in (None, "threads", "local-cluster") or dask is None or dask.workers is None:
+    has = workers_unread(scheduler)
+    if has is None or dask is None or dask.workers is None:
         return cfg, []
-    has = "a synchronous run has one thread" if scheduler == "synchronous" else "a running cluster has its own workers"
     flag = origins.flags.get(("dask", "workers"))
     if flag is not None:
         raise ConfigError(f"{flag} --scheduler {scheduler}: dask.workers sets the threads of --scheduler threads "

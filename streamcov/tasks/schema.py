@@ -137,19 +137,21 @@ class DaskTable(Table):
     @field_validator("scheduler")
     @classmethod
     def _scheduler(cls, v: str):
-        from ..stream.runtime import ADDRESS_PROTOCOLS, SCHEDULERS
+        from ..stream.runtime import SCHEDULERS, is_scheduler
 
-        if v in SCHEDULERS or v.startswith(ADDRESS_PROTOCOLS):
+        if is_scheduler(v):
             return v
         raise ValueError(f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT")
 
     @model_validator(mode="after")
     def _workers(self):
         # as --workers: the threads of "threads" or the processes of "local-cluster"; elsewhere it is not read
-        if self.workers is not None and self.scheduler not in ("threads", "local-cluster"):
-            has = "a synchronous run has one" if self.scheduler == "synchronous" else "a running cluster has its own"
+        from ..stream.runtime import workers_unread
+
+        why = workers_unread(self.scheduler)
+        if self.workers is not None and why is not None:
             raise ValueError(f"dask.workers = {self.workers} is not read with dask.scheduler = \"{self.scheduler}\": it "
-                             f"sets the threads of \"threads\" or the processes of \"local-cluster\"; {has}")
+                             f"sets the threads of \"threads\" or the processes of \"local-cluster\"; {why}")
         return self
 
 
