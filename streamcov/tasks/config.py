@@ -196,7 +196,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         if not isinstance(data, dict):
             raise ConfigError(f"{origins.where(('data',))}: data must be a table")
         data["store"] = str(store)
-        for key in spec.store_replaces:
+        for key in spec.store_voids():
             data.pop(key, None)
         data.update(dict(spec.store_sets))
         origins.flags[("data", "store")] = f"--store {store}"

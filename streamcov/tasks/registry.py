@@ -21,7 +21,8 @@ class TaskSpec:
 
     ``store_key``: the ``[data]`` key that ``--store`` replaces (None: the
     task generates its own data); ``store_replaces``: keys that ``--store``
-    makes void (a source to ingest and its reader, a generator); ``store_sets``: keys it sets;
+    makes void (a source to ingest, a generator), with the reader keys of
+    the task's ``[data]`` table (:meth:`store_voids`); ``store_sets``: keys it sets;
     ``store_kind``: the kind of store it reads (``skeleton`` or ``image``).
     """
 
@@ -30,13 +31,19 @@ class TaskSpec:
     runner: str
     summary: str
     store_key: str | None = "store"
-    store_replaces: tuple = ("source", "format", "options", "synthetic")
+    store_replaces: tuple = ("source", "synthetic")
     store_sets: tuple = ()
     store_kind: str | None = "skeleton"
 
     def schema(self):
         from . import schema
         return getattr(schema, self.schema_name)
+
+    def store_voids(self) -> tuple:
+        """The ``[data]`` keys ``--store`` removes: :attr:`store_replaces` and the ``READER_KEYS`` of the
+        task's data table (they only say how to read ``source``)."""
+        data = self.schema().model_fields.get("data")
+        return (*self.store_replaces, *getattr(data.annotation if data else None, "READER_KEYS", ()))
 
     def run(self, cfg, ctx) -> dict:
         module, fn = self.runner.split(":")
@@ -48,7 +55,7 @@ TASKS = {t.name: t for t in (
              "skeleton sequences -> log-covariance descriptors -> feature map -> learner"),
     TaskSpec("image-stream-classification", "ImageStreamClassification", ".classify:run_image_stream",
              "images out of core: covariance operators -> random features -> incremental SGD",
-             store_replaces=("source", "format", "group_level", "exclude", "pixel_dtype"), store_kind="image"),
+             store_kind="image"),
     TaskSpec("image-classification", "ImageClassification", ".image_eval:run_image_classification",
              "paper 004's methods in memory with nested cross-validation", store_sets=(("format", "store"),),
              store_kind="image"),
