@@ -145,16 +145,15 @@ class RaggedStore:
         self.checked = version >= 2
         self._manifest = integrity.load_manifest(g, self.path) if version >= 3 else None
         for name in attrs.get("arrays", []):
-            try:
-                g.get(name)
+            try:       # each array's metadata read once
+                array = g.get(name)
             except (TypeError, ValueError, KeyError) as exc:   # zarr's own parse errors of an edited zarr.json
                 raise StoreError(f"{self.path}: array {name!r}: its zarr.json cannot be read ({exc}); it was "
                                  f"edited: the store is damaged: write it again (ingest with --restart)") from None
-        if self.checked:
-            for name in attrs.get("arrays", []):
-                if name in g and not any(type(c).__name__ == "Crc32cCodec" for c in g[name].compressors):
-                    raise StoreError(f"{self.path}: array {name!r} lost its checksum codec (zarr.json edited); "
-                                     f"the store is damaged: write it again (ingest with --restart)")
+            if self.checked and array is not None and \
+                    not any(type(c).__name__ == "Crc32cCodec" for c in array.compressors):
+                raise StoreError(f"{self.path}: array {name!r} lost its checksum codec (zarr.json edited); "
+                                 f"the store is damaged: write it again (ingest with --restart)")
         self.offsets = self.read("offsets").astype(np.int64)
         if len(self.offsets) < 1 or (np.diff(self.offsets) < 0).any() or self.offsets[0] != 0:
             raise StoreError(f"{self.path}: array 'offsets' is not increasing from 0; the store is damaged: "

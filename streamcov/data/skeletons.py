@@ -50,10 +50,11 @@ class SequenceStore(RaggedStore):
             raise StoreError(f"{self.path}: attribute n_joints = {n_joints!r} is not an integer; {damaged}")
         if not isinstance(center, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in center):
             raise StoreError(f"{self.path}: attribute center = {center!r} is not a list of joint indices; {damaged}")
-        if self.group["frames"].dtype != np.float32:
-            raise StoreError(f"{self.path}: array 'frames' is of type {self.group['frames'].dtype}, not float32 "
+        frames = self.group["frames"]
+        if frames.dtype != np.float32:
+            raise StoreError(f"{self.path}: array 'frames' is of type {frames.dtype}, not float32 "
                              f"(its zarr.json was edited); {damaged}")
-        width = self.group["frames"].shape[1:]
+        width = frames.shape[1:]
         if width != (3 * self.n_joints,):
             raise StoreError(f"{self.path}: attribute n_joints = {self.n_joints} but array 'frames' has rows of "
                              f"{width}; the store is damaged: write it again (ingest with --restart)")
