@@ -29,6 +29,11 @@ FORMAT_NAME = "streamcov.skeleton-sequences"
 DEFAULT_CHUNK_FRAMES = 65536
 
 
+def _index_list(v) -> bool:
+    """Whether the attribute value ``v`` is a list of integers (JSON's true and false are not joints)."""
+    return isinstance(v, list) and all(isinstance(j, int) and not isinstance(j, bool) for j in v)
+
+
 class SequenceStore(RaggedStore):
     """Read access to a complete skeleton sequence store."""
 
@@ -48,7 +53,7 @@ class SequenceStore(RaggedStore):
         n_joints, center = self.attrs.get("n_joints"), self.attrs.get("center")
         if not isinstance(n_joints, int) or isinstance(n_joints, bool):
             raise StoreError(f"{self.path}: attribute n_joints = {n_joints!r} is not an integer; {damaged}")
-        if not isinstance(center, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in center):
+        if not _index_list(center):
             raise StoreError(f"{self.path}: attribute center = {center!r} is not a list of joint indices; {damaged}")
         frames = self.group["frames"]
         if frames.dtype != np.float32:
@@ -57,16 +62,14 @@ class SequenceStore(RaggedStore):
         width = frames.shape[1:]
         if width != (3 * self.n_joints,):
             raise StoreError(f"{self.path}: attribute n_joints = {self.n_joints} but array 'frames' has rows of "
-                             f"{width}; the store is damaged: write it again (ingest with --restart)")
+                             f"{width}; {damaged}")
         bad = [c for c in self.center if not 0 <= c < self.n_joints]
         if bad:
             raise StoreError(f"{self.path}: attribute center = {list(self.center)} names joints outside 0.."
-                             f"{self.n_joints - 1}; the store is damaged: write it again (ingest with --restart)")
+                             f"{self.n_joints - 1}; {damaged}")
         # the body frame and scale index frames by these joints: one out of range would crash the chunk tasks
         roles = self.attrs.get("roles", {})   # absent in stores written before roles were recorded
-        if not isinstance(roles, dict) or not all(
-                isinstance(v, list) and all(isinstance(j, int) and not isinstance(j, bool) for j in v)
-                for v in roles.values()):
+        if not isinstance(roles, dict) or not all(_index_list(v) for v in roles.values()):
             raise StoreError(f"{self.path}: attribute roles = {roles!r} is not a table of joint index lists; {damaged}")
         bad = {r: v for r, v in roles.items() if any(not 0 <= j < self.n_joints for j in v)}
         if bad:
