@@ -243,7 +243,9 @@ def synth(path: Path, n: int, timeout: float, chunk_frames: int | None = None) -
 
 # -- scenarios ---------------------------------------------------------------
 
-def worker_kill(work: Path, cfg: dict) -> dict:
+def threaded_run(work: Path, cfg: dict) -> tuple[Path, list, dict]:
+    """The worker scenarios' store, ``--set`` values and undisturbed threaded run (its model in
+    ``wk_threads/model``): ``(store, sets, result)``."""
     store = work / "wk_store.zarr"
     synth(store, cfg["wk_sequences"], cfg["timeout"])
     sets = [f"features.n_components={cfg['wk_components']}", 'model.learner="sgd"', "model.epochs=2",
@@ -252,7 +254,11 @@ def worker_kill(work: Path, cfg: dict) -> dict:
     base = run_cli(pipeline_args(store, work / "wk_threads", sets), cfg["timeout"], "threaded run")
     if base.returncode != 0:
         raise RuntimeError(f"threaded run failed: {base.stderr[-2000:]}")
-    base_res = last_json(base.stdout)
+    return store, sets, last_json(base.stdout)
+
+
+def worker_kill(work: Path, cfg: dict) -> dict:
+    store, sets, base_res = threaded_run(work, cfg)
     out = work / "wk_cluster"
     with ProcessCluster(work / "cluster", 2) as cluster:
         log(f"worker kill: cluster at {cluster.address}, run --scheduler {cluster.address} ...")
@@ -301,12 +307,7 @@ def predict_kill(work: Path, cfg: dict) -> dict:
     store = work / "wk_store.zarr"
     model = work / "wk_threads" / "model"
     if not model.is_dir():                  # run alone (--only predict): make the store and the model
-        synth(store, cfg["wk_sequences"], cfg["timeout"])
-        sets = [f"features.n_components={cfg['wk_components']}", 'model.learner="sgd"', "model.epochs=2",
-                f"dask.block_size={cfg['wk_block']}"]
-        base = run_cli(pipeline_args(store, work / "wk_threads", sets), cfg["timeout"], "threaded run")
-        if base.returncode != 0:
-            raise RuntimeError(f"threaded run failed: {base.stderr[-2000:]}")
+        threaded_run(work, cfg)
     ref = run_cli(["predict", str(model), str(store), "--out", str(work / "pk_threads.csv")],
                   cfg["timeout"], "threaded predict")
     if ref.returncode != 0:
