@@ -23,7 +23,7 @@ Two implementations of the step, chosen by the size of the problem
 (:func:`use_kernel`), never by the process: two BLAS GEMMs and numpy on the
 ``(n, k)`` scores (:func:`_rows_loss_residual`), or the numba kernel
 :func:`streamcov._kernels.linear.chunk_pass`, which reads each row once and
-runs the two narrow products 1.0-4.2x faster than OpenBLAS (one column per
+runs the two narrow products up to 3x faster than OpenBLAS (one column per
 class is far from a square GEMM) but costs about 10 ms to load from numba's
 cache (0.12 s in a process where numba's JIT has not started): BLAS only for
 passes too small to repay that. The two agree to float32 rounding, not bit for
@@ -42,8 +42,8 @@ LOSSES = {"log_loss": LOG_LOSS, "squared_hinge": SQUARED_HINGE}
 CHUNK_BYTES = 8 << 20
 MIN_CHUNK_ROWS = 64
 # multiply-adds of the scores of one pass (rows x features x score columns; the gradient's product adds as
-# many again) from which passes run the numba kernel. It is at least as fast as OpenBLAS on every shape
-# measured (1.0-4.2x, benchmarks/learner_speed.py's shapes in docs/learner.md); what it costs is its load
+# many again) from which passes run the numba kernel. It is as fast as OpenBLAS or faster on every shape
+# measured (0.97-3.0x, benchmarks/pass_kernel.py; 1.05-1.8x on the pipelines' passes); what it costs is its load
 # from numba's cache, about 10 ms in a process whose JIT has started (a `streamcov run` has, featurizing)
 # and 0.12 s in one where it has not. Below 2^20 a pass takes under 0.1 ms and a whole fit less than that.
 KERNEL_MIN_MACS = 1 << 20
