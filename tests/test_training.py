@@ -1,5 +1,6 @@
 """Checkpoints and exact resume, pickle-free models, early stopping, bounded prefetch."""
 import json
+import re
 import threading
 import time
 
@@ -34,6 +35,16 @@ def cfg_for(store, out, *extra):
                          [f'output="{out}"', "features.n_components=256", *SGD_SETS,
                           "model.epochs=4", "dask.block_size=40", "model.checkpoint_blocks=2",
                           *extra], store=store.path)
+
+
+def lbfgs_cfg_for(store, out, *extra):
+    """The pipeline file's own learner (lbfgs, squared hinge), on a small map and few iterations."""
+    return load_config(REPO / "pipelines" / "msr_action3d.toml",
+                       [f'output="{out}"', "features.n_components=256", "model.max_iter=30", "dask.block_size=40",
+                        *extra], store=store.path)
+
+
+CFG = {"sgd": cfg_for, "lbfgs": lbfgs_cfg_for}
 
 
 def coef_of(out):
@@ -71,11 +82,36 @@ def test_resume_after_crash_gives_the_same_model(synth_store, tmp_path, monkeypa
     assert resumed["accuracy"] == ref["accuracy"]
 
 
-def test_resume_ignores_checkpoints_of_other_parameters(synth_store, tmp_path):
+@pytest.mark.parametrize("learner", ["sgd", "lbfgs"])
+def test_resume_ignores_checkpoints_of_other_parameters_and_says_so(synth_store, tmp_path, capsys, learner):
+    cfg_for = CFG[learner]
     run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    capsys.readouterr()
     other = run_pipeline(cfg_for(synth_store, tmp_path, "model.C=1.0"), scheduler="synchronous", resume=True)
+    assert re.search(r"note: --resume: .*odd-even\.npz was written for other settings .* fold odd-even trained "
+                     r"from the start", capsys.readouterr().err)
     fresh = run_pipeline(cfg_for(synth_store, tmp_path / "fresh", "model.C=1.0"), scheduler="synchronous")
     assert other["accuracy"] == fresh["accuracy"]
+    np.testing.assert_array_equal(coef_of(tmp_path), coef_of(tmp_path / "fresh"))
+    # the same settings again: the checkpoint is used (the finished fold is not trained again), no note
+    run_pipeline(cfg_for(synth_store, tmp_path, "model.C=1.0"), scheduler="synchronous", resume=True)
+    assert "note: --resume" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("learner", ["sgd", "lbfgs"])
+def test_resume_from_a_damaged_checkpoint_trains_from_the_start(synth_store, tmp_path, capsys, learner):
+    cfg_for = CFG[learner]
+    ref = run_pipeline(cfg_for(synth_store, tmp_path / "ref"), scheduler="synchronous")
+    run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    ck = tmp_path / "checkpoints" / "odd-even.npz"
+    ck.write_bytes(ck.read_bytes()[:200])                          # truncated: not a zip any more
+    (tmp_path / "checkpoints" / "odd-even.result.json").unlink()   # the fold is not finished
+    capsys.readouterr()
+    again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous", resume=True)
+    assert re.search(r"note: --resume: .*odd-even\.npz .* or is damaged; fold odd-even trained from the start",
+                     capsys.readouterr().err)
+    assert again["accuracy"] == ref["accuracy"]
+    np.testing.assert_array_equal(coef_of(tmp_path), coef_of(tmp_path / "ref"))
 
 
 def test_model_round_trip_and_predict(synth_store, tmp_path):

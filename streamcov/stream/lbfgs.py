@@ -69,6 +69,7 @@ import json
 import os
 import time
 import warnings
+import zipfile
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -762,7 +763,7 @@ def _load(path, fingerprint: str, size: int):
                 return None
             arrays = {k.removeprefix("state."): z[k] for k in z.files if k.startswith("state.")}
             best = np.array(z["best_x"]) if "best_x" in z.files else None
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):   # damaged: a cache, not data
         return None
     if arrays["x"].shape != (size,):
         return None
@@ -893,8 +894,8 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
             if scaler is None:
                 b0 = b0 + W0 @ mean
             x0 = np.concatenate([W0.ravel(), b0])
-        loaded = _load(checkpoint, fingerprint, size) if resume and checkpoint is not None \
-            and Path(checkpoint).is_file() else None
+        found = resume and checkpoint is not None and Path(checkpoint).is_file()
+        loaded = _load(checkpoint, fingerprint, size) if found else None
         use_val = problem.n_val > 0
         if loaded is not None:
             state, engine, best_x = loaded
@@ -982,7 +983,8 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
                          "partitions": problem.n_partitions, "recoveries": problem.recoveries,
                          "pass_tasks": problem.pass_tasks, "kernel": problem.kernel,
                          "gemm_flops_per_pass": problem.gemm_flops,
-                         "n_fit": problem.n_fit, "n_validation": problem.n_val}
+                         "n_fit": problem.n_fit, "n_validation": problem.n_val,
+                         "checkpoint_ignored": bool(found and loaded is None)}
     finally:
         problem.close()
     return est, scaler

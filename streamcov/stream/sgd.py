@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,13 +235,19 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     prefetch = int(plan.prefetch)
     state = {"epoch": 0, "pos": 0, "order": None, "rng": None, "best": -1.0, "stale": 0,
              "stopped": False, "fingerprint": fingerprint, "history": []}
+    ignored = False
     if resume and checkpoint is not None and Path(checkpoint).is_file():
-        saved_clf, saved = _load_checkpoint(checkpoint)
+        try:
+            saved_clf, saved = _load_checkpoint(checkpoint)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):   # damaged: a cache, not data
+            saved_clf, saved = None, {}
         if saved.get("fingerprint") == fingerprint:
             state = saved
             if saved_clf is not None:
                 clf = saved_clf
             rng.bit_generator.state = state["rng"]
+        else:
+            ignored = True
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -329,6 +336,7 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
         if bar is not None:
             bar.close()
     clf.streamcov_epochs_ = state["epoch"]
+    clf.streamcov_checkpoint_ignored_ = ignored
     return clf
 
 

@@ -11,6 +11,7 @@ fold saved to ``<output>/model``.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -340,6 +341,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                                       runtime=runtime, scale=m.scale, checkpoint=ckdir / f"{name}.npz",
                                       resume=ctx.resume, fingerprint=fp_text, progress=ctx.progress)
             t_train = time.perf_counter() - t1
+            ignored = clf.fit_info_["checkpoint_ignored"]
             pred = predict_rows(fstore, test, clf, scaler, runtime)
             learned = {"iterations": int(clf.n_iter_), "passes": int(clf.n_evals_), "stop": clf.stop_reason_,
                        "converged": bool(clf.converged_), "cache": clf.fit_info_["cache"],
@@ -354,8 +356,13 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                             checkpoint=ckdir / f"{name}.npz", resume=ctx.resume, scaler=scaler,
                             fingerprint=fp_text, cache=m.cache)
             t_train = time.perf_counter() - t1
+            ignored = clf.streamcov_checkpoint_ignored_
             pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
             learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
+        if ignored:   # --resume found a checkpoint it must not continue: say so rather than start over unseen
+            print(f"note: --resume: {ckdir / (name + '.npz')} was written for other settings (features, [model], "
+                  f"[split] or streamcov's version) or is damaged; fold {name} trained from the start",
+                  file=sys.stderr)
         r = {"fold": name, "accuracy": float((pred == y[test]).mean()), "n_train": int(train.sum()),
              "n_test": int(test.sum()), "train_seconds": round(t_train, 3), **learned}
         per.append(r)
