@@ -114,6 +114,19 @@ def test_resume_from_a_damaged_checkpoint_trains_from_the_start(synth_store, tmp
     np.testing.assert_array_equal(coef_of(tmp_path), coef_of(tmp_path / "ref"))
 
 
+@pytest.mark.parametrize("damage", [lambda t: t[:40], lambda t: t.replace('"predicted": [', '"predicted": [0, ')],
+                         ids=["truncated", "one-prediction-too-many"])
+def test_resume_with_a_damaged_fold_result_runs_the_fold_again(synth_store, tmp_path, capsys, damage):
+    ref = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    done = tmp_path / "checkpoints" / "odd-even.result.json"
+    done.write_text(damage(done.read_text()))    # truncated, or one prediction too many
+    capsys.readouterr()
+    again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous", resume=True)
+    assert re.search(r"note: --resume: .*odd-even\.result\.json is damaged; fold odd-even is run again",
+                     capsys.readouterr().err)
+    assert again["accuracy"] == ref["accuracy"] and json.loads(done.read_text())["result"]["accuracy"] == ref["accuracy"]
+
+
 def test_model_round_trip_and_predict(synth_store, tmp_path):
     res = run_pipeline(cfg_for(synth_store, tmp_path, "model.scale=\"standard\""), scheduler="synchronous")
     model = FittedPipeline.load(tmp_path / "model")

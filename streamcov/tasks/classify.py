@@ -203,6 +203,24 @@ def protocol_folds(cfg, store):
                         split_names=store.split_names, seed=cfg.seed, label_names=store.label_names)
 
 
+def _finished_fold(path: Path, fingerprint: str, n_test: int):
+    """The saved result of a finished fold (``result``, ``predicted``) when it was written under
+    ``fingerprint``; None when it was not, or when the file is damaged (a note says so: the fold is a
+    cache, trained again)."""
+    try:
+        saved = json.loads(path.read_text())
+        if saved.get("fingerprint") != fingerprint:
+            return None
+        predicted = np.asarray(saved["predicted"], dtype=np.int64)
+        if predicted.shape != (n_test,) or not isinstance(saved["result"], dict):
+            raise ValueError("predictions of another length")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        print(f"note: --resume: {path} is damaged; fold {path.name.removesuffix('.result.json')} is run "
+              f"again", file=sys.stderr)
+        return None
+    return {"result": saved["result"], "predicted": predicted}
+
+
 def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     """Every fold of ``cfg.split``: featurize, learn, test; the last fold's model is saved."""
     from ..stream.runtime import dask_runtime
@@ -329,10 +347,10 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         done_file = ckdir / f"{name}.result.json"
         is_last = name == folds[-1][0]
         if ctx.resume and done_file.is_file() and not (is_last and not (out / "model").is_dir()):
-            saved = json.loads(done_file.read_text())
-            if saved.get("fingerprint") == fp_text:
+            saved = _finished_fold(done_file, fp_text, int(test.sum()))
+            if saved is not None:
                 per.append(saved["result"])
-                preds.append((name, np.flatnonzero(test), np.asarray(saved["predicted"], dtype=np.int64)))
+                preds.append((name, np.flatnonzero(test), saved["predicted"]))
                 continue
         t1 = time.perf_counter()
         n_fit = n_fit_rows(int(train.sum()), plan.validation_fraction)
