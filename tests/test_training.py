@@ -127,6 +127,36 @@ def test_resume_with_a_damaged_fold_result_runs_the_fold_again(synth_store, tmp_
     assert again["accuracy"] == ref["accuracy"] and json.loads(done.read_text())["result"]["accuracy"] == ref["accuracy"]
 
 
+def test_a_damaged_fit_in_a_feature_store_is_computed_again(synth_store, tmp_path, capsys):
+    ref = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    ref_coef = coef_of(tmp_path)
+    # a fitted array of the map (the centred maps' mean rows)
+    chunk = sorted((tmp_path / "features.zarr" / "fit").glob("*/c/0"))[0]
+    data = bytearray(chunk.read_bytes())
+    data[100:107] = b"garbage"
+    chunk.write_bytes(bytes(data))
+    capsys.readouterr()
+    again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    assert re.search(rf"note: .*features\.zarr: array 'fit/{re.escape(chunk.parent.parent.name)}', chunk 0: checksum "
+                     r"mismatch .*; the feature store is computed again", capsys.readouterr().err)
+    assert again["featurized_sequences"] == synth_store.n_sequences and not again["fit_reused"]
+    assert again["accuracy"] == ref["accuracy"]
+    np.testing.assert_array_equal(coef_of(tmp_path), ref_coef)   # the same fit and features, computed again
+
+
+def test_a_damaged_feature_chunk_says_the_feature_store_is_a_cache(synth_store, tmp_path):
+    from streamcov.errors import StoreError
+
+    run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    chunk = tmp_path / "features.zarr" / "X" / "c" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[1000:1007] = b"garbage"
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"array 'X', chunk 0/0: checksum mismatch .* it is a cache of `streamcov "
+                                         r"run`: delete .*features\.zarr and run again"):
+        run_pipeline(cfg_for(synth_store, tmp_path, "model.C=3.0"), scheduler="synchronous")
+
+
 def test_model_round_trip_and_predict(synth_store, tmp_path):
     res = run_pipeline(cfg_for(synth_store, tmp_path, "model.scale=\"standard\""), scheduler="synchronous")
     model = FittedPipeline.load(tmp_path / "model")

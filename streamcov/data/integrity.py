@@ -78,10 +78,15 @@ def _chunk_indices(array, start: int, stop: int):
     return [(i, *tail) for i in range(start // c0, (stop - 1) // c0 + 1) for tail in itertools.product(*rest)]
 
 
-def _damage(root, name, index, reason) -> StoreError:
+# what to do about a damaged store that was ingested (its data are the user's) and about a cache
+REWRITE = "check it with `streamcov info --verify {root}` and write it again (ingest with --restart)"
+RECOMPUTE = "it is a cache of `streamcov run`: delete {root} and run again, which computes it anew"
+
+
+def _damage(root, name, index, reason, fix: str = REWRITE) -> StoreError:
     key = "/".join(str(i) for i in index) if index is not None else "?"
-    return StoreError(f"{root}: array {name!r}, chunk {key}: {reason}; the store is damaged: check it with "
-                      f"`streamcov info --verify {root}` and write it again (ingest with --restart)")
+    return StoreError(f"{root}: array {name!r}, chunk {key}: {reason}; the store is damaged: "
+                      + fix.format(root=root))
 
 
 def open_group(path, mode):
@@ -178,20 +183,21 @@ def _foreign_or_corrupt(array, index) -> str:
 
 
 def read(group, root, name: str, start: int | None = None, stop: int | None = None,
-         checked=True) -> np.ndarray:
+         checked=True, fix: str = REWRITE) -> np.ndarray:
     """Rows [start, stop) of array ``name`` of a store at ``root``, refusing missing or corrupt chunks.
 
     ``checked``: ``True`` checks that the chunks exist and decode with their
     checksum; an array of the manifest's checksums of the chunks covered
     (:func:`expected_checksums`) also checks that each chunk is the one the
     store wrote; ``False`` (stores written before checksums and complete
-    chunks) reads as zarr does.
+    chunks) reads as zarr does. ``fix``: what the error tells the user to do
+    (:data:`REWRITE` for an ingested store, :data:`RECOMPUTE` for a cache).
     """
     try:
         array = group[name]
     except KeyError:
-        raise StoreError(f"{root}: array {name!r} is missing; the store is damaged: write it again "
-                         f"(ingest with --restart)") from None
+        raise StoreError(f"{root}: array {name!r} is missing; the store is damaged: "
+                         + fix.format(root=root)) from None
     start = 0 if start is None else int(start)
     stop = array.shape[0] if stop is None else int(stop)
     manifest = checked if isinstance(checked, np.ndarray) else None
@@ -202,9 +208,9 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
         for k, index in enumerate(indices):
             path = _chunk_path(root, name, index)
             if not path.is_file():
-                raise _damage(root, name, index, "the chunk file is missing")
+                raise _damage(root, name, index, "the chunk file is missing", fix)
             if manifest is not None and (k >= len(manifest) or _tail_crc(path) != manifest[k]):
-                raise _damage(root, name, index, _foreign_or_corrupt(array, index))
+                raise _damage(root, name, index, _foreign_or_corrupt(array, index), fix)
     try:
         return np.asarray(array[start:stop])
     except Exception as exc:   # a codec failure (checksum, truncated zstd frame): find the chunk
@@ -215,8 +221,8 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
                 c0 = array.chunks[0]
                 array[index[0] * c0:min((index[0] + 1) * c0, array.shape[0])]
             except Exception as inner:
-                raise _damage(root, name, index, _why(inner)) from None
-        raise _damage(root, name, None, _why(exc)) from None
+                raise _damage(root, name, index, _why(inner), fix) from None
+        raise _damage(root, name, None, _why(exc), fix) from None
 
 
 def verify(path) -> tuple[list[str], list[str]]:

@@ -86,7 +86,7 @@ class FeatureStore:
         (about twice as fast as one :meth:`read_block` after another on two cores)."""
         from ..data import integrity
 
-        return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[j])
+        return integrity.read(self.group, self.path, "X", self.bounds[i], self.bounds[j], fix=integrity.RECOMPUTE)
 
     # -- what was fitted on data -------------------------------------------
     def save_fit(self, state: dict, fmap, record: dict | None = None, reference=None) -> None:
@@ -97,6 +97,7 @@ class FeatureStore:
         landmarks) are stored, the rest is drawn again from the seed on reuse.
         ``record``: what the map's fit measured (e.g. a median distance).
         """
+        from ..data.integrity import array_options
         from .model import dump_estimator
 
         arrays: dict = {}
@@ -108,12 +109,19 @@ class FeatureStore:
                       if k not in ref or ref[k].shape != a.shape or ref[k].dtype != a.dtype
                       or ref[k].tobytes() != a.tobytes()}
         for name, a in arrays.items():
-            self.group.create_array(f"fit/{name}", data=np.ascontiguousarray(a), overwrite=True)
+            # checksummed like X: a damaged fit is found on reuse, not fed to the model
+            self.group.create_array(f"fit/{name}", data=np.ascontiguousarray(a).reshape(a.shape or (1,)),
+                                    overwrite=True, **array_options(compress=False))
         # the record comes last: without it the fit is redone
-        self.group.attrs["fit"] = {"state": state, "map": desc, "record": record or {}, "stored": sorted(arrays)}
+        self.group.attrs["fit"] = {"state": state, "map": desc, "record": record or {}, "stored": sorted(arrays),
+                                   "shapes": {k: list(a.shape) for k, a in arrays.items()}}
 
     def load_fit(self, reference=None):
-        """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference``), or None."""
+        """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference``), or None.
+
+        Raises :class:`~streamcov.errors.StoreError` when a fitted array is damaged.
+        """
+        from ..data import integrity
         from .model import dump_estimator, load_estimator
 
         rec = self.group.attrs.get("fit")
@@ -124,7 +132,9 @@ class FeatureStore:
             arrays: dict = {}
             if reference is not None:
                 dump_estimator(reference, "map.", arrays)
-            arrays.update({name: np.asarray(self.group[f"fit/{name}"][...]) for name in rec["stored"]})
+            for name in rec["stored"]:
+                a = integrity.read(self.group, self.path, f"fit/{name}", fix=integrity.RECOMPUTE)
+                arrays[name] = a.reshape(rec["shapes"][name])
             fmap = load_estimator(rec["map"], arrays)
         return rec["state"], fmap, rec.get("record", {})
 

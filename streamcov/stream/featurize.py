@@ -17,11 +17,14 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import StoreError
 from ..features.registry import fit_feature_map, needs_data
 from .featurestore import FeatureStore, write_block
 from .runtime import retry_lost
@@ -62,7 +65,8 @@ def _reference(map_params: dict, seed: int, n_features: int, record: dict):
 
 def fingerprint(source, map_params: dict, seed: int, bounds, train=None) -> dict:
     """Everything the features depend on; a feature store with another fingerprint is not reused."""
-    fp = {"version": 2, "source": source.identity(), "features": map_params, "seed": int(seed),
+    # version 3: the fitted arrays are checksummed (stores of version 2 are computed again)
+    fp = {"version": 3, "source": source.identity(), "features": map_params, "seed": int(seed),
           "bounds": [int(b) for b in bounds], "dtype": str(source.dtype)}
     if train is not None and (source.needs_fit or needs_data(map_params)):
         fp["train"] = hashlib.sha1(np.packbits(np.asarray(train, dtype=bool)).tobytes()).hexdigest()
@@ -116,10 +120,20 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     dim = output_dim(probe, source.dim)
     fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
     rec = fstore.group.attrs.get("fit")
-    reused = rec is not None
-    if reused:
+    loaded = None
+    if rec is not None:
         reference = _reference(map_params, seed, source.dim, rec.get("record", {}))
-        state, fmap, record = fstore.load_fit(reference)
+        try:
+            loaded = fstore.load_fit(reference)
+        except StoreError as exc:
+            # a cache: its features were computed with the fit that is damaged now, so neither is reused
+            print(f"note: {exc.args[0].split('; the store is damaged')[0]}; the feature store is computed again",
+                  file=sys.stderr)
+            shutil.rmtree(path)
+            fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
+    reused = loaded is not None
+    if reused:
+        state, fmap, record = loaded
         fitted = source.with_state(state) if source.needs_fit else source
         if fmap is None:
             fmap = reference

@@ -134,7 +134,8 @@ def read_hypercolumns(path: str, spec, rows):
 
     rows = np.asarray(rows, dtype=np.int64)
     g = zarr.open_group(path, mode="r")
-    X = integrity.read(g, path, "X", int(rows.min()), int(rows.max()) + 1)[rows - rows.min()]
+    X = integrity.read(g, path, "X", int(rows.min()), int(rows.max()) + 1,
+                       fix=integrity.RECOMPUTE)[rows - rows.min()]
     cells, c = spec.n_cells(None), spec.n_features
     mats = [x.reshape(cells, c) for x in X[:, :cells * c]]
     return mats, (X[:, cells * c:] if spec.n_head else None)
