@@ -68,9 +68,13 @@ class _Lost:
         self.flags = np.zeros(n_blocks, dtype=bool)
         self.calls, self.waited, self.fail, self.written = [], 0, fail, list(written)
         self.client = SimpleNamespace(wait_for_workers=self._wait)
+        self.reshared = 0
 
     def _wait(self, n, timeout):
         self.waited += 1
+
+    def reshare(self):                  # Runtime.reshare: what a lost worker held is scattered again
+        self.reshared += 1
 
     def compute(self, *tasks):
         from distributed.client import FutureCancelledError
@@ -93,7 +97,7 @@ def test_featurize_window_submits_again_the_blocks_lost_with_a_worker():
     rt = _Lost(4, fail=1)
     _compute_window(rt, rt, [(i, i) for i in range(4)])
     # blocks 0 and 2 were written before the worker died: only 1 and 3 go again, after waiting for workers
-    assert rt.calls == [[0, 1, 2, 3], [1, 3]] and rt.flags.all() and rt.waited == 1
+    assert rt.calls == [[0, 1, 2, 3], [1, 3]] and rt.flags.all() and rt.waited == 1 and rt.reshared == 1
     # every block written before the error: nothing is submitted again
     rt = _Lost(4, fail=1, written=(0, 1, 2, 3))
     _compute_window(rt, rt, [(i, i) for i in range(4)])
@@ -178,7 +182,7 @@ def test_cluster_runtime_compute_retries_and_threads_compute_does_not(monkeypatc
     from streamcov.stream import runtime as R
 
     seen = []
-    monkeypatch.setattr(R, "retry_lost", lambda client, attempt: seen.append(client) or attempt())
+    monkeypatch.setattr(R, "retry_lost", lambda client, attempt, before_retry=None: seen.append(client) or attempt())
     with R.dask_runtime("threads", 1) as rt:
         assert rt.compute_once is rt.compute
         assert rt.compute(dask.delayed(sum)([1, 2])) == (3,)

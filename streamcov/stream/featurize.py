@@ -103,7 +103,7 @@ def _compute_window(runtime, fstore: FeatureStore, window: list):
         if window:
             runtime.compute_once(*[t for _, t in window])
 
-    retry_lost(runtime.client, attempt)
+    retry_lost(runtime.client, attempt, runtime.reshare)
 
 
 def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, runtime, bounds,

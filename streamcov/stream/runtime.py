@@ -44,7 +44,7 @@ def lost_worker_errors() -> tuple:
     return (KilledWorker, CancelledError)
 
 
-def retry_lost(client, attempt: Callable):
+def retry_lost(client, attempt: Callable, before_retry: Callable | None = None):
     """``attempt()``; on a cluster that loses a worker meanwhile (:func:`lost_worker_errors`), again after
     waiting up to :data:`RECOVERY_WAIT` seconds for a worker (a nanny restarts a killed one), at most
     :data:`MAX_RECOVERIES` times; then the last error is raised. Errors of the tasks themselves, and any
@@ -53,7 +53,8 @@ def retry_lost(client, attempt: Callable):
     The scheduler recomputes the tasks of a lost worker by itself, but a future it forgot meanwhile comes
     back cancelled ("already forgotten"), and a task that killed workers too often comes back as
     ``KilledWorker``: the whole computation is then submitted again. Only for work that gives the same
-    result when repeated (reads, and writes of the same bytes to the same place)."""
+    result when repeated (reads, and writes of the same bytes to the same place). ``before_retry()`` runs
+    before each new attempt (:meth:`Runtime.reshare`: data scattered to a lost worker is sent again)."""
     if client is None:
         return attempt()
     lost = lost_worker_errors()
@@ -67,6 +68,8 @@ def retry_lost(client, attempt: Callable):
             client.wait_for_workers(1, timeout=RECOVERY_WAIT)
         except TimeoutError:
             pass           # no worker: the next attempt fails as the cluster does
+        if before_retry is not None:
+            before_retry()
 
 
 @dataclass
@@ -89,6 +92,7 @@ class Runtime:
     parallelism: int
     client: object = field(default=None, repr=False)
     compute_once: Callable | None = field(default=None, repr=False)
+    _shared: list = field(default_factory=list, repr=False)
 
     def __post_init__(self):
         if self.compute_once is None:
@@ -105,7 +109,16 @@ class Runtime:
 
         if self.client is None:
             return dask.delayed(obj, pure=True)
+        self._shared.append(obj)
         return self.client.scatter(obj, broadcast=True, hash=True)
+
+    def reshare(self):
+        """Scatter every shared object again, under the same key (its content's hash): after a worker is
+        lost, data it alone held (scattered before the other workers had joined) is back, so the same
+        graph can be submitted again. Nothing on threads."""
+        if self.client is not None:
+            for obj in self._shared:
+                self.client.scatter(obj, broadcast=True, hash=True)
 
 
 def _thread_plan_plugin():
@@ -176,10 +189,11 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
             return client.compute(list(objs), sync=True)
 
         def compute(*objs):
-            return retry_lost(client, lambda: compute_once(*objs))
+            return retry_lost(client, lambda: compute_once(*objs), rt.reshare)
 
         # One numba thread per Dask thread on workers: workers own their cores.
-        yield Runtime(compute, info, 1, max(1, sum(nthreads.values())), client, compute_once)
+        rt = Runtime(compute, info, 1, max(1, sum(nthreads.values())), client, compute_once)
+        yield rt
     finally:
         client.close()
         if cluster is not None:
