@@ -173,6 +173,29 @@ def test_retry_lost_raises_other_errors_and_errors_on_threads_at_once():
     assert c.attempts == 1
 
 
+def test_shared_objects_are_kept_for_reshare_only_while_their_futures_live(monkeypatch):
+    """A learner shares a model per pass: those of passes gone are neither held nor scattered again."""
+    import gc
+
+    from distributed import LocalCluster
+
+    from streamcov.stream import runtime as R
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            R.dask_runtime(cluster.scheduler_address) as rt:
+        first = np.arange(3)
+        kept = rt.share(first)
+        for i in range(5):
+            rt.share((np.full(4, float(i)), np.zeros(2)))   # a tuple: a tuple of futures, dropped at once
+            gc.collect()
+        assert [obj is first for _, obj in rt._shared] == [True, False]   # `kept` and the last pass's only
+        scattered = []
+        original = rt.client.scatter
+        monkeypatch.setattr(rt.client, "scatter", lambda obj, **kw: scattered.append(obj) or original(obj, **kw))
+        rt.reshare()
+        assert len(scattered) == 1 and scattered[0] is first and kept.status == "finished"
+
+
 def test_cluster_runtime_compute_retries_and_threads_compute_does_not(monkeypatch):
     """The runtime's ``compute`` on a cluster goes through retry_lost with its client; ``compute_once``
     and the threaded runtime do not."""

@@ -81,12 +81,12 @@ def _chunk_indices(array, start: int, stop: int):
 # what to do about a damaged store that was ingested (its data are the user's) and about a cache
 REWRITE = "check it with `streamcov info --verify {root}` and write it again (ingest with --restart)"
 RECOMPUTE = "it is a cache of `streamcov run`: delete {root} and run again, which computes it anew"
+DAMAGED = "; the store is damaged: "   # between what is wrong and what to do about it
 
 
 def _damage(root, name, index, reason, fix: str = REWRITE) -> StoreError:
     key = "/".join(str(i) for i in index) if index is not None else "?"
-    return StoreError(f"{root}: array {name!r}, chunk {key}: {reason}; the store is damaged: "
-                      + fix.format(root=root))
+    return StoreError(f"{root}: array {name!r}, chunk {key}: {reason}{DAMAGED}" + fix.format(root=root))
 
 
 def open_group(path, mode):
@@ -196,8 +196,7 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
     try:
         array = group[name]
     except KeyError:
-        raise StoreError(f"{root}: array {name!r} is missing; the store is damaged: "
-                         + fix.format(root=root)) from None
+        raise StoreError(f"{root}: array {name!r} is missing{DAMAGED}" + fix.format(root=root)) from None
     start = 0 if start is None else int(start)
     stop = array.shape[0] if stop is None else int(stop)
     manifest = checked if isinstance(checked, np.ndarray) else None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data import integrity
 from ..errors import StoreError
 from ..features.registry import fit_feature_map, needs_data
 from .featurestore import FeatureStore, write_block
@@ -127,7 +128,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
             loaded = fstore.load_fit(reference)
         except StoreError as exc:
             # a cache: its features were computed with the fit that is damaged now, so neither is reused
-            print(f"note: {exc.args[0].split('; the store is damaged')[0]}; the feature store is computed again",
+            print(f"note: {exc.args[0].split(integrity.DAMAGED)[0]}; the feature store is computed again",
                   file=sys.stderr)
             shutil.rmtree(path)
             fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)

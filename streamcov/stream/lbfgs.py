@@ -69,7 +69,6 @@ import json
 import os
 import time
 import warnings
-import zipfile
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -756,6 +755,8 @@ def _save(writer, state: LBFGSState, engine: dict, best_x, fingerprint: str):
 
 
 def _load(path, fingerprint: str, size: int):
+    from .model import UNREADABLE_CHECKPOINT
+
     try:
         with np.load(path, allow_pickle=False) as z:
             doc = json.loads(z["checkpoint_json"].tobytes().decode())
@@ -763,7 +764,7 @@ def _load(path, fingerprint: str, size: int):
                 return None
             arrays = {k.removeprefix("state."): z[k] for k in z.files if k.startswith("state.")}
             best = np.array(z["best_x"]) if "best_x" in z.files else None
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile):   # damaged: a cache, not data
+    except UNREADABLE_CHECKPOINT:
         return None
     if arrays["x"].shape != (size,):
         return None

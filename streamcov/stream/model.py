@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -140,6 +141,11 @@ def atomic_write_npz(path: Path, arrays: dict) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda fh: fh.write(text), binary=False)
+
+
+# what reading a checkpoint raises when its file is damaged (truncated, edited): it is then a cache that is
+# not used, and training starts again
+UNREADABLE_CHECKPOINT = (OSError, ValueError, KeyError, zipfile.BadZipFile)
 
 
 class AsyncCheckpointWriter:

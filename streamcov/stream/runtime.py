@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -92,7 +93,7 @@ class Runtime:
     parallelism: int
     client: object = field(default=None, repr=False)
     compute_once: Callable | None = field(default=None, repr=False)
-    _shared: list = field(default_factory=list, repr=False)
+    _shared: list = field(default_factory=list, repr=False)   # (weak references to the futures, object)
 
     def __post_init__(self):
         if self.compute_once is None:
@@ -109,16 +110,25 @@ class Runtime:
 
         if self.client is None:
             return dask.delayed(obj, pure=True)
-        self._shared.append(obj)
-        return self.client.scatter(obj, broadcast=True, hash=True)
+        from distributed import Future
+
+        shared = self.client.scatter(obj, broadcast=True, hash=True)   # a tuple gives a tuple of futures
+        futures = [shared] if isinstance(shared, Future) else list(
+            shared.values() if isinstance(shared, dict) else shared)
+        # kept only while its futures are: a learner shares a model per pass, and those of passes gone are
+        # neither held nor sent again
+        self._shared = [(refs, o) for refs, o in self._shared if any(r() is not None for r in refs)]
+        self._shared.append(([weakref.ref(f) for f in futures], obj))
+        return shared
 
     def reshare(self):
         """Scatter every shared object again, under the same key (its content's hash): after a worker is
         lost, data it alone held (scattered before the other workers had joined) is back, so the same
         graph can be submitted again. Nothing on threads."""
         if self.client is not None:
-            for obj in self._shared:
-                self.client.scatter(obj, broadcast=True, hash=True)
+            for refs, obj in self._shared:
+                if any(r() is not None for r in refs):
+                    self.client.scatter(obj, broadcast=True, hash=True)
 
 
 def _thread_plan_plugin():

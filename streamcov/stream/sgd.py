@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import queue
 import threading
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,9 +236,11 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
              "stopped": False, "fingerprint": fingerprint, "history": []}
     ignored = False
     if resume and checkpoint is not None and Path(checkpoint).is_file():
+        from .model import UNREADABLE_CHECKPOINT
+
         try:
             saved_clf, saved = _load_checkpoint(checkpoint)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):   # damaged: a cache, not data
+        except UNREADABLE_CHECKPOINT:
             saved_clf, saved = None, {}
         if saved.get("fingerprint") == fingerprint:
             state = saved
