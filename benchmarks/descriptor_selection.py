@@ -159,15 +159,15 @@ def _sets(ds: str, options: dict, data_root: Path, stores: Path | None) -> list:
     return sets + [f"descriptor.{k}={json.dumps(v)}" for k, v in options.items()]
 
 
-def run_streamed(ds: str, options: dict, data_root: Path, stores: Path | None, out: Path) -> dict:
-    """Test accuracy of the dataset's streamed pipeline file with the descriptor ``options`` (its map, nu and
-    learner as shipped), by ``streamcov run`` into ``out`` (fresh feature stores: the fingerprint includes
+def run_streamed(ds: str, options: dict, data_root: Path, stores: Path | None, out: Path, nu: int) -> dict:
+    """Test accuracy of the dataset's streamed pipeline file with the descriptor ``options`` (its map and
+    learner as shipped, ``nu`` features), by ``streamcov run`` into ``out`` (fresh feature stores: the fingerprint includes
     the descriptor). No CV: the descriptor was chosen by the exact SVM's; this only reports the streamed
     pipeline's test accuracy beside it."""
     import subprocess
 
     cmd = [sys.executable, "-m", "streamcov.cli", "run", str(REPO / "pipelines" / STREAMED[ds]), "--json"]
-    for v in _sets(ds, options, data_root, stores) + [f'output="{out}"']:
+    for v in _sets(ds, options, data_root, stores) + [f'output="{out}"', f"features.n_components={int(nu)}"]:
         cmd += ["--set", v]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
@@ -191,6 +191,9 @@ def main(argv=None):
     ap.add_argument("--streamed", metavar="DIR", default=None,
                     help="instead of the exact SVM's CV: the test accuracy of each dataset's streamed pipeline "
                          "file with the setting, its runs in DIR/<setting>/<dataset>")
+    ap.add_argument("--nu", type=int, default=5000,
+                    help="with --streamed: features.n_components (default 5000, as the README's ablation; "
+                         "the files ship 20000)")
     args = ap.parse_args(argv)
     grid = {"selection": SELECTION, "ablation": ABLATION, "kcov": KCOV, "torso": TORSO, "refine": REFINE, "gamma": GAMMA,
             "ablation-shipped": ABLATION_SHIPPED}[args.grid]
@@ -204,7 +207,7 @@ def main(argv=None):
         for name, options in grid.items():
             for ds in args.datasets.split(","):
                 r = run_streamed(ds, options, Path(args.data).resolve(), stores,
-                                 Path(args.streamed).resolve() / name / ds)
+                                 Path(args.streamed).resolve() / name / ds, args.nu)
                 scores.setdefault(name, {})[ds] = r
                 print(f"{ds:9s} {name:22s} streamed test {100 * r['test']:.2f} +- {100 * r['test_std']:.2f}  "
                       f"{r['seconds']:.0f} s", flush=True)

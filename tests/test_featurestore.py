@@ -216,3 +216,104 @@ def test_cluster_runtime_compute_retries_and_threads_compute_does_not(monkeypatc
         assert seen == [rt.client]
         assert rt.compute_once(dask.delayed(sum)([3, 4])) == [7]
         assert seen == [rt.client]
+
+
+# ------------------------------------------------- a fitted map's arrays: kept in the store, drawn again
+def _maps():
+    from sklearn.kernel_approximation import RBFSampler
+
+    from streamcov.features import RandomMaclaurinSampler, RGWSampler
+    from streamcov.features.registry import make_feature_map
+
+    blocks = make_feature_map({"map": "rgw", "sigma": 1.0, "center": True, "n_components": 30,
+                               "blocks": [[4, 0.5], [5, 0.5]]}, seed=3)
+    return [RGWSampler(n_components=30, center=True, random_state=3),
+            RandomMaclaurinSampler(n_components=30, center=True, sampling="stratified", random_state=3),
+            blocks, RBFSampler(n_components=30, random_state=3)]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_declared_data_arrays_are_those_that_differ_from_the_map_drawn_without_data(index, rng):
+    """A map that names its data-dependent arrays is not compared with a second map (the saving in memory);
+    what it names must be exactly what the comparison finds, or a reused store would hold a wrong map."""
+    from sklearn.base import clone
+
+    from streamcov.stream.featurestore import _same_bytes, data_arrays
+    from streamcov.stream.model import dump_estimator
+
+    est = _maps()[index]
+    X = rng.standard_normal((40, 9)) + 2.0
+    fitted = clone(est).fit(X)
+    reference = clone(est).fit(np.zeros((1, 9)))
+    arrays, ref = {}, {}
+    dump_estimator(fitted, "map.", arrays)
+    dump_estimator(reference, "map.", ref)
+    differ = {k for k, a in arrays.items() if not _same_bytes(ref[k], a)}
+    declared = data_arrays(fitted, "map.")
+    if index == 3:       # scikit-learn's RBFSampler declares nothing: compared with the reference
+        assert declared is None
+    else:
+        assert declared == differ and differ   # the mean row(s), and nothing drawn from the seed
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_save_fit_draws_the_reference_only_when_the_map_does_not_name_its_data_arrays(tmp_path, index, rng):
+    from sklearn.base import clone
+
+    est = _maps()[index]
+    X = rng.standard_normal((40, 9)) + 2.0
+    fitted = clone(est).fit(X)
+    calls = []
+
+    def reference():
+        calls.append(1)
+        return clone(est).fit(np.zeros((1, 9)))
+
+    fs = filled(tmp_path / "f.zarr", rng.standard_normal((6, 3)).astype(np.float32))
+    fs.save_fit({}, fitted, {}, reference)
+    assert len(calls) == (1 if index == 3 else 0)
+    _, back, _ = FeatureStore(fs.path).load_fit(clone(est).fit(np.zeros((1, 9))))
+    np.testing.assert_array_equal(back.transform(X), fitted.transform(X))
+
+
+def test_same_bytes_tells_signed_zeros_dtypes_and_shapes_apart():
+    from streamcov.stream.featurestore import _same_bytes
+
+    a = np.zeros(3)
+    assert _same_bytes(a, np.zeros(3))
+    assert not _same_bytes(a, -np.zeros(3))                 # equal as numbers, not as bytes
+    assert not _same_bytes(a, np.zeros(3, dtype=np.float32))
+    assert not _same_bytes(a, np.zeros((3, 1)))
+    assert _same_bytes(np.array(2.0), np.array(2.0))          # 0-d
+    assert _same_bytes(np.arange(6.0).reshape(2, 3)[:, 1], np.array([1.0, 4.0]))   # a strided view
+
+
+def test_estimators_are_tokenized_by_their_state_without_pickling_them(monkeypatch, rng):
+    """dask would pickle a shared feature map whole to name it (gigabytes of projections at large nu)."""
+    import copy
+
+    from dask.base import tokenize
+
+    from streamcov.features import RGWSampler
+    from streamcov.stream.runtime import register_tokens
+
+    register_tokens()
+    X = rng.standard_normal((20, 6))
+    a = RGWSampler(n_components=50, center=True, random_state=0).fit(X)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickled to tokenize")
+
+    try:    # where dask's fallback (pickle the object, hash the bytes) lives: dask.base up to 2024.x
+        import dask.tokenize as where
+    except ImportError:
+        import dask.base as where
+    monkeypatch.setattr(where, "_normalize_pickle", refuse)
+    b = copy.deepcopy(a)
+    assert tokenize(a) == tokenize(b)
+    assert tokenize(a) != tokenize(RGWSampler(n_components=50, center=True, random_state=1).fit(X))
+    b.mean_[0] = np.nextafter(b.mean_[0], np.inf)      # one ulp of one fitted number
+    assert tokenize(a) != tokenize(b)
+    c = copy.deepcopy(a)
+    c.set_params(sigma=2.0)                             # a parameter
+    assert tokenize(a) != tokenize(c)

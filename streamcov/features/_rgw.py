@@ -92,6 +92,10 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         The mean of the fitted X (only with ``center=True``).
     """
 
+    # the only fitted array that depends on the rows of ``fit``; the rest is drawn from random_state
+    # (a feature store keeps this one and draws the others again: streamcov.stream.featurestore)
+    _data_arrays = ("mean_",)
+
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither")],

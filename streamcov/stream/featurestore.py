@@ -92,9 +92,11 @@ class FeatureStore:
     def save_fit(self, state: dict, fmap, record: dict | None = None, reference=None) -> None:
         """Keep the source's fitted state and the fitted map (arrays as zarr arrays, no pickle).
 
-        ``reference``: the same map fitted without data (from its seed); only
-        the arrays that differ from it (a centred map's mean row, Nystroem's
-        landmarks) are stored, the rest is drawn again from the seed on reuse.
+        ``reference``: a function giving the same map fitted without data (from its seed); only the
+        arrays that differ from it (a centred map's mean row, Nystroem's landmarks) are stored, the
+        rest is drawn again from the seed on reuse. A map that names its data-dependent arrays
+        (:func:`data_arrays`) is not compared, so ``reference`` is not called: a second map of
+        ``n_components x n_features`` projections would double the fit's memory.
         ``record``: what the map's fit measured (e.g. a median distance).
         """
         from ..data.integrity import array_options
@@ -103,11 +105,13 @@ class FeatureStore:
         arrays: dict = {}
         desc = None if fmap is None else dump_estimator(fmap, "map.", arrays)
         if reference is not None:
-            ref: dict = {}
-            dump_estimator(reference, "map.", ref)
-            arrays = {k: a for k, a in arrays.items()
-                      if k not in ref or ref[k].shape != a.shape or ref[k].dtype != a.dtype
-                      or ref[k].tobytes() != a.tobytes()}
+            keep = data_arrays(fmap, "map.")
+            if keep is None:
+                ref: dict = {}
+                dump_estimator(reference(), "map.", ref)
+                keep = {k for k, a in arrays.items() if k not in ref or not _same_bytes(ref[k], a)}
+                del ref
+            arrays = {k: a for k, a in arrays.items() if k in keep}
         for name, a in arrays.items():
             # checksummed like X: a damaged fit is found on reuse, not fed to the model
             self.group.create_array(f"fit/{name}", data=np.ascontiguousarray(a).reshape(a.shape or (1,)),
@@ -117,7 +121,8 @@ class FeatureStore:
                                    "shapes": {k: list(a.shape) for k, a in arrays.items()}}
 
     def load_fit(self, reference=None):
-        """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference``), or None.
+        """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference`` map, here the
+        map itself), or None. The map shares the arrays of ``reference`` that were not stored.
 
         Raises :class:`~streamcov.errors.StoreError` when a fitted array is damaged.
         """
@@ -135,8 +140,39 @@ class FeatureStore:
             for name in rec["stored"]:
                 a = integrity.read(self.group, self.path, f"fit/{name}", fix=integrity.RECOMPUTE)
                 arrays[name] = a.reshape(rec["shapes"][name])
-            fmap = load_estimator(rec["map"], arrays)
+            fmap = load_estimator(rec["map"], arrays, copy=False)
         return rec["state"], fmap, rec.get("record", {})
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are the same bytes (shape and dtype too), compared without copying them."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                               np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
+
+
+def data_arrays(est, prefix: str) -> set | None:
+    """The keys (as :func:`~streamcov.stream.model.dump_estimator` names them under ``prefix``) of the fitted
+    arrays of ``est`` that depend on the rows it was fitted on, or None when its class does not say.
+
+    A map class says so in ``_data_arrays`` (names of fitted attributes; the rest is drawn from its
+    seed); a :class:`~streamcov.features.registry.BlockSumFeatures` is the union of its blocks'.
+    """
+    from ..features.registry import BlockSumFeatures
+
+    if isinstance(est, BlockSumFeatures):
+        out: set = set()
+        for b in range(int(est.n_blocks_)):
+            part = data_arrays(getattr(est, f"block{b}_"), f"{prefix}block{b}_.")
+            if part is None:
+                return None
+            out |= part
+        return out
+    names = type(est).__dict__.get("_data_arrays")
+    if names is None:
+        return None
+    return {f"{prefix}{n}" for n in names if isinstance(vars(est).get(n), np.ndarray)}
 
 
 def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:

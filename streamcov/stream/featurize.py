@@ -146,7 +146,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         fmap, record = fit_feature_map(map_params, seed, source.dim, sample)
         data_dependent = needs_data(map_params) and fmap is not None
         fstore.save_fit(fitted.state, fmap if data_dependent else None, record,
-                        _reference(map_params, seed, source.dim, record) if data_dependent else None)
+                        (lambda: _reference(map_params, seed, source.dim, record)) if data_dependent else None)
     t_fit = time.perf_counter() - t0
 
     t1 = time.perf_counter()

@@ -100,7 +100,12 @@ def dump_estimator(est, prefix: str, arrays: dict) -> dict:
             "tuples": tuples, "estimators": nested}
 
 
-def load_estimator(desc: dict, arrays) -> object:
+def load_estimator(desc: dict, arrays, copy: bool = True) -> object:
+    """The estimator ``desc`` describes (:func:`dump_estimator`), its fitted arrays taken from ``arrays``.
+
+    ``copy=False`` uses the arrays as they are (for arrays made for this estimator alone, e.g. read
+    from a file: a feature map's projections can take gigabytes).
+    """
     name = desc.get("class")
     if name not in ALLOWED:
         raise ModelError(f"names class {name!r}, which is not in the allow-list "
@@ -110,13 +115,13 @@ def load_estimator(desc: dict, arrays) -> object:
     for key, array_name in desc["arrays"].items():
         if array_name not in arrays:
             raise ModelError(f"array {array_name!r} of {name} missing from model.npz")
-        setattr(est, key, np.array(arrays[array_name]))
+        setattr(est, key, np.array(arrays[array_name]) if copy else np.asarray(arrays[array_name]))
     for key, value in desc["scalars"].items():
         setattr(est, key, value)
     for key, value in desc.get("tuples", {}).items():
         setattr(est, key, tuple(value))
     for key, sub in desc.get("estimators", {}).items():
-        setattr(est, key, load_estimator(sub, arrays))
+        setattr(est, key, load_estimator(sub, arrays, copy))
     return est
 
 
@@ -360,7 +365,8 @@ class FittedPipeline:
                 d["center"] = doc.get("center")
                 source = {"kind": "skeleton", "n_joints": doc["n_joints"],
                           "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
-            fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays)
+            # each read of the .npz is a fresh array: the map's (possibly gigabytes) are not copied again
+            fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays, copy=False)
             scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
             clf = load_estimator(doc["classifier"], arrays)
             model = cls(source, fmap, scaler, clf, doc["label_names"], doc.get("info"))

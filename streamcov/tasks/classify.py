@@ -335,6 +335,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
     for name, train, test in folds:
         if feat is None or not shared:
             path = out / ("features.zarr" if shared else f"features-{name}.zarr")
+            feat = None   # the previous fold's map (n_components x n_features projections) goes before the next
             feat = featurize(source, map_params, seed=int(cfg.seed), train=train, path=path, runtime=runtime,
                              bounds=bounds, fit_sample=fit_sample, progress=ctx.progress)
             paths.append(str(path))
