@@ -317,3 +317,35 @@ def test_estimators_are_tokenized_by_their_state_without_pickling_them(monkeypat
     c = copy.deepcopy(a)
     c.set_params(sigma=2.0)                             # a parameter
     assert tokenize(a) != tokenize(c)
+
+
+@pytest.mark.parametrize("params", [{"map": "rgw", "theta": 0.7, "sampling": "stratified"},
+                                    {"map": "rgw", "theta": 0.3, "sampling": "iid"},
+                                    {"map": "maclaurin", "sampling": "stratified"},
+                                    {"map": "maclaurin", "sampling": "iid"}])
+def test_the_memory_check_counts_a_projection_per_degree(params):
+    """The product maps hold sum(degrees) projections, 1 / theta per feature for RGW's stratified degrees:
+    the check before a map is drawn counts them (it counted one per feature, 1.43x too few at theta 0.7).
+    The mean of the drawn degrees is within 2% of the expected one at 20000 features (its standard error
+    is below 0.5% for these laws)."""
+    from streamcov.features.registry import make_feature_map, projection_columns
+
+    fmap = make_feature_map({**params, "n_components": 20000, "sigma": 1.0}, seed=0).fit(np.zeros((1, 3)))
+    drawn = (fmap.projections_ if params["map"] == "rgw" else fmap.random_weights_).shape[1] / 20000
+    assert drawn == pytest.approx(projection_columns(params), rel=0.02)
+
+
+def test_a_map_beyond_memory_is_refused_by_its_projections_not_its_width(monkeypatch):
+    from streamcov import _config
+    from streamcov.errors import ConfigError
+    from streamcov.features.registry import fit_feature_map
+
+    # 20000 features x 1000 columns x 8 bytes = 160 MB with one projection each; RGW at theta 0.25
+    # (stratified) draws 4 per feature: 640 MB, more than a machine of 400 MB
+    monkeypatch.setattr(_config, "total_memory", lambda: 400e6)
+    params = {"map": "rgw", "n_components": 20000, "theta": 0.25, "sampling": "stratified", "sigma": 1.0}
+    with pytest.raises(ConfigError, match=r"features\.n_components = 20000 on 1000-dimensional descriptors: "
+                                          r"needs 610\.4 MiB of memory, this machine has 381\.5 MiB"):
+        fit_feature_map(params, 0, 1000)
+    fmap, _ = fit_feature_map({**params, "map": "rff"}, 0, 1000)   # 160 MB: drawn
+    assert fmap.random_weights_.shape == (1000, 20000)

@@ -145,17 +145,35 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     if str(params.get("map", "rgw")).lower() != "rff-blocks":   # rff-blocks draws its frequencies per block
         from .._config import check_memory
 
-        # a dense map holds n_components x n_features numbers (its frequencies or projections)
+        # a dense map holds n_components x n_features numbers (its frequencies or projections; the
+        # product maps a projection per degree of each feature)
         n = int(params.get("n_components", 0))
         # one map per block holds its share of the features on its block's columns only
         width = max(int(w) for w, _ in params["blocks"]) if params.get("blocks") else n_features
-        check_memory(8.0 * n * width, f"features.n_components = {n} on {n_features}-dimensional descriptors",
+        check_memory(8.0 * n * width * max(projection_columns(params), 1e-3),
+                     f"features.n_components = {n} on {n_features}-dimensional descriptors",
                      "lower features.n_components (or use map = \"rff-blocks\")")
     if needs_data(params):
         fmap.fit(sample)
     else:
         fmap.fit(np.zeros((1, n_features)))
     return fmap, record
+
+
+def projection_columns(params: dict) -> float:
+    """Expected columns of the random matrix per output feature of the map of ``params``: one for the
+    Fourier maps; the mean degree for the product maps (RGW eq. (3), Maclaurin), whose feature of degree
+    n multiplies n projections. RGW: a geometric law ``theta (1 - theta)^n``, mean ``(1 - theta) / theta``,
+    or ``1 / theta`` over the degrees >= 1 when stratified; Maclaurin: ``p = 2``, mean 1, or 2 stratified
+    (the truncation at degree 50 is ignored: it changes the mean by less than ``(1 - theta)^50``)."""
+    name = str(params.get("map", "rgw")).lower()
+    stratified = str(params.get("sampling", "iid")) == "stratified"
+    if name == "rgw":
+        theta = float(params.get("theta", 0.5))
+        return 1.0 / theta if stratified else (1.0 - theta) / theta
+    if name == "maclaurin":
+        return 2.0 if stratified else 1.0
+    return 1.0
 
 
 def output_dim(fmap, n_features: int) -> int:
