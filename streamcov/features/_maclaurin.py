@@ -102,10 +102,6 @@ class RandomMaclaurinSampler(_FourierBase):
     n_features_in_ : int
     """
 
-    # the only fitted array that depends on the rows of ``fit``; the rest is drawn from random_state
-    # (a feature store keeps this one and draws the others again: streamcov.stream.featurestore)
-    _data_arrays = ("mean_",)
-
     _parameter_constraints: dict = {
         "sigma": [Interval(numbers.Real, 0, None, closed="neither")],
         "kernel": [StrOptions(set(_KERNELS))],

@@ -131,7 +131,9 @@ class RGWSampler(TransformerMixin, BaseEstimator):
         s2 = float(self.sigma) ** 2
         # u_a ~ N(0, sigma^2 I); the sigma^(-2n) of eq. (3) is folded into the
         # scale so projections stay O(1) and products do not overflow.
-        self.projections_ = rng.standard_normal((d, total)) * math.sqrt(s2)
+        projections = rng.standard_normal((d, total))
+        projections *= math.sqrt(s2)   # in place: the same numbers without a second matrix of this size
+        self.projections_ = projections
         norm_term = 0.0 if self.center else -1.0 / s2
         log_scale = (-degrees * math.log(s2)
                      + 0.5 * (norm_term - plan.log_expected_count[degrees] - gammaln(degrees + 1.0)))

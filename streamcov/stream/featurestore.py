@@ -148,8 +148,10 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two arrays are the same bytes (shape and dtype too), compared without copying them."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
-                               np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
+    a8 = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    b8 = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
+    step = 1 << 22   # the comparison's boolean array: 4 MB at a time, not one byte per byte of the map
+    return all(np.array_equal(a8[i:i + step], b8[i:i + step]) for i in range(0, len(a8), step))
 
 
 def data_arrays(est, prefix: str) -> set | None:

@@ -133,6 +133,8 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
             shutil.rmtree(path)
             fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
     reused = loaded is not None
+    if not reused:
+        reference = None   # a whole map: not kept while the new one is drawn
     if reused:
         state, fmap, record = loaded
         fitted = source.with_state(state) if source.needs_fit else source

@@ -365,7 +365,8 @@ class FittedPipeline:
                 d["center"] = doc.get("center")
                 source = {"kind": "skeleton", "n_joints": doc["n_joints"],
                           "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
-            # each read of the .npz is a fresh array: the map's (possibly gigabytes) are not copied again
+            # the arrays just read from the .npz belong to this model alone: the map's (possibly gigabytes)
+            # are not copied again
             fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays, copy=False)
             scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
             clf = load_estimator(doc["classifier"], arrays)

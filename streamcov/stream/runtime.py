@@ -84,9 +84,12 @@ def _normalize_by_state(obj):
     return (f"{cls.__module__}.{cls.__qualname__}", normalize_token(vars(obj)))
 
 
-def register_tokens() -> None:
+def register_tokens(obj=None) -> None:
     """Tokenize scikit-learn estimators and :class:`~streamcov.stream.model.FittedPipeline` by their state
-    (:func:`_normalize_by_state`); idempotent."""
+    (:func:`_normalize_by_state`); idempotent. ``obj``: also the concrete classes of the estimators in it,
+    nested ones included: dask's dispatch caches the handler it resolved for a class, so a class tokenized
+    before this registration (or claimed by another package's handler for ``BaseEstimator``, e.g.
+    dask-ml's) would otherwise keep its old handler."""
     from dask.base import normalize_token
     from sklearn.base import BaseEstimator
 
@@ -94,6 +97,24 @@ def register_tokens() -> None:
 
     for cls in (BaseEstimator, FittedPipeline):
         normalize_token.register(cls)(_normalize_by_state)
+    seen: set = set()
+
+    def walk(o):
+        if id(o) in seen:
+            return
+        seen.add(id(o))
+        if isinstance(o, (BaseEstimator, FittedPipeline)):
+            normalize_token.register(type(o))(_normalize_by_state)
+            for v in vars(o).values():
+                walk(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+
+    walk(obj)
 
 
 @dataclass
@@ -131,7 +152,7 @@ class Runtime:
         """
         import dask
 
-        register_tokens()
+        register_tokens(obj)
         if self.client is None:
             return dask.delayed(obj, pure=True)
         from distributed import Future
