@@ -180,6 +180,39 @@ def test_model_round_trip_and_predict(synth_store, tmp_path):
     assert summary["n_test"] == int(test.sum()) and "train_accuracy" not in summary
 
 
+def test_a_model_draws_its_projections_again_from_the_seed(synth_store, tmp_path, monkeypatch):
+    """The random projections of the map (1.5 GB at nu = 20000 on the shipped descriptor) are not in
+    model.npz: loading draws them again from the seed and checks each against the SHA-256 it was saved with;
+    other draws are refused with one line; a model saved with them (format version 2) still loads."""
+    import csv
+
+    from streamcov.stream import model as M
+
+    run_pipeline(cfg_for(synth_store, tmp_path / "a"), scheduler="synchronous")
+    doc = json.loads((tmp_path / "a" / "model" / "model.json").read_text())
+    with np.load(tmp_path / "a" / "model" / "model.npz") as z:
+        names = set(z.files)
+    drawn = doc["map_redraw"]["sha256"]
+    assert drawn and all(k.endswith(("projections_", "scale_", "degrees_", "group_start_")) for k in drawn)
+    assert not names & set(drawn) and any(k.endswith("mean_") for k in names)   # the data's mean row is kept
+    first = predict_store(tmp_path / "a" / "model", synth_store.path, tmp_path / "a.csv", scheduler="synchronous")
+    # the same model with every array in the file, as version 2 wrote it
+    monkeypatch.setattr(M, "_leave_out_drawn", lambda fmap, arrays: None)
+    run_pipeline(cfg_for(synth_store, tmp_path / "b"), scheduler="synchronous")
+    with np.load(tmp_path / "b" / "model" / "model.npz") as z:
+        assert set(drawn) <= set(z.files)
+    second = predict_store(tmp_path / "b" / "model", synth_store.path, tmp_path / "b.csv", scheduler="synchronous")
+    assert first["accuracy"] == second["accuracy"]
+    assert list(csv.reader(open(tmp_path / "a.csv"))) == list(csv.reader(open(tmp_path / "b.csv")))
+    key = sorted(drawn)[0]
+    doc["map_redraw"]["sha256"][key] = "0" * 64     # what another numpy drawing other numbers looks like
+    (tmp_path / "a" / "model" / "model.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelError, match=rf"model\.json: the feature map's {re.escape(key[4:])} drawn again from its "
+                                         r"seed differs from the one the model was trained with .*train the model "
+                                         r"again"):
+        FittedPipeline.load(tmp_path / "a" / "model")
+
+
 def test_predict_defaults_and_train_accuracy(synth_store, tmp_path):
     """Without --out the predictions go to <model>/predictions/<store>.csv; --train-accuracy adds the
     accuracy on the fold's training rows; a copy of the store under another identity is scored on every row."""

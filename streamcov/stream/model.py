@@ -23,7 +23,7 @@ from ..data.integrity import file_sha256
 from ..errors import ModelError
 
 FORMAT = "streamcov.model"
-VERSION = 2
+VERSION = 3
 
 ALLOWED = {
     "RGWSampler": "streamcov.features",
@@ -274,6 +274,66 @@ class AsyncCheckpointWriter:
             raise self._error
 
 
+def _digest(a: np.ndarray) -> str:
+    import hashlib
+
+    a = np.ascontiguousarray(a)
+    return hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + memoryview(a.reshape(-1)).cast("B")).hexdigest()
+
+
+def _map_width(fmap) -> int | None:
+    from ..features.registry import BlockSumFeatures
+
+    if isinstance(fmap, BlockSumFeatures):
+        return sum(int(w) for w, _ in fmap.blocks)
+    width = getattr(fmap, "n_features_in_", None)
+    return None if width is None else int(width)
+
+
+def _leave_out_drawn(fmap, arrays: dict) -> dict | None:
+    """Take out of ``arrays`` the feature map's arrays that its seed draws again (a random map's
+    projections: 1.5 GB at nu = 20000 on the shipped skeleton descriptor), keeping their SHA-256; returns
+    what :func:`_draw_again` needs, or None when the map keeps everything (its class does not name its
+    data-dependent arrays, :func:`streamcov.stream.featurestore.data_arrays`)."""
+    from .featurestore import data_arrays
+
+    if fmap is None:
+        return None
+    keep, width = data_arrays(fmap, "map."), _map_width(fmap)
+    if keep is None or width is None:
+        return None
+    drawn = sorted(k for k in arrays if k.startswith("map.") and k not in keep)
+    if not drawn:
+        return None
+    out = {"width": width, "sha256": {k: _digest(arrays[k]) for k in drawn}}
+    for k in drawn:
+        del arrays[k]
+    return out
+
+
+def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
+    """Put the map's drawn arrays back into ``arrays``: the map of ``desc``'s parameters fitted on zeros
+    (only its data-dependent arrays depend on the rows, and those are in the file), each checked against
+    the SHA-256 it was saved with."""
+    name = desc.get("class")
+    if name not in ALLOWED:
+        raise ModelError(f"names class {name!r}, which is not in the allow-list {sorted(ALLOWED)}")
+    cls = getattr(importlib.import_module(ALLOWED[name]), name)
+    est = cls(**desc["params"])
+    try:
+        est._validate_params()
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"the feature map has an invalid parameter ({exc})") from None
+    drawn: dict = {}
+    dump_estimator(est.fit(np.zeros((1, int(redraw["width"])))), "map.", drawn)
+    for key, digest in redraw["sha256"].items():
+        if key not in drawn or _digest(drawn[key]) != digest:
+            raise ModelError(f"the feature map's {key.removeprefix('map.')} drawn again from its seed "
+                             f"differs from the one the model was trained with (another numpy, scikit-learn "
+                             f"or streamcov draws other numbers): train the model again with this installation")
+        arrays[key] = drawn[key]
+
+
 class FittedPipeline:
     """Source spec + feature map + optional scaler + classifier, with label names and provenance.
 
@@ -319,6 +379,7 @@ class FittedPipeline:
                "scaler": None if self.scaler is None else dump_estimator(self.scaler, "scaler.", arrays),
                "classifier": dump_estimator(self.classifier, "clf.", arrays),
                "label_names": self.label_names, "info": self.info}
+        doc["map_redraw"] = _leave_out_drawn(self.feature_map, arrays)
         atomic_write_npz(folder / "model.npz", arrays)
         # the json names the very npz it goes with: a file of another model is refused on load
         doc["arrays_sha256"] = file_sha256(folder / "model.npz")
@@ -365,8 +426,10 @@ class FittedPipeline:
                 d["center"] = doc.get("center")
                 source = {"kind": "skeleton", "n_joints": doc["n_joints"],
                           "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
-            # the arrays just read from the .npz belong to this model alone: the map's (possibly gigabytes)
-            # are not copied again
+            if doc.get("map_redraw"):
+                _draw_again(doc["feature_map"], doc["map_redraw"], arrays)
+            # the arrays just read from the .npz (or drawn again) belong to this model alone: the map's
+            # (possibly gigabytes) are not copied again
             fmap = None if doc["feature_map"] is None else load_estimator(doc["feature_map"], arrays, copy=False)
             scaler = None if doc["scaler"] is None else load_estimator(doc["scaler"], arrays)
             clf = load_estimator(doc["classifier"], arrays)
