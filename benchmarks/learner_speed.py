@@ -583,7 +583,7 @@ def main(argv=None) -> int:
     args.gemm2 = gemm_speed(2)
     summary: dict = {"benchmark": "learner_speed", "gemm_gflops_1_thread": round(args.gemm1, 1),
                      "gemm_gflops_2_threads": round(args.gemm2, 1), "cores": thread_plan().cores,
-                     "load_average_start": os.getloadavg()}
+                     "load_average_start": os.getloadavg(), "real_datasets_n_components": args.real_nu}
     log(f"float32 GEMM: {summary['gemm_gflops_1_thread']} GFLOP/s on 1 thread, "
         f"{summary['gemm_gflops_2_threads']} on 2")
     if "real" not in skip:
