@@ -238,7 +238,8 @@ def test_declared_data_arrays_are_those_that_differ_from_the_map_drawn_without_d
     what it names must be exactly what the comparison finds, or a reused store would hold a wrong map."""
     from sklearn.base import clone
 
-    from streamcov.stream.featurestore import _same_bytes, data_arrays
+    from streamcov.features.registry import data_arrays
+    from streamcov.stream.featurestore import _same_bytes
     from streamcov.stream.model import dump_estimator
 
     est = _maps()[index]

@@ -280,3 +280,24 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
             Z = getattr(self, f"block{b}_").transform(X[:, sl])
             parts.append(Z * np.asarray(np.sqrt(float(w)), dtype=Z.dtype))
         return np.concatenate(parts, axis=1)
+
+
+def data_arrays(est, prefix: str) -> set | None:
+    """The keys (as :func:`~streamcov.stream.model.dump_estimator` names them under ``prefix``) of the fitted
+    arrays of ``est`` that depend on the rows it was fitted on, or None when its class does not say.
+
+    A map class says so in ``_data_arrays`` (names of fitted attributes; the rest is drawn from its
+    seed); a :class:`~streamcov.features.registry.BlockSumFeatures` is the union of its blocks'.
+    """
+    if isinstance(est, BlockSumFeatures):
+        out: set = set()
+        for b in range(int(est.n_blocks_)):
+            part = data_arrays(getattr(est, f"block{b}_"), f"{prefix}block{b}_.")
+            if part is None:
+                return None
+            out |= part
+        return out
+    names = type(est).__dict__.get("_data_arrays")
+    if names is None:
+        return None
+    return {f"{prefix}{n}" for n in names if isinstance(vars(est).get(n), np.ndarray)}

@@ -95,11 +95,12 @@ class FeatureStore:
         ``reference``: a function giving the same map fitted without data (from its seed); only the
         arrays that differ from it (a centred map's mean row, Nystroem's landmarks) are stored, the
         rest is drawn again from the seed on reuse. A map that names its data-dependent arrays
-        (:func:`data_arrays`) is not compared, so ``reference`` is not called: a second map of
-        ``n_components x n_features`` projections would double the fit's memory.
+        (:func:`streamcov.features.registry.data_arrays`) is not compared, so ``reference`` is not
+        called: a second map of ``n_components x n_features`` projections would double the fit's memory.
         ``record``: what the map's fit measured (e.g. a median distance).
         """
         from ..data.integrity import array_options
+        from ..features.registry import data_arrays
         from .model import dump_estimator
 
         arrays: dict = {}
@@ -152,29 +153,6 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     b8 = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
     step = 1 << 22   # the comparison's boolean array: 4 MB at a time, not one byte per byte of the map
     return all(np.array_equal(a8[i:i + step], b8[i:i + step]) for i in range(0, len(a8), step))
-
-
-def data_arrays(est, prefix: str) -> set | None:
-    """The keys (as :func:`~streamcov.stream.model.dump_estimator` names them under ``prefix``) of the fitted
-    arrays of ``est`` that depend on the rows it was fitted on, or None when its class does not say.
-
-    A map class says so in ``_data_arrays`` (names of fitted attributes; the rest is drawn from its
-    seed); a :class:`~streamcov.features.registry.BlockSumFeatures` is the union of its blocks'.
-    """
-    from ..features.registry import BlockSumFeatures
-
-    if isinstance(est, BlockSumFeatures):
-        out: set = set()
-        for b in range(int(est.n_blocks_)):
-            part = data_arrays(getattr(est, f"block{b}_"), f"{prefix}block{b}_.")
-            if part is None:
-                return None
-            out |= part
-        return out
-    names = type(est).__dict__.get("_data_arrays")
-    if names is None:
-        return None
-    return {f"{prefix}{n}" for n in names if isinstance(vars(est).get(n), np.ndarray)}
 
 
 def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:

@@ -294,8 +294,8 @@ def _leave_out_drawn(fmap, arrays: dict) -> dict | None:
     """Take out of ``arrays`` the feature map's arrays that its seed draws again (a random map's
     projections: 1.5 GB at nu = 20000 on the shipped skeleton descriptor), keeping their SHA-256; returns
     what :func:`_draw_again` needs, or None when the map keeps everything (its class does not name its
-    data-dependent arrays, :func:`streamcov.stream.featurestore.data_arrays`)."""
-    from .featurestore import data_arrays
+    data-dependent arrays, :func:`streamcov.features.registry.data_arrays`)."""
+    from ..features.registry import data_arrays
 
     if fmap is None:
         return None
