@@ -218,6 +218,32 @@ def test_cluster_runtime_compute_retries_and_threads_compute_does_not(monkeypatc
         assert seen == [rt.client]
 
 
+def _sum_plus(a, b):
+    return float(a.sum()) + b
+
+
+def test_cluster_compute_recovers_when_shared_data_is_lost():
+    """A worker's death loses the shared data it alone held (the scheduler trims broadcast replicas), and
+    the scheduler cancels the tasks that need it. The retry scatters the data again and submits the same
+    graph (the same keys): it must be computed, not handed the first attempt's cancelled futures, which the
+    failed gather's traceback keeps alive."""
+    import dask
+    from distributed import LocalCluster
+    from distributed.client import FutureCancelledError
+
+    from streamcov.stream import runtime as R
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            R.dask_runtime(cluster.scheduler_address) as rt:
+        shared = rt.share(np.arange(10.0))
+        tasks = [dask.delayed(_sum_plus)(shared, i) for i in range(3)]
+        assert rt.compute(*tasks) == [45.0, 46.0, 47.0]
+        rt.client.cancel(shared, force=True)       # lost, as with the only worker that held it
+        with pytest.raises(FutureCancelledError, match="lost dependencies"):
+            rt.compute_once(*tasks)
+        assert rt.compute(*tasks) == [45.0, 46.0, 47.0]   # retry_lost: reshare, the same keys again
+
+
 # ------------------------------------------------- a fitted map's arrays: kept in the store, drawn again
 def _maps():
     from sklearn.kernel_approximation import RBFSampler

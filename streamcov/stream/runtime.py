@@ -241,7 +241,15 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
                 "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values()))}
 
         def compute_once(*objs):
-            return client.compute(list(objs), sync=True)
+            futures = client.compute(list(objs))
+            try:
+                return client.gather(futures)
+            finally:
+                # Released now, not when collected: a failed gather leaves them in a reference cycle with its
+                # traceback, and while they live a resubmission of the same keys (retry_lost) is handed
+                # their cancelled state back and fails at once with the first attempt's error.
+                for f in futures:
+                    f.release()
 
         def compute(*objs):
             return retry_lost(client, lambda: compute_once(*objs), rt.reshare)
