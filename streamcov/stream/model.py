@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.integrity import file_sha256
+from ..data.integrity import array_sha256, file_sha256
 from ..errors import ModelError
 
 FORMAT = "streamcov.model"
@@ -274,13 +274,6 @@ class AsyncCheckpointWriter:
             raise self._error
 
 
-def _digest(a: np.ndarray) -> str:
-    import hashlib
-
-    a = np.ascontiguousarray(a)
-    return hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + memoryview(a.reshape(-1)).cast("B")).hexdigest()
-
-
 def _map_width(fmap) -> int | None:
     from ..features.registry import BlockSumFeatures
 
@@ -305,7 +298,7 @@ def _leave_out_drawn(fmap, arrays: dict) -> dict | None:
     drawn = sorted(k for k in arrays if k.startswith("map.") and k not in keep)
     if not drawn:
         return None
-    out = {"width": width, "sha256": {k: _digest(arrays[k]) for k in drawn}}
+    out = {"width": width, "sha256": {k: array_sha256(arrays[k]) for k in drawn}}
     for k in drawn:
         del arrays[k]
     return out
@@ -327,7 +320,7 @@ def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
     drawn: dict = {}
     dump_estimator(est.fit(np.zeros((1, int(redraw["width"])))), "map.", drawn)
     for key, digest in redraw["sha256"].items():
-        if key not in drawn or _digest(drawn[key]) != digest:
+        if key not in drawn or array_sha256(drawn[key]) != digest:
             raise ModelError(f"the feature map's {key.removeprefix('map.')} drawn again from its seed "
                              f"differs from the one the model was trained with (another numpy, scikit-learn "
                              f"or streamcov draws other numbers): train the model again with this installation")
