@@ -301,3 +301,10 @@ def data_arrays(est, prefix: str) -> set | None:
     if names is None:
         return None
     return {f"{prefix}{n}" for n in names if isinstance(vars(est).get(n), np.ndarray)}
+
+
+def fitted_without_data(fmap, width: int):
+    """``fmap`` (unfitted, its seed set) fitted on one row of zeros: every array it draws from its seed is
+    the one a fit on data draws; only its :func:`data_arrays` differ. What a feature store and a saved model
+    put back in place of the drawn arrays they do not keep."""
+    return fmap.fit(np.zeros((1, int(width))))

@@ -58,10 +58,10 @@ def _transform(fmap, X):
 
 def _reference(map_params: dict, seed: int, n_features: int, record: dict):
     """The map of ``map_params`` fitted without data (from its seed), at the measured bandwidth."""
-    from ..features.registry import make_feature_map
+    from ..features.registry import fitted_without_data, make_feature_map
 
     fmap = make_feature_map(map_params, seed, record.get("median_distance", 1.0))
-    return None if fmap is None else fmap.fit(np.zeros((1, n_features)))
+    return None if fmap is None else fitted_without_data(fmap, n_features)
 
 
 def fingerprint(source, map_params: dict, seed: int, bounds, train=None) -> dict:

@@ -308,6 +308,8 @@ def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
     """Put the map's drawn arrays back into ``arrays``: the map of ``desc``'s parameters fitted on zeros
     (only its data-dependent arrays depend on the rows, and those are in the file), each checked against
     the SHA-256 it was saved with."""
+    from ..features.registry import fitted_without_data
+
     name = desc.get("class")
     if name not in ALLOWED:
         raise ModelError(f"names class {name!r}, which is not in the allow-list {sorted(ALLOWED)}")
@@ -318,7 +320,7 @@ def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
     except (TypeError, ValueError) as exc:
         raise ModelError(f"the feature map has an invalid parameter ({exc})") from None
     drawn: dict = {}
-    dump_estimator(est.fit(np.zeros((1, int(redraw["width"])))), "map.", drawn)
+    dump_estimator(fitted_without_data(est, redraw["width"]), "map.", drawn)
     for key, digest in redraw["sha256"].items():
         if key not in drawn or array_sha256(drawn[key]) != digest:
             raise ModelError(f"the feature map's {key.removeprefix('map.')} drawn again from its seed "
