@@ -40,7 +40,13 @@ def _holder(path: Path) -> dict | None:
 def exclusive(lock_path, what: str, command: str | None = None):
     """Hold the lock file ``lock_path`` for writing ``what``; refuse when another process holds it."""
     lock_path = Path(lock_path)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:   # a parent is a file, no permission, ...
+        file = next((p for p in (lock_path.parent, *lock_path.parent.parents) if p.exists() and not p.is_dir()),
+                    None)
+        why = f"{file} is a file, not a folder" if file is not None else exc.strerror
+        raise StoreError(f"{what}: cannot create the folder {lock_path.parent} ({why}); choose another path") from None
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     for attempt in range(2):

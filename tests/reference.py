@@ -277,3 +277,14 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
         v = vec(logm(C + gamma * np.eye(len(C))))
         out.append(v / np.linalg.norm(v))
     return np.concatenate(out)
+
+
+def signed_model_doc(doc):
+    """A model.json description with its ``doc_sha256`` taken again, as a model edited and re-signed (a
+    crafted file) would carry: the SHA-256 of the description without it, keys sorted, JSON without spaces."""
+    import hashlib
+    import json
+
+    body = {k: v for k, v in doc.items() if k != "doc_sha256"}
+    return {**body, "doc_sha256": hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+            .hexdigest()}

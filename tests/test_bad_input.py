@@ -23,6 +23,7 @@ import pytest
 
 from cli_cases import Case, cli, run_case
 from conftest import REPO
+from reference import signed_model_doc
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
@@ -376,6 +377,19 @@ CONFIG = [
          r"--output \S+: \S+ is inside the zarr store \S+/synth\.zarr/labels"),
     Case("output-is-a-model-folder", lambda e: ["run", e.pipeline(), "--output", e.copy("model"), "--quiet"],
          r"--output \S+/model: \S+ is a model folder \(it holds model\.json\)"),
+    Case("name-with-nul", run_set('name="a\\u0000b"'),
+         r'--set name="a\\u0000b": name holds a NUL character \(\\u0000\), which no name or path may contain; '
+         r'remove it$'),
+    # --output is the folder as typed: not read as TOML (a backslash or a quote is a character of the name)
+    Case("output-as-typed", lambda e: ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
+                                       e.tmp / 'o"\\t\\u0041'], r'"accuracy"', rc=0,
+         check=lambda e, err, out: [(e.tmp / 'o"\\t\\u0041' / "result.json").is_file(),
+                                    not (e.tmp / "o\"\tA").exists()] == [True, True] or pytest.fail(out)),
+    Case("scheduler-without-port", lambda e: ["run", e.pipeline(), "--scheduler", "tcp://", "--quiet"],
+         r"--scheduler tcp://: expected one of threads, synchronous, local-cluster or a scheduler address "
+         r"tcp://HOST:PORT$"),
+    Case("dask-scheduler-without-port", run_set('dask.scheduler="tcp://localhost"'),
+         r'--set dask\.scheduler="tcp://localhost": dask\.scheduler = "tcp://localhost": expected one of threads'),
     Case("fold-beyond-protocol", run_set("split.folds=[3]"), r"split\.folds.*3"),
     Case("train-subjects-absent", run_set('split.kind="subjects"', "split.train_subjects=[99]"),
          r"split\.train_subjects = \[99\] names subject\(s\) \[99\] that no row of the store has \(its subjects: "
@@ -488,6 +502,12 @@ CONFIG = [
                                                    "--chunk-frames", "1000000000000"],
          r"a chunk of 1000000000000 rows: needs [\d.]+ TiB of memory.*smaller chunk size \(--chunk-frames\)"),
     Case("synth-out-empty", lambda e: ["synth", "", "--sequences", "10"], r"argument out: empty path"),
+    Case("synth-under-a-file", lambda e: ["synth", (e.tmp / "f.txt").write_text("x") and e.tmp / "f.txt" / "x.zarr",
+                                          "--sequences", "10", "--quiet"],
+         r"store \S+f\.txt/x\.zarr: cannot create the folder \S+f\.txt \(\S+f\.txt is a file, not a folder\); "
+         r"choose another path$"),
+    Case("synth-inside-a-store", lambda e: ["synth", e.copy("synth") / "inner.zarr", "--sequences", "10", "--quiet"],
+         r"inner\.zarr: inside the zarr store \S+synth\.zarr; choose an output path outside every store$"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
     Case("study-merge-garbage", lambda e: ["study", "merge", (e.tmp / "r").mkdir() or (e.tmp / "r" / "results.csv")
                                            .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
@@ -811,6 +831,12 @@ STORES = [
     Case("offsets-array-deleted", damaged(lambda s: shutil.rmtree(s / "offsets")), r"synth\.zarr: array 'offsets' (is )?missing"),
     Case("verify-flipped-chunk", damaged(lambda s: flip_byte(first_chunk(s, "frames")), "info"),
          r"DAMAGED store: array 'frames', chunk 0/0: checksum mismatch", rc=3),
+    Case("verify-labels-json-garbage", damaged(lambda s: (s / "labels" / "zarr.json").write_text("{"), "info"),
+         r"DAMAGED store: array 'labels': its zarr\.json cannot be read \(.*\); it was edited", rc=3),
+    Case("info-labels-json-garbage", lambda e: ["info", (lambda s: (s / "labels" / "zarr.json").write_text("{") and s)(
+        e.copy("synth"))], r"DAMAGED store: array 'labels': its zarr\.json cannot be read", rc=3),
+    Case("labels-json-garbage", damaged(lambda s: (s / "labels" / "zarr.json").write_text("{")),
+         r"synth\.zarr: array 'labels': its zarr\.json cannot be read \(.*\); it was edited: the store is damaged"),
     Case("verify-labels-deleted", damaged(lambda s: shutil.rmtree(s / "labels"), "info"),
          r"DAMAGED store: .*'labels'", rc=3),
     Case("verify-frames-shape-edited", damaged(lambda s: edit_array_meta(s, "frames", shape=[100, 60]), "info"),
@@ -926,15 +952,18 @@ def predict_on(edit: Callable[[Path], None] | None = None, store: str | Callable
     return argv
 
 
-def edit_json_del(key: str):
+def edit_json_del(key: str, signed: bool = True):
+    """Delete a key of model.json; ``signed``: and take its SHA-256 again (a crafted description, refused
+    by what it holds)."""
     def edit(model: Path):
         doc = json.loads((model / "model.json").read_text())
         del doc[key]
-        (model / "model.json").write_text(json.dumps(doc))
+        (model / "model.json").write_text(json.dumps(signed_model_doc(doc) if signed else doc))
     return edit
 
 
-def edit_json(**changes):
+def edit_json(signed: bool = True, **changes):
+    """Change values of model.json (``a__b=v``: doc["a"]["b"] = v); ``signed``: and take its SHA-256 again."""
     def edit(model: Path):
         doc = json.loads((model / "model.json").read_text())
         for dotted, value in changes.items():
@@ -943,7 +972,7 @@ def edit_json(**changes):
             for k in parents:
                 node = node[k]
             node[last] = value
-        (model / "model.json").write_text(json.dumps(doc))
+        (model / "model.json").write_text(json.dumps(signed_model_doc(doc) if signed else doc))
     return edit
 
 
@@ -956,7 +985,7 @@ def edit_npz(fn: Callable[[dict], dict]):
         np.savez(model / "model.npz", **fn(arrays))
         doc = json.loads((model / "model.json").read_text())
         doc["arrays_sha256"] = hashlib.sha256((model / "model.npz").read_bytes()).hexdigest()
-        (model / "model.json").write_text(json.dumps(doc))
+        (model / "model.json").write_text(json.dumps(signed_model_doc(doc)))
     return edit
 
 
@@ -1005,6 +1034,14 @@ MODELS = [
     Case("map-parameter-wrong-type", predict_on(edit_json(**{"feature_map__params__n_components": "64"})),
          r"model\.json: the feature map has an invalid parameter \(The 'n_components' parameter of RGWSampler must be an int"),
     Case("model-version-newer", predict_on(edit_json(version=99)), r"model\.json: .*version 99"),
+    # an edit of the description itself (a descriptor setting, the protocol): its own SHA-256 no longer holds
+    Case("model-json-descriptor-edited", predict_on(edit_json(signed=False, source__descriptor__gamma=0.5)),
+         r"model\.json: edited after it was saved \(it is not the description its SHA-256, doc_sha256, was taken "
+         r"of\); a model's description is not edited: train the model again$"),
+    Case("model-json-split-edited", predict_on(edit_json(signed=False, info__split="x")),
+         r"model\.json: edited after it was saved"),
+    Case("model-json-digest-removed", predict_on(edit_json_del("doc_sha256", signed=False)),
+         r"model\.json: edited after it was saved"),
     Case("scaler-scale-zero", predict_on(edit_json(scaler__scalars__scale_=0.0)),
          r"model\.json: the scaler's scale_ holds values <= 0; the model is damaged"),
     Case("arguments-swapped", lambda e: ["predict", e.shared["synth"], e.shared["model"]],
@@ -1032,6 +1069,16 @@ MODELS = [
     Case("predict-store-missing", predict_on(None, lambda e: e.tmp / "none.zarr"), r"none\.zarr: no such store or folder"),
     Case("store-incomplete", predict_on(None, lambda e: (lambda s: interrupted(s) or s)(e.copy("synth"))),
          r"synth\.zarr: incomplete skeleton store"),
+    # the predictions never replace a model's or a store's own files (and both still load afterwards)
+    Case("out-is-model-json", lambda e: ["predict", e.copy("model"), e.shared["synth"], "--out",
+                                         e.tmp / "model" / "model.json", "--scheduler", "synchronous"],
+         r"--out \S+/model/model\.json: beside the model files of \S+/model; write the predictions elsewhere, "
+         r"e\.g\. \S+/model/predictions/model\.csv$",
+         check=lambda e, err, out: json.loads((e.tmp / "model" / "model.json").read_text())),
+    Case("out-inside-the-store", lambda e: ["predict", e.shared["model"], e.copy("synth"), "--out",
+                                            e.tmp / "synth.zarr" / "zarr.json", "--scheduler", "synchronous"],
+         r"--out \S+/synth\.zarr/zarr\.json: inside the zarr store \S+/synth\.zarr; write the predictions outside "
+         r"every store$", check=lambda e, err, out: cli("info", e.tmp / "synth.zarr")[0] == 0 or pytest.fail("store")),
     Case("out-is-a-folder", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", e.tmp,
                                        "--scheduler", "synchronous"], r"--out \S+: a folder; give the path of a CSV file"),
     Case("out-empty-path", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", ""],

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
+from reference import signed_model_doc
 from streamcov.errors import ModelError
 from streamcov.stream.model import FittedPipeline
 from streamcov.tasks.config import load_config
@@ -206,7 +207,7 @@ def test_a_model_draws_its_projections_again_from_the_seed(synth_store, tmp_path
     assert list(csv.reader(open(tmp_path / "a.csv"))) == list(csv.reader(open(tmp_path / "b.csv")))
     key = sorted(drawn)[0]
     doc["map_redraw"]["sha256"][key] = "0" * 64     # what another numpy drawing other numbers looks like
-    (tmp_path / "a" / "model" / "model.json").write_text(json.dumps(doc))
+    (tmp_path / "a" / "model" / "model.json").write_text(json.dumps(signed_model_doc(doc)))
     with pytest.raises(ModelError, match=rf"model\.json: the feature map's {re.escape(key[4:])} drawn again from its "
                                          r"seed differs from the one the model was trained with .*train the model "
                                          r"again"):
@@ -232,7 +233,7 @@ def test_model_loading_never_runs_code(synth_store, tmp_path):
     run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
     doc = json.loads((tmp_path / "model" / "model.json").read_text())
     doc["classifier"]["class"] = "os.system"
-    (tmp_path / "model" / "model.json").write_text(json.dumps(doc))
+    (tmp_path / "model" / "model.json").write_text(json.dumps(signed_model_doc(doc)))
     with pytest.raises(ModelError, match="not in the allow-list"):
         FittedPipeline.load(tmp_path / "model")
     # an npz holding a pickled object array is refused
@@ -241,7 +242,7 @@ def test_model_loading_never_runs_code(synth_store, tmp_path):
     bad.mkdir()
     doc.update(feature_map=None, scaler=None, arrays_sha256=None)   # no digest: the npz is read
     doc["classifier"]["class"] = "SGDClassifier"
-    (bad / "model.json").write_text(json.dumps(doc))
+    (bad / "model.json").write_text(json.dumps(signed_model_doc(doc)))
     np.savez(bad / "model.npz", **{"clf.coef_": np.array([{"x": 1}], dtype=object)})
     with pytest.raises(ModelError, match="allow_pickle"):
         FittedPipeline.load(bad)

@@ -54,6 +54,15 @@ def arrays_sha256(arrays: dict) -> str:
     return h.hexdigest()
 
 
+def get_array(group, name: str):
+    """The array ``name`` of ``group``, None when it is missing; a :class:`StoreError` naming it when its
+    zarr.json cannot be read (zarr's own parse errors of an edited file)."""
+    try:
+        return group.get(name)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise StoreError(f"array {name!r}: its zarr.json cannot be read ({exc}); it was edited") from None
+
+
 def _write_every_chunk():
     # zarr skips chunks equal to the fill value unless told otherwise; the
     # setting is not stored with an array, so it is set for the process (it
@@ -274,8 +283,11 @@ def verify(path) -> tuple[list[str], list[str]]:
                      "from another store cannot be told apart")
     for name in names:
         try:
-            array = g[name]
-        except KeyError:
+            array = get_array(g, name)
+        except StoreError as exc:
+            problems.append(str(exc))
+            continue
+        if array is None:
             problems.append(f"array {name!r} is missing")
             continue
         if checked and not any(type(c).__name__ == "Crc32cCodec" for c in array.compressors):

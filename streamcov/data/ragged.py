@@ -68,10 +68,15 @@ def store_status(path) -> dict:
     if "skipped" in status:
         status["n_skipped"] = len(status["skipped"])
         status["skipped"] = status["skipped"][:20]
-    names = {k for k, _ in g.arrays()}
-    missing = [a for a in attrs.get("arrays", []) if a not in names]
-    if missing:
-        status["problems"] = [f"array {a!r} is missing" for a in missing]
+    problems = []
+    for name in attrs.get("arrays", []):
+        try:
+            if integrity.get_array(g, name) is None:
+                problems.append(f"array {name!r} is missing")
+        except StoreError as exc:
+            problems.append(str(exc))
+    if problems:
+        status["problems"] = problems
     return status
 
 
@@ -146,10 +151,10 @@ class RaggedStore:
         self._manifest = integrity.load_manifest(g, self.path) if version >= 3 else None
         for name in attrs.get("arrays", []):
             try:       # each array's metadata read once
-                array = g.get(name)
-            except (TypeError, ValueError, KeyError) as exc:   # zarr's own parse errors of an edited zarr.json
-                raise StoreError(f"{self.path}: array {name!r}: its zarr.json cannot be read ({exc}); it was "
-                                 f"edited: the store is damaged: write it again (ingest with --restart)") from None
+                array = integrity.get_array(g, name)
+            except StoreError as exc:
+                raise StoreError(f"{self.path}: {exc}: the store is damaged: write it again (ingest with "
+                                 f"--restart)") from None
             if self.checked and array is not None and \
                     not any(type(c).__name__ == "Crc32cCodec" for c in array.compressors):
                 raise StoreError(f"{self.path}: array {name!r} lost its checksum codec (zarr.json edited); "
@@ -306,6 +311,15 @@ class RaggedStoreWriter:
         self.resumed_from = 0
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"{self.path}: a file, not a store folder; choose another output path")
+        inside = enclosing_store(self.path.parent)
+        if inside is not None:
+            raise StoreError(f"{self.path}: inside the zarr store {inside}; choose an output path outside every "
+                             f"store")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:   # a parent is a file, no permission, ...
+            raise StoreError(f"{self.path}: cannot create its folder {self.path.parent} ({exc.strerror}); "
+                             f"choose another output path") from None
         existing = self.path.is_dir() and any(self.path.iterdir())
         if existing:
             if not (self.path / "zarr.json").is_file():
@@ -531,6 +545,13 @@ def files_digest(paths, root) -> dict:
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         n += 1
     return {"count": n, "digest": h.hexdigest()}
+
+
+def enclosing_store(path) -> Path | None:
+    """The zarr store (a folder holding ``zarr.json``) that ``path`` is, or lies inside, or None: where an
+    output must never be written (it would sit among the store's arrays, or replace their metadata)."""
+    path = Path(path)
+    return next((p for p in (path, *path.resolve().parents) if (p / "zarr.json").is_file()), None)
 
 
 def read_only_attrs(path) -> dict:

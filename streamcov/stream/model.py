@@ -23,7 +23,8 @@ from ..data.integrity import array_sha256, file_sha256
 from ..errors import ModelError
 
 FORMAT = "streamcov.model"
-VERSION = 3
+# 3: the map's seed-drawn arrays left out (map_redraw); 4: model.json records its own SHA-256 (doc_sha256)
+VERSION = 4
 
 ALLOWED = {
     "RGWSampler": "streamcov.features",
@@ -304,6 +305,14 @@ def _leave_out_drawn(fmap, arrays: dict) -> dict | None:
     return out
 
 
+def _doc_sha256(doc: dict) -> str:
+    """SHA-256 of a model description without its ``doc_sha256``: keys sorted, JSON without spaces."""
+    import hashlib
+
+    body = {k: v for k, v in doc.items() if k != "doc_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
     """Put the map's drawn arrays back into ``arrays``: the map of ``desc``'s parameters fitted on zeros
     (only its data-dependent arrays depend on the rows, and those are in the file), each checked against
@@ -378,7 +387,10 @@ class FittedPipeline:
         atomic_write_npz(folder / "model.npz", arrays)
         # the json names the very npz it goes with: a file of another model is refused on load
         doc["arrays_sha256"] = file_sha256(folder / "model.npz")
-        atomic_write_text(folder / "model.json", json.dumps(doc, indent=1, default=str))
+        doc = json.loads(json.dumps(doc, default=str))   # as it will read back
+        # and its own digest: an edited descriptor setting or protocol would otherwise be used as it reads
+        doc["doc_sha256"] = _doc_sha256(doc)
+        atomic_write_text(folder / "model.json", json.dumps(doc, indent=1))
         return folder
 
     @classmethod
@@ -402,6 +414,10 @@ class FittedPipeline:
         if not isinstance(version, int) or not 1 <= version <= VERSION:
             raise ModelError(f"{jpath}: model format version {version!r}; this streamcov reads versions 1 to "
                              f"{VERSION}: upgrade streamcov or train the model again")
+        if version >= 4 and doc.get("doc_sha256") != _doc_sha256(doc):
+            raise ModelError(f"{jpath}: edited after it was saved (it is not the description its SHA-256, "
+                             f"doc_sha256, was taken of); a model's description is not edited: train the model "
+                             f"again")
         try:
             with np.load(npath, allow_pickle=False) as npz:
                 # read every member now: an object (pickled) array, a truncated file or a

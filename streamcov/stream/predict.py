@@ -60,6 +60,20 @@ def _check_model_path(model_dir: Path, store_path: Path) -> None:
         raise ModelError(f"{model_dir}: a run's output folder; its model is {model_dir / 'model'}")
 
 
+def _check_out(out_csv: Path, model_dir: Path) -> None:
+    """The predictions never replace a model's or a store's own files (``--out model/model.json``,
+    ``--out store.zarr/zarr.json``): a CSV written there would leave the model or the store unreadable."""
+    from ..data.ragged import enclosing_store
+
+    store = enclosing_store(out_csv.parent)
+    if store is not None:
+        raise ConfigError(f"--out {out_csv}: inside the zarr store {store}; write the predictions outside every "
+                          f"store")
+    if (out_csv.parent / "model.json").is_file():
+        raise ConfigError(f"--out {out_csv}: beside the model files of {out_csv.parent}; write the predictions "
+                          f"elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
+
+
 def _default_out(model_dir, store_path) -> Path:
     return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
 
@@ -68,6 +82,7 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
     t0 = time.perf_counter()
     if Path(out_csv).is_dir():
         raise ConfigError(f"--out {out_csv}: a folder; give the path of a CSV file")
+    _check_out(Path(out_csv), Path(model_dir))
     try:
         Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -17,8 +17,17 @@ WORKER_SCHEDULERS = ("threads", "local-cluster")
 
 
 def is_scheduler(name: str) -> bool:
-    """Whether ``name`` is a scheduler by name or the address of a running one."""
-    return name in SCHEDULERS or name.startswith(ADDRESS_PROTOCOLS)
+    """Whether ``name`` is a scheduler by name or the address of a running one (``tcp://`` and ``tls://``
+    with a host and a port number, as dask.distributed reads them)."""
+    if name in SCHEDULERS:
+        return True
+    if not name.startswith(ADDRESS_PROTOCOLS):
+        return False
+    protocol, _, location = name.partition("://")
+    if protocol in ("tcp", "tls"):
+        host, colon, port = location.rpartition(":")
+        return bool(colon and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536)
+    return bool(location)
 
 
 def workers_unread(scheduler: str | None) -> str | None:

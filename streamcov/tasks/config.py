@@ -148,7 +148,7 @@ def read_toml(path=None, text: str | None = None):
 
 
 def load_config(source=None, overrides=(), store=None, *, text: str | None = None, task: str | None = None,
-                flags: dict | None = None, note=None, scheduler: str | None = None):
+                flags: dict | None = None, note=None, scheduler: str | None = None, output=None):
     """Read, override and validate a pipeline; returns the task's typed configuration.
 
     Parameters
@@ -169,6 +169,8 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     scheduler : str, optional
         ``--scheduler``, which replaces ``dask.scheduler``: with ``synchronous`` or
         an address, the file's ``dask.workers`` is not read and is dropped, with a note.
+    output : path, optional
+        ``--output``: the output folder, exactly as typed (not read as TOML).
     """
     file = None
     if isinstance(source, dict):
@@ -187,6 +189,9 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     file_tables = {k: dict(v) for k, v in raw.items() if isinstance(v, dict)}
     for assignment in overrides:
         apply_override(raw, assignment, origins.flags)
+    if output is not None:
+        raw["output"] = str(output)
+        origins.flags[("output",)] = f"--output {output}"
     name = raw.get("task", task or "skeleton-classification")
     spec = get_task(name, where=origins.where(("task",)))
     if store is not None:
@@ -204,6 +209,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     raw.setdefault("task", name)
     if file is not None:
         raw.setdefault("name", file.stem)
+    _check_no_nul(raw, origins)
     schema = spec.schema()
     notes = _drop_keys_of_a_switched_choice(raw, file_tables, schema, origins)
     try:
@@ -222,6 +228,18 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         else:
             note(message)
     return cfg
+
+
+def _check_no_nul(raw, origins: Origins, path: tuple = ()) -> None:
+    """No text value holds a NUL character: names and paths are made of them, and the operating system
+    refuses a path with one (a ValueError deep in the run otherwise)."""
+    items = raw.items() if isinstance(raw, dict) else enumerate(raw) if isinstance(raw, list) else ()
+    for k, v in items:
+        at = path + ((k,) if isinstance(raw, dict) else ())
+        if isinstance(v, str) and "\0" in v:
+            raise ConfigError(f"{origins.where(at)}: {'.'.join(map(str, at))} holds a NUL character (\\u0000), "
+                              f"which no name or path may contain; remove it")
+        _check_no_nul(v, origins, at)
 
 
 def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origins: Origins) -> list[str]:

@@ -42,10 +42,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         sets = list(overrides)
         if output is not None and not str(output).strip():
             raise ConfigError("--output: empty path; give the folder to write the results into")
-        if output is not None:
-            sets.append(f'output="{Path(output)}"')
         cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags, note=note,
-                          scheduler=scheduler)
+                          scheduler=scheduler, output=None if output is None else Path(output))
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
@@ -53,7 +51,9 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         raise ConfigError(f"{where}: {out} is a file, not a folder; choose another output folder")
     # a run writes features.zarr, model/ and result.json: never into a store (it would sit among its
     # arrays) nor into a model folder (two models' files mixed)
-    store = next((p for p in (out, *out.resolve().parents) if (p / "zarr.json").is_file()), None)
+    from ..data.ragged import enclosing_store   # here: the data package brings zarr
+
+    store = enclosing_store(out)
     if store is not None:
         raise ConfigError(f"{where}: {out} is {'a zarr store' if store == out else f'inside the zarr store {store}'}; "
                           f"choose an output folder outside every store")
