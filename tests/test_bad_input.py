@@ -282,7 +282,7 @@ CONFIG = [
          LINE + r'features\.n_components = "many": expected an integer'),
     Case("n_components-zero", run_file(features__n_components="0"), LINE + r"features\.n_components = 0: expected"),
     Case("n_components-negative", run_file(features__n_components="-5"), LINE + r"features\.n_components = -5"),
-    Case("sigma-zero", run_file(features__sigma="0"), LINE + r"features\.sigma = 0: expected a value > 0"),
+    Case("sigma-zero", run_file(features__sigma="0"), LINE + r"features\.sigma = 0: expected a value >= 1e-20"),
     Case("sigma-nan", run_file(features__sigma="nan"), LINE + r"features\.sigma = nan"),
     Case("theta-above-one", run_file(features__theta="1.5"), LINE + r"features\.theta = 1\.5: expected"),
     Case("loss-typo", run_file(model__loss='"logloss"'), LINE + r'model\.loss = "logloss": expected one of .*"log_loss"'),
@@ -408,6 +408,15 @@ CONFIG = [
     Case("n-components-beyond-memory", run_file(features__n_components="1000000000000"),
          r"features\.n_components = 1000000000000 on \d+-dimensional descriptors: needs [\d.]+ PiB of memory, "
          r"this machine has [\d.]+ GiB; lower features\.n_components"),
+    # a bandwidth whose square is 0 or infinite in floating point
+    Case("sigma-underflows", run_set("features.sigma=1e-300"),
+         r"--set features\.sigma=1e-300: features\.sigma = 1e-300: expected a value >= 1e-20$"),
+    Case("sigma-grid-overflows", run_set('model.learner="exact-svm"', "model.sigma_grid=[1, 1e300]"),
+         r"--set model\.sigma_grid=\[1, 1e300\]: model\.sigma_grid\.1 = 1e\+300: expected a value <= 1e\+20$"),
+    Case("nystroem-more-landmarks-than-rows", run_set('features.map="nystroem"', "features.n_components=500"),
+         r'features\.n_components = 500: map "nystroem" takes its landmarks among the rows it is fitted on, and '
+         r'there are \d+ \(the training rows, at most features\.fit_sample = \d+\); lower features\.n_components '
+         r'to at most \d+$', check=lambda e, err, out: not (e.tmp / "out" / "features.zarr").exists() or pytest.fail()),
     Case("validation-fraction-leaves-nothing", run_set("model.validation_fraction=0.99"),
          r"model\.validation_fraction = 0\.99: leaves \d+ of \d+ training rows to fit on; lower it"),
     Case("synthetic-frames-reversed", run_text(lambda t: t.replace(
@@ -447,7 +456,7 @@ CONFIG = [
          r"--workers 3 --scheduler synchronous: --workers sets the threads of --scheduler threads"),
     Case("ddof-large", run_set("descriptor.ddof=100"), r"--set descriptor\.ddof=100: descriptor\.ddof = 100: expected"),
     Case("kernel-sigma-zero", run_set("descriptor.kernel_sigma=0.0"),
-         r"--set descriptor\.kernel_sigma=0\.0: descriptor\.kernel_sigma = 0\.0: expected a value > 0"),
+         r"--set descriptor\.kernel_sigma=0\.0: descriptor\.kernel_sigma = 0\.0: expected a value >= 1e-20"),
     Case("matrix-typo", run_set('descriptor.matrix="kernel"'), r'descriptor\.matrix = "kernel": expected one of'),
     Case("rbf-with-mean-embedding", run_set('descriptor.matrix="rbf"', "descriptor.mean_weight=0.3"),
          r"error: --set descriptor\.mean_weight=0\.3: descriptor\.matrix = 'rbf' standardizes every coordinate "

@@ -337,6 +337,20 @@ def test_same_bytes_tells_signed_zeros_dtypes_and_shapes_apart():
     assert _same_bytes(np.arange(6.0).reshape(2, 3)[:, 1], np.array([1.0, 4.0]))   # a strided view
 
 
+def test_a_non_finite_feature_is_refused_before_the_block_is_written(tmp_path):
+    """An overflowing map (a tiny bandwidth, a high degree) is the user's settings: one line naming the row,
+    and the block stays unwritten (not marked done), so nothing non-finite is ever read back."""
+    from streamcov.errors import ConfigError
+    from streamcov.stream.featurestore import write_block
+
+    X = np.ones((4, 3))
+    X[2, 1] = np.inf
+    with pytest.raises(ConfigError, match=r"non-finite feature in row 12: the feature map overflowed .*nothing "
+                                          r"of the block was written"):
+        write_block(str(tmp_path / "never-opened.zarr"), 1, 10, 14, X)
+    assert not (tmp_path / "never-opened.zarr").exists()
+
+
 def test_array_digests_are_sha256_of_dtype_shape_and_bytes():
     """The one array digest (models' left-out arrays, the weight cache): against hashlib on the obvious
     recipe, and blind to memory layout but not to dtype, shape or signed zeros."""

@@ -154,10 +154,23 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
                      f"features.n_components = {n} on {n_features}-dimensional descriptors",
                      "lower features.n_components (or use map = \"rff-blocks\")")
     if needs_data(params):
+        check_fit_rows(params, len(sample))
         fmap.fit(sample)
     else:
         fmap.fit(np.zeros((1, n_features)))
     return fmap, record
+
+
+def check_fit_rows(params: dict, n_rows: int) -> None:
+    """Nystroem takes its ``n_components`` landmarks among the rows it is fitted on: with fewer rows it would
+    give fewer features than the feature store has columns. Refused with the numbers, before any work."""
+    name = str(params.get("map", "rgw")).lower()
+    n = int(params.get("n_components", 0))
+    if name == "nystroem" and not params.get("blocks") and n > n_rows:
+        raise ConfigError(f"features.n_components = {n}: map \"nystroem\" takes its landmarks among the rows it "
+                          f"is fitted on, and there are {n_rows} (the training rows, at most features.fit_sample "
+                          f"= {params.get('fit_sample', 'its default')}); lower features.n_components to at most "
+                          f"{n_rows}")
 
 
 def projection_columns(params: dict) -> float:
@@ -307,4 +320,8 @@ def fitted_without_data(fmap, width: int):
     """``fmap`` (unfitted, its seed set) fitted on one row of zeros: every array it draws from its seed is
     the one a fit on data draws; only its :func:`data_arrays` differ. What a feature store and a saved model
     put back in place of the drawn arrays they do not keep."""
-    return fmap.fit(np.zeros((1, int(width))))
+    import warnings
+
+    with warnings.catch_warnings():   # a map that samples rows (Nystroem) warns that one row is few: by design
+        warnings.simplefilter("ignore", UserWarning)
+        return fmap.fit(np.zeros((1, int(width))))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ConfigError
+
 
 class FeatureStore:
     """A zarr group with ``X`` (n, D), chunks aligned with the blocks, and ``done`` (n_blocks,).
@@ -163,8 +165,9 @@ def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:
 
     if not np.isfinite(X).all():
         r = int(np.argwhere(~np.isfinite(X))[0][0])
-        raise FloatingPointError(f"non-finite feature in row {b0 + r}: the feature map "
-                                 f"overflowed (lower n_components' degree or raise sigma)")
+        # a user's settings (a tiny bandwidth, a high degree) or data (huge coordinates): one line, exit 2
+        raise ConfigError(f"non-finite feature in row {b0 + r}: the feature map overflowed (lower n_components' "
+                          f"degree or raise sigma); nothing of the block was written")
     g = zarr.open_group(path, mode="r+")
     g["X"][b0:b1] = X
     g["done"][i] = 1

@@ -115,8 +115,10 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     t0 = time.perf_counter()
     map_params = dict(map_params)
     fp = fingerprint(source, map_params, seed, bounds, train)
-    from ..features.registry import make_feature_map, output_dim
+    from ..features.registry import check_fit_rows, make_feature_map, output_dim
 
+    if needs_data(map_params):
+        check_fit_rows(map_params, min(int(fit_sample), int(np.count_nonzero(train))))
     probe = make_feature_map(map_params, seed)
     dim = output_dim(probe, source.dim)
     fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)

@@ -30,6 +30,9 @@ from pydantic_core import PydanticCustomError
 from ..data.readers import FORMATS
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# a Gaussian bandwidth: its square and 1 / (2 sigma^2) must be ordinary floats (1e-300 squares to 0 and
+# 1e300 to infinity); 1e-20 to 1e20 spans coordinates in metres, millimetres and pixel values alike
+Bandwidth = Annotated[float, Field(ge=1e-20, le=1e20, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 PosInt = Annotated[int, Field(ge=1)]
@@ -237,7 +240,7 @@ class ModelTable(Table):
     max_iter: PosInt = 300
     tol: PosFloat = 1e-4
     cache: Literal["auto", "memory", "stream"] = "auto"
-    sigma_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
+    sigma_grid: Annotated[list[Bandwidth], Field(min_length=1)] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
     C_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.1, 1.0, 10.0, 100.0, 1000.0]
 
     @model_validator(mode="before")
@@ -284,7 +287,7 @@ class FeaturesTable(BaseModel):
 
     map: Literal[MAP_NAMES] = "rgw"
     n_components: PosInt = 1000
-    sigma: PosFloat = 1.0
+    sigma: Bandwidth = 1.0
     theta: Fraction = 0.5
     sampling: Literal["iid", "stratified"] = "iid"
     center: bool = False
@@ -397,7 +400,7 @@ class SkeletonDescriptor(Table):
     pairs: list[Annotated[list[Union[NonNegInt, Annotated[str, Field(min_length=1)]]],
                           Field(min_length=2, max_length=2)]] = []
     matrix: Literal["covariance", "rbf"] = "covariance"
-    kernel_sigma: PosFloat = 1.0
+    kernel_sigma: Bandwidth = 1.0
 
     @model_validator(mode="after")
     def _options(self):
@@ -660,9 +663,9 @@ class StreamMethod(Table):
 
     name: Literal["approx_loghs", "qapprox_loghs", "head"] = "approx_loghs"
     D: PosInt = 200
-    sigma1: PosFloat = 1.0
+    sigma1: Bandwidth = 1.0
     gamma: PosFloat = 1e-3
-    sigma2: PosFloat = 1.0
+    sigma2: Bandwidth = 1.0
     n_components: PosInt = 4096
     scaling: Literal["global", "per-feature"] = "global"
     fit_sample: Annotated[int, Field(ge=2)] = 256
