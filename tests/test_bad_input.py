@@ -408,6 +408,19 @@ CONFIG = [
     Case("n-components-beyond-memory", run_file(features__n_components="1000000000000"),
          r"features\.n_components = 1000000000000 on \d+-dimensional descriptors: needs [\d.]+ PiB of memory, "
          r"this machine has [\d.]+ GiB; lower features\.n_components"),
+    # a [features] key that the map does not read: refused where it was written; a map switched by --set
+    # drops the file's keys it does not read, with a note
+    Case("map-key-not-read-set", run_set('features.map="rff"', "features.theta=0.5"),
+         r'--set features\.theta=0\.5: features\.theta = 0\.5 is not read by map "rff": remove it, or set '
+         r'features\.map = "rgw" \(map "rff" reads n_components, sigma, bandwidth, fit_sample\)$'),
+    Case("map-key-not-read-in-file", run_text(lambda t: t.replace('map = "rgw"', 'map = "orf"')),
+         LINE + r'features\.theta = 0\.7 is not read by map "orf": remove it, or set features\.map = "rgw"'),
+    Case("map-none-with-width", run_text(lambda t: t.replace('map = "rgw"', 'map = "none"')),
+         LINE + r'features\.n_components = 64 is not read by map "none": remove it, or set features\.map = "rgw" or '
+         r'.* \(map "none" reads nothing\) \(also not read: features\.sigma, features\.theta\)$'),
+    Case("map-switched-by-set", run_set('features.map="rff"'),
+         r'(?m)^streamcov run: note: features\.theta \(\S+p\.toml\) does not apply to features\.map = "rff" from '
+         r'--set features\.map="rff"; dropped$', rc=0),
     # a bandwidth whose square is 0 or infinite in floating point
     Case("sigma-underflows", run_set("features.sigma=1e-300"),
          r"--set features\.sigma=1e-300: features\.sigma = 1e-300: expected a value >= 1e-20$"),

@@ -57,7 +57,7 @@ class Table(BaseModel):
 
 # Errors that name one key of the table that raises them, in ctx["key"] (dotted, from that table): the loader
 # (streamcov.tasks.config) says where that key came from, the file and line or the --set flag.
-KEYED_ERRORS = ("learner_key", "method_key", "split_key", "pixels_key", "descriptor_key")
+KEYED_ERRORS = ("learner_key", "method_key", "split_key", "pixels_key", "descriptor_key", "map_key")
 
 
 def key_error(kind: str, key: str, msg: str) -> PydanticCustomError:
@@ -276,6 +276,18 @@ class ModelTable(Table):
         return {"learner": self.learner, **{k: getattr(self, k) for k in LEARNER_KEYS[self.learner]}}
 
 
+def map_reads(name: str) -> tuple:
+    """The declared ``[features]`` keys that map ``name`` reads (besides ``map``): every map its width,
+    bandwidth and fit options; RGW's own options (``theta``, ``sampling``, ``center``, ``max_degree``)
+    only the maps that take them (RGW, and Maclaurin ``center`` and ``sampling``); ``none`` nothing."""
+    if name == "none":
+        return ()
+    from ..features.registry import RGW_ONLY, map_class
+
+    own = set(map_class(name)().get_params())
+    return ("n_components", "sigma", "bandwidth", "fit_sample", *(k for k in RGW_ONLY if k in own))
+
+
 class FeaturesTable(BaseModel):
     """``[features]``: the explicit feature map (:mod:`streamcov.features.registry`).
 
@@ -294,6 +306,21 @@ class FeaturesTable(BaseModel):
     max_degree: NonNegInt = 50
     fit_sample: Annotated[int, Field(ge=2)] = 2048
     bandwidth: Literal["absolute", "median"] = "absolute"
+
+    @model_validator(mode="after")
+    def _map_keys(self):
+        # a key written in the file or by --set that the map does not read would be silently ignored
+        reads = map_reads(self.map)
+        unread = [k for k in type(self).model_fields if k in self.model_fields_set and k != "map" and k not in reads]
+        if unread:
+            key = unread[0]
+            readers = [f'"{m}"' for m in MAP_NAMES if key in map_reads(m)]
+            also = f" (also not read: {', '.join('features.' + k for k in unread[1:])})" if len(unread) > 1 else ""
+            raise key_error("map_key", key, f"features.{key} = {_toml_value(getattr(self, key))} is not read by map "
+                                            f"\"{self.map}\": remove it, or set features.map = "
+                                            f"{' or '.join(readers)} (map \"{self.map}\" reads "
+                                            f"{', '.join(reads) or 'nothing'}){also}")
+        return self
 
     def params(self) -> dict:
         """Every key (declared, with defaults, and map-specific), for the feature-map registry."""
@@ -912,7 +939,7 @@ class ImageClassification(Top):
 # ------------------------------------------------------- switching a table's choice
 # the keys that make each table's choice (switched_reads)
 SWITCH_KEYS = {ModelTable: ("learner",), EvalMethod: ("name", "classifier"), StreamMethod: ("name",),
-               SplitTable: ("kind",)}
+               SplitTable: ("kind",), FeaturesTable: ("map",)}
 
 
 def switched_reads(table, values: dict):
@@ -937,6 +964,8 @@ def switched_reads(table, values: dict):
         reads = STREAM_METHOD_KEYS.get(get("name"))
     elif table is SplitTable:
         reads = SPLIT_KEYS.get(get("kind"), ())
+    elif table is FeaturesTable:
+        reads = map_reads(get("map")) if get("map") in MAP_NAMES else None
     else:
         return None
     keys = _SPLIT_READ_BY_SOME if table is SplitTable else tuple(k for k in table.model_fields
