@@ -929,7 +929,9 @@ STORES = [
     Case("attr-center-out-of-range", damaged(lambda s: set_attrs(s, center=[99])),
          r"synth\.zarr: attribute center = \[99\] names joints outside 0\.\.19"),
     Case("attr-center-text", damaged(lambda s: set_attrs(s, center="hip")),
-         r"synth\.zarr: attribute center = 'hip' is not a list of joint indices; the store is damaged"),
+         r"synth\.zarr: attribute center = 'hip' is not a non-empty list of joint indices; the store is damaged"),
+    Case("attr-center-empty", damaged(lambda s: set_attrs(s, center=[])),   # would mean no centring, silently
+         r"synth\.zarr: attribute center = \[\] is not a non-empty list of joint indices; the store is damaged"),
     Case("attr-roles-out-of-range", damaged(lambda s: set_attrs(s, roles={"left_hip": [4], "neck": [40]})),
          r"synth\.zarr: attribute roles holds joint indices outside 0\.\.19 \(neck = \[40\]\); the store is damaged: "
          r"write it again \(ingest with --restart\)$"),

@@ -53,8 +53,9 @@ class SequenceStore(RaggedStore):
         n_joints, center = self.attrs.get("n_joints"), self.attrs.get("center")
         if not isinstance(n_joints, int) or isinstance(n_joints, bool):
             raise StoreError(f"{self.path}: attribute n_joints = {n_joints!r} is not an integer; {damaged}")
-        if not _index_list(center):
-            raise StoreError(f"{self.path}: attribute center = {center!r} is not a list of joint indices; {damaged}")
+        if not _index_list(center) or not center:   # ingestion writes one joint at least (check_center)
+            raise StoreError(f"{self.path}: attribute center = {center!r} is not a non-empty list of joint indices; "
+                             f"{damaged}")
         frames = self.group["frames"]
         if frames.dtype != np.float32:
             raise StoreError(f"{self.path}: array 'frames' is of type {frames.dtype}, not float32 "
