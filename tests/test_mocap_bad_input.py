@@ -219,6 +219,11 @@ BVH = [
     Case("bvh-channel-count", bvh("CHANNELS 3 Zrotation", "CHANNELS 2 Zrotation"), LAST_BVH + r"9: CHANNELS says 2 but names 3"),
     Case("bvh-missing-brace", bvh("  JOINT elbow\n  {", "  JOINT elbow\n"),
          LAST_BVH + r"8: expected '\{' after 'elbow' \(line 6\), found 'OFFSET 1 0 0'"),
+    # finite numbers whose positions overflow float32: named by sequence, the store left incomplete
+    Case("bvh-offset-overflows", bvh("OFFSET 1 0 0\n    CHANNELS", "OFFSET 1e39 0 0\n    CHANNELS"),
+         r"sequence \S*02_reach: non-finite value at frame 0, column \d+: a coordinate beyond float32's range "
+         r"\(about 3\.4e38\) as read or computed from the file; fix the file or leave the sequence out$",
+         check=incomplete(2)),
     Case("bvh-offset-two-numbers", bvh("OFFSET 1 0 0\n    CHANNELS", "OFFSET 1 0\n    CHANNELS"),
          LAST_BVH + r"8: OFFSET needs 3 numbers, found 2"),
     Case("bvh-motion-before-hierarchy-closed", bvh("    }\n  }\n}\nMOTION", "    }\n  }\nMOTION"),

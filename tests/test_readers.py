@@ -239,6 +239,8 @@ def _good_lines(n_frames=2):
     (13, "0.1 1_000 2.5 1", "'1_000' is not a number"),
     (33, "0.1 nan 2.5 1", "non-finite"),
     (40, "0.1 0.2 inf 1", "non-finite"),
+    # finite, but infinite once stored as float32
+    (38, "1e39 0.2 2.5 1", r"value 1e\+39 in column 1 does not fit in float32"),
 ])
 def test_msr_line_errors(tmp_path, line, bad, text):
     lines = _good_lines()

@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streamcov.data import skeletons as S
 from streamcov.data.ragged import store_status
-from streamcov.errors import IncompleteStoreError, StoreError
+from streamcov.errors import FormatError, IncompleteStoreError, StoreError
 from streamcov.data.readers.base import SkeletonSequence, SkeletonReader, SkeletonInfo
 
 
@@ -106,7 +106,8 @@ def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
     bad = make_seqs(rng, 3)
     bad[1].frames = np.zeros((4, 12), np.float32)
     bad[1].frames[2, 5] = np.inf
-    with pytest.raises(ValueError, match=r"sequence s0001: non-finite value at frame 2, column 5"):
+    with pytest.raises(FormatError, match=r"sequence s0001: non-finite value at frame 2, column 5: a coordinate beyond "
+                                          r"float32.s range"):
         S.ingest(ListSource(bad), tmp_path / "a.zarr")
     assert not store_status(tmp_path / "a.zarr")["complete"]
     wrong = make_seqs(rng, 2)

@@ -22,7 +22,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import StoreError
+from ..errors import FormatError, StoreError
 from .ragged import RaggedStore, RaggedStoreWriter
 
 FORMAT_NAME = "streamcov.skeleton-sequences"
@@ -173,9 +173,12 @@ class SequenceStoreWriter(RaggedStoreWriter):
             raise ValueError(f"sequence {seq.id}: frames shape {frames.shape}, expected "
                              f"(T, {self.n_features}) for {self.info.n_joints} joints")
         if not np.isfinite(frames).all():
+            # readers refuse non-finite numbers in their files; this is one that overflowed as the reader
+            # computed it (forward kinematics of huge offsets or angles) or as float32
             r, c = np.argwhere(~np.isfinite(frames))[0]
-            raise ValueError(f"sequence {seq.id}: non-finite value at frame {r}, column {c}; "
-                             f"readers must drop or repair such frames explicitly")
+            raise FormatError(f"sequence {seq.id}", f"non-finite value at frame {r}, column {c}: a coordinate "
+                              f"beyond float32's range (about 3.4e38) as read or computed from the file; fix "
+                              f"the file or leave the sequence out")
         return frames
 
     def append(self, seq) -> bool:

@@ -171,7 +171,7 @@ def _nonblank(lines: list[str]) -> tuple[list[str], list[int]]:
 
 def _parse_numeric_rows(path, rows: list[str], linenos: list[int], *, delimiter: str | None = None,
                         ncols: int | None = None, expect: str = "") -> np.ndarray:
-    """Parse text rows into a finite float64 array of shape (len(rows), ncols).
+    """Parse text rows into a finite float64 array of shape (len(rows), ncols), every value within float32.
 
     Every row must hold the same number of fields (``ncols``, or that of the
     first row when ``ncols`` is None), each a finite number. On the first
@@ -201,6 +201,12 @@ def _parse_numeric_rows(path, rows: list[str], linenos: list[int], *, delimiter:
         raise FormatError(path, f"non-finite value {float(arr[r, c])!r} in column "
                                   f"{c + 1}; all coordinates must be finite numbers",
                                   line=linenos[r])
+    # stores keep float32: a larger number would turn into infinity there
+    big = np.abs(arr) > np.finfo(np.float32).max
+    if big.any():
+        r, c = np.argwhere(big)[0]
+        raise FormatError(path, f"value {float(arr[r, c])!r} in column {c + 1} does not fit in float32",
+                          line=linenos[r])
     return arr
 
 
