@@ -18,14 +18,20 @@ class GlobalCenterScaler(TransformerMixin, BaseEstimator):
     same while SGD sees a well-conditioned one. Unlike per-column
     standardization this does not change the approximated kernel.
 
-    ``partial_fit`` accumulates the count, the column sums and the sum of
-    squared norms, so one streaming pass gives the exact mean and scale.
+    ``partial_fit`` merges each batch's count, mean and sums of squared
+    deviations into the running ones (Chan et al.'s pairwise update,
+    :func:`streamcov.linalg.merge_moments`), so one streaming pass gives the
+    mean and scale, without the cancellation of ``E||x||^2 - ||mean||^2``
+    on rows that lie close together far from the origin.
 
     Attributes
     ----------
     mean_ : ndarray of shape (n_features,)
+    m2_ : ndarray of shape (n_features,)
+        Sums of squared deviations from ``mean_``, per column.
     scale_ : float
-        sqrt of the mean squared norm of the centred rows.
+        sqrt of the mean squared norm of the centred rows, ``sqrt(sum(m2_) / n)``
+        (1 when the rows are all equal).
     n_samples_seen_ : int
     """
 
@@ -35,23 +41,24 @@ class GlobalCenterScaler(TransformerMixin, BaseEstimator):
         pass
 
     def partial_fit(self, X, y=None):
+        from .linalg import merge_moments
+
         first = not hasattr(self, "n_samples_seen_")
         X = validate_data(self, X, reset=first, dtype=[np.float64, np.float32])
         if first:
-            self.n_samples_seen_ = 0
-            self.sum_ = np.zeros(X.shape[1])
-            self.sumsq_ = 0.0
-        self.n_samples_seen_ += X.shape[0]
-        self.sum_ += X.sum(axis=0, dtype=np.float64)
-        self.sumsq_ += float(np.einsum("ij,ij->", X, X, dtype=np.float64))
-        n = max(self.n_samples_seen_, 1)
-        self.mean_ = self.sum_ / n
-        var = self.sumsq_ / n - float(self.mean_ @ self.mean_)
+            self.n_samples_seen_, self.mean_, self.m2_ = 0, np.zeros(X.shape[1]), np.zeros(X.shape[1])
+        mean = X.mean(axis=0, dtype=np.float64)
+        dev = X - mean          # float64: the batch's deviations from its own mean
+        batch = (X.shape[0], mean, np.einsum("ij,ij->j", dev, dev))
+        del dev
+        self.n_samples_seen_, self.mean_, self.m2_ = merge_moments((self.n_samples_seen_, self.mean_, self.m2_),
+                                                                   batch)
+        var = float(self.m2_.sum()) / self.n_samples_seen_
         self.scale_ = float(np.sqrt(var)) if var > 0 else 1.0
         return self
 
     def fit(self, X, y=None):
-        for attr in ("n_samples_seen_", "sum_", "sumsq_", "mean_", "scale_"):
+        for attr in ("n_samples_seen_", "m2_", "mean_", "scale_"):
             if hasattr(self, attr):
                 delattr(self, attr)
         return self.partial_fit(X, y)

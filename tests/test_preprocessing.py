@@ -24,6 +24,20 @@ def test_streaming_pass_equals_one_fit(rng):
     assert np.mean((Z ** 2).sum(1)) == pytest.approx(1.0, rel=1e-10)
 
 
+def test_rows_close_together_far_from_the_origin_keep_their_scale(rng):
+    """E||x||^2 - ||mean||^2 cancels to <= 0 here (spread 1e-6 at 1e4), which left the data unscaled.
+    Against the two-pass reference: the rows hold 1e4 to ~1e-12 absolute, so their deviations, and the
+    scale, are known to ~1e-6 relative; 1e-5 allows for that, in one fit and in a stream of 7 batches."""
+    X = 1e4 + 1e-6 * rng.standard_normal((500, 20))
+    ref = np.sqrt(((X - X.mean(0)) ** 2).sum(1).mean())
+    assert GlobalCenterScaler().fit(X).scale_ == pytest.approx(ref, rel=1e-5)
+    s = GlobalCenterScaler()
+    for part in np.array_split(X, 7):
+        s.partial_fit(part)
+    assert s.scale_ == pytest.approx(ref, rel=1e-5)
+    assert GlobalCenterScaler().fit(np.full((5, 3), 7.0)).scale_ == 1.0    # equal rows: nothing to divide by
+
+
 def test_preserves_the_kernel_up_to_one_factor(rng):
     """Centred Gram = H K H / s^2: differences of features keep their geometry."""
     X = rng.normal(size=(30, 12))

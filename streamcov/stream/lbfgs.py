@@ -711,8 +711,7 @@ def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray):
         sc = GlobalCenterScaler()
         var = float(M2.sum()) / max(n, 1)
         sc.n_samples_seen_ = int(n)
-        sc.sum_ = mean * n
-        sc.sumsq_ = float(M2.sum() + n * float(mean @ mean))
+        sc.m2_ = np.asarray(M2, dtype=np.float64).copy()
         sc.mean_ = mean.copy()
         sc.scale_ = float(np.sqrt(var)) if var > 0 else 1.0
         sc.n_features_in_ = dim
