@@ -182,6 +182,10 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
         raise ValueError(f"{what}: expected a stack (N, d, d), got shape {mats.shape}")
     n, d = mats.shape[0], mats.shape[1]
     s = np.ones(n) if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
+    if scale is not None and (s.shape != (n,) or not (np.isfinite(s) & (s >= 0)).all()):
+        raise ValueError(f"scale: expected one finite factor >= 0 per matrix, shape ({n},), got "
+                         f"{np.asarray(scale).ravel()[:5]!r}{' ...' if np.size(scale) > 5 else ''} of shape "
+                         f"{np.shape(scale)}")
     describe = describe or (lambda i: f"{what} {first_index + i}")
     outs = None
     if rank is not None:

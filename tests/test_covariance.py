@@ -157,3 +157,15 @@ def test_frames_shape_and_values_checked(rng):
         L.sym_unvec(np.zeros(4))
     with pytest.raises(ValueError, match="gamma must be >= 0"):
         C.log_covariance_vectors(random_frames(rng, 5), [0, 5], sel, gamma=-1)
+
+
+def test_log_vectors_refuses_a_scale_that_is_not_a_finite_factor_per_matrix():
+    """A NaN scale failed inside the numba kernel (a SystemError); a wrong shape was broadcast."""
+    from streamcov import linalg
+
+    mats = np.stack([2.0 * np.eye(3), np.diag([1.0, 2.0, 3.0])])
+    for bad in (np.nan, [1.0, np.inf], [1.0, -1.0], [1.0, 2.0, 3.0]):
+        with pytest.raises(ValueError, match=r"scale: expected one finite factor >= 0 per matrix, shape \(2,\)"):
+            linalg.log_vectors(mats, 0.1, scale=bad)
+    np.testing.assert_allclose(linalg.log_vectors(mats, 0.1, scale=[0.5, 1.0])[0],
+                               linalg.log_vectors(mats[:1] * 0.5, 0.1)[0], rtol=1e-12)

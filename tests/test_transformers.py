@@ -69,6 +69,22 @@ def test_log_covariance_errors(rng):
         LogCovariance().fit([])
     with pytest.raises(ValueError, match=r"X\[0\]: expected a 2-D array"):
         LogCovariance().fit([np.zeros(9)])
+    # a sequence too short for a covariance would be described by the regularization alone
+    for est in (LogCovariance(), LogCovariance().fit(seqs)):
+        with pytest.raises(ValueError, match=r"X\[1\]: 1 frame\(s\); the covariance of a sequence needs at "
+                                             r"least 2 \(ddof = 1\)"):
+            est.fit_transform([seqs[0], seqs[0][:1]])
+    with pytest.raises(ValueError, match=r"X\[0\]: 0 frame\(s\)"):
+        LogCovariance(ddof=0).fit([seqs[0][:0], seqs[0]])
+    with pytest.raises(ValueError, match=r"center: expected 0-based joint indices \(integers\), got \(0\.9,\)"):
+        LogCovariance(center=(0.9,)).fit(seqs)      # would have been joint 0
+    with pytest.raises(ValueError, match=r"X\[0\]: complex coordinates; complex data is not supported"):
+        LogCovariance().fit([seqs[0] + 1j])
+    # finite coordinates whose covariances overflow float64: refused, not a failure inside the kernels
+    with pytest.raises(ValueError, match=r"frames holds coordinates up to [\d.]+e\+1(59|60): their covariances would "
+                                         r"overflow float64 .*rescale the data"):
+        LogCovariance().fit_transform([seqs[0] * 1e160])
+    assert np.isfinite(LogCovariance().fit_transform([rng.standard_normal((40, 15)) * 1e99])).all()   # full rank
 
 
 def test_log_covariance_in_a_scikit_learn_pipeline(rng):

@@ -65,6 +65,11 @@ class JointSelection:
                 np.asarray(self.keep, dtype=np.int64))
 
 
+#: the largest coordinate taken: products of two stay far below float64's 1.8e308 in the covariances and in
+#: their eigensolvers (a larger one made the solvers fail on infinities inside the numba kernels)
+MAX_COORDINATE = 1e100
+
+
 def _check_frames(frames: np.ndarray, n_joints: int | None = None) -> np.ndarray:
     frames = np.asarray(frames)
     if frames.ndim != 2:
@@ -79,6 +84,11 @@ def _check_frames(frames: np.ndarray, n_joints: int | None = None) -> np.ndarray
     if not np.isfinite(frames).all():
         bad = np.argwhere(~np.isfinite(frames))[0]
         raise ValueError(f"frames contains a non-finite value at row {bad[0]}, column {bad[1]}")
+    big = np.abs(frames).max(initial=0.0)
+    if big > MAX_COORDINATE:
+        raise ValueError(f"frames holds coordinates up to {float(big):.3g}: their covariances would overflow "
+                         f"float64 (coordinates up to {MAX_COORDINATE:.0e} are taken); rescale the data (e.g. to "
+                         f"metres)")
     return np.ascontiguousarray(frames)
 
 
@@ -194,6 +204,8 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
         a = np.asarray(f)
         if a.ndim != 2:
             raise ValueError(f"{name}[{i}]: expected a 2-D array (frames, 3 x joints), got shape {a.shape}")
+        if np.iscomplexobj(a):
+            raise ValueError(f"{name}[{i}]: complex coordinates; complex data is not supported")
         arrs.append(a)
     widths = {a.shape[1] for a in arrs}
     if len(widths) > 1:

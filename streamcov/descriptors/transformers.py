@@ -82,14 +82,26 @@ class LogCovariance(TransformerMixin, BaseEstimator):
     def _selection(self, n_joints: int) -> JointSelection:
         if self.center is None or len(self.center) == 0:
             return JointSelection.raw(n_joints)
+        if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in self.center):
+            raise ValueError(f"center: expected 0-based joint indices (integers), got {self.center!r}")
         return JointSelection.hip_relative(n_joints, self.center)
+
+    def _check_lengths(self, offsets) -> None:
+        """A covariance of fewer than ddof + 1 frames is undefined: such a sequence is refused, not
+        described by the regularization alone (the descriptor of a constant sequence)."""
+        short = np.flatnonzero(np.diff(offsets) <= int(self.ddof))
+        if len(short):
+            i = int(short[0])
+            raise ValueError(f"X[{i}]: {int(offsets[i + 1] - offsets[i])} frame(s); the covariance of a sequence "
+                             f"needs at least {int(self.ddof) + 1} (ddof = {self.ddof})")
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Check the sequences and record the joint count."""
-        frames, _ = pack_sequences(X)
+        frames, offsets = pack_sequences(X)
         if frames.shape[1] % 3:
             raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
+        self._check_lengths(offsets)
         self.n_joints_ = frames.shape[1] // 3
         self.n_features_in_ = frames.shape[1]
         sel = self._selection(self.n_joints_)
@@ -100,6 +112,7 @@ class LogCovariance(TransformerMixin, BaseEstimator):
         """Log-covariance vectors, one row per sequence (float64)."""
         check_is_fitted(self)
         frames, offsets = pack_sequences(X, self.n_joints_)
+        self._check_lengths(offsets)
         return log_covariance_vectors(frames, offsets, self._selection(self.n_joints_),
                                       float(self.gamma), bool(self.normalize), int(self.ddof))
 
