@@ -358,6 +358,17 @@ def test_utkinect_synthetic(utk_dir):
     mod = UTKinectReader(path, labels="modified")
     (walk,) = list(mod.sequences())
     assert len(walk.frames) == 4                                # ids 12, 14, 16, 18
+    assert mod.repairs == {"duplicate_frame_rows_dropped": 3}
+
+
+def test_utkinect_interval_past_the_recording_is_cut_and_recorded(utk_dir):
+    """Bounds that reach past the recording's frame ids take the frames there are, and say so."""
+    path, _ = utk_dir
+    (path / "actionLabel.txt").write_text(LABELS.replace("walk: 10 14", "walk: 12 99999"))
+    src = UTKinectReader(path)
+    (walk,) = list(src.sequences())
+    assert len(walk.frames) == 4                                # ids 12, 14, 16, 18
+    assert src.repairs == {"duplicate_frame_rows_dropped": 3, "intervals_cut_to_the_recording": 1}
 
 
 @pytest.mark.parametrize("line,bad,text", [
@@ -386,6 +397,9 @@ def test_utkinect_joint_file_errors(utk_dir, line, bad, text):
     ("s01_e01\nwalk: 10 14\n\ns01_e01\n", 4, "recording s01_e01 appears twice"),
     ("s01_e01\nwalk: 10 14\nwalk: 16 18\n", 3, "action 'walk' appears twice"),
     ("s01_e01\nwalk: 10 14\ns03_e01\nwalk: 1 2\n", 3, "joints_s03_e01.txt is missing"),
+    # a typo would be an eleventh class
+    ("s01_e01\nwlak: 10 14\n", 2, r"unknown action 'wlak' \(did you mean 'walk'\?\); UTKinect-Action3D's actions "
+                                   r"are walk, sitDown, .*clapHands"),
 ])
 def test_utkinect_label_errors(utk_dir, text, line, msg):
     path, _ = utk_dir

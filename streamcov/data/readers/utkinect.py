@@ -41,6 +41,9 @@ ROLES = {"hip_center": [0], "left_hip": [12], "right_hip": [16], "spine": [1], "
 LABEL_FILES = {"original": Path("actionLabel.txt"),
                "modified": Path("extras") / "actionLabel_modified.txt"}
 
+#: the dataset's ten actions, as its label files spell them
+ACTIONS = ("walk", "sitDown", "standUp", "pickUp", "carry", "throw", "push", "pull", "waveHands", "clapHands")
+
 _HEADER_RE = re.compile(r"^s(\d+)_e(\d+)$")
 _ACTION_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*:\s*(\S+)\s+(\S+)$")
 _INT_RE = re.compile(r"^\d+$")
@@ -84,9 +87,12 @@ class UTKinectReader(SkeletonReader):
     Repeated frame ids in a joints file keep their first row; the others are
     counted in ``repairs["duplicate_frame_rows_dropped"]`` (over every joints
     file read). Frames with every joint at zero are dropped and counted in
-    ``repairs["all_zero_frames_dropped"]``. Intervals with missing (``NaN``)
-    bounds or fewer than two frames are recorded in ``skipped``. Both are
-    reset at the start of every :meth:`sequences` pass.
+    ``repairs["all_zero_frames_dropped"]``; intervals whose bounds reach past
+    the recording's frame ids, cut to it, in
+    ``repairs["intervals_cut_to_the_recording"]``. Intervals with missing
+    (``NaN``) bounds or fewer than two frames are recorded in ``skipped``.
+    Both are reset at the start of every :meth:`sequences` pass. An action
+    other than the dataset's ten (:data:`ACTIONS`) is refused.
     """
 
     def __init__(self, path, *, labels: str = "original"):
@@ -135,6 +141,9 @@ class UTKinectReader(SkeletonReader):
                         "(NaN)"))
                     continue
                 sel = (ids >= iv.first) & (ids <= iv.last)
+                if sel.any() and (iv.first < ids.min() or iv.last > ids.max()):
+                    # bounds past the recording's frames: the frames there are taken, and it is recorded
+                    self._repair("intervals_cut_to_the_recording", 1)
                 frames = xyz[sel]
                 zero = ~frames.any(axis=1)
                 n_zero = int(zero.sum())
@@ -220,6 +229,13 @@ def parse_label_file(path) -> tuple[dict[str, _Recording], list[str]]:
             raise FormatError(path, "interval line before any recording line 'sSS_eEE'",
                                       line=lineno)
         action, a, b = m.groups()
+        if action not in ACTIONS:   # a typo would be an eleventh class
+            import difflib
+
+            close = difflib.get_close_matches(action, ACTIONS, n=1)
+            raise FormatError(path, f"unknown action {action!r}"
+                                    f"{f' (did you mean {close[0]!r}?)' if close else ''}; UTKinect-Action3D's "
+                                    f"actions are {', '.join(ACTIONS)}", line=lineno)
         if any(iv.action == action for iv in current.intervals):
             raise FormatError(path, f"action {action!r} appears twice for the same "
                                       "recording", line=lineno)
