@@ -21,19 +21,27 @@ import math
 import numpy as np
 
 
+def _bandwidth(value, name: str) -> float:
+    """``value`` as a float, if it is a finite number > 0 whose square is neither 0 nor infinite."""
+    v = float(value)
+    if not (math.isfinite(v) and v > 0 and 0 < v * v < math.inf and math.isfinite(1.0 / (v * v))):
+        raise ValueError(f"{name} must be a finite number > 0 whose square is a normal float, got {value!r}")
+    return v
+
+
 def gamma_from_sigma(sigma: float) -> float:
     """``gamma = 1 / (2 sigma^2)``: exp(-gamma d^2) = exp(-d^2 / (2 sigma^2))."""
-    return 1.0 / (2.0 * float(sigma) ** 2)
+    return 1.0 / (2.0 * _bandwidth(sigma, "sigma") ** 2)
 
 
 def sigma_from_gamma(gamma: float) -> float:
     """Inverse of :func:`gamma_from_sigma`."""
-    return math.sqrt(1.0 / (2.0 * float(gamma)))
+    return math.sqrt(1.0 / (2.0 * _bandwidth(gamma, "gamma")))
 
 
 def sigma_from_paper004(s: float) -> float:
     """``sigma = s / sqrt(2)``: exp(-d^2 / s^2) (paper 004) = exp(-d^2 / (2 sigma^2))."""
-    return float(s) / math.sqrt(2.0)
+    return _bandwidth(s, "s") / math.sqrt(2.0)
 
 
 def squared_distances(A, B=None) -> np.ndarray:
@@ -96,7 +104,11 @@ def median_distance(D) -> float:
     """
     D = np.asarray(D)
     iu = np.triu_indices(len(D), 1)
-    med = float(np.median(D[iu]))
+    off = D[iu]
+    if not np.isfinite(off).all():
+        raise ValueError("median_distance: the distances hold NaN or infinity; the rows they were measured on "
+                         "are not finite")
+    med = float(np.median(off)) if len(off) else 0.0
     return med if med > 0 else 1.0
 
 

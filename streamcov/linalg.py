@@ -36,7 +36,9 @@ _KINDS = {"log": 0, "exp": 1, "sqrt": 2}
 
 def vec_dim(d: int) -> int:
     """Length of the vectorized upper triangle of a d x d matrix."""
-    return d * (d + 1) // 2
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+        raise ValueError(f"vec_dim: expected a matrix size (an integer >= 0), got {d!r}")
+    return int(d) * (int(d) + 1) // 2
 
 
 def _check_stack(mats, name: str = "matrix"):
@@ -45,8 +47,9 @@ def _check_stack(mats, name: str = "matrix"):
     squeeze = a.ndim == 2
     if squeeze:
         a = a[None]
-    if a.ndim != 3 or a.shape[1] != a.shape[2]:
-        raise ValueError(f"{name}: expected a square matrix or a stack (N, d, d), got shape {np.shape(mats)}")
+    if a.ndim != 3 or a.shape[1] != a.shape[2] or a.shape[1] == 0:
+        raise ValueError(f"{name}: expected a square matrix or a stack (N, d, d) with d >= 1, got shape "
+                         f"{np.shape(mats)}")
     if not np.isfinite(a).all():
         i = int(np.argwhere(~np.isfinite(a))[0][0])
         raise ValueError(f"{name} {i} contains NaN or inf")

@@ -169,3 +169,35 @@ def test_log_vectors_refuses_a_scale_that_is_not_a_finite_factor_per_matrix():
             linalg.log_vectors(mats, 0.1, scale=bad)
     np.testing.assert_allclose(linalg.log_vectors(mats, 0.1, scale=[0.5, 1.0])[0],
                                linalg.log_vectors(mats[:1] * 0.5, 0.1)[0], rtol=1e-12)
+
+
+def test_bandwidth_conversions_and_the_median_refuse_what_is_not_a_bandwidth():
+    """One Gaussian kernel, one bandwidth convention: the conversions are exact inverses on bandwidths and
+    refuse 0, negatives and values whose square is 0 or infinite (1/0 and a negative sigma were returned)."""
+    import math
+
+    from streamcov.kernels import gamma_from_sigma, median_distance, sigma_from_gamma, sigma_from_paper004
+
+    for sigma in (1e-20, 0.3, 1.0, 7.5, 1e20):
+        assert sigma_from_gamma(gamma_from_sigma(sigma)) == pytest.approx(sigma, rel=1e-15)
+    assert sigma_from_paper004(2.0) == pytest.approx(math.sqrt(2.0), rel=1e-15)
+    for f, bad in ((gamma_from_sigma, 0), (gamma_from_sigma, -1.0), (gamma_from_sigma, 1e-200),
+                   (gamma_from_sigma, float("nan")), (sigma_from_gamma, 0), (sigma_from_paper004, -1.0)):
+        with pytest.raises(ValueError, match=r"must be a finite number > 0 whose square is a normal float"):
+            f(bad)
+    D = np.array([[0.0, 1.0, 3.0], [1.0, 0.0, 2.0], [3.0, 2.0, 0.0]])
+    assert median_distance(D) == 2.0 and median_distance(np.zeros((3, 3))) == 1.0
+    with pytest.raises(ValueError, match="median_distance: the distances hold NaN or infinity"):
+        median_distance(np.full((3, 3), np.nan))
+
+
+def test_matrix_sizes_are_whole_and_stacks_not_empty():
+    from streamcov import linalg
+
+    assert [linalg.vec_dim(d) for d in (0, 1, 3, np.int64(4))] == [0, 1, 6, 10]
+    for bad in (2.5, -1, True):
+        with pytest.raises(ValueError, match=r"vec_dim: expected a matrix size \(an integer >= 0\)"):
+            linalg.vec_dim(bad)
+    with pytest.raises(ValueError, match=r"matrix: expected a square matrix or a stack \(N, d, d\) with d >= 1, "
+                                         r"got shape \(0, 0\)"):
+        linalg.spd_logm(np.ones((0, 0)))

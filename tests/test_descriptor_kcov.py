@@ -68,7 +68,8 @@ def test_rbf_gram_identities(rng):
 def test_rbf_gram_errors():
     with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got 0"):
         sk.rbf_gram_from_covariances(np.eye(3), 0)
-    with pytest.raises(ValueError, match=r"covariance: expected a square matrix or a stack \(N, d, d\), got shape \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"covariance: expected a square matrix or a stack \(N, d, d\) with d >= 1, "
+                                         r"got shape \(2, 3\)"):
         sk.rbf_gram_from_covariances(np.ones((2, 3)), 1.0)
     with pytest.raises(ValueError, match="covariance 0 contains NaN or inf"):
         sk.rbf_gram_from_covariances(np.full((3, 3), np.nan), 1.0)

@@ -365,3 +365,17 @@ def test_bad_sigma(bad):
 def test_bad_maclaurin_kernel():
     with pytest.raises(ValueError, match=r"The 'kernel' parameter of RandomMaclaurinSampler must be a str among "):
         RandomMaclaurinSampler(kernel="rbf").fit(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("cls", ["RGWSampler", "RandomMaclaurinSampler"])
+def test_product_maps_refuse_features_that_overflow(cls):
+    """Products of tens of projections overflow on rows of large norm (1e10 in float32): a ValueError
+    naming the row, never inf or NaN handed to a learner; float64 rows of the same size are finite."""
+    import streamcov.features as F
+
+    X = np.random.default_rng(0).standard_normal((20, 6)) * 1e10
+    est = getattr(F, cls)(n_components=50, random_state=0)
+    with pytest.raises(ValueError, match=rf"{cls}: the features of row \d+ are not finite: the products of its "
+                                         r"projections overflowed float32; scale the rows"):
+        est.fit(X.astype(np.float32)).transform(X.astype(np.float32))
+    assert np.isfinite(est.fit(X).transform(X)).all()

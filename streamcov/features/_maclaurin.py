@@ -10,10 +10,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._kernels.products import grouped_products
-from ..kernels import gaussian_kernel
 from ._fourier import _FourierBase, _validate_data
-from ._rgw import _degree_plan, _draw_degrees
+from ._rgw import _degree_plan, _draw_degrees, product_features
 
 _KERNELS = ("gaussian", "exp_dot")
 # P(N = n) = 1 / p^(n + 1): Kar & Karnick's choice p = 2, a geometric law on n >= 0.
@@ -185,8 +183,5 @@ class RandomMaclaurinSampler(_FourierBase):
             X = X - self.mean_.astype(X.dtype, copy=False)
         proj = np.ascontiguousarray(X @ self.random_weights_.astype(X.dtype, copy=False))
         out = np.empty((X.shape[0], self._n_features_out), dtype=X.dtype)
-        grouped_products(proj, self.offsets_, self.scales_.astype(X.dtype), out)
-        if self.kernel == "gaussian":
-            sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-            out *= gaussian_kernel(sq, float(self.sigma)).astype(X.dtype)[:, None]   # k(x', 0)
-        return out
+        sq = np.einsum("ij,ij->i", X, X, dtype=np.float64) if self.kernel == "gaussian" else None
+        return product_features(proj, self.offsets_, self.scales_, out, sq, self.sigma, type(self).__name__)

@@ -154,16 +154,31 @@ class RGWSampler(TransformerMixin, BaseEstimator):
             X = X - self.mean_.astype(dtype, copy=False)
         z = np.ascontiguousarray(X @ proj)
         out = np.empty((X.shape[0], self.n_components), dtype=dtype)
-        grouped_products(z, self.group_start_, self.scale_.astype(dtype), out)
-        if self.center:
-            sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-            out *= gaussian_kernel(sq, float(self.sigma)).astype(dtype)[:, None]   # k(x', 0)
-        return out
+        sq = np.einsum("ij,ij->i", X, X, dtype=np.float64) if self.center else None
+        return product_features(z, self.group_start_, self.scale_, out, sq, self.sigma, type(self).__name__)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def product_features(z, starts, scales, out, sq, sigma: float, name: str):
+    """``out`` = the grouped products of the projections ``z`` (:func:`grouped_products`), times
+    ``k(x', 0)`` where ``sq`` (squared norms of the rows) is given; a ValueError when a feature is not
+    finite. The degrees of a Maclaurin-type map reach tens: inputs of large norm overflow, and a NaN
+    would otherwise flow silently into a learner."""
+    grouped_products(z, starts, scales.astype(out.dtype), out)
+    if sq is not None:
+        with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below
+            out *= gaussian_kernel(sq, float(sigma)).astype(out.dtype)[:, None]   # k(x', 0)
+    finite = np.isfinite(out).all(axis=1)
+    if not finite.all():
+        r = int(np.argmin(finite))
+        raise ValueError(f"{name}: the features of row {r} are not finite: the products of its projections "
+                         f"overflowed {out.dtype}; scale the rows (e.g. to unit norm, or center=True) or use "
+                         f"float64")
+    return out
 
 
 class _DegreePlan:
