@@ -84,8 +84,8 @@ def _check_frames(frames: np.ndarray, n_joints: int | None = None) -> np.ndarray
     if not np.isfinite(frames).all():
         bad = np.argwhere(~np.isfinite(frames))[0]
         raise ValueError(f"frames contains a non-finite value at row {bad[0]}, column {bad[1]}")
-    big = np.abs(frames).max(initial=0.0)
-    if big > MAX_COORDINATE:
+    big = float(np.abs(frames).max(initial=0.0))
+    if big > MAX_COORDINATE:   # compared as float64: 1e100 is infinite as float32
         raise ValueError(f"frames holds coordinates up to {float(big):.3g}: their covariances would overflow "
                          f"float64 (coordinates up to {MAX_COORDINATE:.0e} are taken); rescale the data (e.g. to "
                          f"metres)")

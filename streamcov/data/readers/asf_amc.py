@@ -751,7 +751,8 @@ class AsfAmcReader(ArchiveReader):
             return None
         X = sk.positions(mo.values, degrees=mo.degrees)
         X *= INCH / sk.length_unit / UNITS[self.units]
-        return X.reshape(len(X), -1).astype(np.float32)
+        with np.errstate(over="ignore"):   # a position beyond float32 is refused, naming the sequence, by the store
+            return X.reshape(len(X), -1).astype(np.float32)
 
     def _frames(self, e: Entry) -> np.ndarray | str:
         frames = self.read(e)

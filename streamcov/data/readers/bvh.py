@@ -469,7 +469,8 @@ class BvhReader(ArchiveReader):
         X = bvh_positions(h, vals, position_channels=self.position_channels)
         if self.scale != 1.0:
             X *= self.scale
-        return X.reshape(len(X), -1).astype(np.float32)
+        with np.errstate(over="ignore"):   # a position beyond float32 is refused, naming the sequence, by the store
+            return X.reshape(len(X), -1).astype(np.float32)
 
     def _frames(self, entry) -> np.ndarray | str:
         frames = self.read(entry)
