@@ -159,8 +159,10 @@ def _cmd_study(args) -> int:
         if value is not None:
             flags[("study", key)] = f"{flag} {value}"
     study["seeds"] = args.seeds if args.seeds is not None else (2 if args.quick else 10)
-    study["datasets"] = args.datasets.split(",") if args.datasets else (["msr"] if args.quick else ["msr", "florence"])
-    if args.maps:
+    # an empty --datasets is an error of the list, not the default (hours of the full study)
+    study["datasets"] = (args.datasets.split(",") if args.datasets is not None
+                         else (["msr"] if args.quick else ["msr", "florence"]))
+    if args.maps is not None:
         study["maps"] = args.maps.split(",")
     if args.data:
         study["data_root"] = args.data
@@ -325,7 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("out", type=nonempty_path)
     im.add_argument("--group-level", type=positive_int, default=1,
                     help="folder levels that name the group (2 for ETH-80 category/object)")
-    im.add_argument("--exclude", action="append", metavar="NAME", help="folder name to skip (default: maps)")
+    im.add_argument("--exclude", action="append", metavar="NAME",
+                    help="folder name to skip at any depth (default: maps; names given replace it: add "
+                         "--exclude maps to keep it); a name that matches no folder is refused")
     im.add_argument("--pixel-dtype", default="auto", choices=["auto", "uint8", "uint16", "float32"],
                     help="pixel type of the store (auto: 16-bit when any image is 16-bit, else 8-bit)")
     im.add_argument("--restart", action="store_true", help="discard an incomplete store first")

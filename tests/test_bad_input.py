@@ -531,6 +531,12 @@ CONFIG = [
     Case("synth-inside-a-store", lambda e: ["synth", e.copy("synth") / "inner.zarr", "--sequences", "10", "--quiet"],
          r"inner\.zarr: inside the zarr store \S+synth\.zarr; choose an output path outside every store$"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
+    # an empty list is an error, not the default (hours of the full study); a repeated entry too
+    Case("study-datasets-empty", lambda e: ["study", "kernel-approx", "--datasets", "", "--out", e.tmp / "k"],
+         r'--datasets : study\.datasets\.0 = "": expected one of "msr", "florence"'),
+    Case("study-datasets-repeated", lambda e: ["study", "kernel-approx", "--datasets", "msr,msr", "--out", e.tmp / "k"],
+         r'--datasets msr,msr: study\.datasets = \[\'msr\', \'msr\'\]: expected each entry once; "msr" is listed '
+         r'twice$'),
     Case("study-merge-garbage", lambda e: ["study", "merge", (e.tmp / "r").mkdir() or (e.tmp / "r" / "results.csv")
                                            .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
                                            "--out", e.tmp / "m"],
@@ -1085,6 +1091,14 @@ MODELS = [
     Case("model-format-unknown", predict_on(edit_json(format="other")), r"model\.json: not a streamcov model"),
     Case("label-names-empty", predict_on(edit_json(label_names=[])), r"(no classes|do not index the 0 label names)"),
     Case("source-kind-unknown", predict_on(edit_json(source__kind="audio")), r"unknown source kind 'audio'"),
+    # a folder to predict: an image ingest would skip has no row, and predict says so
+    Case("predict-folder-skips-a-tiny-image", lambda e: ["predict", e.shared["img_model"], (lambda f: (
+        f.mkdir(), save_array(np.full((16, 16), 90, np.uint8))(f / "ok.png"),
+        save_array(np.zeros((1, 20), np.uint8))(f / "thin.png"), f)[-1])(e.tmp / "topredict"),
+        "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
+         r"(?m)^streamcov predict: note: 1 image\(s\) of \S+topredict skipped, not predicted \(thin\.png: image of "
+         r"1 x 20 pixels", rc=0, check=lambda e, err, out: len((e.tmp / "p.csv").read_text().splitlines()) == 2
+         or pytest.fail("rows")),
     Case("image-model-on-skeleton-store", lambda e: ["predict", e.shared["img_model"], e.shared["synth"]],
          r"synth\.zarr: a skeleton store, but the model in .* was trained on image data"),
     Case("skeleton-model-on-image-store", lambda e: ["predict", e.shared["model"], e.shared["img_store"]],
@@ -1188,6 +1202,22 @@ IMAGES = [
                                                  (lambda f: (save_array(np.zeros((8, 8), np.uint8))(f / "x.png"), f)[1])(
                                                      image_folder("imgs")(e)), e.tmp / "s.zarr"],
          r"x\.png: image directly under the root folder"),
+    # --exclude names folders: a typo, an empty name or a path would leave in what it meant to leave out
+    Case("exclude-names-no-folder", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
+                                               e.tmp / "s.zarr", "--exclude", "mpas"],
+         r"exclude 'mpas': no folder of that name under \S+imgs; check the name \(folder names are case-sensitive\)$"),
+    Case("exclude-a-path", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
+                                      e.tmp / "s.zarr", "--exclude", "a/maps"],
+         r"exclude 'a/maps': a folder name to skip \(e\.g\. maps\), not a path or an empty name$"),
+    # a link to a class folder is read; hidden folders and files (.git, thumbnails) are not images of the set
+    Case("linked-class-and-hidden-entries", lambda e: ["ingest", "images", "--format", "folders", (lambda f: (
+        (e.tmp / "elsewhere").mkdir(), shutil.copytree(f / "a", e.tmp / "elsewhere" / "c"),
+        (f / "c").symlink_to(e.tmp / "elsewhere" / "c"), shutil.copytree(f / "a", f / ".git"),
+        shutil.copytree(f / "b", f / "b" / ".thumbs"), f)[-1])(image_folder("imgs")(e)), e.tmp / "s.zarr"],
+         r'"images": 6, "labels": 3', rc=0),
+    Case("folder-link-cycle", lambda e: ["ingest", "images", "--format", "folders", (lambda f: (
+        (f / "a" / "loop").symlink_to(f), f)[-1])(image_folder("imgs")(e)), e.tmp / "s.zarr"],
+         r"imgs/a/loop: a folder link that leads back to a folder already read \(a cycle\); remove the link$"),
     Case("group-level-zero", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr",
                                         "--group-level", "0"], r"argument --group-level: expected an integer >= 1"),
     Case("group-level-too-deep", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),

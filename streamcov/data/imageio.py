@@ -57,24 +57,50 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     """List the images under ``root`` with their class and group, in a stable order.
 
     With ``unlabelled=True`` images directly under ``root`` are accepted
-    with the label :data:`UNLABELLED` (images to predict).
+    with the label :data:`UNLABELLED` (images to predict). Links to folders
+    are followed (a link back to a folder already read is refused); hidden
+    files and folders (names starting with ``.``: ``.git``, thumbnails) are
+    not images of the set. ``exclude``: folder names (not paths) skipped at
+    any depth; a name other than the default ``maps`` that names no folder
+    is refused (a typo would keep what it meant to leave out).
     """
+    import os
+
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root}: image folder not found")
     if int(group_level) != group_level or group_level < 1:
         raise ValueError(f"group_level must be an integer >= 1, got {group_level!r}")
     exclude = set(exclude or ())
-    entries = []
-    for p in root.rglob("*"):
-        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_symlink() and not p.exists():
-            raise FormatError(p, "a broken link (its target does not exist); remove it or restore the target")
-        if not p.is_file() or p.suffix.lower() not in IMAGE_EXTENSIONS:
-            continue
+    for name in exclude:
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise ConfigError(f"exclude {name!r}: a folder name to skip (e.g. maps), not a path or an empty name")
+    entries, seen, excluded = [], set(), set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            raise FormatError(dirpath, "a folder link that leads back to a folder already read (a cycle); "
+                                       "remove the link")
+        seen.add(real)
+        excluded |= exclude & set(dirnames)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude)
+        for name in filenames:
+            p = Path(dirpath) / name
+            if name.startswith(".") or p.suffix.lower() not in IMAGE_EXTENSIONS:
+                continue
+            if p.is_symlink() and not p.exists():
+                raise FormatError(p, "a broken link (its target does not exist); remove it or restore the target")
+            if not p.is_file():
+                continue
+            entries.append(p)
+    unused = sorted(exclude - excluded - {"maps"})
+    if unused:
+        raise ConfigError(f"exclude {unused[0]!r}: no folder of that name under {root}; check the name "
+                          f"(folder names are case-sensitive)")
+    found, entries = entries, []
+    for p in found:
         rel = p.relative_to(root)
         folders = rel.parts[:-1]
-        if any(f in exclude for f in folders):
-            continue
         if not folders and not unlabelled:
             raise FormatError(p, "image directly under the root folder; put each class in "
                                  "its own folder (root/<class>/<file>)")

@@ -42,10 +42,17 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
         from ..data.images import ingest_images
 
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
-            ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True)
+            store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True)
             summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv or _default_out(model_dir, path),
                                scheduler, workers, block, train_accuracy)
         summary["store"] = str(path)
+        skipped = list(store.attrs.get("skipped", []))
+        if skipped:   # images the folder holds that have no row in the predictions: said, as ingest says it
+            shown = "; ".join(f"{s.get('id')}: {s.get('reason')}" for s in skipped[:3])
+            more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+            summary["skipped"] = skipped
+            summary.setdefault("notes", []).append(f"{len(skipped)} image(s) of {path} skipped, not predicted "
+                                                   f"({shown}{more})")
         return summary
     return _predict(model, model_dir, path, out_csv or _default_out(model_dir, path), scheduler, workers, block,
                     train_accuracy)

@@ -1056,6 +1056,14 @@ class StudyTable(Table):
     gram_sample: Annotated[int, Field(ge=2)] = 300
     gram_seeds: PosInt = 20
 
+    @field_validator("datasets", "maps", "nus", "learners")
+    @classmethod
+    def _distinct(cls, v):
+        # a repeated entry would run (hours of) the same cells twice and merge them as one
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"each entry once; {_toml_value(next(x for x in v if v.count(x) > 1))} is listed twice")
+        return v
+
 
 class KernelApproxStudy(Top):
     task: Literal["kernel-approx-study"] = "kernel-approx-study"
