@@ -549,6 +549,12 @@ CONFIG = [
          r'method\.classifier = "sgd" \(loghs with svc reads sigma1, gamma, mu, sigma2, C, inner_folds, '
          r'max_pixels_exact, standardize, scaling, head_weight, head_combine, head_norm\)$',
          check=lambda e, err, out: only_the_error_line(err)),
+    # the in-memory operators: each image's 2D x 2D operator and its log as well as its vector are counted
+    Case("eval-D-beyond-memory", run_image(lambda t: t.replace('name = "loghs"\nmax_pixels_exact = 16\n',
+                                                               'name = "approx_loghs"\nD = 100000\n'),
+                                           pipeline=EVAL_PIPELINE),
+         r"method\.D = 100000 on \d+ images: needs [\d.]+ TiB of memory, this machine has [\d.]+ GiB; lower "
+         r"method\.D, or use the out-of-core task image-stream-classification$"),
     Case("eval-method-key-unread-set", run_image(lambda t: t, "method.D=100", pipeline=EVAL_PIPELINE),
          r'error: --set method\.D=100: method\.D = 100 is not read by method\.name = "loghs" with classifier "svc" '
          r'\(its default\): remove it, or set method\.name = "approx_hs", "approx_loghs" or "qapprox_loghs" '

@@ -187,3 +187,20 @@ def test_conv_head_sum_with_power_normalised_heads_streams_and_predicts(store, b
                                atol=1e-6)
     s = predict(res["model_path"], store.path, tmp_path / "p.csv", scheduler="synchronous")
     assert s["accuracy"] == pytest.approx(res["accuracy"])
+
+
+def test_in_memory_hypercolumns_beyond_memory_are_refused_by_their_grid(store, tmp_path, monkeypatch):
+    """image-classification holds every image's hypercolumns at once: a grid whose cells x channels (at 8
+    bytes each, the measured peak) exceed the machine is refused before the network runs, naming pixels.grid."""
+    from streamcov import _config
+    from streamcov.errors import ConfigError
+
+    cfg = {"task": "image-classification", "name": "tex_cnn_eval", "seed": 0, "output": str(tmp_path / "o"),
+           "data": {"format": "store", "store": str(store.path)}, "pixels": {**PIXELS, "grid": 512},
+           "method": {"name": "approx_loghs", "D": 10, "inner_folds": 2}, "split": {"kind": "store"}}
+    need = 8.0 * len(store) * 512 * 512 * CNNSpec(blocks=("block3", "block5"), input_size=32).n_features
+    monkeypatch.setattr(_config, "total_memory", lambda: need / 2)
+    with pytest.raises(ConfigError, match=rf"pixels\.grid = 512 on {len(store)} images \({len(store) * 512 * 512} "
+                                          r"grid cells of \d+ channels\): needs [\d.]+ GiB of memory, this machine "
+                                          r"has [\d.]+ GiB; lower pixels\.grid"):
+        run_pipeline(cfg, scheduler="synchronous")
