@@ -1159,6 +1159,19 @@ def with_image(name: str, write: Callable[[Path], None], base=None):
     return argv
 
 
+def png16_rgb(path: Path, h: int = 8, w: int = 8):
+    """A 16-bit RGB PNG written by hand (Pillow does not write them): IHDR depth 16, colour type 2."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\x00" + np.full((w, 3), 40000, ">u2").tobytes() for _ in range(h))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
 def save_array(arr, **kw):
     def write(path):
         from PIL import Image
@@ -1229,6 +1242,10 @@ IMAGES = [
     Case("group-level-too-deep", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
                                             e.tmp / "s.zarr", "--group-level", "3"],
          r"[ab]/0\.png: lies 1 folder level\(s\) deep but the group level \(--group-level, data\.group_level\) is 3"),
+    # Pillow reads a 16-bit colour PNG at 8 bits without a word
+    Case("png-16-bit-rgb", with_image("deep_rgb.png", png16_rgb),
+         r"a/deep_rgb\.png: 16-bit RGB PNG: it would be read at 8 bits; save it as 8-bit RGB, or as 16-bit grey if "
+         r"its depth matters$"),
     Case("pixel-dtype-too-small", with_image("deep.png", save_array(np.full((16, 16), 40000, np.uint16)),
                                              ["--pixel-dtype", "uint8"]),
          r"a/deep\.png: 16-bit image but the store holds 8-bit pixels; ingest with --pixel-dtype auto"),

@@ -118,6 +118,18 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     return entries
 
 
+def _refuse_deep_colour_png(path: Path) -> None:
+    """Pillow decodes a 16-bit RGB, RGBA or grey+alpha PNG to 8 bits without a word: refused, as a loss of
+    depth (16-bit grey is read at 16 bits). The IHDR chunk gives the bit depth (byte 24) and the colour
+    type (byte 25: 0 grey, 2 RGB, 3 palette, 4 grey+alpha, 6 RGBA)."""
+    with open(path, "rb") as fh:
+        head = fh.read(26)
+    if len(head) == 26 and head[12:16] == b"IHDR" and head[24] == 16 and head[25] in (2, 4, 6):
+        kind = {2: "RGB", 4: "grey+alpha", 6: "RGBA"}[head[25]]
+        raise FormatError(path, f"16-bit {kind} PNG: it would be read at 8 bits; save it as 8-bit RGB, or as "
+                                f"16-bit grey if its depth matters")
+
+
 def read_image(path) -> np.ndarray:
     """Read one image as uint8/uint16 (h, w) grey or (h, w, 3) RGB.
 
@@ -133,6 +145,8 @@ def read_image(path) -> np.ndarray:
             if frames > 1:
                 raise FormatError(path, f"{frames} frames (an animation or a multi-page file); streamcov "
                                         f"reads single-frame images: save the frame to use as its own file")
+            if im.format == "PNG":
+                _refuse_deep_colour_png(path)
             im.load()
             mode = im.mode
             if mode in ("1", "LA"):
