@@ -1242,6 +1242,13 @@ IMAGES = [
     Case("group-level-too-deep", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
                                             e.tmp / "s.zarr", "--group-level", "3"],
          r"[ab]/0\.png: lies 1 folder level\(s\) deep but the group level \(--group-level, data\.group_level\) is 3"),
+    # integers are stored as fractions of their range, floats as they are: mixed, they would lie on two scales
+    Case("float-among-integer-images", with_image("micro.tif", save_array(np.full((16, 16), 4080.0, np.float32))),
+         r"a/micro\.tif: float pixels, but \S+\.png \(and maybe others\) has integer pixels: .*convert the images "
+         r"to one kind, or ingest with --pixel-dtype float32 if the floats are already fractions of 0 to 1$"),
+    Case("float-among-integer-images-as-float32", with_image("micro.tif", save_array(np.full((16, 16), 0.5,
+                                                                                            np.float32)),
+                                                             ["--pixel-dtype", "float32"]), r'"images": 5', rc=0),
     # Pillow reads a 16-bit colour PNG at 8 bits without a word
     Case("png-16-bit-rgb", with_image("deep_rgb.png", png16_rgb),
          r"a/deep_rgb\.png: 16-bit RGB PNG: it would be read at 8 bits; save it as 8-bit RGB, or as 16-bit grey if "

@@ -157,21 +157,29 @@ class ImageStoreWriter(RaggedStoreWriter):
 
 
 def auto_pixel_dtype(paths) -> str:
-    """``float32`` when any image has float pixels, else ``uint16`` when any is 16-bit, else ``uint8``:
-    only the file headers are read."""
+    """``float32`` when the images have float pixels, else ``uint16`` when any is 16-bit, else ``uint8``:
+    only the file headers are read. Float images among integer ones are refused: integers are stored as
+    fractions of their range (0 to 1) and floats as they are, so the two would lie on different scales."""
     from PIL import Image
 
-    out = "uint8"
+    out, floats, ints = "uint8", None, None
     for p in paths:
         try:
             with Image.open(p) as im:
                 if im.mode == "F":
-                    return "float32"
-                if im.mode.startswith("I;16") or im.mode == "I":
-                    out = "uint16"
+                    floats = floats or p
+                else:
+                    ints = ints or p
+                    if im.mode.startswith("I;16") or im.mode == "I":
+                        out = "uint16"
         except Exception:   # unreadable: read_image names it when the ingestion reaches it
             continue
-    return out
+        if floats is not None and ints is not None:
+            raise FormatError(floats, f"float pixels, but {ints} (and maybe others) has integer pixels: integers "
+                                      f"are stored as fractions of their range (0 to 1), floats as they are, on "
+                                      f"another scale; convert the images to one kind, or ingest with "
+                                      f"--pixel-dtype float32 if the floats are already fractions of 0 to 1")
+    return "float32" if floats is not None else out
 
 
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
