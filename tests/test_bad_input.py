@@ -1187,6 +1187,24 @@ def image_run(edit: Callable[[str], str] = lambda t: t, store: Callable | None =
     return argv
 
 
+def colour_model(e) -> Path:
+    """A model of the stream image task on RGB features (preset fish), trained on 2 x 4 colour images."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in ("a", "b"):
+        (e.tmp / "rgb" / c).mkdir(parents=True, exist_ok=True)
+        for i in range(4):
+            Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(e.tmp / "rgb" / c / f"{i}.png")
+    store = e.tmp / "rgb.zarr"
+    rc, err, _ = cli("ingest", "images", "--format", "folders", e.tmp / "rgb", store, "--quiet")
+    assert rc == 0, err
+    text = IMAGE_PIPELINE.format(out=e.tmp / "o", store=store).replace('preset = "texture"', 'preset = "fish"')
+    rc, err, _ = cli("run", e.pipeline(text), "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    return e.tmp / "o" / "model"
+
+
 def ingested(folder_fn, *flags):
     def make(e):
         out = e.tmp / "i.zarr"
@@ -1265,6 +1283,11 @@ IMAGES = [
     Case("grey-image-colour-preset", image_run(lambda t: t.replace('preset = "texture"', 'preset = "fish"'),
                                                ingested(image_folder("grey"))),
          r"\[pixels\]: spec 'fish' uses R, G, B but image 0 \(a/0\.png\) is grey; use a grey spec"),
+    # at predict time the advice is about the images given, not the spec the model was trained with
+    Case("colour-model-on-grey-images", lambda e: ["predict", colour_model(e), image_folder("grey")(e),
+                                                   "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
+         r"image 0 \(a/0\.png\) is grey, but the model's features \(spec 'fish'\) use R, G, B; give it colour "
+         r"images, or train a model on grey features for grey ones$"),
     Case("stride-leaves-one-pixel", image_run(lambda t: t.replace('preset = "texture"', 'preset = "texture"\nstride = 64')),
          r"pixels\.stride = 64: image \S+ of 24 x 24 pixels keeps 1 sampled pixel .*lower the stride"),
     # documented results

@@ -244,6 +244,10 @@ class ImageSource:
             return
         if spec.needs_color and (store.shapes[:, 2] != 3).any():
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
+            if state is not None and state.get("scale") is not None:   # a trained model's spec (predict)
+                raise ConfigError(f"{store.path}: image {i} ({store.ids()[i]}) is grey, but the model's features "
+                                  f"(spec {spec.name!r}) use R, G, B; give it colour images, or train a model on "
+                                  f"grey features for grey ones")
             raise ConfigError(f"[pixels]: spec {spec.name!r} uses R, G, B but image {i} "
                               f"({store.ids()[i]}) is grey; use a grey spec")
         from .._config import check_memory
