@@ -223,3 +223,17 @@ def test_oversized_and_linked_images_are_named(tmp_path, monkeypatch):
     (tmp_path / "c" / "gone.png").symlink_to(tmp_path / "nowhere.png")
     with pytest.raises(FormatError, match=r"gone\.png: a broken link \(its target does not exist\)"):
         scan_folders(tmp_path)
+
+
+def test_in_memory_folders_skip_what_ingestion_skips(tmp_path):
+    """An image smaller than 2 x 2 pixels is skipped in memory as in a store, with a warning naming it."""
+    for c in "ab":
+        (tmp_path / c).mkdir()
+        Image.fromarray(np.full((8, 8), 7, np.uint8)).save(tmp_path / c / "ok.png")
+    Image.fromarray(np.zeros((1, 20), np.uint8)).save(tmp_path / "a" / "thin.png")
+    with pytest.warns(UserWarning, match=r"1 image\(s\) of \S+ skipped, smaller than 2 x 2 pixels \(a/thin\.png: "
+                                         r"1 x 20 pixels\)"):
+        s = load_folders(tmp_path)
+    assert s.ids == ["a/ok.png", "b/ok.png"] and list(s.labels) == [0, 1]
+    store = ingest_images(tmp_path, tmp_path.parent / f"{tmp_path.name}.zarr")
+    assert store.ids() == s.ids and [k["id"] for k in store.attrs["skipped"]] == ["a/thin.png"]

@@ -51,6 +51,9 @@ def _natural_key(s: str):
 
 
 UNLABELLED = ""   # the label of images found directly under the root when unlabelled ones are allowed
+# smaller images are skipped (the derivative filters and a covariance need 2 x 2 pixels): recorded in a store's
+# attrs["skipped"] at ingestion, warned about by the in-memory tasks
+MIN_SIDE = 2
 
 
 def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool = False) -> list[ImageEntry]:
@@ -191,6 +194,18 @@ def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool =
         from tqdm.auto import tqdm
         it = tqdm(entries, desc=f"read {Path(root).name}", unit="img")
     images = [read_image(e.path) for e in it]
+    small = [i for i, img in enumerate(images) if min(img.shape[:2]) < MIN_SIDE]
+    if small:   # as ingestion skips them: the same images in memory and in a store
+        import warnings
+
+        shown = "; ".join(f"{entries[i].id}: {images[i].shape[0]} x {images[i].shape[1]} pixels" for i in small[:3])
+        warnings.warn(f"{len(small)} image(s) of {root} skipped, smaller than {MIN_SIDE} x {MIN_SIDE} pixels "
+                      f"({shown}{' ...' if len(small) > 3 else ''})", stacklevel=2)
+        gone = set(small)
+        keep = [i for i in range(len(images)) if i not in gone]
+        entries, images = [entries[i] for i in keep], [images[i] for i in keep]
+        if not entries:
+            raise FormatError(root, f"every image is smaller than {MIN_SIDE} x {MIN_SIDE} pixels")
     labels, label_names = _codes([e.label for e in entries])
     groups, group_names = _codes([e.group for e in entries])
     return ImageSet(images=images, labels=labels, label_names=label_names, groups=groups,

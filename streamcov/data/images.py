@@ -20,13 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError
-from .imageio import ImageSet, read_image, scan_folders
+from .imageio import MIN_SIDE, ImageSet, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter
 
 FORMAT_NAME = "streamcov.images"
 DEFAULT_CHUNK_PIXELS = 1 << 20
 PIXEL_DTYPES = ("uint8", "uint16", "float32")
-MIN_SIDE = 2   # smaller images are skipped at ingestion and recorded in attrs["skipped"]
 
 
 def _convert(image: np.ndarray, dtype: str, where: str) -> np.ndarray:
