@@ -237,3 +237,18 @@ def test_in_memory_folders_skip_what_ingestion_skips(tmp_path):
     assert s.ids == ["a/ok.png", "b/ok.png"] and list(s.labels) == [0, 1]
     store = ingest_images(tmp_path, tmp_path.parent / f"{tmp_path.name}.zarr")
     assert store.ids() == s.ids and [k["id"] for k in store.attrs["skipped"]] == ["a/thin.png"]
+
+
+def test_class_names_in_two_unicode_forms_are_one_class(tmp_path):
+    """"café" as macOS writes it (NFD) and as Linux does (NFC) look the same and are one class."""
+    import unicodedata
+
+    for form, name in (("NFC", "1.png"), ("NFD", "2.png")):
+        folder = tmp_path / unicodedata.normalize(form, "café")
+        folder.mkdir()
+        Image.fromarray(np.full((8, 8), 7, np.uint8)).save(folder / name)
+    (tmp_path / "b").mkdir()
+    Image.fromarray(np.full((8, 8), 7, np.uint8)).save(tmp_path / "b" / "1.png")
+    entries = scan_folders(tmp_path)
+    assert sorted({e.label for e in entries}) == ["b", unicodedata.normalize("NFC", "café")]
+    assert len(entries) == 3

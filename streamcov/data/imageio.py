@@ -68,6 +68,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     is refused (a typo would keep what it meant to leave out).
     """
     import os
+    import unicodedata
 
     root = Path(root)
     if not root.is_dir():
@@ -107,6 +108,8 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         if not folders and not unlabelled:
             raise FormatError(p, "image directly under the root folder; put each class in "
                                  "its own folder (root/<class>/<file>)")
+        # names in one Unicode form: "café" written by macOS (NFD) and by Linux (NFC) is one class
+        folders = tuple(unicodedata.normalize("NFC", f) for f in folders)
         label = folders[0] if folders else UNLABELLED
         if folders and len(folders) < group_level:
             raise FormatError(p, f"lies {len(folders)} folder level(s) deep but the group level "
