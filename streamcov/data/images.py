@@ -157,28 +157,32 @@ class ImageStoreWriter(RaggedStoreWriter):
 
 def auto_pixel_dtype(paths) -> str:
     """``float32`` when the images have float pixels, else ``uint16`` when any is 16-bit, else ``uint8``:
-    only the file headers are read. Float images among integer ones are refused: integers are stored as
-    fractions of their range (0 to 1) and floats as they are, so the two would lie on different scales."""
+    the file headers are read, and the pixels of float images among integer ones. Integers are stored as
+    fractions of their range (0 to 1) and floats as they are: a float image with values outside 0 to 1
+    among integer images would lie on another scale, and is refused."""
     from PIL import Image
 
-    out, floats, ints = "uint8", None, None
+    out, floats, ints = "uint8", [], None
     for p in paths:
         try:
             with Image.open(p) as im:
                 if im.mode == "F":
-                    floats = floats or p
+                    floats.append(p)
                 else:
                     ints = ints or p
                     if im.mode.startswith("I;16") or im.mode == "I":
                         out = "uint16"
         except Exception:   # unreadable: read_image names it when the ingestion reaches it
             continue
-        if floats is not None and ints is not None:
-            raise FormatError(floats, f"float pixels, but {ints} (and maybe others) has integer pixels: integers "
-                                      f"are stored as fractions of their range (0 to 1), floats as they are, on "
-                                      f"another scale; convert the images to one kind, or ingest with "
-                                      f"--pixel-dtype float32 if the floats are already fractions of 0 to 1")
-    return "float32" if floats is not None else out
+    if floats and ints is not None:
+        for p in floats:
+            a = read_image(p)
+            if a.min() < 0 or a.max() > 1:
+                raise FormatError(p, f"float pixels from {float(a.min()):.4g} to {float(a.max()):.4g}, but {ints} "
+                                     f"(and maybe others) has integer pixels, stored as fractions of their range "
+                                     f"(0 to 1): the two would lie on different scales; scale the float images "
+                                     f"to 0 to 1, or convert them to integers")
+    return "float32" if floats else out
 
 
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
