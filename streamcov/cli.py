@@ -149,8 +149,8 @@ def _cmd_study(args) -> int:
     flags = {("study", "learners"): f"--learners {args.learners}", ("study", "jobs"): f"--jobs {args.jobs}",
              ("output",): f"--out {args.out}"}
     try:
-        study["nus"] = [int(v) for v in args.nus.split(",")] if args.nus else list(QUICK_NUS if args.quick
-                                                                                   else FULL_NUS)
+        study["nus"] = ([int(v) for v in args.nus.split(",")] if args.nus is not None
+                        else list(QUICK_NUS if args.quick else FULL_NUS))
     except ValueError:
         raise ConfigError(f"--nus {args.nus}: expected a comma list of integers, e.g. 50,500,5000") from None
     for key, flag in (("nus", "--nus"), ("seeds", "--seeds"), ("datasets", "--datasets"), ("maps", "--maps"),

@@ -426,6 +426,9 @@ CONFIG = [
          r"--set features\.sigma=1e-300: features\.sigma = 1e-300: expected a value >= 1e-20$"),
     Case("sigma-grid-overflows", run_set('model.learner="exact-svm"', "model.sigma_grid=[1, 1e300]"),
          r"--set model\.sigma_grid=\[1, 1e300\]: model\.sigma_grid\.1 = 1e\+300: expected a value <= 1e\+20$"),
+    Case("eval-sigma1-underflows", run_image(lambda t: t.replace("sigma1 = [1.0]", "sigma1 = [1e-300]"),
+                                             pipeline=EVAL_PIPELINE),
+         LINE + r"method\.sigma1 = \[1e-300\]: "),
     Case("nystroem-more-landmarks-than-rows", run_set('features.map="nystroem"', "features.n_components=500"),
          r'features\.n_components = 500: map "nystroem" takes its landmarks among the rows it is fitted on, and '
          r'there are \d+ \(the training rows, at most features\.fit_sample = \d+\); lower features\.n_components '
@@ -534,6 +537,8 @@ CONFIG = [
     # an empty list is an error, not the default (hours of the full study); a repeated entry too
     Case("study-datasets-empty", lambda e: ["study", "kernel-approx", "--datasets", "", "--out", e.tmp / "k"],
          r'--datasets : study\.datasets\.0 = "": expected one of "msr", "florence"'),
+    Case("study-nus-empty", lambda e: ["study", "kernel-approx", "--nus", "", "--out", e.tmp / "k"],
+         r"--nus : expected a comma list of integers"),
     Case("study-datasets-repeated", lambda e: ["study", "kernel-approx", "--datasets", "msr,msr", "--out", e.tmp / "k"],
          r'--datasets msr,msr: study\.datasets = \[\'msr\', \'msr\'\]: expected each entry once; "msr" is listed '
          r'twice$'),
@@ -1076,6 +1081,8 @@ MODELS = [
          r"of\); a model's description is not edited: train the model again$"),
     Case("model-json-split-edited", predict_on(edit_json(signed=False, info__split="x")),
          r"model\.json: edited after it was saved"),
+    Case("model-json-version-lowered", predict_on(edit_json(signed=False, version=3, source__descriptor__gamma=0.5)),
+         r"model\.json: edited after it was saved"),
     Case("model-json-digest-removed", predict_on(edit_json_del("doc_sha256", signed=False)),
          r"model\.json: edited after it was saved"),
     Case("scaler-scale-zero", predict_on(edit_json(scaler__scalars__scale_=0.0)),
@@ -1254,7 +1261,11 @@ IMAGES = [
          r'"images": 6, "labels": 3', rc=0),
     Case("folder-link-cycle", lambda e: ["ingest", "images", "--format", "folders", (lambda f: (
         (f / "a" / "loop").symlink_to(f), f)[-1])(image_folder("imgs")(e)), e.tmp / "s.zarr"],
-         r"imgs/a/loop: a folder link that leads back to a folder already read \(a cycle\); remove the link$"),
+         r"imgs/a/loop: a folder link that leads back to a folder it lies in \(a cycle\); remove the link$"),
+    Case("folder-read-twice", lambda e: ["ingest", "images", "--format", "folders", (lambda f: (
+        (f / "0_link").symlink_to(f / "b"), f)[-1])(image_folder("imgs")(e)), e.tmp / "s.zarr"],
+         r"imgs/b: the same folder as \S+imgs/0_link \(one of them is a link\): its images would be read twice; "
+         r"remove one of them$"),
     Case("group-level-zero", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr",
                                         "--group-level", "0"], r"argument --group-level: expected an integer >= 1"),
     Case("group-level-too-deep", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),

@@ -79,13 +79,17 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     for name in exclude:
         if not name or "/" in name or "\\" in name or name in (".", ".."):
             raise ConfigError(f"exclude {name!r}: a folder name to skip (e.g. maps), not a path or an empty name")
-    entries, seen, excluded = [], set(), set()
+    entries, seen, excluded = [], {}, set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:
-            raise FormatError(dirpath, "a folder link that leads back to a folder already read (a cycle); "
-                                       "remove the link")
-        seen.add(real)
+            parent = os.path.realpath(os.path.dirname(dirpath))
+            if parent == real or parent.startswith(real + os.sep):
+                raise FormatError(dirpath, "a folder link that leads back to a folder it lies in (a cycle); "
+                                           "remove the link")
+            raise FormatError(dirpath, f"the same folder as {seen[real]} (one of them is a link): its images "
+                                       f"would be read twice; remove one of them")
+        seen[real] = dirpath
         excluded |= exclude & set(dirnames)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude)
         for name in filenames:

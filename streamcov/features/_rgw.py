@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._kernels.products import grouped_products
+from ..errors import ConfigError
 from ..kernels import gaussian_kernel
 
 
@@ -174,10 +175,12 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
             out *= gaussian_kernel(sq, float(sigma)).astype(out.dtype)[:, None]   # k(x', 0)
     finite = np.isfinite(out).all(axis=1)
     if not finite.all():
+        # a ConfigError, which is a ValueError: one line and exit 2 when a pipeline's settings cause it
         r = int(np.argmin(finite))
-        raise ValueError(f"{name}: the features of row {r} are not finite: the products of its projections "
-                         f"overflowed {out.dtype}; scale the rows (e.g. to unit norm, or center=True) or use "
-                         f"float64")
+        raise ConfigError(f"{name}: the features of row {r} of the {len(out)} transformed are not finite: the "
+                          f"products of its projections overflowed {out.dtype}; scale the rows (e.g. to unit norm, "
+                          f"or center=True) or use float64; in a pipeline, raise features.sigma or lower "
+                          f"features.max_degree")
     return out
 
 

@@ -166,8 +166,8 @@ def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:
     if not np.isfinite(X).all():
         r = int(np.argwhere(~np.isfinite(X))[0][0])
         # a user's settings (a tiny bandwidth, a high degree) or data (huge coordinates): one line, exit 2
-        raise ConfigError(f"non-finite feature in row {b0 + r}: the feature map overflowed (lower n_components' "
-                          f"degree or raise sigma); nothing of the block was written")
+        raise ConfigError(f"non-finite feature in row {b0 + r}: the feature map overflowed (raise features.sigma "
+                          f"or lower features.max_degree); nothing of the block was written")
     g = zarr.open_group(path, mode="r+")
     g["X"][b0:b1] = X
     g["done"][i] = 1

@@ -414,7 +414,7 @@ class FittedPipeline:
         if not isinstance(version, int) or not 1 <= version <= VERSION:
             raise ModelError(f"{jpath}: model format version {version!r}; this streamcov reads versions 1 to "
                              f"{VERSION}: upgrade streamcov or train the model again")
-        if version >= 4 and doc.get("doc_sha256") != _doc_sha256(doc):
+        if (version >= 4 or "doc_sha256" in doc) and doc.get("doc_sha256") != _doc_sha256(doc):
             raise ModelError(f"{jpath}: edited after it was saved (it is not the description its SHA-256, "
                              f"doc_sha256, was taken of); a model's description is not edited: train the model "
                              f"again")

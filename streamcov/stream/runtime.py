@@ -258,7 +258,8 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
                 # traceback, and while they live a resubmission of the same keys (retry_lost) is handed
                 # their cancelled state back and fails at once with the first attempt's error.
                 for f in futures:
-                    f.release()
+                    if hasattr(f, "release"):   # a non-collection argument comes back as it was
+                        f.release()
 
         def compute(*objs):
             return retry_lost(client, lambda: compute_once(*objs), rt.reshare)

@@ -36,12 +36,14 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     note : callable, optional
         Gets the loader's notes (:func:`.config.load_config`); default: stderr.
     """
+    if output is not None and not str(output).strip():
+        raise ConfigError("--output: empty path; give the folder to write the results into")
+    if output is not None and "\0" in str(output):
+        raise ConfigError("--output: holds a NUL character (\\u0000), which no path may contain; remove it")
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
     else:
         sets = list(overrides)
-        if output is not None and not str(output).strip():
-            raise ConfigError("--output: empty path; give the folder to write the results into")
         cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags, note=note,
                           scheduler=scheduler, output=None if output is None else Path(output))
     spec = get_task(cfg.task)

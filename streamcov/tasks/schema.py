@@ -749,6 +749,7 @@ class ImageStreamClassification(Top):
 
 
 Grid = Union[PosFloat, Annotated[list[PosFloat], Field(min_length=1)]]
+BandwidthGrid = Union[Bandwidth, Annotated[list[Bandwidth], Field(min_length=1)]]
 EVAL_METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs", "head")
 HeadGrid = Union[HeadWeight, Annotated[list[HeadWeight], Field(min_length=1)], Literal["alignment"]]
 CombineGrid = Union[HeadCombine, Annotated[list[HeadCombine], Field(min_length=1)]]
@@ -837,10 +838,10 @@ class EvalMethod(Table):
     name: Literal[EVAL_METHODS] = "approx_loghs"
     classifier: Optional[Literal[EVAL_CLASSIFIERS]] = None
     D: PosInt = 200
-    sigma1: Grid = [0.5, 1.0, 2.0]
+    sigma1: BandwidthGrid = [0.5, 1.0, 2.0]
     gamma: Grid = [1e-4, 1e-3, 1e-2]
     mu: Optional[Grid] = None
-    sigma2: Grid = [0.25, 0.5, 1.0, 2.0]
+    sigma2: BandwidthGrid = [0.25, 0.5, 1.0, 2.0]
     C: Grid = [1.0, 10.0, 100.0]
     inner_folds: Annotated[int, Field(ge=2)] = 5
     max_pixels_exact: PosInt = 256
