@@ -121,10 +121,10 @@ def _warn_skipped(command: str, skipped: list, unit: str) -> None:
     """Skipped items (docs/bad_input.md) on stderr: the first three, and where the full list is."""
     if not skipped:
         return
-    shown = "; ".join(f"{s.get('id')}: {s.get('reason')}" for s in skipped[:3])
-    more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-    print(f"streamcov {command}: warning: {len(skipped)} {unit}(s) skipped ({shown}{more}); the store lists "
-          f"them (`streamcov info STORE`)", file=sys.stderr)
+    from .data.ragged import skipped_text
+
+    print(f"streamcov {command}: warning: {len(skipped)} {unit}(s) skipped {skipped_text(skipped)}; the store "
+          f"lists them (`streamcov info STORE`)", file=sys.stderr)
 
 
 def _cmd_ingest_images(args) -> int:

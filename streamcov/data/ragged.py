@@ -547,6 +547,14 @@ def files_digest(paths, root) -> dict:
     return {"count": n, "digest": h.hexdigest()}
 
 
+def skipped_text(skipped: list) -> str:
+    """``(id: reason; id: reason; id: reason and K more)``: the items a store records in ``attrs["skipped"]``,
+    the first three named, as ingestion and predict report them."""
+    shown = "; ".join(f"{s.get('id')}: {s.get('reason')}" for s in skipped[:3])
+    more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return f"({shown}{more})"
+
+
 def enclosing_store(path) -> Path | None:
     """The zarr store (a folder holding ``zarr.json``) that ``path`` is, or lies inside, or None: where an
     output must never be written (it would sit among the store's arrays, or replace their metadata)."""

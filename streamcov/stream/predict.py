@@ -48,11 +48,11 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
         summary["store"] = str(path)
         skipped = list(store.attrs.get("skipped", []))
         if skipped:   # images the folder holds that have no row in the predictions: said, as ingest says it
-            shown = "; ".join(f"{s.get('id')}: {s.get('reason')}" for s in skipped[:3])
-            more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+            from ..data.ragged import skipped_text
+
             summary["skipped"] = skipped
             summary.setdefault("notes", []).append(f"{len(skipped)} image(s) of {path} skipped, not predicted "
-                                                   f"({shown}{more})")
+                                                   f"{skipped_text(skipped)}")
         return summary
     return _predict(model, model_dir, path, out_csv or _default_out(model_dir, path), scheduler, workers, block,
                     train_accuracy)
