@@ -101,18 +101,23 @@ def dump_estimator(est, prefix: str, arrays: dict) -> dict:
             "tuples": tuples, "estimators": nested}
 
 
+def _new_estimator(desc: dict):
+    """The unfitted estimator of ``desc``'s class (from the allow-list only) and parameters."""
+    name = desc.get("class")
+    if name not in ALLOWED:
+        raise ModelError(f"names class {name!r}, which is not in the allow-list "
+                         f"{sorted(ALLOWED)}")
+    return getattr(importlib.import_module(ALLOWED[name]), name)(**desc["params"])
+
+
 def load_estimator(desc: dict, arrays, copy: bool = True) -> object:
     """The estimator ``desc`` describes (:func:`dump_estimator`), its fitted arrays taken from ``arrays``.
 
     ``copy=False`` uses the arrays as they are (for arrays made for this estimator alone, e.g. read
     from a file: a feature map's projections can take gigabytes).
     """
-    name = desc.get("class")
-    if name not in ALLOWED:
-        raise ModelError(f"names class {name!r}, which is not in the allow-list "
-                         f"{sorted(ALLOWED)}")
-    cls = getattr(importlib.import_module(ALLOWED[name]), name)
-    est = cls(**desc["params"])
+    est = _new_estimator(desc)
+    name = desc["class"]
     for key, array_name in desc["arrays"].items():
         if array_name not in arrays:
             raise ModelError(f"array {array_name!r} of {name} missing from model.npz")
@@ -319,11 +324,7 @@ def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
     the SHA-256 it was saved with."""
     from ..features.registry import fitted_without_data
 
-    name = desc.get("class")
-    if name not in ALLOWED:
-        raise ModelError(f"names class {name!r}, which is not in the allow-list {sorted(ALLOWED)}")
-    cls = getattr(importlib.import_module(ALLOWED[name]), name)
-    est = cls(**desc["params"])
+    est = _new_estimator(desc)
     try:
         est._validate_params()
     except (TypeError, ValueError) as exc:
