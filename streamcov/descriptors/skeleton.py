@@ -81,10 +81,11 @@ def _check_frames(frames: np.ndarray, n_joints: int | None = None) -> np.ndarray
             f"frames has {frames.shape[1]} columns, not a multiple of 3 (x, y, z per joint)")
     if n_joints is not None and frames.shape[1] != 3 * n_joints:
         raise ValueError(f"frames has {frames.shape[1]} columns, expected 3*{n_joints}")
-    if not np.isfinite(frames).all():
+    # one pass over the block: the largest magnitude is NaN or infinite exactly when a value is
+    big = float(np.abs(frames).max(initial=0.0))
+    if not np.isfinite(big):
         bad = np.argwhere(~np.isfinite(frames))[0]
         raise ValueError(f"frames contains a non-finite value at row {bad[0]}, column {bad[1]}")
-    big = float(np.abs(frames).max(initial=0.0))
     if big > MAX_COORDINATE:   # compared as float64: 1e100 is infinite as float32
         raise ValueError(f"frames holds coordinates up to {float(big):.3g}: their covariances would overflow "
                          f"float64 (coordinates up to {MAX_COORDINATE:.0e} are taken); rescale the data (e.g. to "
