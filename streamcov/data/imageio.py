@@ -79,7 +79,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     for name in exclude:
         if not name or "/" in name or "\\" in name or name in (".", ".."):
             raise ConfigError(f"exclude {name!r}: a folder name to skip (e.g. maps), not a path or an empty name")
-    entries, seen, excluded = [], {}, set()
+    found, seen, excluded = [], {}, set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:
@@ -100,12 +100,12 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
                 raise FormatError(p, "a broken link (its target does not exist); remove it or restore the target")
             if not p.is_file():
                 continue
-            entries.append(p)
+            found.append(p)
     unused = sorted(exclude - excluded - {"maps"})
     if unused:
         raise ConfigError(f"exclude {unused[0]!r}: no folder of that name under {root}; check the name "
                           f"(folder names are case-sensitive)")
-    found, entries = entries, []
+    entries = []
     for p in found:
         rel = p.relative_to(root)
         folders = rel.parts[:-1]

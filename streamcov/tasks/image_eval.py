@@ -651,9 +651,9 @@ def run_image_classification(cfg, ctx) -> dict:
     m = cfg.method
     seed = int(cfg.seed)
     data = load_dataset(cfg.data, ctx.progress)
-    if "approx" in m.name:
-        from .._config import check_memory
+    from .._config import check_memory
 
+    if "approx" in m.name:
         # all in memory here, per image: its 2D x 2D operator and that operator's log (the stacks of
         # descriptors/operators), then its vector of (2D)(2D+1)/2 numbers; and the phases of a block of
         # 8192 pixels with their cos and sin (8192 x D, four arrays). Measured on 18 KTH-TIPS images at
@@ -663,8 +663,6 @@ def run_image_classification(cfg, ctx) -> dict:
                      f"method.D = {m.D} on {len(data)} images",
                      "lower method.D, or use the out-of-core task image-stream-classification")
     if is_cnn(spec):
-        from .._config import check_memory
-
         # every image's hypercolumns (float32, cells x channels) are held at once here, twice at the peak:
         # measured on 31 Virus images (152 channels), grid 128 -> 256 added 1.79 GB for 1.52 M cells, 7.7 bytes
         # per channel and cell (peak RSS 1.04 and 2.83 GB)
