@@ -252,3 +252,55 @@ def test_class_names_in_two_unicode_forms_are_one_class(tmp_path):
     entries = scan_folders(tmp_path)
     assert sorted({e.label for e in entries}) == ["b", unicodedata.normalize("NFC", "café")]
     assert len(entries) == 3
+
+
+# EXIF "Orientation" 1-8 (EXIF 2.3, Table 4 / TIFF 6.0): how the stored rows turn into the upright image
+_UPRIGHT = {1: lambda a: a, 2: np.fliplr, 3: lambda a: np.rot90(a, 2), 4: np.flipud,
+            5: lambda a: np.swapaxes(a, 0, 1), 6: lambda a: np.rot90(a, -1),
+            7: lambda a: np.swapaxes(np.rot90(a, 2), 0, 1), 8: lambda a: np.rot90(a, 1)}
+
+
+@pytest.mark.parametrize("orientation", sorted(_UPRIGHT))
+@pytest.mark.parametrize("channels", [1, 3])
+def test_exif_orientation_is_applied(tmp_path, orientation, channels):
+    """Phones and cameras store the sensor's rows and an Orientation tag: the image is read upright."""
+    rng = np.random.default_rng(orientation)
+    raw = rng.integers(0, 256, (5, 8) if channels == 1 else (5, 8, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path = tmp_path / "c" / "img.png"      # PNG (eXIf chunk): lossless, so the pixels compare exactly
+    path.parent.mkdir()
+    Image.fromarray(raw).save(path, exif=exif)
+    np.testing.assert_array_equal(read_image(path), _UPRIGHT[orientation](raw))
+    store = ingest_images(tmp_path, tmp_path / "s.zarr")     # the store (training) reads the same route
+    got = store.image(0)
+    np.testing.assert_array_equal(got if channels == 3 else got.reshape(got.shape[:2]),
+                                  _UPRIGHT[orientation](raw))
+
+
+def test_exif_orientation_of_a_jpeg_turns_its_shape(tmp_path):
+    exif = Image.Exif()
+    exif[0x0112] = 6                       # "turn 90 degrees clockwise to show"
+    path = tmp_path / "phone.jpg"
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(path, exif=exif)
+    assert read_image(path).shape == (40, 30, 3)
+
+
+def test_resuming_a_store_begun_without_orientation_is_refused(tmp_path):
+    """A store begun before images were turned upright would mix the two readings if resumed."""
+    import zarr
+
+    src = tmp_path / "src"
+    (src / "c").mkdir(parents=True)
+    for i in range(2):
+        Image.fromarray(np.full((4, 4), i, np.uint8)).save(src / "c" / f"{i}.png")
+    ingest_images(src, tmp_path / "s.zarr", limit=1)     # an interrupted ingestion: incomplete
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
+    attrs = dict(g.attrs)
+    del attrs["orientation"]
+    g.attrs.clear()
+    g.attrs.update(attrs)
+    with pytest.raises(StoreError, match=r"started with orientation = None, this ingestion has 'exif'; "
+                                         r"resuming would mix two sources\. Add --restart"):
+        ingest_images(src, tmp_path / "s.zarr")
+    assert len(ingest_images(src, tmp_path / "s.zarr", mode="restart")) == 2

@@ -128,6 +128,9 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     return entries
 
 
+ORIENTATION_TAG = 0x0112   # EXIF "Orientation": 1 upright, 2-8 mirrored and/or turned
+
+
 def _refuse_deep_colour_png(path: Path) -> None:
     """Pillow decodes a 16-bit RGB, RGBA or grey+alpha PNG to 8 bits without a word: refused, as a loss of
     depth (16-bit grey is read at 16 bits). The IHDR chunk gives the bit depth (byte 24) and the colour
@@ -144,9 +147,12 @@ def read_image(path) -> np.ndarray:
     """Read one image as uint8/uint16 (h, w) grey or (h, w, 3) RGB.
 
     Palette, grey+alpha, RGBA, CMYK and YCbCr images are converted; 16-bit
-    grey stays uint16; 32-bit integer and float images are refused.
+    grey stays uint16; 32-bit integer and float images are refused. An EXIF
+    ``Orientation`` tag (cameras and phones store the sensor's rows and say how
+    to turn them) is applied, so that images are read upright, as viewers show
+    them and as they were labelled; training and ``predict`` share this route.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     path = Path(path)
     try:
@@ -158,6 +164,8 @@ def read_image(path) -> np.ndarray:
             if im.format == "PNG":
                 _refuse_deep_colour_png(path)
             im.load()
+            if im.getexif().get(ORIENTATION_TAG, 1) != 1:
+                im = ImageOps.exif_transpose(im)
             mode = im.mode
             if mode in ("1", "LA"):
                 im = im.convert("L")

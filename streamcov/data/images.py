@@ -128,13 +128,14 @@ class ImageStoreWriter(RaggedStoreWriter):
         self.pixel_dtype = pixel_dtype
         attrs = {"source": str(source), "pixel_dtype": pixel_dtype, "chunk_pixels": int(chunk_pixels),
                  "layout": "image i = pixels[offsets[i]:offsets[i+1]].reshape(shapes[i]), row-major, "
-                           "channels last", "source_record": record or {"source": str(source)}}
+                           "channels last", "source_record": record or {"source": str(source)},
+                 "orientation": "exif"}   # read_image turns images upright: a resumed store must too
         super().__init__(path, format_name=FORMAT_NAME, kind="image", unit="images", data_unit="pixels",
                          data="pixels", row_shape=(), dtype=pixel_dtype, chunk_rows=chunk_pixels,
                          columns={"shapes": ("int32", (3,)), "labels": ("int32", ()),
                                   "groups": ("int32", ()), "split": ("int8", ())},
                          coded={"labels": "label_names", "groups": "group_names", "split": "split_names"},
-                         attrs=attrs, same=("source_record", "source", "pixel_dtype"), mode=mode)
+                         attrs=attrs, same=("source_record", "source", "pixel_dtype", "orientation"), mode=mode)
 
     def append(self, image, image_id: str, label: str, group: str | None = None,
                split: str | None = None) -> bool:
