@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import traceback
+import warnings
 
 
 def positive_int(text: str) -> int:
@@ -383,6 +384,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line_warning(command: str):
+    """Python warnings (streamcov's, Pillow's, scikit-learn's) as ``streamcov <cmd>: warning: ...``, one
+    line each, like the command's own notes, instead of a file, a line number and a source line."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        print(f"streamcov {command}: warning: {text}", file=sys.stderr)
+    return show
+
+
 def main(argv=None) -> int:
     from .errors import StreamcovError
 
@@ -391,7 +401,9 @@ def main(argv=None) -> int:
     except SystemExit as exc:   # --help (0) or a flag error, already printed (2)
         return int(exc.code or 0)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(args.command)
+            return args.func(args)
     except StreamcovError as exc:
         print(f"streamcov {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from cli_cases import Case, cli, run_case
+from cli_cases import Case, assert_one_line_error, cli, run_case
 from conftest import REPO
 from reference import signed_model_doc
 
@@ -1179,6 +1179,18 @@ def png16_rgb(path: Path, h: int = 8, w: int = 8):
                      + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
+def tiff16_rgb(path: Path, h: int = 8, w: int = 8):
+    """A 16-bit RGB TIFF written by hand (little endian, one uncompressed strip): Pillow opens it as 8-bit RGB."""
+    import struct
+
+    pixels = np.full((h, w, 3), 40000, "<u2").tobytes()
+    entries = [(256, 3, 1, w), (257, 3, 1, h), (258, 3, 3, 8 + 2 + 10 * 12 + 4), (259, 3, 1, 1), (262, 3, 1, 2),
+               (273, 4, 1, 8 + 2 + 10 * 12 + 4 + 6), (277, 3, 1, 3), (278, 3, 1, h), (279, 4, 1, len(pixels)),
+               (284, 3, 1, 1)]
+    ifd = struct.pack("<H", len(entries)) + b"".join(struct.pack("<HHII", *e) for e in entries) + b"\0\0\0\0"
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<3H", 16, 16, 16) + pixels)
+
+
 def save_array(arr, **kw):
     def write(path):
         from PIL import Image
@@ -1280,6 +1292,18 @@ IMAGES = [
     Case("png-16-bit-rgb", with_image("deep_rgb.png", png16_rgb),
          r"a/deep_rgb\.png: 16-bit RGB PNG: it would be read at 8 bits; save it as 8-bit RGB, or as 16-bit grey if "
          r"its depth matters$"),
+    Case("tiff-16-bit-rgb", with_image("deep_rgb.tif", tiff16_rgb),
+         r"a/deep_rgb\.tif: 16-bit colour TIFF: it would be read at 8 bits; save it as 8-bit RGB, or as 16-bit grey "
+         r"if its depth matters$"),
+    Case("image-empty-file", with_image("empty.png", lambda p: p.write_bytes(b"")),
+         r"a/empty\.png: cannot decode image: an empty file \(0 bytes\), an interrupted copy\? copy it again or "
+         r"remove it$"),
+    Case("image-not-an-image", with_image("notes.png", lambda p: p.write_text("hello")),
+         r"a/notes\.png: cannot decode image: not an image file Pillow can read; save it as PNG, JPEG or TIFF"),
+    # a photo Pillow cannot decode would otherwise be skipped, its class quietly losing it
+    Case("image-heic-refused", with_image("IMG_0001.HEIC", lambda p: p.write_bytes(b"\0\0\0\x18ftypheic")),
+         r"a/IMG_0001\.HEIC: \.HEIC images are not read \(Pillow has no decoder for them\); convert them to PNG or "
+         r"JPEG, or move them out of the image folder$"),
     Case("pixel-dtype-too-small", with_image("deep.png", save_array(np.full((16, 16), 40000, np.uint16)),
                                              ["--pixel-dtype", "uint8"]),
          r"a/deep\.png: 16-bit image but the store holds 8-bit pixels; ingest with --pixel-dtype auto"),
@@ -1295,8 +1319,8 @@ IMAGES = [
     # at predict time the advice is about the images given, not the spec the model was trained with
     Case("colour-model-on-grey-images", lambda e: ["predict", colour_model(e), image_folder("grey")(e),
                                                    "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
-         r"image 0 \(a/0\.png\) is grey, but the model's features \(spec 'fish'\) use R, G, B; give it colour "
-         r"images, or train a model on grey features for grey ones$"),
+         r"error: \S+/grey: image 0 \(a/0\.png\) is grey, but the model's features \(spec 'fish'\) use R, G, B; "
+         r"give it colour images, or train a model on grey features for grey ones$"),
     Case("stride-leaves-one-pixel", image_run(lambda t: t.replace('preset = "texture"', 'preset = "texture"\nstride = 64')),
          r"pixels\.stride = 64: image \S+ of 24 x 24 pixels keeps 1 sampled pixel .*lower the stride"),
     # documented results
@@ -1304,6 +1328,10 @@ IMAGES = [
          r'"images": 5', rc=0, check=store_attr("pixel_dtype", "uint16")),
     Case("sixteen-bit-tiff-auto", with_image("deep.tif", save_array(np.full((16, 16), 40000, np.uint16))),
          r'"images": 5', rc=0, check=store_attr("pixel_dtype", "uint16")),
+    Case("gif-and-webp-read", with_image("g.gif", lambda p: (
+        save_array(np.full((16, 16), 7, np.uint8))(p),
+        save_array(np.full((16, 16, 3), 9, np.uint8), lossless=True)(p.parent / "w.webp"))),
+         r'"images": 6', rc=0),
     Case("float-tiff-auto", with_image("f.tif", save_array(np.full((16, 16), 0.5, np.float32))),
          r'"images": 5', rc=0, check=store_attr("pixel_dtype", "float32")),
     Case("tiny-image-skipped", with_image("dot.png", save_array(np.zeros((1, 1), np.uint8))),
@@ -1443,3 +1471,89 @@ def test_there_are_at_least_100_cases():
     n = sum(map(len, (CONFIG, READERS, STORES, MODELS, IMAGES, PROTOCOLS, CONCURRENCY)))
     assert n >= 100 and len({c.id for t in (CONFIG, READERS, STORES, MODELS, IMAGES, PROTOCOLS, CONCURRENCY)
                              for c in t}) == n
+
+
+def test_python_warnings_reach_the_user_as_one_line(tmp_path, monkeypatch):
+    """A warning from a library (Pillow, scikit-learn) or from streamcov is printed in the command's own
+    format, one line, not as a file, a line number and a source line; outside the command the warnings
+    machinery is left as it was."""
+    import warnings
+
+    import streamcov.data.images as images
+
+    scan = images.scan_folders
+
+    def warn_then_scan(*args, **kwargs):
+        warnings.warn("Corrupt EXIF data.\n  Expecting to read 12 bytes but only got 6.", UserWarning)
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(images, "scan_folders", warn_then_scan)
+    before = warnings.showwarning
+    folder = image_folder("imgs")(type("E", (), {"tmp": tmp_path})())
+    rc, err, _ = cli("ingest", "images", "--format", "folders", folder, tmp_path / "s.zarr", "--quiet")
+    assert rc == 0, err
+    assert err.splitlines() == ["streamcov ingest: warning: Corrupt EXIF data. Expecting to read 12 bytes "
+                                "but only got 6."], err
+    assert warnings.showwarning is before
+
+
+def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
+    """Images are read upright by their EXIF orientation; a store or a model of an earlier streamcov read
+    them as stored. Mixing the two is refused where it would change what is seen (a folder with a turned
+    image), and allowed where it would not."""
+    import zarr
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    imgs = tmp_path / "imgs"
+    for c in ("a", "b"):
+        (imgs / c).mkdir(parents=True)
+        for i in range(4):
+            Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / c / f"{i}.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / "a" / "phone.png", exif=exif)
+    new, old = tmp_path / "new.zarr", tmp_path / "old.zarr"
+    assert cli("ingest", "images", "--format", "folders", imgs, new, "--quiet")[0] == 0
+    shutil.copytree(new, old)      # the same store as an earlier streamcov wrote it: no orientation recorded
+    g = zarr.open_group(str(old), mode="r+")
+    record = dict(g.attrs["source_record"])
+    del record["orientation"]
+    g.attrs["source_record"] = record
+
+    def run(store, out, source=None):
+        text = IMAGE_PIPELINE.format(out=out, store=store)
+        if source is not None:
+            text = text.replace("[data]\n", f'[data]\nsource = "{source}"\n')
+        (tmp_path / "p.toml").write_text(text)
+        return cli("run", tmp_path / "p.toml", "--quiet", "--scheduler", "synchronous")
+
+    plain = tmp_path / "plain"                # an earlier store of a folder without turned images: the same
+    shutil.copytree(imgs, plain)
+    (plain / "a" / "phone.png").unlink()
+    assert cli("ingest", "images", "--format", "folders", plain, tmp_path / "plain.zarr", "--quiet")[0] == 0
+    g = zarr.open_group(str(tmp_path / "plain.zarr"), mode="r+")
+    g.attrs["source_record"] = {k: v for k, v in g.attrs["source_record"].items() if k != "orientation"}
+    rc, err, _ = run(tmp_path / "plain.zarr", tmp_path / "o_plain", source=plain)
+    assert rc == 0, err
+    rc, err, _ = run(old, tmp_path / "o0", source=imgs)
+    assert_one_line_error(rc, err, r"data\.store: \S+old\.zarr was written by an earlier streamcov, which read "
+                                   r"images without their EXIF orientation \(photos that say to be turned were "
+                                   r"stored sideways\); point data\.store at a new path, or delete")
+    assert run(old, tmp_path / "o_old")[0] == 0          # the old store alone: read as it was written
+    assert run(new, tmp_path / "o_new")[0] == 0
+    old_model, new_model = tmp_path / "o_old" / "model", tmp_path / "o_new" / "model"
+    rc, err, _ = cli("predict", old_model, imgs, "--out", tmp_path / "p1.csv", "--scheduler", "synchronous")
+    assert_one_line_error(rc, err, r"o_old/model: the model was trained on images read without their EXIF "
+                                   r"orientation \(by an earlier streamcov, or from arrays\), but 1 image\(s\) of "
+                                   r"\S+imgs carry an EXIF orientation \(first: phone\.png\), read upright now; "
+                                   r"train the model again on a store ingested by this streamcov$")
+    rc, err, _ = cli("predict", new_model, old, "--out", tmp_path / "p2.csv", "--scheduler", "synchronous")
+    assert_one_line_error(rc, err, r"old\.zarr: written by an earlier streamcov, which read images without their "
+                                   r"EXIF orientation, and 1 image\(s\) of \S+imgs carry an EXIF orientation "
+                                   r"\(first: phone\.png\): they are stored sideways, but the model was trained on "
+                                   r"upright images; ingest the images again$")
+    assert cli("predict", new_model, imgs, "--out", tmp_path / "p3.csv", "--scheduler", "synchronous")[0] == 0
+    (imgs / "a" / "phone.png").unlink()                   # nothing turned: the two readings agree
+    rc, err, _ = cli("predict", old_model, imgs, "--out", tmp_path / "p4.csv", "--scheduler", "synchronous")
+    assert rc == 0, err

@@ -296,11 +296,10 @@ def test_resuming_a_store_begun_without_orientation_is_refused(tmp_path):
         Image.fromarray(np.full((4, 4), i, np.uint8)).save(src / "c" / f"{i}.png")
     ingest_images(src, tmp_path / "s.zarr", limit=1)     # an interrupted ingestion: incomplete
     g = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
-    attrs = dict(g.attrs)
-    del attrs["orientation"]
-    g.attrs.clear()
-    g.attrs.update(attrs)
-    with pytest.raises(StoreError, match=r"started with orientation = None, this ingestion has 'exif'; "
-                                         r"resuming would mix two sources\. Add --restart"):
+    record = dict(g.attrs["source_record"])
+    del record["orientation"]
+    g.attrs["source_record"] = record
+    with pytest.raises(StoreError, match=r"started with source_record\.orientation = None, this ingestion has "
+                                         r"'exif'; resuming would mix two sources\. Add --restart"):
         ingest_images(src, tmp_path / "s.zarr")
     assert len(ingest_images(src, tmp_path / "s.zarr", mode="restart")) == 2

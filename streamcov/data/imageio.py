@@ -16,7 +16,10 @@ import numpy as np
 
 from ..errors import ConfigError, FormatError
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp")
+# image files Pillow cannot decode here: refused rather than skipped, so that a class does not quietly lose them
+UNREAD_IMAGE_EXTENSIONS = (".heic", ".heif", ".avif", ".jxl", ".svg", ".dng", ".cr2", ".cr3", ".nef", ".arw",
+                           ".raw")
 
 
 @dataclass
@@ -94,7 +97,12 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude)
         for name in filenames:
             p = Path(dirpath) / name
-            if name.startswith(".") or p.suffix.lower() not in IMAGE_EXTENSIONS:
+            if name.startswith("."):
+                continue
+            if p.suffix.lower() in UNREAD_IMAGE_EXTENSIONS:
+                raise FormatError(p, f"{p.suffix} images are not read (Pillow has no decoder for them); convert "
+                                     f"them to PNG or JPEG, or move them out of the image folder")
+            if p.suffix.lower() not in IMAGE_EXTENSIONS:
                 continue
             if p.is_symlink() and not p.exists():
                 raise FormatError(p, "a broken link (its target does not exist); remove it or restore the target")
@@ -129,6 +137,28 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
 
 
 ORIENTATION_TAG = 0x0112   # EXIF "Orientation": 1 upright, 2-8 mirrored and/or turned
+ORIENTATION = "exif"       # how read_image orients images; image stores and models record it
+BITS_PER_SAMPLE = 258      # TIFF tag: one value, or one per channel
+
+
+def _as_tuple(v) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+def exif_turned(paths) -> list:
+    """The images among ``paths`` whose EXIF orientation turns or mirrors them (headers only; unreadable
+    files are left to :func:`read_image`)."""
+    from PIL import Image
+
+    turned = []
+    for p in paths:
+        try:
+            with Image.open(p) as im:
+                if im.getexif().get(ORIENTATION_TAG, 1) != 1:
+                    turned.append(p)
+        except Exception:   # unreadable: read_image names it when the ingestion reaches it
+            continue
+    return turned
 
 
 def _refuse_deep_colour_png(path: Path) -> None:
@@ -163,6 +193,11 @@ def read_image(path) -> np.ndarray:
                                         f"reads single-frame images: save the frame to use as its own file")
             if im.format == "PNG":
                 _refuse_deep_colour_png(path)
+            elif im.format == "TIFF" and im.mode in ("RGB", "RGBA", "CMYK") and \
+                    max(_as_tuple(im.tag_v2.get(BITS_PER_SAMPLE, 8))) > 8:
+                raise FormatError(path, f"{max(_as_tuple(im.tag_v2.get(BITS_PER_SAMPLE)))}-bit colour TIFF: it "
+                                        f"would be read at 8 bits; save it as 8-bit RGB, or as 16-bit grey if its "
+                                        f"depth matters")
             im.load()
             if im.getexif().get(ORIENTATION_TAG, 1) != 1:
                 im = ImageOps.exif_transpose(im)
@@ -186,9 +221,15 @@ def read_image(path) -> np.ndarray:
         raise
     except FileNotFoundError:
         raise FormatError(path, "file not found") from None
+    except UnidentifiedImageError:
+        if path.is_file() and path.stat().st_size == 0:
+            raise FormatError(path, "cannot decode image: an empty file (0 bytes), an interrupted copy? "
+                                    "copy it again or remove it") from None
+        raise FormatError(path, "cannot decode image: not an image file Pillow can read; save it as PNG, JPEG "
+                                "or TIFF (8 or 16-bit, or 32-bit float grey)") from None
     except Image.DecompressionBombError as exc:
         raise FormatError(path, f"too large to decode safely ({exc}); cut it into tiles") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except (OSError, SyntaxError, ValueError) as exc:
         raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc})") from None
     if a.ndim not in (2, 3) or a.shape[0] == 0 or a.shape[1] == 0:
         raise FormatError(path, f"empty or malformed image of shape {a.shape}")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError
-from .imageio import MIN_SIDE, ImageSet, read_image, scan_folders
+from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter
 
 FORMAT_NAME = "streamcov.images"
@@ -56,6 +56,13 @@ class ImageStore(RaggedStore):
     KIND = "image"
     UNIT = "images"
     DATA = "pixels"
+
+    @property
+    def orientation(self) -> str | None:
+        """``"exif"`` when the images were read upright by their EXIF orientation (:func:`read_image`); None
+        for a store written by an earlier streamcov, or from arrays (its images are as they were given)."""
+        record = self.attrs.get("source_record")
+        return record.get("orientation") if isinstance(record, dict) else None
 
     def __init__(self, path):
         super().__init__(path)
@@ -128,14 +135,13 @@ class ImageStoreWriter(RaggedStoreWriter):
         self.pixel_dtype = pixel_dtype
         attrs = {"source": str(source), "pixel_dtype": pixel_dtype, "chunk_pixels": int(chunk_pixels),
                  "layout": "image i = pixels[offsets[i]:offsets[i+1]].reshape(shapes[i]), row-major, "
-                           "channels last", "source_record": record or {"source": str(source)},
-                 "orientation": "exif"}   # read_image turns images upright: a resumed store must too
+                           "channels last", "source_record": record or {"source": str(source)}}
         super().__init__(path, format_name=FORMAT_NAME, kind="image", unit="images", data_unit="pixels",
                          data="pixels", row_shape=(), dtype=pixel_dtype, chunk_rows=chunk_pixels,
                          columns={"shapes": ("int32", (3,)), "labels": ("int32", ()),
                                   "groups": ("int32", ()), "split": ("int8", ())},
                          coded={"labels": "label_names", "groups": "group_names", "split": "split_names"},
-                         attrs=attrs, same=("source_record", "source", "pixel_dtype", "orientation"), mode=mode)
+                         attrs=attrs, same=("source_record", "source", "pixel_dtype"), mode=mode)
 
     def append(self, image, image_id: str, label: str, group: str | None = None,
                split: str | None = None) -> bool:
@@ -196,7 +202,7 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     ----------
     src : path
         ``format="folders"``: a folder per class, nested folders allowed
-        (:func:`streamcov.data.imageio.scan_folders`); PNG, JPEG, BMP, TIFF; grey or RGB.
+        (:func:`streamcov.data.imageio.scan_folders`); PNG, JPEG, BMP, TIFF, GIF, WebP; grey or RGB.
     out : path
         Store location.
     group_level : int
@@ -236,7 +242,7 @@ def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool
         entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     return {"format": format, "path": str(Path(src).resolve()), "group_level": int(group_level),
             "exclude": sorted(exclude or ()), "unlabelled": bool(unlabelled),
-            "files": files_digest([e.path for e in entries], Path(src))}
+            "files": files_digest([e.path for e in entries], Path(src)), "orientation": ORIENTATION}
 
 
 def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled):

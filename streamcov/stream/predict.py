@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, ModelError, StreamcovError
 from .model import FittedPipeline
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
@@ -43,8 +43,12 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
 
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
             store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True)
-            summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv or _default_out(model_dir, path),
-                               scheduler, workers, block, train_accuracy)
+            try:
+                summary = _predict(model, model_dir, Path(tmp) / "input.zarr",
+                                   out_csv or _default_out(model_dir, path), scheduler, workers, block, train_accuracy)
+            except StreamcovError as exc:   # name the folder the user gave, not the store made from it and gone
+                exc.args = tuple(str(a).replace(str(Path(tmp) / "input.zarr"), str(path)) for a in exc.args)
+                raise
         summary["store"] = str(path)
         skipped = list(store.attrs.get("skipped", []))
         if skipped:   # images the folder holds that have no row in the predictions: said, as ingest says it
@@ -81,6 +85,31 @@ def _check_out(out_csv: Path, model_dir: Path) -> None:
                           f"elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
 
 
+def _check_orientation(model, model_dir, store) -> None:
+    """A model and a store whose images were read with and without their EXIF orientation (one of them
+    written by an earlier streamcov, or from arrays) see differently the images that carry one: refused
+    when the store's source folder is there and holds such images; nothing can be checked otherwise."""
+    from ..data.imageio import exif_turned
+
+    if model.info.get("orientation") == store.orientation:
+        return
+    record = store.attrs.get("source_record")
+    folder = Path(record.get("path", "")) if isinstance(record, dict) and record.get("path") else None
+    if folder is None or not folder.is_dir():
+        return
+    turned = exif_turned(folder / i for i in store.ids())
+    if not turned:
+        return
+    which = f"{len(turned)} image(s) of {folder} carry an EXIF orientation (first: {turned[0].name})"
+    if store.orientation is None:
+        raise ModelError(f"{store.path}: written by an earlier streamcov, which read images without their EXIF "
+                         f"orientation, and {which}: they are stored sideways, but the model was trained on "
+                         f"upright images; ingest the images again")
+    raise ModelError(f"{model_dir}: the model was trained on images read without their EXIF orientation (by an "
+                     f"earlier streamcov, or from arrays), but {which}, read upright now; train the model again "
+                     f"on a store ingested by this streamcov")
+
+
 def _default_out(model_dir, store_path) -> Path:
     return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
 
@@ -101,6 +130,8 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         raise ModelError(f"{store_path}: a {kind or 'foreign'} store, but the model in {model_dir} was "
                          f"trained on {model.kind} data")
     store = open_store_of_kind(kind, store_path)
+    if kind == "image":
+        _check_orientation(model, model_dir, store)
     source = source_from_spec(model.source, store)
     if model.input_width is not None and model.input_width != source.dim:
         raise ModelError(f"{model_dir}: the model takes {model.input_width}-dimensional descriptors but its "

@@ -58,6 +58,9 @@ def _same_source(path, old: dict | None, new: dict) -> None:
     if key == "files" and not isinstance(old.get("files"), dict):
         raise ConfigError(f"data.store: {path} records no digest of its archive (written by an earlier "
                           f"streamcov), so it cannot be checked against {new.get('path')}; {fix}")
+    if key == "orientation":
+        raise ConfigError(f"data.store: {path} was written by an earlier streamcov, which read images without "
+                          f"their EXIF orientation (photos that say to be turned were stored sideways); {fix}")
     if key == "files":
         raise ConfigError(f"data.store: {path} was written from {new.get('path')}, which has changed since "
                           f"(files added, removed, or of another size or modification time: "
@@ -95,6 +98,7 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
 
 def resolve_image_store(data, progress: bool = False):
     """Open ``data.store``; ingest ``data.source`` (a folder per class) into it first when missing or incomplete."""
+    from ..data.imageio import scan_folders
     from ..data.images import ImageStore, ingest_images
 
     path = Path(data.store)
@@ -107,11 +111,18 @@ def resolve_image_store(data, progress: bool = False):
                              pixel_dtype=data.pixel_dtype, mode="resume", progress=progress)
 
     def record():
+        from ..data.imageio import exif_turned
         from ..data.images import source_record
+        from ..data.ragged import open_group
 
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source: {data.source!r}: folder not found")
-        return source_record(data.source, data.group_level, tuple(data.exclude))
+        entries = scan_folders(data.source, group_level=data.group_level, exclude=tuple(data.exclude))
+        new = source_record(data.source, data.group_level, tuple(data.exclude), entries=entries)
+        old = dict(open_group(path, "r").attrs).get("source_record")
+        if isinstance(old, dict) and "orientation" not in old and not exif_turned(e.path for e in entries):
+            new.pop("orientation")   # written before images were turned upright, but none is turned: same pixels
+        return new
 
     return open_or_ingest(path, ImageStore, data.source, ingest_source,
                           f"streamcov ingest images --format folders SRC {path}", record=record)
@@ -258,6 +269,8 @@ def _model_info(cfg, source, fold: str, block: int) -> dict:
             "split": cfg.split.model_dump()}
     if "pixel_dtype" in source.store.attrs:
         info["pixel_dtype"] = source.store.attrs["pixel_dtype"]
+    if source.kind == "image":
+        info["orientation"] = source.store.orientation
     return info
 
 
