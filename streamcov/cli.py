@@ -234,7 +234,7 @@ def _cmd_info(args) -> int:
             what = (f"{st['committed_images']} images" if "committed_images" in st
                     else f"{st.get('committed_sequences', 0)} sequences")
             print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted; "
-                  f"re-run it to resume", file=sys.stderr)
+                  f"re-run it to resume (with --restart if its source changed since)", file=sys.stderr)
         if args.verify:
             from .data.integrity import verify
             problems, notes = verify(args.store)

@@ -69,6 +69,8 @@ def exclusive(lock_path, what: str, command: str | None = None):
                    f"({holder.get('command')})")
             raise StoreError(f"{what} is being written by {who}; wait for it to finish or write elsewhere "
                              f"(lock file {lock_path})") from None
+        except OSError as exc:   # a name too long, a read-only or virtual file system (/proc), no permission
+            raise StoreError(f"{what}: cannot write there ({exc.strerror}); choose another path") from None
     with os.fdopen(fd, "w") as fh:
         json.dump(me, fh)
     try:

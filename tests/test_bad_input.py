@@ -534,6 +534,46 @@ CONFIG = [
     Case("synth-inside-a-store", lambda e: ["synth", e.copy("synth") / "inner.zarr", "--sequences", "10", "--quiet"],
          r"inner\.zarr: inside the zarr store \S+synth\.zarr; choose an output path outside every store$"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
+    # values the schema takes that failed deeper (tracebacks), or gave a model never trained without a word
+    Case("pyramid-windows-beyond-features", run_set("descriptor.levels=6", "features.n_components=32"),
+         r"features\.n_components = 32 is fewer than the 63 windows of descriptor\.levels = 6, each of which needs "
+         r"its own features; raise features\.n_components, or lower descriptor\.levels$"),
+    Case("mean-weight-overflows", run_set("descriptor.mean_weight=1e300"),
+         r"--set descriptor\.mean_weight=1e300: descriptor\.mean_weight = 1e\+300: expected a value <= 10000"),
+    Case("lbfgs-validation-leaves-nothing", run_set('model.learner="lbfgs"', 'model.loss="log_loss"',
+                                                    "model.validation_fraction=0.99"),
+         r"model\.validation_fraction = 0\.99: leaves 0 of \d+ training rows to fit on; lower it"),
+    Case("lbfgs-tol-above-the-gradient", run_set('model.learner="lbfgs"', 'model.loss="log_loss"', "model.tol=1e300"),
+         r"accuracy", rc=0, check=lambda e, err, out: re.search(
+             r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step: the largest gradient entry at its "
+             r"start, \S+, is already at most model\.tol = 1e\+300; the model is its starting point; lower "
+             r"model\.tol$", err) or pytest.fail(err)),
+    # gamma far above the covariances: every descriptor the log of nearly gamma I; an accuracy of noise before
+    Case("descriptor-swamped-by-gamma", run_set("descriptor.gamma=1e20"),
+         r"the \d+ training rows' features are all equal to within rounding \(relative spread \S+\): nothing can "
+         r"be learned from them; a setting swamps the data, e\.g\. descriptor\.gamma far above the covariances"),
+    Case("features-random-state", run_set("features.random_state=5"),
+         r"--set features\.random_state=5: features\.random_state: the map's random draws follow the pipeline's "
+         r"top-level seed \(one seed for every stage\); set seed = N instead$"),
+    # a table given to --set merges into the file's table, as dotted keys would (it replaced it wholesale)
+    Case("set-inline-table-merges", run_set('features={n_components=32}'), r"accuracy", rc=0,
+         check=lambda e, err, out: json.loads(out.strip().splitlines()[-1])["feature_params"]["theta"] == 0.7
+         or pytest.fail(out)),
+    Case("set-inline-table-switches-the-map", run_set('features={map="fastfood"}'), r"accuracy", rc=0,
+         check=lambda e, err, out: re.search(r"(?m)^streamcov run: note: features\.theta \(\S+p\.toml\) does not "
+                                             r"apply to features\.map = \"fastfood\" from --set "
+                                             r"features=\{map=\"fastfood\"\}; dropped$", err) or pytest.fail(err)),
+    # paths the operating system refuses: one line, not an OSError
+    Case("output-name-too-long", lambda e: ["run", e.pipeline(), "--output", e.tmp / ("a" * 300), "--quiet"],
+         r"--output \S+a{300}: cannot use \S+ \(File name too long\); choose another output folder$"),
+    Case("synth-name-too-long", lambda e: ["synth", e.tmp / ("a" * 300 + ".zarr"), "--sequences", "10", "--quiet"],
+         r"store \S+\.zarr: cannot write there \(File name too long\); choose another path$"),
+    Case("store-flag-empty", lambda e: ["run", e.pipeline(), "--store", ""],
+         r"--store: empty path; give the folder of a store"),
+    Case("store-flag-a-file", lambda e: ["run", e.pipeline(), "--store", e.pipeline()],
+         r"--store \S+p\.toml: a file, not a store \(a store is a folder"),
+    Case("study-out-empty", lambda e: ["study", "kernel-approx", "--out", ""],
+         r"--out : output = \"\": expected"),
     # an empty list is an error, not the default (hours of the full study); a repeated entry too
     Case("study-datasets-empty", lambda e: ["study", "kernel-approx", "--datasets", "", "--out", e.tmp / "k"],
          r'--datasets : study\.datasets\.0 = "": expected one of "msr", "florence"'),
@@ -1134,6 +1174,9 @@ MODELS = [
                                        "--scheduler", "synchronous"], r"--out \S+: a folder; give the path of a CSV file"),
     Case("out-empty-path", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", ""],
          r"argument --out: empty path"),
+    Case("predict-out-not-writable", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
+                                                "/proc/streamcov.csv", "--scheduler", "synchronous"],
+         r"--out /proc/streamcov\.csv: cannot write there \(.*\); choose another path$"),
     Case("predict-workers-zero", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--workers", "0"],
          r"argument --workers: expected an integer >= 1, got 0"),
     Case("predict-scheduler-unknown", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--scheduler", "x"],
@@ -1242,6 +1285,12 @@ def store_attr(key, expected):
 
 
 IMAGES = [
+    # the in-memory task's images x images distance matrices: killed by the kernel (exit 139, no word) before
+    Case("image-distance-matrices-too-large", lambda e: [
+        "run", "--demo", "images", "--set", "data.patch=4", "--set", "method.sigma1=[0.25, 0.5, 1, 2, 4, 8]",
+        "--set", "method.gamma=[1e-4, 1e-3, 1e-2, 1e-1]", "--output", e.tmp / "o"],
+         r"49152 images \(24 distance matrices of 49152 x 49152\): needs \S+ \S+ of memory, this machine has "
+         r"\S+ \S+; use fewer images \(data\.max_per_class; a larger data\.patch for textures\)"),
     Case("folder-missing", lambda e: ["ingest", "images", "--format", "folders", e.tmp / "none", e.tmp / "s.zarr"],
          r"none: image folder not found"),
     Case("folder-empty", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr"],

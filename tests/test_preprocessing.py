@@ -55,3 +55,28 @@ def test_errors():
     from streamcov.stream.sgd import fit_scaler
     with pytest.raises(ValueError, match="model.scale must be none, standard or center"):
         fit_scaler(None, np.ones(3, bool), 1, "minmax")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_equal_to_rounding_are_refused(rng, dtype):
+    """Rows a few units in the last place apart (a descriptor swamped by its regularization) are refused;
+    rows far closer together than their size, but well above rounding, are kept: the threshold is
+    ROUNDING_ULPS units of the rows' own dtype, in spread relative to size."""
+    from streamcov.errors import ConfigError
+    from streamcov.preprocessing import ROUNDING_ULPS, check_rows_differ
+
+    def moments(X):
+        X = X.astype(np.float64)
+        return len(X), X.mean(0), ((X - X.mean(0)) ** 2).sum(0)
+
+    eps = np.finfo(dtype).eps
+    base = rng.normal(size=(1, 30)) * 1e3
+    for rel, refused in [(ROUNDING_ULPS * eps / 4, True), (0.0, True), (100 * ROUNDING_ULPS * eps, False)]:
+        X = base + rel * np.linalg.norm(base) / np.sqrt(30) * rng.normal(size=(50, 30))
+        if refused:
+            with pytest.raises(ConfigError, match=r"the 50 training rows' features are all equal to within "
+                                                  r"rounding \(relative spread \S+\): nothing can be learned"):
+                check_rows_differ(*moments(X), dtype)
+        else:
+            check_rows_differ(*moments(X), dtype)
+    check_rows_differ(*moments(base), dtype)    # one row: no spread to speak of, not refused

@@ -115,16 +115,39 @@ def test_resume_from_a_damaged_checkpoint_trains_from_the_start(synth_store, tmp
     np.testing.assert_array_equal(coef_of(tmp_path), coef_of(tmp_path / "ref"))
 
 
-@pytest.mark.parametrize("damage", [lambda t: t[:40], lambda t: t.replace('"predicted": [', '"predicted": [0, ')],
-                         ids=["truncated", "one-prediction-too-many"])
+def _resealed(edit):
+    """Edit a fold's saved result and write its SHA-256 again, as a tool that knew the format would."""
+    from streamcov.stream.model import doc_sha256_of
+
+    def damage(text):
+        doc = json.loads(text)
+        edit(doc)
+        doc["doc_sha256"] = doc_sha256_of(doc)
+        return json.dumps(doc)
+    return damage
+
+
+@pytest.mark.parametrize("damage", [
+    lambda t: t[:40],
+    lambda t: t.replace('"predicted": [', '"predicted": [0, '),
+    lambda t: t.replace('"accuracy": ', '"accuracy": 0.99, "was": '),
+    _resealed(lambda d: d["result"].update(accuracy=0.99)),
+    _resealed(lambda d: d.update(predicted=[99] * len(d["predicted"]))),
+    _resealed(lambda d: d.update(predicted=[-1] * len(d["predicted"]))),
+    _resealed(lambda d: d.update(predicted=[0] * len(d["predicted"]))),
+], ids=["truncated", "one-prediction-too-many", "accuracy-edited", "accuracy-edited-resealed",
+        "codes-out-of-range", "negative-codes", "predictions-edited-resealed"])
 def test_resume_with_a_damaged_fold_result_runs_the_fold_again(synth_store, tmp_path, capsys, damage):
+    """A finished fold's saved result is reused by --resume only as it was written: its own SHA-256, class
+    codes in range and the accuracy its predictions give (each is the only check a case trips, but the
+    first: an edit of the file without a new SHA-256)."""
     ref = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
     done = tmp_path / "checkpoints" / "odd-even.result.json"
-    done.write_text(damage(done.read_text()))    # truncated, or one prediction too many
+    done.write_text(damage(done.read_text()))
     capsys.readouterr()
     again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous", resume=True)
-    assert re.search(r"note: --resume: .*odd-even\.result\.json is damaged; fold odd-even is run again",
-                     capsys.readouterr().err)
+    assert re.search(r"note: --resume: .*odd-even\.result\.json is damaged or was edited \(or written by an "
+                     r"earlier streamcov\); fold odd-even is run again", capsys.readouterr().err)
     assert again["accuracy"] == ref["accuracy"] and json.loads(done.read_text())["result"]["accuracy"] == ref["accuracy"]
 
 

@@ -694,7 +694,7 @@ class _Problem:
 
 
 # ------------------------------------------------------------------ scaler
-def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray):
+def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray, dtype=np.float64):
     """``(scaler, inv_scale)`` of ``[model] scale`` from the moments of the training rows.
 
     ``center``: :class:`~streamcov.preprocessing.GlobalCenterScaler` (mean row,
@@ -705,6 +705,9 @@ def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray):
     dim = len(mean)
     if kind == "none":
         return None, 1.0
+    from ..preprocessing import check_rows_differ
+
+    check_rows_differ(n, mean, M2, dtype)
     if kind == "center":
         from ..preprocessing import GlobalCenterScaler
 
@@ -842,7 +845,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     problem = _Problem(source, y, fit_mask, val_mask, n_classes, est.loss, runtime, est.cache)
     try:
         n_mom, mean, M2 = problem.moments
-        scaler, inv = scaler_from_moments(scale, n_mom, mean, M2)
+        scaler, inv = scaler_from_moments(scale, n_mom, mean, M2, getattr(source, "dtype", np.float64))
         k, D = problem.k, problem.dim
         n = problem.n_fit
         lam = 1.0 / (float(est.C) * n)

@@ -310,7 +310,7 @@ def _leave_out_drawn(fmap, arrays: dict) -> dict | None:
     return out
 
 
-def _doc_sha256(doc: dict) -> str:
+def doc_sha256_of(doc: dict) -> str:
     """SHA-256 of a model description without its ``doc_sha256``: keys sorted, JSON without spaces."""
     import hashlib
 
@@ -390,7 +390,7 @@ class FittedPipeline:
         doc["arrays_sha256"] = file_sha256(folder / "model.npz")
         doc = json.loads(json.dumps(doc, default=str))   # as it will read back
         # and its own digest: an edited descriptor setting or protocol would otherwise be used as it reads
-        doc["doc_sha256"] = _doc_sha256(doc)
+        doc["doc_sha256"] = doc_sha256_of(doc)
         atomic_write_text(folder / "model.json", json.dumps(doc, indent=1))
         return folder
 
@@ -415,7 +415,7 @@ class FittedPipeline:
         if not isinstance(version, int) or not 1 <= version <= VERSION:
             raise ModelError(f"{jpath}: model format version {version!r}; this streamcov reads versions 1 to "
                              f"{VERSION}: upgrade streamcov or train the model again")
-        if (version >= 4 or "doc_sha256" in doc) and doc.get("doc_sha256") != _doc_sha256(doc):
+        if (version >= 4 or "doc_sha256" in doc) and doc.get("doc_sha256") != doc_sha256_of(doc):
             raise ModelError(f"{jpath}: edited after it was saved (it is not the description its SHA-256, "
                              f"doc_sha256, was taken of); a model's description is not edited: train the model "
                              f"again")

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import csv
+import os
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ConfigError, ModelError, StreamcovError
-from .model import FittedPipeline
+from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
@@ -33,8 +35,6 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
     on every row whose label the model knows. The predictions of every row
     are always written, by default to ``<model>/predictions/<store name>.csv``.
     """
-    import tempfile
-
     _check_model_path(Path(model_dir), Path(store_path))
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)
@@ -116,13 +116,23 @@ def _default_out(model_dir, store_path) -> Path:
 
 def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy) -> dict:
     t0 = time.perf_counter()
-    if Path(out_csv).is_dir():
+    try:
+        is_dir = Path(out_csv).is_dir()
+    except OSError:   # a name too long: said by the write probe below
+        is_dir = False
+    if is_dir:
         raise ConfigError(f"--out {out_csv}: a folder; give the path of a CSV file")
     _check_out(Path(out_csv), Path(model_dir))
     try:
         Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--out {out_csv}: cannot create its folder ({exc.strerror})") from None
+    try:   # before any work: the predictions are written beside it, then moved onto it (atomic_write)
+        fd, probe = tempfile.mkstemp(dir=Path(out_csv).parent, prefix=Path(out_csv).name, suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:   # read-only or virtual file system, no permission, a name too long
+        raise ConfigError(f"--out {out_csv}: cannot write there ({exc.strerror}); choose another path") from None
     if not Path(store_path).exists():
         raise ConfigError(f"{store_path}: no such store or folder")
     kind = store_kind(store_path)
@@ -156,12 +166,14 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
                "seconds": round(time.perf_counter() - t0, 3), "runtime": info}
     true = store.label_strings()
     summary.update(_accuracies(model, store, pred_names, true, names, train_accuracy))
-    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
-    with open(out_csv, "w", newline="") as fh:
+    def write(fh):
         w = csv.writer(fh)
         w.writerow(["id", "predicted", "label"])
         for sid, p, t in zip(store.ids(), pred_names, true):
             w.writerow([sid, p, t])
+
+    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(Path(out_csv), write, binary=False)   # the old file or the whole new one, never a part
     summary["predictions"] = str(out_csv)
     return summary
 

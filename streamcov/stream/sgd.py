@@ -96,9 +96,16 @@ class SGDPlan:
 
 
 def n_fit_rows(n_train: int, validation_fraction: float) -> int:
-    """Training rows the learner fits on once the validation rows are held out."""
+    """Training rows the learner fits on once the validation rows are held out (at least 2 are left, or
+    ``model.validation_fraction`` is refused, for either learner)."""
     if validation_fraction > 0:
-        return n_train - max(1, int(round(validation_fraction * n_train)))
+        n_fit = n_train - max(1, int(round(validation_fraction * n_train)))
+        if n_fit < 2:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"model.validation_fraction = {validation_fraction}: leaves {max(n_fit, 0)} of "
+                              f"{n_train} training rows to fit on; lower it (0.1 is usual)")
+        return n_fit
     return n_train
 
 
@@ -127,7 +134,7 @@ def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "s
     """
     from sklearn.preprocessing import StandardScaler
 
-    from ..preprocessing import GlobalCenterScaler
+    from ..preprocessing import GlobalCenterScaler, check_rows_differ
 
     if kind not in ("standard", "center"):  # pragma: no cover - the schema allows only these
         raise ValueError(f"model.scale must be none, standard or center, got {kind!r}")
@@ -136,6 +143,8 @@ def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "s
     blocks = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]
     for i, X in iter_blocks(fstore, blocks, prefetch):
         scaler.partial_fit(X[train_mask[bounds[i]:bounds[i + 1]]])
+    n = int(np.max(scaler.n_samples_seen_))
+    check_rows_differ(n, scaler.mean_, scaler.m2_ if kind == "center" else scaler.var_ * n, fstore.dtype)
     return scaler
 
 
@@ -216,11 +225,6 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     if vf > 0:
         rows = np.flatnonzero(train_mask)
         n_fit = n_fit_rows(len(rows), vf)
-        if n_fit < 2:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"model.validation_fraction = {vf}: leaves {max(n_fit, 0)} of {len(rows)} training "
-                              f"rows to fit on; lower it (0.1 is usual)")
         held = rng.choice(rows, size=len(rows) - n_fit, replace=False)
         valid_mask[held] = True
         train_mask[held] = False

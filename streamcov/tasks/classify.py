@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError, IncompleteStoreError
 from ..features.registry import needs_data
-from ..stream.model import FittedPipeline, atomic_write_text
+from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
 from .. import splits
 
 
@@ -147,6 +147,12 @@ def run_skeleton(cfg, ctx) -> dict:
     if len(source.kernel_blocks) > 1 and map_params.get("map") != "none":
         # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated
         map_params["blocks"] = [[int(w), float(c)] for w, c in source.kernel_blocks]
+        n_comp = map_params.get("n_components")
+        if n_comp is not None and int(n_comp) < len(source.kernel_blocks):
+            raise ConfigError(f"features.n_components = {n_comp} is fewer than the {len(source.kernel_blocks)} "
+                              f"windows of descriptor.levels = {d.levels}"
+                              f"{' (overlapping)' if d.overlap else ''}, each of which needs its own features; "
+                              f"raise features.n_components, or lower descriptor.levels")
     return classify(cfg, ctx, source, map_params, cfg.features.fit_sample)
 
 
@@ -214,22 +220,30 @@ def protocol_folds(cfg, store):
                         split_names=store.split_names, seed=cfg.seed, label_names=store.label_names)
 
 
-def _finished_fold(path: Path, fingerprint: str, n_test: int):
+def _finished_fold(path: Path, fingerprint: str, truth: np.ndarray, n_classes: int):
     """The saved result of a finished fold (``result``, ``predicted``) when it was written under
-    ``fingerprint``; None when it was not, or when the file is damaged (a note says so: the fold is a
-    cache, trained again)."""
+    ``fingerprint``; None when it was not, or when the file is damaged or was edited (its own SHA-256,
+    class codes out of range, an accuracy its predictions do not give: a note says so; the fold is a
+    cache, trained again). ``truth``: the labels of the fold's test rows."""
     try:
         saved = json.loads(path.read_text())
         if saved.get("fingerprint") != fingerprint:
             return None
+        if saved.get("doc_sha256") != doc_sha256_of(saved):
+            raise ValueError("not the SHA-256 it was written with")
         predicted = np.asarray(saved["predicted"], dtype=np.int64)
-        if predicted.shape != (n_test,) or not isinstance(saved["result"], dict):
+        result = saved["result"]
+        if predicted.shape != truth.shape or not isinstance(result, dict):
             raise ValueError("predictions of another length")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        print(f"note: --resume: {path} is damaged; fold {path.name.removesuffix('.result.json')} is run "
-              f"again", file=sys.stderr)
+        if len(predicted) and (predicted.min() < 0 or predicted.max() >= n_classes):
+            raise ValueError("class codes out of range")
+        if len(truth) and result.get("accuracy") != float((predicted == truth).mean()):
+            raise ValueError("an accuracy its predictions do not give")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
+        print(f"note: --resume: {path} is damaged or was edited (or written by an earlier streamcov); fold "
+              f"{path.name.removesuffix('.result.json')} is run again", file=sys.stderr)
         return None
-    return {"result": saved["result"], "predicted": predicted}
+    return {"result": result, "predicted": predicted}
 
 
 def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
@@ -258,7 +272,11 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
         if cfg.model.learner == "exact-svm":
             result.update(_exact(cfg, ctx, source, folds, bounds, runtime))
         else:
-            result.update(_incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit))
+            res = _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit)
+            learner_warnings = res.pop("warnings", [])
+            result.update(res)
+            if learner_warnings:
+                result.setdefault("warnings", []).extend(learner_warnings)
     result["seconds"] = round(time.perf_counter() - t_start, 3)
     return result
 
@@ -342,7 +360,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
     shared = len(folds) == 1 or not (source.needs_fit or needs_data(map_params))
     ckdir = out / "checkpoints"
     ckdir.mkdir(exist_ok=True)
-    per, paths, preds = [], [], []
+    per, paths, preds, learner_warnings = [], [], [], []
     featurized, t_feat, t_fit = 0, 0.0, 0.0
     feat = None
     for name, train, test in folds:
@@ -361,7 +379,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         done_file = ckdir / f"{name}.result.json"
         is_last = name == folds[-1][0]
         if ctx.resume and done_file.is_file() and not (is_last and not (out / "model").is_dir()):
-            saved = _finished_fold(done_file, fp_text, int(test.sum()))
+            saved = _finished_fold(done_file, fp_text, y[test], len(classes))
             if saved is not None:
                 per.append(saved["result"])
                 preds.append((name, np.flatnonzero(test), saved["predicted"]))
@@ -381,6 +399,11 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                        "pass_times": [round(t, 5) for t in clf.fit_info_["pass_times"]],
                        "parallel_partitions": int(clf.fit_info_["parallel_partitions"]),
                        "gemm_flops_per_pass": int(clf.fit_info_["gemm_flops_per_pass"])}
+            if clf.n_iter_ == 0 and clf.converged_:   # "converged" at its starting point: not trained at all
+                learner_warnings.append(
+                    f"fold {name!r}: L-BFGS took no step: the largest gradient entry at its start, "
+                    f"{clf.grad_max_:.3g}, is already at most model.tol = {m.tol}; the model is its starting "
+                    f"point; lower model.tol")
         else:
             scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
             estimator = make_sgd(m, n_fit, int(cfg.seed))
@@ -402,8 +425,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         if is_last:
             FittedPipeline(feat.source.spec(), feat.feature_map, scaler, clf, source.store.label_names,
                            _model_info(cfg, source, name, int(bounds[1] - bounds[0]))).save(out / "model")
-        atomic_write_text(done_file, json.dumps({"fingerprint": fp_text, "result": r,
-                                                 "predicted": [int(p) for p in pred]}))
+        done = {"fingerprint": fp_text, "result": r, "predicted": [int(p) for p in pred]}
+        atomic_write_text(done_file, json.dumps({**done, "doc_sha256": doc_sha256_of(done)}))
     write_predictions(out / "predictions.csv", source.store, preds)
     res = _summarize(per)
     fmap = feat.feature_map
@@ -424,4 +447,6 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         res["epochs"] = int(m.epochs)
     if len(paths) > 1:
         res["features_paths"] = paths
+    if learner_warnings:
+        res["warnings"] = learner_warnings
     return res

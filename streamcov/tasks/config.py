@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, toml_error
+from ..errors import ConfigError, StreamcovError, toml_error
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -65,7 +65,22 @@ def _set(raw: dict, parts: list[str], value, flag: str):
         if not isinstance(node[p], dict):
             raise ConfigError(f"{flag}: {'.'.join(parts[:i + 1])} is a value, not a table")
         node = node[p]
+    old = node.get(parts[-1])
+    if isinstance(value, dict) and isinstance(old, dict):
+        # a table given to a table merges into it, key by key, as TOML's own dotted keys would: the
+        # file's other keys stay (replacing the whole table would drop them without a word)
+        for k, v in value.items():
+            _set(old, [k], v, flag)
+        return
     node[parts[-1]] = value
+
+
+def _leaves(parts: list, value) -> list:
+    """The key paths a --set assigns: the key, or every key of a table value (merged key by key, so the
+    table's other keys keep their origin)."""
+    if isinstance(value, dict) and value:
+        return [leaf for k, v in value.items() for leaf in _leaves([*parts, k], v)]
+    return [tuple(parts)]
 
 
 def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> None:
@@ -77,9 +92,11 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> N
     parts = [p.strip() for p in key.strip().split(".")]
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
-    _set(raw, parts, parse_value(text, flag), flag)
+    value = parse_value(text, flag)
+    _set(raw, parts, value, flag)
     if origins is not None:
-        origins[tuple(parts)] = flag
+        for leaf in _leaves(parts, value):
+            origins[leaf] = flag
 
 
 def key_lines(text: str) -> dict:
@@ -325,9 +342,18 @@ def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Orig
 def _check_store_flag(store, spec) -> None:
     from ..stream.source import store_kind
 
+    if not str(store).strip():
+        raise ConfigError("--store: empty path; give the folder of a store (written by `streamcov ingest`)")
     if not Path(store).exists():
         raise ConfigError(f"--store {store}: no such store; write one with `streamcov ingest`")
-    kind, wanted = store_kind(store), spec.store_kind
+    if not Path(store).is_dir():
+        raise ConfigError(f"--store {store}: a file, not a store (a store is a folder, written by "
+                          f"`streamcov ingest`)")
+    try:
+        kind = store_kind(store)
+    except StreamcovError as exc:
+        raise ConfigError(f"--store {store}: {exc}") from None
+    wanted = spec.store_kind
     if wanted is not None and kind != wanted:
         what = f"{'an' if kind == 'image' else 'a'} {kind} store" if kind else "not a streamcov store"
         raise ConfigError(f"--store {store}: {what}, but task {spec.name!r} reads {wanted} stores")

@@ -662,6 +662,17 @@ def run_image_classification(cfg, ctx) -> dict:
         check_memory(8.0 * len(data) * (2 * d2 * d2 + d2 * (d2 + 1) / 2) + 8.0 * 8192 * m.D * 4,
                      f"method.D = {m.D} on {len(data)} images",
                      "lower method.D, or use the out-of-core task image-stream-classification")
+    if eval_classifier(m.name, m.classifier) != "sgd":
+        # svc and 1nn hold an images x images distance matrix per representation candidate, and the
+        # selection's kernel matrices beside them: measured on the image demo at data.patch = 8 (12288
+        # images, 1 candidate, 2 sigma2), peak RSS 5.3 GB, against 5.9 GB here
+        n_cands = {"e": 1, "head": 1, "hs": len(m.grid("sigma1")), "approx_hs": len(m.grid("sigma1"))}.get(
+            m.name, (len(m.grid("sigma1")) if m.name in ("loghs", "approx_loghs", "qapprox_loghs") else 1)
+            * len(m.grid("gamma")))
+        check_memory(8.0 * len(data) ** 2 * (n_cands + 4),
+                     f"{len(data)} images ({n_cands} distance matrices of {len(data)} x {len(data)})",
+                     "use fewer images (data.max_per_class; a larger data.patch for textures) or shorter "
+                     "method grids, or the out-of-core task image-stream-classification")
     if is_cnn(spec):
         # every image's hypercolumns (float32, cells x channels) are held at once here, twice at the peak:
         # measured on 31 Virus images (152 channels), grid 128 -> 256 added 1.79 GB for 1.52 M cells, 7.7 bytes

@@ -49,6 +49,10 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
+    try:
+        out.exists()
+    except OSError as exc:   # a name too long for the file system, a folder that cannot be searched
+        raise ConfigError(f"{where}: cannot use {out} ({exc.strerror}); choose another output folder") from None
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{where}: {out} is a file, not a folder; choose another output folder")
     # a run writes features.zarr, model/ and result.json: never into a store (it would sit among its

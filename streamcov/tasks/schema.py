@@ -310,6 +310,10 @@ class FeaturesTable(BaseModel):
     @model_validator(mode="after")
     def _map_keys(self):
         # a key written in the file or by --set that the map does not read would be silently ignored
+        if "random_state" in (self.model_extra or {}):
+            raise key_error("map_key", "random_state", "features.random_state: the map's random draws follow the "
+                                                       "pipeline's top-level seed (one seed for every stage); "
+                                                       "set seed = N instead")
         reads = map_reads(self.map)
         unread = [k for k in type(self).model_fields if k in self.model_fields_set and k != "map" and k not in reads]
         if unread:
@@ -423,7 +427,9 @@ class SkeletonDescriptor(Table):
     body_frame: Literal["none", "yaw", "torso", "torso-frames"] = "none"
     up_axis: Literal["x", "y", "z"] = "y"
     scale: Literal["none", "body"] = "none"
-    mean_weight: NonNegFloat = 0.0
+    # the mean enters the descriptor as m mu and m^2 mu mu^T beside C: beyond 1e4 it swamps C and the log's
+    # precision (1e300 overflowed inside the log kernel)
+    mean_weight: Annotated[float, Field(ge=0, le=1e4, allow_inf_nan=False)] = 0.0
     pairs: list[Annotated[list[Union[NonNegInt, Annotated[str, Field(min_length=1)]]],
                           Field(min_length=2, max_length=2)]] = []
     matrix: Literal["covariance", "rbf"] = "covariance"
@@ -1068,5 +1074,5 @@ class StudyTable(Table):
 
 class KernelApproxStudy(Top):
     task: Literal["kernel-approx-study"] = "kernel-approx-study"
-    output: str = "runs/study_kernel_approx"
+    output: Annotated[str, Field(min_length=1)] = "runs/study_kernel_approx"
     study: StudyTable = StudyTable()
