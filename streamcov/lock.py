@@ -36,6 +36,13 @@ def _holder(path: Path) -> dict | None:
         return None
 
 
+def why_not_a_folder(folder: Path, exc: OSError) -> str:
+    """Why ``folder`` could not be created: the file that stands in its path, or the system's reason."""
+    folder = Path(folder)
+    file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    return f"{file} is a file, not a folder" if file is not None else str(exc.strerror)
+
+
 @contextlib.contextmanager
 def exclusive(lock_path, what: str, command: str | None = None):
     """Hold the lock file ``lock_path`` for writing ``what``; refuse when another process holds it."""
@@ -43,9 +50,7 @@ def exclusive(lock_path, what: str, command: str | None = None):
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:   # a parent is a file, no permission, ...
-        file = next((p for p in (lock_path.parent, *lock_path.parent.parents) if p.exists() and not p.is_dir()),
-                    None)
-        why = f"{file} is a file, not a folder" if file is not None else exc.strerror
+        why = why_not_a_folder(lock_path.parent, exc)
         raise StoreError(f"{what}: cannot create the folder {lock_path.parent} ({why}); choose another path") from None
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S")}

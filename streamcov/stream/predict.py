@@ -126,7 +126,10 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
     try:
         Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--out {out_csv}: cannot create its folder ({exc.strerror})") from None
+        from ..lock import why_not_a_folder
+
+        why = why_not_a_folder(Path(out_csv).parent, exc)
+        raise ConfigError(f"--out {out_csv}: cannot create its folder ({why}); choose another path") from None
     try:   # before any work: the predictions are written beside it, then moved onto it (atomic_write)
         fd, probe = tempfile.mkstemp(dir=Path(out_csv).parent, prefix=Path(out_csv).name, suffix=".tmp")
         os.close(fd)

@@ -150,12 +150,20 @@ def read_toml(path=None, text: str | None = None):
         if path.is_dir():
             raise ConfigError(f"{path}: a folder, not a pipeline file; give a .toml file "
                               f"(examples in pipelines/)")
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{path}: pipeline file not found")
+        if not path.is_file():
+            raise ConfigError(f"{path}: not a regular file (a device or a pipe); give a .toml file "
+                              f"(examples in pipelines/)")
         try:
-            text = path.read_text(encoding="utf-8-sig")   # a byte-order mark is accepted
+            data = path.read_bytes()
+            text = data.decode("utf-8-sig")   # a byte-order mark is accepted
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+            line = data[:exc.start].count(b"\n") + 1
+            raise ConfigError(f"{path}, line {line}: not UTF-8 text ({exc.reason} at byte {exc.start}); save "
+                              f"the file as UTF-8") from None
     name = str(path) if path is not None else "<pipeline text>"
     try:
         raw = tomllib.loads(text)

@@ -127,6 +127,8 @@ def find_index(path, advice: str) -> Path:
     ``advice`` when there is none."""
     path = Path(path)
     index = path if path.name == INDEX_NAME and path.is_file() else path / INDEX_NAME
+    if path.is_file() and index != path:
+        raise FormatError(path, f"a file, not the archive's folder; {advice}")
     if not index.is_file():
         raise FormatError(index, f"index file not found; {advice}")
     return index
