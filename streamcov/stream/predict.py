@@ -169,6 +169,7 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
                "seconds": round(time.perf_counter() - t0, 3), "runtime": info}
     true = store.label_strings()
     summary.update(_accuracies(model, store, pred_names, true, names, train_accuracy))
+
     def write(fh):
         w = csv.writer(fh)
         w.writerow(["id", "predicted", "label"])
