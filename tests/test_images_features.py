@@ -230,3 +230,17 @@ def test_feature_errors():
     x[1, 1] = np.inf
     with pytest.raises(ValueError, match="non-finite value at row 1, column 1"):
         F.region_covariance(x)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.int8, np.uint32, np.uint64])
+def test_integer_images_other_than_uint8_and_uint16_are_refused(dtype):
+    """An image's range is taken from its dtype: int64 (np.array of Python ints) put 0..255 at 1e-17 and
+    every image looked flat; such dtypes are refused, naming the fix."""
+    from streamcov.descriptors.pixels import as_float_image
+
+    img = np.arange(16).reshape(4, 4).astype(dtype)
+    with pytest.raises(ValueError, match=rf"image 3: {np.dtype(dtype).name} pixels; give uint8 \(0\.\.255\) or "
+                                         rf"uint16 \(0\.\.65535\) images"):
+        as_float_image(img, where="image 3")
+    np.testing.assert_allclose(as_float_image(img.astype(np.uint8))[..., 0], img / 255.0)
+    np.testing.assert_allclose(as_float_image(img.astype(np.uint16) * 257)[..., 0], img / 255.0)

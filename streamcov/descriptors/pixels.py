@@ -239,8 +239,9 @@ def get_spec(spec) -> FeatureSpec:
 def as_float_image(image, where: str = "image") -> np.ndarray:
     """(h, w) or (h, w, 3|4) array -> contiguous float64 (h, w, 1|3) in [0, 1] scale.
 
-    Integer images are divided by their dtype's maximum; an alpha channel is
-    dropped. ``where`` names the image in error messages.
+    uint8 and uint16 images are divided by their dtype's maximum (other integer
+    types, whose range says nothing of the image's, are refused); floats are
+    taken as they are; an alpha channel is dropped. ``where`` names the image in error messages.
     """
     a = np.asarray(image)
     if a.ndim == 3 and a.shape[2] == 4:
@@ -253,8 +254,12 @@ def as_float_image(image, where: str = "image") -> np.ndarray:
         raise ValueError(f"{where}: empty image of shape {np.shape(image)}")
     if a.dtype == np.bool_:
         a = a.astype(np.float64)
-    elif np.issubdtype(a.dtype, np.integer):
+    elif a.dtype in (np.uint8, np.uint16):
         a = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
+    elif np.issubdtype(a.dtype, np.integer):
+        # an image's range is its dtype's: int64 (np.array of Python ints) would put 0..255 at 1e-17
+        raise ValueError(f"{where}: {a.dtype} pixels; give uint8 (0..255) or uint16 (0..65535) images, e.g. "
+                         f"np.asarray(image, dtype=np.uint8), or floats in 0..1")
     elif np.issubdtype(a.dtype, np.floating):
         a = a.astype(np.float64)
         if not np.isfinite(a).all():
