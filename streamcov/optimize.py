@@ -185,6 +185,22 @@ def _line_search(fun, state: LBFGSState, p: np.ndarray, c1: float, c2: float, ma
     return (x, f, g, info), len(seen)
 
 
+def _backtrack(fun, state: LBFGSState, p: np.ndarray, c1: float, shrink: float = 0.01, tries: int = 12):
+    """Steps ``shrink**k`` along ``p`` (k = 1..tries) until one lowers ``f`` enough (Armijo): the fallback
+    when the Wolfe search found no step, as on features of size 1e6, whose curvature makes every step it
+    tries (from 1) land far past the minimum. ``((x, f, g, info) or None, evaluations)``."""
+    slope = float(np.dot(state.g, p))
+    if not slope < 0:
+        return None, 0
+    for k in range(1, tries + 1):
+        a = shrink ** k
+        x = state.x + a * p
+        f, g, info = fun(x)
+        if np.isfinite(f) and f <= state.f + c1 * a * slope:
+            return (x, float(f), np.asarray(g, dtype=np.float64), dict(info)), k
+    return None, tries
+
+
 def lbfgs_iteration(fun, state: LBFGSState, *, memory: int = 10, c1: float = 1e-4, c2: float = 0.9,
                     max_ls: int = 20) -> tuple[LBFGSState, bool]:
     """One iteration from ``state``: ``(new state, ok)``.
@@ -206,6 +222,11 @@ def lbfgs_iteration(fun, state: LBFGSState, *, memory: int = 10, c1: float = 1e-
     if found is None and s:
         s, y, sy, yy = [], [], [], []
         found, used = _line_search(fun, state, lbfgs_direction(state.g, s, y), c1, c2, max_ls)
+        evals += used
+    if found is None and state.n_iter == 0:
+        # the Wolfe search failed on the first iteration even along -g: its first trial step is far too long
+        # (badly scaled data). Later on a failed search means float precision is reached: the fit stops there
+        found, used = _backtrack(fun, state, lbfgs_direction(state.g, [], []), c1)
         evals += used
     if found is None:
         return LBFGSState(x=state.x, f=state.f, g=state.g, info=state.info, s=list(state.s), y=list(state.y),

@@ -940,3 +940,26 @@ def test_chunk_moments_in_a_buffer_are_those_of_the_casting_reductions(shape, rn
     mean = A.mean(axis=0, dtype=np.float64)
     assert got_n == n and got_mean.tobytes() == mean.tobytes()
     assert got_M2.tobytes() == np.square(A - mean).sum(axis=0).tobytes()
+
+
+def test_badly_scaled_features_train_or_say_to_standardize():
+    """Features of size 1e3 train as sklearn's LogisticRegression does (training accuracy within 2 points:
+    the two stop at different points of a nearly flat objective). At 1e6 the float32 objective's Wolfe
+    search finds no step after the first (a backtracking fallback takes that one; before, the fit stopped
+    at its start at chance with a warning about float32 precision): the warning says to standardize X."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 20))
+    y = (X[:, 0] + 0.3 * rng.normal(size=200) > 0).astype(int)
+    est = LBFGSClassifier(max_iter=200).fit(X * 1e3, y)
+    assert est.score(X * 1e3, y) >= LogisticRegression().fit(X * 1e3, y).score(X * 1e3, y) - 0.02
+    with pytest.warns(ConvergenceWarning, match=r"L-BFGS found no step that lowers its float32 objective after "
+                                                r"\d+ iteration\(s\) .*; X holds values up to \S+: standardize X"):
+        est = LBFGSClassifier(max_iter=200).fit(X * 1e6, y)
+    assert est.n_iter_ >= 1
+
+
+def test_features_beyond_float32_are_refused():
+    X, y = blobs(n=40, d=3, k=2)
+    with pytest.raises(ValueError, match=r"X holds values up to \d\.\d+e\+39; the L-BFGS passes run in float32 and "
+                                         r"take values below 1\.8e\+19: standardize X"):
+        LBFGSClassifier().fit(X * 1e39, y)

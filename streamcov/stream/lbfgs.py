@@ -693,6 +693,13 @@ class _Problem:
         self._m32_shared = None
 
 
+# the largest feature value LBFGSClassifier.fit takes: its square still fits in float32
+MAX_FEATURE = float(np.sqrt(np.finfo(np.float32).max))
+# features above this size: a fit that finds no step is told to standardize them (measured: log loss on
+# 20 standardized features x 1e3 trains as LogisticRegression does; x 1e6 stops after 1 iteration)
+BADLY_SCALED = 1e4
+
+
 # ------------------------------------------------------------------ scaler
 def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray, dtype=np.float64):
     """``(scaler, inv_scale)`` of ``[model] scale`` from the moments of the training rows.
@@ -1133,6 +1140,10 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         from .sgd import _ArrayBlocks
 
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        big = float(np.abs(X).max()) if X.size else 0.0
+        if big > MAX_FEATURE:   # the passes run in float32: beyond, rows and their squares overflow to inf
+            raise ValueError(f"X holds values up to {big:.3g}; the L-BFGS passes run in float32 and take values "
+                             f"below {MAX_FEATURE:.2g}: standardize X (e.g. sklearn's StandardScaler)")
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -1154,6 +1165,11 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         if self.stop_reason_ == "max_iter":
             warnings.warn(f"L-BFGS did not converge in max_iter={self.max_iter} iterations (largest gradient "
                           f"entry {self.grad_max_:.3g} > tol={self.tol}); raise max_iter", ConvergenceWarning)
+        elif self.stop_reason_ == "line_search" and self.grad_max_ > self.tol and big > BADLY_SCALED:
+            warnings.warn(f"L-BFGS found no step that lowers its float32 objective after {self.n_iter_} "
+                          f"iteration(s) (largest gradient entry {self.grad_max_:.3g} > tol={self.tol}); X holds "
+                          f"values up to {big:.3g}: standardize X (e.g. sklearn's StandardScaler)",
+                          ConvergenceWarning)
         elif self.stop_reason_ == "line_search" and self.grad_max_ > self.tol:
             warnings.warn(f"L-BFGS stopped at the precision of its float32 objective: no step lowers it "
                           f"further (largest gradient entry {self.grad_max_:.3g} > tol={self.tol}); a tol "
