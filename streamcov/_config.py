@@ -117,24 +117,31 @@ def kernel_threads(n_numba: int, n_blas: int = 1):
     not oversubscribe the cores.
     """
     import numba
-    from threadpoolctl import threadpool_limits
 
     n_numba = max(1, min(int(n_numba), numba.config.NUMBA_NUM_THREADS))
     previous = numba.get_num_threads()
-    numba.set_num_threads(n_numba)
+    numba.set_num_threads(n_numba)   # numba's count is per thread
     try:
-        with threadpool_limits(limits=n_blas):
+        with blas_threads(n_blas):   # BLAS's is per process: shared, counted (tasks run in parallel threads)
             yield
     finally:
         numba.set_num_threads(previous)
 
 
 _BLAS = None
-# BLAS limits are process-wide: blocks asking for the same limit share one (the first in sets it,
-# the last out restores it), so that a nested or concurrent block of the same limit costs a lock,
-# and one block leaving does not lift the limit under another still inside
+# BLAS limits are process-wide, and blocks asking for them run in parallel threads (Dask's tasks, the
+# learner's passes): one record of the blocks inside, in the order they entered. The first in saves the
+# libraries' own limits and the last out restores them; in between the limit is the newest block's, set
+# again whenever it changes. Saving and restoring per block (threadpoolctl's own contexts) races across
+# threads and could leave the process at a block's limit after every block had left.
 _BLAS_LOCK = threading.Lock()
-_BLAS_HELD = {"limit": None, "count": 0, "limiter": None}
+_BLAS_HELD = {"active": [], "limit": None, "limiter": None}
+
+
+def _set_blas(n: int) -> None:
+    if _BLAS_HELD["limit"] != n:
+        _BLAS.limit(limits=n)
+        _BLAS_HELD["limit"] = n
 
 
 @contextlib.contextmanager
@@ -146,7 +153,8 @@ def blas_threads(n: int):
     learner that multiplies a block every few milliseconds; the BLAS
     controller here is found once per process (BLAS is loaded with numpy).
     Blocks of the same ``n`` (nested, or in several threads) share one limit;
-    a block of another ``n`` inside them sets its own and restores on exit.
+    a block of another ``n`` sets its own until it leaves; when the last block
+    leaves, the limits the libraries had before the first are restored.
     """
     global _BLAS
     n = int(n)
@@ -155,24 +163,43 @@ def blas_threads(n: int):
             from threadpoolctl import ThreadpoolController
 
             _BLAS = ThreadpoolController().select(user_api="blas")
-        shared = _BLAS_HELD["count"] > 0 and _BLAS_HELD["limit"] == n
-        if shared:
-            _BLAS_HELD["count"] += 1
-        elif _BLAS_HELD["count"] == 0:
-            _BLAS_HELD.update(limit=n, count=1, limiter=_BLAS.limit(limits=n))
-            shared = True
-    if not shared:           # another limit is held: this one nests inside it
-        with _BLAS.limit(limits=n):
-            yield
-        return
+        if not _BLAS_HELD["active"]:
+            _BLAS_HELD.update(limiter=_BLAS.limit(limits=n), limit=n)
+        else:
+            _set_blas(n)
+        _BLAS_HELD["active"].append(n)
     try:
         yield
     finally:
         with _BLAS_LOCK:
-            _BLAS_HELD["count"] -= 1
-            if _BLAS_HELD["count"] == 0:
+            active = _BLAS_HELD["active"]
+            del active[len(active) - 1 - active[::-1].index(n)]   # this block's entry (the last of its n)
+            if active:
+                _set_blas(active[-1])
+            else:
                 _BLAS_HELD["limiter"].restore_original_limits()
                 _BLAS_HELD.update(limit=None, limiter=None)
+
+
+@contextlib.contextmanager
+def blas_threads_kept():
+    """Put every BLAS library's thread count back as it was on entry, when the block leaves.
+
+    For a run on a user's cluster whose workers are threads of the user's own
+    process (``Client(processes=False)``): their tasks limit BLAS in parallel
+    threads, and OpenBLAS's count read in one thread right after another set
+    it can be stale (measured: a run left the process at 1 thread in 2 of 3
+    tries); what the user's thread had is restored from here.
+    """
+    from threadpoolctl import ThreadpoolController
+
+    before = {c.filepath: c.num_threads for c in ThreadpoolController().select(user_api="blas").lib_controllers}
+    try:
+        yield
+    finally:
+        for c in ThreadpoolController().select(user_api="blas").lib_controllers:
+            if c.filepath in before:   # set whatever it reads: the read itself may be the stale one
+                c.set_num_threads(before[c.filepath])
 
 
 def map_threads(fn, items, n_jobs: int | None = None):
@@ -191,10 +218,9 @@ def map_threads(fn, items, n_jobs: int | None = None):
     from concurrent.futures import ThreadPoolExecutor
 
     import numba
-    from threadpoolctl import threadpool_limits
 
     n_jobs = numba.get_num_threads() if n_jobs is None else max(1, int(n_jobs))
-    with threadpool_limits(limits=1):
+    with blas_threads(1):
         if n_jobs == 1:
             for item in items:
                 yield fn(item)

@@ -133,3 +133,33 @@ def _malloc_environ():
     import os
 
     return {k: os.environ.get(k) for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")}
+
+
+def test_a_users_in_process_cluster_is_left_as_it_was(tmp_path):
+    """A notebook's Client(processes=False) runs streamcov's tasks in the user's own process: its BLAS
+    limit (concurrent tasks saved and restored it with threadpoolctl, and a race left 1 thread), its zarr
+    decoding pool and its worker plugins are as they were once the run returns."""
+    import zarr
+    from distributed import Client
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.stream.runtime import PLUGIN_NAME
+    from streamcov.tasks.runner import run
+
+    store = ingest(SyntheticSkeletons(n_sequences=40, n_subjects=4, n_classes=3, seed=0), tmp_path / "s.zarr")
+    import scipy.linalg  # noqa: F401  (every BLAS the run uses loaded before the limits are read)
+    import sklearn.linear_model  # noqa: F401
+
+    limits = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
+    before = zarr.config.get("threading.max_workers")
+    cfg = {"task": "skeleton-classification", "name": "t", "output": str(tmp_path / "o"),
+           "data": {"store": str(store.path)}, "features": {"n_components": 64},
+           "model": {"learner": "sgd", "epochs": 2}, "split": {"kind": "subject-parity"}, "dask": {"block_size": 4}}
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        for _ in range(2):
+            run(cfg, scheduler=client.scheduler.address, progress=False)
+        plugins = client.run(lambda dask_worker: sorted(dask_worker.plugins))
+        assert {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["filepath"] in limits} == limits
+        assert zarr.config.get("threading.max_workers") == before
+        assert all(PLUGIN_NAME not in p for p in plugins.values()), plugins

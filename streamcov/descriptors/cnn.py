@@ -352,9 +352,9 @@ class Network:
         if self._session is not None:
             outs = self._session.run(list(self.outputs), {"input": x})
         else:
-            from threadpoolctl import threadpool_limits
+            from .._config import blas_threads
 
-            with threadpool_limits(limits=1):   # OpenBLAS threads on these small GEMMs: 100x slower when shared
+            with blas_threads(1):   # OpenBLAS threads on these small GEMMs: 100x slower when shared
                 outs = self._net.run(x)
         return dict(zip(self.outputs, outs))
 

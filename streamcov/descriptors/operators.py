@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from .._config import blas_threads
 
 from .. import linalg
 from .._config import map_threads
@@ -388,7 +388,7 @@ def log_hs_distance(x, y, sigma: float = 1.0, gamma: float = 1e-3, mu: float | N
     matrices (module docstring). ``mu`` defaults to ``gamma``.
     """
     mu = gamma if mu is None else mu
-    with threadpool_limits(limits=1):
+    with blas_threads(1):
         fx = log_hs_factor(x, sigma, gamma, rtol)
         fy = log_hs_factor(y, sigma, mu, rtol)
     if fx.features.shape[1] != fy.features.shape[1]:

@@ -164,12 +164,12 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     def transform(self, X):
         """Features (n_samples, n_features_out); float32 stays float32."""
-        from threadpoolctl import threadpool_limits
+        from .._config import blas_threads
 
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         p = X.shape[1] - int(self.n_head)
-        with threadpool_limits(limits=1):   # the same sums on every worker
+        with blas_threads(1):   # the same sums on every worker
             Z = self.rff_.transform(X[:, :p]).astype(np.float64)
             if self.head_combine == "sum":
                 w = float(self.head_weight)

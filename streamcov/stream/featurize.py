@@ -48,11 +48,11 @@ class Featurized:
 def _transform(fmap, X):
     # One BLAS thread: the projection GEMM then sums in the same order on every
     # worker, whatever threads its process was started with (bitwise-equal features).
-    from threadpoolctl import threadpool_limits
+    from .._config import blas_threads
 
     if fmap is None:
         return X
-    with threadpool_limits(limits=1):
+    with blas_threads(1):
         return fmap.transform(X)
 
 

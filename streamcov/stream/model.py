@@ -370,9 +370,9 @@ class FittedPipeline:
         return X if self.scaler is None else self.scaler.transform(X)
 
     def predict_codes(self, V: np.ndarray) -> np.ndarray:
-        from threadpoolctl import threadpool_limits
+        from .._config import blas_threads
 
-        with threadpool_limits(limits=1):   # the same sums as at training time, on any worker
+        with blas_threads(1):   # the same sums as at training time, on any worker
             return self.classifier.predict(self.transform(V))
 
     def save(self, folder) -> Path:

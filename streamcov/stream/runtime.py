@@ -185,16 +185,29 @@ class Runtime:
                     self.client.scatter(obj, broadcast=True, hash=True)
 
 
+PLUGIN_NAME = "streamcov-thread-plan"
+
+
 def _thread_plan_plugin():
     """A worker plugin that applies the thread plan to every worker, including those that join or are
     restarted later: zarr's decoding pool sized to the worker's threads (workers own their cores)."""
     from distributed import WorkerPlugin
 
     class ThreadPlan(WorkerPlugin):
-        name = "streamcov-thread-plan"
+        name = PLUGIN_NAME
 
         def setup(self, worker):
+            import zarr
+
+            self.previous = zarr.config.get("threading.max_workers")
             worker_decode_threads(worker.state.nthreads)
+
+        def teardown(self, worker):
+            # unregistered when the run ends: a user's cluster (its in-process workers share the user's
+            # process and zarr config) is left as it was found
+            import zarr
+
+            zarr.config.set({"threading.max_workers": getattr(self, "previous", None)})
 
     return ThreadPlan()
 
@@ -209,7 +222,7 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
     ``tcp://host:port``. ``workers`` is the thread count on ``threads``.
     """
     import dask
-    from threadpoolctl import threadpool_limits
+    from .._config import blas_threads
 
     if scheduler in ("threads", "synchronous"):
         plan = thread_plan(workers)
@@ -217,13 +230,23 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
         info = {"scheduler": scheduler, **plan.as_dict(), "dask_threads": n}
 
         def compute(*objs):
-            with threadpool_limits(limits=plan.blas_threads):
+            with blas_threads(plan.blas_threads):
                 return dask.compute(*objs, scheduler=scheduler, num_workers=n)
 
         yield Runtime(compute, info, plan.numba_threads, n)
         return
 
     from distributed import Client, LocalCluster
+
+    from .._config import blas_threads_kept
+
+    with blas_threads_kept():   # in-process workers share the user's BLAS: left as it was found
+        yield from _cluster_runtime(scheduler, workers, Client, LocalCluster)
+
+
+def _cluster_runtime(scheduler, workers, Client, LocalCluster):
+    """:func:`dask_runtime` on a LocalCluster or a scheduler address (a generator: one yield)."""
+    import dask
 
     cluster = None
     if scheduler == "local-cluster":
@@ -268,6 +291,9 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
         rt = Runtime(compute, info, 1, max(1, sum(nthreads.values())), client, compute_once)
         yield rt
     finally:
+        if cluster is None:   # a user's cluster: the plugin goes, and its teardown restores the workers
+            with contextlib.suppress(Exception):
+                client.unregister_worker_plugin(PLUGIN_NAME)
         client.close()
         if cluster is not None:
             cluster.close()

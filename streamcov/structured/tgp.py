@@ -53,7 +53,7 @@ from sklearn.model_selection import KFold
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
+from .._config import blas_threads
 
 from ..kernels import gaussian_kernel, sigma_from_gamma
 
@@ -81,7 +81,7 @@ def _physical_memory() -> int:
 def _blas_threads(n: int):
     """One BLAS thread below ~1000 rows: thread start-up and spinning cost more
     than a small factorization (and hurt badly on a loaded machine)."""
-    return threadpool_limits(limits=1, user_api="blas") if n < _SMALL else nullcontext()
+    return blas_threads(1) if n < _SMALL else nullcontext()
 
 
 def _factor_psd(M: np.ndarray, lam: float):
@@ -454,7 +454,7 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         pred = np.empty((Xd.shape[0], q))
         # One BLAS thread: per-evaluation products are matrix-vector sized, and
         # idle BLAS threads spinning between calls cost more than they save.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with blas_threads(1):
             self._predict_into(Xd, pred)
         pred = pred.astype(out_dtype if out_dtype == np.float32 else np.float64, copy=False)
         return pred.ravel() if self._y_1d else pred

@@ -135,11 +135,11 @@ def extract_matrices(images, spec, ids=None, progress: bool = False):
         return extract_features(images, spec, ids=ids, progress=progress), None
     from .._config import thread_plan
     from ..descriptors.cnn import extract
-    from threadpoolctl import threadpool_limits
+    from .._config import blas_threads
 
     names = ids if ids is not None else [f"image {i}" for i in range(len(images))]
     try:
-        with threadpool_limits(limits=1):
+        with blas_threads(1):
             return extract(images, spec, names=names, threads=1, jobs=thread_plan().cores)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
