@@ -290,3 +290,20 @@ def test_distance_errors(xy):
         dist.approx_log_hs_distance(C[0], C[0, :3, :3], 1e-3)
     with pytest.raises(ValueError, match=r"vector sets have shapes \(2, 3\) and \(2, 4\)"):
         distances(np.zeros((2, 3)), np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_float32_squared_distances_of_rows_far_from_the_origin(same):
+    """Rows 1e4 from the origin and about 1 apart (operator vectors lie about 55 spreads out): through
+    ||a||^2 + ||b||^2 - 2 a.b in float32 the distances were lost to cancellation (a row's distance to
+    itself 47, to others 0). Against the float64 two-loop reference: relative error at most 1e-6 of the
+    largest distance (float32 rounding of the centred rows, eps 6e-8, times the few sums of 20 terms)."""
+    from streamcov.kernels import squared_distances
+
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(40, 20)) + 1e4).astype(np.float32)
+    A, B = (X, X) if same else (X[:15], X[15:])
+    X64, Y64 = A.astype(np.float64), B.astype(np.float64)
+    ref = ((X64[:, None, :] - Y64[None, :, :]) ** 2).sum(-1)
+    got = squared_distances(A) if same else squared_distances(A, B)
+    assert np.abs(got - ref).max() <= 1e-6 * ref.max()
