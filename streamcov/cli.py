@@ -34,20 +34,9 @@ def nonempty_path(text: str) -> str:
 def _runtime_args(args):
     """``--scheduler``/``--workers`` mean the same in every command: ``--workers N`` alone is a
     LocalCluster of N single-threaded workers."""
-    from .errors import ConfigError
-    from .stream.runtime import SCHEDULERS, is_scheduler, workers_unread
+    from .stream.runtime import resolve_runtime
 
-    scheduler = args.scheduler
-    if scheduler is not None and not is_scheduler(scheduler):
-        raise ConfigError(f"--scheduler {scheduler}: expected one of {', '.join(SCHEDULERS)} or a "
-                          f"scheduler address tcp://HOST:PORT")
-    why = workers_unread(scheduler)
-    if args.workers is not None and why is not None:
-        raise ConfigError(f"--workers {args.workers} --scheduler {scheduler}: --workers sets the threads "
-                          f"of --scheduler threads or the processes of a local-cluster; {why}")
-    if args.workers is not None and scheduler is None:
-        scheduler = "local-cluster"
-    return scheduler, args.workers
+    return resolve_runtime(args.scheduler, args.workers)
 
 
 def _cmd_run(args) -> int:
@@ -83,7 +72,7 @@ def _cmd_predict(args) -> int:
     from .stream.predict import predict
 
     scheduler, workers = _runtime_args(args)
-    summary = predict(args.model, args.store, args.out, scheduler=scheduler or "threads", workers=workers,
+    summary = predict(args.model, args.store, args.out, scheduler=scheduler, workers=workers,
                       train_accuracy=args.train_accuracy)
     for note in summary.get("notes", []):
         print(f"streamcov predict: note: {note}", file=sys.stderr)

@@ -1616,3 +1616,54 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
     (imgs / "a" / "phone.png").unlink()                   # nothing turned: the two readings agree
     rc, err, _ = cli("predict", old_model, imgs, "--out", tmp_path / "p4.csv", "--scheduler", "synchronous")
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    ({"scheduler": "tcp://"}, r"scheduler tcp://: expected one of threads, synchronous, local-cluster or a "
+                              r"scheduler address"),
+    ({"scheduler": "gpu"}, r"scheduler gpu: expected one of"),
+    ({"workers": 0}, r"workers 0: expected an integer >= 1"),
+    ({"workers": "2"}, r"workers '2': expected an integer >= 1"),
+    ({"workers": True}, r"workers True: expected an integer >= 1"),
+    ({"workers": 2, "scheduler": "synchronous"}, r"workers 2 scheduler synchronous: workers sets the threads"),
+    ({"block": -4}, r"block -4: expected an integer >= 1 \(rows per block\)"),
+    ({"block": 2.5}, r"block 2\.5: expected an integer >= 1"),
+])
+def test_python_predict_checks_its_runtime_arguments(shared, tmp_path, kwargs, pattern):
+    """The Python API checks what the command line checks (the checks lived in the CLI alone: block=-4 was
+    an IndexError, scheduler=None an AttributeError, workers=0 accepted)."""
+    from streamcov.errors import ConfigError
+    from streamcov.stream.predict import predict
+
+    with pytest.raises(ConfigError, match=pattern):
+        predict(shared["model"], shared["synth"], tmp_path / "p.csv", **kwargs)
+
+
+def test_python_predict_and_run_defaults(shared, tmp_path):
+    from streamcov.errors import ConfigError
+    from streamcov.stream.predict import predict
+    from streamcov.tasks.runner import run
+
+    assert predict(shared["model"], shared["synth"], tmp_path / "p.csv", scheduler=None)["n"] > 0
+    with pytest.raises(ConfigError, match=r"overrides='model\.C=1': give a list of key=value strings, e\.g\. "
+                                          r"\['model\.C=1'\]"):
+        run(SKELETON_PIPELINE.format(out=tmp_path / "o", store=shared["synth"]), overrides="model.C=1")
+    with pytest.raises(ConfigError, match=r"--workers -3: expected an integer >= 1"):
+        run({"task": "skeleton-classification"}, workers=-3)
+
+
+def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
+    """A notebook's values: np.int64 from a grid, Path objects, tuples; they were refused as "expected an
+    integer" or "a quoted string". They are read as the TOML types they stand for; a wrong one still is not."""
+    from streamcov.errors import ConfigError
+    from streamcov.tasks.config import load_config
+
+    cfg = load_config({"task": "skeleton-classification", "data": {"store": tmp_path / "s.zarr"},
+                       "output": tmp_path / "o", "features": {"n_components": np.int64(100),
+                                                               "sigma": np.float32(0.5), "center": np.bool_(True)},
+                       "descriptor": {"center": (6,)}})
+    assert (cfg.features.n_components, cfg.features.sigma, cfg.features.center) == (100, 0.5, True)
+    assert cfg.data.store == str(tmp_path / "s.zarr") and cfg.descriptor.center == [6]
+    with pytest.raises(ConfigError, match=r"features\.n_components = 2\.5: expected an integer"):
+        load_config({"task": "skeleton-classification", "data": {"store": str(tmp_path / "s.zarr")},
+                     "features": {"n_components": np.float64(2.5)}})

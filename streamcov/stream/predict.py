@@ -19,7 +19,7 @@ def _predict_codes(model, V):
     return model.predict_codes(V)
 
 
-def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", workers: int | None = None,
+def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, workers: int | None = None,
             block: int | None = None, train_accuracy: bool = False) -> dict:
     """Predict every row of a store, block by block; write ``id,predicted,label`` and return a summary.
 
@@ -35,6 +35,14 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str = "threads", wor
     on every row whose label the model knows. The predictions of every row
     are always written, by default to ``<model>/predictions/<store name>.csv``.
     """
+    from numbers import Integral
+
+    from .runtime import resolve_runtime
+
+    scheduler, workers = resolve_runtime(scheduler, workers, flags=("scheduler", "workers"))
+    scheduler = scheduler or "threads"
+    if block is not None and (isinstance(block, bool) or not isinstance(block, Integral) or block < 1):
+        raise ConfigError(f"block {block!r}: expected an integer >= 1 (rows per block), or None for the model's")
     _check_model_path(Path(model_dir), Path(store_path))
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)

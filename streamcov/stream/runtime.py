@@ -37,6 +37,29 @@ def workers_unread(scheduler: str | None) -> str | None:
     return "a synchronous run has one thread" if scheduler == "synchronous" else "a running cluster has its own workers"
 
 
+def resolve_runtime(scheduler, workers, flags=("--scheduler", "--workers")) -> tuple:
+    """``(scheduler or None, workers or None)`` checked, the same for the command line and the Python API:
+    a scheduler name or address, a worker count >= 1 that the scheduler reads; a count alone is a
+    LocalCluster of that many single-threaded workers. ``flags``: how errors name the two."""
+    from numbers import Integral
+
+    fs, fw = flags
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 1:
+            raise ConfigError(f"{fw} {workers!r}: expected an integer >= 1")
+        workers = int(workers)
+    if scheduler is not None and (not isinstance(scheduler, str) or not is_scheduler(scheduler)):
+        raise ConfigError(f"{fs} {scheduler}: expected one of {', '.join(SCHEDULERS)} or a scheduler address "
+                          f"tcp://HOST:PORT")
+    why = workers_unread(scheduler)
+    if workers is not None and why is not None:
+        raise ConfigError(f"{fw} {workers} {fs} {scheduler}: {fw} sets the threads of {fs} threads or the "
+                          f"processes of a local-cluster; {why}")
+    if workers is not None and scheduler is None:
+        scheduler = "local-cluster"
+    return scheduler, workers
+
+
 # times a computation (a fit, a featurization window) starts again after losing a worker, before it gives up
 MAX_RECOVERIES = 3
 # seconds a computation that lost a worker waits for as many workers as it had (a nanny's restart) before it

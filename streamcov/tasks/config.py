@@ -143,6 +143,25 @@ class Origins:
         return self.file
 
 
+def _plain(value):
+    """A copy of a Python-API configuration in the types a TOML file gives: numpy scalars as Python
+    numbers, paths as text, tuples as lists (a notebook's ``np.int64(100)``, ``Path(...)`` or ``(6,)``)."""
+    import copy
+    import os
+
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return copy.deepcopy(value)
+
+
 def read_toml(path=None, text: str | None = None):
     """``(raw dict, origins)`` of a pipeline file or text."""
     if text is None:
@@ -199,9 +218,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     """
     file = None
     if isinstance(source, dict):
-        import copy
-
-        raw, origins = copy.deepcopy(source), Origins(None)
+        raw, origins = _plain(source), Origins(None)
     elif text is not None:
         raw, origins = read_toml(None, text)
     elif source is not None:

@@ -40,6 +40,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         raise ConfigError("--output: empty path; give the folder to write the results into")
     if output is not None and "\0" in str(output):
         raise ConfigError("--output: holds a NUL character (\\u0000), which no path may contain; remove it")
+    from ..stream.runtime import resolve_runtime
+
+    scheduler, workers = resolve_runtime(scheduler, workers, flags=("--scheduler", "--workers"))
+    if isinstance(overrides, str):   # one --set given as a string would be read a character at a time
+        raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings, e.g. [{overrides!r}]")
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
     else:
@@ -69,8 +74,6 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:   # a parent is a file, no permission, ...
         raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
-    if workers is not None and scheduler is None:
-        scheduler = "local-cluster"
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
     with output_lock(out):
