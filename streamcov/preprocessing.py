@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 
-class GlobalCenterScaler(TransformerMixin, BaseEstimator):
+class GlobalCenterScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Subtract the mean row, then divide everything by one number.
 
     Random features of a Gaussian kernel on descriptors that lie close

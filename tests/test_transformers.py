@@ -163,3 +163,18 @@ def test_gaussian_kernel_svc_equals_an_rbf_svc(rng):
     np.testing.assert_array_equal(ours.predict(X[80:]), ref.predict(X[80:]))
     np.testing.assert_allclose(ours.decision_function(X[80:]), ref.decision_function(X[80:]), atol=1e-9)
     assert len(ours.support_vectors_) == len(ref.support_)   # only the support vectors are kept
+
+
+def test_pipeline_names_its_features():
+    """The README's pipeline gives feature names (and so set_output), as scikit-learn's transformers do
+    (RGWSampler and GlobalCenterScaler had none)."""
+    from sklearn.pipeline import make_pipeline
+
+    from streamcov import GlobalCenterScaler, LogCovariance, RGWSampler
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(30, 15)) for _ in range(8)]
+    logcov = LogCovariance(center=(0,)).fit(X)
+    assert list(logcov.get_feature_names_out()) == [f"logcov{i}" for i in range(logcov.n_features_out_)]
+    pipe = make_pipeline(LogCovariance(center=(0,)), RGWSampler(n_components=6), GlobalCenterScaler()).fit(X)
+    assert list(pipe.get_feature_names_out()) == [f"rgwsampler{i}" for i in range(6)]

@@ -6,7 +6,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import gammaln
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..kernels import gaussian_kernel
 
 
-class RGWSampler(TransformerMixin, BaseEstimator):
+class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Explicit feature map for the Log-Euclidean Gaussian kernel (paper 000, eq. (3)).
 
     Approximates ``k(x, y) = exp(-||x - y||^2 / (2 sigma^2))`` for inputs of
@@ -143,6 +143,7 @@ class RGWSampler(TransformerMixin, BaseEstimator):
             self.mean_ = X.mean(axis=0, dtype=np.float64)
         self.degrees_ = degrees
         self.group_start_ = group_start
+        self._n_features_out = self.n_components   # get_feature_names_out: rgwsampler0, ...
         return self
 
     def transform(self, X):
