@@ -158,3 +158,14 @@ def test_sequences_without_two_distinct_frames_are_skipped_and_recorded(tmp_path
     reasons = {s["id"]: s["reason"] for s in store.attrs["skipped"]}
     assert reasons == {"one": "1 frame; a covariance needs at least 2 distinct frames", "none": "no frames",
                        "still": "all 5 frames are identical; a covariance needs at least 2 distinct frames"}
+
+
+def test_a_stores_columns_are_read_only(tmp_path):
+    """``y = store.labels; y[:] = 0`` changed the store's own labels (and label_strings) in memory."""
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    store = ingest(SyntheticSkeletons(n_sequences=12, n_subjects=2, n_classes=3, seed=0), tmp_path / "s.zarr")
+    for name in ("labels", "subjects", "split", "offsets"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(store, name)[:] = 0

@@ -178,3 +178,21 @@ def test_pipeline_names_its_features():
     assert list(logcov.get_feature_names_out()) == [f"logcov{i}" for i in range(logcov.n_features_out_)]
     pipe = make_pipeline(LogCovariance(center=(0,)), RGWSampler(n_components=6), GlobalCenterScaler()).fit(X)
     assert list(pipe.get_feature_names_out()) == [f"rgwsampler{i}" for i in range(6)]
+
+
+def test_image_descriptors_refuse_images_without_a_covariance():
+    """A 1 x 1 or 1 x N image has no derivative and no spread: its descriptor was the regularization alone
+    (a black pixel equal to a white one). Refused, as the stores skip them; a generator is taken by
+    transform as by fit; a single 2-D image is told to be wrapped in a list."""
+    from streamcov import RegionCovariance
+
+    rng = np.random.default_rng(0)
+    imgs = [rng.integers(0, 256, (8, 8), dtype=np.uint8) for _ in range(4)]
+    rc = RegionCovariance().fit(imgs)
+    with pytest.raises(ValueError, match=r"X\[1\]: an image of 1 x 5 pixels; a covariance needs at least 2 x 2"):
+        rc.transform([imgs[0], np.zeros((1, 5), np.uint8)])
+    with pytest.raises(ValueError, match=r"X\[0\]: an image of 1 x 1 pixels"):
+        RegionCovariance().fit([np.zeros((1, 1), np.uint8)] + imgs)
+    np.testing.assert_array_equal(rc.transform(im for im in imgs), rc.transform(imgs))
+    with pytest.raises(ValueError, match=r"X: one image of shape \(8, 8\); give a list of images, e\.g\. \[image\]"):
+        rc.transform(imgs[0])

@@ -194,6 +194,8 @@ class RaggedStore:
         if rows != self.offsets[-1]:
             raise StoreError(f"{self.path}: array {self.DATA!r} has {rows} rows but the offsets cover "
                              f"{self.offsets[-1]}; the store is damaged: write it again (ingest with --restart)")
+        for a in (self.offsets, *(getattr(self, name) for name in names)):
+            a.setflags(write=False)   # the store's own reading: y = store.labels; y[:] = 0 would change it
 
     def check_of(self, name: str, start: int | None = None, stop: int | None = None):
         """What :func:`~streamcov.data.integrity.read` checks for rows [start, stop) of ``name``:

@@ -150,8 +150,9 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
     def transform(self, X):
         check_is_fitted(self)
         desc = self._descriptor()
-        return desc.vectors(_as_images(X), self.scale_, getattr(self, "frequencies_", None),
-                            names=[f"X[{i}]" for i in range(len(X))])
+        images = _as_images(X)   # a list first: a generator has no len
+        return desc.vectors(images, self.scale_, getattr(self, "frequencies_", None),
+                            names=[f"X[{i}]" for i in range(len(images))])
 
     def get_feature_names_out(self, input_features=None):
         check_is_fitted(self)
@@ -166,6 +167,8 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
 
 
 def _as_images(X) -> list:
+    if isinstance(X, np.ndarray) and X.ndim == 2:
+        raise ValueError(f"X: one image of shape {X.shape}; give a list of images, e.g. [image]")
     if isinstance(X, np.ndarray) and X.ndim in (3, 4):
         return list(X)
     try:
@@ -174,6 +177,14 @@ def _as_images(X) -> list:
         raise ValueError(f"X: expected a list of images (h, w) or (h, w, 3), got {type(X).__name__}") from None
     if not images:
         raise ValueError("X: no images")
+    from ..data.imageio import MIN_SIDE
+
+    for i, img in enumerate(images):
+        shape = np.shape(img)
+        if len(shape) in (2, 3) and min(shape[:2]) < MIN_SIDE:
+            # one pixel, or one row: no derivative and no spread, a descriptor of the regularization alone
+            raise ValueError(f"X[{i}]: an image of {shape[0]} x {shape[1]} pixels; a covariance needs at least "
+                             f"{MIN_SIDE} x {MIN_SIDE}: leave it out")
     return images
 
 

@@ -178,9 +178,10 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
     if not finite.all():
         # a ConfigError, which is a ValueError: one line and exit 2 when a pipeline's settings cause it
         r = int(np.argmin(finite))
+        wider = " or use float64" if out.dtype != np.float64 else ""
         raise ConfigError(f"{name}: the features of row {r} of the {len(out)} transformed are not finite: the "
                           f"products of its projections overflowed {out.dtype}; scale the rows (e.g. to unit norm, "
-                          f"or center=True) or use float64; in a pipeline, raise features.sigma or lower "
+                          f"or center=True){wider}; in a pipeline, raise features.sigma or lower "
                           f"features.max_degree")
     return out
 
