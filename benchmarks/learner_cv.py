@@ -64,7 +64,8 @@ def overrides(text: str) -> dict:
     return {} if text == PIPELINE else tomllib.loads(f"m = {{{text}}}")["m"]
 
 
-def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None = None) -> dict:
+def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None = None,
+                  fmap: str | None = None, nu: int | None = None) -> dict:
     """The pipeline file run with ``over`` (and the map's ``sigma``) on its own protocol: mean test
     accuracy, train seconds."""
     from streamcov.tasks import run
@@ -73,6 +74,10 @@ def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None =
     sets = [f"model.{k}={json.dumps(v)}" for k, v in over.items()]
     if sigma is not None:
         sets.append(f"features.sigma={sigma}")
+    if fmap is not None:
+        sets.append(f"features.map={json.dumps(fmap)}")
+    if nu is not None:
+        sets.append(f"features.n_components={int(nu)}")
     with tempfile.TemporaryDirectory() as tmp:
         store, _ = ingest_dataset(dataset, data_root, Path(tmp))
         res = run(REPO / "pipelines" / f"{pipe}.toml", overrides=sets, store=Path(store.path),
@@ -82,8 +87,11 @@ def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None =
             "train_seconds": float(sum(f["train_seconds"] for f in folds)), "n_folds": len(folds)}
 
 
-def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: Path, nu: int | None = None) -> dict:
-    """``{key: (mean, std over seeds)}``: LOSO CV accuracy of each candidate through the pipeline file."""
+def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: Path, nu: int | None = None,
+                fmap: str | None = None) -> dict:
+    """``{key: (mean, std over seeds)}``: LOSO CV accuracy of each candidate through the pipeline file
+    (``fmap``: another feature map in place of the file's; its keys that the new map does not read are
+    dropped with a note, as ``--set features.map=...`` does)."""
     from streamcov.tasks import run
 
     pipe = DATASETS[dataset]
@@ -95,6 +103,8 @@ def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: 
     base = ['split.kind="subject-splits-file"', f"split.file={json.dumps(str(splits))}"]
     if nu is not None:
         base.append(f"features.n_components={int(nu)}")
+    if fmap is not None:
+        base.append(f"features.map={json.dumps(fmap)}")
     out = {}
     for text in cands:
         over = overrides(text)
@@ -152,14 +162,12 @@ def main(argv=None):
     cands = cands or ['learning_rate="pa1"']
     sigmas = args.sigma or [None]
     if args.pipeline:
-        if args.map:
-            ap.error("--map: with --pipeline the map is the pipeline file's")
         with tempfile.TemporaryDirectory() as tmp:
             store, cfg = ingest_dataset(args.dataset, Path(args.data), Path(tmp))
             folds = training_folds(store, args.dataset, cfg)
-            res = pipeline_cv(args.dataset, store, folds, cands, sigmas, args.seeds, Path(tmp), args.nu)
+            res = pipeline_cv(args.dataset, store, folds, cands, sigmas, args.seeds, Path(tmp), args.nu, args.map)
         out = {k: v[0] for k, v in res.items()}
-        fmap = cfg.features.map
+        fmap = args.map or cfg.features.map
         args.nu = args.nu or cfg.features.n_components
     else:
         args.nu = args.nu or 5000
@@ -171,9 +179,12 @@ def main(argv=None):
         best = choose(out, cfg_of(args.dataset).model.C)
         summary["chosen"] = best
         summary["test"] = {best: test_accuracy(args.dataset, overrides(best.split("; sigma=")[0]), Path(args.data),
-                                               best.split("; sigma=")[1] if "; sigma=" in best else None)}
+                                               best.split("; sigma=")[1] if "; sigma=" in best else None,
+                                               args.map if args.pipeline else None, args.nu if args.pipeline else None)}
         if best != PIPELINE and PIPELINE in out:
-            summary["test"][PIPELINE] = test_accuracy(args.dataset, {}, Path(args.data))
+            summary["test"][PIPELINE] = test_accuracy(args.dataset, {}, Path(args.data), None,
+                                                      args.map if args.pipeline else None,
+                                                      args.nu if args.pipeline else None)
         for k, v in summary["test"].items():
             print(f"test ({k}): {100 * v['accuracy']:.2f} +- {100 * v['accuracy_std']:.2f} over {v['n_folds']} "
                   f"fold(s), training {v['train_seconds']:.1f} s", flush=True)

@@ -104,6 +104,39 @@ def gaussian_kernel(d2, sigma: float) -> np.ndarray:
     return np.exp(-d2 / (2.0 * sigma ** 2))
 
 
+# A descriptor made of column blocks (the windows of a temporal pyramid) has the kernel
+# sum_b w_b exp(-||x_b - y_b||^2 / (2 sigma^2)): a sum of Log-E kernels, one per window.
+
+def check_blocks(blocks, width: int) -> None:
+    """``blocks`` (None, or [width, weight] pairs) cover ``width`` columns with positive weights, or ValueError."""
+    if blocks is None:
+        return
+    if not blocks or any(len(b) != 2 or int(b[0]) < 1 or not float(b[1]) > 0 for b in blocks):
+        raise ValueError(f"blocks must be [width, weight] pairs with width >= 1 and weight > 0, got {blocks!r}")
+    total = sum(int(b[0]) for b in blocks)
+    if total != width:
+        raise ValueError(f"blocks cover {total} columns, the input has {width}")
+
+
+def block_distances(X, Y=None, blocks=None):
+    """Squared distances of every column block (one array, or a list with ``blocks``)."""
+    if blocks is None:
+        return squared_distances(X) if Y is None else squared_distances(X, Y)
+    out, c = [], 0
+    for width, _ in blocks:
+        sl = slice(c, c + int(width))
+        out.append(squared_distances(X[:, sl]) if Y is None else squared_distances(X[:, sl], Y[:, sl]))
+        c += int(width)
+    return out
+
+
+def block_kernel(d2, blocks, sigma):
+    """``sum_b w_b exp(-d2_b / (2 sigma^2))`` (one Gaussian kernel without blocks)."""
+    if blocks is None:
+        return gaussian_kernel(d2, sigma)
+    return sum(float(w) * gaussian_kernel(d, sigma) for d, (_, w) in zip(d2, blocks))
+
+
 def median_distance(D) -> float:
     """Median of the off-diagonal entries of a symmetric distance matrix (1 if it is 0).
 

@@ -12,6 +12,11 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("STREAMCOV_DATA", REPO.parent / "shared" / "data"))
 
 
+# paper 000's eq. (3) map with the options the skeleton files had for it (they now ship Nystroem features): for the
+# tests of what a random map does (its projections drawn from the seed, one map per pyramid window, its width)
+RGW_SETS = ['features.map="rgw"', "features.theta=0.7", 'features.sampling="stratified"', "features.center=true"]
+
+
 def dataset(name: str) -> Path:
     path = DATA / name / "raw"
     if not path.is_dir():

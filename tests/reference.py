@@ -288,3 +288,22 @@ def signed_model_doc(doc):
     body = {k: v for k, v in doc.items() if k != "doc_sha256"}
     return {**body, "doc_sha256": hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
             .hexdigest()}
+
+
+def block_sum_gram(X, Y, blocks, sigma):
+    """sum_b w_b exp(-||x_b - y_b||^2 / (2 sigma^2)), one pair of rows at a time."""
+    K = np.zeros((len(X), len(Y)))
+    for i in range(len(X)):
+        for j in range(len(Y)):
+            c = 0
+            for width, w in blocks:
+                d = X[i, c:c + width] - Y[j, c:c + width]
+                K[i, j] += w * np.exp(-(d @ d) / (2 * sigma ** 2))
+                c += width
+    return K
+
+
+def nystroem_features(X, L, blocks, sigma):
+    """k(X, L) K_LL^{-1/2} with the symmetric inverse square root from an eigendecomposition."""
+    s, U = np.linalg.eigh(block_sum_gram(L, L, blocks, sigma))
+    return block_sum_gram(X, L, blocks, sigma) @ U @ np.diag(1 / np.sqrt(s)) @ U.T

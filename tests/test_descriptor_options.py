@@ -290,7 +290,7 @@ def test_spec_round_trip(tmp_path, rng):
 
 def test_block_sum_map_approximates_weighted_sum_of_kernels(rng):
     from streamcov.features.registry import fit_feature_map
-    from streamcov.stream.exact import block_distances, block_kernel
+    from streamcov.kernels import block_distances, block_kernel
 
     blocks = [[6, 0.5], [10, 0.25], [10, 0.25]]
     X = rng.standard_normal((40, 26))

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from conftest import REPO
+from conftest import REPO, RGW_SETS
 from streamcov.errors import ConfigError
 from streamcov.linear import LOG_LOSS, SQUARED_HINGE, _rows_loss_residual, linear_loss_gradient
 from streamcov.optimize import LBFGSState, lbfgs_direction, lbfgs_iteration, lbfgs_start
@@ -625,7 +625,7 @@ def test_async_checkpoint_writer_keeps_the_newest(tmp_path):
 # ------------------------------------------------------------------ pipeline
 def lbfgs_cfg(store, out, *extra):
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
-                       [f'output="{out}"', "features.n_components=256",
+                       [f'output="{out}"', *RGW_SETS, "features.n_components=256",
                         "dask.block_size=16", 'model.learner="lbfgs"', "model.C=10.0", *extra], store=store.path)
 
 

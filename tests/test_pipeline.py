@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from conftest import REPO, dataset
+from conftest import REPO, RGW_SETS, dataset
 from streamcov.descriptors import skeleton as C
 from streamcov.errors import ConfigError
 from streamcov.tasks.config import load_config
@@ -41,7 +41,7 @@ def test_dask_descriptors_equal_in_memory_reference(msr_store):
 
 
 def small_cfg(store, tmp_path, **over):
-    sets = [f'output="{tmp_path}/out"', "features.n_components=300", "dask.block_size=64"]
+    sets = [f'output="{tmp_path}/out"', *RGW_SETS, "features.n_components=300", "dask.block_size=64"]
     sets += [f"{k}={v}" for k, v in over.items()]
     return load_config(REPO / "pipelines" / "msr_action3d.toml", sets, store=store.path)
 
@@ -530,7 +530,9 @@ def test_cli_end_to_end_on_real_subset(tmp_path):
     res = json.loads(lines[0])
     for key in ("accuracy", "n_train", "n_test", "feature_map", "n_components", "seconds"):
         assert key in res
-    assert res["n_components"] == 200 and res["n_train"] + res["n_test"] == len(rows) - 1
+    # the file's Nystroem map on a subset with fewer training rows than n_components: every row a landmark
+    assert res["feature_map"] == "nystroem" and res["n_components"] == res["n_train"] < 200
+    assert res["n_train"] + res["n_test"] == len(rows) - 1
     assert json.loads((tmp_path / "out" / "result.json").read_text())["accuracy"] == res["accuracy"]
 
 
@@ -577,3 +579,43 @@ def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci in readme
+
+
+def test_nystroem_on_the_pyramid_is_the_exact_sum_kernel(msr_store, tmp_path):
+    """features.map = "nystroem" on the shipped pyramid descriptor (11 windows): one landmark set for the sum of
+    the windows' kernels. More landmarks asked than training rows gives every training row (this run used to
+    end in a traceback: a map per window capped by scikit-learn wrote fewer columns than the feature store
+    had); Z Z^T on the training rows is then the exact kernel of the exact SVM; the saved model predicts what
+    the run predicted."""
+    import zarr
+
+    from streamcov.kernels import block_distances, block_kernel
+    from streamcov.stream.model import FittedPipeline
+
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml",
+                      [f'output="{tmp_path}/out"', 'features.map="nystroem"', "features.n_components=2048"],
+                      store=msr_store.path)
+    res = run_pipeline(cfg, scheduler="synchronous")
+    assert res["n_components"] == res["n_train"] == 291
+    X = np.asarray(zarr.open_group(res["features_path"], mode="r")["X"][:])
+    train = msr_store.subjects % 2 == 1
+    model = FittedPipeline.load(res["model_path"])
+    fmap = model.feature_map
+    L = fmap.components_
+    assert X.shape == (566, 291) and L.shape == (291, 73370)
+    K = block_kernel(block_distances(L, None, fmap.blocks), fmap.blocks, fmap.sigma)
+    # float64 features of a Gram matrix whose eigenvalues span about 1e-4..1e2: Z Z^T = K to 1e-8
+    np.testing.assert_allclose(X[train] @ X[train].T, K, atol=1e-8)
+    np.testing.assert_allclose(fmap.transform(L[:5]), X[np.flatnonzero(train)[:5]], atol=1e-10)
+    # streamcov predict recomputes descriptors and features from the saved map: the run's predictions
+    from streamcov.stream.predict import predict
+
+    summary = predict(res["model_path"], msr_store.path, tmp_path / "again.csv")
+    assert summary["accuracy"] == res["accuracy"]
+    ran = {r.split(",")[1]: r.split(",")[2] for r in open(res["predictions_path"]).read().split()[1:]}
+    again = {r.split(",")[0]: r.split(",")[1] for r in (tmp_path / "again.csv").read_text().split()[1:]}
+    assert len(ran) == 275 and all(again[k] == v for k, v in ran.items())
+    # the feature store is reused: its landmarks (data arrays) read back, nothing featurized again
+    second = run_pipeline(cfg, scheduler="synchronous")
+    assert second["featurized_sequences"] == 0 and second["fit_reused"]
+    assert second["accuracy"] == res["accuracy"]

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, RGW_SETS
 from reference import signed_model_doc
 from streamcov.errors import ModelError
 from streamcov.stream.model import FittedPipeline
@@ -33,7 +33,7 @@ SGD_SETS = ['model.learner="sgd"', 'model.loss="log_loss"', 'model.learning_rate
 
 def cfg_for(store, out, *extra):
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
-                         [f'output="{out}"', "features.n_components=256", *SGD_SETS,
+                         [f'output="{out}"', *RGW_SETS, "features.n_components=256", *SGD_SETS,
                           "model.epochs=4", "dask.block_size=40", "model.checkpoint_blocks=2",
                           *extra], store=store.path)
 
@@ -41,7 +41,8 @@ def cfg_for(store, out, *extra):
 def lbfgs_cfg_for(store, out, *extra):
     """The pipeline file's own learner (lbfgs, squared hinge), on a small map and few iterations."""
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
-                       [f'output="{out}"', "features.n_components=256", "model.max_iter=30", "dask.block_size=40",
+                       [f'output="{out}"', *RGW_SETS, "features.n_components=256", "model.max_iter=30",
+                        "dask.block_size=40",
                         *extra], store=store.path)
 
 

@@ -5,7 +5,8 @@ Every map is a scikit-learn transformer with ``n_components`` and
 orthogonal and quasi-random Fourier features, random Maclaurin, Fastfood,
 seeded-block random Fourier features for very wide inputs
 (:class:`GaussianRandomFeatures`), the tensor sketch of paper 004's
-conv + head product kernel (:class:`HeadProductSketch`), and a sum of Gaussian kernels over column
+conv + head product kernel (:class:`HeadProductSketch`), Nystroem features of a Gaussian kernel or of
+a sum of them over column blocks (:class:`GaussianNystroem`), and a sum of Gaussian kernels over column
 blocks by one map per block (:class:`BlockSumFeatures`). :mod:`.registry` names them as pipeline
 files do. Names resolve lazily so ``import streamcov.features`` stays cheap.
 """
@@ -21,6 +22,7 @@ _LOCATIONS = {
     "FastfoodSampler": "._fastfood",
     "GaussianRandomFeatures": "._gaussian",
     "HeadProductSketch": "._product",
+    "GaussianNystroem": "._nystroem",
     "BlockSumFeatures": ".registry",
     "MAPS": ".registry",
     "make_feature_map": ".registry",

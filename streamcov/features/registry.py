@@ -30,7 +30,8 @@ MAPS = {
     "qmc": ("streamcov.features", "QuasiRandomRBFSampler"),
     "maclaurin": ("streamcov.features", "RandomMaclaurinSampler"),
     "fastfood": ("streamcov.features", "FastfoodSampler"),
-    "nystroem": ("sklearn.kernel_approximation", "Nystroem"),
+    # one landmark set for a sum of Gaussian kernels over column blocks (the pyramid's windows)
+    "nystroem": ("streamcov.features", "GaussianNystroem"),
     "none": (None, None),
 }
 
@@ -75,7 +76,10 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     """
     params = {k: v for k, v in params.items() if k not in FIT_OPTIONS}
     blocks = params.pop("blocks", None)
-    if blocks is not None and str(params.get("map", "rgw")).lower() != "none":
+    if blocks is not None and str(params.get("map", "rgw")).lower() == "nystroem":
+        # one Nystroem map of the whole sum: its landmarks serve every block
+        params["blocks"] = [[int(w), float(c)] for w, c in blocks]
+    elif blocks is not None and str(params.get("map", "rgw")).lower() != "none":
         # a sum of Gaussian kernels over column blocks: one map per block (BlockSumFeatures)
         inner = dict(params)
         n = int(inner.pop("n_components", 100))
@@ -97,8 +101,6 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
             kwargs["sigma"] = sigma
         elif "gamma" in accepted:
             kwargs["gamma"] = gamma_from_sigma(sigma)
-    if name == "nystroem":
-        kwargs["kernel"] = "rbf"
     for key in ("gamma", "kernel"):   # set from sigma above: one bandwidth convention everywhere
         if key in params and key in kwargs:
             hint = (f"; for gamma = {params['gamma']} set sigma = {sigma_from_gamma(float(params['gamma'])):.6g}"
@@ -154,23 +156,20 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
                      f"features.n_components = {n} on {n_features}-dimensional descriptors",
                      "lower features.n_components (or use map = \"rff-blocks\")")
     if needs_data(params):
-        check_fit_rows(params, len(sample))
         fmap.fit(sample)
     else:
         fmap.fit(np.zeros((1, n_features)))
     return fmap, record
 
 
-def check_fit_rows(params: dict, n_rows: int) -> None:
-    """Nystroem takes its ``n_components`` landmarks among the rows it is fitted on: with fewer rows it would
-    give fewer features than the feature store has columns. Refused with the numbers, before any work."""
-    name = str(params.get("map", "rgw")).lower()
-    n = int(params.get("n_components", 0))
-    if name == "nystroem" and not params.get("blocks") and n > n_rows:
-        raise ConfigError(f"features.n_components = {n}: map \"nystroem\" takes its landmarks among the rows it "
-                          f"is fitted on, and there are {n_rows} (the training rows, at most features.fit_sample "
-                          f"= {params.get('fit_sample', 'its default')}); lower features.n_components to at most "
-                          f"{n_rows}")
+def for_fit_rows(params: dict, n_rows: int) -> dict:
+    """``params`` for a map fitted on ``n_rows`` rows: Nystroem takes at most one landmark per row, so its
+    ``n_components`` is at most ``n_rows`` (every row a landmark: the exact kernel on them). The width of the
+    features is then known before the fit, as a feature store needs it, and a pipeline file runs unchanged on
+    a dataset with fewer training rows than its ``n_components``."""
+    if str(params.get("map", "rgw")).lower() == "nystroem" and int(params.get("n_components", 100)) > n_rows:
+        return {**params, "n_components": max(int(n_rows), 1)}
+    return params
 
 
 def projection_columns(params: dict) -> float:

@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..kernels import gaussian_kernel, squared_distances
+from ..kernels import block_distances, block_kernel, check_blocks as _check_blocks
 
 
 class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
@@ -198,35 +198,6 @@ def aligned_head_weight(K, L, y) -> tuple[float, dict]:
             "alignment": {"conv": _alignment(Kc, Yc), "head": _alignment(Lc, Yc),
                           "combined": _alignment(combine_head_kernel(Kc, Lc, w, "sum"), Yc)}}
     return w, info
-
-
-def _check_blocks(blocks, width: int) -> None:
-    if blocks is None:
-        return
-    if not blocks or any(len(b) != 2 or int(b[0]) < 1 or not float(b[1]) > 0 for b in blocks):
-        raise ValueError(f"blocks must be [width, weight] pairs with width >= 1 and weight > 0, got {blocks!r}")
-    total = sum(int(b[0]) for b in blocks)
-    if total != width:
-        raise ValueError(f"blocks cover {total} columns, the input has {width}")
-
-
-def block_distances(X, Y=None, blocks=None):
-    """Squared distances of every column block (one array, or a list with ``blocks``)."""
-    if blocks is None:
-        return squared_distances(X) if Y is None else squared_distances(X, Y)
-    out, c = [], 0
-    for width, _ in blocks:
-        sl = slice(c, c + int(width))
-        out.append(squared_distances(X[:, sl]) if Y is None else squared_distances(X[:, sl], Y[:, sl]))
-        c += int(width)
-    return out
-
-
-def block_kernel(d2, blocks, sigma):
-    """``sum_b w_b exp(-d2_b / (2 sigma^2))`` (one Gaussian kernel without blocks)."""
-    if blocks is None:
-        return gaussian_kernel(d2, sigma)
-    return sum(float(w) * gaussian_kernel(d, sigma) for d, (_, w) in zip(d2, blocks))
 
 
 def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_grid, blocks=None):

@@ -113,12 +113,12 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     import dask
 
     t0 = time.perf_counter()
-    map_params = dict(map_params)
-    fp = fingerprint(source, map_params, seed, bounds, train)
-    from ..features.registry import check_fit_rows, make_feature_map, output_dim
+    from ..features.registry import for_fit_rows, make_feature_map, output_dim
 
+    map_params = dict(map_params)
     if needs_data(map_params):
-        check_fit_rows(map_params, min(int(fit_sample), int(np.count_nonzero(train))))
+        map_params = for_fit_rows(map_params, min(int(fit_sample), int(np.count_nonzero(train))))
+    fp = fingerprint(source, map_params, seed, bounds, train)
     probe = make_feature_map(map_params, seed)
     dim = output_dim(probe, source.dim)
     fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)

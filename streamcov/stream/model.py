@@ -35,8 +35,9 @@ ALLOWED = {
     "GaussianRandomFeatures": "streamcov.features",
     "HeadProductSketch": "streamcov.features",
     "BlockSumFeatures": "streamcov.features",
+    "GaussianNystroem": "streamcov.features",
     "RBFSampler": "sklearn.kernel_approximation",
-    "Nystroem": "sklearn.kernel_approximation",
+    "Nystroem": "sklearn.kernel_approximation",   # models saved before GaussianNystroem
     "StandardScaler": "sklearn.preprocessing",
     "GlobalCenterScaler": "streamcov.preprocessing",
     "SGDClassifier": "sklearn.linear_model",

@@ -145,10 +145,11 @@ def run_skeleton(cfg, ctx) -> dict:
     source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype, **d.options())
     map_params = cfg.features.params()
     if len(source.kernel_blocks) > 1 and map_params.get("map") != "none":
-        # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated
+        # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated (Nystroem: one
+        # map of the sum, its landmarks shared by the blocks)
         map_params["blocks"] = [[int(w), float(c)] for w, c in source.kernel_blocks]
         n_comp = map_params.get("n_components")
-        if n_comp is not None and int(n_comp) < len(source.kernel_blocks):
+        if n_comp is not None and int(n_comp) < len(source.kernel_blocks) and map_params.get("map") != "nystroem":
             raise ConfigError(f"features.n_components = {n_comp} is fewer than the {len(source.kernel_blocks)} "
                               f"windows of descriptor.levels = {d.levels}"
                               f"{' (overlapping)' if d.overlap else ''}, each of which needs its own features; "

@@ -314,6 +314,10 @@ class FeaturesTable(BaseModel):
             raise key_error("map_key", "random_state", "features.random_state: the map's random draws follow the "
                                                        "pipeline's top-level seed (one seed for every stage); "
                                                        "set seed = N instead")
+        if "blocks" in (self.model_extra or {}):
+            raise key_error("map_key", "blocks", "features.blocks: the kernel's column blocks are the windows of the "
+                                                 "descriptor's temporal pyramid, set by streamcov from "
+                                                 "descriptor.levels and descriptor.level_weights; remove it")
         reads = map_reads(self.map)
         unread = [k for k in type(self).model_fields if k in self.model_fields_set and k != "map" and k not in reads]
         if unread:

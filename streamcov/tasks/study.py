@@ -26,7 +26,6 @@ import csv
 import json
 import tempfile
 import time
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -120,19 +119,12 @@ def variance_slopes(rows: list[dict], fit_from: int = 50) -> dict:
     return out
 
 
-def _ignore_nystroem_cap():
-    # Nystroem with nu above the fitting rows uses every row (the exact kernel): expected here
-    warnings.filterwarnings("ignore", message="n_components > n_samples", category=UserWarning)
-
-
 @contextmanager
 def _worker_threads(threads):
-    """One fit's thread budget, with the study's warning filter."""
+    """One fit's thread budget."""
     from .._config import kernel_threads
 
-    with kernel_threads(threads, threads), warnings.catch_warnings():
-        # set here too: joblib worker processes do not inherit the caller's filters
-        _ignore_nystroem_cap()
+    with kernel_threads(threads, threads):
         yield
 
 
@@ -376,10 +368,8 @@ def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_
     ``learners``: ``"sgd"`` (the pipeline's incremental learner) and/or
     ``"svm"`` (the exact SVM with the map's kernel), see :func:`accuracies`.
     """
-    with warnings.catch_warnings():
-        _ignore_nystroem_cap()
-        return _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs,
-                      tuple(learners))
+    return _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs,
+                  tuple(learners))
 
 
 def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs=1,

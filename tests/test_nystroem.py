@@ -1,0 +1,110 @@
+"""GaussianNystroem: one landmark set for a Gaussian kernel or a sum of them over column blocks."""
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from reference import block_sum_gram, nystroem_features
+from streamcov.features import GaussianNystroem
+from streamcov.features.registry import for_fit_rows, make_feature_map
+
+BLOCKS = [[3, 1 / 3], [3, 1 / 3], [4, 1 / 3]]
+
+
+@parametrize_with_checks([GaussianNystroem(n_components=5)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture
+def rows():
+    return np.random.default_rng(3).standard_normal((40, 10))
+
+
+@pytest.mark.parametrize("blocks", [None, BLOCKS])
+def test_matches_the_reference(rows, blocks):
+    """The features are k(X, L) K_LL^{-1/2} of the reference (eigendecomposition, pairwise loops)."""
+    est = GaussianNystroem(n_components=15, sigma=1.3, blocks=blocks, random_state=0).fit(rows)
+    L = rows[est.component_indices_]
+    ref = nystroem_features(rows, L, blocks or [[10, 1.0]], 1.3)
+    np.testing.assert_allclose(est.transform(rows), ref, rtol=1e-7, atol=1e-9)
+
+
+def test_every_row_a_landmark_gives_the_exact_gram(rows):
+    """More landmarks asked than rows: every row is one, and Z Z^T is the exact kernel of the rows."""
+    est = GaussianNystroem(n_components=1000, sigma=2.0, blocks=BLOCKS, random_state=1).fit(rows)
+    Z = est.transform(rows)
+    assert Z.shape == (40, 40) and est.get_feature_names_out().shape == (40,)
+    np.testing.assert_allclose(Z @ Z.T, block_sum_gram(rows, rows, BLOCKS, 2.0), atol=1e-10)
+
+
+def test_out_of_sample_is_the_projection_onto_the_landmarks(rows):
+    """z(x).z(y) = k(x, L) K_LL^-1 k(L, y) for rows that are not landmarks; on landmarks it is k itself."""
+    est = GaussianNystroem(n_components=12, sigma=1.0, blocks=BLOCKS, random_state=2).fit(rows[:30])
+    L = est.components_
+    new = rows[30:]
+    K_LL = block_sum_gram(L, L, BLOCKS, 1.0)
+    k_xL = block_sum_gram(new, L, BLOCKS, 1.0)
+    np.testing.assert_allclose(est.transform(new) @ est.transform(new).T,
+                               k_xL @ np.linalg.solve(K_LL, k_xL.T), atol=1e-9)
+    ZL = est.transform(L)
+    np.testing.assert_allclose(ZL @ ZL.T, K_LL, atol=1e-10)
+
+
+def test_one_landmark_set_serves_every_block(rows):
+    """The sum's map is not a map per block: the same landmark rows for all, weights in the kernel."""
+    est = GaussianNystroem(n_components=8, sigma=1.0, blocks=BLOCKS, random_state=0).fit(rows)
+    assert est.components_.shape == (8, 10)
+    np.testing.assert_array_equal(est.components_, rows[est.component_indices_])
+    assert np.all(np.diff(est.component_indices_) > 0)
+
+
+def test_repeated_rows_do_not_blow_up():
+    """Landmarks that repeat make K_LL singular: the null directions are dropped, not divided by ~0."""
+    base = np.random.default_rng(0).standard_normal((5, 4))
+    X = np.vstack([base, base])
+    est = GaussianNystroem(n_components=10, sigma=1.0, random_state=0).fit(X)
+    Z = est.transform(X)
+    assert np.isfinite(Z).all() and np.abs(Z).max() < 10
+    np.testing.assert_allclose(Z @ Z.T, block_sum_gram(X, X, [[4, 1.0]], 1.0), atol=1e-8)
+
+
+def test_float32_stays_float32(rows):
+    est = GaussianNystroem(n_components=10, random_state=0).fit(rows.astype(np.float32))
+    assert est.components_.dtype == np.float32
+    Z = est.transform(rows.astype(np.float32))
+    assert Z.dtype == np.float32
+    np.testing.assert_allclose(Z, GaussianNystroem(n_components=10, random_state=0).fit(rows).transform(rows),
+                               atol=1e-4)
+
+
+def test_blocks_must_cover_the_columns(rows):
+    with pytest.raises(ValueError, match="blocks cover 10 columns, the input has 9"):
+        GaussianNystroem(blocks=BLOCKS).fit(rows[:, :9])
+    est = GaussianNystroem(blocks=BLOCKS).fit(rows)
+    with pytest.raises(ValueError, match="X has 9 features"):
+        est.transform(rows[:, :9])
+
+
+def test_registry_builds_one_map_of_the_sum():
+    """features.map = "nystroem" with pyramid blocks is one GaussianNystroem over all blocks, sigma as given."""
+    fmap = make_feature_map({"map": "nystroem", "n_components": 50, "sigma": 0.5, "blocks": BLOCKS}, seed=4)
+    assert isinstance(fmap, GaussianNystroem)
+    assert fmap.blocks == BLOCKS and fmap.sigma == 0.5 and fmap.n_components == 50
+
+
+def test_landmarks_are_capped_by_the_fitted_rows():
+    """A file's n_components above the training rows means every row: the width is known before the fit."""
+    p = {"map": "nystroem", "n_components": 2048}
+    assert for_fit_rows(p, 291)["n_components"] == 291
+    assert for_fit_rows(p, 5000) is p
+    rgw = {"map": "rgw", "n_components": 2048}
+    assert for_fit_rows(rgw, 10) is rgw
+
+
+def test_width_is_the_landmarks_once_fitted(rows):
+    """What feature stores and models read as the map's width (registry.output_dim)."""
+    from streamcov.features.registry import output_dim
+
+    est = GaussianNystroem(n_components=100)
+    assert output_dim(est, 10) == 100
+    assert output_dim(est.fit(rows), 10) == 40
