@@ -80,6 +80,10 @@ def test_float32_stays_float32(rows):
 def test_blocks_must_cover_the_columns(rows):
     with pytest.raises(ValueError, match="blocks cover 10 columns, the input has 9"):
         GaussianNystroem(blocks=BLOCKS).fit(rows[:, :9])
+    with pytest.raises(ValueError, match=r"blocks must be \[width, weight\] pairs with width >= 1 and weight > 0"):
+        GaussianNystroem(blocks=[[5, 0.5], [5, -0.5]]).fit(rows)
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        GaussianNystroem().fit(np.where(rows > 2, np.nan, rows))
     est = GaussianNystroem(blocks=BLOCKS).fit(rows)
     with pytest.raises(ValueError, match="X has 9 features"):
         est.transform(rows[:, :9])

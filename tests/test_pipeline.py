@@ -619,3 +619,23 @@ def test_nystroem_on_the_pyramid_is_the_exact_sum_kernel(msr_store, tmp_path):
     second = run_pipeline(cfg, scheduler="synchronous")
     assert second["featurized_sequences"] == 0 and second["fit_reused"]
     assert second["accuracy"] == res["accuracy"]
+
+
+def test_the_readme_rgw_flags_put_the_eq3_map_back_on_the_shipped_files():
+    """README's ``$RGW``: paper 000's map with the options the skeleton files had for it, one note at most, and the
+    study's random maps use the same options (``study.map_params``)."""
+    import re
+
+    from streamcov.tasks.study import map_params
+
+    text = (REPO / "README.md").read_text()
+    words = re.search(r"^RGW='(.*)'$", text, flags=re.M).group(1).split()
+    sets = [w for i, w in enumerate(words) if i % 2 == 1 and words[i - 1] == "--set"]
+    assert sets == RGW_SETS
+    for name in ("msr_action3d.toml", "florence3d.toml", "utkinect.toml", "hdm05.toml"):
+        cfg = load_config(REPO / "pipelines" / name, sets)
+        assert cfg.features.map == "rgw" and cfg.features.sampling == "stratified" and cfg.features.center
+        assert load_config(REPO / "pipelines" / name).features.map == "nystroem"
+    base = map_params("msr", load_config(REPO / "pipelines" / "msr_action3d.toml"))
+    assert (base["theta"], base["sampling"], base["center"]) == (0.7, "stratified", True)
+    assert map_params("florence", load_config(REPO / "pipelines" / "florence3d.toml"))["theta"] == 0.4

@@ -45,6 +45,18 @@ LEARNERS = ("sgd", "svm")
 FULL_NUS = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 QUICK_NUS = (10, 50, 200, 1000)
 PAPER000_GAMMA = 1e-4   # the regularization of paper 000's descriptor, log(C + gamma I)
+# The random maps' own options, as the skeleton files had them before they moved to Nystroem features
+# (2026-11-27): eq. (3)'s theta by leave-one-subject-out CV on MSR-Action3D's training subjects (Florence3D's by the
+# Gram error on its training rows), stratified degrees and centred rows for RGW and Maclaurin
+RANDOM_MAP_OPTIONS = {"theta": 0.7, "sampling": "stratified", "center": True}
+THETA = {"florence": 0.4}
+
+
+def map_params(name: str, cfg) -> dict:
+    """The ``[features]`` of dataset ``name``'s pipeline file (``cfg``: its sigma, bandwidth, fit sample) with
+    the random maps' options of :data:`RANDOM_MAP_OPTIONS`: the base of every map of the study and of the
+    benchmarks of paper 000's figures."""
+    return {**cfg.features.params(), **RANDOM_MAP_OPTIONS, "theta": THETA.get(name, RANDOM_MAP_OPTIONS["theta"])}
 
 
 def ingest_dataset(name: str, data_root: Path, workdir: Path):
@@ -403,20 +415,19 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             rng = np.random.default_rng(0)
             train_rows = np.flatnonzero(folds[0][1])
             sample = V[np.sort(rng.choice(train_rows, min(gram_sample, len(train_rows)), replace=False))]
-            grams = gram_errors(sample, sigma, maps, nus, gram_seeds, cfg.features.params())
+            base = map_params(name, cfg)
+            grams = gram_errors(sample, sigma, maps, nus, gram_seeds, base)
             slopes = variance_slopes(grams)
             log(f"{name}: variance slopes {json.dumps({k: round(v, 2) for k, v in slopes.items()})}")
             merged = {(g["map"], g["nu"]): dict(g) for g in grams}
             accs = svms = []
             if "sgd" in learners:
-                accs = accuracies(V, y, folds, classes, cfg.features.params(), cfg.model, maps, nus, seeds,
-                                  log=log, jobs=jobs)
+                accs = accuracies(V, y, folds, classes, base, cfg.model, maps, nus, seeds, log=log, jobs=jobs)
                 for a in accs:
                     merged[(a["map"], a["nu"])].update(a)
             if "svm" in learners:
                 log(f"{name}: exact SVM with the map's kernel (sigma, C of each fold's CV)")
-                svms = accuracies(V, y, folds, classes, cfg.features.params(), cfg.model, maps, nus, seeds,
-                                  log=log, jobs=jobs,
+                svms = accuracies(V, y, folds, classes, base, cfg.model, maps, nus, seeds, log=log, jobs=jobs,
                                   learner="svm", exact=ex_rows)
                 for a in svms:
                     merged[(a["map"], a["nu"])].update(
