@@ -192,8 +192,8 @@ def main(argv=None):
                     help="instead of the exact SVM's CV: the test accuracy of each dataset's streamed pipeline "
                          "file with the setting, its runs in DIR/<setting>/<dataset>")
     ap.add_argument("--nu", type=int, default=5000,
-                    help="with --streamed: features.n_components (default 5000, as the README's ablation; "
-                         "the files ship 20000)")
+                    help="with --streamed: features.n_components of the file's map (default 5000, as the "
+                         "README's ablation, run when the files used the eq. (3) map)")
     args = ap.parse_args(argv)
     grid = {"selection": SELECTION, "ablation": ABLATION, "kcov": KCOV, "torso": TORSO, "refine": REFINE, "gamma": GAMMA,
             "ablation-shipped": ABLATION_SHIPPED}[args.grid]

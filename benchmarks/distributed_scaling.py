@@ -72,12 +72,15 @@ def ensure_store(path: Path, n: int, timeout: float) -> bool:
 
 
 def run(store: Path, out: Path, workers: int, args) -> dict:
+    from streamcov.tasks.study import rgw_sets
+
     if out.exists():
         shutil.rmtree(out)
     cmd = streamcov_cmd() + [
         "run", str(PIPELINE), "--store", str(store), "--output", str(out), "--json",
         "--scheduler", "local-cluster", "--workers", str(workers),
         "--set", f"features.n_components={args.components}",
+        *[w for s in rgw_sets("msr") for w in ("--set", s)],   # the eq. (3) map, as the figures were measured
         "--set", 'model.learner="sgd"',   # the file's learner is lbfgs; --epochs are SGD epochs
         "--set", f"model.epochs={args.epochs}",
         "--set", f"dask.block_size={args.block_sequences}",

@@ -48,7 +48,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from streamcov.tasks.schema import LEARNER_KEYS, ModelTable  # noqa: E402
-from streamcov.tasks.study import DATASETS, accuracies, dataset_descriptors, ingest_dataset  # noqa: E402
+from streamcov.tasks.study import (DATASETS, accuracies, dataset_descriptors, ingest_dataset,  # noqa: E402
+                                   map_params, rgw_sets)
 
 GRID_C = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 PIPELINE = "the pipeline's settings"
@@ -64,6 +65,14 @@ def overrides(text: str) -> dict:
     return {} if text == PIPELINE else tomllib.loads(f"m = {{{text}}}")["m"]
 
 
+def map_sets(dataset: str, fmap: str | None) -> list[str]:
+    """``--set`` overrides for another map than the file's: eq. (3) with the options the files had for it
+    (study.rgw_sets), any other map by its name alone."""
+    if fmap == "rgw":
+        return rgw_sets(dataset)
+    return [] if fmap is None else [f"features.map={json.dumps(fmap)}"]
+
+
 def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None = None,
                   fmap: str | None = None, nu: int | None = None) -> dict:
     """The pipeline file run with ``over`` (and the map's ``sigma``) on its own protocol: mean test
@@ -74,8 +83,7 @@ def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None =
     sets = [f"model.{k}={json.dumps(v)}" for k, v in over.items()]
     if sigma is not None:
         sets.append(f"features.sigma={sigma}")
-    if fmap is not None:
-        sets.append(f"features.map={json.dumps(fmap)}")
+    sets += map_sets(dataset, fmap)
     if nu is not None:
         sets.append(f"features.n_components={int(nu)}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,8 +111,7 @@ def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: 
     base = ['split.kind="subject-splits-file"', f"split.file={json.dumps(str(splits))}"]
     if nu is not None:
         base.append(f"features.n_components={int(nu)}")
-    if fmap is not None:
-        base.append(f"features.map={json.dumps(fmap)}")
+    base += map_sets(dataset, fmap)
     out = {}
     for text in cands:
         over = overrides(text)
@@ -212,12 +219,14 @@ def cv_paper000(args, cands, sigmas) -> dict:
         folds = training_folds(store, args.dataset, cfg)
     y = store.labels.astype(np.int64)
     classes = np.arange(len(store.label_names))
-    fmap = args.map or cfg.features.map
+    # paper 000's study: its eq. (3) map unless told otherwise, with the random maps' options of the study
+    fmap = args.map or "rgw"
+    params = map_params(args.dataset, cfg)
     out = {"__map__": fmap}
     for text in cands:
         over = overrides(text)
         for sigma in sigmas:
-            feats = cfg.features.params() if sigma is None else dict(cfg.features.params(), sigma=sigma)
+            feats = params if sigma is None else dict(params, sigma=sigma)
             # validated like a [model] table of a pipeline file: a misspelt key, a bad value or a key the
             # learner does not read fails here; a candidate that changes the learner drops the file's keys
             # that its learner does not read, as --set model.learner does

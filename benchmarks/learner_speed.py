@@ -101,13 +101,11 @@ PIPES = {"msr": "msr_action3d", "florence": "florence3d", "utkinect": "utkinect"
 def rgw_sets(name: str, nu: int) -> list[str]:
     """The learners are compared on paper 000's eq. (3) features, as the issue that set these figures asks
     (nu = 5000 on the real datasets, 2000 on the generated store), with the options the files had for that map
-    (:data:`streamcov.tasks.study.RANDOM_MAP_OPTIONS`); the files themselves now ship Nystroem features (at most
-    2048: the training rows of these datasets)."""
-    from streamcov.tasks.study import RANDOM_MAP_OPTIONS, THETA
+    (:func:`streamcov.tasks.study.rgw_sets`); the files themselves now ship Nystroem features (at most 2048: the
+    training rows of these datasets)."""
+    from streamcov.tasks.study import rgw_sets as sets
 
-    opts = {**RANDOM_MAP_OPTIONS, "theta": THETA.get(name, RANDOM_MAP_OPTIONS["theta"])}
-    return ['features.map="rgw"', f"features.n_components={int(nu)}"] + [
-        f"features.{k}={json.dumps(v)}" for k, v in opts.items()]
+    return sets("msr" if name == "synth" else name, nu)
 RAW = {"msr": ("msr_action3d", "msr-action3d"), "florence": ("florence3d", "florence3d"),
        "utkinect": ("utkinect_action3d", "utkinect")}
 

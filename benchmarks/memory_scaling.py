@@ -152,12 +152,15 @@ class TreeRSS:
 
 def measure_run(store: Path, out: Path, args) -> dict:
     """One ``streamcov run`` in a fresh process; returns timings, peak RSS and the result."""
+    from streamcov.tasks.study import rgw_sets
+
     if out.exists():
         shutil.rmtree(out)
     rss_file = out.parent / (out.name + ".rss.json")
     cmd = streamcov_cmd() + [
         "run", str(PIPELINE), "--store", str(store), "--output", str(out), "--json",
         "--set", f"features.n_components={args.components}",
+        *[w for s in rgw_sets("msr") for w in ("--set", s)],   # the eq. (3) map, as the figures were measured
         "--set", 'model.learner="sgd"',   # the file's learner is lbfgs; --epochs are SGD epochs
         "--set", f"model.epochs={args.epochs}",
         "--set", f"dask.block_size={args.block_sequences}"]

@@ -118,16 +118,24 @@ def check_blocks(blocks, width: int) -> None:
         raise ValueError(f"blocks cover {total} columns, the input has {width}")
 
 
-def block_distances(X, Y=None, blocks=None):
-    """Squared distances of every column block (one array, or a list with ``blocks``)."""
+def _block_distances(X, Y, blocks):
+    """``(weight, squared distances)`` of each column block in turn (one block of weight 1 without blocks)."""
     if blocks is None:
-        return squared_distances(X) if Y is None else squared_distances(X, Y)
-    out, c = [], 0
-    for width, _ in blocks:
+        yield 1.0, squared_distances(X) if Y is None else squared_distances(X, Y)
+        return
+    c = 0
+    for width, w in blocks:
         sl = slice(c, c + int(width))
-        out.append(squared_distances(X[:, sl]) if Y is None else squared_distances(X[:, sl], Y[:, sl]))
+        yield float(w), squared_distances(X[:, sl]) if Y is None else squared_distances(X[:, sl], Y[:, sl])
         c += int(width)
-    return out
+
+
+def block_distances(X, Y=None, blocks=None):
+    """Squared distances of every column block (one array, or a list with ``blocks``): for a kernel evaluated
+    at several bandwidths (the exact SVM's grid)."""
+    if blocks is None:
+        return next(_block_distances(X, Y, None))[1]
+    return [d2 for _, d2 in _block_distances(X, Y, blocks)]
 
 
 def block_kernel(d2, blocks, sigma):
@@ -135,6 +143,18 @@ def block_kernel(d2, blocks, sigma):
     if blocks is None:
         return gaussian_kernel(d2, sigma)
     return sum(float(w) * gaussian_kernel(d, sigma) for d, (_, w) in zip(d2, blocks))
+
+
+def block_gaussian_kernel(X, Y=None, blocks=None, sigma: float = 1.0) -> np.ndarray:
+    """``block_kernel(block_distances(X, Y, blocks), blocks, sigma)`` holding one block's distances at a time
+    (for one bandwidth: a Nystroem map's landmarks against many rows)."""
+    K = None
+    for w, d2 in _block_distances(X, Y, blocks):
+        part = gaussian_kernel(d2, sigma)
+        if w != 1.0:
+            part *= w
+        K = part if K is None else K.__iadd__(part)
+    return K
 
 
 def median_distance(D) -> float:

@@ -485,7 +485,12 @@ CONFIG = [
          r"features\.gamma is set by streamcov from features\.sigma .*remove it; for gamma = 0\.5 set sigma = 1\b"),
     Case("map-parameter-named", run_set('features.map="nystroem"', 'features.kernel_params="x"'),
          r"--set features\.kernel_params=\"x\": features\.kernel_params is not a parameter of GaussianNystroem "
-         r"\(accepted: blocks, n_components, random_state, sigma\)$"),
+         r"\(accepted: n_components, sigma\)$"),
+    # Nystroem's landmarks are rows of the fitting sample: more than it holds is refused, not silently fewer
+    Case("nystroem-more-landmarks-than-fit-sample", run_set('features.map="nystroem"', "features.fit_sample=32"),
+         r'p\.toml, line 15: features\.n_components = 64 is more than features\.fit_sample = 32, '
+         r'the training rows map "nystroem" draws its landmarks from; raise features\.fit_sample to at least 64, '
+         r'or lower features\.n_components$'),
     # the kernel's blocks come from the descriptor (it crashed on unpacking "x", naming features.map)
     Case("map-blocks-set", run_set('features.map="nystroem"', 'features.blocks="x"'),
          r"--set features\.blocks=\"x\": features\.blocks: the kernel's column blocks are the windows of the "

@@ -466,3 +466,22 @@ def test_sharing_an_estimator_overrides_a_handler_dask_resolved_or_was_given_bef
     assert normalize_token.dispatch(Outer) is _normalize_by_state
     assert normalize_token.dispatch(Inner) is _normalize_by_state
     assert normalize_token.dispatch(BlockSumFeatures) is _normalize_by_state
+
+
+def test_nystroem_beyond_memory_is_refused_by_its_landmarks_of_full_width(monkeypatch):
+    """Nystroem keeps its landmarks at the full width of the descriptor (not a block's share, as a map per block
+    does) and, while fitting, an m x m kernel per block and its eigenvectors: 8 (m d + 4 m^2) bytes. With
+    m = 1500 rows of 11 blocks of 600 columns that is 144.2 MiB; the per-block estimate said 6.9 MiB."""
+    from streamcov import _config
+    from streamcov.errors import ConfigError
+    from streamcov.features.registry import fit_feature_map
+
+    monkeypatch.setattr(_config, "total_memory", lambda: 100e6)
+    params = {"map": "nystroem", "n_components": 1500, "sigma": 1.0, "blocks": [[600, 1 / 11]] * 11}
+    rows = np.zeros((1500, 6600))
+    with pytest.raises(ConfigError, match=r"features\.n_components = 1500 on 6600-dimensional descriptors: "
+                                          r"needs 144\.2 MiB of memory, this machine has 95\.4 MiB"):
+        fit_feature_map(params, 0, 6600, rows)
+    # fewer fitted rows than n_components: the landmarks that will be, 100 of them
+    fmap, _ = fit_feature_map(params, 0, 6600, rows[:100] + np.arange(100)[:, None])
+    assert fmap.components_.shape == (100, 6600)

@@ -27,7 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..kernels import block_distances, block_kernel, check_blocks
+from ..kernels import block_gaussian_kernel, check_blocks
 
 
 class GaussianNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -73,7 +73,7 @@ class GaussianNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.random_state = random_state
 
     def _kernel(self, X, Y=None):
-        return block_kernel(block_distances(X, Y, self.blocks), self.blocks, self.sigma)
+        return block_gaussian_kernel(X, Y, self.blocks, self.sigma)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -83,11 +83,12 @@ class GaussianNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         rng = check_random_state(self.random_state)
         m = min(int(self.n_components), X.shape[0])
         idx = np.sort(rng.permutation(X.shape[0])[:m])
-        L = X[idx]
+        L = X[idx]   # a copy: the landmarks must not change with the caller's rows
         s, U = eigh(self._kernel(L))
         # K_LL is PSD; round-off (or repeated rows) leaves eigenvalues at the noise level, whose inverse
-        # square roots would amplify noise: those directions are dropped (pseudo-inverse)
-        keep = s > m * np.finfo(np.float64).eps * max(float(s.max()), 0.0)
+        # square roots would amplify noise: those directions are dropped (pseudo-inverse), at the precision of
+        # the rows (float32 landmarks give a K_LL good to float32's eps only)
+        keep = s > m * np.finfo(X.dtype).eps * max(float(s.max()), 0.0)
         inv = np.zeros_like(s)
         inv[keep] = 1.0 / np.sqrt(s[keep])
         self.components_ = L

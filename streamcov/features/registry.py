@@ -113,10 +113,12 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
                 continue  # shared pipeline files carry RGW's own options
             import difflib
 
-            close = difflib.get_close_matches(key, sorted(accepted), n=1)
+            # what a pipeline may set: the seed, the kernel's blocks and its gamma come from elsewhere
+            settable = sorted(accepted - {"random_state", "blocks", "gamma", "kernel"})
+            close = difflib.get_close_matches(key, settable, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"features.{key} is not a parameter of {cls.__name__}{hint} "
-                              f"(accepted: {', '.join(sorted(accepted))})")
+                              f"(accepted: {', '.join(settable)})")
         kwargs[key] = value
     if "random_state" in accepted:
         kwargs["random_state"] = int(seed)
@@ -150,10 +152,16 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
         # a dense map holds n_components x n_features numbers (its frequencies or projections; the
         # product maps a projection per degree of each feature)
         n = int(params.get("n_components", 0))
-        # one map per block holds its share of the features on its block's columns only
-        width = max(int(w) for w, _ in params["blocks"]) if params.get("blocks") else n_features
-        check_memory(8.0 * n * width * max(projection_columns(params), 1e-3),
-                     f"features.n_components = {n} on {n_features}-dimensional descriptors",
+        if str(params.get("map", "rgw")).lower() == "nystroem":
+            # n landmark rows of the full width, and while fitting, one block's n x n distances, the kernel
+            # and its eigenvectors; the rows it is fitted on are held by the caller
+            n = min(n, len(sample)) if sample is not None else n
+            need = 8.0 * (n * n_features + 4.0 * n * n)
+        else:
+            # one map per block holds its share of the features on its block's columns only
+            width = max(int(w) for w, _ in params["blocks"]) if params.get("blocks") else n_features
+            need = 8.0 * n * width * max(projection_columns(params), 1e-3)
+        check_memory(need, f"features.n_components = {n} on {n_features}-dimensional descriptors",
                      "lower features.n_components (or use map = \"rff-blocks\")")
     if needs_data(params):
         fmap.fit(sample)
@@ -321,6 +329,6 @@ def fitted_without_data(fmap, width: int):
     put back in place of the drawn arrays they do not keep."""
     import warnings
 
-    with warnings.catch_warnings():   # a map that samples rows (Nystroem) warns that one row is few: by design
+    with warnings.catch_warnings():   # a map fitted on one row may warn that one row is few: by design
         warnings.simplefilter("ignore", UserWarning)
         return fmap.fit(np.zeros((1, int(width))))

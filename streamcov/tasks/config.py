@@ -548,7 +548,7 @@ def _check_feature_map(cfg, origins: Origins):
         key = str(exc).split()[0].removeprefix("features.")
         raise ConfigError(f"{origins.where(('features', key))}: {exc}") from None
     except (ValueError, TypeError) as exc:
-        # scikit-learn names the parameter: "The 'kernel_params' parameter of Nystroem must be ..."
+        # scikit-learn's validation names the parameter: "The 'n_components' parameter of RBFSampler must be ..."
         m = re.search(r"The '(\w+)' parameter", str(exc))
         if m and m.group(1) in params:
             raise ConfigError(f"{origins.where(('features', m.group(1)))}: features.{m.group(1)}: {exc}") from None

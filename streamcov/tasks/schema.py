@@ -291,8 +291,8 @@ def map_reads(name: str) -> tuple:
 class FeaturesTable(BaseModel):
     """``[features]``: the explicit feature map (:mod:`streamcov.features.registry`).
 
-    Declared keys are typed; a map's own further parameters (e.g. Nystroem's
-    ``kernel_params``) are passed through and checked against the map.
+    Declared keys are typed; a map's own further parameters (e.g. RGW's
+    ``max_degree``, Fastfood's) are passed through and checked against the map.
     """
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
@@ -318,6 +318,13 @@ class FeaturesTable(BaseModel):
             raise key_error("map_key", "blocks", "features.blocks: the kernel's column blocks are the windows of the "
                                                  "descriptor's temporal pyramid, set by streamcov from "
                                                  "descriptor.levels and descriptor.level_weights; remove it")
+        if self.map == "nystroem" and self.n_components > self.fit_sample:
+            # its landmarks are rows of the fitting sample: more would be silently fewer
+            raise key_error("map_key", "n_components",
+                            f"features.n_components = {self.n_components} is more than features.fit_sample = "
+                            f"{self.fit_sample}, the training rows map \"nystroem\" draws its landmarks from; "
+                            f"raise features.fit_sample to at least {self.n_components}, or lower "
+                            f"features.n_components")
         reads = map_reads(self.map)
         unread = [k for k in type(self).model_fields if k in self.model_fields_set and k != "map" and k not in reads]
         if unread:

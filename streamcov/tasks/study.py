@@ -59,6 +59,14 @@ def map_params(name: str, cfg) -> dict:
     return {**cfg.features.params(), **RANDOM_MAP_OPTIONS, "theta": THETA.get(name, RANDOM_MAP_OPTIONS["theta"])}
 
 
+def rgw_sets(name: str, nu: int | None = None) -> list[str]:
+    """``--set`` overrides that put paper 000's eq. (3) map with :func:`map_params`' options on dataset
+    ``name``'s pipeline file (``nu``: its ``n_components``), for the benchmarks that measure that map."""
+    opts = {**RANDOM_MAP_OPTIONS, "theta": THETA.get(name, RANDOM_MAP_OPTIONS["theta"])}
+    return (['features.map="rgw"'] + ([] if nu is None else [f"features.n_components={int(nu)}"])
+            + [f"features.{k}={json.dumps(v)}" for k, v in opts.items()])
+
+
 def ingest_dataset(name: str, data_root: Path, workdir: Path):
     """``(store, cfg)``: a real dataset ingested into ``workdir`` by its pipeline file's reader, and
     the typed pipeline file."""
