@@ -7,7 +7,9 @@ The curated API (names resolve lazily, so ``import streamcov`` stays cheap):
 * descriptors as scikit-learn transformers: :class:`LogCovariance` (ragged
   skeleton sequences), :class:`CovarianceOperator` and :class:`RegionCovariance` (images);
 * explicit feature maps of the Gaussian kernel: :class:`RGWSampler` (paper 000,
-  eq. (3)) and the others of :mod:`streamcov.features`; :class:`GlobalCenterScaler`;
+  eq. (3)), :class:`GaussianNystroem` (Nystroem features of a Gaussian kernel or of a
+  sum of them over a temporal pyramid's windows) and the others of
+  :mod:`streamcov.features`; :class:`GlobalCenterScaler`;
 * pipelines out of core, locally or on a Dask cluster: :func:`run` (a pipeline
   file or dict), :func:`load_config`, :func:`predict`, :class:`FittedPipeline`;
 * linear learners: :class:`LBFGSClassifier` (full-batch L-BFGS; in memory, or
@@ -38,6 +40,7 @@ _API = {
     "RandomMaclaurinSampler": "streamcov.features",
     "FastfoodSampler": "streamcov.features",
     "GaussianRandomFeatures": "streamcov.features",
+    "GaussianNystroem": "streamcov.features",
     "make_feature_map": "streamcov.features.registry",
     "GlobalCenterScaler": "streamcov.preprocessing",
     "GaussianKernelSVC": "streamcov.stream.exact",

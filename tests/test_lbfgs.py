@@ -716,9 +716,13 @@ def test_same_model_on_threads_and_a_local_cluster(kernel, request, synth_store,
             assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want, cache
             assert clf.n_evals_ == res["passes"]
     if scheduler == "local-cluster":
-        # cached rows stay on the worker they were loaded on, one copy each, spread over both workers
+        # cached rows stay on the worker they were loaded on, spread over both workers. A partition's tasks
+        # may run elsewhere when its worker is busy (allow_other_workers, which a lost worker needs), and a
+        # loaded machine made that happen to one partition of five once in a CI run: one copy is tolerated.
+        # Before the partitions were pinned, the scheduler copied most of them to both workers.
         (owners, where), = held
-        assert where == [[o] for o in owners] and len(set(owners)) == 2
+        assert all(o in w for o, w in zip(owners, where)) and len(set(owners)) == 2
+        assert sum(len(w) > 1 for w in where) <= 1, where
 
 
 
