@@ -40,7 +40,7 @@ from streamcov.descriptors import skeleton as C  # noqa: E402
 from streamcov.features.registry import make_feature_map  # noqa: E402
 from streamcov.stream.sgd import train_sgd_arrays  # noqa: E402
 from streamcov.splits import folds  # noqa: E402
-from streamcov.tasks.study import dataset_descriptors, map_params  # noqa: E402
+from streamcov.tasks.study import dataset_descriptors, map_params, sgd_model  # noqa: E402
 
 
 def float32_eig_vectors(store, cfg):
@@ -84,7 +84,7 @@ def main(argv=None):
             Z = fmap.transform(V)
             map_s[k].append(time.perf_counter() - t)
             feat_bytes[k] = int(Z.nbytes)
-            clf = train_sgd_arrays(Z, y, tr, classes, cfg.model, seed)
+            clf = train_sgd_arrays(Z, y, tr, classes, sgd_model("msr"), seed)
             acc[k].append(float((clf.predict(Z[te]) == y[te]).mean()))
         print(f"seed {seed}: " + ", ".join(f"{k} {100 * acc[k][-1]:.2f}" for k in variants), flush=True)
     diff = {k: 100 * (np.array(acc[k]) - np.array(acc["float64"])) for k in variants if k != "float64"}

@@ -82,18 +82,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# the SGD settings of the skeleton pipeline files before issue 16 (each chosen by LOSO CV then)
-SGD = {
-    "msr": ["model.learner=\"sgd\"", "model.loss=\"log_loss\"", "model.learning_rate=\"optimal\"",
-            "model.C=100.0", "model.penalty=\"l2\"", "model.average=false", "model.epochs=100",
-            "model.scale=\"center\""],
-    "florence": ["model.learner=\"sgd\"", "model.loss=\"log_loss\"", "model.learning_rate=\"optimal\"",
-                 "model.C=100.0", "model.penalty=\"l2\"", "model.average=false", "model.epochs=100",
-                 "model.scale=\"center\""],
-    "utkinect": ["model.learner=\"sgd\"", "model.loss=\"hinge\"", "model.learning_rate=\"pa1\"",
-                 "model.eta0=1.0", "model.penalty=\"none\"", "model.average=false", "model.epochs=100",
-                 "model.scale=\"center\""],
-}
+# the SGD settings of the skeleton pipeline files before issue 16 (each chosen by LOSO CV then), as --set overrides
+from streamcov.tasks.study import PAPER000_SGD  # noqa: E402
+
+SGD = {name: [f"model.{k}={json.dumps(v)}" for k, v in table.items()] for name, table in PAPER000_SGD.items()}
 SGD["synth"] = SGD["msr"]
 PIPES = {"msr": "msr_action3d", "florence": "florence3d", "utkinect": "utkinect", "synth": "msr_action3d"}
 

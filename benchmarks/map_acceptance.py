@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from streamcov.splits import folds as make_folds  # noqa: E402
 from streamcov.tasks.study import (STUDY_MAPS, accuracies, dataset_descriptors,  # noqa: E402
-                                   exact_accuracies, map_params)
+                                   exact_accuracies, map_params, sgd_model)
 
 
 def main(argv=None):
@@ -68,7 +68,7 @@ def main(argv=None):
         res = {"exact_accuracy": ex, "bound": bound, "maps": {}}
         for m in maps:
             t0 = time.perf_counter()
-            (row,) = accuracies(V, y, folds, classes, map_params(name, cfg), cfg.model, [m], [args.nu],
+            (row,) = accuracies(V, y, folds, classes, map_params(name, cfg), sgd_model(name), [m], [args.nu],
                                 args.seeds, jobs=args.jobs, learner=args.learner, exact=ex_rows)
             acc, std = 100 * row["accuracy"], 100 * row["accuracy_std"]
             se = std / math.sqrt(max(args.seeds - 1, 1))   # np.std is the population std

@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from streamcov.splits import folds  # noqa: E402
-from streamcov.tasks.study import accuracies, dataset_descriptors, exact_accuracies, map_params  # noqa: E402
+from streamcov.tasks.study import (accuracies, dataset_descriptors, exact_accuracies, map_params,  # noqa: E402
+                                   sgd_model)
 
 
 def main(argv=None):
@@ -64,7 +65,7 @@ def main(argv=None):
                      "maps": {}}
             print(f"{name}: exact {100 * ex_acc.mean():.2f} +- {100 * ex_acc.std():.2f} "
                   f"({len(fl)} folds, {t_exact:.1f} s)", flush=True)
-            for r in accuracies(V, y, fl, classes, map_params(name, cfg), cfg.model, args.maps.split(","),
+            for r in accuracies(V, y, fl, classes, map_params(name, cfg), sgd_model(name), args.maps.split(","),
                                 nus, seeds, log=lambda msg: print(msg, flush=True)):
                 entry["maps"].setdefault(r["map"], {})[r["nu"]] = {
                     "mean": r["accuracy"], "std": r["accuracy_std"],

@@ -27,11 +27,28 @@ def test_gram_error_variance_decays_as_one_over_nu(rng):
         assert errs[0] > errs[2]
 
 
-def test_study_command_writes_csv_table_and_plots(tmp_path, capsys):
+def test_study_command_writes_csv_table_and_plots(tmp_path, capsys, monkeypatch):
+    from streamcov.tasks import study
+
+    seen = []
+    real = study.accuracies
+
+    def spy(V, y, folds, classes, features, model, *args, **kw):
+        seen.append((features, model))
+        return real(V, y, folds, classes, features, model, *args, **kw)
+
+    monkeypatch.setattr(study, "accuracies", spy)
     data = dataset("msr_action3d").parents[1]
     out = tmp_path / "study"
     assert main(["study", "kernel-approx", "--datasets", "msr", "--maps", "rgw,rff", "--nus", "50,2000",
                  "--seeds", "1", "--data", str(data), "--out", str(out), "--quiet"]) == 0
+    # the README's study: eq. (3) with the options the files had (theta 0.7, stratified, centred) and the SGD
+    # learner the files had (log loss, C = 100), whatever map and learner the pipeline file ships now
+    assert len(seen) == 2
+    for features, model in seen:
+        assert (features["theta"], features["sampling"], features["center"], features["sigma"]) == (
+            0.7, "stratified", True, 1.0)
+        assert (model.learner, model.loss, model.C, model.epochs) == ("sgd", "log_loss", 100.0, 100)
     summary = json.loads(capsys.readouterr().out)
     assert 0.84 < summary["msr"]["exact_accuracy"] < 0.86   # the exact SVM of the README: 85.1%
     rows = list(csv.DictReader(open(out / "results.csv")))
