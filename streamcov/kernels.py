@@ -153,7 +153,10 @@ def block_gaussian_kernel(X, Y=None, blocks=None, sigma: float = 1.0) -> np.ndar
         part = gaussian_kernel(d2, sigma)
         if w != 1.0:
             part *= w
-        K = part if K is None else K.__iadd__(part)
+        if K is None:
+            K = part
+        else:
+            K += part
     return K
 
 

@@ -26,7 +26,6 @@ import csv
 import json
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -52,20 +51,25 @@ RANDOM_MAP_OPTIONS = {"theta": 0.7, "sampling": "stratified", "center": True}
 THETA = {"florence": 0.4}
 
 
+def random_map_options(name: str) -> dict:
+    """:data:`RANDOM_MAP_OPTIONS` with dataset ``name``'s theta (:data:`THETA`; MSR-Action3D's for the others)."""
+    return {**RANDOM_MAP_OPTIONS, "theta": THETA.get(name, RANDOM_MAP_OPTIONS["theta"])}
+
+
 def map_params(name: str, cfg) -> dict:
     """The ``[features]`` of dataset ``name``'s pipeline file (``cfg``: its sigma, bandwidth, fit sample) with
-    the random maps' options of :data:`RANDOM_MAP_OPTIONS`: the base of every map of the study and of the
+    the random maps' options (:func:`random_map_options`): the base of every map of the study and of the
     benchmarks of paper 000's figures."""
-    return {**cfg.features.params(), **RANDOM_MAP_OPTIONS, "theta": THETA.get(name, RANDOM_MAP_OPTIONS["theta"])}
+    return {**cfg.features.params(), **random_map_options(name)}
 
 
 # The incremental learner of the study's sgd columns (and of the benchmarks of paper 000's figures): the SGD settings
 # the skeleton files had before their learner became L-BFGS (each chosen by LOSO CV then; HDM05 took MSR-Action3D's)
+_LOG_LOSS_SGD = {"learner": "sgd", "loss": "log_loss", "learning_rate": "optimal", "C": 100.0, "penalty": "l2",
+                 "average": False, "epochs": 100, "scale": "center"}
 PAPER000_SGD = {
-    "msr": {"learner": "sgd", "loss": "log_loss", "learning_rate": "optimal", "C": 100.0, "penalty": "l2",
-            "average": False, "epochs": 100, "scale": "center"},
-    "florence": {"learner": "sgd", "loss": "log_loss", "learning_rate": "optimal", "C": 100.0, "penalty": "l2",
-                 "average": False, "epochs": 100, "scale": "center"},
+    "msr": _LOG_LOSS_SGD,
+    "florence": _LOG_LOSS_SGD,
     "utkinect": {"learner": "sgd", "loss": "hinge", "learning_rate": "pa1", "eta0": 1.0, "penalty": "none",
                  "average": False, "epochs": 100, "scale": "center"},
 }
@@ -81,9 +85,8 @@ def sgd_model(name: str):
 def rgw_sets(name: str, nu: int | None = None) -> list[str]:
     """``--set`` overrides that put paper 000's eq. (3) map with :func:`map_params`' options on dataset
     ``name``'s pipeline file (``nu``: its ``n_components``), for the benchmarks that measure that map."""
-    opts = {**RANDOM_MAP_OPTIONS, "theta": THETA.get(name, RANDOM_MAP_OPTIONS["theta"])}
     return (['features.map="rgw"'] + ([] if nu is None else [f"features.n_components={int(nu)}"])
-            + [f"features.{k}={json.dumps(v)}" for k, v in opts.items()])
+            + [f"features.{k}={json.dumps(v)}" for k, v in random_map_options(name).items()])
 
 
 def ingest_dataset(name: str, data_root: Path, workdir: Path):
@@ -158,15 +161,6 @@ def variance_slopes(rows: list[dict], fit_from: int = 50) -> dict:
     return out
 
 
-@contextmanager
-def _worker_threads(threads):
-    """One fit's thread budget."""
-    from .._config import kernel_threads
-
-    with kernel_threads(threads, threads):
-        yield
-
-
 def _map_features(V, train, params, seed):
     """Fit the map of ``params`` on the training rows, map every row: (Z, seconds of the transform)."""
     from ..features.registry import make_feature_map
@@ -182,12 +176,13 @@ def _seed_accuracy(V, y, folds, classes, features, model, m, nu, seed, threads):
 
     The learner is the ``[model]`` table's: incremental SGD, or full-batch L-BFGS (``lbfgs``).
     """
+    from .._config import kernel_threads
     from ..stream.lbfgs import train_lbfgs_arrays
     from ..stream.sgd import train_sgd_arrays
 
     train = train_lbfgs_arrays if model.learner == "lbfgs" else train_sgd_arrays
     per, secs = [], 0.0
-    with _worker_threads(threads):
+    with kernel_threads(threads, threads):
         for _, tr, te in folds:
             Z, sec = _map_features(V, tr, dict(features, map=m, n_components=nu), seed)
             secs += sec
@@ -207,8 +202,10 @@ def _seed_svm_accuracy(V, y, folds, exact, features, model, m, nu, seed, threads
     """
     from sklearn.svm import SVC
 
+    from .._config import kernel_threads
+
     per, secs = [], 0.0
-    with _worker_threads(threads):
+    with kernel_threads(threads, threads):
         for (_, tr, te), ex in zip(folds, exact):
             params = dict(features, map=m, n_components=nu, sigma=ex["sigma"])
             Z, sec = _map_features(V, tr, params, seed)
@@ -404,7 +401,7 @@ def kernel_approx_study(datasets=("msr", "florence"), maps=STUDY_MAPS, nus=FULL_
                         gram_seeds: int = 20, log=print, jobs: int = 1, learners=LEARNERS) -> dict:
     """Run the study; returns the summary (also written to ``out/summary.json``).
 
-    ``learners``: ``"sgd"`` (the pipeline's incremental learner) and/or
+    ``learners``: ``"sgd"`` (the incremental learner of :data:`PAPER000_SGD`) and/or
     ``"svm"`` (the exact SVM with the map's kernel), see :func:`accuracies`.
     """
     return _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, log, jobs,
@@ -442,20 +439,19 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             rng = np.random.default_rng(0)
             train_rows = np.flatnonzero(folds[0][1])
             sample = V[np.sort(rng.choice(train_rows, min(gram_sample, len(train_rows)), replace=False))]
-            base = map_params(name, cfg)
+            base, model = map_params(name, cfg), sgd_model(name)
             grams = gram_errors(sample, sigma, maps, nus, gram_seeds, base)
             slopes = variance_slopes(grams)
             log(f"{name}: variance slopes {json.dumps({k: round(v, 2) for k, v in slopes.items()})}")
             merged = {(g["map"], g["nu"]): dict(g) for g in grams}
             accs = svms = []
             if "sgd" in learners:
-                accs = accuracies(V, y, folds, classes, base, sgd_model(name), maps, nus, seeds, log=log,
-                                  jobs=jobs)
+                accs = accuracies(V, y, folds, classes, base, model, maps, nus, seeds, log=log, jobs=jobs)
                 for a in accs:
                     merged[(a["map"], a["nu"])].update(a)
             if "svm" in learners:
                 log(f"{name}: exact SVM with the map's kernel (sigma, C of each fold's CV)")
-                svms = accuracies(V, y, folds, classes, base, sgd_model(name), maps, nus, seeds, log=log, jobs=jobs,
+                svms = accuracies(V, y, folds, classes, base, model, maps, nus, seeds, log=log, jobs=jobs,
                                   learner="svm", exact=ex_rows)
                 for a in svms:
                     merged[(a["map"], a["nu"])].update(
