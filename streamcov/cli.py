@@ -96,7 +96,7 @@ def _cmd_ingest(args) -> int:
         k, _, v = assignment.partition("=")
         if not k.strip():
             raise ConfigError(f"{flag}: empty key; write key=value")
-        options[k.strip()] = parse_value(v, flag)
+        options[k.strip()] = parse_value(v, flag, k.strip())
     reader = open_reader(args.format, args.src, where="--option", **options)
     store = ingest(reader, args.out, chunk_frames=args.chunk_frames,
                    mode="restart" if args.restart else "resume", progress=not args.quiet)

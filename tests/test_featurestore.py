@@ -409,6 +409,47 @@ def test_estimators_are_tokenized_by_their_state_without_pickling_them(monkeypat
     assert tokenize(a) != tokenize(c)
 
 
+def test_register_tokens_registers_each_class_once_and_takes_back_a_claimed_one(monkeypatch, rng):
+    """Every share of a model calls register_tokens: a class already tokenized by its state is not registered
+    again; one that another package's handler claimed since (dask-ml registers one for ``BaseEstimator``) or
+    that dask resolved and cached before is registered again; tokens stay the same throughout."""
+    import copy
+
+    from dask.base import normalize_token, tokenize
+    from sklearn.base import BaseEstimator
+
+    from streamcov.features import RGWSampler
+    from streamcov.stream.model import FittedPipeline
+    from streamcov.stream.runtime import _normalize_by_state, register_tokens
+
+    monkeypatch.setattr(normalize_token, "_lookup", dict(normalize_token._lookup))   # dask's table, restored after
+    registered = []
+    register = normalize_token.register
+    monkeypatch.setattr(normalize_token, "register",
+                        lambda cls, func=None: registered.append(cls) or register(cls, func))
+    a = RGWSampler(n_components=20, random_state=0).fit(rng.standard_normal((10, 4)))
+    nested = {"maps": [a, (a,)]}
+    register_tokens(nested)
+    assert all(normalize_token.dispatch(c) is _normalize_by_state for c in (BaseEstimator, FittedPipeline, RGWSampler))
+    assert registered.count(RGWSampler) <= 1 and len(registered) <= 3
+    token = tokenize(a)
+    registered.clear()
+    register_tokens(nested)
+    register_tokens()
+    assert registered == []                 # the second call registers nothing
+    assert tokenize(a) == token == tokenize(copy.deepcopy(a))
+
+    def foreign(est):                       # another package's handler, by parameters only
+        return type(est).__name__, sorted(est.get_params().items())
+
+    register(BaseEstimator, foreign)
+    register(RGWSampler, foreign)
+    assert tokenize(a) != token
+    register_tokens(a)
+    assert registered == [BaseEstimator, RGWSampler]
+    assert tokenize(a) == token
+
+
 @pytest.mark.parametrize("params", [{"map": "rgw", "theta": 0.7, "sampling": "stratified"},
                                     {"map": "rgw", "theta": 0.3, "sampling": "iid"},
                                     {"map": "maclaurin", "sampling": "stratified"},

@@ -1,5 +1,6 @@
 """End to end: store -> Dask graph -> features -> incremental SGD, and the CLI."""
 import json
+import re
 import subprocess
 import sys
 
@@ -472,6 +473,89 @@ def test_split_errors_name_the_line_of_their_key(tmp_path):
     with pytest.raises(ConfigError, match=r"^--set split\.kind=\"per-class\": split\.kind = 'per-class' needs "
                                          r"split\.n_train"):
         load_config(path, ['split.kind="per-class"'])
+
+
+UNDER = r"below float64's smallest positive value \(5e-324\), so it would be read as 0; write 0 if zero is meant"
+OVER = r"above float64's largest value \(1\.8e308\), so it would be read as infinity; write inf if infinity is meant"
+
+
+@pytest.mark.parametrize("edit, where, message", [
+    (("gamma = 1e-2 ", "gamma = 1e-400"), r"line \d+: ", r"descriptor\.gamma = 1e-400: " + UNDER),
+    (("C = 100.0", "C = 1.5e400"), r"line \d+: ", r"model\.C = 1\.5e400: " + OVER),
+    (("C = 100.0", "C = 0.000_01e-320"), r"line \d+: ", r"model\.C = 0\.000_01e-320: " + UNDER),
+    (("C = 100.0", "C = -1e-400"), r"line \d+: ", r"model\.C = -1e-400: its magnitude is " + UNDER),
+    (("[split]", 'sigma_grid = [1.0, 1e-999]\n\n[split]'), r"line \d+: ", r"model\.sigma_grid\.1 = 1e-999: " + UNDER),
+])
+def test_a_float_literal_float64_cannot_hold_is_refused_in_a_file(tmp_path, edit, where, message):
+    """1e-400 read as 0 (a late "increase the regularization gamma (now 0.0)"), 1e400 as infinity: refused at
+    load time, with the line and the literal as written, for any float key, in lists too."""
+    text = (REPO / "pipelines" / "msr_action3d.toml").read_text()
+    assert edit[0] in text
+    path = tmp_path / "p.toml"
+    path.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ConfigError, match=FILE + where + message + ", or check the exponent$"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("descriptor.gamma=1e-400", r"descriptor\.gamma = 1e-400: " + UNDER),
+    ("features.sigma=1e400", r"features\.sigma = 1e400: " + OVER),
+    ("model.C=-1e999", r"model\.C = -1e999: its magnitude is above float64's largest value \(1\.8e308\), so it would "
+                       r"be read as -infinity; write -inf if minus infinity is meant"),
+    ("model={C=1e-400}", r"model\.C = 1e-400: " + UNDER),
+])
+def test_a_float_literal_float64_cannot_hold_is_refused_in_a_set(assignment, message):
+    with pytest.raises(ConfigError, match="^" + re.escape(f"--set {assignment}: ") + message):
+        load_config(REPO / "pipelines" / "msr_action3d.toml", [assignment])
+
+
+def test_float_literals_float64_holds_are_left_to_the_schema(tmp_path):
+    """Zero written as zero, the smallest subnormal, the largest float and inf are what they say: the schema
+    judges them (inf is not a finite number), not the literal check."""
+    from streamcov.tasks.config import parse_value
+
+    assert parse_value("0e-999") == 0.0 and parse_value("5e-324") == 5e-324
+    assert parse_value("1.7976931348623157e308") == sys.float_info.max and parse_value("-inf") == -np.inf
+    assert type(parse_value("[1.5, 0.0]")[0]) is float
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", ["descriptor.gamma=0.0"])
+    assert cfg.descriptor.gamma == 0.0
+    with pytest.raises(ConfigError, match=r"^--set descriptor\.gamma=inf: descriptor\.gamma = inf: expected a finite "
+                                          r"number$"):
+        load_config(REPO / "pipelines" / "msr_action3d.toml", ["descriptor.gamma=inf"])
+    with pytest.raises(ConfigError, match=r"^--option scale=1e-400: scale = 1e-400: " + UNDER):
+        parse_value("1e-400", "--option scale=1e-400", "scale")
+
+
+def test_later_errors_name_where_their_key_came_from(tmp_path):
+    """A check made after loading (against the store or the data) names a key first; ``Origins.naming`` puts the
+    ``--set`` flag as typed, or the file and line, in front; a default or a message naming no key stays as is."""
+    from streamcov.errors import MissingExtraError
+    from streamcov.tasks.config import load_config_and_origins
+
+    path = tmp_path / "p.toml"
+    path.write_text('task = "skeleton-classification"\n\n[data]\nstore = "s.zarr"\n\n[descriptor]\ncenter = [99]\n')
+    _, origins = load_config_and_origins(path, ["features.n_components=64", "split={kind=\"subjects\", "
+                                                                             "train_subjects=[1]}"])
+
+    def raised(message, cls=ConfigError):
+        with pytest.raises(cls) as info:
+            with origins.naming():
+                raise cls(message)
+        return str(info.value)
+
+    assert raised("descriptor.center = [99]: centre joint 99 outside 0..19") == \
+        f"{path}, line 7: descriptor.center = [99]: centre joint 99 outside 0..19"
+    assert raised("features.n_components = 64 is fewer than the 3 windows") == \
+        "--set features.n_components=64: features.n_components = 64 is fewer than the 3 windows"
+    assert raised("split.train_subjects = [1] names subject(s) [1]", MissingExtraError).startswith(
+        '--set split={kind="subjects", train_subjects=[1]}: split.train_subjects = [1] names')
+    for unchanged in ("descriptor.joints = [3]: outside 0..2",    # a default: nobody wrote it
+                      "s.zarr: no such store", "split: fold 'a' has 0 training rows"):
+        assert raised(unchanged) == unchanged
+    # a configuration from a dict: its keys are all there is to say
+    _, origins = load_config_and_origins({"task": "skeleton-classification", "data": {"store": "s.zarr"},
+                                          "descriptor": {"center": [99]}})
+    assert raised("descriptor.center = [99]: outside") == "descriptor.center = [99]: outside"
 
 
 def test_shared_feature_options_reach_the_maps_that_take_them():

@@ -121,14 +121,26 @@ def register_tokens(obj=None) -> None:
     (:func:`_normalize_by_state`); idempotent. ``obj``: also the concrete classes of the estimators in it,
     nested ones included: dask's dispatch caches the handler it resolved for a class, so a class tokenized
     before this registration (or claimed by another package's handler for ``BaseEstimator``, e.g.
-    dask-ml's) would otherwise keep its old handler."""
+    dask-ml's) would otherwise keep its old handler.
+
+    A class is registered only when its handler is not already :func:`_normalize_by_state` (one dict
+    look-up per class): calls on every share of a model leave dask's table alone, while a class that
+    another package claimed since is taken back.
+    """
     from dask.base import normalize_token
     from sklearn.base import BaseEstimator
 
     from .model import FittedPipeline
 
-    for cls in (BaseEstimator, FittedPipeline):
-        normalize_token.register(cls)(_normalize_by_state)
+    # dask.utils.Dispatch's table (class -> handler, resolved subclasses cached); without it, register always
+    table = getattr(normalize_token, "_lookup", {})
+
+    def claim(cls):
+        if table.get(cls) is not _normalize_by_state:
+            normalize_token.register(cls, _normalize_by_state)
+
+    claim(BaseEstimator)
+    claim(FittedPipeline)
     seen: set = set()
 
     def walk(o):
@@ -136,7 +148,7 @@ def register_tokens(obj=None) -> None:
             return
         seen.add(id(o))
         if isinstance(o, (BaseEstimator, FittedPipeline)):
-            normalize_token.register(type(o))(_normalize_by_state)
+            claim(type(o))
             for v in vars(o).values():
                 walk(v)
         elif isinstance(o, (list, tuple)):

@@ -15,10 +15,18 @@ changes the file's choice (``model.learner``, ``method.name``,
 ``method.classifier``, ``split.kind``: :data:`~streamcov.tasks.schema.SWITCH_KEYS`),
 the file's keys of that table that the new choice does not read are dropped
 instead, with one note. Relative paths are resolved here, once.
+
+A float literal that float64 cannot hold (``1e-400`` reads as 0, ``1e400`` as
+infinity) is refused where it is written (:func:`refuse_unrepresentable`), in
+a file as in a ``--set``. The checks that run later, against the store or the
+data, name the key first (``descriptor.center = [99]: ...``);
+:meth:`Origins.naming` puts where that key's value came from in front.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
+import math
 import re
 import sys
 import tomllib
@@ -43,18 +51,77 @@ RENAMED = {
 }
 
 
-def parse_value(text: str, flag: str = "--set"):
-    """A ``--set`` value: a TOML literal (number, bool, list, quoted string) or a bare word."""
+class _Unrepresentable(float):
+    """A TOML float literal that float64 cannot hold: the 0 or infinity it reads as, and ``literal``, as written."""
+
+    literal: str
+
+
+def _parse_float(literal: str) -> float:
+    """tomllib's ``parse_float``: the float of ``literal``, or an :class:`_Unrepresentable` when its digits say
+    a nonzero finite number but float64 reads it as 0 (below 5e-324) or as infinity (above 1.8e308)."""
+    value = float(literal)
+    mantissa = re.split("[eE]", literal)[0]
+    if (value == 0 and re.search("[1-9]", mantissa)) or (math.isinf(value) and "inf" not in literal):
+        value = _Unrepresentable(value)
+        value.literal = literal
+    return value
+
+
+def loads(text: str) -> dict:
+    """``tomllib.loads``, with the float literals that float64 cannot hold marked (:func:`refuse_unrepresentable`)."""
+    return tomllib.loads(text, parse_float=_parse_float)
+
+
+def refuse_unrepresentable(value, where, path: tuple = ()) -> None:
+    """Refuse a float literal of a TOML value that float64 cannot hold, in one line.
+
+    ``1e-400`` would be read as 0 and ``1e400`` as infinity without a word (tomllib rounds), and a run
+    would go on with them until a late error far from the cause (or none). The one check for pipeline
+    files, pipeline texts, ``--set`` and ``--option`` values.
+
+    Parameters
+    ----------
+    value : a value of :func:`loads` (tables and lists are searched)
+    where : callable
+        ``where(key path)``: where that key was written (``p.toml, line 12``, ``--set ...``).
+    path : tuple
+        The key path of ``value`` (list indices included).
+    """
+    if isinstance(value, _Unrepresentable):
+        keys = tuple(p for p in path if not isinstance(p, int))
+        dotted = ".".join(str(p) for p in path)
+        sign, mag = ("-", "its magnitude is ") if value.literal.lstrip().startswith("-") else ("", "")
+        if value == 0:
+            why = (f"{mag}below float64's smallest positive value (5e-324), so it would be read as 0; write 0 if "
+                   f"zero is meant, or check the exponent")
+        else:
+            why = (f"{mag}above float64's largest value (1.8e308), so it would be read as {sign}infinity; write "
+                   f"{sign}inf if {'minus ' if sign else ''}infinity is meant, or check the exponent")
+        raise ConfigError(f"{where(keys)}: {dotted + ' = ' if dotted else ''}{value.literal}: {why}")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        refuse_unrepresentable(v, where, (*path, k))
+
+
+def parse_value(text: str, flag: str = "--set", key: str | None = None):
+    """A ``--set`` value: a TOML literal (number, bool, list, quoted string) or a bare word.
+
+    ``key``: the dotted key it is given to, named with ``flag`` when a float literal cannot be held
+    (:func:`refuse_unrepresentable`).
+    """
     text = text.strip()
     if not text:
         raise ConfigError(f"{flag}: empty value; give a TOML literal, e.g. 2000, true, \"text\" or [0, 1]")
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", text):
             return text
         raise ConfigError(f"{flag} value {text!r} is not a TOML literal; write numbers as 2000, "
                           f"booleans as true, lists as [0, 1] and text in double quotes") from None
+    refuse_unrepresentable(value, lambda _: flag, tuple(key.split(".")) if key else ())
+    return value
 
 
 def _set(raw: dict, parts: list[str], value, flag: str):
@@ -92,7 +159,7 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> N
     parts = [p.strip() for p in key.strip().split(".")]
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
-    value = parse_value(text, flag)
+    value = parse_value(text, flag, ".".join(parts))
     _set(raw, parts, value, flag)
     if origins is not None:
         for leaf in _leaves(parts, value):
@@ -120,11 +187,17 @@ def key_lines(text: str) -> dict:
 
 
 class Origins:
-    """Where each value of a configuration came from, for error messages."""
+    """Where each value of a configuration came from, for error messages.
 
-    def __init__(self, file: str | None, lines: dict | None = None):
+    ``file``: the pipeline file (None for a dict); ``lines``: ``key path -> line`` (:func:`key_lines`);
+    ``written``: the key paths of the values the file gives; ``flags``: ``key path -> flag``
+    of the values a ``--set`` (or another flag) gives.
+    """
+
+    def __init__(self, file: str | None, lines: dict | None = None, written=()):
         self.file = file
         self.lines = dict(lines or {})
+        self.written = set(written)
         self.flags: dict = {}
 
     def where(self, path: tuple) -> str:
@@ -141,6 +214,42 @@ class Origins:
             if path[:n] in self.lines:
                 return f"{self.file}, line {self.lines[path[:n]]}"
         return self.file
+
+    def given(self, path: tuple) -> str | None:
+        """Where the value of ``path`` was given (:meth:`where`): by a flag, or in the file; None for a
+        value nobody gave (a default), and for one of a dict (nothing more to say than its key)."""
+        path = tuple(path)
+        if any(path[:n] in self.flags for n in range(1, len(path) + 1)):
+            return self.where(path)
+        if self.file is not None and any(w[:len(path)] == path or path[:len(w)] == w for w in self.written):
+            return self.where(path)
+        return None
+
+    @contextlib.contextmanager
+    def naming(self):
+        """Put where the value came from in front of a :class:`ConfigError` raised inside that names a key
+        first (``descriptor.center = [99]: centre joint 99 outside 0..19 ...``): the checks that need the
+        store or the data, made after loading, name the key but cannot know whether it came from the file
+        or from ``--set``. One that names no key, or a key nobody gave (a default), is left as it is."""
+        try:
+            yield
+        except ConfigError as exc:
+            m = _KEY_FIRST.match(str(exc))
+            where = self.given(tuple(m.group(1).split("."))) if m else None
+            if where is not None:
+                exc.args = (f"{where}: {exc}", *exc.args[1:])
+            raise
+
+
+# a message that starts with a dotted key: "descriptor.center = [99]: ...", "data.source 'x': ..."
+_KEY_FIRST = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[ :]|$)")
+
+
+def _written(value, path: tuple = ()) -> list:
+    """The key paths of the values of a table (those of its tables, not the tables themselves)."""
+    if isinstance(value, dict) and value:
+        return [leaf for k, v in value.items() for leaf in _written(v, (*path, k))]
+    return [path] if path else []
 
 
 def _plain(value):
@@ -185,10 +294,12 @@ def read_toml(path=None, text: str | None = None):
                               f"the file as UTF-8") from None
     name = str(path) if path is not None else "<pipeline text>"
     try:
-        raw = tomllib.loads(text)
+        raw = loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise toml_error(name, exc) from None
-    return raw, Origins(name, key_lines(text))
+    origins = Origins(name, key_lines(text), _written(raw))
+    refuse_unrepresentable(raw, origins.where)
+    return raw, origins
 
 
 def load_config(source=None, overrides=(), store=None, *, text: str | None = None, task: str | None = None,
@@ -216,6 +327,16 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     output : path, optional
         ``--output``: the output folder, exactly as typed (not read as TOML).
     """
+    return load_config_and_origins(source, overrides, store, text=text, task=task, flags=flags, note=note,
+                                   scheduler=scheduler, output=output)[0]
+
+
+def load_config_and_origins(source=None, overrides=(), store=None, *, text: str | None = None,
+                            task: str | None = None, flags: dict | None = None, note=None,
+                            scheduler: str | None = None, output=None):
+    """``(configuration, origins)``: :func:`load_config`, and the :class:`Origins` of its values, whose
+    :meth:`Origins.naming` names them in the errors of the checks made later
+    (:func:`streamcov.tasks.runner.run`)."""
     file = None
     if isinstance(source, dict):
         raw, origins = _plain(source), Origins(None)
@@ -269,7 +390,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
             print(f"note: {message}", file=sys.stderr)
         else:
             note(message)
-    return cfg
+    return cfg, origins
 
 
 def _check_no_nul(raw, origins: Origins, path: tuple = ()) -> None:

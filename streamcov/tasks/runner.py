@@ -1,13 +1,14 @@
 """Run a pipeline: load and validate it, run its task, write ``result.json``."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..lock import output_lock
-from .config import load_config
+from .config import load_config_and_origins
 from .registry import RunContext, get_task
 
 
@@ -47,10 +48,14 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings, e.g. [{overrides!r}]")
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
+        naming = contextlib.nullcontext()
     else:
         sets = list(overrides)
-        cfg = load_config(pipeline if text is None else None, sets, store, text=text, flags=flags, note=note,
-                          scheduler=scheduler, output=None if output is None else Path(output))
+        cfg, origins = load_config_and_origins(pipeline if text is None else None, sets, store, text=text,
+                                               flags=flags, note=note, scheduler=scheduler,
+                                               output=None if output is None else Path(output))
+        # the task's own checks (against the store, the data) name a key; where its value came from goes in front
+        naming = origins.naming()
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
@@ -77,7 +82,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
     with output_lock(out):
-        result = spec.run(cfg, ctx)
+        with naming:
+            result = spec.run(cfg, ctx)
         result = {"task": cfg.task, **result}
         result.setdefault("seconds", round(time.perf_counter() - t0, 3))
         result = finite_json(result)
