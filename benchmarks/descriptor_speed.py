@@ -58,6 +58,8 @@ SETTINGS = {
     "shipped": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=1.0, gamma=1e-2),
     "shipped-torso": dict(PV, levels=3, overlap=True, body_frame="torso", mean_weight=1.0, gamma=1e-2),
     "shipped-torso-frames": dict(PV, levels=3, overlap=True, body_frame="torso-frames", mean_weight=1.0, gamma=1e-2),
+    # with the mirror view (Florence3D and UTKinect): the windows of the sequence and of its mirror image
+    "shipped-mirror": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=1.0, gamma=1e-2, mirror=True),
 }
 
 
@@ -76,6 +78,15 @@ def window_series(frames, offsets, source):
     from streamcov.descriptors import skeleton as sk
 
     plan = source.plan
+    if plan is not None and plan.mirror:   # both views: the sequence's windows, then its mirror image's
+        single = plan.single_view()
+        return [x for view in plan.view_frames(frames) for x in _window_series(view, offsets, source, single)]
+    return _window_series(frames, offsets, source, plan)
+
+
+def _window_series(frames, offsets, source, plan):
+    from streamcov.descriptors import skeleton as sk
+
     out = []
     for i in range(len(offsets) - 1):
         a, b = int(offsets[i]), int(offsets[i + 1])
@@ -176,7 +187,7 @@ def main(argv=None):
                 with threadpool_limits(limits=1):
                     t_pr1, _ = best_of(lambda: pyriemann_run(series, gamma, mw), args.repeats)
             t_pr = min(t_pr, t_pr1)
-        rows.append({"descriptor": name, "dim": int(source.dim), "windows": len(source.kernel_blocks),
+        rows.append({"descriptor": name, "dim": int(source.dim), "windows": len(source.kernel_blocks) * source.kernel_views,
                      "matrix_dim": int(plan.matrix_dim if plan else source.selection.dim),
                      "streamcov_ms": 1e3 * t_mem / n, "streamed_ms": 1e3 * t_str / n,
                      "pyriemann_ms": 1e3 * t_pr / n})

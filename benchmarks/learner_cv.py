@@ -74,13 +74,13 @@ def map_sets(dataset: str, fmap: str | None) -> list[str]:
 
 
 def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None = None,
-                  fmap: str | None = None, nu: int | None = None) -> dict:
-    """The pipeline file run with ``over`` (and the map's ``sigma``) on its own protocol: mean test
-    accuracy, train seconds."""
+                  fmap: str | None = None, nu: int | None = None, extra: tuple = ()) -> dict:
+    """The pipeline file run with ``over`` (and the map's ``sigma``, the ``extra`` overrides) on its own
+    protocol: mean test accuracy, train seconds."""
     from streamcov.tasks import run
 
     pipe = DATASETS[dataset]
-    sets = [f"model.{k}={json.dumps(v)}" for k, v in over.items()]
+    sets = list(extra) + [f"model.{k}={json.dumps(v)}" for k, v in over.items()]
     if sigma is not None:
         sets.append(f"features.sigma={sigma}")
     sets += map_sets(dataset, fmap)
@@ -96,7 +96,7 @@ def test_accuracy(dataset: str, over: dict, data_root: Path, sigma: str | None =
 
 
 def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: Path, nu: int | None = None,
-                fmap: str | None = None) -> dict:
+                fmap: str | None = None, extra: tuple = ()) -> dict:
     """``{key: (mean, std over seeds)}``: LOSO CV accuracy of each candidate through the pipeline file
     (``fmap``: another feature map in place of the file's; its keys that the new map does not read are
     dropped with a note, as ``--set features.map=...`` does)."""
@@ -111,7 +111,7 @@ def pipeline_cv(dataset: str, store, folds, cands, sigmas, seeds: int, workdir: 
     base = ['split.kind="subject-splits-file"', f"split.file={json.dumps(str(splits))}"]
     if nu is not None:
         base.append(f"features.n_components={int(nu)}")
-    base += map_sets(dataset, fmap)
+    base += map_sets(dataset, fmap) + list(extra)
     out = {}
     for text in cands:
         over = overrides(text)
@@ -162,9 +162,13 @@ def main(argv=None):
     ap.add_argument("--grid", action="store_true", help="the pipeline's settings and lbfgs x losses x C")
     ap.add_argument("--pipeline", action="store_true",
                     help="CV through the pipeline file itself (its descriptor and map), not paper 000's descriptor")
+    ap.add_argument("--set", dest="sets", action="append", default=[],
+                    help="with --pipeline: any other override of the file (e.g. descriptor.mirror=true), in every run")
     ap.add_argument("--test", action="store_true",
                     help="run the pipeline with the chosen candidate and report its test accuracy")
     args = ap.parse_args(argv)
+    if args.sets and not args.pipeline:
+        ap.error("--set needs --pipeline (without it the descriptor is paper 000's)")
     cands = args.candidate + (grid_candidates() if args.grid else [])
     cands = cands or ['learning_rate="pa1"']
     sigmas = args.sigma or [None]
@@ -172,7 +176,8 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as tmp:
             store, cfg = ingest_dataset(args.dataset, Path(args.data), Path(tmp))
             folds = training_folds(store, args.dataset, cfg)
-            res = pipeline_cv(args.dataset, store, folds, cands, sigmas, args.seeds, Path(tmp), args.nu, args.map)
+            res = pipeline_cv(args.dataset, store, folds, cands, sigmas, args.seeds, Path(tmp), args.nu, args.map,
+                              args.sets)
         out = {k: v[0] for k, v in res.items()}
         fmap = args.map or cfg.features.map
         args.nu = args.nu or cfg.features.n_components
@@ -180,18 +185,19 @@ def main(argv=None):
         args.nu = args.nu or 5000
         out = cv_paper000(args, cands, sigmas)
         fmap = out.pop("__map__")
-    summary = {"dataset": args.dataset, "map": fmap, "nu": args.nu, "seeds": args.seeds,
+    summary = {"dataset": args.dataset, "map": fmap, "nu": args.nu, "seeds": args.seeds, "sets": args.sets,
                "descriptor": "pipeline" if args.pipeline else "paper000", "cv_accuracy": out}
     if args.test:
         best = choose(out, cfg_of(args.dataset).model.C)
         summary["chosen"] = best
         summary["test"] = {best: test_accuracy(args.dataset, overrides(best.split("; sigma=")[0]), Path(args.data),
                                                best.split("; sigma=")[1] if "; sigma=" in best else None,
-                                               args.map if args.pipeline else None, args.nu if args.pipeline else None)}
+                                               args.map if args.pipeline else None, args.nu if args.pipeline else None,
+                                               args.sets)}
         if best != PIPELINE and PIPELINE in out:
             summary["test"][PIPELINE] = test_accuracy(args.dataset, {}, Path(args.data), None,
                                                       args.map if args.pipeline else None,
-                                                      args.nu if args.pipeline else None)
+                                                      args.nu if args.pipeline else None, args.sets)
         for k, v in summary["test"].items():
             print(f"test ({k}): {100 * v['accuracy']:.2f} +- {100 * v['accuracy_std']:.2f} over {v['n_folds']} "
                   f"fold(s), training {v['train_seconds']:.1f} s", flush=True)

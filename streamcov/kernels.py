@@ -106,50 +106,78 @@ def gaussian_kernel(d2, sigma: float) -> np.ndarray:
 
 # A descriptor made of column blocks (the windows of a temporal pyramid) has the kernel
 # sum_b w_b exp(-||x_b - y_b||^2 / (2 sigma^2)): a sum of Log-E kernels, one per window.
+# With V views in a row (the sequence and its mirror image: x = [x^1, ..., x^V], each laid out in the
+# same blocks) the kernel is the mean over the V^2 pairs of views,
+#     k(x, y) = (1 / V^2) sum_{s, t} sum_b w_b exp(-||x^s_b - y^t_b||^2 / (2 sigma^2)),
+# the kernel of the mean of the views' feature maps: positive definite, and unchanged when the views of
+# either row are permuted (a group-averaged kernel: Haasdonk and Burkhardt, Machine Learning 68, 2007).
 
-def check_blocks(blocks, width: int) -> None:
-    """``blocks`` (None, or [width, weight] pairs) cover ``width`` columns with positive weights, or ValueError."""
+def check_blocks(blocks, width: int, views: int = 1) -> None:
+    """``blocks`` (None, or [width, weight] pairs) cover ``width`` columns (``views`` times) with positive
+    weights, or ValueError."""
+    if isinstance(views, bool) or not isinstance(views, (int, np.integer)) or views < 1:
+        raise ValueError(f"views must be an integer >= 1, got {views!r}")
     if blocks is None:
+        if width % views:
+            raise ValueError(f"{width} columns do not split into {views} views")
         return
     if not blocks or any(len(b) != 2 or int(b[0]) < 1 or not float(b[1]) > 0 for b in blocks):
         raise ValueError(f"blocks must be [width, weight] pairs with width >= 1 and weight > 0, got {blocks!r}")
-    total = sum(int(b[0]) for b in blocks)
+    total = sum(int(b[0]) for b in blocks) * int(views)
     if total != width:
-        raise ValueError(f"blocks cover {total} columns, the input has {width}")
+        raise ValueError(f"blocks cover {total} columns{f' ({views} views)' if views > 1 else ''}, "
+                         f"the input has {width}")
 
 
-def _block_distances(X, Y, blocks):
-    """``(weight, squared distances)`` of each column block in turn (one block of weight 1 without blocks)."""
-    if blocks is None:
+def _terms(blocks, views: int, width: int):
+    """``(weight, columns of x, columns of y)`` of every term of the kernel (module comment above)."""
+    views = int(views)
+    blocks = [[width // views, 1.0]] if blocks is None else blocks
+    view_width = sum(int(b) for b, _ in blocks)
+    for s in range(views):
+        for t in range(views):
+            c = 0
+            for b, w in blocks:
+                yield (float(w) / views ** 2, slice(s * view_width + c, s * view_width + c + int(b)),
+                       slice(t * view_width + c, t * view_width + c + int(b)))
+                c += int(b)
+
+
+def _block_distances(X, Y, blocks, views: int = 1):
+    """``(weight, squared distances)`` of each term in turn (one block of weight 1 without blocks or views)."""
+    if blocks is None and views == 1:
         yield 1.0, squared_distances(X) if Y is None else squared_distances(X, Y)
         return
-    c = 0
-    for width, w in blocks:
-        sl = slice(c, c + int(width))
-        yield float(w), squared_distances(X[:, sl]) if Y is None else squared_distances(X[:, sl], Y[:, sl])
-        c += int(width)
+    for w, sx, sy in _terms(blocks, views, X.shape[1]):
+        if Y is None and sx == sy:
+            yield w, squared_distances(X[:, sx])
+        else:
+            yield w, squared_distances(X[:, sx], (X if Y is None else Y)[:, sy])
 
 
-def block_distances(X, Y=None, blocks=None):
-    """Squared distances of every column block (one array, or a list with ``blocks``): for a kernel evaluated
-    at several bandwidths (the exact SVM's grid)."""
-    if blocks is None:
+def block_distances(X, Y=None, blocks=None, views: int = 1):
+    """Squared distances of every term (one array, or a list with ``blocks`` or ``views``): for a kernel
+    evaluated at several bandwidths (the exact SVM's grid)."""
+    if blocks is None and views == 1:
         return next(_block_distances(X, Y, None))[1]
-    return [d2 for _, d2 in _block_distances(X, Y, blocks)]
+    return [d2 for _, d2 in _block_distances(X, Y, blocks, views)]
 
 
-def block_kernel(d2, blocks, sigma):
-    """``sum_b w_b exp(-d2_b / (2 sigma^2))`` (one Gaussian kernel without blocks)."""
-    if blocks is None:
+def block_kernel(d2, blocks, sigma, views: int = 1):
+    """``sum_terms w_term exp(-d2_term / (2 sigma^2))`` of :func:`block_distances` (one Gaussian kernel
+    without blocks or views)."""
+    if blocks is None and views == 1:
         return gaussian_kernel(d2, sigma)
-    return sum(float(w) * gaussian_kernel(d, sigma) for d, (_, w) in zip(d2, blocks))
+    weights = [w for w, _, _ in _terms(blocks, views, views * (1 if blocks is None else
+                                                               sum(int(b) for b, _ in blocks)))]
+    return sum(w * gaussian_kernel(d, sigma) for d, w in zip(d2, weights))
 
 
-def block_gaussian_kernel(X, Y=None, blocks=None, sigma: float = 1.0) -> np.ndarray:
-    """``block_kernel(block_distances(X, Y, blocks), blocks, sigma)`` holding one block's distances at a time
-    (for one bandwidth: a Nystroem map's landmarks against many rows)."""
+def block_gaussian_kernel(X, Y=None, blocks=None, sigma: float = 1.0, views: int = 1) -> np.ndarray:
+    """``block_kernel(block_distances(X, Y, blocks, views), blocks, sigma, views)`` holding one term's
+    distances at a time (for one bandwidth: a Nystroem map's landmarks against many rows)."""
     K = None
-    for w, d2 in _block_distances(X, Y, blocks):
+    for w, d2 in _block_distances(X, Y, blocks, views):
         part = gaussian_kernel(d2, sigma)
         if w != 1.0:
             part *= w
@@ -157,6 +185,8 @@ def block_gaussian_kernel(X, Y=None, blocks=None, sigma: float = 1.0) -> np.ndar
             K = part
         else:
             K += part
+    if Y is None and views > 1:
+        K = 0.5 * (K + K.T)   # the cross-view terms come in transposed pairs: exactly symmetric
     return K
 
 

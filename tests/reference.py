@@ -307,3 +307,26 @@ def nystroem_features(X, L, blocks, sigma):
     """k(X, L) K_LL^{-1/2} with the symmetric inverse square root from an eigendecomposition."""
     s, U = np.linalg.eigh(block_sum_gram(L, L, blocks, sigma))
     return block_sum_gram(X, L, blocks, sigma) @ U @ np.diag(1 / np.sqrt(s)) @ U.T
+
+
+def view_mean_gram(X, Y, blocks, sigma, views):
+    """(1 / V^2) sum over the pairs of views (s, t) of block_sum_gram(view s of X, view t of Y): rows are
+    ``views`` copies of the ``blocks`` layout side by side."""
+    width = sum(w for w, _ in blocks)
+    K = np.zeros((len(X), len(Y)))
+    for s in range(views):
+        for t in range(views):
+            K += block_sum_gram(X[:, s * width:(s + 1) * width], Y[:, t * width:(t + 1) * width], blocks, sigma)
+    return K / views ** 2
+
+
+def mirror_sequence(X, pairs, axis=0):
+    """Frames (T, 3J) mirrored the obvious way: swap the coordinates of each (left, right) joint pair, then
+    negate coordinate ``axis`` of every joint."""
+    T = len(X)
+    J3 = np.array(X, dtype=np.float64).reshape(T, -1, 3)
+    out = J3.copy()
+    for a, b in pairs:
+        out[:, a], out[:, b] = J3[:, b], J3[:, a]
+    out[:, :, axis] = -out[:, :, axis]
+    return out.reshape(T, -1)

@@ -433,7 +433,29 @@ CONFIG = [
                                              pipeline=EVAL_PIPELINE),
          LINE + r"method\.sigma1 = \[1e-300\]: "),
     Case("validation-fraction-leaves-nothing", run_set("model.validation_fraction=0.99"),
-         r"model\.validation_fraction = 0\.99: leaves \d+ of \d+ training rows to fit on; lower it"),
+         r"error: --set model\.validation_fraction=0\.99: model\.validation_fraction = 0\.99: leaves \d+ of \d+ "
+         r"training rows to fit on; lower it"),
+    # a float literal that float64 cannot hold (it read as 0 or infinity, and the run went on): where it is written
+    Case("gamma-underflows-set", run_set("descriptor.gamma=1e-400"),
+         r"error: --set descriptor\.gamma=1e-400: descriptor\.gamma = 1e-400: below float64's smallest positive "
+         r"value \(5e-324\), so it would be read as 0; write 0 if zero is meant, or check the exponent$"),
+    Case("gamma-underflows-in-file", run_file(descriptor__gamma="1e-400"),
+         r"error: \S+p\.toml, line 10: descriptor\.gamma = 1e-400: below float64's smallest positive value "
+         r"\(5e-324\), so it would be read as 0; write 0 if zero is meant, or check the exponent$"),
+    Case("C-overflows-set", run_set("model.C=1e400"),
+         r"error: --set model\.C=1e400: model\.C = 1e400: above float64's largest value \(1\.8e308\), so it would "
+         r"be read as infinity; write inf if infinity is meant, or check the exponent$"),
+    Case("sigma-overflows-in-file", run_file(features__sigma="-2e999"),
+         r"error: \S+p\.toml, line 16: features\.sigma = -2e999: its magnitude is above float64's largest value "
+         r"\(1\.8e308\), so it would be read as -infinity; write -inf if minus infinity is meant"),
+    # a check against the store, after loading: the --set flag as typed, or the file and line
+    Case("center-outside-the-store-set", run_set("descriptor.center=[99]"),
+         r"error: --set descriptor\.center=\[99\]: descriptor\.center = \[99\]: centre joint 99 outside 0\.\.19 "
+         r"\(the store has 20 joints\)$"),
+    Case("center-outside-the-store-in-file", run_text(lambda t: t.replace("normalize = true\n",
+                                                                         "normalize = true\ncenter = [99]\n")),
+         r"error: \S+p\.toml, line 12: descriptor\.center = \[99\]: centre joint 99 outside 0\.\.19 \(the store "
+         r"has 20 joints\)$"),
     Case("synthetic-frames-reversed", run_text(lambda t: t.replace(
         '[data]\nstore = ', '[data.synthetic]\nframes = [60, 30]\n\n[datax]\nstore = ').replace("[datax]\n", "#")),
          LINE + r"data\.synthetic\.frames = \[60, 30\]: expected \[shortest, longest\] sequence length"),
@@ -546,8 +568,9 @@ CONFIG = [
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
     # values the schema takes that failed deeper (tracebacks), or gave a model never trained without a word
     Case("pyramid-windows-beyond-features", run_set("descriptor.levels=6", "features.n_components=32"),
-         r"features\.n_components = 32 is fewer than the 63 windows of descriptor\.levels = 6, each of which needs "
-         r"its own features; raise features\.n_components, or lower descriptor\.levels$"),
+         r"error: --set features\.n_components=32: features\.n_components = 32 is fewer than the 63 windows of "
+         r"descriptor\.levels = 6, each of which needs its own features; raise features\.n_components, or lower "
+         r"descriptor\.levels$"),
     Case("mean-weight-overflows", run_set("descriptor.mean_weight=1e300"),
          r"--set descriptor\.mean_weight=1e300: descriptor\.mean_weight = 1e\+300: expected a value <= 10000"),
     Case("lbfgs-validation-leaves-nothing", run_set('model.learner="lbfgs"', 'model.loss="log_loss"',
@@ -654,10 +677,11 @@ CONFIG = [
     Case("descriptor-up-axis-without-yaw", run_text(lambda t: t.replace("normalize = true\n",
                                                                        'normalize = true\nup_axis = "z"\n')),
          r'error: \S+p\.toml, line 12: descriptor\.up_axis = "z" is not read: only descriptor\.body_frame = "yaw" '
-         r'reads it; remove it, or set descriptor\.body_frame = "yaw"$'),
+         r'or descriptor\.mirror reads it; remove it, or set descriptor\.body_frame = "yaw" or descriptor\.mirror = true$'),
     Case("descriptor-up-axis-with-torso", run_set('descriptor.body_frame="torso"', 'descriptor.up_axis="z"'),
          r'error: --set descriptor\.up_axis="z": descriptor\.up_axis = "z" is not read: only '
-         r'descriptor\.body_frame = "yaw" reads it; remove it, or set descriptor\.body_frame = "yaw"$'),
+         r'descriptor\.body_frame = "yaw" or descriptor\.mirror reads it; remove it, or set descriptor\.body_frame = '
+         r'"yaw" or descriptor\.mirror = true$'),
     Case("descriptor-window-without-derivatives", run_set("descriptor.window=7"),
          r'error: --set descriptor\.window=7: descriptor\.window = 7 is not read: only descriptor\.features with '
          r'"velocities" or "accelerations" reads it; remove it, or add "velocities" or "accelerations" to '

@@ -122,7 +122,8 @@ def synth_store(tmp_path_factory):
 
 
 def pipeline_cfg(store, out, *sets):
-    base = [f'output="{out}"', "features.n_components=300", "dask.block_size=24", *sets]
+    # the mirror view too: its chunk tasks compute the windows of both views (the first is the plain descriptor)
+    base = [f'output="{out}"', "features.n_components=300", "dask.block_size=24", "descriptor.mirror=true", *sets]
     return load_config(REPO / "pipelines" / "msr_action3d.toml", base, store=store.path)
 
 
@@ -166,7 +167,7 @@ def test_cli_scheduler_address(cluster, synth_store, threaded, tmp_path):
     cmd = streamcov_cmd() + ["run", REPO / "pipelines" / "msr_action3d.toml", "--store",
                              synth_store.path, "--output", out, "--json", "--scheduler",
                              cluster.address, "--set", "features.n_components=300",
-                             "--set", "dask.block_size=24"]
+                             "--set", "dask.block_size=24", "--set", "descriptor.mirror=true"]
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])

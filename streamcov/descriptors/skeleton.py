@@ -18,7 +18,8 @@ into the stores' (frames, offsets) layout. The scikit-learn transformer is
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -316,6 +317,14 @@ class PyramidPlan:
     the Gaussian Gram matrix of the window's standardized coordinate series
     with bandwidth ``kernel_sigma`` (:func:`rbf_gram_from_covariances`),
     computed from the same moments; it has no mean embedding.
+
+    ``mirror``: the joint permutation that swaps left and right
+    (:func:`mirror_permutation`; empty: no mirror). The descriptor is then two
+    *views*, ``[v(x), v(m x)]``, ``m x`` the sequence's mirror image (joints
+    swapped, coordinate ``mirror_axis`` negated: :func:`mirror_frames`), each
+    of :attr:`view_dim` numbers; the kernel averages over the pairs of views
+    (:func:`streamcov.kernels.block_gaussian_kernel` with ``views = 2``), so
+    that a performance and its mirror image are the same to it.
     """
 
     selection: JointSelection
@@ -339,8 +348,12 @@ class PyramidPlan:
     pairs: tuple = ()
     matrix: str = "covariance"
     kernel_sigma: float = 1.0
+    mirror: tuple = ()
+    mirror_axis: int = 0
 
     def __post_init__(self):
+        if self.mirror and sorted(self.mirror) != list(range(len(self.mirror))):
+            raise ValueError(f"mirror must be a permutation of the joints, got {list(self.mirror)!r}")
         if self.matrix not in MATRICES:
             raise ValueError(f"matrix must be one of {', '.join(MATRICES)}, got {self.matrix!r}")
         if self.matrix == "rbf" and self.mean_weight > 0:
@@ -362,8 +375,28 @@ class PyramidPlan:
         return n_windows(self.levels, self.overlap)
 
     @property
-    def dim(self) -> int:
+    def views(self) -> int:
+        """The sequence alone (1), or the sequence and its mirror image (2)."""
+        return 2 if self.mirror else 1
+
+    @property
+    def view_dim(self) -> int:
+        """Width of one view: the windows' ``vec(log S_w)``."""
         return self.n_windows * vec_dim(self.matrix_dim)
+
+    @property
+    def dim(self) -> int:
+        return self.views * self.view_dim
+
+    def single_view(self) -> "PyramidPlan":
+        """This plan without the mirror view (what each view is computed with)."""
+        return replace(self, mirror=()) if self.mirror else self
+
+    def view_frames(self, frames) -> list:
+        """``[frames]``, or ``[frames, mirror image]`` with the mirror view."""
+        if not self.mirror:
+            return [frames]
+        return [frames, mirror_frames(frames, self.mirror, self.mirror_axis)]
 
     @property
     def halo(self) -> int:
@@ -483,6 +516,58 @@ def piece_features(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan)
     return out
 
 
+_SIDES = (("left", "right"), ("Left", "Right"), ("LEFT", "RIGHT"))
+
+
+def mirror_permutation(joint_names) -> tuple:
+    """The joint permutation that swaps every left joint with its right counterpart, found by name.
+
+    Two names pair when one becomes the other by exchanging ``left`` and
+    ``right`` (any case: ``left_wrist``/``right_wrist``, ``LeftArm``/``RightArm``)
+    or, failing that, an ``l``/``r`` (``L``/``R``) standing alone or opening or
+    closing the name (``lfemur``/``rfemur``, ``LASI``/``RASI``, ``hand.L``/``hand.R``).
+    Unpaired joints (spine, head) map to themselves. Raises ValueError when the
+    names pair no joint, or pair one joint with two.
+    """
+    names = [str(n) for n in joint_names]
+    index = {n: j for j, n in enumerate(names)}
+
+    def counterpart(name):
+        for a, b in _SIDES:
+            if a in name or b in name:
+                other = name.replace(a, "\0").replace(b, a).replace("\0", b)
+                if other in index:
+                    return index[other]
+        for a, b in (("l", "r"), ("L", "R")):
+            for pat in (rf"^{a}(?=[A-Za-z_.\-])", rf"(?<=[_.\-]){a}$", rf"^{b}(?=[A-Za-z_.\-])", rf"(?<=[_.\-]){b}$"):
+                m = re.search(pat, name)
+                if m:
+                    swap = b if m.group(0) == a else a
+                    other = name[:m.start()] + swap + name[m.end():]
+                    if other in index:
+                        return index[other]
+        return None
+
+    perm = []
+    for j, n in enumerate(names):
+        k = counterpart(n)
+        perm.append(j if k is None else k)
+    if all(k == j for j, k in enumerate(perm)):
+        raise ValueError("no joint names pair left with right")
+    bad = [names[j] for j, k in enumerate(perm) if perm[k] != j]
+    if bad:
+        raise ValueError(f"joints {bad[:4]} pair ambiguously (a joint named as the counterpart of two)")
+    return tuple(perm)
+
+
+def mirror_frames(frames, perm, axis: int = 0) -> np.ndarray:
+    """The mirror image of frames (T, 3J): joint ``j`` takes the coordinates of joint ``perm[j]``, and
+    coordinate ``axis`` (one across the body's left-right direction) changes sign."""
+    X = np.asarray(frames).reshape(len(frames), -1, 3)[:, np.asarray(perm, dtype=np.int64)].copy()
+    X[:, :, int(axis)] *= -1
+    return X.reshape(len(frames), -1)
+
+
 def _joint_mean(frames, joints):
     idx = np.asarray(joints, dtype=np.int64)
     X = np.asarray(frames, dtype=np.float64).reshape(len(frames), -1, 3)   # float64 sums of float32 stores
@@ -598,7 +683,14 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
     ``n`` (S, W), ``mean`` (S, W, d), ``m2`` (S, W, d, d): the moments of
     every window; ``sums`` (S, :data:`BODY_SUMS`), ``n_frames`` (S,): the body measurements
     (:func:`body_sums`) and lengths. See :class:`PyramidPlan` for the formula.
+    With the mirror view, the windows (W of each view) and the body sums of the views follow each
+    other: ``n`` (S, 2 W), ``sums`` (S, 2 BODY_SUMS).
     """
+    if plan.mirror:
+        single, W = plan.single_view(), plan.n_windows
+        return np.hstack([pyramid_from_moments(n[:, v * W:(v + 1) * W], mean[:, v * W:(v + 1) * W],
+                                               m2[:, v * W:(v + 1) * W], sums[:, v * BODY_SUMS:(v + 1) * BODY_SUMS],
+                                               n_frames, single, dtype, first_index) for v in range(plan.views)])
     S, W, d = mean.shape
     rot = np.broadcast_to(np.eye(3), (S, 3, 3)).copy()
     size = np.ones(S)
@@ -629,6 +721,9 @@ def pyramid_vectors(frames, offsets, plan: PyramidPlan, dtype=np.float64, block:
     moments (block x windows x d x d) stay small."""
     offsets = np.asarray(offsets, dtype=np.int64)
     frames = _check_frames(frames)
+    if plan.mirror:
+        single = plan.single_view()
+        return np.hstack([pyramid_vectors(f, offsets, single, dtype, block) for f in plan.view_frames(frames)])
     S, W, d = len(offsets) - 1, plan.n_windows, plan.frame_dim
     out = np.empty((S, plan.dim), dtype=dtype)
     for b0 in range(0, S, block):

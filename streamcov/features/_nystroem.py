@@ -42,6 +42,9 @@ class GaussianNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         Bandwidth (:mod:`streamcov.kernels` convention).
     blocks : list of [width, weight] or None, default=None
         Consecutive column blocks and their kernel weights; None is one Gaussian kernel on all columns.
+    views : int, default=1
+        Views per row, each laid out in ``blocks`` (a sequence and its mirror image: 2); the kernel is the
+        mean over the pairs of views (:mod:`streamcov.kernels`).
     random_state : int, RandomState instance or None, default=None
         Draws the landmarks.
 
@@ -60,26 +63,28 @@ class GaussianNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "blocks": [list, None],
+        "views": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
     }
     # fitted arrays that depend on the rows (feature stores and models keep them; nothing here is drawn
     # from the seed alone)
     _data_arrays = ("components_", "component_indices_", "normalization_")
 
-    def __init__(self, *, n_components=100, sigma=1.0, blocks=None, random_state=None):
+    def __init__(self, *, n_components=100, sigma=1.0, blocks=None, views=1, random_state=None):
         self.n_components = n_components
         self.sigma = sigma
         self.blocks = blocks
+        self.views = views
         self.random_state = random_state
 
     def _kernel(self, X, Y=None):
-        return block_gaussian_kernel(X, Y, self.blocks, self.sigma)
+        return block_gaussian_kernel(X, Y, self.blocks, self.sigma, self.views)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Draw ``min(n_components, n_samples)`` landmarks among the rows of X and factor their Gram matrix."""
         X = validate_data(self, X, dtype=[np.float64, np.float32])
-        check_blocks(self.blocks, X.shape[1])
+        check_blocks(self.blocks, X.shape[1], self.views)
         rng = check_random_state(self.random_state)
         m = min(int(self.n_components), X.shape[0])
         idx = np.sort(rng.permutation(X.shape[0])[:m])

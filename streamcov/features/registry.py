@@ -76,9 +76,14 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     """
     params = {k: v for k, v in params.items() if k not in FIT_OPTIONS}
     blocks = params.pop("blocks", None)
+    views = int(params.pop("views", 1))
+    if views > 1 and blocks is None:
+        raise ValueError("views > 1 needs the blocks of one view")
     if blocks is not None and str(params.get("map", "rgw")).lower() == "nystroem":
-        # one Nystroem map of the whole sum: its landmarks serve every block
+        # one Nystroem map of the whole sum: its landmarks serve every block (and every view)
         params["blocks"] = [[int(w), float(c)] for w, c in blocks]
+        if views > 1:
+            params["views"] = views
     elif blocks is not None and str(params.get("map", "rgw")).lower() != "none":
         # a sum of Gaussian kernels over column blocks: one map per block (BlockSumFeatures)
         inner = dict(params)
@@ -87,7 +92,7 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
             inner["sigma"] = float(inner["sigma"]) * float(sigma_scale)
         make_feature_map({**inner, "n_components": 1}, seed)      # the map's options are checked here
         return BlockSumFeatures(map_params=inner, blocks=[[int(w), float(c)] for w, c in blocks],
-                                n_components=n, random_state=int(seed))
+                                views=views, n_components=n, random_state=int(seed))
     name = str(params.pop("map", "rgw")).lower()
     cls = map_class(name)
     if cls is None:
@@ -114,7 +119,7 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
             import difflib
 
             # what a pipeline may set: the seed, the kernel's blocks and its gamma come from elsewhere
-            settable = sorted(accepted - {"random_state", "blocks", "gamma", "kernel"})
+            settable = sorted(accepted - {"random_state", "blocks", "views", "gamma", "kernel"})
             close = difflib.get_close_matches(key, settable, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"features.{key} is not a parameter of {cls.__name__}{hint} "
@@ -215,6 +220,10 @@ def output_dim(fmap, n_features: int) -> int:
 # ``Phi(x) = (sqrt(w_1) Phi_1(x_1), ..., sqrt(w_B) Phi_B(x_B))`` gives
 # ``E <Phi(x), Phi(y)> = k(x, y)``. Block ``b`` gets ``n_b`` of the
 # ``n_components`` features, proportional to its weight (at least one).
+# With ``V`` views per row (a sequence and its mirror image), block ``b``'s
+# features are the mean of its map over the views, ``(1/V) sum_s Phi_b(x^s_b)``:
+# ``E <Phi(x), Phi(y)>`` is then the mean over the pairs of views
+# (:mod:`streamcov.kernels`).
 
 
 def allocate(n_components: int, weights) -> np.ndarray:
@@ -242,6 +251,8 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
         takes it (``map``, ``sigma``, the map's own options), without ``n_components``.
     blocks : list of [width, weight]
         Consecutive column blocks of the input and their kernel weights.
+    views : int, default=1
+        Views per row, each laid out in ``blocks``: a block's features are its map's mean over the views.
     n_components : int
         Features in all (shared by the blocks in proportion to their weights).
     random_state : int
@@ -257,27 +268,32 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "map_params": [dict],
         "blocks": [list],
+        "views": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "random_state": [Interval(Integral, 0, None, closed="left")],
     }
 
-    def __init__(self, *, map_params=None, blocks=None, n_components=100, random_state=0):
+    def __init__(self, *, map_params=None, blocks=None, views=1, n_components=100, random_state=0):
         self.map_params = map_params
         self.blocks = blocks
+        self.views = views
         self.n_components = n_components
         self.random_state = random_state
 
     def _slices(self):
+        """The columns of every block in every view (``out[b][s]``) and the row width."""
+        width = sum(int(w) for w, _ in self.blocks)
         out, c = [], 0
-        for width, _ in self.blocks:
-            out.append(slice(c, c + int(width)))
-            c += int(width)
-        return out, c
+        for w, _ in self.blocks:
+            out.append([slice(s * width + c, s * width + c + int(w)) for s in range(int(self.views))])
+            c += int(w)
+        return out, width * int(self.views)
 
     def _check_width(self, X):
         _, width = self._slices()
         if X.shape[1] != width:
-            raise ValueError(f"X has {X.shape[1]} columns, the kernel blocks cover {width}")
+            raise ValueError(f"X has {X.shape[1]} columns, the kernel blocks cover {width}"
+                             f"{f' ({self.views} views)' if self.views > 1 else ''}")
 
     def fit(self, X, y=None):
         self._validate_params()
@@ -287,7 +303,8 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
         for b, (sl, n) in enumerate(zip(self._slices()[0], counts)):
             seed = int(np.random.SeedSequence([int(self.random_state), b]).generate_state(1)[0])
             fmap = make_feature_map({**self.map_params, "n_components": int(n)}, seed)
-            setattr(self, f"block{b}_", fmap.fit(X[:, sl]))
+            rows = X[:, sl[0]] if len(sl) == 1 else np.concatenate([X[:, v] for v in sl])
+            setattr(self, f"block{b}_", fmap.fit(rows))
         self.n_blocks_ = len(self.blocks)
         return self
 
@@ -297,8 +314,11 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
         self._check_width(X)
         parts = []
         for b, (sl, (_, w)) in enumerate(zip(self._slices()[0], self.blocks)):
-            Z = getattr(self, f"block{b}_").transform(X[:, sl])
-            parts.append(Z * np.asarray(np.sqrt(float(w)), dtype=Z.dtype))
+            fmap = getattr(self, f"block{b}_")
+            Z = fmap.transform(X[:, sl[0]])
+            for v in sl[1:]:
+                Z = Z + fmap.transform(X[:, v])
+            parts.append(Z * np.asarray(np.sqrt(float(w)) / len(sl), dtype=Z.dtype))
         return np.concatenate(parts, axis=1)
 
 

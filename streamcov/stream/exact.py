@@ -48,6 +48,9 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
     blocks : list of [width, weight], optional
         Consecutive column blocks of the input (before the head columns) and their weights: the
         kernel is ``sum_b weight_b exp(-||x_b - y_b||^2 / (2 sigma^2))``; None: one block.
+    views : int, default=1
+        Views per row, each laid out in ``blocks`` (a sequence and its mirror image: 2): the kernel is the
+        mean over the pairs of views (:mod:`streamcov.kernels`).
 
     Attributes
     ----------
@@ -65,15 +68,18 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         "head_weight": [Interval(Real, 0, 1, closed="both")],
         "head_combine": [StrOptions({"product", "sum"})],
         "blocks": [list, None],
+        "views": [Interval(Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, *, sigma=1.0, C=1.0, n_head=0, head_weight=1.0, head_combine="product", blocks=None):
+    def __init__(self, *, sigma=1.0, C=1.0, n_head=0, head_weight=1.0, head_combine="product", blocks=None,
+                 views=1):
         self.sigma = sigma
         self.C = C
         self.n_head = n_head
         self.head_weight = head_weight
         self.head_combine = head_combine
         self.blocks = blocks
+        self.views = views
 
     def _gram(self, X, Y=None):
         """The Gaussian kernel (a weighted sum over ``blocks``) of the first columns, combined with the
@@ -81,8 +87,8 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         p = X.shape[1] - int(self.n_head)
         if p < 1:
             raise ValueError(f"X has {X.shape[1]} columns; n_head = {self.n_head} leaves none for the Gaussian kernel")
-        K = block_kernel(block_distances(X[:, :p], None if Y is None else Y[:, :p], self.blocks),
-                         self.blocks, self.sigma)
+        K = block_kernel(block_distances(X[:, :p], None if Y is None else Y[:, :p], self.blocks, self.views),
+                         self.blocks, self.sigma, self.views)
         if not self.n_head:
             return K
         Yh = X if Y is None else Y
@@ -94,7 +100,7 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         from sklearn.svm import SVC
 
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        _check_blocks(self.blocks, X.shape[1] - int(self.n_head))
+        _check_blocks(self.blocks, X.shape[1] - int(self.n_head), self.views)
         self.svc_ = SVC(kernel="precomputed", C=float(self.C)).fit(self._gram(X), y)
         self.support_vectors_ = np.ascontiguousarray(X[self.svc_.support_])
         self.n_train_ = len(X)
@@ -200,7 +206,7 @@ def aligned_head_weight(K, L, y) -> tuple[float, dict]:
     return w, info
 
 
-def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_grid, blocks=None):
+def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_grid, blocks=None, views: int = 1):
     """Grid search of (sigma, C) by leave-one-group-out CV on a precomputed kernel.
 
     ``d2_train``: squared distances, or one array per block with ``blocks``
@@ -215,7 +221,7 @@ def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_gr
     table = np.zeros((len(sigma_grid), len(C_grid)))
     cv = inner_folds(y, groups)
     for a, sigma in enumerate(sigma_grid):
-        K = block_kernel(d2_train, blocks, sigma)
+        K = block_kernel(d2_train, blocks, sigma, views)
         for b, C in enumerate(C_grid):
             table[a, b] = cross_val_score(SVC(kernel="precomputed", C=C), K, y, cv=cv).mean()
     a, b = np.unravel_index(np.argmax(table), table.shape)
@@ -223,17 +229,17 @@ def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_gr
 
 
 def exact_svm_fold(V: np.ndarray, y: np.ndarray, subjects: np.ndarray, train: np.ndarray,
-                   test: np.ndarray, sigma_grid, C_grid, return_model: bool = False, blocks=None):
+                   test: np.ndarray, sigma_grid, C_grid, return_model: bool = False, blocks=None, views: int = 1):
     """Train on ``train`` rows with CV-chosen (sigma, C); accuracy on ``test`` rows.
 
     ``blocks``: ``[(width, weight)]`` of the descriptor (a sum of kernels);
-    one block is the plain Gaussian kernel. Returns the result dict, and the
-    fitted :class:`GaussianKernelSVC` with ``return_model=True``.
+    one block is the plain Gaussian kernel; ``views``: views per row (:class:`GaussianKernelSVC`).
+    Returns the result dict, and the fitted :class:`GaussianKernelSVC` with ``return_model=True``.
     """
-    blocks = None if blocks is None or len(blocks) < 2 else [[int(w), float(c)] for w, c in blocks]
-    d2_tr = block_distances(V[train], None, blocks)
-    sigma, C, cv_acc, _ = select_sigma_C(d2_tr, y[train], subjects[train], sigma_grid, C_grid, blocks)
-    clf = GaussianKernelSVC(sigma=sigma, C=C, blocks=blocks).fit(V[train], y[train])
+    blocks = None if blocks is None or (len(blocks) < 2 and views == 1) else [[int(w), float(c)] for w, c in blocks]
+    d2_tr = block_distances(V[train], None, blocks, views)
+    sigma, C, cv_acc, _ = select_sigma_C(d2_tr, y[train], subjects[train], sigma_grid, C_grid, blocks, views)
+    clf = GaussianKernelSVC(sigma=sigma, C=C, blocks=blocks, views=views).fit(V[train], y[train])
     pred = clf.predict(V[test])
     res = {"accuracy": float((pred == y[test]).mean()), "sigma": sigma, "C": C, "cv_accuracy": cv_acc}
     return (res, clf, pred) if return_model else res

@@ -51,7 +51,8 @@ class SkeletonDescriptor:
     ``pairs`` (joint pairs ``(a, b)``, indices or joint or role names: relative
     positions ``p_a - p_b`` as extra frame features), ``matrix``
     ("covariance" or "rbf": the kernelized covariance of Cavazza et al., ICPR
-    2016) and its bandwidth ``kernel_sigma``.
+    2016) and its bandwidth ``kernel_sigma``, ``mirror`` (the sequence and its
+    mirror image as two views of one kernel, :class:`~streamcov.descriptors.skeleton.PyramidPlan`).
     """
 
     center: tuple | None
@@ -73,6 +74,7 @@ class SkeletonDescriptor:
     pairs: tuple = ()
     matrix: str = "covariance"
     kernel_sigma: float = 1.0
+    mirror: bool = False
 
     def __post_init__(self):
         # also guards descriptors read back from a model file
@@ -136,13 +138,15 @@ class SkeletonDescriptor:
         if self.matrix == "rbf" and self.mean_weight > 0:
             raise ValueError("matrix = 'rbf' standardizes every coordinate series (mean 0): it has no mean "
                              "embedding; set mean_weight = 0")
+        if not isinstance(self.mirror, bool):
+            raise ValueError(f"mirror must be true or false, got {self.mirror!r}")
 
     @property
     def plain(self) -> bool:
         """Paper 000's descriptor: positions of all joints, one window, camera frame, no mean."""
         return (self.features == ("positions",) and self.joints is None and self.levels == 1
                 and self.body_frame == "none" and self.scale == "none" and self.mean_weight == 0
-                and not self.pairs and self.matrix == "covariance")
+                and not self.pairs and self.matrix == "covariance" and not self.mirror)
 
     def resolve_pairs(self, n_joints: int, roles: dict, joint_names=()) -> tuple:
         """The joint index pairs of ``pairs``: names are the store's joint names, or roles of one joint."""
@@ -202,13 +206,24 @@ class SkeletonDescriptor:
             raise ConfigError(f"descriptor.{what} needs the joint roles {', '.join(missing)}, which the store "
                               f"does not record; ingest the data with a reader that records them (the generic "
                               f"format: options.roles = {{left_hip = [..], right_hip = [..], neck = [..]}})")
+        mirror, axis = (), 0
+        if self.mirror:
+            try:
+                mirror = sk.mirror_permutation(joint_names)
+            except ValueError as exc:
+                raise ConfigError(f"descriptor.mirror = true swaps left and right joints, found by their names, "
+                                  f"but the store's joint names ({', '.join(map(str, joint_names)) or 'none recorded'}) "
+                                  f"do not allow it: {exc}; name the joints left_*/right_* when ingesting "
+                                  f"(the generic format: options.joint_names), or set mirror = false") from None
+            # across the body: the first axis that is not the up axis (x for y-up and z-up cameras)
+            axis = next(a for a in range(3) if a != AXES.index(self.up_axis))
         return sk.PyramidPlan(
             selection=sel, features=self.features, window=self.window, time=self.time, levels=self.levels,
             overlap=self.overlap, level_weights=self.level_weights, body_frame=self.body_frame,
             up_axis=AXES.index(self.up_axis), scale=self.scale, left_hip=tuple(roles.get("left_hip", ())),
             right_hip=tuple(roles.get("right_hip", ())), neck=tuple(roles.get("neck", ())),
             mean_weight=float(self.mean_weight), gamma=float(self.gamma), ddof=self.ddof, normalize=self.normalize,
-            pairs=pairs, matrix=self.matrix, kernel_sigma=float(self.kernel_sigma))
+            pairs=pairs, matrix=self.matrix, kernel_sigma=float(self.kernel_sigma), mirror=mirror, mirror_axis=axis)
 
     def selection(self, n_joints: int) -> sk.JointSelection:
         if not self.center:
@@ -237,6 +252,8 @@ class SkeletonDescriptor:
         if self.matrix == "covariance":
             d.pop("matrix")
             d.pop("kernel_sigma")
+        if not self.mirror:
+            d.pop("mirror")
         return d
 
     @classmethod
@@ -293,7 +310,8 @@ def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: 
 
     Reads ``plan.halo`` frames beyond the chunk on either side (within the
     store), so that the derivatives of the piece are those of the whole
-    sequence. Returns ``(s_lo, n (k, W), mean (k, W, d), M2 (k, W, d, d), sums (k, sk.BODY_SUMS))``.
+    sequence. Returns ``(s_lo, n (k, W), mean (k, W, d), M2 (k, W, d, d), sums (k, sk.BODY_SUMS))``;
+    with the mirror view, the W windows and the body sums of each view follow each other (2 W, 2 BODY_SUMS).
     """
     import zarr
 
@@ -305,22 +323,25 @@ def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: 
     frames = sk._check_frames(frames)
     s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
     s_hi = int(np.searchsorted(offsets, c1, side="left"))
-    k, W, d = s_hi - s_lo, plan.n_windows, plan.frame_dim
-    n = np.zeros((k, W), dtype=np.int64)
-    mean = np.zeros((k, W, d))
-    m2 = np.zeros((k, W, d, d))
-    sums = np.zeros((k, sk.BODY_SUMS))
+    single = plan.single_view()
+    k, W, d, B = s_hi - s_lo, plan.n_windows, plan.frame_dim, sk.BODY_SUMS
+    n = np.zeros((k, plan.views * W), dtype=np.int64)
+    mean = np.zeros((k, plan.views * W, d))
+    m2 = np.zeros((k, plan.views * W, d, d))
+    sums = np.zeros((k, plan.views * B))
     with kernel_threads(numba_threads):
-        for i in range(k):
-            S0, S1 = int(offsets[s_lo + i]), int(offsets[s_lo + i + 1])
-            p0, p1 = max(S0, c0), min(S1, c1)
-            if p1 <= p0:
-                continue
-            e0, e1 = max(S0, p0 - plan.halo), min(S1, p1 + plan.halo)
-            n[i], mean[i], m2[i] = sk.window_partials(frames[e0 - r0:e1 - r0], e0 - S0, p0 - S0, p1 - S0,
-                                                      S1 - S0, plan)
-            if plan.needs_body:
-                sums[i] = sk.body_sums(frames[p0 - r0:p1 - r0], plan)
+        for v, view in enumerate(plan.view_frames(frames)):   # the mirror view: the same windows of the mirror image
+            w = slice(v * W, (v + 1) * W)
+            for i in range(k):
+                S0, S1 = int(offsets[s_lo + i]), int(offsets[s_lo + i + 1])
+                p0, p1 = max(S0, c0), min(S1, c1)
+                if p1 <= p0:
+                    continue
+                e0, e1 = max(S0, p0 - plan.halo), min(S1, p1 + plan.halo)
+                n[i, w], mean[i, w], m2[i, w] = sk.window_partials(view[e0 - r0:e1 - r0], e0 - S0, p0 - S0, p1 - S0,
+                                                                   S1 - S0, single)
+                if plan.needs_body:
+                    sums[i, v * B:(v + 1) * B] = sk.body_sums(view[p0 - r0:p1 - r0], single)
     return s_lo, n, mean, m2, sums
 
 
@@ -331,7 +352,7 @@ def merge_windows(b0: int, b1: int, pieces):
     n_out = np.zeros((b1 - b0, W), dtype=np.int64)
     mean_out = np.zeros((b1 - b0, W, d))
     m2_out = np.zeros((b1 - b0, W, d, d))
-    sums = np.zeros((b1 - b0, sk.BODY_SUMS))
+    sums = np.zeros((b1 - b0, pieces[0][4].shape[1]))
     for s_lo, n, mean, m2, sm in pieces:
         for k in range(len(n)):
             i = s_lo + k - b0
@@ -398,8 +419,14 @@ class SkeletonSource:
         Gaussian kernels of the blocks (one per pyramid window; one block of weight 1 without a pyramid)."""
         if self.plan is None:
             return [(self.dim, 1.0)]
-        width = self.plan.dim // self.plan.n_windows
+        width = self.plan.view_dim // self.plan.n_windows
         return [(width, float(w)) for w in self.plan.window_weights()]
+
+    @property
+    def kernel_views(self) -> int:
+        """Views in a row (2 with the mirror: ``[v(x), v(m x)]``, each laid out as :attr:`kernel_blocks`);
+        the kernel averages over the pairs of views (:func:`streamcov.kernels.block_gaussian_kernel`)."""
+        return 1 if self.plan is None else self.plan.views
 
     @property
     def n(self) -> int:
@@ -500,7 +527,7 @@ class SkeletonSource:
 
 
 _OPTIONS = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame", "up_axis",
-            "scale", "mean_weight", "pairs", "matrix", "kernel_sigma")
+            "scale", "mean_weight", "pairs", "matrix", "kernel_sigma", "mirror")
 
 
 def store_roles(store) -> dict:

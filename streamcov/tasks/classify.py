@@ -144,10 +144,12 @@ def run_skeleton(cfg, ctx) -> dict:
     d = cfg.descriptor
     source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype, **d.options())
     map_params = cfg.features.params()
-    if len(source.kernel_blocks) > 1 and map_params.get("map") != "none":
+    if (len(source.kernel_blocks) > 1 or source.kernel_views > 1) and map_params.get("map") != "none":
         # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated (Nystroem: one
-        # map of the sum, its landmarks shared by the blocks)
+        # map of the sum, its landmarks shared by the blocks); with the mirror view, averaged over the views
         map_params["blocks"] = [[int(w), float(c)] for w, c in source.kernel_blocks]
+        if source.kernel_views > 1:
+            map_params["views"] = source.kernel_views
         n_comp = map_params.get("n_components")
         if n_comp is not None and int(n_comp) < len(source.kernel_blocks) and map_params.get("map") != "nystroem":
             raise ConfigError(f"features.n_components = {n_comp} is fewer than the {len(source.kernel_blocks)} "
@@ -333,7 +335,8 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
     per, preds = [], []
     for name, train, test in folds:
         r, clf, pred = exact_svm_fold(V, y, groups, train, test, m.sigma_grid, m.C_grid, return_model=True,
-                                      blocks=getattr(source, "kernel_blocks", None))
+                                      blocks=getattr(source, "kernel_blocks", None),
+                                      views=getattr(source, "kernel_views", 1))
         r.update(fold=name, n_train=int(train.sum()), n_test=int(test.sum()))
         per.append(r)
         preds.append((name, np.flatnonzero(test), pred))

@@ -418,7 +418,9 @@ class SkeletonDescriptor(Table):
     (``mean_weight``), relative positions of joint ``pairs`` (indices, joint names or roles
     of the store) and the ``matrix`` of each window: the covariance, or ``"rbf"``, the
     kernelized covariance of Cavazza et al. (ICPR 2016) with bandwidth ``kernel_sigma``
-    (standardized coordinates; no mean embedding).
+    (standardized coordinates; no mean embedding); ``mirror``: the sequence and its mirror image
+    (left and right joints swapped by name, across the ``up_axis``) as two views of one
+    kernel averaged over them, so that a performance and its mirror image are the same.
     """
 
     kind: Literal["log-covariance"] = "log-covariance"
@@ -445,6 +447,7 @@ class SkeletonDescriptor(Table):
                           Field(min_length=2, max_length=2)]] = []
     matrix: Literal["covariance", "rbf"] = "covariance"
     kernel_sigma: Bandwidth = 1.0
+    mirror: bool = False
 
     @model_validator(mode="after")
     def _options(self):
@@ -477,12 +480,12 @@ class SkeletonDescriptor(Table):
     def options(self) -> dict:
         """The options beyond paper 000, as :func:`streamcov.stream.skeleton.skeleton_source` takes them."""
         keys = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame",
-                "up_axis", "scale", "mean_weight", "pairs", "matrix", "kernel_sigma")
+                "up_axis", "scale", "mean_weight", "pairs", "matrix", "kernel_sigma", "mirror")
         return {k: getattr(self, k) for k in keys}
 
 
 # The [descriptor] options read only under another option (streamcov.descriptors.skeleton): the derivative
-# window and its time unit by the velocities and accelerations, the up axis by the yaw body frame, the
+# window and its time unit by the velocities and accelerations, the up axis by the yaw body frame and the mirror, the
 # bandwidth by the kernelized covariance. key -> (reads it?, what reads it, the fix); one of them set in the
 # file or by --set where it is not read is refused: it would be silently ignored. The pyramid's `overlap` and
 # `level_weights` (no effect with one level) are not refused: grids and the README's paper-000 flags set
@@ -493,7 +496,8 @@ DESCRIPTOR_READ_WHEN = {
                'add "velocities" or "accelerations" to descriptor.features'),
     "time": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
              'add "velocities" or "accelerations" to descriptor.features'),
-    "up_axis": (lambda d: d.body_frame == "yaw", 'descriptor.body_frame = "yaw"', 'set descriptor.body_frame = "yaw"'),
+    "up_axis": (lambda d: d.body_frame == "yaw" or d.mirror, 'descriptor.body_frame = "yaw" or descriptor.mirror',
+                'set descriptor.body_frame = "yaw" or descriptor.mirror = true'),
     "kernel_sigma": (lambda d: d.matrix == "rbf", 'descriptor.matrix = "rbf"', 'set descriptor.matrix = "rbf"'),
 }
 

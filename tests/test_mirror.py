@@ -1,0 +1,248 @@
+"""The mirror view of the skeleton descriptor: left and right joints paired by name, the sequence and its
+mirror image as two views of one kernel averaged over the pairs of views (streamcov.kernels). Against slow
+references; the group identity (a mirrored sequence has the same kernel row); the maps and the exact SVM
+with views; the engine end to end; the errors."""
+import numpy as np
+import pytest
+
+import reference as ref
+from streamcov.data.readers import SkeletonInfo, SkeletonReader, SkeletonSequence
+from streamcov.data.skeletons import ingest
+from streamcov.descriptors import skeleton as sk
+from streamcov.errors import ConfigError
+from streamcov.kernels import block_distances, block_gaussian_kernel, block_kernel, check_blocks
+from streamcov.stream.skeleton import descriptor_array, skeleton_source
+
+NAMES = ["hip_center", "left_hip", "right_hip", "neck", "left_hand", "right_hand"]
+PAIRS = [(1, 2), (4, 5)]
+ROLES = {"hip_center": [0], "left_hip": [1], "right_hip": [2], "neck": [3]}
+J = len(NAMES)
+OPTIONS = dict(features=["positions", "velocities"], levels=2, overlap=True, body_frame="yaw", scale="body",
+               mean_weight=1.0)
+
+
+class ListSource(SkeletonReader):
+    def __init__(self, seqs, names=NAMES):
+        super().__init__()
+        self.seqs = seqs
+        self.info = SkeletonInfo(n_joints=J, joint_names=list(names), units="m", source="test", center=(0,),
+                                 roles=dict(ROLES))
+
+    def sequences(self):
+        yield from self.seqs
+
+
+def walk(rng, T):
+    X = rng.standard_normal((T, 3 * J)).cumsum(0) * 0.1 + rng.standard_normal(3 * J)
+    return X.astype(np.float32)
+
+
+def sequences(rng, lengths, mirrored=False):
+    out = []
+    for i, T in enumerate(lengths):
+        X = walk(rng, T)
+        out.append(SkeletonSequence(id=f"s{i:03d}", frames=X, label=f"c{i % 3}", subject=i % 4 + 1))
+        if mirrored:
+            out.append(SkeletonSequence(id=f"m{i:03d}", frames=ref.mirror_sequence(X, PAIRS).astype(np.float32),
+                                        label=f"c{i % 3}", subject=i % 4 + 1))
+    return out
+
+
+@pytest.mark.parametrize("names,pairs", [
+    (NAMES, {1: 2, 4: 5}),
+    (["root", "lhipjoint", "rhipjoint", "lfemur", "rfemur", "lowerback", "head"], {1: 2, 3: 4}),   # ASF
+    (["LASI", "RASI", "C7", "LSHO", "RSHO"], {0: 1, 3: 4}),                                         # C3D markers
+    (["Hips", "LeftUpLeg", "RightUpLeg", "Spine", "LeftArm", "RightArm"], {1: 2, 4: 5}),            # BVH
+    (["hand.L", "hand.R", "spine", "foot_l", "foot_r"], {0: 1, 3: 4}),
+])
+def test_mirror_permutation_pairs_by_name(names, pairs):
+    perm = sk.mirror_permutation(names)
+    want = list(range(len(names)))
+    for a, b in pairs.items():
+        want[a], want[b] = b, a
+    assert list(perm) == want
+    assert all(perm[perm[j]] == j for j in range(len(names)))   # an involution
+
+
+def test_mirror_permutation_errors():
+    with pytest.raises(ValueError, match="no joint names pair left with right"):
+        sk.mirror_permutation(["j0", "j1", "j2"])
+    with pytest.raises(ValueError, match="pair ambiguously"):
+        sk.mirror_permutation(["lhand_r", "rhand_r", "lhand_l"])   # lhand_r would be the counterpart of two
+
+
+def test_mirror_frames_against_reference(rng):
+    X = walk(rng, 7)
+    perm = sk.mirror_permutation(NAMES)
+    np.testing.assert_array_equal(sk.mirror_frames(X.astype(np.float64), perm, 0), ref.mirror_sequence(X, PAIRS))
+    np.testing.assert_array_equal(sk.mirror_frames(sk.mirror_frames(X, perm, 2), perm, 2), X)   # an involution
+
+
+def test_streamed_mirror_view_equals_in_memory_reference(tmp_path, rng):
+    """Tiny chunks cut most sequences; the second view is the reference descriptor of the mirror image."""
+    seqs = sequences(rng, [2, 3, 4, 7, 12, 30, 9, 5, 17, 2, 6])
+    store = ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=4)
+    source = skeleton_source(store, "store", 1e-3, True, mirror=True, **OPTIONS)
+    plan = source.plan
+    assert plan.views == 2 and plan.mirror_axis == 0 and source.kernel_views == 2
+    V = descriptor_array(source, block=3).compute()
+    assert V.shape == (len(seqs), source.dim) and source.dim == 2 * plan.view_dim
+
+    def reference(X):
+        return ref.pyramid_descriptor(X, J, (0,), [1, 2, 3, 4, 5], features=("positions", "velocities"),
+                                      levels=2, overlap=True, yaw=([1], [2]), neck=[3], mean_weight=1.0,
+                                      gamma=1e-3)
+
+    for i, s in enumerate(seqs):
+        X = np.asarray(s.frames, dtype=np.float64)
+        np.testing.assert_allclose(V[i, :plan.view_dim], reference(X), atol=1e-8)
+        np.testing.assert_allclose(V[i, plan.view_dim:], reference(ref.mirror_sequence(X, PAIRS)), atol=1e-8)
+    frames, offsets = sk.pack_sequences([s.frames for s in seqs])
+    np.testing.assert_allclose(sk.pyramid_vectors(frames, offsets, plan), V, atol=1e-8)
+    # without the mirror, the first view is the descriptor as it was
+    V1 = descriptor_array(skeleton_source(store, "store", 1e-3, True, **OPTIONS), block=3).compute()
+    np.testing.assert_array_equal(V[:, :plan.view_dim], V1)
+
+
+def test_a_mirrored_sequence_swaps_the_views_and_keeps_its_kernel_row(tmp_path, rng):
+    """The group identity: descriptor(m x) = [v(m x), v(x)], so k(m x, .) = k(x, .) for the view-mean kernel."""
+    seqs = sequences(rng, [9, 14, 21, 30], mirrored=True)      # x0, m x0, x1, m x1, ...
+    store = ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=8)
+    source = skeleton_source(store, "store", 1e-3, True, mirror=True, **OPTIONS)
+    V = descriptor_array(source, block=4).compute()
+    h = source.plan.view_dim
+    np.testing.assert_allclose(V[1::2], np.hstack([V[0::2, h:], V[0::2, :h]]), atol=1e-9)
+    blocks = [list(b) for b in source.kernel_blocks]
+    K = block_gaussian_kernel(V, None, blocks, 1.0, views=2)
+    np.testing.assert_allclose(K[0::2], K[1::2], atol=1e-9)
+    # without the mirror view the kernel tells them apart
+    K1 = block_gaussian_kernel(V[:, :h], None, blocks, 1.0)
+    assert np.abs(K1[0::2] - K1[1::2]).max() > 1e-3
+
+
+def test_view_kernel_against_reference(rng):
+    blocks = [[3, 0.5], [4, 0.5]]
+    X, Y = rng.standard_normal((9, 14)), rng.standard_normal((5, 14))
+    want = ref.view_mean_gram(X, Y, blocks, 0.8, 2)
+    np.testing.assert_allclose(block_gaussian_kernel(X, Y, blocks, 0.8, views=2), want, atol=1e-12)
+    np.testing.assert_allclose(block_kernel(block_distances(X, Y, blocks, 2), blocks, 0.8, 2), want, atol=1e-12)
+    K = block_gaussian_kernel(X, None, blocks, 0.8, views=2)
+    np.testing.assert_allclose(K, ref.view_mean_gram(X, X, blocks, 0.8, 2), atol=1e-12)
+    np.testing.assert_array_equal(K, K.T)
+    assert np.linalg.eigvalsh(K).min() > -1e-12                  # positive semidefinite
+    # one block per view, no blocks given: the plain Gaussian kernel of each view
+    np.testing.assert_allclose(block_gaussian_kernel(X, Y, None, 0.8, views=2),
+                               ref.view_mean_gram(X, Y, [[7, 1.0]], 0.8, 2), atol=1e-12)
+    with pytest.raises(ValueError, match=r"blocks cover 16 columns \(2 views\), the input has 14"):
+        check_blocks([[4, 0.5], [4, 0.5]], 14, 2)
+    with pytest.raises(ValueError, match="15 columns do not split into 2 views"):
+        check_blocks(None, 15, 2)
+
+
+def test_nystroem_with_views_is_exact_on_its_landmarks(rng):
+    from streamcov.features import GaussianNystroem
+
+    blocks = [[3, 0.25], [4, 0.75]]
+    X = rng.standard_normal((30, 14))
+    nys = GaussianNystroem(n_components=30, sigma=1.5, blocks=blocks, views=2, random_state=0).fit(X)
+    Z = nys.transform(X)
+    np.testing.assert_allclose(Z @ Z.T, ref.view_mean_gram(X, X, blocks, 1.5, 2), atol=1e-8)
+    Xs = rng.standard_normal((4, 14))
+    want = ref.view_mean_gram(Xs, X, blocks, 1.5, 2) @ np.linalg.pinv(ref.view_mean_gram(X, X, blocks, 1.5, 2)) \
+        @ ref.view_mean_gram(X, Xs, blocks, 1.5, 2)
+    np.testing.assert_allclose(nys.transform(Xs) @ nys.transform(Xs).T, want, atol=1e-6)
+    swapped = np.hstack([Xs[:, 7:], Xs[:, :7]])
+    np.testing.assert_allclose(nys.transform(swapped), nys.transform(Xs), atol=1e-10)   # invariant
+
+
+def test_block_maps_with_views_average_the_views(rng):
+    """Each block's random features are its map's mean over the views: exactly, and E <z, z'> is the view-mean
+    kernel (20000 features: the error of a mean of bounded features is about 1/sqrt(20000) = 0.007 per
+    entry; 0.05 leaves room for the largest of 900 entries)."""
+    from streamcov.features.registry import fit_feature_map
+
+    blocks = [[6, 0.5], [10, 0.5]]
+    X = rng.standard_normal((30, 32))
+    for a in (0, 6, 16, 22):
+        X[:, a:a + (6 if a in (0, 16) else 10)] /= np.linalg.norm(X[:, a:a + (6 if a in (0, 16) else 10)], axis=1,
+                                                                  keepdims=True)
+    fmap, _ = fit_feature_map({"map": "rff", "n_components": 20000, "sigma": 1.0, "blocks": blocks, "views": 2},
+                              3, 32)
+    Z = fmap.transform(X)
+    z0 = fmap.block0_.transform(X[:, 0:6]) + fmap.block0_.transform(X[:, 16:22])
+    np.testing.assert_allclose(Z[:, :z0.shape[1]], z0 * np.sqrt(0.5) / 2, atol=1e-12)
+    assert np.abs(Z @ Z.T - ref.view_mean_gram(X, X, blocks, 1.0, 2)).max() < 0.05
+    with pytest.raises(ValueError, match=r"X has 16 columns, the kernel blocks cover 32 \(2 views\)"):
+        fmap.transform(X[:, :16])
+
+
+def test_exact_svm_with_views_is_invariant_and_saves(rng):
+    from streamcov.stream.exact import GaussianKernelSVC
+    from streamcov.stream.model import dump_estimator, load_estimator
+
+    X = rng.standard_normal((30, 8))
+    y = np.arange(30) % 3
+    clf = GaussianKernelSVC(sigma=0.7, C=10.0, blocks=[[2, 0.5], [2, 0.5]], views=2).fit(X, y)
+    swapped = np.hstack([X[:, 4:], X[:, :4]])
+    np.testing.assert_allclose(clf.decision_function(swapped), clf.decision_function(X), atol=1e-10)
+    arrays = {}
+    again = load_estimator(dump_estimator(clf, "c.", arrays), arrays)
+    np.testing.assert_array_equal(again.decision_function(X), clf.decision_function(X))
+
+
+def test_mirror_needs_left_and_right_joint_names(tmp_path, rng):
+    store = ingest(ListSource(sequences(rng, [5, 6]), names=[f"j{i}" for i in range(J)]), tmp_path / "s.zarr",
+                   chunk_frames=4)
+    with pytest.raises(ConfigError, match=r"descriptor.mirror = true swaps left and right joints, found by their "
+                                          r"names, but the store's joint names \(j0, j1, .*no joint names pair"):
+        skeleton_source(store, "store", mirror=True)
+
+
+def test_mirror_settings_and_fingerprint(tmp_path, rng):
+    from pydantic import ValidationError
+
+    from streamcov.stream.skeleton import SkeletonDescriptor, SkeletonSource
+    from streamcov.tasks.schema import SkeletonDescriptor as Table
+
+    store = ingest(ListSource(sequences(rng, [5, 9])), tmp_path / "s.zarr", chunk_frames=4)
+    off = skeleton_source(store, "store", 1e-3, True, **OPTIONS)
+    on = skeleton_source(store, "store", 1e-3, True, mirror=True, **OPTIONS)
+    # settings made before the option keep their fingerprint; the option enters it only when used
+    assert "mirror" not in off.descriptor.as_dict() and on.descriptor.as_dict()["mirror"] is True
+    again = SkeletonSource.from_spec(on.spec(), store)
+    assert again.descriptor == on.descriptor and again.dim == on.dim and again.kernel_views == 2
+    # the mirror alone is an option: not paper 000's plain descriptor
+    assert skeleton_source(store, "store", 1e-3, True, mirror=True).plan.views == 2
+    with pytest.raises(ValueError, match="mirror must be true or false"):
+        SkeletonDescriptor(center=(0,), mirror="yes")
+    assert Table(mirror=True, up_axis="z").options()["mirror"] is True     # the mirror reads the up axis
+    with pytest.raises(ValidationError, match='descriptor.up_axis = "z" is not read'):
+        Table(up_axis="z")
+
+
+@pytest.mark.parametrize("learner", ["lbfgs", "exact-svm"])
+def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
+    """The mirror view through the engine (Nystroem map of the view-mean kernel, or the exact SVM's): the saved
+    model predicts the test rows as the run did."""
+    import csv
+    from pathlib import Path
+
+    from streamcov.stream.predict import predict
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+
+    seqs = sequences(rng, rng.integers(6, 25, size=48))
+    store = ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=16)
+    repo = Path(__file__).resolve().parents[1]
+    sets = [f'output="{tmp_path}/out"', "dask.block_size=8", "descriptor.mirror=true", "descriptor.levels=2"]
+    name = "msr_action3d.toml" if learner == "lbfgs" else "msr_action3d_exact.toml"
+    res = run_pipeline(load_config(repo / "pipelines" / name, sets, store=store.path), scheduler="synchronous")
+    d = (2 * 3 * 5 + 1) * (2 * 3 * 5 + 2) // 2
+    assert res["descriptor_dim"] == 2 * 4 * d           # two views of 4 windows
+    out = predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
+    with open(res["predictions_path"]) as fh:
+        ran = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    with open(tmp_path / "p.csv") as fh:
+        again = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    assert ran and all(again[i] == p for i, p in ran.items())
+    assert out is not None
