@@ -161,6 +161,9 @@ def _sets(ds: str, options: dict, data_root: Path, stores: Path | None) -> list:
         sets.append(f'data.store="{stores / (ds + ".zarr")}"')
     if ds == "utkinect":
         sets.append(f'split.file="{REPO / "data" / "utkinect_splits.toml"}"')
+    # the grids name every option they use; the mirror, which some files take since (chosen per dataset, --grid
+    # mirror), is off unless a grid sets it, so that the earlier grids stay what they were
+    options = {"mirror": False, **options}
     return sets + [f"descriptor.{k}={json.dumps(v)}" for k, v in options.items()]
 
 

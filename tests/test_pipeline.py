@@ -309,9 +309,12 @@ def test_the_readme_paper000_flags_load_on_the_shipped_files():
     text = (REPO / "README.md").read_text()
     words = re.search(r"^P000='(.*)'$", text, flags=re.M).group(1).split()   # an unquoted $P000: quotes kept
     sets = [w for i, w in enumerate(words) if i % 2 == 1 and words[i - 1] == "--set"]
-    for name in ("msr_action3d.toml", "msr_action3d_exact.toml", "florence3d.toml", "utkinect.toml"):
+    for name in ("msr_action3d.toml", "msr_action3d_exact.toml", "florence3d.toml", "utkinect.toml",
+                 "florence3d_exact.toml", "utkinect_exact.toml"):
         cfg = load_config(REPO / "pipelines" / name, sets, note=lambda m: None)
-        assert (cfg.descriptor.levels, cfg.descriptor.features) == (1, ["positions"])
+        d = cfg.descriptor
+        assert (d.levels, d.features, d.body_frame, d.scale, d.mean_weight, d.mirror) == \
+            (1, ["positions"], "none", "none", 0.0, False), name
 
 
 # ------------------------------------------------ [method] keys that the chosen method does not read
