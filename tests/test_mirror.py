@@ -54,6 +54,9 @@ def sequences(rng, lengths, mirrored=False):
     (["LASI", "RASI", "C7", "LSHO", "RSHO"], {0: 1, 3: 4}),                                         # C3D markers
     (["Hips", "LeftUpLeg", "RightUpLeg", "Spine", "LeftArm", "RightArm"], {1: 2, 4: 5}),            # BVH
     (["hand.L", "hand.R", "spine", "foot_l", "foot_r"], {0: 1, 3: 4}),
+    (["Bip01_Pelvis", "Bip01_L_Thigh", "Bip01_R_Thigh", "Bip01 L Foot", "Bip01 R Foot", "hip_l_joint", "hip_r_joint"],
+     {1: 2, 3: 4, 5: 6}),                                                                           # Biped, spaces
+    (["root", "lowerback", "upperback", "lclavicle", "rclavicle", "RBAK"], {3: 4}),   # no side: 'lowerback', RBAK
 ])
 def test_mirror_permutation_pairs_by_name(names, pairs):
     perm = sk.mirror_permutation(names)
@@ -69,6 +72,10 @@ def test_mirror_permutation_errors():
         sk.mirror_permutation(["j0", "j1", "j2"])
     with pytest.raises(ValueError, match="pair ambiguously"):
         sk.mirror_permutation(["lhand_r", "rhand_r", "lhand_l"])   # lhand_r would be the counterpart of two
+    # a name that says its side but has no counterpart would stay on its side in the mirror image
+    with pytest.raises(ValueError, match=r"joints \['Bip01_L_Thigh'\] name a side but no joint is named as their "
+                                         r"other side"):
+        sk.mirror_permutation(["LeftHand", "RightHand", "Bip01_L_Thigh"])
 
 
 def test_mirror_frames_against_reference(rng):
@@ -220,10 +227,11 @@ def test_mirror_settings_and_fingerprint(tmp_path, rng):
         Table(up_axis="z")
 
 
-@pytest.mark.parametrize("learner", ["lbfgs", "exact-svm"])
+@pytest.mark.parametrize("learner", ["lbfgs", "rgw", "exact-svm"])
 def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
-    """The mirror view through the engine (Nystroem map of the view-mean kernel, or the exact SVM's): the saved
-    model predicts the test rows as the run did."""
+    """The mirror view through the engine (Nystroem map of the view-mean kernel, the eq. (3) map of each window
+    averaged over the views, or the exact SVM's): the saved model predicts the test rows as the run did, also on
+    a store of the same layout that records no joint names (the model's names pair the joints)."""
     import csv
     from pathlib import Path
 
@@ -235,7 +243,9 @@ def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
     store = ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=16)
     repo = Path(__file__).resolve().parents[1]
     sets = [f'output="{tmp_path}/out"', "dask.block_size=8", "descriptor.mirror=true", "descriptor.levels=2"]
-    name = "msr_action3d.toml" if learner == "lbfgs" else "msr_action3d_exact.toml"
+    if learner == "rgw":
+        sets += ['features.map="rgw"', "features.n_components=400", "features.center=true"]
+    name = "msr_action3d_exact.toml" if learner == "exact-svm" else "msr_action3d.toml"
     res = run_pipeline(load_config(repo / "pipelines" / name, sets, store=store.path), scheduler="synchronous")
     d = (2 * 3 * 5 + 1) * (2 * 3 * 5 + 2) // 2
     assert res["descriptor_dim"] == 2 * 4 * d           # two views of 4 windows
@@ -246,3 +256,33 @@ def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
         again = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
     assert ran and all(again[i] == p for i, p in ran.items())
     assert out is not None
+    unnamed = ingest(ListSource(seqs, names=[f"j{i}" for i in range(J)]), tmp_path / "unnamed.zarr", chunk_frames=16)
+    predict(Path(res["model_path"]), unnamed.path, tmp_path / "q.csv", scheduler="synchronous")
+    with open(tmp_path / "q.csv") as fh:
+        unnamed_pred = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    assert all(unnamed_pred[i] == p for i, p in ran.items())
+
+
+def test_mirror_with_a_linear_learner_on_raw_descriptors_is_refused(tmp_path, rng):
+    from pathlib import Path
+
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+
+    store = ingest(ListSource(sequences(rng, rng.integers(6, 15, size=12))), tmp_path / "s.zarr", chunk_frames=16)
+    repo = Path(__file__).resolve().parents[1]
+    cfg = load_config(repo / "pipelines" / "msr_action3d.toml",
+                      [f'output="{tmp_path}/out"', "descriptor.mirror=true", 'features.map="none"'], store=store.path)
+    with pytest.raises(ConfigError, match=r'descriptor.mirror = true averages the kernel over the sequence and its '
+                                          r'mirror image, but features.map = "none" gives the linear learner'):
+        run_pipeline(cfg, scheduler="synchronous")
+
+
+def test_features_views_is_refused():
+    from pydantic import ValidationError
+
+    from streamcov.tasks.schema import FeaturesTable
+
+    with pytest.raises(ValidationError, match="features.views: the views of a row .* set by streamcov from "
+                                              "descriptor.mirror; remove it"):
+        FeaturesTable(map="nystroem", views=2)

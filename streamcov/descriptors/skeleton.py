@@ -517,43 +517,48 @@ def piece_features(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan)
 
 
 _SIDES = (("left", "right"), ("Left", "Right"), ("LEFT", "RIGHT"))
+# a side letter standing alone between separators (``Bip01_L_Thigh``, ``Bip01 L Thigh``, ``hand.L``, ``foot_l``)
+_SIDE_TOKEN = re.compile(r"(?<![A-Za-z0-9])[lLrR](?![A-Za-z0-9])")
+# a side letter opening the name (``lfemur``, ``LASI``): only where the other side's name exists
+_SIDE_PREFIX = re.compile(r"^[lLrR](?=[A-Za-z])")
+_SWAP = str.maketrans("lLrR", "rRlL")
 
 
 def mirror_permutation(joint_names) -> tuple:
     """The joint permutation that swaps every left joint with its right counterpart, found by name.
 
     Two names pair when one becomes the other by exchanging ``left`` and
-    ``right`` (any case: ``left_wrist``/``right_wrist``, ``LeftArm``/``RightArm``)
-    or, failing that, an ``l``/``r`` (``L``/``R``) standing alone or opening or
-    closing the name (``lfemur``/``rfemur``, ``LASI``/``RASI``, ``hand.L``/``hand.R``).
-    Unpaired joints (spine, head) map to themselves. Raises ValueError when the
-    names pair no joint, or pair one joint with two.
+    ``right`` (any case: ``left_wrist``/``right_wrist``, ``LeftArm``/``RightArm``),
+    a side letter standing alone between separators (``Bip01_L_Thigh``,
+    ``Bip01 R Thigh``, ``hand.L``, ``foot_r``), or one opening the name
+    (``lfemur``/``rfemur``, ``LASI``/``RASI``). Joints without a side (spine,
+    head, ``lowerback``) map to themselves. Raises ValueError when the names
+    pair no joint, when a name that says its side (a ``left``/``right`` word
+    or a lone side letter) has no counterpart (the mirror image would keep it
+    on its side), or when a joint is named the counterpart of two.
     """
     names = [str(n) for n in joint_names]
     index = {n: j for j, n in enumerate(names)}
 
-    def counterpart(name):
+    def candidates(name):
         for a, b in _SIDES:
             if a in name or b in name:
-                other = name.replace(a, "\0").replace(b, a).replace("\0", b)
-                if other in index:
-                    return index[other]
-        for a, b in (("l", "r"), ("L", "R")):
-            for pat in (rf"^{a}(?=[A-Za-z_.\-])", rf"(?<=[_.\-]){a}$", rf"^{b}(?=[A-Za-z_.\-])", rf"(?<=[_.\-]){b}$"):
-                m = re.search(pat, name)
-                if m:
-                    swap = b if m.group(0) == a else a
-                    other = name[:m.start()] + swap + name[m.end():]
-                    if other in index:
-                        return index[other]
-        return None
+                yield name.replace(a, "\0").replace(b, a).replace("\0", b)
+        for m in list(_SIDE_TOKEN.finditer(name)) + list(_SIDE_PREFIX.finditer(name)):
+            yield name[:m.start()] + m.group(0).translate(_SWAP) + name[m.end():]
+
+    def says_side(name):
+        return bool(re.search("left|right", name, flags=re.IGNORECASE) or _SIDE_TOKEN.search(name))
 
     perm = []
     for j, n in enumerate(names):
-        k = counterpart(n)
+        k = next((index[c] for c in candidates(n) if c in index and c != n), None)
         perm.append(j if k is None else k)
     if all(k == j for j, k in enumerate(perm)):
         raise ValueError("no joint names pair left with right")
+    lone = [names[j] for j, k in enumerate(perm) if k == j and says_side(names[j])]
+    if lone:
+        raise ValueError(f"joints {lone[:4]} name a side but no joint is named as their other side")
     bad = [names[j] for j, k in enumerate(perm) if perm[k] != j]
     if bad:
         raise ValueError(f"joints {bad[:4]} pair ambiguously (a joint named as the counterpart of two)")

@@ -406,11 +406,13 @@ class SkeletonSource:
     default_block = 512
     needs_fit = False
 
-    def __init__(self, store, descriptor: SkeletonDescriptor):
+    def __init__(self, store, descriptor: SkeletonDescriptor, joint_names=None):
         self.store = store
         self.descriptor = descriptor
+        # a saved model's joint names (the layout it was trained on; a store to predict may record none)
+        self.joint_names = list(joint_names or store.attrs.get("joint_names", ()))
         self.selection = descriptor.selection(store.n_joints)
-        self.plan = descriptor.plan(store.n_joints, store_roles(store), store.attrs.get("joint_names", ()))
+        self.plan = descriptor.plan(store.n_joints, store_roles(store), self.joint_names)
         self.state: dict = {}
 
     @property
@@ -448,7 +450,7 @@ class SkeletonSource:
 
     def spec(self) -> dict:
         return {"kind": self.kind, "descriptor": self.descriptor.as_dict(),
-                "n_joints": self.store.n_joints, "joint_names": list(self.store.attrs.get("joint_names", []))}
+                "n_joints": self.store.n_joints, "joint_names": list(self.joint_names)}
 
     @classmethod
     def check_spec(cls, spec: dict) -> None:
@@ -468,7 +470,7 @@ class SkeletonSource:
         if store.n_joints != spec["n_joints"]:
             raise ConfigError(f"{store.path}: {store.n_joints} joints, but the model was trained on "
                               f"{spec['n_joints']}; use a store of the same skeleton layout")
-        return cls(store, SkeletonDescriptor.from_dict(spec["descriptor"]))
+        return cls(store, SkeletonDescriptor.from_dict(spec["descriptor"]), spec.get("joint_names"))
 
     def identity(self) -> dict:
         return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path),

@@ -144,6 +144,13 @@ def run_skeleton(cfg, ctx) -> dict:
     d = cfg.descriptor
     source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype, **d.options())
     map_params = cfg.features.params()
+    if source.kernel_views > 1 and map_params.get("map") == "none" and cfg.model.learner != "exact-svm":
+        # the views enter through the kernel (its mean over the pairs of views); a linear learner on the raw
+        # rows would weigh the two views apart, and a sequence and its mirror image would differ
+        raise ConfigError("descriptor.mirror = true averages the kernel over the sequence and its mirror image, "
+                          "but features.map = \"none\" gives the linear learner the descriptors themselves; set "
+                          "features.map (e.g. \"nystroem\") or model.learner = \"exact-svm\", or set "
+                          "descriptor.mirror = false")
     if (len(source.kernel_blocks) > 1 or source.kernel_views > 1) and map_params.get("map") != "none":
         # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated (Nystroem: one
         # map of the sum, its landmarks shared by the blocks); with the mirror view, averaged over the views

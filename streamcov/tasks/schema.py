@@ -318,6 +318,9 @@ class FeaturesTable(BaseModel):
             raise key_error("map_key", "blocks", "features.blocks: the kernel's column blocks are the windows of the "
                                                  "descriptor's temporal pyramid, set by streamcov from "
                                                  "descriptor.levels and descriptor.level_weights; remove it")
+        if "views" in (self.model_extra or {}):
+            raise key_error("map_key", "views", "features.views: the views of a row (the sequence and its mirror "
+                                                "image) are set by streamcov from descriptor.mirror; remove it")
         if self.map == "nystroem" and self.n_components > self.fit_sample:
             # its landmarks are rows of the fitting sample: more would be silently fewer
             raise key_error("map_key", "n_components",
