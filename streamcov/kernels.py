@@ -160,7 +160,20 @@ def block_distances(X, Y=None, blocks=None, views: int = 1):
     evaluated at several bandwidths (the exact SVM's grid)."""
     if blocks is None and views == 1:
         return next(_block_distances(X, Y, None))[1]
-    return [d2 for _, d2 in _block_distances(X, Y, blocks, views)]
+    if Y is not None or views == 1:
+        return [d2 for _, d2 in _block_distances(X, Y, blocks, views)]
+    # one set of rows: the term of views (t, s) is the transpose of (s, t); computed once, the other a view of it
+    terms = list(_terms(blocks, views, X.shape[1]))
+    done: dict = {}
+    out = []
+    for _, sx, sy in terms:
+        key = (sx.start, sy.start)
+        if (sy.start, sx.start) in done:
+            out.append(done[(sy.start, sx.start)].T)
+        else:
+            done[key] = squared_distances(X[:, sx]) if sx == sy else squared_distances(X[:, sx], X[:, sy])
+            out.append(done[key])
+    return out
 
 
 def block_kernel(d2, blocks, sigma, views: int = 1):

@@ -137,6 +137,10 @@ def test_view_kernel_against_reference(rng):
     np.testing.assert_allclose(K, ref.view_mean_gram(X, X, blocks, 0.8, 2), atol=1e-12)
     np.testing.assert_array_equal(K, K.T)
     assert np.linalg.eigvalsh(K).min() > -1e-12                  # positive semidefinite
+    # one set of rows (the exact SVM's Gram matrix): the cross-view terms are computed once, transposed
+    d2 = block_distances(X, None, blocks, 2)
+    assert len(d2) == 8 and np.shares_memory(d2[2], d2[4])
+    np.testing.assert_allclose(block_kernel(d2, blocks, 0.8, 2), ref.view_mean_gram(X, X, blocks, 0.8, 2), atol=1e-12)
     # one block per view, no blocks given: the plain Gaussian kernel of each view
     np.testing.assert_allclose(block_gaussian_kernel(X, Y, None, 0.8, views=2),
                                ref.view_mean_gram(X, Y, [[7, 1.0]], 0.8, 2), atol=1e-12)
