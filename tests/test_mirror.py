@@ -290,3 +290,15 @@ def test_features_views_is_refused():
     with pytest.raises(ValidationError, match="features.views: the views of a row .* set by streamcov from "
                                               "descriptor.mirror; remove it"):
         FeaturesTable(map="nystroem", views=2)
+
+
+def test_median_bandwidth_is_measured_on_one_view(rng):
+    """``bandwidth = "median"`` scales sigma by the median distance between rows of one view (the kernel compares
+    views one to one), not of the two-view row (about sqrt(2) times larger)."""
+    from streamcov.features.registry import fit_feature_map
+    from streamcov.kernels import distances, median_distance
+
+    X = rng.standard_normal((40, 14))
+    _, record = fit_feature_map({"map": "nystroem", "n_components": 40, "sigma": 1.0, "bandwidth": "median",
+                                 "blocks": [[7, 1.0]], "views": 2}, 0, 14, sample=X)
+    assert np.isclose(record["median_distance"], median_distance(distances(X[:, :7])))

@@ -145,7 +145,10 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
                               "the median distance on")
         # a map of [v, h] rows measures the bandwidth of its Gaussian kernel on v only
         n_head = int(params.get("n_head", 0)) if str(params.get("map", "")).lower() == "rff-head" else 0
-        scale = median_distance(distances(sample[:, :sample.shape[1] - n_head] if n_head else sample))
+        # and a row of several views (the mirror) on its first view: the kernel compares views one to one
+        views = int(params.get("views", 1))
+        cols = (sample.shape[1] - n_head) // views
+        scale = median_distance(distances(sample[:, :cols] if cols < sample.shape[1] else sample))
         record["median_distance"] = scale
         record["sigma"] = float(params.get("sigma", 1.0)) * scale
     fmap = make_feature_map(params, seed, scale)
