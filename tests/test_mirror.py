@@ -302,3 +302,26 @@ def test_median_bandwidth_is_measured_on_one_view(rng):
     _, record = fit_feature_map({"map": "nystroem", "n_components": 40, "sigma": 1.0, "bandwidth": "median",
                                  "blocks": [[7, 1.0]], "views": 2}, 0, 14, sample=X)
     assert np.isclose(record["median_distance"], median_distance(distances(X[:, :7])))
+
+
+def test_exact_svm_memory_is_checked_before_it_runs(tmp_path, rng, monkeypatch):
+    """The exact SVM holds a training x training distance matrix per kernel term (windows x pairs of views): a fit
+    that cannot fit is refused with one line before anything is computed, not left to the operating system."""
+    from pathlib import Path
+
+    from streamcov import _config
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+
+    store = ingest(ListSource(sequences(rng, rng.integers(6, 15, size=16))), tmp_path / "s.zarr", chunk_frames=16)
+    repo = Path(__file__).resolve().parents[1]
+    cfg = load_config(repo / "pipelines" / "msr_action3d_exact.toml",
+                      [f'output="{tmp_path}/out"', "descriptor.mirror=true", "descriptor.levels=2"], store=store.path)
+    monkeypatch.setattr(_config, "total_memory", lambda: 4096)
+    with pytest.raises(ConfigError, match=r'model.learner = "exact-svm" on 8 training rows with 16 kernel term\(s\) '
+                                          r'\(4 window\(s\) x 4 pairs of views\): needs .* this machine has 4\.0 KiB; '
+                                          r'use a streamed learner'):
+        run_pipeline(cfg, scheduler="synchronous")
+    monkeypatch.undo()
+    res = run_pipeline(cfg, scheduler="synchronous")             # the same run with this machine's memory
+    assert (res["feature_map"], res["n_train"], res["descriptor_dim"]) == ("exact", 8, 2 * 4 * 31 * 32 // 2)

@@ -331,8 +331,20 @@ def _summarize(per: list[dict]) -> dict:
 
 
 def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
+    from .._config import check_memory
     from ..stream.exact import exact_svm_fold
 
+    # in memory: the descriptors, and per fold one n_train x n_train distance matrix per kernel term (window and,
+    # with the mirror, pair of views) with a few kernel-sized arrays beside them (the grid's kernel, SVC's copy)
+    blocks = getattr(source, "kernel_blocks", None) or [(source.dim, 1.0)]
+    views = getattr(source, "kernel_views", 1)
+    terms = len(blocks) * views ** 2
+    n_train = max(int(np.count_nonzero(train)) for _, train, _ in folds)
+    check_memory(8.0 * source.n * source.dim + 8.0 * n_train ** 2 * (terms + 3),
+                 f"model.learner = \"exact-svm\" on {n_train} training rows with {terms} kernel term(s) "
+                 f"({len(blocks)} window(s){f' x {views ** 2} pairs of views' if views > 1 else ''})",
+                 "use a streamed learner (features.map = \"nystroem\", model.learner = \"lbfgs\"), or fewer "
+                 "descriptor.levels, or descriptor.mirror = false")
     t0 = time.perf_counter()
     V = np.concatenate(runtime.compute(*[t for *_, t in source.block_tasks(bounds, runtime.numba_threads)]))
     t_feat = time.perf_counter() - t0
