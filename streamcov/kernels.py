@@ -143,36 +143,36 @@ def _terms(blocks, views: int, width: int):
                 c += int(b)
 
 
+def _term_distances(X, Y, sx, sy):
+    """Squared distances between the columns ``sx`` of X and ``sy`` of Y (of X itself when Y is None)."""
+    if Y is None and sx == sy:
+        return squared_distances(X[:, sx])
+    return squared_distances(X[:, sx], (X if Y is None else Y)[:, sy])
+
+
 def _block_distances(X, Y, blocks, views: int = 1):
     """``(weight, squared distances)`` of each term in turn (one block of weight 1 without blocks or views)."""
     if blocks is None and views == 1:
         yield 1.0, squared_distances(X) if Y is None else squared_distances(X, Y)
         return
     for w, sx, sy in _terms(blocks, views, X.shape[1]):
-        if Y is None and sx == sy:
-            yield w, squared_distances(X[:, sx])
-        else:
-            yield w, squared_distances(X[:, sx], (X if Y is None else Y)[:, sy])
+        yield w, _term_distances(X, Y, sx, sy)
 
 
 def block_distances(X, Y=None, blocks=None, views: int = 1):
     """Squared distances of every term (one array, or a list with ``blocks`` or ``views``): for a kernel
-    evaluated at several bandwidths (the exact SVM's grid)."""
+    evaluated at several bandwidths (the exact SVM's grid). On one set of rows the term of views (t, s) is
+    the transpose of (s, t): computed once, the other a view of it."""
     if blocks is None and views == 1:
         return next(_block_distances(X, Y, None))[1]
-    if Y is not None or views == 1:
-        return [d2 for _, d2 in _block_distances(X, Y, blocks, views)]
-    # one set of rows: the term of views (t, s) is the transpose of (s, t); computed once, the other a view of it
-    terms = list(_terms(blocks, views, X.shape[1]))
     done: dict = {}
     out = []
-    for _, sx, sy in terms:
-        key = (sx.start, sy.start)
-        if (sy.start, sx.start) in done:
+    for _, sx, sy in _terms(blocks, views, X.shape[1]):
+        if Y is None and (sy.start, sx.start) in done:
             out.append(done[(sy.start, sx.start)].T)
         else:
-            done[key] = squared_distances(X[:, sx]) if sx == sy else squared_distances(X[:, sx], X[:, sy])
-            out.append(done[key])
+            done[(sx.start, sy.start)] = d2 = _term_distances(X, Y, sx, sy)
+            out.append(d2)
     return out
 
 
@@ -181,8 +181,7 @@ def block_kernel(d2, blocks, sigma, views: int = 1):
     without blocks or views)."""
     if blocks is None and views == 1:
         return gaussian_kernel(d2, sigma)
-    weights = [w for w, _, _ in _terms(blocks, views, views * (1 if blocks is None else
-                                                               sum(int(b) for b, _ in blocks)))]
+    weights = [float(w) / views ** 2 for _ in range(views ** 2) for _, w in (blocks or [(None, 1.0)])]
     return sum(w * gaussian_kernel(d, sigma) for d, w in zip(d2, weights))
 
 

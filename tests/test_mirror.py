@@ -253,18 +253,16 @@ def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
     res = run_pipeline(load_config(repo / "pipelines" / name, sets, store=store.path), scheduler="synchronous")
     d = (2 * 3 * 5 + 1) * (2 * 3 * 5 + 2) // 2
     assert res["descriptor_dim"] == 2 * 4 * d           # two views of 4 windows
-    out = predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
-    with open(res["predictions_path"]) as fh:
-        ran = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
-    with open(tmp_path / "p.csv") as fh:
-        again = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
-    assert ran and all(again[i] == p for i, p in ran.items())
-    assert out is not None
+    def predicted(path):
+        with open(path) as fh:
+            return {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+
+    ran = predicted(res["predictions_path"])
     unnamed = ingest(ListSource(seqs, names=[f"j{i}" for i in range(J)]), tmp_path / "unnamed.zarr", chunk_frames=16)
-    predict(Path(res["model_path"]), unnamed.path, tmp_path / "q.csv", scheduler="synchronous")
-    with open(tmp_path / "q.csv") as fh:
-        unnamed_pred = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
-    assert all(unnamed_pred[i] == p for i, p in ran.items())
+    for name, st in (("p.csv", store), ("q.csv", unnamed)):
+        out = predict(Path(res["model_path"]), st.path, tmp_path / name, scheduler="synchronous")
+        again = predicted(tmp_path / name)
+        assert out is not None and ran and all(again[i] == p for i, p in ran.items()), name
 
 
 def test_mirror_with_a_linear_learner_on_raw_descriptors_is_refused(tmp_path, rng):

@@ -292,8 +292,13 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
             c += int(w)
         return out, width * int(self.views)
 
+    @property
+    def width(self) -> int:
+        """Columns of the rows it maps: every view laid out in ``blocks``."""
+        return self._slices()[1]
+
     def _check_width(self, X):
-        _, width = self._slices()
+        width = self.width
         if X.shape[1] != width:
             raise ValueError(f"X has {X.shape[1]} columns, the kernel blocks cover {width}"
                              f"{f' ({self.views} views)' if self.views > 1 else ''}")

@@ -284,8 +284,8 @@ class AsyncCheckpointWriter:
 def _map_width(fmap) -> int | None:
     from ..features.registry import BlockSumFeatures
 
-    if isinstance(fmap, BlockSumFeatures):   # every view of a row laid out in its blocks
-        return sum(int(w) for w, _ in fmap.blocks) * int(getattr(fmap, "views", 1))
+    if isinstance(fmap, BlockSumFeatures):
+        return fmap.width
     width = getattr(fmap, "n_features_in_", None)
     return None if width is None else int(width)
 
