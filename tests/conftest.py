@@ -1,3 +1,4 @@
+import csv
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,13 @@ def dataset(name: str) -> Path:
     if not path.is_dir():
         pytest.skip(f"real dataset {name} not found under {DATA}")
     return path
+
+
+def predictions(path, key=lambda i: i) -> dict:
+    """``{key(id): predicted}`` of a predictions CSV (a run's or ``streamcov predict``'s; both name the
+    columns ``id`` and ``predicted``)."""
+    with open(path, newline="") as fh:
+        return {key(r["id"]): r["predicted"] for r in csv.DictReader(fh)}
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import reference as ref
+from conftest import predictions
 from streamcov.data.readers import SkeletonSequence
 from streamcov.data.skeletons import ingest
 from streamcov.descriptors import skeleton as sk
@@ -209,7 +210,6 @@ def test_schema_kcov_options():
 def test_pipeline_with_kcov_and_pairs_predicts_what_it_tested(tmp_path, rng):
     """The exact SVM on kernelized covariances with joint pairs through the engine: the saved model
     predicts the test rows as the run did."""
-    import csv
     from pathlib import Path
 
     from streamcov.stream.predict import predict
@@ -226,8 +226,5 @@ def test_pipeline_with_kcov_and_pairs_predicts_what_it_tested(tmp_path, rng):
                        scheduler="synchronous")
     assert res["descriptor_dim"] == 4 * (2 * 15 + 6) * (2 * 15 + 7) // 2
     predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
-    with open(res["predictions_path"]) as fh:
-        ran = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
-    with open(tmp_path / "p.csv") as fh:
-        again = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    ran, again = predictions(res["predictions_path"]), predictions(tmp_path / "p.csv")
     assert ran and all(again[i] == p for i, p in ran.items())

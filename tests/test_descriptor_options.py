@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import reference as ref
+from conftest import predictions
 from streamcov.data.readers import SkeletonInfo, SkeletonReader, SkeletonSequence
 from streamcov.data.skeletons import ingest
 from streamcov.descriptors import skeleton as sk
@@ -349,7 +350,6 @@ def test_schema_descriptor_options():
 def test_pipeline_with_pyramid_predicts_what_it_tested(tmp_path, rng, learner):
     """A pyramid with body frame through the engine: the saved model (block map or block kernel)
     predicts the test rows as the run did."""
-    import csv
     from pathlib import Path
 
     from streamcov.stream.predict import predict
@@ -368,10 +368,7 @@ def test_pipeline_with_pyramid_predicts_what_it_tested(tmp_path, rng, learner):
     res = run_pipeline(load_config(repo / "pipelines" / name, sets, store=store.path), scheduler="synchronous")
     assert res["descriptor_dim"] == 4 * (2 * 15 + 1) * (2 * 15 + 2) // 2
     out = predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
-    with open(res["predictions_path"]) as fh:
-        ran = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
-    with open(tmp_path / "p.csv") as fh:
-        again = {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
+    ran, again = predictions(res["predictions_path"]), predictions(tmp_path / "p.csv")
     assert ran and all(again[i] == p for i, p in ran.items())
     assert out is not None
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import zarr
 
+from conftest import predictions
 from streamcov.data.images import ImageStoreWriter, ingest_images
 from streamcov.data.imageio import skimage_textures
 from streamcov.descriptors.image import ImageDescriptor, feature_moments, feature_scale
@@ -190,7 +191,7 @@ def test_predict_on_the_saved_model_repeats_the_run(store, baseline, tmp_path):
     from streamcov.cli import main
 
     base, _ = baseline
-    run_preds = {r["id"]: r["predicted"] for r in csv.DictReader(open(base["predictions_path"]))}
+    run_preds = predictions(base["predictions_path"])
     assert len(run_preds) == base["n_test"] == 9
     assert main(["predict", base["model_path"], str(store.path), "--out", str(tmp_path / "p.csv"),
                  "--scheduler", "synchronous"]) == 0
@@ -207,7 +208,6 @@ def test_predict_on_the_saved_model_repeats_the_run(store, baseline, tmp_path):
 def test_predict_on_an_image_folder(store, baseline, textures, tmp_path):
     """An image model predicts a folder of images directly: class folders give an accuracy,
     images lying directly in the folder are predicted without one."""
-    import csv
 
     from PIL import Image
 
@@ -224,11 +224,11 @@ def test_predict_on_an_image_folder(store, baseline, textures, tmp_path):
     s1 = predict(base["model_path"], by_class, tmp_path / "a.csv", scheduler="synchronous")
     s2 = predict(base["model_path"], flat, tmp_path / "b.csv", scheduler="synchronous")
     assert s1["n"] == s2["n"] == 24 and s1["n_labelled"] == 24 and "accuracy" not in s2
-    a = {r["id"].split("/")[-1]: r["predicted"] for r in csv.DictReader(open(tmp_path / "a.csv"))}
-    b = {r["id"]: r["predicted"] for r in csv.DictReader(open(tmp_path / "b.csv"))}
+    a = predictions(tmp_path / "a.csv", key=lambda i: i.split("/")[-1])
+    b = predictions(tmp_path / "b.csv")
     assert a == b   # the same images give the same predictions, whatever the layout
     # the model was trained on the store's "train" rows; the others are its test rows
-    store_preds = {r["id"]: r["predicted"] for r in csv.DictReader(open(base["predictions_path"]))}
+    store_preds = predictions(base["predictions_path"])
     assert {k.replace("/", "_") + ".png": v for k, v in store_preds.items()} == \
         {k: v for k, v in b.items() if k[:-4].replace("_", "/", 1) in store_preds}
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import reference as ref
+from conftest import predictions
 from streamcov.data.readers import SkeletonInfo, SkeletonReader, SkeletonSequence
 from streamcov.data.skeletons import ingest
 from streamcov.descriptors import skeleton as sk
@@ -236,7 +237,6 @@ def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
     """The mirror view through the engine (Nystroem map of the view-mean kernel, the eq. (3) map of each window
     averaged over the views, or the exact SVM's): the saved model predicts the test rows as the run did, also on
     a store of the same layout that records no joint names (the model's names pair the joints)."""
-    import csv
     from pathlib import Path
 
     from streamcov.stream.predict import predict
@@ -253,15 +253,11 @@ def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
     res = run_pipeline(load_config(repo / "pipelines" / name, sets, store=store.path), scheduler="synchronous")
     d = (2 * 3 * 5 + 1) * (2 * 3 * 5 + 2) // 2
     assert res["descriptor_dim"] == 2 * 4 * d           # two views of 4 windows
-    def predicted(path):
-        with open(path) as fh:
-            return {r["id"]: r["predicted"] for r in csv.DictReader(fh)}
-
-    ran = predicted(res["predictions_path"])
+    ran = predictions(res["predictions_path"])
     unnamed = ingest(ListSource(seqs, names=[f"j{i}" for i in range(J)]), tmp_path / "unnamed.zarr", chunk_frames=16)
     for name, st in (("p.csv", store), ("q.csv", unnamed)):
         out = predict(Path(res["model_path"]), st.path, tmp_path / name, scheduler="synchronous")
-        again = predicted(tmp_path / name)
+        again = predictions(tmp_path / name)
         assert out is not None and ran and all(again[i] == p for i, p in ran.items()), name
 
 

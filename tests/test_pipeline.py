@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from conftest import REPO, RGW_SETS, dataset
+from conftest import REPO, RGW_SETS, dataset, predictions
 from streamcov.descriptors import skeleton as C
 from streamcov.errors import ConfigError
 from streamcov.tasks.config import load_config
@@ -699,8 +699,7 @@ def test_nystroem_on_the_pyramid_is_the_exact_sum_kernel(msr_store, tmp_path):
 
     summary = predict(res["model_path"], msr_store.path, tmp_path / "again.csv")
     assert summary["accuracy"] == res["accuracy"]
-    ran = {r.split(",")[1]: r.split(",")[2] for r in open(res["predictions_path"]).read().split()[1:]}
-    again = {r.split(",")[0]: r.split(",")[1] for r in (tmp_path / "again.csv").read_text().split()[1:]}
+    ran, again = predictions(res["predictions_path"]), predictions(tmp_path / "again.csv")
     assert len(ran) == 275 and all(again[k] == v for k, v in ran.items())
     # the feature store is reused: its landmarks (data arrays) read back, nothing featurized again
     second = run_pipeline(cfg, scheduler="synchronous")

@@ -959,8 +959,10 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
                 if writer is not None:
                     _save(writer, state, engine, best_x, fingerprint)
                 if bar is not None:
+                    # refresh=False: the bar redraws at tqdm's own rate, not once per iteration (a log
+                    # file would get a line per iteration)
+                    bar.set_postfix(loss=f"{state.f:.5g}", refresh=False)
                     bar.update(1)
-                    bar.set_postfix(loss=f"{state.f:.5g}")
             if writer is not None:
                 _save(writer, state, engine, best_x, fingerprint)
         finally:

@@ -58,7 +58,7 @@ def _bar(progress: bool, total: int, desc: str):
 
 def _tick(bar, note: str = ""):
     if bar is not None:
-        bar.set_postfix_str(note)
+        bar.set_postfix_str(note, refresh=False)   # redrawn by update at tqdm's rate
         bar.update(1)
 
 
