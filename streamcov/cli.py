@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 import warnings
@@ -382,6 +383,20 @@ def _one_line_warning(command: str):
     return show
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (its write end polls as an error), as opposed to a
+    broken pipe elsewhere (a worker's connection), which is a bug to report."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def main(argv=None) -> int:
     from .errors import StreamcovError
 
@@ -392,18 +407,31 @@ def main(argv=None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning(args.command)
-            return args.func(args)
+            status = args.func(args)
+            sys.stdout.flush()   # here, where a reader gone early is handled, not at the interpreter's exit
+            return status
     except StreamcovError as exc:
         print(f"streamcov {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"streamcov {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_closed():
+            return _internal_error(args.command)
+        # the reader of stdout left (`streamcov info STORE | head`): nothing is wrong, nothing to say;
+        # stdout goes to /dev/null so that the interpreter's own flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141   # a pipe's writer ended by SIGPIPE: 128 + 13
     except Exception:
-        traceback.print_exc()
-        print(f"streamcov {args.command}: internal error: this is a bug in streamcov; please report it "
-              f"with the traceback above", file=sys.stderr)
-        return 1
+        return _internal_error(args.command)
+
+
+def _internal_error(command: str) -> int:
+    traceback.print_exc()
+    print(f"streamcov {command}: internal error: this is a bug in streamcov; please report it "
+          f"with the traceback above", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -116,12 +116,17 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
                         np.isin(groups, e["test_subjects"])))
     elif kind == "store":
         names = list(split_names or [])
-        if store_split is None or "train" not in names or "test" not in names \
-                or not (np.asarray(store_split) >= 0).any():
-            raise ConfigError(f"split.kind = 'store' but the store has no train/test split column "
-                              f"(split names {names})")
+        # "Train", "TEST ": the names as written, compared without case and surrounding spaces
+        plain = [str(v).strip().lower() for v in names]
+        if store_split is None or not names or not (np.asarray(store_split) >= 0).any():
+            raise ConfigError("split.kind = 'store' reads the train/test split recorded in the store, which records "
+                              "none; add a split column (train or test per row) to the data (the generic format: "
+                              "index.csv) and ingest it again, or choose another split.kind")
+        if plain.count("train") != 1 or plain.count("test") != 1:
+            raise ConfigError(f"split.kind = 'store' needs the store's split values train and test, but they are "
+                              f"{names}; write train and test in the split column and ingest the data again")
         store_split = np.asarray(store_split)
-        out.append(("store", store_split == names.index("train"), store_split == names.index("test")))
+        out.append(("store", store_split == plain.index("train"), store_split == plain.index("test")))
     elif kind == "stratified-kfold":
         from sklearn.model_selection import StratifiedKFold
 
@@ -185,11 +190,17 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
             raise ConfigError(f"split.folds = {list(keep)}: the protocol has {len(out)} folds "
                               f"(0..{len(out) - 1})")
         out = [out[k] for k in keep]
+    rule = {"subject-parity": f"split.kind = 'subject-parity' trains on odd subject numbers and tests on even "
+                              f"ones; the store's subjects: {_some(np.unique(groups))}",
+            "leave-one-subject-out": f"split.kind = 'leave-one-subject-out' tests each subject in turn; the store "
+                                     f"has {len(np.unique(groups))} subject(s)",
+            "leave-objects-out": "split.kind = 'leave-objects-out' tests each object number in turn and trains on "
+                                 "the other objects: every class needs at least 2 objects"}.get(kind)
     for name, train, test in out:
         if train.sum() < 2 or not test.any():
             raise ConfigError(f"split: fold {name!r} has {int(train.sum())} training and "
                               f"{int(test.sum())} test rows; every fold needs at least 2 training "
-                              f"rows and 1 test row")
+                              f"rows and 1 test row" + (f" ({rule})" if rule else ""))
         seen = np.unique(labels[train])
         if len(seen) < 2:
             cls = label_names[seen[0]] if label_names is not None else int(seen[0])
@@ -216,6 +227,12 @@ def fold_warnings(folds_list, labels, label_names=None) -> list[str]:
     return out
 
 
+def _some(values, n: int = 12) -> str:
+    """At most ``n`` values as a list, then how many more."""
+    values = [v.item() if hasattr(v, "item") else v for v in values]
+    return str(values[:n]) + (f" and {len(values) - n} more" if len(values) > n else "")
+
+
 def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """Cross-validation folds *within* training rows, for choosing hyperparameters.
 
@@ -230,7 +247,8 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
         groups = np.asarray(groups)
         if len(np.unique(groups)) < 2:
             raise ConfigError("choosing hyperparameters by cross-validation over training subjects needs "
-                              "at least 2 training subjects in every fold")
+                              "at least 2 training subjects in every fold; with one, give one value to each "
+                              "grid (e.g. --set model.sigma_grid=[1.0] --set model.C_grid=[10.0])")
         return list(LeaveOneGroupOut().split(np.zeros(len(labels)), labels, groups))
     from sklearn.model_selection import StratifiedKFold
 

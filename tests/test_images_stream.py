@@ -1,5 +1,6 @@
 """Images out of core: image store -> Dask graph -> feature store -> partial_fit SGD."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -244,3 +245,24 @@ def test_full_batch_learner_on_image_features(store, baseline, tmp_path):
     assert res["converged"] and res["cache"] == "memory"
     assert res["accuracy"] >= 2 / 3      # 9 test patches of 3 clearly different textures
     assert type(FittedPipeline.load(res["model_path"]).classifier).__name__ == "LBFGSClassifier"
+
+
+def test_a_check_of_one_image_stops_the_run_with_the_store_and_the_image_named(store):
+    """What the checks of one image's pixels raise inside a block task (a float image outside [0, 1] for the
+    ConvNet, a non-finite pixel) reaches the user as a ConfigError (one line, exit 2) naming the store and the
+    image's id; any other ValueError is a bug and stays what it is."""
+    from streamcov.stream.image import _image_id, _named
+
+    def float_range():
+        raise ValueError("image 3: float images are taken to be in [0, 1], this one spans [935, 3.13e+03]")
+
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(store.path))}: image 3 "
+                                          rf"\({re.escape(_image_id(str(store.path), 3))}\): float images"):
+        _named(str(store.path), 0, [1, 3], float_range)
+
+    def bug():
+        raise ValueError("operands could not be broadcast together")
+
+    with pytest.raises(ValueError, match="operands could not") as info:
+        _named(str(store.path), 0, [1, 3], bug)
+    assert not isinstance(info.value, ConfigError)

@@ -23,11 +23,11 @@ OPTIONS = dict(features=["positions", "velocities"], levels=2, overlap=True, bod
 
 
 class ListSource(SkeletonReader):
-    def __init__(self, seqs, names=NAMES):
+    def __init__(self, seqs, names=NAMES, roles=ROLES):
         super().__init__()
         self.seqs = seqs
         self.info = SkeletonInfo(n_joints=J, joint_names=list(names), units="m", source="test", center=(0,),
-                                 roles=dict(ROLES))
+                                 roles=dict(roles))
 
     def sequences(self):
         yield from self.seqs
@@ -236,7 +236,8 @@ def test_mirror_settings_and_fingerprint(tmp_path, rng):
 def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
     """The mirror view through the engine (Nystroem map of the view-mean kernel, the eq. (3) map of each window
     averaged over the views, or the exact SVM's): the saved model predicts the test rows as the run did, also on
-    a store of the same layout that records no joint names (the model's names pair the joints)."""
+    a store of the same layout that records no joint names (the generic format's joint0, joint1, ...: the model's
+    names pair the joints)."""
     from pathlib import Path
 
     from streamcov.stream.predict import predict
@@ -254,7 +255,7 @@ def test_pipeline_with_mirror_predicts_what_it_tested(tmp_path, rng, learner):
     d = (2 * 3 * 5 + 1) * (2 * 3 * 5 + 2) // 2
     assert res["descriptor_dim"] == 2 * 4 * d           # two views of 4 windows
     ran = predictions(res["predictions_path"])
-    unnamed = ingest(ListSource(seqs, names=[f"j{i}" for i in range(J)]), tmp_path / "unnamed.zarr", chunk_frames=16)
+    unnamed = ingest(ListSource(seqs, names=[f"joint{i}" for i in range(J)]), tmp_path / "unnamed.zarr", chunk_frames=16)
     for name, st in (("p.csv", store), ("q.csv", unnamed)):
         out = predict(Path(res["model_path"]), st.path, tmp_path / name, scheduler="synchronous")
         again = predictions(tmp_path / name)
@@ -319,3 +320,35 @@ def test_exact_svm_memory_is_checked_before_it_runs(tmp_path, rng, monkeypatch):
     monkeypatch.undo()
     res = run_pipeline(cfg, scheduler="synchronous")             # the same run with this machine's memory
     assert (res["feature_map"], res["n_train"], res["descriptor_dim"]) == ("exact", 8, 2 * 4 * 31 * 32 // 2)
+
+
+def test_a_model_refuses_a_store_of_another_layout(tmp_path, rng):
+    """The same joint count is not the same layout (Kinect v2 and OpenPose BODY_25 both have 25 joints): a saved
+    model's source refuses a store whose joint names, or whose roles, differ from the model's; a store that
+    records placeholder names (joint0, joint1, ...) and no roles takes the model's, and gets its descriptors."""
+    from streamcov.stream.skeleton import SkeletonSource
+
+    seqs = sequences(rng, [6, 7, 9])
+    store = ingest(ListSource(seqs), tmp_path / "a.zarr", chunk_frames=8)
+    src = skeleton_source(store, "store", mirror=True, **OPTIONS)
+    spec = src.spec()
+    assert spec["roles"] == ROLES and spec["joint_names"] == NAMES
+    other = ingest(ListSource(seqs, names=NAMES[::-1]), tmp_path / "b.zarr", chunk_frames=8)
+    with pytest.raises(ConfigError, match=r"b.zarr: joint 0 is 'right_hand', but the model was trained on a skeleton "
+                                          r"whose joint 0 is 'hip_center'; use a store of the same skeleton layout"):
+        SkeletonSource.from_spec(spec, other)
+    swapped = ingest(ListSource(seqs, roles={**ROLES, "left_hip": [2], "right_hip": [1]}), tmp_path / "c.zarr",
+                     chunk_frames=8)
+    with pytest.raises(ConfigError, match=r"c.zarr: the store's left_hip is joint\(s\) \[2\], the model's \[1\] "
+                                          r"\(roles differing: left_hip, right_hip\)"):
+        SkeletonSource.from_spec(spec, swapped)
+    bare = ingest(ListSource(seqs, names=[f"joint{j}" for j in range(J)], roles={}), tmp_path / "d.zarr",
+                  chunk_frames=8)
+    with pytest.raises(ConfigError, match="needs the joint roles"):
+        skeleton_source(bare, "store", mirror=False, **OPTIONS)    # without a model: no roles, no body frame
+    again = SkeletonSource.from_spec(spec, bare)
+    assert again.roles == ROLES and again.joint_names == NAMES
+    np.testing.assert_array_equal(descriptor_array(again, block=2).compute(), descriptor_array(src, block=2).compute())
+    # a model saved before roles were recorded: the store's own roles, as before
+    old = {k: v for k, v in spec.items() if k != "roles"}
+    assert SkeletonSource.from_spec(old, swapped).roles == {**ROLES, "left_hip": [2], "right_hip": [1]}

@@ -706,9 +706,15 @@ def test_generic_roles_found_from_joint_names(tmp_path, names, roles, center):
 
 
 def test_generic_roles_and_center_given_win_over_names(tmp_path):
-    src = GenericCSVReader(_generic_folder(tmp_path, len(KINECT_V2)), joint_names=KINECT_V2,
-                           roles={"left_hip": [13], "right_hip": [17]}, center=[12, 16])
-    assert src.info.roles == {"left_hip": [13], "right_hip": [17]} and src.info.center == (12, 16)
+    folder = _generic_folder(tmp_path, len(KINECT_V2))
+    found = GenericCSVReader(folder, joint_names=KINECT_V2).info.roles
+    src = GenericCSVReader(folder, joint_names=KINECT_V2, roles={"left_hip": [13], "right_hip": [17]}, center=[12, 16])
+    # role by role: the given hips replace the found ones, the other found roles stay
+    assert src.info.roles == {**found, "left_hip": [13], "right_hip": [17]} and src.info.center == (12, 16)
+    assert found["left_hip"] != [13] and found["neck"]
+    # without center, the hip centre found from the names stays the centre when other roles are given
+    src = GenericCSVReader(folder, joint_names=KINECT_V2, roles={"neck": [2]})
+    assert src.info.center == tuple(found["hip_center"]) and src.info.roles["neck"] == [2]
 
 
 def test_shipped_descriptor_runs_on_generic_store_with_named_joints(tmp_path):

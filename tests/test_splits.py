@@ -75,7 +75,8 @@ def test_image_protocols():
     ("leave-objects-out", {}, "needs named groups"),
     ("group-kfold", {"n_splits": 20}, "split.n_splits = 20 but there are only 12 groups"),
     ("subject-parity", {"folds": [1]}, r"split.folds = \[1\]: the protocol has 1 folds"),
-    ("store", {}, "the store has no train/test split column"),
+    ("store", {}, r"split.kind = 'store' reads the train/test split recorded in the store, which records none; "
+                  r"add a split column"),
     ("subject-splits-file", {"file": "/nonexistent.toml"}, "split.file '/nonexistent.toml' not found"),
 ])
 def test_protocol_errors(kind, kw, msg):
@@ -87,8 +88,25 @@ def test_protocol_errors(kind, kw, msg):
 
 def test_a_fold_without_test_rows_is_refused():
     subjects = np.array([1, 1, 3, 3, 5])
-    with pytest.raises(ConfigError, match="fold 'odd-even' has 5 training and 0 test rows"):
+    with pytest.raises(ConfigError, match=r"fold 'odd-even' has 5 training and 0 test rows; .* \(split.kind = "
+                                          r"'subject-parity' trains on odd subject numbers and tests on even ones; "
+                                          r"the store's subjects: \[1, 3, 5\]\)"):
         run("subject-parity", np.zeros(5, int), subjects)
+    with pytest.raises(ConfigError, match=r"fold 'subject-1' has 0 training and 5 test rows; .* \(split.kind = "
+                                          r"'leave-one-subject-out' tests each subject in turn; the store has 1 "
+                                          r"subject\(s\)\)"):
+        run("leave-one-subject-out", np.zeros(5, int), np.ones(5, int))
+
+
+def test_store_split_values_are_read_without_case_and_spaces():
+    y = np.repeat([0, 1], 4)
+    split = np.array([0, 1, 0, 1, 0, 1, 0, 1])
+    (name, tr, te), = folds(SplitTable(kind="store"), y, np.arange(8), store_split=split,
+                            split_names=["Test ", "TRAIN"])
+    assert name == "store" and np.array_equal(tr, split == 1) and np.array_equal(te, split == 0)
+    with pytest.raises(ConfigError, match=r"needs the store's split values train and test, but they are "
+                                          r"\['training', 'testing'\]; write train and test in the split column"):
+        folds(SplitTable(kind="store"), y, np.arange(8), store_split=split, split_names=["training", "testing"])
 
 
 def test_schema_requirements():

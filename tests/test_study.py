@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import dataset
+from streamcov.errors import ConfigError
 from streamcov.cli import main
 from streamcov.tasks.study import gram_errors, variance_slopes
 
@@ -178,3 +179,40 @@ def test_svm_on_nystroem_features_is_the_exact_svm(rng):
         accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 1, learner="svm")
     with pytest.raises(ValueError, match=r"learner must be 'sgd' or 'svm', got 'lbfgs'"):
         accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 1, learner="lbfgs")
+
+
+def test_exact_svm_grid_search_is_cross_val_score_and_takes_one_class_inner_folds(rng):
+    """select_sigma_C scores each inner fold as scikit-learn's cross_val_score does (the same table); an inner
+    fold whose training subjects performed one class only scores that class's constant prediction instead of
+    stopping the run; a grid of one pair runs no CV, so one training subject is enough."""
+    from sklearn.model_selection import cross_val_score
+    from sklearn.svm import SVC
+
+    from streamcov.kernels import block_gaussian_kernel, block_distances
+    from streamcov.splits import inner_folds
+    from streamcov.stream.exact import exact_svm_fold, select_sigma_C
+
+    X = rng.normal(size=(60, 5))
+    y = (X[:, 0] > 0).astype(np.int64)
+    g = np.arange(60) % 4
+    d2 = block_distances(X, None, None, 1)
+    sigma, C, cv, table = select_sigma_C(d2, y, g, [0.5, 2.0], [1.0, 10.0])
+    for a, s in enumerate([0.5, 2.0]):
+        K = block_gaussian_kernel(X, None, sigma=s)
+        for b, c in enumerate([1.0, 10.0]):
+            assert table[a, b] == cross_val_score(SVC(kernel="precomputed", C=c), K, y, cv=inner_folds(y, g)).mean()
+    assert cv == table.max() and (sigma, C) in [(s, c) for s in (0.5, 2.0) for c in (1.0, 10.0)]
+    # two training subjects, each of whom performed one class: every inner fold trains on one class (SVC
+    # would refuse it) and tests on the other
+    y1 = np.where(g[:30] % 2 == 0, 0, 1)
+    g1 = g[:30] % 2
+    d1 = block_distances(X[:30], None, None, 1)
+    _, _, cv1, table1 = select_sigma_C(d1, y1, g1, [0.5, 2.0], [1.0])
+    assert cv1 == 0.0 and np.all(table1 == 0.0)   # trained on the other subject's class, tested on this one's
+    # a 1 x 1 grid: nothing to choose, no CV, one training subject fits
+    tr = g == 0
+    res = exact_svm_fold(X, y, g, tr, ~tr, [1.0], [10.0])
+    assert res["cv_accuracy"] is None and (res["sigma"], res["C"]) == (1.0, 10.0) and 0.0 <= res["accuracy"] <= 1.0
+    with pytest.raises(ConfigError, match=r"at least 2 training subjects in every fold; with one, give one value "
+                                          r"to each grid \(e.g. --set model.sigma_grid=\[1.0\]"):
+        exact_svm_fold(X, y, g, tr, ~tr, [1.0, 2.0], [10.0])

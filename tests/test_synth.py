@@ -10,6 +10,7 @@ import pytest
 from streamcov.data.readers.base import SkeletonReader
 from streamcov.data import synth
 from streamcov.data.synth import ACTIONS, JOINT_NAMES, SyntheticSkeletons
+from streamcov.errors import ConfigError
 
 MSR_JOINTS = ["left shoulder", "right shoulder", "neck", "spine", "left hip", "right hip",
               "hip centre", "left elbow", "right elbow", "left wrist", "right wrist",
@@ -308,3 +309,99 @@ def test_subject_cache_is_bounded(monkeypatch):
     # redrawn subjects are identical to the first draw
     assert all(np.array_equal(ref.generate_sequence(i).frames, seqs[i].frames)
                for i in (0, 13, 39))
+
+
+def test_up_axis_auto_finds_the_axis_of_the_spine(tmp_path):
+    """descriptor.up_axis = "auto" (the pipelines' default) reads the up axis off the spines of the store: y for
+    the generator's bodies, z for the same bodies recorded by a z-up camera, x for an x-up one. The yaw (and the
+    mirror) then act about the found axis, so the kernel of the z-up store is the kernel of the y-up one (the
+    Log-E distances do not change under the fixed rotation between the two cameras), where a yaw about y tilts
+    the z-up bodies instead. The axis found is what the descriptor (its fingerprint, a model's spec) records."""
+    from dataclasses import replace
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.kernels import block_distances
+    from streamcov.stream.skeleton import descriptor_array, skeleton_source
+
+    src = SyntheticSkeletons(n_sequences=24, n_subjects=4, n_classes=6, seed=3)
+    seqs = list(src.sequences())
+
+    class Camera(SkeletonReader):
+        """The generator's sequences with coordinate ``a`` of the new camera = ``sign`` x old coordinate."""
+
+        def __init__(self, axes):
+            super().__init__()
+            self.info, self.axes = src.info, axes
+
+        def sequences(self):
+            for s in seqs:
+                X = s.frames.reshape(len(s.frames), 20, 3)
+                Y = np.stack([sign * X[..., a] for a, sign in self.axes], axis=-1)
+                yield replace(s, frames=Y.reshape(len(s.frames), 60).astype(np.float32))
+
+    opts = dict(features=["positions", "velocities"], levels=2, overlap=True, body_frame="yaw", scale="body",
+                mean_weight=1.0, gamma=1e-2, mirror=True)
+    y_up = ingest(Camera([(0, 1), (1, 1), (2, 1)]), tmp_path / "y.zarr")
+    z_up = ingest(Camera([(0, 1), (2, -1), (1, 1)]), tmp_path / "z.zarr")   # (x, y, z) -> (x, -z, y)
+    x_up = ingest(Camera([(1, 1), (0, -1), (2, 1)]), tmp_path / "x.zarr")   # (x, y, z) -> (y, -x, z)
+    found = {k: skeleton_source(st, "store", up_axis="auto", **opts) for k, st in
+             (("y", y_up), ("z", z_up), ("x", x_up))}
+    assert {k: s.descriptor.up_axis for k, s in found.items()} == {"y": "y", "z": "z", "x": "x"}
+    assert found["z"].descriptor == skeleton_source(z_up, "store", up_axis="z", **opts).descriptor
+
+    def distances(source):
+        V = descriptor_array(source, block=8).compute()
+        return np.stack(block_distances(V, None, source.kernel_blocks, source.kernel_views))
+
+    D = distances(found["y"])
+    # the same numbers up to rounding of the rotated coordinates (float32 frames)
+    np.testing.assert_allclose(distances(found["z"]), D, rtol=1e-6, atol=1e-8 * np.abs(D).max())
+    tilted = distances(skeleton_source(z_up, "store", up_axis="y", **opts))
+    assert np.abs(tilted - D).max() > 1e-2 * np.abs(D).max()
+
+
+def test_up_axis_auto_needs_the_neck(tmp_path):
+    from streamcov.data.skeletons import ingest
+    from streamcov.stream.skeleton import skeleton_source
+
+    src = SyntheticSkeletons(n_sequences=6, n_subjects=2, n_classes=3)
+    src.info = replace_roles(src.info, {k: v for k, v in src.info.roles.items() if k != "neck"})
+    st = ingest(src, tmp_path / "s.zarr")
+    with pytest.raises(ConfigError, match=r'descriptor.up_axis = "auto" finds the up axis along the spine \(neck '
+                                          r'minus hip centre\) and needs the joint role neck.*set descriptor.up_axis '
+                                          r'to "x", "y" or "z"'):
+        skeleton_source(st, "store", up_axis="auto", body_frame="yaw")
+    # unread without the yaw and the mirror: resolved to the canonical "y", nothing read
+    assert skeleton_source(st, "store", up_axis="auto").descriptor.up_axis == "y"
+
+
+def replace_roles(info, roles):
+    from dataclasses import replace
+
+    return replace(info, roles=roles)
+
+
+def test_a_reader_that_leaves_stdout_early_is_no_error(tmp_path, monkeypatch, capsys):
+    """`streamcov info STORE | head`: the reader closes the pipe before the end; the command ends quietly with
+    the status of a writer stopped by SIGPIPE (141), not a traceback and "internal error"."""
+    import io
+    import os
+    import sys
+
+    from streamcov.cli import main
+    from streamcov.data.skeletons import ingest
+
+    st = ingest(SyntheticSkeletons(n_sequences=6, n_subjects=2, n_classes=3), tmp_path / "s.zarr")
+    r, w = os.pipe()
+    os.close(r)                                   # the reader has gone
+    out = io.TextIOWrapper(os.fdopen(w, "wb", buffering=0), write_through=True)
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        assert main(["info", str(st.path)]) == 141
+    finally:
+        monkeypatch.undo()
+        try:
+            out.close()
+        except OSError:
+            pass
+    assert capsys.readouterr().err == ""

@@ -330,3 +330,32 @@ def test_sgd_rows_cached_in_memory_give_the_same_model(synth_store, tmp_path, ex
     assert sorted(a.files) == sorted(b.files)
     assert all(a[k].tobytes() == b[k].tobytes() for k in a.files)
     assert runs["stream"]["epochs_run"] == runs["memory"]["epochs_run"]
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 4, 7])
+def test_linear_svc_models_of_any_class_count_save_and_load(tmp_path, n_classes):
+    """The ConvNet head's classifier is SVC(kernel="linear"): one coefficient row per pair of classes
+    (k (k - 1) / 2), which the model check took for damage from 4 classes on (3 pairs of 3 classes and the one
+    row of 2 had hidden it); other classifiers keep one row or one per class."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import SVC
+
+    from streamcov.stream.skeleton import SkeletonDescriptor
+
+    rng = np.random.default_rng(n_classes)
+    X = rng.normal(size=(12 * n_classes, 21))
+    y = np.arange(len(X)) % n_classes
+    spec = {"kind": "skeleton", "n_joints": 2, "joint_names": [], "descriptor": SkeletonDescriptor(None).as_dict()}
+    names = [f"c{i}" for i in range(n_classes)]
+    clf = SVC(kernel="linear", C=1.0).fit(X, y)
+    assert clf.coef_.shape[0] == max(1, n_classes * (n_classes - 1) // 2)
+    folder = FittedPipeline(spec, None, None, clf, names).save(tmp_path / "svc")
+    again = FittedPipeline.load(folder)
+    np.testing.assert_array_equal(again.predict_codes(X), clf.predict(X))
+    if n_classes >= 4:
+        # a one-vs-rest model with that many rows is still damage
+        bad = LogisticRegression().fit(X, y)
+        bad.coef_ = np.zeros((n_classes * (n_classes - 1) // 2, 21))
+        with pytest.raises(ModelError, match=rf"{n_classes * (n_classes - 1) // 2} coefficient rows for "
+                                             rf"{n_classes} classes"):
+            FittedPipeline(spec, None, None, bad, names).check()

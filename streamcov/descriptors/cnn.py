@@ -429,7 +429,8 @@ def to_rgb255(img, where: str = "image") -> np.ndarray:
             raise ValueError(f"{where}: non-finite pixel value at row {y}, column {x}")
         if a.min() < -0.5 / 255 or a.max() > 1.0 + 0.5 / 255:
             raise ValueError(f"{where}: float images are taken to be in [0, 1], this one spans "
-                             f"[{a.min():.3g}, {a.max():.3g}]; pass uint8 0..255 or divide by 255")
+                             f"[{a.min():.3g}, {a.max():.3g}]; give 8- or 16-bit images, or float images divided "
+                             f"by their maximum value")
         f = (np.clip(a, 0.0, 1.0) * 255.0).astype(np.float32)
     else:
         raise ValueError(f"{where}: unsupported pixel dtype {a.dtype}")

@@ -206,24 +206,41 @@ def aligned_head_weight(K, L, y) -> tuple[float, dict]:
     return w, info
 
 
+def _fold_accuracy(K: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray, C: float) -> float:
+    """Accuracy on rows ``te`` of an SVM on the precomputed kernel ``K`` trained on rows ``tr``
+    (the split of scikit-learn's ``cross_val_score`` for a precomputed kernel)."""
+    from sklearn.svm import SVC
+
+    present = np.unique(y[tr])
+    if len(present) == 1:
+        # an inner fold whose training subjects performed one class only (small or unbalanced archives):
+        # SVC refuses to fit it, and any classifier trained there predicts that class
+        return float(np.mean(y[te] == present[0]))
+    clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(tr, tr)], y[tr])
+    return float(np.mean(clf.predict(K[np.ix_(te, tr)]) == y[te]))
+
+
 def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_grid, blocks=None, views: int = 1):
     """Grid search of (sigma, C) by leave-one-group-out CV on a precomputed kernel.
 
     ``d2_train``: squared distances, or one array per block with ``blocks``
     (:func:`block_kernel`). Returns ``(sigma, C, cv_accuracy, table)`` with
-    ``table`` the CV accuracy of every pair (rows sigma, columns C).
+    ``table`` the CV accuracy of every pair (rows sigma, columns C). A grid
+    of one pair has nothing to choose: no CV is run (``cv_accuracy`` None,
+    ``table`` NaN), so that one training subject is enough. An inner fold
+    whose training rows hold one class scores the constant prediction of
+    that class.
     """
-    from sklearn.model_selection import cross_val_score
-    from sklearn.svm import SVC
-
     from ..splits import inner_folds
 
-    table = np.zeros((len(sigma_grid), len(C_grid)))
+    table = np.full((len(sigma_grid), len(C_grid)), np.nan)
+    if table.size == 1:
+        return float(sigma_grid[0]), float(C_grid[0]), None, table
     cv = inner_folds(y, groups)
     for a, sigma in enumerate(sigma_grid):
         K = block_kernel(d2_train, blocks, sigma, views)
         for b, C in enumerate(C_grid):
-            table[a, b] = cross_val_score(SVC(kernel="precomputed", C=C), K, y, cv=cv).mean()
+            table[a, b] = np.mean([_fold_accuracy(K, y, tr, te, C) for tr, te in cv])
     a, b = np.unravel_index(np.argmax(table), table.shape)
     return float(sigma_grid[a]), float(C_grid[b]), float(table[a, b]), table
 

@@ -63,7 +63,9 @@ def _names(store_path, i0, rows):
 
 
 def _named(store_path, i0, rows, fn):
-    """``fn()``; a ValueError that names ``image <i>`` is raised again with the image's id."""
+    """``fn()``; a ValueError that names ``image <i>`` (what the checks of one image's pixels raise: a float
+    image outside [0, 1] for the ConvNet, a non-finite pixel) is raised again as a ConfigError, one line
+    naming the store and the image's id; any other error is a bug and goes on as it is."""
     try:
         return fn()
     except ValueError as exc:
@@ -71,7 +73,8 @@ def _named(store_path, i0, rows, fn):
         for r in rows:
             tag = f"image {i0 + r}:"
             if msg.startswith(tag):
-                raise ValueError(f"image {i0 + r} ({_image_id(store_path, i0 + r)}):{msg[len(tag):]}") from None
+                raise ConfigError(f"{store_path}: image {i0 + r} ({_image_id(store_path, i0 + r)}):"
+                                  f"{msg[len(tag):]}") from None
         raise
 
 

@@ -512,8 +512,11 @@ class FittedPipeline:
         if classes.min() < 0 or classes.max() >= len(self.label_names):
             raise ModelError(f"{where}: classifier classes {classes.tolist()} do not index the "
                              f"{len(self.label_names)} label names")
-        if coef is not None and np.shape(coef)[0] not in (1, len(classes)):
-            raise ModelError(f"{where}: {np.shape(coef)[0]} coefficient rows for {len(classes)} classes")
+        k = len(classes)
+        # one row (two classes), one per class (one-vs-rest), or one per pair of classes (SVC's one-vs-one)
+        rows = {1, k} | ({k * (k - 1) // 2} if type(self.classifier).__name__ == "SVC" else set())
+        if coef is not None and np.shape(coef)[0] not in rows:
+            raise ModelError(f"{where}: {np.shape(coef)[0]} coefficient rows for {k} classes")
         if not all(np.isfinite(a).all() for a in (coef, getattr(self.classifier, "intercept_", None))
                    if a is not None):
             raise ModelError(f"{where}: the classifier has non-finite coefficients")

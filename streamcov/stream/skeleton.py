@@ -24,7 +24,7 @@ blocks of a sum of Log-E kernels, weighted by :attr:`SkeletonSource.kernel_block
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -109,8 +109,8 @@ class SkeletonDescriptor:
             sk.window_weights(self.levels, self.overlap, self.level_weights)
         if self.body_frame not in sk.BODY_FRAMES:
             raise ValueError(f"body_frame must be one of {', '.join(sk.BODY_FRAMES)}, got {self.body_frame!r}")
-        if self.up_axis not in AXES:
-            raise ValueError(f"up_axis must be one of x, y, z, got {self.up_axis!r}")
+        if self.up_axis not in AXES + ("auto",):
+            raise ValueError(f"up_axis must be one of x, y, z, auto, got {self.up_axis!r}")
         if self.scale not in ("none", "body"):
             raise ValueError(f"scale must be 'none' or 'body', got {self.scale!r}")
         if isinstance(self.mean_weight, bool) or not isinstance(self.mean_weight, (int, float)) \
@@ -205,7 +205,9 @@ class SkeletonDescriptor:
                                                 ("scale", self.scale != "none" and not torso)) if on)
             raise ConfigError(f"descriptor.{what} needs the joint roles {', '.join(missing)}, which the store "
                               f"does not record; ingest the data with a reader that records them (the generic "
-                              f"format: options.roles = {{left_hip = [..], right_hip = [..], neck = [..]}})")
+                              f"format: streamcov ingest skeleton --format generic --option "
+                              f"'roles={{left_hip=[..], right_hip=[..], neck=[..]}}' ..., or options.roles in "
+                              f"Python)")
         mirror, axis = (), 0
         if self.mirror:
             try:
@@ -406,13 +408,27 @@ class SkeletonSource:
     default_block = 512
     needs_fit = False
 
-    def __init__(self, store, descriptor: SkeletonDescriptor, joint_names=None):
+    def __init__(self, store, descriptor: SkeletonDescriptor, joint_names=None, roles=None):
         self.store = store
-        self.descriptor = descriptor
-        # a saved model's joint names (the layout it was trained on; a store to predict may record none)
+        # a saved model's joint names and roles (the layout it was trained on; a store to predict may record
+        # none: from_spec has checked that what it records agrees)
         self.joint_names = list(joint_names or store.attrs.get("joint_names", ()))
+        self.roles = {str(k): [int(j) for j in v] for k, v in (roles or store_roles(store)).items()}
+        if descriptor.up_axis == "auto":
+            # resolved here, once, from the store: the descriptor (its fingerprint, the model's spec) records the
+            # axis found, so a saved model applies the same axis to any store; unread without yaw or mirror
+            axis = "y"
+            if descriptor.body_frame == "yaw" or descriptor.mirror:
+                try:
+                    axis = find_up_axis(store, self.roles)
+                except ConfigError:
+                    # roles missing: the plan's message names every role the options need, and how to give them
+                    replace(descriptor, up_axis="y").plan(store.n_joints, self.roles, self.joint_names)
+                    raise
+            descriptor = replace(descriptor, up_axis=axis)
+        self.descriptor = descriptor
         self.selection = descriptor.selection(store.n_joints)
-        self.plan = descriptor.plan(store.n_joints, store_roles(store), self.joint_names)
+        self.plan = descriptor.plan(store.n_joints, self.roles, self.joint_names)
         self.state: dict = {}
 
     @property
@@ -450,7 +466,7 @@ class SkeletonSource:
 
     def spec(self) -> dict:
         return {"kind": self.kind, "descriptor": self.descriptor.as_dict(),
-                "n_joints": self.store.n_joints, "joint_names": list(self.joint_names)}
+                "n_joints": self.store.n_joints, "joint_names": list(self.joint_names), "roles": dict(self.roles)}
 
     @classmethod
     def check_spec(cls, spec: dict) -> None:
@@ -470,7 +486,23 @@ class SkeletonSource:
         if store.n_joints != spec["n_joints"]:
             raise ConfigError(f"{store.path}: {store.n_joints} joints, but the model was trained on "
                               f"{spec['n_joints']}; use a store of the same skeleton layout")
-        return cls(store, SkeletonDescriptor.from_dict(spec["descriptor"]), spec.get("joint_names"))
+        # the same count of joints is not the same layout (Kinect v2 and OpenPose BODY_25 both have 25): where
+        # both record names, or both record a role, they must agree, else the descriptor would read the
+        # store's joints as the model's (a silent loss of accuracy)
+        names, theirs = list(spec.get("joint_names") or ()), list(store.attrs.get("joint_names", ()))
+        if names and theirs and not (_placeholder(names) or _placeholder(theirs)) and names != theirs:
+            j = next(i for i, (a, b) in enumerate(zip(names, theirs)) if a != b)
+            raise ConfigError(f"{store.path}: joint {j} is {theirs[j]!r}, but the model was trained on a skeleton "
+                              f"whose joint {j} is {names[j]!r}; use a store of the same skeleton layout (the "
+                              f"same joints in the same order)")
+        roles, recorded = spec.get("roles") or {}, store_roles(store)
+        differ = sorted(r for r in set(roles) & set(recorded) if list(roles[r]) != list(recorded[r]))
+        if differ:
+            r = differ[0]
+            raise ConfigError(f"{store.path}: the store's {r} is joint(s) {list(recorded[r])}, the model's "
+                              f"{list(roles[r])} (roles differing: {', '.join(differ)}); use a store of the same "
+                              f"skeleton layout, or ingest it with the model's roles")
+        return cls(store, SkeletonDescriptor.from_dict(spec["descriptor"]), names or None, roles or None)
 
     def identity(self) -> dict:
         return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path),
@@ -530,6 +562,39 @@ class SkeletonSource:
 
 _OPTIONS = ("features", "joints", "window", "time", "levels", "overlap", "level_weights", "body_frame", "up_axis",
             "scale", "mean_weight", "pairs", "matrix", "kernel_sigma", "mirror")
+
+
+def find_up_axis(store, roles: dict, n: int = 16) -> str:
+    """The camera's up axis ("x", "y" or "z"): the axis the spine (neck minus hip centre) lies along.
+
+    The mean spine of each of ``n`` sequences spread over the store, as a unit vector; the axis of the
+    largest mean absolute component. Datasets differ (Kinect and most mocap: y up; C3D and many
+    motion-capture labs: z up), and a yaw about a horizontal axis tilts and flips the bodies: a silent
+    loss of accuracy. Needs the ``neck`` role and a hip centre (the ``hip_center`` role, else the store's
+    centre joints).
+    """
+    neck, hip = roles.get("neck"), roles.get("hip_center") or list(store.center)
+    if not neck or not hip:
+        raise ConfigError("descriptor.up_axis = \"auto\" finds the up axis along the spine (neck minus hip centre) "
+                          "and needs the joint role neck, which the store does not record; set descriptor.up_axis "
+                          "to \"x\", \"y\" or \"z\", or ingest the data with its roles")
+    J = store.n_joints
+    total = np.zeros(3)
+    for i in np.unique(np.linspace(0, store.n_sequences - 1, min(n, store.n_sequences)).round().astype(int)):
+        X = np.asarray(store.sequence(int(i)), dtype=np.float64).reshape(-1, J, 3)
+        v = (X[:, list(neck)].mean(1) - X[:, list(hip)].mean(1)).mean(0)
+        length = float(np.linalg.norm(v))
+        if length > 0:
+            total += np.abs(v) / length
+    if not total.any():
+        raise ConfigError("descriptor.up_axis = \"auto\": the neck and the hip centre coincide in every sequence "
+                          "looked at, so the spine gives no axis; set descriptor.up_axis to \"x\", \"y\" or \"z\"")
+    return AXES[int(np.argmax(total))]
+
+
+def _placeholder(names) -> bool:
+    """Names that say nothing of the joints: the generic format's defaults ``joint0, joint1, ...``."""
+    return list(names) == [f"joint{j}" for j in range(len(names))]
 
 
 def store_roles(store) -> dict:

@@ -441,7 +441,8 @@ class SkeletonDescriptor(Table):
     overlap: bool = False
     level_weights: Optional[Annotated[list[PosFloat], Field(min_length=1)]] = None
     body_frame: Literal["none", "yaw", "torso", "torso-frames"] = "none"
-    up_axis: Literal["x", "y", "z"] = "y"
+    # "auto": the axis the spines of the store lie along (stream/skeleton.find_up_axis), resolved once
+    up_axis: Literal["x", "y", "z", "auto"] = "auto"
     scale: Literal["none", "body"] = "none"
     # the mean enters the descriptor as m mu and m^2 mu mu^T beside C: beyond 1e4 it swamps C and the log's
     # precision (1e300 overflowed inside the log kernel)

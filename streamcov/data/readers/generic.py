@@ -57,7 +57,8 @@ class GenericCSVReader(SkeletonReader):
         body frame (``[descriptor] body_frame``, ``scale``). Default: found from
         ``joint_names`` when they use a common naming (Kinect v1/v2, OpenPose/COCO,
         motion-capture skeletons: :data:`ROLE_NAMES`, compared ignoring case and
-        separators), else none.
+        separators), else none. Roles given here replace those found, role by
+        role; the other found roles are kept.
 
     Notes
     -----
@@ -114,7 +115,9 @@ class GenericCSVReader(SkeletonReader):
                                      f"joint its own name")
                 seen[n] = j
         found = find_roles(joint_names, ROLE_NAMES)
-        roles = found if roles is None else check_roles(roles, n_joints)
+        # given roles win key by key; the others found from the names stay (the hip centre of OpenPose names
+        # when only the hips and neck are given: dropping it would move the centre to joint 0)
+        roles = found if roles is None else {**found, **check_roles(roles, n_joints)}
         center = check_center(roles.get("hip_center", [0]) if center is None else center, n_joints)
         if not isinstance(units, str) or not units:
             raise ValueError(f"units must be a non-empty string such as 'm', got {units!r}")
