@@ -209,14 +209,29 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
     return out
 
 
-def fold_warnings(folds_list, labels, label_names=None) -> list[str]:
-    """One line per fold whose test rows hold classes that none of its training rows has.
+def fold_warnings(folds_list, labels, label_names=None, groups=None) -> list[str]:
+    """One line per fold whose test rows hold classes that none of its training rows has, and one for the rows
+    that no fold uses.
 
     Those rows cannot be classified right; they stay in the accuracy (as
-    errors), and the result says so instead of hiding a 0% class.
+    errors), and the result says so instead of hiding a 0% class. Rows in
+    no fold's training or test rows (subjects that a splits file does not
+    name, ``val`` rows of a store split) are left out of everything: said,
+    with the subjects (``groups``) whose every row is left out.
     """
     labels = np.asarray(labels)
     out = []
+    used = np.zeros(len(labels), dtype=bool)
+    for _, train, test in folds_list:
+        used |= np.asarray(train) | np.asarray(test)
+    if not used.all():
+        line = f"{int((~used).sum())} rows are in no fold's training or test rows: the protocol does not use them"
+        if groups is not None:
+            groups = np.asarray(groups)
+            left = np.setdiff1d(np.unique(groups[~used]), np.unique(groups[used]))
+            if len(left):
+                line += f" (every row of subject(s) {_some(left)})"
+        out.append(line)
     for name, train, test in folds_list:
         missing = np.setdiff1d(np.unique(labels[test]), np.unique(labels[train]))
         if len(missing):
@@ -255,5 +270,8 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
     counts = np.bincount(labels)
     k = int(min(n_splits, counts[counts > 0].min()))
     if k < 2:
-        raise ConfigError("every class needs at least 2 training images for the inner cross-validation")
+        c = int(np.flatnonzero(counts == 1)[0])
+        raise ConfigError(f"every class needs at least 2 training images for the inner cross-validation, but class "
+                          f"code {c} has 1 in a fold's training images; give that class more images, or a "
+                          f"protocol that trains on more of them")
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))

@@ -250,3 +250,21 @@ def test_real_eth80_leave_objects_out_quick(tmp_path):
     res = run(cfg)
     # 8 categories, chance 12.5%; one fold of 40 test images, LogE measured about 60%
     assert res["n_test"] == 40 and res["n_train"] == 360 and res["accuracy"] > 0.3
+
+
+def test_in_memory_pixel_features_that_cannot_fit_are_refused(monkeypatch):
+    """The in-memory task keeps every image's per-pixel features for its grid search: an archive of photographs
+    that cannot fit is refused before any feature is computed, pointing to pixels.stride and the out-of-core
+    task, instead of a MemoryError traceback or a kill by the operating system."""
+    from streamcov import _config
+    from streamcov.tasks import image_eval as ev
+
+    images = [np.zeros((300, 200)), np.zeros((30, 20))]          # 60000 + 600 pixels, 5 texture features
+    monkeypatch.setattr(_config, "total_memory", lambda: 1e6)
+    # float32 features of both (60600 x 5 x 4 bytes) and the float64 ones of the two largest in flight (2 cores)
+    with pytest.raises(ConfigError, match=r"the per-pixel features of 2 images \(60600 sampled pixels x 5 features, "
+                                          r"kept for the grid search\): needs 3\.\d MiB of memory, this machine has "
+                                          r"976\.6 KiB; raise pixels.stride, or run the out-of-core task"):
+        ev.extract_features(images, "texture")
+    monkeypatch.setattr(_config, "total_memory", lambda: 1e9)
+    assert [f.shape for f in ev.extract_features(images, "texture")] == [(60000, 5), (600, 5)]

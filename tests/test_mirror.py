@@ -311,11 +311,14 @@ def test_exact_svm_memory_is_checked_before_it_runs(tmp_path, rng, monkeypatch):
     store = ingest(ListSource(sequences(rng, rng.integers(6, 15, size=16))), tmp_path / "s.zarr", chunk_frames=16)
     repo = Path(__file__).resolve().parents[1]
     cfg = load_config(repo / "pipelines" / "msr_action3d_exact.toml",
-                      [f'output="{tmp_path}/out"', "descriptor.mirror=true", "descriptor.levels=2"], store=store.path)
-    monkeypatch.setattr(_config, "total_memory", lambda: 4096)
+                      [f'output="{tmp_path}/out"', "descriptor.mirror=true", "descriptor.levels=2",
+                       "dask.block_size=1"], store=store.path)
+    # one sequence's block: 3 x 8 bytes x 4 windows x 2 views x 30^2 = 173 kB, within the machine; the descriptors
+    # (16 x 3968 x 8 bytes = 508 kB) and distance matrices are not
+    monkeypatch.setattr(_config, "total_memory", lambda: 300e3)
     with pytest.raises(ConfigError, match=r'model.learner = "exact-svm" on 8 training rows with 16 kernel term\(s\) '
-                                          r'\(4 window\(s\) x 4 pairs of views\): needs .* this machine has 4\.0 KiB; '
-                                          r'use a streamed learner'):
+                                          r'\(4 window\(s\) x 4 pairs of views\): needs .* this machine has 293\.0 '
+                                          r'KiB; use a streamed learner'):
         run_pipeline(cfg, scheduler="synchronous")
     monkeypatch.undo()
     res = run_pipeline(cfg, scheduler="synchronous")             # the same run with this machine's memory
@@ -352,3 +355,31 @@ def test_a_model_refuses_a_store_of_another_layout(tmp_path, rng):
     # a model saved before roles were recorded: the store's own roles, as before
     old = {k: v for k, v in spec.items() if k != "roles"}
     assert SkeletonSource.from_spec(old, swapped).roles == {**ROLES, "left_hip": [2], "right_hip": [1]}
+
+
+def test_descriptor_blocks_that_cannot_fit_are_refused_with_a_block_size_that_fits(tmp_path, rng, monkeypatch):
+    """A block task holds the d x d moments of every window (and view) of its sequences, three times (as the chunk
+    tasks give them, merged, and the matrices): with wide skeletons (135 joints: 805 x 805) a block of 64 needs
+    gigabytes. A block size that cannot fit is refused before anything runs, naming one that fits."""
+    from pathlib import Path
+
+    from streamcov import _config
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.classify import _check_block_memory
+    from streamcov.tasks.config import load_config
+
+    store = ingest(ListSource(sequences(rng, rng.integers(6, 15, size=16))), tmp_path / "s.zarr", chunk_frames=16)
+    src = skeleton_source(store, "store", **OPTIONS)
+    assert src.block_bytes(10) == 3 * 8.0 * 10 * src.plan.n_windows * 30 ** 2   # 6 joints, hip-relative: 2 x 15
+    repo = Path(__file__).resolve().parents[1]
+    cfg = load_config(repo / "pipelines" / "msr_action3d.toml", [f'output="{tmp_path}/out"'], store=store.path)
+    per = 3 * 8.0 * 11 * 30 ** 2     # the file's 11 windows
+    monkeypatch.setattr(_config, "total_memory", lambda: 10 * per)
+    with pytest.raises(ConfigError, match=r"dask.block_size = 64 \(1 block\(s\) of descriptor moments at a time\): "
+                                          r"needs 14\.5 MiB of memory, this machine has 2\.3 MiB; lower "
+                                          r"dask.block_size \(to 5 or less; or use fewer descriptor.levels or joints\)"):
+        run_pipeline(cfg, scheduler="synchronous")
+    big = skeleton_source(store, "store", **{**OPTIONS, "levels": 3, "overlap": True})
+    _check_block_memory(big, 5, 1)           # the size named fits
+    with pytest.raises(ConfigError, match=r"dask.block_size = 5 \(3 block\(s\)"):
+        _check_block_memory(big, 5, 3)       # three at a time do not

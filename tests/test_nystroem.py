@@ -1,4 +1,6 @@
 """GaussianNystroem: one landmark set for a Gaussian kernel or a sum of them over column blocks."""
+import os
+
 import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -112,3 +114,23 @@ def test_width_is_the_landmarks_once_fitted(rows):
     est = GaussianNystroem(n_components=100)
     assert output_dim(est, 10) == 100
     assert output_dim(est.fit(rows), 10) == 40
+
+
+def test_the_fitted_map_is_the_same_bits_whatever_blas_threads_the_process_has():
+    """A Nystroem fit (K_LL's products and eigendecomposition) rounds with BLAS's thread count: the map a run
+    fits on its driver must not depend on what the process had set (a CLI run against the same pipeline in a
+    notebook whose BLAS another library limited gave features differing in the last bits)."""
+    from threadpoolctl import threadpool_limits
+
+    from streamcov.features.registry import fit_feature_map
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: BLAS runs one thread whatever the limit")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3000))
+    params = {"map": "nystroem", "n_components": 500, "sigma": 30.0}
+    with threadpool_limits(2, "blas"):
+        a, _ = fit_feature_map(params, 0, X.shape[1], X)
+    with threadpool_limits(1, "blas"):
+        b, _ = fit_feature_map(params, 0, X.shape[1], X)
+    np.testing.assert_array_equal(a.normalization_, b.normalization_)

@@ -144,3 +144,9 @@ def test_one_class_training_and_unseen_test_classes():
     assert fold_warnings(out, np.array([0, 0, 1, 1, 1, 2]), ["a", "b", "c"]) == [
         "fold 'subjects': 1 test rows of class(es) ['c'] that no training row has; they are counted as errors"]
     assert fold_warnings(run("subject-parity", y, np.array([1, 2, 1, 2, 1, 2])), y) == []
+    # subjects that no fold names (a splits file written for subjects 1..10 on a store of 12): said
+    g = np.array([1, 2, 3, 1, 2, 3, 1, 2])
+    y8 = np.array([0, 1, 0, 1, 0, 1, 1, 0])
+    out = folds(SplitTable(kind="subjects", train_subjects=[1], test_subjects=[2]), y8, g)
+    assert fold_warnings(out, y8, groups=g) == [
+        "2 rows are in no fold's training or test rows: the protocol does not use them (every row of subject(s) [3])"]

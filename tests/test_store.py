@@ -116,7 +116,8 @@ def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
         S.ingest(ListSource(wrong), tmp_path / "b.zarr")
     empty = make_seqs(rng, 1)
     empty[0].frames = np.zeros((0, 12), np.float32)   # skipped: nothing left to write
-    with pytest.raises(StoreError, match="no sequence was written; the store stays incomplete"):
+    with pytest.raises(StoreError, match=r"c.zarr: every sequence was skipped, none written \(1 skipped \(s0000: no "
+                                         r"frames\)\); the store stays incomplete"):
         S.ingest(ListSource(empty), tmp_path / "c.zarr")
     with pytest.raises(StoreError, match="no sequence was written"):
         S.ingest(ListSource([]), tmp_path / "d.zarr")

@@ -268,4 +268,11 @@ def _ingest(source, out, chunk_frames, mode, progress, limit):
             bar.close()
     skipped = list(getattr(source, "skipped", [])) + rejected
     repairs = getattr(source, "repairs", {})
+    if skipped and not writer.resumed_from and not written:
+        from .ragged import skipped_text
+
+        # close() would say only that nothing was written: say why
+        listed = [asdict(s) if hasattr(s, "__dataclass_fields__") else dict(s) for s in skipped]
+        raise StoreError(f"{out}: every sequence was skipped, none written ({len(skipped)} skipped "
+                         f"{skipped_text(listed)}); the store stays incomplete")
     return writer.close(skipped=skipped, repairs=repairs)

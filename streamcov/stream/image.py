@@ -97,11 +97,24 @@ def block_moments(store_path: str, i0: int, offsets, shapes, checked, rows, desc
     """Pixel count, mean and M2 per feature over the images ``rows`` of one block."""
     acc = None
     with kernel_threads(numba_threads):
-        mats, _ = block_matrices(store_path, i0, offsets, shapes, checked, rows, descriptor.pixels, numba_threads,
-                                 hypercolumns)
+        if hypercolumns is not None or is_cnn(descriptor.pixels):
+            mats, _ = block_matrices(store_path, i0, offsets, shapes, checked, rows, descriptor.pixels,
+                                     numba_threads, hypercolumns)
+        else:
+            mats = _one_at_a_time(store_path, i0, offsets, shapes, checked, rows,
+                                  lambda img, name: feature_matrices([img], descriptor.pixels, [name])[0][0])
         for m in map(image_moments, mats):
             acc = m if acc is None else merge_moments(acc, m)
     return acc
+
+
+def _one_at_a_time(store_path: str, i0: int, offsets, shapes, checked, rows, fn):
+    """``fn(image, name)`` of the images ``rows`` of one block, one image at a time (a generator): per-pixel
+    features are float64 numbers per pixel and feature (200 MB for a 1-megapixel image of 25 features), so a
+    block of photographs holds one image's at a time, not the block's (same numbers)."""
+    images = read_images(store_path, offsets, shapes, rows, checked)
+    for r, img in zip(rows, images):
+        yield _named(store_path, i0, [r], lambda: fn(img, f"image {i0 + r}"))
 
 
 def block_vectors(store_path: str, i0: int, offsets, shapes, checked, rows, descriptor: ImageDescriptor, scale,
@@ -112,9 +125,8 @@ def block_vectors(store_path: str, i0: int, offsets, shapes, checked, rows, desc
             mats, heads = block_matrices(store_path, i0, offsets, shapes, checked, rows, descriptor.pixels,
                                          numba_threads, hypercolumns)
             return descriptor.vectors_of(mats, heads, scale, W)
-        images = read_images(store_path, offsets, shapes, rows, checked)
-        return _named(store_path, i0, rows, lambda: descriptor.vectors(images, scale, W,
-                                                                       names=[f"image {i0 + r}" for r in rows]))
+        return np.vstack(list(_one_at_a_time(store_path, i0, offsets, shapes, checked, rows,
+                                             lambda img, name: descriptor.vectors([img], scale, W, names=[name]))))
 
 
 # ------------------------------------------------------------ hypercolumns

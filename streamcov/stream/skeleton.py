@@ -450,6 +450,17 @@ class SkeletonSource:
     def n(self) -> int:
         return self.store.n_sequences
 
+    def block_bytes(self, rows: int) -> float:
+        """Memory of one block task of ``rows`` sequences: the d x d moments of every window (and view) as the
+        chunk tasks give them, merged, and the matrices made from them, float64. It grows with the square of
+        the frame width: 135 joints of positions and velocities make 805 x 805 matrices, 57 MB per sequence
+        with the 11 windows of a 3-level pyramid."""
+        if self.plan is None:
+            per = self.selection.dim ** 2
+        else:
+            per = self.plan.n_windows * self.plan.views * self.plan.frame_dim ** 2
+        return 3 * 8.0 * rows * per
+
     @property
     def dim(self) -> int:
         return vec_dim(self.selection.dim) if self.plan is None else self.plan.dim

@@ -269,13 +269,15 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     bounds = block_bounds(source.n, block)
     result: dict = {"pipeline": cfg.name, "store": str(store.path), f"n_{unit}": source.n,
                     "descriptor_dim": source.dim, "seed": int(cfg.seed)}
-    warnings = splits.fold_warnings(folds, store.labels, store.label_names)
+    warnings = splits.fold_warnings(folds, store.labels, store.label_names, getattr(store, "groups", None))
     if warnings:
         result["warnings"] = warnings
     scheduler = ctx.scheduler or cfg.dask.scheduler
     workers = ctx.workers if ctx.workers is not None else cfg.dask.workers
     with dask_runtime(scheduler, workers) as runtime:
         result["runtime"] = runtime.info
+        if hasattr(source, "block_bytes"):
+            _check_block_memory(source, block, runtime.parallelism)
         if hasattr(source, "prepare"):
             source, info = source.prepare(runtime, bounds, ctx.output, ctx.progress)
             result.update(info)
@@ -328,6 +330,21 @@ def _summarize(per: list[dict]) -> dict:
     else:
         out["folds"] = per
     return out
+
+
+def _check_block_memory(source, block: int, in_flight: int) -> None:
+    """Refuse blocks whose descriptor work, ``in_flight`` at a time, cannot fit in memory (wide skeletons:
+    the moments grow with the square of the joint count), naming the block size that would fit."""
+    from .._config import check_memory, total_memory
+
+    need = max(1, int(in_flight)) * source.block_bytes(block)
+    total = total_memory()
+    # half the machine: the map, the rows and the learner need the rest
+    fits = int(total // (2 * max(1, int(in_flight)) * source.block_bytes(1))) if total else 0
+    check_memory(need, f"dask.block_size = {block} ({max(1, int(in_flight))} block(s) of descriptor moments "
+                       f"at a time)",
+                 f"lower dask.block_size (to {fits} or less{'; or use fewer descriptor.levels or joints' if fits < 8 else ''})"
+                 if fits >= 1 else "use fewer descriptor.joints or descriptor.levels")
 
 
 def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:

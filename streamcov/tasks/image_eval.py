@@ -63,7 +63,8 @@ from .._config import map_threads
 from ..descriptors import operators as ops
 from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, is_cnn, operator_frequencies,
                                  normalize_heads, operator_vectors, region_vectors)
-from ..descriptors.pixels import check_sampled_pixels, get_spec, image_covariances, pixel_features
+from ..descriptors.pixels import (check_sampled_pixels, get_spec, image_covariances, n_sampled_pixels,
+                                  pixel_features)
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
 from .. import splits
@@ -107,7 +108,19 @@ def extract_features(images, spec, ids=None, progress: bool = False, dtype=np.fl
 
     names = ids if ids is not None else [f"image {i}" for i in range(len(images))]
     spec = get_spec(spec)
-    check_sampled_pixels([np.shape(im)[:2] for im in images], spec.stride, names)
+    shapes = [np.shape(im)[:2] for im in images]
+    check_sampled_pixels(shapes, spec.stride, names)
+    # every image's features are kept (the grid search reuses them), plus the float64 features of the images
+    # in flight: large photographs fill the memory long before any distance matrix does
+    from .._config import check_memory, thread_plan
+
+    pixels = np.array([n_sampled_pixels(h, w, spec.stride) for h, w in shapes], dtype=np.float64)
+    check_memory(spec.n_features * (np.dtype(dtype).itemsize * pixels.sum()
+                                    + 8.0 * np.sort(pixels)[-thread_plan().cores:].sum()),
+                 f"the per-pixel features of {len(images)} images ({int(pixels.sum())} sampled pixels x "
+                 f"{spec.n_features} features, kept for the grid search)",
+                 "raise pixels.stride, or run the out-of-core task (task = \"image-stream-classification\"), "
+                 "which holds one image's features at a time")
 
     def one(i):
         try:
