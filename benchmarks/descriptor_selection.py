@@ -149,7 +149,7 @@ def run_setting(ds: str, options: dict, data_root: Path, jobs: int | None = None
             r = exact_svm_fold(V, y, store.groups, train, test, cfg.model.sigma_grid, cfg.model.C_grid,
                                blocks=source.kernel_blocks, views=source.kernel_views)
             per.append(r)
-    return {"cv": float(np.mean([r["cv_accuracy"] for r in per])),
+    return {"cv": float(np.mean([r["cv_accuracy"] for r in per if r["cv_accuracy"] is not None] or [np.nan])),
             "test": float(np.mean([r["accuracy"] for r in per])), "dim": int(source.dim),
             "ms_per_sequence": 1e3 * secs / source.n, "folds": per}
 

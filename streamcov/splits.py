@@ -107,7 +107,10 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
                 unknown = sorted(set(vals) - known)
                 if unknown:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {unknown} "
-                                      f"that no row of the store has (its subjects: {sorted(known)})")
+                                      f"that no row of the store has (its subjects: {_some(sorted(known))}); "
+                                      f"the file fixes the subjects of one archive: for this store, write its "
+                                      f"own file or --set split.kind=\"leave-one-subject-out\" (or "
+                                      f"\"subject-parity\")")
             both = sorted(set(e["train_subjects"]) & set(e["test_subjects"]))
             if both:
                 raise ConfigError(f"{path}: [[split]] number {i + 1}: subjects {both} are in both train_subjects "
@@ -210,27 +213,28 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
 
 
 def fold_warnings(folds_list, labels, label_names=None, groups=None) -> list[str]:
-    """One line per fold whose test rows hold classes that none of its training rows has, and one for the rows
-    that no fold uses.
+    """One line per fold whose test rows hold classes that none of its training rows has, and, with ``groups``,
+    one for the rows that no fold uses.
 
     Those rows cannot be classified right; they stay in the accuracy (as
     errors), and the result says so instead of hiding a 0% class. Rows in
     no fold's training or test rows (subjects that a splits file does not
     name, ``val`` rows of a store split) are left out of everything: said,
-    with the subjects (``groups``) whose every row is left out.
+    with the subjects (``groups``) whose every row is left out. Callers pass
+    ``groups`` for the protocols that are meant to use every row (not for
+    per-class draws or a chosen subset of folds, which leave rows out by design).
     """
     labels = np.asarray(labels)
     out = []
     used = np.zeros(len(labels), dtype=bool)
     for _, train, test in folds_list:
         used |= np.asarray(train) | np.asarray(test)
-    if not used.all():
+    if groups is not None and not used.all():
         line = f"{int((~used).sum())} rows are in no fold's training or test rows: the protocol does not use them"
-        if groups is not None:
-            groups = np.asarray(groups)
-            left = np.setdiff1d(np.unique(groups[~used]), np.unique(groups[used]))
-            if len(left):
-                line += f" (every row of subject(s) {_some(left)})"
+        groups = np.asarray(groups)
+        left = np.setdiff1d(np.unique(groups[~used]), np.unique(groups[used]))
+        if len(left):
+            line += f" (every row of subject(s) {_some(left)})"
         out.append(line)
     for name, train, test in folds_list:
         missing = np.setdiff1d(np.unique(labels[test]), np.unique(labels[train]))

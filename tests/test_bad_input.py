@@ -970,6 +970,12 @@ STORES = [
     Case("incomplete-store", damaged(interrupted),
          r"synth\.zarr: incomplete skeleton store \(24 sequences committed.*Re-run the same ingest command.*--restart"),
     Case("info-not-a-store", lambda e: ["info", e.tmp], r": no zarr store here"),
+    Case("info-an-image-file", lambda e: ["info", (lambda p: p.write_bytes(b"\x89PNG") and p)(e.tmp / "one.png")],
+         r"one\.png: a file, not a store: a store is a folder; for images, give their folder"),
+    Case("info-a-folder-of-images",
+         lambda e: ["info", (lambda d: (d.mkdir(), (d / "a.png").write_bytes(b"\x89PNG")) and d)(e.tmp / "imgs")],
+         r"imgs: a folder without a zarr store; for a folder of images, ingest it with `streamcov ingest images "
+         r"--format folders`"),
     Case("info-missing-path", lambda e: ["info", e.tmp / "none.zarr"], r"none\.zarr: (no zarr store here|does not exist)"),
     Case("resume-generic-other-folder",
          resume_with(["ingest", "skeleton", "--format", "generic", archive_at("A")],
@@ -1481,7 +1487,9 @@ PROTOCOLS = [
     Case("splits-file-keys-misspelt", splits_file("[[split]]\ntrain = [1, 3]\ntest = [2, 4]\n"),
          r"folds\.toml: \[\[split\]\] number 1 needs train_subjects and test_subjects"),
     Case("splits-file-unknown-subject", splits_file("[[split]]\ntrain_subjects = [1, 99]\ntest_subjects = [2]\n"),
-         r"folds\.toml: \[\[split\]\] number 1: train_subjects names subject\(s\) \[99\] that no row of the store has"),
+         r"folds\.toml: \[\[split\]\] number 1: train_subjects names subject\(s\) \[99\] that no row of the store has "
+         r"\(its subjects: .*\); the file fixes the subjects of one archive: for this store, write its own file or "
+         r"--set split.kind=\"leave-one-subject-out\""),
     Case("splits-file-overlap", splits_file("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [2, 4]\n"),
          r"folds\.toml: \[\[split\]\] number 1: subjects \[2\] are in both train_subjects and test_subjects"),
     Case("splits-file-is-a-folder", lambda e: ["run", e.pipeline(), "--quiet", "--set", 'split.kind="subject-splits-file"',

@@ -355,6 +355,9 @@ def test_a_model_refuses_a_store_of_another_layout(tmp_path, rng):
     # a model saved before roles were recorded: the store's own roles, as before
     old = {k: v for k, v in spec.items() if k != "roles"}
     assert SkeletonSource.from_spec(old, swapped).roles == {**ROLES, "left_hip": [2], "right_hip": [1]}
+    SkeletonSource.check_spec(spec)
+    with pytest.raises(ValueError, match=r"roles must name lists of joints in 0..5, got \{'neck': \[9\]\}"):
+        SkeletonSource.check_spec({**spec, "roles": {"neck": [9]}})     # a damaged model file
 
 
 def test_descriptor_blocks_that_cannot_fit_are_refused_with_a_block_size_that_fits(tmp_path, rng, monkeypatch):
@@ -375,11 +378,15 @@ def test_descriptor_blocks_that_cannot_fit_are_refused_with_a_block_size_that_fi
     cfg = load_config(repo / "pipelines" / "msr_action3d.toml", [f'output="{tmp_path}/out"'], store=store.path)
     per = 3 * 8.0 * 11 * 30 ** 2     # the file's 11 windows
     monkeypatch.setattr(_config, "total_memory", lambda: 10 * per)
-    with pytest.raises(ConfigError, match=r"dask.block_size = 64 \(1 block\(s\) of descriptor moments at a time\): "
-                                          r"needs 14\.5 MiB of memory, this machine has 2\.3 MiB; lower "
-                                          r"dask.block_size \(to 5 or less; or use fewer descriptor.levels or joints\)"):
+    # the file's block size is 64, but the store holds 16 sequences: one block of 16 is what runs
+    with pytest.raises(ConfigError, match=r"dask.block_size = 64 \(1 block\(s\) of up to 16 sequences at a time, "
+                                          r"their descriptor moments\): needs 3\.6 MiB of memory, this machine has "
+                                          r"2\.3 MiB; lower dask.block_size \(to 5 or less; or use fewer "
+                                          r"descriptor.levels or joints\)"):
         run_pipeline(cfg, scheduler="synchronous")
     big = skeleton_source(store, "store", **{**OPTIONS, "levels": 3, "overlap": True})
-    _check_block_memory(big, 5, 1)           # the size named fits
-    with pytest.raises(ConfigError, match=r"dask.block_size = 5 \(3 block\(s\)"):
-        _check_block_memory(big, 5, 3)       # three at a time do not
+    bounds = np.arange(0, 17, 5).tolist() + [16]             # blocks of 5, 5, 5 and 1
+    _check_block_memory(big, 5, bounds, 1)                    # the size named fits
+    with pytest.raises(ConfigError, match=r"dask.block_size = 5 \(3 block\(s\) of up to 5 sequences"):
+        _check_block_memory(big, 5, bounds, 3)                # three at a time do not
+    _check_block_memory(big, 5, [0, 2], 8)                    # 8 threads, but one block of 2 sequences

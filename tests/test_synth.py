@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 
 import numpy as np
@@ -360,19 +361,35 @@ def test_up_axis_auto_finds_the_axis_of_the_spine(tmp_path):
     assert np.abs(tilted - D).max() > 1e-2 * np.abs(D).max()
 
 
-def test_up_axis_auto_needs_the_neck(tmp_path):
-    from streamcov.data.skeletons import ingest
-    from streamcov.stream.skeleton import skeleton_source
+def test_up_axis_auto_takes_the_upper_body_roles_the_store_has(tmp_path):
+    """Without the neck the spine ends at the head, the shoulders or the spine joint; a store with no upper-body
+    role runs as before (y up) with a one-line warning that says how to set the axis; a store whose hips are
+    missing too stops with the roles message, not the warning."""
+    import warnings
 
-    src = SyntheticSkeletons(n_sequences=6, n_subjects=2, n_classes=3)
-    src.info = replace_roles(src.info, {k: v for k, v in src.info.roles.items() if k != "neck"})
-    st = ingest(src, tmp_path / "s.zarr")
-    with pytest.raises(ConfigError, match=r'descriptor.up_axis = "auto" finds the up axis along the spine \(neck '
-                                          r'minus hip centre\) and needs the joint role neck.*set descriptor.up_axis '
-                                          r'to "x", "y" or "z"'):
-        skeleton_source(st, "store", up_axis="auto", body_frame="yaw")
-    # unread without the yaw and the mirror: resolved to the canonical "y", nothing read
-    assert skeleton_source(st, "store", up_axis="auto").descriptor.up_axis == "y"
+    from streamcov.data.skeletons import ingest
+    from streamcov.stream.skeleton import find_up_axis, skeleton_source, store_roles
+
+    def store_with(keep, name):
+        src = SyntheticSkeletons(n_sequences=6, n_subjects=2, n_classes=3)
+        src.info = replace_roles(src.info, {k: v for k, v in src.info.roles.items() if k in keep})
+        return ingest(src, tmp_path / name)
+
+    for upper in ("head", "spine"):
+        st = store_with({"hip_center", "left_hip", "right_hip", upper}, f"{upper}.zarr")
+        assert find_up_axis(st, store_roles(st)) == "y"
+    st = store_with({"hip_center", "left_hip", "right_hip"}, "hips.zarr")
+    assert find_up_axis(st, store_roles(st)) is None
+    with pytest.warns(UserWarning, match=r'descriptor.up_axis = "auto" finds the up axis along the spine, but the '
+                                         r'store records no upper-body role .*: y is taken as up'):
+        src = skeleton_source(st, "store", up_axis="auto", body_frame="yaw")
+    assert src.descriptor.up_axis == "y"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # unread without the yaw and the mirror: resolved to the canonical "y", nothing read, nothing said
+        assert skeleton_source(st, "store", up_axis="auto").descriptor.up_axis == "y"
+        with pytest.raises(ConfigError, match=r"descriptor.body_frame and scale needs the joint roles neck"):
+            skeleton_source(st, "store", up_axis="auto", body_frame="yaw", scale="body")
 
 
 def replace_roles(info, roles):
@@ -381,6 +398,7 @@ def replace_roles(info, roles):
     return replace(info, roles=roles)
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="a pipe whose reader has gone polls as an error on Linux")
 def test_a_reader_that_leaves_stdout_early_is_no_error(tmp_path, monkeypatch, capsys):
     """`streamcov info STORE | head`: the reader closes the pipe before the end; the command ends quietly with
     the status of a writer stopped by SIGPIPE (141), not a traceback and "internal error"."""

@@ -359,3 +359,16 @@ def test_linear_svc_models_of_any_class_count_save_and_load(tmp_path, n_classes)
         with pytest.raises(ModelError, match=rf"{n_classes * (n_classes - 1) // 2} coefficient rows for "
                                              rf"{n_classes} classes"):
             FittedPipeline(spec, None, None, bad, names).check()
+
+
+def test_a_run_that_saved_no_model_says_why_when_its_model_is_asked_for(tmp_path):
+    """A method that compares images pairwise saves no model; its result.json says so (model_note), and
+    `predict` on that run's model folder repeats the note instead of only 'no such model folder'."""
+    (tmp_path / "result.json").write_text(json.dumps({"model_path": None, "model_note": "method 'stein' compares "
+                                                      "images pairwise (no vector per image): no model is saved"}))
+    with pytest.raises(ModelError, match=r"model: no such model folder \(a run writes its model into <output>/model\)"
+                                         r"; .*result.json says: method 'stein' compares images pairwise"):
+        FittedPipeline.load(tmp_path / "model")
+    with pytest.raises(ModelError, match=r"elsewhere: no such model folder \(a run writes its model into "
+                                         r"<output>/model\)$"):
+        FittedPipeline.load(tmp_path / "nothing" / "elsewhere")

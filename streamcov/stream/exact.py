@@ -237,6 +237,12 @@ def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_gr
     if table.size == 1:
         return float(sigma_grid[0]), float(C_grid[0]), None, table
     cv = inner_folds(y, groups)
+    if all(len(np.unique(y[tr])) == 1 for tr, _ in cv):
+        import warnings
+
+        warnings.warn("the exact SVM's inner cross-validation: in every inner fold the training subjects performed "
+                      "one class, so every (sigma, C) scores alike and the first of each grid is taken; give "
+                      "one value to each grid, or more training subjects", stacklevel=2)
     for a, sigma in enumerate(sigma_grid):
         K = block_kernel(d2_train, blocks, sigma, views)
         for b, C in enumerate(C_grid):

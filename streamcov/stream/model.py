@@ -340,6 +340,19 @@ def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
         arrays[key] = drawn[key]
 
 
+def _run_note(folder: Path) -> str:
+    """What the run whose output holds (or is) ``folder`` said of its model, when it saved none (a method that
+    compares images pairwise has no vector per image: ``result.json``'s ``model_note``)."""
+    for result in (folder / "result.json", folder.parent / "result.json"):
+        try:
+            note = json.loads(result.read_text()).get("model_note")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if note:
+            return f"; {result} says: {note}"
+    return ""
+
+
 class FittedPipeline:
     """Source spec + feature map + optional scaler + classifier, with label names and provenance.
 
@@ -400,7 +413,8 @@ class FittedPipeline:
         folder = Path(folder)
         jpath, npath = folder / "model.json", folder / "model.npz"
         if not folder.is_dir():
-            raise ModelError(f"{folder}: no such model folder (a run writes its model into <output>/model)")
+            raise ModelError(f"{folder}: no such model folder (a run writes its model into <output>/model)"
+                             + _run_note(folder))
         for path in (jpath, npath):
             if not path.is_file():
                 raise ModelError(f"{path}: missing; a model folder holds model.json and model.npz: train "

@@ -414,21 +414,24 @@ class SkeletonSource:
         # none: from_spec has checked that what it records agrees)
         self.joint_names = list(joint_names or store.attrs.get("joint_names", ()))
         self.roles = {str(k): [int(j) for j in v] for k, v in (roles or store_roles(store)).items()}
+        guessed = False
         if descriptor.up_axis == "auto":
             # resolved here, once, from the store: the descriptor (its fingerprint, the model's spec) records the
             # axis found, so a saved model applies the same axis to any store; unread without yaw or mirror
             axis = "y"
             if descriptor.body_frame == "yaw" or descriptor.mirror:
-                try:
-                    axis = find_up_axis(store, self.roles)
-                except ConfigError:
-                    # roles missing: the plan's message names every role the options need, and how to give them
-                    replace(descriptor, up_axis="y").plan(store.n_joints, self.roles, self.joint_names)
-                    raise
-            descriptor = replace(descriptor, up_axis=axis)
+                axis = find_up_axis(store, self.roles)
+                guessed = axis is None
+            descriptor = replace(descriptor, up_axis=axis or "y")
         self.descriptor = descriptor
         self.selection = descriptor.selection(store.n_joints)
-        self.plan = descriptor.plan(store.n_joints, self.roles, self.joint_names)
+        self.plan = descriptor.plan(store.n_joints, self.roles, self.joint_names)   # a missing role: said first
+        if guessed:
+            import warnings
+
+            warnings.warn("descriptor.up_axis = \"auto\" finds the up axis along the spine, but the store records no "
+                          "upper-body role (neck, head, shoulders or spine): y is taken as up; set "
+                          "descriptor.up_axis if the data is not y-up, or ingest it with its roles", stacklevel=2)
         self.state: dict = {}
 
     @property
@@ -491,6 +494,11 @@ class SkeletonSource:
         bad = [j for p in desc.pairs for j in p if not isinstance(j, str) and j >= n]
         if bad:
             raise ValueError(f"descriptor pairs name joints {bad} outside 0..{n - 1}")
+        roles = spec.get("roles", {})
+        if not isinstance(roles, dict) or not all(
+                isinstance(v, list) and v and all(isinstance(j, int) and not isinstance(j, bool) and 0 <= j < n
+                                                  for j in v) for v in roles.values()):
+            raise ValueError(f"roles must name lists of joints in 0..{n - 1}, got {roles!r}")
 
     @classmethod
     def from_spec(cls, spec: dict, store):
@@ -575,20 +583,24 @@ _OPTIONS = ("features", "joints", "window", "time", "levels", "overlap", "level_
             "scale", "mean_weight", "pairs", "matrix", "kernel_sigma", "mirror")
 
 
-def find_up_axis(store, roles: dict, n: int = 16) -> str:
-    """The camera's up axis ("x", "y" or "z"): the axis the spine (neck minus hip centre) lies along.
+UPPER_BODY = (("neck",), ("head",), ("left_shoulder", "right_shoulder"), ("spine",))
+
+
+def find_up_axis(store, roles: dict, n: int = 16) -> str | None:
+    """The camera's up axis ("x", "y" or "z"): the axis the spine (upper body minus hip centre) lies along.
 
     The mean spine of each of ``n`` sequences spread over the store, as a unit vector; the axis of the
     largest mean absolute component. Datasets differ (Kinect and most mocap: y up; C3D and many
     motion-capture labs: z up), and a yaw about a horizontal axis tilts and flips the bodies: a silent
-    loss of accuracy. Needs the ``neck`` role and a hip centre (the ``hip_center`` role, else the store's
-    centre joints).
+    loss of accuracy. The upper body is the first role the store records among the neck, the head, the
+    two shoulders and the spine; the hip centre, the ``hip_center`` role, else the store's centre joints.
+    None when the store records no upper-body role.
     """
-    neck, hip = roles.get("neck"), roles.get("hip_center") or list(store.center)
-    if not neck or not hip:
-        raise ConfigError("descriptor.up_axis = \"auto\" finds the up axis along the spine (neck minus hip centre) "
-                          "and needs the joint role neck, which the store does not record; set descriptor.up_axis "
-                          "to \"x\", \"y\" or \"z\", or ingest the data with its roles")
+    hip = roles.get("hip_center") or list(store.center)
+    found = next((names for names in UPPER_BODY if all(roles.get(r) for r in names)), None)
+    if found is None or not hip:
+        return None
+    neck = [j for r in found for j in roles[r]]
     J = store.n_joints
     total = np.zeros(3)
     for i in np.unique(np.linspace(0, store.n_sequences - 1, min(n, store.n_sequences)).round().astype(int)):
@@ -598,8 +610,9 @@ def find_up_axis(store, roles: dict, n: int = 16) -> str:
         if length > 0:
             total += np.abs(v) / length
     if not total.any():
-        raise ConfigError("descriptor.up_axis = \"auto\": the neck and the hip centre coincide in every sequence "
-                          "looked at, so the spine gives no axis; set descriptor.up_axis to \"x\", \"y\" or \"z\"")
+        raise ConfigError(f"descriptor.up_axis = \"auto\": the {' and '.join(found)} and the hip centre coincide in "
+                          f"every sequence looked at, so the spine gives no axis; set descriptor.up_axis to \"x\", "
+                          f"\"y\" or \"z\"")
     return AXES[int(np.argmax(total))]
 
 

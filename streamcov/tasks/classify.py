@@ -269,7 +269,10 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     bounds = block_bounds(source.n, block)
     result: dict = {"pipeline": cfg.name, "store": str(store.path), f"n_{unit}": source.n,
                     "descriptor_dim": source.dim, "seed": int(cfg.seed)}
-    warnings = splits.fold_warnings(folds, store.labels, store.label_names, getattr(store, "groups", None))
+    # rows no fold uses: said for the protocols meant to use every row (a subset of folds leaves rows out)
+    whole = cfg.split.kind in ("subjects", "subject-splits-file", "store") and not getattr(cfg.split, "folds", None)
+    warnings = splits.fold_warnings(folds, store.labels, store.label_names,
+                                    getattr(store, "groups", None) if whole else None)
     if warnings:
         result["warnings"] = warnings
     scheduler = ctx.scheduler or cfg.dask.scheduler
@@ -277,7 +280,7 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     with dask_runtime(scheduler, workers) as runtime:
         result["runtime"] = runtime.info
         if hasattr(source, "block_bytes"):
-            _check_block_memory(source, block, runtime.parallelism)
+            _check_block_memory(source, block, bounds, runtime.parallelism)
         if hasattr(source, "prepare"):
             source, info = source.prepare(runtime, bounds, ctx.output, ctx.progress)
             result.update(info)
@@ -332,19 +335,22 @@ def _summarize(per: list[dict]) -> dict:
     return out
 
 
-def _check_block_memory(source, block: int, in_flight: int) -> None:
-    """Refuse blocks whose descriptor work, ``in_flight`` at a time, cannot fit in memory (wide skeletons:
-    the moments grow with the square of the joint count), naming the block size that would fit."""
+def _check_block_memory(source, block: int, bounds, parallelism: int) -> None:
+    """Refuse blocks whose descriptor work cannot fit in memory (wide skeletons: the moments grow with the
+    square of the joint count), naming a block size that would fit. Counts the blocks that really run at once:
+    the largest ``min(parallelism, blocks)`` of ``bounds``."""
     from .._config import check_memory, total_memory
 
-    need = max(1, int(in_flight)) * source.block_bytes(block)
+    sizes = np.sort(np.diff(np.asarray(bounds)))[::-1]
+    at_once = max(1, min(int(parallelism), len(sizes)))
+    need = source.block_bytes(int(sizes[:at_once].sum()))
     total = total_memory()
     # half the machine: the map, the rows and the learner need the rest
-    fits = int(total // (2 * max(1, int(in_flight)) * source.block_bytes(1))) if total else 0
-    check_memory(need, f"dask.block_size = {block} ({max(1, int(in_flight))} block(s) of descriptor moments "
-                       f"at a time)",
-                 f"lower dask.block_size (to {fits} or less{'; or use fewer descriptor.levels or joints' if fits < 8 else ''})"
-                 if fits >= 1 else "use fewer descriptor.joints or descriptor.levels")
+    fits = min(int(total // (2 * at_once * source.block_bytes(1))), source.n) if total else 0
+    fix = (f"lower dask.block_size (to {fits} or less{'; or use fewer descriptor.levels or joints' if fits < 8 else ''})"
+           if fits >= 1 else "use fewer descriptor.joints or descriptor.levels")
+    check_memory(need, f"dask.block_size = {block} ({at_once} block(s) of up to {int(sizes[0])} sequences at a "
+                       f"time, their descriptor moments)", fix)
 
 
 def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
