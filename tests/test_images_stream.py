@@ -307,3 +307,21 @@ def test_a_block_holds_one_images_pixel_features_at_a_time(tmp_path):
     W = desc.frequencies_for(np.asarray(scale, dtype=np.float64))
     V = block_vectors(*args, rows, desc, scale, W)
     np.testing.assert_array_equal(V, np.vstack([desc.vectors([img], scale, W) for img in imgs]))
+
+
+def test_an_image_too_small_for_a_models_stride_says_the_stride_is_the_models(tmp_path):
+    """At training the fix for an image that keeps one sampled pixel is a smaller pixels.stride; at predict the
+    stride is the saved model's and cannot change: the message says so."""
+    w = ImageStoreWriter(tmp_path / "s.zarr", source="test", chunk_pixels=4096, mode="create")
+    w.append(np.full((2, 2), 7, np.uint8) + np.eye(2, dtype=np.uint8), "tiny", "a")
+    w.append(np.arange(64, dtype=np.uint8).reshape(8, 8), "big", "a")
+    st = w.close()
+    spec = get_spec({"features": ["I", "Ix", "Iy"], "stride": 2})
+    desc = ImageDescriptor(spec, "operator", n_frequencies=4, sigma=1.0, gamma=1e-3, scaling="per-feature",
+                           random_state=0)
+    with pytest.raises(ConfigError, match=r"pixels.stride = 2: image tiny of 2 x 2 pixels keeps 1 sampled pixel .*"
+                                          r"a covariance needs at least 2: lower the stride$"):
+        ImageSource(st, desc)
+    with pytest.raises(ConfigError, match=r"image tiny of 2 x 2 pixels keeps 1 sampled pixel .*: the model's stride "
+                                          r"is fixed: leave such images out, or give them larger"):
+        ImageSource(st, desc, state={"scale": [1.0, 1.0, 1.0]})

@@ -280,10 +280,10 @@ def n_sampled_pixels(h: int, w: int, stride: int) -> int:
     return ((h + stride - 1) // stride) * ((w + stride - 1) // stride)
 
 
-def check_sampled_pixels(shapes, stride: int, ids) -> None:
+def check_sampled_pixels(shapes, stride: int, ids, fix: str = "lower the stride") -> None:
     """Every image keeps at least 2 sampled pixels at ``stride`` (a covariance needs 2 samples).
 
-    ``shapes``: (n, >= 2) heights and widths; ``ids`` names the images in the message.
+    ``shapes``: (n, >= 2) heights and widths; ``ids`` names the images in the message; ``fix`` ends it.
     """
     shapes = np.asarray(shapes)
     if len(shapes) == 0 or int(stride) <= 1:
@@ -294,7 +294,7 @@ def check_sampled_pixels(shapes, stride: int, ids) -> None:
         i = int(bad[0])
         raise ConfigError(f"pixels.stride = {stride}: image {ids[i]} of {shapes[i, 0]} x {shapes[i, 1]} pixels keeps "
                           f"{int(n[i])} sampled pixel ({len(bad)} image(s) like it); a covariance needs at least 2: "
-                          f"lower the stride")
+                          f"{fix}")
 
 
 def pixel_features(image, spec) -> np.ndarray:

@@ -273,7 +273,10 @@ class ImageSource:
                      f"{self.dim} numbers)", "lower method.D")
 
         if spec.stride > 1:
-            check_sampled_pixels(store.shapes, spec.stride, store.ids())
+            trained = state is not None and state.get("scale") is not None     # a saved model's (predict)
+            check_sampled_pixels(store.shapes, spec.stride, store.ids(),
+                                 "the model's stride is fixed: leave such images out, or give them larger"
+                                 if trained else "lower the stride")
 
     @property
     def needs_fit(self) -> bool:
