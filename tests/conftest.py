@@ -25,6 +25,18 @@ def dataset(name: str) -> Path:
     return path
 
 
+def assert_same_bits(a, b, what: str = "arrays") -> None:
+    """``a`` and ``b`` are the same dtype, shape and bytes; a failure says how many entries differ and by how much
+    (pytest's own diff of two long byte strings runs for minutes)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{a.shape} against {b.dtype}{b.shape}"
+    if a.tobytes() != b.tobytes():
+        differ = a != b if a.dtype.kind in "fiub" else np.ones(a.shape, dtype=bool)
+        worst = float(np.max(np.abs(a.astype(float) - b.astype(float)))) if a.dtype.kind in "fiu" else None
+        raise AssertionError(f"{what}: {int(np.count_nonzero(differ))} of {a.size} entries differ "
+                             f"(largest difference {worst})")
+
+
 def predictions(path, key=lambda i: i) -> dict:
     """``{key(id): predicted}`` of a predictions CSV (a run's or ``streamcov predict``'s; both name the
     columns ``id`` and ``predicted``)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, assert_same_bits
 from streamcov.tasks.config import load_config
 from streamcov.tasks import run as run_pipeline
 from streamcov.data.skeletons import ingest
@@ -149,7 +149,7 @@ def test_cluster_of_processes_matches_threads(cluster, synth_store, threaded, tm
     Xb, doneb = read_features(threaded)
     assert done.all() and doneb.all()
     assert X.shape == (400, 200)   # the file's Nystroem map: one landmark per training row (200 < 300)
-    assert X.tobytes() == Xb.tobytes()  # bitwise, not approximately
+    assert_same_bits(X, Xb)  # bitwise, not approximately
     assert res["accuracy"] == threaded["accuracy"]
     # 10 balanced classes, 200 test sequences: chance is 0.10 with a standard
     # deviation of about 0.02, so 0.15 is well above chance even at this size
@@ -158,7 +158,7 @@ def test_cluster_of_processes_matches_threads(cluster, synth_store, threaded, tm
     model_b = np.load(Path(threaded["model_path"]) / "model.npz", allow_pickle=False)
     assert sorted(model.files) == sorted(model_b.files)
     for k in model.files:
-        assert model[k].tobytes() == model_b[k].tobytes(), k
+        assert_same_bits(model[k], model_b[k], k)
 
 
 def test_cli_scheduler_address(cluster, synth_store, threaded, tmp_path):
@@ -173,7 +173,7 @@ def test_cli_scheduler_address(cluster, synth_store, threaded, tmp_path):
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
     assert res["featurized_sequences"] == 400
-    assert read_features(res)[0].tobytes() == read_features(threaded)[0].tobytes()
+    assert_same_bits(read_features(res)[0], read_features(threaded)[0])
     assert res["accuracy"] == threaded["accuracy"]
 
 

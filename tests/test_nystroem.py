@@ -134,3 +134,29 @@ def test_the_fitted_map_is_the_same_bits_whatever_blas_threads_the_process_has()
     with threadpool_limits(1, "blas"):
         b, _ = fit_feature_map(params, 0, X.shape[1], X)
     np.testing.assert_array_equal(a.normalization_, b.normalization_)
+
+
+def test_the_fitted_map_does_not_depend_on_when_scipy_was_loaded(tmp_path):
+    """numpy and scipy each bring their own OpenBLAS; a process that limited BLAS before it loaded scipy.linalg
+    (a CLI run: featurization first) and one that loaded it first (a notebook, the test process) must fit the
+    same map: one thread in every BLAS during the fit, whichever is loaded."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, hashlib
+import numpy as np
+from streamcov._config import blas_threads
+if sys.argv[1] == "early":
+    import scipy.linalg
+with blas_threads(1):
+    np.ones((4, 4)) @ np.ones((4, 4))
+from streamcov.features.registry import fit_feature_map
+X = np.random.default_rng(0).standard_normal((300, 3000))
+m, _ = fit_feature_map({"map": "nystroem", "n_components": 500, "sigma": 30.0}, 0, 3000, X)
+print(hashlib.sha256(m.normalization_.tobytes()).hexdigest())
+"""
+    out = [subprocess.run([sys.executable, "-c", code, when], capture_output=True, text=True, timeout=300)
+           for when in ("early", "late")]
+    assert all(o.returncode == 0 for o in out), [o.stderr[-500:] for o in out]
+    assert out[0].stdout == out[1].stdout
