@@ -160,6 +160,10 @@ def blas_threads(n: int):
     n = int(n)
     with _BLAS_LOCK:
         if _BLAS is None:
+            # numpy and scipy each bring their own OpenBLAS; the libraries are listed once, so scipy's must be
+            # loaded first, or it is never limited (a process that used this before importing scipy.linalg
+            # ran scipy's eigh on every core, and rounded differently from one that had imported it)
+            import scipy.linalg  # noqa: F401
             from threadpoolctl import ThreadpoolController
 
             _BLAS = ThreadpoolController().select(user_api="blas")

@@ -139,7 +139,7 @@ def test_the_fitted_map_is_the_same_bits_whatever_blas_threads_the_process_has()
 def test_the_fitted_map_does_not_depend_on_when_scipy_was_loaded(tmp_path):
     """numpy and scipy each bring their own OpenBLAS; a process that limited BLAS before it loaded scipy.linalg
     (a CLI run: featurization first) and one that loaded it first (a notebook, the test process) must fit the
-    same map: one thread in every BLAS during the fit, whichever is loaded."""
+    same map: the limiter (_config.blas_threads) covers scipy's BLAS whichever was loaded first."""
     import subprocess
     import sys
 

@@ -136,14 +136,15 @@ def open_group(path, mode):
         return zarr.open_group(str(path), mode=mode)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:  # type: ignore[attr-defined]
         p = Path(path)
-        what = ("a file, not a store: a store is a folder; for images, give their folder (`streamcov predict` "
-                "reads a folder of images) or ingest them with `streamcov ingest images --format folders`"
-                if p.is_file() else
-                "a folder without a zarr store; for a folder of images, ingest it with `streamcov ingest images "
-                "--format folders` (`streamcov predict` also reads it as it is)"
-                if p.is_dir() and any(p.iterdir()) else
-                f"no zarr store here ({exc.__class__.__name__}); create one with `streamcov ingest` or "
-                f"`streamcov synth`")
+        if p.is_file():
+            what = ("a file, not a store: a store is a folder; for images, give their folder (`streamcov predict` "
+                    "reads a folder of images) or ingest them with `streamcov ingest images --format folders`")
+        elif p.is_dir() and any(p.iterdir()):
+            what = ("a folder without a zarr store; for a folder of images, ingest it with `streamcov ingest images "
+                    "--format folders` (`streamcov predict` also reads it as it is)")
+        else:
+            what = (f"no zarr store here ({exc.__class__.__name__}); create one with `streamcov ingest` or "
+                    f"`streamcov synth`")
         raise StoreError(f"{path}: {what}") from None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:   # zarr.json unreadable
         raise StoreError(f"{path}: the store's zarr.json is damaged ({exc.__class__.__name__}: "

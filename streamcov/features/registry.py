@@ -171,13 +171,12 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
             need = 8.0 * n * width * max(projection_columns(params), 1e-3)
         check_memory(need, f"features.n_components = {n} on {n_features}-dimensional descriptors",
                      "lower features.n_components (or use map = \"rff-blocks\")")
-    from threadpoolctl import threadpool_limits
+    from .._config import blas_threads
 
-    # one thread in every BLAS loaded now (numpy's and scipy's are two libraries; Nystroem's eigh runs on scipy's,
-    # which _config.blas_threads misses when scipy was loaded after its first use): a fit's products and
-    # eigendecomposition round with the thread count, and the map must be the same bits in every process (a CLI
-    # run and a notebook, a driver whose BLAS another library limited). Found afresh at each fit: milliseconds.
-    with threadpool_limits(limits=1, user_api="blas"):
+    # one BLAS thread, as the transform has: a fit's products and eigendecomposition (Nystroem's K_LL, on scipy's
+    # BLAS) round with the thread count, and the map must be the same bits in every process (a CLI run and a
+    # notebook, a driver whose BLAS another library limited)
+    with blas_threads(1):
         fmap.fit(sample if needs_data(params) else np.zeros((1, n_features)))
     return fmap, record
 
