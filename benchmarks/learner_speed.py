@@ -50,10 +50,15 @@ On the generated store also:
 * ``rss``: peak RSS of a fresh process training with ``cache = "stream"`` on
   a store of ``N / 8`` sequences and on the ``N`` store (``rss_growth`` =
   8x / 1x);
-* ``gemm_fraction``: per pass, the GEMM FLOPs counted (``4 k D`` per
-  training row, ``2 k D`` per validation row) over the pass time, divided by
-  the speed of a float32 GEMM (2048^2) measured here on as many cores as the
-  pass uses (its partitions computed at once); min and median over passes.
+* ``gemm_fraction``: per pass over the stored rows, the GEMM FLOPs counted
+  (``4 k D`` per training row, ``2 k D`` per validation row) over the pass
+  time, divided by the speed of a float32 GEMM (2048^2) measured here on as
+  many cores as the pass uses (its partitions computed at once); min and
+  median over passes. A fit in the span of the rows (``span = "rows"``, the
+  ``auto`` choice on the real datasets) reads the rows once, for their Gram
+  product (float64, one thread): that pass counts ``2 n (n + n_val) D`` FLOPs
+  against a float64 GEMM on one thread; its L-BFGS passes over the ``n x r``
+  span coordinates in memory are reported beside (``span_passes``).
 
 The machine's other load makes every absolute time noisy: the ratios are
 taken side by side in one run, and the load average is printed. The final
@@ -73,7 +78,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -208,13 +212,13 @@ def logreg_fold(path, y, train, test, C, tol):
     return t, acc, int(np.max(clf.n_iter_))
 
 
-def gemm_speed(threads: int) -> float:
-    """GFLOP/s of a float32 2048 x 2048 GEMM on ``threads`` BLAS threads, best of 5."""
+def gemm_speed(threads: int, dtype=np.float32) -> float:
+    """GFLOP/s of a ``dtype`` 2048 x 2048 GEMM on ``threads`` BLAS threads, best of 5."""
     from streamcov._config import blas_threads
 
     rng = np.random.default_rng(0)
-    A = rng.standard_normal((2048, 2048)).astype(np.float32)
-    B = rng.standard_normal((2048, 2048)).astype(np.float32)
+    A = rng.standard_normal((2048, 2048)).astype(dtype)
+    B = rng.standard_normal((2048, 2048)).astype(dtype)
     best = np.inf
     with blas_threads(threads):
         A @ B
@@ -225,14 +229,29 @@ def gemm_speed(threads: int) -> float:
     return 2 * 2048 ** 3 / best / 1e9
 
 
-def gemm_fraction(res: dict, gemm1: float) -> dict:
-    out = []
+def _summary(out: list) -> dict:
+    return {"min": round(float(np.min(out)), 3), "median": round(float(np.median(out)), 3), "passes": len(out)}
+
+
+def gemm_fraction(res: dict, gemm1: float, gemm64: float) -> dict:
+    """Per pass over the stored rows, the GEMM FLOPs counted over the pass time and the GEMM speed: the
+    passes of a fit over the features against float32 GEMM, the Gram product of a fit in the span of the
+    rows (its only pass over them, in float64) against float64 GEMM; beside them (``span_passes``) the
+    L-BFGS passes over the span coordinates (n x r in memory, float32), which are not passes over the store."""
+    store, span = [], []
     for f in res.get("folds", [res]):
         flops = f["gemm_flops_per_pass"]
         par = f.get("parallel_partitions", 1)
-        out += [flops / t / 1e9 / (gemm1 * par) for t in f["pass_times"][1:] or f["pass_times"]]
-    return {"min": round(float(np.min(out)), 3), "median": round(float(np.median(out)), 3),
-            "passes": len(out)}
+        passes = [flops / t / 1e9 / (gemm1 * par) for t in f["pass_times"][1:] or f["pass_times"]]
+        if f.get("span") == "rows":
+            store.append(f["gram_flops"] / f["gram_seconds"] / 1e9 / gemm64)
+            span += passes
+        else:
+            store += passes
+    out = _summary(store)
+    if span:
+        out["span_passes"] = _summary(span)
+    return out
 
 
 # ------------------------------------------------------------------- a store
@@ -260,8 +279,8 @@ def side_by_side(name: str, store: Path, work: Path, args, sgd_epochs: int | Non
                      "accuracy": lbfgs["accuracy"], "iterations": [f["iterations"] for f in lbfgs.get("folds", [lbfgs])],
                      "passes": [f["passes"] for f in lbfgs.get("folds", [lbfgs])],
                      "cache": lbfgs.get("cache") or lbfgs["folds"][0]["cache"]}}
-    gemm1 = args.gemm1
-    row["gemm_fraction"] = gemm_fraction(lbfgs, gemm1)
+    row["gemm_fraction"] = gemm_fraction(lbfgs, args.gemm1, args.gemm64)
+    row["lbfgs"]["span"] = [f.get("span", "features") for f in lbfgs.get("folds", [lbfgs])]
     sgd_sets = SGD[name] + extra
     epochs = 100
     run_epochs = sgd_epochs or epochs
@@ -577,8 +596,10 @@ def main(argv=None) -> int:
 
     args.gemm1 = gemm_speed(1)
     args.gemm2 = gemm_speed(2)
+    args.gemm64 = gemm_speed(1, np.float64)
     summary: dict = {"benchmark": "learner_speed", "gemm_gflops_1_thread": round(args.gemm1, 1),
-                     "gemm_gflops_2_threads": round(args.gemm2, 1), "cores": thread_plan().cores,
+                     "gemm_gflops_2_threads": round(args.gemm2, 1),
+                     "gemm_float64_gflops_1_thread": round(args.gemm64, 1), "cores": thread_plan().cores,
                      "load_average_start": os.getloadavg(), "real_datasets_n_components": args.real_nu}
     log(f"float32 GEMM: {summary['gemm_gflops_1_thread']} GFLOP/s on 1 thread, "
         f"{summary['gemm_gflops_2_threads']} on 2")

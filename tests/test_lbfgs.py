@@ -645,9 +645,12 @@ def test_async_checkpoint_writer_keeps_the_newest(tmp_path):
 
 # ------------------------------------------------------------------ pipeline
 def lbfgs_cfg(store, out, *extra):
+    # span = "features": these tests are about the passes over the store (120 training rows of 256 features
+    # would otherwise be fitted in the span of the rows)
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
                        [f'output="{out}"', *RGW_SETS, "features.n_components=256",
-                        "dask.block_size=16", 'model.learner="lbfgs"', "model.C=10.0", *extra], store=store.path)
+                        "dask.block_size=16", 'model.learner="lbfgs"', "model.C=10.0", 'model.span="features"',
+                        *extra], store=store.path)
 
 
 def model_arrays(out):

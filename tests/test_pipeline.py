@@ -140,7 +140,7 @@ def test_every_shipped_pipeline_loads():
 
 # ------------------------------------------------ [model] keys that the chosen learner does not read
 LBFGS_READS = r"\(learner \"lbfgs\" reads loss, C, alpha, penalty, scale, validation_fraction, n_iter_no_change, " \
-              r"max_iter, tol, cache\)"
+              r"max_iter, tol, cache, span\)"
 
 
 FILE = r"^\S+/p\.toml, "   # a model_file's origin

@@ -61,6 +61,12 @@ the learner holds out that share of the training rows (drawn from
 ``random_state``), evaluates their loss at every iterate within the same
 passes, stops when it has not fallen for ``n_iter_no_change`` iterations and
 returns the iterate with the lowest validation loss.
+
+With few training rows against many features (``span``, :func:`span_route`)
+the fit runs in the span of the training rows, where the minimizer lies:
+one Gram product of the rows, then the same L-BFGS over ``r <= n``
+coordinates, mapped back to the features at the end
+(:func:`_train_in_span`).
 """
 from __future__ import annotations
 
@@ -101,6 +107,19 @@ FAN_IN = 8
 READ_BYTES = 32 << 20
 # seconds between checkpoint writes at most (iterations faster than that share one; the last is always written)
 CHECKPOINT_INTERVAL = 1.0
+# span = "auto" solves in the span of the training rows when there are at most this many fit rows per score
+# column (and at most half as many as features): the Gram product costs about n / (2 k) passes of the
+# feature route in float32 (twice that in float64), so at 25 rows per column it is paid back by ~50 passes,
+# fewer than a squared-hinge or weakly penalized fit takes
+SPAN_ROWS_PER_COLUMN = 25
+# at most this many training rows in the span route: the n x n Gram matrix and its eigenvectors (2 x 512 MB)
+SPAN_MAX_ROWS = 8192
+# eigenvalues of the Gram matrix below this fraction of the largest are dropped: directions whose rows vary
+# by less than 1e-5 of the largest singular value, where the float64 Gram matrix has no digits left
+SPAN_RANK_RTOL = 1e-10
+# bytes of one float64 panel of the rows in the Gram and back-mapping products: a few hundred columns of
+# thousands of rows, every column of a hundred rows (a panel of few rows is a small GEMM, paid per call)
+SPAN_PANEL_BYTES = 16 << 20
 
 
 # ------------------------------------------------------------------- the plan
@@ -803,8 +822,164 @@ def validation_split(train_mask, validation_fraction: float, seed: int):
     return fit, val
 
 
+# ------------------------------------------------------- the span of the rows
+def span_route(est, source, n_fit: int, n_val: int, n_classes: int) -> bool:
+    """Whether a fit of ``est`` runs in the span of the training rows (:func:`_train_in_span`).
+
+    ``span = "rows"``: yes (a ``ValueError`` when more than :data:`SPAN_MAX_ROWS` rows or rows that do
+    not fit in memory make it impossible); ``"features"``: no; ``"auto"``: when there are at most half
+    as many fit rows as features, at most :data:`SPAN_ROWS_PER_COLUMN` per score column, at most
+    :data:`SPAN_MAX_ROWS`, and their float32 copy fits in this machine's memory budget.
+    """
+    span = getattr(est, "span", "features")
+    if span == "features" or n_fit == 0:
+        return False
+    dim = int(source.dim)
+    n_all = n_fit + n_val
+    fits = n_all <= SPAN_MAX_ROWS and use_cache("auto", 4 * dim * n_all)
+    if span == "rows":
+        if not fits:
+            raise ValueError(f"span='rows' holds the {n_all} training rows and their {n_all} x {n_all} Gram "
+                             f"matrix in memory: at most {SPAN_MAX_ROWS} rows that fit in memory; use "
+                             f"span='features' (or 'auto')")
+        return True
+    return fits and 2 * n_fit <= dim and n_fit <= SPAN_ROWS_PER_COLUMN * score_columns(n_classes)
+
+
+def _read_rows(source, mask: np.ndarray) -> np.ndarray:
+    """The rows of ``mask``, in row order, as the source stores them (one read of each block holding any)."""
+    bounds = source.bounds
+    parts = []
+    for i in range(len(bounds) - 1):
+        rows = np.flatnonzero(mask[bounds[i]:bounds[i + 1]])
+        if len(rows):
+            parts.append(np.asarray(source.read_block(i))[rows])
+    return np.concatenate(parts) if parts else np.zeros((0, int(source.dim)), dtype=np.float32)
+
+
+def _panels(X: np.ndarray, mean: np.ndarray, inv: np.ndarray):
+    """``(j0, j1, B)``: column panels of ``(X - mean) * inv`` in float64, about :data:`SPAN_PANEL_BYTES`
+    each (at least 64 columns)."""
+    width = max(64, SPAN_PANEL_BYTES // (8 * max(len(X), 1)))
+    for j0 in range(0, X.shape[1], width):
+        j1 = min(j0 + width, X.shape[1])
+        B = np.subtract(X[:, j0:j1], mean[j0:j1], dtype=np.float64)
+        B *= inv[j0:j1]
+        yield j0, j1, B
+
+
+def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkpoint, resume, fingerprint,
+                   progress):
+    """Fit ``est`` in the span of its fit rows; None when the rows span nothing (every row the mean).
+
+    The minimizer of ``(1/n) sum loss(W x_i + b) + lam ||W||^2 / 2`` has ``W = A X`` (the gradient in W
+    is ``G^T X / n + lam W``): it lies in the span of the n fit rows ``X`` (after the scaler), and so do
+    all L-BFGS iterates from a point in it, since every direction is built from gradients and steps.
+    With ``X X^T = U diag(s^2) U^T`` (one float64 Gram product over column panels, then ``eigh``;
+    eigenvalues below :data:`SPAN_RANK_RTOL` of the largest dropped) and the orthonormal basis
+    ``V = X^T U / s`` of that span, ``W = Wz V^T`` turns the problem into the same one over the rows
+    ``z = V^T x`` (``U s`` for the fit rows; validation rows ``(X_val X^T) U / s``) with the same
+    penalty, ``||W|| = ||Wz||``, and r <= n columns in place of D: the same fit in exact arithmetic (an
+    orthogonal change of coordinates, which L-BFGS and its line search do not see), each pass
+    ``r / D`` of the cost. ``tol`` is then checked on the gradient in those coordinates (the same
+    2-norm, a larger largest entry than in D columns: a stricter test). Warm starts are projected on
+    the span. The fit in ``z`` is the ordinary route (one thread, rows in memory), checkpointed and
+    resumed as any; the basis is recomputed on resume, to the same bits.
+    """
+    from sklearn.base import clone
+    from .sgd import _ArrayBlocks
+
+    t0 = time.perf_counter()
+    y = np.asarray(y)
+    fit_mask = np.asarray(fit_mask, dtype=bool)
+    val_mask = np.asarray(val_mask, dtype=bool)
+    X = _read_rows(source, fit_mask | val_mask)
+    order = np.flatnonzero(fit_mask | val_mask)
+    fit = fit_mask[order]
+    n_all, D = X.shape
+    n, n_v = int(fit.sum()), int(n_all - fit.sum())
+    # fit rows first, then validation rows: one gather per panel
+    perm = np.concatenate([np.flatnonzero(fit), np.flatnonzero(~fit)])
+    X = X[perm]
+    y_rows = y[order][perm]
+    k = score_columns(len(classes))
+    with blas_threads(1):   # one thread: the same sums in every process (BLAS splits work by its thread count)
+        mean = X.mean(axis=0, dtype=np.float64)
+        M2 = np.zeros(D)
+        for j0, j1, B in _panels(X, mean, np.ones(D)):
+            M2[j0:j1] = np.einsum("ij,ij->j", B, B)
+        scaler, inv = scaler_from_moments(scale, n_all, mean, M2, X.dtype)
+        inv_cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
+        warm = est.warm_start and getattr(est, "coef_", None) is not None and \
+            np.shape(est.coef_) == (k, D) and np.shape(est.intercept_) == (k,)
+        K = np.zeros((n, n))
+        Kv = np.zeros((n_v, n))
+        WX = np.zeros((k, n)) if warm else None
+        t_gram = time.perf_counter()
+        for j0, j1, B in _panels(X, mean, inv_cols):
+            Bf = B[:n]
+            K += Bf @ Bf.T
+            if n_v:
+                Kv += B[n:] @ Bf.T
+            if warm:
+                WX += np.asarray(est.coef_, dtype=np.float64)[:, j0:j1] @ Bf.T
+        # the pass over the rows: their Gram product (timed as the other route's passes over cached rows)
+        gram_seconds = time.perf_counter() - t_gram
+        K = 0.5 * (K + K.T)
+        ev, U = np.linalg.eigh(K)
+    span_seconds = time.perf_counter() - t0
+    if not len(ev) or ev[-1] <= 0:
+        return None
+    keep = np.flatnonzero(ev > ev[-1] * SPAN_RANK_RTOL)[::-1]
+    s = np.sqrt(ev[keep])
+    U = U[:, keep]
+    r = len(keep)
+    Z = np.empty((n_all, r))
+    np.multiply(U, s, out=Z[:n])
+    if n_v:
+        np.matmul(Kv, U / s, out=Z[n:])
+    inner = clone(est).set_params(span="features", cache="memory", warm_start=warm)
+    if warm:
+        W0 = np.asarray(est.coef_, dtype=np.float64)
+        b0 = np.asarray(est.intercept_, dtype=np.float64)
+        inner.coef_ = (WX @ U) / s
+        inner.intercept_ = b0 + W0 @ mean if scaler is None else b0.copy()
+    z_fit = np.zeros(n_all, dtype=bool)
+    z_fit[:n] = True
+    t1 = time.perf_counter()
+    train_lbfgs(_ArrayBlocks(Z, chunk_rows(r)), y_rows, np.ones(n_all, dtype=bool), classes, inner,
+                scale="none", checkpoint=checkpoint, resume=resume, fingerprint=f"{fingerprint}|span rows {r}",
+                progress=progress, _masks=(z_fit, ~z_fit))
+    t2 = time.perf_counter()
+    # back to the D columns: W = Wz V^T = (Wz / s) U^T X, panel by panel
+    A = (inner.coef_ / s) @ U.T
+    W = np.empty((k, D))
+    with blas_threads(1):
+        for j0, j1, B in _panels(X[:n], mean, inv_cols):
+            np.matmul(A, B, out=W[:, j0:j1])
+    b = np.asarray(inner.intercept_, dtype=np.float64).copy()
+    if scaler is None:
+        b = b - W @ mean
+    for name in ("n_iter_", "n_evals_", "stop_reason_", "converged_", "grad_max_", "loss_curve_",
+                 "validation_loss_curve_", "best_iter_"):
+        if hasattr(inner, name):
+            setattr(est, name, getattr(inner, name))
+    est.coef_ = W
+    est.intercept_ = b
+    est.classes_ = classes
+    est.n_features_in_ = D
+    info = dict(inner.fit_info_)
+    info.update(span="rows", rank=r, n_fit=n, n_validation=n_v, gram_seconds=gram_seconds,
+                gram_flops=2 * n * n_all * D, span_seconds=span_seconds, span_fit_seconds=t2 - t1,
+                back_map_seconds=time.perf_counter() - t2, cache="memory")
+    est.fit_info_ = info
+    return est, scaler
+
+
+
 def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scale: str = "none",
-                checkpoint=None, resume: bool = False, fingerprint: str = "", progress: bool = False):
+                checkpoint=None, resume: bool = False, fingerprint: str = "", progress: bool = False,
+                _masks=None):
     """Fit ``estimator`` (:class:`LBFGSClassifier`) on the training rows of ``source``.
 
     Parameters
@@ -829,6 +1004,14 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         Written after every iteration (in the background); with ``resume``
         and a matching ``fingerprint`` the run continues from it.
 
+    Notes
+    -----
+    With ``estimator.span`` ``"rows"``, or ``"auto"`` and few training rows
+    against the features (:func:`span_route`), the fit runs in the span of
+    the training rows (:func:`_train_in_span`): the minimizer ``W`` lies in
+    it (representer theorem), so the same problem is solved in ``r <= n``
+    coordinates after one Gram product, and mapped back.
+
     Returns
     -------
     estimator, scaler
@@ -848,7 +1031,15 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     if n_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {n_classes}")
     seed = _seed_of(est.random_state)
-    fit_mask, val_mask = validation_split(train_mask, float(est.validation_fraction), seed)
+    if _masks is not None:
+        fit_mask, val_mask = _masks
+    else:
+        fit_mask, val_mask = validation_split(train_mask, float(est.validation_fraction), seed)
+    if span_route(est, source, int(np.count_nonzero(fit_mask)), int(np.count_nonzero(val_mask)), n_classes):
+        fitted = _train_in_span(source, y, fit_mask, val_mask, classes, est, scale=scale, checkpoint=checkpoint,
+                                resume=resume, fingerprint=fingerprint, progress=progress)
+        if fitted is not None:
+            return fitted
     problem = _Problem(source, y, fit_mask, val_mask, n_classes, est.loss, runtime, est.cache)
     try:
         n_mom, mean, M2 = problem.moments
@@ -996,7 +1187,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
                          "pass_tasks": problem.pass_tasks, "kernel": problem.kernel,
                          "gemm_flops_per_pass": problem.gemm_flops,
                          "n_fit": problem.n_fit, "n_validation": problem.n_val,
-                         "checkpoint_ignored": bool(found and loaded is None)}
+                         "checkpoint_ignored": bool(found and loaded is None), "span": "features"}
     finally:
         problem.close()
     return est, scaler
@@ -1074,6 +1265,17 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         every pass, or cache when they fit (see :mod:`streamcov.stream.lbfgs`).
     warm_start : bool, default=False
         Start from the coefficients of the previous fit (same shape).
+    span : {"auto", "rows", "features"}, default="auto"
+        Coordinates of the fit. ``"features"``: L-BFGS over the ``k x D``
+        coefficients, one pass over the rows per evaluation. ``"rows"``: the
+        same problem in the span of the training rows (the minimizer lies in
+        it): one Gram product of the rows (``n x n``, float64), then L-BFGS
+        over ``k x r`` coordinates (``r <= n`` the rank), each evaluation
+        ``r / D`` of the cost; the rows and the Gram matrix are held in
+        memory (at most 8192 rows). ``"auto"``: ``"rows"`` when there are at
+        most half as many training rows as features and at most 25 per score
+        column, and they fit in memory. The same model up to rounding and the
+        stopping test (see :func:`train_lbfgs`).
     n_jobs : int, default=None
         Threads for :meth:`fit` on in-memory data (None: this thread).
     random_state : int, RandomState or None, default=None
@@ -1118,12 +1320,13 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "cache": [StrOptions(set(CACHE_MODES))],
         "warm_start": ["boolean"],
+        "span": [StrOptions({"auto", "rows", "features"})],
         "n_jobs": [None, Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
     }
 
     def __init__(self, *, loss="log_loss", C=1.0, tol=1e-4, max_iter=100, memory=10, validation_fraction=0.0,
-                 n_iter_no_change=5, cache="auto", warm_start=False, n_jobs=None, random_state=None):
+                 n_iter_no_change=5, cache="auto", warm_start=False, span="auto", n_jobs=None, random_state=None):
         self.loss = loss
         self.C = C
         self.tol = tol
@@ -1133,6 +1336,7 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         self.n_iter_no_change = n_iter_no_change
         self.cache = cache
         self.warm_start = warm_start
+        self.span = span
         self.n_jobs = n_jobs
         self.random_state = random_state
 
@@ -1221,7 +1425,8 @@ def make_lbfgs(model, n_fit: int, seed: int) -> LBFGSClassifier:
     C = float(model.C) if model.alpha is None else 1.0 / (float(model.alpha) * max(int(n_fit), 1))
     return LBFGSClassifier(loss=model.loss, C=C, tol=float(model.tol), max_iter=int(model.max_iter),
                            validation_fraction=float(model.validation_fraction),
-                           n_iter_no_change=int(model.n_iter_no_change), cache=model.cache, random_state=int(seed))
+                           n_iter_no_change=int(model.n_iter_no_change), cache=model.cache, span=model.span,
+                           random_state=int(seed))
 
 
 def train_lbfgs_arrays(X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray, model,
@@ -1237,4 +1442,4 @@ def train_lbfgs_arrays(X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, cla
 
 
 __all__ = ["CACHE_FRACTION", "CACHE_MODES", "LBFGSClassifier", "PartSpec", "make_lbfgs", "make_plan",
-           "predict_rows", "scaler_from_moments", "train_lbfgs", "train_lbfgs_arrays", "validation_split"]
+           "predict_rows", "scaler_from_moments", "span_route", "train_lbfgs", "train_lbfgs_arrays", "validation_split"]

@@ -444,7 +444,11 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                        "pass_seconds": round(clf.fit_info_["pass_seconds"], 3),
                        "pass_times": [round(t, 5) for t in clf.fit_info_["pass_times"]],
                        "parallel_partitions": int(clf.fit_info_["parallel_partitions"]),
-                       "gemm_flops_per_pass": int(clf.fit_info_["gemm_flops_per_pass"])}
+                       "gemm_flops_per_pass": int(clf.fit_info_["gemm_flops_per_pass"]),
+                       "span": clf.fit_info_["span"]}
+            if clf.fit_info_["span"] == "rows":   # the one pass over the stored rows: their Gram product
+                learned.update(rank=int(clf.fit_info_["rank"]), gram_seconds=round(clf.fit_info_["gram_seconds"], 5),
+                               gram_flops=int(clf.fit_info_["gram_flops"]))
             if clf.n_iter_ == 0 and clf.converged_:   # "converged" at its starting point: not trained at all
                 learner_warnings.append(
                     f"fold {name!r}: L-BFGS took no step: the largest gradient entry at its start, "

@@ -171,7 +171,7 @@ LEARNER_KEYS = {
     "sgd": ("loss", "C", "alpha", "penalty", "epochs", "average", "learning_rate", "eta0", "scale",
             "validation_fraction", "n_iter_no_change", "checkpoint_blocks", "shuffle_blocks", "cache"),
     "lbfgs": ("loss", "C", "alpha", "penalty", "scale", "validation_fraction", "n_iter_no_change", "max_iter",
-              "tol", "cache"),
+              "tol", "cache", "span"),
     "exact-svm": ("sigma_grid", "C_grid"),
 }
 
@@ -240,6 +240,7 @@ class ModelTable(Table):
     max_iter: PosInt = 300
     tol: PosFloat = 1e-4
     cache: Literal["auto", "memory", "stream"] = "auto"
+    span: Literal["auto", "rows", "features"] = "auto"
     sigma_grid: Annotated[list[Bandwidth], Field(min_length=1)] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
     C_grid: Annotated[list[PosFloat], Field(min_length=1)] = [0.1, 1.0, 10.0, 100.0, 1000.0]
 

@@ -1,0 +1,227 @@
+"""The L-BFGS fit in the span of the training rows (``span = "rows"``) against the fit over the features.
+
+The minimizer of an L2-penalized linear loss lies in the span of the training rows, and the fit there is
+the fit over the features in orthogonal coordinates: the same iterates in exact arithmetic, so the same
+objective along the run, the same minimizer and the same predictions, up to the float32 rounding of the
+passes (both routes multiply float32 rows, and stop where no float32 step lowers the objective).
+"""
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+
+from streamcov.linear import linear_loss_gradient
+from streamcov.stream import lbfgs as L
+from streamcov.stream.lbfgs import LBFGSClassifier
+from streamcov.stream.sgd import _ArrayBlocks
+
+
+def wide(n=120, d=600, k=4, seed=0, offset=0.5):
+    """Fewer rows than features, classes apart by about the noise, and an offset the centring removes."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((k, d)) * 0.3
+    y = rng.integers(0, k, n)
+    X = (centres[y] + rng.standard_normal((n, d))) / np.sqrt(d) + offset
+    return X, y
+
+
+def fit(X, y, span, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)   # tol below what float32 passes reach
+        return LBFGSClassifier(span=span, **{"tol": 1e-8, "max_iter": 3000, **kw}).fit(X, y)
+
+
+@pytest.mark.parametrize("loss", ["log_loss", "squared_hinge"])
+@pytest.mark.parametrize("k", [2, 5])
+@pytest.mark.parametrize("C", [1.0, 100.0])
+def test_the_fit_in_the_span_is_the_fit_over_the_features(loss, k, C):
+    X, y = wide(k=k, seed=k)
+    a = fit(X, y, "features", loss=loss, C=C)
+    b = fit(X, y, "rows", loss=loss, C=C)
+    assert a.fit_info_["span"] == "features" and b.fit_info_["span"] == "rows"
+    # rank: the 120 rows less the direction the centring takes out
+    assert b.fit_info_["rank"] == 119 and b.coef_.shape == a.coef_.shape == (1 if k == 2 else k, 600)
+    # the same iterates in exact arithmetic: the objective along the first iterations agrees to the
+    # float32 rounding of the passes (about 1e-7 relative; 1e-5 allowed, the runs drift apart slowly)
+    m = min(8, len(a.loss_curve_), len(b.loss_curve_))
+    np.testing.assert_allclose(b.loss_curve_[:m], a.loss_curve_[:m], rtol=1e-5)
+    # the minimizer: both stop at the float32 precision of the objective, gradients of 1e-7 .. 1e-5;
+    # measured coefficient differences up to 4e-4 of the largest (squared hinge, C = 100, whose weakest
+    # curvature is lam = 1 / (C n) = 8e-5); 2e-3 allowed
+    np.testing.assert_allclose(b.coef_, a.coef_, rtol=0, atol=2e-3 * np.abs(a.coef_).max())
+    Sa, Sb = a.decision_function(X), b.decision_function(X)
+    np.testing.assert_allclose(Sb, Sa, rtol=0, atol=2e-3 * np.abs(Sa).max())
+    # the float64 objective of both: equal to 1e-5 relative. Each stops where no float32 step lowers it;
+    # the near-separable fits (squared hinge, C = 100) end at f ~ 1e-3, where that is 1e-6 relative
+    # (measured: up to 1.4e-6)
+    fa = linear_loss_gradient(X, y, a.coef_, a.intercept_, loss=loss, C=C, dtype=np.float64)[0]
+    fb = linear_loss_gradient(X, y, b.coef_, b.intercept_, loss=loss, C=C, dtype=np.float64)[0]
+    assert fb == pytest.approx(fa, rel=1e-5)
+
+
+@pytest.mark.parametrize("scale", ["none", "center", "standard"])
+def test_the_span_route_folds_every_scaler(scale):
+    X, y = wide(n=90, d=400, k=3, seed=1)
+    X[:, :50] *= 7.0   # columns of another scale: "standard" changes the problem, "center" does not
+    blocks, mask = _ArrayBlocks(X.astype(np.float32), 32), np.ones(len(X), dtype=bool)
+    out = {}
+    for span in ("features", "rows"):
+        est = LBFGSClassifier(loss="squared_hinge", C=10.0, tol=1e-7, max_iter=3000, span=span)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            clf, scaler = L.train_lbfgs(blocks, y, mask, np.arange(3), est, scale=scale)
+        Xs = X if scaler is None else scaler.transform(X)
+        out[span] = (clf, scaler, clf.decision_function(Xs))
+    (a, sa, Sa), (b, sb, Sb) = out["features"], out["rows"]
+    assert b.fit_info_["span"] == "rows"
+    assert (sa is None) == (sb is None) == (scale == "none")
+    if sa is not None:
+        # the scaler from float64 column moments equals the streamed one to rounding
+        np.testing.assert_allclose(sb.mean_, sa.mean_, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(sb.scale_, sa.scale_, rtol=1e-10)
+    # the float64 objective of the scaled problem: equal to 1e-5 relative (as above; measured 3e-6 with
+    # "standard", whose rows of norm ~20 against lam = 1 / (C n) = 1e-3 leave the weakest curvature 4e5
+    # times below the strongest, so that scores at the same objective differ by up to 0.5%: 1e-2 allowed)
+    Xs = X if sa is None else sa.transform(X)
+    fa = linear_loss_gradient(Xs, y, a.coef_, a.intercept_, loss="squared_hinge", C=10.0, dtype=np.float64)[0]
+    fb = linear_loss_gradient(Xs, y, b.coef_, b.intercept_, loss="squared_hinge", C=10.0, dtype=np.float64)[0]
+    assert fb == pytest.approx(fa, rel=1e-5)
+    np.testing.assert_allclose(Sb, Sa, rtol=0, atol=1e-2 * np.abs(Sa).max())
+    assert (Sb.argmax(axis=1) == Sa.argmax(axis=1)).mean() >= 0.98
+
+
+def test_the_span_route_is_scikit_learn_logistic_regression():
+    X, y = wide(n=150, d=800, k=5, seed=4)
+    ours = fit(X, y, "rows", C=1.0, tol=1e-6)
+    ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=10000).fit(X, y)
+    # the multinomial coefficients are fixed up to a common shift per feature (softmax): compare centred
+    # rows; tolerance as for the feature route (tests/test_lbfgs.py): 5e-4 of the largest coefficient
+    W, R = ours.coef_ - ours.coef_.mean(axis=0), ref.coef_ - ref.coef_.mean(axis=0)
+    np.testing.assert_allclose(W, R, rtol=0, atol=5e-4 * np.abs(R).max())
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-4)
+
+
+def test_early_stopping_in_the_span_follows_the_same_validation_curve():
+    # more features than rows, weak regularization: the validation loss turns up
+    X, y = wide(n=160, d=800, k=8, seed=5)
+    kw = dict(C=1e4, tol=1e-9, max_iter=300, validation_fraction=0.25, n_iter_no_change=3, random_state=7)
+    a = fit(X, y, "features", **kw)
+    b = fit(X, y, "rows", **kw)
+    assert b.fit_info_["span"] == "rows" and b.fit_info_["n_validation"] == 40 and b.fit_info_["n_fit"] == 120
+    # the held-out rows are the same draw, their loss along the run the same to float32 rounding
+    m = min(len(a.validation_loss_curve_), len(b.validation_loss_curve_), 6)
+    np.testing.assert_allclose(b.validation_loss_curve_[:m], a.validation_loss_curve_[:m], rtol=1e-5)
+    assert b.stop_reason_ == "early_stopping" and b.best_iter_ == int(np.argmin(b.validation_loss_curve_))
+
+
+def test_a_warm_start_in_the_span_continues_from_the_previous_model():
+    X, y = wide(n=100, d=500, k=4, seed=6)
+    est = LBFGSClassifier(C=5.0, tol=1e-5, warm_start=True, span="rows").fit(X, y)
+    first = est.coef_.copy()
+    est.fit(X, y)
+    assert est.fit_info_["span"] == "rows" and est.n_iter_ <= 1   # projected on the span: at the minimum
+    np.testing.assert_allclose(est.coef_, first, atol=1e-5 * np.abs(first).max())
+    # from a model fitted over the features, to another C
+    other = LBFGSClassifier(C=20.0, tol=1e-5, span="features").fit(X, y)
+    cold = LBFGSClassifier(C=20.0, tol=1e-5, span="rows").fit(X, y)
+    est.set_params(C=20.0).fit(X, y)
+    assert est.n_iter_ < cold.n_iter_
+    np.testing.assert_allclose(est.coef_, other.coef_, atol=2e-3 * np.abs(other.coef_).max())
+
+
+def test_auto_chooses_the_span_for_few_rows_per_class():
+    def route(n, d, n_classes, span="auto"):
+        return L.span_route(LBFGSClassifier(span=span), _ArrayBlocks(np.zeros((n, d), np.float32), 64), n, 0,
+                            n_classes)
+
+    # at most half as many rows as features, and at most 25 per score column
+    assert route(291, 5000, 20) and route(99, 5000, 10)
+    assert not route(291, 500, 20)            # more than half the features
+    assert not route(600, 5000, 20)           # 30 rows per class
+    assert not route(30, 5000, 2)             # two classes: one score column, 25 rows
+    assert route(25, 5000, 2)
+    assert not route(291, 5000, 20, "features") and route(291, 500, 20, "rows")
+
+
+def test_span_rows_beyond_its_limit_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(L, "SPAN_MAX_ROWS", 50)
+    X, y = wide(n=60, d=200, k=3)
+    with pytest.raises(ValueError, match=r"span='rows' holds the 60 training rows .* at most 50 rows .* "
+                                         r"use span='features'"):
+        LBFGSClassifier(span="rows").fit(X, y)
+    assert LBFGSClassifier(span="auto").fit(X, y).fit_info_["span"] == "features"
+
+
+def test_rows_that_span_nothing_fit_the_intercept_over_the_features():
+    X = np.ones((40, 300))
+    y = np.arange(40) % 2
+    est = LBFGSClassifier(span="rows").fit(X, y)
+    assert est.fit_info_["span"] == "features" and np.all(est.coef_ == 0)
+
+
+def test_the_span_fit_resumes_from_its_checkpoint_to_the_same_model(tmp_path, monkeypatch):
+    X, y = wide(n=120, d=600, k=4, seed=8)
+    blocks, mask, ck = _ArrayBlocks(X.astype(np.float32), 32), np.ones(len(X), dtype=bool), tmp_path / "c.npz"
+    monkeypatch.setattr(L, "CHECKPOINT_INTERVAL", 0.0)
+
+    def run(resume):
+        est = LBFGSClassifier(loss="squared_hinge", C=100.0, max_iter=400, span="rows")
+        clf, _ = L.train_lbfgs(blocks, y, mask, np.arange(4), est, scale="center", checkpoint=ck,
+                               resume=resume, fingerprint="f")
+        return clf
+
+    whole = run(False)
+    assert whole.fit_info_["span"] == "rows" and whole.n_iter_ > 20
+    ck.unlink()
+    original = L._Problem.sums
+    calls = {"n": 0}
+
+    def crashing(self, *a):
+        calls["n"] += 1
+        if calls["n"] == 15:
+            raise KeyboardInterrupt("simulated crash")
+        return original(self, *a)
+
+    monkeypatch.setattr(L._Problem, "sums", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        run(False)
+    monkeypatch.setattr(L._Problem, "sums", original)
+    with np.load(ck) as z:
+        doc = json.loads(z["checkpoint_json"].tobytes().decode())
+    assert 0 < doc["state"]["n_iter"] < whole.n_iter_ and "span rows 119" in doc["fingerprint"]
+    resumed = run(True)
+    assert resumed.coef_.tobytes() + resumed.intercept_.tobytes() == whole.coef_.tobytes() + whole.intercept_.tobytes()
+    assert resumed.n_iter_ == whole.n_iter_
+
+
+def test_the_span_fit_is_the_same_on_threads_and_a_local_cluster(scheduler):
+    from streamcov.stream.runtime import dask_runtime
+
+    X, y = wide(n=100, d=600, k=4, seed=9)
+    blocks, mask = _ArrayBlocks(X.astype(np.float32), 32), np.ones(len(X), dtype=bool)
+
+    def run(runtime):
+        est = LBFGSClassifier(loss="squared_hinge", C=30.0, span="auto")
+        clf, _ = L.train_lbfgs(blocks, y, mask, np.arange(4), est, scale="center", runtime=runtime)
+        assert clf.fit_info_["span"] == "rows"
+        return clf.coef_.tobytes() + clf.intercept_.tobytes()
+
+    alone = run(None)
+    with dask_runtime(scheduler, 2) as runtime:
+        assert run(runtime) == alone
+
+
+def test_span_is_a_model_key_of_lbfgs_only():
+    from conftest import REPO
+    from streamcov.errors import ConfigError
+    from streamcov.tasks.config import load_config
+
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", ['model.span="rows"'])
+    assert cfg.model.learner == "lbfgs" and L.make_lbfgs(cfg.model, 100, 0).span == "rows"
+    with pytest.raises(ConfigError, match=r"model.span.*not read by learner \"sgd\""):
+        load_config(REPO / "pipelines" / "msr_action3d.toml", ['model.learner="sgd"', 'model.span="rows"'])
+    with pytest.raises(ConfigError, match=r"model.span"):
+        load_config(REPO / "pipelines" / "msr_action3d.toml", ['model.span="dual"'])
