@@ -56,8 +56,9 @@ On the generated store also:
   many cores as the pass uses (its partitions computed at once); min and
   median over passes. A fit in the span of the rows (``span = "rows"``, the
   ``auto`` choice on the real datasets) reads the rows once, for their Gram
-  product (float64, one thread): that pass counts ``2 n (n + n_val) D`` FLOPs
-  against a float64 GEMM on one thread; its L-BFGS passes over the ``n x r``
+  product (float64, one thread): that pass counts ``n (n + 1) D`` FLOPs (BLAS
+  syrk: the upper triangle) plus ``2 n n_val D`` for validation rows, against
+  a float64 GEMM on one thread; its L-BFGS passes over the ``n x r``
   span coordinates in memory are reported beside (``span_passes``).
 
 The machine's other load makes every absolute time noisy: the ratios are

@@ -970,7 +970,8 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
     est.n_features_in_ = D
     info = dict(inner.fit_info_)
     info.update(span="rows", rank=r, n_fit=n, n_validation=n_v, gram_seconds=gram_seconds,
-                gram_flops=2 * n * n_all * D, span_seconds=span_seconds, span_fit_seconds=t2 - t1,
+                # numpy computes B @ B.T by BLAS syrk: the n (n + 1) / 2 products of the upper triangle
+                gram_flops=n * (n + 1) * D + 2 * n_v * n * D, span_seconds=span_seconds, span_fit_seconds=t2 - t1,
                 back_map_seconds=time.perf_counter() - t2, cache="memory")
     est.fit_info_ = info
     return est, scaler
