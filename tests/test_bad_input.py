@@ -1314,6 +1314,37 @@ def colour_model(e) -> Path:
     return e.tmp / "o" / "model"
 
 
+def float_folder(name, top, n=2, size=24, seed=1):
+    """Float TIFF images (Pillow mode F) with pixels from 0 to about ``top``, 2 classes of ``n``."""
+    def make(e):
+        from PIL import Image
+        rng = np.random.default_rng(seed)
+        for c in ("a", "b"):
+            (e.tmp / name / c).mkdir(parents=True, exist_ok=True)
+            for i in range(n):
+                arr = (rng.random((size, size)) * top).astype(np.float32)
+                Image.fromarray(arr).save(e.tmp / name / c / f"{i}.tif")
+        return e.tmp / name
+    return make
+
+
+def trained_on(folder_fn):
+    """A model of the stream image task (IMAGE_PIPELINE) trained on the images of ``folder_fn``."""
+    def make(e) -> Path:
+        store = e.tmp / "train.zarr"
+        rc, err, _ = cli("ingest", "images", "--format", "folders", folder_fn(e), store, "--quiet")
+        assert rc == 0, err
+        rc, err, _ = cli("run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=store)), "--quiet",
+                         "--scheduler", "synchronous")
+        assert rc == 0, err
+        return e.tmp / "o" / "model"
+    return make
+
+
+def predict_on(model_fn, folder_fn):
+    return lambda e: ["predict", model_fn(e), folder_fn(e), "--out", e.tmp / "p.csv", "--scheduler", "synchronous"]
+
+
 def ingested(folder_fn, *flags):
     def make(e):
         out = e.tmp / "i.zarr"
@@ -1417,6 +1448,21 @@ IMAGES = [
                                                    "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
          r"error: \S+/grey: image 0 \(a/0\.png\) is grey, but the model's features \(spec 'fish'\) use R, G, B; "
          r"give it colour images, or train a model on grey features for grey ones$"),
+    # integer images are read as fractions of their range, float images as they are: another scale at predict
+    # time would give features 255 times off and predictions without a word
+    Case("float-255-images-on-8-bit-model",
+         predict_on(trained_on(image_folder("grey", n=4, size=24)), float_folder("f255", 255.0)),
+         r"error: \S+/f255: float images with pixels up to 25\d(\.\d+)? in magnitude, but the model in \S+ was "
+         r"trained on uint8 images, read as fractions of their range \(0 to 1\): its features would be on another "
+         r"scale; scale them to 0 to 1 \(divide 8-bit values by 255\), or train a model on images like these$"),
+    Case("8-bit-images-on-float-255-model",
+         predict_on(trained_on(float_folder("f255", 255.0, n=4)), image_folder("grey", size=24)),
+         r"error: \S+/grey: uint8 images, read as fractions of their range \(0 to 1\), but the model in \S+ was "
+         r"trained on float images with pixels up to 25\d(\.\d+)? in magnitude: .*; give float images on the "
+         r"model's scale \(up to 25\d(\.\d+)?\), or train a model on images like these$"),
+    Case("float-unit-images-on-8-bit-model",
+         predict_on(trained_on(image_folder("grey", n=4, size=24)), float_folder("f1", 1.0)),
+         r'"n": 4', rc=0),
     Case("stride-leaves-one-pixel", image_run(lambda t: t.replace('preset = "texture"', 'preset = "texture"\nstride = 64')),
          r"pixels\.stride = 64: image \S+ of 24 x 24 pixels keeps 1 sampled pixel .*lower the stride"),
     # documented results

@@ -64,6 +64,24 @@ class ImageStore(RaggedStore):
         record = self.attrs.get("source_record")
         return record.get("orientation") if isinstance(record, dict) else None
 
+    @property
+    def pixel_dtype(self) -> str:
+        return str(self.attrs.get("pixel_dtype", "uint8"))
+
+    def pixel_scale(self) -> float:
+        """The largest magnitude a pixel can have: 1 for integer images (stored as fractions of their
+        range), the largest ``|pixel|`` for float images (one pass over the pixels, chunk by chunk)."""
+        if self.pixel_dtype != "float32":
+            return 1.0
+        data = self.data
+        step = max(int(data.chunks[0]), 1)
+        top = 0.0
+        for i in range(0, int(data.shape[0]), step):
+            a = np.asarray(data[i:i + step])
+            if a.size:
+                top = max(top, float(np.abs(a).max()))
+        return top
+
     def __init__(self, path):
         super().__init__(path)
         self.shapes = self.read("shapes").astype(np.int64).reshape(-1, 3)

@@ -118,6 +118,28 @@ def _check_orientation(model, model_dir, store) -> None:
                      f"on a store ingested by this streamcov")
 
 
+def _check_pixel_scale(model, model_dir, store) -> None:
+    """Images on another scale than the model's: integer images are read as fractions of their range (0
+    to 1) and float images as they are, so float images of 0 to 255 given to a model of 8-bit images (or
+    8-bit images to a model of such float images) would give features 255 times off, and predictions
+    without a word. Refused when one side's pixels stay within 1 and the other's go beyond 2 (models
+    that recorded no scale: not checked)."""
+    trained = model.info.get("pixel_scale")
+    if trained is None:
+        return
+    given = store.pixel_scale()
+    if (trained <= 1 and given > 2) or (trained > 2 and given <= 1):
+        def scale(top, dtype):
+            return (f"{dtype} images, read as fractions of their range (0 to 1)" if dtype != "float32"
+                    else f"float images with pixels up to {top:.4g} in magnitude")
+
+        fix = ("scale them to 0 to 1 (divide 8-bit values by 255)" if given > 2 else
+               f"give float images on the model's scale (up to {trained:.4g})")
+        raise ModelError(f"{store.path}: {scale(given, store.pixel_dtype)}, but the model in {model_dir} was "
+                         f"trained on {scale(trained, model.info.get('pixel_dtype', 'uint8'))}: its features "
+                         f"would be on another scale; {fix}, or train a model on images like these")
+
+
 def _default_out(model_dir, store_path) -> Path:
     return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
 
@@ -153,6 +175,7 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
     store = open_store_of_kind(kind, store_path)
     if kind == "image":
         _check_orientation(model, model_dir, store)
+        _check_pixel_scale(model, model_dir, store)
     source = source_from_spec(model.source, store)
     if model.input_width is not None and model.input_width != source.dim:
         raise ModelError(f"{model_dir}: the model takes {model.input_width}-dimensional descriptors but its "

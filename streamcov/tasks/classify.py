@@ -304,6 +304,7 @@ def _model_info(cfg, source, fold: str, block: int) -> dict:
         info["pixel_dtype"] = source.store.attrs["pixel_dtype"]
     if source.kind == "image":
         info["orientation"] = source.store.orientation
+        info["pixel_scale"] = source.store.pixel_scale()
     return info
 
 
