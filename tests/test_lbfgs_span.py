@@ -17,6 +17,7 @@ from streamcov.linear import linear_loss_gradient
 from streamcov.stream import lbfgs as L
 from streamcov.stream.lbfgs import LBFGSClassifier
 from streamcov.stream.sgd import _ArrayBlocks
+from test_training import synth_store  # noqa: F401  (the 240-sequence synthetic store of the SGD tests)
 
 
 def wide(n=120, d=600, k=4, seed=0, offset=0.5):
@@ -49,11 +50,12 @@ def test_the_fit_in_the_span_is_the_fit_over_the_features(loss, k, C):
     m = min(8, len(a.loss_curve_), len(b.loss_curve_))
     np.testing.assert_allclose(b.loss_curve_[:m], a.loss_curve_[:m], rtol=1e-5)
     # the minimizer: both stop at the float32 precision of the objective, gradients of 1e-7 .. 1e-5;
-    # measured coefficient differences up to 4e-4 of the largest (squared hinge, C = 100, whose weakest
-    # curvature is lam = 1 / (C n) = 8e-5); 2e-3 allowed
-    np.testing.assert_allclose(b.coef_, a.coef_, rtol=0, atol=2e-3 * np.abs(a.coef_).max())
+    # measured coefficient differences up to 1e-3 of the largest and score differences up to 1.4e-3
+    # (squared hinge, two classes, C = 100, whose weakest curvature is lam = 1 / (C n) = 8e-5); 3e-3
+    # allowed
+    np.testing.assert_allclose(b.coef_, a.coef_, rtol=0, atol=3e-3 * np.abs(a.coef_).max())
     Sa, Sb = a.decision_function(X), b.decision_function(X)
-    np.testing.assert_allclose(Sb, Sa, rtol=0, atol=2e-3 * np.abs(Sa).max())
+    np.testing.assert_allclose(Sb, Sa, rtol=0, atol=3e-3 * np.abs(Sa).max())
     # the float64 objective of both: equal to 1e-5 relative. Each stops where no float32 step lowers it;
     # the near-separable fits (squared hinge, C = 100) end at f ~ 1e-3, where that is 1e-6 relative
     # (measured: up to 1.4e-6)
@@ -117,6 +119,28 @@ def test_early_stopping_in_the_span_follows_the_same_validation_curve():
     assert b.stop_reason_ == "early_stopping" and b.best_iter_ == int(np.argmin(b.validation_loss_curve_))
 
 
+def test_a_warm_start_from_a_model_outside_the_span_reaches_the_same_minimum():
+    # a model fitted on other rows has components outside the span of these: the span route starts from
+    # its projection on the span, and ends at the same minimizer as a cold fit
+    X, y = wide(n=100, d=500, k=4, seed=7)
+    other_rows, other_y = wide(n=100, d=500, k=4, seed=8)
+    mask = np.ones(len(X), dtype=bool)
+    blocks = _ArrayBlocks(X.astype(np.float32), 32)
+    start = LBFGSClassifier(C=3.0, span="features", warm_start=True)
+    L.train_lbfgs(_ArrayBlocks(other_rows.astype(np.float32), 32), other_y, mask, np.arange(4), start,
+                  scale="center")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cold, scaler = L.train_lbfgs(blocks, y, mask, np.arange(4), LBFGSClassifier(C=30.0, tol=1e-7, span="rows"),
+                                     scale="center")
+        warm, _ = L.train_lbfgs(blocks, y, mask, np.arange(4), start.set_params(C=30.0, tol=1e-7, span="rows"),
+                                scale="center")
+    assert warm.fit_info_["span"] == "rows" and warm.loss_curve_[0] != cold.loss_curve_[0]
+    # both at the minimum to float32 precision: tolerance as in the first test
+    Sa, Sb = cold.decision_function(scaler.transform(X)), warm.decision_function(scaler.transform(X))
+    np.testing.assert_allclose(Sb, Sa, rtol=0, atol=3e-3 * np.abs(Sa).max())
+
+
 def test_a_warm_start_in_the_span_continues_from_the_previous_model():
     X, y = wide(n=100, d=500, k=4, seed=6)
     est = LBFGSClassifier(C=5.0, tol=1e-5, warm_start=True, span="rows").fit(X, y)
@@ -146,13 +170,28 @@ def test_auto_chooses_the_span_for_few_rows_per_class():
     assert not route(291, 5000, 20, "features") and route(291, 500, 20, "rows")
 
 
-def test_span_rows_beyond_its_limit_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(L, "SPAN_MAX_ROWS", 50)
+def test_span_rows_beyond_its_limits_is_a_clear_error(monkeypatch):
     X, y = wide(n=60, d=200, k=3)
-    with pytest.raises(ValueError, match=r"span='rows' holds the 60 training rows .* at most 50 rows .* "
-                                         r"use span='features'"):
+    monkeypatch.setattr(L, "SPAN_MAX_ROWS", 50)
+    with pytest.raises(ValueError, match=r"span='rows' holds the 60 training rows, their 60 x 60 Gram matrix .* "
+                                         r"at most 50 rows and 2 GiB; use span='features'"):
         LBFGSClassifier(span="rows").fit(X, y)
     assert LBFGSClassifier(span="auto").fit(X, y).fit_info_["span"] == "features"
+    monkeypatch.setattr(L, "SPAN_MAX_ROWS", 8192)
+    monkeypatch.setattr(L, "SPAN_MAX_BYTES", L.span_bytes(60, 0, 200) - 1)
+    with pytest.raises(ValueError, match=r"at most 8192 rows and .* GiB"):
+        LBFGSClassifier(span="rows").fit(X, y)
+
+
+def test_auto_is_decided_by_the_shapes_and_the_cache_setting_only():
+    blocks = _ArrayBlocks(np.zeros((291, 5000), np.float32), 64)
+    assert L.span_route(LBFGSClassifier(cache="memory"), blocks, 291, 0, 20)
+    assert L.span_route(LBFGSClassifier(cache="auto"), blocks, 291, 0, 20)
+    # rows asked not to be held in memory: the passes stream them
+    assert not L.span_route(LBFGSClassifier(cache="stream"), blocks, 291, 0, 20)
+    assert L.span_route(LBFGSClassifier(cache="stream", span="rows"), blocks, 291, 0, 20)
+    # the byte bound: rows, the Gram matrix, its eigenvectors, the span coordinates
+    assert L.span_bytes(291, 30, 5000) == 4 * 5000 * 321 + 8 * (4 * 291 * 291 + 30 * 291) + 4 * 321 * 291
 
 
 def test_rows_that_span_nothing_fit_the_intercept_over_the_features():
@@ -197,21 +236,79 @@ def test_the_span_fit_resumes_from_its_checkpoint_to_the_same_model(tmp_path, mo
     assert resumed.n_iter_ == whole.n_iter_
 
 
-def test_the_span_fit_is_the_same_on_threads_and_a_local_cluster(scheduler):
-    from streamcov.stream.runtime import dask_runtime
+def test_the_span_fit_is_the_same_bits_on_one_and_two_blas_threads():
+    """OpenBLAS rounds some product shapes differently on 1 and 2 threads (these among them); every product
+    of the route runs on one thread, so the caller's limit does not reach the model."""
+    from streamcov._config import blas_threads
 
-    X, y = wide(n=100, d=600, k=4, seed=9)
-    blocks, mask = _ArrayBlocks(X.astype(np.float32), 32), np.ones(len(X), dtype=bool)
-
-    def run(runtime):
-        est = LBFGSClassifier(loss="squared_hinge", C=30.0, span="auto")
-        clf, _ = L.train_lbfgs(blocks, y, mask, np.arange(4), est, scale="center", runtime=runtime)
+    rng = np.random.default_rng(0)
+    n, d, k = 1600, 3200, 20
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    y = rng.integers(0, k, n)
+    out = []
+    for threads in (1, 2):
+        est = LBFGSClassifier(C=1e3, max_iter=20, span="rows", validation_fraction=0.0625, random_state=0)
+        with blas_threads(threads), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            clf, _ = L.train_lbfgs(_ArrayBlocks(X, 64), y, np.ones(n, dtype=bool), np.arange(k), est,
+                                   scale="none")
         assert clf.fit_info_["span"] == "rows"
-        return clf.coef_.tobytes() + clf.intercept_.tobytes()
+        out.append(clf.coef_.tobytes() + clf.intercept_.tobytes())
+    assert out[0] == out[1]
 
-    alone = run(None)
-    with dask_runtime(scheduler, 2) as runtime:
-        assert run(runtime) == alone
+
+def test_a_checkpoint_is_not_resumed_in_another_basis(tmp_path, monkeypatch):
+    """Rows with repeated eigenvalues (one-hot rows): a basis computed with other rounding comes out
+    rotated, and a checkpoint's span coordinates would mean another model in it."""
+    rng = np.random.default_rng(0)
+    X = np.zeros((60, 4000))
+    X[np.arange(60), rng.integers(0, 4000, 60)] = 1.0
+    y = np.arange(60) % 3
+    blocks, mask, ck = _ArrayBlocks(X.astype(np.float32), 32), np.ones(60, dtype=bool), tmp_path / "c.npz"
+
+    def run(resume):
+        est = LBFGSClassifier(loss="squared_hinge", C=10.0, span="rows")
+        return L.train_lbfgs(blocks, y, mask, np.arange(3), est, checkpoint=ck, resume=resume, fingerprint="f")[0]
+
+    first = run(False)
+    assert ck.is_file() and not first.fit_info_["checkpoint_ignored"]
+    panels = L._panels
+
+    def halves(X, mean, inv):   # the same products summed over half panels: other last bits, same constants
+        for j0, j1, B in panels(X, mean, inv):
+            h = (j1 - j0) // 2
+            yield j0, j0 + h, np.ascontiguousarray(B[:, :h])
+            yield j0 + h, j1, np.ascontiguousarray(B[:, h:])
+
+    monkeypatch.setattr(L, "_panels", halves)
+    resumed = run(True)
+    assert resumed.fit_info_["checkpoint_ignored"] and resumed.fit_info_["passes"] > 1
+    ck.unlink()
+    fresh = run(False)
+    assert resumed.coef_.tobytes() == fresh.coef_.tobytes()
+    # the other basis is another rounding of the same span: the same model to float32 precision
+    np.testing.assert_allclose(resumed.decision_function(X), first.decision_function(X), rtol=0, atol=1e-3)
+
+
+def test_the_span_route_through_the_pipeline_resumes_and_predicts(synth_store, tmp_path):
+    from streamcov.stream.predict import predict
+    from streamcov.tasks import run as run_pipeline
+    from test_lbfgs import lbfgs_cfg, model_arrays
+
+    cfg = lbfgs_cfg(synth_store, tmp_path, 'model.span="auto"', "model.C=100.0", 'model.loss="squared_hinge"')
+    res = run_pipeline(cfg, scheduler="threads")
+    # 120 training rows of 256 features, 8 classes: the span of the rows
+    assert res["span"] == "rows" and res["rank"] <= 120 and res["gram_flops"] == 120 * 121 * 256
+    assert res["gram_seconds"] > 0 and res["passes"] >= res["iterations"] > 0
+    want = model_arrays(tmp_path)
+    again = run_pipeline(cfg, scheduler="threads", resume=True)
+    assert again["featurized_sequences"] == 0 and model_arrays(tmp_path) == want
+    summary = predict(res["model_path"], synth_store.path, tmp_path / "p.csv", scheduler="synchronous")
+    assert summary["accuracy"] == pytest.approx(res["accuracy"], abs=1e-12)
+    features = run_pipeline(lbfgs_cfg(synth_store, tmp_path / "f", "model.C=100.0", 'model.loss="squared_hinge"'),
+                            scheduler="threads")
+    # the same minimizer: the same test predictions but for rows at a tie (none expected of 120)
+    assert features["span"] == "features" and features["accuracy"] == pytest.approx(res["accuracy"], abs=0.02)
 
 
 def test_span_is_a_model_key_of_lbfgs_only():

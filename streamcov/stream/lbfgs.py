@@ -112,8 +112,10 @@ CHECKPOINT_INTERVAL = 1.0
 # feature route in float32 (twice that in float64), so at 25 rows per column it is paid back by ~50 passes,
 # fewer than a squared-hinge or weakly penalized fit takes
 SPAN_ROWS_PER_COLUMN = 25
-# at most this many training rows in the span route: the n x n Gram matrix and its eigenvectors (2 x 512 MB)
+# at most this many training rows in the span route, and this many bytes of rows, Gram matrix, eigenvectors
+# and span coordinates (span_bytes): a fixed bound, the same on every machine and at every resume
 SPAN_MAX_ROWS = 8192
+SPAN_MAX_BYTES = 2 << 30
 # eigenvalues of the Gram matrix below this fraction of the largest are dropped: directions whose rows vary
 # by less than 1e-5 of the largest singular value, where the float64 Gram matrix has no digits left
 SPAN_RANK_RTOL = 1e-10
@@ -823,38 +825,57 @@ def validation_split(train_mask, validation_fraction: float, seed: int):
 
 
 # ------------------------------------------------------- the span of the rows
+def span_bytes(n_fit: int, n_val: int, dim: int) -> int:
+    """Bytes the fit in the span holds at once: the float32 rows, the float64 Gram matrix with the
+    eigensolver's eigenvectors and workspace (about 4 n^2), the validation rows' products with the fit
+    rows, and the span coordinates (float32)."""
+    n_all = n_fit + n_val
+    return 4 * dim * n_all + 8 * (4 * n_fit * n_fit + n_val * n_fit) + 4 * n_all * n_fit
+
+
 def span_route(est, source, n_fit: int, n_val: int, n_classes: int) -> bool:
     """Whether a fit of ``est`` runs in the span of the training rows (:func:`_train_in_span`).
 
-    ``span = "rows"``: yes (a ``ValueError`` when more than :data:`SPAN_MAX_ROWS` rows or rows that do
-    not fit in memory make it impossible); ``"features"``: no; ``"auto"``: when there are at most half
-    as many fit rows as features, at most :data:`SPAN_ROWS_PER_COLUMN` per score column, at most
-    :data:`SPAN_MAX_ROWS`, and their float32 copy fits in this machine's memory budget.
+    Decided by the shapes alone, never by the memory free at the moment, so that a run and its resume
+    take the same route (the two give the same model up to rounding, not bit for bit). ``span =
+    "rows"``: yes (a ``ValueError`` beyond :data:`SPAN_MAX_ROWS` rows or :data:`SPAN_MAX_BYTES`);
+    ``"features"``: no; ``"auto"``: within those limits, with at most half as many fit rows as features
+    and at most :data:`SPAN_ROWS_PER_COLUMN` per score column, unless ``cache = "stream"`` asks that the
+    rows are not held in memory.
     """
     span = getattr(est, "span", "features")
     if span == "features" or n_fit == 0:
         return False
     dim = int(source.dim)
     n_all = n_fit + n_val
-    fits = n_all <= SPAN_MAX_ROWS and use_cache("auto", 4 * dim * n_all)
+    need = span_bytes(n_fit, n_val, dim)
+    fits = n_all <= SPAN_MAX_ROWS and need <= SPAN_MAX_BYTES
     if span == "rows":
         if not fits:
-            raise ValueError(f"span='rows' holds the {n_all} training rows and their {n_all} x {n_all} Gram "
-                             f"matrix in memory: at most {SPAN_MAX_ROWS} rows that fit in memory; use "
-                             f"span='features' (or 'auto')")
+            raise ValueError(f"span='rows' holds the {n_all} training rows, their {n_fit} x {n_fit} Gram matrix "
+                             f"and its eigenvectors in memory ({need / 2**30:.3g} GiB): at most {SPAN_MAX_ROWS} "
+                             f"rows and {SPAN_MAX_BYTES / 2**30:.3g} GiB; use span='features' (or 'auto')")
         return True
-    return fits and 2 * n_fit <= dim and n_fit <= SPAN_ROWS_PER_COLUMN * score_columns(n_classes)
+    return (fits and getattr(est, "cache", "auto") != "stream" and 2 * n_fit <= dim
+            and n_fit <= SPAN_ROWS_PER_COLUMN * score_columns(n_classes))
 
 
-def _read_rows(source, mask: np.ndarray) -> np.ndarray:
-    """The rows of ``mask``, in row order, as the source stores them (one read of each block holding any)."""
+def _read_rows(source, order: np.ndarray) -> np.ndarray:
+    """The rows ``order`` (row numbers, in the order wanted) of ``source``, in one array: one read of each
+    block holding any, each row copied once, straight to its place."""
+    order = np.asarray(order, dtype=np.int64)
+    by_row = np.argsort(order, kind="stable")
+    rows = order[by_row]
     bounds = source.bounds
-    parts = []
+    out = None
     for i in range(len(bounds) - 1):
-        rows = np.flatnonzero(mask[bounds[i]:bounds[i + 1]])
-        if len(rows):
-            parts.append(np.asarray(source.read_block(i))[rows])
-    return np.concatenate(parts) if parts else np.zeros((0, int(source.dim)), dtype=np.float32)
+        lo, hi = np.searchsorted(rows, [bounds[i], bounds[i + 1]])
+        if hi > lo:
+            block = np.asarray(source.read_block(i))
+            if out is None:
+                out = np.empty((len(order), block.shape[1]), dtype=block.dtype)
+            out[by_row[lo:hi]] = block[rows[lo:hi] - bounds[i]]
+    return out if out is not None else np.zeros((0, int(source.dim)), dtype=np.float32)
 
 
 def _panels(X: np.ndarray, mean: np.ndarray, inv: np.ndarray):
@@ -882,36 +903,39 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
     penalty, ``||W|| = ||Wz||``, and r <= n columns in place of D: the same fit in exact arithmetic (an
     orthogonal change of coordinates, which L-BFGS and its line search do not see), each pass
     ``r / D`` of the cost. ``tol`` is then checked on the gradient in those coordinates (the same
-    2-norm, a larger largest entry than in D columns: a stricter test). Warm starts are projected on
-    the span. The fit in ``z`` is the ordinary route (one thread, rows in memory), checkpointed and
-    resumed as any; the basis is recomputed on resume, to the same bits.
+    2-norm; its largest entry is usually larger than in D columns, a stricter test, not always), and
+    ``grad_max_`` reports it. A warm start is projected on the span: the minimizer is the same, but
+    the path is not (with early stopping, the iterate kept can differ). The fit in ``z`` is the
+    ordinary route (rows in memory), checkpointed and resumed as any; its checkpoint names a digest of
+    the basis, which is recomputed on resume and must come out the same bits for the checkpoint to be
+    used. Every product here runs on one BLAS thread, so the model does not depend on the caller's.
     """
+    import hashlib
+
     from sklearn.base import clone
     from .sgd import _ArrayBlocks
 
     t0 = time.perf_counter()
     y = np.asarray(y)
-    fit_mask = np.asarray(fit_mask, dtype=bool)
-    val_mask = np.asarray(val_mask, dtype=bool)
-    X = _read_rows(source, fit_mask | val_mask)
-    order = np.flatnonzero(fit_mask | val_mask)
-    fit = fit_mask[order]
+    fit_rows = np.flatnonzero(np.asarray(fit_mask, dtype=bool))
+    val_rows = np.flatnonzero(np.asarray(val_mask, dtype=bool))
+    order = np.concatenate([fit_rows, val_rows])      # fit rows first, then validation rows
+    X = _read_rows(source, order)
+    y_rows = y[order]
+    n, n_v = len(fit_rows), len(val_rows)
     n_all, D = X.shape
-    n, n_v = int(fit.sum()), int(n_all - fit.sum())
-    # fit rows first, then validation rows: one gather per panel
-    perm = np.concatenate([np.flatnonzero(fit), np.flatnonzero(~fit)])
-    X = X[perm]
-    y_rows = y[order][perm]
     k = score_columns(len(classes))
-    with blas_threads(1):   # one thread: the same sums in every process (BLAS splits work by its thread count)
+    warm = est.warm_start and getattr(est, "coef_", None) is not None and \
+        np.shape(est.coef_) == (k, D) and np.shape(est.intercept_) == (k,)
+    # every product on one BLAS thread: OpenBLAS rounds some shapes differently on 1 and on 2 threads, and
+    # the model must be the same bits whatever the caller's limit (only the fit in z, below, runs outside)
+    with blas_threads(1):
         mean = X.mean(axis=0, dtype=np.float64)
         M2 = np.zeros(D)
         for j0, j1, B in _panels(X, mean, np.ones(D)):
             M2[j0:j1] = np.einsum("ij,ij->j", B, B)
         scaler, inv = scaler_from_moments(scale, n_all, mean, M2, X.dtype)
         inv_cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
-        warm = est.warm_start and getattr(est, "coef_", None) is not None and \
-            np.shape(est.coef_) == (k, D) and np.shape(est.intercept_) == (k,)
         K = np.zeros((n, n))
         Kv = np.zeros((n_v, n))
         WX = np.zeros((k, n)) if warm else None
@@ -925,41 +949,50 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
                 WX += np.asarray(est.coef_, dtype=np.float64)[:, j0:j1] @ Bf.T
         # the pass over the rows: their Gram product (timed as the other route's passes over cached rows)
         gram_seconds = time.perf_counter() - t_gram
-        K = 0.5 * (K + K.T)
+        K += K.T
+        K *= 0.5
         ev, U = np.linalg.eigh(K)
+        del K
+        if not len(ev) or ev[-1] <= 0:
+            return None
+        keep = np.flatnonzero(ev > ev[-1] * SPAN_RANK_RTOL)[::-1]
+        s = np.sqrt(ev[keep])
+        U = np.ascontiguousarray(U[:, keep])
+        r = len(keep)
+        # the span coordinates in float32, as the passes read them
+        Z = np.empty((n_all, r), dtype=np.float32)
+        np.multiply(U, s, out=Z[:n], casting="same_kind")
+        if n_v:
+            Z[n:] = Kv @ (U / s)
+        del Kv
+        inner = clone(est).set_params(span="features", cache="memory", warm_start=warm)
+        if warm:
+            W0 = np.asarray(est.coef_, dtype=np.float64)
+            b0 = np.asarray(est.intercept_, dtype=np.float64)
+            inner.coef_ = (WX @ U) / s
+            inner.intercept_ = b0 + W0 @ mean if scaler is None else b0.copy()
     span_seconds = time.perf_counter() - t0
-    if not len(ev) or ev[-1] <= 0:
-        return None
-    keep = np.flatnonzero(ev > ev[-1] * SPAN_RANK_RTOL)[::-1]
-    s = np.sqrt(ev[keep])
-    U = U[:, keep]
-    r = len(keep)
-    Z = np.empty((n_all, r))
-    np.multiply(U, s, out=Z[:n])
-    if n_v:
-        np.matmul(Kv, U / s, out=Z[n:])
-    inner = clone(est).set_params(span="features", cache="memory", warm_start=warm)
-    if warm:
-        W0 = np.asarray(est.coef_, dtype=np.float64)
-        b0 = np.asarray(est.intercept_, dtype=np.float64)
-        inner.coef_ = (WX @ U) / s
-        inner.intercept_ = b0 + W0 @ mean if scaler is None else b0.copy()
+    # the checkpoint of the fit in z holds coordinates in this basis: it is resumed only in the same one
+    # (eigenvectors of equal or nearly equal eigenvalues may come out rotated from other rounding)
+    digest = hashlib.blake2b(Z.tobytes() + s.tobytes(), digest_size=8).hexdigest()
     z_fit = np.zeros(n_all, dtype=bool)
     z_fit[:n] = True
     t1 = time.perf_counter()
     train_lbfgs(_ArrayBlocks(Z, chunk_rows(r)), y_rows, np.ones(n_all, dtype=bool), classes, inner,
-                scale="none", checkpoint=checkpoint, resume=resume, fingerprint=f"{fingerprint}|span rows {r}",
+                scale="none", checkpoint=checkpoint, resume=resume,
+                fingerprint=f"{fingerprint}|span rows {r} {SPAN_PANEL_BYTES} {SPAN_RANK_RTOL} {digest}",
                 progress=progress, _masks=(z_fit, ~z_fit))
     t2 = time.perf_counter()
+    del Z
     # back to the D columns: W = Wz V^T = (Wz / s) U^T X, panel by panel
-    A = (inner.coef_ / s) @ U.T
-    W = np.empty((k, D))
     with blas_threads(1):
+        A = (inner.coef_ / s) @ U.T
+        W = np.empty((k, D))
         for j0, j1, B in _panels(X[:n], mean, inv_cols):
             np.matmul(A, B, out=W[:, j0:j1])
-    b = np.asarray(inner.intercept_, dtype=np.float64).copy()
-    if scaler is None:
-        b = b - W @ mean
+        b = np.asarray(inner.intercept_, dtype=np.float64).copy()
+        if scaler is None:
+            b = b - W @ mean
     for name in ("n_iter_", "n_evals_", "stop_reason_", "converged_", "grad_max_", "loss_curve_",
                  "validation_loss_curve_", "best_iter_"):
         if hasattr(inner, name):
@@ -971,8 +1004,8 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
     info = dict(inner.fit_info_)
     info.update(span="rows", rank=r, n_fit=n, n_validation=n_v, gram_seconds=gram_seconds,
                 # numpy computes B @ B.T by BLAS syrk: the n (n + 1) / 2 products of the upper triangle
-                gram_flops=n * (n + 1) * D + 2 * n_v * n * D, span_seconds=span_seconds, span_fit_seconds=t2 - t1,
-                back_map_seconds=time.perf_counter() - t2, cache="memory")
+                gram_flops=n * (n + 1) * D + 2 * n_v * n * D, span_seconds=span_seconds,
+                span_fit_seconds=t2 - t1, back_map_seconds=time.perf_counter() - t2, cache="memory")
     est.fit_info_ = info
     return est, scaler
 
@@ -1167,7 +1200,8 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         W = x[:k * D].reshape(k, D).copy()
         b = x[k * D:].copy()
         if scaler is None:
-            b = b - W @ mean
+            with blas_threads(1):   # a threaded product rounds by the thread count
+                b = b - W @ mean
         est.coef_ = W
         est.intercept_ = b
         est.classes_ = classes
@@ -1272,10 +1306,11 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         same problem in the span of the training rows (the minimizer lies in
         it): one Gram product of the rows (``n x n``, float64), then L-BFGS
         over ``k x r`` coordinates (``r <= n`` the rank), each evaluation
-        ``r / D`` of the cost; the rows and the Gram matrix are held in
-        memory (at most 8192 rows). ``"auto"``: ``"rows"`` when there are at
-        most half as many training rows as features and at most 25 per score
-        column, and they fit in memory. The same model up to rounding and the
+        ``r / D`` of the cost; the rows, the Gram matrix and its eigenvectors
+        are held in memory (at most 8192 rows and 2 GiB). ``"auto"``:
+        ``"rows"`` when there are at most half as many training rows as
+        features and at most 25 per score column, within those limits, and
+        ``cache`` is not ``"stream"``. The same model up to rounding and the
         stopping test (see :func:`train_lbfgs`).
     n_jobs : int, default=None
         Threads for :meth:`fit` on in-memory data (None: this thread).
