@@ -251,7 +251,7 @@ def test_the_span_fit_is_the_same_bits_on_one_and_two_blas_threads():
         with blas_threads(threads), warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             clf, _ = L.train_lbfgs(_ArrayBlocks(X, 64), y, np.ones(n, dtype=bool), np.arange(k), est,
-                                   scale="none")
+                                   scale="center")   # (fails on the code before the fix; with "none" it did not)
         assert clf.fit_info_["span"] == "rows"
         out.append(clf.coef_.tobytes() + clf.intercept_.tobytes())
     assert out[0] == out[1]
