@@ -53,6 +53,15 @@ def cli_args(store, out, sets):
     return [str(a) for a in args]
 
 
+def fresh_run(store, out, sets) -> dict:
+    """The uninterrupted run to compare with, in a fresh process as the interrupted one is: the pytest
+    process has run hundreds of tests by then, and its run is not the reference of a CLI run's bits."""
+    proc = subprocess.run(streamcov_cmd() + cli_args(store, out, sets) + ["--scheduler", "threads"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def cfg_for(store, out, sets):
     return load_config(PIPELINE, [f'output="{out}"', *sets], store=store)
 
@@ -99,7 +108,7 @@ def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, pr
     assert run.wait(timeout=TIMEOUT) == 0, (tmp_path / "run.log").read_text()[-2000:]
     assert cluster.workers[1].poll() is None  # the survivor did the rest
     res = json.loads((tmp_path / "run.log").read_text().strip().splitlines()[-1])
-    base = run_pipeline(cfg_for(store, tmp_path / "threads", sets), scheduler="threads")
+    base = fresh_run(store, tmp_path / "threads", sets)
     import zarr
 
     g, gb = (zarr.open_group(r["features_path"], mode="r") for r in (res, base))
@@ -136,7 +145,7 @@ def test_worker_killed_mid_predict_gives_same_predictions(store, tmp_path, procs
 def test_run_killed_mid_training_resumes_to_the_same_model(store, tmp_path, procs):
     sets = ["features.n_components=200", *SGD_SETS, "model.epochs=10", "model.checkpoint_blocks=2",
             "dask.block_size=32"]
-    full = run_pipeline(cfg_for(store, tmp_path / "full", sets), scheduler="threads")
+    full = fresh_run(store, tmp_path / "full", sets)
     out = tmp_path / "part"
     run = spawn(streamcov_cmd() + cli_args(store, out, sets), tmp_path / "part.log")
     procs.append(run)
