@@ -892,23 +892,29 @@ def test_a_finished_runs_checkpoint_drops_the_pairs_and_resumes_to_the_same_mode
     assert b.fit_info_["passes"] == 0 and (b.n_iter_, b.n_evals_) == (a.n_iter_, a.n_evals_)
     assert b.coef_.tobytes() + b.intercept_.tobytes() == a.coef_.tobytes() + a.intercept_.tobytes()
 
-def test_resume_after_a_crash_gives_the_same_model(reference, synth_store, tmp_path, monkeypatch,
-                                                   small_partitions):
-    monkeypatch.setattr(L, "CHECKPOINT_INTERVAL", 0.0)
+def crash_at_pass(monkeypatch, n: int):
+    """The ``n``-th pass raises KeyboardInterrupt (a simulated crash); returns what undoes it."""
     original = L._Problem.sums
     calls = {"n": 0}
 
     def crashing(self, *a):
         calls["n"] += 1
-        if calls["n"] == 12:
+        if calls["n"] == n:
             raise KeyboardInterrupt("simulated crash")
         return original(self, *a)
 
     monkeypatch.setattr(L._Problem, "sums", crashing)
+    return lambda: monkeypatch.setattr(L._Problem, "sums", original)
+
+
+def test_resume_after_a_crash_gives_the_same_model(reference, synth_store, tmp_path, monkeypatch,
+                                                   small_partitions):
+    monkeypatch.setattr(L, "CHECKPOINT_INTERVAL", 0.0)
+    undo = crash_at_pass(monkeypatch, 12)
     cfg = lbfgs_cfg(synth_store, tmp_path, 'model.cache="stream"')
     with pytest.raises(KeyboardInterrupt):
         run_pipeline(cfg, scheduler="synchronous")
-    monkeypatch.setattr(L._Problem, "sums", original)
+    undo()
     with np.load(tmp_path / "checkpoints" / "odd-even.npz") as z:
         state = json.loads(z["checkpoint_json"].tobytes().decode())["state"]
     assert 0 < state["n_iter"] < reference[0]["iterations"]

@@ -215,19 +215,12 @@ def test_the_span_fit_resumes_from_its_checkpoint_to_the_same_model(tmp_path, mo
     whole = run(False)
     assert whole.fit_info_["span"] == "rows" and whole.n_iter_ > 20
     ck.unlink()
-    original = L._Problem.sums
-    calls = {"n": 0}
+    from test_lbfgs import crash_at_pass
 
-    def crashing(self, *a):
-        calls["n"] += 1
-        if calls["n"] == 15:
-            raise KeyboardInterrupt("simulated crash")
-        return original(self, *a)
-
-    monkeypatch.setattr(L._Problem, "sums", crashing)
+    undo = crash_at_pass(monkeypatch, 15)
     with pytest.raises(KeyboardInterrupt):
         run(False)
-    monkeypatch.setattr(L._Problem, "sums", original)
+    undo()
     with np.load(ck) as z:
         doc = json.loads(z["checkpoint_json"].tobytes().decode())
     assert 0 < doc["state"]["n_iter"] < whole.n_iter_ and "span rows 119" in doc["fingerprint"]

@@ -860,22 +860,23 @@ def span_route(est, source, n_fit: int, n_val: int, n_classes: int) -> bool:
             and n_fit <= SPAN_ROWS_PER_COLUMN * score_columns(n_classes))
 
 
-def _read_rows(source, order: np.ndarray) -> np.ndarray:
-    """The rows ``order`` (row numbers, in the order wanted) of ``source``, in one array: one read of each
-    block holding any, each row copied once, straight to its place."""
-    order = np.asarray(order, dtype=np.int64)
-    by_row = np.argsort(order, kind="stable")
-    rows = order[by_row]
-    bounds = source.bounds
-    out = None
-    for i in range(len(bounds) - 1):
-        lo, hi = np.searchsorted(rows, [bounds[i], bounds[i + 1]])
-        if hi > lo:
-            block = np.asarray(source.read_block(i))
-            if out is None:
-                out = np.empty((len(order), block.shape[1]), dtype=block.dtype)
-            out[by_row[lo:hi]] = block[rows[lo:hi] - bounds[i]]
-    return out if out is not None else np.zeros((0, int(source.dim)), dtype=np.float32)
+def _read_rows(source, y, fit_mask, val_mask):
+    """``(X, y_rows)``: the fit rows then the validation rows (each in row order) as float32, as the passes
+    read them, with their class codes: the plan, block reader and gather of :func:`_load_partition`, every
+    row copied once, straight into its place in one array."""
+    specs = make_plan(source.bounds, fit_mask, val_mask, np.asarray(y), int(source.dim))
+    n_fit = sum(sp.n_fit for sp in specs)
+    X = np.empty((n_fit + sum(sp.n_val for sp in specs), int(source.dim)), dtype=np.float32)
+    store = _open(str(source.path) if getattr(source, "path", None) is not None else source)
+    read = _block_reader(store, list(dict.fromkeys(p.block for sp in specs for c in sp.chunks for p in c)))
+    fa, va = 0, n_fit
+    for sp in specs:
+        for p, B in _pieces(sp, read):
+            fa = _gather(B, p.fit, X, fa)
+            va = _gather(B, p.val, X, va)
+    y_rows = np.concatenate([np.zeros(0, dtype=np.int64)] + [c for sp in specs for c in sp.y_fit]
+                            + [c for sp in specs for c in sp.y_val])
+    return X, y_rows
 
 
 def _panels(X: np.ndarray, mean: np.ndarray, inv: np.ndarray):
@@ -916,13 +917,8 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
     from .sgd import _ArrayBlocks
 
     t0 = time.perf_counter()
-    y = np.asarray(y)
-    fit_rows = np.flatnonzero(np.asarray(fit_mask, dtype=bool))
-    val_rows = np.flatnonzero(np.asarray(val_mask, dtype=bool))
-    order = np.concatenate([fit_rows, val_rows])      # fit rows first, then validation rows
-    X = _read_rows(source, order)
-    y_rows = y[order]
-    n, n_v = len(fit_rows), len(val_rows)
+    X, y_rows = _read_rows(source, y, np.asarray(fit_mask, dtype=bool), np.asarray(val_mask, dtype=bool))
+    n, n_v = int(np.count_nonzero(fit_mask)), int(np.count_nonzero(val_mask))
     n_all, D = X.shape
     k = score_columns(len(classes))
     warm = est.warm_start and getattr(est, "coef_", None) is not None and \
@@ -934,7 +930,7 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
         M2 = np.zeros(D)
         for j0, j1, B in _panels(X, mean, np.ones(D)):
             M2[j0:j1] = np.einsum("ij,ij->j", B, B)
-        scaler, inv = scaler_from_moments(scale, n_all, mean, M2, X.dtype)
+        scaler, inv = scaler_from_moments(scale, n_all, mean, M2, getattr(source, "dtype", np.float64))
         inv_cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
         K = np.zeros((n, n))
         Kv = np.zeros((n_v, n))
