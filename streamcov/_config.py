@@ -134,14 +134,21 @@ _BLAS = None
 # libraries' own limits and the last out restores them; in between the limit is the newest block's, set
 # again whenever it changes. Saving and restoring per block (threadpoolctl's own contexts) races across
 # threads and could leave the process at a block's limit after every block had left.
+#
+# A block sets the count it needs whenever a library is not at it, read from the library itself (a ctypes
+# call per library) rather than from a record of what was last set: other code changes the count while a
+# block is held (threadpoolctl in the user's code, a scikit-learn estimator), and a block held for long (a
+# generator kept alive by a traceback in a notebook) made every later block trust a stale record. The
+# products then ran on the library's own count, and OpenBLAS rounds some shapes differently on 1 and 2
+# threads: features differed in the last bits from a fresh process's (35% of the entries of a run).
 _BLAS_LOCK = threading.Lock()
-_BLAS_HELD = {"active": [], "limit": None, "limiter": None}
+_BLAS_HELD = {"active": [], "limiter": None}
 
 
 def _set_blas(n: int) -> None:
-    if _BLAS_HELD["limit"] != n:
-        _BLAS.limit(limits=n)
-        _BLAS_HELD["limit"] = n
+    for c in _BLAS.lib_controllers:
+        if c.get_num_threads() != n:
+            c.set_num_threads(n)
 
 
 @contextlib.contextmanager
@@ -168,7 +175,7 @@ def blas_threads(n: int):
 
             _BLAS = ThreadpoolController().select(user_api="blas")
         if not _BLAS_HELD["active"]:
-            _BLAS_HELD.update(limiter=_BLAS.limit(limits=n), limit=n)
+            _BLAS_HELD["limiter"] = _BLAS.limit(limits=n)   # saves the libraries' own counts, for the last out
         else:
             _set_blas(n)
         _BLAS_HELD["active"].append(n)
@@ -182,7 +189,7 @@ def blas_threads(n: int):
                 _set_blas(active[-1])
             else:
                 _BLAS_HELD["limiter"].restore_original_limits()
-                _BLAS_HELD.update(limit=None, limiter=None)
+                _BLAS_HELD["limiter"] = None
 
 
 @contextlib.contextmanager

@@ -54,8 +54,8 @@ def cli_args(store, out, sets):
 
 
 def fresh_run(store, out, sets) -> dict:
-    """The uninterrupted run to compare with, in a fresh process as the interrupted one is: the pytest
-    process has run hundreds of tests by then, and its run is not the reference of a CLI run's bits."""
+    """The uninterrupted run to compare with, a CLI run in a fresh process as the interrupted one is (the
+    runs inside the pytest process are compared with cluster and CLI runs in tests/test_pipeline.py)."""
     proc = subprocess.run(streamcov_cmd() + cli_args(store, out, sets) + ["--scheduler", "threads"],
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-2000:]

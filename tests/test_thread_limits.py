@@ -40,6 +40,17 @@ class FakeBLAS:
     def __init__(self):
         self.limit_now = 2
         self.calls = []
+        fake = self
+
+        class Lib:   # the one library: its count is the limit in force
+            def get_num_threads(self):
+                return fake.limit_now
+
+            def set_num_threads(self, n):
+                fake.limit_now = n
+                fake.calls.append(n)
+
+        self.lib_controllers = [Lib()]
 
     def limit(self, limits):
         fake, before = self, self.limit_now
@@ -90,6 +101,32 @@ def test_limit_held_until_the_last_concurrent_block_leaves(monkeypatch):
         t.join(10)
     assert seen["inside"] == 1
     assert fake.limit_now == 2 and fake.calls == [1]     # one limit set for both blocks, restored once
+
+
+def test_a_limit_changed_by_other_code_is_set_again_by_the_next_block(two_threads):
+    """Other code (threadpoolctl in a notebook, a scikit-learn estimator) may set BLAS while a block is held,
+    e.g. by a generator that a traceback keeps alive: the next block reads the libraries' counts and sets its
+    own. Before, it trusted its record of the limit it had set, left BLAS at 2 threads, and OpenBLAS rounded
+    some products differently from a fresh process (a synchronous run's features: 35% of entries, 1e-12)."""
+    from threadpoolctl import ThreadpoolController
+
+    def held():
+        with blas_threads(1):
+            yield
+
+    block = held()
+    next(block)                       # a block held open
+    try:
+        assert blas_limit() == 1
+        ThreadpoolController().select(user_api="blas").limit(limits=2)   # set by other code, not restored
+        assert blas_limit() == 2
+        with blas_threads(1):
+            assert blas_limit() == 1
+            with blas_threads(1):     # a nested block of the same limit reads it too
+                assert blas_limit() == 1
+    finally:
+        block.close()
+    assert blas_limit() == 2          # the last block out restores what the first found
 
 
 def test_limit_restored_after_an_exception(two_threads):
