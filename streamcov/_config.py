@@ -231,6 +231,9 @@ def map_threads(fn, items, n_jobs: int | None = None):
     import numba
 
     n_jobs = numba.get_num_threads() if n_jobs is None else max(1, int(n_jobs))
+    # the limit is set here, in the caller's thread, for the pool's calls: a count set from a pool thread
+    # can be ignored (OpenBLAS 0.3.31 ignored it in a new thread once the main thread had set one; measured
+    # by the rounding of a product that differs on 1 and 2 threads)
     with blas_threads(1):
         if n_jobs == 1:
             for item in items:
