@@ -141,14 +141,40 @@ _BLAS = None
 # generator kept alive by a traceback in a notebook) made every later block trust a stale record. The
 # products then ran on the library's own count, and OpenBLAS rounds some shapes differently on 1 and 2
 # threads: features differed in the last bits from a fresh process's (35% of the entries of a run).
+#
+# threadpoolctl >= 3.8 lets one thread set OpenBLAS's process-wide count: the first to set it, until that
+# thread clears its control; a set from any other thread does nothing, silently. The blocks here are
+# coordinated by their own lock, and run in whichever thread the caller, Dask or the learner uses, so each
+# set takes control for itself and gives it back (measured: a run called from a second thread of a process
+# whose main thread had limited BLAS computed on 2 threads, and its features differed in the last bits).
 _BLAS_LOCK = threading.Lock()
 _BLAS_HELD = {"active": [], "limiter": None}
+_CLEAR_CONTROL = []   # threadpoolctl's clear_controlling_thread, found once (a block may leave at shutdown)
+
+
+@contextlib.contextmanager
+def _blas_control():
+    """This thread's sets reach OpenBLAS inside the block (threadpoolctl's controlling thread, cleared
+    before and after; nothing to do with threadpoolctl < 3.8). Called under ``_BLAS_LOCK``."""
+    if not _CLEAR_CONTROL:
+        from threadpoolctl import OpenBLASController
+
+        _CLEAR_CONTROL.append(getattr(OpenBLASController, "clear_controlling_thread", None))
+    clear = _CLEAR_CONTROL[0]
+    if clear is not None:
+        clear(force=True)
+    try:
+        yield
+    finally:
+        if clear is not None:
+            clear(force=True)
 
 
 def _set_blas(n: int) -> None:
-    for c in _BLAS.lib_controllers:
-        if c.get_num_threads() != n:
-            c.set_num_threads(n)
+    with _blas_control():
+        for c in _BLAS.lib_controllers:
+            if c.get_num_threads() != n:
+                c.set_num_threads(n)
 
 
 @contextlib.contextmanager
@@ -175,7 +201,8 @@ def blas_threads(n: int):
 
             _BLAS = ThreadpoolController().select(user_api="blas")
         if not _BLAS_HELD["active"]:
-            _BLAS_HELD["limiter"] = _BLAS.limit(limits=n)   # saves the libraries' own counts, for the last out
+            with _blas_control():   # the limiter saves the libraries' own counts, for the last out
+                _BLAS_HELD["limiter"] = _BLAS.limit(limits=n)
         else:
             _set_blas(n)
         _BLAS_HELD["active"].append(n)
@@ -188,7 +215,8 @@ def blas_threads(n: int):
             if active:
                 _set_blas(active[-1])
             else:
-                _BLAS_HELD["limiter"].restore_original_limits()
+                with _blas_control():
+                    _BLAS_HELD["limiter"].restore_original_limits()
                 _BLAS_HELD["limiter"] = None
 
 
@@ -198,9 +226,8 @@ def blas_threads_kept():
 
     For a run on a user's cluster whose workers are threads of the user's own
     process (``Client(processes=False)``): their tasks limit BLAS in parallel
-    threads, and OpenBLAS's count read in one thread right after another set
-    it can be stale (measured: a run left the process at 1 thread in 2 of 3
-    tries); what the user's thread had is restored from here.
+    threads (measured: a run left the process at 1 thread in 2 of 3 tries);
+    what the user's thread had is restored from here.
     """
     from threadpoolctl import ThreadpoolController
 
@@ -208,9 +235,10 @@ def blas_threads_kept():
     try:
         yield
     finally:
-        for c in ThreadpoolController().select(user_api="blas").lib_controllers:
-            if c.filepath in before:   # set whatever it reads: the read itself may be the stale one
-                c.set_num_threads(before[c.filepath])
+        with _BLAS_LOCK, _blas_control():
+            for c in ThreadpoolController().select(user_api="blas").lib_controllers:
+                if c.filepath in before:
+                    c.set_num_threads(before[c.filepath])
 
 
 def map_threads(fn, items, n_jobs: int | None = None):

@@ -3,6 +3,7 @@ import threading
 
 import numpy as np  # noqa: F401  (BLAS loaded)
 import pytest
+from conftest import assert_same_bits
 from threadpoolctl import threadpool_info
 
 from streamcov._config import blas_threads
@@ -127,6 +128,61 @@ def test_a_limit_changed_by_other_code_is_set_again_by_the_next_block(two_thread
     finally:
         block.close()
     assert blas_limit() == 2          # the last block out restores what the first found
+
+
+def test_a_block_in_another_thread_sets_its_limit(two_threads):
+    """threadpoolctl >= 3.8 lets one thread set OpenBLAS's count (the first to set it, until it clears its
+    control) and ignores the others silently. A block entered in another thread (a run called from a
+    thread of a notebook or a service; a Dask thread) still sets its own limit, and gives control back."""
+    from threadpoolctl import ThreadpoolController
+
+    ThreadpoolController().select(user_api="blas").limit(limits=2)   # this thread takes control and keeps it
+    seen = []
+
+    def work():
+        with blas_threads(1):
+            seen.append(blas_limit())
+        seen.append(blas_limit())
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(10)
+    assert seen == [1, 2]
+    ThreadpoolController().select(user_api="blas").limit(limits=1)   # and the main thread still can
+    assert blas_limit() == 1
+
+
+def test_a_run_from_another_thread_gives_the_same_bits(tmp_path):
+    """The user's scenario: a pipeline run from a second thread of a process whose main thread had limited
+    BLAS (which made that thread threadpoolctl's controller) gives a run's bits from the main thread. Before,
+    its one-thread limits were ignored and OpenBLAS rounded some products on 2 threads."""
+    import zarr
+    from threadpoolctl import ThreadpoolController
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+    from conftest import REPO, RGW_SETS
+
+    store = ingest(SyntheticSkeletons(n_sequences=120, seed=3), tmp_path / "s.zarr", chunk_frames=1500)
+
+    def run(out):
+        sets = [f'output="{out}"', *RGW_SETS, "features.n_components=300", "dask.block_size=17"]
+        res = run_pipeline(load_config(REPO / "pipelines" / "msr_action3d.toml", sets, store=store.path),
+                           scheduler="synchronous")
+        return np.asarray(zarr.open_group(res["features_path"], mode="r")["X"][:])
+
+    limiter = ThreadpoolController().select(user_api="blas").limit(limits=2)
+    try:
+        main = run(tmp_path / "main")
+        got = []
+        t = threading.Thread(target=lambda: got.append(run(tmp_path / "thread")))
+        t.start()
+        t.join(120)
+    finally:
+        limiter.restore_original_limits()
+    assert_same_bits(got[0], main, "features")
 
 
 def test_limit_restored_after_an_exception(two_threads):
