@@ -256,3 +256,30 @@ def test_a_users_in_process_cluster_is_left_as_it_was(tmp_path):
         assert {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["filepath"] in limits} == limits
         assert zarr.config.get("threading.max_workers") == before
         assert all(PLUGIN_NAME not in p for p in plugins.values()), plugins
+
+
+def test_an_in_process_cluster_gives_a_synchronous_runs_bits(tmp_path):
+    """Client(processes=False) with 2 threads per worker runs the tasks in threads of this process, each
+    limiting BLAS for itself (threadpoolctl lets one thread set OpenBLAS's count): the features are a
+    synchronous run's bits."""
+    import zarr
+    from distributed import Client
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+    from conftest import REPO, RGW_SETS
+
+    store = ingest(SyntheticSkeletons(n_sequences=120, seed=3), tmp_path / "s.zarr", chunk_frames=1500)
+
+    def run(out, scheduler):
+        sets = [f'output="{out}"', *RGW_SETS, "features.n_components=300", "dask.block_size=17"]
+        res = run_pipeline(load_config(REPO / "pipelines" / "msr_action3d.toml", sets, store=store.path),
+                           scheduler=scheduler)
+        return np.asarray(zarr.open_group(res["features_path"], mode="r")["X"][:])
+
+    base = run(tmp_path / "sync", "synchronous")
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        got = run(tmp_path / "cluster", client.scheduler.address)
+    assert_same_bits(got, base, "features")
