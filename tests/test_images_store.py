@@ -303,3 +303,37 @@ def test_resuming_a_store_begun_without_orientation_is_refused(tmp_path):
                                          r"'exif'; resuming would mix two sources\. Add --restart"):
         ingest_images(src, tmp_path / "s.zarr")
     assert len(ingest_images(src, tmp_path / "s.zarr", mode="restart")) == 2
+
+
+def test_float_store_records_its_largest_pixel_magnitude(tmp_path, monkeypatch):
+    """A float image store records ``max |pixel|`` when it is completed, over the images of an interrupted
+    run too, so that training and ``predict`` compare scales without reading the pixels again; a store
+    written before it was recorded is scanned; integer stores are on the 0-1 scale."""
+    import streamcov.data.images as images
+
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    (src / "b").mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    values = [rng.uniform(-3, 3, (5, 6)).astype(np.float32) for _ in range(4)]
+    values[0][2, 3] = -250.5          # the largest magnitude, in the first image, committed before the stop
+    for i, v in enumerate(values):
+        Image.fromarray(v).save(src / "ab"[i % 2] / f"{i}.tif")
+    out = tmp_path / "f.zarr"
+    assert ingest_images(src, out, pixel_dtype="float32", chunk_pixels=20, limit=2) is None
+    store = ingest_images(src, out, pixel_dtype="float32", chunk_pixels=20)
+    assert len(store) == 4 and store.attrs["pixel_max"] == 250.5
+
+    def no_scan(data):
+        raise AssertionError("the pixels were read")
+
+    monkeypatch.setattr(images, "largest_magnitude", no_scan)
+    assert store.pixel_scale() == 250.5            # the recorded figure, no pass over the pixels
+    monkeypatch.undo()
+    del store.attrs["pixel_max"]                   # as a store written before it was recorded
+    assert store.pixel_scale() == 250.5
+    grey = tmp_path / "grey"
+    (grey / "a").mkdir(parents=True)
+    Image.fromarray(np.full((4, 4), 200, np.uint8)).save(grey / "a" / "g.png")
+    ints = ingest_images(grey, tmp_path / "u.zarr")
+    assert ints.pixel_dtype == "uint8" and "pixel_max" not in ints.attrs and ints.pixel_scale() == 1.0

@@ -70,17 +70,13 @@ class ImageStore(RaggedStore):
 
     def pixel_scale(self) -> float:
         """The largest magnitude a pixel can have: 1 for integer images (stored as fractions of their
-        range), the largest ``|pixel|`` for float images (one pass over the pixels, chunk by chunk)."""
+        range), the largest ``|pixel|`` for float images: recorded when the store was completed
+        (``attrs["pixel_max"]``), or one pass over the pixels for a store written before it was."""
         if self.pixel_dtype != "float32":
             return 1.0
-        data = self.data
-        step = max(int(data.chunks[0]), 1)
-        top = 0.0
-        for i in range(0, int(data.shape[0]), step):
-            a = np.asarray(data[i:i + step])
-            if a.size:
-                top = max(top, float(np.abs(a).max()))
-        return top
+        if "pixel_max" in self.attrs:
+            return float(self.attrs["pixel_max"])
+        return largest_magnitude(self.data)
 
     def __init__(self, path):
         super().__init__(path)
@@ -173,11 +169,29 @@ class ImageStoreWriter(RaggedStoreWriter):
                               split=split)
 
     def close(self, extra: dict | None = None, skipped=()) -> ImageStore:
-        """Flush, write the summary (with what an earlier interrupted run skipped), then the marker."""
+        """Flush, write the summary (with what an earlier interrupted run skipped, and for float images the
+        largest ``|pixel|``, which training and ``predict`` compare), then the marker."""
         prev = list(self.group.attrs.get("skipped", []))
         known = {s["id"] for s in prev}
-        super().close({"extra": extra or {}, "skipped": prev + [s for s in skipped if s["id"] not in known]})
+        summary = {"extra": extra or {}, "skipped": prev + [s for s in skipped if s["id"] not in known]}
+        if self.pixel_dtype == "float32":
+            # read back once here, over every image committed by this run and any interrupted one before
+            # it, so that every later use of the store reads the figure instead of its pixels
+            self.flush()
+            summary["pixel_max"] = largest_magnitude(self.group["pixels"])
+        super().close(summary)
         return ImageStore(self.path)
+
+
+def largest_magnitude(data) -> float:
+    """``max |x|`` over a 1-d zarr array, one chunk at a time (0 when empty)."""
+    step = max(int(data.chunks[0]), 1)
+    top = 0.0
+    for i in range(0, int(data.shape[0]), step):
+        a = np.asarray(data[i:i + step])
+        if a.size:
+            top = max(top, float(np.abs(a).max()))
+    return top
 
 
 def auto_pixel_dtype(paths) -> str:
