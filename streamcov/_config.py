@@ -147,15 +147,23 @@ _BLAS = None
 # coordinated by their own lock, and run in whichever thread the caller, Dask or the learner uses, so each
 # set takes control for itself and gives it back (measured: a run called from a second thread of a process
 # whose main thread had limited BLAS computed on 2 threads, and its features differed in the last bits).
+#
+# Best effort against other threads of the process: a thread of the user's that sets BLAS between a block's
+# clear and its set keeps control, and the block's set is then ignored; there is no way to hold
+# threadpoolctl's control across both without its private lock.
+#
+# The garbage collector can close a generator that holds a block (one left in a reference cycle) at any
+# allocation, including one made while this thread holds the blocks' lock: that block's exit then waits for
+# the lock its own thread holds. Such an exit is recorded and done when the section ends (measured: a sweep
+# of collection thresholds hung the process before).
 _BLAS_LOCK = threading.Lock()
-_BLAS_HELD = {"active": [], "limiter": None}
+_BLAS_HELD = {"active": [], "limiter": None, "kept": None, "owner": None, "deferred": []}
 _CLEAR_CONTROL = []   # threadpoolctl's clear_controlling_thread, found once (a block may leave at shutdown)
 
 
-@contextlib.contextmanager
-def _blas_control():
-    """This thread's sets reach OpenBLAS inside the block (threadpoolctl's controlling thread, cleared
-    before and after; nothing to do with threadpoolctl < 3.8). Called under ``_BLAS_LOCK``."""
+def _with_control(fn) -> None:
+    """``fn()`` with this thread's sets reaching OpenBLAS (threadpoolctl's controlling thread cleared before
+    and after; nothing to do with threadpoolctl < 3.8). Called under ``_BLAS_LOCK``."""
     if not _CLEAR_CONTROL:
         from threadpoolctl import OpenBLASController
 
@@ -164,17 +172,76 @@ def _blas_control():
     if clear is not None:
         clear(force=True)
     try:
-        yield
+        fn()
     finally:
         if clear is not None:
             clear(force=True)
 
 
 def _set_blas(n: int) -> None:
-    with _blas_control():
+    def sets():
         for c in _BLAS.lib_controllers:
             if c.get_num_threads() != n:
                 c.set_num_threads(n)
+
+    _with_control(sets)
+
+
+def _set_counts(counts: dict) -> None:
+    """Every BLAS library loaded now to its count in ``counts`` (by file path)."""
+    from threadpoolctl import ThreadpoolController
+
+    def sets():
+        for c in ThreadpoolController().select(user_api="blas").lib_controllers:
+            if c.filepath in counts:
+                c.set_num_threads(counts[c.filepath])
+
+    _with_control(sets)
+
+
+def _locked(step) -> None:
+    """``step()`` under the blocks' lock, then the exits that the garbage collector ran inside it."""
+    with _BLAS_LOCK:
+        _BLAS_HELD["owner"] = threading.get_ident()
+        try:
+            step()
+            while _BLAS_HELD["deferred"]:
+                _leave(_BLAS_HELD["deferred"].pop(0))
+        finally:
+            _BLAS_HELD["owner"] = None
+
+
+def _enter(n: int) -> None:
+    global _BLAS
+    if _BLAS is None:
+        # numpy and scipy each bring their own OpenBLAS; the libraries are listed once, so scipy's must be
+        # loaded first, or it is never limited (a process that used this before importing scipy.linalg
+        # ran scipy's eigh on every core, and rounded differently from one that had imported it)
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController().select(user_api="blas")
+    if not _BLAS_HELD["active"]:
+        def first():   # the limiter saves the libraries' own counts, for the last out
+            _BLAS_HELD["limiter"] = _BLAS.limit(limits=n)
+
+        _with_control(first)
+    else:
+        _set_blas(n)
+    _BLAS_HELD["active"].append(n)
+
+
+def _leave(n: int) -> None:
+    active = _BLAS_HELD["active"]
+    del active[len(active) - 1 - active[::-1].index(n)]   # this block's entry (the last of its n)
+    if active:
+        _set_blas(active[-1])
+        return
+    _with_control(_BLAS_HELD["limiter"].restore_original_limits)
+    _BLAS_HELD["limiter"] = None
+    if _BLAS_HELD["kept"] is not None:   # a user's counts that blas_threads_kept left to the last block out
+        kept, _BLAS_HELD["kept"] = _BLAS_HELD["kept"], None
+        _set_counts(kept)
 
 
 @contextlib.contextmanager
@@ -189,35 +256,18 @@ def blas_threads(n: int):
     a block of another ``n`` sets its own until it leaves; when the last block
     leaves, the limits the libraries had before the first are restored.
     """
-    global _BLAS
     n = int(n)
-    with _BLAS_LOCK:
-        if _BLAS is None:
-            # numpy and scipy each bring their own OpenBLAS; the libraries are listed once, so scipy's must be
-            # loaded first, or it is never limited (a process that used this before importing scipy.linalg
-            # ran scipy's eigh on every core, and rounded differently from one that had imported it)
-            import scipy.linalg  # noqa: F401
-            from threadpoolctl import ThreadpoolController
-
-            _BLAS = ThreadpoolController().select(user_api="blas")
-        if not _BLAS_HELD["active"]:
-            with _blas_control():   # the limiter saves the libraries' own counts, for the last out
-                _BLAS_HELD["limiter"] = _BLAS.limit(limits=n)
-        else:
-            _set_blas(n)
-        _BLAS_HELD["active"].append(n)
+    if _BLAS_HELD["owner"] == threading.get_ident():
+        _enter(n)   # entered from a finalizer inside this thread's own section: the lock is already held
+    else:
+        _locked(lambda: _enter(n))
     try:
         yield
     finally:
-        with _BLAS_LOCK:
-            active = _BLAS_HELD["active"]
-            del active[len(active) - 1 - active[::-1].index(n)]   # this block's entry (the last of its n)
-            if active:
-                _set_blas(active[-1])
-            else:
-                with _blas_control():
-                    _BLAS_HELD["limiter"].restore_original_limits()
-                _BLAS_HELD["limiter"] = None
+        if _BLAS_HELD["owner"] == threading.get_ident():
+            _BLAS_HELD["deferred"].append(n)   # closed by the garbage collector inside this thread's section
+        else:
+            _locked(lambda: _leave(n))
 
 
 @contextlib.contextmanager
@@ -227,7 +277,9 @@ def blas_threads_kept():
     For a run on a user's cluster whose workers are threads of the user's own
     process (``Client(processes=False)``): their tasks limit BLAS in parallel
     threads (measured: a run left the process at 1 thread in 2 of 3 tries);
-    what the user's thread had is restored from here.
+    what the user's thread had is restored from here. While blocks are still
+    inside (another run's, or tasks a failed run left running), they keep
+    their limit and the last out restores these counts.
     """
     from threadpoolctl import ThreadpoolController
 
@@ -235,10 +287,13 @@ def blas_threads_kept():
     try:
         yield
     finally:
-        with _BLAS_LOCK, _blas_control():
-            for c in ThreadpoolController().select(user_api="blas").lib_controllers:
-                if c.filepath in before:
-                    c.set_num_threads(before[c.filepath])
+        def restore():
+            if _BLAS_HELD["active"]:
+                _BLAS_HELD["kept"] = {**(_BLAS_HELD["kept"] or {}), **before}
+            else:
+                _set_counts(before)
+
+        _locked(restore)
 
 
 def map_threads(fn, items, n_jobs: int | None = None):
@@ -259,22 +314,26 @@ def map_threads(fn, items, n_jobs: int | None = None):
     import numba
 
     n_jobs = numba.get_num_threads() if n_jobs is None else max(1, int(n_jobs))
-    # the limit is set here, in the caller's thread, for the pool's calls: a count set from a pool thread
-    # can be ignored (OpenBLAS 0.3.31 ignored it in a new thread once the main thread had set one; measured
-    # by the rounding of a product that differs on 1 and 2 threads)
-    with blas_threads(1):
-        if n_jobs == 1:
-            for item in items:
-                yield fn(item)
-            return
-        with ThreadPoolExecutor(max_workers=n_jobs) as ex:
-            pending = deque()
-            for item in items:
-                pending.append(ex.submit(fn, item))
-                if len(pending) >= 2 * n_jobs:
-                    yield pending.popleft().result()
-            while pending:
+
+    def one(item):
+        # the limit is taken per call, in the thread that computes (microseconds), not across the generator's
+        # yields: a generator abandoned by an exception lives as long as its traceback (a notebook keeps the
+        # last one) and held the caller's BLAS at one thread until then
+        with blas_threads(1):
+            return fn(item)
+
+    if n_jobs == 1:
+        for item in items:
+            yield one(item)
+        return
+    with ThreadPoolExecutor(max_workers=n_jobs) as ex:
+        pending = deque()
+        for item in items:
+            pending.append(ex.submit(one, item))
+            if len(pending) >= 2 * n_jobs:
                 yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def total_memory() -> int:

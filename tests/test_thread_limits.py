@@ -1,4 +1,6 @@
 """Thread limits: the BLAS limit of the learner's blocks (streamcov._config.blas_threads), shared, nested, restored; zarr's decoding pool on Dask workers."""
+import subprocess
+import sys
 import threading
 
 import numpy as np  # noqa: F401  (BLAS loaded)
@@ -152,7 +154,7 @@ def test_a_block_in_another_thread_sets_its_limit(two_threads):
     assert blas_limit() == 1
 
 
-def test_a_run_from_another_thread_gives_the_same_bits(tmp_path):
+def test_a_run_from_another_thread_gives_the_same_bits(tmp_path, two_threads):
     """The user's scenario: a pipeline run from a second thread of a process whose main thread had limited
     BLAS (which made that thread threadpoolctl's controller) gives a run's bits from the main thread. Before,
     its one-thread limits were ignored and OpenBLAS rounded some products on 2 threads."""
@@ -173,15 +175,14 @@ def test_a_run_from_another_thread_gives_the_same_bits(tmp_path):
                            scheduler="synchronous")
         return np.asarray(zarr.open_group(res["features_path"], mode="r")["X"][:])
 
-    limiter = ThreadpoolController().select(user_api="blas").limit(limits=2)
-    try:
-        main = run(tmp_path / "main")
+    main = run(tmp_path / "main")
+    # the main thread limits BLAS again and, as threadpoolctl's contexts do, keeps control while inside
+    with ThreadpoolController().select(user_api="blas").limit(limits=2):
         got = []
         t = threading.Thread(target=lambda: got.append(run(tmp_path / "thread")))
         t.start()
-        t.join(120)
-    finally:
-        limiter.restore_original_limits()
+        t.join(300)
+        assert not t.is_alive() and len(got) == 1
     assert_same_bits(got[0], main, "features")
 
 
@@ -283,3 +284,88 @@ def test_an_in_process_cluster_gives_a_synchronous_runs_bits(tmp_path):
     with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
         got = run(tmp_path / "cluster", client.scheduler.address)
     assert_same_bits(got, base, "features")
+
+
+GC_SWEEP = """
+import faulthandler, gc, sys
+from streamcov._config import blas_threads
+
+def held():
+    with blas_threads(1):
+        yield
+
+def held_in_a_cycle():
+    # a generator holding a block, left in a reference cycle: only the garbage collector closes it
+    g = held()
+    next(g)
+    box = [g]
+    box.append(box)
+
+faulthandler.dump_traceback_later(60, exit=True)
+with blas_threads(1):
+    for m in range(1, 300):
+        for n in (1, 2):
+            gc.collect()
+            held_in_a_cycle()
+            gc.set_threshold(m)   # a collection lands at the m-th allocation, inside the blocks' lock
+            with blas_threads(n):
+                pass
+            gc.set_threshold(700)
+gc.collect()
+print("done")
+"""
+
+
+def test_a_block_closed_by_the_garbage_collector_inside_the_lock_does_not_hang():
+    """A generator holding a block, left in a reference cycle, is closed by the garbage collector at an
+    allocation, possibly while its own thread holds the blocks' lock (entering or leaving another block):
+    its exit is done when that section ends instead of waiting for the lock forever. A sweep of collection
+    thresholds puts a collection at every allocation of the sections; it hung before."""
+    proc = subprocess.run([sys.executable, "-c", GC_SWEEP], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
+
+
+def test_map_threads_limits_each_call_and_holds_nothing_between_them(two_threads):
+    """``map_threads`` runs every call on one BLAS thread, in the pool's threads too, and leaves the
+    caller's BLAS alone between items: a generator abandoned by an exception (kept alive by its traceback,
+    as a notebook keeps the last one) no longer holds the caller at one thread."""
+    from streamcov._config import map_threads
+
+    seen = []
+
+    def square(i):
+        seen.append(blas_limit())
+        return i * i
+
+    it = map_threads(square, range(6), 1)
+    assert next(it) == 0 and next(it) == 1
+    assert blas_limit() == 2          # between items, the generator suspended (it held 1 before)
+    assert list(it) == [4, 9, 16, 25]
+    assert list(map_threads(square, range(6), 2)) == [0, 1, 4, 9, 16, 25]
+    assert seen == [1] * 12
+    assert blas_limit() == 2
+
+
+def test_a_users_counts_wait_for_the_blocks_still_inside(two_threads):
+    """``blas_threads_kept`` (a run on a user's in-process cluster) puts the user's counts back when it
+    leaves, but not under a block still inside (another run's, or a task a failed run left running): that
+    block keeps its limit, and the last block out restores the user's counts."""
+    from streamcov._config import blas_threads_kept
+
+    inside, release = threading.Event(), threading.Event()
+    seen = []
+
+    def task():
+        with blas_threads(1):
+            inside.set()
+            release.wait(10)
+            seen.append(blas_limit())
+
+    with blas_threads_kept():
+        t = threading.Thread(target=task)
+        t.start()
+        inside.wait(10)
+    assert blas_limit() == 1          # the block still inside keeps its limit
+    release.set()
+    t.join(10)
+    assert seen == [1] and blas_limit() == 2
