@@ -179,12 +179,13 @@ def _with_control(fn) -> None:
 
 
 def _set_blas(n: int) -> None:
-    def sets():
-        for c in _BLAS.lib_controllers:
-            if c.get_num_threads() != n:
+    off = [c for c in _BLAS.lib_controllers if c.get_num_threads() != n]
+    if off:   # control is taken only to set (the common nested block reads its count and sets nothing)
+        def sets():
+            for c in off:
                 c.set_num_threads(n)
 
-    _with_control(sets)
+        _with_control(sets)
 
 
 def _set_counts(counts: dict) -> None:
