@@ -325,3 +325,26 @@ def test_an_image_too_small_for_a_models_stride_says_the_stride_is_the_models(tm
     with pytest.raises(ConfigError, match=r"image tiny of 2 x 2 pixels keeps 1 sampled pixel .*: the model's stride "
                                           r"is fixed: leave such images out, or give them larger"):
         ImageSource(st, desc, state={"scale": [1.0, 1.0, 1.0]})
+
+
+def test_predict_on_a_folder_leaves_out_images_too_small_for_the_models_stride(store, textures, tmp_path):
+    """A folder given to ``predict`` with one image that keeps a single pixel at the model's stride: the
+    other images are predicted, and that one is left out and named (as ingestion leaves out images smaller
+    than 2 x 2), instead of the whole folder being refused."""
+    from PIL import Image
+
+    from streamcov.stream.predict import predict
+
+    res = run_pipeline(make_cfg(store.path, tmp_path / "run", pixels={"preset": "texture", "stride": 4}),
+                       scheduler="synchronous")
+    folder = tmp_path / "flat"
+    folder.mkdir()
+    for img, i in zip(textures.images, textures.ids):
+        Image.fromarray(img).save(folder / (i.replace("/", "_") + ".png"))
+    Image.fromarray(np.arange(9, dtype=np.uint8).reshape(3, 3) * 20).save(folder / "tiny.png")
+    s = predict(res["model_path"], folder, tmp_path / "p.csv", scheduler="synchronous")
+    assert s["n"] == 24
+    assert s["skipped"] == [{"id": "tiny.png", "reason": "image of 3 x 3 pixels keeps 1 sampled pixel at the "
+                             "model's pixels.stride = 4; a covariance needs at least 2"}]
+    assert any("1 image(s) of" in n and "tiny.png" in n for n in s["notes"])
+    assert "tiny.png" not in predictions(tmp_path / "p.csv") and len(predictions(tmp_path / "p.csv")) == 24

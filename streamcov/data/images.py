@@ -227,7 +227,7 @@ def auto_pixel_dtype(paths) -> str:
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
                   pixel_dtype: str = "auto", chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
                   mode: str = "resume", progress: bool = False, limit: int | None = None,
-                  unlabelled: bool = False):
+                  unlabelled: bool = False, skip=None):
     """Write the images under ``src`` to an image store at ``out``.
 
     Parameters
@@ -251,6 +251,11 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         Stop after that many new images *without* completing the store (tests).
     unlabelled : bool
         Accept images directly under ``src`` (label ``""``): images to predict.
+    skip : callable, optional
+        ``skip(image)``: a reason to leave the image out (recorded with the
+        store's skipped images, as those smaller than 2 x 2 pixels are), or
+        None to keep it; ``predict`` leaves out the images too small for a
+        model's pixel stride this way.
 
     Returns
     -------
@@ -262,7 +267,7 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         raise ValueError(f"format must be 'folders', got {format!r}")
     with store_lock(out):
         return _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit,
-                       unlabelled)
+                       unlabelled, skip)
 
 
 def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
@@ -277,7 +282,8 @@ def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool
             "files": files_digest([e.path for e in entries], Path(src)), "orientation": ORIENTATION}
 
 
-def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled):
+def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled,
+            skip=None):
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
@@ -297,6 +303,10 @@ def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, m
             # the derivative filters and a covariance need at least 2 x 2 pixels
             skipped.append({"id": e.id, "reason": f"image of {image.shape[0]} x {image.shape[1]} pixels; at "
                                                   f"least {MIN_SIDE} x {MIN_SIDE} are needed"})
+            continue
+        reason = skip(image) if skip is not None else None
+        if reason:
+            skipped.append({"id": e.id, "reason": str(reason)})
             continue
         writer.append(image, e.id, e.label, e.group)
         written += 1

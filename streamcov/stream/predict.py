@@ -50,7 +50,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
         from ..data.images import ingest_images
 
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
-            store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True)
+            store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model))
             try:
                 summary = _predict(model, model_dir, Path(tmp) / "input.zarr",
                                    out_csv or _default_out(model_dir, path), scheduler, workers, block, train_accuracy)
@@ -68,6 +68,29 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
         return summary
     return _predict(model, model_dir, path, out_csv or _default_out(model_dir, path), scheduler, workers, block,
                     train_accuracy)
+
+
+def _too_small_for(model):
+    """``skip(image)`` for the images of a folder given to ``predict``: a reason when the image keeps fewer
+    than 2 pixels at the model's pixel stride (its covariance needs 2), which the model cannot change; such
+    an image is left out and named, as ingestion does with images smaller than 2 x 2, instead of refusing
+    the folder. None when the model samples every pixel."""
+    from ..descriptors.image import ImageDescriptor
+    from ..descriptors.pixels import n_sampled_pixels
+
+    stride = int(ImageDescriptor.from_dict(model.source["descriptor"]).pixels.stride)   # 1 for ConvNet sources
+    if stride <= 1:
+        return None
+
+    def skip(image):
+        h, w = image.shape[:2]
+        n = n_sampled_pixels(h, w, stride)
+        if n < 2:
+            return (f"image of {h} x {w} pixels keeps {n} sampled pixel at the model's pixels.stride = {stride}; "
+                    f"a covariance needs at least 2")
+        return None
+
+    return skip
 
 
 def _check_model_path(model_dir: Path, store_path: Path) -> None:
