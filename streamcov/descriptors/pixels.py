@@ -276,7 +276,11 @@ def _check_color(spec: FeatureSpec, img: np.ndarray, where: str):
                          f"(shape {img.shape[:2]}); use a grey spec (e.g. replace R, G, B by I)")
 
 
-def n_sampled_pixels(h: int, w: int, stride: int) -> int:
+MIN_SAMPLED_PIXELS = 2   # a covariance needs 2 samples
+
+
+def n_sampled_pixels(h, w, stride: int):
+    """Pixels an image of ``h x w`` keeps at ``stride`` (integers, or integer arrays of heights and widths)."""
     return ((h + stride - 1) // stride) * ((w + stride - 1) // stride)
 
 
@@ -288,8 +292,8 @@ def check_sampled_pixels(shapes, stride: int, ids, fix: str = "lower the stride"
     shapes = np.asarray(shapes)
     if len(shapes) == 0 or int(stride) <= 1:
         return
-    n = ((shapes[:, 0] + stride - 1) // stride) * ((shapes[:, 1] + stride - 1) // stride)
-    bad = np.flatnonzero(n < 2)
+    n = n_sampled_pixels(shapes[:, 0], shapes[:, 1], int(stride))
+    bad = np.flatnonzero(n < MIN_SAMPLED_PIXELS)
     if len(bad):
         i = int(bad[0])
         raise ConfigError(f"pixels.stride = {stride}: image {ids[i]} of {shapes[i, 0]} x {shapes[i, 1]} pixels keeps "

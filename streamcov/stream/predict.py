@@ -76,7 +76,7 @@ def _too_small_for(model):
     an image is left out and named, as ingestion does with images smaller than 2 x 2, instead of refusing
     the folder. None when the model samples every pixel."""
     from ..descriptors.image import ImageDescriptor
-    from ..descriptors.pixels import n_sampled_pixels
+    from ..descriptors.pixels import MIN_SAMPLED_PIXELS, n_sampled_pixels
 
     stride = int(ImageDescriptor.from_dict(model.source["descriptor"]).pixels.stride)   # 1 for ConvNet sources
     if stride <= 1:
@@ -85,7 +85,7 @@ def _too_small_for(model):
     def skip(image):
         h, w = image.shape[:2]
         n = n_sampled_pixels(h, w, stride)
-        if n < 2:
+        if n < MIN_SAMPLED_PIXELS:
             return (f"image of {h} x {w} pixels keeps {n} sampled pixel at the model's pixels.stride = {stride}; "
                     f"a covariance needs at least 2")
         return None
