@@ -962,13 +962,22 @@ def test_the_loss_defaults_to_the_learner():
     assert cfg.model.loss == "hinge"
 
 
+@pytest.mark.parametrize("jit", [True, False], ids=["kernel", "numpy-buffer"])
 @pytest.mark.parametrize("shape", [(1, 5), (3, 7), (17, 2000), (1048, 200), (300, 8)])
-def test_chunk_moments_in_a_buffer_are_those_of_the_casting_reductions(shape, rng):
-    """partition_moments forms each chunk's float64 deviations in a reused buffer: the same bits as numpy's
-    casting mean and the squared deviations of ``A - mean`` (both add the rows in order), so the scaler
-    and the mean correction of every fit are what they were."""
+def test_chunk_moments_are_those_of_the_casting_reductions(shape, jit, rng, monkeypatch):
+    """partition_moments forms each chunk's float64 moments by the numba kernel (JIT running) or in a reused
+    float64 buffer (not): either way the same bits as numpy's casting mean and the squared deviations of
+    ``A - mean`` (both add the rows in order to +0.0), so the scaler and the mean correction of every fit
+    are what they were and do not depend on whether a worker has started numba. A column of -0.0 (mean
+    +0.0 in numpy) and one holding NaN are included."""
+    import streamcov._config as C
+
     n, d = shape
     A = (rng.standard_normal((n, d)) * rng.uniform(0.1, 10, d) + rng.uniform(-5, 5, d)).astype(np.float32)
+    A[:, 0] = -0.0
+    if d > 2:
+        A[n // 2, 1] = np.nan
+    monkeypatch.setattr(C, "jit_started", lambda: jit)
     part = L.PartData(A.copy(), A[:0].copy(), SimpleNamespace(y_fit=[np.zeros(n)], y_val=[np.zeros(0)]))
     got_n, got_mean, got_M2 = L.partition_moments(None, part)
     mean = A.mean(axis=0, dtype=np.float64)

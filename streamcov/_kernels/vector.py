@@ -45,3 +45,25 @@ def penalized_gradient(G, r, dm, inv, n, lam, W, out):
         ri = r[i]
         for j in range(D):
             out[i, j] = ((G[i, j] - ri * dm[j]) * inv[j]) / n + lam * W[i, j]
+
+
+@njit(**EXACT_JIT_OPTS)
+def column_moments(A, mean, M2):
+    """Column means and sums of squared deviations of ``A`` (n, D) into the float64 vectors ``mean`` and
+    ``M2``, as numpy forms them from ``B = A.astype(float64)``: ``B.sum(axis=0) / n``, then
+    ``np.square(B - mean).sum(axis=0)`` (each sum adds the rows in order to numpy's identity, +0.0, so a
+    column of -0.0 has mean +0.0 in both). Two reads of ``A`` in its own dtype
+    instead of a float64 copy and three passes over it."""
+    n, D = A.shape
+    for j in range(D):
+        mean[j] = 0.0
+        M2[j] = 0.0
+    for i in range(n):
+        for j in range(D):
+            mean[j] += A[i, j]
+    for j in range(D):
+        mean[j] = mean[j] / n
+    for i in range(n):
+        for j in range(D):
+            d = A[i, j] - mean[j]
+            M2[j] += d * d
