@@ -19,21 +19,33 @@ from pathlib import Path
 from .errors import StoreError
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid) -> bool:
+    """Whether process ``pid`` exists. Only a positive integer names one process: 0 and negative numbers
+    would ask about process groups (``kill(-1, 0)`` succeeds), anything else is no pid at all."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:   # exists, owned by someone else
         return True
+    except (OverflowError, OSError):   # beyond pid_t: no such process
+        return False
     return True
 
 
 def _holder(path: Path) -> dict | None:
+    """The holder recorded in a lock file; None while it is being written (empty or partial JSON)."""
     try:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
+
+
+def _not_a_lock(path: Path, what: str) -> StoreError:
+    return StoreError(f"{what}: its lock file {path} is not one streamcov wrote (a JSON object with the pid and "
+                      f"host of the writer); if no streamcov command is writing there, delete it and run again")
 
 
 def why_not_a_folder(folder: Path, exc: OSError) -> str:
@@ -59,9 +71,17 @@ def exclusive(lock_path, what: str, command: str | None = None):
             fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             break
         except FileExistsError:
-            holder = _holder(lock_path)
-            stale = (holder is not None and holder.get("host") == me["host"]
-                     and not _alive(int(holder.get("pid", -1))))
+            if lock_path.is_dir():
+                raise _not_a_lock(lock_path, what) from None
+            try:
+                holder = _holder(lock_path)
+            except OSError:   # unreadable (permissions, a special file)
+                raise _not_a_lock(lock_path, what) from None
+            if holder is not None and not (isinstance(holder, dict) and isinstance(holder.get("host"), str)
+                                           and isinstance(holder.get("pid"), int)
+                                           and not isinstance(holder.get("pid"), bool)):
+                raise _not_a_lock(lock_path, what) from None
+            stale = (holder is not None and holder["host"] == me["host"] and not _alive(holder["pid"]))
             if holder is None:
                 # a lock being written right now, or one left empty by a crash during its creation
                 age = time.time() - lock_path.stat().st_mtime if lock_path.exists() else 0.0
@@ -81,8 +101,11 @@ def exclusive(lock_path, what: str, command: str | None = None):
     try:
         yield
     finally:
-        holder = _holder(lock_path)
-        if holder is not None and holder.get("pid") == me["pid"] and holder.get("host") == me["host"]:
+        try:
+            holder = _holder(lock_path)
+        except OSError:
+            holder = None
+        if isinstance(holder, dict) and holder.get("pid") == me["pid"] and holder.get("host") == me["host"]:
             lock_path.unlink(missing_ok=True)
 
 

@@ -939,6 +939,13 @@ STORES = [
          r"`streamcov info --verify"),
     Case("chunk-truncated", damaged(lambda s: first_chunk(s, "frames").write_bytes(first_chunk(s, "frames").read_bytes()[:50])),
          r"synth\.zarr: array 'frames', chunk 0/0: checksum mismatch"),
+    # shorter than the 4 checksum bytes (a traceback before: a seek before the file's start)
+    *[Case(f"chunk-cut-to-{n}-bytes-{cmd}",
+           damaged(lambda s, n=n: first_chunk(s, "labels").write_bytes(first_chunk(s, "labels").read_bytes()[:n]), cmd),
+           pattern, rc=rc)
+      for n in (0, 3)
+      for cmd, pattern, rc in (("run", r"synth\.zarr: array 'labels', chunk 0: checksum mismatch", 2),
+                               ("info", r"DAMAGED store: array 'labels', chunk 0: checksum mismatch", 3))],
     Case("chunk-bytes-flipped", damaged(lambda s: flip_byte(first_chunk(s, "frames"))),
          r"synth\.zarr: array 'frames', chunk 0/0: checksum mismatch \(its bytes changed after they were written\)"),
     Case("labels-chunk-flipped", damaged(lambda s: flip_byte(first_chunk(s, "labels"), 10)),
@@ -957,6 +964,16 @@ STORES = [
          r"DAMAGED store: .*'labels'", rc=3),
     Case("verify-frames-shape-edited", damaged(lambda s: edit_array_meta(s, "frames", shape=[100, 60]), "info"),
          r"DAMAGED store: array 'frames' has 100 rows but the offsets cover \d+", rc=3),
+    # attributes the readers index by: refused when opened (joint_names of 6 for 20 joints passed --verify, and
+    # predict crashed on it; integer label names passed and predict scored 0%; float label codes passed)
+    Case("verify-joint-names-cut", damaged(lambda s: set_attrs(s, joint_names=["a"] * 6), "info"),
+         r"DAMAGED store: attribute joint_names \(6 names\) is not a list of 20 names, one per joint", rc=3),
+    Case("joint-names-not-text", damaged(lambda s: set_attrs(s, joint_names=list(range(20)))),
+         r"synth\.zarr: attribute joint_names \(20 names\) is not a list of 20 names, one per joint; the store is damaged"),
+    Case("verify-label-names-integers", damaged(lambda s: set_attrs(s, label_names=list(range(8))), "info"),
+         r"DAMAGED store: attribute label_names holds 0, not a name \(a string\)", rc=3),
+    Case("labels-float-codes", damaged(lambda s: edit_array_meta(s, "labels", data_type="float32")),
+         r"synth\.zarr: array 'labels' is of type float32, not integer codes \(its zarr\.json was edited\)"),
     Case("verify-identity-edited", damaged(lambda s: set_attrs(s, identity="x"), "info"),
          r"DAMAGED store: the store's identity attribute is missing", rc=3),
     Case("verify-format-version-text", damaged(lambda s: set_attrs(s, format_version="3"), "info"),
@@ -1566,6 +1583,24 @@ def held_lock(lock: Callable[[Env], Path], pid: int | None = None, host: str | N
     return make
 
 
+def raw_lock(lock: Callable[[Env], Path], text: str | None, argv=None):
+    """A lock file holding ``text`` (None: a folder in its place): one streamcov did not write."""
+    def make(e):
+        path = lock(e)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if text is None:
+            path.mkdir()
+        else:
+            path.write_text(text)
+        return argv(e)
+    return make
+
+
+def with_pid(pid) -> str:
+    import socket
+    return json.dumps({"pid": pid, "host": socket.gethostname(), "command": "x", "started": "2026-01-01 00:00:00"})
+
+
 def dead_pid() -> int:
     import subprocess
     import sys
@@ -1603,6 +1638,21 @@ CONCURRENCY = [
          check=lock_released(lambda e: e.tmp / "out" / ".streamcov.lock")),
     Case("stale-store-lock-taken-over", held_lock(lambda e: e.tmp / "s.zarr.lock", pid=dead_pid(), argv=ingest_here),
          r'"sequences": 8', rc=0, check=lock_released(lambda e: e.tmp / "s.zarr.lock")),
+    # a lock file streamcov did not write (another tool's, edited by hand, a folder): refused, saying to delete
+    # it if nothing is writing (each was a traceback: int("abc"), list.get, a folder read as a file)
+    *[Case(f"output-lock-not-streamcovs-{name}", raw_lock(lambda e: e.tmp / "out" / ".streamcov.lock", text,
+                                                          argv=run_here),
+           r"output folder \S+out: its lock file \S+\.streamcov\.lock is not one streamcov wrote \(a JSON object "
+           r"with the pid and host of the writer\); if no streamcov command is writing there, delete it and run again")
+      for name, text in (("pid-text", '{"pid": "abc", "host": "h"}'), ("list", "[]"), ("folder", None))],
+    Case("store-lock-not-streamcovs", raw_lock(lambda e: e.tmp / "s.zarr.lock", '"x"', argv=ingest_here),
+         r"store \S+s\.zarr: its lock file \S+s\.zarr\.lock is not one streamcov wrote"),
+    # a pid no process can have on this host (beyond pid_t: an OverflowError; 0 and -1 name process groups,
+    # which kill(pid, 0) reports alive): the lock is stale and taken over
+    *[Case(f"output-lock-impossible-pid-{pid}", raw_lock(lambda e: e.tmp / "out" / ".streamcov.lock",
+                                                         with_pid(pid), argv=run_here),
+           r"accuracy", rc=0, check=lock_released(lambda e: e.tmp / "out" / ".streamcov.lock"))
+      for pid in (99999999999, 0, -1)],
 ]
 
 

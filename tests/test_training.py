@@ -169,6 +169,43 @@ def test_a_damaged_fit_in_a_feature_store_is_computed_again(synth_store, tmp_pat
     np.testing.assert_array_equal(coef_of(tmp_path), ref_coef)   # the same fit and features, computed again
 
 
+def test_a_feature_chunk_copied_from_another_run_is_computed_again(synth_store, tmp_path, capsys):
+    """A whole chunk of X copied in from another run's feature store (another sigma) decodes with a valid
+    checksum: the checksum recorded when the block was written tells it apart, so that block is computed
+    again, with a note, and the run gives its own figures (before: the other run's features were used,
+    featurized_sequences 0, and the accuracy changed)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    ref = run_pipeline(cfg_for(synth_store, a), scheduler="synchronous")
+    ref_coef = coef_of(a)
+    run_pipeline(cfg_for(synth_store, b, "features.sigma=3.0"), scheduler="synchronous")
+    assert not np.array_equal(coef_of(b), ref_coef)
+    chunk = a / "features.zarr" / "X" / "c" / "1" / "0"
+    theirs = (b / "features.zarr" / "X" / "c" / "1" / "0").read_bytes()
+    assert theirs != chunk.read_bytes()
+    chunk.write_bytes(theirs)
+    capsys.readouterr()
+    again = run_pipeline(cfg_for(synth_store, a), scheduler="synchronous")
+    assert re.search(r"note: \S+features\.zarr: block\(s\) \[1\] are not as this feature store wrote them \(a "
+                     r"chunk of X copied from another store or damaged, .*\): computed again", capsys.readouterr().err)
+    assert again["featurized_sequences"] == 40 and again["accuracy"] == ref["accuracy"]
+    np.testing.assert_array_equal(coef_of(a), ref_coef)
+
+
+@pytest.mark.parametrize("array", ["done", "crc"])
+def test_a_damaged_done_flag_or_block_checksum_recomputes_the_block(synth_store, tmp_path, capsys, array):
+    """The per-block flags and checksums are checksummed too: an emptied chunk of either (before: a zstd
+    traceback from the unchecked done array) makes that block count as not done, computed again with a note."""
+    ref = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    ref_coef = coef_of(tmp_path)
+    (tmp_path / "features.zarr" / array / "c" / "2").write_bytes(b"")
+    capsys.readouterr()
+    again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    assert re.search(r"note: \S+features\.zarr: block\(s\) \[2\] are not as this feature store wrote them",
+                     capsys.readouterr().err)
+    assert again["featurized_sequences"] == 40 and again["accuracy"] == ref["accuracy"]
+    np.testing.assert_array_equal(coef_of(tmp_path), ref_coef)
+
+
 def test_a_damaged_feature_chunk_says_the_feature_store_is_a_cache(synth_store, tmp_path):
     from streamcov.errors import StoreError
 

@@ -159,8 +159,11 @@ def _why(exc: Exception) -> str:
 
 
 def _tail_crc(path: Path) -> int:
-    # the crc32c codec appends the checksum of the encoded chunk: its last 4 bytes
+    """The checksum the crc32c codec appended to an encoded chunk: its last 4 bytes; -1 (no uint32, so
+    never the manifest's) for a file too short to hold one, as a truncated or emptied chunk is."""
     with open(path, "rb") as fh:
+        if fh.seek(0, 2) < 4:
+            return -1
         fh.seek(-4, 2)
         return int.from_bytes(fh.read(4), "little")
 

@@ -179,6 +179,12 @@ class RaggedStore:
             values, names_ = getattr(self, name), self.attrs.get(attr)
             if not isinstance(names_, list) or len(set(names_)) != len(names_):
                 raise StoreError(f"{self.path}: attribute {attr} is missing or repeats a name; {damaged}")
+            if not all(isinstance(x, str) for x in names_):
+                raise StoreError(f"{self.path}: attribute {attr} holds {next(x for x in names_ if not isinstance(x, str))!r}, "
+                                 f"not a name (a string); {damaged}")
+            if self.group[name].dtype.kind not in "iu":
+                raise StoreError(f"{self.path}: array {name!r} is of type {self.group[name].dtype}, not integer codes "
+                                 f"(its zarr.json was edited); {damaged}")
             if len(values) and (values.min() < -1 or values.max() >= len(names_)):
                 raise StoreError(f"{self.path}: array {name!r} holds codes up to {int(values.max())} but "
                                  f"{attr} names {len(names_)}; {damaged}")

@@ -64,6 +64,12 @@ class SequenceStore(RaggedStore):
         if width != (3 * self.n_joints,):
             raise StoreError(f"{self.path}: attribute n_joints = {self.n_joints} but array 'frames' has rows of "
                              f"{width}; {damaged}")
+        names = self.attrs.get("joint_names")
+        # the mirror, the layout check of predict and the roles found by name read one name per joint
+        if not (isinstance(names, list) and len(names) == self.n_joints and all(isinstance(x, str) for x in names)):
+            got = (f"{len(names)} names" if isinstance(names, list) else repr(names)[:60])
+            raise StoreError(f"{self.path}: attribute joint_names ({got}) is not a list of {self.n_joints} names, "
+                             f"one per joint; {damaged}")
         bad = [c for c in self.center if not 0 <= c < self.n_joints]
         if bad:
             raise StoreError(f"{self.path}: attribute center = {list(self.center)} names joints outside 0.."

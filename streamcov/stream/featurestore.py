@@ -11,12 +11,21 @@ import numpy as np
 from ..errors import ConfigError
 
 
-class FeatureStore:
-    """A zarr group with ``X`` (n, D), chunks aligned with the blocks, and ``done`` (n_blocks,).
+# layout of the store, part of what a store must match to be reused: 2 added the per-block checksums ``crc``
+# (stores of layout 1 are computed again)
+LAYOUT = 2
 
-    Each block task writes its rows and then sets its own element of
+
+class FeatureStore:
+    """A zarr group with ``X`` (n, D), chunks aligned with the blocks, ``crc`` and ``done`` (n_blocks,).
+
+    Each block task writes its rows, records the checksum of the chunk it
+    wrote in its own element of ``crc`` and then sets its own element of
     ``done`` (a chunk of its own, so concurrent writers never share a
-    chunk). A restarted featurization skips the blocks already done. The
+    chunk); every array is checksummed. A restarted featurization skips the
+    blocks already done whose chunk is still the one written
+    (:meth:`done_blocks`): a chunk copied in from another feature store is
+    whole, and only the recorded checksum tells it apart. The
     ``fingerprint`` attribute ties the features to everything that produced
     them (the input store's identity, the descriptor, the map, the seed, the
     training rows of any data-dependent fit); a store with another
@@ -38,7 +47,7 @@ class FeatureStore:
         import zarr
 
         path = Path(path)
-        fp = json.dumps(fingerprint, sort_keys=True, default=str)
+        fp = json.dumps({**fingerprint, "layout": LAYOUT}, sort_keys=True, default=str)
         if path.exists():
             try:
                 g = zarr.open_group(str(path), mode="r")
@@ -51,11 +60,13 @@ class FeatureStore:
 
         block = int(bounds[1] - bounds[0]) if len(bounds) > 1 else max(n, 1)
         g = zarr.open_group(str(path), mode="w")
-        # checksummed X, not compressed (features hardly compress; see array_options); the done flags
-        # are written as blocks finish (a missing one reads 0: not done)
+        # checksummed X, not compressed (features hardly compress; see array_options); the checksums and
+        # done flags are written as blocks finish (a missing one reads 0: not done)
         g.create_array("X", shape=(n, dim), chunks=(max(block, 1), dim), dtype=dtype, fill_value=0,
                        **array_options(compress=False))
-        g.create_array("done", shape=(len(bounds) - 1,), chunks=(1,), dtype="uint8", fill_value=0)
+        for name, dt in (("crc", "uint32"), ("done", "uint8")):
+            g.create_array(name, shape=(len(bounds) - 1,), chunks=(1,), dtype=dt, fill_value=0,
+                           compressors=array_options(compress=False)["compressors"])
         g.attrs.update({"bounds": [int(b) for b in bounds], "fingerprint": fp})
         return cls(path)
 
@@ -78,7 +89,42 @@ class FeatureStore:
         return int(X.shape[1]), np.dtype(X.dtype)
 
     def done(self) -> np.ndarray:
-        return np.asarray(self.group["done"][:], dtype=bool)
+        """Which blocks are written: their flag is set. A flag or checksum whose chunk does not decode (a
+        damaged one) counts as not done, so that block is computed again."""
+        return self._flags()[0]
+
+    def _flags(self):
+        """``(done, crc, damaged)``: per block, undecodable entries as 0 and listed in ``damaged`` (each read
+        alone only when the whole read fails)."""
+        out, damaged = [], set()
+        for name in ("done", "crc"):
+            a = self.group[name]
+            try:
+                out.append(np.asarray(a[:]))
+            except Exception:   # a damaged chunk (its checksum): read the others one by one
+                v = np.zeros(a.shape, dtype=a.dtype)
+                for i in range(a.shape[0]):
+                    try:
+                        v[i] = a[i]
+                    except Exception:
+                        damaged.add(i)
+                out.append(v)
+        return out[0].astype(bool) & (out[1] != 0), out[1], sorted(damaged)
+
+    def done_blocks(self) -> tuple[np.ndarray, list]:
+        """``(done, redo)``: the blocks whose flag is set and whose chunk of ``X`` still ends with the
+        checksum recorded when it was written; ``redo`` lists the blocks that do not count as done for a
+        reason to tell: a chunk of ``X`` that is not the one written (copied in from another store, or
+        damaged), or a flag or checksum that does not decode."""
+        from ..data.integrity import _chunk_path, _tail_crc
+
+        done, crc, redo = self._flags()
+        for i in np.flatnonzero(done):
+            path = _chunk_path(self.path, "X", (int(i), 0))
+            if not path.is_file() or _tail_crc(path) != int(crc[i]):
+                redo.append(int(i))
+                done[i] = False
+        return done, sorted(set(redo))
 
     def read_block(self, i: int) -> np.ndarray:
         return self.read_blocks(i, i + 1)
@@ -168,7 +214,12 @@ def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:
         # a user's settings (a tiny bandwidth, a high degree) or data (huge coordinates): one line, exit 2
         raise ConfigError(f"non-finite feature in row {b0 + r}: the feature map overflowed (raise features.sigma "
                           f"or lower features.max_degree); nothing of the block was written")
+    from ..data.integrity import _chunk_path, _tail_crc
+
     g = zarr.open_group(path, mode="r+")
     g["X"][b0:b1] = X
+    # the checksum the chunk was written with: a chunk swapped in later is told apart by it (a crc32c of 0,
+    # one chunk in 2^32, reads as not done: that block is only computed again)
+    g["crc"][i] = _tail_crc(_chunk_path(Path(path), "X", (i, 0)))
     g["done"][i] = 1
     return b1 - b0

@@ -156,7 +156,11 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     t_fit = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    done = fstore.done()
+    done, redo = fstore.done_blocks()
+    if redo:
+        print(f"note: {fstore.path}: block(s) {redo[:5]}{' ...' if len(redo) > 5 else ''} are not as this feature "
+              f"store wrote them (a chunk of X copied from another store or damaged, or a damaged done flag or "
+              f"checksum): computed again", file=sys.stderr)
     transform = runtime.share(fmap) if fmap is not None else None
     blocks = fitted.block_tasks(bounds, runtime.numba_threads)
     keys = fitted.window_keys(bounds, runtime.parallelism)
