@@ -25,6 +25,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def workers_int(text: str) -> int:
+    """argparse type of ``--workers``: an integer from 1 to :data:`streamcov._config.MAX_WORKERS`."""
+    from ._config import MAX_WORKERS
+
+    value = positive_int(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_WORKERS} workers (this machine has "
+                                         f"{os.cpu_count()} cores), got {value}")
+    return value
+
+
 def nonempty_path(text: str) -> str:
     """argparse type: a path that is not empty (``""`` would mean the current folder, or crash deep inside)."""
     if not text.strip():
@@ -272,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def runtime_flags(parser):
         parser.add_argument("--scheduler", help="threads (default), synchronous, local-cluster, or tcp://HOST:PORT")
-        parser.add_argument("--workers", type=positive_int, help="worker processes (alone: a LocalCluster of that many); "
+        parser.add_argument("--workers", type=workers_int, help="worker processes (alone: a LocalCluster of that many); "
                                                         "with --scheduler threads, the thread count")
 
     r = sub.add_parser("run", help="run a pipeline file (no file: the embedded default)")

@@ -293,6 +293,15 @@ CONFIG = [
          LINE + r'descriptor\.normalize = "false": expected true or false'),
     Case("gamma-negative", run_file(descriptor__gamma="-1e-4"), LINE + r"descriptor\.gamma = -0\.0001: expected"),
     Case("map-typo", run_file(features__map='"rgww"'), LINE + r'features\.map = "rgww": expected one of'),
+    # SGD settings in the schema's range that the learner cannot take (scikit-learn tracebacks before)
+    Case("sgd-C-overflows-alpha", run_set("model.C=1e307"),
+         r"--set model\.C=1e307: model\.C = 1e\+307 gives the SGD learner alpha = 1 / \(C n\) = 0\.0 for \d+ "
+         r"training rows, which it cannot take; give C between 1e-300 and 1e300"),
+    *[Case(f"sgd-weights-overflow-{name}", run_set(*sets),
+           r"the SGD learner's weights overflowed in epoch \d+ \(alpha = .*\): lower model\.eta0 or model\.alpha, "
+           r"raise model\.C, or use model\.learner = \"lbfgs\"")
+      for name, sets in (("alpha", ("model.alpha=1e308",)),
+                         ("eta0", ("model.eta0=1e308", 'model.learning_rate="constant"')))],
     Case("learner-unknown", run_file(model__learner='"svm"'), LINE + r'model\.learner = "svm": expected one of'),
     # a [model] key that the chosen learner does not read (it would be ignored): where it was written
     Case("model-key-of-another-learner", run_text(lambda t: t.replace("epochs = 3\n", "epochs = 3\nmax_iter = 50\n")),
@@ -327,6 +336,10 @@ CONFIG = [
     Case("unknown-key", run_set("descriptor.normalise=true"), r"unknown key 'descriptor\.normalise'; did you mean 'normalize'"),
     Case("unknown-key-in-file", run_text(lambda t: t.replace("theta = 0.7", "thetta = 0.7")),
          LINE + r"features\.thetta is not a parameter of RGWSampler; did you mean 'theta'"),
+    # the keys every map reads are offered too (they were missing from the list and from "did you mean")
+    Case("features-key-typo-fit-sample", run_set("features.fitsample=10"),
+         r"--set features\.fitsample=10: features\.fitsample is not a parameter of RGWSampler; did you mean "
+         r"'fit_sample'\? \(accepted: bandwidth, center, fit_sample, max_degree, n_components, sampling, sigma, theta\)"),
     Case("unknown-table", run_text(lambda t: t.replace("[features]", "[featurs]")),
          LINE + r"unknown key 'featurs'; did you mean 'features'"),
     Case("renamed-table", run_text(lambda t: t.replace("[data]", "[dataset]")),
@@ -364,6 +377,13 @@ CONFIG = [
          LINE + r'dask\.workers = 3 is not read with dask\.scheduler = "synchronous"'),
     # --scheduler synchronous replaces the file's scheduler: the file's dask.workers is not read (a note), a
     # --set one is refused as --workers is
+    # a count of many digits started worker processes until memory ran out, with no message
+    Case("workers-flag-beyond-any-machine", lambda e: ["run", e.pipeline(), "--quiet", "--workers",
+                                                       "99999999999999999999"],
+         r"argument --workers: expected at most 1024 workers \(this machine has \d+ cores\), got 99999999999999999999"),
+    Case("dask-workers-beyond-any-machine", lambda e: ["run", e.pipeline(), "--quiet", "--set",
+                                                       'dask.scheduler="local-cluster"', "--set", "dask.workers=5000"],
+         r"--set dask\.workers=5000: dask\.workers = 5000: expected a value <= 1024"),
     Case("dask-workers-with-synchronous-flag", run_text(lambda t: t.replace("block_size = 16", "block_size = 16\nworkers = 3")),
          r'(?m)^streamcov run: note: dask\.workers \(\S+p\.toml\) does not apply to --scheduler synchronous \(a '
          r'synchronous run has one thread\); dropped$', rc=0, check=lambda e, err, out: one_note_and_a_result(err, out)),
@@ -380,6 +400,24 @@ CONFIG = [
          r"--output \S+: \S+ is inside the zarr store \S+/synth\.zarr/labels"),
     Case("output-is-a-model-folder", lambda e: ["run", e.pipeline(), "--output", e.copy("model"), "--quiet"],
          r"--output \S+/model: \S+ is a model folder \(it holds model\.json\)"),
+    # a folder whose files a run would overwrite although streamcov did not write them (they were replaced
+    # silently), the file system's root and the home folder (a run wrote its outputs into / before)
+    *[Case(f"output-holds-users-{name}", lambda e, name=name, text=text: [
+        "run", e.pipeline(), "--quiet", "--output",
+        (lambda d: (d.mkdir(), (d / name).write_text(text)) and d)(e.tmp / "mine")],
+        rf"--output \S+/mine: \S+/mine holds {re.escape(name)}, which this run would overwrite, and was not written by "
+        r"streamcov run; choose a new or empty output folder$")
+      for name, text in (("predictions.csv", "my own notes\n"), ("result.json", '{"mine": 1}\n'))],
+    # an output folder of a streamcov from before the marker file (its result.json names the task) is written again
+    Case("output-of-an-earlier-streamcov", lambda e: [
+        "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
+        (lambda d: (d.mkdir(), (d / "result.json").write_text('{"task": "skeleton-classification"}'),
+                    (d / "predictions.csv").write_text("id,predicted,label\n")) and d)(e.tmp / "old")],
+        r"accuracy", rc=0, check=lambda e, err, out: (e.tmp / "old" / ".streamcov-output").is_file() or 1 / 0),
+    Case("output-is-the-root", lambda e: ["run", e.pipeline(), "--quiet", "--output", "/"],
+         r"--output /: / is the root of the file system; give a folder of its own for the run's outputs"),
+    Case("output-is-home", lambda e: ["run", e.pipeline(), "--quiet", "--output", Path.home()],
+         r"--output \S+: \S+ is your home folder; give a folder of its own for the run's outputs"),
     Case("name-with-nul", run_set('name="a\\u0000b"'),
          r'--set name="a\\u0000b": name holds a NUL character \(\\u0000\), which no name or path may contain; '
          r'remove it$'),
@@ -507,7 +545,7 @@ CONFIG = [
          r"features\.gamma is set by streamcov from features\.sigma .*remove it; for gamma = 0\.5 set sigma = 1\b"),
     Case("map-parameter-named", run_set('features.map="nystroem"', 'features.kernel_params="x"'),
          r"--set features\.kernel_params=\"x\": features\.kernel_params is not a parameter of GaussianNystroem "
-         r"\(accepted: n_components, sigma\)$"),
+         r"\(accepted: bandwidth, fit_sample, n_components, sigma\)$"),
     # Nystroem's landmarks are rows of the fitting sample: more than it holds is refused, not silently fewer
     Case("nystroem-more-landmarks-than-fit-sample", run_set('features.map="nystroem"', "features.fit_sample=32"),
          r'p\.toml, line 15: features\.n_components = 64 is more than features\.fit_sample = 32, '
@@ -1215,7 +1253,7 @@ MODELS = [
     Case("image-model-on-skeleton-store", lambda e: ["predict", e.shared["img_model"], e.shared["synth"]],
          r"synth\.zarr: a skeleton store, but the model in .* was trained on image data"),
     Case("skeleton-model-on-image-store", lambda e: ["predict", e.shared["model"], e.shared["img_store"]],
-         r"img\.zarr: a image store, but the model in .* was trained on skeleton data"),
+         r"img\.zarr: an image store, but the model in .* was trained on skeleton data"),
     Case("wrong-joint-count", predict_on(None, generic_store), r"g\.zarr: 3 joints, but the model was trained on 20; use a store of the same skeleton layout"),
     Case("predict-store-missing", predict_on(None, lambda e: e.tmp / "none.zarr"), r"none\.zarr: no such store or folder"),
     Case("store-incomplete", predict_on(None, lambda e: (lambda s: interrupted(s) or s)(e.copy("synth"))),

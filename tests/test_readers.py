@@ -608,12 +608,22 @@ def test_generic_empty_index(gen_dir):
         GenericCSVReader(gen_dir)
 
 
-def test_generic_empty_first_sequence_is_refused(gen_dir):
-    """The first file in id order sets the joint count: without a frame it cannot."""
+def test_generic_empty_first_sequence_is_skipped_and_recorded(gen_dir, tmp_path):
+    """An empty file first in id order is skipped and recorded like any file with fewer than 2 distinct
+    frames (docs/bad_input.md): the joint count comes from the first file that holds a data row (before:
+    the whole ingestion was refused). Every file empty: nothing to ingest, refused."""
+    from streamcov.data.skeletons import ingest
+
     _write(gen_dir / "seqs/run_07.csv", "a,b,c,d,e,f\n\n")
+    src = GenericCSVReader(gen_dir)
+    assert src.info.n_joints == 2
+    store = ingest(src, tmp_path / "s.zarr")
+    assert store.ids() == ["walk_01"] and [s["id"] for s in store.attrs["skipped"]] == ["run_07"]
+    _write(gen_dir / "walk_01.csv", "hip_x,hip_y,hip_z,head_x,head_y,head_z\n")
     idx = gen_dir / "index.csv"
-    with pytest.raises(FormatError, match=_err(idx, 3, r"run_07.csv .*holds no frames")):
-        list(GenericCSVReader(gen_dir).sequences())
+    with pytest.raises(FormatError, match=_err(idx, 3, r"run_07.csv \(id 'run_07'\) holds no frames, nor does any "
+                                                       r"other listed file: there is nothing to ingest")):
+        GenericCSVReader(gen_dir)
 
 
 def test_generic_empty_later_sequence_is_skipped_and_recorded(gen_dir, tmp_path):

@@ -118,8 +118,10 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
                 continue  # shared pipeline files carry RGW's own options
             import difflib
 
-            # what a pipeline may set: the seed, the kernel's blocks and its gamma come from elsewhere
-            settable = sorted(accepted - {"random_state", "blocks", "views", "gamma", "kernel"})
+            # what a pipeline may set: the seed, the kernel's blocks and its gamma come from elsewhere; the
+            # [features] keys every map reads (the fit sample, the bandwidth rule) are read before the map
+            settable = sorted((accepted - {"random_state", "blocks", "views", "gamma", "kernel"})
+                              | {"fit_sample", "bandwidth"})
             close = difflib.get_close_matches(key, settable, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"features.{key} is not a parameter of {cls.__name__}{hint} "

@@ -193,7 +193,8 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         raise ConfigError(f"{store_path}: no such store or folder")
     kind = store_kind(store_path)
     if kind != model.kind:
-        raise ModelError(f"{store_path}: a {kind or 'foreign'} store, but the model in {model_dir} was "
+        what = {"image": "an image", None: "a foreign"}.get(kind, f"a {kind}")
+        raise ModelError(f"{store_path}: {what} store, but the model in {model_dir} was "
                          f"trained on {model.kind} data")
     store = open_store_of_kind(kind, store_path)
     if kind == "image":

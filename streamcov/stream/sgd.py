@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.linear_model import SGDClassifier
 
+from ..errors import ConfigError
 from .memory import use_cache
 
 
@@ -118,6 +119,9 @@ def make_sgd(model, n_train: int, seed: int):
     alpha = model.alpha
     if alpha is None:
         alpha = 1.0 / (float(model.C) * max(n_train, 1))
+        if not 0.0 < alpha < float("inf"):   # C n beyond the float range, or its inverse below it
+            raise ConfigError(f"model.C = {model.C!r} gives the SGD learner alpha = 1 / (C n) = {alpha!r} for "
+                              f"{n_train} training rows, which it cannot take; give C between 1e-300 and 1e300")
     kwargs = dict(loss=model.loss, alpha=float(alpha), average=model.average,
                   learning_rate=model.learning_rate, eta0=float(model.eta0), random_state=int(seed))
     if model.penalty != "l2":
@@ -310,7 +314,16 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
                 yg = pool_y[0] if len(pool_y) == 1 else np.concatenate(pool_y)
                 pool_X, pool_y = [], []
                 perm = rng.permutation(len(yg))
-                clf.partial_fit(Xg[perm], yg[perm], classes=classes)
+                try:
+                    clf.partial_fit(Xg[perm], yg[perm], classes=classes)
+                except ValueError as exc:
+                    if "under-/overflow" not in str(exc):
+                        raise
+                    # scikit-learn stops an SGD whose weights leave the float range; a setting did that
+                    raise ConfigError(
+                        f"the SGD learner's weights overflowed in epoch {state['epoch'] + 1} (alpha = "
+                        f"{clf.alpha:g}, learning_rate = {clf.learning_rate!r}, eta0 = {clf.eta0:g}): lower "
+                        f"model.eta0 or model.alpha, raise model.C, or use model.learner = \"lbfgs\"") from None
                 done = len(state["order"]) - len(order) + k
                 if bar is not None:
                     bar.update(done - state["pos"])

@@ -75,6 +75,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                           f"choose an output folder outside every store")
     if (out / "model.json").is_file():
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
+    _check_not_someone_elses(out, where)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:   # a parent is a file, no permission, ...
@@ -82,6 +83,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
     with output_lock(out):
+        if not (out / OUTPUT_MARKER).exists():
+            (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
         with naming:
             result = spec.run(cfg, ctx)
         result = {"task": cfg.task, **result}
@@ -91,6 +94,37 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         from ..stream.model import atomic_write_text
         atomic_write_text(out / "result.json", text)
     return result
+
+
+# an output folder of streamcov run holds this file: later runs may write there again
+OUTPUT_MARKER = ".streamcov-output"
+# what a run writes at the top of its output folder, whatever its task; a folder that holds one of these and
+# was not written by streamcov is refused rather than overwritten
+OUTPUT_NAMES = ("result.json", "predictions.csv", "model", "features.zarr", "checkpoints")
+
+
+def _check_not_someone_elses(out: Path, where: str) -> None:
+    """Refuse an output folder whose files a run would overwrite although streamcov did not write them, and
+    the file system's root or the home folder (a run's outputs spread among everything there)."""
+    try:
+        resolved = out.resolve()
+    except OSError:
+        return
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        raise ConfigError(f"{where}: {out} is {'the root of the file system' if resolved == Path(resolved.anchor) else 'your home folder'}; "
+                          f"give a folder of its own for the run's outputs, e.g. {out / 'runs' / 'NAME'}")
+    if not out.is_dir() or (out / OUTPUT_MARKER).is_file():
+        return
+    try:   # written by a streamcov from before the marker: its result.json names the task
+        earlier = json.loads((out / "result.json").read_text())
+        if isinstance(earlier, dict) and "task" in earlier:
+            return
+    except (OSError, ValueError, TypeError):
+        pass
+    theirs = [n for n in OUTPUT_NAMES if (out / n).exists()]
+    if theirs:
+        raise ConfigError(f"{where}: {out} holds {theirs[0]}, which this run would overwrite, and was not written "
+                          f"by streamcov run; choose a new or empty output folder")
 
 
 def finite_json(obj, path="", reasons=None):

@@ -27,6 +27,7 @@ from typing import ClassVar, Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from .._config import MAX_WORKERS
 from ..data.readers import FORMATS
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -133,7 +134,7 @@ class DaskTable(Table):
     """``[dask]``: where the graph runs and how it is cut."""
 
     scheduler: str = "threads"
-    workers: Optional[PosInt] = None
+    workers: Optional[Annotated[int, Field(ge=1, le=MAX_WORKERS)]] = None
     block_size: Optional[PosInt] = None     # rows per block; default per task (sequences 512, images 64)
     prefetch: PosInt = 2
 

@@ -64,10 +64,11 @@ class GenericCSVReader(SkeletonReader):
     -----
     The index is read and checked when the source is opened (every listed
     file must exist); the number of joints ``J`` is taken from the first
-    sequence file in id order. Sequence files are read one at a time by
-    :meth:`sequences`, in id order. ``info.label_names`` are the distinct
-    labels of the index, sorted. No frame is dropped or altered, so
-    ``skipped`` and ``repairs`` stay empty.
+    sequence file in id order that holds a data row. Sequence files are read
+    one at a time by :meth:`sequences`, in id order. ``info.label_names`` are
+    the distinct labels of the index, sorted. No frame is dropped or altered
+    here (``skipped`` and ``repairs`` stay empty); the ingestion skips and
+    records files with fewer than 2 distinct frames.
     """
 
     def __init__(self, path, *, center: Sequence[int] | None = None, units: str = "unknown",
@@ -80,10 +81,16 @@ class GenericCSVReader(SkeletonReader):
         self._entries = read_index(self.index_path, optional=("split", "id"),
                                    integer_subjects=True)
         has_split = self._entries[0].split is not None
-        first = self._entries[0]
-        peek = _peek_ncols(first.path)
+        # the joints are read from the first file that holds a data row; an empty file is skipped and
+        # recorded by the ingestion, as a one-frame file is (docs/bad_input.md, degenerate data)
+        first, peek = self._entries[0], None
+        for e in self._entries:
+            peek = _peek_ncols(e.path)
+            if peek is not None:
+                first = e
+                break
         if peek is None:
-            raise _empty_error(self.index_path, first)
+            raise _empty_error(self.index_path, self._entries[0])
         ncols, line = peek
         if ncols % 3:
             sep = next((f" (the rows look {n}-separated: use commas)" for c, n in
@@ -144,7 +151,7 @@ class GenericCSVReader(SkeletonReader):
 
 def _empty_error(index: Path, e: Entry) -> FormatError:
     return FormatError(index, f"sequence file {e.path.name} (id {e.id!r}) holds no "
-                               "frames; every listed sequence needs at least one data row",
+                               "frames, nor does any other listed file: there is nothing to ingest",
                                line=e.index_line)
 
 
