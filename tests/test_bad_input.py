@@ -1008,6 +1008,12 @@ STORES = [
          r"DAMAGED store: attribute joint_names \(6 names\) is not a list of 20 names, one per joint", rc=3),
     Case("joint-names-not-text", damaged(lambda s: set_attrs(s, joint_names=list(range(20)))),
          r"synth\.zarr: attribute joint_names \(20 names\) is not a list of 20 names, one per joint; the store is damaged"),
+    # recorded attributes of the wrong type passed --verify (shown by info, read by predict's notes)
+    *[Case(f"verify-attr-{key}-edited", damaged(lambda s, key=key, value=value: set_attrs(s, **{key: value}), "info"),
+           rf"DAMAGED store: attribute {key} = .* is not {re.escape(what)}", rc=3)
+      for key, value, what in (("chunk_frames", 0, "a positive integer"),
+                               ("skipped", "garbage", "a list of tables (id, reason)"),
+                               ("repairs", [1, 2], "a table"), ("units", 5, "a text"))],
     Case("verify-label-names-integers", damaged(lambda s: set_attrs(s, label_names=list(range(8))), "info"),
          r"DAMAGED store: attribute label_names holds 0, not a name \(a string\)", rc=3),
     Case("labels-float-codes", damaged(lambda s: edit_array_meta(s, "labels", data_type="float32")),

@@ -175,6 +175,16 @@ class RaggedStore:
             raise StoreError(f"{self.path}: attribute n_{self.UNIT} = {claimed!r} but the arrays hold {n}; {damaged}")
         if self.version >= 2 and not (isinstance(self.identity, dict) and self.identity.get("id")):
             raise StoreError(f"{self.path}: the store's identity attribute is missing; {damaged}")
+        # what the ingestion recorded, read by info, predict and the tasks' notes: the types it wrote
+        for key, ok, what in (("units", lambda v: isinstance(v, str), "a text"),
+                              ("skipped", lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+                               "a list of tables (id, reason)"),
+                              ("repairs", lambda v: isinstance(v, dict), "a table"),
+                              ("chunk_frames", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                               "a positive integer")):
+            if key in self.attrs and not ok(self.attrs[key]):
+                raise StoreError(f"{self.path}: attribute {key} = {str(self.attrs[key])[:60]!r} is not {what}; "
+                                 f"{damaged}")
         for name, attr in (coded or {}).items():
             values, names_ = getattr(self, name), self.attrs.get(attr)
             if not isinstance(names_, list) or len(set(names_)) != len(names_):
