@@ -117,8 +117,10 @@ def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
     empty = make_seqs(rng, 1)
     empty[0].frames = np.zeros((0, 12), np.float32)   # skipped: nothing left to write
     with pytest.raises(StoreError, match=r"c.zarr: every sequence was skipped, none written \(1 skipped \(s0000: no "
-                                         r"frames\)\); the store stays incomplete"):
+                                         r"frames\)\); no store was written"):
         S.ingest(ListSource(empty), tmp_path / "c.zarr")
+    # nothing left for `info` to call an interrupted ingestion
+    assert not (tmp_path / "c.zarr").exists()
     with pytest.raises(StoreError, match="no sequence was written"):
         S.ingest(ListSource([]), tmp_path / "d.zarr")
 

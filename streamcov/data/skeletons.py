@@ -16,6 +16,7 @@ incomplete store that readers refuse and that the same call resumes.
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable
@@ -277,8 +278,11 @@ def _ingest(source, out, chunk_frames, mode, progress, limit):
     if skipped and not writer.resumed_from and not written:
         from .ragged import skipped_text
 
-        # close() would say only that nothing was written: say why
+        # close() would say only that nothing was written: say why. The store holds no sequence: it is
+        # removed, rather than left for `info` to call an interrupted ingestion
         listed = [asdict(s) if hasattr(s, "__dataclass_fields__") else dict(s) for s in skipped]
+        del writer
+        shutil.rmtree(out, ignore_errors=True)
         raise StoreError(f"{out}: every sequence was skipped, none written ({len(skipped)} skipped "
-                         f"{skipped_text(listed)}); the store stays incomplete")
+                         f"{skipped_text(listed)}); no store was written")
     return writer.close(skipped=skipped, repairs=repairs)
