@@ -254,6 +254,18 @@ def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx, cap):
     return outs, done
 
 
+# a covariance is positive semidefinite: an eigenvalue below 0 is rounding, of the order of 1e-16 times its
+# largest; one this many times gamma below 0 comes from values far too large, which no gamma fixes sensibly
+HUGE_ROUNDING = 1e6
+
+
+def _not_spd_advice(min_eig: float, gamma: float) -> str:
+    if gamma > 0 and -min_eig > HUGE_ROUNDING * gamma:
+        return (f"an eigenvalue this far below 0 is the rounding of a covariance of very large values: rescale the "
+                f"data (e.g. coordinates to metres) rather than raising the regularization gamma (now {gamma})")
+    return f"increase the regularization gamma (now {gamma})"
+
+
 def _raise_not_spd(min_eig, gamma, describe):
     bad = np.flatnonzero(~(min_eig > 0))
     if len(bad):
@@ -262,7 +274,7 @@ def _raise_not_spd(min_eig, gamma, describe):
             raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): the "
                               f"coordinates are too large; rescale the data (e.g. to metres)")
         raise NotSPDError(f"{describe(i)} is not positive definite (smallest eigenvalue "
-                          f"{min_eig[i]:.3g}); increase the regularization gamma (now {gamma})")
+                          f"{min_eig[i]:.3g}); {_not_spd_advice(min_eig[i], gamma)}")
 
 
 def _large_log_vectors(mats, scale, gammas, relative, describe, n_jobs=None):
@@ -290,7 +302,7 @@ def _large_log_vectors(mats, scale, gammas, relative, describe, n_jobs=None):
         for g in gammas:
             if (1.0 + w[0] / g if relative else w[0] + g) <= 0:
                 raise NotSPDError(f"{describe(i)} is not positive definite (smallest eigenvalue "
-                                  f"{w[0]:.3g}); increase the regularization gamma (now {g})")
+                                  f"{w[0]:.3g}); {_not_spd_advice(w[0], g)}")
         if relative:
             # a covariance operator is PSD: its eigenvalues below 0 are rounding
             w = np.maximum(w, 0.0)

@@ -127,6 +127,23 @@ def test_not_spd_names_the_sequence(rng):
         C.log_covariance_vectors(frames, [0, 100, 105], sel, gamma=0.0)
 
 
+@pytest.mark.parametrize("d", [2, 70], ids=["lanes", "lapack"])
+def test_not_spd_advice_follows_the_size_of_the_negative_eigenvalue(d):
+    """A covariance is PSD: a negative eigenvalue is rounding. Slightly below -gamma, raising gamma is the fix;
+    1e24 times gamma below 0 (coordinates of 1e30 gave -6e50), it is the data's scale, and raising gamma is not
+    advised (it was before). Both routes of log_vectors (the lane kernel, LAPACK above LANE_MAX_DIM)."""
+    big = np.diag([1e30] + [1.0] * (d - 2) + [-1e20])[None]
+    with pytest.raises(NotSPDError, match=r"matrix 0 is not positive definite \(smallest eigenvalue -1e\+20\); an "
+                                          r"eigenvalue this far below 0 is the rounding of a covariance of very large "
+                                          r"values: rescale the data \(e\.g\. coordinates to metres\) rather than "
+                                          r"raising the regularization gamma \(now 0\.0001\)"):
+        L.log_vectors(big, 1e-4)
+    small = np.diag([1e30] + [1.0] * (d - 2) + [-1e-3])[None]
+    with pytest.raises(NotSPDError, match=r"\(smallest eigenvalue -0\.0009\); increase the regularization gamma "
+                                          r"\(now 0\.0001\)$"):
+        L.log_vectors(small, 1e-4)
+
+
 def test_logm_rejects_non_spd():
     with pytest.raises(NotSPDError, match="matrix 0 is not positive definite"):
         L.spd_logm(np.diag([1.0, -1.0]))
