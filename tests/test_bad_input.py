@@ -400,22 +400,36 @@ CONFIG = [
          r"--output \S+: \S+ is inside the zarr store \S+/synth\.zarr/labels"),
     Case("output-is-a-model-folder", lambda e: ["run", e.pipeline(), "--output", e.copy("model"), "--quiet"],
          r"--output \S+/model: \S+ is a model folder \(it holds model\.json\)"),
-    # a folder whose files a run would overwrite although streamcov did not write them (they were replaced
-    # silently), the file system's root and the home folder (a run wrote its outputs into / before)
+    # a folder holding files no streamcov run wrote (they were replaced silently: a run writes results, features,
+    # a model, tables and figures), the file system's root and the home folder (a run wrote into / before)
     *[Case(f"output-holds-users-{name}", lambda e, name=name, text=text: [
         "run", e.pipeline(), "--quiet", "--output",
         (lambda d: (d.mkdir(), (d / name).write_text(text)) and d)(e.tmp / "mine")],
-        rf"--output \S+/mine: \S+/mine holds {re.escape(name)}, which this run would overwrite, and was not written by "
-        r"streamcov run; choose a new or empty output folder$")
-      for name, text in (("predictions.csv", "my own notes\n"), ("result.json", '{"mine": 1}\n'))],
+        rf"--output \S+/mine: \S+/mine holds '{re.escape(name)}', which no streamcov run wrote; a run writes its "
+        r"results, features and model there and would overwrite files of the same names: choose a new or empty "
+        r"output folder$")
+      for name, text in (("predictions.csv", "my own notes\n"), ("result.json", '{"mine": 1}\n'),
+                         ("notes.txt", "x\n"))],
+    Case("output-symlink-loop", lambda e: ["run", e.pipeline(), "--quiet", "--output",
+                                           (lambda a, b: (a.symlink_to(b), b.symlink_to(a)) and a / "x")(
+                                               e.tmp / "loop1", e.tmp / "loop2")],
+         r"--output \S+/loop1/x: cannot use \S+/loop1/x \(.*\); choose another output folder$"),
     # an output folder of a streamcov from before the marker file (its result.json names the task) is written again
     Case("output-of-an-earlier-streamcov", lambda e: [
         "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
         (lambda d: (d.mkdir(), (d / "result.json").write_text('{"task": "skeleton-classification"}'),
                     (d / "predictions.csv").write_text("id,predicted,label\n")) and d)(e.tmp / "old")],
         r"accuracy", rc=0, check=lambda e, err, out: (e.tmp / "old" / ".streamcov-output").is_file() or 1 / 0),
+    # ... and one of a run of such a streamcov killed before its result.json (features and checkpoints only)
+    Case("output-of-an-earlier-killed-run", lambda e: [
+        "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
+        (lambda d: ((d / "features.zarr").mkdir(parents=True),
+                    (d / "features.zarr" / "zarr.json").write_text('{"attributes": {"fingerprint": "{}"}}'),
+                    (d / "predictions.csv").write_text("id,predicted,label\n")) and d)(e.tmp / "killed")],
+        r"accuracy", rc=0),
     Case("output-is-the-root", lambda e: ["run", e.pipeline(), "--quiet", "--output", "/"],
-         r"--output /: / is the root of the file system; give a folder of its own for the run's outputs"),
+         r"--output /: / is the root of the file system; give a folder of its own for the run's outputs, e\.g\. "
+         r"\S+/streamcov-runs/NAME$"),
     Case("output-is-home", lambda e: ["run", e.pipeline(), "--quiet", "--output", Path.home()],
          r"--output \S+: \S+ is your home folder; give a folder of its own for the run's outputs"),
     Case("name-with-nul", run_set('name="a\\u0000b"'),
@@ -1804,6 +1818,8 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
     ({"workers": 0}, r"workers 0: expected an integer >= 1"),
     ({"workers": "2"}, r"workers '2': expected an integer >= 1"),
     ({"workers": True}, r"workers True: expected an integer >= 1"),
+    # the Python API skipped the command line's bound: a million workers reached LocalCluster
+    ({"workers": 10 ** 6}, r"workers 1000000: expected at most 1024 workers \(this machine has \d+ cores\)"),
     ({"workers": 2, "scheduler": "synchronous"}, r"workers 2 scheduler synchronous: workers sets the threads"),
     ({"block": -4}, r"block -4: expected an integer >= 1 \(rows per block\)"),
     ({"block": 2.5}, r"block 2\.5: expected an integer >= 1"),

@@ -526,3 +526,62 @@ def test_nystroem_beyond_memory_is_refused_by_its_landmarks_of_full_width(monkey
     # fewer fitted rows than n_components: the landmarks that will be, 100 of them
     fmap, _ = fit_feature_map(params, 0, 6600, rows[:100] + np.arange(100)[:, None])
     assert fmap.components_.shape == (100, 6600)
+
+
+def _crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bit by bit: the checksum zarr's codec appends."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def _rows_with_crc_zero(rng) -> np.ndarray:
+    """4 x 3 finite float32 rows whose bytes have CRC-32C 0: the last 4 bytes solved for over GF(2) (the CRC of a
+    message is affine in each of its bits)."""
+    while True:
+        X = rng.standard_normal((4, 3)).astype(np.float32)
+        head = X.tobytes()[:-4]
+        base = _crc32c(head + bytes(4))
+        cols = [_crc32c(head + (1 << k).to_bytes(4, "little")) ^ base for k in range(32)]
+        basis: dict = {}
+        for k, v in enumerate(cols):
+            combo = 1 << k
+            for bit in reversed(range(32)):
+                if not (v >> bit) & 1:
+                    continue
+                if bit in basis:
+                    v, combo = v ^ basis[bit][0], combo ^ basis[bit][1]
+                else:
+                    basis[bit] = (v, combo)
+                    break
+        v, combo = base, 0
+        for bit in reversed(range(32)):
+            if (v >> bit) & 1 and bit in basis:
+                v, combo = v ^ basis[bit][0], combo ^ basis[bit][1]
+        if v:
+            continue
+        X.reshape(-1)[-1] = np.frombuffer(combo.to_bytes(4, "little"), np.float32)[0]
+        if np.isfinite(X).all():
+            assert _crc32c(X.tobytes()) == 0
+            return X
+
+
+def test_a_block_whose_chunk_checksum_is_zero_counts_as_done(tmp_path, rng):
+    """Each block records its X chunk's checksum plus one (0 means none recorded): a chunk whose CRC-32C is 0 (one
+    in 2^32) is done like any other (recorded as 0 it read as not done, was written again with the same bytes,
+    and featurize then called its own store a bug on every run)."""
+    from streamcov.stream.featurestore import FeatureStore, write_block
+
+    X = _rows_with_crc_zero(rng)
+    path = tmp_path / "f.zarr"
+    FeatureStore.open_or_create(path, 8, 3, np.array([0, 4, 8]), "float32", {"a": 1})
+    write_block(str(path), 0, 0, 4, X)
+    write_block(str(path), 1, 4, 8, rng.standard_normal((4, 3)).astype(np.float32))
+    fs = FeatureStore(path)
+    assert int.from_bytes((path / "X" / "c" / "0" / "0").read_bytes()[-4:], "little") == 0
+    done, redo = fs.done_blocks()
+    assert done.tolist() == [True, True] and redo == [] and fs.done().tolist() == [True, True]
+    np.testing.assert_array_equal(fs.read_block(0), X)

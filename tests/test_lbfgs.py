@@ -963,7 +963,7 @@ def test_the_loss_defaults_to_the_learner():
 
 
 @pytest.mark.parametrize("jit", [True, False], ids=["kernel", "numpy-buffer"])
-@pytest.mark.parametrize("shape", [(1, 5), (3, 7), (17, 2000), (1048, 200), (300, 8)])
+@pytest.mark.parametrize("shape", [(1, 5), (3, 7), (17, 2000), (1048, 200), (300, 8), (100, 1), (1000, 2)])
 def test_chunk_moments_are_those_of_the_casting_reductions(shape, jit, rng, monkeypatch):
     """partition_moments forms each chunk's float64 moments by the numba kernel (JIT running) or in a reused
     float64 buffer (not): either way the same bits as numpy's casting mean and the squared deviations of
@@ -977,6 +977,9 @@ def test_chunk_moments_are_those_of_the_casting_reductions(shape, jit, rng, monk
     A[:, 0] = -0.0
     if d > 2:
         A[n // 2, 1] = np.nan
+    if d == 1:   # one column (numpy sums it pairwise): values whose order of addition shows
+        A[:, 0] = np.float32(1.0)
+        A[0, 0] = np.float32(1e16)
     monkeypatch.setattr(C, "jit_started", lambda: jit)
     part = L.PartData(A.copy(), A[:0].copy(), SimpleNamespace(y_fit=[np.zeros(n)], y_val=[np.zeros(0)]))
     got_n, got_mean, got_M2 = L.partition_moments(None, part)

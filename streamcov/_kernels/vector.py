@@ -53,7 +53,8 @@ def column_moments(A, mean, M2):
     ``M2``, as numpy forms them from ``B = A.astype(float64)``: ``B.sum(axis=0) / n``, then
     ``np.square(B - mean).sum(axis=0)`` (each sum adds the rows in order to numpy's identity, +0.0, so a
     column of -0.0 has mean +0.0 in both). Two reads of ``A`` in its own dtype
-    instead of a float64 copy and three passes over it."""
+    instead of a float64 copy and three passes over it. For ``D >= 2`` only: numpy reduces a single column
+    as a 1-d array, by pairwise summation."""
     n, D = A.shape
     for j in range(D):
         mean[j] = 0.0

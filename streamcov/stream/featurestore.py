@@ -64,7 +64,7 @@ class FeatureStore:
         # done flags are written as blocks finish (a missing one reads 0: not done)
         g.create_array("X", shape=(n, dim), chunks=(max(block, 1), dim), dtype=dtype, fill_value=0,
                        **array_options(compress=False))
-        for name, dt in (("crc", "uint32"), ("done", "uint8")):
+        for name, dt in (("crc", "uint64"), ("done", "uint8")):
             g.create_array(name, shape=(len(bounds) - 1,), chunks=(1,), dtype=dt, fill_value=0,
                            compressors=array_options(compress=False)["compressors"])
         g.attrs.update({"bounds": [int(b) for b in bounds], "fingerprint": fp})
@@ -95,7 +95,7 @@ class FeatureStore:
 
     def _flags(self):
         """``(done, crc, damaged)``: per block, undecodable entries as 0 and listed in ``damaged`` (each read
-        alone only when the whole read fails)."""
+        alone only when the whole read fails); ``crc`` holds each chunk's checksum plus one (0: none recorded)."""
         out, damaged = [], set()
         for name in ("done", "crc"):
             a = self.group[name]
@@ -121,7 +121,7 @@ class FeatureStore:
         done, crc, redo = self._flags()
         for i in np.flatnonzero(done):
             path = _chunk_path(self.path, "X", (int(i), 0))
-            if not path.is_file() or _tail_crc(path) != int(crc[i]):
+            if not path.is_file() or _tail_crc(path) != int(crc[i]) - 1:
                 redo.append(int(i))
                 done[i] = False
         return done, sorted(set(redo))
@@ -218,8 +218,8 @@ def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:
 
     g = zarr.open_group(path, mode="r+")
     g["X"][b0:b1] = X
-    # the checksum the chunk was written with: a chunk swapped in later is told apart by it (a crc32c of 0,
-    # one chunk in 2^32, reads as not done: that block is only computed again)
-    g["crc"][i] = _tail_crc(_chunk_path(Path(path), "X", (i, 0)))
+    # the checksum the chunk was written with, plus one (0 is "none recorded"): a chunk swapped in later is
+    # told apart by it
+    g["crc"][i] = _tail_crc(_chunk_path(Path(path), "X", (i, 0))) + 1
     g["done"][i] = 1
     return b1 - b0

@@ -410,7 +410,8 @@ def partition_moments(src, data):
 
     Per chunk, the float64 mean and sum of squared deviations, Chan-merged in order: the same numbers,
     bit for bit, as ``A.mean(axis=0, dtype=float64)`` and ``np.square(A - mean).sum(axis=0)`` (both add
-    the rows in order). With numba's JIT running, by :func:`streamcov._kernels.vector.column_moments`,
+    the rows in order; a single column numpy sums pairwise, and it takes the numpy route). With numba's
+    JIT running, by :func:`streamcov._kernels.vector.column_moments`,
     which reads the float32 rows twice and forms nothing else (5x faster, and it scales across workers: the
     float64 copy and its three passes are bound by memory traffic, which two workers share); without it,
     in one float64 buffer reused for every chunk.
@@ -429,7 +430,7 @@ def partition_moments(src, data):
                 dim = A.shape[1]
                 acc = (0, np.zeros(dim), np.zeros(dim))
             if len(A):
-                if fused:
+                if fused and dim > 1:   # one column: numpy sums it pairwise, a 1-d reduction
                     mean, M2 = np.empty(dim), np.empty(dim)
                     column_moments(np.ascontiguousarray(A), mean, M2)
                     acc = merge_moments(acc, (len(A), mean, M2))

@@ -1,6 +1,8 @@
 """Where a Dask graph runs: threads on this machine, or a dask.distributed cluster."""
 from __future__ import annotations
 
+import os
+
 import contextlib
 import weakref
 from dataclasses import dataclass, field
@@ -47,6 +49,11 @@ def resolve_runtime(scheduler, workers, flags=("--scheduler", "--workers")) -> t
     if workers is not None:
         if isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 1:
             raise ConfigError(f"{fw} {workers!r}: expected an integer >= 1")
+        from .._config import MAX_WORKERS
+
+        if workers > MAX_WORKERS:   # a count of many digits would start processes until memory runs out
+            raise ConfigError(f"{fw} {workers}: expected at most {MAX_WORKERS} workers (this machine has "
+                              f"{os.cpu_count()} cores)")
         workers = int(workers)
     if scheduler is not None and (not isinstance(scheduler, str) or not is_scheduler(scheduler)):
         raise ConfigError(f"{fs} {scheduler}: expected one of {', '.join(SCHEDULERS)} or a scheduler address "

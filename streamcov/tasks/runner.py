@@ -65,6 +65,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         raise ConfigError(f"{where}: cannot use {out} ({exc.strerror}); choose another output folder") from None
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{where}: {out} is a file, not a folder; choose another output folder")
+    try:
+        out.resolve()
+    except (OSError, RuntimeError) as exc:   # a loop of symbolic links
+        raise ConfigError(f"{where}: cannot use {out} ({getattr(exc, 'strerror', None) or exc}); choose another "
+                          f"output folder") from None
     # a run writes features.zarr, model/ and result.json: never into a store (it would sit among its
     # arrays) nor into a model folder (two models' files mixed)
     from ..data.ragged import enclosing_store   # here: the data package brings zarr
@@ -98,33 +103,47 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
 
 # an output folder of streamcov run holds this file: later runs may write there again
 OUTPUT_MARKER = ".streamcov-output"
-# what a run writes at the top of its output folder, whatever its task; a folder that holds one of these and
-# was not written by streamcov is refused rather than overwritten
-OUTPUT_NAMES = ("result.json", "predictions.csv", "model", "features.zarr", "checkpoints")
+
+
+def _earlier_streamcov_output(out: Path) -> bool:
+    """Whether ``out`` was written by a streamcov from before :data:`OUTPUT_MARKER`: its ``result.json`` names
+    the task, a feature store there holds a fingerprint, or a run left its checkpoints or lock."""
+    if (out / "checkpoints").is_dir() or (out / ".streamcov.lock").exists():
+        return True
+    try:
+        earlier = json.loads((out / "result.json").read_text())
+        if isinstance(earlier, dict) and "task" in earlier:
+            return True
+    except (OSError, ValueError):
+        pass
+    for store in out.glob("features*.zarr"):
+        try:
+            if "fingerprint" in json.loads((store / "zarr.json").read_text()).get("attributes", {}):
+                return True
+        except (OSError, ValueError, AttributeError):
+            pass
+    return False
 
 
 def _check_not_someone_elses(out: Path, where: str) -> None:
-    """Refuse an output folder whose files a run would overwrite although streamcov did not write them, and
-    the file system's root or the home folder (a run's outputs spread among everything there)."""
-    try:
-        resolved = out.resolve()
-    except OSError:
-        return
-    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
-        raise ConfigError(f"{where}: {out} is {'the root of the file system' if resolved == Path(resolved.anchor) else 'your home folder'}; "
-                          f"give a folder of its own for the run's outputs, e.g. {out / 'runs' / 'NAME'}")
+    """Refuse an output folder that holds files no streamcov run wrote (a run writes its results, features,
+    model, checkpoints, tables and figures there, and would overwrite or delete files of the same names), and
+    the file system's root or the home folder. Names starting with a dot, and output folders of other runs
+    nested in it, are not counted."""
+    resolved = out.resolve()   # resolvable: run() checked it
+    home = Path.home().resolve()
+    if resolved == Path(resolved.anchor) or resolved == home:
+        what = "the root of the file system" if resolved == Path(resolved.anchor) else "your home folder"
+        raise ConfigError(f"{where}: {out} is {what}; give a folder of its own for the run's outputs, e.g. "
+                          f"{home / 'streamcov-runs' / 'NAME'}")
     if not out.is_dir() or (out / OUTPUT_MARKER).is_file():
         return
-    try:   # written by a streamcov from before the marker: its result.json names the task
-        earlier = json.loads((out / "result.json").read_text())
-        if isinstance(earlier, dict) and "task" in earlier:
-            return
-    except (OSError, ValueError, TypeError):
-        pass
-    theirs = [n for n in OUTPUT_NAMES if (out / n).exists()]
-    if theirs:
-        raise ConfigError(f"{where}: {out} holds {theirs[0]}, which this run would overwrite, and was not written "
-                          f"by streamcov run; choose a new or empty output folder")
+    # another run's output folder inside this one is a run's too
+    theirs = sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and not (p / OUTPUT_MARKER).is_file())
+    if theirs and not _earlier_streamcov_output(out):
+        raise ConfigError(f"{where}: {out} holds {theirs[0]!r}{' and more' if len(theirs) > 1 else ''}, which no "
+                          f"streamcov run wrote; a run writes its results, features and model there and would "
+                          f"overwrite files of the same names: choose a new or empty output folder")
 
 
 def finite_json(obj, path="", reasons=None):
