@@ -207,15 +207,13 @@ def write_block(path: str, i: int, b0: int, b1: int, X: np.ndarray) -> int:
     """Write block i's rows, then mark it done. Runs inside a Dask task."""
     import zarr
 
-    from ..data import integrity  # noqa: F401  (every chunk written, also on workers)
+    from ..data.integrity import _chunk_path, _tail_crc
 
     if not np.isfinite(X).all():
         r = int(np.argwhere(~np.isfinite(X))[0][0])
         # a user's settings (a tiny bandwidth, a high degree) or data (huge coordinates): one line, exit 2
         raise ConfigError(f"non-finite feature in row {b0 + r}: the feature map overflowed (raise features.sigma "
                           f"or lower features.max_degree); nothing of the block was written")
-    from ..data.integrity import _chunk_path, _tail_crc
-
     g = zarr.open_group(path, mode="r+")
     g["X"][b0:b1] = X
     # the checksum the chunk was written with, plus one (0 is "none recorded"): a chunk swapped in later is
