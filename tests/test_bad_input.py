@@ -1028,6 +1028,16 @@ STORES = [
       for key, value, what in (("chunk_frames", 0, "a positive integer"),
                                ("skipped", "garbage", "a list of tables (id, reason)"),
                                ("repairs", [1, 2], "a table"), ("units", 5, "a text"))],
+    # zarr.json edits that would turn checks off or hide an array passed --verify: a format_version below the
+    # format the arrays were written in (the manifest of format 3, the checksums of format 2), a shortened list
+    *[Case(f"verify-format-version-lowered-to-{v}", damaged(lambda s, v=v: set_attrs(s, format_version=v), "info"),
+           rf"DAMAGED store: format_version = {v} but the store holds the manifest of chunk checksums that format 3 "
+           r"writes \(zarr\.json edited\)", rc=3) for v in (1, 2)],
+    Case("format-version-lowered", damaged(lambda s: set_attrs(s, format_version=2)),
+         r"synth\.zarr: format_version = 2 but the store holds the manifest of chunk checksums that format 3 writes"),
+    Case("verify-arrays-list-shortened", damaged(lambda s: set_attrs(s, arrays=["frames", "offsets", "labels",
+                                                                              "subjects", "split"]), "info"),
+         r"DAMAGED store: array 'id_bytes' is not listed in the store's arrays attribute \(zarr\.json edited\)", rc=3),
     Case("verify-label-names-integers", damaged(lambda s: set_attrs(s, label_names=list(range(8))), "info"),
          r"DAMAGED store: attribute label_names holds 0, not a name \(a string\)", rc=3),
     Case("labels-float-codes", damaged(lambda s: edit_array_meta(s, "labels", data_type="float32")),

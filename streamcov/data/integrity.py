@@ -211,6 +211,30 @@ def expected_checksums(checksums: np.ndarray, array, start: int, stop: int) -> n
     return checksums[(start // c0) * per_row:((stop - 1) // c0 + 1) * per_row]
 
 
+def layout_mismatch(group, attrs: dict) -> str | None:
+    """What in a store's ``zarr.json`` contradicts its arrays, or None: an array the ``arrays`` attribute does
+    not list, or a ``format_version`` below the format its arrays were written in (an edit that would turn
+    checks off: a manifest of checksums is format 3, per-chunk checksums format 2)."""
+    try:
+        present = {name: a for name, a in group.arrays()}
+    except Exception:   # an array's own zarr.json is unreadable: the array checks name it
+        return None
+    listed = attrs.get("arrays")
+    if isinstance(listed, list):
+        unlisted = sorted(set(present) - set(listed) - {"manifest"})
+        if unlisted:
+            return f"array {unlisted[0]!r} is not listed in the store's arrays attribute (zarr.json edited)"
+    version = attrs.get("format_version", 1)
+    if isinstance(version, int) and version < 3 and "manifest" in present:
+        return (f"format_version = {version} but the store holds the manifest of chunk checksums that format 3 "
+                f"writes (zarr.json edited)")
+    if isinstance(version, int) and version < 2 and any(
+            type(c).__name__ == "Crc32cCodec" for a in present.values() for c in a.compressors):
+        return (f"format_version = {version} but its arrays carry the per-chunk checksums of format 2 and later "
+                f"(zarr.json edited)")
+    return None
+
+
 def _foreign_or_corrupt(array, index) -> str:
     """Why a chunk differs from the manifest: its bytes changed, or it is whole but another store's."""
     c0 = array.chunks[0]
@@ -280,6 +304,9 @@ def verify(path) -> tuple[list[str], list[str]]:
     if not isinstance(version, int) or isinstance(version, bool):
         return [f"attribute format_version = {version!r} is not a format version (an integer); zarr.json was "
                 f"edited"], notes
+    mismatch = layout_mismatch(g, attrs)
+    if mismatch is not None:
+        problems.append(mismatch)
     checked = version >= 2
     if not checked:
         notes.append("written before per-chunk checksums (format version 1): chunks are decoded, but a "

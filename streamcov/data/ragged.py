@@ -146,6 +146,9 @@ class RaggedStore:
         if not isinstance(version, int) or version > integrity.FORMAT_VERSION:
             raise StoreError(f"{self.path}: store format version {version!r}; this streamcov reads versions "
                              f"up to {integrity.FORMAT_VERSION}: upgrade streamcov or write the store again")
+        mismatch = integrity.layout_mismatch(g, attrs)
+        if mismatch is not None:
+            raise StoreError(f"{self.path}: {mismatch}: the store is damaged: write it again (ingest with --restart)")
         self.version = version
         self.checked = version >= 2
         self._manifest = integrity.load_manifest(g, self.path) if version >= 3 else None
