@@ -82,16 +82,16 @@ def thread_plan(dask_threads: int | None = None, cores: int | None = None) -> Th
                       numba_threads=numba_threads, blas_threads=1)
 
 
+# the most Dask workers (local-cluster processes, or threads of "threads") a command starts: beyond any machine's
+# cores; a typo of many digits would otherwise start processes until memory runs out, with no message
+MAX_WORKERS = 1024
+
 # glibc's malloc in the worker processes of the LocalClusters streamcov starts. Dask's nanny sets
 # MALLOC_TRIM_THRESHOLD_=65536, which hands every freed block back to the kernel: each zarr read, decoded
 # chunk and per-chunk copy then lands on fresh pages, and faulting fresh pages is the slow part of reading
 # a store on a virtual machine (the L-BFGS rows of the 200,000-sequence store, 800 MB: 1.8-4.6 s in a
 # process under that setting, 0.5-0.9 s under this one). Blocks up to 32 MB come from the heap and up to
 # 128 MB of free heap is kept for the next reads: a bounded amount of memory held back, not a leak.
-# the most Dask workers (local-cluster processes, or threads of "threads") a command starts: beyond any machine's
-# cores; a typo of many digits would otherwise start processes until memory runs out, with no message
-MAX_WORKERS = 1024
-
 WORKER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 128 << 20}
 
 

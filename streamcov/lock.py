@@ -109,10 +109,14 @@ def exclusive(lock_path, what: str, command: str | None = None):
             lock_path.unlink(missing_ok=True)
 
 
+# the lock file of an output folder of ``streamcov run``
+OUTPUT_LOCK = ".streamcov.lock"
+
+
 def output_lock(folder):
     """The lock of an output folder of ``streamcov run``."""
     folder = Path(folder)
-    return exclusive(folder / ".streamcov.lock", f"output folder {folder}")
+    return exclusive(folder / OUTPUT_LOCK, f"output folder {folder}")
 
 
 def store_lock(store_path):

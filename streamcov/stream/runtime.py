@@ -1,9 +1,8 @@
 """Where a Dask graph runs: threads on this machine, or a dask.distributed cluster."""
 from __future__ import annotations
 
-import os
-
 import contextlib
+import os
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..lock import output_lock
+from ..lock import OUTPUT_LOCK, output_lock
 from .config import load_config_and_origins
 from .registry import RunContext, get_task
 
@@ -66,7 +66,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{where}: {out} is a file, not a folder; choose another output folder")
     try:
-        out.resolve()
+        resolved = out.resolve()
     except (OSError, RuntimeError) as exc:   # a loop of symbolic links
         raise ConfigError(f"{where}: cannot use {out} ({getattr(exc, 'strerror', None) or exc}); choose another "
                           f"output folder") from None
@@ -80,7 +80,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                           f"choose an output folder outside every store")
     if (out / "model.json").is_file():
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
-    _check_not_someone_elses(out, where)
+    _check_not_someone_elses(out, resolved, where)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:   # a parent is a file, no permission, ...
@@ -108,7 +108,7 @@ OUTPUT_MARKER = ".streamcov-output"
 def _earlier_streamcov_output(out: Path) -> bool:
     """Whether ``out`` was written by a streamcov from before :data:`OUTPUT_MARKER`: its ``result.json`` names
     the task, a feature store there holds a fingerprint, or a run left its checkpoints or lock."""
-    if (out / "checkpoints").is_dir() or (out / ".streamcov.lock").exists():
+    if (out / "checkpoints").is_dir() or (out / OUTPUT_LOCK).exists():
         return True
     try:
         earlier = json.loads((out / "result.json").read_text())
@@ -125,12 +125,11 @@ def _earlier_streamcov_output(out: Path) -> bool:
     return False
 
 
-def _check_not_someone_elses(out: Path, where: str) -> None:
+def _check_not_someone_elses(out: Path, resolved: Path, where: str) -> None:
     """Refuse an output folder that holds files no streamcov run wrote (a run writes its results, features,
     model, checkpoints, tables and figures there, and would overwrite or delete files of the same names), and
     the file system's root or the home folder. Names starting with a dot, and output folders of other runs
-    nested in it, are not counted."""
-    resolved = out.resolve()   # resolvable: run() checked it
+    nested in it, are not counted. ``resolved``: ``out`` resolved."""
     home = Path.home().resolve()
     if resolved == Path(resolved.anchor) or resolved == home:
         what = "the root of the file system" if resolved == Path(resolved.anchor) else "your home folder"
