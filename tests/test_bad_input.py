@@ -1629,6 +1629,15 @@ PROTOCOLS = [
     Case("folds-negative", run_set("split.folds=[-1]"), r"--set split\.folds=\[-1\]: split\.folds\.0 = -1: expected"),
     Case("per-class-too-many", run_set('split.kind="per-class"', "split.n_train=50"),
          r"split: class 'high arm wave' has 12 rows; the protocol needs 51 \(50 train \+ >= 1 test\)"),
+    # the row and the id it was ingested under: 6 frames of 6 hip-relative coordinates have a singular covariance
+    Case("not-spd-names-row-and-id", run_on(archive_store(["file,label,subject", "s00.csv,a,1", "s01.csv,b,3",
+                                                           "s02.csv,a,2", "s03.csv,b,4"], n=4), "descriptor.gamma=0.0"),
+         r"covariance of sequence 0 \(id 's00'\) \(6 frames, 6 dims\) is not positive definite \(smallest "
+         r"eigenvalue .*\); increase the regularization gamma \(now 0\.0\)$"),
+    Case("not-spd-pyramid-names-row-and-id", run_on(archive_store(["file,label,subject", "s00.csv,a,1", "s01.csv,b,3",
+                                                                   "s02.csv,a,2", "s03.csv,b,4"], n=4),
+                                                    "descriptor.gamma=0.0", "descriptor.levels=2"),
+         r"window 0 of sequence 0 \(id 's00'\) \(6 frames, 6 dims\) is not positive definite"),
     # documented: a test class absent from training is a warning in the result and on stderr
     Case("test-class-unseen-in-training", run_on(archive_store(UNSEEN_CLASS)), r"accuracy", rc=0, check=has_warning),
 ]

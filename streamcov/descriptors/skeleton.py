@@ -133,11 +133,12 @@ def sequence_covariances(frames, offsets, selection: JointSelection, ddof: int =
 
 
 def log_vectors_from_moments(n, m2, gamma: float, normalize: bool, ddof: int = 1,
-                             dtype=np.float64, first_index: int = 0):
+                             dtype=np.float64, first_index: int = 0, names=None):
     """vec(log(M2 / (n - ddof) + gamma I)), optionally unit-norm, for a batch of sequences.
 
     Raises :class:`~streamcov.errors.NotSPDError` naming the first offending
-    sequence (index counted from ``first_index``) when a regularized
+    sequence (index counted from ``first_index``, or ``names[i]`` when given:
+    the streamed path names the store's row and id) when a regularized
     covariance is not positive definite, e.g. with ``gamma = 0`` on a
     sequence with fewer frames than dimensions.
     """
@@ -150,11 +151,13 @@ def log_vectors_from_moments(n, m2, gamma: float, normalize: bool, ddof: int = 1
     d = m2.shape[1]
     return linalg.log_vectors(m2, float(gamma), scale=1.0 / np.maximum(n - int(ddof), 1),
                               normalize=bool(normalize), dtype=dtype, check=False,
-                              describe=lambda i: _sequence(first_index + i, n[i], d))
+                              describe=lambda i: f"covariance of sequence {_name(i, first_index, names)} "
+                                                 f"({n[i]} frames, {d} dims)")
 
 
-def _sequence(i, n, d):
-    return f"covariance of sequence {i} ({n} frames, {d} dims)"
+def _name(i: int, first_index: int, names) -> str:
+    """Sequence ``i`` of a batch in error messages: its index, or ``names[i]``."""
+    return str(first_index + i) if names is None else str(names[i])
 
 
 def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: float = 1e-4,
@@ -682,7 +685,7 @@ def window_partials(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan
 
 
 def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=np.float64,
-                         first_index: int = 0) -> np.ndarray:
+                         first_index: int = 0, names=None) -> np.ndarray:
     """Descriptors (S, plan.dim) from the merged window moments of S sequences.
 
     ``n`` (S, W), ``mean`` (S, W, d), ``m2`` (S, W, d, d): the moments of
@@ -695,7 +698,8 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
         single, W = plan.single_view(), plan.n_windows
         return np.hstack([pyramid_from_moments(n[:, v * W:(v + 1) * W], mean[:, v * W:(v + 1) * W],
                                                m2[:, v * W:(v + 1) * W], sums[:, v * BODY_SUMS:(v + 1) * BODY_SUMS],
-                                               n_frames, single, dtype, first_index) for v in range(plan.views)])
+                                               n_frames, single, dtype, first_index, names)
+                          for v in range(plan.views)])
     S, W, d = mean.shape
     rot = np.broadcast_to(np.eye(3), (S, 3, 3)).copy()
     size = np.ones(S)
@@ -715,7 +719,7 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
     rank = None if plan.matrix == "rbf" else (np.maximum(n - 1, 0) + (plan.mean_weight > 0)).reshape(-1)
     V = linalg.log_vectors(C.reshape(S * W, D, D), float(plan.gamma), normalize=bool(plan.normalize),
                            dtype=dtype, check=False, rank=rank,
-                           describe=lambda j: f"window {j % W} of sequence {first_index + j // W} "
+                           describe=lambda j: f"window {j % W} of sequence {_name(j // W, first_index, names)} "
                                               f"({n[j // W, j % W]} frames, {D} dims)")
     return V.reshape(S, W * vec_dim(D))
 
