@@ -151,13 +151,16 @@ def log_vectors_from_moments(n, m2, gamma: float, normalize: bool, ddof: int = 1
     d = m2.shape[1]
     return linalg.log_vectors(m2, float(gamma), scale=1.0 / np.maximum(n - int(ddof), 1),
                               normalize=bool(normalize), dtype=dtype, check=False,
-                              describe=lambda i: f"covariance of sequence {_name(i, first_index, names)} "
-                                                 f"({n[i]} frames, {d} dims)")
+                              describe=lambda i: _sequence(_name(i, first_index, names), n[i], d))
 
 
 def _name(i: int, first_index: int, names) -> str:
     """Sequence ``i`` of a batch in error messages: its index, or ``names[i]``."""
     return str(first_index + i) if names is None else str(names[i])
+
+
+def _sequence(name, n, d):
+    return f"covariance of sequence {name} ({n} frames, {d} dims)"
 
 
 def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: float = 1e-4,
