@@ -128,6 +128,34 @@ def test_streamed_descriptor_equals_in_memory_reference(tmp_path, rng, options):
     assert sum(widths) == source.dim and np.isclose(sum(w for _, w in source.kernel_blocks), 1.0)
 
 
+@pytest.mark.parametrize("levels", [1, 2])
+def test_not_spd_names_the_row_and_id_when_a_block_is_restricted(tmp_path, rng, levels):
+    """With gamma = 0 the 4-frame sequence (15 hip-relative coordinates) is singular. The featurizer asks for
+    some rows of a block only (``rows``): the error names that sequence's row in the store and its id, not its
+    place among the rows asked for (the pyramid route counted within the subset)."""
+    import dask
+
+    from streamcov.errors import NotSPDError
+
+    seqs = sequences(rng, [40, 40, 40, 4, 40, 40])
+    store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=16)
+    source = skeleton_source(store, "store", 0.0, True, levels=levels)
+    rows = np.zeros(len(seqs), dtype=bool)
+    rows[[1, 3]] = True
+    (_, _, local, task), = source.block_tasks(np.array([0, len(seqs)]), rows=rows)
+    assert local.tolist() == [1, 3]
+    where = "window 0 of sequence" if levels > 1 else "covariance of sequence"
+    with pytest.raises(NotSPDError, match=rf"^{where} 3 \(id 's003'\) \(4 frames, 15 dims\) is not positive definite"):
+        dask.compute(task, scheduler="synchronous")
+    rows[3] = False
+    (_, _, local, task), = source.block_tasks(np.array([0, len(seqs)]), rows=rows)
+    if levels > 1:   # the pyramid route computes the rows asked for only
+        assert dask.compute(task, scheduler="synchronous")[0].shape == (1, source.dim)
+    else:   # the plain route takes the logs of the whole block (a row's bits do not depend on which are asked)
+        with pytest.raises(NotSPDError, match=r"^covariance of sequence 3 \(id 's003'\)"):
+            dask.compute(task, scheduler="synchronous")
+
+
 def test_plain_options_keep_paper_descriptor(tmp_path, rng):
     seqs = sequences(rng, [5, 9, 12])
     store = ingest(ListSource(seqs), tmp_path / "s.zarr", chunk_frames=4)
