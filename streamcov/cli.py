@@ -43,6 +43,13 @@ def nonempty_path(text: str) -> str:
     return text
 
 
+def nonempty_input(text: str) -> str:
+    """argparse type: a path to read that is not empty (``""`` would silently mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path; give the path to read")
+    return text
+
+
 def _runtime_args(args):
     """``--scheduler``/``--workers`` mean the same in every command: ``--workers N`` alone is a
     LocalCluster of N single-threaded workers."""
@@ -302,8 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_cmd_run)
 
     pr = sub.add_parser("predict", help="stream predictions of a saved model over a store")
-    pr.add_argument("model", help="model folder (<output>/model of a run)")
-    pr.add_argument("store", help="a store of the kind the model was trained on")
+    pr.add_argument("model", type=nonempty_input, help="model folder (<output>/model of a run)")
+    pr.add_argument("store", type=nonempty_input, help="a store of the kind the model was trained on")
     pr.add_argument("--out", type=nonempty_path,
                     help="CSV of id,predicted,label (default: <model>/predictions/<store>.csv)")
     pr.add_argument("--train-accuracy", action="store_true",

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -1263,6 +1264,29 @@ def predict_summary(pattern_key: str, expected):
     return check
 
 
+def link_to_kept_file(e):
+    (e.tmp / "kept.csv").write_text("keep\n")
+    (e.tmp / "link.csv").symlink_to(e.tmp / "kept.csv")
+    return e.tmp / "link.csv"
+
+
+def copied_run(e):
+    """A copy of the shared run's output folder (its model, result.json, predictions.csv, marker)."""
+    if not (e.tmp / "run").exists():
+        shutil.copytree(e.shared["model"].parent, e.tmp / "run")
+    return e.tmp / "run"
+
+
+def copied_images(e):
+    if not (e.tmp / "images").exists():
+        shutil.copytree(e.shared["images"], e.tmp / "images")
+    return e.tmp / "images"
+
+
+def first_image(e):
+    return sorted(copied_images(e).rglob("*.png"))[0]
+
+
 MODELS = [
     Case("model-folder-missing", lambda e: ["predict", e.tmp / "nomodel", e.shared["synth"]],
          r"nomodel: no such model folder"),
@@ -1339,6 +1363,36 @@ MODELS = [
                                             e.tmp / "synth.zarr" / "zarr.json", "--scheduler", "synchronous"],
          r"--out \S+/synth\.zarr/zarr\.json: inside the zarr store \S+/synth\.zarr; write the predictions outside "
          r"every store$", check=lambda e, err, out: cli("info", e.tmp / "synth.zarr")[0] == 0 or pytest.fail("store")),
+    # nor anything that is not a regular file (renamed onto, it would become one), a run's own files, or a file
+    # of the folder being predicted
+    Case("out-is-a-fifo", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
+                                     os.mkfifo(e.tmp / "fifo") or e.tmp / "fifo", "--scheduler", "synchronous"],
+         r"--out \S+/fifo: a FIFO, not a regular file; the predictions would replace it by a plain file: give the "
+         r"path of a regular file \(a link's target itself\) or a new one$",
+         check=lambda e, err, out: stat.S_ISFIFO((e.tmp / "fifo").lstat().st_mode) or pytest.fail("fifo")),
+    Case("out-is-a-link", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
+                                     link_to_kept_file(e), "--scheduler", "synchronous"],
+         r"--out \S+/link\.csv: a symbolic link, not a regular file",
+         check=lambda e, err, out: ((e.tmp / "link.csv").is_symlink() and (e.tmp / "kept.csv").read_text() == "keep\n")
+         or pytest.fail("link")),
+    Case("out-is-a-runs-result", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
+                                            copied_run(e) / "result.json", "--scheduler", "synchronous"],
+         r"--out \S+/run/result\.json: a file of the run in \S+/run, which the predictions would replace; write "
+         r"them elsewhere", check=lambda e, err, out: json.loads((e.tmp / "run" / "result.json").read_text())),
+    Case("out-is-an-image-being-predicted", lambda e: ["predict", e.shared["img_model"], copied_images(e), "--out",
+                                                       first_image(e), "--scheduler", "synchronous"],
+         r"--out \S+\.png: a file of \S+/images, the folder being predicted, which the predictions would replace; "
+         r"write them to a new file or outside that folder$",
+         check=lambda e, err, out: first_image(e).read_bytes()[:4] == b"\x89PNG" or pytest.fail("image")),
+    Case("model-given-as-its-json", lambda e: ["predict", e.shared["model"] / "model.json", e.shared["synth"]],
+         r"model\.json: one of a model's files; give the model's folder, \S+/run/model$"),
+    Case("model-empty-path", lambda e: ["predict", "", e.shared["synth"]], r"argument model: empty path; give the path "
+                                                                           r"to read"),
+    Case("store-empty-path", lambda e: ["predict", e.shared["model"], ""], r"argument store: empty path"),
+    Case("default-out-is-a-folder", lambda e: ["predict", (lambda m: (m / "predictions" / "synth.zarr.csv").mkdir(
+        parents=True) or m)(e.copy("model")), e.shared["synth"], "--scheduler", "synchronous"],
+         r"the default predictions file \S+/predictions/synth\.zarr\.csv \(choose another with --out\): a folder; "
+         r"give the path of a CSV file$"),
     Case("out-is-a-folder", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", e.tmp,
                                        "--scheduler", "synchronous"], r"--out \S+: a folder; give the path of a CSV file"),
     Case("out-empty-path", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out", ""],
@@ -1370,6 +1424,20 @@ MODELS = [
 @pytest.mark.parametrize("case", MODELS, ids=lambda c: c.id)
 def test_models_and_predict(case, env):
     run_case(case, env)
+
+
+def test_written_files_get_the_mode_open_gives_them(shared, env):
+    """Models, results and predictions are written as temporary files (mode 0600) and renamed: they end with
+    0666 less the umask, as a plain open gives, or keep the mode of the file they replace."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for f in ("result.json", "predictions.csv", "model/model.json", "model/model.npz"):
+        assert stat.S_IMODE((shared["model"].parent / f).stat().st_mode) == 0o666 & ~umask, f
+    out = env.tmp / "p.csv"
+    out.write_text("old\n")
+    out.chmod(0o640)
+    assert cli("predict", shared["model"], shared["synth"], "--out", out, "--scheduler", "synchronous")[0] == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640 and out.read_text().startswith("id,predicted,label")
 
 
 # ------------------------------------------------------------------ images

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -132,11 +133,35 @@ def load_estimator(desc: dict, arrays, copy: bool = True) -> object:
     return est
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` sets it while it reads: a thread creating
+    a file meanwhile would get the wrong mode)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 def atomic_write(path: Path, write, binary: bool = True) -> None:
-    """Write ``path`` through ``write(file)`` so that it is either the old file or the complete new one."""
+    """Write ``path`` through ``write(file)`` so that it is either the old file or the complete new one.
+
+    The file gets the mode a plain ``open`` would give it (that of the file it replaces, else 0666 less the
+    umask), not the 0600 of the temporary file it is written as: a model or result is read by other users
+    and by workers running as another user."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb" if binary else "w") as fh:
             write(fh)
             fh.flush()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -52,8 +53,8 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
             store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model))
             try:
-                summary = _predict(model, model_dir, Path(tmp) / "input.zarr",
-                                   out_csv or _default_out(model_dir, path), scheduler, workers, block, train_accuracy)
+                summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block,
+                                   train_accuracy, inputs=path)
             except StreamcovError as exc:   # name the folder the user gave, not the store made from it and gone
                 exc.args = tuple(str(a).replace(str(Path(tmp) / "input.zarr"), str(path)) for a in exc.args)
                 raise
@@ -66,8 +67,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
             summary.setdefault("notes", []).append(f"{len(skipped)} image(s) of {path} skipped, not predicted "
                                                    f"{skipped_text(skipped)}")
         return summary
-    return _predict(model, model_dir, path, out_csv or _default_out(model_dir, path), scheduler, workers, block,
-                    train_accuracy)
+    return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy)
 
 
 def _too_small_for(model):
@@ -100,20 +100,41 @@ def _check_model_path(model_dir: Path, store_path: Path) -> None:
         raise ModelError(f"{model_dir}: a store, not a model folder{hint}; usage: streamcov predict MODEL STORE")
     if not (model_dir / "model.json").exists() and (model_dir / "model" / "model.json").is_file():
         raise ModelError(f"{model_dir}: a run's output folder; its model is {model_dir / 'model'}")
+    if model_dir.name in ("model.json", "model.npz") and model_dir.is_file():
+        raise ModelError(f"{model_dir}: one of a model's files; give the model's folder, {model_dir.parent}")
 
 
-def _check_out(out_csv: Path, model_dir: Path) -> None:
-    """The predictions never replace a model's or a store's own files (``--out model/model.json``,
-    ``--out store.zarr/zarr.json``): a CSV written there would leave the model or the store unreadable."""
+def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = None) -> None:
+    """The predictions never replace a model's, a store's or a run's own files (``--out model/model.json``,
+    ``--out store.zarr/zarr.json``, ``--out run/result.json``), a file of the folder being predicted, nor
+    anything at the path that is not a regular file: they are written beside the path and renamed onto it,
+    which would replace a link, a device or a FIFO by a plain file. ``name`` is how messages name the path."""
     from ..data.ragged import enclosing_store
+    from ..tasks.runner import OUTPUT_MARKER
 
     store = enclosing_store(out_csv.parent)
     if store is not None:
-        raise ConfigError(f"--out {out_csv}: inside the zarr store {store}; write the predictions outside every "
-                          f"store")
+        raise ConfigError(f"{name}: inside the zarr store {store}; write the predictions outside every store")
     if (out_csv.parent / "model.json").is_file():
-        raise ConfigError(f"--out {out_csv}: beside the model files of {out_csv.parent}; write the predictions "
+        raise ConfigError(f"{name}: beside the model files of {out_csv.parent}; write the predictions "
                           f"elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
+    try:
+        st = out_csv.lstat()
+    except OSError:   # nothing there yet (a name too long: said by the write probe)
+        return
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+        raise ConfigError(f"{name}: {what}, not a regular file; the predictions would replace it by a plain file: "
+                          f"give the path of a regular file (a link's target itself) or a new one")
+    if (out_csv.parent / OUTPUT_MARKER).exists():
+        raise ConfigError(f"{name}: a file of the run in {out_csv.parent}, which the predictions would replace; "
+                          f"write them elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
+    if inputs is not None and inputs.is_dir():
+        folder = inputs.resolve()
+        if folder in out_csv.resolve().parents:
+            raise ConfigError(f"{name}: a file of {inputs}, the folder being predicted, which the predictions "
+                              f"would replace; write them to a new file or outside that folder")
 
 
 def _check_orientation(model, model_dir, store) -> None:
@@ -167,28 +188,35 @@ def _default_out(model_dir, store_path) -> Path:
     return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
 
 
-def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy) -> dict:
+def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy,
+             inputs: Path | None = None) -> dict:
+    """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store."""
     t0 = time.perf_counter()
+    if out_csv is None:
+        out_csv = _default_out(model_dir, inputs or store_path)
+        name = f"the default predictions file {out_csv} (choose another with --out)"
+    else:
+        name = f"--out {out_csv}"
     try:
         is_dir = Path(out_csv).is_dir()
     except OSError:   # a name too long: said by the write probe below
         is_dir = False
     if is_dir:
-        raise ConfigError(f"--out {out_csv}: a folder; give the path of a CSV file")
-    _check_out(Path(out_csv), Path(model_dir))
+        raise ConfigError(f"{name}: a folder; give the path of a CSV file")
+    _check_out(Path(out_csv), Path(model_dir), name, inputs)
     try:
         Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         from ..lock import why_not_a_folder
 
         why = why_not_a_folder(Path(out_csv).parent, exc)
-        raise ConfigError(f"--out {out_csv}: cannot create its folder ({why}); choose another path") from None
+        raise ConfigError(f"{name}: cannot create its folder ({why}); choose another path") from None
     try:   # before any work: the predictions are written beside it, then moved onto it (atomic_write)
         fd, probe = tempfile.mkstemp(dir=Path(out_csv).parent, prefix=Path(out_csv).name, suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:   # read-only or virtual file system, no permission, a name too long
-        raise ConfigError(f"--out {out_csv}: cannot write there ({exc.strerror}); choose another path") from None
+        raise ConfigError(f"{name}: cannot write there ({exc.strerror}); choose another path") from None
     if not Path(store_path).exists():
         raise ConfigError(f"{store_path}: no such store or folder")
     kind = store_kind(store_path)
