@@ -1990,3 +1990,40 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
     with pytest.raises(ConfigError, match=r"features\.n_components = 2\.5: expected an integer"):
         load_config({"task": "skeleton-classification", "data": {"store": str(tmp_path / "s.zarr")},
                      "features": {"n_components": np.float64(2.5)}})
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    # a string is a sequence of one-letter names: exclude="12" kept class 12 and dropped 1 and 2, silently
+    (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], exclude="12"), TypeError,
+     r"^exclude must be a list of folder names, got '12'; write exclude=\['12'\]$"),
+    (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], group_level=1.0), ValueError,
+     r"^group_level must be an integer >= 1 \(folder levels that make the group\), got 1\.0$"),
+    (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], group_level=True), ValueError,
+     r"^group_level must be an integer >= 1"),
+    (lambda p: __import__("streamcov").ingest_images(p["images"], ""), ValueError, r"^out is an empty path"),
+    # a folder for the reader: an AttributeError deep inside the writer
+    (lambda p: __import__("streamcov").ingest(str(p["images"]), p["out"]), TypeError,
+     r"^source must be a skeleton reader \(streamcov\.open_reader\), got str; open the archive first: "
+     r"ingest\(open_reader\(FORMAT, '\S+images'\), out\)$"),
+    # one sampled pixel per image: every descriptor was the same zero vector, silently
+    (lambda p: __import__("streamcov").RegionCovariance(pixels={"features": ["I", "Ix"], "stride": 16}).fit(
+        [np.random.default_rng(0).random((16, 16)) for _ in range(3)]), ValueError,
+     r"^pixels\.stride = 16: image X\[0\] of 16 x 16 pixels keeps 1 sampled pixel \(3 image\(s\) like it\); a "
+     r"covariance needs at least 2: lower the stride, or leave the image out$"),
+], ids=["exclude-a-string", "group-level-float", "group-level-bool", "out-empty", "ingest-a-folder",
+        "stride-one-pixel"])
+def test_python_api_slips_are_refused(shared, tmp_path, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call({"images": shared["images"], "out": tmp_path / "s.zarr"})
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_python_image_descriptors_check_the_stride_at_transform(shared):
+    """Fitted on images large enough, then given one that keeps a single pixel: refused, naming it."""
+    import streamcov as sc
+
+    rng = np.random.default_rng(0)
+    est = sc.CovarianceOperator(n_frequencies=4, pixels={"features": ["I", "Ix"], "stride": 8}).fit(
+        [rng.random((32, 32)) for _ in range(3)])
+    with pytest.raises(ValueError, match=r"^pixels\.stride = 8: image X\[1\] of 8 x 8 pixels keeps 1 sampled pixel"):
+        est.transform([rng.random((32, 32)), rng.random((8, 8))])

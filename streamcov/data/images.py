@@ -15,6 +15,7 @@ The commit and completion rules are those of every ragged store
 """
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 
 import numpy as np
@@ -265,6 +266,16 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
 
     if format != "folders":
         raise ValueError(f"format must be 'folders', got {format!r}")
+    # the Python API's slips that would otherwise be silent (a string is a sequence of one-letter names) or
+    # a traceback deep inside the scan
+    if isinstance(exclude, (str, bytes)) or not all(isinstance(x, str) for x in (exclude or ())):
+        raise TypeError(f"exclude must be a list of folder names, got {exclude!r}"
+                        + (f"; write exclude=[{exclude!r}]" if isinstance(exclude, str) else ""))
+    if isinstance(group_level, bool) or not isinstance(group_level, numbers.Integral) or group_level < 1:
+        raise ValueError(f"group_level must be an integer >= 1 (folder levels that make the group), got "
+                         f"{group_level!r}")
+    if not str(out).strip():
+        raise ValueError("out is an empty path; give the path of the store to write")
     with store_lock(out):
         return _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit,
                        unlabelled, skip)

@@ -139,6 +139,7 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
         """Measure the feature scale on the pixels of the images ``X``."""
         images = _as_images(X)
         desc = self._descriptor()
+        _check_stride(images, desc)
         mats, _ = feature_matrices(images, desc.pixels, [f"X[{i}]" for i in range(len(images))])
         self.scale_ = feature_scale(feature_moments(mats), desc.scaling)
         self.n_features_in_ = desc.pixels.n_features
@@ -151,6 +152,7 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         desc = self._descriptor()
         images = _as_images(X)   # a list first: a generator has no len
+        _check_stride(images, desc)
         return desc.vectors(images, self.scale_, getattr(self, "frequencies_", None),
                             names=[f"X[{i}]" for i in range(len(images))])
 
@@ -186,6 +188,16 @@ def _as_images(X) -> list:
             raise ValueError(f"X[{i}]: an image of {shape[0]} x {shape[1]} pixels; a covariance needs at least "
                              f"{MIN_SIDE} x {MIN_SIDE}: leave it out")
     return images
+
+
+def _check_stride(images: list, desc: ImageDescriptor) -> None:
+    """Every image keeps 2 sampled pixels at the features' stride: with one, its covariance is 0 and every
+    such image gets the same descriptor (the pipelines refuse it too)."""
+    from .pixels import check_sampled_pixels
+
+    stride = getattr(desc.pixels, "stride", 1)
+    check_sampled_pixels(np.array([np.shape(im)[:2] for im in images]), stride,
+                         [f"X[{i}]" for i in range(len(images))], fix="lower the stride, or leave the image out")
 
 
 class CovarianceOperator(_ImageTransformer):
