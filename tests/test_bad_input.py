@@ -1441,6 +1441,16 @@ def test_written_files_get_the_mode_open_gives_them(shared, env):
 
 
 # ------------------------------------------------------------------ images
+def with_maps(e):
+    """An image folder (2 classes of 2 images) holding 3 more images in folders named maps, at two depths."""
+    folder = image_folder("imgs")(e)
+    for sub, n in (("maps", 2), ("a/maps", 1)):
+        (folder / sub).mkdir(parents=True)
+        for i in range(n):
+            shutil.copy(folder / "a" / "0.png", folder / sub / f"m{i}.png")
+    return folder
+
+
 def with_image(name: str, write: Callable[[Path], None], base=None):
     """An image folder (2 classes of 16 x 16) with one more file ``a/<name>`` written by ``write``."""
     def argv(e):
@@ -1563,6 +1573,19 @@ IMAGES = [
         "--set", "method.gamma=[1e-4, 1e-3, 1e-2, 1e-1]", "--output", e.tmp / "o"],
          r"49152 images \(24 distance matrices of 49152 x 49152\): needs \S+ \S+ of memory, this machine has "
          r"\S+ \S+; use fewer images \(data\.max_per_class; a larger data\.patch for textures\)"),
+    # folders named maps (ETH-80's segmentation maps) are left out by default: said, with their count
+    Case("ingest-says-what-maps-left-out", lambda e: ["ingest", "images", "--format", "folders", with_maps(e),
+                                                      e.tmp / "s.zarr"],
+         r"(?m)^streamcov ingest: note: 3 image\(s\) in folders named 'maps' left out \(--exclude; the default "
+         r"leaves out ETH-80's segmentation maps\)$", rc=0,
+         check=lambda e, err, out: json.loads(out.strip().splitlines()[-1])["excluded"] == 3 or pytest.fail(out)),
+    Case("predict-says-what-maps-left-out", lambda e: ["predict", e.shared["img_model"], with_maps(e), "--out",
+                                                       e.tmp / "p.csv", "--scheduler", "synchronous"],
+         r"(?m)^streamcov predict: note: 3 image\(s\) in folders named 'maps' under \S+imgs left out, not "
+         r"predicted \(ETH-80's segmentation maps, as `streamcov ingest images` leaves them out by default\); "
+         r"rename those folders to predict their images$", rc=0,
+         check=lambda e, err, out: (json.loads(out.strip().splitlines()[-1])["excluded"] == 3
+                                    and len((e.tmp / "p.csv").read_text().splitlines()) == 5) or pytest.fail(out)),
     Case("folder-missing", lambda e: ["ingest", "images", "--format", "folders", e.tmp / "none", e.tmp / "s.zarr"],
          r"none: image folder not found"),
     Case("folder-empty", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr"],

@@ -9,6 +9,7 @@ named in ``exclude`` are skipped (ETH-80's ``maps``).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +60,24 @@ UNLABELLED = ""   # the label of images found directly under the root when unlab
 MIN_SIDE = 2
 
 
+def excluded_images(root, exclude=("maps",)) -> int:
+    """How many image files lie under the folders of ``root`` that ``exclude`` names (what
+    :func:`scan_folders` leaves out), for the summaries of ``ingest images`` and ``predict``."""
+    exclude = set(exclude or ())
+    n, seen = 0, set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:   # a folder reached twice through links (scan_folders refuses it): counted once
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        inside = exclude & set(Path(dirpath).relative_to(root).parts)
+        if inside:
+            n += sum(1 for f in filenames if not f.startswith(".") and Path(f).suffix.lower() in IMAGE_EXTENSIONS)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+    return n
+
+
 def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool = False) -> list[ImageEntry]:
     """List the images under ``root`` with their class and group, in a stable order.
 
@@ -70,7 +89,6 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     any depth; a name other than the default ``maps`` that names no folder
     is refused (a typo would keep what it meant to leave out).
     """
-    import os
     import unicodedata
 
     root = Path(root)

@@ -59,6 +59,15 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
                 exc.args = tuple(str(a).replace(str(Path(tmp) / "input.zarr"), str(path)) for a in exc.args)
                 raise
         summary["store"] = str(path)
+        from ..data.imageio import excluded_images
+
+        left_out = excluded_images(path, ("maps",))
+        if left_out:   # the image ingestion's default: said, since those images get no row
+            summary["excluded"] = left_out
+            summary.setdefault("notes", []).append(
+                f"{left_out} image(s) in folders named 'maps' under {path} left out, not predicted (ETH-80's "
+                f"segmentation maps, as `streamcov ingest images` leaves them out by default); rename those folders "
+                f"to predict their images")
         skipped = list(store.attrs.get("skipped", []))
         if skipped:   # images the folder holds that have no row in the predictions: said, as ingest says it
             from ..data.ragged import skipped_text
