@@ -448,8 +448,29 @@ def main(argv=None) -> int:
         # stdout goes to /dev/null so that the interpreter's own flush at exit does not fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141   # a pipe's writer ended by SIGPIPE: 128 + 13
-    except Exception:
+    except Exception as exc:
+        full = _no_space(exc)
+        if full is not None:
+            where = f"{full.filename}: " if full.filename else ""
+            print(f"streamcov {args.command}: error: {where}no space left on the device (or the disk quota is used "
+                  f"up); free space or write elsewhere, then run the same command again: what was complete is kept "
+                  f"(an interrupted store or run resumes) and nothing half-written is used", file=sys.stderr)
+            return 2
         return _internal_error(args.command)
+
+
+def _no_space(exc: BaseException) -> OSError | None:
+    """The OSError of a full disk or quota behind ``exc`` (raised by a library while writing, perhaps wrapped
+    by it or by Dask), or None."""
+    import errno
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _internal_error(command: str) -> int:

@@ -2050,3 +2050,30 @@ def test_python_image_descriptors_check_the_stride_at_transform(shared):
         [rng.random((32, 32)) for _ in range(3)])
     with pytest.raises(ValueError, match=r"^pixels\.stride = 8: image X\[1\] of 8 x 8 pixels keeps 1 sampled pixel"):
         est.transform([rng.random((32, 32)), rng.random((8, 8))])
+
+
+def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkeypatch):
+    """ENOSPC from a write (here raised where the writer commits its chunks, as zarr raises it on a full
+    disk) is one line naming the file, exit 2, not an internal error; the store is left incomplete, refused
+    as such, and the same command finishes it once there is room."""
+    import errno
+
+    from streamcov.data.ragged import RaggedStoreWriter
+
+    real = RaggedStoreWriter._flush
+    calls = {"n": 0}
+
+    def full(self, whole_chunks_only):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "s.zarr" / "frames" / "c" / "1"))
+        return real(self, whole_chunks_only)
+
+    monkeypatch.setattr(RaggedStoreWriter, "_flush", full)
+    argv = ("synth", tmp_path / "s.zarr", "--sequences", 200, "--chunk-frames", 256, "--quiet")
+    rc, err, _ = cli(*argv)
+    assert_one_line_error(rc, err, r"\S+/s\.zarr/frames/c/1: no space left on the device \(or the disk quota is "
+                                   r"used up\); free space or write elsewhere, then run the same command again")
+    assert cli("info", tmp_path / "s.zarr")[0] == 3   # incomplete
+    monkeypatch.setattr(RaggedStoreWriter, "_flush", real)
+    assert cli(*argv)[0] == 0 and cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
