@@ -2077,3 +2077,30 @@ def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkey
     assert cli("info", tmp_path / "s.zarr")[0] == 3   # incomplete
     monkeypatch.setattr(RaggedStoreWriter, "_flush", real)
     assert cli(*argv)[0] == 0 and cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
+
+
+def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
+    """A 13000 x 13000 photograph passes Pillow's decompression-bomb limit, but its per-pixel features need
+    about 100 bytes per pixel: on a 16 GiB machine the streamed path and predict ran out of memory halfway
+    (a MemoryError traceback, or the kernel's kill). Refused when the source is built, naming the image."""
+    from types import SimpleNamespace
+
+    import streamcov._config as cfg
+    from streamcov.errors import ConfigError
+    from streamcov.descriptors.pixels import get_spec
+    from streamcov.stream.image import _check_image_memory
+
+    monkeypatch.setattr(cfg, "total_memory", lambda: 16 << 30)
+    monkeypatch.setattr(cfg, "thread_plan", lambda: SimpleNamespace(cores=2))
+    store = SimpleNamespace(path="s.zarr", shapes=np.array([[16, 16, 1], [13000, 13000, 1], [20, 20, 1]]),
+                            ids=lambda: ["a.png", "big.png", "c.png"])
+    spec = get_spec("texture")
+    with pytest.raises(ConfigError, match=r"^s\.zarr: image 1 \(big\.png\) of 13000 x 13000 pixels \(its per-pixel "
+                                          r"features, 2 image\(s\) at a time\): needs 1\d\.\d GiB of memory, this "
+                                          r"machine has 16\.0 GiB; raise pixels\.stride, downscale such images, or "
+                                          r"leave them out$"):
+        _check_image_memory(store, spec, trained=False)
+    with pytest.raises(ConfigError, match=r"; downscale such images, or leave them out$"):
+        _check_image_memory(store, spec, trained=True)
+    store.shapes[1] = [4000, 4000, 1]   # 16 megapixels: about 1.7 GiB, let through
+    _check_image_memory(store, spec, trained=False)

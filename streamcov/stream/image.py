@@ -233,6 +233,29 @@ def hypercolumn_store(store, spec, path, runtime, bounds, progress: bool = False
                      bounds=bounds, progress=progress)
 
 
+# float64 planes of one full-resolution image that the feature kernel holds beside the image itself (the
+# derivative channels, a plane, the padded image and the real and imaginary separable Gabor passes)
+FEATURE_PLANES = 8
+
+
+def _check_image_memory(store, spec, trained: bool) -> None:
+    """One image's per-pixel features at a time per thread: refused in one line, naming the largest image, when
+    the images the threads hold at once need more than this machine's memory (a photograph under Pillow's
+    decompression-bomb limit needs about 100 bytes per pixel: 18 GiB at 169 megapixels), instead of a
+    MemoryError or the kernel's kill halfway through the store."""
+    from .._config import check_memory, thread_plan
+    from ..descriptors.pixels import n_sampled_pixels
+
+    h, w, c = (store.shapes[:, k].astype(np.float64) for k in range(3))
+    need = 8.0 * ((FEATURE_PLANES + c) * h * w + spec.n_features * n_sampled_pixels(h, w, spec.stride))
+    top = np.argsort(need)[::-1][:thread_plan().cores]
+    i = int(top[0])
+    check_memory(float(need[top].sum()), f"{store.path}: image {i} ({store.ids()[i]}) of {int(h[i])} x {int(w[i])} "
+                 f"pixels (its per-pixel features, {len(top)} image(s) at a time)",
+                 "downscale such images, or leave them out" if trained else
+                 "raise pixels.stride, downscale such images, or leave them out")
+
+
 class ImageSource:
     """Descriptors of the images of an :class:`~streamcov.data.ImageStore`.
 
@@ -272,11 +295,13 @@ class ImageSource:
         check_memory(8.0 * self.dim * (self.default_block + 2), f"method.D = {descriptor.n_frequencies} (descriptors of "
                      f"{self.dim} numbers)", "lower method.D")
 
+        trained = state is not None and state.get("scale") is not None     # a saved model's (predict)
         if spec.stride > 1:
-            trained = state is not None and state.get("scale") is not None     # a saved model's (predict)
             check_sampled_pixels(store.shapes, spec.stride, store.ids(),
                                  "the model's stride is fixed: leave such images out, or give them larger"
                                  if trained else "lower the stride")
+        if len(store):
+            _check_image_memory(store, spec, trained)
 
     @property
     def needs_fit(self) -> bool:
