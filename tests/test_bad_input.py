@@ -1101,8 +1101,19 @@ STORES = [
          r"one\.png: a file, not a store: a store is a folder; for images, give their folder"),
     Case("info-a-folder-of-images",
          lambda e: ["info", (lambda d: (d.mkdir(), (d / "a.png").write_bytes(b"\x89PNG")) and d)(e.tmp / "imgs")],
-         r"imgs: a folder without a zarr store; for a folder of images, ingest it with `streamcov ingest images "
-         r"--format folders`"),
+         r"imgs: a folder without a zarr store; ingest it first: a skeleton archive with `streamcov ingest skeleton "
+         r"--format FORMAT`, images with `streamcov ingest images --format folders`"),
+    # the project's other folders and files, named for what they are
+    Case("info-a-model-folder", lambda e: ["info", e.shared["model"]],
+         r"/run/model: a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store$"),
+    Case("info-a-run-folder", lambda e: ["info", e.shared["model"].parent],
+         r"/run: the output folder of `streamcov run`, not a store; the store it read is its pipeline's data\.store"),
+    Case("info-a-pipeline-file", lambda e: ["info", e.pipeline()], r"p\.toml: a pipeline file, not a store; "
+                                                                    r"`streamcov run` runs it$"),
+    Case("predict-skeleton-model-on-a-folder", lambda e: ["predict", e.shared["model"], write_archive(e.tmp / "arch"),
+                                                          "--out", e.tmp / "p.csv"],
+         r"arch: a folder without a zarr store; ingest it first: a skeleton archive with `streamcov ingest skeleton "
+         r"--format FORMAT`"),
     Case("info-missing-path", lambda e: ["info", e.tmp / "none.zarr"], r"none\.zarr: (no zarr store here|does not exist)"),
     Case("resume-generic-other-folder",
          resume_with(["ingest", "skeleton", "--format", "generic", archive_at("A")],

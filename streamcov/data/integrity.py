@@ -136,12 +136,20 @@ def open_group(path, mode):
         return zarr.open_group(str(path), mode=mode)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:  # type: ignore[attr-defined]
         p = Path(path)
-        if p.is_file():
+        if p.is_file() and p.suffix.lower() == ".toml":
+            what = "a pipeline file, not a store; `streamcov run` runs it"
+        elif p.is_file():
             what = ("a file, not a store: a store is a folder; for images, give their folder (`streamcov predict` "
                     "reads a folder of images) or ingest them with `streamcov ingest images --format folders`")
+        elif (p / "model.json").is_file():
+            what = "a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store"
+        elif (p / "model" / "model.json").is_file() or (p / ".streamcov-output").is_file():
+            what = ("the output folder of `streamcov run`, not a store; the store it read is its pipeline's "
+                    "data.store, its features are in features*.zarr, its model in model/")
         elif p.is_dir() and any(p.iterdir()):
-            what = ("a folder without a zarr store; for a folder of images, ingest it with `streamcov ingest images "
-                    "--format folders` (`streamcov predict` also reads it as it is)")
+            what = ("a folder without a zarr store; ingest it first: a skeleton archive with `streamcov ingest "
+                    "skeleton --format FORMAT`, images with `streamcov ingest images --format folders` (`streamcov "
+                    "predict` also reads a folder of images as it is)")
         else:
             what = (f"no zarr store here ({exc.__class__.__name__}); create one with `streamcov ingest` or "
                     f"`streamcov synth`")
