@@ -1608,7 +1608,12 @@ IMAGES = [
     Case("image-truncated", with_image("cut.png", lambda p: (
         save_array(np.random.default_rng(0).integers(0, 255, (64, 64), dtype=np.uint8))(p),
         p.write_bytes(p.read_bytes()[:2000]))),
-         r"cut\.png: cannot decode image"),
+         r"cut\.png: cannot decode image \(.*\); the file is damaged or cut short: copy it again, or remove it from "
+         r"the folder$"),
+    Case("images-every-class-excluded", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
+                                                   e.tmp / "s.zarr", "--exclude", "a", "--exclude", "b"],
+         r"imgs: no images \(.*\) in class folders; folders named 'a', 'b' were left out \(--exclude; by default "
+         r"maps\): leave out fewer$"),
     Case("image-directly-under-root", lambda e: ["ingest", "images", "--format", "folders",
                                                  (lambda f: (save_array(np.zeros((8, 8), np.uint8))(f / "x.png"), f)[1])(
                                                      image_folder("imgs")(e)), e.tmp / "s.zarr"],

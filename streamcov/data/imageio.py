@@ -149,7 +149,9 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         entries.append(ImageEntry(path=p, id=rel.as_posix(), label=label, group=group))
     if not entries:
         where = "here or in class folders" if unlabelled else "in class folders"
-        raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) {where}")
+        why = (f"; folders named {', '.join(map(repr, sorted(excluded)))} were left out (--exclude; by default "
+               f"maps): leave out fewer" if excluded and not found else "")
+        raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) {where}{why}")
     entries.sort(key=lambda e: _natural_key(e.id))
     return entries
 
@@ -248,7 +250,8 @@ def read_image(path) -> np.ndarray:
     except Image.DecompressionBombError as exc:
         raise FormatError(path, f"too large to decode safely ({exc}); cut it into tiles") from None
     except (OSError, SyntaxError, ValueError) as exc:
-        raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc})") from None
+        raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc}); the file is damaged or "
+                                f"cut short: copy it again, or remove it from the folder") from None
     if a.ndim not in (2, 3) or a.shape[0] == 0 or a.shape[1] == 0:
         raise FormatError(path, f"empty or malformed image of shape {a.shape}")
     return np.ascontiguousarray(a)
