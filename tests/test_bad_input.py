@@ -1395,6 +1395,20 @@ MODELS = [
          r"--out \S+\.png: a file of \S+/images, the folder being predicted, which the predictions would replace; "
          r"write them to a new file or outside that folder$",
          check=lambda e, err, out: first_image(e).read_bytes()[:4] == b"\x89PNG" or pytest.fail("image")),
+    # the same data written anew (another store identity): its rows include the training rows, and predict says so
+    Case("predict-same-data-another-store", lambda e: ["predict", e.shared["model"], (lambda s: cli(
+        "synth", s, "--sequences", 48, "--subjects", 4, "--classes", 4, "--chunk-frames", 512, "--quiet")[0] == 0
+        and s)(e.tmp / "again.zarr"), "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
+         r"(?m)^streamcov predict: note: this store was written from the same data as the model's training store "
+         r"\(\S+synth\.zarr\) but is another one: its rows include the model's training rows, so this accuracy is "
+         r"not a test accuracy; predict the model's own store for the test rows of its protocol$", rc=0,
+         check=lambda e, err, out: json.loads(out.strip().splitlines()[-1])["includes_training_rows"] is True
+         or pytest.fail(out)),
+    Case("predict-other-data-no-note", lambda e: ["predict", e.shared["model"], (lambda s: cli(
+        "synth", s, "--sequences", 48, "--subjects", 4, "--classes", 4, "--chunk-frames", 512, "--seed", 7,
+        "--quiet")[0] == 0 and s)(e.tmp / "other.zarr"), "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
+         r"accuracy", rc=0, check=lambda e, err, out: ("note:" not in err and "includes_training_rows" not in out)
+         or pytest.fail(err)),
     Case("model-given-as-its-json", lambda e: ["predict", e.shared["model"] / "model.json", e.shared["synth"]],
          r"model\.json: one of a model's files; give the model's folder, \S+/run/model$"),
     Case("model-empty-path", lambda e: ["predict", "", e.shared["synth"]], r"argument model: empty path; give the path "

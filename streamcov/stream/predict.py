@@ -300,7 +300,25 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                     "accuracy": float((pred[known] == true[known]).mean()), "n_labelled": int(known.sum())})
     if (~known).any():
         out["n_unknown_labels"] = int((~known).sum())
+    notes = []
+    if "accuracy" in out and _same_source(model.info.get("source_record"), store.attrs.get("source_record")):
+        notes.append(f"this store was written from the same data as the model's training store "
+                     f"({model.info.get('store_path')}) but is another one: its rows include the model's training "
+                     f"rows, so this accuracy is not a test accuracy; predict the model's own store for the test "
+                     f"rows of its protocol")
+        out["includes_training_rows"] = True
     if train_accuracy:
-        out["notes"] = ["--train-accuracy applies only to the store the model was trained on (its training rows "
-                        "are known there); this store is another one"]
+        notes.append("--train-accuracy applies only to the store the model was trained on (its training rows "
+                     "are known there); this store is another one")
+    if notes:
+        out["notes"] = notes
     return out
+
+
+def _same_source(trained, given) -> bool:
+    """Whether two stores' source records name the same data (the same generator settings, or the same
+    archive or folder with the same files); whether images were accepted unlabelled (predict's) aside."""
+    if not (isinstance(trained, dict) and isinstance(given, dict) and trained):
+        return False
+    drop = {"unlabelled"}
+    return {k: v for k, v in trained.items() if k not in drop} == {k: v for k, v in given.items() if k not in drop}

@@ -300,6 +300,9 @@ def _model_info(cfg, source, fold: str, block: int) -> dict:
     info = {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed), "block": block,
             "store": source.store.identity, "store_path": str(source.store.path),
             "split": cfg.split.model_dump()}
+    record = source.store.attrs.get("source_record")
+    if isinstance(record, dict):   # predict tells a store written anew from the same data (its training rows)
+        info["source_record"] = record
     if "pixel_dtype" in source.store.attrs:
         info["pixel_dtype"] = source.store.attrs["pixel_dtype"]
     if source.kind == "image":
