@@ -2063,8 +2063,16 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
         [np.random.default_rng(0).random((16, 16)) for _ in range(3)]), ValueError,
      r"^pixels\.stride = 16: image X\[0\] of 16 x 16 pixels keeps 1 sampled pixel \(3 image\(s\) like it\); a "
      r"covariance needs at least 2: lower the stride, or leave the image out$"),
+    # sizes no machine holds: one line saying what to lower, not a MemoryError
+    (lambda p: __import__("streamcov").SyntheticSkeletons(frames=(10**9, 10**9)), ValueError,
+     r"^frames = \(1000000000, 1000000000\) \(a sequence of up to 1000000000 frames\): needs \S+ \S+ of memory, "
+     r"this machine has \S+ \S+; ask for shorter sequences$"),
+    (lambda p: __import__("streamcov").CovarianceOperator(n_frequencies=10**7).fit(
+        [np.random.default_rng(0).random((16, 16)) for _ in range(2)]), ValueError,
+     r"^n_frequencies = 10000000 \(operators of 20000000 x 20000000, vectors of 200000010000000 numbers\): needs "
+     r"\S+ \S+ of memory, this machine has \S+ \S+; lower n_frequencies$"),
 ], ids=["exclude-a-string", "group-level-float", "group-level-bool", "out-empty", "ingest-a-folder",
-        "stride-one-pixel"])
+        "stride-one-pixel", "synth-frames-too-long", "operator-too-large"])
 def test_python_api_slips_are_refused(shared, tmp_path, call, error, pattern):
     with pytest.raises(error, match=pattern):
         call({"images": shared["images"], "out": tmp_path / "s.zarr"})

@@ -426,6 +426,12 @@ class SyntheticSkeletons(SkeletonReader):
                 f"frames must be a pair (min, max) of integers with 2 <= min <= max, "
                 f"got {frames!r}; a covariance needs at least 2 frames")
         self._lo, self._hi = int(lo), int(hi)
+        from .._config import check_memory
+
+        # a sequence is made whole in memory (float64 positions, the noise, the float32 copy stored): a
+        # length no machine holds is one line here, not a MemoryError at the first sequence
+        check_memory(8.0 * 3 * 3 * N_JOINTS * self._hi, f"frames = {frames!r} (a sequence of up to {self._hi} frames)",
+                     "ask for shorter sequences")
         if isinstance(noise, bool) or not isinstance(noise, Real) \
                 or not math.isfinite(noise) or noise < 0:
             raise ValueError(f"noise must be a finite number >= 0 (metres), got {noise!r}")

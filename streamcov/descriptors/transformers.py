@@ -140,6 +140,13 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
         images = _as_images(X)
         desc = self._descriptor()
         _check_stride(images, desc)
+        if desc.representation == "operator":   # one 2D x 2D operator per thread and a vector per image
+            from .._config import check_memory
+
+            d2 = 2 * desc.n_frequencies
+            check_memory(8.0 * (desc.dim * (len(images) + 2) + 2 * d2 * d2),
+                         f"n_frequencies = {self.n_frequencies} (operators of {d2} x {d2}, vectors of {desc.dim} "
+                         f"numbers)", "lower n_frequencies")
         mats, _ = feature_matrices(images, desc.pixels, [f"X[{i}]" for i in range(len(images))])
         self.scale_ = feature_scale(feature_moments(mats), desc.scaling)
         self.n_features_in_ = desc.pixels.n_features
