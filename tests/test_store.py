@@ -31,6 +31,7 @@ def check_equal(store, seqs):
     assert store.ids() == [s.id for s in seqs]
     for i, s in enumerate(seqs):
         np.testing.assert_array_equal(store.sequence(i), s.frames)
+        assert store.id_of(i) == s.id
     assert list(store.label_strings()) == [s.label for s in seqs]
     assert list(store.subjects) == [s.subject for s in seqs]
     assert list(store.split_strings()) == [s.split for s in seqs]

@@ -256,6 +256,11 @@ class RaggedStore:
     def split_names(self) -> list[str]:
         return list(self.attrs.get("split_names", []))
 
+    def id_of(self, i: int) -> str:
+        """The id of item ``i`` alone (:meth:`ids` reads them all)."""
+        a, b = (int(v) for v in self.read("id_offsets", i, i + 2))
+        return self.read("id_bytes", a, b).astype(np.uint8).tobytes().decode("utf-8")
+
     def ids(self) -> list[str]:
         raw = self.read("id_bytes").astype(np.uint8).tobytes()
         off = self.read("id_offsets").astype(np.int64)

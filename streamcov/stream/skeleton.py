@@ -372,39 +372,53 @@ def merge_windows(b0: int, b1: int, pieces):
     return n_out, mean_out, m2_out, sums
 
 
-def sequence_names(b0: int, ids) -> list[str]:
-    """How errors name sequences ``b0, b0 + 1, ...``: the store's row and the id it was ingested under."""
-    return [f"{b0 + k} (id {i!r})" for k, i in enumerate(ids)]
+class SequenceNames:
+    """How errors name the sequences ``b0, b0 + 1, ...`` of the store at ``path`` (or, with ``rows``, the
+    sequences ``b0 + rows``): the store's row and the id it was ingested under. The id is read only when a
+    message needs it, so that blocks carry a path and not their ids."""
+
+    def __init__(self, path: str, b0: int, rows=None):
+        self.path, self.b0, self.rows = path, int(b0), rows
+
+    def __getitem__(self, i) -> str:
+        row = self.b0 + int(i if self.rows is None else self.rows[i])
+        try:
+            from ..data.skeletons import SequenceStore
+
+            return f"{row} (id {SequenceStore(self.path).id_of(row)!r})"
+        except Exception:   # naming is a courtesy: an unreadable id must not hide the error being raised
+            return str(row)
 
 
 def block_pyramid(b0: int, b1: int, pieces, plan: sk.PyramidPlan, lengths: np.ndarray, dtype: str, rows,
-                  numba_threads: int = 1, ids=None) -> np.ndarray:
-    """Descriptors with options of sequences ``b0 + rows`` (rows within the block [b0, b1));
-    ``ids``, the store's ids of [b0, b1), name a sequence in errors."""
+                  numba_threads: int = 1, path: str | None = None) -> np.ndarray:
+    """Descriptors with options of sequences ``b0 + rows`` (rows within the block [b0, b1)); ``path``, the
+    store's, lets errors name a sequence by its id too."""
     n, mean, m2, sums = merge_windows(b0, b1, pieces)
-    names = sequence_names(b0, ids) if ids is not None else [str(b0 + k) for k in range(b1 - b0)]
+    names = SequenceNames(path, b0) if path else None
     empty = np.flatnonzero(n.min(axis=1) == 0)
     if len(empty):
-        raise ValueError(f"sequence {names[empty[0]]} has no frames in the store")
+        raise ValueError(f"sequence {sk._name(empty[0], b0, names)} has no frames in the store")
     if rows is not None:
         n, mean, m2, sums, lengths = n[rows], mean[rows], m2[rows], sums[rows], lengths[rows]
-        names = [names[k] for k in rows]
+        names = SequenceNames(path, b0, rows) if path else [str(b0 + k) for k in rows]
     with kernel_threads(numba_threads):
-        return sk.pyramid_from_moments(n, mean, m2, sums, lengths, plan, dtype=np.dtype(dtype), names=names)
+        return sk.pyramid_from_moments(n, mean, m2, sums, lengths, plan, dtype=np.dtype(dtype), first_index=b0,
+                                       names=names)
 
 
 def block_descriptors(b0: int, b1: int, pieces, descriptor: SkeletonDescriptor, rows,
-                      numba_threads: int = 1, ids=None) -> np.ndarray:
-    """Descriptors of sequences ``b0 + rows`` (rows within the block [b0, b1)); ``ids``, the store's
-    ids of [b0, b1), name a sequence in errors."""
+                      numba_threads: int = 1, path: str | None = None) -> np.ndarray:
+    """Descriptors of sequences ``b0 + rows`` (rows within the block [b0, b1)); ``path``, the store's, lets
+    errors name a sequence by its id too."""
     n, m2 = merge_pieces(b0, b1, pieces)
-    names = sequence_names(b0, ids) if ids is not None else [str(b0 + k) for k in range(b1 - b0)]
+    names = SequenceNames(path, b0) if path else None
     empty = np.flatnonzero(n == 0)
     if len(empty):
-        raise ValueError(f"sequence {names[empty[0]]} has no frames in the store")
+        raise ValueError(f"sequence {sk._name(empty[0], b0, names)} has no frames in the store")
     with kernel_threads(numba_threads):
         V = sk.log_vectors_from_moments(n, m2, descriptor.gamma, descriptor.normalize, descriptor.ddof,
-                                        dtype=np.dtype(descriptor.dtype), names=names)
+                                        dtype=np.dtype(descriptor.dtype), first_index=b0, names=names)
     return V if rows is None else V[rows]
 
 
@@ -547,7 +561,6 @@ class SkeletonSource:
         n_frames = store.n_frames
         sel = self.selection
         plan = self.plan
-        ids = store.ids()   # errors name a sequence by its id too
         chunk_tasks = {}
 
         def chunk_task(c):
@@ -571,14 +584,13 @@ class SkeletonSource:
                 continue
             f0, f1 = offsets[b0], offsets[b1]
             pieces = [chunk_task(c) for c in range(int(f0 // cf), int((f1 - 1) // cf) + 1)]
-            names = ids[b0:b1]
             if plan is None:
                 task = dask.delayed(block_descriptors, pure=True)(
-                    int(b0), int(b1), pieces, self.descriptor, local, numba_threads, names)
+                    int(b0), int(b1), pieces, self.descriptor, local, numba_threads, path)
             else:
                 task = dask.delayed(block_pyramid, pure=True)(
                     int(b0), int(b1), pieces, plan, np.diff(offsets[b0:b1 + 1]), self.descriptor.dtype, local,
-                    numba_threads, names)
+                    numba_threads, path)
             out.append((int(b0), int(b1), np.arange(b1 - b0) if local is None else local, task))
         return out
 
