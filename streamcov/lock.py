@@ -111,6 +111,10 @@ def exclusive(lock_path, what: str, command: str | None = None):
 
 # the lock file of an output folder of ``streamcov run``
 OUTPUT_LOCK = ".streamcov.lock"
+# an output folder of ``streamcov run`` holds this file: later runs may write there again
+OUTPUT_MARKER = ".streamcov-output"
+# the files a run writes at the top of its output folder, which nothing else may replace
+RUN_FILES = ("result.json", "predictions.csv", OUTPUT_MARKER, OUTPUT_LOCK)
 
 
 def output_lock(folder):

@@ -1392,8 +1392,8 @@ MODELS = [
          r"them elsewhere", check=lambda e, err, out: json.loads((e.tmp / "run" / "result.json").read_text())),
     Case("out-is-an-image-being-predicted", lambda e: ["predict", e.shared["img_model"], copied_images(e), "--out",
                                                        first_image(e), "--scheduler", "synchronous"],
-         r"--out \S+\.png: a file of \S+/images, the folder being predicted, which the predictions would replace; "
-         r"write them to a new file or outside that folder$",
+         r"--out \S+\.png: an image of \S+/images, the folder being predicted, which the predictions would replace; "
+         r"write them to a CSV file$",
          check=lambda e, err, out: first_image(e).read_bytes()[:4] == b"\x89PNG" or pytest.fail("image")),
     # the same data written anew (another store identity): its rows include the training rows, and predict says so
     Case("predict-same-data-another-store", lambda e: ["predict", e.shared["model"], (lambda s: cli(
@@ -1449,6 +1449,19 @@ MODELS = [
 @pytest.mark.parametrize("case", MODELS, ids=lambda c: c.id)
 def test_models_and_predict(case, env):
     run_case(case, env)
+
+
+def test_predictions_written_again_beside_a_run_or_in_the_folder_predicted(shared, env):
+    """The refusals above keep a run's own files and the images predicted: the same predict command, writing
+    a CSV of its own into the run's folder or the image folder, runs again (the file it wrote is replaced)."""
+    run = copied_run(env)
+    images = copied_images(env)
+    for model, data, out in ((shared["model"], shared["synth"], run / "other.csv"),
+                             (shared["img_model"], images, images / "predictions.csv")):
+        for _ in range(2):
+            rc, err, _ = cli("predict", model, data, "--out", out, "--scheduler", "synchronous")
+            assert rc == 0, err
+        assert out.read_text().startswith("id,predicted,label")
 
 
 def test_written_files_get_the_mode_open_gives_them(shared, env):

@@ -123,6 +123,8 @@ def open_group(path, mode):
 
     import zarr
 
+    from ..lock import OUTPUT_MARKER
+
     meta = Path(path) / "zarr.json"
     if meta.is_file():
         try:
@@ -143,7 +145,7 @@ def open_group(path, mode):
                     "reads a folder of images) or ingest them with `streamcov ingest images --format folders`")
         elif (p / "model.json").is_file():
             what = "a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store"
-        elif (p / "model" / "model.json").is_file() or (p / ".streamcov-output").is_file():
+        elif (p / "model" / "model.json").is_file() or (p / OUTPUT_MARKER).is_file():
             what = ("the output folder of `streamcov run`, not a store; the store it read is its pipeline's "
                     "data.store, its features are in features*.zarr, its model in model/")
         elif p.is_dir() and any(p.iterdir()):

@@ -115,11 +115,12 @@ def _check_model_path(model_dir: Path, store_path: Path) -> None:
 
 def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = None) -> None:
     """The predictions never replace a model's, a store's or a run's own files (``--out model/model.json``,
-    ``--out store.zarr/zarr.json``, ``--out run/result.json``), a file of the folder being predicted, nor
+    ``--out store.zarr/zarr.json``, ``--out run/result.json``), an image of the folder being predicted, nor
     anything at the path that is not a regular file: they are written beside the path and renamed onto it,
     which would replace a link, a device or a FIFO by a plain file. ``name`` is how messages name the path."""
+    from ..data.imageio import IMAGE_EXTENSIONS
     from ..data.ragged import enclosing_store
-    from ..tasks.runner import OUTPUT_MARKER
+    from ..lock import OUTPUT_MARKER, RUN_FILES
 
     store = enclosing_store(out_csv.parent)
     if store is not None:
@@ -136,14 +137,13 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
                 "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
         raise ConfigError(f"{name}: {what}, not a regular file; the predictions would replace it by a plain file: "
                           f"give the path of a regular file (a link's target itself) or a new one")
-    if (out_csv.parent / OUTPUT_MARKER).exists():
+    if out_csv.name in RUN_FILES and (out_csv.parent / OUTPUT_MARKER).exists():
         raise ConfigError(f"{name}: a file of the run in {out_csv.parent}, which the predictions would replace; "
                           f"write them elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
-    if inputs is not None and inputs.is_dir():
-        folder = inputs.resolve()
-        if folder in out_csv.resolve().parents:
-            raise ConfigError(f"{name}: a file of {inputs}, the folder being predicted, which the predictions "
-                              f"would replace; write them to a new file or outside that folder")
+    if inputs is not None and inputs.is_dir() and out_csv.suffix.lower() in IMAGE_EXTENSIONS \
+            and inputs.resolve() in out_csv.resolve().parents:
+        raise ConfigError(f"{name}: an image of {inputs}, the folder being predicted, which the predictions "
+                          f"would replace; write them to a CSV file")
 
 
 def _check_orientation(model, model_dir, store) -> None:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..lock import OUTPUT_LOCK, output_lock
+from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, output_lock
 from .config import load_config_and_origins
 from .registry import RunContext, get_task
 
@@ -99,10 +99,6 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         from ..stream.model import atomic_write_text
         atomic_write_text(out / "result.json", text)
     return result
-
-
-# an output folder of streamcov run holds this file: later runs may write there again
-OUTPUT_MARKER = ".streamcov-output"
 
 
 def _earlier_streamcov_output(out: Path) -> bool:
