@@ -567,7 +567,8 @@ def files_digest(paths, root) -> dict:
     n = 0
     for p in sorted(Path(p) for p in paths):
         st = p.stat()
-        rel = p.relative_to(root).as_posix() if p != root else p.name
+        # a file outside the root (listed by an index) by its absolute path
+        rel = p.name if p == root else p.relative_to(root).as_posix() if p.is_relative_to(root) else p.as_posix()
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         n += 1
     return {"count": n, "digest": h.hexdigest()}

@@ -7,6 +7,7 @@ order so that an interrupted ingestion resumes by sequence id.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ...errors import ConfigError, FormatError
@@ -82,6 +83,10 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
 
     root = Path(path).resolve()
     files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
+    # files an index lists outside the folder, or under a linked folder (which rglob does not enter): covered too,
+    # so that editing one is seen; an archive without such files keeps the digest it always had
+    seen = {os.path.realpath(p) for p in files}
+    files += sorted({Path(os.path.realpath(p)) for p in reader.listed_files()} - {Path(p) for p in seen})
     reader.record = {"format": fmt, "path": str(root),
                      "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())},
                      "files": files_digest(files, root)}

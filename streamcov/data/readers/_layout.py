@@ -26,10 +26,9 @@ sequences are yielded in sorted id order.
 from __future__ import annotations
 
 import csv
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -194,8 +193,6 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
         if ctrl is not None:
             raise FormatError(index, f"column {ctrl!r} holds a control character "
                               f"({val[ctrl]!r}); save the file as plain UTF-8 text", line=lineno)
-        for k in ("file", "skeleton"):
-            _inside(index, root, k, val.get(k), lineno)
         fpath = root / val["file"]
         if fpath.is_dir():
             raise FormatError(index, f"column 'file' names the folder {val['file']!r}; give the "
@@ -229,22 +226,6 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
     if not entries:
         raise FormatError(index, "lists no sequences (only a header row)", line=header_line)
     return [entries[k] for k in sorted(entries)]
-
-
-def _inside(index: Path, root: Path, column: str, value: str | None, lineno: int) -> None:
-    """Refuse a path of ``column`` that leaves the archive's folder (up through ``..``, or absolute elsewhere): a
-    store records the digest of the files under that folder, which its resume and reuse are checked against, so
-    a file outside it could change unseen. A link inside the folder is followed and counted."""
-    if not value:
-        return
-    path = os.path.normpath(value)
-    if PurePath(path).is_absolute():   # inside the folder as the user wrote it, or once links are resolved
-        path = next((os.path.relpath(path, r) for r in (os.path.abspath(root), os.path.realpath(root))
-                     if os.path.commonpath([path, r]) == r), os.pardir)
-    if PurePath(path).parts[:1] == (os.pardir,):
-        raise FormatError(index, f"column {column!r} = {value!r} lies outside the archive's folder {root}; the store "
-                          f"records (and resumes against) the files under that folder only: move or link the file "
-                          f"into it, or put {INDEX_NAME} in a folder above every file", line=lineno)
 
 
 def _rows_with_lines(index: Path) -> list[tuple[int, list[str]]]:

@@ -71,6 +71,13 @@ class SkeletonReader:
     def sequences(self) -> Iterator[SkeletonSequence]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def listed_files(self) -> list:
+        """The files an index lists (sequence and skeleton files), which may lie outside the archive's folder
+        or in a folder reached through a link: the store's archive digest covers them too
+        (:func:`~streamcov.data.readers.open_reader`). Readers of a fixed folder layout list none."""
+        entries = getattr(self, "_entries", ())
+        return [p for e in entries for p in (e.path, getattr(e, "skeleton", None)) if p is not None]
+
 
 # --- text parsing shared by the plain-text readers -------------------------
 
