@@ -2157,3 +2157,17 @@ def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
         _check_image_memory(store, spec, trained=True)
     store.shapes[1] = [4000, 4000, 1]   # 16 megapixels: about 1.7 GiB, let through
     _check_image_memory(store, spec, trained=False)
+
+
+def test_same_source_ignores_grouping_but_not_the_files():
+    """An image model trained with group_level = 2 (ETH-80) and its folder given to predict (read with group
+    level 1, unlabelled) are the same data; another digest of the files, or another folder, is not."""
+    from streamcov.stream.predict import _same_source
+
+    trained = {"format": "folders", "path": "/d/eth80", "group_level": 2, "exclude": ["maps"], "unlabelled": False,
+               "files": {"count": 3, "digest": "ab"}, "orientation": "exif"}
+    given = {**trained, "group_level": 1, "unlabelled": True}
+    assert _same_source(trained, given)
+    assert not _same_source(trained, {**given, "files": {"count": 3, "digest": "cd"}})
+    assert not _same_source(trained, {**given, "path": "/d/other"})
+    assert not _same_source({}, {}) and not _same_source(None, given)

@@ -317,8 +317,10 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
 
 def _same_source(trained, given) -> bool:
     """Whether two stores' source records name the same data (the same generator settings, or the same
-    archive or folder with the same files); whether images were accepted unlabelled (predict's) aside."""
+    archive or folder with the same files). How images were grouped and whether they were accepted unlabelled
+    (predict reads a folder with group level 1, unlabelled) do not change the data; the folders left out do,
+    and the files digest says so."""
     if not (isinstance(trained, dict) and isinstance(given, dict) and trained):
         return False
-    drop = {"unlabelled"}
+    drop = {"unlabelled", "group_level", "exclude"}
     return {k: v for k, v in trained.items() if k not in drop} == {k: v for k, v in given.items() if k not in drop}
