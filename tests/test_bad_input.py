@@ -2144,14 +2144,12 @@ def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
     from streamcov.stream.image import _check_image_memory
 
     monkeypatch.setattr(cfg, "total_memory", lambda: 16 << 30)
-    monkeypatch.setattr(cfg, "thread_plan", lambda: SimpleNamespace(cores=2))
     store = SimpleNamespace(path="s.zarr", shapes=np.array([[16, 16, 1], [13000, 13000, 1], [20, 20, 1]]),
-                            ids=lambda: ["a.png", "big.png", "c.png"])
+                            id_of=["a.png", "big.png", "c.png"].__getitem__)
     spec = get_spec("texture")
     with pytest.raises(ConfigError, match=r"^s\.zarr: image 1 \(big\.png\) of 13000 x 13000 pixels \(its per-pixel "
-                                          r"features, 2 image\(s\) at a time\): needs 1\d\.\d GiB of memory, this "
-                                          r"machine has 16\.0 GiB; raise pixels\.stride, downscale such images, or "
-                                          r"leave them out$"):
+                                          r"features\): needs 1\d\.\d GiB of memory, this machine has 16\.0 GiB; "
+                                          r"raise pixels\.stride, downscale such images, or leave them out$"):
         _check_image_memory(store, spec, trained=False)
     with pytest.raises(ConfigError, match=r"; downscale such images, or leave them out$"):
         _check_image_memory(store, spec, trained=True)

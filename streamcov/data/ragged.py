@@ -557,6 +557,17 @@ class RaggedStoreWriter:
         return dict(self.group.attrs)
 
 
+class IdsOf:
+    """The ids of ``store`` read one at a time, ``ids[i]``: for messages that name an item only when there is
+    something to say (:meth:`RaggedStore.ids` reads them all)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def __getitem__(self, i) -> str:
+        return self.store.id_of(int(i))
+
+
 def files_digest(paths, root) -> dict:
     """``{"count", "digest"}`` of files (relative path, size, modification time): recorded with a
     store's source, so that an archive edited while its ingestion was interrupted is told apart."""

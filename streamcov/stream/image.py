@@ -35,6 +35,7 @@ import numpy as np
 from .._config import kernel_threads
 from ..descriptors.image import ImageDescriptor, feature_matrices, feature_scale, image_moments, is_cnn
 from ..errors import ConfigError
+from ..data.ragged import IdsOf
 from ..linalg import merge_moments
 
 
@@ -239,20 +240,18 @@ FEATURE_PLANES = 8
 
 
 def _check_image_memory(store, spec, trained: bool) -> None:
-    """One image's per-pixel features at a time per thread: refused in one line, naming the largest image, when
-    the images the threads hold at once need more than this machine's memory (a photograph under Pillow's
-    decompression-bomb limit needs about 100 bytes per pixel: 18 GiB at 169 megapixels), instead of a
-    MemoryError or the kernel's kill halfway through the store."""
-    from .._config import check_memory, thread_plan
+    """One image's per-pixel features at a time per thread: refused in one line, naming it, when the largest
+    image's alone need more than this machine's memory (a photograph under Pillow's decompression-bomb limit
+    needs about 100 bytes per pixel: 18 GiB at 169 megapixels), instead of a MemoryError or the kernel's kill
+    halfway through the store. Threads holding several at once are the runtime's to plan (fewer workers)."""
+    from .._config import check_memory
     from ..descriptors.pixels import n_sampled_pixels
 
     h, w, c = (store.shapes[:, k].astype(np.float64) for k in range(3))
     need = 8.0 * ((FEATURE_PLANES + c) * h * w + spec.n_features * n_sampled_pixels(h, w, spec.stride))
-    top = np.argsort(need)[::-1][:thread_plan().cores]
-    i = int(top[0])
-    check_memory(float(need[top].sum()), f"{store.path}: image {i} ({store.ids()[i]}) of {int(h[i])} x {int(w[i])} "
-                 f"pixels (its per-pixel features, {len(top)} image(s) at a time)",
-                 "downscale such images, or leave them out" if trained else
+    i = int(np.argmax(need))
+    check_memory(float(need[i]), f"{store.path}: image {i} ({store.id_of(i)}) of {int(h[i])} x {int(w[i])} pixels "
+                 f"(its per-pixel features)", "downscale such images, or leave them out" if trained else
                  "raise pixels.stride, downscale such images, or leave them out")
 
 
@@ -283,11 +282,11 @@ class ImageSource:
         if spec.needs_color and (store.shapes[:, 2] != 3).any():
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
             if state is not None and state.get("scale") is not None:   # a trained model's spec (predict)
-                raise ConfigError(f"{store.path}: image {i} ({store.ids()[i]}) is grey, but the model's features "
+                raise ConfigError(f"{store.path}: image {i} ({store.id_of(i)}) is grey, but the model's features "
                                   f"(spec {spec.name!r}) use R, G, B; give it colour images, or train a model on "
                                   f"grey features for grey ones")
             raise ConfigError(f"[pixels]: spec {spec.name!r} uses R, G, B but image {i} "
-                              f"({store.ids()[i]}) is grey; use a grey spec")
+                              f"({store.id_of(i)}) is grey; use a grey spec")
         from .._config import check_memory
         from ..descriptors.pixels import check_sampled_pixels
 
@@ -297,7 +296,7 @@ class ImageSource:
 
         trained = state is not None and state.get("scale") is not None     # a saved model's (predict)
         if spec.stride > 1:
-            check_sampled_pixels(store.shapes, spec.stride, store.ids(),
+            check_sampled_pixels(store.shapes, spec.stride, IdsOf(store),
                                  "the model's stride is fixed: leave such images out, or give them larger"
                                  if trained else "lower the stride")
         if len(store):
