@@ -469,7 +469,8 @@ def _no_space(exc: BaseException) -> OSError | None:
         seen.add(id(exc))
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return exc
-        exc = exc.__cause__ or exc.__context__
+        # an error raised while handling another, with "from None", is not caused by it
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     return None
 
 

@@ -2105,28 +2105,32 @@ def test_python_image_descriptors_check_the_stride_at_transform(shared):
         est.transform([rng.random((32, 32)), rng.random((8, 8))])
 
 
-def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkeypatch):
+@pytest.mark.parametrize("named", [True, False])
+def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkeypatch, named):
     """ENOSPC from a write (here raised where the writer commits its chunks, as zarr raises it on a full
-    disk) is one line naming the file, exit 2, not an internal error; the store is left incomplete, refused
-    as such, and the same command finishes it once there is room."""
+    disk; with the file's name, as open() gives it, or without, as write() does) is one line, exit 2, not an
+    internal error; the store is left incomplete, refused as such, and the same command finishes it once
+    there is room."""
     import errno
 
     from streamcov.data.ragged import RaggedStoreWriter
 
     real = RaggedStoreWriter._flush
     calls = {"n": 0}
+    chunk = str(tmp_path / "s.zarr" / "frames" / "c" / "1")
 
     def full(self, whole_chunks_only):
         calls["n"] += 1
         if calls["n"] == 2:
-            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "s.zarr" / "frames" / "c" / "1"))
+            raise OSError(errno.ENOSPC, "No space left on device", *([chunk] if named else []))
         return real(self, whole_chunks_only)
 
     monkeypatch.setattr(RaggedStoreWriter, "_flush", full)
     argv = ("synth", tmp_path / "s.zarr", "--sequences", 200, "--chunk-frames", 256, "--quiet")
     rc, err, _ = cli(*argv)
-    assert_one_line_error(rc, err, r"\S+/s\.zarr/frames/c/1: no space left on the device \(or the disk quota is "
-                                   r"used up\); free space or write elsewhere, then run the same command again")
+    assert_one_line_error(rc, err, ("^streamcov synth: error: " + (r"\S+/s\.zarr/frames/c/1: " if named else "")
+                                    + r"no space left on the device \(or the disk quota is used up\); free space or "
+                                      r"write elsewhere, then run the same command again"))
     assert cli("info", tmp_path / "s.zarr")[0] == 3   # incomplete
     monkeypatch.setattr(RaggedStoreWriter, "_flush", real)
     assert cli(*argv)[0] == 0 and cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
@@ -2169,3 +2173,25 @@ def test_same_source_ignores_grouping_but_not_the_files():
     assert not _same_source(trained, {**given, "files": {"count": 3, "digest": "cd"}})
     assert not _same_source(trained, {**given, "path": "/d/other"})
     assert not _same_source({}, {}) and not _same_source(None, given)
+
+
+
+def test_an_error_raised_from_none_over_a_full_disk_is_not_called_one():
+    """``raise ... from None`` while handling ENOSPC says the new error is not the disk's: an internal error
+    is not reported as a full disk (the chain is followed only where it was kept)."""
+    import errno
+
+    from streamcov.cli import _no_space
+
+    def raised(suppress: bool):
+        try:
+            try:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            except OSError:
+                if suppress:
+                    raise KeyError("x") from None
+                raise KeyError("x")
+        except KeyError as exc:
+            return exc
+
+    assert _no_space(raised(False)) is not None and _no_space(raised(True)) is None
