@@ -2195,3 +2195,29 @@ def test_an_error_raised_from_none_over_a_full_disk_is_not_called_one():
             return exc
 
     assert _no_space(raised(False)) is not None and _no_space(raised(True)) is None
+
+
+@pytest.mark.parametrize("exc, pattern", [
+    (PermissionError(13, "Permission denied"), r"cannot read it \(permission denied\); make it readable"),
+    (OSError("image file is truncated (3 bytes not processed)"),
+     r"cannot decode image \(OSError: image file is truncated.*\); the file is damaged or cut short"),
+    (OSError("decoder jpeg2k not available"),
+     r"cannot decode image \(OSError: decoder jpeg2k not available\); save it as PNG, JPEG or TIFF"),
+])
+def test_image_read_errors_say_what_to_do(tmp_path, monkeypatch, exc, pattern):
+    """The advice follows the error: unreadable for want of permission (not testable by file mode as root),
+    damaged, or a format Pillow cannot decode here."""
+    import PIL.Image
+
+    from streamcov.data.imageio import read_image
+    from streamcov.errors import FormatError
+
+    path = tmp_path / "x.png"
+    path.write_bytes(b"\x89PNG")
+
+    def fail(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(PIL.Image, "open", fail)
+    with pytest.raises(FormatError, match=r"x\.png: " + pattern):
+        read_image(path)

@@ -249,9 +249,14 @@ def read_image(path) -> np.ndarray:
                                 "or TIFF (8 or 16-bit, or 32-bit float grey)") from None
     except Image.DecompressionBombError as exc:
         raise FormatError(path, f"too large to decode safely ({exc}); cut it into tiles") from None
+    except PermissionError:
+        raise FormatError(path, "cannot read it (permission denied); make it readable, or remove it from the "
+                                "folder") from None
     except (OSError, SyntaxError, ValueError) as exc:
-        raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc}); the file is damaged or "
-                                f"cut short: copy it again, or remove it from the folder") from None
+        damaged = any(w in str(exc).lower() for w in ("truncated", "broken", "corrupt", "crc", "premature"))
+        fix = ("the file is damaged or cut short: copy it again, or remove it from the folder" if damaged else
+               "save it as PNG, JPEG or TIFF (8 or 16-bit, or 32-bit float grey), or remove it from the folder")
+        raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc}); {fix}") from None
     if a.ndim not in (2, 3) or a.shape[0] == 0 or a.shape[1] == 0:
         raise FormatError(path, f"empty or malformed image of shape {a.shape}")
     return np.ascontiguousarray(a)
