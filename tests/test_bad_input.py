@@ -2221,3 +2221,18 @@ def test_image_read_errors_say_what_to_do(tmp_path, monkeypatch, exc, pattern):
     monkeypatch.setattr(PIL.Image, "open", fail)
     with pytest.raises(FormatError, match=r"x\.png: " + pattern):
         read_image(path)
+
+
+def test_atomic_write_survives_a_file_system_without_modes(tmp_path, monkeypatch):
+    """fchmod refused (FAT, a mount owned by another user): the file is still written, and no descriptor is
+    left open."""
+    import streamcov.stream.model as m
+
+    def refuse(fd, mode):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(m.os, "fchmod", refuse)
+    before = len(os.listdir("/proc/self/fd"))
+    m.atomic_write_text(tmp_path / "r.json", "{}")
+    assert (tmp_path / "r.json").read_text() == "{}" and len(os.listdir("/proc/self/fd")) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]

@@ -157,12 +157,15 @@ def atomic_write(path: Path, write, binary: bool = True) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
-        try:
-            mode = stat.S_IMODE(os.stat(path).st_mode)
-        except OSError:
-            mode = 0o666 & ~_umask()
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb" if binary else "w") as fh:
+        with os.fdopen(fd, "wb" if binary else "w") as fh:   # owns the descriptor from here: closed on any error
+            try:
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+            except OSError:
+                mode = 0o666 & ~_umask()
+            try:
+                os.fchmod(fh.fileno(), mode)
+            except OSError:   # a file system without modes (FAT) or owned by another user: the write matters more
+                pass
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
