@@ -2094,6 +2094,14 @@ def test_python_api_slips_are_refused(shared, tmp_path, call, error, pattern):
     assert not (tmp_path / "s.zarr").exists()
 
 
+def test_python_ingest_images_takes_exclude_as_any_iterable(shared, tmp_path):
+    """A generator of names excludes what it names (checking it must not use it up)."""
+    import streamcov as sc
+
+    store = sc.ingest_images(shared["images"], tmp_path / "s.zarr", exclude=(n for n in ["brick"]))
+    assert store.label_names == ["grass"]
+
+
 def test_python_image_descriptors_check_the_stride_at_transform(shared):
     """Fitted on images large enough, then given one that keeps a single pixel: refused, naming it."""
     import streamcov as sc

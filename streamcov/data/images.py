@@ -268,6 +268,8 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         raise ValueError(f"format must be 'folders', got {format!r}")
     # the Python API's slips that would otherwise be silent (a string is a sequence of one-letter names) or
     # a traceback deep inside the scan
+    if exclude is not None and not isinstance(exclude, (str, bytes)):
+        exclude = tuple(exclude)   # once: a generator checked here would be empty when the scan reads it
     if isinstance(exclude, (str, bytes)) or not all(isinstance(x, str) for x in (exclude or ())):
         raise TypeError(f"exclude must be a list of folder names, got {exclude!r}"
                         + (f"; write exclude=[{exclude!r}]" if isinstance(exclude, str) else ""))
