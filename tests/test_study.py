@@ -218,3 +218,21 @@ def test_exact_svm_grid_search_is_cross_val_score_and_takes_one_class_inner_fold
     with pytest.raises(ConfigError, match=r"at least 2 training subjects in every fold; with one, give one value "
                                           r"to each grid \(e.g. --set model.sigma_grid=\[1.0\]"):
         exact_svm_fold(X, y, g, tr, ~tr, [1.0, 2.0], [10.0])
+
+
+def test_the_default_maps_are_those_the_schema_accepts(monkeypatch, tmp_path):
+    """With no --maps the study runs every map --maps accepts, and no other: the ConvNet-head map (rff-head)
+    was in the default list, which read the descriptors' last 1280 columns as a head (wrong rows on
+    MSR-Action3D, a traceback on Florence3D's 1035 columns)."""
+    import streamcov.tasks.study as study
+    from streamcov.tasks.schema import STUDY_MAPS
+
+    seen = {}
+
+    def fake(datasets, maps, *a, **k):
+        seen["maps"] = tuple(maps)
+        return {"datasets": {}}
+
+    monkeypatch.setattr(study, "kernel_approx_study", fake)
+    assert main(["study", "kernel-approx", "--datasets", "msr", "--out", str(tmp_path)]) == 0
+    assert seen["maps"] == STUDY_MAPS and "rff-head" not in seen["maps"]
