@@ -473,6 +473,16 @@ CONFIG = [
          r"tcp://HOST:PORT$"),
     Case("dask-scheduler-without-port", run_set('dask.scheduler="tcp://localhost"'),
          r'--set dask\.scheduler="tcp://localhost": dask\.scheduler = "tcp://localhost": expected one of threads'),
+    # protocols Dask reads but that need what is not there: tracebacks before
+    Case("scheduler-inproc", lambda e: ["run", e.pipeline(), "--scheduler", "inproc://x", "--quiet"],
+         r"--scheduler inproc://x: expected one of threads, synchronous, local-cluster or a scheduler address "
+         r"tcp://HOST:PORT$"),
+    Case("dask-scheduler-inproc", run_set('dask.scheduler="inproc://x"'),
+         r'--set dask\.scheduler="inproc://x": dask\.scheduler = "inproc://x": expected one of threads'),
+    Case("scheduler-tls-without-settings", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
+                                                      e.tmp / "p.csv", "--scheduler", "tls://127.0.0.1:1"],
+         r"--scheduler tls://127\.0\.0\.1:1: Dask cannot connect \(TypeError: .*\); this address needs the TLS "
+         r"settings of Dask's configuration \(distributed\.comm\.tls: .*\), or use a tcp:// address$"),
     Case("fold-beyond-protocol", run_set("split.folds=[3]"), r"split\.folds.*3"),
     Case("train-subjects-absent", run_set('split.kind="subjects"', "split.train_subjects=[99]"),
          r"split\.train_subjects = \[99\] names subject\(s\) \[99\] that no row of the store has \(its subjects: "
