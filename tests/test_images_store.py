@@ -95,7 +95,7 @@ def test_store_restart_and_sixteen_bit(tmp_path):
     np.testing.assert_array_equal(store.image(0), a16)
     # the failed uint8 ingestion left an incomplete store: resuming with another dtype is refused
     with pytest.raises(StoreError, match="started with pixel_dtype = 'uint8', this ingestion has 'float32'; "
-                                         "resuming would mix two sources. Add --restart"):
+                                         "resuming would mix two sources. Start over: add --restart"):
         ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32")
     store = ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32", mode="restart")
     np.testing.assert_allclose(store.image(0), a16 / 65535.0, rtol=1e-6)
@@ -300,7 +300,7 @@ def test_resuming_a_store_begun_without_orientation_is_refused(tmp_path):
     del record["orientation"]
     g.attrs["source_record"] = record
     with pytest.raises(StoreError, match=r"started with source_record\.orientation = None, this ingestion has "
-                                         r"'exif'; resuming would mix two sources\. Add --restart"):
+                                         r"'exif'; resuming would mix two sources\. Start over: add --restart to `streamcov ingest` or `synth`, or delete"):
         ingest_images(src, tmp_path / "s.zarr")
     assert len(ingest_images(src, tmp_path / "s.zarr", mode="restart")) == 2
 

@@ -37,6 +37,11 @@ from .integrity import open_group
 _META_CHUNK = 65536
 
 
+# how to discard an incomplete store: the flag of the commands that write stores, or by hand for `run`, which
+# writes one from [data] source or a demo and has no such flag
+START_OVER = "add --restart to `streamcov ingest` or `synth`, or delete {path} and run `streamcov run` again"
+
+
 def _zarr():
     import zarr
     return zarr
@@ -101,8 +106,8 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
         c = attrs.get("committed", {})
         raise IncompleteStoreError(
             f"{path}: incomplete {kind} store ({c.get(unit, 0)} {unit} committed, no "
-            f"completion marker): the ingestion was interrupted. Re-run the same ingest command "
-            f"to resume it, or add --restart to start over.")
+            f"completion marker): the ingestion was interrupted. Re-run the same command to resume it, or "
+            f"start over: {START_OVER.format(path=path)}.")
     return g, attrs
 
 
@@ -426,12 +431,12 @@ class RaggedStoreWriter:
                             f"{self.path}: the archive {b.get('path', a.get('path'))} changed since this "
                             f"ingestion began (files added, removed or modified: {a['files'].get('count')} "
                             f"files then, {b['files'].get('count')} now); resuming would mix two versions of "
-                            f"it. Add --restart to start over.")
+                            f"it. Start over: {START_OVER.format(path=self.path)}.")
                     key, a, b = f"{key}.{sub}", a.get(sub), b.get(sub)
                 raise StoreError(
                     f"{self.path}: the incomplete {self.kind} store was started with {key} = "
-                    f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Add --restart "
-                    f"to discard it and start over.")
+                    f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Start over: "
+                    f"{START_OVER.format(path=self.path)}.")
         g = zarr.open_group(str(self.path), mode="r+")
         c = old.get("committed", {self.unit: 0, self.data_unit: 0})
         k, f = int(c[self.unit]), int(c[self.data_unit])
