@@ -155,6 +155,39 @@ def test_study_merge_refuses_mismatched_runs(tmp_path, capsys):
     assert re.search(r"nope/results.csv: not found; pass the --out folder", capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("column, value, expected", [("accuracy", "1.7", r"in \[0, 1\]"),
+                                                   ("gram_rel_error", "nan", r">= 0"),
+                                                   ("gram_mse", "-1e-3", r">= 0"), ("sigma", "0", r"> 0")])
+def test_study_merge_refuses_values_no_study_writes(tmp_path, capsys, column, value, expected):
+    """An edited results.csv (an accuracy of 1.7 went into the table as 170 %, a NaN error crashed the plots
+    after results.csv was written) is refused before anything is written, naming the line and column."""
+    import re
+
+    _fake_run(tmp_path / "a", "msr", ["rgw"], 0.5)
+    path = tmp_path / "a" / "results.csv"
+    rows = list(csv.DictReader(open(path)))
+    rows[1][column] = value
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["study", "merge", str(tmp_path / "a"), "--out", str(tmp_path / "m")]) == 2
+    assert re.search(rf"^streamcov study: error: \S+results\.csv, line 3: column '{column}' = {re.escape(value)}: expected a finite number "
+                     rf"{expected}; the file was edited or damaged", capsys.readouterr().err)
+    assert not (tmp_path / "m").exists()
+
+
+def test_study_table_says_when_a_slope_cannot_be_fitted(tmp_path):
+    """A map with fewer than 2 values of nu >= 50 has no variance slope: "n/a", not "nan"."""
+    from streamcov.tasks.study import write_report
+
+    write_report([{"dataset": "msr", "exact_accuracy": 0.8, "sigma": 1.0, "map": "rgw", "nu": 10,
+                   "gram_rel_error": 0.1, "gram_rel_error_std": 0.0, "gram_mse": 0.1, "accuracy": 0.5,
+                   "accuracy_std": 0.01, "seeds": 2, "map_ms_per_sequence": 0.1}], tmp_path)
+    table = (tmp_path / "table.md").read_text()
+    assert "| msr | rgw | n/a | 50.0 ± 1.0 |" in table and "nan" not in table
+
+
 def test_svm_on_nystroem_features_is_the_exact_svm(rng):
     """With every training row as a landmark, Nystroem's Z Z^T equals the exact kernel on
     train x train and test x train, so the "svm" learner must reproduce the exact SVM's

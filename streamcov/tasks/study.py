@@ -338,7 +338,8 @@ def write_report(rows: list[dict], out) -> None:
             lines.append(f"| {name} | exact Log-E SVM | | " + " | ".join(f"{100 * ex:.1f}" for _ in nus) + " |")
             for m in dict.fromkeys(r["map"] for r in mine):
                 cells = {r["nu"]: r for r in mine if r["map"] == m and key in r}
-                lines.append(f"| {name} | {m} | {slopes.get(m, float('nan')):.2f} | " + " | ".join(
+                slope = f"{slopes[m]:.2f}" if m in slopes else "n/a"   # fewer than 2 nu >= 50 to fit
+                lines.append(f"| {name} | {m} | {slope} | " + " | ".join(
                     f"{100 * cells[n][key]:.1f} ± {100 * cells[n][key + '_std']:.1f}" if n in cells else ""
                     for n in nus) + " |")
             _plot(out / f"{name}_{key}.png", [r for r in mine if key in r], key,
@@ -347,16 +348,35 @@ def write_report(rows: list[dict], out) -> None:
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
+def _expected(column: str) -> tuple[float, float]:
+    """The range of a results.csv column: accuracies (and their spread) are fractions, the rest counts,
+    errors and times (>= 0), nu and seeds at least 1, sigma above 0."""
+    if "accuracy" in column:
+        return 0.0, 1.0
+    return (1.0, np.inf) if column in _CSV_INTS else (0.0, np.inf)
+
+
 def read_results(path) -> list[dict]:
-    """Rows of a study's ``results.csv`` with numbers as numbers."""
+    """Rows of a study's ``results.csv`` with numbers as numbers; a value that is not a finite number in its
+    column's range (an edited file: an accuracy of 1.7, a NaN error) is refused, naming its line and column."""
     rows = []
     with open(path, newline="") as f:
-        for r in csv.DictReader(f):
+        reader = csv.DictReader(f)
+        for r in reader:
+            line = reader.line_num
             row = {k: (v if k in ("dataset", "map") else int(v) if k in _CSV_INTS else float(v))
                    for k, v in r.items() if v != "" and k is not None}
             missing = {"dataset", "map", "nu", "exact_accuracy"} - set(row)
             if missing:
-                raise ValueError(f"row {len(rows) + 2} lacks {sorted(missing)}")
+                raise ValueError(f"line {line} lacks {sorted(missing)}")
+            for k, v in row.items():
+                if k in ("dataset", "map"):
+                    continue
+                lo, hi = _expected(k)
+                if not (np.isfinite(v) and lo <= v <= hi and (k != "sigma" or v > 0)):
+                    raise ConfigError(f"{path}, line {line}: column {k!r} = {r[k]}: expected a finite number "
+                                      f"{'in [0, 1]' if hi == 1.0 else f'>= {lo:g}' if k != 'sigma' else '> 0'}; "
+                                      f"the file was edited or damaged: run the study again for it")
             rows.append(row)
     return rows
 
@@ -380,6 +400,8 @@ def merge_results(runs, out) -> list[dict]:
             raise ConfigError(f"{path}: not found; pass the --out folder of a study run")
         try:
             rows = read_results(path)
+        except ConfigError:
+            raise
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path}: not a results.csv of `streamcov study kernel-approx` "
                               f"({exc.__class__.__name__}: {exc})") from None
