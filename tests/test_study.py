@@ -269,3 +269,16 @@ def test_the_default_maps_are_those_the_schema_accepts(monkeypatch, tmp_path):
     monkeypatch.setattr(study, "kernel_approx_study", fake)
     assert main(["study", "kernel-approx", "--datasets", "msr", "--out", str(tmp_path)]) == 0
     assert seen["maps"] == STUDY_MAPS and "rff-head" not in seen["maps"]
+
+
+def test_study_refuses_a_nu_no_memory_holds(tmp_path, monkeypatch):
+    """--nus 10000000000 was a numpy MemoryError traceback once the descriptors were computed; it is one line
+    naming the value, before any map is drawn."""
+    import streamcov.tasks.study as study
+    from streamcov.errors import ConfigError
+
+    monkeypatch.setattr(study, "dataset_descriptors", lambda *a: (None, None, np.zeros((100, 50)), None))
+    with pytest.raises(ConfigError, match=r"^--nus 10000000000 on msr \(100 descriptors of 50 numbers\): needs "
+                                          r"\S+ \S+ of memory, this machine has \S+ \S+; use smaller values of nu$"):
+        study.kernel_approx_study(datasets=("msr",), maps=("rgw",), nus=(10, 10**10), out=tmp_path / "o",
+                                  log=lambda *a: None)

@@ -449,6 +449,11 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             if name not in DATASETS:
                 raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
             store, cfg, V, _ = dataset_descriptors(name, data_root, tmp)
+            from .._config import check_memory
+
+            # the largest map (nu x width) and the features of every sequence (sequences x nu), twice
+            check_memory(8.0 * max(nus) * (2 * V.shape[0] + V.shape[1]), f"--nus {max(nus)} on {name} ({V.shape[0]} "
+                         f"descriptors of {V.shape[1]} numbers)", "use smaller values of nu")
             y = store.labels.astype(np.int64)
             classes = np.arange(len(store.label_names))
             folds = make_folds(cfg.split, store.labels, store.subjects, store_split=store.split,
