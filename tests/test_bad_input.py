@@ -262,6 +262,16 @@ def linked_archive_store(how: str):
     return make
 
 
+def tgp_run(*sets):
+    """The S-shape twin GP pipeline, small (60 points, one seed, degrees 1 and 2), with ``sets``; the
+    other --set of [tgp] comes first, so that a message blaming the table's first --set would show."""
+    def argv(e):
+        small = ("tgp.degree_grid=[1,2]", "data.n_samples=60", "data.seeds=[0]", "tgp.max_iter=10", *sets)
+        return ["run", REPO / "pipelines" / "sshape_tgp.toml", "--output", e.tmp / "o", "--quiet",
+                *[a for s in small for a in ("--set", s)]]
+    return argv
+
+
 def run_file(**replace):
     return lambda e: ["run", e.pipeline(**replace), "--quiet", "--scheduler", "synchronous"]
 
@@ -473,6 +483,25 @@ CONFIG = [
          r"tcp://HOST:PORT$"),
     Case("dask-scheduler-without-port", run_set('dask.scheduler="tcp://localhost"'),
          r'--set dask\.scheduler="tcp://localhost": dask\.scheduler = "tcp://localhost": expected one of threads'),
+    # twin GP settings the schema took that failed deep inside (tracebacks before)
+    Case("tgp-cv-beyond-the-rows", tgp_run("tgp.cv=31"),
+         r"--set tgp\.cv=31: tgp\.cv = 31: choosing the degrees by 31-fold cross-validation needs 62 training rows, "
+         r"the split gives it 30; lower tgp\.cv, set tgp\.degrees = \[d_input, d_output\], or give the split more"),
+    Case("tgp-test-fraction-leaves-one-row", tgp_run("data.test_fraction=0.99"),
+         r"the split leaves 1 training and 59 test rows; a twin GP needs 2 training rows and a test row at least: "
+         r"lower data\.test_fraction$"),
+    Case("tgp-gamma-squares-to-zero", tgp_run("tgp.gamma_x=1e-300"),
+         r'--set tgp\.gamma_x=1e-300: tgp\.gamma_x = 1e-300: expected "median" or a value >= 1e-150'),
+    Case("tgp-gegenbauer-weight-zero", tgp_run("tgp.gegenbauer_weight_input=0"),
+         r"--set tgp\.gegenbauer_weight_input=0: tgp\.gegenbauer_weight_input = 0: expected a weight > -0\.5 other "
+         r"than 0$"),
+    # a check over the whole [tgp] table names the key at fault, not the table's first --set
+    Case("tgp-primary-names-its-set", tgp_run('tgp.primary=["kl","bogus"]'),
+         r'^streamcov run: error: --set tgp\.primary=\["kl","bogus"\]: tgp\.primary must be \[criterion, basis\]'),
+    Case("tgp-digits-test-fraction", lambda e: ["run", REPO / "pipelines" / "digits_tgp.toml", "--output", e.tmp / "o",
+                                                "--set", "data.test_fraction=0.999", "--quiet"],
+         r"--set data\.test_fraction=0\.999: data\.test_fraction = 0\.999: leaves 1 training and 1796 test images; "
+         r"the split stratified by digit needs 10 on each side$"),
     # protocols Dask reads but that need what is not there: tracebacks before
     Case("scheduler-inproc", lambda e: ["run", e.pipeline(), "--scheduler", "inproc://x", "--quiet"],
          r"--scheduler inproc://x: expected one of threads, synchronous, local-cluster or a scheduler address "

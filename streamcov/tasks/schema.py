@@ -58,7 +58,7 @@ class Table(BaseModel):
 
 # Errors that name one key of the table that raises them, in ctx["key"] (dotted, from that table): the loader
 # (streamcov.tasks.config) says where that key came from, the file and line or the --set flag.
-KEYED_ERRORS = ("learner_key", "method_key", "split_key", "pixels_key", "descriptor_key", "map_key")
+KEYED_ERRORS = ("learner_key", "method_key", "split_key", "pixels_key", "descriptor_key", "map_key", "tgp_key")
 
 
 def key_error(kind: str, key: str, msg: str) -> PydanticCustomError:
@@ -1005,8 +1005,9 @@ def switched_reads(table, values: dict):
 class TGPTable(Table):
     """``[tgp]``: Twin GP settings of paper 003 (:mod:`streamcov.tasks.tgp`)."""
 
-    gamma_x: Union[Literal["median"], PosFloat] = "median"
-    gamma_y: Union[Literal["median"], PosFloat] = "median"
+    # the twin GP squares gamma: beyond these its square is 0 or infinite in floating point
+    gamma_x: Union[Literal["median"], Annotated[float, Field(ge=1e-150, le=1e150, allow_inf_nan=False)]] = "median"
+    gamma_y: Union[Literal["median"], Annotated[float, Field(ge=1e-150, le=1e150, allow_inf_nan=False)]] = "median"
     lambda_x: PosFloat = 1e-3
     lambda_y: PosFloat = 1e-3
     n_starts: PosInt = 1
@@ -1025,8 +1026,11 @@ class TGPTable(Table):
     @model_validator(mode="after")
     def _primary(self):
         if self.primary[0] not in self.criteria or self.primary[1] not in self.bases:
-            raise ValueError(f"tgp.primary must be [criterion, basis] among tgp.criteria and tgp.bases, "
-                             f"got {self.primary!r}")
+            raise key_error("tgp_key", "primary", f"tgp.primary must be [criterion, basis] among tgp.criteria and "
+                                                  f"tgp.bases, got {self.primary!r}")
+        for key in ("gegenbauer_weight_input", "gegenbauer_weight_output"):
+            if getattr(self, key) == 0:   # the Gegenbauer polynomials of weight 0 are Chebyshev's, another formula
+                raise key_error("tgp_key", key, f"tgp.{key} = 0: expected a weight > -0.5 other than 0")
         return self
 
 

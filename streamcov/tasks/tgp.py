@@ -63,11 +63,21 @@ def _tick(bar, note: str = ""):
 
 
 def _evaluate(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=None,
-              approximation="subsample", metric=None) -> dict:
+              approximation="subsample", metric=None, split_fix="lower data.test_fraction") -> dict:
     """No-map and mapped twin GPs for every (criterion, basis) on one split.
 
-    ``metric(P, Y) -> float``: an extra error recorded as ``"metric"``.
+    ``metric(P, Y) -> float``: an extra error recorded as ``"metric"``. ``split_fix``: how the task's
+    settings give a split more rows, for the message refusing one too small.
     """
+    if len(Xtr) < 2 or len(Xte) < 1:
+        raise ConfigError(f"the split leaves {len(Xtr)} training and {len(Xte)} test rows; a twin GP needs 2 "
+                          f"training rows and a test row at least: {split_fix}")
+    n_cv = min(len(Xtr), int(t["cv_max_train"])) if t["cv_max_train"] is not None else len(Xtr)
+    if t["degrees"] is None and n_cv < 2 * int(t["cv"]):
+        raise ConfigError(f"tgp.cv = {t['cv']}: choosing the degrees by {t['cv']}-fold cross-validation needs "
+                          f"{2 * int(t['cv'])} training rows, the split gives it {n_cv}"
+                          f"{' (tgp.cv_max_train)' if n_cv < len(Xtr) else ''}; lower tgp.cv, set "
+                          f"tgp.degrees = [d_input, d_output], or give the split more training rows")
     gx, gy = _gamma(t["gamma_x"], Xtr, seed), _gamma(t["gamma_y"], Ytr, seed)
     base = dict(gamma_x=gx, gamma_y=gy, lambda_x=float(t["lambda_x"]),
                 lambda_y=float(t["lambda_y"]), n_starts=int(t["n_starts"]),
@@ -263,6 +273,10 @@ def run_digits(cfg, ctx) -> dict:
     frac = float(d.test_fraction)
     progress, out_dir = ctx.progress, ctx.output
     X, Y, labels = digits_center_task()
+    n_classes, n_test = len(np.unique(labels)), int(np.ceil(frac * len(X)))
+    if min(n_test, len(X) - n_test) < n_classes:   # the stratified split puts every digit on both sides
+        raise ConfigError(f"data.test_fraction = {frac}: leaves {len(X) - n_test} training and {n_test} test "
+                          f"images; the split stratified by digit needs {n_classes} on each side")
     Xtr, Xte, Ytr, Yte = train_test_split(X, Y, test_size=frac, stratify=labels,
                                           random_state=seed)
     max_train = d.max_train
@@ -362,7 +376,9 @@ def run_pose(cfg, ctx) -> dict:
     if max_test is not None and len(te) > int(max_test):
         te = np.sort(rng.choice(te, int(max_test), replace=False))
     bar = _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-pose")
-    r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error)
+    r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error,
+                  split_fix=f"the store needs frames of the training subjects {list(TRAIN_SUBJECTS)} and of others "
+                            f"(the test subjects)")
     if bar is not None:
         bar.close()
     b = _baselines(X[tr], Y[tr], X[te], Y[te], r["gamma_x"], seed)
