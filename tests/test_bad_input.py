@@ -483,6 +483,11 @@ CONFIG = [
          r"tcp://HOST:PORT$"),
     Case("dask-scheduler-without-port", run_set('dask.scheduler="tcp://localhost"'),
          r'--set dask\.scheduler="tcp://localhost": dask\.scheduler = "tcp://localhost": expected one of threads'),
+    # a C so small that L-BFGS cannot move: chance accuracy, said (it was silent; a large tol already warned)
+    Case("lbfgs-C-too-small-to-move", run_set('model.learner="lbfgs"', 'model.loss="log_loss"', "model.C=1e-300"),
+         r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step \(stop: \w+\): the model is its "
+         r"starting point and predicts as it does; with model\.C = 1e-300 the data term of the loss is too small to "
+         r"move it in floating point: raise model\.C$", rc=0),
     # twin GP settings the schema took that failed deep inside (tracebacks before)
     Case("tgp-cv-beyond-the-rows", tgp_run("tgp.cv=31"),
          r"--set tgp\.cv=31: tgp\.cv = 31: choosing the degrees by 31-fold cross-validation needs 62 training rows, "

@@ -458,6 +458,11 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                     f"fold {name!r}: L-BFGS took no step: the largest gradient entry at its start, "
                     f"{clf.grad_max_:.3g}, is already at most model.tol = {m.tol}; the model is its starting "
                     f"point; lower model.tol")
+            elif clf.n_iter_ == 0:   # no step the line search could take (C so small that the loss is flat)
+                learner_warnings.append(
+                    f"fold {name!r}: L-BFGS took no step (stop: {clf.stop_reason_}): the model is its starting "
+                    f"point and predicts as it does; with model.C = {m.C:g} the data term of the loss is too small "
+                    f"to move it in floating point: raise model.C")
         else:
             scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
             estimator = make_sgd(m, n_fit, int(cfg.seed))
