@@ -488,6 +488,13 @@ CONFIG = [
          r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step \(stop: \w+\): the model is its "
          r"starting point and predicts as it does; with model\.C = 1e-300 the data term of the loss is too small to "
          r"move it in floating point: raise model\.C$", rc=0),
+    # an exact-SVM bandwidth that makes the kernel the identity or a constant: chance accuracy, said
+    Case("exact-svm-sigma-far-below", run_set('model.learner="exact-svm"', "model.sigma_grid=[1e-3]"),
+         r"(?m)^streamcov run: warning: model\.sigma_grid: the bandwidth chosen, sigma = 0\.001, is far below the "
+         r"distances between the training rows: the Gaussian kernel is the identity on them", rc=0),
+    Case("exact-svm-sigma-far-above", run_set('model.learner="exact-svm"', "model.sigma_grid=[1e20]"),
+         r"(?m)^streamcov run: warning: model\.sigma_grid: the bandwidth chosen, sigma = 1e\+20, is far above the "
+         r"distances between the training rows: the Gaussian kernel is a constant on them", rc=0),
     # twin GP settings the schema took that failed deep inside (tracebacks before)
     Case("tgp-cv-beyond-the-rows", tgp_run("tgp.cv=31"),
          r"--set tgp\.cv=31: tgp\.cv = 31: choosing the degrees by 31-fold cross-validation needs 62 training rows, "

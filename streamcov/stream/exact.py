@@ -251,6 +251,29 @@ def select_sigma_C(d2_train, y: np.ndarray, groups: np.ndarray, sigma_grid, C_gr
     return float(sigma_grid[a]), float(C_grid[b]), float(table[a, b]), table
 
 
+# off the diagonal, a Gaussian kernel within this of 0 everywhere is the identity, within this of 1 a constant
+DEGENERATE_KERNEL = 1e-10
+
+
+def _warn_degenerate_kernel(K: np.ndarray, sigma: float) -> None:
+    """Warn when the chosen bandwidth leaves the SVM nothing to learn from: every pair of training rows at
+    kernel value 0 (sigma far below their distances: the identity, each row its own class) or 1 (far above:
+    a constant). Chance accuracy follows, and only the grid can change it."""
+    import warnings
+
+    off = K[~np.eye(len(K), dtype=bool)]
+    if not len(off):
+        return
+    if off.max() < DEGENERATE_KERNEL:
+        warnings.warn(f"model.sigma_grid: the bandwidth chosen, sigma = {sigma:g}, is far below the distances "
+                      f"between the training rows: the Gaussian kernel is the identity on them and the SVM cannot "
+                      f"generalize; give larger values", stacklevel=3)
+    elif off.min() > 1.0 - DEGENERATE_KERNEL:
+        warnings.warn(f"model.sigma_grid: the bandwidth chosen, sigma = {sigma:g}, is far above the distances "
+                      f"between the training rows: the Gaussian kernel is a constant on them and the SVM cannot "
+                      f"tell them apart; give smaller values", stacklevel=3)
+
+
 def exact_svm_fold(V: np.ndarray, y: np.ndarray, subjects: np.ndarray, train: np.ndarray,
                    test: np.ndarray, sigma_grid, C_grid, return_model: bool = False, blocks=None, views: int = 1):
     """Train on ``train`` rows with CV-chosen (sigma, C); accuracy on ``test`` rows.
@@ -262,6 +285,7 @@ def exact_svm_fold(V: np.ndarray, y: np.ndarray, subjects: np.ndarray, train: np
     blocks = None if blocks is None or (len(blocks) < 2 and views == 1) else [[int(w), float(c)] for w, c in blocks]
     d2_tr = block_distances(V[train], None, blocks, views)
     sigma, C, cv_acc, _ = select_sigma_C(d2_tr, y[train], subjects[train], sigma_grid, C_grid, blocks, views)
+    _warn_degenerate_kernel(block_kernel(d2_tr, blocks, sigma, views), sigma)
     clf = GaussianKernelSVC(sigma=sigma, C=C, blocks=blocks, views=views).fit(V[train], y[train])
     pred = clf.predict(V[test])
     res = {"accuracy": float((pred == y[test]).mean()), "sigma": sigma, "C": C, "cv_accuracy": cv_acc}
