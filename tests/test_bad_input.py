@@ -488,6 +488,14 @@ CONFIG = [
          r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step \(stop: \w+\): the model is its "
          r"starting point and predicts as it does; with model\.C = 1e-300 the data term of the loss is too small to "
          r"move it in floating point: raise model\.C$", rc=0),
+    # data.store of the wrong kind is named where it was given, as --store is
+    Case("data-store-of-another-kind-set", lambda e: ["run", e.pipeline(), "--quiet", "--set",
+                                                      f'data.store="{e.shared["img_store"]}"'],
+         r'^streamcov run: error: --set data\.store="\S+img\.zarr": data\.store = \S+img\.zarr\W: an image store, '
+         r"but task 'skeleton-classification' reads skeleton stores$"),
+    Case("data-store-of-another-kind-file", lambda e: ["run", e.pipeline(store=e.shared["img_store"]), "--quiet"],
+         r"p\.toml, line \d+: data\.store = \S+img\.zarr\W: an image store, but task 'skeleton-classification' "
+         r"reads skeleton stores$"),
     # an exact-SVM bandwidth that makes the kernel the identity or a constant: chance accuracy, said
     Case("exact-svm-sigma-far-below", run_set('model.learner="exact-svm"', "model.sigma_grid=[1e-3]"),
          r"(?m)^streamcov run: warning: model\.sigma_grid: the bandwidth chosen, sigma = 0\.001, is far below the "
@@ -837,7 +845,8 @@ CONFIG = [
          r"error: --set descriptor\.window=4: descriptor\.window must be odd \(a centred window\), got 4$"),
     Case("image-pipeline-on-skeleton-store",
          lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["synth"])), "--quiet"],
-         r"synth\.zarr: a skeleton store, but an image store is needed here"),
+         r"p\.toml, line \d+: data\.store = \S+synth\.zarr\W: a skeleton store, but task "
+         r"'image-stream-classification' reads image stores$"),
 ]
 
 

@@ -384,6 +384,8 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     cfg, dropped = _drop_workers_of_another_scheduler(cfg, scheduler, origins)
     notes += dropped
     cfg = _resolve_paths(cfg, file)
+    if store is None:
+        _check_store_kind(cfg, spec, origins)
     _check_feature_map(cfg, origins)
     for message in notes:   # only for a configuration that loads: an error stays one line
         if note is None:
@@ -483,6 +485,24 @@ def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Orig
                           f"or the processes of a local-cluster; {has}")
     note = f"dask.workers ({origins.file or 'pipeline'}) does not apply to --scheduler {scheduler} ({has}); dropped"
     return cfg.model_copy(update={"dask": dask.model_copy(update={"workers": None})}), [note]
+
+
+def _check_store_kind(cfg, spec, origins: Origins) -> None:
+    """An existing ``data.store`` of another kind than the task reads, named where it was given (the file's
+    line, or the ``--set``) as ``--store`` is: it was refused later by the store's path alone."""
+    from ..stream.source import store_kind
+
+    data = getattr(cfg, "data", None)
+    path = getattr(data, "store", None) if data is not None else None
+    if spec.store_kind is None or not path or not (Path(path) / "zarr.json").is_file():
+        return
+    try:
+        kind = store_kind(path)
+    except StreamcovError:   # damaged or foreign: said, with its own advice, where the store is opened
+        return
+    if kind is not None and kind != spec.store_kind:
+        raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {path!r}: {'an' if kind == 'image' else 'a'} "
+                          f"{kind} store, but task {spec.name!r} reads {spec.store_kind} stores")
 
 
 def _check_store_flag(store, spec) -> None:
