@@ -12,8 +12,8 @@ from ..errors import ConfigError, StreamcovError
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
 SCHEDULERS = ("threads", "synchronous", "local-cluster")
-# a running scheduler's address (inproc:// names one inside the same process: not one a command can reach)
-ADDRESS_PROTOCOLS = ("tcp://", "tls://", "ucx://")
+# a running scheduler's address (inproc://: one inside this process, a notebook's Client(processes=False))
+ADDRESS_PROTOCOLS = ("tcp://", "tls://", "inproc://", "ucx://")
 # the schedulers that read a worker count (--workers, dask.workers): threads of "threads", processes of a LocalCluster
 WORKER_SCHEDULERS = ("threads", "local-cluster")
 
@@ -305,9 +305,12 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
             raise StreamcovError(f"--scheduler {scheduler}: no Dask scheduler answers there "
                                  f"({exc.__class__.__name__}); start one with `dask scheduler` or "
                                  f"use --scheduler threads") from None
-        except (TypeError, ValueError, ImportError) as exc:   # tls:// without Dask's TLS settings, ucx:// without ucx
+        except (TypeError, ValueError, ImportError) as exc:   # tls:// without Dask's TLS settings, ucx:// without
+            # ucx, inproc:// naming no scheduler of this process (from a command line it cannot)
             need = ("the TLS settings of Dask's configuration (distributed.comm.tls: the CA file and the client's "
-                    "certificate and key)" if scheduler.startswith("tls://") else "the package of that protocol")
+                    "certificate and key)" if scheduler.startswith("tls://") else
+                    "a scheduler running inside this process (a notebook's Client(processes=False))"
+                    if scheduler.startswith("inproc://") else "the package of that protocol")
             raise ConfigError(f"--scheduler {scheduler}: Dask cannot connect ({exc.__class__.__name__}: "
                               f"{str(exc).splitlines()[0][:160]}); this address needs {need}, or use a tcp:// "
                               f"address") from None
