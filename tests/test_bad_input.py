@@ -2225,6 +2225,15 @@ def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
         _check_image_memory(store, spec, trained=True)
     store.shapes[1] = [4000, 4000, 1]   # 16 megapixels: about 1.7 GiB, let through
     _check_image_memory(store, spec, trained=False)
+    # ... unless the runtime's threads each hold one: 16 of them need about 27 GiB
+    store.shapes = np.array([[4000, 4000, 1]] * 20)
+    store.id_of = [f"p{i}.png" for i in range(20)].__getitem__
+    _check_image_memory(store, spec, trained=False, parallelism=8)
+    with pytest.raises(ConfigError, match=r"of 4000 x 4000 pixels \(its per-pixel features, 16 images at a time "
+                                          r"\(one per thread\)\): needs 2\d\.\d GiB of memory, this machine has "
+                                          r"16\.0 GiB; raise pixels\.stride, downscale such images, or leave them "
+                                          r"out; or run fewer threads \(--workers\)$"):
+        _check_image_memory(store, spec, trained=False, parallelism=16)
 
 
 def test_same_source_ignores_grouping_but_not_the_files():

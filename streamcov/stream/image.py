@@ -239,20 +239,24 @@ def hypercolumn_store(store, spec, path, runtime, bounds, progress: bool = False
 FEATURE_PLANES = 8
 
 
-def _check_image_memory(store, spec, trained: bool) -> None:
-    """One image's per-pixel features at a time per thread: refused in one line, naming it, when the largest
-    image's alone need more than this machine's memory (a photograph under Pillow's decompression-bomb limit
-    needs about 100 bytes per pixel: 18 GiB at 169 megapixels), instead of a MemoryError or the kernel's kill
-    halfway through the store. Threads holding several at once are the runtime's to plan (fewer workers)."""
+def _check_image_memory(store, spec, trained: bool, parallelism: int = 1) -> None:
+    """One image's per-pixel features at a time per thread: refused in one line, naming the largest image, when
+    the ``parallelism`` largest images (the runtime's threads each hold one) need more than this machine's
+    memory (a photograph under Pillow's decompression-bomb limit needs about 100 bytes per pixel: 18 GiB at
+    169 megapixels), instead of a MemoryError or the kernel's kill halfway through the store."""
     from .._config import check_memory
     from ..descriptors.pixels import n_sampled_pixels
 
     h, w, c = (store.shapes[:, k].astype(np.float64) for k in range(3))
     need = 8.0 * ((FEATURE_PLANES + c) * h * w + spec.n_features * n_sampled_pixels(h, w, spec.stride))
-    i = int(np.argmax(need))
-    check_memory(float(need[i]), f"{store.path}: image {i} ({store.id_of(i)}) of {int(h[i])} x {int(w[i])} pixels "
-                 f"(its per-pixel features)", "downscale such images, or leave them out" if trained else
-                 "raise pixels.stride, downscale such images, or leave them out")
+    top = np.argsort(need)[::-1][:max(1, int(parallelism))]
+    i = int(top[0])
+    at_once = f", {len(top)} images at a time (one per thread)" if len(top) > 1 else ""
+    fix = ("downscale such images, or leave them out" if trained else
+           "raise pixels.stride, downscale such images, or leave them out")
+    check_memory(float(need[top].sum()), f"{store.path}: image {i} ({store.id_of(i)}) of {int(h[i])} x {int(w[i])} "
+                 f"pixels (its per-pixel features{at_once})", fix + ("; or run fewer threads (--workers)"
+                                                                        if len(top) > 1 else ""))
 
 
 class ImageSource:
@@ -300,11 +304,17 @@ class ImageSource:
                                  "the model's stride is fixed: leave such images out, or give them larger"
                                  if trained else "lower the stride")
         if len(store):
-            _check_image_memory(store, spec, trained)
+            _check_image_memory(store, spec, trained)   # one image: refused whatever the runtime
 
     @property
     def needs_fit(self) -> bool:
         return self.descriptor.needs_scale
+
+    def check_parallel_memory(self, parallelism: int) -> None:
+        """The images the runtime's ``parallelism`` threads hold at once fit in memory (see
+        :func:`_check_image_memory`); ConvNet features are of images resized to the network's input."""
+        if not is_cnn(self.descriptor.pixels) and len(self.store):
+            _check_image_memory(self.store, self.descriptor.pixels, self.state.get("scale") is not None, parallelism)
 
     @property
     def n(self) -> int:

@@ -246,6 +246,9 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
     with dask_runtime(scheduler, workers) as runtime:
         import dask
 
+        if hasattr(source, "check_parallel_memory"):
+            source.check_parallel_memory(runtime.parallelism)
+
         tasks = source.block_tasks(bounds, runtime.numba_threads)
         keys = source.window_keys(bounds, runtime.parallelism)
         shared = runtime.share(model)

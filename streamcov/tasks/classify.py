@@ -281,6 +281,8 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
         result["runtime"] = runtime.info
         if hasattr(source, "block_bytes"):
             _check_block_memory(source, block, bounds, runtime.parallelism)
+        if hasattr(source, "check_parallel_memory"):
+            source.check_parallel_memory(runtime.parallelism)
         if hasattr(source, "prepare"):
             source, info = source.prepare(runtime, bounds, ctx.output, ctx.progress)
             result.update(info)
