@@ -1448,12 +1448,24 @@ MODELS = [
          or pytest.fail("link")),
     Case("out-is-a-runs-result", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
                                             copied_run(e) / "result.json", "--scheduler", "synchronous"],
-         r"--out \S+/run/result\.json: a file of the run in \S+/run, which the predictions would replace; write "
-         r"them elsewhere", check=lambda e, err, out: json.loads((e.tmp / "run" / "result.json").read_text())),
+         r"--out \S+/run/result\.json: a file of the run in \S+/run \(its own\), which the predictions would replace; "
+         r"write them to a new file or elsewhere", check=lambda e, err, out: json.loads((e.tmp / "run" / "result.json")
+                                                                            .read_text())),
+    Case("out-is-another-file-beside-a-run", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
+                                                        (lambda p: p.write_text("mine\n") and p)(copied_run(e) / "n.txt"),
+                                                        "--scheduler", "synchronous"],
+         r"--out \S+/run/n\.txt: a file of the run in \S+/run \(not predictions\), which the predictions would "
+         r"replace", check=lambda e, err, out: (e.tmp / "run" / "n.txt").read_text() == "mine\n" or pytest.fail("n")),
+    Case("out-is-a-note-in-the-folder-predicted", lambda e: ["predict", e.shared["img_model"], copied_images(e),
+                                                             "--out", (lambda p: p.write_text("mine\n") and p)(
+                                                                 copied_images(e) / "labels.csv"),
+                                                             "--scheduler", "synchronous"],
+         r"--out \S+/labels\.csv: a file of \S+/images, the folder being predicted, which the predictions would "
+         r"replace; write them to a new file or outside that folder$"),
     Case("out-is-an-image-being-predicted", lambda e: ["predict", e.shared["img_model"], copied_images(e), "--out",
                                                        first_image(e), "--scheduler", "synchronous"],
          r"--out \S+\.png: an image of \S+/images, the folder being predicted, which the predictions would replace; "
-         r"write them to a CSV file$",
+         r"write them to a new file or outside that folder$",
          check=lambda e, err, out: first_image(e).read_bytes()[:4] == b"\x89PNG" or pytest.fail("image")),
     # the same data written anew (another store identity): its rows include the training rows, and predict says so
     Case("predict-same-data-another-store", lambda e: ["predict", e.shared["model"], (lambda s: cli(

@@ -13,6 +13,9 @@ import numpy as np
 from ..errors import ConfigError, ModelError, StreamcovError
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
+
+# the first line of predict's CSV (a run's predictions.csv has a fold column first)
+PREDICTIONS_HEADER = "id,predicted,label"
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
 
@@ -137,13 +140,26 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
                 "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
         raise ConfigError(f"{name}: {what}, not a regular file; the predictions would replace it by a plain file: "
                           f"give the path of a regular file (a link's target itself) or a new one")
-    if out_csv.name in RUN_FILES and (out_csv.parent / OUTPUT_MARKER).exists():
-        raise ConfigError(f"{name}: a file of the run in {out_csv.parent}, which the predictions would replace; "
-                          f"write them elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
-    if inputs is not None and inputs.is_dir() and out_csv.suffix.lower() in IMAGE_EXTENSIONS \
-            and inputs.resolve() in out_csv.resolve().parents:
-        raise ConfigError(f"{name}: an image of {inputs}, the folder being predicted, which the predictions "
-                          f"would replace; write them to a CSV file")
+    if _written_by_predict(out_csv):   # an earlier run of the same command: replaced
+        return
+    if (out_csv.parent / OUTPUT_MARKER).exists():
+        whose = "its own" if out_csv.name in RUN_FILES else "not predictions"
+        raise ConfigError(f"{name}: a file of the run in {out_csv.parent} ({whose}), which the predictions would "
+                          f"replace; write them to a new file or elsewhere, e.g. "
+                          f"{_default_out(model_dir, out_csv.stem)}")
+    if inputs is not None and inputs.is_dir() and inputs.resolve() in out_csv.resolve().parents:
+        what = "an image" if out_csv.suffix.lower() in IMAGE_EXTENSIONS else "a file"
+        raise ConfigError(f"{name}: {what} of {inputs}, the folder being predicted, which the predictions would "
+                          f"replace; write them to a new file or outside that folder")
+
+
+def _written_by_predict(path: Path) -> bool:
+    """Whether ``path`` is a predictions CSV (its header is predict's): one a run of predict may replace."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            return fh.readline().rstrip("\r\n") == PREDICTIONS_HEADER
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _check_orientation(model, model_dir, store) -> None:
@@ -267,7 +283,7 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
 
     def write(fh):
         w = csv.writer(fh)
-        w.writerow(["id", "predicted", "label"])
+        w.writerow(PREDICTIONS_HEADER.split(","))
         for sid, p, t in zip(store.ids(), pred_names, true):
             w.writerow([sid, p, t])
 
