@@ -85,12 +85,23 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
     files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
     # files an index lists outside the folder, or under a linked folder (which rglob does not enter): covered too,
     # so that editing one is seen; an archive without such files keeps the digest it always had
-    seen = {os.path.realpath(p) for p in files}
-    files += sorted({Path(os.path.realpath(p)) for p in reader.listed_files()} - {Path(p) for p in seen})
+    files += _outside(files, reader.listed_files())
     reader.record = {"format": fmt, "path": str(root),
                      "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())},
                      "files": files_digest(files, root)}
     return reader
+
+
+def _outside(files: list, listed: list) -> list:
+    """The listed files that the walk of the folder (``files``, absolute) did not meet, by their real paths:
+    a file outside the folder, or under a linked folder. Links are resolved only for listed paths the walk
+    did not meet as written (none, in an archive of plain files), so that large archives are not slowed."""
+    walked = set(files)
+    rest = [p for p in listed if Path(os.path.abspath(p)) not in walked]
+    if not rest:
+        return []
+    met = walked | {Path(os.path.realpath(f)) for f in files if f.is_symlink()}
+    return sorted({Path(os.path.realpath(p)) for p in rest} - met)
 
 
 __all__ = ["FORMATS", "FormatError", "READERS", "SkeletonInfo", "SkeletonReader", "SkeletonSequence",
