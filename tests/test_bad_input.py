@@ -2289,7 +2289,9 @@ def test_an_error_raised_from_none_over_a_full_disk_is_not_called_one():
     (OSError("image file is truncated (3 bytes not processed)"),
      r"cannot decode image \(OSError: image file is truncated.*\); the file is damaged or cut short"),
     (OSError("decoder jpeg2k not available"),
-     r"cannot decode image \(OSError: decoder jpeg2k not available\); save it as PNG, JPEG or TIFF"),
+     r"cannot decode image \(OSError: decoder jpeg2k not available\); a variant of the format this Pillow cannot "
+     r"read, or a damaged file: save it as PNG, JPEG or TIFF"),
+    (OSError("decoder error -2"), r"cannot decode image \(OSError: decoder error -2\); the file is damaged"),
 ])
 def test_image_read_errors_say_what_to_do(tmp_path, monkeypatch, exc, pattern):
     """The advice follows the error: unreadable for want of permission (not testable by file mode as root),
@@ -2323,3 +2325,33 @@ def test_atomic_write_survives_a_file_system_without_modes(tmp_path, monkeypatch
     m.atomic_write_text(tmp_path / "r.json", "{}")
     assert (tmp_path / "r.json").read_text() == "{}" and len(os.listdir("/proc/self/fd")) == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+@pytest.mark.parametrize("fmt, options", [("TIFF", {"compression": "tiff_lzw"}), ("PNG", {}), ("WEBP", {}),
+                                          ("BMP", {})])
+def test_damaged_images_read_by_pillow_are_called_damaged(tmp_path, fmt, options, damage):
+    """Real files, cut to a third or with bytes flipped after the first 40, as Pillow meets them: every message
+    says the file may be damaged and to copy it again (not only "save it as PNG" for a file that is a PNG), or
+    the image decodes (a flip inside uncompressed pixels is a valid image)."""
+    import io
+
+    from PIL import Image
+
+    from streamcov.data.imageio import read_image
+    from streamcov.errors import FormatError
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64), dtype=np.uint8)).save(buf, fmt, **options)
+    data = bytearray(buf.getvalue())
+    if damage == "cut":
+        data = data[:len(data) // 3]
+    else:
+        for k in range(40, len(data) // 2):
+            data[k] ^= 0x77
+    path = tmp_path / f"x.{fmt.lower()}"
+    path.write_bytes(bytes(data))
+    try:
+        read_image(path)
+    except FormatError as exc:
+        assert "damaged" in str(exc) and "copy it again" in str(exc), str(exc)

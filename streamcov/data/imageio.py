@@ -60,6 +60,23 @@ UNLABELLED = ""   # the label of images found directly under the root when unlab
 MIN_SIDE = 2
 
 
+# the first bytes of the formats streamcov reads (IMAGE_EXTENSIONS)
+MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"),
+         (b"BM", "BMP"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"))
+
+
+def _magic(path) -> str | None:
+    """The image format whose signature ``path`` starts with, or None (WebP: RIFF....WEBP)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return None
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WebP"
+    return next((name for sig, name in MAGIC if head.startswith(sig)), None)
+
+
 def excluded_images(root, exclude=("maps",)) -> int:
     """How many image files lie under the folders of ``root`` that ``exclude`` names (what
     :func:`scan_folders` leaves out), for the summaries of ``ingest images`` and ``predict``."""
@@ -245,6 +262,10 @@ def read_image(path) -> np.ndarray:
         if path.is_file() and path.stat().st_size == 0:
             raise FormatError(path, "cannot decode image: an empty file (0 bytes), an interrupted copy? "
                                     "copy it again or remove it") from None
+        kind = _magic(path)
+        if kind is not None:   # the signature of an image format Pillow reads: the rest is damaged
+            raise FormatError(path, f"cannot decode image: it starts as a {kind} file but cannot be read; the file "
+                                    f"is damaged or cut short: copy it again, or remove it from the folder") from None
         raise FormatError(path, "cannot decode image: not an image file Pillow can read; save it as PNG, JPEG "
                                 "or TIFF (8 or 16-bit, or 32-bit float grey)") from None
     except Image.DecompressionBombError as exc:
@@ -253,9 +274,12 @@ def read_image(path) -> np.ndarray:
         raise FormatError(path, "cannot read it (permission denied); make it readable, or remove it from the "
                                 "folder") from None
     except (OSError, SyntaxError, ValueError) as exc:
-        damaged = any(w in str(exc).lower() for w in ("truncated", "broken", "corrupt", "crc", "premature"))
-        fix = ("the file is damaged or cut short: copy it again, or remove it from the folder" if damaged else
-               "save it as PNG, JPEG or TIFF (8 or 16-bit, or 32-bit float grey), or remove it from the folder")
+        # a codec this Pillow lacks, or a feature of the format it does not read: the file may be sound; anything
+        # else (truncated data, a decoder error, a broken stream) is a damaged file
+        unread = any(w in str(exc).lower() for w in ("not available", "unsupported", "not supported", "unknown"))
+        fix = ("a variant of the format this Pillow cannot read, or a damaged file: save it as PNG, JPEG or TIFF "
+               "(8 or 16-bit, or 32-bit float grey), copy it again, or remove it from the folder" if unread else
+               "the file is damaged or cut short: copy it again, or remove it from the folder")
         raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc}); {fix}") from None
     if a.ndim not in (2, 3) or a.shape[0] == 0 or a.shape[1] == 0:
         raise FormatError(path, f"empty or malformed image of shape {a.shape}")
