@@ -1155,7 +1155,7 @@ STORES = [
     Case("format-version-future", damaged(lambda s: set_attrs(s, format_version=99)),
          r"synth\.zarr: store format version 99; this streamcov reads versions up to \d"),
     Case("incomplete-store", damaged(interrupted),
-         r"synth\.zarr: incomplete skeleton store \(24 sequences committed.*Re-run the same command to resume it, or start over: add --restart to `streamcov ingest` or `synth`, or delete \S+ and run `streamcov run` again"),
+         r"synth\.zarr: incomplete skeleton store \(24 sequences committed.*Re-run the command that wrote it \(`streamcov ingest`, `synth`, or `run` with \[data\] source or a demo\) to resume it, or start over: add --restart to `streamcov ingest` or `synth`, or delete \S+ and run `streamcov run` again"),
     Case("info-not-a-store", lambda e: ["info", e.tmp], r": no zarr store here"),
     Case("info-an-image-file", lambda e: ["info", (lambda p: p.write_bytes(b"\x89PNG") and p)(e.tmp / "one.png")],
          r"one\.png: a file, not a store: a store is a folder; for images, give their folder"),

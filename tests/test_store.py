@@ -59,7 +59,7 @@ def test_interrupted_ingestion_resumes_exactly_once(tmp_path_factory, n, stop, c
     assert S.ingest(ListSource(seqs), path, chunk_frames=chunk, limit=stop) is None
     status = store_status(path)
     assert status["complete"] is False and status["committed_sequences"] == stop
-    with pytest.raises(IncompleteStoreError, match=r"incomplete skeleton store .* Re-run the same command to resume it"):
+    with pytest.raises(IncompleteStoreError, match=r"incomplete skeleton store .* Re-run the command that wrote it"):
         S.open_store(path)
     store = S.ingest(ListSource(seqs), path, chunk_frames=chunk)
     check_equal(store, seqs)

@@ -106,8 +106,9 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
         c = attrs.get("committed", {})
         raise IncompleteStoreError(
             f"{path}: incomplete {kind} store ({c.get(unit, 0)} {unit} committed, no "
-            f"completion marker): the ingestion was interrupted. Re-run the same command to resume it, or "
-            f"start over: {START_OVER.format(path=path)}.")
+            f"completion marker): the ingestion was interrupted. Re-run the command that wrote it (`streamcov "
+            f"ingest`, `synth`, or `run` with [data] source or a demo) to resume it, or start over: "
+            f"{START_OVER.format(path=path)}.")
     return g, attrs
 
 
