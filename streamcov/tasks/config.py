@@ -496,9 +496,11 @@ def _check_store_kind(cfg, spec, origins: Origins) -> None:
     path = getattr(data, "store", None) if data is not None else None
     if spec.store_kind is None or not path or not (Path(path) / "zarr.json").is_file():
         return
+    if any(getattr(data, k, None) != v for k, v in spec.store_sets):   # data read from elsewhere (format = "folders")
+        return
     try:
         kind = store_kind(path)
-    except StreamcovError:   # damaged or foreign: said, with its own advice, where the store is opened
+    except (StreamcovError, OSError):   # damaged, foreign or unreadable: said where the store is opened
         return
     if kind is not None and kind != spec.store_kind:
         raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {path!r}: {'an' if kind == 'image' else 'a'} "
