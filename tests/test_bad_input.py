@@ -487,7 +487,7 @@ CONFIG = [
     Case("lbfgs-C-too-small-to-move", run_set('model.learner="lbfgs"', 'model.loss="log_loss"', "model.C=1e-300"),
          r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step \(stop: \w+\): the model is its "
          r"starting point and predicts as it does; with model\.C = 1e-300 the data term of the loss is too small to "
-         r"move it in floating point: raise model\.C$", rc=0),
+         r"move it in floating point: raise model\.C \(or scale the features: model\.scale\)$", rc=0),
     # data.store of the wrong kind is named where it was given, as --store is
     Case("data-store-of-another-kind-set", lambda e: ["run", e.pipeline(), "--quiet", "--set",
                                                       f'data.store="{e.shared["img_store"]}"'],
@@ -509,9 +509,13 @@ CONFIG = [
          r"the split gives it 30; lower tgp\.cv, set tgp\.degrees = \[d_input, d_output\], or give the split more"),
     Case("tgp-test-fraction-leaves-one-row", tgp_run("data.test_fraction=0.99"),
          r"the split leaves 1 training and 59 test rows; a twin GP needs 2 training rows and a test row at least: "
-         r"lower data\.test_fraction$"),
+         r"lower data\.test_fraction, or raise data\.n_samples$"),
     Case("tgp-gamma-squares-to-zero", tgp_run("tgp.gamma_x=1e-300"),
          r'--set tgp\.gamma_x=1e-300: tgp\.gamma_x = 1e-300: expected "median" or a value >= 1e-150'),
+    Case("tgp-gegenbauer-weight-zero-unread", tgp_run('tgp.bases=["monomial"]', 'tgp.primary=["kl","monomial"]',
+                                                      "tgp.gegenbauer_weight_input=0", "tgp.degrees=[1,1]",
+                                                      'tgp.criteria=["kl"]'),
+         r"mae", rc=0),   # the weight is read by the Gegenbauer basis only
     Case("tgp-gegenbauer-weight-zero", tgp_run("tgp.gegenbauer_weight_input=0"),
          r"--set tgp\.gegenbauer_weight_input=0: tgp\.gegenbauer_weight_input = 0: expected a weight > -0\.5 other "
          r"than 0$"),

@@ -464,7 +464,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                 learner_warnings.append(
                     f"fold {name!r}: L-BFGS took no step (stop: {clf.stop_reason_}): the model is its starting "
                     f"point and predicts as it does; with model.C = {m.C:g} the data term of the loss is too small "
-                    f"to move it in floating point: raise model.C")
+                    f"to move it in floating point: raise model.C (or scale the features: model.scale)")
         else:
             scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
             estimator = make_sgd(m, n_fit, int(cfg.seed))

@@ -1029,7 +1029,8 @@ class TGPTable(Table):
             raise key_error("tgp_key", "primary", f"tgp.primary must be [criterion, basis] among tgp.criteria and "
                                                   f"tgp.bases, got {self.primary!r}")
         for key in ("gegenbauer_weight_input", "gegenbauer_weight_output"):
-            if getattr(self, key) == 0:   # the Gegenbauer polynomials of weight 0 are Chebyshev's, another formula
+            # the Gegenbauer polynomials of weight 0 are Chebyshev's, another formula (read with that basis only)
+            if getattr(self, key) == 0 and "gegenbauer" in self.bases:
                 raise key_error("tgp_key", key, f"tgp.{key} = 0: expected a weight > -0.5 other than 0")
         return self
 

@@ -37,8 +37,6 @@ REPO = Path(__file__).resolve().parents[2]
 # name -> pipeline stem: the pipeline's [data] gives the raw folder, the reader and its options,
 # its [descriptor] the descriptor, pipelines/<stem>_exact.toml the exact SVM's grids
 DATASETS = {"msr": "msr_action3d", "florence": "florence3d", "utkinect": "utkinect", "hdm05": "hdm05"}
-# every map of the registry but the one for very wide inputs (rff-blocks is rff with regenerated
-# frequencies) and "none"
 LEARNERS = ("sgd", "svm")
 FULL_NUS = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 QUICK_NUS = (10, 50, 200, 1000)

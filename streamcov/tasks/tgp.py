@@ -206,7 +206,8 @@ def run_sshape(cfg, ctx) -> dict:
         perm = rng.permutation(n)
         n_te = int(round(frac * n))
         te, tr = perm[:n_te], perm[n_te:]
-        r = _evaluate(X[tr], y[tr], X[te], y[te], t, seed, bar)
+        r = _evaluate(X[tr], y[tr], X[te], y[te], t, seed, bar,
+                      split_fix="lower data.test_fraction, or raise data.n_samples")
         r["seed"] = seed
         r["mae_mean_predictor"] = _mae(np.full(len(te), y[tr].mean()), y[te])
         per.append(r)
@@ -284,7 +285,7 @@ def run_digits(cfg, ctx) -> dict:
         idx = np.sort(np.random.RandomState(seed).choice(len(Xtr), int(max_train), replace=False))
         Xtr, Ytr = Xtr[idx], Ytr[idx]
     bar = _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-digits")
-    r = _evaluate(Xtr, Ytr, Xte, Yte, t, seed, bar)
+    r = _evaluate(Xtr, Ytr, Xte, Yte, t, seed, bar, split_fix="raise data.max_train, or lower data.test_fraction")
     if bar is not None:
         bar.close()
     b = _baselines(Xtr, Ytr, Xte, Yte, r["gamma_x"], seed)
