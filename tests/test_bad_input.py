@@ -272,6 +272,12 @@ def tgp_run(*sets):
     return argv
 
 
+def run_from_source(store_fn):
+    """``run`` of the skeleton pipeline on the store ``store_fn`` made, with [data] source = the archive ``a``."""
+    return lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(out=e.tmp / "o", store=store_fn(e)).replace(
+        "[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\nformat = "generic"\n')), "--quiet"]
+
+
 def run_file(**replace):
     return lambda e: ["run", e.pipeline(**replace), "--quiet", "--scheduler", "synchronous"]
 
@@ -680,22 +686,9 @@ CONFIG = [
                                                                 f'format = "generic"\n')), "--quiet"],
          r"data\.store: \S+g\.zarr was written from \S+a, which has changed since \(files added, removed, or of "
          r"another size or modification time: \d+ files then, \d+ now\); point data\.store at a new path, or delete"),
-    Case("archive-link-file-changed-since-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
-        out=e.tmp / "o", store=linked_archive_store("link")(e)).replace(
-            "[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\nformat = "generic"\n')), "--quiet"],
-         r"data\.store: \S+g\.zarr was written from \S+a, which has changed since"),
-    Case("archive-folder-link-file-changed-since-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
-        out=e.tmp / "o", store=linked_archive_store("folder-link")(e)).replace(
-            "[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\nformat = "generic"\n')), "--quiet"],
-         r"data\.store: \S+g\.zarr was written from \S+a, which has changed since"),
-    Case("archive-dotdot-file-changed-since-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
-        out=e.tmp / "o", store=linked_archive_store("dotdot")(e)).replace(
-            "[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\nformat = "generic"\n')), "--quiet"],
-         r"data\.store: \S+g\.zarr was written from \S+a, which has changed since"),
-    Case("archive-absolute-file-changed-since-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
-        out=e.tmp / "o", store=linked_archive_store("absolute")(e)).replace(
-            "[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\nformat = "generic"\n')), "--quiet"],
-         r"data\.store: \S+g\.zarr was written from \S+a, which has changed since"),
+    *[Case(f"archive-{how}-file-changed-since-store", run_from_source(linked_archive_store(how)),
+           r"data\.store: \S+g\.zarr was written from \S+a, which has changed since")
+      for how in ("link", "folder-link", "dotdot", "absolute")],
     # reader settings without data.source are not read (nothing is ingested): a note, then the run on the store
     Case("reader-keys-without-source", run_text(lambda t: t.replace(
         "[data]\n", '[data]\nformat = "generic"\noptions = {units = "m"}\n')),
