@@ -1009,3 +1009,29 @@ def test_features_beyond_float32_are_refused():
     with pytest.raises(ValueError, match=r"X holds values up to \d\.\d+e\+39; the L-BFGS passes run in float32 and "
                                          r"take values below 1\.8e\+19: standardize X"):
         LBFGSClassifier().fit(X * 1e39, y)
+
+
+def test_a_pass_stuck_after_its_worker_left_is_raised_as_lost(monkeypatch):
+    """The scheduler, having lost a worker, rarely neither recomputes nor forgets a pass's tasks, and the fit
+    waited forever (once in a CI run of the worker-kill test above). A pass still unfinished RECOVERY_WAIT
+    seconds after one of its owners left is cancelled and raised as a lost-worker error, which the fit
+    recovers from; one whose owners are all there is waited for."""
+    import time as _time
+    from concurrent.futures import CancelledError
+    from types import SimpleNamespace
+
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setattr(L, "RECOVERY_WAIT", 0.5)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        here = sorted(client.scheduler_info()["workers"])
+        slow = client.submit(_time.sleep, 3.0, pure=False)
+        t0 = _time.monotonic()
+        assert L._Problem._gather(SimpleNamespace(owners=here, client=client), [slow]) == [None]
+        assert _time.monotonic() - t0 > 2.5   # waited: its owner is there
+        stuck = client.submit(_time.sleep, 4.0, pure=False)   # raised long before it ends
+        t0 = _time.monotonic()
+        with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after a worker holding its partitions"):
+            L._Problem._gather(SimpleNamespace(owners=["tcp://10.255.255.1:1"], client=client), [stuck])
+        assert _time.monotonic() - t0 < 3.5 and stuck.cancelled()

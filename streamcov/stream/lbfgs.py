@@ -675,12 +675,37 @@ class _Problem:
             self.pass_tasks = len(runs)
             futs = [self.client.submit(_run_on_holder, fn, merge, self.src, [self.data[p] for p in run], run[0],
                                        n, FAN_IN, args, pure=False, **self._at(run[0])) for run in runs]
-            known = dict(pair for part in self.client.gather(futs) for pair in part)
+            known = dict(pair for part in self._gather(futs) for pair in part)
             return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, known, None, merge)
         import dask
 
         leaves = [dask.delayed(fn, pure=False)(self.src, d, *args) for d in self.data]
         return self.runtime.compute(_tree(leaves, dask.delayed(merge, pure=False)))[0]
+
+    def _gather(self, futs: list) -> list:
+        """The results of a pass's tasks. A worker holding partitions that leaves the cluster mid-pass makes
+        the scheduler recompute what it held, or forget it (:func:`lost_worker_errors`, which the fit
+        recovers from); rarely it does neither and the pass would wait forever (seen once in about a hundred
+        runs of the worker-kill test). So a pass still unfinished :data:`RECOVERY_WAIT` seconds after one of
+        its owners left is cancelled and raised as lost: the fit places the partitions again, as for the
+        scheduler's own error, and the sums are the same."""
+        from concurrent.futures import CancelledError
+
+        from distributed import wait
+
+        owners, gone_since = set(self.owners or ()), None
+        while True:
+            try:
+                wait(futs, timeout=1.0)
+                return self.client.gather(futs)
+            except TimeoutError:
+                pass
+            if gone_since is None and owners - set(self.client.scheduler_info(n_workers=-1)["workers"]):
+                gone_since = time.monotonic()
+            if gone_since is not None and time.monotonic() - gone_since > RECOVERY_WAIT:
+                self.client.cancel(futs)
+                raise CancelledError(f"a pass still unfinished {RECOVERY_WAIT:g} s after a worker holding its "
+                                     f"partitions left")
 
     def _at(self, p: int) -> dict:
         """Placement of partition ``p``'s tasks: its worker, or any other one if that worker is gone."""
