@@ -36,18 +36,21 @@ def workers_int(text: str) -> int:
     return value
 
 
-def nonempty_path(text: str) -> str:
-    """argparse type: a path that is not empty (``""`` would mean the current folder, or crash deep inside)."""
+def _nonempty(text: str, use: str) -> str:
+    """``text`` unless it is an empty path (``""`` would mean the current folder, or crash deep inside)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("empty path; give the path to write to")
+        raise argparse.ArgumentTypeError(f"empty path; give the path to {use}")
     return text
+
+
+def nonempty_path(text: str) -> str:
+    """argparse type: a path to write to, not empty."""
+    return _nonempty(text, "write to")
 
 
 def nonempty_input(text: str) -> str:
-    """argparse type: a path to read that is not empty (``""`` would silently mean the current folder)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("empty path; give the path to read")
-    return text
+    """argparse type: a path to read, not empty."""
+    return _nonempty(text, "read")
 
 
 def _runtime_args(args):

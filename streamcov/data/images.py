@@ -276,8 +276,6 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     if isinstance(group_level, bool) or not isinstance(group_level, numbers.Integral) or group_level < 1:
         raise ValueError(f"group_level must be an integer >= 1 (folder levels that make the group), got "
                          f"{group_level!r}")
-    if not str(out).strip():
-        raise ValueError("out is an empty path; give the path of the store to write")
     with store_lock(out):
         return _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit,
                        unlabelled, skip)

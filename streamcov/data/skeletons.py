@@ -219,13 +219,12 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     store (used to test interruption).
     """
     from ..lock import store_lock
+
     if not (hasattr(source, "info") and callable(getattr(source, "sequences", None))):   # a reader, or one like it
         hint = (f"; open the archive first: ingest(open_reader(FORMAT, {str(source)!r}), out)"
                 if isinstance(source, (str, Path)) else "")
         raise TypeError(f"source must be a skeleton reader (streamcov.open_reader), got {type(source).__name__}"
                         f"{hint}")
-    if not str(out).strip():
-        raise ValueError("out is an empty path; give the path of the store to write")
     with store_lock(out):
         return _ingest(source, out, chunk_frames, mode, progress, limit)
 

@@ -685,8 +685,8 @@ class _Problem:
     def _gather(self, futs: list) -> list:
         """The results of a pass's tasks. A worker holding partitions that leaves the cluster mid-pass makes
         the scheduler recompute what it held, or forget it (:func:`lost_worker_errors`, which the fit
-        recovers from); rarely it does neither and the pass would wait forever (seen once in about a hundred
-        runs of the worker-kill test). So a pass still unfinished :data:`RECOVERY_WAIT` seconds after one of
+        recovers from); rarely it does neither and the pass would wait forever (seen once, in a clean-clone CI
+        run of the worker-kill test). So a pass still unfinished :data:`RECOVERY_WAIT` seconds after one of
         its owners left is cancelled and raised as lost: the fit places the partitions again, as for the
         scheduler's own error, and the sums are the same."""
         from concurrent.futures import CancelledError

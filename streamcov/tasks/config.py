@@ -503,8 +503,7 @@ def _check_store_kind(cfg, spec, origins: Origins) -> None:
     except (StreamcovError, OSError):   # damaged, foreign or unreadable: said where the store is opened
         return
     if kind is not None and kind != spec.store_kind:
-        raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {path!r}: {'an' if kind == 'image' else 'a'} "
-                          f"{kind} store, but task {spec.name!r} reads {spec.store_kind} stores")
+        raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {path!r}: {_wrong_kind(kind, spec)}")
 
 
 def _check_store_flag(store, spec) -> None:
@@ -521,10 +520,14 @@ def _check_store_flag(store, spec) -> None:
         kind = store_kind(store)
     except StreamcovError as exc:
         raise ConfigError(f"--store {store}: {exc}") from None
-    wanted = spec.store_kind
-    if wanted is not None and kind != wanted:
-        what = f"{'an' if kind == 'image' else 'a'} {kind} store" if kind else "not a streamcov store"
-        raise ConfigError(f"--store {store}: {what}, but task {spec.name!r} reads {wanted} stores")
+    if spec.store_kind is not None and kind != spec.store_kind:
+        raise ConfigError(f"--store {store}: {_wrong_kind(kind, spec)}")
+
+
+def _wrong_kind(kind: str | None, spec) -> str:
+    """What a store of ``kind`` (None: none of streamcov's) is, given to a task that reads another kind."""
+    what = f"{'an' if kind == 'image' else 'a'} {kind} store" if kind else "not a streamcov store"
+    return f"{what}, but task {spec.name!r} reads {spec.store_kind} stores"
 
 
 # -------------------------------------------------------------------- messages

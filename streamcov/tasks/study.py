@@ -346,12 +346,16 @@ def write_report(rows: list[dict], out) -> None:
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
-def _expected(column: str) -> tuple[float, float]:
-    """The range of a results.csv column: accuracies (and their spread) are fractions, the rest counts,
-    errors and times (>= 0), nu and seeds at least 1, sigma above 0."""
+def _expected(column: str) -> tuple:
+    """``(holds(v), words)``: the range of a results.csv column. Accuracies (and their spread) are fractions,
+    nu and seeds at least 1, sigma above 0, the other errors and times at least 0."""
     if "accuracy" in column:
-        return 0.0, 1.0
-    return (1.0, np.inf) if column in _CSV_INTS else (0.0, np.inf)
+        return (lambda v: 0.0 <= v <= 1.0), "in [0, 1]"
+    if column in _CSV_INTS:
+        return (lambda v: v >= 1), ">= 1"
+    if column == "sigma":
+        return (lambda v: v > 0), "> 0"
+    return (lambda v: v >= 0), ">= 0"
 
 
 def read_results(path) -> list[dict]:
@@ -370,11 +374,10 @@ def read_results(path) -> list[dict]:
             for k, v in row.items():
                 if k in ("dataset", "map"):
                     continue
-                lo, hi = _expected(k)
-                if not (np.isfinite(v) and lo <= v <= hi and (k != "sigma" or v > 0)):
+                holds, words = _expected(k)
+                if not (np.isfinite(v) and holds(v)):
                     raise ConfigError(f"{path}, line {line}: column {k!r} = {r[k]}: expected a finite number "
-                                      f"{'in [0, 1]' if hi == 1.0 else f'>= {lo:g}' if k != 'sigma' else '> 0'}; "
-                                      f"the file was edited or damaged: run the study again for it")
+                                      f"{words}; the file was edited or damaged: run the study again for it")
             rows.append(row)
     return rows
 
