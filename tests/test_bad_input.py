@@ -1710,6 +1710,25 @@ IMAGES = [
                                                    e.tmp / "s.zarr", "--exclude", "a", "--exclude", "b"],
          r"imgs: no images \(.*\) in class folders; folders named 'a', 'b' were left out \(--exclude; by default "
          r"maps\): leave out fewer$"),
+    # a class folder without images would vanish from the store and from every model trained on it
+    Case("image-class-folder-empty", lambda e: ["ingest", "images", "--format", "folders",
+                                                (lambda f: ((f / "c").mkdir(), (f / "c" / "notes.txt").touch(), f)[-1])(
+                                                    image_folder("imgs")(e)), e.tmp / "s.zarr"],
+         r"imgs/c: a class folder with no images \(\.png, .*\): its class cannot be learned; add its images or "
+         r"remove the folder$", check=no_store),
+    Case("image-class-folder-only-maps", lambda e: ["ingest", "images", "--format", "folders",
+                                                    (lambda f: (shutil.copytree(f / "a", f / "c" / "maps"), f)[-1])(
+                                                        image_folder("imgs")(e)), e.tmp / "s.zarr"],
+         r"imgs/c: a class folder with no images \(.*\) \(folders named 'maps' are left out: --exclude, by default "
+         r"maps\): its class cannot be learned; add its images or remove the folder$", check=no_store),
+    # two classes on Linux, one folder on macOS or Windows: said, not refused (letter datasets name classes A and a)
+    Case("image-classes-differ-only-in-case", lambda e: ["ingest", "images", "--format", "folders",
+                                                         (lambda f: (shutil.copytree(f / "a", f / "A"), f)[-1])(
+                                                             image_folder("imgs")(e)), e.tmp / "s.zarr", "--quiet"],
+         r"(?m)^streamcov ingest: warning: class folders of \S+imgs that differ only in case are different classes "
+         r"here: 'A' and 'a'; on a case-insensitive file system \(macOS, Windows\) they would be one folder\. Rename "
+         r"them if they mean one class$", rc=0,
+         check=lambda e, err, out: json.loads(out.strip().splitlines()[-1])["labels"] == 3 or pytest.fail(out)),
     Case("image-directly-under-root", lambda e: ["ingest", "images", "--format", "folders",
                                                  (lambda f: (save_array(np.zeros((8, 8), np.uint8))(f / "x.png"), f)[1])(
                                                      image_folder("imgs")(e)), e.tmp / "s.zarr"],

@@ -117,7 +117,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     for name in exclude:
         if not name or "/" in name or "\\" in name or name in (".", ".."):
             raise ConfigError(f"exclude {name!r}: a folder name to skip (e.g. maps), not a path or an empty name")
-    found, seen, excluded = [], {}, set()
+    found, seen, excluded, classes = [], {}, set(), None
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:
@@ -130,6 +130,8 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         seen[real] = dirpath
         excluded |= exclude & set(dirnames)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude)
+        if classes is None:   # the first folder walked is the root: its folders are the classes
+            classes = list(dirnames)
         for name in filenames:
             p = Path(dirpath) / name
             if name.startswith("."):
@@ -170,7 +172,35 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
                f"maps): leave out fewer" if excluded and not found else "")
         raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) {where}{why}")
     entries.sort(key=lambda e: _natural_key(e.id))
+    if not unlabelled:
+        _check_classes(root, classes, entries, excluded)
     return entries
+
+
+def _check_classes(root: Path, folders: list, entries: list, excluded: set) -> None:
+    """Refuse a class folder without images (the class would vanish from the store and every model
+    trained on it, as torchvision's ``ImageFolder`` refuses it); warn of class names that differ only in
+    case (two classes here, one folder on a case-insensitive file system)."""
+    import unicodedata
+
+    held = {e.label for e in entries}
+    for name in folders:
+        if unicodedata.normalize("NFC", name) not in held:
+            why = (f" (folders named {', '.join(map(repr, sorted(excluded)))} are left out: --exclude, by default "
+                   f"maps)" if excluded else "")
+            raise FormatError(root / name, f"a class folder with no images ({', '.join(IMAGE_EXTENSIONS)}){why}: "
+                                           f"its class cannot be learned; add its images or remove the folder")
+    by_case: dict = {}
+    for label in sorted(held):
+        by_case.setdefault(label.casefold(), []).append(label)
+    same = [names for names in by_case.values() if len(names) > 1]
+    if same:
+        import warnings
+
+        shown = "; ".join(" and ".join(map(repr, names)) for names in same[:3])
+        warnings.warn(f"class folders of {root} that differ only in case are different classes here: {shown}"
+                      f"{' ...' if len(same) > 3 else ''}; on a case-insensitive file system (macOS, Windows) they "
+                      f"would be one folder. Rename them if they mean one class", stacklevel=3)
 
 
 ORIENTATION_TAG = 0x0112   # EXIF "Orientation": 1 upright, 2-8 mirrored and/or turned
