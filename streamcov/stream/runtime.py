@@ -286,6 +286,52 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
         yield from _cluster_runtime(scheduler, workers, Client, LocalCluster)
 
 
+# seconds a tcp:// scheduler address may refuse connections before the run gives up: long enough for a job script
+# that starts the scheduler beside it, far shorter than Dask's connect timeout (30 s) spent retrying a refusal
+REFUSED_WAIT = 5.0
+
+
+def _check_address(scheduler: str) -> None:
+    """Raise at once when nothing listens at a ``tcp://`` address (every connection refused for
+    :data:`REFUSED_WAIT` seconds), and when what listens there is not a Dask scheduler: a scheduler greets
+    every connection first (its comm handshake), and a port that accepts without a word (a dashboard's
+    8787, another server) would leave ``Client`` waiting forever. A host that does not answer at all
+    (filtered, asleep) and every other protocol are left to Dask's connect timeout."""
+    import socket
+    import time
+
+    import dask
+    from dask.utils import parse_timedelta
+
+    if not scheduler.startswith("tcp://"):
+        return
+    host, _, port = scheduler[len("tcp://"):].rpartition(":")
+    deadline = time.monotonic() + REFUSED_WAIT
+    while True:
+        try:
+            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=1.0)
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                raise StreamcovError(f"--scheduler {scheduler}: no Dask scheduler answers there (connection refused "
+                                     f"for {REFUSED_WAIT:g} s: nothing listens on that port); start one with "
+                                     f"`dask scheduler` or use --scheduler threads") from None
+            time.sleep(0.2)
+        except (OSError, ValueError):   # timeout, no route, unknown host: Dask's connect says so in its time
+            return
+    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds")
+    with sock:
+        sock.settimeout(wait)
+        try:
+            greeted = bool(sock.recv(1))
+        except OSError:   # a timeout, or a reset
+            greeted = False
+    if not greeted:
+        raise StreamcovError(f"--scheduler {scheduler}: something listens there but it is not a Dask scheduler (no "
+                             f"greeting in {wait:g} s); give the scheduler's address (its default port is 8786; "
+                             f"8787 is its dashboard)")
+
+
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     """:func:`dask_runtime` on a LocalCluster or a scheduler address (a generator: one yield)."""
     import dask
@@ -299,6 +345,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                                    dashboard_address=None, silence_logs=40)
         client = Client(cluster)
     elif scheduler.startswith(ADDRESS_PROTOCOLS):
+        _check_address(scheduler)
         try:
             client = Client(scheduler)
         except (OSError, TimeoutError) as exc:
