@@ -576,6 +576,57 @@ def test_shared_feature_options_reach_the_maps_that_take_them():
     assert not needs_data(dict(shared, map="orf"))
 
 
+def small_synthetic(**over) -> dict:
+    """The shipped synthetic pipeline, shrunk (60 sequences, 100 features, 5 epochs)."""
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pipelines" / "synthetic.toml").read_text())
+    cfg["data"]["synthetic"].update(n_sequences=60, n_subjects=4, n_classes=3)
+    cfg["model"]["epochs"], cfg["features"]["n_components"] = 5, 100
+    cfg.update(over)
+    return cfg
+
+
+def test_a_validated_configuration_takes_overrides_and_a_store(tmp_path):
+    """``run(load_config(...), overrides=..., store=...)`` applies both (they were dropped without a word), and
+    a validated configuration dumps and loads back to itself, for every shipped pipeline."""
+    from streamcov.data.synth import SyntheticSkeletons
+
+    cfg = load_config(small_synthetic())
+    r = run_pipeline(cfg, overrides=["model.epochs=2", "features.n_components=37"], output=tmp_path / "o")
+    assert (r["epochs"], r["n_components"]) == (2, 37)
+    other = ingest(SyntheticSkeletons(n_sequences=40, n_subjects=4, n_classes=3, seed=5), tmp_path / "b.zarr")
+    r = run_pipeline(cfg, store=tmp_path / "b.zarr", output=tmp_path / "o2")
+    assert r["store"] == str(tmp_path / "b.zarr") and r["n_sequences"] == other.n_sequences == 40
+    for f in sorted((REPO / "pipelines").glob("*.toml")):
+        c = load_config(f, note=lambda *a: None)
+        assert load_config(c.model_dump(mode="json", exclude_unset=True), note=lambda *a: None) == c, f.name
+
+
+def test_relative_inputs_of_a_pipeline_file_are_found_beside_it_first(tmp_path, monkeypatch):
+    """A relative ``data.store`` is read from the working directory, then the file's folder, then the folder
+    above it (shipped files write paths from the project root); a missing one says where it was looked for."""
+    from streamcov.data.synth import SyntheticSkeletons
+
+    exp = tmp_path / "proj" / "exp"
+    exp.mkdir(parents=True)
+    ingest(SyntheticSkeletons(n_sequences=40, n_subjects=4, n_classes=3, seed=1), exp / "data.zarr")
+    ingest(SyntheticSkeletons(n_sequences=60, n_subjects=4, n_classes=3, seed=2), tmp_path / "proj" / "data.zarr")
+    text = (REPO / "pipelines" / "synthetic.toml").read_text().replace("[data.synthetic]", "[data.unused]")
+    text = text.replace('output = "runs/{name}"', 'output = "runs/{name}"\n\n[data]\nstore = "data.zarr"', 1)
+    text = re.sub(r"\[data\.unused\][^\[]*", "", text)
+    (exp / "p.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    assert load_config(exp / "p.toml").data.store == str((exp / "data.zarr").resolve())
+    (exp / "data.zarr").rename(exp / "moved.zarr")   # then the folder above, as for the shipped files
+    assert load_config(exp / "p.toml").data.store == str((tmp_path / "proj" / "data.zarr").resolve())
+    (exp / "p.toml").write_text(text.replace('store = "data.zarr"', 'store = "data2.zarr"'))
+    with pytest.raises(ConfigError, match=r"data\.store: data2\.zarr does not exist \(a relative path is looked "
+                                          r"for in the working directory, then, in a pipeline file, in the file's "
+                                          r"folder and the folder above it\); create it with"):
+        run_pipeline(exp / "p.toml", output=tmp_path / "o")
+
+
 def run_cli(*args, **kw):
     return subprocess.run([sys.executable, "-m", "streamcov.cli", *map(str, args)],
                           capture_output=True, text=True, cwd=kw.get("cwd", REPO), timeout=600)

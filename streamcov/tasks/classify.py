@@ -44,7 +44,10 @@ def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=Non
                 _same_source(path, store.attrs.get("source_record"), record())
             return store
     elif not source:
-        raise ConfigError(f"data.store: {path} does not exist; create it with `{make}` or set data.source")
+        from .config import searched
+
+        raise ConfigError(f"data.store: {path} does not exist{searched(path)}; create it with `{make}` or set "
+                          f"data.source")
     return ingest()
 
 
@@ -87,7 +90,9 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
 
     def reader():
         if not Path(data.source).exists():
-            raise ConfigError(f"data.source: {data.source} does not exist")
+            from .config import searched
+
+            raise ConfigError(f"data.source: {data.source} does not exist{searched(data.source)}")
         return open_reader(data.format, data.source, where="data.options", **data.options)
 
     path = Path(data.store)

@@ -647,14 +647,26 @@ def _root(file: Path | None) -> Path | None:
 
 
 def resolve_input(path: str | None, file: Path | None) -> str | None:
-    """An input path as written, or, when it does not exist, beside the pipeline file's folder."""
+    """An input path as written when it exists (relative: from the working directory), else the first that
+    exists of the pipeline file's folder and the folder above it (shipped files, ``pipelines/<file>.toml``,
+    write paths from the project root), else as written (:func:`searched` says so)."""
     if path is None:
         return None
     p = Path(path).expanduser()
     if p.is_absolute() or p.exists() or file is None:
         return str(p)
-    alt = _root(file) / p
-    return str(alt) if alt.exists() else str(p)
+    for alt in (file.resolve().parent / p, _root(file) / p):
+        if alt.exists():
+            return str(alt)
+    return str(p)
+
+
+def searched(path) -> str:
+    """What a message about a missing input adds when its path is relative: where it was looked for."""
+    if Path(str(path)).expanduser().is_absolute():
+        return ""
+    return (" (a relative path is looked for in the working directory, then, in a pipeline file, in the file's "
+            "folder and the folder above it)")
 
 
 def _resolve_paths(cfg, file: Path | None):

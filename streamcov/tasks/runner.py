@@ -46,6 +46,9 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     scheduler, workers = resolve_runtime(scheduler, workers, flags=("--scheduler", "--workers"))
     if isinstance(overrides, str):   # one --set given as a string would be read a character at a time
         raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings, e.g. [{overrides!r}]")
+    if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (list(overrides) or store is not None):
+        # a validated configuration with overrides or a store: validated again with them, never run without them
+        pipeline = pipeline.model_dump(mode="json", exclude_unset=True)
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
         naming = contextlib.nullcontext()
