@@ -1533,6 +1533,24 @@ def test_predictions_written_again_beside_a_run_or_in_the_folder_predicted(share
         assert out.read_text().startswith("id,predicted,label")
 
 
+def test_predictions_never_replace_a_file_with_content_that_is_not_predictions(shared, env):
+    """``--out`` naming a user's file (notes, a script, another tool's CSV) is refused and the file kept; an
+    empty file, or predictions an earlier run wrote, are replaced."""
+    for name, text in (("notes.txt", "my notes\n"), ("r1.py", "print(1)\n"), ("other.csv", "id,score\n1,2\n")):
+        out = env.tmp / name
+        out.write_text(text)
+        rc, err, _ = cli("predict", shared["model"], shared["synth"], "--out", out, "--scheduler", "synchronous")
+        assert rc == 2 and out.read_text() == text, err
+        assert re.fullmatch(rf"streamcov predict: error: --out {re.escape(str(out))}: an existing file that is not "
+                            rf"a predictions CSV \(its first line is not id,predicted,label\), which the predictions "
+                            rf"would replace; give a new path, or delete the file first if it may go\n", err), err
+    for text in ("", "id,predicted,label\ns00,1,1\n"):
+        out = env.tmp / "p.csv"
+        out.write_text(text)
+        assert cli("predict", shared["model"], shared["synth"], "--out", out, "--scheduler", "synchronous")[0] == 0
+        assert out.read_text().startswith("id,predicted,label\n") and len(out.read_text().splitlines()) > 2
+
+
 def test_written_files_get_the_mode_open_gives_them(shared, env):
     """Models, results and predictions are written as temporary files (mode 0600) and renamed: they end with
     0666 less the umask, as a plain open gives, or keep the mode of the file they replace."""
@@ -1541,7 +1559,7 @@ def test_written_files_get_the_mode_open_gives_them(shared, env):
     for f in ("result.json", "predictions.csv", "model/model.json", "model/model.npz"):
         assert stat.S_IMODE((shared["model"].parent / f).stat().st_mode) == 0o666 & ~umask, f
     out = env.tmp / "p.csv"
-    out.write_text("old\n")
+    out.write_text("id,predicted,label\n")   # an earlier run's predictions: replaced
     out.chmod(0o640)
     assert cli("predict", shared["model"], shared["synth"], "--out", out, "--scheduler", "synchronous")[0] == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o640 and out.read_text().startswith("id,predicted,label")

@@ -118,9 +118,11 @@ def _check_model_path(model_dir: Path, store_path: Path) -> None:
 
 def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = None) -> None:
     """The predictions never replace a model's, a store's or a run's own files (``--out model/model.json``,
-    ``--out store.zarr/zarr.json``, ``--out run/result.json``), an image of the folder being predicted, nor
-    anything at the path that is not a regular file: they are written beside the path and renamed onto it,
-    which would replace a link, a device or a FIFO by a plain file. ``name`` is how messages name the path."""
+    ``--out store.zarr/zarr.json``, ``--out run/result.json``), an image of the folder being predicted, any
+    other file with content that is not a predictions CSV (an earlier run's is replaced; an empty file too),
+    nor anything at the path that is not a regular file: they are written beside the path and renamed onto
+    it, which would replace a link, a device or a FIFO by a plain file. ``name`` is how messages name the
+    path."""
     from ..data.imageio import IMAGE_EXTENSIONS
     from ..data.ragged import enclosing_store
     from ..lock import OUTPUT_MARKER, RUN_FILES
@@ -151,6 +153,10 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
         what = "an image" if out_csv.suffix.lower() in IMAGE_EXTENSIONS else "a file"
         raise ConfigError(f"{name}: {what} of {inputs}, the folder being predicted, which the predictions would "
                           f"replace; write them to a new file or outside that folder")
+    if st.st_size:   # anything else with content: a user's notes, a script, another tool's CSV
+        raise ConfigError(f"{name}: an existing file that is not a predictions CSV (its first line is not "
+                          f"{PREDICTIONS_HEADER}), which the predictions would replace; give a new path, or delete "
+                          f"the file first if it may go")
 
 
 def _written_by_predict(path: Path) -> bool:
