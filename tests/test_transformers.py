@@ -85,6 +85,22 @@ def test_log_covariance_errors(rng):
                                          r"overflow float64 .*rescale the data"):
         LogCovariance().fit_transform([seqs[0] * 1e160])
     assert np.isfinite(LogCovariance().fit_transform([rng.standard_normal((40, 15)) * 1e99])).all()   # full rank
+    # a motionless sequence: covariance 0, descriptor log(gamma I) whatever the action (the stores skip it)
+    still = np.tile(seqs[0][0], (30, 1))
+    for est in (LogCovariance(), LogCovariance().fit(seqs)):
+        with pytest.raises(ValueError, match=r"^X\[1\]: every one of its 30 frames is the same \(a motionless "
+                                             r"sequence\): its covariance is 0 and its descriptor log\(gamma I\), "
+                                             r"the same whatever the action; leave it out$"):
+            est.fit_transform([seqs[0], still, seqs[1]])
+    # a NaN: named by its sequence and frame, not by its row among all the sequences' frames
+    bad = seqs[1].copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match=r"^X\[1\]: a non-finite value \(NaN or infinity\) at frame 3, column 2; "
+                                         r"remove or fill that frame$"):
+        LogCovariance().fit([seqs[0], bad])
+    # a centre joint named twice kept it as a constant zero joint (45 numbers instead of 21 on 3 joints)
+    with pytest.raises(ValueError, match=r"^centre joint 0 given twice in \[0, 0\]; name each joint once$"):
+        LogCovariance(center=(0, 0)).fit(seqs)
 
 
 def test_log_covariance_in_a_scikit_learn_pipeline(rng):
@@ -196,3 +212,32 @@ def test_image_descriptors_refuse_images_without_a_covariance():
     np.testing.assert_array_equal(rc.transform(im for im in imgs), rc.transform(imgs))
     with pytest.raises(ValueError, match=r"X: one image of shape \(8, 8\); give a list of images, e\.g\. \[image\]"):
         rc.transform(imgs[0])
+
+
+def test_image_descriptors_refuse_pixels_on_another_scale():
+    """Integer images are read as fractions of their range (0 to 1), floats as they are: float images of 0 to
+    255 beside 8-bit ones, or given to a descriptor fitted on 0 to 1 images, gave features 255 times off
+    without a word (ingestion and predict refuse both). A grey image under an RGB spec is named with its
+    shape."""
+    rng = np.random.default_rng(0)
+    grey = [rng.random((20, 24)) for _ in range(4)]
+    as255 = [g * 255 for g in grey]
+    as_uint8 = [(g * 255).astype(np.uint8) for g in grey]
+    for est in (RegionCovariance(), CovarianceOperator(n_frequencies=20)):
+        fitted = clone(est).fit(grey)
+        with pytest.raises(ValueError, match=rf"^X: pixels up to 254\.\d, but {type(est).__name__} was fitted on "
+                                             rf"pixels on the 0 to 1 scale: the features would be on another "
+                                             rf"scale; give images on the fitted scale"):
+            fitted.transform(as255)
+        assert fitted.transform(as_uint8).shape == (4, fitted.n_features_out_)   # uint8 is 0 to 1 once read
+        with pytest.raises(ValueError, match=r"was fitted on pixels up to 254\.\d"):
+            clone(est).fit(as255).transform(grey)
+        with pytest.raises(ValueError, match=r"^X\[1\]: pixels up to 254\.\d, but X\[0\] has pixels on the 0 to "
+                                             r"1 scale \(integer images are read as fractions of their range\)"):
+            clone(est).fit([as_uint8[0], as255[1]])
+        # an all-black float image belongs to either scale
+        assert clone(est).fit(as255 + [np.zeros((20, 24))]).transform(as255[:2]).shape[0] == 2
+    rgb = [rng.random((20, 24, 3)) for _ in range(3)]
+    with pytest.raises(ValueError, match=r"X\[0\]: feature spec 'fish' uses R, G, B but the image is grey "
+                                         r"\(shape \(20, 24\)\)"):
+        RegionCovariance(pixels="fish").fit(rgb).transform([grey[0]])

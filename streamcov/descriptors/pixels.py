@@ -390,7 +390,7 @@ def image_covariances(images, spec, ids=None) -> np.ndarray:
         if len(grey):
             i = int(grey[0])
             name = ids[i] if ids is not None else f"image {i}"
-            _check_color(spec, np.empty((1, 1, 1)), name)
+            _check_color(spec, np.empty((int(shapes[i, 0]), int(shapes[i, 1]), 1)), name)
     return covariances_from_packed(pixels, offsets, shapes, spec)
 
 

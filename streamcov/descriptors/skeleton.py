@@ -49,6 +49,9 @@ class JointSelection:
         for c in center:
             if not 0 <= c < n_joints:
                 raise ValueError(f"centre joint {c} outside 0..{n_joints - 1}")
+        twice = sorted({c for c in center if center.count(c) > 1})
+        if twice:   # (6, 6) kept the centre joint as a constant zero and weighted nothing differently
+            raise ValueError(f"centre joint {twice[0]} given twice in {list(center)}; name each joint once")
         drop = set(center) if len(center) == 1 else set()
         keep = tuple(j for j in range(n_joints) if j not in drop)
         return cls(center=center, keep=keep)
@@ -227,7 +230,16 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     dtype = np.float32 if all(a.dtype == np.float32 for a in arrs) else np.float64
     frames = np.concatenate([a.astype(dtype, copy=False) for a in arrs]) if arrs else np.empty((0, width))
-    return _check_frames(frames), offsets
+    try:
+        return _check_frames(frames), offsets
+    except ValueError as exc:   # a row of the concatenation: named as the sequence and its frame
+        m = re.match(r"frames contains a non-finite value at row (\d+), column (\d+)$", str(exc))
+        if m is None:
+            raise
+        row, col = int(m.group(1)), int(m.group(2))
+        i = int(np.searchsorted(offsets, row, side="right")) - 1
+        raise ValueError(f"{name}[{i}]: a non-finite value (NaN or infinity) at frame {row - offsets[i]}, "
+                         f"column {col}; remove or fill that frame") from None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -86,14 +86,23 @@ class LogCovariance(TransformerMixin, BaseEstimator):
             raise ValueError(f"center: expected 0-based joint indices (integers), got {self.center!r}")
         return JointSelection.hip_relative(n_joints, self.center)
 
-    def _check_lengths(self, offsets) -> None:
-        """A covariance of fewer than ddof + 1 frames is undefined: such a sequence is refused, not
-        described by the regularization alone (the descriptor of a constant sequence)."""
+    def _check_lengths(self, frames, offsets) -> None:
+        """A covariance of fewer than ddof + 1 frames is undefined, and one of a motionless sequence (every
+        frame the same) is 0: such a sequence is refused, not described by the regularization alone
+        (log(gamma I), the same whatever the action; the stores skip both at ingestion)."""
         short = np.flatnonzero(np.diff(offsets) <= int(self.ddof))
         if len(short):
             i = int(short[0])
             raise ValueError(f"X[{i}]: {int(offsets[i + 1] - offsets[i])} frame(s); the covariance of a sequence "
                              f"needs at least {int(self.ddof) + 1} (ddof = {self.ddof})")
+        if len(frames) > 1:
+            first = np.repeat(offsets[:-1], np.diff(offsets))   # each frame's sequence's first frame
+            moved = np.maximum.reduceat((frames != frames[first]).any(axis=1), offsets[:-1][np.diff(offsets) > 0])
+            if not moved.all():
+                i = int(np.flatnonzero(np.diff(offsets) > 0)[np.flatnonzero(~moved)[0]])
+                raise ValueError(f"X[{i}]: every one of its {int(offsets[i + 1] - offsets[i])} frames is the same (a "
+                                 f"motionless sequence): its covariance is 0 and its descriptor log(gamma I), the "
+                                 f"same whatever the action; leave it out")
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -101,7 +110,7 @@ class LogCovariance(TransformerMixin, BaseEstimator):
         frames, offsets = pack_sequences(X)
         if frames.shape[1] % 3:
             raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
-        self._check_lengths(offsets)
+        self._check_lengths(frames, offsets)
         self.n_joints_ = frames.shape[1] // 3
         self.n_features_in_ = frames.shape[1]
         sel = self._selection(self.n_joints_)
@@ -112,7 +121,7 @@ class LogCovariance(TransformerMixin, BaseEstimator):
         """Log-covariance vectors, one row per sequence (float64)."""
         check_is_fitted(self)
         frames, offsets = pack_sequences(X, self.n_joints_)
-        self._check_lengths(offsets)
+        self._check_lengths(frames, offsets)
         return log_covariance_vectors(frames, offsets, self._selection(self.n_joints_),
                                       float(self.gamma), bool(self.normalize), int(self.ddof))
 
@@ -147,6 +156,7 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
             check_memory(8.0 * (desc.dim * (len(images) + 2) + 2 * d2 * d2),
                          f"n_frequencies = {self.n_frequencies} (operators of {d2} x {d2}, vectors of {desc.dim} "
                          f"numbers)", "lower n_frequencies")
+        self.pixel_scale_ = _pixel_scale(images)
         mats, _ = feature_matrices(images, desc.pixels, [f"X[{i}]" for i in range(len(images))])
         self.scale_ = feature_scale(feature_moments(mats), desc.scaling)
         self.n_features_in_ = desc.pixels.n_features
@@ -160,6 +170,11 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
         desc = self._descriptor()
         images = _as_images(X)   # a list first: a generator has no len
         _check_stride(images, desc)
+        given, trained = _pixel_scale(images), getattr(self, "pixel_scale_", None)
+        if trained is not None and ((trained <= 1 and given > 2) or (given <= 1 and trained > 2)):
+            raise ValueError(f"X: {_scale_words(given)}, but {type(self).__name__} was fitted on "
+                             f"{_scale_words(trained)}: the features would be on another scale; give images on the "
+                             f"fitted scale (8-bit values / 255 for 0 to 1), or fit on images like these")
         return desc.vectors(images, self.scale_, getattr(self, "frequencies_", None),
                             names=[f"X[{i}]" for i in range(len(images))])
 
@@ -195,6 +210,34 @@ def _as_images(X) -> list:
             raise ValueError(f"X[{i}]: an image of {shape[0]} x {shape[1]} pixels; a covariance needs at least "
                              f"{MIN_SIDE} x {MIN_SIDE}: leave it out")
     return images
+
+
+def _image_scale(image) -> float:
+    """The largest magnitude a pixel of ``image`` can have once read (:func:`.pixels.as_float_image`): 1 for
+    integer and bool images (fractions of their range), the largest ``|pixel|`` of a float image."""
+    a = np.asarray(image)
+    if a.dtype.kind in "biu" or a.size == 0:
+        return 1.0
+    return float(np.nanmax(np.abs(a))) if a.dtype.kind == "f" else 1.0
+
+
+def _scale_words(top: float) -> str:
+    return "pixels on the 0 to 1 scale" if top <= 1 else f"pixels up to {top:.4g}"
+
+
+def _pixel_scale(images: list) -> float:
+    """The largest pixel magnitude of ``images`` (:func:`_image_scale`); refuses a list mixing images on the
+    0 to 1 scale (integer images, read as fractions of their range, or floats within 1) with float images
+    beyond 2 (0 to 255 floats, say): their features would lie on different scales without a word, as
+    ingestion and ``predict`` refuse. All-zero images (scale 0) belong to either."""
+    scales = [_image_scale(im) for im in images]
+    unit = next((i for i, v in enumerate(scales) if 0 < v <= 1), None)
+    wide = next((i for i, v in enumerate(scales) if v > 2), None)
+    if unit is not None and wide is not None:
+        raise ValueError(f"X[{wide}]: pixels up to {scales[wide]:.4g}, but X[{unit}] has pixels on the 0 to 1 scale "
+                         f"(integer images are read as fractions of their range): the two would lie on different "
+                         f"scales; scale the float images to 0 to 1 (divide 8-bit values by 255), or give integers")
+    return max(scales)
 
 
 def _check_stride(images: list, desc: ImageDescriptor) -> None:
