@@ -60,7 +60,7 @@ def test_store_round_trip_and_resume(tmp_path):
     with pytest.raises(IncompleteStoreError, match="incomplete image store .*2 images committed"):
         open_image_store(out)
     store = ingest_images(tmp_path / "src", out, group_level=2, chunk_pixels=50)
-    assert len(store) == 5 and store.ids() == [e.id for e in scan_folders(tmp_path / "src", 2)]
+    assert len(store) == store.n_images == 5 and store.ids() == [e.id for e in scan_folders(tmp_path / "src", 2)]
     ref = load_folders(tmp_path / "src", group_level=2)
     back = store.to_image_set()
     assert back.label_names == ref.label_names and back.group_names == ref.group_names

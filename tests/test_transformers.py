@@ -241,3 +241,25 @@ def test_image_descriptors_refuse_pixels_on_another_scale():
     with pytest.raises(ValueError, match=r"X\[0\]: feature spec 'fish' uses R, G, B but the image is grey "
                                          r"\(shape \(20, 24\)\)"):
         RegionCovariance(pixels="fish").fit(rgb).transform([grey[0]])
+
+
+def test_covariance_operator_takes_every_random_state_scikit_learn_takes():
+    """An int, a RandomState or None (scikit-learn's convention; only non-negative ints were taken), resolved
+    once in fit: the same int gives the same frequencies, None draws anew at each fit, and a fitted
+    operator transforms (and pickles) with the frequencies of its fit."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    imgs = [rng.random((20, 24)) for _ in range(4)]
+    fit = lambda rs: CovarianceOperator(n_frequencies=10, random_state=rs).fit(imgs)   # noqa: E731
+    same = fit(0).transform(imgs)
+    np.testing.assert_array_equal(fit(0).transform(imgs), same)
+    np.testing.assert_array_equal(CovarianceOperator(n_frequencies=10).fit(imgs).transform(imgs), same)
+    a, b = fit(None), fit(None)
+    assert not np.allclose(a.transform(imgs), b.transform(imgs))
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).transform(imgs), a.transform(imgs))
+    np.testing.assert_array_equal(fit(np.random.RandomState(3)).transform(imgs),
+                                  fit(np.random.RandomState(3)).transform(imgs))
+    refit = CovarianceOperator(n_frequencies=10, random_state=None)
+    first = refit.fit(imgs).seed_
+    assert refit.fit(imgs).seed_ != first   # None: a new draw at every fit, never the first fit's kept

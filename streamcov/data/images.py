@@ -69,6 +69,11 @@ class ImageStore(RaggedStore):
     def pixel_dtype(self) -> str:
         return str(self.attrs.get("pixel_dtype", "uint8"))
 
+    @property
+    def n_images(self) -> int:
+        """The number of images (``len(store)``), as :attr:`SequenceStore.n_sequences` counts sequences."""
+        return len(self)
+
     def pixel_scale(self) -> float:
         """The largest magnitude a pixel can have: 1 for integer images (stored as fractions of their
         range), the largest ``|pixel|`` for float images: recorded when the store was completed

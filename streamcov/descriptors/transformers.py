@@ -15,6 +15,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..linalg import vec_dim
@@ -140,14 +141,14 @@ class LogCovariance(TransformerMixin, BaseEstimator):
 class _ImageTransformer(TransformerMixin, BaseEstimator):
     """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
 
-    def _descriptor(self) -> ImageDescriptor:  # pragma: no cover - interface
+    def _descriptor(self, fitting: bool = False) -> ImageDescriptor:  # pragma: no cover - interface
         raise NotImplementedError
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Measure the feature scale on the pixels of the images ``X``."""
         images = _as_images(X)
-        desc = self._descriptor()
+        desc = self._descriptor(fitting=True)
         _check_stride(images, desc)
         if desc.representation == "operator":   # one 2D x 2D operator per thread and a vector per image
             from .._config import check_memory
@@ -276,7 +277,8 @@ class CovarianceOperator(_ImageTransformer):
         Regularization (paper 004's gamma = mu).
     log : bool, default=True
     scaling : {"global", "per-feature"}, default="global"
-    random_state : int, default=0
+    random_state : int, RandomState instance or None, default=0
+        Seeds the random frequencies; resolved once in ``fit`` (``seed_``).
     """
 
     _parameter_constraints: dict = {
@@ -287,7 +289,7 @@ class CovarianceOperator(_ImageTransformer):
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "log": ["boolean"],
         "scaling": [StrOptions({"global", "per-feature"})],
-        "random_state": [Interval(Integral, 0, None, closed="left")],
+        "random_state": ["random_state"],
     }
 
     def __init__(self, *, pixels="texture", n_frequencies=200, sigma=1.0, frequencies="random",
@@ -301,10 +303,15 @@ class CovarianceOperator(_ImageTransformer):
         self.scaling = scaling
         self.random_state = random_state
 
-    def _descriptor(self):
+    def _descriptor(self, fitting: bool = False):
+        # the frequencies' seed: resolved in fit (seed_), as scikit-learn resolves random_state there
+        if fitting or not hasattr(self, "seed_"):
+            rs = self.random_state
+            self.seed_ = int(rs) if isinstance(rs, Integral) and rs >= 0 else int(
+                check_random_state(rs).randint(np.iinfo(np.int32).max))
+        seed = self.seed_
         return ImageDescriptor(image_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
-                               self.frequencies, float(self.gamma), bool(self.log), self.scaling,
-                               int(self.random_state))
+                               self.frequencies, float(self.gamma), bool(self.log), self.scaling, seed)
 
 
 class RegionCovariance(_ImageTransformer):
@@ -334,7 +341,7 @@ class RegionCovariance(_ImageTransformer):
         self.log = log
         self.scaling = scaling
 
-    def _descriptor(self):
+    def _descriptor(self, fitting: bool = False):
         return ImageDescriptor(image_spec(self.pixels), "region", gamma=float(self.gamma), log=bool(self.log),
                                scaling=self.scaling)
 
