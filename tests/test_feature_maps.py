@@ -383,3 +383,20 @@ def test_product_maps_refuse_features_that_overflow(cls):
                                           r"features\.sigma or lower features\.max_degree$"):
         est.fit(X.astype(np.float32)).transform(X.astype(np.float32))
     assert np.isfinite(est.fit(X).transform(X)).all()
+
+
+def test_block_sum_features_name_themselves_on_a_nan_and_keep_float32():
+    """A NaN in the rows of a sum of block kernels is named as BlockSumFeatures' input (the error named the
+    inner map of one block); float32 rows give float32 features, as every single map does."""
+    from streamcov.features.registry import BlockSumFeatures, make_feature_map
+
+    X = np.random.default_rng(0).normal(size=(20, 6)).astype(np.float32)
+    for name in ("rff", "orf", "rgw"):
+        fmap = make_feature_map({"map": name, "n_components": 8, "sigma": 1.0, "blocks": [[3, 0.5], [3, 0.5]]}, 0)
+        assert isinstance(fmap, BlockSumFeatures)
+        assert fmap.fit(X).transform(X).dtype == np.float32
+        bad = X.copy()
+        bad[2, 1] = np.nan
+        for call in (fmap.transform, make_feature_map({"map": name, "n_components": 8, "blocks": [[3, 0.5], [3, 0.5]]}, 0).fit):
+            with pytest.raises(ValueError, match=r"Input X contains NaN\.\nBlockSumFeatures does not accept"):
+                call(bad)

@@ -14,7 +14,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError
 from ..kernels import distances, gamma_from_sigma, median_distance, sigma_from_gamma
@@ -310,7 +310,7 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         self._validate_params()
-        X = np.asarray(X)
+        X = check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")   # a NaN named as this map's input
         self._check_width(X)
         counts = allocate(int(self.n_components), [float(w) for _, w in self.blocks])
         for b, (sl, n) in enumerate(zip(self._slices()[0], counts)):
@@ -323,7 +323,7 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         check_is_fitted(self, "n_blocks_")
-        X = np.asarray(X)
+        X = check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
         self._check_width(X)
         parts = []
         for b, (sl, (_, w)) in enumerate(zip(self._slices()[0], self.blocks)):
