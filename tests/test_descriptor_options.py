@@ -372,6 +372,14 @@ def test_schema_descriptor_options():
         Table(window=4)
     with pytest.raises(ValidationError, match="names a feature twice"):
         Table(features=["positions", "positions"])
+    # [6, 6] kept the centre joint as a constant zero joint; refused in the file, not when a model saved with
+    # it is loaded (the joint selection itself takes it, so such a model still predicts)
+    with pytest.raises(ValidationError, match=r"descriptor\.center = \[6, 6\] names a joint twice; name each joint "
+                                              r"once"):
+        Table(center=[6, 6])
+    from streamcov.descriptors.skeleton import JointSelection
+
+    assert JointSelection.hip_relative(8, (6, 6)).keep == tuple(range(8))
 
 
 @pytest.mark.parametrize("learner", ["lbfgs", "exact-svm"])

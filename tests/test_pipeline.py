@@ -595,6 +595,8 @@ def test_a_validated_configuration_takes_overrides_and_a_store(tmp_path):
     cfg = load_config(small_synthetic())
     r = run_pipeline(cfg, overrides=["model.epochs=2", "features.n_components=37"], output=tmp_path / "o")
     assert (r["epochs"], r["n_components"]) == (2, 37)
+    r = run_pipeline(cfg, overrides=(s for s in ["model.epochs=3"]), output=tmp_path / "o3")   # a generator
+    assert r["epochs"] == 3
     other = ingest(SyntheticSkeletons(n_sequences=40, n_subjects=4, n_classes=3, seed=5), tmp_path / "b.zarr")
     r = run_pipeline(cfg, store=tmp_path / "b.zarr", output=tmp_path / "o2")
     assert r["store"] == str(tmp_path / "b.zarr") and r["n_sequences"] == other.n_sequences == 40

@@ -99,8 +99,13 @@ def test_log_covariance_errors(rng):
                                          r"remove or fill that frame$"):
         LogCovariance().fit([seqs[0], bad])
     # a centre joint named twice kept it as a constant zero joint (45 numbers instead of 21 on 3 joints)
-    with pytest.raises(ValueError, match=r"^centre joint 0 given twice in \[0, 0\]; name each joint once$"):
+    with pytest.raises(ValueError, match=r"^center: \(0, 0\) names a joint twice; name each joint once$"):
         LogCovariance(center=(0, 0)).fit(seqs)
+    # ddof = 0 takes a one-frame sequence's length, not its stillness
+    with pytest.raises(ValueError, match=r"^X\[1\]: one frame \(a motionless sequence\)"):
+        LogCovariance(ddof=0).fit([seqs[0], seqs[1][:1]])
+    with pytest.raises(ValueError, match=r"^X\[0\]: one frame \(a motionless sequence\)"):
+        LogCovariance(ddof=0).fit([seqs[1][:1]])
 
 
 def test_log_covariance_in_a_scikit_learn_pipeline(rng):
@@ -225,18 +230,31 @@ def test_image_descriptors_refuse_pixels_on_another_scale():
     as_uint8 = [(g * 255).astype(np.uint8) for g in grey]
     for est in (RegionCovariance(), CovarianceOperator(n_frequencies=20)):
         fitted = clone(est).fit(grey)
-        with pytest.raises(ValueError, match=rf"^X: pixels up to 254\.\d, but {type(est).__name__} was fitted on "
-                                             rf"pixels on the 0 to 1 scale: the features would be on another "
-                                             rf"scale; give images on the fitted scale"):
+        with pytest.raises(ValueError, match=rf"^X: float pixels up to 254\.\d, but {type(est).__name__} was fitted "
+                                             rf"on pixels on the 0 to 1 scale: the features would be on another "
+                                             rf"scale; scale the images to 0 to 1"):
             fitted.transform(as255)
         assert fitted.transform(as_uint8).shape == (4, fitted.n_features_out_)   # uint8 is 0 to 1 once read
-        with pytest.raises(ValueError, match=r"was fitted on pixels up to 254\.\d"):
-            clone(est).fit(as255).transform(grey)
-        with pytest.raises(ValueError, match=r"^X\[1\]: pixels up to 254\.\d, but X\[0\] has pixels on the 0 to "
-                                             r"1 scale \(integer images are read as fractions of their range\)"):
+        on255 = clone(est).fit(as255)
+        with pytest.raises(ValueError, match=rf"^X\[0\]: an integer image, read as fractions of its range \(0 to "
+                                             rf"1\), but {type(est).__name__} was fitted on float pixels up to "
+                                             rf"254\.\d"):
+            on255.transform(as_uint8)
+        with pytest.raises(ValueError, match=r"^X\[1\]: float pixels up to 254\.\d, but X\[0\] is an integer "
+                                             r"image, read as fractions of its range \(0 to 1\)"):
             clone(est).fit([as_uint8[0], as255[1]])
-        # an all-black float image belongs to either scale
-        assert clone(est).fit(as255 + [np.zeros((20, 24))]).transform(as255[:2]).shape[0] == 2
+        # float images are judged together: a dark 0 to 255 image (or a black one) is not another scale
+        dark = [np.full((20, 24), 0.5) + 0.1 * grey[0], np.zeros((20, 24))]
+        assert clone(est).fit(as255 + dark).transform(dark).shape[0] == 2
+        assert on255.transform(dark).shape[0] == 2
+        # a fit that fails leaves the earlier fit whole (it had set the new scale before failing)
+        nan_image = as255[0].copy()
+        nan_image[3, 4] = np.nan
+        with pytest.raises(ValueError, match="non-finite"):
+            fitted.fit(as255 + [nan_image])
+        assert fitted.pixel_scale_ <= 1
+        with pytest.raises(ValueError, match="fitted on pixels on the 0 to 1 scale"):
+            fitted.transform(as255)
     rgb = [rng.random((20, 24, 3)) for _ in range(3)]
     with pytest.raises(ValueError, match=r"X\[0\]: feature spec 'fish' uses R, G, B but the image is grey "
                                          r"\(shape \(20, 24\)\)"):

@@ -49,9 +49,6 @@ class JointSelection:
         for c in center:
             if not 0 <= c < n_joints:
                 raise ValueError(f"centre joint {c} outside 0..{n_joints - 1}")
-        twice = sorted({c for c in center if center.count(c) > 1})
-        if twice:   # (6, 6) kept the centre joint as a constant zero and weighted nothing differently
-            raise ValueError(f"centre joint {twice[0]} given twice in {list(center)}; name each joint once")
         drop = set(center) if len(center) == 1 else set()
         keep = tuple(j for j in range(n_joints) if j not in drop)
         return cls(center=center, keep=keep)

@@ -85,6 +85,8 @@ class LogCovariance(TransformerMixin, BaseEstimator):
             return JointSelection.raw(n_joints)
         if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in self.center):
             raise ValueError(f"center: expected 0-based joint indices (integers), got {self.center!r}")
+        if len(set(self.center)) != len(self.center):   # (0, 0) kept joint 0 as a constant zero joint
+            raise ValueError(f"center: {tuple(self.center)} names a joint twice; name each joint once")
         return JointSelection.hip_relative(n_joints, self.center)
 
     def _check_lengths(self, frames, offsets) -> None:
@@ -96,13 +98,14 @@ class LogCovariance(TransformerMixin, BaseEstimator):
             i = int(short[0])
             raise ValueError(f"X[{i}]: {int(offsets[i + 1] - offsets[i])} frame(s); the covariance of a sequence "
                              f"needs at least {int(self.ddof) + 1} (ddof = {self.ddof})")
-        if len(frames) > 1:
-            first = np.repeat(offsets[:-1], np.diff(offsets))   # each frame's sequence's first frame
-            moved = np.maximum.reduceat((frames != frames[first]).any(axis=1), offsets[:-1][np.diff(offsets) > 0])
-            if not moved.all():
-                i = int(np.flatnonzero(np.diff(offsets) > 0)[np.flatnonzero(~moved)[0]])
-                raise ValueError(f"X[{i}]: every one of its {int(offsets[i + 1] - offsets[i])} frames is the same (a "
-                                 f"motionless sequence): its covariance is 0 and its descriptor log(gamma I), the "
+        starts = offsets[:-1][np.diff(offsets) > 0]
+        if len(starts):   # per sequence, every coordinate's largest value equals its smallest: motionless
+            still = (np.maximum.reduceat(frames, starts) == np.minimum.reduceat(frames, starts)).all(axis=1)
+            if still.any():
+                i = int(np.flatnonzero(np.diff(offsets) > 0)[np.flatnonzero(still)[0]])
+                n = int(offsets[i + 1] - offsets[i])
+                raise ValueError(f"X[{i}]: {f'every one of its {n} frames is the same' if n > 1 else 'one frame'} "
+                                 f"(a motionless sequence): its covariance is 0 and its descriptor log(gamma I), the "
                                  f"same whatever the action; leave it out")
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -141,14 +144,15 @@ class LogCovariance(TransformerMixin, BaseEstimator):
 class _ImageTransformer(TransformerMixin, BaseEstimator):
     """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
 
-    def _descriptor(self, fitting: bool = False) -> ImageDescriptor:  # pragma: no cover - interface
+    def _descriptor(self, seed=None) -> ImageDescriptor:  # pragma: no cover - interface
         raise NotImplementedError
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Measure the feature scale on the pixels of the images ``X``."""
         images = _as_images(X)
-        desc = self._descriptor(fitting=True)
+        seed = self._resolve_seed()
+        desc = self._descriptor(seed)
         _check_stride(images, desc)
         if desc.representation == "operator":   # one 2D x 2D operator per thread and a vector per image
             from .._config import check_memory
@@ -157,25 +161,29 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
             check_memory(8.0 * (desc.dim * (len(images) + 2) + 2 * d2 * d2),
                          f"n_frequencies = {self.n_frequencies} (operators of {d2} x {d2}, vectors of {desc.dim} "
                          f"numbers)", "lower n_frequencies")
-        self.pixel_scale_ = _pixel_scale(images)
+        pixel_scale, _ = _pixel_scale(images)
         mats, _ = feature_matrices(images, desc.pixels, [f"X[{i}]" for i in range(len(images))])
-        self.scale_ = feature_scale(feature_moments(mats), desc.scaling)
-        self.n_features_in_ = desc.pixels.n_features
-        self.n_features_out_ = desc.dim
-        if desc.representation == "operator":
-            self.frequencies_ = desc.frequencies_for(self.scale_)
+        scale = feature_scale(feature_moments(mats), desc.scaling)
+        frequencies = desc.frequencies_for(scale) if desc.representation == "operator" else None
+        # set together, once nothing can fail: a failed (re)fit leaves the earlier fit whole, not half replaced
+        self.scale_, self.pixel_scale_ = scale, pixel_scale
+        self.n_features_in_, self.n_features_out_ = desc.pixels.n_features, desc.dim
+        if seed is not None:
+            self.seed_ = seed
+        if frequencies is not None:
+            self.frequencies_ = frequencies
         return self
+
+    def _resolve_seed(self):
+        """The seed of the fit's random draws (None: the descriptor draws nothing)."""
+        return None
 
     def transform(self, X):
         check_is_fitted(self)
-        desc = self._descriptor()
+        desc = self._descriptor(getattr(self, "seed_", None))
         images = _as_images(X)   # a list first: a generator has no len
         _check_stride(images, desc)
-        given, trained = _pixel_scale(images), getattr(self, "pixel_scale_", None)
-        if trained is not None and ((trained <= 1 and given > 2) or (given <= 1 and trained > 2)):
-            raise ValueError(f"X: {_scale_words(given)}, but {type(self).__name__} was fitted on "
-                             f"{_scale_words(trained)}: the features would be on another scale; give images on the "
-                             f"fitted scale (8-bit values / 255 for 0 to 1), or fit on images like these")
+        _check_fitted_scale(self, images)
         return desc.vectors(images, self.scale_, getattr(self, "frequencies_", None),
                             names=[f"X[{i}]" for i in range(len(images))])
 
@@ -213,32 +221,46 @@ def _as_images(X) -> list:
     return images
 
 
-def _image_scale(image) -> float:
-    """The largest magnitude a pixel of ``image`` can have once read (:func:`.pixels.as_float_image`): 1 for
-    integer and bool images (fractions of their range), the largest ``|pixel|`` of a float image."""
-    a = np.asarray(image)
-    if a.dtype.kind in "biu" or a.size == 0:
-        return 1.0
-    return float(np.nanmax(np.abs(a))) if a.dtype.kind == "f" else 1.0
+def _pixel_scale(images: list) -> tuple[float, int | None]:
+    """The pixel scale of ``images`` once read (:func:`.pixels.as_float_image`): 1 for integer and bool
+    images (fractions of their range), the largest ``|pixel|`` of the float images; and the index of an
+    integer image, or None. A list mixing integer images with float images beyond 2 (0 to 255 floats, say)
+    is refused: their features would lie on different scales without a word (ingestion refuses float
+    images outside 0 to 1 among integer ones). Float images are judged together, so a dark image among
+    0 to 255 ones is not taken for another scale."""
+    first_int, top, top_at = None, 0.0, None
+    for i, im in enumerate(images):
+        a = np.asarray(im)
+        if a.dtype.kind in "biu":
+            first_int = i if first_int is None else first_int
+        elif a.dtype.kind == "f" and a.size:
+            v = float(np.max(np.abs(a)))   # NaN: refused by the feature pass, named there
+            if v > top:
+                top, top_at = v, i
+    if first_int is not None and top > 2:
+        raise ValueError(f"X[{top_at}]: float pixels up to {top:.4g}, but X[{first_int}] is an integer image, read "
+                         f"as fractions of its range (0 to 1): the two would lie on different scales; scale the "
+                         f"float images to 0 to 1 (divide 8-bit values by 255), or give integers")
+    return max(top, 1.0 if first_int is not None else 0.0), first_int
 
 
-def _scale_words(top: float) -> str:
-    return "pixels on the 0 to 1 scale" if top <= 1 else f"pixels up to {top:.4g}"
-
-
-def _pixel_scale(images: list) -> float:
-    """The largest pixel magnitude of ``images`` (:func:`_image_scale`); refuses a list mixing images on the
-    0 to 1 scale (integer images, read as fractions of their range, or floats within 1) with float images
-    beyond 2 (0 to 255 floats, say): their features would lie on different scales without a word, as
-    ingestion and ``predict`` refuse. All-zero images (scale 0) belong to either."""
-    scales = [_image_scale(im) for im in images]
-    unit = next((i for i, v in enumerate(scales) if 0 < v <= 1), None)
-    wide = next((i for i, v in enumerate(scales) if v > 2), None)
-    if unit is not None and wide is not None:
-        raise ValueError(f"X[{wide}]: pixels up to {scales[wide]:.4g}, but X[{unit}] has pixels on the 0 to 1 scale "
-                         f"(integer images are read as fractions of their range): the two would lie on different "
-                         f"scales; scale the float images to 0 to 1 (divide 8-bit values by 255), or give integers")
-    return max(scales)
+def _check_fitted_scale(est, images: list) -> None:
+    """Images on another scale than the fit's: float images beyond 2 given to a descriptor fitted on the 0
+    to 1 scale, or integer images (read as 0 to 1) given to one fitted on float images beyond 2: their
+    features would be 255 times off without a word, as ``predict`` refuses for stores. Descriptors
+    pickled before the scale was recorded are not checked."""
+    trained = getattr(est, "pixel_scale_", None)
+    if trained is None:
+        return
+    given, first_int = _pixel_scale(images)
+    if trained <= 1 and given > 2:
+        raise ValueError(f"X: float pixels up to {given:.4g}, but {type(est).__name__} was fitted on pixels on the "
+                         f"0 to 1 scale: the features would be on another scale; scale the images to 0 to 1 "
+                         f"(8-bit values / 255), or fit on images like these")
+    if trained > 2 and first_int is not None:
+        raise ValueError(f"X[{first_int}]: an integer image, read as fractions of its range (0 to 1), but "
+                         f"{type(est).__name__} was fitted on float pixels up to {trained:.4g}: the features would "
+                         f"be on another scale; give float images on the fitted scale, or fit on images like these")
 
 
 def _check_stride(images: list, desc: ImageDescriptor) -> None:
@@ -289,7 +311,7 @@ class CovarianceOperator(_ImageTransformer):
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "log": ["boolean"],
         "scaling": [StrOptions({"global", "per-feature"})],
-        "random_state": ["random_state"],
+        "random_state": ["random_state", Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(self, *, pixels="texture", n_frequencies=200, sigma=1.0, frequencies="random",
@@ -303,13 +325,16 @@ class CovarianceOperator(_ImageTransformer):
         self.scaling = scaling
         self.random_state = random_state
 
-    def _descriptor(self, fitting: bool = False):
-        # the frequencies' seed: resolved in fit (seed_), as scikit-learn resolves random_state there
-        if fitting or not hasattr(self, "seed_"):
-            rs = self.random_state
-            self.seed_ = int(rs) if isinstance(rs, Integral) and rs >= 0 else int(
-                check_random_state(rs).randint(np.iinfo(np.int32).max))
-        seed = self.seed_
+    def _resolve_seed(self) -> int:
+        # as scikit-learn resolves random_state: in fit, once (an int as it is; None or a RandomState drawn from)
+        rs = self.random_state
+        if isinstance(rs, Integral) and not isinstance(rs, bool) and rs >= 0:
+            return int(rs)
+        return int(check_random_state(rs).randint(np.iinfo(np.int32).max))
+
+    def _descriptor(self, seed=None):
+        # transform of a descriptor pickled before seed_ was recorded: its int random_state was its seed
+        seed = int(self.random_state) if seed is None else seed
         return ImageDescriptor(image_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
                                self.frequencies, float(self.gamma), bool(self.log), self.scaling, seed)
 
@@ -341,7 +366,7 @@ class RegionCovariance(_ImageTransformer):
         self.log = log
         self.scaling = scaling
 
-    def _descriptor(self, fitting: bool = False):
+    def _descriptor(self, seed=None):
         return ImageDescriptor(image_spec(self.pixels), "region", gamma=float(self.gamma), log=bool(self.log),
                                scaling=self.scaling)
 

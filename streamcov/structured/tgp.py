@@ -397,13 +397,19 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         return lambda yv: hsic_objective(yv, Y, Ysq, g, psi, m)
 
     def _solve(self, fun, starts):
-        best_f, best_y = np.inf, starts[0]
-        for y0 in starts:
-            yv, f, _ = fmin_l_bfgs_b(fun, np.array(y0, dtype=np.float64), m=10,
-                                     pgtol=self.tol, maxiter=self.max_iter)
-            if f < best_f:
-                best_f, best_y = f, yv
-        return best_y
+        """The best of the L-BFGS runs from ``starts`` (nearest training outputs first), and whether one
+        ended finite. A run whose output or objective is not finite (its line search stepped to where
+        ``y . y`` overflows: the kernels vanish there and the gradient is 0 x inf) is dropped, with numpy's
+        overflow warnings; when every run is, the nearest training output is the prediction (counted and
+        said by :meth:`predict`)."""
+        best_f, best_y = np.inf, None
+        with np.errstate(over="ignore", invalid="ignore"):
+            for y0 in starts:
+                yv, f, _ = fmin_l_bfgs_b(fun, np.array(y0, dtype=np.float64), m=10,
+                                         pgtol=self.tol, maxiter=self.max_iter)
+                if np.isfinite(f) and np.isfinite(yv).all() and (best_y is None or f < best_f):
+                    best_f, best_y = f, yv
+        return (starts[0], False) if best_y is None else (best_y, True)
 
     def _select_degrees(self, X, Y, d1, d2, rng):
         grid = sorted(set(int(d) for d in self.degree_grid))
@@ -455,12 +461,20 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         # One BLAS thread: per-evaluation products are matrix-vector sized, and
         # idle BLAS threads spinning between calls cost more than they save.
         with blas_threads(1):
-            self._predict_into(Xd, pred)
+            diverged = self._predict_into(Xd, pred)
+        if diverged:
+            import warnings
+
+            warnings.warn(f"TwinGaussianProcess: the criterion's minimization diverged (no finite output from "
+                          f"any of its starts) for {diverged} of {len(Xd)} rows; their prediction is the nearest "
+                          f"training output", RuntimeWarning, stacklevel=2)
         pred = pred.astype(out_dtype if out_dtype == np.float32 else np.float64, copy=False)
         return pred.ravel() if self._y_1d else pred
 
-    def _predict_into(self, Xd, pred):
+    def _predict_into(self, Xd, pred) -> int:
+        """Fill ``pred``; returns how many rows fell back to their nearest training output (:meth:`_solve`)."""
         n_tr = self.X_train_.shape[0]
+        diverged = 0
         if self.local_:
             k = min(self.max_train, n_tr)
             _, nbrs = self._nn.kneighbors(Xd, n_neighbors=k)
@@ -471,7 +485,8 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
                 kq = self._kx(Xl, Xd[j:j + 1])
                 fun = self._objective(state, self._point_params(state, kq)[0])
                 starts = self.y_train_[nbrs[j][: min(self.n_starts, k)]]
-                pred[j] = self._solve(fun, starts)
+                pred[j], ok = self._solve(fun, starts)
+                diverged += not ok
         else:
             n_starts = min(self.n_starts, n_tr)
             chunk = max(1, min(1024, 2 ** 24 // max(n_tr, 1)))
@@ -481,7 +496,9 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
                 kq = self._kx(self.X_train_, Xq)
                 for j, params in enumerate(self._point_params(self._state, kq)):
                     fun = self._objective(self._state, params)
-                    pred[a + j] = self._solve(fun, self.y_train_[nbrs[j]])
+                    pred[a + j], ok = self._solve(fun, self.y_train_[nbrs[j]])
+                    diverged += not ok
+        return diverged
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -46,14 +46,15 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     scheduler, workers = resolve_runtime(scheduler, workers, flags=("--scheduler", "--workers"))
     if isinstance(overrides, str):   # one --set given as a string would be read a character at a time
         raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings, e.g. [{overrides!r}]")
-    if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (list(overrides) or store is not None):
+    overrides = list(overrides)   # once: a generator is read here and nowhere else
+    if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (overrides or store is not None):
         # a validated configuration with overrides or a store: validated again with them, never run without them
         pipeline = pipeline.model_dump(mode="json", exclude_unset=True)
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
         naming = contextlib.nullcontext()
     else:
-        sets = list(overrides)
+        sets = overrides
         cfg, origins = load_config_and_origins(pipeline if text is None else None, sets, store, text=text,
                                                flags=flags, note=note, scheduler=scheduler,
                                                output=None if output is None else Path(output))

@@ -469,6 +469,9 @@ class SkeletonDescriptor(Table):
                       f"descriptor.levels = {self.levels}; give one per level")
         if self.joints != "all" and len(set(self.joints)) != len(self.joints):
             raise bad("joints", f"descriptor.joints = {self.joints} names a joint twice")
+        if isinstance(self.center, list) and len(set(self.center)) != len(self.center):
+            # [6, 6] kept the centre joint as a constant zero joint (a single centre joint is dropped)
+            raise bad("center", f"descriptor.center = {self.center} names a joint twice; name each joint once")
         for p in self.pairs:
             if p[0] == p[1]:
                 raise bad("pairs", f"descriptor.pairs: {p} pairs a joint with itself")
