@@ -286,50 +286,39 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
         yield from _cluster_runtime(scheduler, workers, Client, LocalCluster)
 
 
-# seconds a tcp:// scheduler address may refuse connections before the run gives up: long enough for a job script
-# that starts the scheduler beside it, far shorter than Dask's connect timeout (30 s) spent retrying a refusal
-REFUSED_WAIT = 5.0
+# seconds beyond Dask's connect timeout that creating a Client may take before the run gives up: Client waits
+# forever on a port that accepts the connection and then says nothing (a dashboard's 8787, another server)
+CONNECT_GRACE = 10.0
 
 
-def _check_address(scheduler: str) -> None:
-    """Raise at once when nothing listens at a ``tcp://`` address (every connection refused for
-    :data:`REFUSED_WAIT` seconds), and when what listens there is not a Dask scheduler: a scheduler greets
-    every connection first (its comm handshake), and a port that accepts without a word (a dashboard's
-    8787, another server) would leave ``Client`` waiting forever. A host that does not answer at all
-    (filtered, asleep) and every other protocol are left to Dask's connect timeout."""
-    import socket
-    import time
+def _connect(Client, scheduler: str):
+    """``Client(scheduler)``, given up (one line) when it has neither connected nor failed
+    :data:`CONNECT_GRACE` seconds after Dask's connect timeout (``distributed.comm.timeouts.connect``),
+    within which Dask itself retries a refused port and raises."""
+    import threading
 
     import dask
     from dask.utils import parse_timedelta
 
-    if not scheduler.startswith("tcp://"):
-        return
-    host, _, port = scheduler[len("tcp://"):].rpartition(":")
-    deadline = time.monotonic() + REFUSED_WAIT
-    while True:
+    box: dict = {}
+
+    def connect():
         try:
-            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=1.0)
-            break
-        except ConnectionRefusedError:
-            if time.monotonic() >= deadline:
-                raise StreamcovError(f"--scheduler {scheduler}: no Dask scheduler answers there (connection refused "
-                                     f"for {REFUSED_WAIT:g} s: nothing listens on that port); start one with "
-                                     f"`dask scheduler` or use --scheduler threads") from None
-            time.sleep(0.2)
-        except (OSError, ValueError):   # timeout, no route, unknown host: Dask's connect says so in its time
-            return
+            box["client"] = Client(scheduler)
+        except BaseException as exc:   # noqa: BLE001 - handed to the caller's thread as it was raised
+            box["error"] = exc
+
     wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds")
-    with sock:
-        sock.settimeout(wait)
-        try:
-            greeted = bool(sock.recv(1))
-        except OSError:   # a timeout, or a reset
-            greeted = False
-    if not greeted:
-        raise StreamcovError(f"--scheduler {scheduler}: something listens there but it is not a Dask scheduler (no "
-                             f"greeting in {wait:g} s); give the scheduler's address (its default port is 8786; "
-                             f"8787 is its dashboard)")
+    t = threading.Thread(target=connect, name="streamcov-connect", daemon=True)
+    t.start()
+    t.join(wait + CONNECT_GRACE)
+    if t.is_alive():
+        raise StreamcovError(f"--scheduler {scheduler}: something accepted the connection but no Dask scheduler "
+                             f"answered in {wait + CONNECT_GRACE:g} s; give the scheduler's address (its default "
+                             f"port is 8786; 8787 is its dashboard)")
+    if "error" in box:
+        raise box["error"]
+    return box["client"]
 
 
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
@@ -345,9 +334,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                                    dashboard_address=None, silence_logs=40)
         client = Client(cluster)
     elif scheduler.startswith(ADDRESS_PROTOCOLS):
-        _check_address(scheduler)
         try:
-            client = Client(scheduler)
+            client = _connect(Client, scheduler)
         except (OSError, TimeoutError) as exc:
             raise StreamcovError(f"--scheduler {scheduler}: no Dask scheduler answers there "
                                  f"({exc.__class__.__name__}); start one with `dask scheduler` or "
