@@ -1544,7 +1544,7 @@ def test_predictions_never_replace_a_file_with_content_that_is_not_predictions(s
         assert re.fullmatch(rf"streamcov predict: error: --out {re.escape(str(out))}: an existing file that is not "
                             rf"a predictions CSV \(its first line is not id,predicted,label\), which the predictions "
                             rf"would replace; give a new path, or delete the file first if it may go\n", err), err
-    for text in ("", "id,predicted,label\ns00,1,1\n"):
+    for text in ("", "id,predicted,label\ns00,1,1\n", "\ufeffid,predicted,label\r\ns00,1,1\r\n"):   # + a spreadsheet's
         out = env.tmp / "p.csv"
         out.write_text(text)
         assert cli("predict", shared["model"], shared["synth"], "--out", out, "--scheduler", "synchronous")[0] == 0
@@ -1737,8 +1737,17 @@ IMAGES = [
     Case("image-class-folder-only-maps", lambda e: ["ingest", "images", "--format", "folders",
                                                     (lambda f: (shutil.copytree(f / "a", f / "c" / "maps"), f)[-1])(
                                                         image_folder("imgs")(e)), e.tmp / "s.zarr"],
-         r"imgs/c: a class folder with no images \(.*\) \(folders named 'maps' are left out: --exclude, by default "
+         r"imgs/c: a class folder with no images \(.*\) \(the folders it holds are left out: --exclude, by default "
          r"maps\): its class cannot be learned; add its images or remove the folder$", check=no_store),
+    # a zip made on macOS leaves __MACOSX/ (resource forks, ._ files) beside the classes: not a class; and the
+    # excluded-folder hint is given only for the class folder that held excluded folders
+    Case("image-macosx-folder-is-not-a-class", lambda e: ["ingest", "images", "--format", "folders",
+                                                          (lambda f: ((f / "__MACOSX" / "a").mkdir(parents=True),
+                                                                      (f / "__MACOSX" / "a" / "._0.png").touch(),
+                                                                      (f / "empty").mkdir(), f)[-1])(with_maps(e)),
+                                                          e.tmp / "s.zarr"],
+         r"imgs/empty: a class folder with no images \(\.png, [^()]*\): its class cannot be learned; add its images "
+         r"or remove the folder$", check=no_store),
     # two classes on Linux, one folder on macOS or Windows: said, not refused (letter datasets name classes A and a)
     Case("image-classes-differ-only-in-case", lambda e: ["ingest", "images", "--format", "folders",
                                                          (lambda f: (shutil.copytree(f / "a", f / "A"), f)[-1])(

@@ -95,6 +95,10 @@ def excluded_images(root, exclude=("maps",)) -> int:
     return n
 
 
+# folders an archive tool leaves beside the images, never a class: macOS's resource forks of a zip archive
+IGNORED = frozenset({"__MACOSX"})
+
+
 def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool = False) -> list[ImageEntry]:
     """List the images under ``root`` with their class and group, in a stable order.
 
@@ -102,9 +106,11 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     with the label :data:`UNLABELLED` (images to predict). Links to folders
     are followed (a link back to a folder already read is refused); hidden
     files and folders (names starting with ``.``: ``.git``, thumbnails) are
-    not images of the set. ``exclude``: folder names (not paths) skipped at
-    any depth; a name other than the default ``maps`` that names no folder
-    is refused (a typo would keep what it meant to leave out).
+    not images of the set, nor are ``__MACOSX`` folders (:data:`IGNORED`).
+    ``exclude``: folder names (not paths) skipped at any depth; a name other
+    than the default ``maps`` that names no folder is refused (a typo would
+    keep what it meant to leave out). A class folder without images is
+    refused; class names that differ only in case are warned of.
     """
     import unicodedata
 
@@ -117,7 +123,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     for name in exclude:
         if not name or "/" in name or "\\" in name or name in (".", ".."):
             raise ConfigError(f"exclude {name!r}: a folder name to skip (e.g. maps), not a path or an empty name")
-    found, seen, excluded, classes = [], {}, set(), None
+    found, seen, excluded, classes, held_excluded = [], {}, set(), None, set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:
@@ -128,8 +134,11 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
             raise FormatError(dirpath, f"the same folder as {seen[real]} (one of them is a link): its images "
                                        f"would be read twice; remove one of them")
         seen[real] = dirpath
-        excluded |= exclude & set(dirnames)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude)
+        left = exclude & set(dirnames)
+        excluded |= left
+        if left and classes is not None:   # a class that held excluded folders (said if it holds nothing else)
+            held_excluded.add(Path(dirpath).relative_to(root).parts[0])
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude and d not in IGNORED)
         if classes is None:   # the first folder walked is the root: its folders are the classes
             classes = list(dirnames)
         for name in filenames:
@@ -173,11 +182,11 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) {where}{why}")
     entries.sort(key=lambda e: _natural_key(e.id))
     if not unlabelled:
-        _check_classes(root, classes, entries, excluded)
+        _check_classes(root, classes, entries, held_excluded)
     return entries
 
 
-def _check_classes(root: Path, folders: list, entries: list, excluded: set) -> None:
+def _check_classes(root: Path, folders: list, entries: list, held_excluded: set) -> None:
     """Refuse a class folder without images (the class would vanish from the store and every model
     trained on it, as torchvision's ``ImageFolder`` refuses it); warn of class names that differ only in
     case (two classes here, one folder on a case-insensitive file system)."""
@@ -186,8 +195,8 @@ def _check_classes(root: Path, folders: list, entries: list, excluded: set) -> N
     held = {e.label for e in entries}
     for name in folders:
         if unicodedata.normalize("NFC", name) not in held:
-            why = (f" (folders named {', '.join(map(repr, sorted(excluded)))} are left out: --exclude, by default "
-                   f"maps)" if excluded else "")
+            why = (" (the folders it holds are left out: --exclude, by default maps)" if name in held_excluded
+                   else "")
             raise FormatError(root / name, f"a class folder with no images ({', '.join(IMAGE_EXTENSIONS)}){why}: "
                                            f"its class cannot be learned; add its images or remove the folder")
     by_case: dict = {}

@@ -163,7 +163,8 @@ def _written_by_predict(path: Path) -> bool:
     """Whether ``path`` is a predictions CSV (its header is predict's): one a run of predict may replace."""
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            return fh.readline().rstrip("\r\n") == PREDICTIONS_HEADER
+            # a byte-order mark: the CSV saved again by a spreadsheet; a bounded read: a huge file without newlines
+            return fh.readline(256).lstrip("\ufeff").rstrip("\r\n") == PREDICTIONS_HEADER
     except (OSError, UnicodeDecodeError):
         return False
 
