@@ -489,3 +489,42 @@ def test_pose_task_smoke_real_data(tmp_path):
     assert r["n_frames_train_available"] > 10000
     for key in ("mae_no_map", "mae_map", "gain_percent", "joint_error_map", "mae_nn"):
         assert np.isfinite(r[key])
+
+
+def test_tgp_rows_whose_minimization_diverges_fall_back_and_are_said(monkeypatch):
+    """A run whose output or objective is not finite (the line search stepped to where y . y overflows) is
+    dropped without numpy's bare overflow warnings; a row with no finite run is predicted by its nearest
+    training output, and predict says for how many rows. The degree cross-validation does not repeat it."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((40, 3)), rng.standard_normal((40, 2))
+    est = TwinGaussianProcess(n_starts=2).fit(X, Y)
+    real = tgp_mod.fmin_l_bfgs_b
+    rows = {"n": 0}
+
+    def diverging(fun, y0, **kw):   # every other row's runs end at infinity
+        rows["n"] += 1
+        if (rows["n"] - 1) // 2 % 2:
+            return np.full_like(y0, np.inf), np.nan, {}
+        return real(fun, y0, **kw)
+
+    monkeypatch.setattr(tgp_mod, "fmin_l_bfgs_b", diverging)
+    with pytest.warns(RuntimeWarning, match=r"^TwinGaussianProcess: the criterion's minimization diverged \(no "
+                                            r"finite output from any of its starts\) for 5 of 10 rows; their "
+                                            r"prediction is the nearest training output$"):
+        pred = est.predict(X[:10] + 0.01)
+    nearest = est._nn.kneighbors(X[:10] + 0.01, n_neighbors=1)[1][:, 0]
+    np.testing.assert_array_equal(pred[1::2], Y[nearest[1::2]])
+    assert np.isfinite(pred).all()
+    monkeypatch.setattr(tgp_mod, "fmin_l_bfgs_b", real)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(est.predict(X[:10] + 0.01)[0::2], pred[0::2])
+    # the degree CV: candidates' fallbacks scored, not said once per fold
+    monkeypatch.setattr(tgp_mod, "fmin_l_bfgs_b", diverging)
+    cv = TwinGaussianProcess(kernel_transform="monomial", degree_grid=(1, 2), cv=2, n_starts=2, max_train=40)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        cv.fit(X, Y)
+    assert not [w for w in seen if "diverged" in str(w.message)]

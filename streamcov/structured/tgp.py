@@ -42,6 +42,7 @@ only the row sums of ``phi(K)`` (``O(n^2)`` time, ``O(n)`` memory) and
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import nullcontext
 from numbers import Integral, Real
 
@@ -61,6 +62,8 @@ from .hsic import (HSICKernelTransform, PolynomialKernelMap, _check_grid,
                    median_heuristic_gamma, rbf_kernel)
 
 CRITERIA = ("kl", "hsic")
+# the start of predict's warning when a row's minimization diverged (its prediction is then the nearest training output)
+DIVERGED = "TwinGaussianProcess: the criterion's minimization diverged"
 APPROXIMATIONS = ("subsample", "local")
 TRANSFORMS = (None, "monomial", "gegenbauer")
 
@@ -430,7 +433,9 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
                                          gamma_y=self.gamma_y_, random_state=seed)
             for tr, te in folds:
                 est.fit(X[tr], Y[tr])
-                scores[p] += np.abs(est.predict(X[te]).reshape(len(te), -1) - Y[te]).mean()
+                with warnings.catch_warnings():   # a candidate whose solves diverge scores its fallbacks' error
+                    warnings.filterwarnings("ignore", message=DIVERGED, category=RuntimeWarning)
+                    scores[p] += np.abs(est.predict(X[te]).reshape(len(te), -1) - Y[te]).mean()
         scores /= len(folds)
         self.cv_results_ = {"params": params, "mean_mae": scores.tolist()}
         return params[int(np.argmin(scores))]
@@ -463,11 +468,8 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         with blas_threads(1):
             diverged = self._predict_into(Xd, pred)
         if diverged:
-            import warnings
-
-            warnings.warn(f"TwinGaussianProcess: the criterion's minimization diverged (no finite output from "
-                          f"any of its starts) for {diverged} of {len(Xd)} rows; their prediction is the nearest "
-                          f"training output", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{DIVERGED} (no finite output from any of its starts) for {diverged} of {len(Xd)} rows; "
+                          f"their prediction is the nearest training output", RuntimeWarning, stacklevel=2)
         pred = pred.astype(out_dtype if out_dtype == np.float32 else np.float64, copy=False)
         return pred.ravel() if self._y_1d else pred
 
