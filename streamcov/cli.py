@@ -95,7 +95,7 @@ def _cmd_predict(args) -> int:
 
     scheduler, workers = _runtime_args(args)
     summary = predict(args.model, args.store, args.out, scheduler=scheduler, workers=workers,
-                      train_accuracy=args.train_accuracy)
+                      train_accuracy=args.train_accuracy, out_flag="--out")
     for note in summary.get("notes", []):
         print(f"streamcov predict: note: {note}", file=sys.stderr)
     acc = f", accuracy {100 * summary['accuracy']:.2f}% on {summary['evaluated_on']}" if "accuracy" in summary else ""

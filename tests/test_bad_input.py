@@ -1544,6 +1544,12 @@ def test_predictions_never_replace_a_file_with_content_that_is_not_predictions(s
         assert re.fullmatch(rf"streamcov predict: error: --out {re.escape(str(out))}: an existing file that is not "
                             rf"a predictions CSV \(its first line is not id,predicted,label\), which the predictions "
                             rf"would replace; give a new path, or delete the file first if it may go\n", err), err
+    from streamcov.errors import ConfigError
+    from streamcov.stream.predict import predict
+
+    with pytest.raises(ConfigError, match=r"^out_csv='\S+notes\.txt': an existing file that is not a predictions "
+                                          r"CSV"):   # in Python, the argument as Python names it
+        predict(shared["model"], shared["synth"], env.tmp / "notes.txt", scheduler="synchronous")
     for text in ("", "id,predicted,label\ns00,1,1\n", "\ufeffid,predicted,label\r\ns00,1,1\r\n"):   # + a spreadsheet's
         out = env.tmp / "p.csv"
         out.write_text(text)

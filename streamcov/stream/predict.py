@@ -24,7 +24,7 @@ def _predict_codes(model, V):
 
 
 def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, workers: int | None = None,
-            block: int | None = None, train_accuracy: bool = False) -> dict:
+            block: int | None = None, train_accuracy: bool = False, *, out_flag: str = "out_csv") -> dict:
     """Predict every row of a store, block by block; write ``id,predicted,label`` and return a summary.
 
     The descriptor settings and everything fitted on the training rows (the
@@ -38,6 +38,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     ``train_accuracy`` also on that fold's training rows; on any other store,
     on every row whose label the model knows. The predictions of every row
     are always written, by default to ``<model>/predictions/<store name>.csv``.
+    ``out_flag``: how messages name ``out_csv`` (the command line's ``--out``).
     """
     from numbers import Integral
 
@@ -57,7 +58,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
             store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model))
             try:
                 summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block,
-                                   train_accuracy, inputs=path)
+                                   train_accuracy, inputs=path, out_flag=out_flag)
             except StreamcovError as exc:   # name the folder the user gave, not the store made from it and gone
                 exc.args = tuple(str(a).replace(str(Path(tmp) / "input.zarr"), str(path)) for a in exc.args)
                 raise
@@ -79,7 +80,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
             summary.setdefault("notes", []).append(f"{len(skipped)} image(s) of {path} skipped, not predicted "
                                                    f"{skipped_text(skipped)}")
         return summary
-    return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy)
+    return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy, out_flag=out_flag)
 
 
 def _too_small_for(model):
@@ -221,14 +222,15 @@ def _default_out(model_dir, store_path) -> Path:
 
 
 def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy,
-             inputs: Path | None = None) -> dict:
-    """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store."""
+             inputs: Path | None = None, out_flag: str = "out_csv") -> dict:
+    """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store;
+    ``out_flag`` names ``out_csv`` in messages (``--out`` on the command line, ``out_csv=`` in Python)."""
     t0 = time.perf_counter()
     if out_csv is None:
         out_csv = _default_out(model_dir, inputs or store_path)
-        name = f"the default predictions file {out_csv} (choose another with --out)"
+        name = f"the default predictions file {out_csv} (choose another with {out_flag})"
     else:
-        name = f"--out {out_csv}"
+        name = f"{out_flag} {out_csv}" if out_flag.startswith("-") else f"{out_flag}={str(out_csv)!r}"
     try:
         is_dir = Path(out_csv).is_dir()
     except OSError:   # a name too long: said by the write probe below
