@@ -300,7 +300,7 @@ def test_resuming_a_store_begun_without_orientation_is_refused(tmp_path):
     del record["orientation"]
     g.attrs["source_record"] = record
     with pytest.raises(StoreError, match=r"started with source_record\.orientation = None, this ingestion has "
-                                         r"'exif'; resuming would mix two sources\. Start over: add --restart to `streamcov ingest` or `synth`, or delete"):
+                                         r"'exif'; resuming would mix two sources\. Start over: add --restart to `streamcov ingest` or `synth` \(mode=\"restart\" in Python\), or delete"):
         ingest_images(src, tmp_path / "s.zarr")
     assert len(ingest_images(src, tmp_path / "s.zarr", mode="restart")) == 2
 

@@ -110,7 +110,8 @@ def _check_model_path(model_dir: Path, store_path: Path) -> None:
     """The common slips: the arguments swapped, a run folder given for its model."""
     if (model_dir / "zarr.json").is_file():
         hint = " (the arguments are MODEL then STORE)" if (store_path / "model.json").is_file() else ""
-        raise ModelError(f"{model_dir}: a store, not a model folder{hint}; usage: streamcov predict MODEL STORE")
+        raise ModelError(f"{model_dir}: a store, not a model folder{hint}; the model folder comes first "
+                         f"(streamcov predict MODEL STORE; predict(model_dir, store_path) in Python)")
     if not (model_dir / "model.json").exists() and (model_dir / "model" / "model.json").is_file():
         raise ModelError(f"{model_dir}: a run's output folder; its model is {model_dir / 'model'}")
     if model_dir.name in ("model.json", "model.npz") and model_dir.is_file():
