@@ -1,4 +1,6 @@
 """Explicit random feature maps: sklearn API, kernels against references, error paths."""
+import re
+
 import numpy as np
 import pytest
 from scipy.linalg import hadamard
@@ -400,3 +402,15 @@ def test_block_sum_features_name_themselves_on_a_nan_and_keep_float32():
         for call in (fmap.transform, make_feature_map({"map": name, "n_components": 8, "blocks": [[3, 0.5], [3, 0.5]]}, 0).fit):
             with pytest.raises(ValueError, match=r"Input X contains NaN\.\nBlockSumFeatures does not accept"):
                 call(bad)
+
+
+def test_make_feature_map_wants_an_integer_seed():
+    """Models save a map's draws as its seed: None (which was a TypeError from int()) or a negative seed
+    is refused in one message; numpy integers are taken."""
+    from streamcov.features.registry import make_feature_map
+
+    assert make_feature_map({"map": "rff", "n_components": 4}, np.int64(3)).random_state == 3
+    for bad in (None, -1, 1.5, True):
+        with pytest.raises(ValueError, match=rf"^seed: expected an integer >= 0 \(a model saves its map's draws as "
+                                             rf"this seed\), got {re.escape(repr(bad))}$"):
+            make_feature_map({"map": "rff", "n_components": 4}, bad)

@@ -74,6 +74,9 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     sigma^2)`` to those that take a gamma, so every map targets the same
     Gaussian kernel of eq. (1) of paper 000.
     """
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+        # the maps' draws are saved as their seed (models leave the drawn arrays out): an integer, always
+        raise ValueError(f"seed: expected an integer >= 0 (a model saves its map's draws as this seed), got {seed!r}")
     params = {k: v for k, v in params.items() if k not in FIT_OPTIONS}
     blocks = params.pop("blocks", None)
     views = int(params.pop("views", 1))
