@@ -208,3 +208,12 @@ def test_unreachable_scheduler_is_an_error(synth_store, tmp_path, monkeypatch):
                                                      r"dashboard\)$"):
                 run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"),
                              scheduler=f"tcp://127.0.0.1:{mute.getsockname()[1]}")
+        # the client given up (still connecting) is nobody's default: the user's own dask work runs on
+        import dask.array as da
+        from distributed import default_client
+
+        with pytest.raises(ValueError, match="No clients found"):
+            default_client()
+        assert dask.config.get("scheduler", None) != "dask.distributed"
+        assert int(da.ones(4).sum().compute(scheduler="threads")) == 4
+        assert int(da.ones(4).sum().compute()) == 4

@@ -101,6 +101,9 @@ def test_log_covariance_errors(rng):
     # a centre joint named twice kept it as a constant zero joint (45 numbers instead of 21 on 3 joints)
     with pytest.raises(ValueError, match=r"^center: \(0, 0\) names a joint twice; name each joint once$"):
         LogCovariance(center=(0, 0)).fit(seqs)
+    old = LogCovariance(center=(0, 1)).fit(seqs)   # one pickled with a repeated centre still transforms
+    old.__dict__["center"] = (0, 0)
+    assert old.transform(seqs).shape == (len(seqs), old.n_features_out_)
     # ddof = 0 takes a one-frame sequence's length, not its stillness
     with pytest.raises(ValueError, match=r"^X\[1\]: one frame \(a motionless sequence\)"):
         LogCovariance(ddof=0).fit([seqs[0], seqs[1][:1]])
@@ -243,10 +246,14 @@ def test_image_descriptors_refuse_pixels_on_another_scale():
         with pytest.raises(ValueError, match=r"^X\[1\]: float pixels up to 254\.\d, but X\[0\] is an integer "
                                              r"image, read as fractions of its range \(0 to 1\)"):
             clone(est).fit([as_uint8[0], as255[1]])
-        # float images are judged together: a dark 0 to 255 image (or a black one) is not another scale
+        with pytest.raises(ValueError, match=rf"^X: float pixels within 1 \(the 0 to 1 scale\), but "
+                                             rf"{type(est).__name__} was fitted on float pixels up to 254\.\d"):
+            on255.transform(grey)
+        # float images are judged together: a dark 0 to 255 image among others is not another scale, and a
+        # black image belongs to any
         dark = [np.full((20, 24), 0.5) + 0.1 * grey[0], np.zeros((20, 24))]
-        assert clone(est).fit(as255 + dark).transform(dark).shape[0] == 2
-        assert on255.transform(dark).shape[0] == 2
+        assert clone(est).fit(as255 + dark).transform(as255[:1] + dark).shape[0] == 3
+        assert on255.transform([np.zeros((20, 24))]).shape[0] == 1
         # a fit that fails leaves the earlier fit whole (it had set the new scale before failing)
         nan_image = as255[0].copy()
         nan_image[3, 4] = np.nan
@@ -278,6 +285,8 @@ def test_covariance_operator_takes_every_random_state_scikit_learn_takes():
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).transform(imgs), a.transform(imgs))
     np.testing.assert_array_equal(fit(np.random.RandomState(3)).transform(imgs),
                                   fit(np.random.RandomState(3)).transform(imgs))
+    big = fit(2 ** 40)   # beyond numpy's 32-bit seeds: hashed down to one, the same at every fit
+    assert big.seed_ < 2 ** 32 and np.array_equal(fit(2 ** 40).transform(imgs), big.transform(imgs))
     refit = CovarianceOperator(n_frequencies=10, random_state=None)
     first = refit.fit(imgs).seed_
     assert refit.fit(imgs).seed_ != first   # None: a new draw at every fit, never the first fit's kept

@@ -85,8 +85,6 @@ class LogCovariance(TransformerMixin, BaseEstimator):
             return JointSelection.raw(n_joints)
         if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in self.center):
             raise ValueError(f"center: expected 0-based joint indices (integers), got {self.center!r}")
-        if len(set(self.center)) != len(self.center):   # (0, 0) kept joint 0 as a constant zero joint
-            raise ValueError(f"center: {tuple(self.center)} names a joint twice; name each joint once")
         return JointSelection.hip_relative(n_joints, self.center)
 
     def _check_lengths(self, frames, offsets) -> None:
@@ -115,6 +113,10 @@ class LogCovariance(TransformerMixin, BaseEstimator):
         if frames.shape[1] % 3:
             raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
         self._check_lengths(frames, offsets)
+        if self.center is not None and len(set(self.center)) != len(self.center):
+            # (0, 0) kept joint 0 as a constant zero joint; checked in fit only: a transformer pickled with one
+            # still transforms as it was fitted
+            raise ValueError(f"center: {tuple(self.center)} names a joint twice; name each joint once")
         self.n_joints_ = frames.shape[1] // 3
         self.n_features_in_ = frames.shape[1]
         sel = self._selection(self.n_joints_)
@@ -257,6 +259,10 @@ def _check_fitted_scale(est, images: list) -> None:
         raise ValueError(f"X: float pixels up to {given:.4g}, but {type(est).__name__} was fitted on pixels on the "
                          f"0 to 1 scale: the features would be on another scale; scale the images to 0 to 1 "
                          f"(8-bit values / 255), or fit on images like these")
+    if trained > 2 and first_int is None and 0 < given <= 1:   # black images (0) fit any scale
+        raise ValueError(f"X: float pixels within 1 (the 0 to 1 scale), but {type(est).__name__} was fitted on "
+                         f"float pixels up to {trained:.4g}: the features would be on another scale; give images on "
+                         f"the fitted scale (0 to 1 floats times 255 for 8-bit ones), or fit on images like these")
     if trained > 2 and first_int is not None:
         raise ValueError(f"X[{first_int}]: an integer image, read as fractions of its range (0 to 1), but "
                          f"{type(est).__name__} was fitted on float pixels up to {trained:.4g}: the features would "
@@ -329,7 +335,8 @@ class CovarianceOperator(_ImageTransformer):
         # as scikit-learn resolves random_state: in fit, once (an int as it is; None or a RandomState drawn from)
         rs = self.random_state
         if isinstance(rs, Integral) and not isinstance(rs, bool) and rs >= 0:
-            return int(rs)
+            # numpy seeds are 32-bit: a larger int is hashed down to one (SeedSequence), a smaller one kept
+            return int(rs) if rs < 2 ** 32 else int(np.random.SeedSequence(int(rs)).generate_state(1)[0])
         return int(check_random_state(rs).randint(np.iinfo(np.int32).max))
 
     def _descriptor(self, seed=None):

@@ -294,24 +294,38 @@ CONNECT_GRACE = 10.0
 def _connect(Client, scheduler: str):
     """``Client(scheduler)``, given up (one line) when it has neither connected nor failed
     :data:`CONNECT_GRACE` seconds after Dask's connect timeout (``distributed.comm.timeouts.connect``),
-    within which Dask itself retries a refused port and raises."""
+    within which Dask itself retries a refused port and raises. The client is not made the process's
+    default (streamcov hands it to every call), so one given up, or one a Ctrl-C left connecting, takes
+    no dask work of the user's; it is closed whenever it connects after all."""
     import threading
 
     import dask
     from dask.utils import parse_timedelta
 
     box: dict = {}
+    lock = threading.Lock()
 
     def connect():
         try:
-            box["client"] = Client(scheduler)
+            client = Client(scheduler, set_as_default=False)
         except BaseException as exc:   # noqa: BLE001 - handed to the caller's thread as it was raised
             box["error"] = exc
+            return
+        with lock:
+            if box.get("abandoned"):
+                client.close()
+            else:
+                box["client"] = client
 
     wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds")
     t = threading.Thread(target=connect, name="streamcov-connect", daemon=True)
     t.start()
-    t.join(wait + CONNECT_GRACE)
+    try:
+        t.join(wait + CONNECT_GRACE)
+    finally:
+        with lock:
+            if t.is_alive() or "client" not in box:
+                box["abandoned"] = True
     if t.is_alive():
         raise StreamcovError(f"--scheduler {scheduler}: something accepted the connection but no Dask scheduler "
                              f"answered in {wait + CONNECT_GRACE:g} s; give the scheduler's address (its default "

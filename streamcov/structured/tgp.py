@@ -433,9 +433,8 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
                                          gamma_y=self.gamma_y_, random_state=seed)
             for tr, te in folds:
                 est.fit(X[tr], Y[tr])
-                with warnings.catch_warnings():   # a candidate whose solves diverge scores its fallbacks' error
-                    warnings.filterwarnings("ignore", message=DIVERGED, category=RuntimeWarning)
-                    scores[p] += np.abs(est.predict(X[te]).reshape(len(te), -1) - Y[te]).mean()
+                # a candidate whose solves diverge scores its fallbacks' error, without predict's warning
+                scores[p] += np.abs(est._predict(X[te])[0].reshape(len(te), -1) - Y[te]).mean()
         scores /= len(folds)
         self.cv_results_ = {"params": params, "mean_mae": scores.tolist()}
         return params[int(np.argmin(scores))]
@@ -457,6 +456,14 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
 
     def predict(self, X):
         """Predict outputs by minimizing the TGP criterion per row of ``X``."""
+        pred, diverged = self._predict(X)
+        if diverged:
+            warnings.warn(f"{DIVERGED} (no finite output from any of its starts) for {diverged} of {len(pred)} "
+                          f"rows; their prediction is the nearest training output", RuntimeWarning, stacklevel=2)
+        return pred
+
+    def _predict(self, X):
+        """:meth:`predict`'s outputs and how many rows fell back to their nearest training output."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         out_dtype = X.dtype
@@ -467,11 +474,8 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         # idle BLAS threads spinning between calls cost more than they save.
         with blas_threads(1):
             diverged = self._predict_into(Xd, pred)
-        if diverged:
-            warnings.warn(f"{DIVERGED} (no finite output from any of its starts) for {diverged} of {len(Xd)} rows; "
-                          f"their prediction is the nearest training output", RuntimeWarning, stacklevel=2)
         pred = pred.astype(out_dtype if out_dtype == np.float32 else np.float64, copy=False)
-        return pred.ravel() if self._y_1d else pred
+        return (pred.ravel() if self._y_1d else pred), diverged
 
     def _predict_into(self, Xd, pred) -> int:
         """Fill ``pred``; returns how many rows fell back to their nearest training output (:meth:`_solve`)."""
