@@ -521,6 +521,15 @@ def _run_on_holder(fn, merge, src, datas, first: int, n: int, fan_in: int, args:
             for node in nodes]
 
 
+def _wait(client, futs, timeout=None):
+    """``distributed.wait`` on ``client``: it finds its client as the default one, and the client of a
+    scheduler address is not made the process's default (:func:`streamcov.stream.runtime._connect`)."""
+    from distributed import wait
+
+    with client.as_current():
+        return wait(futs, timeout=timeout)
+
+
 class _Problem:
     """The training rows of one fit, where they live, and the passes over them."""
 
@@ -591,9 +600,7 @@ class _Problem:
         self.owners = _owners(self._workers(), len(specs))
         futs = [self.client.submit(_load_partition, self.src, s, workers=[self.owners[p]],
                                    allow_other_workers=True, pure=False) for p, s in enumerate(specs)]
-        from distributed import wait
-
-        wait(futs)
+        _wait(self.client, futs)
         return futs
 
     def _centre(self):
@@ -601,13 +608,11 @@ class _Problem:
             for part in self.data:
                 _centred(part, self.m32)
             return
-        from distributed import wait
-
         m32 = self.client.scatter(self.m32, broadcast=True, hash=False)
         raw, self.data = self.data, None
         new = [self.client.submit(_centred, f, m32, pure=False, **self._at(p)) for p, f in enumerate(raw)]
         del raw
-        wait(new)
+        _wait(self.client, new)
         self.data = new
 
     # -- lost workers
@@ -691,12 +696,10 @@ class _Problem:
         scheduler's own error, and the sums are the same."""
         from concurrent.futures import CancelledError
 
-        from distributed import wait
-
         owners, gone_since = set(self.owners or ()), None
         while True:
             try:
-                wait(futs, timeout=1.0)
+                _wait(self.client, futs, timeout=1.0)
                 return self.client.gather(futs)
             except TimeoutError:
                 pass

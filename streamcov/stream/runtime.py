@@ -389,7 +389,10 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
 
         # One numba thread per Dask thread on workers: workers own their cores.
         rt = Runtime(compute, info, 1, max(1, sum(nthreads.values())), client, compute_once)
-        yield rt
+        # the client of an address is not the process's default (_connect): current while the run uses it,
+        # for what finds its client as the default one (distributed.wait)
+        with client.as_current():
+            yield rt
     finally:
         if cluster is None:   # a user's cluster: the plugin goes, and its teardown restores the workers
             with contextlib.suppress(Exception):
