@@ -71,7 +71,10 @@ class JointSelection:
 MAX_COORDINATE = 1e100
 
 
-def _check_frames(frames: np.ndarray, n_joints: int | None = None) -> np.ndarray:
+def _check_frames(frames: np.ndarray, n_joints: int | None = None, offsets=None, name: str = "X") -> np.ndarray:
+    """``frames`` checked (2-D, 3 values per joint, finite, within :data:`MAX_COORDINATE`) and contiguous.
+    ``offsets``: the sequences ``frames`` concatenates, so that a non-finite value is named as ``name[i]``
+    and its frame rather than as a row of the concatenation."""
     frames = np.asarray(frames)
     if frames.ndim != 2:
         raise ValueError(f"frames must be 2-D (frames x 3*joints), got shape {frames.shape}")
@@ -85,8 +88,12 @@ def _check_frames(frames: np.ndarray, n_joints: int | None = None) -> np.ndarray
     # one pass over the block: the largest magnitude is NaN or infinite exactly when a value is
     big = float(np.abs(frames).max(initial=0.0))
     if not np.isfinite(big):
-        bad = np.argwhere(~np.isfinite(frames))[0]
-        raise ValueError(f"frames contains a non-finite value at row {bad[0]}, column {bad[1]}")
+        row, col = (int(v) for v in np.argwhere(~np.isfinite(frames))[0])
+        if offsets is not None:
+            i = int(np.searchsorted(offsets, row, side="right")) - 1
+            raise ValueError(f"{name}[{i}]: a non-finite value (NaN or infinity) at frame {row - offsets[i]}, "
+                             f"column {col}; remove or fill that frame")
+        raise ValueError(f"frames contains a non-finite value at row {row}, column {col}")
     if big > MAX_COORDINATE:   # compared as float64: 1e100 is infinite as float32
         raise ValueError(f"frames holds coordinates up to {float(big):.3g}: their covariances would overflow "
                          f"float64 (coordinates up to {MAX_COORDINATE:.0e} are taken); rescale the data (e.g. to "
@@ -227,16 +234,7 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     dtype = np.float32 if all(a.dtype == np.float32 for a in arrs) else np.float64
     frames = np.concatenate([a.astype(dtype, copy=False) for a in arrs]) if arrs else np.empty((0, width))
-    try:
-        return _check_frames(frames), offsets
-    except ValueError as exc:   # a row of the concatenation: named as the sequence and its frame
-        m = re.match(r"frames contains a non-finite value at row (\d+), column (\d+)$", str(exc))
-        if m is None:
-            raise
-        row, col = int(m.group(1)), int(m.group(2))
-        i = int(np.searchsorted(offsets, row, side="right")) - 1
-        raise ValueError(f"{name}[{i}]: a non-finite value (NaN or infinity) at frame {row - offsets[i]}, "
-                         f"column {col}; remove or fill that frame") from None
+    return _check_frames(frames, offsets=offsets, name=name), offsets
 
 
 # ----------------------------------------------------------------------------------------------

@@ -96,11 +96,12 @@ class LogCovariance(TransformerMixin, BaseEstimator):
             i = int(short[0])
             raise ValueError(f"X[{i}]: {int(offsets[i + 1] - offsets[i])} frame(s); the covariance of a sequence "
                              f"needs at least {int(self.ddof) + 1} (ddof = {self.ddof})")
-        starts = offsets[:-1][np.diff(offsets) > 0]
-        if len(starts):   # per sequence, every coordinate's largest value equals its smallest: motionless
+        seqs = np.flatnonzero(np.diff(offsets) > 0)   # the sequences with frames (ddof = 0 takes empty ones)
+        if len(seqs):   # per sequence, every coordinate's largest value equals its smallest: motionless
+            starts = offsets[seqs]
             still = (np.maximum.reduceat(frames, starts) == np.minimum.reduceat(frames, starts)).all(axis=1)
             if still.any():
-                i = int(np.flatnonzero(np.diff(offsets) > 0)[np.flatnonzero(still)[0]])
+                i = int(seqs[np.flatnonzero(still)[0]])
                 n = int(offsets[i + 1] - offsets[i])
                 raise ValueError(f"X[{i}]: {f'every one of its {n} frames is the same' if n > 1 else 'one frame'} "
                                  f"(a motionless sequence): its covariance is 0 and its descriptor log(gamma I), the "

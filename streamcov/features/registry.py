@@ -313,7 +313,8 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         self._validate_params()
-        X = check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")   # a NaN named as this map's input
+        # a NaN is named as this map's input, not as the input of one block's map
+        X = check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
         self._check_width(X)
         counts = allocate(int(self.n_components), [float(w) for _, w in self.blocks])
         for b, (sl, n) in enumerate(zip(self._slices()[0], counts)):

@@ -13,10 +13,10 @@ import numpy as np
 from ..errors import ConfigError, ModelError, StreamcovError
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
+from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
 # the first line of predict's CSV (a run's predictions.csv has a fold column first)
 PREDICTIONS_HEADER = "id,predicted,label"
-from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
 
 def _predict_codes(model, V):

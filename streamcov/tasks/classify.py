@@ -21,6 +21,7 @@ from ..errors import ConfigError, IncompleteStoreError
 from ..features.registry import needs_data
 from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
 from .. import splits
+from .config import searched
 
 
 # -------------------------------------------------------------------- inputs
@@ -44,8 +45,6 @@ def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=Non
                 _same_source(path, store.attrs.get("source_record"), record())
             return store
     elif not source:
-        from .config import searched
-
         raise ConfigError(f"data.store: {path} does not exist{searched(path)}; create it with `{make}` or set "
                           f"data.source")
     return ingest()
@@ -90,8 +89,6 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
 
     def reader():
         if not Path(data.source).exists():
-            from .config import searched
-
             raise ConfigError(f"data.source: {data.source} does not exist{searched(data.source)}")
         return open_reader(data.format, data.source, where="data.options", **data.options)
 
