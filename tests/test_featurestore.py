@@ -585,3 +585,77 @@ def test_a_block_whose_chunk_checksum_is_zero_counts_as_done(tmp_path, rng):
     done, redo = fs.done_blocks()
     assert done.tolist() == [True, True] and redo == [] and fs.done().tolist() == [True, True]
     np.testing.assert_array_equal(fs.read_block(0), X)
+
+
+# ------------------------------------------------------- blocks read from their chunk files
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@given(n=st.integers(1, 40), dim=st.integers(1, 9), block=st.integers(1, 12), dtype=st.sampled_from(["float32", "float64"]),
+       seed=st.integers(0, 2 ** 32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_blocks_read_from_their_chunk_files_are_zarrs_rows(tmp_path_factory, n, dim, block, dtype, seed):
+    """Round trip: every block, the last (short) one included, read straight from its chunk file into one
+    reused buffer is bit for bit what zarr decodes; the result is a view of that buffer."""
+    rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(dtype)
+    fs = filled(tmp_path_factory.mktemp("raw") / "f.zarr", rows, block)
+    buf = fs.block_buffer()
+    block = min(block, n)     # the store's chunks hold its first block's rows
+    assert buf is not None and buf.nbytes == block * dim * rows.itemsize + 4
+    for i in range(fs.n_blocks):
+        X = fs.read_block_into(i, buf)
+        assert X is not None and np.shares_memory(X, buf) and X.dtype == rows.dtype
+        assert X.tobytes() == fs.read_blocks(i, i + 1).tobytes() == rows[i * block:(i + 1) * block].tobytes()
+        assert fs.read_block(i).tobytes() == X.tobytes()
+
+
+@pytest.mark.parametrize("damage, match", [
+    ("flip", r"chunk 1/0: .*checksum"),
+    ("truncate", r"chunk 1/0"),
+    ("extend", r"chunk 1/0"),
+    ("missing", r"chunk 1/0: the chunk file is missing"),
+])
+def test_a_damaged_chunk_file_is_left_to_zarr_which_names_it(tmp_path, rng, damage, match):
+    """A chunk that is not as the store writes it (a flipped bit, cut short, a byte too many, gone) is not
+    read as rows by the direct read (None): zarr's read then refuses it with the chunk's name."""
+    rows = rng.standard_normal((10, 7)).astype(np.float32)
+    fs = filled(tmp_path / "f.zarr", rows)
+    chunk = tmp_path / "f.zarr" / "X" / "c" / "1" / "0"
+    raw = bytearray(chunk.read_bytes())
+    if damage == "flip":
+        raw[5] ^= 0x40
+        chunk.write_bytes(bytes(raw))
+    elif damage == "truncate":
+        chunk.write_bytes(bytes(raw[:-9]))
+    elif damage == "extend":
+        chunk.write_bytes(bytes(raw) + b"\0")
+    else:
+        chunk.unlink()
+    buf = fs.block_buffer()
+    assert fs.read_block_into(1, buf) is None
+    np.testing.assert_array_equal(fs.read_block_into(0, buf), rows[:4])
+    with pytest.raises(StoreError, match=match):
+        fs.read_block(1)
+
+
+def test_a_store_of_another_encoding_is_read_by_zarr_alone(tmp_path, rng):
+    """zstd before the checksum (feature stores of earlier versions): no direct read, zarr's rows."""
+    rows = rng.standard_normal((10, 7))
+    g = zarr.open_group(str(tmp_path / "z.zarr"), mode="w")
+    g.create_array("X", shape=rows.shape, chunks=(4, 7), dtype="float64", fill_value=0,
+                   compressors=[ZstdCodec(), Crc32cCodec()], config={"write_empty_chunks": True})
+    g["X"][:] = rows
+    g.attrs.update({"bounds": [0, 4, 8, 10], "fingerprint": "{}"})
+    fs = FeatureStore(tmp_path / "z.zarr")
+    assert fs.block_buffer() is None
+    np.testing.assert_array_equal(fs.read_block(2), rows[8:])
+
+
+def test_blocks_not_aligned_with_chunks_are_read_by_zarr(tmp_path, rng):
+    """Bounds that do not start each block at its chunk (not a layout streamcov writes) are not read directly."""
+    rows = rng.standard_normal((10, 7)).astype(np.float32)
+    fs = filled(tmp_path / "f.zarr", rows)
+    fs.bounds = np.array([0, 3, 8, 10])
+    buf = fs.block_buffer()
+    assert fs.read_block_into(1, buf) is None and fs.read_block_into(0, buf) is not None
+    np.testing.assert_array_equal(fs.read_block(1), rows[3:8])

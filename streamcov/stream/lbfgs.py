@@ -240,7 +240,8 @@ def _pieces(spec: PartSpec, read_block):
 
 def _spec_chunks(src, spec: PartSpec):
     """``(X_fit, y_fit, X_val, y_val)`` float32 chunks of a partition, read from its store (not centred)."""
-    pieces = _pieces(spec, _open(src).read_block)
+    store = _open(src)
+    pieces = _pieces(spec, _block_reader(store, [], runs=False))   # a pass holds a block at a time, not a run
     for c, chunk in enumerate(spec.chunks):
         Xf = Xv = None
         fa = va = 0
@@ -277,11 +278,21 @@ def _chunks(src, data):
             yield Xf, yf, Xv, yv, False
 
 
-def _block_reader(store, blocks: list):
-    """``read(i)``: the rows of block ``i`` (of ``blocks``, asked for in order); a store that can
-    (:meth:`FeatureStore.read_blocks`) reads runs of consecutive blocks, up to :data:`READ_BYTES`,
-    at once."""
-    many = getattr(store, "read_blocks", None)
+def _block_reader(store, blocks: list, runs: bool = True):
+    """``read(i)``: the rows of block ``i`` (of ``blocks``, asked for in order), valid until the next call.
+    A store whose chunk files it can read itself (:meth:`FeatureStore.read_block_into`) reads each into one
+    buffer, reused (no fresh memory per block: first-touched pages are the slow part of loading on a VM);
+    else one that can (:meth:`FeatureStore.read_blocks`) reads runs of consecutive blocks, up to
+    :data:`READ_BYTES`, at once (``runs``), else a block at a time."""
+    buffer = getattr(store, "block_buffer", None)
+    buf = buffer() if buffer is not None else None
+    if buf is not None:
+        def read_raw(i):
+            X = store.read_block_into(i, buf)
+            return store.read_blocks(i, i + 1) if X is None else X   # zarr reads it, or names what is wrong
+
+        return read_raw
+    many = getattr(store, "read_blocks", None) if runs else None
     if many is None:
         return store.read_block
     bounds = np.asarray(store.bounds, dtype=np.int64)
