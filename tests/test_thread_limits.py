@@ -1,4 +1,5 @@
 """Thread limits: the BLAS limit of the learner's blocks (streamcov._config.blas_threads), shared, nested, restored; zarr's decoding pool on Dask workers."""
+import gc
 import subprocess
 import sys
 import threading
@@ -214,13 +215,24 @@ def test_workers_decode_on_their_own_threads(tmp_path):
     with dask_runtime("local-cluster", 2) as rt:
         pools = rt.client.run(_decode_pool_of_this_worker, path)
         malloc = rt.client.run(_malloc_environ)
+        settled = rt.client.run(_settled)
     assert len(pools) == 2 and set(pools.values()) == {(1, 1)}, pools
+    # the workers streamcov starts hold their imports out of the collector's reach (runtime._settle_plugin):
+    # the learners' modules imported, then tens of thousands of objects frozen
+    assert all(modules and frozen > 50_000 for modules, frozen in settled.values()), settled
     # the workers' malloc keeps freed blocks for the next reads (_config.WORKER_MALLOC_ENV), where Dask's
     # default hands them back to the kernel; Dask's other pre-spawn settings stay
     from streamcov._config import WORKER_MALLOC_ENV
 
     want = {k: str(v) for k, v in WORKER_MALLOC_ENV.items()} | {"OMP_NUM_THREADS": "1"}
     assert list(malloc.values()) == [want, want], malloc
+
+
+def _settled():
+    import gc
+    import sys
+
+    return all(m in sys.modules for m in ("streamcov.stream.lbfgs", "streamcov.stream.featurize")), gc.get_freeze_count()
 
 
 def _malloc_environ():
@@ -238,7 +250,7 @@ def test_a_users_in_process_cluster_is_left_as_it_was(tmp_path):
 
     from streamcov.data.skeletons import ingest
     from streamcov.data.synth import SyntheticSkeletons
-    from streamcov.stream.runtime import PLUGIN_NAME
+    from streamcov.stream.runtime import PLUGIN_NAME, SETTLE_PLUGIN_NAME
     from streamcov.tasks.runner import run
 
     store = ingest(SyntheticSkeletons(n_sequences=40, n_subjects=4, n_classes=3, seed=0), tmp_path / "s.zarr")
@@ -250,13 +262,15 @@ def test_a_users_in_process_cluster_is_left_as_it_was(tmp_path):
     cfg = {"task": "skeleton-classification", "name": "t", "output": str(tmp_path / "o"),
            "data": {"store": str(store.path)}, "features": {"n_components": 64},
            "model": {"learner": "sgd", "epochs": 2}, "split": {"kind": "subject-parity"}, "dask": {"block_size": 4}}
+    frozen = gc.get_freeze_count()
     with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
         for _ in range(2):
             run(cfg, scheduler=client.scheduler.address, progress=False)
         plugins = client.run(lambda dask_worker: sorted(dask_worker.plugins))
         assert {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["filepath"] in limits} == limits
         assert zarr.config.get("threading.max_workers") == before
-        assert all(PLUGIN_NAME not in p for p in plugins.values()), plugins
+        assert all(PLUGIN_NAME not in p and SETTLE_PLUGIN_NAME not in p for p in plugins.values()), plugins
+        assert gc.get_freeze_count() == frozen    # the user's own process: nothing frozen
 
 
 def test_an_in_process_cluster_gives_a_synchronous_runs_bits(tmp_path):
