@@ -659,3 +659,12 @@ def test_blocks_not_aligned_with_chunks_are_read_by_zarr(tmp_path, rng):
     buf = fs.block_buffer()
     assert fs.read_block_into(1, buf) is None and fs.read_block_into(0, buf) is not None
     np.testing.assert_array_equal(fs.read_block(1), rows[3:8])
+
+
+def test_read_block_into_refuses_a_buffer_of_another_kind(tmp_path, rng):
+    fs = filled(tmp_path / "f.zarr", rng.standard_normal((10, 7)).astype(np.float32))
+    with pytest.raises(ValueError, match=r"buf: a 1-d uint8 buffer of at least 116 bytes \(block_buffer\(\)\), got "
+                                         r"float32 of shape \(29,\)"):
+        fs.read_block_into(0, np.empty(29, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"at least 116 bytes .*got uint8 of shape \(115,\)"):
+        fs.read_block_into(0, np.empty(115, dtype=np.uint8))

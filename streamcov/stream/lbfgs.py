@@ -70,7 +70,6 @@ coordinates, mapped back to the features at the end
 """
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import os
@@ -612,10 +611,6 @@ class _Problem:
         self.owners = _owners(self._workers(), len(specs))
         futs = [self.client.submit(_load_partition, self.src, s, workers=[self.owners[p]],
                                    allow_other_workers=True, pure=False) for p, s in enumerate(specs)]
-        # a full collection of this process's objects (the client's, the scheduler's of a LocalCluster) pauses
-        # the passes for about 0.1 s when it falls in one (the workers wait on the scheduler): taken now, while
-        # the workers read the rows, it resets the collector's count, and none falls in the fit's passes
-        gc.collect()
         _wait(self.client, futs)
         return futs
 

@@ -255,6 +255,8 @@ def _thread_plan_plugin():
 
 
 SETTLE_PLUGIN_NAME = "streamcov-settle"
+# what the engine's tasks run on a worker: featurization and the learners' passes
+WORKER_MODULES = ("streamcov.stream.featurize", "streamcov.stream.lbfgs", "streamcov.stream.sgd")
 
 
 def _settle_plugin():
@@ -276,11 +278,11 @@ def _settle_plugin():
 
         def setup(self, worker):
             import gc
+            import importlib
 
-            import streamcov.stream.featurize  # noqa: F401  (the engine's tasks)
-            import streamcov.stream.lbfgs  # noqa: F401  (the learners' passes)
-            import streamcov.stream.sgd  # noqa: F401
-
+            # by name: modules above this one (they import it), loaded on the worker, not used here
+            for name in WORKER_MODULES:
+                importlib.import_module(name)
             gc.collect()
             gc.freeze()
 
