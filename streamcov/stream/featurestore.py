@@ -126,14 +126,13 @@ class FeatureStore:
                 done[i] = False
         return done, sorted(set(redo))
 
-    def read_block(self, i: int) -> np.ndarray:
-        """The rows of block ``i`` (an array of their own)."""
-        buf = self.block_buffer()
-        if buf is not None:
-            X = self.read_block_into(i, buf)
-            if X is not None:
-                return X
-        return self.read_blocks(i, i + 1)
+    def read_block(self, i: int, buf: np.ndarray | None = None) -> np.ndarray:
+        """The rows of block ``i``: an array of their own, or, given ``buf`` (:meth:`block_buffer`), read into
+        it where :meth:`read_block_into` can (a view the next read into ``buf`` overwrites)."""
+        if buf is None:
+            buf = self.block_buffer()
+        X = None if buf is None else self.read_block_into(i, buf)
+        return self.read_blocks(i, i + 1) if X is None else X   # zarr reads it, or names what is wrong
 
     # X's chunk encoding that :meth:`read_block_into` reads itself: raw little-endian rows, then their CRC32C
     RAW_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
@@ -176,6 +175,8 @@ class FeatureStore:
         """
         import google_crc32c
 
+        from ..data.integrity import _chunk_path
+
         rows, row_bytes = self._raw_layout
         size = rows * row_bytes
         if buf.dtype != np.uint8 or buf.ndim != 1 or buf.nbytes < size + 4:
@@ -186,7 +187,7 @@ class FeatureStore:
             return None
         view = memoryview(buf)[:size + 4]
         try:
-            with open(self.path / "X" / "c" / str(i) / "0", "rb", buffering=0) as fh:
+            with open(_chunk_path(self.path, "X", (i, 0)), "rb", buffering=0) as fh:
                 got = 0
                 while got < size + 4:
                     n = fh.readinto(view[got:])

@@ -287,11 +287,7 @@ def _block_reader(store, blocks: list, runs: bool = True):
     buffer = getattr(store, "block_buffer", None)
     buf = buffer() if buffer is not None else None
     if buf is not None:
-        def read_raw(i):
-            X = store.read_block_into(i, buf)
-            return store.read_blocks(i, i + 1) if X is None else X   # zarr reads it, or names what is wrong
-
-        return read_raw
+        return lambda i: store.read_block(i, buf)
     many = getattr(store, "read_blocks", None) if runs else None
     if many is None:
         return store.read_block
