@@ -95,7 +95,7 @@ def _cmd_predict(args) -> int:
 
     scheduler, workers = _runtime_args(args)
     summary = predict(args.model, args.store, args.out, scheduler=scheduler, workers=workers,
-                      train_accuracy=args.train_accuracy, out_flag="--out")
+                      train_accuracy=args.train_accuracy)
     for note in summary.get("notes", []):
         print(f"streamcov predict: note: {note}", file=sys.stderr)
     acc = f", accuracy {100 * summary['accuracy']:.2f}% on {summary['evaluated_on']}" if "accuracy" in summary else ""
@@ -426,14 +426,14 @@ def _stdout_closed() -> bool:
 
 
 def main(argv=None) -> int:
-    from .errors import StreamcovError
+    from .errors import StreamcovError, command_line
 
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:   # --help (0) or a flag error, already printed (2)
         return int(exc.code or 0)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), command_line():   # messages name the flags typed, not Python keywords
             warnings.showwarning = _one_line_warning(args.command)
             status = args.func(args)
             sys.stdout.flush()   # here, where a reader gone early is handled, not at the interpreter's exit

@@ -9,6 +9,10 @@ user typed it), say what was expected and how to fix it.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import os
+
 
 class StreamcovError(Exception):
     """Base class of the errors a user can cause; never a bug in streamcov."""
@@ -68,6 +72,50 @@ class UnsafePickleError(WeightsError):
     """A weight pickle asks for something the restricted unpickler does not allow; nothing was run."""
 
 
+# whether messages name the caller's arguments as command-line flags (the ``streamcov`` command) or as the
+# Python keywords of the function called (a notebook): set by :func:`command_line`
+_COMMAND_LINE = contextvars.ContextVar("streamcov_command_line", default=False)
+
+
+@contextlib.contextmanager
+def command_line():
+    """Within it, :func:`arg` names arguments as the ``streamcov`` command's flags (``--output runs/x``);
+    outside, as the Python keywords they are (``output='runs/x'``)."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
+
+
+def arg(keyword: str, value, flag: str | None = None, item: bool = False) -> str:
+    """An argument as the user typed it, for the front of a message.
+
+    Parameters
+    ----------
+    keyword : str
+        The Python keyword (``output``, ``out_csv``, ``study.data_root``).
+    value :
+        Its value; ``True`` for a switch (``--resume`` / ``resume=True``).
+    flag : str, optional
+        The command line's flag, when it is not ``--`` + ``keyword`` with dashes (``--set``, ``--out``).
+    item : bool
+        ``value`` is one item of a list argument (``overrides``): ``overrides item 'k=v'`` in Python.
+    """
+    if _COMMAND_LINE.get():
+        name = arg_name(keyword, flag)
+        return name if value is True else f"{name} {value}"
+    shown = os.fspath(value) if isinstance(value, os.PathLike) else value
+    return f"{keyword} item {shown!r}" if item else f"{keyword}={shown!r}"
+
+
+def arg_name(keyword: str, flag: str | None = None) -> str:
+    """The name alone of :func:`arg`'s argument: ``--output`` on the command line, ``output`` in Python."""
+    if _COMMAND_LINE.get():
+        return flag or "--" + keyword.replace("_", "-")
+    return keyword
+
+
 def toml_error(name, exc: Exception) -> "ConfigError":
     """A TOML syntax error as one line: ``file, line L, column C: invalid TOML: ...``."""
     import re
@@ -84,4 +132,5 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
-           "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "toml_error"]
+           "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
+           "command_line", "toml_error"]

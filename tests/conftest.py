@@ -67,3 +67,14 @@ def one_blas_thread():
 def hdm05():
     """The HDM05 11-class ASF/AMC archive (../shared/data/hdm05/raw)."""
     return dataset("hdm05")
+
+
+@pytest.fixture
+def as_command():
+    """Messages as the ``streamcov`` command shows them (``--set k=v: ...``): the tests that use it call what
+    the command calls; the Python spellings (``overrides item 'k=v': ...``) are tested in test_bad_input.py
+    (test_messages_name_arguments_as_typed)."""
+    from streamcov.errors import command_line
+
+    with command_line():
+        yield

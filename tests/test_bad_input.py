@@ -2128,17 +2128,18 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, pattern", [
-    ({"scheduler": "tcp://"}, r"scheduler tcp://: expected one of threads, synchronous, local-cluster or a "
+    ({"scheduler": "tcp://"}, r"^scheduler='tcp://': expected one of threads, synchronous, local-cluster or a "
                               r"scheduler address"),
-    ({"scheduler": "gpu"}, r"scheduler gpu: expected one of"),
-    ({"workers": 0}, r"workers 0: expected an integer >= 1"),
-    ({"workers": "2"}, r"workers '2': expected an integer >= 1"),
-    ({"workers": True}, r"workers True: expected an integer >= 1"),
+    ({"scheduler": "gpu"}, r"^scheduler='gpu': expected one of"),
+    ({"workers": 0}, r"^workers=0: expected an integer >= 1"),
+    ({"workers": "2"}, r"^workers='2': expected an integer >= 1"),
+    ({"workers": True}, r"^workers=True: expected an integer >= 1"),
     # the Python API skipped the command line's bound: a million workers reached LocalCluster
-    ({"workers": 10 ** 6}, r"workers 1000000: expected at most 1024 workers \(this machine has \d+ cores\)"),
-    ({"workers": 2, "scheduler": "synchronous"}, r"workers 2 scheduler synchronous: workers sets the threads"),
-    ({"block": -4}, r"block -4: expected an integer >= 1 \(rows per block\)"),
-    ({"block": 2.5}, r"block 2\.5: expected an integer >= 1"),
+    ({"workers": 10 ** 6}, r"^workers=1000000: expected at most 1024 workers \(this machine has \d+ cores\)"),
+    ({"workers": 2, "scheduler": "synchronous"},
+     r"^workers=2 scheduler='synchronous': workers sets the threads of scheduler='threads'"),
+    ({"block": -4}, r"^block=-4: expected an integer >= 1 \(rows per block\)"),
+    ({"block": 2.5}, r"^block=2\.5: expected an integer >= 1"),
 ])
 def test_python_predict_checks_its_runtime_arguments(shared, tmp_path, kwargs, pattern):
     """The Python API checks what the command line checks (the checks lived in the CLI alone: block=-4 was
@@ -2159,8 +2160,60 @@ def test_python_predict_and_run_defaults(shared, tmp_path):
     with pytest.raises(ConfigError, match=r"overrides='model\.C=1': give a list of key=value strings, e\.g\. "
                                           r"\['model\.C=1'\]"):
         run(SKELETON_PIPELINE.format(out=tmp_path / "o", store=shared["synth"]), overrides="model.C=1")
-    with pytest.raises(ConfigError, match=r"--workers -3: expected an integer >= 1"):
+    with pytest.raises(ConfigError, match=r"^workers=-3: expected an integer >= 1"):
         run({"task": "skeleton-classification"}, workers=-3)
+
+
+# (Python call of run, its command line, the message's front in Python, on the command line): a notebook's
+# user reads the keyword they typed, a shell's user the flag
+ARGUMENT_SPELLINGS = [
+    (dict(overrides=["model.epoch=3"]), ["--set", "model.epoch=3"],
+     r"overrides item 'model\.epoch=3': unknown key 'model\.epoch'",
+     r"--set model\.epoch=3: unknown key 'model\.epoch'"),
+    (dict(overrides=["model.C"]), ["--set", "model.C"],
+     r"overrides item 'model\.C': expected key=value", r"--set model\.C: expected key=value"),
+    (dict(store="{tmp}/none.zarr"), ["--store", "{tmp}/none.zarr"],
+     r"store='[^']*none\.zarr': no such store", r"--store \S*none\.zarr: no such store"),
+    (dict(output=" "), ["--output", " "], r"^output: empty path", r"--output: empty path"),
+    (dict(output="{tmp}/afile"), ["--output", "{tmp}/afile"],
+     r"^output='[^']*afile': \S*afile is a file, not a folder", r"--output \S*afile: \S*afile is a file, not a folder"),
+    (dict(workers=2, scheduler="synchronous"), ["--workers", "2", "--scheduler", "synchronous"],
+     r"^workers=2 scheduler='synchronous': workers sets the threads of scheduler='threads'",
+     r"--workers 2 --scheduler synchronous: --workers sets the threads of --scheduler threads"),
+    (dict(scheduler="nowhere"), ["--scheduler", "nowhere"],
+     r"^scheduler='nowhere': expected one of", r"--scheduler nowhere: expected one of"),
+]
+
+
+@pytest.mark.parametrize("kwargs, argv, python, command", ARGUMENT_SPELLINGS,
+                         ids=[" ".join(c[1]).strip() for c in ARGUMENT_SPELLINGS])
+def test_messages_name_arguments_as_typed(shared, tmp_path, kwargs, argv, python, command):
+    """The same bad argument is named ``output='x'`` when ``run`` is called from Python and ``--output x`` by
+    the ``streamcov`` command (both once read ``--output``: a notebook's user never typed a flag)."""
+    from streamcov.errors import ConfigError
+    from streamcov.tasks.runner import run
+
+    (tmp_path / "afile").write_text("")
+    pipeline = tmp_path / "p.toml"
+    pipeline.write_text(SKELETON_PIPELINE.format(out=tmp_path / "o", store=shared["synth"]))
+    kwargs = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in kwargs.items()}
+    with pytest.raises(ConfigError, match=python):
+        run(pipeline, **kwargs)
+    assert_one_line_error(*cli("run", pipeline, *[a.format(tmp=tmp_path) for a in argv])[:2],
+                          "streamcov run: error: " + command.removeprefix("^"))
+
+
+def test_python_predict_names_its_keywords(shared, tmp_path):
+    """``predict`` from Python names ``out_csv``, the command line ``--out``."""
+    from streamcov.errors import ConfigError
+    from streamcov.stream.predict import predict
+
+    with pytest.raises(ConfigError, match=r"^out_csv='[^']*': a folder; give the path of a CSV file"):
+        predict(shared["model"], shared["synth"], tmp_path)
+    assert_one_line_error(*cli("predict", shared["model"], shared["synth"], "--out", tmp_path)[:2],
+                          r"error: --out \S+: a folder; give the path of a CSV file")
+    with pytest.raises(ConfigError, match=r"^workers=0: expected an integer >= 1"):
+        predict(shared["model"], shared["synth"], tmp_path / "p.csv", workers=0)
 
 
 def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
@@ -2294,7 +2347,7 @@ def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
     with pytest.raises(ConfigError, match=r"of 4000 x 4000 pixels \(its per-pixel features, 16 images at a time "
                                           r"\(one per thread\)\): needs 2\d\.\d GiB of memory, this machine has "
                                           r"16\.0 GiB; raise pixels\.stride, downscale such images, or leave them "
-                                          r"out; or run fewer threads \(--workers\)$"):
+                                          r"out; or run fewer threads \(workers or dask\.workers\)$"):
         _check_image_memory(store, spec, trained=False, parallelism=16)
 
 

@@ -193,16 +193,16 @@ def test_unreachable_scheduler_is_an_error(synth_store, tmp_path, monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
-        with pytest.raises(StreamcovError, match=r"^--scheduler tcp://127.0.0.1:\d+: no Dask scheduler answers there "
+        with pytest.raises(StreamcovError, match=r"^scheduler='tcp://127.0.0.1:\d+': no Dask scheduler answers there "
                                                  r"\((OSError|TimeoutError)\); start one with `dask scheduler` or use "
-                                                 r"--scheduler threads$"):
+                                                 r"scheduler='threads'$"):
             run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=f"tcp://127.0.0.1:{port}")
     monkeypatch.setattr(runtime, "CONNECT_GRACE", 1.0)
     with socket.socket() as mute:
         mute.bind(("127.0.0.1", 0))
         mute.listen(8)
         with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-            with pytest.raises(StreamcovError, match=r"^--scheduler tcp://127.0.0.1:\d+: something accepted the "
+            with pytest.raises(StreamcovError, match=r"^scheduler='tcp://127.0.0.1:\d+': something accepted the "
                                                      r"connection but no Dask scheduler answered in 2 s; give the "
                                                      r"scheduler's address \(its default port is 8786; 8787 is its "
                                                      r"dashboard\)$"):

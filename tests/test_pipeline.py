@@ -108,6 +108,7 @@ def test_exact_pipeline_on_subset(msr_store, tmp_path, descriptor, sigma, accura
     assert json.loads((tmp_path / "result.json").read_text())["accuracy"] == res["accuracy"]
 
 
+@pytest.mark.usefixtures("as_command")
 def test_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="pipeline file not found"):
         load_config(tmp_path / "nope.toml")
@@ -193,6 +194,7 @@ def test_a_file_key_the_learner_does_not_read_is_an_error(tmp_path, model, messa
     (['model.learner="exact-svm"', "model.scale=\"none\""], r'^--set model\.scale="none": model\.scale = "none" is '
                                                             r'not read by learner "exact-svm"'),
 ], ids=["lbfgs-epochs", "lbfgs-sigma_grid", "switched-sgd-tol", "switched-exact-svm-C", "switched-file-key-set"])
+@pytest.mark.usefixtures("as_command")
 def test_a_set_key_the_learner_does_not_read_is_an_error(sets, message):
     notes = []
     with pytest.raises(ConfigError, match=message):
@@ -221,6 +223,7 @@ def test_model_table_and_dict_refuse_unread_keys():
         {"learner": "exact-svm", "sigma_grid": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0], "C_grid": [1.0]}
 
 
+@pytest.mark.usefixtures("as_command")
 def test_switching_a_method_or_a_split_by_set_drops_the_file_keys_it_does_not_read(tmp_path):
     """As for the learner: --set method.name / method.classifier / split.kind drops the file's keys of that
     table that the new choice does not read, with one note per table; the other keys stay."""
@@ -253,6 +256,7 @@ def test_switching_a_method_or_a_split_by_set_drops_the_file_keys_it_does_not_re
     assert notes == []
 
 
+@pytest.mark.usefixtures("as_command")
 def test_switching_the_learner_by_set_drops_the_file_keys_it_does_not_read(tmp_path, capsys):
     notes = []
     cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", ['model.learner="sgd"', "model.epochs=7"],
@@ -401,6 +405,7 @@ def test_a_file_key_the_method_does_not_read_is_an_error(tmp_path, method, messa
      r'"global" is not read by method\.name = "head" with classifier "svc"'),
     ("virus_cnn_convhead_stream.toml", ['method.head_combine="sum"', "method.head_norm=\"power\""], None),
 ], ids=["eval-set", "stein-set", "head-set", "stream-head-keys"])
+@pytest.mark.usefixtures("as_command")
 def test_a_set_key_the_method_does_not_read_is_an_error(file, sets, message):
     if message is None:   # read: with head_weight, head_combine and head_norm are keys of the method
         cfg = load_config(REPO / "pipelines" / file, sets)
@@ -414,6 +419,7 @@ def test_a_set_key_the_method_does_not_read_is_an_error(file, sets, message):
     ("virus_approx_loghs.toml", ['method.classifier="1nn"'], "method.sigma2"),
     ("virus_cnn_convhead_stream.toml", ['method.name="head"'], "method.D"),
 ])
+@pytest.mark.usefixtures("as_command")
 def test_a_shipped_file_switched_by_set_drops_the_keys_the_choice_does_not_read(file, sets, first):
     """The classifier or the method changed by --set: the file's keys that the new choice does not read go,
     named in one note; the configuration loads."""
@@ -458,6 +464,7 @@ def test_keyed_errors_carry_the_key():
     SplitTable(kind="per-class", n_train=2, n_test=2, n_repeats=3, seed=1)
 
 
+@pytest.mark.usefixtures("as_command")
 def test_split_errors_name_the_line_of_their_key(tmp_path):
     path = tmp_path / "p.toml"
     text = ('task = "skeleton-classification"\n\n[data]\nstore = "s.zarr"\n\n[split]\nkind = "subjects"\n'
@@ -507,11 +514,13 @@ def test_a_float_literal_float64_cannot_hold_is_refused_in_a_file(tmp_path, edit
                        r"be read as -infinity; write -inf if minus infinity is meant"),
     ("model={C=1e-400}", r"model\.C = 1e-400: " + UNDER),
 ])
+@pytest.mark.usefixtures("as_command")
 def test_a_float_literal_float64_cannot_hold_is_refused_in_a_set(assignment, message):
     with pytest.raises(ConfigError, match="^" + re.escape(f"--set {assignment}: ") + message):
         load_config(REPO / "pipelines" / "msr_action3d.toml", [assignment])
 
 
+@pytest.mark.usefixtures("as_command")
 def test_float_literals_float64_holds_are_left_to_the_schema(tmp_path):
     """Zero written as zero, the smallest subnormal, the largest float and inf are what they say: the schema
     judges them (inf is not a finite number), not the literal check."""
@@ -529,6 +538,7 @@ def test_float_literals_float64_holds_are_left_to_the_schema(tmp_path):
         parse_value("1e-400", "--option scale=1e-400", "scale")
 
 
+@pytest.mark.usefixtures("as_command")
 def test_later_errors_name_where_their_key_came_from(tmp_path):
     """A check made after loading (against the store or the data) names a key first; ``Origins.naming`` puts the
     ``--set`` flag as typed, or the file and line, in front; a default or a message naming no key stays as is."""

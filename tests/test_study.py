@@ -152,7 +152,7 @@ def test_study_merge_refuses_mismatched_runs(tmp_path, capsys):
     assert main(["study", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 2
     assert re.search(r"exact accuracy of msr is 0.900000, 0.800000 in .*cannot be merged", capsys.readouterr().err)
     assert main(["study", "merge", str(tmp_path / "nope"), "--out", str(tmp_path / "m")]) == 2
-    assert re.search(r"nope/results.csv: not found; pass the --out folder", capsys.readouterr().err)
+    assert re.search(r"nope/results.csv: not found; give the output folder of a study run", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("column, value, expected", [("accuracy", "1.7", r"in \[0, 1\]"),
@@ -278,7 +278,7 @@ def test_study_refuses_a_nu_no_memory_holds(tmp_path, monkeypatch):
     from streamcov.errors import ConfigError
 
     monkeypatch.setattr(study, "dataset_descriptors", lambda *a: (None, None, np.zeros((100, 50)), None))
-    with pytest.raises(ConfigError, match=r"^--nus 10000000000 on msr \(100 descriptors of 50 numbers\): needs "
+    with pytest.raises(ConfigError, match=r"^study\.nus = 10000000000 on msr \(100 descriptors of 50 numbers\): needs "
                                           r"\S+ \S+ of memory, this machine has \S+ \S+; use smaller values of nu$"):
         study.kernel_approx_study(datasets=("msr",), maps=("rgw",), nus=(10, 10**10), out=tmp_path / "o",
                                   log=lambda *a: None)

@@ -90,14 +90,14 @@ def test_resume_ignores_checkpoints_of_other_parameters_and_says_so(synth_store,
     run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
     capsys.readouterr()
     other = run_pipeline(cfg_for(synth_store, tmp_path, "model.C=1.0"), scheduler="synchronous", resume=True)
-    assert re.search(r"note: --resume: .*odd-even\.npz was written for other settings .* fold odd-even trained "
+    assert re.search(r"note: resume=True: .*odd-even\.npz was written for other settings .* fold odd-even trained "
                      r"from the start", capsys.readouterr().err)
     fresh = run_pipeline(cfg_for(synth_store, tmp_path / "fresh", "model.C=1.0"), scheduler="synchronous")
     assert other["accuracy"] == fresh["accuracy"]
     np.testing.assert_array_equal(coef_of(tmp_path), coef_of(tmp_path / "fresh"))
     # the same settings again: the checkpoint is used (the finished fold is not trained again), no note
     run_pipeline(cfg_for(synth_store, tmp_path, "model.C=1.0"), scheduler="synchronous", resume=True)
-    assert "note: --resume" not in capsys.readouterr().err
+    assert "note: resume=True" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("learner", ["sgd", "lbfgs"])
@@ -110,7 +110,7 @@ def test_resume_from_a_damaged_checkpoint_trains_from_the_start(synth_store, tmp
     (tmp_path / "checkpoints" / "odd-even.result.json").unlink()   # the fold is not finished
     capsys.readouterr()
     again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous", resume=True)
-    assert re.search(r"note: --resume: .*odd-even\.npz .* or is damaged; fold odd-even trained from the start",
+    assert re.search(r"note: resume=True: .*odd-even\.npz .* or is damaged; fold odd-even trained from the start",
                      capsys.readouterr().err)
     assert again["accuracy"] == ref["accuracy"]
     np.testing.assert_array_equal(coef_of(tmp_path), coef_of(tmp_path / "ref"))
@@ -147,7 +147,7 @@ def test_resume_with_a_damaged_fold_result_runs_the_fold_again(synth_store, tmp_
     done.write_text(damage(done.read_text()))
     capsys.readouterr()
     again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous", resume=True)
-    assert re.search(r"note: --resume: .*odd-even\.result\.json is damaged or was edited \(or written by an "
+    assert re.search(r"note: resume=True: .*odd-even\.result\.json is damaged or was edited \(or written by an "
                      r"earlier streamcov\); fold odd-even is run again", capsys.readouterr().err)
     assert again["accuracy"] == ref["accuracy"] and json.loads(done.read_text())["result"]["accuracy"] == ref["accuracy"]
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import IncompleteStoreError, StoreError
+from ..errors import IncompleteStoreError, StoreError, arg_name
 from . import integrity
 from .integrity import open_group
 
@@ -334,7 +334,7 @@ class RaggedStoreWriter:
 
         # the writer holds about one chunk, and zarr encodes a copy of it
         check_memory(2 * chunk_rows * int(np.prod(row_shape)) * np.dtype(dtype).itemsize,
-                     f"a chunk of {chunk_rows} rows", "choose a smaller chunk size (--chunk-frames)")
+                     f"a chunk of {chunk_rows} rows", f"choose a smaller chunk size ({arg_name('chunk_' + data_unit)})")
         self.path = Path(path)
         self.format_name, self.kind, self.unit, self.data_unit = format_name, kind, unit, data_unit
         self.data_name, self.row_shape, self.dtype = data, tuple(row_shape), np.dtype(dtype)
@@ -374,7 +374,7 @@ class RaggedStoreWriter:
                                  f"will not touch it")
             if mode == "create":
                 raise StoreError(f"{self.path}: an incomplete {kind} store is here; resume it or "
-                                 f"restart it (--restart)")
+                                 f"restart it (mode=\"restart\")")
             if mode == "restart" or old.get("format") is None:
                 shutil.rmtree(self.path)
                 self._create(int(chunk_rows), attrs, initial_names or {})

@@ -34,7 +34,7 @@ import numpy as np
 
 from .._config import kernel_threads
 from ..descriptors.image import ImageDescriptor, feature_matrices, feature_scale, image_moments, is_cnn
-from ..errors import ConfigError
+from ..errors import ConfigError, arg_name
 from ..data.ragged import IdsOf
 from ..linalg import merge_moments
 
@@ -254,9 +254,9 @@ def _check_image_memory(store, spec, trained: bool, parallelism: int = 1) -> Non
     at_once = f", {len(top)} images at a time (one per thread)" if len(top) > 1 else ""
     fix = ("downscale such images, or leave them out" if trained else
            "raise pixels.stride, downscale such images, or leave them out")
+    fewer = f"; or run fewer threads ({arg_name('workers')} or dask.workers)" if len(top) > 1 else ""
     check_memory(float(need[top].sum()), f"{store.path}: image {i} ({store.id_of(i)}) of {int(h[i])} x {int(w[i])} "
-                 f"pixels (its per-pixel features{at_once})", fix + ("; or run fewer threads (--workers)"
-                                                                        if len(top) > 1 else ""))
+                 f"pixels (its per-pixel features{at_once})", fix + fewer)
 
 
 class ImageSource:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, ModelError, StreamcovError
+from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
@@ -24,7 +24,7 @@ def _predict_codes(model, V):
 
 
 def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, workers: int | None = None,
-            block: int | None = None, train_accuracy: bool = False, *, out_flag: str = "out_csv") -> dict:
+            block: int | None = None, train_accuracy: bool = False) -> dict:
     """Predict every row of a store, block by block; write ``id,predicted,label`` and return a summary.
 
     The descriptor settings and everything fitted on the training rows (the
@@ -38,16 +38,15 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     ``train_accuracy`` also on that fold's training rows; on any other store,
     on every row whose label the model knows. The predictions of every row
     are always written, by default to ``<model>/predictions/<store name>.csv``.
-    ``out_flag``: how messages name ``out_csv`` (the command line's ``--out``).
     """
     from numbers import Integral
 
     from .runtime import resolve_runtime
 
-    scheduler, workers = resolve_runtime(scheduler, workers, flags=("scheduler", "workers"))
+    scheduler, workers = resolve_runtime(scheduler, workers)
     scheduler = scheduler or "threads"
     if block is not None and (isinstance(block, bool) or not isinstance(block, Integral) or block < 1):
-        raise ConfigError(f"block {block!r}: expected an integer >= 1 (rows per block), or None for the model's")
+        raise ConfigError(f"{arg('block', block)}: expected an integer >= 1 (rows per block), or None for the model's")
     _check_model_path(Path(model_dir), Path(store_path))
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)
@@ -58,7 +57,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
             store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model))
             try:
                 summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block,
-                                   train_accuracy, inputs=path, out_flag=out_flag)
+                                   train_accuracy, inputs=path)
             except StreamcovError as exc:   # name the folder the user gave, not the store made from it and gone
                 exc.args = tuple(str(a).replace(str(Path(tmp) / "input.zarr"), str(path)) for a in exc.args)
                 raise
@@ -80,7 +79,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
             summary.setdefault("notes", []).append(f"{len(skipped)} image(s) of {path} skipped, not predicted "
                                                    f"{skipped_text(skipped)}")
         return summary
-    return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy, out_flag=out_flag)
+    return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy)
 
 
 def _too_small_for(model):
@@ -223,15 +222,14 @@ def _default_out(model_dir, store_path) -> Path:
 
 
 def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy,
-             inputs: Path | None = None, out_flag: str = "out_csv") -> dict:
-    """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store;
-    ``out_flag`` names ``out_csv`` in messages (``--out`` on the command line, ``out_csv=`` in Python)."""
+             inputs: Path | None = None) -> dict:
+    """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store."""
     t0 = time.perf_counter()
     if out_csv is None:
         out_csv = _default_out(model_dir, inputs or store_path)
-        name = f"the default predictions file {out_csv} (choose another with {out_flag})"
+        name = f"the default predictions file {out_csv} (choose another with {arg_name('out_csv', '--out')})"
     else:
-        name = f"{out_flag} {out_csv}" if out_flag.startswith("-") else f"{out_flag}={str(out_csv)!r}"
+        name = arg("out_csv", out_csv, flag="--out")
     try:
         is_dir = Path(out_csv).is_dir()
     except OSError:   # a name too long: said by the write probe below
@@ -337,8 +335,8 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      f"rows of its protocol")
         out["includes_training_rows"] = True
     if train_accuracy:
-        notes.append("--train-accuracy applies only to the store the model was trained on (its training rows "
-                     "are known there); this store is another one")
+        notes.append(f"{arg('train_accuracy', True)} applies only to the store the model was trained on (its "
+                     f"training rows are known there); this store is another one")
     if notes:
         out["notes"] = notes
     return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .._config import thread_plan, worker_decode_threads, worker_spawn_environ
-from ..errors import ConfigError, StreamcovError
+from ..errors import ConfigError, StreamcovError, arg, arg_name
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
 SCHEDULERS = ("threads", "synchronous", "local-cluster")
@@ -39,29 +39,30 @@ def workers_unread(scheduler: str | None) -> str | None:
     return "a synchronous run has one thread" if scheduler == "synchronous" else "a running cluster has its own workers"
 
 
-def resolve_runtime(scheduler, workers, flags=("--scheduler", "--workers")) -> tuple:
+def resolve_runtime(scheduler, workers) -> tuple:
     """``(scheduler or None, workers or None)`` checked, the same for the command line and the Python API:
     a scheduler name or address, a worker count >= 1 that the scheduler reads; a count alone is a
-    LocalCluster of that many single-threaded workers. ``flags``: how errors name the two."""
+    LocalCluster of that many single-threaded workers. Errors name the two as the caller typed them
+    (:func:`streamcov.errors.arg`)."""
     from numbers import Integral
 
-    fs, fw = flags
+    fw = arg_name("workers")
     if workers is not None:
         if isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 1:
-            raise ConfigError(f"{fw} {workers!r}: expected an integer >= 1")
+            raise ConfigError(f"{arg('workers', workers)}: expected an integer >= 1")
         from .._config import MAX_WORKERS
 
         if workers > MAX_WORKERS:   # a count of many digits would start processes until memory runs out
-            raise ConfigError(f"{fw} {workers}: expected at most {MAX_WORKERS} workers (this machine has "
-                              f"{os.cpu_count()} cores)")
+            raise ConfigError(f"{arg('workers', workers)}: expected at most {MAX_WORKERS} workers (this machine "
+                              f"has {os.cpu_count()} cores)")
         workers = int(workers)
     if scheduler is not None and (not isinstance(scheduler, str) or not is_scheduler(scheduler)):
-        raise ConfigError(f"{fs} {scheduler}: expected one of {', '.join(SCHEDULERS)} or a scheduler address "
-                          f"tcp://HOST:PORT")
+        raise ConfigError(f"{arg('scheduler', scheduler)}: expected one of {', '.join(SCHEDULERS)} or a scheduler "
+                          f"address tcp://HOST:PORT")
     why = workers_unread(scheduler)
     if workers is not None and why is not None:
-        raise ConfigError(f"{fw} {workers} {fs} {scheduler}: {fw} sets the threads of {fs} threads or the "
-                          f"processes of a local-cluster; {why}")
+        raise ConfigError(f"{arg('workers', workers)} {arg('scheduler', scheduler)}: {fw} sets the threads of "
+                          f"{arg('scheduler', 'threads')} or the processes of a local-cluster; {why}")
     if workers is not None and scheduler is None:
         scheduler = "local-cluster"
     return scheduler, workers
@@ -362,9 +363,9 @@ def _connect(Client, scheduler: str):
             if t.is_alive() or "client" not in box:
                 box["abandoned"] = True
     if t.is_alive():
-        raise StreamcovError(f"--scheduler {scheduler}: something accepted the connection but no Dask scheduler "
-                             f"answered in {wait + CONNECT_GRACE:g} s; give the scheduler's address (its default "
-                             f"port is 8786; 8787 is its dashboard)")
+        raise StreamcovError(f"{arg('scheduler', scheduler)}: something accepted the connection but no Dask "
+                             f"scheduler answered in {wait + CONNECT_GRACE:g} s; give the scheduler's address (its "
+                             f"default port is 8786; 8787 is its dashboard)")
     if "error" in box:
         raise box["error"]
     return box["client"]
@@ -386,16 +387,16 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         try:
             client = _connect(Client, scheduler)
         except (OSError, TimeoutError) as exc:
-            raise StreamcovError(f"--scheduler {scheduler}: no Dask scheduler answers there "
+            raise StreamcovError(f"{arg('scheduler', scheduler)}: no Dask scheduler answers there "
                                  f"({exc.__class__.__name__}); start one with `dask scheduler` or "
-                                 f"use --scheduler threads") from None
+                                 f"use {arg('scheduler', 'threads')}") from None
         except (TypeError, ValueError, ImportError) as exc:   # tls:// without Dask's TLS settings, ucx:// without
             # ucx, inproc:// naming no scheduler of this process (from a command line it cannot)
             need = ("the TLS settings of Dask's configuration (distributed.comm.tls: the CA file and the client's "
                     "certificate and key)" if scheduler.startswith("tls://") else
                     "a scheduler running inside this process (a notebook's Client(processes=False))"
                     if scheduler.startswith("inproc://") else "the package of that protocol")
-            raise ConfigError(f"--scheduler {scheduler}: Dask cannot connect ({exc.__class__.__name__}: "
+            raise ConfigError(f"{arg('scheduler', scheduler)}: Dask cannot connect ({exc.__class__.__name__}: "
                               f"{str(exc).splitlines()[0][:160]}); this address needs {need}, or use a tcp:// "
                               f"address") from None
     else:

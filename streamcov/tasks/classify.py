@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, IncompleteStoreError
+from ..errors import ConfigError, IncompleteStoreError, arg
 from ..features.registry import needs_data
 from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
 from .. import splits
@@ -252,8 +252,8 @@ def _finished_fold(path: Path, fingerprint: str, truth: np.ndarray, n_classes: i
         if len(truth) and result.get("accuracy") != float((predicted == truth).mean()):
             raise ValueError("an accuracy its predictions do not give")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
-        print(f"note: --resume: {path} is damaged or was edited (or written by an earlier streamcov); fold "
-              f"{path.name.removesuffix('.result.json')} is run again", file=sys.stderr)
+        print(f"note: {arg('resume', True)}: {path} is damaged or was edited (or written by an earlier streamcov); "
+              f"fold {path.name.removesuffix('.result.json')} is run again", file=sys.stderr)
         return None
     return {"result": result, "predicted": predicted}
 
@@ -478,8 +478,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
             learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
         if ignored:   # --resume found a checkpoint it must not continue: say so rather than start over unseen
-            print(f"note: --resume: {ckdir / (name + '.npz')} was written for other settings (features, [model], "
-                  f"[split] or streamcov's version) or is damaged; fold {name} trained from the start",
+            print(f"note: {arg('resume', True)}: {ckdir / (name + '.npz')} was written for other settings (features, "
+                  f"[model], [split] or streamcov's version) or is damaged; fold {name} trained from the start",
                   file=sys.stderr)
         r = {"fold": name, "accuracy": float((pred == y[test]).mean()), "n_train": int(train.sum()),
              "n_test": int(test.sum()), "train_seconds": round(t_train, 3), **learned}

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, StreamcovError, toml_error
+from ..errors import ConfigError, StreamcovError, arg, arg_name, toml_error
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -104,12 +104,15 @@ def refuse_unrepresentable(value, where, path: tuple = ()) -> None:
         refuse_unrepresentable(v, where, (*path, k))
 
 
-def parse_value(text: str, flag: str = "--set", key: str | None = None):
-    """A ``--set`` value: a TOML literal (number, bool, list, quoted string) or a bare word.
+def parse_value(text: str, flag: str | None = None, key: str | None = None):
+    """A ``--set`` (or ``--option``) value: a TOML literal (number, bool, list, quoted string) or a bare word.
 
-    ``key``: the dotted key it is given to, named with ``flag`` when a float literal cannot be held
-    (:func:`refuse_unrepresentable`).
+    ``flag``: the assignment as the user typed it (``--set k=v``), in front of every message (default: the
+    value as an item of ``overrides``); ``key``: the dotted key it is given to, named with ``flag`` when a
+    float literal cannot be held (:func:`refuse_unrepresentable`).
     """
+    if flag is None:
+        flag = arg("overrides", text, flag="--set", item=True)
     text = text.strip()
     if not text:
         raise ConfigError(f"{flag}: empty value; give a TOML literal, e.g. 2000, true, \"text\" or [0, 1]")
@@ -151,8 +154,9 @@ def _leaves(parts: list, value) -> list:
 
 
 def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> None:
-    """Apply ``key.sub=value`` (a ``--set``) in place; record where the value came from."""
-    flag = f"--set {assignment}"
+    """Apply ``key.sub=value`` (a ``--set``, an item of ``overrides``) in place; record where the value came
+    from."""
+    flag = arg("overrides", assignment, flag="--set", item=True)
     if "=" not in assignment:
         raise ConfigError(f"{flag}: expected key=value, e.g. features.n_components=2000")
     key, _, text = assignment.partition("=")
@@ -354,12 +358,12 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
         apply_override(raw, assignment, origins.flags)
     if output is not None:
         raw["output"] = str(output)
-        origins.flags[("output",)] = f"--output {output}"
+        origins.flags[("output",)] = arg("output", output)
     name = raw.get("task", task or "skeleton-classification")
     spec = get_task(name, where=origins.where(("task",)))
     if store is not None:
         if spec.store_key is None:
-            raise ConfigError(f"--store {store}: task {name!r} generates its own data and reads no store")
+            raise ConfigError(f"{arg('store', store)}: task {name!r} generates its own data and reads no store")
         data = raw.setdefault("data", {})
         if not isinstance(data, dict):
             raise ConfigError(f"{origins.where(('data',))}: data must be a table")
@@ -367,7 +371,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
         for key in spec.store_voids():
             data.pop(key, None)
         data.update(dict(spec.store_sets))
-        origins.flags[("data", "store")] = f"--store {store}"
+        origins.flags[("data", "store")] = arg("store", store)
         _check_store_flag(store, spec)
     raw.setdefault("task", name)
     if file is not None:
@@ -481,9 +485,10 @@ def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Orig
         return cfg, []
     flag = origins.flags.get(("dask", "workers"))
     if flag is not None:
-        raise ConfigError(f"{flag} --scheduler {scheduler}: dask.workers sets the threads of --scheduler threads "
-                          f"or the processes of a local-cluster; {has}")
-    note = f"dask.workers ({origins.file or 'pipeline'}) does not apply to --scheduler {scheduler} ({has}); dropped"
+        raise ConfigError(f"{flag} {arg('scheduler', scheduler)}: dask.workers sets the threads of "
+                          f"{arg('scheduler', 'threads')} or the processes of a local-cluster; {has}")
+    note = (f"dask.workers ({origins.file or 'pipeline'}) does not apply to {arg('scheduler', scheduler)} ({has}); "
+            f"dropped")
     return cfg.model_copy(update={"dask": dask.model_copy(update={"workers": None})}), [note]
 
 
@@ -510,18 +515,19 @@ def _check_store_flag(store, spec) -> None:
     from ..stream.source import store_kind
 
     if not str(store).strip():
-        raise ConfigError("--store: empty path; give the folder of a store (written by `streamcov ingest`)")
-    if not Path(store).exists():
-        raise ConfigError(f"--store {store}: no such store; write one with `streamcov ingest`")
-    if not Path(store).is_dir():
-        raise ConfigError(f"--store {store}: a file, not a store (a store is a folder, written by "
+        raise ConfigError(f"{arg_name('store')}: empty path; give the folder of a store (written by "
                           f"`streamcov ingest`)")
+    where = arg("store", store)
+    if not Path(store).exists():
+        raise ConfigError(f"{where}: no such store; write one with `streamcov ingest`")
+    if not Path(store).is_dir():
+        raise ConfigError(f"{where}: a file, not a store (a store is a folder, written by `streamcov ingest`)")
     try:
         kind = store_kind(store)
     except StreamcovError as exc:
-        raise ConfigError(f"--store {store}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
     if spec.store_kind is not None and kind != spec.store_kind:
-        raise ConfigError(f"--store {store}: {_wrong_kind(kind, spec)}")
+        raise ConfigError(f"{where}: {_wrong_kind(kind, spec)}")
 
 
 def _wrong_kind(kind: str | None, spec) -> str:

@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, arg, arg_name
 from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, output_lock
 from .config import load_config_and_origins
 from .registry import RunContext, get_task
@@ -38,12 +38,13 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         Gets the loader's notes (:func:`.config.load_config`); default: stderr.
     """
     if output is not None and not str(output).strip():
-        raise ConfigError("--output: empty path; give the folder to write the results into")
+        raise ConfigError(f"{arg_name('output')}: empty path; give the folder to write the results into")
     if output is not None and "\0" in str(output):
-        raise ConfigError("--output: holds a NUL character (\\u0000), which no path may contain; remove it")
+        raise ConfigError(f"{arg_name('output')}: holds a NUL character (\\u0000), which no path may contain; "
+                          f"remove it")
     from ..stream.runtime import resolve_runtime
 
-    scheduler, workers = resolve_runtime(scheduler, workers, flags=("--scheduler", "--workers"))
+    scheduler, workers = resolve_runtime(scheduler, workers)
     if isinstance(overrides, str):   # one --set given as a string would be read a character at a time
         raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings, e.g. [{overrides!r}]")
     overrides = list(overrides)   # once: a generator is read here and nowhere else
@@ -62,7 +63,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         naming = origins.naming()
     spec = get_task(cfg.task)
     out = Path(cfg.output)
-    where = f"--output {output}" if output is not None else f"output = \"{cfg.output}\""
+    where = arg("output", output) if output is not None else f"output = \"{cfg.output}\""
     try:
         out.exists()
     except OSError as exc:   # a name too long for the file system, a folder that cannot be searched

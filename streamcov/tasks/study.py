@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, arg, arg_name
 from .schema import STUDY_MAPS   # the maps of paper 000's Figure 1: one list, the schema's
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,8 +97,9 @@ def ingest_dataset(name: str, data_root: Path, workdir: Path):
     folder = Path(cfg.data.source).parent.name          # ../shared/data/<folder>/raw
     raw = Path(data_root) / folder / "raw"
     if not raw.is_dir():
-        raise ConfigError(f"--data {data_root}: dataset {name!r} not found at {raw}; pass --data with "
-                          f"the folder that holds {folder}/raw")
+        # named by its key: the loader puts where it was given in front (--data, the file's line)
+        raise ConfigError(f"study.data_root = {str(data_root)!r}: dataset {name!r} not found at {raw}; give the "
+                          f"folder that holds {folder}/raw")
     store = ingest(open_reader(cfg.data.format, raw, where="data.options", **dict(cfg.data.options)),
                    Path(workdir) / f"{name}.zarr")
     return store, cfg
@@ -394,11 +395,11 @@ def merge_results(runs, out) -> list[dict]:
     merged: dict = {}   # (dataset, map, nu) -> row, in first-seen order
     exact: dict = {}    # dataset -> (exact accuracy, run that first gave it)
     if Path(out).exists() and not Path(out).is_dir():
-        raise ConfigError(f"--out {out}: a file, not a folder; choose another --out")
+        raise ConfigError(f"{arg('out', out)}: a file, not a folder; choose another {arg_name('out')}")
     for run in runs:
         path = Path(run) / "results.csv"
         if not path.is_file():
-            raise ConfigError(f"{path}: not found; pass the --out folder of a study run")
+            raise ConfigError(f"{path}: not found; give the output folder of a study run")
         try:
             rows = read_results(path)
         except ConfigError:
@@ -453,8 +454,9 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             from .._config import check_memory
 
             # the largest map (nu x width) and the features of every sequence (sequences x nu), twice
-            check_memory(8.0 * max(nus) * (2 * V.shape[0] + V.shape[1]), f"--nus {max(nus)} on {name} ({V.shape[0]} "
-                         f"descriptors of {V.shape[1]} numbers)", "use smaller values of nu")
+            check_memory(8.0 * max(nus) * (2 * V.shape[0] + V.shape[1]),
+                         f"study.nus = {max(nus)} on {name} ({V.shape[0]} descriptors of {V.shape[1]} "
+                         f"numbers)", "use smaller values of nu")
             y = store.labels.astype(np.int64)
             classes = np.arange(len(store.label_names))
             folds = make_folds(cfg.split, store.labels, store.subjects, store_split=store.split,
