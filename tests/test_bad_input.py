@@ -2203,6 +2203,17 @@ def test_messages_name_arguments_as_typed(shared, tmp_path, kwargs, argv, python
                           "streamcov run: error: " + command.removeprefix("^"))
 
 
+def test_python_open_reader_names_its_keywords(tmp_path):
+    """``open_reader`` from Python names an option by its keyword (it read ``reader option.centre = [0]``); the
+    command line's ``--option centre=[0]`` and a pipeline's ``data.options.centre`` are tested with them."""
+    from streamcov import open_reader
+    from streamcov.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^centre=\[0\]: 'centre' is not an option of the generic reader; did you "
+                                          r"mean 'center'\?"):
+        open_reader("generic", tmp_path, centre=[0])
+
+
 def test_python_predict_names_its_keywords(shared, tmp_path):
     """``predict`` from Python names ``out_csv``, the command line ``--out``."""
     from streamcov.errors import ConfigError

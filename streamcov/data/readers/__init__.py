@@ -36,12 +36,14 @@ def reader_options(fmt: str) -> list[str]:
     return [p.name for p in inspect.signature(cls.__init__).parameters.values() if p.kind == p.KEYWORD_ONLY]
 
 
-def open_reader(fmt: str, path, where: str = "reader option", **options) -> SkeletonReader:
+def open_reader(fmt: str, path, where: str | None = None, **options) -> SkeletonReader:
     """Open a skeleton archive of format ``fmt`` (one of :data:`FORMATS`) with reader ``options``.
 
     An option the reader does not take, or a value it refuses, is a
-    :class:`~streamcov.errors.ConfigError` naming it (``where``: how the user
-    gave it, e.g. ``--option``).
+    :class:`~streamcov.errors.ConfigError` naming it as the user gave it
+    (``where``: ``--option`` for the command line's ``--option k=v``, a table
+    such as ``data.options`` for a pipeline's ``data.options.k = v``; None,
+    a Python call: the keyword, ``k=v``).
     """
     import difflib
     import importlib
@@ -52,6 +54,8 @@ def open_reader(fmt: str, path, where: str = "reader option", **options) -> Skel
     import json
 
     def named(key):   # the option as the user gave it
+        if where is None:
+            return f"{key}={options[key]!r}"
         value = json.dumps(options[key], default=str)
         return f"--option {key}={value}" if where == "--option" else f"{where}.{key} = {value}"
 
