@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "with --scheduler threads, the thread count")
 
     r = sub.add_parser("run", help="run a pipeline file (no file: the embedded default)")
-    r.add_argument("pipeline", nargs="?", help="pipeline TOML file")
+    r.add_argument("pipeline", nargs="?", type=nonempty_input, help="pipeline TOML file")
     r.add_argument("--demo", choices=sorted(DEMOS),
                    help="with no pipeline file: the embedded skeleton default or the image demo")
     r.add_argument("--json", action="store_true", help="print only the JSON result line")
@@ -332,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     isub = i.add_subparsers(dest="kind", required=True)
     sk = isub.add_parser("skeleton", help="skeleton sequences")
     sk.add_argument("--format", required=True, choices=list(FORMATS))
-    sk.add_argument("src")
+    sk.add_argument("src", type=nonempty_input)
     sk.add_argument("out", type=nonempty_path)
     sk.add_argument("--restart", action="store_true", help="discard an incomplete store first")
     sk.add_argument("--chunk-frames", type=positive_int, default=65536)
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk.set_defaults(func=_cmd_ingest)
     im = isub.add_parser("images", help="labelled images, a folder per class")
     im.add_argument("--format", required=True, choices=["folders"])
-    im.add_argument("src")
+    im.add_argument("src", type=nonempty_input)
     im.add_argument("out", type=nonempty_path)
     im.add_argument("--group-level", type=positive_int, default=1,
                     help="folder levels that name the group (2 for ETH-80 category/object)")

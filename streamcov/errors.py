@@ -94,7 +94,7 @@ def arg(keyword: str, value, flag: str | None = None, item: bool = False) -> str
     Parameters
     ----------
     keyword : str
-        The Python keyword (``output``, ``out_csv``, ``study.data_root``).
+        The Python keyword (``output``, ``out_csv``, ``train_accuracy``).
     value :
         Its value; ``True`` for a switch (``--resume`` / ``resume=True``).
     flag : str, optional
@@ -116,6 +116,29 @@ def arg_name(keyword: str, flag: str | None = None) -> str:
     return keyword
 
 
+def path_arg(keyword: str, value, flag: str | None = None, what: str = "the file or folder meant"):
+    """``value`` as a :class:`pathlib.Path`, refused with one line naming ``keyword`` as typed (:func:`arg`)
+    when it is not a path (``None``, a number, bytes) or is empty (which would mean the current folder:
+    ``what`` says what to give instead)."""
+    from pathlib import Path
+
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(f"{arg(keyword, value, flag)}: expected a path (a str or pathlib.Path), got "
+                          f"{type(value).__name__}")
+    if not os.fspath(value).strip():
+        raise ConfigError(f"{arg_name(keyword, flag)}: empty path; give {what}")
+    return Path(value)
+
+
+def bool_arg(keyword: str, value, flag: str | None = None) -> bool:
+    """``value`` as a bool, refused with one line unless it is one (``"no"`` would read as true)."""
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError(f"{arg(keyword, value, flag)}: expected True or False")
+    return bool(value)
+
+
 def toml_error(name, exc: Exception) -> "ConfigError":
     """A TOML syntax error as one line: ``file, line L, column C: invalid TOML: ...``."""
     import re
@@ -133,4 +156,4 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "command_line", "toml_error"]
+           "bool_arg", "command_line", "path_arg", "toml_error"]

@@ -121,7 +121,13 @@ def check_blocks(blocks, width: int, views: int = 1) -> None:
         if width % views:
             raise ValueError(f"{width} columns do not split into {views} views")
         return
-    if not blocks or any(len(b) != 2 or int(b[0]) < 1 or not float(b[1]) > 0 for b in blocks):
+    def pair(b):   # [width, weight]: not a number, a string or a triple (len() of an int was a TypeError)
+        try:
+            return len(b) == 2 and not isinstance(b, str) and int(b[0]) >= 1 and float(b[1]) > 0
+        except (TypeError, ValueError):
+            return False
+
+    if not blocks or not all(pair(b) for b in blocks):
         raise ValueError(f"blocks must be [width, weight] pairs with width >= 1 and weight > 0, got {blocks!r}")
     total = sum(int(b[0]) for b in blocks) * int(views)
     if total != width:

@@ -124,9 +124,7 @@ def output_lock(folder):
 
 
 def store_lock(store_path):
-    """The lock of a store being ingested (beside it: a store folder holds only zarr nodes). An empty path
-    (the Python API's ``out=""``) is refused: it would name the current folder."""
-    if not str(store_path).strip():
-        raise ValueError("out is an empty path; give the path of the store to write")
+    """The lock of a store being ingested (beside it: a store folder holds only zarr nodes); the path is checked
+    by the ingestion (:func:`streamcov.data.ragged.ingest_args`: an empty one would name the current folder)."""
     store_path = Path(store_path)
     return exclusive(store_path.with_name(store_path.name + ".lock"), f"store {store_path}")

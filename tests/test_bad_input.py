@@ -2252,7 +2252,8 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
      r"^group_level must be an integer >= 1 \(folder levels that make the group\), got 1\.0$"),
     (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], group_level=True), ValueError,
      r"^group_level must be an integer >= 1"),
-    (lambda p: __import__("streamcov").ingest_images(p["images"], ""), ValueError, r"^out is an empty path"),
+    (lambda p: __import__("streamcov").ingest_images(p["images"], ""), ValueError,
+     r"^out: empty path; give the path of the store to write$"),
     # a folder for the reader: an AttributeError deep inside the writer
     (lambda p: __import__("streamcov").ingest(str(p["images"]), p["out"]), TypeError,
      r"^source must be a skeleton reader \(streamcov\.open_reader\), got str; open the archive first: "
@@ -2270,12 +2271,49 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
         [np.random.default_rng(0).random((16, 16)) for _ in range(2)]), ValueError,
      r"^n_frequencies = 10000000 \(operators of 20000000 x 20000000, vectors of 200000010000000 numbers\): needs "
      r"\S+ \S+ of memory, this machine has \S+ \S+; lower n_frequencies$"),
+    # a notebook's slips that were a TypeError without the argument's name, accepted, or silently wrong
+    (lambda p: __import__("streamcov").predict(p["model"], None), ValueError,
+     r"^store_path=None: expected a path \(a str or pathlib\.Path\), got NoneType$"),
+    (lambda p: __import__("streamcov").predict(5, p["synth"]), ValueError, r"^model_dir=5: expected a path"),
+    (lambda p: __import__("streamcov").predict(p["model"], ""), ValueError,    # read as the current folder
+     r"^store_path: empty path; give the file or folder meant$"),
+    (lambda p: __import__("streamcov").predict(p["model"], p["synth"], p["out"].with_suffix(".csv"),
+                                               train_accuracy="no"), ValueError,   # computed it anyway
+     r"^train_accuracy='no': expected True or False$"),
+    (lambda p: __import__("streamcov").open_store(None), ValueError, r"^path=None: expected a path"),
+    (lambda p: __import__("streamcov").open_reader("generic", 3), ValueError, r"^path=3: expected a path"),
+    (lambda p: __import__("streamcov").ingest(__import__("streamcov").SyntheticSkeletons(n_sequences=8), None),
+     ValueError, r"^out=None: expected a path"),
+    (lambda p: __import__("streamcov").ingest(__import__("streamcov").SyntheticSkeletons(n_sequences=8), p["out"],
+                                              limit=0), ValueError,    # committed one sequence and returned None
+     r"^limit=0: expected an integer >= 1 \(new items before stopping\) or None$"),
+    (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], limit=-1), ValueError, r"^limit=-1: "),
+    (lambda p: __import__("streamcov").ingest_images(None, p["out"]), ValueError, r"^src=None: expected a path"),
+    (lambda p: __import__("streamcov").load_config([1, 2]), ValueError, r"^source=\[1, 2\]: expected a path"),
+    (lambda p: __import__("streamcov").load_config(REPO / "pipelines" / "synthetic.toml", "model.epochs=3"),
+     ValueError, r"^overrides='model\.epochs=3': give a list of key=value strings"),   # read a letter at a time
+    (lambda p: __import__("streamcov").run(REPO / "pipelines" / "synthetic.toml", overrides=[5]), ValueError,
+     r"^overrides item 5: expected a key=value string"),
+    (lambda p: __import__("streamcov").run(REPO / "pipelines" / "synthetic.toml", resume="no"), ValueError,
+     r"^resume='no': expected True or False$"),
+    (lambda p: __import__("streamcov").run(""), ValueError, r"^pipeline: empty path"),
+    # fit used the generator up and fit_transform said "X: no sequences"
+    (lambda p: __import__("streamcov").LogCovariance().fit_transform(
+        x for x in [np.random.default_rng(0).random((5, 6))] * 3), ValueError,
+     r"^X: a generator \(read once\), but fit_transform and pipelines read X twice"),
+    (lambda p: __import__("streamcov").GaussianNystroem(blocks=[5, 7]).fit(np.ones((4, 12))), ValueError,
+     r"^blocks must be \[width, weight\] pairs"),   # TypeError: object of type 'int' has no len()
 ], ids=["exclude-a-string", "group-level-float", "group-level-bool", "out-empty", "ingest-a-folder",
-        "stride-one-pixel", "synth-frames-too-long", "operator-too-large"])
+        "stride-one-pixel", "synth-frames-too-long", "operator-too-large", "predict-store-none", "predict-model-int",
+        "predict-store-empty", "predict-train-accuracy-str", "open-store-none", "open-reader-int", "ingest-out-none",
+        "ingest-limit-0", "ingest-images-limit-negative", "ingest-images-src-none", "load-config-list",
+        "load-config-overrides-str", "run-override-int", "run-resume-str", "run-empty", "fit-generator",
+        "nystroem-blocks-flat"])
 def test_python_api_slips_are_refused(shared, tmp_path, call, error, pattern):
     with pytest.raises(error, match=pattern):
-        call({"images": shared["images"], "out": tmp_path / "s.zarr"})
-    assert not (tmp_path / "s.zarr").exists()
+        call({"images": shared["images"], "out": tmp_path / "s.zarr", "model": shared["model"],
+              "synth": shared["synth"]})
+    assert not (tmp_path / "s.zarr").exists() and not (tmp_path / "s.csv").exists()
 
 
 def test_python_ingest_images_takes_exclude_as_any_iterable(shared, tmp_path):

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, path_arg
 from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
-from .ragged import RaggedStore, RaggedStoreWriter
+from .ragged import RaggedStore, RaggedStoreWriter, ingest_args
 
 FORMAT_NAME = "streamcov.images"
 DEFAULT_CHUNK_PIXELS = 1 << 20
@@ -269,6 +269,8 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     """
     from ..lock import store_lock
 
+    src = path_arg("src", src, "SRC")
+    out = ingest_args(out, limit)
     if format != "folders":
         raise ValueError(f"format must be 'folders', got {format!r}")
     # the Python API's slips that would otherwise be silent (a string is a sequence of one-letter names) or

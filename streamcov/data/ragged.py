@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import IncompleteStoreError, StoreError, arg_name
+from ..errors import ConfigError, IncompleteStoreError, StoreError, arg, arg_name, path_arg
 from . import integrity
 from .integrity import open_group
 
@@ -46,6 +46,16 @@ START_OVER = ("add --restart to `streamcov ingest` or `synth` (mode=\"restart\" 
 def _zarr():
     import zarr
     return zarr
+
+
+def ingest_args(out, limit):
+    """The output path and ``limit`` of an ingestion (``ingest``, ``ingest_images``), checked: ``limit`` stops
+    after that many new items without completing the store (to test interruption); 0 or -1 committed one."""
+    import numbers
+
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1):
+        raise ConfigError(f"{arg('limit', limit)}: expected an integer >= 1 (new items before stopping) or None")
+    return path_arg("out", out, "OUT", "the path of the store to write")
 
 
 def store_status(path) -> dict:

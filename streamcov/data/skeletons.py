@@ -23,8 +23,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import FormatError, StoreError
-from .ragged import RaggedStore, RaggedStoreWriter
+from ..errors import FormatError, StoreError, path_arg
+from .ragged import RaggedStore, RaggedStoreWriter, ingest_args
 
 FORMAT_NAME = "streamcov.skeleton-sequences"
 DEFAULT_CHUNK_FRAMES = 65536
@@ -134,7 +134,7 @@ class SequenceStore(RaggedStore):
 
 def open_store(path) -> SequenceStore:
     """Open a complete skeleton store; raises :class:`~streamcov.errors.IncompleteStoreError` otherwise."""
-    return SequenceStore(path)
+    return SequenceStore(path_arg("path", path, "STORE"))
 
 
 class SequenceStoreWriter(RaggedStoreWriter):
@@ -225,6 +225,7 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
                 if isinstance(source, (str, Path)) else "")
         raise TypeError(f"source must be a skeleton reader (streamcov.open_reader), got {type(source).__name__}"
                         f"{hint}")
+    out = ingest_args(out, limit)
     with store_lock(out):
         return _ingest(source, out, chunk_frames, mode, progress, limit)
 

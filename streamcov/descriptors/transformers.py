@@ -25,6 +25,18 @@ from .pixels import FeatureSpec
 from .skeleton import JointSelection, log_covariance_vectors, pack_sequences
 
 
+
+def _refuse_iterator(X) -> None:
+    """A generator given to ``fit`` would be used up there, and ``fit_transform`` (or a Pipeline) would then
+    transform nothing ("no sequences"): refused with one line. ``transform`` reads it once, and takes it."""
+    try:
+        once = iter(X) is X
+    except TypeError:
+        return
+    if once:
+        raise ValueError(f"X: a {type(X).__name__} (read once), but fit_transform and pipelines read X twice, in fit "
+                         f"and in transform; give a list")
+
 class LogCovariance(TransformerMixin, BaseEstimator):
     """Log-covariance descriptor of skeleton sequences (paper 000, eq. (2)), as a transformer.
 
@@ -110,6 +122,7 @@ class LogCovariance(TransformerMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Check the sequences and record the joint count."""
+        _refuse_iterator(X)
         frames, offsets = pack_sequences(X)
         if frames.shape[1] % 3:
             raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
@@ -153,6 +166,7 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Measure the feature scale on the pixels of the images ``X``."""
+        _refuse_iterator(X)
         images = _as_images(X)
         seed = self._resolve_seed()
         desc = self._descriptor(seed)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name
+from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, path_arg
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
@@ -43,6 +43,9 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
 
     from .runtime import resolve_runtime
 
+    model_dir, store_path = path_arg("model_dir", model_dir, "MODEL"), path_arg("store_path", store_path, "STORE")
+    out_csv = None if out_csv is None else path_arg("out_csv", out_csv, "--out")
+    train_accuracy = bool_arg("train_accuracy", train_accuracy)
     scheduler, workers = resolve_runtime(scheduler, workers)
     scheduler = scheduler or "threads"
     if block is not None and (isinstance(block, bool) or not isinstance(block, Integral) or block < 1):

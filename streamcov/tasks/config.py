@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, StreamcovError, arg, arg_name, toml_error
+from ..errors import ConfigError, StreamcovError, arg, path_arg, toml_error
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -151,6 +151,22 @@ def _leaves(parts: list, value) -> list:
     if isinstance(value, dict) and value:
         return [leaf for k, v in value.items() for leaf in _leaves([*parts, k], v)]
     return [tuple(parts)]
+
+
+def overrides_list(overrides) -> list:
+    """``overrides`` as a list of ``key=value`` strings, read once (a generator); a lone string (read a character
+    at a time) or an item of another type is refused with one line."""
+    if isinstance(overrides, str):
+        raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings, e.g. [{overrides!r}]")
+    try:
+        items = list(overrides)
+    except TypeError:
+        raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings") from None
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"{arg('overrides', item, flag='--set', item=True)}: expected a key=value string, "
+                              f"e.g. 'model.epochs=30'")
+    return items
 
 
 def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> None:
@@ -331,6 +347,8 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     output : path, optional
         ``--output``: the output folder, exactly as typed (not read as TOML).
     """
+    if source is not None and not isinstance(source, dict) and text is None:
+        source = path_arg("source", source)
     return load_config_and_origins(source, overrides, store, text=text, task=task, flags=flags, note=note,
                                    scheduler=scheduler, output=output)[0]
 
@@ -341,6 +359,9 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     """``(configuration, origins)``: :func:`load_config`, and the :class:`Origins` of its values, whose
     :meth:`Origins.naming` names them in the errors of the checks made later
     (:func:`streamcov.tasks.runner.run`)."""
+    overrides = overrides_list(overrides)
+    store = None if store is None else path_arg("store", store, what="the folder of a store (written by "
+                                                                          "`streamcov ingest`)")
     file = None
     if isinstance(source, dict):
         raw, origins = _plain(source), Origins(None)
@@ -514,9 +535,6 @@ def _check_store_kind(cfg, spec, origins: Origins) -> None:
 def _check_store_flag(store, spec) -> None:
     from ..stream.source import store_kind
 
-    if not str(store).strip():
-        raise ConfigError(f"{arg_name('store')}: empty path; give the folder of a store (written by "
-                          f"`streamcov ingest`)")
     where = arg("store", store)
     if not Path(store).exists():
         raise ConfigError(f"{where}: no such store; write one with `streamcov ingest`")

@@ -6,9 +6,9 @@ import json
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, arg, arg_name
+from ..errors import ConfigError, arg, arg_name, bool_arg, path_arg
 from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, output_lock
-from .config import load_config_and_origins
+from .config import load_config_and_origins, overrides_list
 from .registry import RunContext, get_task
 
 
@@ -37,17 +37,17 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     note : callable, optional
         Gets the loader's notes (:func:`.config.load_config`); default: stderr.
     """
-    if output is not None and not str(output).strip():
-        raise ConfigError(f"{arg_name('output')}: empty path; give the folder to write the results into")
+    output = None if output is None else path_arg("output", output, what="the folder to write the results into")
+    resume, progress = bool_arg("resume", resume), bool_arg("progress", progress)
+    if not isinstance(pipeline, dict) and not hasattr(pipeline, "model_dump") and text is None:
+        pipeline = path_arg("pipeline", pipeline, "PIPELINE")
     if output is not None and "\0" in str(output):
         raise ConfigError(f"{arg_name('output')}: holds a NUL character (\\u0000), which no path may contain; "
                           f"remove it")
     from ..stream.runtime import resolve_runtime
 
     scheduler, workers = resolve_runtime(scheduler, workers)
-    if isinstance(overrides, str):   # one --set given as a string would be read a character at a time
-        raise ConfigError(f"overrides={overrides!r}: give a list of key=value strings, e.g. [{overrides!r}]")
-    overrides = list(overrides)   # once: a generator is read here and nowhere else
+    overrides = overrides_list(overrides)   # once: a generator is read here and nowhere else
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (overrides or store is not None):
         # a validated configuration with overrides or a store: validated again with them, never run without them
         pipeline = pipeline.model_dump(mode="json", exclude_unset=True)

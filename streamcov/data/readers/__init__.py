@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...errors import ConfigError, FormatError
+from ...errors import ConfigError, FormatError, path_arg
 from .base import SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
 
 # format -> (module, class)
@@ -51,6 +51,7 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
 
     if fmt not in READERS:
         raise ConfigError(f"unknown skeleton format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    path = path_arg("path", path, "SRC")
     import json
 
     def named(key):   # the option as the user gave it
