@@ -121,6 +121,7 @@ def check_blocks(blocks, width: int, views: int = 1) -> None:
         if width % views:
             raise ValueError(f"{width} columns do not split into {views} views")
         return
+
     def pair(b):   # [width, weight]: not a number, a string or a triple (len() of an int was a TypeError)
         try:
             return len(b) == 2 and not isinstance(b, str) and int(b[0]) >= 1 and float(b[1]) > 0

@@ -133,7 +133,7 @@ def test_open_errors(tmp_path):
     zarr.open_group(str(tmp_path / "other.zarr"), mode="w").attrs["format"] = "something-else"
     with pytest.raises(StoreError, match="not a streamcov store .*, but a skeleton store is needed here"):
         S.open_store(tmp_path / "other.zarr")
-    with pytest.raises(ValueError, match="chunk size must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"^chunk_frames=0: expected an integer >= 1 \(frames per chunk\)$"):
         S.SequenceStoreWriter(tmp_path / "x.zarr", ListSource([]).info, chunk_frames=0)
     with pytest.raises(ValueError, match="mode must be create, resume or restart"):
         S.SequenceStoreWriter(tmp_path / "x.zarr", ListSource([]).info, mode="append")

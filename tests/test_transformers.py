@@ -204,6 +204,24 @@ def test_pipeline_names_its_features():
     assert list(pipe.get_feature_names_out()) == [f"rgwsampler{i}" for i in range(6)]
 
 
+def test_fit_transform_reads_a_generator_once(rng):
+    """fit_transform (and a Pipeline's fit) read X in fit and again in transform: a generator was used up by fit
+    and transform said "X: no sequences". It is read into a list once; fit and transform alone take it."""
+    from sklearn.pipeline import make_pipeline
+
+    from streamcov import GlobalCenterScaler
+
+    X = [rng.normal(size=(30, 15)) for _ in range(8)]
+    want = LogCovariance(center=(0,)).fit_transform(X)
+    np.testing.assert_array_equal(LogCovariance(center=(0,)).fit_transform(x for x in X), want)
+    np.testing.assert_array_equal(LogCovariance(center=(0,)).fit(x for x in X).transform(iter(X)), want)
+    pipe = make_pipeline(LogCovariance(center=(0,)), GlobalCenterScaler())
+    np.testing.assert_array_equal(pipe.fit_transform(x for x in X), make_pipeline(
+        LogCovariance(center=(0,)), GlobalCenterScaler()).fit_transform(X))
+    imgs = [rng.integers(0, 256, (8, 8), dtype=np.uint8) for _ in range(4)]
+    np.testing.assert_array_equal(RegionCovariance().fit_transform(iter(imgs)), RegionCovariance().fit_transform(imgs))
+
+
 def test_image_descriptors_refuse_images_without_a_covariance():
     """A 1 x 1 or 1 x N image has no derivative and no spread: its descriptor was the regularization alone
     (a black pixel equal to a white one). Refused, as the stores skip them; a generator is taken by

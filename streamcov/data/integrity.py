@@ -107,7 +107,9 @@ def _chunk_indices(array, start: int, stop: int):
 
 
 # what to do about a damaged store that was ingested (its data are the user's) and about a cache
-REWRITE = "check it with `streamcov info --verify {root}` and write it again (ingest with --restart)"
+# writing an ingested store again: the command's flag, or the Python keyword of ingest / ingest_images
+WRITE_AGAIN = "write it again (ingest with --restart, or mode=\"restart\" in Python)"
+REWRITE = "check it with `streamcov info --verify {root}` and " + WRITE_AGAIN
 RECOMPUTE = "it is a cache of `streamcov run`: delete {root} and run again, which computes it anew"
 DAMAGED = "; the store is damaged: "   # between what is wrong and what to do about it
 
@@ -206,8 +208,8 @@ def load_manifest(group, root) -> dict:
     """``array name -> checksums of its chunks`` of a store of format version 3."""
     layout = dict(group.attrs).get("manifest")
     if not isinstance(layout, dict):
-        raise StoreError(f"{root}: the manifest of chunk checksums is missing; the store is damaged: write it "
-                         f"again (ingest with --restart)")
+        raise StoreError(f"{root}: the manifest of chunk checksums is missing; the store is damaged: "
+                         f"{WRITE_AGAIN}")
     data = read(group, root, "manifest")
     return {n: data[int(a):int(a) + int(c)] for n, (a, c) in layout.items()}
 

@@ -50,7 +50,7 @@ def _zarr():
 
 def ingest_args(out, limit):
     """The output path and ``limit`` of an ingestion (``ingest``, ``ingest_images``), checked: ``limit`` stops
-    after that many new items without completing the store (to test interruption); 0 or -1 committed one."""
+    after that many new items without completing the store (to test interruption), an integer >= 1."""
     import numbers
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1):
@@ -165,7 +165,7 @@ class RaggedStore:
                              f"up to {integrity.FORMAT_VERSION}: upgrade streamcov or write the store again")
         mismatch = integrity.layout_mismatch(g, attrs)
         if mismatch is not None:
-            raise StoreError(f"{self.path}: {mismatch}: the store is damaged: write it again (ingest with --restart)")
+            raise StoreError(f"{self.path}: {mismatch}: the store is damaged: {integrity.WRITE_AGAIN}")
         self.version = version
         self.checked = version >= 2
         self._manifest = integrity.load_manifest(g, self.path) if version >= 3 else None
@@ -173,23 +173,22 @@ class RaggedStore:
             try:       # each array's metadata read once
                 array = integrity.get_array(g, name)
             except StoreError as exc:
-                raise StoreError(f"{self.path}: {exc}: the store is damaged: write it again (ingest with "
-                                 f"--restart)") from None
+                raise StoreError(f"{self.path}: {exc}: the store is damaged: {integrity.WRITE_AGAIN}") from None
             if self.checked and array is not None and \
                     not any(type(c).__name__ == "Crc32cCodec" for c in array.compressors):
                 raise StoreError(f"{self.path}: array {name!r} lost its checksum codec (zarr.json edited); "
-                                 f"the store is damaged: write it again (ingest with --restart)")
+                                 f"the store is damaged: {integrity.WRITE_AGAIN}")
         self.offsets = self.read("offsets").astype(np.int64)
         if len(self.offsets) < 1 or (np.diff(self.offsets) < 0).any() or self.offsets[0] != 0:
             raise StoreError(f"{self.path}: array 'offsets' is not increasing from 0; the store is damaged: "
-                             f"write it again (ingest with --restart)")
+                             f"{integrity.WRITE_AGAIN}")
 
     def check_rows(self, names, coded: dict | None = None):
         """Every per-item array has one row per item, the data array the rows the offsets cover, the
         counts in the attributes match, and every coded column (``{array: attribute of its names}``)
         indexes its names (-1: none)."""
         n = len(self.offsets) - 1
-        damaged = "the store is damaged: write it again (ingest with --restart)"
+        damaged = "the store is damaged: " + integrity.WRITE_AGAIN
         claimed = self.attrs.get(f"n_{self.UNIT}")
         if claimed != n:
             raise StoreError(f"{self.path}: attribute n_{self.UNIT} = {claimed!r} but the arrays hold {n}; {damaged}")
@@ -221,15 +220,15 @@ class RaggedStore:
         for name in names:
             if len(getattr(self, name)) != n:
                 raise StoreError(f"{self.path}: array {name!r} has {len(getattr(self, name))} rows for {n} items; "
-                                 f"the store is damaged: write it again (ingest with --restart)")
+                                 f"the store is damaged: {integrity.WRITE_AGAIN}")
         try:
             rows = self.group[self.DATA].shape[0]
         except KeyError:
-            raise StoreError(f"{self.path}: array {self.DATA!r} is missing; the store is damaged: write it "
-                             f"again (ingest with --restart)") from None
+            raise StoreError(f"{self.path}: array {self.DATA!r} is missing; the store is damaged: "
+                             f"{integrity.WRITE_AGAIN}") from None
         if rows != self.offsets[-1]:
             raise StoreError(f"{self.path}: array {self.DATA!r} has {rows} rows but the offsets cover "
-                             f"{self.offsets[-1]}; the store is damaged: write it again (ingest with --restart)")
+                             f"{self.offsets[-1]}; the store is damaged: {integrity.WRITE_AGAIN}")
         for a in (self.offsets, *(getattr(self, name) for name in names)):
             a.setflags(write=False)   # the store's own reading: y = store.labels; y[:] = 0 would change it
 
@@ -240,7 +239,7 @@ class RaggedStore:
             return self.checked
         if name not in self._manifest:
             raise StoreError(f"{self.path}: array {name!r} is not in the manifest of chunk checksums; the store "
-                             f"is damaged: write it again (ingest with --restart)")
+                             f"is damaged: {integrity.WRITE_AGAIN}")
         array = self.group[name]
         start = 0 if start is None else int(start)
         stop = array.shape[0] if stop is None else int(stop)
@@ -338,8 +337,9 @@ class RaggedStoreWriter:
                  mode: str = "resume"):
         if mode not in ("create", "resume", "restart"):
             raise ValueError(f"mode must be create, resume or restart, got {mode!r}")
-        if int(chunk_rows) != chunk_rows or chunk_rows < 1:
-            raise ValueError(f"chunk size must be a positive integer, got {chunk_rows!r}")
+        if isinstance(chunk_rows, bool) or int(chunk_rows) != chunk_rows or chunk_rows < 1:
+            raise ConfigError(f"{arg('chunk_' + data_unit, chunk_rows)}: expected an integer >= 1 ({data_unit} per "
+                              f"chunk)")
         from .._config import check_memory
 
         # the writer holds about one chunk, and zarr encodes a copy of it

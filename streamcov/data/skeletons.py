@@ -24,6 +24,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import FormatError, StoreError, path_arg
+from . import integrity
 from .ragged import RaggedStore, RaggedStoreWriter, ingest_args
 
 FORMAT_NAME = "streamcov.skeleton-sequences"
@@ -49,7 +50,7 @@ class SequenceStore(RaggedStore):
         self.subjects = self.read("subjects").astype(np.int32)
         self.split = self.read("split").astype(np.int8)
         self.check_rows(("labels", "subjects", "split"), {"labels": "label_names", "split": "split_names"})
-        damaged = "the store is damaged: write it again (ingest with --restart)"
+        damaged = "the store is damaged: " + integrity.WRITE_AGAIN
         # attributes and array metadata edited by hand: refused here, never a crash or a wrong reading later
         n_joints, center = self.attrs.get("n_joints"), self.attrs.get("center")
         if not isinstance(n_joints, int) or isinstance(n_joints, bool):

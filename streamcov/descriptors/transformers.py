@@ -25,19 +25,20 @@ from .pixels import FeatureSpec
 from .skeleton import JointSelection, log_covariance_vectors, pack_sequences
 
 
+class _ReadOnce:
+    """``fit_transform`` reads ``X`` in ``fit`` and again in ``transform``: a generator (or any iterator) is read
+    into a list first, or ``fit`` used it up and ``transform`` found "no sequences". ``fit`` and ``transform``
+    alone read it once and take it as it is."""
 
-def _refuse_iterator(X) -> None:
-    """A generator given to ``fit`` would be used up there, and ``fit_transform`` (or a Pipeline) would then
-    transform nothing ("no sequences"): refused with one line. ``transform`` reads it once, and takes it."""
-    try:
-        once = iter(X) is X
-    except TypeError:
-        return
-    if once:
-        raise ValueError(f"X: a {type(X).__name__} (read once), but fit_transform and pipelines read X twice, in fit "
-                         f"and in transform; give a list")
+    def fit_transform(self, X, y=None, **fit_params):
+        try:
+            once = iter(X) is X
+        except TypeError:
+            once = False
+        return super().fit_transform(list(X) if once else X, y, **fit_params)
 
-class LogCovariance(TransformerMixin, BaseEstimator):
+
+class LogCovariance(_ReadOnce, TransformerMixin, BaseEstimator):
     """Log-covariance descriptor of skeleton sequences (paper 000, eq. (2)), as a transformer.
 
     ``X`` is a list of sequences, each an array (frames, 3 x joints) with the
@@ -122,7 +123,6 @@ class LogCovariance(TransformerMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Check the sequences and record the joint count."""
-        _refuse_iterator(X)
         frames, offsets = pack_sequences(X)
         if frames.shape[1] % 3:
             raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
@@ -157,7 +157,7 @@ class LogCovariance(TransformerMixin, BaseEstimator):
         return tags
 
 
-class _ImageTransformer(TransformerMixin, BaseEstimator):
+class _ImageTransformer(_ReadOnce, TransformerMixin, BaseEstimator):
     """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
 
     def _descriptor(self, seed=None) -> ImageDescriptor:  # pragma: no cover - interface
@@ -166,7 +166,6 @@ class _ImageTransformer(TransformerMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Measure the feature scale on the pixels of the images ``X``."""
-        _refuse_iterator(X)
         images = _as_images(X)
         seed = self._resolve_seed()
         desc = self._descriptor(seed)

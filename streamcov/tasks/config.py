@@ -359,6 +359,8 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     """``(configuration, origins)``: :func:`load_config`, and the :class:`Origins` of its values, whose
     :meth:`Origins.naming` names them in the errors of the checks made later
     (:func:`streamcov.tasks.runner.run`)."""
+    if source is not None and text is not None:   # one of them would be ignored
+        raise ConfigError("a pipeline and text=... both given: give one pipeline (a file, a dict or a TOML text)")
     overrides = overrides_list(overrides)
     store = None if store is None else path_arg("store", store, what="the folder of a store (written by "
                                                                           "`streamcov ingest`)")

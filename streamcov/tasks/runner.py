@@ -39,7 +39,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     """
     output = None if output is None else path_arg("output", output, what="the folder to write the results into")
     resume, progress = bool_arg("resume", resume), bool_arg("progress", progress)
-    if not isinstance(pipeline, dict) and not hasattr(pipeline, "model_dump") and text is None:
+    if pipeline is not None and not isinstance(pipeline, dict) and not hasattr(pipeline, "model_dump"):
         pipeline = path_arg("pipeline", pipeline, "PIPELINE")
     if output is not None and "\0" in str(output):
         raise ConfigError(f"{arg_name('output')}: holds a NUL character (\\u0000), which no path may contain; "
@@ -56,7 +56,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         naming = contextlib.nullcontext()
     else:
         sets = overrides
-        cfg, origins = load_config_and_origins(pipeline if text is None else None, sets, store, text=text,
+        cfg, origins = load_config_and_origins(pipeline, sets, store, text=text,
                                                flags=flags, note=note, scheduler=scheduler,
                                                output=None if output is None else Path(output))
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front

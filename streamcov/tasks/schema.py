@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from .._config import MAX_WORKERS
@@ -54,6 +54,18 @@ class Table(BaseModel):
     """A pipeline table: strict types, no undeclared keys."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _a_path(v: str) -> str:
+    # "" read as no path (a store's reader keys dropped, then "unknown skeleton format None"), or as the
+    # current folder
+    if not v.strip():
+        raise ValueError("a path, not an empty text (leave the key out for none)")
+    return v
+
+
+# a path given in a pipeline file: a text that is not empty
+PathText = Annotated[str, AfterValidator(_a_path)]
 
 
 # Errors that name one key of the table that raises them, in ctx["key"] (dotted, from that table): the loader
@@ -396,8 +408,8 @@ class SkeletonData(Table):
     # read only to ingest `source` into `store` (tasks/config drops them, with a note, when there is no source)
     READER_KEYS: ClassVar[tuple] = ("format", "options")
 
-    store: Optional[str] = None
-    source: Optional[str] = None
+    store: Optional[PathText] = None
+    source: Optional[PathText] = None
     format: Optional[Literal[SKELETON_FORMATS]] = None
     options: dict[str, Any] = {}
     synthetic: Optional[SyntheticTable] = None
@@ -686,8 +698,8 @@ class ImageData(Table):
 
     READER_KEYS: ClassVar[tuple] = ("format", "group_level", "exclude", "pixel_dtype")
 
-    store: Optional[str] = None
-    source: Optional[str] = None
+    store: Optional[PathText] = None
+    source: Optional[PathText] = None
     format: Literal["folders"] = "folders"
     group_level: PosInt = 1
     exclude: list[str] = ["maps"]
@@ -788,8 +800,8 @@ CombineGrid = Union[HeadCombine, Annotated[list[HeadCombine], Field(min_length=1
 class EvalData(Table):
     """``[data]`` of image-classification: an image store, a folder per class, or scikit-image's textures."""
 
-    store: Optional[str] = None
-    source: Optional[str] = None
+    store: Optional[PathText] = None
+    source: Optional[PathText] = None
     format: Literal["folders", "store", "skimage-textures"] = "folders"
     group_level: PosInt = 1
     exclude: list[str] = ["maps"]
@@ -1064,8 +1076,8 @@ class TGPDigits(Top):
 
 
 class PoseData(Table):
-    store: Optional[str] = None
-    source: str = "../shared/data/msr_action3d/raw"
+    store: Optional[PathText] = None
+    source: PathText = "../shared/data/msr_action3d/raw"
     max_train: PosInt = 2000
     max_test: Optional[PosInt] = 1000
     seed: Optional[Seed] = None
@@ -1088,7 +1100,7 @@ class StudyTable(Table):
     seeds: PosInt = 10
     learners: Annotated[list[Literal["sgd", "svm"]], Field(min_length=1)] = ["sgd", "svm"]
     jobs: PosInt = 1
-    data_root: Optional[str] = None
+    data_root: Optional[PathText] = None
     gram_sample: Annotated[int, Field(ge=2)] = 300
     gram_seeds: PosInt = 20
 
