@@ -139,6 +139,16 @@ def bool_arg(keyword: str, value, flag: str | None = None) -> bool:
     return bool(value)
 
 
+def int_arg(keyword: str, value, note: str = "") -> int:
+    """``value`` as an int >= 1, refused with one line unless it is one (a bool, a float, a string or a count
+    below 1); ``note`` follows "expected an integer >= 1" in the message (what the count counts)."""
+    from numbers import Integral
+
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ConfigError(f"{arg(keyword, value)}: expected an integer >= 1{note}")
+    return int(value)
+
+
 def toml_error(name, exc: Exception) -> "ConfigError":
     """A TOML syntax error as one line: ``file, line L, column C: invalid TOML: ...``."""
     import re
@@ -156,4 +166,4 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "bool_arg", "command_line", "path_arg", "toml_error"]
+           "bool_arg", "command_line", "int_arg", "path_arg", "toml_error"]

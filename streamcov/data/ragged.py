@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, IncompleteStoreError, StoreError, arg, arg_name, path_arg
+from ..errors import ConfigError, IncompleteStoreError, StoreError, arg, arg_name, int_arg, path_arg
 from . import integrity
 from .integrity import open_group
 
@@ -51,10 +51,8 @@ def _zarr():
 def ingest_args(out, limit):
     """The output path and ``limit`` of an ingestion (``ingest``, ``ingest_images``), checked: ``limit`` stops
     after that many new items without completing the store (to test interruption), an integer >= 1."""
-    import numbers
-
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1):
-        raise ConfigError(f"{arg('limit', limit)}: expected an integer >= 1 (new items before stopping) or None")
+    if limit is not None:
+        int_arg("limit", limit, " (new items before stopping) or None")
     return path_arg("out", out, "OUT", "the path of the store to write")
 
 

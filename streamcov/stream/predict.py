@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, path_arg
+from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
@@ -39,8 +39,6 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     on every row whose label the model knows. The predictions of every row
     are always written, by default to ``<model>/predictions/<store name>.csv``.
     """
-    from numbers import Integral
-
     from .runtime import resolve_runtime
 
     model_dir, store_path = path_arg("model_dir", model_dir, "MODEL"), path_arg("store_path", store_path, "STORE")
@@ -48,8 +46,8 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     train_accuracy = bool_arg("train_accuracy", train_accuracy)
     scheduler, workers = resolve_runtime(scheduler, workers)
     scheduler = scheduler or "threads"
-    if block is not None and (isinstance(block, bool) or not isinstance(block, Integral) or block < 1):
-        raise ConfigError(f"{arg('block', block)}: expected an integer >= 1 (rows per block), or None for the model's")
+    if block is not None:
+        block = int_arg("block", block, " (rows per block), or None for the model's")
     _check_model_path(Path(model_dir), Path(store_path))
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .._config import thread_plan, worker_decode_threads, worker_spawn_environ
-from ..errors import ConfigError, StreamcovError, arg, arg_name
+from ..errors import ConfigError, StreamcovError, arg, arg_name, int_arg
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
 SCHEDULERS = ("threads", "synchronous", "local-cluster")
@@ -44,18 +44,14 @@ def resolve_runtime(scheduler, workers) -> tuple:
     a scheduler name or address, a worker count >= 1 that the scheduler reads; a count alone is a
     LocalCluster of that many single-threaded workers. Errors name the two as the caller typed them
     (:func:`streamcov.errors.arg`)."""
-    from numbers import Integral
-
     fw = arg_name("workers")
     if workers is not None:
-        if isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 1:
-            raise ConfigError(f"{arg('workers', workers)}: expected an integer >= 1")
+        workers = int_arg("workers", workers)
         from .._config import MAX_WORKERS
 
         if workers > MAX_WORKERS:   # a count of many digits would start processes until memory runs out
             raise ConfigError(f"{arg('workers', workers)}: expected at most {MAX_WORKERS} workers (this machine "
                               f"has {os.cpu_count()} cores)")
-        workers = int(workers)
     if scheduler is not None and (not isinstance(scheduler, str) or not is_scheduler(scheduler)):
         raise ConfigError(f"{arg('scheduler', scheduler)}: expected one of {', '.join(SCHEDULERS)} or a scheduler "
                           f"address tcp://HOST:PORT")
