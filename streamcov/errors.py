@@ -116,7 +116,18 @@ def arg_name(keyword: str, flag: str | None = None) -> str:
     return keyword
 
 
-def path_arg(keyword: str, value, flag: str | None = None, what: str = "the file or folder meant"):
+def ingest_option(keyword: str, value=None) -> str:
+    """An image ingestion option named for both routes to it: the ingestion's argument as typed (:func:`arg`:
+    ``--group-level 2`` on the command line, ``group_level=2`` in Python), then its pipeline key
+    (``data.group_level = 2``); names alone when ``value`` is None. The same option reaches the ingestion
+    from ``streamcov ingest``, from :func:`~streamcov.data.images.ingest_images` and from a pipeline's
+    ``[data]``."""
+    if value is None:
+        return f"{arg_name(keyword)}, or data.{keyword} in a pipeline"
+    return f"{arg(keyword, value)}, or data.{keyword} = {value!r} in a pipeline"
+
+
+def path_arg(keyword: str, value, flag: str | None, what: str):
     """``value`` as a :class:`pathlib.Path`, refused with one line naming ``keyword`` as typed (:func:`arg`)
     when it is not a path (``None``, a number, bytes) or is empty (which would mean the current folder:
     ``what`` says what to give instead)."""

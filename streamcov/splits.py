@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, toml_error
+from .errors import ConfigError, ingest_option, toml_error
 
 
 def folds(split, labels, groups, *, group_names=None, store_split=None, split_names=None,
@@ -166,10 +166,11 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
     elif kind == "leave-objects-out":
         if group_names is None:
             raise ConfigError("split.kind = 'leave-objects-out' needs named groups (ingest with "
-                              "--group-level 2 so that the group is <class>/<object>)")
+                              f"{ingest_option('group_level', 2)}, so that the group is <class>/<object>)")
         if all("/" not in str(g) for g in group_names):
             raise ConfigError(f"split.kind = 'leave-objects-out' needs groups <class>/<object>, but the store's "
-                              f"groups are {sorted(group_names)[:3]}...: ingest the images with --group-level 2")
+                              f"groups are {sorted(group_names)[:3]}...: ingest the images with "
+                              f"{ingest_option('group_level', 2)}")
         suffix = np.array([group_names[g].split("/")[-1] for g in groups])
         for o in sorted(set(suffix), key=lambda t: (len(t), t)):
             test = suffix == o

@@ -1737,8 +1737,8 @@ IMAGES = [
          r"the folder$"),
     Case("images-every-class-excluded", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
                                                    e.tmp / "s.zarr", "--exclude", "a", "--exclude", "b"],
-         r"imgs: no images \(.*\) in class folders; folders named 'a', 'b' were left out \(--exclude; by default "
-         r"maps\): leave out fewer$"),
+         r"imgs: no images \(.*\) in class folders; folders named 'a', 'b' were left out \(--exclude, or data\.exclude "
+         r"in a pipeline; by default maps\): leave out fewer$"),
     # a class folder without images would vanish from the store and from every model trained on it
     Case("image-class-folder-empty", lambda e: ["ingest", "images", "--format", "folders",
                                                 (lambda f: ((f / "c").mkdir(), (f / "c" / "notes.txt").touch(), f)[-1])(
@@ -1748,8 +1748,8 @@ IMAGES = [
     Case("image-class-folder-only-maps", lambda e: ["ingest", "images", "--format", "folders",
                                                     (lambda f: (shutil.copytree(f / "a", f / "c" / "maps"), f)[-1])(
                                                         image_folder("imgs")(e)), e.tmp / "s.zarr"],
-         r"imgs/c: a class folder with no images \(.*\) \(the folders it holds are left out: --exclude, by default "
-         r"maps\): its class cannot be learned; add its images or remove the folder$", check=no_store),
+         r"imgs/c: a class folder with no images \(.*\) \(the folders it holds are left out: --exclude, or "
+         r"data\.exclude in a pipeline; by default maps\): its class cannot be learned; add its images or remove the folder$", check=no_store),
     # a zip made on macOS leaves __MACOSX/ (resource forks, ._ files) beside the classes: not a class; and the
     # excluded-folder hint is given only for the class folder that held excluded folders
     Case("image-macosx-folder-is-not-a-class", lambda e: ["ingest", "images", "--format", "folders",
@@ -1795,7 +1795,8 @@ IMAGES = [
                                         "--group-level", "0"], r"argument --group-level: expected an integer >= 1"),
     Case("group-level-too-deep", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
                                             e.tmp / "s.zarr", "--group-level", "3"],
-         r"[ab]/0\.png: lies 1 folder level\(s\) deep but the group level \(--group-level, data\.group_level\) is 3"),
+         r"[ab]/0\.png: lies 1 folder level\(s\) deep but the group level \(--group-level, or "
+         r"data\.group_level in a pipeline\) is 3"),
     # integers are stored as fractions of their range, floats as they are: mixed, they would lie on two scales
     Case("float-among-integer-images", with_image("micro.tif", save_array(np.full((16, 16), 4080.0, np.float32))),
          r"a/micro\.tif: float pixels from 4080 to 4080, but \S+\.png \(and maybe others\) has integer pixels, "
@@ -1819,7 +1820,8 @@ IMAGES = [
          r"JPEG, or move them out of the image folder$"),
     Case("pixel-dtype-too-small", with_image("deep.png", save_array(np.full((16, 16), 40000, np.uint16)),
                                              ["--pixel-dtype", "uint8"]),
-         r"a/deep\.png: 16-bit image but the store holds 8-bit pixels; ingest with --pixel-dtype auto"),
+         r"a/deep\.png: 16-bit image but the store holds 8-bit pixels; ingest with the pixel dtype auto "
+         r"\(the default\) or uint16: --pixel-dtype, or data\.pixel_dtype in a pipeline$"),
     Case("pixel-dtype-unknown", with_image("x.png", save_array(np.zeros((16, 16), np.uint8)), ["--pixel-dtype", "int4"]),
          r"argument --pixel-dtype: invalid choice: 'int4'"),
     Case("image-multi-page-tiff", with_image("pages.tif", lambda p: __import__("PIL.Image").Image.fromarray(
@@ -2256,6 +2258,11 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
      r"^group_level must be an integer >= 1 \(folder levels that make the group\), got 1\.0$"),
     (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], group_level=True), ValueError,
      r"^group_level must be an integer >= 1"),
+    # the ingestion's hints name its Python keyword (and the pipeline key), not the command's flag
+    (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], group_level=2), ValueError,
+     r"lies 1 folder level\(s\) deep but the group level \(group_level, or data\.group_level in a pipeline\) is 2"),
+    (lambda p: __import__("streamcov").ingest_images(p["images"], p["out"], exclude=["brick", "grass"]), ValueError,
+     r"were left out \(exclude, or data\.exclude in a pipeline; by default maps\): leave out fewer$"),
     (lambda p: __import__("streamcov").ingest_images(p["images"], ""), ValueError,
      r"^out: empty path; give the path of the store to write$"),
     # a folder for the reader: an AttributeError deep inside the writer
@@ -2280,7 +2287,8 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
      r"^store_path=None: expected a path \(a str or pathlib\.Path\), got NoneType$"),
     (lambda p: __import__("streamcov").predict(5, p["synth"]), ValueError, r"^model_dir=5: expected a path"),
     (lambda p: __import__("streamcov").predict(p["model"], ""), ValueError,    # read as the current folder
-     r"^store_path: empty path; give the file or folder meant$"),
+     r"^store_path: empty path; give a store of the kind the model was trained on \(for an image model, also a "
+     r"folder of images\)$"),
     (lambda p: __import__("streamcov").predict(p["model"], p["synth"], p["out"].with_suffix(".csv"),
                                                train_accuracy="no"), ValueError,   # computed it anyway
      r"^train_accuracy='no': expected True or False$"),
@@ -2305,7 +2313,8 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
      ValueError, r"^a pipeline and text=\.\.\. both given: give one pipeline"),   # the file was ignored
     (lambda p: __import__("streamcov").GaussianNystroem(blocks=[5, 7]).fit(np.ones((4, 12))), ValueError,
      r"^blocks must be \[width, weight\] pairs"),   # TypeError: object of type 'int' has no len()
-], ids=["exclude-a-string", "group-level-float", "group-level-bool", "out-empty", "ingest-a-folder",
+], ids=["exclude-a-string", "group-level-float", "group-level-bool", "group-level-too-deep",
+        "every-class-excluded", "out-empty", "ingest-a-folder",
         "stride-one-pixel", "synth-frames-too-long", "operator-too-large", "predict-store-none", "predict-model-int",
         "predict-store-empty", "predict-train-accuracy-str", "open-store-none", "open-reader-int", "ingest-out-none",
         "ingest-limit-0", "ingest-images-limit-negative", "ingest-images-src-none", "load-config-list",

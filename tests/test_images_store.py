@@ -88,8 +88,9 @@ def test_store_restart_and_sixteen_bit(tmp_path):
     np.testing.assert_array_equal(auto.image(0), a16)
     np.testing.assert_array_equal(auto.image(1), np.full((3, 4), 200 * 257))
     (src / "c" / "shallow.png").unlink()
-    with pytest.raises(FormatError, match="c/deep.png: 16-bit image but the store holds 8-bit pixels; ingest "
-                                          "with --pixel-dtype auto"):
+    with pytest.raises(FormatError, match=r"c/deep.png: 16-bit image but the store holds 8-bit pixels; ingest "
+                                          r"with the pixel dtype auto \(the default\) or uint16: pixel_dtype, or "
+                                          r"data.pixel_dtype in a pipeline$"):
         ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="uint8")
     store = ingest_images(src, tmp_path / "s16.zarr", pixel_dtype="uint16")
     np.testing.assert_array_equal(store.image(0), a16)
@@ -147,7 +148,8 @@ def test_writer_and_store_errors(tmp_path):
     w = ImageStoreWriter(tmp_path / "w.zarr", "src")
     with pytest.raises(ValueError, match=r"img7: expected a grey \(h, w\) or RGB \(h, w, 3\) image, got shape \(2, 2, 2\)"):
         w.append(np.zeros((2, 2, 2), np.uint8), "img7", "c")
-    with pytest.raises(ValueError, match="img8: float64 pixels cannot be stored as uint8; ingest with --pixel-dtype auto"):
+    with pytest.raises(ValueError, match="img8: float64 pixels cannot be stored as uint8; ingest with the pixel dtype auto "
+                                        r"\(the default\) or float32: pixel_dtype, or data.pixel_dtype in a pipeline$"):
         w.append(np.zeros((2, 2)), "img8", "c")
     assert w.append(np.zeros((2, 2), np.uint8), "ok", "c") and not w.append(np.zeros((2, 2), np.uint8), "ok", "c")
     with pytest.raises(StoreError, match="an incomplete image store is here"):

@@ -72,7 +72,8 @@ def test_image_protocols():
 @pytest.mark.parametrize("kind, kw, msg", [
     ("per-class", {"n_train": 12}, "class 0 has 12 rows; the protocol needs 13"),
     ("stratified-kfold", {"n_splits": 13}, "split.n_splits = 13 but class 0 has only 12 rows"),
-    ("leave-objects-out", {}, "needs named groups"),
+    ("leave-objects-out", {}, r"needs named groups \(ingest with group_level=2, or data.group_level = 2 in a "
+                              r"pipeline, so that the group is <class>/<object>\)$"),
     ("group-kfold", {"n_splits": 20}, "split.n_splits = 20 but there are only 12 groups"),
     ("subject-parity", {"folds": [1]}, r"split.folds = \[1\]: the protocol has 1 folds"),
     ("store", {}, r"split.kind = 'store' reads the train/test split recorded in the store, which records none; "
@@ -84,6 +85,21 @@ def test_protocol_errors(kind, kw, msg):
     groups = np.repeat(np.arange(12), 3)
     with pytest.raises(ConfigError, match=msg):
         run(kind, y, groups, **kw)
+
+
+def test_the_group_level_hint_names_the_route_in_use():
+    """From Python the hint names ingest_images' keyword, in the command the ingestion's flag; the pipeline
+    key beside it either way (a pipeline reaches the same ingestion through data.group_level)."""
+    from streamcov.errors import command_line
+
+    y, groups = np.repeat(np.arange(3), 4), np.arange(12)
+    names = [f"g{i}" for i in range(12)]
+    with pytest.raises(ConfigError, match=r"groups are \['g0', 'g1', 'g10'\]\.\.\.: ingest the images with "
+                                          r"group_level=2, or data.group_level = 2 in a pipeline$"):
+        folds(SplitTable(kind="leave-objects-out"), y, groups, group_names=names)
+    with command_line(), pytest.raises(ConfigError, match=r"ingest the images with --group-level 2, or "
+                                                          r"data.group_level = 2 in a pipeline$"):
+        folds(SplitTable(kind="leave-objects-out"), y, groups, group_names=names)
 
 
 def test_a_fold_without_test_rows_is_refused():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, FormatError
+from ..errors import ConfigError, FormatError, ingest_option
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp")
 # image files Pillow cannot decode here: refused rather than skipped, so that a class does not quietly lose them
@@ -171,14 +171,14 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         label = folders[0] if folders else UNLABELLED
         if folders and len(folders) < group_level:
             raise FormatError(p, f"lies {len(folders)} folder level(s) deep but the group level "
-                                 f"(--group-level, data.group_level) is {group_level}: the group would be "
+                                 f"({ingest_option('group_level')}) is {group_level}: the group would be "
                                  f"the class; use the level of the folders that name the groups (1: class)")
         group = "/".join(folders[:group_level])
         entries.append(ImageEntry(path=p, id=rel.as_posix(), label=label, group=group))
     if not entries:
         where = "here or in class folders" if unlabelled else "in class folders"
-        why = (f"; folders named {', '.join(map(repr, sorted(excluded)))} were left out (--exclude; by default "
-               f"maps): leave out fewer" if excluded and not found else "")
+        why = (f"; folders named {', '.join(map(repr, sorted(excluded)))} were left out ({ingest_option('exclude')}; "
+               f"by default maps): leave out fewer" if excluded and not found else "")
         raise ConfigError(f"{root}: no images ({', '.join(IMAGE_EXTENSIONS)}) {where}{why}")
     entries.sort(key=lambda e: _natural_key(e.id))
     if not unlabelled:
@@ -195,8 +195,8 @@ def _check_classes(root: Path, folders: list, entries: list, held_excluded: set)
     held = {e.label for e in entries}
     for name in folders:
         if unicodedata.normalize("NFC", name) not in held:
-            why = (" (the folders it holds are left out: --exclude, by default maps)" if name in held_excluded
-                   else "")
+            why = (f" (the folders it holds are left out: {ingest_option('exclude')}; by default maps)"
+                   if name in held_excluded else "")
             raise FormatError(root / name, f"a class folder with no images ({', '.join(IMAGE_EXTENSIONS)}){why}: "
                                            f"its class cannot be learned; add its images or remove the folder")
     by_case: dict = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, path_arg
+from ..errors import FormatError, ingest_option, path_arg
 from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter, ingest_args
 
@@ -44,10 +44,10 @@ def _convert(image: np.ndarray, dtype: str, where: str) -> np.ndarray:
     if a.dtype == np.uint16:
         if dtype == "uint16":
             return a
-        raise FormatError(where, "16-bit image but the store holds 8-bit pixels; ingest with --pixel-dtype "
-                                 "auto (the default) or uint16")
-    raise FormatError(where, f"{a.dtype} pixels cannot be stored as {dtype}; ingest with --pixel-dtype auto "
-                             f"(the default) or float32")
+        raise FormatError(where, f"16-bit image but the store holds 8-bit pixels; ingest with the pixel dtype "
+                                 f"auto (the default) or uint16: {ingest_option('pixel_dtype')}")
+    raise FormatError(where, f"{a.dtype} pixels cannot be stored as {dtype}; ingest with the pixel dtype auto "
+                             f"(the default) or float32: {ingest_option('pixel_dtype')}")
 
 
 class ImageStore(RaggedStore):
@@ -269,7 +269,7 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     """
     from ..lock import store_lock
 
-    src = path_arg("src", src, "SRC")
+    src = path_arg("src", src, "SRC", "the image folder (a folder per class)")
     out = ingest_args(out, limit)
     if format != "folders":
         raise ValueError(f"format must be 'folders', got {format!r}")

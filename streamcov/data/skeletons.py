@@ -135,7 +135,7 @@ class SequenceStore(RaggedStore):
 
 def open_store(path) -> SequenceStore:
     """Open a complete skeleton store; raises :class:`~streamcov.errors.IncompleteStoreError` otherwise."""
-    return SequenceStore(path_arg("path", path, "STORE"))
+    return SequenceStore(path_arg("path", path, "STORE", "the folder of a store (written by `streamcov ingest`)"))
 
 
 class SequenceStoreWriter(RaggedStoreWriter):

@@ -41,8 +41,10 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     """
     from .runtime import resolve_runtime
 
-    model_dir, store_path = path_arg("model_dir", model_dir, "MODEL"), path_arg("store_path", store_path, "STORE")
-    out_csv = None if out_csv is None else path_arg("out_csv", out_csv, "--out")
+    model_dir = path_arg("model_dir", model_dir, "MODEL", "the model folder of a run (<output>/model)")
+    store_path = path_arg("store_path", store_path, "STORE", "a store of the kind the model was trained on "
+                                                             "(for an image model, also a folder of images)")
+    out_csv = None if out_csv is None else path_arg("out_csv", out_csv, "--out", "the CSV file to write")
     train_accuracy = bool_arg("train_accuracy", train_accuracy)
     scheduler, workers = resolve_runtime(scheduler, workers)
     scheduler = scheduler or "threads"

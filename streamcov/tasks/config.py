@@ -348,7 +348,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         ``--output``: the output folder, exactly as typed (not read as TOML).
     """
     if source is not None and not isinstance(source, dict) and text is None:
-        source = path_arg("source", source)
+        source = path_arg("source", source, None, "the pipeline file (.toml)")
     return load_config_and_origins(source, overrides, store, text=text, task=task, flags=flags, note=note,
                                    scheduler=scheduler, output=output)[0]
 
@@ -362,7 +362,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     if source is not None and text is not None:   # one of them would be ignored
         raise ConfigError("a pipeline and text=... both given: give one pipeline (a file, a dict or a TOML text)")
     overrides = overrides_list(overrides)
-    store = None if store is None else path_arg("store", store, what="the folder of a store (written by "
+    store = None if store is None else path_arg("store", store, None, "the folder of a store (written by "
                                                                           "`streamcov ingest`)")
     file = None
     if isinstance(source, dict):

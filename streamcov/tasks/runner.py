@@ -37,10 +37,10 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     note : callable, optional
         Gets the loader's notes (:func:`.config.load_config`); default: stderr.
     """
-    output = None if output is None else path_arg("output", output, what="the folder to write the results into")
+    output = None if output is None else path_arg("output", output, None, "the folder to write the results into")
     resume, progress = bool_arg("resume", resume), bool_arg("progress", progress)
     if pipeline is not None and not isinstance(pipeline, dict) and not hasattr(pipeline, "model_dump"):
-        pipeline = path_arg("pipeline", pipeline, "PIPELINE")
+        pipeline = path_arg("pipeline", pipeline, "PIPELINE", "the pipeline file (.toml)")
     if output is not None and "\0" in str(output):
         raise ConfigError(f"{arg_name('output')}: holds a NUL character (\\u0000), which no path may contain; "
                           f"remove it")

@@ -51,7 +51,7 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
 
     if fmt not in READERS:
         raise ConfigError(f"unknown skeleton format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    path = path_arg("path", path, "SRC")
+    path = path_arg("path", path, "SRC", "the raw data's file or folder")
     import json
 
     def named(key):   # the option as the user gave it
