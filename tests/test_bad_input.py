@@ -222,7 +222,7 @@ def old_generic_store(e):
     meta = json.loads((out / "zarr.json").read_text())
     del meta["attributes"]["source_record"]["files"]
     (out / "zarr.json").write_text(json.dumps(meta))
-    return out
+    return as_format_3(out)
 
 
 def touched_archive_store(e):
@@ -1027,6 +1027,24 @@ def set_attrs(store: Path, **attrs):
     (store / "zarr.json").write_text(json.dumps(meta))
 
 
+def as_format_3(store: Path):
+    """The store as streamcov wrote it before the seal of its metadata (format version 3), so that an earlier
+    store's attributes can be made by editing a new one."""
+    meta = json.loads((store / "zarr.json").read_text())
+    del meta["attributes"]["seal"]
+    meta["attributes"]["format_version"] = 3
+    (store / "zarr.json").write_text(json.dumps(meta))
+    return store
+
+
+def edit_codec(store: Path, array: str, **configuration):
+    """Change the configuration of array's first codec (``bytes``: its byte order) in its zarr.json."""
+    path = store / array / "zarr.json"
+    meta = json.loads(path.read_text())
+    meta["codecs"][0]["configuration"].update(configuration)
+    path.write_text(json.dumps(meta))
+
+
 def edit_array_meta(store: Path, array: str, **meta):
     path = store / array / "zarr.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **meta}))
@@ -1134,10 +1152,30 @@ STORES = [
     # zarr.json edits that would turn checks off or hide an array passed --verify: a format_version below the
     # format the arrays were written in (the manifest of format 3, the checksums of format 2), a shortened list
     *[Case(f"verify-format-version-lowered-to-{v}", damaged(lambda s, v=v: set_attrs(s, format_version=v), "info"),
+           rf"DAMAGED store: format_version = {v} but the store is sealed as format 4 seals it \(zarr\.json edited\)",
+           rc=3) for v in (1, 2, 3)],
+    *[Case(f"verify-unsealed-format-version-lowered-to-{v}",
+           damaged(lambda s, v=v: set_attrs(as_format_3(s), format_version=v), "info"),
            rf"DAMAGED store: format_version = {v} but the store holds the manifest of chunk checksums that format 3 "
            r"writes \(zarr\.json edited\)", rc=3) for v in (1, 2)],
     Case("format-version-lowered", damaged(lambda s: set_attrs(s, format_version=2)),
-         r"synth\.zarr: format_version = 2 but the store holds the manifest of chunk checksums that format 3 writes"),
+         r"synth\.zarr: format_version = 2 but the store is sealed as format 4 seals it \(zarr\.json edited\): the "
+         r"store is damaged"),
+    # edits that no chunk checksum sees (the bytes are unchanged, read otherwise) and no attribute check
+    # refuses: the seal of format 4 (the digests of every array's zarr.json and of the attributes)
+    Case("frames-byte-order-edited", damaged(lambda s: edit_codec(s, "frames", endian="big")),
+         r"synth\.zarr: array 'frames': its zarr\.json \(data type, byte order, codecs, shape\) is not the one the "
+         r"store was written with \(edited\); the store is damaged: write it again"),
+    Case("verify-subjects-byte-order-edited", damaged(lambda s: edit_codec(s, "subjects", endian="big"), "info"),
+         r"DAMAGED store: array 'subjects': its zarr\.json .* is not the one the store was written with", rc=3),
+    Case("label-names-swapped", damaged(lambda s: set_attrs(s, label_names=(lambda n: [n[1], n[0], *n[2:]])(
+        json.loads((s / "zarr.json").read_text())["attributes"]["label_names"]))),
+         r"synth\.zarr: its attributes \(zarr\.json\) are not those the store was written with \(edited\); the store "
+         r"is damaged"),
+    Case("seal-removed", damaged(lambda s: (lambda m: ((s / "zarr.json").write_text(json.dumps(
+        {**m, "attributes": {k: v for k, v in m["attributes"].items() if k != "seal"}}))))(
+        json.loads((s / "zarr.json").read_text()))),
+         r"synth\.zarr: its seal \(the digests of its metadata\) is missing \(zarr\.json edited\)"),
     Case("verify-arrays-list-shortened", damaged(lambda s: set_attrs(s, arrays=["frames", "offsets", "labels",
                                                                               "subjects", "split"]), "info"),
          r"DAMAGED store: array 'id_bytes' is not listed in the store's arrays attribute \(zarr\.json edited\)", rc=3),
@@ -2094,6 +2132,7 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
     record = dict(g.attrs["source_record"])
     del record["orientation"]
     g.attrs["source_record"] = record
+    as_format_3(old)
 
     def run(store, out, source=None):
         text = IMAGE_PIPELINE.format(out=out, store=store)
@@ -2108,6 +2147,7 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
     assert cli("ingest", "images", "--format", "folders", plain, tmp_path / "plain.zarr", "--quiet")[0] == 0
     g = zarr.open_group(str(tmp_path / "plain.zarr"), mode="r+")
     g.attrs["source_record"] = {k: v for k, v in g.attrs["source_record"].items() if k != "orientation"}
+    as_format_3(tmp_path / "plain.zarr")
     rc, err, _ = run(tmp_path / "plain.zarr", tmp_path / "o_plain", source=plain)
     assert rc == 0, err
     rc, err, _ = run(old, tmp_path / "o0", source=imgs)

@@ -76,6 +76,32 @@ def test_store_round_trip_and_resume(tmp_path):
         store.image(5)
 
 
+@pytest.mark.parametrize("array, edit", [
+    ("shapes", {"endian": "big"}),       # read as 687865856 x 687865856 pixels: "needs 5.6e10 PiB" before
+    ("pixels", None),                    # pixels retyped to int8: same bytes, other numbers
+])
+def test_edited_array_metadata_is_refused(tmp_path, array, edit):
+    """The seal of format 4: an array's zarr.json edited in a way no chunk checksum sees (the chunks'
+    bytes are unchanged, decoded otherwise) is refused on opening, naming the array."""
+    import json
+
+    _make_tree(tmp_path / "src")
+    out = tmp_path / "s.zarr"
+    ingest_images(tmp_path / "src", out, group_level=2)
+    assert open_image_store(out).attrs["format_version"] == 4
+    path = out / array / "zarr.json"
+    meta = json.loads(path.read_text())
+    if edit is None:
+        meta["data_type"] = "int8"
+    else:
+        meta["codecs"][0]["configuration"].update(edit)
+    path.write_text(json.dumps(meta, indent=4))
+    with pytest.raises(StoreError, match=rf"s\.zarr: array '{array}': its zarr\.json \(data type, byte order, "
+                                         rf"codecs, shape\) is not the one the store was written with \(edited\); "
+                                         rf"the store is damaged: write it again"):
+        open_image_store(out)
+
+
 def test_store_restart_and_sixteen_bit(tmp_path):
     src = tmp_path / "src"
     (src / "c").mkdir(parents=True)

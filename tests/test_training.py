@@ -169,6 +169,31 @@ def test_a_damaged_fit_in_a_feature_store_is_computed_again(synth_store, tmp_pat
     np.testing.assert_array_equal(coef_of(tmp_path), ref_coef)   # the same fit and features, computed again
 
 
+@pytest.mark.parametrize("array", ["fit", "X"])
+def test_an_edited_zarr_json_in_a_feature_store_is_computed_again(synth_store, tmp_path, capsys, array):
+    """A byte order edited in the zarr.json of a fitted array or of X: the chunks' bytes and checksums are
+    unchanged, so only the digests of the zarr.json recorded when the arrays were written tell it apart
+    (before: the fit read as non-finite numbers, was reused, and the saved model could never be used)."""
+    import json
+
+    ref = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    ref_coef = coef_of(tmp_path)
+    fs = tmp_path / "features.zarr"
+    meta = sorted((fs / "fit").glob("*/zarr.json"))[0] if array == "fit" else fs / "X" / "zarr.json"
+    name = meta.parent.relative_to(fs).as_posix()
+    doc = json.loads(meta.read_text())
+    doc["codecs"][0]["configuration"]["endian"] = "big"
+    meta.write_text(json.dumps(doc))
+    capsys.readouterr()
+    again = run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    assert re.search(rf"note: .*features\.zarr: array '{re.escape(name)}': its zarr\.json \(data type, byte order, "
+                     r"codecs, shape\) is not the one the feature store was written with \(edited\); the feature "
+                     r"store is computed again", capsys.readouterr().err)
+    assert again["featurized_sequences"] == synth_store.n_sequences and not again["fit_reused"]
+    assert again["accuracy"] == ref["accuracy"]
+    np.testing.assert_array_equal(coef_of(tmp_path), ref_coef)
+
+
 def test_a_feature_chunk_copied_from_another_run_is_computed_again(synth_store, tmp_path, capsys):
     """A whole chunk of X copied in from another run's feature store (another sigma) decodes with a valid
     checksum: the checksum recorded when the block was written tells it apart, so that block is computed

@@ -92,6 +92,7 @@ class ImageStore(RaggedStore):
         self.split = self.read("split").astype(np.int8)
         self.check_rows(("shapes", "labels", "groups", "split"),
                         {"labels": "label_names", "groups": "group_names", "split": "split_names"})
+        self.check_sealed()
 
     @property
     def group_names(self) -> list[str]:

@@ -9,7 +9,12 @@ checksum or decompression failure into a :class:`~streamcov.errors.StoreError`
 naming the array and the chunk. From format version 3 a store also keeps a
 *manifest*: the checksum of every chunk of every array, written when the store
 is completed. A chunk whose own checksum is right but differs from the
-manifest's (a chunk copied from another store) is refused as well.
+manifest's (a chunk copied from another store) is refused as well. From
+format version 4 a complete store is also *sealed*: the digests of every
+array's ``zarr.json`` and of the store's attributes as written
+(:func:`seal`), so that an edited byte order, data type or attribute, which
+no chunk checksum sees (the chunk bytes are unchanged, and read otherwise),
+is refused when the store is opened (:func:`seal_mismatch`).
 :func:`verify` reads every chunk of every array (``streamcov info --verify``).
 """
 from __future__ import annotations
@@ -20,7 +25,8 @@ import numpy as np
 
 from ..errors import StoreError
 
-FORMAT_VERSION = 3   # 2: checksums and every chunk written; 3: and the manifest of chunk checksums
+# 2: checksums and every chunk written; 3: and the manifest of chunk checksums; 4: and the seal of the metadata
+FORMAT_VERSION = 4
 
 
 def file_sha256(path) -> str:
@@ -52,6 +58,59 @@ def arrays_sha256(arrays: dict) -> str:
     for k in sorted(arrays):
         h.update(f"{k}\0{array_sha256(arrays[k])}\n".encode())
     return h.hexdigest()
+
+
+def _json_sha256(doc) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def metadata_sha256(root, name: str) -> str | None:
+    """SHA-256 of array ``name``'s ``zarr.json`` under ``root`` as parsed JSON (its layout on disk aside),
+    None when it is missing or not JSON. The file itself, not zarr's reading of it: the same digest under
+    every zarr version."""
+    import json
+
+    try:
+        return _json_sha256(json.loads((Path(root) / name / "zarr.json").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+# the attributes a seal does not cover: itself, and the completion marker written after it
+UNSEALED = ("seal", "complete")
+
+
+def seal(group, root, names) -> dict:
+    """The seal of a store (format version 4): the digest of each array's ``zarr.json``
+    (:func:`metadata_sha256`) and of the store's attributes but :data:`UNSEALED`."""
+    attrs = {k: v for k, v in dict(group.attrs).items() if k not in UNSEALED}
+    return {"attrs": _json_sha256(attrs), "arrays": {n: metadata_sha256(root, n) for n in names}}
+
+
+def metadata_mismatch(root, recorded: dict, what: str = "the store") -> str | None:
+    """The first array of ``recorded`` (``name -> metadata_sha256`` as written) whose ``zarr.json`` under
+    ``root`` is another now, said as such, or None."""
+    for name, digest in recorded.items():
+        if metadata_sha256(root, name) != digest:
+            return (f"array {name!r}: its zarr.json (data type, byte order, codecs, shape) is not the one {what} "
+                    f"was written with (edited)")
+    return None
+
+
+def seal_mismatch(group, root, recorded) -> str | None:
+    """What differs from the seal ``recorded`` when a store was written (an array's ``zarr.json`` or the
+    attributes, edited since), or None."""
+    if recorded is None:
+        return "its seal (the digests of its metadata) is missing (zarr.json edited)"
+    if not (isinstance(recorded, dict) and isinstance(recorded.get("arrays"), dict)):
+        return f"its seal attribute is not the table it writes (zarr.json edited): {recorded!r}"[:200]
+    why = metadata_mismatch(root, recorded["arrays"])
+    if why is None and seal(group, root, [])["attrs"] != recorded.get("attrs"):
+        why = "its attributes (zarr.json) are not those the store was written with (edited)"
+    return why
 
 
 def get_array(group, name: str):
@@ -188,7 +247,8 @@ def chunk_checksums(group, root, name: str) -> np.ndarray:
 
 
 def write_manifest(group, root, names) -> None:
-    """Record the checksum of every chunk of ``names`` (array ``manifest`` and its layout attribute)."""
+    """Record the checksum of every chunk of ``names`` (array ``manifest`` and its layout attribute), then
+    seal the store's metadata (:func:`seal`: the arrays ``names`` and the manifest)."""
     parts = [chunk_checksums(group, root, n) for n in names]
     layout, pos = {}, 0
     for n, p in zip(names, parts):
@@ -202,6 +262,7 @@ def write_manifest(group, root, names) -> None:
     if len(data):
         arr[:] = data
     group.attrs["manifest"] = layout
+    group.attrs["seal"] = seal(group, root, [*names, "manifest"])
 
 
 def load_manifest(group, root) -> dict:
@@ -237,6 +298,8 @@ def layout_mismatch(group, attrs: dict) -> str | None:
         if unlisted:
             return f"array {unlisted[0]!r} is not listed in the store's arrays attribute (zarr.json edited)"
     version = attrs.get("format_version", 1)
+    if isinstance(version, int) and version < 4 and "seal" in attrs:
+        return (f"format_version = {version} but the store is sealed as format 4 seals it (zarr.json edited)")
     if isinstance(version, int) and version < 3 and "manifest" in present:
         return (f"format_version = {version} but the store holds the manifest of chunk checksums that format 3 "
                 f"writes (zarr.json edited)")
@@ -304,7 +367,9 @@ def verify(path) -> tuple[list[str], list[str]]:
     """``(problems, notes)`` of the store at ``path``: missing arrays or chunks, chunks failing their checksum.
 
     ``notes`` says what could not be checked (stores written before
-    per-chunk checksums, where a missing chunk reads as zeros).
+    per-chunk checksums, where a missing chunk reads as zeros). The seal of the
+    metadata (format 4) is checked by opening the store, after the checks of
+    what its attributes and arrays hold, which name an edit more precisely.
     """
     path = Path(path)
     g = open_group(path, "r")
@@ -332,6 +397,9 @@ def verify(path) -> tuple[list[str], list[str]]:
     elif version == 2:
         notes.append("written before the manifest of chunk checksums (format version 2): a chunk copied "
                      "from another store cannot be told apart")
+    if version in (2, 3):
+        notes.append(f"written before the seal of its metadata (format version {version}): an edited byte order, "
+                     f"data type or attribute that the other checks do not refuse cannot be told apart")
     for name in names:
         try:
             array = get_array(g, name)

@@ -181,6 +181,15 @@ class RaggedStore:
             raise StoreError(f"{self.path}: array 'offsets' is not increasing from 0; the store is damaged: "
                              f"{integrity.WRITE_AGAIN}")
 
+    def check_sealed(self):
+        """Refuse a store whose arrays' ``zarr.json`` or attributes differ from those it was written with
+        (format 4: :func:`~streamcov.data.integrity.seal_mismatch`). Called last when a store kind is opened,
+        after the checks that name an edit more precisely."""
+        if self.version >= 4:
+            why = integrity.seal_mismatch(self.group, self.path, self.attrs.get("seal"))
+            if why is not None:
+                raise StoreError(f"{self.path}: {why}; the store is damaged: {integrity.WRITE_AGAIN}")
+
     def check_rows(self, names, coded: dict | None = None):
         """Every per-item array has one row per item, the data array the rows the offsets cover, the
         counts in the attributes match, and every coded column (``{array: attribute of its names}``)

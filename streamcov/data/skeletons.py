@@ -84,6 +84,7 @@ class SequenceStore(RaggedStore):
         if bad:
             raise StoreError(f"{self.path}: attribute roles holds joint indices outside 0..{self.n_joints - 1} "
                              f"({', '.join(f'{r} = {v}' for r, v in bad.items())}); {damaged}")
+        self.check_sealed()
 
     @property
     def frames(self):

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 
 
-# layout of the store, part of what a store must match to be reused: 2 added the per-block checksums ``crc``
-# (stores of layout 1 are computed again)
-LAYOUT = 2
+# layout of the store, part of what a store must match to be reused: 2 added the per-block checksums ``crc``,
+# 3 the digests of the arrays' zarr.json (stores of an earlier layout are computed again)
+LAYOUT = 3
+ARRAYS = ("X", "crc", "done")
 
 
 class FeatureStore:
@@ -46,15 +47,23 @@ class FeatureStore:
                        fingerprint: dict) -> "FeatureStore":
         import zarr
 
+        from ..data import integrity
+
         path = Path(path)
         fp = json.dumps({**fingerprint, "layout": LAYOUT}, sort_keys=True, default=str)
         if path.exists():
             try:
-                g = zarr.open_group(str(path), mode="r")
-                if g.attrs.get("fingerprint") == fp:
-                    return cls(path)
+                attrs = dict(zarr.open_group(str(path), mode="r").attrs)
             except Exception:  # unreadable leftovers of an interrupted creation: rebuild
-                pass
+                attrs = {}
+            if attrs.get("fingerprint") == fp:
+                # a byte order or data type edited in a zarr.json: the same chunk bytes, other numbers
+                seal = attrs.get("seal")
+                why = (integrity.metadata_mismatch(path, seal, "the feature store") if isinstance(seal, dict)
+                       else "its seal (the digests of its arrays' zarr.json) is missing (zarr.json edited)")
+                if why is not None:
+                    raise StoreError(f"{path}: {why}{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=path))
+                return cls(path)
             shutil.rmtree(path)
         from ..data.integrity import array_options
 
@@ -67,7 +76,8 @@ class FeatureStore:
         for name, dt in (("crc", "uint64"), ("done", "uint8")):
             g.create_array(name, shape=(len(bounds) - 1,), chunks=(1,), dtype=dt, fill_value=0,
                            compressors=array_options(compress=False)["compressors"])
-        g.attrs.update({"bounds": [int(b) for b in bounds], "fingerprint": fp})
+        g.attrs.update({"bounds": [int(b) for b in bounds], "fingerprint": fp,
+                        "seal": {n: integrity.metadata_sha256(path, n) for n in ARRAYS}})
         return cls(path)
 
     @property
@@ -221,7 +231,7 @@ class FeatureStore:
         called: a second map of ``n_components x n_features`` projections would double the fit's memory.
         ``record``: what the map's fit measured (e.g. a median distance).
         """
-        from ..data.integrity import array_options
+        from ..data.integrity import array_options, metadata_sha256
         from ..features.registry import data_arrays
         from .model import dump_estimator
 
@@ -241,7 +251,8 @@ class FeatureStore:
                                     overwrite=True, **array_options(compress=False))
         # the record comes last: without it the fit is redone
         self.group.attrs["fit"] = {"state": state, "map": desc, "record": record or {}, "stored": sorted(arrays),
-                                   "shapes": {k: list(a.shape) for k, a in arrays.items()}}
+                                   "shapes": {k: list(a.shape) for k, a in arrays.items()},
+                                   "seal": {f"fit/{k}": metadata_sha256(self.path, f"fit/{k}") for k in arrays}}
 
     def load_fit(self, reference=None):
         """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference`` map, here the
@@ -260,6 +271,9 @@ class FeatureStore:
             arrays: dict = {}
             if reference is not None:
                 dump_estimator(reference, "map.", arrays)
+            why = integrity.metadata_mismatch(self.path, rec.get("seal", {}), "the feature store")
+            if why is not None:
+                raise StoreError(f"{self.path}: {why}{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
             for name in rec["stored"]:
                 a = integrity.read(self.group, self.path, f"fit/{name}", fix=integrity.RECOMPUTE)
                 arrays[name] = a.reshape(rec["shapes"][name])

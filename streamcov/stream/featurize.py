@@ -122,19 +122,19 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     fp = fingerprint(source, map_params, seed, bounds, train)
     probe = make_feature_map(map_params, seed)
     dim = output_dim(probe, source.dim)
-    fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
-    rec = fstore.group.attrs.get("fit")
-    loaded = None
-    if rec is not None:
-        reference = _reference(map_params, seed, source.dim, rec.get("record", {}))
-        try:
+    loaded = reference = None
+    try:
+        fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
+        rec = fstore.group.attrs.get("fit")
+        if rec is not None:
+            reference = _reference(map_params, seed, source.dim, rec.get("record", {}))
             loaded = fstore.load_fit(reference)
-        except StoreError as exc:
-            # a cache: its features were computed with the fit that is damaged now, so neither is reused
-            print(f"note: {exc.args[0].split(integrity.DAMAGED)[0]}; the feature store is computed again",
-                  file=sys.stderr)
-            shutil.rmtree(path)
-            fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
+    except StoreError as exc:
+        # a cache: its features were computed with the fit or arrays that are damaged now, so none is reused
+        print(f"note: {exc.args[0].split(integrity.DAMAGED)[0]}; the feature store is computed again",
+              file=sys.stderr)
+        shutil.rmtree(path)
+        fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
     reused = loaded is not None
     if not reused:
         reference = None   # a whole map: not kept while the new one is drawn
