@@ -280,3 +280,13 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
                           f"code {c} has 1 in a fold's training images; give that class more images, or a "
                           f"protocol that trains on more of them")
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
+
+
+def rows_sha256(train: np.ndarray, test: np.ndarray) -> str:
+    """SHA-256 of a fold's training and test rows (boolean masks): what a fold's saved result and model are
+    tied to beside the settings, so that a split that now gives other rows (an edited splits file, a store
+    of other subjects) is never answered by them."""
+    import hashlib
+
+    bits = np.packbits(np.asarray(train, dtype=bool)).tobytes() + np.packbits(np.asarray(test, dtype=bool)).tobytes()
+    return hashlib.sha256(f"{len(train)}:".encode() + bits).hexdigest()

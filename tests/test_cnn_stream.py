@@ -125,6 +125,24 @@ def test_restart_resumes_a_partial_hypercolumn_store(store, baseline, tmp_path):
     other = run_pipeline(make_cfg(store.path, tmp_path, method={"head_weight": 0.5, "sigma2": 2.0}),
                          scheduler="threads")
     assert other["hypercolumn_images"] == 0 and other["featurized_images"] == 24
+    # the batch size does not change the features: both stores reused (before: both computed again)
+    batch = run_pipeline(make_cfg(store.path, tmp_path, method={"head_weight": 0.5, "sigma2": 2.0},
+                                  pixels={**PIXELS, "batch_size": 3}), scheduler="threads")
+    assert batch["hypercolumn_images"] == 0 and batch["featurized_images"] == 0
+    assert batch["accuracy"] == other["accuracy"]
+
+
+def test_store_fingerprints_name_the_backend_auto_runs_on():
+    """``backend = "auto"`` is fingerprinted as the backend it resolves to: onnxruntime's maps and the numpy
+    pass's differ by up to about 1e-4, so a store begun by one is not resumed by the other; the batch size
+    is left out (it does not change the features)."""
+    from streamcov.descriptors.cnn import resolved_backend
+
+    auto, four = CNNSpec(), CNNSpec(batch_size=4)
+    assert auto.identity() == four.identity() and auto.as_dict() != four.as_dict()
+    assert auto.identity()["backend"] == resolved_backend("auto") in ("onnxruntime", "numpy")
+    assert CNNSpec(backend="numpy").identity()["backend"] == "numpy"
+    assert "batch_size" not in auto.identity()
 
 
 @pytest.mark.parametrize("method", [{"name": "head"}, {"name": "qapprox_loghs"}])

@@ -126,6 +126,13 @@ def test_restart_resumes_a_partial_feature_store(store, baseline, tmp_path):
     other = run_pipeline(make_cfg(store.path, tmp_path, method={"sigma2": 2.0}), scheduler="threads")
     assert other["featurized_images"] == 24 and other["fit_reused"] is False
     assert other["bandwidth"] == pytest.approx(2 * base["bandwidth"])
+    # another sample for the median bandwidth: another map (before, fit_sample was not in the fingerprint, and
+    # the features of the 12-image median were reused under a result that said 6)
+    fewer = run_pipeline(make_cfg(store.path, tmp_path, method={"sigma2": 2.0, "fit_sample": 6}), scheduler="threads")
+    alone = run_pipeline(make_cfg(store.path, tmp_path / "alone", method={"sigma2": 2.0, "fit_sample": 6}),
+                         scheduler="threads")
+    assert fewer["fit_reused"] is False and fewer["featurized_images"] == 24 and fewer["fit_images"] == 6
+    assert fewer["median_distance"] == alone["median_distance"] != other["median_distance"]
 
 
 def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):

@@ -100,6 +100,98 @@ def test_resume_ignores_checkpoints_of_other_parameters_and_says_so(synth_store,
     assert "note: resume=True" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("other", ["another-runs-model", "exact-svm-model", "no-model"])
+def test_resume_does_not_report_a_saved_fold_beside_another_model(synth_store, tmp_path, capsys, other):
+    """The last fold's saved result is reused by --resume only beside the model that fold saved (its
+    fingerprint in model.json, the model.npz it was saved with): a model folder another run left there
+    (other settings, the exact SVM of another pipeline into the same folder) or none is trained again, with
+    a note (before: result.json reported the first run's settings and accuracy beside the other model)."""
+    import shutil
+
+    ref = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    ref_coef = coef_of(tmp_path)
+    if other == "no-model":
+        shutil.rmtree(tmp_path / "model")
+    else:
+        elsewhere = tmp_path / "elsewhere"
+        cfg = (lbfgs_cfg_for(synth_store, elsewhere, "model.C=1.0") if other == "another-runs-model" else
+               load_config(REPO / "pipelines" / "msr_action3d_exact.toml", [f'output="{elsewhere}"',
+                                                                            "model.sigma_grid=[1.0]",
+                                                                            "model.C_grid=[1.0]"],
+                           store=synth_store.path))
+        run_pipeline(cfg, scheduler="synchronous")
+        shutil.rmtree(tmp_path / "model")
+        shutil.copytree(elsewhere / "model", tmp_path / "model")
+    capsys.readouterr()
+    again = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path), scheduler="synchronous", resume=True)
+    assert re.search(r"note: resume=True: \S+model is not the model fold odd-even saved \(missing, another run's, "
+                     r"or damaged\); fold odd-even is trained again", capsys.readouterr().err)
+    assert again["accuracy"] == ref["accuracy"]
+    np.testing.assert_array_equal(coef_of(tmp_path), ref_coef)
+    # its own model: reused, no note
+    run_pipeline(lbfgs_cfg_for(synth_store, tmp_path), scheduler="synchronous", resume=True)
+    assert "note: resume=True" not in capsys.readouterr().err
+
+
+def test_resume_does_not_reuse_a_fold_whose_rows_changed(synth_store, tmp_path, capsys):
+    """A splits file edited between runs (two subjects swapped between training and test: the same sizes)
+    gives the fold other rows; its saved result is not reused (before: the fingerprint held the file's path
+    only, and --resume reported the first split's accuracy and test rows)."""
+    splits = tmp_path / "splits.toml"
+    sets = ['split.kind="subject-splits-file"', f'split.file="{splits}"', 'features.center=false']
+    splits.write_text("[[split]]\ntrain_subjects = [1, 2, 3]\ntest_subjects = [4, 5, 6]\n")
+    run_pipeline(lbfgs_cfg_for(synth_store, tmp_path / "o", *sets), scheduler="synchronous")
+    splits.write_text("[[split]]\ntrain_subjects = [4, 2, 3]\ntest_subjects = [1, 5, 6]\n")
+    capsys.readouterr()
+    again = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path / "o", *sets), scheduler="synchronous", resume=True)
+    fresh = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path / "fresh", *sets), scheduler="synchronous")
+    assert again["accuracy"] == fresh["accuracy"] and again["n_test"] == fresh["n_test"]
+    np.testing.assert_array_equal(coef_of(tmp_path / "o"), coef_of(tmp_path / "fresh"))
+    test_rows = np.isin(synth_store.subjects, [1, 5, 6])
+    ids = [line.split(",")[1] for line in (tmp_path / "o" / "predictions.csv").read_text().splitlines()[1:]]
+    assert sorted(ids) == sorted(np.asarray(synth_store.ids())[test_rows].tolist())
+    # predict on the model's own store reads the protocol as it is now: the fold's rows are not those it was
+    # trained with once the file changes again, so the accuracy is not called a test accuracy
+    assert predict_store(tmp_path / "o" / "model", synth_store.path)["evaluated_on"].startswith("test rows of fold")
+    splits.write_text("[[split]]\ntrain_subjects = [1, 2, 3]\ntest_subjects = [4, 5, 6]\n")
+    got = predict_store(tmp_path / "o" / "model", synth_store.path, train_accuracy=True)
+    assert got["evaluated_on"] == ("every row whose label the model knows (fold split-1 of the model's protocol now "
+                                   "gives other training and test rows than it was trained with)")
+    assert got["includes_training_rows"] is True and "train_accuracy" not in got
+    assert re.search(r"now gives fold split-1 other rows than the model was trained with \(the splits file was "
+                     r"edited\?\): this accuracy includes its training rows", got["notes"][0]) and len(got["notes"]) == 1
+
+
+def test_the_same_store_under_another_path_reuses_its_features(synth_store, tmp_path, monkeypatch):
+    """A store is known in the features' fingerprint by its identity, not by the path it was given as:
+    given relative from its folder, the same features are reused (before: every sequence featurized again)."""
+    first = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    monkeypatch.chdir(synth_store.path.parent)
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml",
+                      [f'output="{tmp_path}"', *RGW_SETS, "features.n_components=256", "model.max_iter=30",
+                       "dask.block_size=40"], store=synth_store.path.name)
+    again = run_pipeline(cfg, scheduler="synchronous")
+    assert first["featurized_sequences"] == synth_store.n_sequences and again["featurized_sequences"] == 0
+    assert again["accuracy"] == first["accuracy"]
+
+
+def test_an_interrupted_run_leaves_no_earlier_result(synth_store, tmp_path, monkeypatch):
+    """result.json and predictions.csv of an earlier run into the same folder go when a run starts: one
+    stopped half-way does not leave them looking like its own."""
+    from streamcov.tasks import classify
+
+    run_pipeline(lbfgs_cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    assert (tmp_path / "result.json").is_file() and (tmp_path / "predictions.csv").is_file()
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(classify, "_incremental", stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(lbfgs_cfg_for(synth_store, tmp_path, "model.C=1.0"), scheduler="synchronous")
+    assert not (tmp_path / "result.json").exists() and not (tmp_path / "predictions.csv").exists()
+
+
 @pytest.mark.parametrize("learner", ["sgd", "lbfgs"])
 def test_resume_from_a_damaged_checkpoint_trains_from_the_start(synth_store, tmp_path, capsys, learner):
     cfg_for = CFG[learner]

@@ -272,6 +272,13 @@ class RaggedStore:
         return dict(ident) if isinstance(ident, dict) else {}
 
     @property
+    def key(self) -> dict:
+        """The store in the fingerprints of what is computed from it: its identity, which the same store keeps
+        under any path (given relative, after a change of folder, moved); a store written before identities
+        (format 1) by its resolved path."""
+        return self.identity or {"path": str(self.path.resolve())}
+
+    @property
     def label_names(self) -> list[str]:
         return list(self.attrs["label_names"])
 

@@ -321,9 +321,7 @@ class Network:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if int(threads) != threads or threads < 1:
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
-        if backend == "auto":
-            backend = "onnxruntime" if _have_onnxruntime() else "numpy"
-        self.backend = backend
+        self.backend = backend = resolved_backend(backend)
         self.threads = int(threads)
         w = load_weights() if weights is None else check_weights(weights)
         self._session = None
@@ -364,6 +362,13 @@ class Network:
 
 _NETWORKS: dict = {}
 _NETWORKS_LOCK = threading.Lock()
+
+
+def resolved_backend(backend: str) -> str:
+    """The backend ``backend`` runs on: ``"auto"`` is onnxruntime where it is installed, else numpy."""
+    if backend == "auto":
+        return "onnxruntime" if _have_onnxruntime() else "numpy"
+    return backend
 
 
 def network(outputs, backend: str = "auto", threads: int = 1) -> Network:
@@ -563,6 +568,15 @@ class CNNSpec:
         d = {k: v for k, v in asdict(self).items() if k not in ("name",)}
         d["blocks"] = list(self.blocks)
         d["source"] = "cnn"
+        return d
+
+    def identity(self) -> dict:
+        """What the features depend on, for the fingerprints of stores: :meth:`as_dict` with the backend that
+        ``"auto"`` resolves to here (onnxruntime's and the numpy pass's maps differ by up to about 1e-4, so a
+        store is not resumed by the other) and without ``batch_size`` (it does not change the features)."""
+        d = self.as_dict()
+        del d["batch_size"]
+        d["backend"] = resolved_backend(self.backend)
         return d
 
     @classmethod

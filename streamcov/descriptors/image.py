@@ -314,6 +314,14 @@ class ImageDescriptor:
             del d["head_norm"]
         return d
 
+    def identity(self) -> dict:
+        """:meth:`as_dict` for the fingerprints of stores: ConvNet features by what they depend on
+        (:meth:`~streamcov.descriptors.cnn.CNNSpec.identity`)."""
+        d = self.as_dict()
+        if is_cnn(self.pixels):
+            d["pixels"] = self.pixels.identity()
+        return d
+
     @classmethod
     def from_dict(cls, d: dict) -> "ImageDescriptor":
         d = dict(d)

@@ -64,14 +64,18 @@ def _reference(map_params: dict, seed: int, n_features: int, record: dict):
     return None if fmap is None else fitted_without_data(fmap, n_features)
 
 
-def fingerprint(source, map_params: dict, seed: int, bounds, train=None) -> dict:
-    """Everything the features depend on; a feature store with another fingerprint is not reused."""
+def fingerprint(source, map_params: dict, seed: int, bounds, train=None, fit_sample: int | None = None) -> dict:
+    """Everything the features depend on; a feature store with another fingerprint is not reused.
+    ``fit_sample``: the training rows a data-dependent map is fitted on (at most), part of it for such a map
+    (its landmarks, mean row or median bandwidth come from them)."""
     # version 3: the fitted arrays are checksummed (stores of version 2 are computed again); 4: map "nystroem" is
     # GaussianNystroem (one landmark set for a sum over blocks), no longer scikit-learn's Nystroem
     fp = {"version": 4, "source": source.identity(), "features": map_params, "seed": int(seed),
           "bounds": [int(b) for b in bounds], "dtype": str(source.dtype)}
     if train is not None and (source.needs_fit or needs_data(map_params)):
         fp["train"] = hashlib.sha1(np.packbits(np.asarray(train, dtype=bool)).tobytes()).hexdigest()
+    if train is not None and fit_sample is not None and needs_data(map_params):
+        fp["fit_sample"] = min(int(fit_sample), int(np.count_nonzero(train)))
     return fp
 
 
@@ -119,7 +123,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     map_params = dict(map_params)
     if needs_data(map_params):
         map_params = for_fit_rows(map_params, min(int(fit_sample), int(np.count_nonzero(train))))
-    fp = fingerprint(source, map_params, seed, bounds, train)
+    fp = fingerprint(source, map_params, seed, bounds, train, fit_sample)
     probe = make_feature_map(map_params, seed)
     dim = output_dim(probe, source.dim)
     loaded = reference = None

@@ -204,8 +204,7 @@ class HypercolumnSource:
         return self.spec.as_dict()
 
     def identity(self) -> dict:
-        return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path), "n": self.n,
-                "cnn": self.spec.as_dict()}
+        return {"kind": self.kind, "store": self.store.key, "n": self.n, "cnn": self.spec.identity()}
 
     def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
         import dask
@@ -389,8 +388,8 @@ class ImageSource:
         return cls(store, ImageDescriptor.from_dict(spec["descriptor"]), spec.get("state"), hypercolumns)
 
     def identity(self) -> dict:
-        return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path),
-                "n": self.n, "n_pixels": int(self.store.offsets[-1]), "descriptor": self.descriptor.as_dict()}
+        return {"kind": self.kind, "store": self.store.key, "n": self.n,
+                "n_pixels": int(self.store.offsets[-1]), "descriptor": self.descriptor.identity()}
 
     def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
         import dask

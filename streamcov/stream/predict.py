@@ -309,14 +309,19 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
     out: dict = {}
     ident = model.info.get("store") or {}
     same = bool(ident) and ident == store.identity and "split" in model.info and "fold" in model.info
+    moved = False
     if same:
-        from ..splits import folds
+        from ..splits import folds, rows_sha256
 
         for name, train, test in folds(model.info["split"], store.labels, store.groups,
                                        group_names=getattr(store, "group_names", None), store_split=store.split,
                                        split_names=store.split_names, seed=int(model.info.get("seed", 0)),
                                        label_names=store.label_names):
             if name == model.info["fold"]:
+                recorded = model.info.get("rows_sha256")   # absent in models saved before it was recorded
+                if recorded is not None and recorded != rows_sha256(train, test):
+                    moved = True   # the protocol now gives other rows (an edited splits file): not its test rows
+                    break
                 out.update({"evaluated_on": f"test rows of fold {name} (the model's protocol)",
                             "accuracy": float((pred[test] == true[test]).mean()), "n_test": int(test.sum())})
                 if train_accuracy:
@@ -326,18 +331,28 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
     known = np.isin(true, names)
     if known.any():
         out.update({"evaluated_on": "every row whose label the model knows" + (
-                    "" if not same else " (the model's fold was not found)"),
+                    "" if not same else " (the model's fold was not found)" if not moved else
+                    f" (fold {model.info['fold']} of the model's protocol now gives other training and test rows "
+                    f"than it was trained with)"),
                     "accuracy": float((pred[known] == true[known]).mean()), "n_labelled": int(known.sum())})
     if (~known).any():
         out["n_unknown_labels"] = int((~known).sum())
     notes = []
-    if "accuracy" in out and _same_source(model.info.get("source_record"), store.attrs.get("source_record")):
+    if moved and "accuracy" in out:
+        notes.append(f"the model's protocol ([split] {model.info['split'].get('kind')}"
+                     f"{', file ' + str(model.info['split'].get('file')) if model.info['split'].get('file') else ''}) "
+                     f"now gives fold {model.info['fold']} other rows than the model was trained with (the splits file "
+                     f"was edited?): this accuracy includes its training rows and is not a test accuracy; train the "
+                     f"model again for the test accuracy of the protocol as it is now")
+        out["includes_training_rows"] = True
+    if "accuracy" in out and not moved and _same_source(model.info.get("source_record"),
+                                                         store.attrs.get("source_record")):
         notes.append(f"this store was written from the same data as the model's training store "
                      f"({model.info.get('store_path')}) but is another one: its rows include the model's training "
                      f"rows, so this accuracy is not a test accuracy; predict the model's own store for the test "
                      f"rows of its protocol")
         out["includes_training_rows"] = True
-    if train_accuracy:
+    if train_accuracy and not moved:
         notes.append(f"{arg('train_accuracy', True)} applies only to the store the model was trained on (its "
                      f"training rows are known there); this store is another one")
     if notes:

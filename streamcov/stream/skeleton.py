@@ -548,8 +548,9 @@ class SkeletonSource:
         return cls(store, SkeletonDescriptor.from_dict(spec["descriptor"]), names or None, roles or None)
 
     def identity(self) -> dict:
-        return {"kind": self.kind, "store": self.store.identity, "path": str(self.store.path),
-                "n": self.n, "descriptor": self.descriptor.as_dict()}
+        # the store by its identity, not by the path it was given as: the same store named otherwise (a relative
+        # path, after a change of folder or a move) is the same features
+        return {"kind": self.kind, "store": self.store.key, "n": self.n, "descriptor": self.descriptor.as_dict()}
 
     def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
         import dask

@@ -401,6 +401,20 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
     return res
 
 
+def _saved_model_of(folder: Path, fold_fingerprint: str) -> bool:
+    """Whether ``folder`` holds the model a fold of this fingerprint saved, whole: its ``model.json`` records
+    the fingerprint and its own SHA-256, and ``model.npz`` is the file it was saved with. A model of
+    another run (other settings, the exact SVM, another fold) or a damaged one is not."""
+    from ..data.integrity import file_sha256
+
+    try:
+        doc = json.loads((folder / "model.json").read_text())
+        return (doc["info"].get("fold_fingerprint") == fold_fingerprint and doc.get("doc_sha256") == doc_sha256_of(doc)
+                and doc.get("arrays_sha256") == file_sha256(folder / "model.npz"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
 def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit) -> dict:
     from ..stream.featurize import featurize
     from ..stream.lbfgs import make_lbfgs, predict_rows, train_lbfgs
@@ -429,11 +443,19 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             t_fit += feat.fit_seconds
         fstore = feat.store
         fp_text = json.dumps({"features": fstore.group.attrs["fingerprint"], "model": m.model_dump(),
-                              "split": cfg.split.model_dump(), "fold": name}, sort_keys=True, default=str)
+                              "split": cfg.split.model_dump(), "fold": name, "rows": splits.rows_sha256(train, test)},
+                             sort_keys=True, default=str)
+        fold_fp = doc_sha256_of({"fold": fp_text})
         done_file = ckdir / f"{name}.result.json"
         is_last = name == folds[-1][0]
-        if ctx.resume and done_file.is_file() and not (is_last and not (out / "model").is_dir()):
+        if ctx.resume and done_file.is_file():
             saved = _finished_fold(done_file, fp_text, y[test], len(classes))
+            if saved is not None and is_last and not _saved_model_of(out / "model", fold_fp):
+                # the model folder is another run's (other settings, the exact SVM) or damaged: the result
+                # saved would be reported beside a model it does not describe
+                print(f"note: {arg('resume', True)}: {out / 'model'} is not the model fold {name} saved (missing, "
+                      f"another run's, or damaged); fold {name} is trained again", file=sys.stderr)
+                saved = None
             if saved is not None:
                 per.append(saved["result"])
                 preds.append((name, np.flatnonzero(test), saved["predicted"]))
@@ -487,7 +509,9 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         preds.append((name, np.flatnonzero(test), pred))
         if is_last:
             FittedPipeline(feat.source.spec(), feat.feature_map, scaler, clf, source.store.label_names,
-                           _model_info(cfg, source, name, int(bounds[1] - bounds[0]))).save(out / "model")
+                           {**_model_info(cfg, source, name, int(bounds[1] - bounds[0])),
+                            "fold_fingerprint": fold_fp,
+                            "rows_sha256": splits.rows_sha256(train, test)}).save(out / "model")
         done = {"fingerprint": fp_text, "result": r, "predicted": [int(p) for p in pred]}
         atomic_write_text(done_file, json.dumps({**done, "doc_sha256": doc_sha256_of(done)}))
     write_predictions(out / "predictions.csv", source.store, preds)

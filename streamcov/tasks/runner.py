@@ -95,6 +95,9 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     with output_lock(out):
         if not (out / OUTPUT_MARKER).exists():
             (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
+        # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
+        for name in ("result.json", "predictions.csv"):
+            (out / name).unlink(missing_ok=True)
         with naming:
             result = spec.run(cfg, ctx)
         result = {"task": cfg.task, **result}
