@@ -126,6 +126,17 @@ ASF_AMC = [
          check=no_store),
     Case("asf-hierarchy-names-undefined-bone", amc(asf=("    lower tip\n", "    lower tip wrist\n")),
          ASF_CD + r"47: hierarchy names bone 'wrist', which is not defined in :bonedata"),
+    # one subject, two different skeletons (a copy per class folder, as HDM05 has them, one of them edited):
+    # the store records one skeleton and its bone lengths per subject, and the motions would be mixed under it
+    Case("asf-two-different-copies-of-a-subject", amc(extra={"train/wave/HDM_ab.asf": ASF.replace(
+        "     length 0.5\n", "     length 0.6\n", 1)}),
+         r"train/wave/HDM_ab\.asf: a second skeleton of subject 'ab' \(for HDM_ab_wave_002_120\.amc\) that differs "
+         r"from \S+train/reach/HDM_ab\.asf; one subject has one skeleton", check=no_store),
+    Case("amc-name-on-a-folder", amc(extra={"train/wave/HDM_ab_wave_009_120.amc/notes.txt": "x"}),
+         r"train/wave/HDM_ab_wave_009_120\.amc: named like a \.amc file but not a file \(a folder\?\); rename or "
+         r"remove it$", check=no_store),
+    Case("asf-copies-differing-in-comments-only", amc(extra={"train/wave/HDM_ab.asf": "# a copy\n" + ASF}),
+         r'"sequences": 3, ', rc=0),
     Case("asf-hierarchy-cycle", amc(asf=("    upper lower\n    lower tip\n", "    lower tip\n    tip lower\n")),
          ASF_CD + r"46: hierarchy has a cycle: lower <- tip <- lower"),
     Case("asf-bone-two-parents", amc(asf=("    lower tip\n", "    lower tip\n    root tip\n")),

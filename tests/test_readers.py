@@ -290,6 +290,21 @@ def test_msr_open_errors(tmp_path):
         MSRAction3DReader(tmp_path, subset="cvpr12")
 
 
+def test_msr_a_sequence_named_twice_or_a_folder_is_refused(tmp_path):
+    """Names that differ only in case are one sequence (the pattern ignores case): one file silently replaced
+    the other, under the first's label; a folder named like a file was skipped without a word."""
+    _one_msr_file(tmp_path, _good_lines())
+    other = tmp_path / "A01_S01_E01_Skeleton3D.TXT"
+    other.write_text("\n".join(_good_lines()))
+    with pytest.raises(FormatError, match=r"a01_s01_e01_skeleton3D\.txt: the same sequence a01_s01_e01 as "
+                                          r"A01_S01_E01_Skeleton3D\.TXT \(the names differ only in case\)"):
+        MSRAction3DReader(tmp_path)
+    other.unlink()
+    (tmp_path / "a02_s01_e01_skeleton3D.txt").mkdir()
+    with pytest.raises(FormatError, match=r"a02_s01_e01_skeleton3D\.txt: named like a skeleton file but not a file"):
+        MSRAction3DReader(tmp_path)
+
+
 def test_msr_cvpr12_list(tmp_path):
     _one_msr_file(tmp_path, _good_lines())
     (tmp_path / "a02_s01_e01_skeleton3D.txt").write_text("\n".join(_good_lines()))
@@ -376,6 +391,9 @@ def test_utkinect_interval_past_the_recording_is_cut_and_recorded(utk_dir):
     (3, "14 " + " ".join(["0.5"] * 59) + " zz", "column 61: 'zz' is not a number"),
     (4, "16 " + " ".join(["0.5"] * 59) + " NaN", "non-finite"),
     (5, "18.5 " + " ".join(["0.5"] * 60), "frame id 18.5 in column 1 is not a non-negative"),
+    # rows out of frame order (a reversed or shuffled file) were stored as they stood: time running backwards
+    (4, "11 " + " ".join(["0.5"] * 60), r"frame id 11 comes after frame id 12 \(line 3\): the rows are not in "
+                                        r"frame order"),
 ])
 def test_utkinect_joint_file_errors(utk_dir, line, bad, text):
     path, rows = utk_dir
@@ -589,8 +607,11 @@ def test_generic_missing_index(tmp_path):
     ("file,label,subject\nwalk_01.csv,walk,S1\n", 2, "'subject' must be an integer below 2\\*\\*31 \\(stored as int32\\), got 'S1'"),
     ("file,label,subject\nwalk_01.csv,walk,1.0\n", 2, "'subject' must be an integer"),
     ("file,label,subject,split\nwalk_01.csv,walk,1,\n", 2, "column 'split' is empty"),
+    # one recording under two labels, subjects or ids would be two samples (training rows among test ones)
     ("file,label,subject\nwalk_01.csv,walk,1\nwalk_01.csv,run,2\n", 3,
-     "sequence id 'walk_01' is used twice"),
+     r"sequence file 'walk_01\.csv' is listed twice \(first on line 2\); list each recording once"),
+    ("file,label,subject,id\nwalk_01.csv,walk,1,a\n./walk_01.csv,walk,1,b\n", 3,
+     r"sequence file '\./walk_01\.csv' is listed twice \(first on line 2\)"),
     ("file,label,subject\n", 1, "lists no sequences"),
     ('file,label,subject\n"walk_01.csv,walk,1\n', 2, "row has 1 fields"),  # unclosed quote
     ("file,label,subject\nwalk_01.csv,walk,1\nx,y," + "1" * 200_000 + "\n", 3,

@@ -88,7 +88,11 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
     if "subject" not in rx.groupindex or (label == "name" and "motion" not in rx.groupindex):
         raise ValueError("name_pattern needs a named group 'subject' (and 'motion' for "
                          f"label='name'), got {name_pattern!r}")
-    files = sorted(p for p in root.rglob("*") if p.suffix.lower() == ext and p.is_file())
+    named = sorted(p for p in root.rglob("*") if p.suffix.lower() == ext)
+    files = [p for p in named if p.is_file()]
+    if len(files) < len(named):   # its sequence would be missing without a word
+        raise FormatError(next(p for p in named if not p.is_file()),
+                          f"named like a {ext} file but not a file (a folder?); rename or remove it")
     if not files:
         raise FormatError(root, f"no *{ext} files found below this folder; expected "
                           f"[<split>/]<class>/<file>{ext}, or an {INDEX_NAME} with layout='index'")
@@ -180,6 +184,7 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
     col = {n: names.index(n) for n in INDEX_REQUIRED + tuple(optional) if n in names}
     root = index.parent
     entries: dict[str, Entry] = {}
+    listed: dict[Path, int] = {}   # file -> first line: one recording under two ids would be two samples
     for lineno, row in rows[1:]:
         if len(row) != len(names):
             raise FormatError(index, f"row has {len(row)} fields but the header has {len(names)}",
@@ -203,6 +208,10 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
         if ext is not None and fpath.suffix.lower() != ext:
             raise FormatError(index, f"sequence file {val['file']!r} does not end in {ext}",
                               line=lineno)
+        first = listed.setdefault(fpath.resolve(), lineno)
+        if first != lineno:   # under another subject or split it would also put training rows among the test ones
+            raise FormatError(index, f"sequence file {val['file']!r} is listed twice (first on line {first}); "
+                              f"list each recording once", line=lineno)
         if integer_subjects and not (_INT_RE.match(val["subject"])
                                      and abs(int(val["subject"])) < 2 ** 31):
             raise FormatError(index, f"column 'subject' must be an integer below 2**31 (stored as "

@@ -93,6 +93,28 @@ class AsfBone:
     limits: list[tuple[float, float]] = field(default_factory=list)
 
 
+def _same_skeleton(a: "AsfSkeleton", b: "AsfSkeleton") -> bool:
+    """Whether two parsed skeletons are the same but for the file they were read from (a copy of one
+    subject's .asf in two folders, comments or line breaks aside: paths and line numbers are not compared)."""
+    import dataclasses
+
+    where = ("path", "line")
+
+    def same(x, y) -> bool:
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            return np.array_equal(x, y)
+        if dataclasses.is_dataclass(x) and type(x) is type(y):
+            return all(same(getattr(x, f.name), getattr(y, f.name)) for f in dataclasses.fields(x)
+                       if f.name not in where)
+        if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+            return len(x) == len(y) and all(map(same, x, y))
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        return x == y
+
+    return same(a, b)
+
+
 @dataclass
 class AsfSkeleton:
     """A parsed ``.asf``. Joint 0 is the root, joint ``1 + i`` the end of ``bones[i]``."""
@@ -681,7 +703,13 @@ class AsfAmcReader(ArchiveReader):
         for e in self._entries:
             p = self._find_skeleton(e, skeleton_name)
             self._skel_of[e.id] = p
-            by_subject.setdefault(e.subject_name, p)
+            first_of = by_subject.setdefault(e.subject_name, p)
+            if p != first_of and not _same_skeleton(self._skeleton(p), self._skeleton(first_of)):
+                # the store records one skeleton (and bone lengths) per subject: motions measured on two
+                # different ones would be mixed under it
+                raise FormatError(p, f"a second skeleton of subject {e.subject_name!r} (for {e.path.name}) that "
+                                     f"differs from {first_of}; one subject has one skeleton: remove the copy or "
+                                     f"make it equal to the other")
         first = self._skeleton(self._skel_of[self._entries[0].id])
         for p in sorted(set(self._skel_of.values())):
             sk = self._skeleton(p)

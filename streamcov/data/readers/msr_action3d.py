@@ -80,15 +80,21 @@ class MSRAction3DReader(SkeletonReader):
         self.path = _resolve_dir(path)
         self.subset = subset
         files = {}
-        for p in self.path.iterdir():
+        for p in sorted(self.path.iterdir()):
             m = _FILE_RE.match(p.name)
-            if m is None or not p.is_file():
+            if m is None:
                 continue
+            if not p.is_file():   # its sequence would be missing without a word
+                raise FormatError(p, "named like a skeleton file but not a file (a folder?); rename or remove it")
             action = int(m.group(1))
             if not 1 <= action <= len(ACTION_NAMES):
                 raise FormatError(p, f"action id {action} in the file name is outside "
                                           f"1..{len(ACTION_NAMES)}")
-            files[p.name[:11]] = (p, action, int(m.group(2)))
+            key = p.name[:11].lower()   # the pattern ignores case: A01_S01_E01 and a01_s01_e01 are one sequence
+            if key in files:
+                raise FormatError(p, f"the same sequence {key} as {files[key][0].name} (the names differ only in "
+                                     f"case); one of them would replace the other: remove one")
+            files[key] = (p, action, int(m.group(2)))
         if not files:
             raise FormatError(self.path, "no aAA_sSS_eEE_skeleton3D.txt files found; pass "
                                       "the folder that holds the MSR-Action3D skeleton files")

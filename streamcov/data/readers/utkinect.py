@@ -182,8 +182,8 @@ def read_joints_file(path) -> tuple[np.ndarray, np.ndarray]:
         The joints, joint-major x, y, z.
 
     Raises :class:`FormatError` (file and 1-based line) when a line
-    does not hold 61 numbers, a value is not finite, or a frame id is not a
-    non-negative integer.
+    does not hold 61 numbers, a value is not finite, a frame id is not a
+    non-negative integer, or one is smaller than the frame id before it.
     """
     rows, linenos = _nonblank(_read_lines(path))
     arr = _parse_numeric_rows(path, rows, linenos, ncols=1 + 3 * N_JOINTS,
@@ -194,6 +194,12 @@ def read_joints_file(path) -> tuple[np.ndarray, np.ndarray]:
         r = int(np.argmax(bad))
         raise FormatError(path, f"frame id {float(ids[r])!r} in column 1 is not a "
                                   "non-negative integer", line=linenos[r])
+    back = np.flatnonzero(np.diff(ids) < 0)
+    if len(back):   # a reversed or shuffled file would be stored as another motion, time running backwards
+        r = int(back[0]) + 1
+        raise FormatError(path, f"frame id {int(ids[r])} comes after frame id {int(ids[r - 1])} (line "
+                                f"{linenos[r - 1]}): the rows are not in frame order (the recording's rows were "
+                                f"sorted or moved?); restore the file's order", line=linenos[r])
     return ids.astype(np.int64), np.ascontiguousarray(arr[:, 1:], dtype=np.float32)
 
 
