@@ -86,7 +86,7 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         if not path or not Path(path).is_file():
             raise ConfigError(f"split.file {path!r} not found (kind subject-splits-file)")
         try:
-            doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+            doc = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))   # a BOM as editors write it
         except tomllib.TOMLDecodeError as exc:
             raise toml_error(path, exc) from None
         except UnicodeDecodeError as exc:
@@ -96,14 +96,20 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
             raise ConfigError(f"{path}: no [[split]] tables; write one per fold: [[split]] with "
                               f"train_subjects = [..] and test_subjects = [..]")
         known = set(np.unique(groups).tolist())
+        seen: dict = {}
         for i, e in enumerate(entries):
             if "train_subjects" not in e or "test_subjects" not in e:
                 raise ConfigError(f"{path}: [[split]] number {i + 1} needs train_subjects and test_subjects")
             for key in ("train_subjects", "test_subjects"):
                 vals = e[key]
-                if not isinstance(vals, list) or not vals or not all(isinstance(v, int) for v in vals):
+                if not isinstance(vals, list) or not vals or not all(
+                        isinstance(v, int) and not isinstance(v, bool) for v in vals):   # true read as subject 1
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {vals!r}: expected a non-empty "
                                       f"list of subject numbers")
+                twice = sorted({v for v in vals if vals.count(v) > 1})
+                if twice:
+                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {twice} more than "
+                                      f"once; list each subject once")
                 unknown = sorted(set(vals) - known)
                 if unknown:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {unknown} "
@@ -115,6 +121,10 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
             if both:
                 raise ConfigError(f"{path}: [[split]] number {i + 1}: subjects {both} are in both train_subjects "
                                   f"and test_subjects")
+            same = seen.setdefault((frozenset(e["train_subjects"]), frozenset(e["test_subjects"])), i + 1)
+            if same != i + 1:   # a fold counted twice in the mean accuracy
+                raise ConfigError(f"{path}: [[split]] number {i + 1} is the same split as number {same}; "
+                                  f"remove one of them")
             out.append((f"split-{i + 1}", np.isin(groups, e["train_subjects"]),
                         np.isin(groups, e["test_subjects"])))
     elif kind == "store":

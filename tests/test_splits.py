@@ -41,6 +41,32 @@ def test_subject_splits_file_and_store_column(tmp_path):
     assert name == "store" and tr.sum() == 8 and te.sum() == 4
 
 
+@pytest.mark.parametrize("text, msg", [
+    ("[[split]]\ntrain_subjects = [true]\ntest_subjects = [3]\n",   # true was read as subject 1
+     r"\[\[split\]\] number 1: train_subjects = \[True\]: expected a non-empty list of subject numbers"),
+    ("[[split]]\ntrain_subjects = [1, 1, 2]\ntest_subjects = [3]\n",
+     r"\[\[split\]\] number 1: train_subjects names subject\(s\) \[1\] more than once; list each subject once"),
+    ("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3]\n[[split]]\ntrain_subjects = [2, 1]\n"
+     "test_subjects = [3]\n",                                          # run as two folds and averaged
+     r"\[\[split\]\] number 2 is the same split as number 1; remove one of them"),
+])
+def test_subject_splits_file_slips(tmp_path, text, msg):
+    subjects = np.repeat(np.arange(1, 5), 3)
+    f = tmp_path / "s.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=msg):
+        run("subject-splits-file", np.tile(np.arange(3), 4), subjects, file=str(f))
+
+
+def test_subject_splits_file_with_a_bom(tmp_path):
+    """Saved by an editor that writes a byte-order mark: read (it was 'invalid statement' at line 1)."""
+    subjects = np.repeat(np.arange(1, 5), 3)
+    f = tmp_path / "s.toml"
+    f.write_bytes(b"\xef\xbb\xbf[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3, 4]\n")
+    (name, tr, te), = run("subject-splits-file", np.tile(np.arange(3), 4), subjects, file=str(f))
+    assert set(subjects[tr]) == {1, 2} and set(subjects[te]) == {3, 4}
+
+
 def test_image_protocols():
     y = np.repeat(np.arange(3), 12)
     groups = np.repeat(np.arange(12), 3)

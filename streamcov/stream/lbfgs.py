@@ -71,7 +71,6 @@ coordinates, mapped back to the features at the end
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import time
 import warnings
@@ -821,27 +820,28 @@ def _save(writer, state: LBFGSState, engine: dict, best_x, fingerprint: str):
                            n_evals=state.n_evals)
 
     def build():
+        from .model import checkpoint_arrays
+
         arrays, scalars = state.to_arrays()
         out = {f"state.{k}": v for k, v in arrays.items()}
         if best_x is not None:
             out["best_x"] = best_x
-        doc = {"learner": "lbfgs", "fingerprint": fingerprint, "engine": snapshot, "state": scalars}
-        out["checkpoint_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
-        return out
+        return checkpoint_arrays(out, {"learner": "lbfgs", "fingerprint": fingerprint, "engine": snapshot,
+                                       "state": scalars})
 
     writer.save(build)
 
 
 def _load(path, fingerprint: str, size: int):
-    from .model import UNREADABLE_CHECKPOINT
+    from .model import UNREADABLE_CHECKPOINT, read_checkpoint
 
     try:
         with np.load(path, allow_pickle=False) as z:
-            doc = json.loads(z["checkpoint_json"].tobytes().decode())
+            doc, members = read_checkpoint(z)
             if doc.get("learner") != "lbfgs" or doc.get("fingerprint") != fingerprint:
                 return None
-            arrays = {k.removeprefix("state."): z[k] for k in z.files if k.startswith("state.")}
-            best = np.array(z["best_x"]) if "best_x" in z.files else None
+            arrays = {k.removeprefix("state."): v for k, v in members.items() if k.startswith("state.")}
+            best = np.array(members["best_x"]) if "best_x" in members else None
     except UNREADABLE_CHECKPOINT:
         return None
     if arrays["x"].shape != (size,):

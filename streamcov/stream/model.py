@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.integrity import array_sha256, file_sha256
+from ..data.integrity import array_sha256, arrays_sha256, file_sha256
 from ..errors import ModelError
 
 FORMAT = "streamcov.model"
@@ -186,6 +186,26 @@ def atomic_write_text(path: Path, text: str) -> None:
 # what reading a checkpoint raises when its file is damaged (truncated, edited): it is then a cache that is
 # not used, and training starts again
 UNREADABLE_CHECKPOINT = (OSError, ValueError, KeyError, zipfile.BadZipFile)
+
+
+def checkpoint_arrays(arrays: dict, doc: dict) -> dict:
+    """A learner's checkpoint as npz members: ``arrays`` and ``checkpoint_json``, ``doc`` with the SHA-256 of
+    the arrays and its own (:func:`read_checkpoint` refuses a file edited since)."""
+    doc = json.loads(json.dumps({**doc, "arrays_sha256": arrays_sha256(arrays)}))   # as it will read back
+    doc["doc_sha256"] = doc_sha256_of(doc)
+    return {**arrays, "checkpoint_json": np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)}
+
+
+def read_checkpoint(npz) -> tuple[dict, dict]:
+    """``(doc, arrays)`` of an open checkpoint written by :func:`checkpoint_arrays`; ValueError when the file
+    was edited since (coefficients or state changed by hand: a model that was never trained), or was written
+    without its digests."""
+    doc = json.loads(npz["checkpoint_json"].tobytes().decode())
+    arrays = {k: npz[k] for k in npz.files if k != "checkpoint_json"}
+    if (not isinstance(doc, dict) or doc.get("doc_sha256") != doc_sha256_of(doc)
+            or doc.get("arrays_sha256") != arrays_sha256(arrays)):
+        raise ValueError("not the checkpoint as written (edited, or written without its digests)")
+    return doc, arrays
 
 
 class AsyncCheckpointWriter:

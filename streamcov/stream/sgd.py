@@ -8,7 +8,6 @@ checkpoints exactly, and resumes to the same model after a crash.
 """
 from __future__ import annotations
 
-import json
 import queue
 import threading
 from dataclasses import dataclass
@@ -154,14 +153,12 @@ def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "s
 
 def _checkpoint_arrays(clf, state: dict) -> dict:
     """The learner and ``state`` as npz arrays, copied: ``partial_fit`` changes the coefficients in place."""
-    from .model import dump_estimator
+    from .model import checkpoint_arrays, dump_estimator
 
     arrays: dict = {}
     desc = dump_estimator(clf, "clf.", arrays) if hasattr(clf, "coef_") else None
     arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
-    doc = {"state": state, "classifier": desc}
-    arrays["checkpoint_json"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
-    return arrays
+    return checkpoint_arrays(arrays, {"state": state, "classifier": desc})
 
 
 def _save_checkpoint(path, clf, state: dict):
@@ -172,10 +169,10 @@ def _save_checkpoint(path, clf, state: dict):
 
 def _load_checkpoint(path):
     """``(classifier, state)`` of an SGD checkpoint; ``(None, {})`` for another learner's file."""
-    from .model import load_estimator
+    from .model import load_estimator, read_checkpoint
 
-    with np.load(path, allow_pickle=False) as arrays:
-        doc = json.loads(arrays["checkpoint_json"].tobytes().decode())
+    with np.load(path, allow_pickle=False) as npz:
+        doc, arrays = read_checkpoint(npz)
         if "classifier" not in doc:
             return None, {}
         clf = None if doc["classifier"] is None else load_estimator(doc["classifier"], arrays)
