@@ -931,7 +931,8 @@ READERS = [
          IDX + r"column 'file' names the folder 'sub'; give the path of one sequence file"),
     Case("index-no-rows", index("file,label,subject"), r"index\.csv.*no (rows|sequences)"),
     Case("sequence-ragged-row", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,3\n")),
-         r"s03\.csv, line 2: expected 9 values per line \(3 joints x \(x, y, z\) as in s00\.csv.*found 3"),
+         r"s03\.csv, line 2: expected 9 values per line \(3 joints x \(x, y, z\), comma separated, as in s00\.csv, the "
+         r"first file read; if that file is the odd one, fix it instead\), found 3"),
     Case("sequence-text-value", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,x,4,5,6,7,8,9\n")),
          r"s03\.csv, line 2: .*'x'"),
     Case("sequence-nan", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,nan,4,5,6,7,8,9\n")),

@@ -267,6 +267,21 @@ def test_in_memory_folders_skip_what_ingestion_skips(tmp_path):
     assert store.ids() == s.ids and [k["id"] for k in store.attrs["skipped"]] == ["a/thin.png"]
 
 
+def test_pillow_warnings_name_the_image(tmp_path):
+    """A JPEG whose EXIF block is cut short: Pillow warns 'Corrupt EXIF data' without saying which file; the
+    warning is given again with the image's path (among thousands, it named none)."""
+    import io
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (8, 8), dtype=np.uint8)).save(buf, "JPEG")
+    jpeg = buf.getvalue()
+    bad = tmp_path / "cut_exif.jpg"
+    bad.write_bytes(jpeg[:2] + b"\xff\xe1\x00\x13Exif\x00\x00MM\x00*\x00\x00\x00\x08\xff\xff\x01" + jpeg[2:])
+    with pytest.warns(UserWarning, match=r"cut_exif\.jpg: Corrupt EXIF data"):
+        image = read_image(bad)
+    assert image.shape == (8, 8)
+
+
 def test_class_names_in_two_unicode_forms_are_one_class(tmp_path):
     """"café" as macOS writes it (NFD) and as Linux does (NFC) look the same and are one class."""
     import unicodedata

@@ -74,7 +74,7 @@ def test_msr_counts(msr):
     _check_common(src, seqs)
     assert len(seqs) == 566                       # 567 files, a13_s09_e02 is all zeros
     assert [s.id for s in src.skipped] == ["a13_s09_e02"]
-    assert "38 of 38 frames have all joints at zero" in src.skipped[0].reason
+    assert "38 of its 38 frames have all joints at zero (no tracking data), leaving 0" in src.skipped[0].reason
     assert {s.label for s in seqs} == set(src.info.label_names)
     assert src.info.label_names == [f"a{i:02d}" for i in range(1, 21)]
     assert src.info.extra["action_names"]["a01"] == "high arm wave"
@@ -217,9 +217,16 @@ def test_msr_synthetic_repairs_and_skips(msr_dir):
     np.testing.assert_allclose(seqs[1].frames, good[[0, 2, 3]].reshape(3, 60), atol=1e-6)
     assert src.repairs == {"all_zero_frames_dropped": 1}
     assert [s.id for s in src.skipped] == ["a05_s02_e02"]
+    assert src.skipped[0].reason == ("3 of its 3 frames have all joints at zero (no tracking data), leaving 0; at "
+                                     "least 2 valid frames are needed")
     # a second pass records the same, not twice as much
     list(src.sequences())
     assert src.repairs == {"all_zero_frames_dropped": 1} and len(src.skipped) == 1
+    # one frame: said as such (it read "0 of 1 frames have all joints at zero")
+    (path / "a06_s01_e01_skeleton3D.txt").write_text(_msr_text(good[:1]))
+    src = open_reader("msr-action3d", path)   # reopened: the new file is listed
+    list(src.sequences())
+    assert [s.reason for s in src.skipped if s.id == "a06_s01_e01"] == ["the file holds 1 frame; at least 2 are needed"]
 
 
 def _one_msr_file(tmp_path, lines):
@@ -667,6 +674,9 @@ def test_generic_empty_later_sequence_is_skipped_and_recorded(gen_dir, tmp_path)
     ("1,2,3,4,5,6\n1,2,3,4,-inf,6\n", 2, "non-finite value -inf in column 5"),
     ("1,2,3,4,5,6\n1,2,3,4,5,1e300\n", 2, "does not fit in float32"),
     ("x,y,3,4,5,6\n1,2,3,4,5,6\n", 1, "first row mixes numbers and text"),
+    # a first row of missing values was skipped as a header, the frame dropped without a word
+    ("NA,NA,NA,NA,NA,NA\n1,2,3,4,5,6\n", 1, r"first row holds only empty or missing values \('NA,NA,NA"),
+    (",,,,,\n1,2,3,4,5,6\n", 1, r"first row holds only empty or missing values \(',,,,,'\): neither a header"),
     ("a,b,c,d\n1,2,3,4,5,6\n", 1, "header has 4 columns, expected 6"),
 ])
 def test_generic_sequence_errors(gen_dir, text, line, msg):

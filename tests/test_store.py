@@ -88,6 +88,34 @@ def test_restart_discards_incomplete(tmp_path, rng):
     check_equal(store, seqs[::-1])
 
 
+@pytest.mark.parametrize("empty_folder", [False, True])
+def test_a_creation_killed_half_way_leaves_no_store(tmp_path, rng, monkeypatch, empty_folder):
+    """The empty store is built in a hidden folder and renamed into place once its arrays and attributes
+    are written: killed before that (here at the rename), nothing lies at the path (before: a folder
+    without a format attribute, which every later run refused as 'not a streamcov store'), and the next
+    ingestion removes the leftover and writes the store."""
+    import os
+
+    from streamcov.data import ragged
+
+    seqs = make_seqs(rng, 5)
+    path = tmp_path / "s.zarr"
+    if empty_folder:
+        path.mkdir()
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ragged, "_move_into_place", killed)
+    with pytest.raises(KeyboardInterrupt):
+        S.ingest(ListSource(seqs), path)
+    assert not path.exists() or not any(path.iterdir())
+    assert [p.name for p in tmp_path.glob(".s.zarr.creating-*")] == [f".s.zarr.creating-{os.getpid()}"]
+    monkeypatch.undo()
+    check_equal(S.ingest(ListSource(seqs), path), seqs)
+    assert not list(tmp_path.glob(".s.zarr.creating-*"))
+
+
 def test_complete_store_is_never_overwritten(tmp_path, rng):
     seqs = make_seqs(rng, 3)
     S.ingest(ListSource(seqs), tmp_path / "s.zarr")

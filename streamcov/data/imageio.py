@@ -257,10 +257,24 @@ def read_image(path) -> np.ndarray:
     ``Orientation`` tag (cameras and phones store the sensor's rows and say how
     to turn them) is applied, so that images are read upright, as viewers show
     them and as they were labelled; training and ``predict`` share this route.
+    Pillow's warnings about a file (``Corrupt EXIF data``) are given again with
+    its path: alone they did not say which of thousands of images it was.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    import warnings
 
     path = Path(path)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            return _read_image(path)
+    finally:   # outside the recording: the warnings given again are not caught again
+        for w in caught:
+            warnings.warn(f"{path}: {w.message}", w.category, stacklevel=3)
+
+
+def _read_image(path: Path) -> np.ndarray:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
     try:
         with Image.open(path) as im:
             frames = getattr(im, "n_frames", 1)

@@ -144,6 +144,15 @@ def jsonable(obj):
     return json.loads(json.dumps(obj, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
 
 
+def _move_into_place(building: Path, path: Path) -> None:
+    """Rename a store built at ``building`` to ``path`` (a new or empty folder): one atomic step."""
+    import os
+
+    if path.is_dir() and not any(path.iterdir()):
+        path.rmdir()   # an empty folder given as the output path
+    os.replace(building, path)
+
+
 class RaggedStore:
     """Read access to a complete ragged store (subclasses name the format and the data array)."""
 
@@ -409,10 +418,18 @@ class RaggedStoreWriter:
 
     # -- setup ------------------------------------------------------------
     def _create(self, chunk_rows, attrs, initial_names):
+        """Create the empty store. It is built in a hidden folder beside ``path`` and renamed to it once its
+        arrays and attributes are written: a process killed half-way leaves no folder at ``path`` that
+        later runs would take for a store of another kind (``format attribute None``) or a resumable one
+        without its source record."""
+        import os
         from datetime import datetime, timezone
 
         zarr = _zarr()
-        g = zarr.open_group(str(self.path), mode="w")
+        for left in self.path.parent.glob(f".{self.path.name}.creating-*"):   # of a creation killed before
+            shutil.rmtree(left, ignore_errors=True)
+        building = self.path.with_name(f".{self.path.name}.creating-{os.getpid()}")
+        g = zarr.open_group(str(building), mode="w")
         opts = integrity.array_options()
         g.create_array(self.data_name, shape=(0, *self.row_shape), chunks=(chunk_rows, *self.row_shape),
                        dtype=self.dtype, fill_value=0, **opts)
@@ -435,7 +452,8 @@ class RaggedStoreWriter:
             **{attr: _names(self._index[col]) for col, attr in self.coded.items()},
             "committed": {self.unit: 0, self.data_unit: 0},
         })
-        self.group = g
+        _move_into_place(building, self.path)
+        self.group = zarr.open_group(str(self.path), mode="r+")
         self._ids: set[str] = set()
         self._committed = 0
         self._committed_rows = 0

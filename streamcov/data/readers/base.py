@@ -49,6 +49,17 @@ class SkippedSequence:
     reason: str
 
 
+def too_few_frames(n: int, n_zero: int, holder: str = "the file") -> str:
+    """Why a sequence of ``n`` frames, ``n_zero`` of them with every joint at zero (untracked), is skipped:
+    fewer than 2 valid frames."""
+    if n == 0:
+        return f"{holder} holds no frames"
+    if n_zero == 0:
+        return f"{holder} holds {n} frame; at least 2 are needed"
+    return (f"{n_zero} of its {n} frames have all joints at zero (no tracking data), leaving {n - n_zero}; at "
+            f"least 2 valid frames are needed")
+
+
 class SkeletonReader:
     """A reader: ``info``, an iterator over sequences, and what it dropped.
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import MissingInputError
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
-                   SkippedSequence)
+                   SkippedSequence, too_few_frames)
 
 MAT_NAME = "skeletal_data.mat"
 VARIABLE = "skeletal_data"
@@ -123,10 +123,7 @@ class Florence3DReader(SkeletonReader):
 
 
 def _skip(seq_id, n, n_zero):
-    why = ("the video holds no frames" if n == 0 else
-           f"{n_zero} of {n} frames have all joints at zero (no tracking data); at least 2 "
-           "valid frames are needed")
-    return SkippedSequence(seq_id, why)
+    return SkippedSequence(seq_id, too_few_frames(n, n_zero, "the video"))
 
 
 def _resolve_file(path) -> Path:

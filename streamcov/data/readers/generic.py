@@ -100,8 +100,9 @@ class GenericCSVReader(SkeletonReader):
                                       f"(x, y, z per joint){sep}", line=line)
         n_joints = ncols // 3
         self._ncols = ncols
-        self._expect = (f"{n_joints} joints x (x, y, z) as in {first.path.name}, comma "
-                        "separated")
+        # the first file read sets the width: when it is the odd one, the others are named; say so
+        self._expect = (f"{n_joints} joints x (x, y, z), comma separated, as in {first.path.name}, the first "
+                        f"file read; if that file is the odd one, fix it instead")
         if joint_names is None:
             joint_names = [f"joint{j}" for j in range(n_joints)]
         else:
@@ -173,10 +174,18 @@ def read_sequence_csv(path, ncols: int | None = None,
     return _parse_numeric_rows(path, rows, linenos, delimiter=",", ncols=ncols, expect=expect).astype(np.float32)
 
 
+# what spreadsheets and R write for a missing value: a row of them is a frame with no data, not a header
+_MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "-", "?"})
+
+
 def _is_header(path, row: str, lineno: int) -> bool:
     numeric = [_is_plain_number(f) for f in row.split(",")]
     if all(numeric):
         return False
+    if all(f.strip().lower() in _MISSING for f in row.split(",")):   # it was skipped as a header, silently
+        raise FormatError(path, f"first row holds only empty or missing values ({row.strip()[:40]!r}): neither a "
+                                f"header (column names) nor a frame (numbers); remove the row or give the "
+                                f"frame's coordinates", line=lineno)
     if not any(numeric):
         return True
     j = numeric.index(False)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import MissingInputError
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
-                   SkippedSequence, _nonblank, _parse_numeric_rows, _read_lines)
+                   SkippedSequence, too_few_frames, _nonblank, _parse_numeric_rows, _read_lines)
 
 N_JOINTS = 20
 
@@ -124,10 +124,7 @@ class MSRAction3DReader(SkeletonReader):
             zero = ~xyz.any(axis=1)
             n_zero = int(zero.sum())
             if len(xyz) - n_zero < 2:
-                why = ("the file holds no frames" if len(xyz) == 0 else
-                       f"{n_zero} of {len(xyz)} frames have all joints at zero (no tracking "
-                       "data); at least 2 valid frames are needed")
-                self.skipped.append(SkippedSequence(seq_id, why))
+                self.skipped.append(SkippedSequence(seq_id, too_few_frames(len(xyz), n_zero)))
                 continue
             if n_zero:
                 xyz = xyz[~zero]
