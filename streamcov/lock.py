@@ -32,7 +32,18 @@ def _alive(pid) -> bool:
         return True
     except (OverflowError, OSError):   # beyond pid_t: no such process
         return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and only waits to be reaped (a zombie: ``kill(pid, 0)`` still succeeds;
+    where nothing reaps it, a container without an init, it stays one for good). Linux's ``/proc``; False
+    where it cannot be told."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"   # the state, after the command's ")"
+    except (OSError, IndexError):
+        return False
 
 
 def _holder(path: Path) -> dict | None:

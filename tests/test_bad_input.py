@@ -2028,6 +2028,29 @@ def dead_pid() -> int:
     return p.pid
 
 
+def test_a_zombie_holds_no_lock():
+    """A writer killed but not yet reaped (a zombie: kill(pid, 0) still succeeds) is dead: its lock is taken
+    over (before: 'being written by process N' until something reaped it, for good in a container without
+    an init)."""
+    import os
+    import time
+
+    from streamcov import lock
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        for _ in range(500):   # until the child has exited (it stays a zombie: nothing waits for it yet)
+            if lock._zombie(pid):
+                break
+            time.sleep(0.01)
+        assert lock._zombie(pid) and not lock._alive(pid)
+        assert lock._alive(os.getpid()) and not lock._zombie(os.getpid())
+    finally:
+        os.waitpid(pid, 0)
+
+
 def run_here(e):
     return ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous"]
 
