@@ -57,12 +57,7 @@ class FeatureStore:
             except Exception:  # unreadable leftovers of an interrupted creation: rebuild
                 attrs = {}
             if attrs.get("fingerprint") == fp:
-                # a byte order or data type edited in a zarr.json: the same chunk bytes, other numbers
-                seal = attrs.get("seal")
-                why = (integrity.metadata_mismatch(path, seal, "the feature store") if isinstance(seal, dict)
-                       else "its seal (the digests of its arrays' zarr.json) is missing (zarr.json edited)")
-                if why is not None:
-                    raise StoreError(f"{path}: {why}{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=path))
+                _check_sealed(path, attrs.get("seal"))
                 return cls(path)
             shutil.rmtree(path)
         from ..data.integrity import array_options
@@ -271,14 +266,24 @@ class FeatureStore:
             arrays: dict = {}
             if reference is not None:
                 dump_estimator(reference, "map.", arrays)
-            why = integrity.metadata_mismatch(self.path, rec.get("seal", {}), "the feature store")
-            if why is not None:
-                raise StoreError(f"{self.path}: {why}{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
+            _check_sealed(self.path, rec.get("seal"))
             for name in rec["stored"]:
                 a = integrity.read(self.group, self.path, f"fit/{name}", fix=integrity.RECOMPUTE)
                 arrays[name] = a.reshape(rec["shapes"][name])
             fmap = load_estimator(rec["map"], arrays, copy=False)
         return rec["state"], fmap, rec.get("record", {})
+
+
+def _check_sealed(path: Path, recorded) -> None:
+    """Raise :class:`StoreError` (a cache to compute again) when an array's ``zarr.json`` is not the one
+    ``recorded`` (``name -> metadata_sha256``) when it was written: a byte order or data type edited there
+    reads the same chunk bytes as other numbers, which no chunk checksum sees."""
+    from ..data import integrity
+
+    why = (integrity.metadata_mismatch(path, recorded, "the feature store") if isinstance(recorded, dict)
+           else "its seal (the digests of its arrays' zarr.json) is missing (zarr.json edited)")
+    if why is not None:
+        raise StoreError(f"{path}: {why}{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=path))
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
