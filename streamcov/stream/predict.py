@@ -330,10 +330,13 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                 return out
     known = np.isin(true, names)
     if known.any():
-        out.update({"evaluated_on": "every row whose label the model knows" + (
-                    "" if not same else " (the model's fold was not found)" if not moved else
-                    f" (fold {model.info['fold']} of the model's protocol now gives other training and test rows "
-                    f"than it was trained with)"),
+        why = ""   # why the model's own store is not scored on its fold's test rows
+        if moved:
+            why = (f" (fold {model.info['fold']} of the model's protocol now gives other training and test rows "
+                   f"than it was trained with)")
+        elif same:
+            why = " (the model's fold was not found)"
+        out.update({"evaluated_on": "every row whose label the model knows" + why,
                     "accuracy": float((pred[known] == true[known]).mean()), "n_labelled": int(known.sum())})
     if (~known).any():
         out["n_unknown_labels"] = int((~known).sum())
