@@ -742,14 +742,22 @@ def test_same_model_on_threads_and_a_local_cluster(kernel, request, synth_store,
             assert clf.fit_info_["kernel"] is kernel
             assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want, cache
             assert clf.n_evals_ == res["passes"]
+            assert clf.fit_info_["pass_route"] == ("actors" if scheduler == "local-cluster" else None)
+        if scheduler == "local-cluster":   # the passes as tasks through the scheduler: the same bits
+            monkeypatch.setattr(L, "DIRECT_PASSES", False)
+            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": "memory"}), int(train.sum()), cfg.seed)
+            clf, _ = L.train_lbfgs(fstore, y, train, np.arange(8), est, runtime=runtime, scale="center")
+            assert clf.fit_info_["pass_route"] == "tasks"
+            assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
     if scheduler == "local-cluster":
         # cached rows stay on the worker they were loaded on, spread over both workers. A partition's tasks
         # may run elsewhere when its worker is busy (allow_other_workers, which a lost worker needs), and a
         # loaded machine made that happen to one partition of five once in a CI run: one copy is tolerated.
         # Before the partitions were pinned, the scheduler copied most of them to both workers.
-        (owners, where), = held
-        assert all(o in w for o, w in zip(owners, where)) and len(set(owners)) == 2
-        assert sum(len(w) > 1 for w in where) <= 1, where
+        assert len(held) == 2     # the cached fits by actors and by tasks
+        for owners, where in held:
+            assert all(o in w for o, w in zip(owners, where)) and len(set(owners)) == 2
+            assert sum(len(w) > 1 for w in where) <= 1, where
 
 
 
@@ -817,6 +825,7 @@ def test_a_worker_with_two_threads_runs_a_pass_as_two_tasks(reference, synth_sto
         clf, _ = L.train_lbfgs(FeatureStore(res["features_path"]), y, train, np.arange(8), est,
                                runtime=runtime, scale="center")
     assert clf.fit_info_["pass_tasks"] == 2 and clf.fit_info_["partitions"] == 5
+    assert clf.fit_info_["pass_route"] == "actors"
     assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
 
 
@@ -1039,3 +1048,59 @@ def test_a_pass_stuck_after_its_worker_left_is_raised_as_lost(monkeypatch):
         with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after a worker holding its partitions"):
             L._Problem._gather(SimpleNamespace(owners=["tcp://10.255.255.1:1"], client=client), [stuck])
         assert _time.monotonic() - t0 < 3.5 and stuck.cancelled()
+
+
+class _Call:
+    """A stand-in actor call: ``result`` raises ``error`` (or waits ``wait`` seconds, then gives [])."""
+
+    def __init__(self, error=None, wait=0.0):
+        self.error, self.wait = error, wait
+
+    def result(self, timeout=None):
+        import time as _time
+
+        if self.error is not None:
+            raise self.error
+        if self.wait > (timeout or 0):
+            _time.sleep(timeout)
+            raise TimeoutError
+        return []
+
+
+class _Actor:
+    def __init__(self, call=None, lost=False):
+        self.call, self.lost = call, lost
+
+    def sums(self, *args):
+        if self.lost:
+            raise RuntimeError("Worker holding Actor was lost.  Status: lost")
+        return self.call
+
+
+def _direct(actor, workers):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(data=[None], holders=[("w0", None, [[0]], actor)], loss=0, binary=False, kernel=False,
+                           client=_LosingCluster(workers), _holders=lambda: [("w0", None, [[0]], actor)])
+
+
+def test_an_actor_pass_whose_worker_left_is_raised_as_lost(monkeypatch):
+    """Direct calls to the workers' actors: a call that cannot reach a worker that has left, an actor whose
+    worker was lost, and a call still unanswered RECOVERY_WAIT seconds after its worker left are raised as
+    lost-worker errors (the fit places the rows again); a failure on a worker that is still there is raised
+    as it is."""
+    from concurrent.futures import CancelledError
+
+    monkeypatch.setattr(L, "RECOVERY_WAIT", 0.5)
+    W = np.zeros((2, 3), np.float32), np.zeros(2)
+    unreachable = OSError("Unable to contact Actor's worker")
+    with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Unable to contact"):
+        L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), []), *W)
+    with pytest.raises(OSError, match="Unable to contact"):      # its worker is there: not a lost worker
+        L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), ["w0"]), *W)
+    with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Worker holding Actor was"):
+        L._Problem._direct_sums(_direct(_Actor(lost=True), ["w0"]), *W)
+    with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after the worker w0 holding"):
+        L._Problem._direct_sums(_direct(_Actor(_Call(wait=60)), []), *W)
+    with pytest.raises(ValueError, match="genuine"):             # an error of the pass itself
+        L._Problem._direct_sums(_direct(_Actor(_Call(ValueError("a genuine error"))), ["w0"]), *W)

@@ -20,12 +20,16 @@ over the rows:
   iterate and the model, is bitwise the same on threads, on one worker or
   on many. On threads a pass is a Dask task
   per partition and per merge; on a cluster the partitions are held by the
-  workers in consecutive runs, and a pass is **one task per worker thread**
-  (consecutive parts of the worker's run), which computes the sums of its
-  partitions and merges the nodes of the tree that lie within them
-  (:func:`_run_on_holder`); the driver merges the rest. So a pass costs one
-  round trip per worker however many partitions there are, and only a few
-  ``k x D`` blocks of numbers per task travel. A worker lost during a fit
+  workers in consecutive runs, and a pass is **one call per worker** to an
+  actor that holds the worker's partitions (:class:`_Holder`; one thread
+  per worker thread, on consecutive parts of the worker's run), which
+  computes the sums of its partitions and merges the nodes of the tree
+  that lie within them (:func:`_run_on_holder`); the driver merges the
+  rest. So a pass costs one direct round trip per worker (1-2 ms, where a
+  task through the scheduler takes 10-12 ms; :data:`DIRECT_PASSES` False
+  runs the same pass as one task per worker thread) however many
+  partitions there are, and only a few ``k x D`` blocks of numbers per
+  worker travel. A worker lost during a fit
   takes its rows with it: the partitions are placed again from the store
   and the pass repeated (:meth:`_Problem._recovering`), to the same sums;
 * ``cache="memory"`` keeps the float32 training rows of each partition in
@@ -102,6 +106,9 @@ PARTITION_BYTES = 16 << 20
 EMBED_BYTES = 1 << 20
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
+# on a cluster, passes by direct calls to an actor per worker (_Holder) rather than by tasks through the
+# scheduler: the same sums, a tenth of the round trip
+DIRECT_PASSES = True
 # store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
 READ_BYTES = 32 << 20
 # seconds between checkpoint writes at most (iterations faster than that share one; the last is always written)
@@ -527,6 +534,37 @@ def _run_on_holder(fn, merge, src, datas, first: int, n: int, fan_in: int, args:
             for node in nodes]
 
 
+class _Holder:
+    """The partitions one worker holds, with the passes over them, as a Dask actor on that worker: a pass
+    is then one direct call per worker from the driver, a round trip of 1-2 ms, where a task through the
+    scheduler takes 10-12 ms (measured on this 2-core machine, 2 single-threaded workers; a pass over
+    100,000 x 2000 rows takes 50-60 ms of work per worker). Made after the rows are placed and centred;
+    it holds the same objects as the worker's partitions (no copy), and its sums come from
+    :func:`_run_on_holder`, so they are the tasks' sums, bit for bit."""
+
+    def __init__(self, src, m32, index, *datas):
+        self.src, self.m32 = src, m32
+        self.datas = dict(zip(index, datas))
+        self.pool = None
+
+    def sums(self, parts, n: int, fan_in: int, model, loss: int, binary: bool, kernel: bool) -> list:
+        """Nodes of the fixed tree within each of ``parts`` (runs of partition numbers) at ``model``: one
+        thread per part (a worker with several threads gets several parts)."""
+        args = (self.m32, model, loss, binary, kernel)
+
+        def run(part):
+            return _run_on_holder(partition_sums, merge_sums, self.src, [self.datas[p] for p in part], part[0],
+                                  n, fan_in, args)
+
+        if len(parts) == 1:
+            return run(parts[0])
+        if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(len(parts), thread_name_prefix="streamcov-pass")
+        return [pair for out in self.pool.map(run, parts) for pair in out]
+
+
 def _wait(client, futs, timeout=None):
     """``distributed.wait`` on ``client``: it finds its client as the default one, and the client of a
     scheduler address is not made the process's default (:func:`streamcov.stream.runtime._connect`)."""
@@ -560,6 +598,8 @@ class _Problem:
         self.owners = None        # on a cluster: the worker that holds each partition
         self.slots: dict = {}     # on a cluster: threads of each worker
         self.pass_tasks = 0       # on a cluster: tasks of the last pass
+        self.holders = None       # on a cluster: [(worker, actor future, runs of partitions, actor)]
+        self.route = None         # on a cluster: "actors" or "tasks", the route of the last pass
         self.specs = specs
         self.m32 = None
         self._m32_shared = None
@@ -656,7 +696,7 @@ class _Problem:
         except TimeoutError:
             if not self._workers():
                 return False
-        self.data, self._m32_shared = None, None
+        self.data, self._m32_shared, self.holders = None, None, None
         self.mode = self._cache_mode()        # fewer workers may hold less
         self.data = self._place(self.specs)
         if self.mode == "memory" and self.m32 is not None:
@@ -674,16 +714,8 @@ class _Problem:
             # tree that lie within them; this thread merges the rest. The same tree, so the same sums, in
             # a round trip of one task per worker however many partitions there are.
             n = len(self.data)
-            runs: list = []
-            for p in range(n):
-                if runs and self.owners[p] == self.owners[runs[-1][0]]:
-                    runs[-1].append(p)
-                else:
-                    runs.append([p])
-            # a worker with several threads gets one task per thread, on consecutive parts of its run
-            runs = [[int(p) for p in part] for run in runs
-                    for part in np.array_split(run, min(len(run), self.slots.get(self.owners[run[0]], 1)))]
-            self.pass_tasks = len(runs)
+            runs = self._runs()
+            self.pass_tasks, self.route = len(runs), "tasks"
             futs = [self.client.submit(_run_on_holder, fn, merge, self.src, [self.data[p] for p in run], run[0],
                                        n, FAN_IN, args, pure=False, **self._at(run[0])) for run in runs]
             known = dict(pair for part in self._gather(futs) for pair in part)
@@ -720,9 +752,76 @@ class _Problem:
         """Placement of partition ``p``'s tasks: its worker, or any other one if that worker is gone."""
         return {} if self.owners is None else {"workers": [self.owners[p]], "allow_other_workers": True}
 
+    def _runs(self) -> list:
+        """The partitions of a cluster pass's tasks: each worker's run of consecutive partitions, cut in
+        one part per worker thread."""
+        runs: list = []
+        for p in range(len(self.data)):
+            if runs and self.owners[p] == self.owners[runs[-1][0]]:
+                runs[-1].append(p)
+            else:
+                runs.append([p])
+        # a worker with several threads gets one task per thread, on consecutive parts of its run
+        return [[int(p) for p in part] for run in runs
+                for part in np.array_split(run, min(len(run), self.slots.get(self.owners[run[0]], 1)))]
+
+    def _holders(self) -> list:
+        """One :class:`_Holder` actor per worker, made on the partitions that worker holds."""
+        if self.holders is None:
+            by_worker: dict = {}
+            for part in self._runs():
+                by_worker.setdefault(self.owners[part[0]], []).append(part)
+            made = []
+            for w, parts in by_worker.items():
+                index = [p for part in parts for p in part]
+                fut = self.client.submit(_Holder, self.src, self.m32, index, *[self.data[p] for p in index],
+                                         actor=True, pure=False, **self._at(index[0]))
+                made.append((w, fut, parts))
+            _wait(self.client, [f for _, f, _ in made])
+            self.holders = [(w, f, parts, f.result()) for w, f, parts in made]
+        return self.holders
+
+    def _direct_sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
+        """A cluster pass by direct calls to the workers' :class:`_Holder` actors; the driver merges the
+        nodes above theirs. A worker that leaves mid-pass (its call fails, or is still unanswered
+        :data:`RECOVERY_WAIT` seconds after it left) is raised as lost, as for tasks (:meth:`_gather`)."""
+        from concurrent.futures import CancelledError
+
+        n = len(self.data)
+        calls = []
+        for w, _, parts, actor in self._holders():
+            try:
+                calls.append((w, actor.sums(parts, n, FAN_IN, (W32, b), self.loss, self.binary, self.kernel)))
+            except RuntimeError as exc:   # distributed: "Worker holding Actor was lost"
+                raise CancelledError(f"the worker {w} holding partitions left: {exc}") from exc
+        self.pass_tasks = sum(len(parts) for _, _, parts, _ in self.holders)
+        known: dict = {}
+        for w, call in calls:
+            gone_since = None
+            while True:
+                try:
+                    known.update(call.result(timeout=1.0))
+                    break
+                except TimeoutError:
+                    pass
+                except OSError as exc:   # distributed: "Unable to contact Actor's worker"
+                    if w not in self.client.scheduler_info(n_workers=-1)["workers"]:
+                        raise CancelledError(f"the worker {w} holding partitions left: {exc}") from exc
+                    raise
+                if gone_since is None and w not in self.client.scheduler_info(n_workers=-1)["workers"]:
+                    gone_since = time.monotonic()
+                if gone_since is not None and time.monotonic() - gone_since > RECOVERY_WAIT:
+                    raise CancelledError(f"a pass still unfinished {RECOVERY_WAIT:g} s after the worker {w} "
+                                         f"holding its partitions left")
+        return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, known, None, merge_sums)
+
     def sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
-        out = self._recovering(lambda: self._run(partition_sums, self._pass_args(W32, b), merge_sums))
+        if self.client is not None and DIRECT_PASSES:
+            self.route = "actors"
+            out = self._recovering(lambda: self._direct_sums(W32, b))
+        else:
+            out = self._recovering(lambda: self._run(partition_sums, self._pass_args(W32, b), merge_sums))
         self.pass_times.append(time.perf_counter() - t0)
         return out
 
@@ -759,6 +858,7 @@ class _Problem:
     def close(self):
         self.data = None
         self._m32_shared = None
+        self.holders = None
 
 
 # the largest feature value LBFGSClassifier.fit takes: its square still fits in float32
@@ -1263,7 +1363,8 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
                          "pass_times": list(problem.pass_times), "parallel_partitions": problem.parallel,
                          "optimize_seconds": time.perf_counter() - t0, "cache": problem.mode,
                          "partitions": problem.n_partitions, "recoveries": problem.recoveries,
-                         "pass_tasks": problem.pass_tasks, "kernel": problem.kernel,
+                         "pass_tasks": problem.pass_tasks, "pass_route": problem.route,
+                         "kernel": problem.kernel,
                          "gemm_flops_per_pass": problem.gemm_flops,
                          "n_fit": problem.n_fit, "n_validation": problem.n_val,
                          "checkpoint_ignored": bool(found and loaded is None), "span": "features"}
@@ -1386,7 +1487,9 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         How the passes ran (:func:`train_lbfgs` fits): ``passes``,
         ``pass_times``, ``cache``, ``partitions``, ``recoveries`` (times the
         partitions were placed again after a worker was lost), ``pass_tasks``
-        (on a cluster: one per worker thread holding partitions), ``kernel``
+        (on a cluster: one per worker thread holding partitions),
+        ``pass_route`` (on a cluster: ``"actors"``, direct calls to an actor
+        per worker, or ``"tasks"``; None on threads), ``kernel``
         (the passes ran the numba kernel, not BLAS), FLOPs per pass.
     """
 
