@@ -43,7 +43,11 @@ On the generated store also:
   workers), best of
   ``--repeats``; ``speedup`` = 1-worker time / 2-worker time (of the best
   runs; ``speedup_of_medians`` of the medians); ``identical``
-  = the two models are bitwise equal; ``workers_cpu_ratio``: CPU seconds of
+  = the two models are bitwise equal; each pass route of ``--routes``
+  (``actors``: a direct call per worker to an actor holding its partitions,
+  the learner's default; ``tasks``: a task per worker through the
+  scheduler) measured in turn in every repeat, its figures under
+  ``routes``, the first route's also at the top; ``workers_cpu_ratio``: CPU seconds of
   the 2 workers over those of the 1 (same passes: 1 when nothing is wasted);
   ``gemm_2_thread_scaling``: the 2-thread over the 1-thread GEMM speed, the
   most any GEMM-bound work can gain from the second core of this machine;
