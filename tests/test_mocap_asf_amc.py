@@ -143,6 +143,24 @@ def test_bone_order_may_change_between_frames(tmp_path):
     np.testing.assert_allclose(seq.frames.reshape(2, 4, 3), WANT, atol=1e-6)
 
 
+def test_utf8_byte_order_mark_is_skipped(tmp_path):
+    # an editor's BOM at the start of the .asf and the .amc: read as without it, line numbers unchanged
+    bom = b"\xef\xbb\xbf"
+    amc = make_tree(tmp_path)
+    asf = amc.parent / "HDM_ab.asf"
+    for f in (amc, asf):
+        f.write_bytes(bom + f.read_bytes())
+    (seq,) = list(AsfAmcReader(tmp_path).sequences())
+    np.testing.assert_allclose(seq.frames.reshape(2, 4, 3), WANT, atol=1e-6)
+    asf.write_bytes(bom + ASF.replace("length 0.0254", "length x").encode())
+    with pytest.raises(FormatError, match=loc(asf, 6) + "units length must be numbers, found 'x'"):
+        AsfAmcReader(tmp_path)
+    asf.write_bytes(bom + ASF.encode())
+    amc.write_bytes(bom + AMC.replace("lower 90", "lower x").encode())
+    with pytest.raises(FormatError, match=loc(amc, 7) + "value 'x' is not a number"):
+        list(AsfAmcReader(tmp_path).sequences())
+
+
 # bad input: tests/test_mocap_bad_input.py (every case as the command a user types)
 
 

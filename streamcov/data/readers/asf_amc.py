@@ -41,13 +41,15 @@ line with too few or too many values, a bone listed twice in one frame, a frame 
 (including a truncated last frame), a frame number out of sequence, a non-numeric or
 non-finite value, a missing or inconsistent ``.asf``, a hierarchy naming an unknown bone, a bone
 with two parents or a cycle. A sequence is yielded whole or not at all. An ``.amc`` with a
-header but no frames is not yielded and is recorded in ``skipped``. Nothing is repaired.
+header but no frames is not yielded and is recorded in ``skipped``. Nothing is repaired; a UTF-8
+byte-order mark at the start of a file is skipped (line numbers are unchanged).
 
 Speed: the frame section is parsed by a compiled one-pass scanner (:mod:`._fastparse`) and the
 kinematics run in one compiled pass over frames and joints; see ``benchmarks/mocap_ingest.py``.
 """
 from __future__ import annotations
 
+import codecs
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,8 +187,8 @@ class AsfSkeleton:
 
 def _asf_lines(path: Path):
     """(line number, tokens) of every non-blank line; ``#`` comments, commas and parentheses
-    removed."""
-    text = _read_bytes(path, "skeleton file").decode("latin-1")
+    removed; a UTF-8 byte-order mark (as some editors save) skipped."""
+    text = _read_bytes(path, "skeleton file").removeprefix(codecs.BOM_UTF8).decode("latin-1")
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].replace(",", " ").replace("(", " ").replace(")", " ")
@@ -503,7 +505,8 @@ def read_amc(path, skeleton: AsfSkeleton) -> AmcMotion:
     """Parse an ``.amc`` against ``skeleton``; raises :class:`FormatError` on bad input."""
     path = Path(path)
     data = _read_bytes(path, "motion file")
-    pos, line = 0, 1
+    # a UTF-8 byte-order mark (as some editors save) is skipped; it would be read as the header's first token
+    pos, line = (len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0), 1
     degrees = skeleton.angle_unit == "deg"
     n = len(data)
     while pos < n:                                  # header
