@@ -946,6 +946,20 @@ READERS = [
     Case("sequence-not-multiple-of-3", lambda e: ingest_generic()(e) if False else
          ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "arch", files={
              "s00.csv": "1,2,3,4\n5,6,7,8\n"}), e.tmp / "s.zarr", "--quiet"], r"s00\.csv.*multiple of 3"),
+    # a trailing comma on every row, on a later row only, and after a header: named as such, not as text or a
+    # tenth column
+    Case("sequence-trailing-comma", ingest_generic(archive=edit_file("s00.csv", "1,2,3,4,5,6,7,8,9,\n" * 3)),
+         r"s00\.csv, line 1: row ends with a comma, which leaves an empty last field; remove the trailing comma from "
+         r"every row that has one \(a row is x1,y1,z1,\.\.\.,xJ,yJ,zJ with nothing after zJ\)$", check=no_store),
+    Case("sequence-trailing-comma-later-row", ingest_generic(archive=edit_file(
+        "s03.csv", "1,2,3,4,5,6,7,8,9\n\n1,2,3,4,5,6,7,8,8, \n")),
+         r"s03\.csv, line 3: row ends with a comma, which leaves an empty last field; remove the trailing comma"),
+    Case("sequence-trailing-comma-after-header", ingest_generic(archive=edit_file(
+        "s00.csv", "a,b,c,d,e,f,g,h,i\n" + "1,2,3,4,5,6,7,8,9,\n" * 2)),
+         r"s00\.csv, line 2: row ends with a comma, which leaves an empty last field; remove the trailing comma"),
+    # a row one value short that ends with a comma lacks a value: not called a trailing comma
+    Case("sequence-last-value-missing", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,3,4,5,6,7,8,\n")),
+         r"s03\.csv, line 2: column 9: '' is not a number$"),
     Case("sequence-tab-separated", ingest_generic(archive=edit_file("s00.csv", "1\t2\t3\t4\t5\t6\t7\t8\t9\n" * 3)),
          r"s00\.csv, line \d: 1 values per row is not a multiple of 3 \(x, y, z per joint\) \(the rows look "
          r"tab-separated: use commas\)"),

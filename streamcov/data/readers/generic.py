@@ -163,22 +163,43 @@ def read_sequence_csv(path, ncols: int | None = None,
     Blank lines are ignored; a first row made only of non-numbers is a header
     and is skipped. Raises :class:`FormatError` (file and 1-based line)
     for a row whose column count differs from ``ncols`` (or from the first row),
-    a non-numeric or non-finite value, or a first row mixing numbers and text.
+    a row ending with a comma, a non-numeric or non-finite value, or a first row
+    mixing numbers and text.
     """
     rows, linenos = _nonblank(_read_lines(path))
-    if rows and _is_header(path, rows[0], linenos[0]):
+    if rows and _is_header(path, rows[0], linenos[0], ncols):
         if ncols is not None and len(rows[0].split(",")) != ncols:
             raise FormatError(path, f"header has {len(rows[0].split(','))} columns, "
                                       f"expected {ncols} (x, y, z per joint)", line=linenos[0])
         rows, linenos = rows[1:], linenos[1:]
-    return _parse_numeric_rows(path, rows, linenos, delimiter=",", ncols=ncols, expect=expect).astype(np.float32)
+    if rows:
+        _no_trailing_comma(path, rows[0], linenos[0], ncols)
+    try:
+        arr = _parse_numeric_rows(path, rows, linenos, delimiter=",", ncols=ncols, expect=expect)
+    except FormatError as exc:
+        # a later row with a trailing comma reads as one value too many, or an empty one: say what it is
+        if exc.line in linenos:
+            _no_trailing_comma(path, rows[linenos.index(exc.line)], exc.line, ncols)
+        raise
+    return arr.astype(np.float32)
+
+
+def _no_trailing_comma(path, row: str, lineno: int, ncols: int | None = None):
+    """Refuse a row that ends with a comma (as some exporters write every row) when the values before it are a
+    whole row (``ncols``; unknown: a multiple of 3): its empty last field is not a value, and dropping it would be
+    a silent repair. A row one value short that ends with a comma is a missing value, left to the other checks."""
+    n = len(row.split(","))
+    if row.rstrip().endswith(",") and (n - 1 == ncols if ncols is not None else (n - 1) % 3 == 0):
+        raise FormatError(path, "row ends with a comma, which leaves an empty last field; remove the trailing "
+                                "comma from every row that has one (a row is x1,y1,z1,...,xJ,yJ,zJ with nothing "
+                                "after zJ)", line=lineno)
 
 
 # what spreadsheets and R write for a missing value: a row of them is a frame with no data, not a header
 _MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "-", "?"})
 
 
-def _is_header(path, row: str, lineno: int) -> bool:
+def _is_header(path, row: str, lineno: int, ncols: int | None = None) -> bool:
     numeric = [_is_plain_number(f) for f in row.split(",")]
     if all(numeric):
         return False
@@ -186,6 +207,7 @@ def _is_header(path, row: str, lineno: int) -> bool:
         raise FormatError(path, f"first row holds only empty or missing values ({row.strip()[:40]!r}): neither a "
                                 f"header (column names) nor a frame (numbers); remove the row or give the "
                                 f"frame's coordinates", line=lineno)
+    _no_trailing_comma(path, row, lineno, ncols)   # numbers then an empty field: not "mixes numbers and text"
     if not any(numeric):
         return True
     j = numeric.index(False)
@@ -201,6 +223,7 @@ def _peek_ncols(path: Path) -> tuple[int, int] | None:
         rows, linenos = rows[1:], linenos[1:]
     if not rows:
         return None
+    _no_trailing_comma(path, rows[0], linenos[0])   # else counted as one more column
     return len(rows[0].split(",")), linenos[0]
 
 
