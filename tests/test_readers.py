@@ -397,7 +397,12 @@ def test_utkinect_interval_past_the_recording_is_cut_and_recorded(utk_dir):
     (2, "12 1 2 3", "expected 61 values per line"),
     (3, "14 " + " ".join(["0.5"] * 59) + " zz", "column 61: 'zz' is not a number"),
     (4, "16 " + " ".join(["0.5"] * 59) + " NaN", "non-finite"),
-    (5, "18.5 " + " ".join(["0.5"] * 60), "frame id 18.5 in column 1 is not a non-negative"),
+    # a frame id is a frame number: said so for a fraction, a negative, NaN and one beyond float32 (it was "does
+    # not fit in float32", as for a coordinate)
+    *[(5, f"{fid} " + " ".join(["0.5"] * 60), rf"column 1 \(the frame id\) holds '{re.escape(fid)}', which is not a "
+       r"frame number: a frame id is a non-negative integer such as 252; correct the row$")
+      for fid in ("18.5", "-18", "nan", "1e300", "1e17")],
+    (5, "18 " + " ".join(["0.5"] * 59) + " 1e300", r"value 1e\+300 in column 61 does not fit in float32"),
     # rows out of frame order (a reversed or shuffled file) were stored as they stood: time running backwards
     (4, "11 " + " ".join(["0.5"] * 60), r"frame id 11 comes after frame id 12 \(line 3\): the rows are not in "
                                         r"frame order"),

@@ -188,14 +188,16 @@ def _nonblank(lines: list[str]) -> tuple[list[str], list[int]]:
 
 
 def _parse_numeric_rows(path, rows: list[str], linenos: list[int], *, delimiter: str | None = None,
-                        ncols: int | None = None, expect: str = "") -> np.ndarray:
+                        ncols: int | None = None, expect: str = "", id_cols: int = 0) -> np.ndarray:
     """Parse text rows into a finite float64 array of shape (len(rows), ncols), every value within float32.
 
     Every row must hold the same number of fields (``ncols``, or that of the
     first row when ``ncols`` is None), each a finite number. On the first
     violation a :class:`~streamcov.errors.FormatError` names ``path``, the 1-based line
     (from ``linenos``) and the column. ``expect`` is appended to column-count
-    messages to say what a line should contain.
+    messages to say what a line should contain. The first ``id_cols`` columns
+    are not coordinates (a frame id): they are parsed as numbers but their range
+    is left to the caller, whose message can say what they should hold.
     """
     if not rows:
         return np.empty((0, ncols or 0), dtype=np.float64)
@@ -213,16 +215,19 @@ def _parse_numeric_rows(path, rows: list[str], linenos: list[int], *, delimiter:
     if ncols is not None and arr.shape[1] != ncols:
         raise FormatError(path, f"expected {ncols} values per line{hint}, found "
                                   f"{arr.shape[1]}", line=linenos[0])
-    bad = ~np.isfinite(arr)
+    coords = arr[:, id_cols:]
+    bad = ~np.isfinite(coords)
     if bad.any():
         r, c = np.argwhere(bad)[0]
+        c += id_cols
         raise FormatError(path, f"non-finite value {float(arr[r, c])!r} in column "
                                   f"{c + 1}; all coordinates must be finite numbers",
                                   line=linenos[r])
     # stores keep float32: a larger number would turn into infinity there
-    big = np.abs(arr) > np.finfo(np.float32).max
+    big = np.abs(coords) > np.finfo(np.float32).max
     if big.any():
         r, c = np.argwhere(big)[0]
+        c += id_cols
         raise FormatError(path, f"value {float(arr[r, c])!r} in column {c + 1} does not fit in float32",
                           line=linenos[r])
     return arr

@@ -186,14 +186,16 @@ def read_joints_file(path) -> tuple[np.ndarray, np.ndarray]:
     non-negative integer, or one is smaller than the frame id before it.
     """
     rows, linenos = _nonblank(_read_lines(path))
+    # the frame id column is checked here, as a frame number, not as a coordinate that must fit in float32
     arr = _parse_numeric_rows(path, rows, linenos, ncols=1 + 3 * N_JOINTS,
-                              expect="frame id, then x y z of 20 joints")
+                              expect="frame id, then x y z of 20 joints", id_cols=1)
     ids = arr[:, 0]
-    bad = (ids != np.round(ids)) | (ids < 0) | (ids > 2.0 ** 53)   # exactly representable ids
+    bad = ~((ids == np.round(ids)) & (ids >= 0) & (ids <= 2.0 ** 53))   # exactly representable ids; NaN too
     if bad.any():
         r = int(np.argmax(bad))
-        raise FormatError(path, f"frame id {float(ids[r])!r} in column 1 is not a "
-                                  "non-negative integer", line=linenos[r])
+        raise FormatError(path, f"column 1 (the frame id) holds {rows[r].split()[0]!r}, which is not a frame "
+                                f"number: a frame id is a non-negative integer such as 252; correct the row",
+                          line=linenos[r])
     back = np.flatnonzero(np.diff(ids) < 0)
     if len(back):   # a reversed or shuffled file would be stored as another motion, time running backwards
         r = int(back[0]) + 1
