@@ -159,17 +159,27 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         if n_train is None:
             raise ConfigError("split.kind = 'per-class' needs split.n_train (training rows per class)")
         n_test = s.get("n_test")
+        need = int(n_train) + (int(n_test) if n_test is not None else 1)
+        codes, counts = np.unique(labels, return_counts=True)
+        if counts.min() < need:
+            # the smallest class, named after the keys as typed: where they were given goes in front of the line
+            # (Origins.naming), and how far to lower them
+            c, have = int(codes[np.argmin(counts)]), int(counts.min())
+            name = label_names[c] if label_names is not None else c
+            keys = f"split.n_train = {n_train}" + (f", split.n_test = {n_test}" if n_test is not None else "")
+            if have < 2:
+                fix = "a class needs at least 2 rows (1 train + 1 test): give it more rows or choose another split.kind"
+            elif n_test is None:
+                fix = f"lower split.n_train to {have - 1} or less"
+            else:
+                fix = f"lower split.n_train or split.n_test so that together they are {have} or less"
+            raise ConfigError(f"{keys}: class {name!r} has {have} rows; the protocol needs {need} of every class "
+                              f"({n_train} train + {n_test if n_test is not None else '>= 1'} test); {fix}")
         rng = np.random.default_rng(seed)
         for r in range(int(s.get("n_repeats", 1))):
             tr, te = [], []
             for c in np.unique(labels):
                 idx = rng.permutation(np.flatnonzero(labels == c))
-                need = int(n_train) + (int(n_test) if n_test is not None else 1)
-                if len(idx) < need:
-                    name = label_names[c] if label_names is not None else int(c)
-                    raise ConfigError(f"split: class {name!r} has {len(idx)} rows; the protocol needs "
-                                      f"{need} ({n_train} train + "
-                                      f"{n_test if n_test is not None else '>= 1'} test)")
                 tr.append(idx[:n_train])
                 te.append(idx[n_train:] if n_test is None else idx[n_train:n_train + int(n_test)])
             out.append((f"split-{r}", mask(np.concatenate(tr)), mask(np.concatenate(te))))

@@ -1983,8 +1983,15 @@ PROTOCOLS = [
                                                "--set", f'split.file="{(e.tmp / "folds").mkdir() or e.tmp / "folds"}"'],
          r"split\.file = '\S+folds': a folder; give the TOML file of \[\[split\]\] tables"),
     Case("folds-negative", run_set("split.folds=[-1]"), r"--set split\.folds=\[-1\]: split\.folds\.0 = -1: expected"),
+    # the key as typed, where it was given in front: the --set, or the file's line
     Case("per-class-too-many", run_set('split.kind="per-class"', "split.n_train=50"),
-         r"split: class 'high arm wave' has 12 rows; the protocol needs 51 \(50 train \+ >= 1 test\)"),
+         r"error: --set split\.n_train=50: split\.n_train = 50: class 'high arm wave' has 12 rows; the protocol needs 51 "
+         r"of every class \(50 train \+ >= 1 test\); lower split\.n_train to 11 or less$"),
+    Case("per-class-too-many-in-the-file", run_text(lambda t: t.replace('kind = "subject-parity"\n',
+                                                                        'kind = "per-class"\nn_train = 8\nn_test = 5\n')),
+         r"error: \S+p\.toml, line 27: split\.n_train = 8, split\.n_test = 5: class 'high arm wave' has 12 rows; the "
+         r"protocol needs 13 of every class \(8 train \+ 5 test\); lower split\.n_train or split\.n_test so that "
+         r"together they are 12 or less$"),
     # the row and the id it was ingested under: 6 frames of 6 hip-relative coordinates have a singular covariance
     Case("not-spd-names-row-and-id", run_on(archive_store(["file,label,subject", "s00.csv,a,1", "s01.csv,b,3",
                                                            "s02.csv,a,2", "s03.csv,b,4"], n=4), "descriptor.gamma=0.0"),

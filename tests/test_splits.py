@@ -96,7 +96,13 @@ def test_image_protocols():
 
 
 @pytest.mark.parametrize("kind, kw, msg", [
-    ("per-class", {"n_train": 12}, "class 0 has 12 rows; the protocol needs 13"),
+    # the keys as typed lead the line (where they were given goes in front of it), then how far to lower them
+    ("per-class", {"n_train": 12}, r"^split\.n_train = 12: class 0 has 12 rows; the protocol needs 13 of every class "
+                                   r"\(12 train \+ >= 1 test\); lower split\.n_train to 11 or less$"),
+    ("per-class", {"n_train": 8, "n_test": 5}, r"^split\.n_train = 8, split\.n_test = 5: class 0 has 12 rows; the "
+                                               r"protocol needs 13 of every class \(8 train \+ 5 test\); lower "
+                                               r"split\.n_train or split\.n_test so that together they are 12 or "
+                                               r"less$"),
     ("stratified-kfold", {"n_splits": 13}, "split.n_splits = 13 but class 0 has only 12 rows"),
     ("leave-objects-out", {}, r"needs named groups \(ingest with group_level=2, or data.group_level = 2 in a "
                               r"pipeline, so that the group is <class>/<object>\)$"),
@@ -111,6 +117,19 @@ def test_protocol_errors(kind, kw, msg):
     groups = np.repeat(np.arange(12), 3)
     with pytest.raises(ConfigError, match=msg):
         run(kind, y, groups, **kw)
+
+
+def test_per_class_names_the_smallest_class():
+    """The class short of rows is the smallest one, whatever its code; one row cannot be split at all."""
+    y = np.repeat(np.arange(3), [12, 4, 9])
+    groups = np.arange(len(y))
+    with pytest.raises(ConfigError, match=r"^split\.n_train = 5: class 'b' has 4 rows; the protocol needs 6 of "
+                                          r"every class \(5 train \+ >= 1 test\); lower split\.n_train to 3 or less$"):
+        folds({"kind": "per-class", "n_train": 5}, y, groups, label_names=["a", "b", "c"])
+    y = np.repeat(np.arange(2), [5, 1])
+    with pytest.raises(ConfigError, match=r"^split\.n_train = 1: class 1 has 1 rows; .*; a class needs at least 2 rows "
+                                          r"\(1 train \+ 1 test\): give it more rows or choose another split\.kind$"):
+        folds({"kind": "per-class", "n_train": 1}, y, np.arange(6))
 
 
 def test_the_group_level_hint_names_the_route_in_use():
