@@ -274,6 +274,80 @@ def test_torso_frame_degenerate_frames_streamed(tmp_path, rng, body_frame):
     np.testing.assert_allclose(V[0], descriptor_array(plain).compute()[0], atol=1e-12)
 
 
+def _degenerate_bodies(rng):
+    """Sequences 1 and 3 of 5: the neck on the hip centre in every frame (no body size, no spine), and both
+    hips at one point (no hip line)."""
+    seqs = sequences(rng, [9, 13, 6, 8, 7])
+    X = np.array(seqs[1].frames)
+    X[:, 9:12] = X[:, 0:3]
+    seqs[1].frames = X
+    X = np.array(seqs[3].frames)
+    X[:, 3:6] = X[:, 6:9]
+    seqs[3].frames = X
+    return seqs
+
+
+@pytest.mark.parametrize("body_frame, mirror, reasons", [
+    ("yaw", False, ["its neck is at the hip centre in every frame: body size 0",
+                    "its mean hip line (right hip minus left hip) has no length across the up axis y: no yaw"]),
+    ("torso", False, ["its mean hip line is of no length, or its mean spine (neck minus hip centre) lies along it: no "
+                      "torso frame; its neck is at the hip centre in every frame: body size 0",
+                      "its mean hip line is of no length, or its mean spine (neck minus hip centre) lies along it: no "
+                      "torso frame"]),
+    ("torso-frames", True, ["its neck is at the hip centre in every frame: body size 0", None]),
+])
+def test_degenerate_body_frame_is_said_once_and_changes_no_descriptor(tmp_path, rng, body_frame, mirror, reasons):
+    """A body frame that falls back (identity rotation, size 1) is named, sequence by sequence in one line;
+    the descriptors are those computed without the check, and the others' those of a store without them."""
+    from streamcov.stream.runtime import dask_runtime
+
+    seqs = _degenerate_bodies(rng)
+    named = [ListSource(seqs, ROLES), ListSource([seqs[i] for i in (0, 2, 4)], ROLES)]
+    for src in named:   # names the mirror view can pair
+        src.info.joint_names = ["hip_center", "left_hip", "right_hip", "neck", "left_hand", "right_hand"]
+    store = ingest(named[0], tmp_path / "s.zarr", chunk_frames=4)
+    clean = ingest(named[1], tmp_path / "c.zarr", chunk_frames=4)
+    opts = dict(features=["positions", "velocities"], levels=2, body_frame=body_frame, scale="body",
+                mirror=mirror)
+    source = skeleton_source(store, "store", 1e-3, True, **opts)
+    with dask_runtime("synchronous") as runtime:
+        (line,) = source.data_warnings(runtime)
+        assert skeleton_source(clean, "store", 1e-3, True, **opts).data_warnings(runtime) == []
+    items = "; ".join(f"sequence {i}, id 's{i:03d}': {r}" for i, r in zip((1, 3), reasons) if r)
+    n = sum(r is not None for r in reasons)
+    assert line == (f"descriptor.body_frame = {body_frame!r}, descriptor.scale = 'body': the body frame of {n} of the "
+                    f"5 sequences of {store.path} fell back to the identity rotation and a size of 1 ({items}): their "
+                    f"descriptors are in the camera's frame and units; check the roles the store records (`streamcov "
+                    f"info {store.path}`) or leave those sequences out")
+    V = descriptor_array(source, block=2).compute()
+    W = descriptor_array(skeleton_source(clean, "store", 1e-3, True, **opts), block=2).compute()
+    np.testing.assert_allclose(V[[0, 2, 4]], W, rtol=0, atol=1e-12)   # other chunk boundaries: last bits
+
+
+def test_degenerate_body_frame_is_a_warning_of_the_run_and_a_note_of_predict(tmp_path, rng):
+    from pathlib import Path
+
+    from streamcov.stream.predict import predict
+    from streamcov.tasks import run as run_pipeline
+    from streamcov.tasks.config import load_config
+
+    seqs = _degenerate_bodies(rng) + sequences(rng, [8] * 11)
+    for i, s in enumerate(seqs):
+        s.id, s.subject, s.label = f"s{i:03d}", i % 4 + 1, f"c{i // 2 % 2}"   # both classes in both halves
+    store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=16)
+    repo = Path(__file__).resolve().parents[1]
+    sets = [f'output="{tmp_path}/out"', 'descriptor.features=["positions"]', 'descriptor.body_frame="yaw"',
+            'descriptor.scale="body"']
+    res = run_pipeline(load_config(repo / "pipelines" / "msr_action3d_exact.toml", sets, store=store.path),
+                       scheduler="synchronous")
+    said = [w for w in res["warnings"] if "fell back" in w]
+    assert len(said) == 1 and said[0].startswith("descriptor.body_frame = 'yaw', descriptor.scale = 'body': the "
+                                                 "body frame of 2 of the 16 sequences of ")
+    assert "(sequence 1, id 's001': its neck is at the hip centre in every frame: body size 0; sequence 3, id " in said[0]
+    out = predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
+    assert [n for n in out["notes"] if "fell back" in n] == said
+
+
 def test_torso_frame_needs_neck_and_centre(tmp_path, rng):
     roles = {k: v for k, v in ROLES.items() if k != "neck"}
     store = ingest(ListSource(sequences(rng, [5, 6]), roles), tmp_path / "s.zarr", chunk_frames=4)

@@ -634,11 +634,25 @@ def body_transform(sums: np.ndarray, n_frames: int, plan: PyramidPlan):
     goes too; the hip line is along x and the spine along y. Size
     (``scale = "body"``): ``s`` is the mean distance from the hip centre to
     the neck. Degenerate measurements (hips or neck on the centre) leave the
-    identity and ``s = 1``; ``torso-frames`` rotates the frames themselves
+    identity and ``s = 1`` (:func:`body_fallback` says which, for the
+    warning of a run); ``torso-frames`` rotates the frames themselves
     (:func:`torso_frames`), so its ``R`` is the identity.
     """
+    R, s, _ = _body_transform(sums, n_frames, plan)
+    return R, s
+
+
+def body_fallback(sums: np.ndarray, n_frames: int, plan: PyramidPlan) -> list[str]:
+    """Why :func:`body_transform` left a sequence the identity rotation or the size 1 (empty: it did not):
+    the measurements of its :func:`body_sums` that give no direction or no size."""
+    return _body_transform(sums, n_frames, plan)[2]
+
+
+def _body_transform(sums, n_frames: int, plan: PyramidPlan):
+    """``(R, s, why)``: :func:`body_transform` and the reasons of :func:`body_fallback`, from one test each."""
     R = np.eye(3)
     s = 1.0
+    why = []
     m = max(n_frames, 1)
     if plan.body_frame == "yaw":
         u = np.zeros(3)
@@ -649,15 +663,23 @@ def body_transform(sums: np.ndarray, n_frames: int, plan: PyramidPlan):
         if nr > 1e-12 * max(1.0, np.abs(sums[:3]).max() / m):
             r = r / nr
             R = np.stack([r, u, np.cross(r, u)])
+        else:
+            why.append(f"its mean hip line (right hip minus left hip) has no length across the up axis "
+                       f"{'xyz'[plan.up_axis]}: no yaw")
     elif plan.body_frame == "torso":
         T = torso_rotation(sums[:3] / m, sums[4:7] / m)
         if T is not None:
             R = T
+        else:
+            why.append("its mean hip line is of no length, or its mean spine (neck minus hip centre) lies along "
+                       "it: no torso frame")
     if plan.scale != "none":
         size = sums[3] / m
         if size > 0:
             s = float(size)
-    return R, s
+        else:
+            why.append("its neck is at the hip centre in every frame: body size 0")
+    return R, s, why
 
 
 def torso_frames(ext, plan: PyramidPlan) -> np.ndarray:

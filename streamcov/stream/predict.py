@@ -275,6 +275,8 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
 
         if hasattr(source, "check_parallel_memory"):
             source.check_parallel_memory(runtime.parallelism)
+        # rows whose descriptor took a fallback (a degenerate body frame): said, as a run says it
+        data_notes = source.data_warnings(runtime) if hasattr(source, "data_warnings") else []
 
         tasks = source.block_tasks(bounds, runtime.numba_threads)
         keys = source.window_keys(bounds, runtime.parallelism)
@@ -291,6 +293,8 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
                "seconds": round(time.perf_counter() - t0, 3), "runtime": info}
     true = store.label_strings()
     summary.update(_accuracies(model, store, pred_names, true, names, train_accuracy))
+    if data_notes:
+        summary.setdefault("notes", []).extend(data_notes)
 
     def write(fh):
         w = csv.writer(fh)

@@ -372,6 +372,28 @@ def merge_windows(b0: int, b1: int, pieces):
     return n_out, mean_out, m2_out, sums
 
 
+def chunk_body_sums(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan, checked=True):
+    """The body sums of :func:`chunk_windows` alone: ``(s_lo, sums (k, views * sk.BODY_SUMS))`` of the sequence
+    pieces within frames [c0, c1), the same pieces summed in the same order, so that merged as
+    :func:`merge_windows` merges them they are the sums the descriptors were made with, bit for bit."""
+    import zarr
+
+    from ..data import integrity
+
+    frames = sk._check_frames(integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", c0, c1,
+                                             checked))
+    s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
+    s_hi = int(np.searchsorted(offsets, c1, side="left"))
+    single, B = plan.single_view(), sk.BODY_SUMS
+    sums = np.zeros((s_hi - s_lo, plan.views * B))
+    for v, view in enumerate(plan.view_frames(frames)):
+        for i in range(s_hi - s_lo):
+            p0, p1 = max(int(offsets[s_lo + i]), c0), min(int(offsets[s_lo + i + 1]), c1)
+            if p1 > p0:
+                sums[i, v * B:(v + 1) * B] = sk.body_sums(view[p0 - c0:p1 - c0], single)
+    return s_lo, sums
+
+
 class SequenceNames:
     """How errors name the sequences ``b0, b0 + 1, ...`` of the store at ``path`` (or, with ``rows``, the
     sequences ``b0 + rows``): the store's row and the id it was ingested under. The id is read only when a
@@ -594,6 +616,46 @@ class SkeletonSource:
                     numba_threads, path)
             out.append((int(b0), int(b1), np.arange(b1 - b0) if local is None else local, task))
         return out
+
+    def data_warnings(self, runtime) -> list[str]:
+        """One line naming the sequences whose body frame fell back (:func:`~streamcov.descriptors.skeleton.
+        body_fallback`: hips, neck and hip centre that give no direction or no size leave the identity rotation
+        and the size 1), or none. Their descriptors are in the camera's frame, unlike the others', without a
+        word otherwise: said once per run or prediction, as ingestion says the sequences it skipped. One pass
+        over the store's frames computes the body sums alone, as the descriptors' chunk tasks do."""
+        plan = self.plan
+        if plan is None or not plan.needs_body or (plan.body_frame in ("none", "torso-frames")
+                                                   and plan.scale == "none"):
+            return []
+        import dask
+
+        from ..data.ragged import skipped_text
+
+        store, offsets, cf = self.store, self.store.offsets, self.store.chunk_frames
+        path, n_frames = str(store.path), store.n_frames
+        tasks = [dask.delayed(chunk_body_sums, pure=True)(path, c0, min(c0 + cf, n_frames), offsets, plan,
+                                                          store.check_of("frames", c0, min(c0 + cf, n_frames)))
+                 for c0 in range(0, n_frames, cf)]
+        sums = np.zeros((store.n_sequences, plan.views * sk.BODY_SUMS))
+        for s_lo, sm in runtime.compute(*tasks):   # chunk order: the order merge_windows adds the pieces in
+            sums[s_lo:s_lo + len(sm)] += sm
+        lengths, single, B = np.diff(offsets), plan.single_view(), sk.BODY_SUMS
+        fell = {}
+        for i in range(store.n_sequences):
+            why = [w for v in range(plan.views) for w in sk.body_fallback(sums[i, v * B:(v + 1) * B],
+                                                                         int(lengths[i]), single)]
+            if why:
+                fell[i] = "; ".join(dict.fromkeys(why))   # the mirror view's reasons are the sequence's
+        if not fell:
+            return []
+        ids = store.ids()
+        fell = [{"id": f"sequence {i}, id {ids[i]!r}", "reason": why} for i, why in fell.items()]
+        keys = [f"descriptor.{k} = {getattr(self.descriptor, k)!r}" for k in ("body_frame", "scale")
+                if getattr(self.descriptor, k) != "none"]
+        return [f"{', '.join(keys)}: the body frame of {len(fell)} of the {store.n_sequences} sequences of {path} "
+                f"fell back to the identity rotation and a size of 1 {skipped_text(fell)}: their descriptors are "
+                f"in the camera's frame and units; check the roles the store records (`streamcov info {path}`) or "
+                f"leave those sequences out"]
 
     def window_keys(self, bounds, width: int):
         # Blocks are grouped by the frame chunk their first frame lies in, ``width``

@@ -25,6 +25,11 @@ Attributes and methods of a source::
     window_keys(bounds, width)
                       one key per block; blocks with equal keys are computed
                       together (a window), so memory stays bounded
+    data_warnings(runtime)   (optional)
+                      lines naming rows whose descriptor took a fallback (the
+                      skeleton source: a body frame that the body's
+                      measurements cannot give); a run adds them to its
+                      warnings, predict to its notes
     prepare(runtime, bounds, folder, progress)   (optional)
                       stages this source reads from, run before it through the
                       same driver (e.g. the ConvNet's hypercolumn store of

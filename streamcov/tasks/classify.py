@@ -285,6 +285,10 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
             _check_block_memory(source, block, bounds, runtime.parallelism)
         if hasattr(source, "check_parallel_memory"):
             source.check_parallel_memory(runtime.parallelism)
+        if hasattr(source, "data_warnings"):   # rows whose descriptor took a fallback (a degenerate body frame)
+            result.setdefault("warnings", []).extend(source.data_warnings(runtime))
+            if not result["warnings"]:
+                del result["warnings"]
         if hasattr(source, "prepare"):
             source, info = source.prepare(runtime, bounds, ctx.output, ctx.progress)
             result.update(info)
