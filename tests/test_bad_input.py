@@ -2496,18 +2496,26 @@ def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
         _check_image_memory(store, spec, trained=False, parallelism=16)
 
 
-def test_same_source_ignores_grouping_but_not_the_files():
+def test_same_source_ignores_grouping_and_the_path_but_not_the_files():
     """An image model trained with group_level = 2 (ETH-80) and its folder given to predict (read with group
-    level 1, unlabelled) are the same data; another digest of the files, or another folder, is not."""
-    from streamcov.stream.predict import _same_source
+    level 1, unlabelled) are the same data, and so is a copy of the folder elsewhere with the same files (the
+    digest); another digest of the files is not, nor another folder where records have no digest. The same
+    archive read with other reader options is the same archive, not the same data."""
+    from streamcov.stream.predict import _same_archive, _same_source
 
     trained = {"format": "folders", "path": "/d/eth80", "group_level": 2, "exclude": ["maps"], "unlabelled": False,
                "files": {"count": 3, "digest": "ab"}, "orientation": "exif"}
     given = {**trained, "group_level": 1, "unlabelled": True}
     assert _same_source(trained, given)
     assert not _same_source(trained, {**given, "files": {"count": 3, "digest": "cd"}})
-    assert not _same_source(trained, {**given, "path": "/d/other"})
+    assert _same_source(trained, {**given, "path": "/d/other"})
+    old = {k: v for k, v in trained.items() if k != "files"}
+    assert not _same_source(old, {**old, "path": "/d/other"}) and _same_source(old, dict(old))
     assert not _same_source({}, {}) and not _same_source(None, given)
+    msr = {"format": "msr-action3d", "path": "/d/msr", "options": {}, "files": {"count": 3, "digest": "ab"}}
+    cvpr12 = {**msr, "path": "/e/msr", "options": {"subset": "cvpr12"}}
+    assert not _same_source(msr, cvpr12) and _same_archive(msr, cvpr12) and not _same_archive(msr, dict(msr))
+    assert not _same_archive(msr, {**cvpr12, "files": {"count": 3, "digest": "cd"}})
 
 
 

@@ -162,6 +162,82 @@ def test_resume_does_not_reuse_a_fold_whose_rows_changed(synth_store, tmp_path, 
                      r"edited\?\): this accuracy includes its training rows", got["notes"][0]) and len(got["notes"]) == 1
 
 
+def _msr_archive(folder, cvpr12):
+    """A small MSR-Action3D archive (actions 1-3 of subjects 1-6) whose cvpr12 list names the ids ``cvpr12``."""
+    from test_readers import _msr_text
+
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for a in (1, 2, 3):
+        for s in range(1, 7):
+            X = rng.standard_normal((12, 20, 3)).cumsum(0) * 0.05 + rng.standard_normal((20, 3))
+            (folder / f"a{a:02d}_s{s:02d}_e01_skeleton3D.txt").write_text(_msr_text(X))
+    (folder / "extras").mkdir()
+    (folder / "extras" / "files_used_in_cvpr12_paper.txt").write_text("\n".join(cvpr12) + "\n")
+    return folder
+
+
+MSR_IDS = [f"a{a:02d}_s{s:02d}_e01" for a in (1, 2, 3) for s in range(1, 7)]
+
+
+def _model_of(arch, out):
+    """The exact SVM (one sigma, one C) trained on ``arch`` read in full, subject parity: odd subjects train."""
+    from streamcov.data.readers import open_reader
+
+    store = ingest(open_reader("msr-action3d", arch), out / "trained.zarr")
+    sets = [f'output="{out}/run"', "descriptor.levels=1", "model.sigma_grid=[1.0]", "model.C_grid=[10.0]"]
+    res = run_pipeline(load_config(REPO / "pipelines" / "msr_action3d_exact.toml", sets, store=store.path),
+                       scheduler="synchronous")
+    return store, res["model_path"]
+
+
+def test_predict_knows_its_training_data_by_the_archive_not_the_path(tmp_path):
+    """A store of the model's archive is its training data wherever the archive lies: the files digest, not the
+    path (a copy elsewhere was scored as other data without a word); read with a subset option, when the subset
+    holds training rows (their ids, read from the model's training store)."""
+    import shutil
+
+    from streamcov.data.readers import open_reader
+
+    arch = _msr_archive(tmp_path / "msr", cvpr12=MSR_IDS[:6])   # action 1 of every subject: 3 training rows
+    trained, model = _model_of(arch, tmp_path)
+    shutil.copytree(arch, tmp_path / "copy")   # another path, the same files (copytree keeps their times)
+    copy = ingest(open_reader("msr-action3d", tmp_path / "copy"), tmp_path / "copy.zarr")
+    got = predict_store(model, copy.path, tmp_path / "copy.csv", scheduler="synchronous")
+    assert got["includes_training_rows"] is True and got["evaluated_on"] == "every row whose label the model knows"
+    assert got["notes"] == [f"this store was written from the same data as the model's training store "
+                            f"({trained.path}) but is another one: its rows include the model's training rows, so "
+                            f"this accuracy is not a test accuracy; predict the model's own store for the test rows "
+                            f"of its protocol"]
+    subset = ingest(open_reader("msr-action3d", tmp_path / "copy", subset="cvpr12"), tmp_path / "subset.zarr")
+    got = predict_store(model, subset.path, tmp_path / "subset.csv", scheduler="synchronous")
+    assert got["includes_training_rows"] is True
+    assert got["notes"] == [f"this store was read from the same archive as the model's training store "
+                            f"({trained.path}), with subset='cvpr12': 3 of its 6 rows are the model's training rows, "
+                            f"so this accuracy is not a test accuracy; predict the model's own store for the test "
+                            f"rows of its protocol"]
+    # without the training store, which rows it trained on is not known: said so
+    trained.path.rename(tmp_path / "moved.zarr")
+    got = predict_store(model, subset.path, tmp_path / "subset.csv", scheduler="synchronous")
+    assert "includes_training_rows" not in got
+    assert got["notes"] == [f"this store was read from the same archive as the model's training store "
+                            f"({trained.path}), with subset='cvpr12': its rows may include the model's training rows "
+                            f"(which ones is not known: that store is not there as the model recorded it), so this "
+                            f"accuracy may not be a test accuracy"]
+
+
+def test_predict_on_a_subset_of_test_rows_of_the_archive_says_nothing(tmp_path):
+    """A subset of the model's archive that holds none of its training rows (the even, test subjects) is test
+    data: no note."""
+    from streamcov.data.readers import open_reader
+
+    arch = _msr_archive(tmp_path / "msr", cvpr12=[i for i in MSR_IDS if int(i[5:7]) % 2 == 0])
+    _, model = _model_of(arch, tmp_path)
+    subset = ingest(open_reader("msr-action3d", arch, subset="cvpr12"), tmp_path / "subset.zarr")
+    got = predict_store(model, subset.path, tmp_path / "subset.csv", scheduler="synchronous")
+    assert "includes_training_rows" not in got and "notes" not in got and got["accuracy"] >= 0
+
+
 def test_the_same_store_under_another_path_reuses_its_features(synth_store, tmp_path, monkeypatch):
     """A store is known in the features' fingerprint by its identity, not by the path it was given as:
     given relative from its folder, the same features are reused (before: every sequence featurized again)."""

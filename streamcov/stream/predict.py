@@ -352,13 +352,30 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      f"was edited?): this accuracy includes its training rows and is not a test accuracy; train the "
                      f"model again for the test accuracy of the protocol as it is now")
         out["includes_training_rows"] = True
-    if "accuracy" in out and not moved and _same_source(model.info.get("source_record"),
-                                                         store.attrs.get("source_record")):
+    trained_record, given_record = model.info.get("source_record"), store.attrs.get("source_record")
+    if "accuracy" in out and not moved and _same_source(trained_record, given_record):
         notes.append(f"this store was written from the same data as the model's training store "
                      f"({model.info.get('store_path')}) but is another one: its rows include the model's training "
                      f"rows, so this accuracy is not a test accuracy; predict the model's own store for the test "
                      f"rows of its protocol")
         out["includes_training_rows"] = True
+    elif "accuracy" in out and not moved and _same_archive(trained_record, given_record):
+        # the same archive read with other reader options (a subset): its sequences are the archive's, under the
+        # same ids; which of them the model trained on is known from its training store
+        options = given_record.get("options") or {}
+        read = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "the default options"
+        shared = _training_rows_among(model, store)
+        if shared is None:
+            notes.append(f"this store was read from the same archive as the model's training store "
+                         f"({model.info.get('store_path')}), with {read}: its rows may include the model's training "
+                         f"rows (which ones is not known: that store is not there as the model recorded it), so this "
+                         f"accuracy may not be a test accuracy")
+        elif shared:
+            notes.append(f"this store was read from the same archive as the model's training store "
+                         f"({model.info.get('store_path')}), with {read}: {shared} of its {len(true)} rows are the "
+                         f"model's training rows, so this accuracy is not a test accuracy; predict the model's own "
+                         f"store for the test rows of its protocol")
+            out["includes_training_rows"] = True
     if train_accuracy and not moved:
         notes.append(f"{arg('train_accuracy', True)} applies only to the store the model was trained on (its "
                      f"training rows are known there); this store is another one")
@@ -368,11 +385,53 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
 
 
 def _same_source(trained, given) -> bool:
-    """Whether two stores' source records name the same data (the same generator settings, or the same
-    archive or folder with the same files). How images were grouped and whether they were accepted unlabelled
-    (predict reads a folder with group level 1, unlabelled) do not change the data; the folders left out do,
-    and the files digest says so."""
+    """Whether two stores' source records name the same data: the same generator settings, or the same files
+    (the files digest: relative paths, sizes and times) read the same way, wherever the archive or folder lies
+    (a copy at another path is the same data; its path alone is not compared when both record a digest). How
+    images were grouped and whether they were accepted unlabelled (predict reads a folder with group level 1,
+    unlabelled) do not change the data; the folders left out do, and the files digest says so."""
     if not (isinstance(trained, dict) and isinstance(given, dict) and trained):
         return False
     drop = {"unlabelled", "group_level", "exclude"}
+    if isinstance(trained.get("files"), dict) and isinstance(given.get("files"), dict):
+        drop.add("path")
     return {k: v for k, v in trained.items() if k not in drop} == {k: v for k, v in given.items() if k not in drop}
+
+
+def _same_archive(trained, given) -> bool:
+    """Whether two stores were read from the same archive (format and files digest, wherever it lies) with
+    other reader options (MSR-Action3D's ``subset="cvpr12"``): their sequences are the archive's, under the ids
+    the reader gives them."""
+    if not (isinstance(trained, dict) and isinstance(given, dict) and isinstance(trained.get("files"), dict)):
+        return False
+    return (trained.get("format") == given.get("format") and trained["files"] == given.get("files")
+            and trained.get("options") != given.get("options"))
+
+
+def _training_rows_among(model, store) -> int | None:
+    """How many rows of ``store`` have the id of a training row of the model's fold, read from the model's
+    training store (where the model recorded it, with the identity it had); None when that store is not there
+    or its fold no longer gives the rows the model was trained with."""
+    from ..splits import folds, rows_sha256
+
+    info = model.info
+    try:
+        trained = open_store_of_kind(model.kind, info["store_path"])
+    except (KeyError, StreamcovError, OSError):
+        return None
+    if not info.get("store") or trained.identity != info["store"] or "split" not in info:
+        return None
+    try:   # the protocol as it is now (a splits file moved or edited: not known, rather than an error of predict)
+        fold = folds(info["split"], trained.labels, trained.groups, group_names=getattr(trained, "group_names", None),
+                     store_split=trained.split, split_names=trained.split_names, seed=int(info.get("seed", 0)),
+                     label_names=trained.label_names)
+    except StreamcovError:
+        return None
+    for name, train, test in fold:
+        if name == info.get("fold"):
+            recorded = info.get("rows_sha256")
+            if recorded is not None and recorded != rows_sha256(train, test):
+                return None
+            ids = set(np.asarray(trained.ids(), dtype=object)[train].tolist())
+            return sum(i in ids for i in store.ids())
+    return None
