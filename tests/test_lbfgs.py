@@ -1077,18 +1077,35 @@ class _Actor:
         return self.call
 
 
-def _direct(actor, workers):
-    from types import SimpleNamespace
+class _LeavingCluster(_LosingCluster):
+    """Its workers leave after ``seen`` looks at the scheduler's list: a killed worker the scheduler notices
+    only after a call to it has failed."""
 
-    return SimpleNamespace(data=[None], holders=[("w0", None, [[0]], actor)], loss=0, binary=False, kernel=False,
-                           client=_LosingCluster(workers), _holders=lambda: [("w0", None, [[0]], actor)])
+    def __init__(self, workers, seen: int):
+        super().__init__(workers)
+        self.seen = seen
+
+    def scheduler_info(self, n_workers=-1):
+        self.seen -= 1
+        if self.seen < 0:
+            self.workers = []
+        return super().scheduler_info(n_workers)
+
+
+def _direct(actor, workers, client=None):
+    p = SimpleNamespace(data=[None], holders=[("w0", None, [[0]], actor)], loss=0, binary=False, kernel=False,
+                        client=client or _LosingCluster(workers), _holders=lambda: [("w0", None, [[0]], actor)])
+    p._worker_left = lambda w, wait=0.0: L._Problem._worker_left(p, w, wait)
+    return p
 
 
 def test_an_actor_pass_whose_worker_left_is_raised_as_lost(monkeypatch):
-    """Direct calls to the workers' actors: a call that cannot reach a worker that has left, an actor whose
-    worker was lost, and a call still unanswered RECOVERY_WAIT seconds after its worker left are raised as
-    lost-worker errors (the fit places the rows again); a failure on a worker that is still there is raised
-    as it is."""
+    """Direct calls to the workers' actors: a call that cannot reach a worker that has left (or leaves
+    within RECOVERY_WAIT: the scheduler notices a killed worker after a call to it has failed, as a CI run
+    of the worker-kill test above once showed), an actor whose worker was lost, and a call still unanswered
+    RECOVERY_WAIT seconds after its worker left are raised as lost-worker errors (the fit places the rows
+    again); a failure on a worker that is still there is raised as it is."""
+    import time
     from concurrent.futures import CancelledError
 
     monkeypatch.setattr(L, "RECOVERY_WAIT", 0.5)
@@ -1096,8 +1113,15 @@ def test_an_actor_pass_whose_worker_left_is_raised_as_lost(monkeypatch):
     unreachable = OSError("Unable to contact Actor's worker")
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Unable to contact"):
         L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), []), *W)
-    with pytest.raises(OSError, match="Unable to contact"):      # its worker is there: not a lost worker
+    # the scheduler notices the worker's departure after the call failed: waited for, then lost
+    with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Unable to contact"):
+        L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), None, _LeavingCluster(["w0"], seen=3)), *W)
+    t0 = time.monotonic()
+    with pytest.raises(OSError, match="Unable to contact"):      # its worker stays: not a lost worker
         L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), ["w0"]), *W)
+    assert time.monotonic() - t0 >= 0.5                          # after RECOVERY_WAIT
+    with pytest.raises(FileNotFoundError, match="chunk"):       # the work's own OSError: raised at once
+        L._Problem._direct_sums(_direct(_Actor(_Call(FileNotFoundError("chunk X/c/3"))), ["w0"]), *W)
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Worker holding Actor was"):
         L._Problem._direct_sums(_direct(_Actor(lost=True), ["w0"]), *W)
     with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after the worker w0 holding"):

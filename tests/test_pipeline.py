@@ -3,6 +3,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from streamcov.tasks.config import load_config
 from streamcov.stream.skeleton import descriptor_array, skeleton_source
 from streamcov.tasks import run as run_pipeline
 from streamcov.data.readers import open_reader
-from streamcov.data.skeletons import ingest, open_store
+from streamcov.data.skeletons import ingest
 
 
 @pytest.fixture(scope="module")

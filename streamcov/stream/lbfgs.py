@@ -534,6 +534,12 @@ def _run_on_holder(fn, merge, src, datas, first: int, n: int, fan_in: int, args:
             for node in nodes]
 
 
+def _unreachable(exc: BaseException) -> bool:
+    """Whether an actor call's error is distributed's own for a worker it could not reach (``distributed.actor``
+    raises a plain ``OSError`` with this text), not an error of the call's work."""
+    return type(exc) is OSError and str(exc) == "Unable to contact Actor's worker"
+
+
 class _Holder:
     """The partitions one worker holds, with the passes over them, as a Dask actor on that worker: a pass
     is then one direct call per worker from the driver, a round trip of 1-2 ms, where a task through the
@@ -804,16 +810,26 @@ class _Problem:
                     break
                 except TimeoutError:
                     pass
-                except OSError as exc:   # distributed: "Unable to contact Actor's worker"
-                    if w not in self.client.scheduler_info(n_workers=-1)["workers"]:
+                except OSError as exc:
+                    if self._worker_left(w, wait=RECOVERY_WAIT if _unreachable(exc) else 0.0):
                         raise CancelledError(f"the worker {w} holding partitions left: {exc}") from exc
                     raise
-                if gone_since is None and w not in self.client.scheduler_info(n_workers=-1)["workers"]:
+                if gone_since is None and self._worker_left(w):
                     gone_since = time.monotonic()
                 if gone_since is not None and time.monotonic() - gone_since > RECOVERY_WAIT:
                     raise CancelledError(f"a pass still unfinished {RECOVERY_WAIT:g} s after the worker {w} "
                                          f"holding its partitions left")
         return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, known, None, merge_sums)
+
+    def _worker_left(self, w: str, wait: float = 0.0) -> bool:
+        """Whether worker ``w`` has left the cluster, waiting up to ``wait`` seconds for the scheduler to see
+        it go (a call to a worker just killed fails before the scheduler has noticed)."""
+        end = time.monotonic() + wait
+        while w in self.client.scheduler_info(n_workers=-1)["workers"]:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.1)
+        return True
 
     def sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
