@@ -141,20 +141,24 @@ def _warn_skipped(command: str, skipped: list, unit: str) -> None:
 
 def _cmd_ingest_images(args) -> int:
     from .data.imageio import excluded_images
-    from .data.images import ingest_images
+    from .data.images import constant_warning, ingest_images
 
     exclude = tuple(args.exclude or ("maps",))
     store = ingest_images(args.src, args.out, format=args.format, group_level=args.group_level,
                           exclude=exclude, pixel_dtype=args.pixel_dtype,
                           mode="restart" if args.restart else "resume", progress=not args.quiet)
     _warn_skipped("ingest", store.attrs.get("skipped", []), "image")
+    constant = store.constant_images or []
+    if constant:   # kept (the store holds every image of the folder), and said
+        print(f"streamcov ingest: warning: {constant_warning(constant, len(store), args.src)}; the store lists "
+              f"them (`streamcov info {args.out}`)", file=sys.stderr)
     left_out = excluded_images(args.src, exclude)
     if left_out and not args.quiet:
         print(f"streamcov ingest: note: {left_out} image(s) in folders named {', '.join(map(repr, exclude))} left "
               f"out (--exclude; the default leaves out ETH-80's segmentation maps)", file=sys.stderr)
     print(json.dumps({"store": str(args.out), "images": len(store), "labels": len(store.label_names),
                       "groups": len(store.group_names), "skipped": len(store.attrs.get("skipped", [])),
-                      "excluded": left_out}))
+                      "constant": len(constant), "excluded": left_out}))
     return 0
 
 

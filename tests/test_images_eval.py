@@ -211,6 +211,14 @@ def test_task_on_a_folder_and_a_store(tmp_path):
         cfg["split"] = {"kind": "stratified-kfold", "n_splits": 2}
         res = run(cfg)
         assert res["n_images"] == 24 and res["accuracy"] > 0.5
+        assert not any("constant" in w for w in res.get("warnings", []))
+    # a blank image among them: kept, and said by the run (its descriptor carries nothing of its content)
+    Image.fromarray(np.zeros((32, 32), np.uint8)).save(tmp_path / "src" / "brick" / "blank.png")
+    res = run(cfg | {"data": {"format": "folders", "source": str(tmp_path / "src")}, "output": str(tmp_path / "b")})
+    assert res["n_images"] == 25
+    assert f"1 of the 25 images of {tmp_path / 'src'} is constant, every pixel the same (brick/blank.png): " \
+           f"their descriptors carry no information about their content, and the class given to them means " \
+           f"nothing; remove or replace them, or check the camera or scan that made them" in res["warnings"]
 
 
 @pytest.mark.parametrize("change, msg", [

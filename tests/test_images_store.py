@@ -380,3 +380,67 @@ def test_float_store_records_its_largest_pixel_magnitude(tmp_path, monkeypatch):
     Image.fromarray(np.full((4, 4), 200, np.uint8)).save(grey / "a" / "g.png")
     ints = ingest_images(grey, tmp_path / "u.zarr")
     assert ints.pixel_dtype == "uint8" and "pixel_max" not in ints.attrs and ints.pixel_scale() == 1.0
+
+
+def _textured_and_constant(src: Path, constant: bool = True) -> None:
+    """Classes a and b of three textured images each; with ``constant``, a black grey image in a and a flat
+    red one in b (a blank frame, a single colour: every pixel the same)."""
+    rng = np.random.default_rng(2)
+    for c in "ab":
+        (src / c).mkdir(parents=True)
+        for k in range(3):
+            Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)).save(src / c / f"{k}.png")
+    if constant:
+        Image.fromarray(np.zeros((6, 6), np.uint8)).save(src / "a" / "blank.png")
+        Image.fromarray(np.full((6, 6, 3), (200, 10, 10), np.uint8)).save(src / "b" / "red.png")
+
+
+def test_constant_images_are_kept_recorded_and_warned_about(tmp_path, capsys):
+    """Constant images (their descriptors carry nothing of their content) are stored like the others and
+    recorded in ``attrs["constant_images"]`` with each commit point: an ingestion interrupted after the first
+    of them counts it when resumed, and says both in one warning line."""
+    import json
+
+    from streamcov.cli import main
+
+    src, out = tmp_path / "src", tmp_path / "c.zarr"
+    _textured_and_constant(src)
+    assert ingest_images(src, out, chunk_pixels=64, limit=4) is None   # a/blank.png committed, then a stop
+    capsys.readouterr()
+    assert main(["ingest", "images", "--format", "folders", "--quiet", str(src), str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"streamcov ingest: warning: 2 of the 8 images of {src} are constant, every pixel the same (a/blank.png, "
+        f"b/red.png): their descriptors carry no information about their content, and the class given to them "
+        f"means nothing; remove or replace them, or check the camera or scan that made them; the store lists "
+        f"them (`streamcov info {out}`)"]
+    assert json.loads(captured.out)["constant"] == 2
+    store = open_image_store(out)
+    assert len(store) == 8 and store.constant_images == ["a/blank.png", "b/red.png"]   # kept, not skipped
+    assert main(["info", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)["store"]
+    assert info["n_constant_images"] == 2 and info["constant_images"] == ["a/blank.png", "b/red.png"]
+
+
+def test_textured_images_give_no_constant_warning_and_older_stores_load(tmp_path, capsys):
+    import json
+
+    import zarr
+
+    from streamcov.cli import main
+    from streamcov.data import integrity
+
+    src, out = tmp_path / "src", tmp_path / "t.zarr"
+    _textured_and_constant(src, constant=False)
+    assert main(["ingest", "images", "--format", "folders", "--quiet", str(src), str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and json.loads(captured.out)["constant"] == 0
+    assert open_image_store(out).constant_images == []
+    # a store written before constant images were recorded (sealed without the attribute): read, none known
+    g = zarr.open_group(str(out), mode="r+")
+    del g.attrs["constant_images"]
+    g.attrs["seal"] = integrity.seal(g, out, [*g.attrs["arrays"], "manifest"])
+    assert open_image_store(out).constant_images is None
+    g.attrs["constant_images"] = "a/0.png"   # an edit: not the list the ingestion writes
+    with pytest.raises(StoreError, match="attribute constant_images = 'a/0.png' is not a list of image ids"):
+        open_image_store(out)

@@ -355,3 +355,42 @@ def test_predict_on_a_folder_leaves_out_images_too_small_for_the_models_stride(s
                              "model's pixels.stride = 4; a covariance needs at least 2"}]
     assert any("1 image(s) of" in n and "tiny.png" in n for n in s["notes"])
     assert "tiny.png" not in predictions(tmp_path / "p.csv") and len(predictions(tmp_path / "p.csv")) == 24
+
+
+def test_constant_images_are_said_by_run_and_predict(store, baseline, textures, tmp_path):
+    """A store's constant images (every pixel the same: their descriptors carry nothing of their content) are
+    said once by a run (a warning) and by ``predict`` (a note), from the store's record; images with texture
+    give no such line."""
+    from PIL import Image
+
+    from streamcov.stream.predict import predict
+
+    base, _ = baseline
+    assert not any("constant" in w for w in base.get("warnings", []))
+    path = tmp_path / "flat.zarr"
+    w = ImageStoreWriter(path, source="skimage.data", chunk_pixels=4096, mode="create")
+    for k, (img, lab, i) in enumerate(zip(textures.images, textures.labels, textures.ids)):
+        w.append(img, i, textures.label_names[lab], split="train" if k % 8 < 5 else "test")
+    w.append(np.zeros((32, 32), np.uint8), "black", "brick", split="train")
+    w.append(np.full((32, 32), 128, np.uint8), "grey", "grass", split="test")
+    flat = w.close()
+    assert flat.constant_images == ["black", "grey"]
+    said = (f"2 of the 26 images of {path} are constant, every pixel the same (black, grey): their descriptors "
+            f"carry no information about their content, and the class given to them means nothing; remove or "
+            f"replace them, or check the camera or scan that made them")
+    res = run_pipeline(make_cfg(path, tmp_path / "run"), scheduler="synchronous")
+    assert said in res["warnings"]
+    assert said in predict(base["model_path"], path, tmp_path / "s.csv", scheduler="synchronous")["notes"]
+    # a folder given to predict: the images named by their paths in it, and listed in the summary
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for img, i in zip(textures.images, textures.ids):
+        Image.fromarray(img).save(folder / (i.replace("/", "_") + ".png"))
+    s = predict(base["model_path"], folder, tmp_path / "t.csv", scheduler="synchronous")
+    assert not any("constant" in n for n in s.get("notes", [])) and "constant_images" not in s
+    Image.fromarray(np.zeros((32, 32), np.uint8)).save(folder / "black.png")
+    s = predict(base["model_path"], folder, tmp_path / "u.csv", scheduler="synchronous")
+    assert s["n"] == 25 and s["constant_images"] == ["black.png"]
+    assert f"1 of the 25 images of {folder.resolve()} is constant, every pixel the same (black.png): " \
+           f"their descriptors carry no information about their content, and the class given to them means " \
+           f"nothing; remove or replace them, or check the camera or scan that made them" in s["notes"]

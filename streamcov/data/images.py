@@ -10,6 +10,10 @@ Layout of a store (a zarr group, written by :class:`~streamcov.data.ragged.Ragge
     split       (n,) int8          codes into attrs["split_names"]; -1 = none
     id_bytes, id_offsets           UTF-8 ids (paths relative to the source folder)
 
+``attrs["constant_images"]`` lists the ids of the images whose every pixel is the same (one flat grey or
+colour: :func:`is_constant`), found as they are written and kept with every commit point, so that a resumed
+ingestion counts those of the interrupted one; stores written before it record none (the attribute is absent).
+
 The commit and completion rules are those of every ragged store
 (:mod:`streamcov.data.ragged`).
 """
@@ -70,6 +74,14 @@ class ImageStore(RaggedStore):
         return str(self.attrs.get("pixel_dtype", "uint8"))
 
     @property
+    def constant_images(self) -> list[str] | None:
+        """The ids of the images whose every pixel is the same (:func:`is_constant`), in store order: kept in
+        the store, warned about by ingestion, ``run`` and ``predict``; None for a store written before they
+        were recorded."""
+        ids = self.attrs.get("constant_images")
+        return None if ids is None else list(ids)
+
+    @property
     def n_images(self) -> int:
         """The number of images (``len(store)``), as :attr:`SequenceStore.n_sequences` counts sequences."""
         return len(self)
@@ -123,6 +135,26 @@ class ImageStore(RaggedStore):
         return f"ImageStore({str(self.path)!r}, images={len(self)}, classes={len(self.label_names)})"
 
 
+def is_constant(image) -> bool:
+    """True when every pixel of ``image`` ((h, w) or (h, w, c)) has the same value in every channel: a blank
+    frame (a broken camera, an empty scan) or one flat colour. Its per-pixel features are constant, so its
+    covariance descriptor carries nothing of its content."""
+    a = np.asarray(image)
+    flat = a.reshape(-1, a.shape[2] if a.ndim == 3 else 1)
+    return bool(len(flat) == 0 or (flat.max(axis=0) == flat.min(axis=0)).all())
+
+
+def constant_warning(ids: list, n_images: int, where) -> str:
+    """The line that says the constant images ``ids`` (relative paths) among ``n_images`` of ``where``:
+    the count, the first three, what they do to a classifier and the fix. Ingestion, ``run`` and
+    ``predict`` say it (kept, not skipped: the store holds every image of its folder)."""
+    shown = ", ".join(str(i) for i in ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    return (f"{len(ids)} of the {n_images} images of {where} {'is' if len(ids) == 1 else 'are'} constant, every "
+            f"pixel the same ({shown}): "
+            f"their descriptors carry no information about their content, and the class given to them means "
+            f"nothing; remove or replace them, or check the camera or scan that made them")
+
+
 def unflatten(flat: np.ndarray, shape) -> np.ndarray:
     """One image from its flat pixels and its (h, w, c) shape: (h, w) grey or (h, w, 3)."""
     h, w, c = (int(v) for v in shape)
@@ -154,6 +186,7 @@ class ImageStoreWriter(RaggedStoreWriter):
         if pixel_dtype not in PIXEL_DTYPES:
             raise ValueError(f"pixel_dtype must be one of {PIXEL_DTYPES}, got {pixel_dtype!r}")
         self.pixel_dtype = pixel_dtype
+        self._constant_new: set[str] = set()   # appended, not yet committed
         attrs = {"source": str(source), "pixel_dtype": pixel_dtype, "chunk_pixels": int(chunk_pixels),
                  "layout": "image i = pixels[offsets[i]:offsets[i+1]].reshape(shapes[i]), row-major, "
                            "channels last", "source_record": record or {"source": str(source)}}
@@ -163,6 +196,8 @@ class ImageStoreWriter(RaggedStoreWriter):
                                   "groups": ("int32", ()), "split": ("int8", ())},
                          coded={"labels": "label_names", "groups": "group_names", "split": "split_names"},
                          attrs=attrs, same=("source_record", "source", "pixel_dtype"), mode=mode)
+        # those of an interrupted ingestion resumed here (committed with them)
+        self._constant = [i for i in self.group.attrs.get("constant_images", []) if self.has(i)]
 
     def append(self, image, image_id: str, label: str, group: str | None = None,
                split: str | None = None) -> bool:
@@ -171,20 +206,32 @@ class ImageStoreWriter(RaggedStoreWriter):
             return False
         a = _convert(image, self.pixel_dtype, image_id)
         shape = (a.shape[0], a.shape[1], 1 if a.ndim == 2 else a.shape[2])
+        if is_constant(a):   # the pixels as stored, already in memory
+            self._constant_new.add(str(image_id))
         return super().append(image_id, a.ravel(), shapes=np.asarray(shape, dtype=np.int32),
                               labels=str(label), groups=str(group if group is not None else label),
                               split=split)
 
+    def commit_attrs(self, ids: list[str]) -> dict:
+        """The constant images so far, written with the commit point that covers the last of them."""
+        new = [i for i in ids if i in self._constant_new]
+        if not new:
+            return {}
+        self._constant += new
+        self._constant_new.difference_update(new)
+        return {"constant_images": list(self._constant)}
+
     def close(self, extra: dict | None = None, skipped=()) -> ImageStore:
-        """Flush, write the summary (with what an earlier interrupted run skipped, and for float images the
-        largest ``|pixel|``, which training and ``predict`` compare), then the marker."""
+        """Flush, write the summary (with what an earlier interrupted run skipped, the constant images, and for
+        float images the largest ``|pixel|``, which training and ``predict`` compare), then the marker."""
+        self.flush()   # every image committed, and so every constant one recorded
         prev = list(self.group.attrs.get("skipped", []))
         known = {s["id"] for s in prev}
-        summary = {"extra": extra or {}, "skipped": prev + [s for s in skipped if s["id"] not in known]}
+        summary = {"extra": extra or {}, "skipped": prev + [s for s in skipped if s["id"] not in known],
+                   "constant_images": list(self._constant)}
         if self.pixel_dtype == "float32":
             # read back once here, over every image committed by this run and any interrupted one before
             # it, so that every later use of the store reads the figure instead of its pixels
-            self.flush()
             summary["pixel_max"] = largest_magnitude(self.group["pixels"])
         super().close(summary)
         return ImageStore(self.path)

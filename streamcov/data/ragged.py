@@ -75,13 +75,16 @@ def store_status(path) -> dict:
     committed = attrs.get("committed")
     status.update({f"committed_{unit}": n for unit, n in committed.items()} if isinstance(committed, dict) else {})
     for key in ("identity", "n_sequences", "n_frames", "n_joints", "n_images", "units", "source",
-                "center", "roles", "label_names", "group_names", "split_names", "skipped", "repairs",
-                "chunk_frames"):
+                "center", "roles", "label_names", "group_names", "split_names", "skipped", "constant_images",
+                "repairs", "chunk_frames"):
         if key in attrs:
             status[key] = attrs[key]
     if "skipped" in status:
         status["n_skipped"] = len(status["skipped"])
         status["skipped"] = status["skipped"][:20]
+    if "constant_images" in status:
+        status["n_constant_images"] = len(status["constant_images"])
+        status["constant_images"] = status["constant_images"][:20]
     problems = []
     for name in attrs.get("arrays", []):
         try:
@@ -214,6 +217,8 @@ class RaggedStore:
         for key, ok, what in (("units", lambda v: isinstance(v, str), "a text"),
                               ("skipped", lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
                                "a list of tables (id, reason)"),
+                              ("constant_images", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                               "a list of image ids"),
                               ("repairs", lambda v: isinstance(v, dict), "a table"),
                               ("chunk_frames", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
                                "a positive integer")):
@@ -564,9 +569,15 @@ class RaggedStoreWriter:
         self._append_ids(k, [d["id"] for d in done])
         self._committed += m
         self._committed_rows = end
-        # the commit point moves only after the arrays above are written
+        # the commit point moves only after the arrays above are written, in one update with what a store kind
+        # records of the items it commits (read again when an interrupted ingestion resumes)
         g.attrs.update({**{attr: _names(self._index[col]) for col, attr in self.coded.items()},
+                        **jsonable(self.commit_attrs([d["id"] for d in done])),
                         "committed": {self.unit: self._committed, self.data_unit: self._committed_rows}})
+
+    def commit_attrs(self, ids: list[str]) -> dict:
+        """Attributes written with the commit point when items ``ids`` are committed (none here)."""
+        return {}
 
     def _append_ids(self, k: int, ids: list[str]):
         g = self.group

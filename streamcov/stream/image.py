@@ -30,6 +30,8 @@ thread plan in each task.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from .._config import kernel_threads
@@ -390,6 +392,20 @@ class ImageSource:
     def identity(self) -> dict:
         return {"kind": self.kind, "store": self.store.key, "n": self.n,
                 "n_pixels": int(self.store.offsets[-1]), "descriptor": self.descriptor.identity()}
+
+    def data_warnings(self, runtime=None) -> list[str]:
+        """One line naming the store's constant images (every pixel the same: their descriptors carry nothing
+        of their content), or none: said once per run or prediction, as ingestion says it. Read from the
+        store's record (:attr:`~streamcov.data.images.ImageStore.constant_images`), not its pixels; a store
+        written before that record says nothing."""
+        from ..data.images import constant_warning
+
+        ids = self.store.constant_images
+        if not ids:
+            return []
+        source = self.store.attrs.get("source")   # the folder the ids are relative to
+        where = source if isinstance(source, str) and Path(source).is_dir() else self.store.path
+        return [constant_warning(ids, len(self.store), where)]
 
     def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
         import dask

@@ -74,6 +74,8 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
                 f"{left_out} image(s) in folders named 'maps' under {path} left out, not predicted (ETH-80's "
                 f"segmentation maps, as `streamcov ingest images` leaves them out by default); rename those folders "
                 f"to predict their images")
+        if store.constant_images:   # said by a note of _predict; listed here, since the store is gone
+            summary["constant_images"] = store.constant_images
         skipped = list(store.attrs.get("skipped", []))
         if skipped:   # images the folder holds that have no row in the predictions: said, as ingest says it
             from ..data.ragged import skipped_text

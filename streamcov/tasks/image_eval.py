@@ -707,6 +707,11 @@ def run_image_classification(cfg, ctx) -> dict:
                          label_names=data.label_names)
     split_idx = [(name, np.flatnonzero(tr), np.flatnonzero(te)) for name, tr, te in folds]
     warnings = splits.fold_warnings(folds, data.labels, data.label_names)
+    from ..data.images import constant_warning, is_constant
+
+    constant = [data.ids[i] for i, img in enumerate(data.images) if is_constant(img)]   # in memory already
+    if constant:
+        warnings.append(constant_warning(constant, len(data), cfg.data.source or cfg.data.store or data.source))
     feats, heads = extract_matrices(data.images, spec, ids=data.ids, progress=ctx.progress)
     t_extract = time.perf_counter() - t0 - t_load
     raw = None
