@@ -44,7 +44,7 @@ On the generated store also:
   ``--repeats``; ``speedup`` = 1-worker time / 2-worker time (of the best
   runs; ``speedup_of_medians`` of the medians); ``identical``
   = the two models are bitwise equal; each pass route of ``--routes``
-  (``actors``: a direct call per worker to an actor holding its partitions,
+  (``actors``: a call per worker to an actor holding its partitions,
   the learner's default; ``tasks``: a task per worker through the
   scheduler) measured in turn in every repeat, its figures under
   ``routes``, the first route's also at the top; ``workers_cpu_ratio``: CPU seconds of
@@ -413,7 +413,7 @@ def empty_pass_ms(rt, n_parts: int, repeats: int = 30) -> dict:
 
 
 class _Echo:
-    """An actor that does nothing: the round trip of a pass by direct calls, which no such pass can go below."""
+    """An actor that does nothing: the round trip of a pass by actor calls, which no such pass can go below."""
 
     def nothing(self, *_):
         return 0
@@ -638,7 +638,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-dask-ml", action="store_true")
     ap.add_argument("--routes", default="actors,tasks",
                     help="cluster: pass routes measured side by side, the first one reported at the top "
-                         "(actors: direct calls to an actor per worker, the learner's default; tasks: one task "
+                         "(actors: calls to an actor per worker, the learner's default; tasks: one task "
                          "per worker through the scheduler)")
     ap.add_argument("--skip", default="", help="parts to skip: real,synth,cluster,rss")
     ap.add_argument("--data", default=os.environ.get("STREAMCOV_DATA", str(REPO.parent / "shared" / "data")))

@@ -1024,6 +1024,10 @@ def test_features_beyond_float32_are_refused():
         LBFGSClassifier().fit(X * 1e39, y)
 
 
+def _timed_out():
+    raise TimeoutError("read timed out")
+
+
 def test_a_pass_stuck_after_its_worker_left_is_raised_as_lost(monkeypatch):
     """The scheduler, having lost a worker, rarely neither recomputes nor forgets a pass's tasks, and the fit
     waited forever (once in a CI run of the worker-kill test above). A pass still unfinished RECOVERY_WAIT
@@ -1041,12 +1045,19 @@ def test_a_pass_stuck_after_its_worker_left_is_raised_as_lost(monkeypatch):
         here = sorted(client.scheduler_info()["workers"])
         slow = client.submit(_time.sleep, 3.0, pure=False)
         t0 = _time.monotonic()
-        assert L._Problem._gather(SimpleNamespace(owners=here, client=client), [slow]) == [None]
+        assert L._Problem._gather(_bound(SimpleNamespace(owners=here, client=client), "_watch"), [slow]) == [None]
         assert _time.monotonic() - t0 > 2.5   # waited: its owner is there
+        # a task's own TimeoutError is its error, raised at once (it was taken for the wait's and looped for ever)
+        t0 = _time.monotonic()
+        with pytest.raises(TimeoutError, match="read timed out"):
+            L._Problem._gather(_bound(SimpleNamespace(owners=here, client=client), "_watch"),
+                               [client.submit(_timed_out, pure=False)])
+        assert _time.monotonic() - t0 < 2.0
         stuck = client.submit(_time.sleep, 4.0, pure=False)   # raised long before it ends
         t0 = _time.monotonic()
         with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after a worker holding its partitions"):
-            L._Problem._gather(SimpleNamespace(owners=["tcp://10.255.255.1:1"], client=client), [stuck])
+            L._Problem._gather(_bound(SimpleNamespace(owners=["tcp://10.255.255.1:1"], client=client), "_watch"),
+                               [stuck])
         assert _time.monotonic() - t0 < 3.5 and stuck.cancelled()
 
 
@@ -1065,6 +1076,9 @@ class _Call:
             _time.sleep(timeout)
             raise TimeoutError
         return []
+
+    def done(self):
+        return self.wait == 0
 
 
 class _Actor:
@@ -1095,7 +1109,13 @@ class _LeavingCluster(_LosingCluster):
 def _direct(actor, workers, client=None):
     p = SimpleNamespace(data=[None], holders=[("w0", None, [[0]], actor)], loss=0, binary=False, kernel=False,
                         client=client or _LosingCluster(workers), _holders=lambda: [("w0", None, [[0]], actor)])
-    p._worker_left = lambda w, wait=0.0: L._Problem._worker_left(p, w, wait)
+    return _bound(p, "_worker_left", "_watch")
+
+
+def _bound(p, *methods):
+    """``p`` with ``_Problem``'s ``methods`` bound to it."""
+    for m in methods:
+        setattr(p, m, getattr(L._Problem, m).__get__(p))
     return p
 
 
@@ -1124,7 +1144,13 @@ def test_an_actor_pass_whose_worker_left_is_raised_as_lost(monkeypatch):
         L._Problem._direct_sums(_direct(_Actor(_Call(FileNotFoundError("chunk X/c/3"))), ["w0"]), *W)
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Worker holding Actor was"):
         L._Problem._direct_sums(_direct(_Actor(lost=True), ["w0"]), *W)
-    with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after the worker w0 holding"):
+    with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after a worker holding its"):
         L._Problem._direct_sums(_direct(_Actor(_Call(wait=60)), []), *W)
+    # the pass's own TimeoutError (a store on a network file system that timed out) is the pass's error, raised
+    # at once, not taken for a call still running (it looped for ever: TimeoutError is what a wait raises too)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="read timed out"):
+        L._Problem._direct_sums(_direct(_Actor(_Call(TimeoutError("read timed out"))), ["w0"]), *W)
+    assert time.monotonic() - t0 < 0.5
     with pytest.raises(ValueError, match="genuine"):             # an error of the pass itself
         L._Problem._direct_sums(_direct(_Actor(_Call(ValueError("a genuine error"))), ["w0"]), *W)

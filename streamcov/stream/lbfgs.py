@@ -25,8 +25,8 @@ over the rows:
   per worker thread, on consecutive parts of the worker's run), which
   computes the sums of its partitions and merges the nodes of the tree
   that lie within them (:func:`_run_on_holder`); the driver merges the
-  rest. So a pass costs one direct round trip per worker (1-2 ms, where a
-  task through the scheduler takes 10-12 ms; :data:`DIRECT_PASSES` False
+  rest. So a pass costs one actor call per worker (1-2 ms: the scheduler
+  relays it to the worker, no task is scheduled; a task takes 10-12 ms; :data:`DIRECT_PASSES` False
   runs the same pass as one task per worker thread) however many
   partitions there are, and only a few ``k x D`` blocks of numbers per
   worker travel. A worker lost during a fit
@@ -106,8 +106,8 @@ PARTITION_BYTES = 16 << 20
 EMBED_BYTES = 1 << 20
 # partition sums are added in groups of this many, in partition order
 FAN_IN = 8
-# on a cluster, passes by direct calls to an actor per worker (_Holder) rather than by tasks through the
-# scheduler: the same sums, a tenth of the round trip
+# on a cluster, passes by calls to an actor per worker (_Holder), relayed by the scheduler, rather than by tasks it
+# schedules: the same sums, a tenth of the round trip
 DIRECT_PASSES = True
 # store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
 READ_BYTES = 32 << 20
@@ -542,8 +542,8 @@ def _unreachable(exc: BaseException) -> bool:
 
 class _Holder:
     """The partitions one worker holds, with the passes over them, as a Dask actor on that worker: a pass
-    is then one direct call per worker from the driver, a round trip of 1-2 ms, where a task through the
-    scheduler takes 10-12 ms (measured on this 2-core machine, 2 single-threaded workers; a pass over
+    is then one call per worker from the driver, relayed by the scheduler without scheduling a task, a round
+    trip of 1-2 ms, where a task takes 10-12 ms (measured on this 2-core machine, 2 single-threaded workers; a pass over
     100,000 x 2000 rows takes 50-60 ms of work per worker). Made after the rows are placed and centred;
     it holds the same objects as the worker's partitions (no copy), and its sums come from
     :func:`_run_on_holder`, so they are the tasks' sums, bit for bit."""
@@ -738,19 +738,30 @@ class _Problem:
         run of the worker-kill test). So a pass still unfinished :data:`RECOVERY_WAIT` seconds after one of
         its owners left is cancelled and raised as lost: the fit places the partitions again, as for the
         scheduler's own error, and the sums are the same."""
+        def done(timeout):
+            try:
+                _wait(self.client, futs, timeout=timeout)   # a task's own error is raised by gather, not here
+            except TimeoutError:
+                return False
+            return True
+
+        self._watch(set(self.owners or ()), done, lambda: self.client.cancel(futs))
+        return self.client.gather(futs)
+
+    def _watch(self, owners: set, done, cancel=None) -> None:
+        """Wait until ``done(timeout)`` (True once the work has finished, False after ``timeout`` seconds)
+        while the workers in ``owners`` are there; work still unfinished :data:`RECOVERY_WAIT` seconds after
+        one of them left is ``cancel()``-ed and raised as lost (``CancelledError``), which the fit recovers
+        from. One watchdog for the passes of both routes (:meth:`_gather`, :meth:`_direct_sums`)."""
         from concurrent.futures import CancelledError
 
-        owners, gone_since = set(self.owners or ()), None
-        while True:
-            try:
-                _wait(self.client, futs, timeout=1.0)
-                return self.client.gather(futs)
-            except TimeoutError:
-                pass
+        gone_since = None
+        while not done(1.0):
             if gone_since is None and owners - set(self.client.scheduler_info(n_workers=-1)["workers"]):
                 gone_since = time.monotonic()
             if gone_since is not None and time.monotonic() - gone_since > RECOVERY_WAIT:
-                self.client.cancel(futs)
+                if cancel is not None:
+                    cancel()
                 raise CancelledError(f"a pass still unfinished {RECOVERY_WAIT:g} s after a worker holding its "
                                      f"partitions left")
 
@@ -777,21 +788,34 @@ class _Problem:
             by_worker: dict = {}
             for part in self._runs():
                 by_worker.setdefault(self.owners[part[0]], []).append(part)
-            made = []
+            futs, runs = [], []
             for w, parts in by_worker.items():
                 index = [p for part in parts for p in part]
-                fut = self.client.submit(_Holder, self.src, self.m32, index, *[self.data[p] for p in index],
-                                         actor=True, pure=False, **self._at(index[0]))
-                made.append((w, fut, parts))
-            _wait(self.client, [f for _, f, _ in made])
-            self.holders = [(w, f, parts, f.result()) for w, f, parts in made]
+                futs.append(self.client.submit(_Holder, self.src, self.m32, index, *[self.data[p] for p in index],
+                                               actor=True, pure=False, **self._at(index[0])))
+                runs.append(parts)
+            actors = self._gather(futs)   # watched: a worker lost meanwhile is raised as lost
+            # where each actor is (its worker's, unless that one was busy or gone): the worker a pass watches
+            where = self.client.who_has(futs)
+            self.holders = [(where[f.key][0], f, parts, a) for f, parts, a in zip(futs, runs, actors)]
         return self.holders
 
     def _direct_sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
-        """A cluster pass by direct calls to the workers' :class:`_Holder` actors; the driver merges the
+        """A cluster pass by calls to the workers' :class:`_Holder` actors; the driver merges the
         nodes above theirs. A worker that leaves mid-pass (its call fails, or is still unanswered
         :data:`RECOVERY_WAIT` seconds after it left) is raised as lost, as for tasks (:meth:`_gather`)."""
         from concurrent.futures import CancelledError
+
+        def done(call):
+            def finished(timeout):
+                try:
+                    call.result(timeout=timeout)
+                except TimeoutError:
+                    return call.done()    # not finished; or finished with its own TimeoutError, raised below
+                except Exception:   # finished with an error, raised by call.result() below
+                    pass
+                return True
+            return finished
 
         n = len(self.data)
         calls = []
@@ -803,22 +827,13 @@ class _Problem:
         self.pass_tasks = sum(len(parts) for _, _, parts, _ in self.holders)
         known: dict = {}
         for w, call in calls:
-            gone_since = None
-            while True:
-                try:
-                    known.update(call.result(timeout=1.0))
-                    break
-                except TimeoutError:
-                    pass
-                except OSError as exc:
-                    if self._worker_left(w, wait=RECOVERY_WAIT if _unreachable(exc) else 0.0):
-                        raise CancelledError(f"the worker {w} holding partitions left: {exc}") from exc
-                    raise
-                if gone_since is None and self._worker_left(w):
-                    gone_since = time.monotonic()
-                if gone_since is not None and time.monotonic() - gone_since > RECOVERY_WAIT:
-                    raise CancelledError(f"a pass still unfinished {RECOVERY_WAIT:g} s after the worker {w} "
-                                         f"holding its partitions left")
+            self._watch({w}, done(call))
+            try:
+                known.update(call.result())
+            except OSError as exc:
+                if self._worker_left(w, wait=RECOVERY_WAIT if _unreachable(exc) else 0.0):
+                    raise CancelledError(f"the worker {w} holding partitions left: {exc}") from exc
+                raise
         return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, known, None, merge_sums)
 
     def _worker_left(self, w: str, wait: float = 0.0) -> bool:
@@ -1504,7 +1519,7 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         ``pass_times``, ``cache``, ``partitions``, ``recoveries`` (times the
         partitions were placed again after a worker was lost), ``pass_tasks``
         (on a cluster: one per worker thread holding partitions),
-        ``pass_route`` (on a cluster: ``"actors"``, direct calls to an actor
+        ``pass_route`` (on a cluster: ``"actors"``, calls to an actor
         per worker, or ``"tasks"``; None on threads), ``kernel``
         (the passes ran the numba kernel, not BLAS), FLOPs per pass.
     """
