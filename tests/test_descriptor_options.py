@@ -316,8 +316,9 @@ def test_degenerate_body_frame_is_said_once_and_changes_no_descriptor(tmp_path, 
     items = "; ".join(f"sequence {i}, id 's{i:03d}': {r}" for i, r in zip((1, 3), reasons) if r)
     n = sum(r is not None for r in reasons)
     assert line == (f"descriptor.body_frame = {body_frame!r}, descriptor.scale = 'body': the body frame of {n} of the "
-                    f"5 sequences of {store.path} fell back to the identity rotation and a size of 1 ({items}): their "
-                    f"descriptors are in the camera's frame and units; check the roles the store records (`streamcov "
+                    f"5 sequences of {store.path} fell back ({items}): where a rotation cannot be found their "
+                    f"descriptors keep the camera's frame (the identity rotation), where a size cannot, its units (a "
+                    f"size of 1); check the roles the store records (`streamcov "
                     f"info {store.path}`) or leave those sequences out")
     V = descriptor_array(source, block=2).compute()
     W = descriptor_array(skeleton_source(clean, "store", 1e-3, True, **opts), block=2).compute()

@@ -306,6 +306,21 @@ def merge_pieces(b0: int, b1: int, pieces) -> tuple[np.ndarray, np.ndarray]:
     return n_out, m2_out
 
 
+def _chunk_pieces(offsets: np.ndarray, c0: int, c1: int):
+    """``(s_lo, k, pieces)``: the sequences ``s_lo .. s_lo + k - 1`` that frames [c0, c1) touch, and
+    ``(i, S0, S1, p0, p1)`` for each one's piece there (its frames [S0, S1), of which [p0, p1) lie in the
+    chunk). One cut for the descriptors' chunk tasks and for the body sums said apart."""
+    s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
+    s_hi = int(np.searchsorted(offsets, c1, side="left"))
+    pieces = []
+    for i in range(s_hi - s_lo):
+        S0, S1 = int(offsets[s_lo + i]), int(offsets[s_lo + i + 1])
+        p0, p1 = max(S0, c0), min(S1, c1)
+        if p1 > p0:
+            pieces.append((i, S0, S1, p0, p1))
+    return s_lo, s_hi - s_lo, pieces
+
+
 def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan,
                   numba_threads: int = 1, checked=True):
     """Per-window partial moments and body sums of all sequence pieces within frames [c0, c1).
@@ -323,10 +338,9 @@ def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: 
     r0, r1 = max(0, c0 - plan.halo), min(n_frames, c1 + plan.halo)
     frames = integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", r0, r1, checked)
     frames = sk._check_frames(frames)
-    s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
-    s_hi = int(np.searchsorted(offsets, c1, side="left"))
+    s_lo, k, pieces = _chunk_pieces(offsets, c0, c1)
     single = plan.single_view()
-    k, W, d, B = s_hi - s_lo, plan.n_windows, plan.frame_dim, sk.BODY_SUMS
+    W, d, B = plan.n_windows, plan.frame_dim, sk.BODY_SUMS
     n = np.zeros((k, plan.views * W), dtype=np.int64)
     mean = np.zeros((k, plan.views * W, d))
     m2 = np.zeros((k, plan.views * W, d, d))
@@ -334,11 +348,7 @@ def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: 
     with kernel_threads(numba_threads):
         for v, view in enumerate(plan.view_frames(frames)):   # the mirror view: the same windows of the mirror image
             w = slice(v * W, (v + 1) * W)
-            for i in range(k):
-                S0, S1 = int(offsets[s_lo + i]), int(offsets[s_lo + i + 1])
-                p0, p1 = max(S0, c0), min(S1, c1)
-                if p1 <= p0:
-                    continue
+            for i, S0, S1, p0, p1 in pieces:
                 e0, e1 = max(S0, p0 - plan.halo), min(S1, p1 + plan.halo)
                 n[i, w], mean[i, w], m2[i, w] = sk.window_partials(view[e0 - r0:e1 - r0], e0 - S0, p0 - S0, p1 - S0,
                                                                    S1 - S0, single)
@@ -382,15 +392,12 @@ def chunk_body_sums(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan
 
     frames = sk._check_frames(integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", c0, c1,
                                              checked))
-    s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
-    s_hi = int(np.searchsorted(offsets, c1, side="left"))
+    s_lo, k, pieces = _chunk_pieces(offsets, c0, c1)
     single, B = plan.single_view(), sk.BODY_SUMS
-    sums = np.zeros((s_hi - s_lo, plan.views * B))
+    sums = np.zeros((k, plan.views * B))
     for v, view in enumerate(plan.view_frames(frames)):
-        for i in range(s_hi - s_lo):
-            p0, p1 = max(int(offsets[s_lo + i]), c0), min(int(offsets[s_lo + i + 1]), c1)
-            if p1 > p0:
-                sums[i, v * B:(v + 1) * B] = sk.body_sums(view[p0 - c0:p1 - c0], single)
+        for i, _, _, p0, p1 in pieces:
+            sums[i, v * B:(v + 1) * B] = sk.body_sums(view[p0 - c0:p1 - c0], single)
     return s_lo, sums
 
 
@@ -653,8 +660,8 @@ class SkeletonSource:
         keys = [f"descriptor.{k} = {getattr(self.descriptor, k)!r}" for k in ("body_frame", "scale")
                 if getattr(self.descriptor, k) != "none"]
         return [f"{', '.join(keys)}: the body frame of {len(fell)} of the {store.n_sequences} sequences of {path} "
-                f"fell back to the identity rotation and a size of 1 {skipped_text(fell)}: their descriptors are "
-                f"in the camera's frame and units; check the roles the store records (`streamcov info {path}`) or "
+                f"fell back {skipped_text(fell)}: where a rotation cannot be found their descriptors keep the "
+                f"camera's frame (the identity rotation), where a size cannot, its units (a size of 1); check the roles the store records (`streamcov info {path}`) or "
                 f"leave those sequences out"]
 
     def window_keys(self, bounds, width: int):
