@@ -317,23 +317,16 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
     same = bool(ident) and ident == store.identity and "split" in model.info and "fold" in model.info
     moved = False
     if same:
-        from ..splits import folds, rows_sha256
-
-        for name, train, test in folds(model.info["split"], store.labels, store.groups,
-                                       group_names=getattr(store, "group_names", None), store_split=store.split,
-                                       split_names=store.split_names, seed=int(model.info.get("seed", 0)),
-                                       label_names=store.label_names):
-            if name == model.info["fold"]:
-                recorded = model.info.get("rows_sha256")   # absent in models saved before it was recorded
-                if recorded is not None and recorded != rows_sha256(train, test):
-                    moved = True   # the protocol now gives other rows (an edited splits file): not its test rows
-                    break
-                out.update({"evaluated_on": f"test rows of fold {name} (the model's protocol)",
-                            "accuracy": float((pred[test] == true[test]).mean()), "n_test": int(test.sum())})
-                if train_accuracy:
-                    out.update({"train_accuracy": float((pred[train] == true[train]).mean()),
-                                "n_train": int(train.sum())})
-                return out
+        fold = _model_fold(model, store)
+        moved = fold == "moved"   # the protocol now gives other rows (an edited splits file): not its test rows
+        if fold is not None and not moved:
+            train, test = fold
+            out.update({"evaluated_on": f"test rows of fold {model.info['fold']} (the model's protocol)",
+                        "accuracy": float((pred[test] == true[test]).mean()), "n_test": int(test.sum())})
+            if train_accuracy:
+                out.update({"train_accuracy": float((pred[train] == true[train]).mean()),
+                            "n_train": int(train.sum())})
+            return out
     known = np.isin(true, names)
     if known.any():
         why = ""   # why the model's own store is not scored on its fold's test rows
@@ -410,12 +403,29 @@ def _same_archive(trained, given) -> bool:
             and trained.get("options") != given.get("options"))
 
 
+def _model_fold(model, store):
+    """``(train, test)`` masks of the model's fold on ``store`` (its training store) by the protocol as it is
+    now; ``"moved"`` when that fold's rows are not those the model recorded (an edited splits file); None when
+    the protocol has no fold of that name."""
+    from ..splits import folds, rows_sha256
+
+    info = model.info
+    for name, train, test in folds(info["split"], store.labels, store.groups,
+                                   group_names=getattr(store, "group_names", None), store_split=store.split,
+                                   split_names=store.split_names, seed=int(info.get("seed", 0)),
+                                   label_names=store.label_names):
+        if name == info.get("fold"):
+            recorded = info.get("rows_sha256")   # absent in models saved before it was recorded
+            if recorded is not None and recorded != rows_sha256(train, test):
+                return "moved"
+            return train, test
+    return None
+
+
 def _training_rows_among(model, store) -> int | None:
     """How many rows of ``store`` have the id of a training row of the model's fold, read from the model's
     training store (where the model recorded it, with the identity it had); None when that store is not there
     or its fold no longer gives the rows the model was trained with."""
-    from ..splits import folds, rows_sha256
-
     info = model.info
     try:
         trained = open_store_of_kind(model.kind, info["store_path"])
@@ -424,16 +434,10 @@ def _training_rows_among(model, store) -> int | None:
     if not info.get("store") or trained.identity != info["store"] or "split" not in info:
         return None
     try:   # the protocol as it is now (a splits file moved or edited: not known, rather than an error of predict)
-        fold = folds(info["split"], trained.labels, trained.groups, group_names=getattr(trained, "group_names", None),
-                     store_split=trained.split, split_names=trained.split_names, seed=int(info.get("seed", 0)),
-                     label_names=trained.label_names)
+        fold = _model_fold(model, trained)
     except StreamcovError:
         return None
-    for name, train, test in fold:
-        if name == info.get("fold"):
-            recorded = info.get("rows_sha256")
-            if recorded is not None and recorded != rows_sha256(train, test):
-                return None
-            ids = set(np.asarray(trained.ids(), dtype=object)[train].tolist())
-            return sum(i in ids for i in store.ids())
-    return None
+    if fold is None or fold == "moved":
+        return None
+    ids = set(np.asarray(trained.ids(), dtype=object)[fold[0]].tolist())
+    return sum(i in ids for i in store.ids())
