@@ -444,10 +444,10 @@ def cluster_speedup(name: str, store: Path, work: Path, args) -> dict:
     out: dict = {"routes": {}}
     for rep in range(args.repeats):
         for route in routes:
-            L.DIRECT_PASSES = route == "actors"
+            L.ACTOR_PASSES = route == "actors"
             _cluster_repeat(name, store, work, args, out["routes"].setdefault(route, {"runs": {1: [], 2: []}}),
                             route, rep)
-    L.DIRECT_PASSES = True
+    L.ACTOR_PASSES = True
     # every route, every worker count: one model
     out["routes_identical"] = len(set().union(*(m for r in out["routes"].values() for m in r["models"].values()))) == 1
     for route in routes:

@@ -744,7 +744,7 @@ def test_same_model_on_threads_and_a_local_cluster(kernel, request, synth_store,
             assert clf.n_evals_ == res["passes"]
             assert clf.fit_info_["pass_route"] == ("actors" if scheduler == "local-cluster" else None)
         if scheduler == "local-cluster":   # the passes as tasks through the scheduler: the same bits
-            monkeypatch.setattr(L, "DIRECT_PASSES", False)
+            monkeypatch.setattr(L, "ACTOR_PASSES", False)
             est = L.make_lbfgs(cfg.model.model_copy(update={"cache": "memory"}), int(train.sum()), cfg.seed)
             clf, _ = L.train_lbfgs(fstore, y, train, np.arange(8), est, runtime=runtime, scale="center")
             assert clf.fit_info_["pass_route"] == "tasks"
@@ -1106,7 +1106,7 @@ class _LeavingCluster(_LosingCluster):
         return super().scheduler_info(n_workers)
 
 
-def _direct(actor, workers, client=None):
+def _on_actor(actor, workers, client=None):
     p = SimpleNamespace(data=[None], holders=[("w0", None, [[0]], actor)], loss=0, binary=False, kernel=False,
                         client=client or _LosingCluster(workers), _holders=lambda: [("w0", None, [[0]], actor)])
     return _bound(p, "_worker_left", "_watch")
@@ -1132,25 +1132,25 @@ def test_an_actor_pass_whose_worker_left_is_raised_as_lost(monkeypatch):
     W = np.zeros((2, 3), np.float32), np.zeros(2)
     unreachable = OSError("Unable to contact Actor's worker")
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Unable to contact"):
-        L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), []), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(_Call(unreachable)), []), *W)
     # the scheduler notices the worker's departure after the call failed: waited for, then lost
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Unable to contact"):
-        L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), None, _LeavingCluster(["w0"], seen=3)), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(_Call(unreachable)), None, _LeavingCluster(["w0"], seen=3)), *W)
     t0 = time.monotonic()
     with pytest.raises(OSError, match="Unable to contact"):      # its worker stays: not a lost worker
-        L._Problem._direct_sums(_direct(_Actor(_Call(unreachable)), ["w0"]), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(_Call(unreachable)), ["w0"]), *W)
     assert time.monotonic() - t0 >= 0.5                          # after RECOVERY_WAIT
     with pytest.raises(FileNotFoundError, match="chunk"):       # the work's own OSError: raised at once
-        L._Problem._direct_sums(_direct(_Actor(_Call(FileNotFoundError("chunk X/c/3"))), ["w0"]), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(_Call(FileNotFoundError("chunk X/c/3"))), ["w0"]), *W)
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Worker holding Actor was"):
-        L._Problem._direct_sums(_direct(_Actor(lost=True), ["w0"]), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(lost=True), ["w0"]), *W)
     with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after a worker holding its"):
-        L._Problem._direct_sums(_direct(_Actor(_Call(wait=60)), []), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(_Call(wait=60)), []), *W)
     # the pass's own TimeoutError (a store on a network file system that timed out) is the pass's error, raised
     # at once, not taken for a call still running (it looped for ever: TimeoutError is what a wait raises too)
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="read timed out"):
-        L._Problem._direct_sums(_direct(_Actor(_Call(TimeoutError("read timed out"))), ["w0"]), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(_Call(TimeoutError("read timed out"))), ["w0"]), *W)
     assert time.monotonic() - t0 < 0.5
     with pytest.raises(ValueError, match="genuine"):             # an error of the pass itself
-        L._Problem._direct_sums(_direct(_Actor(_Call(ValueError("a genuine error"))), ["w0"]), *W)
+        L._Problem._actor_sums(_on_actor(_Actor(_Call(ValueError("a genuine error"))), ["w0"]), *W)

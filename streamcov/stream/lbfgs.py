@@ -26,7 +26,7 @@ over the rows:
   computes the sums of its partitions and merges the nodes of the tree
   that lie within them (:func:`_run_on_holder`); the driver merges the
   rest. So a pass costs one actor call per worker (1-2 ms: the scheduler
-  relays it to the worker, no task is scheduled; a task takes 10-12 ms; :data:`DIRECT_PASSES` False
+  relays it to the worker, no task is scheduled; a task takes 10-12 ms; :data:`ACTOR_PASSES` False
   runs the same pass as one task per worker thread) however many
   partitions there are, and only a few ``k x D`` blocks of numbers per
   worker travel. A worker lost during a fit
@@ -108,7 +108,7 @@ EMBED_BYTES = 1 << 20
 FAN_IN = 8
 # on a cluster, passes by calls to an actor per worker (_Holder), relayed by the scheduler, rather than by tasks it
 # schedules: the same sums, a tenth of the round trip
-DIRECT_PASSES = True
+ACTOR_PASSES = True
 # store bytes read at once when a partition's rows are loaded (consecutive blocks, decoded concurrently)
 READ_BYTES = 32 << 20
 # seconds between checkpoint writes at most (iterations faster than that share one; the last is always written)
@@ -752,7 +752,7 @@ class _Problem:
         """Wait until ``done(timeout)`` (True once the work has finished, False after ``timeout`` seconds)
         while the workers in ``owners`` are there; work still unfinished :data:`RECOVERY_WAIT` seconds after
         one of them left is ``cancel()``-ed and raised as lost (``CancelledError``), which the fit recovers
-        from. One watchdog for the passes of both routes (:meth:`_gather`, :meth:`_direct_sums`)."""
+        from. One watchdog for the passes of both routes (:meth:`_gather`, :meth:`_actor_sums`)."""
         from concurrent.futures import CancelledError
 
         gone_since = None
@@ -797,13 +797,14 @@ class _Problem:
             actors = self._gather(futs)   # watched: a worker lost meanwhile is raised as lost
             # where each actor is (its worker's, unless that one was busy or gone): the worker a pass watches
             where = self.client.who_has(futs)
-            self.holders = [(where[f.key][0], f, parts, a) for f, parts, a in zip(futs, runs, actors)]
+            self.holders = [((where.get(f.key) or [w])[0], f, parts, a)
+                            for w, f, parts, a in zip(by_worker, futs, runs, actors)]
         return self.holders
 
-    def _direct_sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
+    def _actor_sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
         """A cluster pass by calls to the workers' :class:`_Holder` actors; the driver merges the
         nodes above theirs. A worker that leaves mid-pass (its call fails, or is still unanswered
-        :data:`RECOVERY_WAIT` seconds after it left) is raised as lost, as for tasks (:meth:`_gather`)."""
+        :data:`RECOVERY_WAIT` seconds after it left) is raised as lost, as for tasks (:meth:`_watch`)."""
         from concurrent.futures import CancelledError
 
         def done(call):
@@ -848,9 +849,9 @@ class _Problem:
 
     def sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
-        if self.client is not None and DIRECT_PASSES:
+        if self.client is not None and ACTOR_PASSES:
             self.route = "actors"
-            out = self._recovering(lambda: self._direct_sums(W32, b))
+            out = self._recovering(lambda: self._actor_sums(W32, b))
         else:
             out = self._recovering(lambda: self._run(partition_sums, self._pass_args(W32, b), merge_sums))
         self.pass_times.append(time.perf_counter() - t0)
