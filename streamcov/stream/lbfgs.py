@@ -26,10 +26,10 @@ over the rows:
   computes the sums of its partitions and merges the nodes of the tree
   that lie within them (:func:`_run_on_holder`); the driver merges the
   rest. So a pass costs one actor call per worker (1-2 ms: the scheduler
-  relays it to the worker, no task is scheduled; a task takes 10-12 ms; :data:`ACTOR_PASSES` False
-  runs the same pass as one task per worker thread) however many
-  partitions there are, and only a few ``k x D`` blocks of numbers per
-  worker travel. A worker lost during a fit
+  relays it to the worker, no task is scheduled; a task takes 10-12 ms;
+  :data:`ACTOR_PASSES` False runs the same pass as one task per worker
+  thread) however many partitions there are, and only a few ``k x D``
+  blocks of numbers per worker travel. A worker lost during a fit
   takes its rows with it: the partitions are placed again from the store
   and the pass repeated (:meth:`_Problem._recovering`), to the same sums;
 * ``cache="memory"`` keeps the float32 training rows of each partition in
@@ -542,9 +542,9 @@ def _unreachable(exc: BaseException) -> bool:
 
 class _Holder:
     """The partitions one worker holds, with the passes over them, as a Dask actor on that worker: a pass
-    is then one call per worker from the driver, relayed by the scheduler without scheduling a task, a round
-    trip of 1-2 ms, where a task takes 10-12 ms (measured on this 2-core machine, 2 single-threaded workers; a pass over
-    100,000 x 2000 rows takes 50-60 ms of work per worker). Made after the rows are placed and centred;
+    is then one call per worker from the driver, relayed by the scheduler without scheduling a task, a
+    round trip of 1-2 ms, where a task takes 10-12 ms (measured on a 2-core machine, 2 single-threaded
+    workers; a pass over 100,000 x 2000 rows takes 50-60 ms of work per worker). Made after the rows are placed and centred;
     it holds the same objects as the worker's partitions (no copy), and its sums come from
     :func:`_run_on_holder`, so they are the tasks' sums, bit for bit."""
 
@@ -605,7 +605,6 @@ class _Problem:
         self.slots: dict = {}     # on a cluster: threads of each worker
         self.pass_tasks = 0       # on a cluster: tasks of the last pass
         self.holders = None       # on a cluster: [(worker, actor future, runs of partitions, actor)]
-        self.route = None         # on a cluster: "actors" or "tasks", the route of the last pass
         self.specs = specs
         self.m32 = None
         self._m32_shared = None
@@ -721,7 +720,7 @@ class _Problem:
             # a round trip of one task per worker however many partitions there are.
             n = len(self.data)
             runs = self._runs()
-            self.pass_tasks, self.route = len(runs), "tasks"
+            self.pass_tasks = len(runs)
             futs = [self.client.submit(_run_on_holder, fn, merge, self.src, [self.data[p] for p in run], run[0],
                                        n, FAN_IN, args, pure=False, **self._at(run[0])) for run in runs]
             known = dict(pair for part in self._gather(futs) for pair in part)
@@ -849,13 +848,19 @@ class _Problem:
 
     def sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
-        if self.client is not None and ACTOR_PASSES:
-            self.route = "actors"
+        if self.route == "actors":
             out = self._recovering(lambda: self._actor_sums(W32, b))
         else:
             out = self._recovering(lambda: self._run(partition_sums, self._pass_args(W32, b), merge_sums))
         self.pass_times.append(time.perf_counter() - t0)
         return out
+
+    @property
+    def route(self) -> str | None:
+        """How a pass runs on a cluster: ``"actors"`` (:meth:`_actor_sums`) or ``"tasks"``; None on threads."""
+        if self.client is None:
+            return None
+        return "actors" if ACTOR_PASSES else "tasks"
 
     def _pass_args(self, W32: np.ndarray, b: np.ndarray) -> tuple:
         if self.runtime is None or (self.client is None and len(self.data) == 1):

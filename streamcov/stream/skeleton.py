@@ -647,22 +647,22 @@ class SkeletonSource:
         for s_lo, sm in runtime.compute(*tasks):   # chunk order: the order merge_windows adds the pieces in
             sums[s_lo:s_lo + len(sm)] += sm
         lengths, single, B = np.diff(offsets), plan.single_view(), sk.BODY_SUMS
-        fell = {}
+        reasons = {}
         for i in range(store.n_sequences):
             why = [w for v in range(plan.views) for w in sk.body_fallback(sums[i, v * B:(v + 1) * B],
                                                                          int(lengths[i]), single)]
             if why:
-                fell[i] = "; ".join(dict.fromkeys(why))   # the mirror view's reasons are the sequence's
-        if not fell:
+                reasons[i] = "; ".join(dict.fromkeys(why))   # the mirror view's reasons are the sequence's
+        if not reasons:
             return []
         ids = store.ids()
-        fell = [{"id": f"sequence {i}, id {ids[i]!r}", "reason": why} for i, why in fell.items()]
+        fell = [{"id": f"sequence {i}, id {ids[i]!r}", "reason": why} for i, why in reasons.items()]
         keys = [f"descriptor.{k} = {getattr(self.descriptor, k)!r}" for k in ("body_frame", "scale")
                 if getattr(self.descriptor, k) != "none"]
         return [f"{', '.join(keys)}: the body frame of {len(fell)} of the {store.n_sequences} sequences of {path} "
                 f"fell back {skipped_text(fell)}: where a rotation cannot be found their descriptors keep the "
-                f"camera's frame (the identity rotation), where a size cannot, its units (a size of 1); check the roles the store records (`streamcov info {path}`) or "
-                f"leave those sequences out"]
+                f"camera's frame (the identity rotation), where a size cannot, its units (a size of 1); check the "
+                f"roles the store records (`streamcov info {path}`) or leave those sequences out"]
 
     def window_keys(self, bounds, width: int):
         # Blocks are grouped by the frame chunk their first frame lies in, ``width``

@@ -285,10 +285,10 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
             _check_block_memory(source, block, bounds, runtime.parallelism)
         if hasattr(source, "check_parallel_memory"):
             source.check_parallel_memory(runtime.parallelism)
-        if hasattr(source, "data_warnings"):   # rows whose descriptor took a fallback (a degenerate body frame)
-            result.setdefault("warnings", []).extend(source.data_warnings(runtime))
-            if not result["warnings"]:
-                del result["warnings"]
+        # rows whose descriptor took a fallback (a degenerate body frame), images with nothing in them
+        lines = source.data_warnings(runtime) if hasattr(source, "data_warnings") else []
+        if lines:
+            result.setdefault("warnings", []).extend(lines)
         if hasattr(source, "prepare"):
             source, info = source.prepare(runtime, bounds, ctx.output, ctx.progress)
             result.update(info)
@@ -446,8 +446,9 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             t_feat += feat.featurize_seconds
             t_fit += feat.fit_seconds
         fstore = feat.store
+        rows = splits.rows_sha256(train, test)
         fp_text = json.dumps({"features": fstore.group.attrs["fingerprint"], "model": m.model_dump(),
-                              "split": cfg.split.model_dump(), "fold": name, "rows": splits.rows_sha256(train, test)},
+                              "split": cfg.split.model_dump(), "fold": name, "rows": rows},
                              sort_keys=True, default=str)
         fold_fp = doc_sha256_of({"fold": fp_text})
         done_file = ckdir / f"{name}.result.json"
@@ -514,8 +515,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         if is_last:
             FittedPipeline(feat.source.spec(), feat.feature_map, scaler, clf, source.store.label_names,
                            {**_model_info(cfg, source, name, int(bounds[1] - bounds[0])),
-                            "fold_fingerprint": fold_fp,
-                            "rows_sha256": splits.rows_sha256(train, test)}).save(out / "model")
+                            "fold_fingerprint": fold_fp, "rows_sha256": rows}).save(out / "model")
         done = {"fingerprint": fp_text, "result": r, "predicted": [int(p) for p in pred]}
         atomic_write_text(done_file, json.dumps({**done, "doc_sha256": doc_sha256_of(done)}))
     write_predictions(out / "predictions.csv", source.store, preds)
