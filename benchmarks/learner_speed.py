@@ -40,9 +40,9 @@ On the generated store also:
   workers (cluster start not counted, nor a fresh worker process's first
   import of the learner's modules and load of its pass kernel, about 0.8 s
   and 0.3 s, paid once per worker and not per fit; rows cached on the
-  workers), best of
-  ``--repeats``; ``speedup`` = 1-worker time / 2-worker time (of the best
-  runs; ``speedup_of_medians`` of the medians); ``identical``
+  workers), ``--repeats`` fits each; ``speedup`` = 1-worker time / 2-worker
+  time of the best fits, ``speedup_of_medians`` of the medians (the goal's
+  figure: the best of a few fits swings by a tenth); ``identical``
   = the two models are bitwise equal; each pass route of ``--routes``
   (``actors``: a call per worker to an actor holding its partitions,
   the learner's default; ``tasks``: a task per worker through the
@@ -702,7 +702,9 @@ def main(argv=None) -> int:
                 goals[f"{name}_faster_than_logreg_same_objective"] = r["speedup_same_objective_vs_logreg"] > 1
             goals[f"{name}_gemm_fraction_30pct"] = r["gemm_fraction"]["min"] >= 0.3
     if "cluster" in summary:
-        goals["cluster_1.7x_identical"] = summary["cluster"]["speedup"] >= 1.7 and summary["cluster"]["routes_identical"]
+        # of the medians: the best of a few fits swings by a tenth from run to run (one fast 1-worker fit moves it)
+        goals["cluster_1.7x_identical"] = (summary["cluster"]["speedup_of_medians"] >= 1.7
+                                           and summary["cluster"]["routes_identical"])
     if "rss" in summary:
         goals["rss_growth_1.25"] = summary["rss"]["rss_growth"] <= 1.25
     summary["goals"] = goals

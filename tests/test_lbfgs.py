@@ -728,7 +728,11 @@ def test_same_model_on_threads_and_a_local_cluster(kernel, request, synth_store,
     close = L._Problem.close
 
     def record_placement(self):
-        if self.client is not None and self.mode == "memory":
+        if self.client is not None and self.mode == "memory" and self.route == "actors":
+            # each worker's actor reads and holds the partitions of that worker
+            where = {p: [w] for w, _, parts, _ in self.holders for part in parts for p in part}
+            held.append((self.owners, [where[p] for p in range(self.n_partitions)]))
+        elif self.client is not None and self.mode == "memory":
             where = self.client.who_has(self.data)
             held.append((self.owners, [list(where[f.key]) for f in self.data]))
         close(self)
@@ -750,10 +754,11 @@ def test_same_model_on_threads_and_a_local_cluster(kernel, request, synth_store,
             assert clf.fit_info_["pass_route"] == "tasks"
             assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
     if scheduler == "local-cluster":
-        # cached rows stay on the worker they were loaded on, spread over both workers. A partition's tasks
-        # may run elsewhere when its worker is busy (allow_other_workers, which a lost worker needs), and a
-        # loaded machine made that happen to one partition of five once in a CI run: one copy is tolerated.
-        # Before the partitions were pinned, the scheduler copied most of them to both workers.
+        # cached rows stay on the worker they were loaded on, spread over both workers. By tasks, a
+        # partition's tasks may run elsewhere when its worker is busy (allow_other_workers, which a lost
+        # worker needs), and a loaded machine made that happen to one partition of five once in a CI run: one
+        # copy is tolerated. Before the partitions were pinned, the scheduler copied most of them to both
+        # workers. By actors, each worker's actor reads and holds its own partitions (one copy).
         assert len(held) == 2     # the cached fits by actors and by tasks
         for owners, where in held:
             assert all(o in w for o, w in zip(owners, where)) and len(set(owners)) == 2
@@ -807,9 +812,44 @@ def test_a_worker_killed_between_passes_gives_the_same_model(reference, synth_st
     assert len(placed) == 2 and len(set(placed[1])) == 2 and clf.fit_info_["pass_tasks"] == 2
 
 
+@pytest.mark.parametrize("cache", ["memory", "stream"])
+def test_a_worker_lost_while_the_actors_read_the_rows_gives_the_same_model(reference, synth_store,
+                                                                           small_partitions, cache):
+    """The first placement recovers as the later steps do: a lost-worker error while the workers' actors are
+    made and read their rows (simulated: raised once after they were made, as the driver's wait for them
+    raises it) places the rows again, and the model is bitwise the synchronous run's."""
+    from concurrent.futures import CancelledError
+
+    from streamcov.stream.featurestore import FeatureStore
+    from streamcov.stream.runtime import dask_runtime
+
+    res, want = reference
+    cfg = lbfgs_cfg(synth_store, "unused")
+    y = synth_store.labels.astype(np.int64)
+    train = synth_store.subjects % 2 == 1
+    make, raised = L._Problem._make_holders, []
+
+    def lose_once(self, specs):
+        make(self, specs)
+        if not raised:
+            raised.append(True)
+            raise CancelledError("simulated: a worker left while its actor read the rows")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L._Problem, "_make_holders", lose_once)
+        with dask_runtime("local-cluster", 2) as runtime:
+            est = L.make_lbfgs(cfg.model.model_copy(update={"cache": cache}), int(train.sum()), cfg.seed)
+            clf, _ = L.train_lbfgs(FeatureStore(res["features_path"]), y, train, np.arange(8), est,
+                                   runtime=runtime, scale="center")
+    assert raised and clf.fit_info_["recoveries"] == 1 and clf.fit_info_["pass_route"] == "actors"
+    assert clf.fit_info_["cache"] == cache
+    assert clf.coef_.tobytes() + clf.intercept_.tobytes() == want
+
+
 def test_a_worker_with_two_threads_runs_a_pass_as_two_tasks(reference, synth_store, small_partitions):
-    """One task per worker thread, on consecutive parts of the worker's partitions: both threads of a
-    2-thread worker work on a pass, and the sums (the model) are the same bits."""
+    """One part per worker thread, on consecutive parts of the worker's partitions: both threads of a
+    2-thread worker read the rows, centre them and work on a pass (its actor runs a thread per part), and
+    the sums (the model) are the same bits."""
     from distributed import LocalCluster
 
     from streamcov.stream.featurestore import FeatureStore
@@ -1055,7 +1095,7 @@ def test_a_pass_stuck_after_its_worker_left_is_raised_as_lost(monkeypatch):
         assert _time.monotonic() - t0 < 2.0
         stuck = client.submit(_time.sleep, 4.0, pure=False)   # raised long before it ends
         t0 = _time.monotonic()
-        with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after a worker holding its partitions"):
+        with pytest.raises(CancelledError, match=r"work still unfinished 0\.5 s after a worker holding its partitions"):
             L._Problem._gather(_bound(SimpleNamespace(owners=["tcp://10.255.255.1:1"], client=client), "_watch"),
                                [stuck])
         assert _time.monotonic() - t0 < 3.5 and stuck.cancelled()
@@ -1085,7 +1125,7 @@ class _Actor:
     def __init__(self, call=None, lost=False):
         self.call, self.lost = call, lost
 
-    def sums(self, *args):
+    def nodes(self, *args):
         if self.lost:
             raise RuntimeError("Worker holding Actor was lost.  Status: lost")
         return self.call
@@ -1107,9 +1147,15 @@ class _LeavingCluster(_LosingCluster):
 
 
 def _on_actor(actor, workers, client=None):
-    p = SimpleNamespace(data=[None], holders=[("w0", None, [[0]], actor)], loss=0, binary=False, kernel=False,
-                        client=client or _LosingCluster(workers), _holders=lambda: [("w0", None, [[0]], actor)])
+    p = SimpleNamespace(n_partitions=1, holders=[("w0", None, [[0]], actor)],
+                        client=client or _LosingCluster(workers))
     return _bound(p, "_worker_left", "_watch")
+
+
+def _actor_pass(p):
+    """A pass through ``p``'s actors (:meth:`_Problem._on_actors`, as :meth:`_Problem._run` makes it)."""
+    return L._Problem._on_actors(p, lambda actor: actor.nodes(L.partition_sums, L.merge_sums, 1, L.FAN_IN, ()),
+                                 L.merge_sums)
 
 
 def _bound(p, *methods):
@@ -1129,28 +1175,27 @@ def test_an_actor_pass_whose_worker_left_is_raised_as_lost(monkeypatch):
     from concurrent.futures import CancelledError
 
     monkeypatch.setattr(L, "RECOVERY_WAIT", 0.5)
-    W = np.zeros((2, 3), np.float32), np.zeros(2)
     unreachable = OSError("Unable to contact Actor's worker")
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Unable to contact"):
-        L._Problem._actor_sums(_on_actor(_Actor(_Call(unreachable)), []), *W)
+        _actor_pass(_on_actor(_Actor(_Call(unreachable)), []))
     # the scheduler notices the worker's departure after the call failed: waited for, then lost
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Unable to contact"):
-        L._Problem._actor_sums(_on_actor(_Actor(_Call(unreachable)), None, _LeavingCluster(["w0"], seen=3)), *W)
+        _actor_pass(_on_actor(_Actor(_Call(unreachable)), None, _LeavingCluster(["w0"], seen=3)))
     t0 = time.monotonic()
     with pytest.raises(OSError, match="Unable to contact"):      # its worker stays: not a lost worker
-        L._Problem._actor_sums(_on_actor(_Actor(_Call(unreachable)), ["w0"]), *W)
+        _actor_pass(_on_actor(_Actor(_Call(unreachable)), ["w0"]))
     assert time.monotonic() - t0 >= 0.5                          # after RECOVERY_WAIT
     with pytest.raises(FileNotFoundError, match="chunk"):       # the work's own OSError: raised at once
-        L._Problem._actor_sums(_on_actor(_Actor(_Call(FileNotFoundError("chunk X/c/3"))), ["w0"]), *W)
+        _actor_pass(_on_actor(_Actor(_Call(FileNotFoundError("chunk X/c/3"))), ["w0"]))
     with pytest.raises(CancelledError, match="the worker w0 holding partitions left: Worker holding Actor was"):
-        L._Problem._actor_sums(_on_actor(_Actor(lost=True), ["w0"]), *W)
-    with pytest.raises(CancelledError, match=r"a pass still unfinished 0\.5 s after a worker holding its"):
-        L._Problem._actor_sums(_on_actor(_Actor(_Call(wait=60)), []), *W)
+        _actor_pass(_on_actor(_Actor(lost=True), ["w0"]))
+    with pytest.raises(CancelledError, match=r"work still unfinished 0\.5 s after a worker holding its"):
+        _actor_pass(_on_actor(_Actor(_Call(wait=60)), []))
     # the pass's own TimeoutError (a store on a network file system that timed out) is the pass's error, raised
     # at once, not taken for a call still running (it looped for ever: TimeoutError is what a wait raises too)
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="read timed out"):
-        L._Problem._actor_sums(_on_actor(_Actor(_Call(TimeoutError("read timed out"))), ["w0"]), *W)
+        _actor_pass(_on_actor(_Actor(_Call(TimeoutError("read timed out"))), ["w0"]))
     assert time.monotonic() - t0 < 0.5
     with pytest.raises(ValueError, match="genuine"):             # an error of the pass itself
-        L._Problem._actor_sums(_on_actor(_Actor(_Call(ValueError("a genuine error"))), ["w0"]), *W)
+        _actor_pass(_on_actor(_Actor(_Call(ValueError("a genuine error"))), ["w0"]))

@@ -29,7 +29,10 @@ over the rows:
   relays it to the worker, no task is scheduled; a task takes 10-12 ms;
   :data:`ACTOR_PASSES` False runs the same pass as one task per worker
   thread) however many partitions there are, and only a few ``k x D``
-  blocks of numbers per worker travel. A worker lost during a fit
+  blocks of numbers per worker travel. The actor reads its worker's
+  partitions itself when it is made, and their moments and centring are
+  one call per worker each too: placing the rows is one task per worker,
+  not a task per partition for reading and another for centring. A worker lost during a fit
   takes its rows with it: the partitions are placed again from the store
   and the pass repeated (:meth:`_Problem._recovering`), to the same sums;
 * ``cache="memory"`` keeps the float32 training rows of each partition in
@@ -541,34 +544,47 @@ def _unreachable(exc: BaseException) -> bool:
 
 
 class _Holder:
-    """The partitions one worker holds, with the passes over them, as a Dask actor on that worker: a pass
-    is then one call per worker from the driver, relayed by the scheduler without scheduling a task, a
-    round trip of 1-2 ms, where a task takes 10-12 ms (measured on a 2-core machine, 2 single-threaded
-    workers; a pass over 100,000 x 2000 rows takes 50-60 ms of work per worker). Made after the rows are placed and centred;
-    it holds the same objects as the worker's partitions (no copy), and its sums come from
-    :func:`_run_on_holder`, so they are the tasks' sums, bit for bit."""
+    """The partitions one worker holds, with the work over them, as a Dask actor on that worker: every step of
+    a fit on a cluster (loading the rows, their moments, centring them, a pass) is then one call per worker
+    from the driver, relayed by the scheduler without scheduling a task, a round trip of 1-2 ms, where a
+    task takes 10-12 ms (measured on a 2-core machine, 2 single-threaded workers; a pass over 100,000 x 2000
+    rows takes 50-60 ms of work per worker). The actor reads its partitions itself when it is made (cached
+    rows; streamed ones are read at every pass), so placing the rows is one task per worker, not one per
+    partition plus one per centring. ``parts``: runs of partition numbers, one per worker thread, each run's
+    work in a thread of its own. Its values come from :func:`_run_on_holder`, so they are the tasks' values,
+    bit for bit."""
 
-    def __init__(self, src, m32, index, *datas):
-        self.src, self.m32 = src, m32
-        self.datas = dict(zip(index, datas))
+    def __init__(self, src, parts: list, specs: list, cache: bool):
+        self.src, self.parts = src, parts
         self.pool = None
+        index = [p for part in parts for p in part]
+        by_p = dict(zip(index, specs))
+        if cache:
+            self.datas = dict(pair for run in self._map(
+                lambda part: [(p, _load_partition(src, by_p[p])) for p in part]) for pair in run)
+        else:
+            self.datas = by_p
 
-    def sums(self, parts, n: int, fan_in: int, model, loss: int, binary: bool, kernel: bool) -> list:
-        """Nodes of the fixed tree within each of ``parts`` (runs of partition numbers) at ``model``: one
-        thread per part (a worker with several threads gets several parts)."""
-        args = (self.m32, model, loss, binary, kernel)
-
-        def run(part):
-            return _run_on_holder(partition_sums, merge_sums, self.src, [self.datas[p] for p in part], part[0],
-                                  n, fan_in, args)
-
-        if len(parts) == 1:
-            return run(parts[0])
+    def _map(self, fn) -> list:
+        """``[fn(part) for part in self.parts]``, one thread per part."""
+        if len(self.parts) == 1:
+            return [fn(self.parts[0])]
         if self.pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self.pool = ThreadPoolExecutor(len(parts), thread_name_prefix="streamcov-pass")
-        return [pair for out in self.pool.map(run, parts) for pair in out]
+            self.pool = ThreadPoolExecutor(len(self.parts), thread_name_prefix="streamcov-pass")
+        return list(self.pool.map(fn, self.parts))
+
+    def nodes(self, fn, merge, n: int, fan_in: int, args: tuple) -> list:
+        """Nodes of the fixed tree within each of the parts: ``fn(src, data, *args)`` of each partition
+        (:func:`partition_moments`, :func:`partition_sums`), merged by ``merge``."""
+        return [pair for out in self._map(lambda part: _run_on_holder(
+            fn, merge, self.src, [self.datas[p] for p in part], part[0], n, fan_in, args)) for pair in out]
+
+    def centre(self, m32) -> list:
+        """The cached rows centred by ``m32`` in place (:func:`_centred`; rows centred already are left)."""
+        self._map(lambda part: [_centred(self.datas[p], m32) for p in part])
+        return []
 
 
 def _wait(client, futs, timeout=None):
@@ -589,6 +605,9 @@ class _Problem:
         self.src = self.path if self.path is not None else source
         self.runtime = runtime
         self.client = getattr(runtime, "client", None) if runtime is not None else None
+        # how the work runs on a cluster: "actors" (a _Holder per worker holds its rows; :meth:`_on_actors`) or
+        # "tasks" (the rows are task results, a pass a task per worker thread); None on threads. Fixed for the fit
+        self.route = None if self.client is None else ("actors" if ACTOR_PASSES else "tasks")
         self.dim = int(source.dim)
         self.k = score_columns(n_classes)
         self.binary = n_classes == 2
@@ -604,17 +623,25 @@ class _Problem:
         self.owners = None        # on a cluster: the worker that holds each partition
         self.slots: dict = {}     # on a cluster: threads of each worker
         self.pass_tasks = 0       # on a cluster: tasks of the last pass
-        self.holders = None       # on a cluster: [(worker, actor future, runs of partitions, actor)]
+        self.holders = None       # actors: [(worker, actor future, runs of partitions, actor)]
         self.specs = specs
         self.m32 = None
         self._m32_shared = None
         self.recoveries = 0
-        self.data = self._place(specs)
+        self.data, self.placed = None, False
+        # the first placement recovers as the later steps do: a worker lost while the actors read the rows
+        # (the longest step, and the one most likely to run a worker out of memory) is a lost worker too
+        self._recovering(self._place_once)
         self.moments = self._recovering(lambda: self._run(partition_moments, (), merge_all_moments))
         self.m32 = self.moments[1].astype(np.float32)
-        if self.mode == "memory":
-            self._recovering(self._centre)
+        self._recovering(self._centre)
         self.pass_times: list = []
+
+    def _place_once(self) -> None:
+        """The first placement, unless a recovery from a worker lost meanwhile has placed the rows."""
+        if not self.placed:
+            self.data = self._place(self.specs)
+            self.placed = True
 
     def _cache_mode(self) -> str:
         if self.path is None:
@@ -628,6 +655,10 @@ class _Problem:
         return sorted(info)
 
     def _place(self, specs):
+        if self.route == "actors":
+            self.owners = _owners(self._workers(), len(specs))
+            self._make_holders(specs)
+            return None
         if self.mode == "stream":
             if self.client is None:
                 return specs
@@ -655,9 +686,14 @@ class _Problem:
         return futs
 
     def _centre(self):
+        if self.mode != "memory":       # streamed rows are centred as they are read (also after a recovery
+            return                      # that found less memory than the first placement)
         if self.client is None:
             for part in self.data:
                 _centred(part, self.m32)
+            return
+        if self.route == "actors":
+            self._on_actors(lambda actor: actor.centre(self.m32))
             return
         m32 = self.client.scatter(self.m32, broadcast=True, hash=False)
         raw, self.data = self.data, None
@@ -704,21 +740,26 @@ class _Problem:
         self.data, self._m32_shared, self.holders = None, None, None
         self.mode = self._cache_mode()        # fewer workers may hold less
         self.data = self._place(self.specs)
-        if self.mode == "memory" and self.m32 is not None:
+        self.placed = True
+        if self.m32 is not None:
             self._centre()
         return True
 
     # -- passes
     def _run(self, fn, args: tuple, merge):
-        if self.runtime is None or (self.client is None and len(self.data) == 1):
+        if self.runtime is None or (self.client is None and self.n_partitions == 1):
             # one partition on threads: the same call, without a round trip through the scheduler
             return _tree([fn(self.src, d, *args) for d in self.data], merge)
+        if self.route == "actors":
+            n = self.n_partitions
+            self.pass_tasks = sum(len(parts) for _, _, parts, _ in self.holders)
+            return self._on_actors(lambda actor: actor.nodes(fn, merge, n, FAN_IN, args), merge)
         if self.client is not None:
             # one task per worker thread on the partitions its worker holds (left to itself the scheduler copies
             # partitions between workers and runs a pass on fewer of them), merging the nodes of the fixed
             # tree that lie within them; this thread merges the rest. The same tree, so the same sums, in
             # a round trip of one task per worker however many partitions there are.
-            n = len(self.data)
+            n = self.n_partitions
             runs = self._runs()
             self.pass_tasks = len(runs)
             futs = [self.client.submit(_run_on_holder, fn, merge, self.src, [self.data[p] for p in run], run[0],
@@ -731,7 +772,8 @@ class _Problem:
         return self.runtime.compute(_tree(leaves, dask.delayed(merge, pure=False)))[0]
 
     def _gather(self, futs: list) -> list:
-        """The results of a pass's tasks. A worker holding partitions that leaves the cluster mid-pass makes
+        """The results of tasks on the partitions (a pass's, or the actors being made, which read the rows). A
+        worker holding partitions that leaves the cluster mid-pass makes
         the scheduler recompute what it held, or forget it (:func:`lost_worker_errors`, which the fit
         recovers from); rarely it does neither and the pass would wait forever (seen once, in a clean-clone CI
         run of the worker-kill test). So a pass still unfinished :data:`RECOVERY_WAIT` seconds after one of
@@ -751,7 +793,8 @@ class _Problem:
         """Wait until ``done(timeout)`` (True once the work has finished, False after ``timeout`` seconds)
         while the workers in ``owners`` are there; work still unfinished :data:`RECOVERY_WAIT` seconds after
         one of them left is ``cancel()``-ed and raised as lost (``CancelledError``), which the fit recovers
-        from. One watchdog for the passes of both routes (:meth:`_gather`, :meth:`_actor_sums`)."""
+        from. One watchdog for the work of both routes (:meth:`_gather`, :meth:`_on_actors`): passes, moments,
+        centring, and the actors being made."""
         from concurrent.futures import CancelledError
 
         gone_since = None
@@ -761,7 +804,7 @@ class _Problem:
             if gone_since is not None and time.monotonic() - gone_since > RECOVERY_WAIT:
                 if cancel is not None:
                     cancel()
-                raise CancelledError(f"a pass still unfinished {RECOVERY_WAIT:g} s after a worker holding its "
+                raise CancelledError(f"work still unfinished {RECOVERY_WAIT:g} s after a worker holding its "
                                      f"partitions left")
 
     def _at(self, p: int) -> dict:
@@ -772,7 +815,7 @@ class _Problem:
         """The partitions of a cluster pass's tasks: each worker's run of consecutive partitions, cut in
         one part per worker thread."""
         runs: list = []
-        for p in range(len(self.data)):
+        for p in range(self.n_partitions):
             if runs and self.owners[p] == self.owners[runs[-1][0]]:
                 runs[-1].append(p)
             else:
@@ -781,60 +824,58 @@ class _Problem:
         return [[int(p) for p in part] for run in runs
                 for part in np.array_split(run, min(len(run), self.slots.get(self.owners[run[0]], 1)))]
 
-    def _holders(self) -> list:
-        """One :class:`_Holder` actor per worker, made on the partitions that worker holds."""
-        if self.holders is None:
-            by_worker: dict = {}
-            for part in self._runs():
-                by_worker.setdefault(self.owners[part[0]], []).append(part)
-            futs, runs = [], []
-            for w, parts in by_worker.items():
-                index = [p for part in parts for p in part]
-                futs.append(self.client.submit(_Holder, self.src, self.m32, index, *[self.data[p] for p in index],
-                                               actor=True, pure=False, **self._at(index[0])))
-                runs.append(parts)
-            actors = self._gather(futs)   # watched: a worker lost meanwhile is raised as lost
-            # where each actor is (its worker's, unless that one was busy or gone): the worker a pass watches
-            where = self.client.who_has(futs)
-            self.holders = [((where.get(f.key) or [w])[0], f, parts, a)
-                            for w, f, parts, a in zip(by_worker, futs, runs, actors)]
-        return self.holders
+    def _make_holders(self, specs) -> None:
+        """One :class:`_Holder` actor per worker, made on (and, cached, reading) the partitions it holds."""
+        by_worker: dict = {}
+        for part in self._runs():
+            by_worker.setdefault(self.owners[part[0]], []).append(part)
+        cache = self.mode == "memory"
+        futs = [self.client.submit(_Holder, self.src, parts, [specs[p] for part in parts for p in part], cache,
+                                   actor=True, pure=False, **self._at(parts[0][0]))
+                for parts in by_worker.values()]
+        actors = self._gather(futs)   # watched: a worker lost meanwhile is raised as lost
+        # where each actor is (its worker's, unless that one was busy or gone): the worker a call watches
+        where = self.client.who_has(futs)
+        self.holders = [((where.get(f.key) or [w])[0], f, parts, a)
+                        for (w, parts), f, a in zip(by_worker.items(), futs, actors)]
 
-    def _actor_sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
-        """A cluster pass by calls to the workers' :class:`_Holder` actors; the driver merges the
-        nodes above theirs. A worker that leaves mid-pass (its call fails, or is still unanswered
-        :data:`RECOVERY_WAIT` seconds after it left) is raised as lost, as for tasks (:meth:`_watch`)."""
+    def _on_actors(self, call, merge=None):
+        """``call(actor)`` on every worker's :class:`_Holder` (its moments, centring, a pass); the driver merges
+        the nodes above theirs by ``merge`` (None: nothing to merge). A worker that leaves meanwhile (its
+        call fails, or is still unanswered :data:`RECOVERY_WAIT` seconds after it left) is raised as lost,
+        as for tasks (:meth:`_watch`)."""
         from concurrent.futures import CancelledError
 
-        def done(call):
+        def done(pending):
             def finished(timeout):
                 try:
-                    call.result(timeout=timeout)
+                    pending.result(timeout=timeout)
                 except TimeoutError:
-                    return call.done()    # not finished; or finished with its own TimeoutError, raised below
-                except Exception:   # finished with an error, raised by call.result() below
+                    return pending.done()    # not finished; or finished with its own TimeoutError, raised below
+                except Exception:   # finished with an error, raised by pending.result() below
                     pass
                 return True
             return finished
 
-        n = len(self.data)
         calls = []
-        for w, _, parts, actor in self._holders():
+        for w, _, _, actor in self.holders:
             try:
-                calls.append((w, actor.sums(parts, n, FAN_IN, (W32, b), self.loss, self.binary, self.kernel)))
+                calls.append((w, call(actor)))
             except RuntimeError as exc:   # distributed: "Worker holding Actor was lost"
                 raise CancelledError(f"the worker {w} holding partitions left: {exc}") from exc
-        self.pass_tasks = sum(len(parts) for _, _, parts, _ in self.holders)
         known: dict = {}
-        for w, call in calls:
-            self._watch({w}, done(call))
+        for w, pending in calls:
+            self._watch({w}, done(pending))
             try:
-                known.update(call.result())
+                known.update(pending.result())
             except OSError as exc:
                 if self._worker_left(w, wait=RECOVERY_WAIT if _unreachable(exc) else 0.0):
                     raise CancelledError(f"the worker {w} holding partitions left: {exc}") from exc
                 raise
-        return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, known, None, merge_sums)
+        if merge is None:
+            return None
+        n = self.n_partitions
+        return _node_value(_top(n, FAN_IN), 0, n, FAN_IN, known, None, merge)
 
     def _worker_left(self, w: str, wait: float = 0.0) -> bool:
         """Whether worker ``w`` has left the cluster, waiting up to ``wait`` seconds for the scheduler to see
@@ -848,23 +889,13 @@ class _Problem:
 
     def sums(self, W32: np.ndarray, b: np.ndarray) -> Sums:
         t0 = time.perf_counter()
-        if self.route == "actors":
-            out = self._recovering(lambda: self._actor_sums(W32, b))
-        else:
-            out = self._recovering(lambda: self._run(partition_sums, self._pass_args(W32, b), merge_sums))
+        out = self._recovering(lambda: self._run(partition_sums, self._pass_args(W32, b), merge_sums))
         self.pass_times.append(time.perf_counter() - t0)
         return out
 
-    @property
-    def route(self) -> str | None:
-        """How a pass runs on a cluster: ``"actors"`` (:meth:`_actor_sums`) or ``"tasks"``; None on threads."""
-        if self.client is None:
-            return None
-        return "actors" if ACTOR_PASSES else "tasks"
-
     def _pass_args(self, W32: np.ndarray, b: np.ndarray) -> tuple:
-        if self.runtime is None or (self.client is None and len(self.data) == 1):
-            return (self.m32, (W32, b), self.loss, self.binary, self.kernel)
+        if self.runtime is None or (self.client is None and self.n_partitions == 1) or self.route == "actors":
+            return (self.m32, (W32, b), self.loss, self.binary, self.kernel)   # the mean rides in the call
         if self._m32_shared is None:
             self._m32_shared = self.runtime.share(self.m32)
         # a small model rides in the cluster's few tasks (one per worker); a large one is broadcast once
@@ -883,9 +914,9 @@ class _Problem:
     @property
     def parallel(self) -> int:
         """Partitions computed at once: the cores a pass can use."""
-        if self.runtime is None or (self.client is None and len(self.data) == 1):
+        if self.runtime is None or (self.client is None and self.n_partitions == 1):
             return 1
-        return max(1, min(len(self.data), int(self.runtime.parallelism)))
+        return max(1, min(self.n_partitions, int(self.runtime.parallelism)))
 
     @property
     def gemm_flops(self) -> int:
