@@ -32,9 +32,10 @@ over the rows:
   blocks of numbers per worker travel. The actor reads its worker's
   partitions itself when it is made, and their moments and centring are
   one call per worker each too: placing the rows is one task per worker,
-  not a task per partition for reading and another for centring. A worker lost during a fit
-  takes its rows with it: the partitions are placed again from the store
-  and the pass repeated (:meth:`_Problem._recovering`), to the same sums;
+  not a task per partition for reading and another for centring. A
+  worker lost during a fit takes its rows with it: the partitions are
+  placed again from the store and the pass repeated
+  (:meth:`_Problem._recovering`), to the same sums;
 * ``cache="memory"`` keeps the float32 training rows of each partition in
   worker memory (on threads, in this process), centred once, for all the
   passes; ``cache="stream"`` reads them from the store at every pass (memory:
@@ -772,13 +773,13 @@ class _Problem:
         return self.runtime.compute(_tree(leaves, dask.delayed(merge, pure=False)))[0]
 
     def _gather(self, futs: list) -> list:
-        """The results of tasks on the partitions (a pass's, or the actors being made, which read the rows). A
-        worker holding partitions that leaves the cluster mid-pass makes
-        the scheduler recompute what it held, or forget it (:func:`lost_worker_errors`, which the fit
-        recovers from); rarely it does neither and the pass would wait forever (seen once, in a clean-clone CI
-        run of the worker-kill test). So a pass still unfinished :data:`RECOVERY_WAIT` seconds after one of
-        its owners left is cancelled and raised as lost: the fit places the partitions again, as for the
-        scheduler's own error, and the sums are the same."""
+        """The results of tasks on the partitions (a pass's, or the actors being made, which read the
+        rows). A worker holding partitions that leaves the cluster mid-pass makes the scheduler recompute
+        what it held, or forget it (:func:`lost_worker_errors`, which the fit recovers from); rarely it does
+        neither and the pass would wait forever (seen once, in a clean-clone CI run of the worker-kill
+        test). So work still unfinished :data:`RECOVERY_WAIT` seconds after one of its owners left is
+        cancelled and raised as lost: the fit places the partitions again, as for the scheduler's own
+        error, and the sums are the same."""
         def done(timeout):
             try:
                 _wait(self.client, futs, timeout=timeout)   # a task's own error is raised by gather, not here
