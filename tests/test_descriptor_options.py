@@ -294,7 +294,6 @@ def _degenerate_bodies(rng):
                       "torso frame; its neck is at the hip centre in every frame: body size 0",
                       "its mean hip line is of no length, or its mean spine (neck minus hip centre) lies along it: no "
                       "torso frame"]),
-    ("torso-frames", True, ["its neck is at the hip centre in every frame: body size 0", None]),
 ])
 def test_degenerate_body_frame_is_said_once_and_changes_no_descriptor(tmp_path, rng, body_frame, mirror, reasons):
     """A body frame that falls back (identity rotation, size 1) is named, sequence by sequence in one line;
@@ -325,7 +324,15 @@ def test_degenerate_body_frame_is_said_once_and_changes_no_descriptor(tmp_path, 
     np.testing.assert_allclose(V[[0, 2, 4]], W, rtol=0, atol=1e-12)   # other chunk boundaries: last bits
 
 
-def test_degenerate_body_frame_is_a_warning_of_the_run_and_a_note_of_predict(tmp_path, rng):
+@pytest.mark.parametrize("body_frame, start, item", [
+    ("yaw", "descriptor.body_frame = 'yaw', descriptor.scale = 'body': the body frame of 2 of the 16 sequences of ",
+     "(sequence 1, id 's001': its neck is at the hip centre in every frame: body size 0; sequence 3, id "),
+    ("torso-frames", "descriptor.body_frame = 'torso-frames', descriptor.scale = 'body': 21 frames of 2 of the 16 "
+                     "sequences of ",
+     "(sequence 1, id 's001': 13 of its 13 frames; its neck is at the hip centre in every frame: body size 0; "
+     "sequence 3, id 's003': 8 of its 8 frames)"),
+])
+def test_degenerate_body_frame_is_a_warning_of_the_run_and_a_note_of_predict(tmp_path, rng, body_frame, start, item):
     from pathlib import Path
 
     from streamcov.stream.predict import predict
@@ -337,16 +344,122 @@ def test_degenerate_body_frame_is_a_warning_of_the_run_and_a_note_of_predict(tmp
         s.id, s.subject, s.label = f"s{i:03d}", i % 4 + 1, f"c{i // 2 % 2}"   # both classes in both halves
     store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=16)
     repo = Path(__file__).resolve().parents[1]
-    sets = [f'output="{tmp_path}/out"', 'descriptor.features=["positions"]', 'descriptor.body_frame="yaw"',
+    sets = [f'output="{tmp_path}/out"', 'descriptor.features=["positions"]', f'descriptor.body_frame="{body_frame}"',
             'descriptor.scale="body"']
     res = run_pipeline(load_config(repo / "pipelines" / "msr_action3d_exact.toml", sets, store=store.path),
                        scheduler="synchronous")
-    said = [w for w in res["warnings"] if "fell back" in w]
-    assert len(said) == 1 and said[0].startswith("descriptor.body_frame = 'yaw', descriptor.scale = 'body': the "
-                                                 "body frame of 2 of the 16 sequences of ")
-    assert "(sequence 1, id 's001': its neck is at the hip centre in every frame: body size 0; sequence 3, id " in said[0]
+    said = [w for w in res["warnings"] if w.startswith("descriptor.body_frame")]
+    assert len(said) == 1 and said[0].startswith(start + str(store.path)) and item in said[0]
     out = predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
-    assert [n for n in out["notes"] if "fell back" in n] == said
+    assert [n for n in out["notes"] if n.startswith("descriptor.body_frame")] == said
+
+
+def _degenerate_frames(rng):
+    """Sequences 1, 3 and 4 of 5 with frames that have no torso frame: both hips at one point in 3 frames
+    of sequence 1 (cut by chunks of 4 frames), the neck at the hip centre in 2 of sequence 3 and in every
+    frame of sequence 4 (no body size either)."""
+    seqs = sequences(rng, [9, 13, 6, 8, 7])
+    for i, frames, to, at in ((1, [0, 4, 8], 3, 6), (3, [2, 3], 9, 0), (4, slice(None), 9, 0)):
+        X = np.array(seqs[i].frames)
+        X[frames, to:to + 3] = X[frames, at:at + 3]
+        seqs[i].frames = X
+    return seqs
+
+
+@pytest.mark.parametrize("scale, mirror", [("none", False), ("none", True), ("body", True)])
+def test_torso_frames_left_unrotated_are_said_once_and_change_no_descriptor(tmp_path, rng, scale, mirror):
+    """body_frame = "torso-frames": the frames left in the camera's frame are counted, sequence by sequence
+    in one line (with scale = "body", with the sequences whose size fell back); a clean store gives none,
+    and the descriptors are those of a store without those sequences."""
+    from streamcov.stream.runtime import dask_runtime
+
+    seqs = _degenerate_frames(rng)
+    named = [ListSource(seqs, ROLES), ListSource([seqs[i] for i in (0, 2)], ROLES)]
+    for src in named:   # names the mirror view can pair
+        src.info.joint_names = ["hip_center", "left_hip", "right_hip", "neck", "left_hand", "right_hand"]
+    store = ingest(named[0], tmp_path / "s.zarr", chunk_frames=4)
+    clean = ingest(named[1], tmp_path / "c.zarr", chunk_frames=4)
+    opts = dict(features=["positions", "velocities"], levels=2, body_frame="torso-frames", scale=scale,
+                mirror=mirror)
+    source = skeleton_source(store, "store", 1e-3, True, **opts)
+    with dask_runtime("synchronous") as runtime:
+        (line,) = source.data_warnings(runtime)
+        assert skeleton_source(clean, "store", 1e-3, True, **opts).data_warnings(runtime) == []
+    sized = scale == "body"
+    keys = "descriptor.body_frame = 'torso-frames'" + (", descriptor.scale = 'body'" if sized else "")
+    size = "; its neck is at the hip centre in every frame: body size 0" if sized else ""
+    fell = ", and the body size of 1 of them fell back" if sized else ""
+    units = ", and where a size cannot be found their descriptors keep the camera's units (a size of 1)" * sized
+    assert line == (
+        f"{keys}: 12 frames of 3 of the 5 sequences of {store.path} were left in the camera's frame{fell} "
+        f"(sequence 1, id 's001': 3 of its 13 frames; sequence 3, id 's003': 2 of its 8 frames; sequence 4, id "
+        f"'s004': 7 of its 7 frames{size}): a frame whose hips are at one point, or whose spine (neck minus hip "
+        f"centre) is of no length or lies along its hip line, has no torso frame and is not rotated{units}; check "
+        f"the roles the store records (`streamcov info {store.path}`) or leave those sequences out")
+    V = descriptor_array(source, block=2).compute()
+    W = descriptor_array(skeleton_source(clean, "store", 1e-3, True, **opts), block=2).compute()
+    np.testing.assert_allclose(V[[0, 2]], W, rtol=0, atol=1e-12)
+
+
+def _torso_left_reference(X, roles):
+    """Frames of X (T x 3J) with no torso frame, the obvious way: per frame, the role means by numpy, the
+    hip line, the spine, and the test of ``torso_rotation`` (1e-6 of the longer of the two)."""
+    F = np.asarray(X, dtype=np.float64).reshape(len(X), -1 if len(X) else 0, 3)
+    left = 0
+    for f in F:
+        hc, lh, rh, nk = (f[list(roles[k])].mean(0) for k in ("hip_center", "left_hip", "right_hip", "neck"))
+        h, s = rh - lh, nk - hc
+        tol = 1e-6 * max(np.linalg.norm(h), np.linalg.norm(s))
+        u = s - (s @ h) * h / (h @ h) if h @ h > 0 else s
+        left += not (tol > 0 and np.linalg.norm(h) > tol and np.linalg.norm(u) > tol)
+    return left
+
+
+def test_torso_unrotated_counts_against_reference(tmp_path, rng):
+    """The count of frames left by torso-frames, by the kernel (any ranges) and by the chunk tasks summed
+    over a store's chunks, against the obvious count, on random frames with degenerate ones of each kind
+    (roles of several joints too)."""
+    from streamcov.stream.skeleton import _chunk_pieces, chunk_torso_unrotated
+
+    roles = {"hip_center": [0, 4], "left_hip": [1, 5], "right_hip": [2], "neck": [3]}
+    seqs = sequences(rng, [6, 5, 12, 3, 9, 17, 4, 2, 11])
+    for s in seqs:
+        X = np.array(s.frames)
+        T = len(X)
+        hips = rng.random(T) < 0.2       # both hips at one point (left hip joints 1 and 5 on joint 2)
+        X[hips, 3:6] = X[hips, 6:9]
+        X[hips, 15:18] = X[hips, 6:9]
+        neck = rng.random(T) < 0.15      # the neck at the hip centre (joint 4 on joint 0)
+        X[neck, 12:15] = X[neck, 0:3]
+        X[neck, 9:12] = X[neck, 0:3]
+        along = rng.random(T) < 0.15     # the spine along the hip line (to float32's rounding)
+        X[along, 15:18] = X[along, 3:6]
+        X[along, 12:15] = X[along, 0:3]
+        X[along, 9:12] = X[along, 0:3] + 0.5 * (X[along, 6:9] - X[along, 3:6])
+        s.frames = X
+    src = ListSource(seqs, roles)
+    src.info.center = (0, 4)
+    store = ingest(src, tmp_path / "s.zarr", chunk_frames=4)
+    assert store.n_sequences == len(seqs)
+    source = skeleton_source(store, "store", 1e-3, True, features=["positions"], body_frame="torso-frames")
+    plan = source.plan
+    want = np.array([_torso_left_reference(s.frames, roles) for s in seqs])
+    assert 0 < want.sum() < sum(len(s.frames) for s in seqs)
+    all_frames = np.concatenate([np.asarray(s.frames) for s in seqs])
+    offsets = store.offsets
+    np.testing.assert_array_equal(sk.torso_unrotated(all_frames, np.stack([offsets[:-1], offsets[1:]], 1), plan),
+                                  want)
+    got = np.zeros(len(seqs), dtype=np.int64)
+    for c0 in range(0, store.n_frames, 4):
+        c1 = min(c0 + 4, store.n_frames)
+        s_lo, left = chunk_torso_unrotated(str(store.path), c0, c1, offsets, plan)
+        assert len(left) == _chunk_pieces(offsets, c0, c1)[1]
+        got[s_lo:s_lo + len(left)] += left
+    np.testing.assert_array_equal(got, want)
+    # the frames the kernel counts are those torso_frames copies unchanged
+    rotated = sk.torso_frames(all_frames, plan)
+    same = np.all(rotated == all_frames.astype(np.float64), axis=1)
+    np.testing.assert_array_equal(np.add.reduceat(same, offsets[:-1]), want)
 
 
 def test_torso_frame_needs_neck_and_centre(tmp_path, rng):

@@ -116,10 +116,26 @@ def _joint_mean(frame, joints, out):
 
 
 @njit(**JIT_OPTS)
+def _frame_torso(f, center, left, right, neck, hc, a, b, hips, spine, R):
+    """R = :func:`torso_rotation` of frame ``f``'s hip line (mean of ``right`` minus mean of ``left``) and
+    spine (mean of ``neck`` minus the hip centre ``hc``, the mean of ``center``, also written); False (R
+    untouched) when it is degenerate. ``a``, ``b``, ``hips``, ``spine``: scratch (3,)."""
+    _joint_mean(f, center, hc)
+    _joint_mean(f, left, a)
+    _joint_mean(f, right, b)
+    for c in range(3):
+        hips[c] = b[c] - a[c]
+    _joint_mean(f, neck, a)
+    for c in range(3):
+        spine[c] = a[c] - hc[c]
+    return torso_rotation(hips, spine, R)
+
+
+@njit(**JIT_OPTS)
 def torso_frames(X, center, left, right, neck, out):
     """out[t] = frame ``X[t]`` rotated about its hip centre (mean of ``center``) into its torso frame
     (:func:`torso_rotation` of right minus left hip and neck minus hip centre, joint means over each
-    role's joints); a degenerate frame is copied unchanged."""
+    role's joints); a degenerate frame is copied unchanged (:func:`torso_unrotated` counts them)."""
     J = X.shape[1] // 3
     hc = np.empty(3)
     a = np.empty(3)
@@ -129,18 +145,28 @@ def torso_frames(X, center, left, right, neck, out):
     R = np.empty((3, 3))
     for t in range(X.shape[0]):
         f = X[t]
-        _joint_mean(f, center, hc)
-        _joint_mean(f, left, a)
-        _joint_mean(f, right, b)
-        for c in range(3):
-            hips[c] = b[c] - a[c]
-        _joint_mean(f, neck, a)
-        for c in range(3):
-            spine[c] = a[c] - hc[c]
-        if not torso_rotation(hips, spine, R):
+        if not _frame_torso(f, center, left, right, neck, hc, a, b, hips, spine, R):
             out[t] = f
             continue
         for j in range(J):
             x0, x1, x2 = f[3 * j] - hc[0], f[3 * j + 1] - hc[1], f[3 * j + 2] - hc[2]
             for c in range(3):
                 out[t, 3 * j + c] = hc[c] + R[c, 0] * x0 + R[c, 1] * x1 + R[c, 2] * x2
+
+
+@njit(**JIT_OPTS)
+def torso_unrotated(X, center, left, right, neck, starts, stops, out):
+    """out[p] = how many frames ``X[starts[p]:stops[p]]`` :func:`torso_frames` copies unchanged: those
+    whose hip line and spine give no torso frame (the same test, on the same joint means)."""
+    hc = np.empty(3)
+    a = np.empty(3)
+    b = np.empty(3)
+    hips = np.empty(3)
+    spine = np.empty(3)
+    R = np.empty((3, 3))
+    for p in range(starts.shape[0]):
+        n = 0
+        for t in range(starts[p], stops[p]):
+            if not _frame_torso(X[t], center, left, right, neck, hc, a, b, hips, spine, R):
+                n += 1
+        out[p] = n

@@ -684,17 +684,33 @@ def _body_transform(sums, n_frames: int, plan: PyramidPlan):
 
 def torso_frames(ext, plan: PyramidPlan) -> np.ndarray:
     """``ext`` (frames x 3J) with every frame rotated about its hip centre into its own torso frame
-    (:func:`torso_rotation` of the frame's hip line and spine; a degenerate frame is left as it is):
-    ``body_frame = "torso-frames"``. Frame by frame, so a piece cut by a chunk boundary gets the
-    frames of the whole sequence."""
+    (:func:`torso_rotation` of the frame's hip line and spine; a degenerate frame is left as it is,
+    and :func:`torso_unrotated` counts them for the warning of a run): ``body_frame = "torso-frames"``.
+    Frame by frame, so a piece cut by a chunk boundary gets the frames of the whole sequence."""
     from .._kernels import dynamics as _kd
 
     X = np.ascontiguousarray(ext, dtype=np.float64)
     out = np.empty_like(X)
-    c = np.asarray(plan.selection.center, dtype=np.int64)
-    _kd.torso_frames(X, c, np.asarray(plan.left_hip, dtype=np.int64), np.asarray(plan.right_hip, dtype=np.int64),
-                     np.asarray(plan.neck, dtype=np.int64), out)
+    _kd.torso_frames(X, *_torso_roles(plan), out)
     return out
+
+
+def torso_unrotated(frames, bounds, plan: PyramidPlan) -> np.ndarray:
+    """How many frames of each range ``frames[a:b]`` (``bounds``: ``(a, b)`` pairs) :func:`torso_frames`
+    leaves as they are, in the camera's frame: the same test of the same joint means, frame by frame."""
+    from .._kernels import dynamics as _kd
+
+    bounds = np.asarray(bounds, dtype=np.int64).reshape(-1, 2)
+    out = np.zeros(len(bounds), dtype=np.int64)
+    _kd.torso_unrotated(np.ascontiguousarray(frames, dtype=np.float64), *_torso_roles(plan),
+                        np.ascontiguousarray(bounds[:, 0]), np.ascontiguousarray(bounds[:, 1]), out)
+    return out
+
+
+def _torso_roles(plan: PyramidPlan) -> tuple:
+    """The joints of the hip centre, left hip, right hip and neck, as the torso kernels take them."""
+    return tuple(np.asarray(j, dtype=np.int64) for j in (plan.selection.center, plan.left_hip, plan.right_hip,
+                                                          plan.neck))
 
 
 def window_partials(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan, bounds=None):

@@ -386,12 +386,11 @@ def chunk_body_sums(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan
     """The body sums of :func:`chunk_windows` alone: ``(s_lo, sums (k, views * sk.BODY_SUMS))`` of the sequence
     pieces within frames [c0, c1), the same pieces summed in the same order, so that merged as
     :func:`merge_windows` merges them they are the sums the descriptors were made with, bit for bit."""
-    import zarr
+    return _body_sums(_chunk_frames(store_path, c0, c1, checked), c0, c1, offsets, plan)
 
-    from ..data import integrity
 
-    frames = sk._check_frames(integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", c0, c1,
-                                             checked))
+def _body_sums(frames, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan):
+    """:func:`chunk_body_sums` of the chunk's frames ``frames`` (frames [c0, c1) of the store)."""
     s_lo, k, pieces = _chunk_pieces(offsets, c0, c1)
     single, B = plan.single_view(), sk.BODY_SUMS
     sums = np.zeros((k, plan.views * B))
@@ -399,6 +398,32 @@ def chunk_body_sums(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan
         for i, _, _, p0, p1 in pieces:
             sums[i, v * B:(v + 1) * B] = sk.body_sums(view[p0 - c0:p1 - c0], single)
     return s_lo, sums
+
+
+def chunk_torso_unrotated(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan,
+                          checked=True, sums=False):
+    """``(s_lo, left (k,))``: how many frames of each sequence piece within frames [c0, c1) (the cut of
+    :func:`chunk_body_sums`) ``body_frame = "torso-frames"`` leaves in the camera's frame
+    (:func:`~streamcov.descriptors.skeleton.torso_unrotated`: the test the chunk tasks rotate the frames
+    with). The sequence's own frames: its mirror image has the same degenerate frames. With ``sums``,
+    ``(s_lo, left, body sums)``: those of :func:`chunk_body_sums` too, from the same read."""
+    frames = _chunk_frames(store_path, c0, c1, checked)
+    s_lo, k, pieces = _chunk_pieces(offsets, c0, c1)
+    left = np.zeros(k, dtype=np.int64)
+    if pieces:
+        left[[i for i, *_ in pieces]] = sk.torso_unrotated(frames, [(p0 - c0, p1 - c0) for *_, p0, p1 in pieces],
+                                                           plan)
+    return (s_lo, left, _body_sums(frames, c0, c1, offsets, plan)[1]) if sums else (s_lo, left)
+
+
+def _chunk_frames(store_path: str, c0: int, c1: int, checked=True) -> np.ndarray:
+    """Frames [c0, c1) of the store, checked as :func:`chunk_windows` reads them."""
+    import zarr
+
+    from ..data import integrity
+
+    return sk._check_frames(integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", c0, c1,
+                                           checked))
 
 
 class SequenceNames:
@@ -627,42 +652,71 @@ class SkeletonSource:
     def data_warnings(self, runtime) -> list[str]:
         """One line naming the sequences whose body frame fell back (:func:`~streamcov.descriptors.skeleton.
         body_fallback`: hips, neck and hip centre that give no direction or no size leave the identity rotation
-        and the size 1), or none. Their descriptors are in the camera's frame, unlike the others', without a
-        word otherwise: said once per run or prediction, as ingestion says the sequences it skipped. One pass
-        over the store's frames computes the body sums alone, as the descriptors' chunk tasks do."""
+        and the size 1), or, with ``body_frame = "torso-frames"``, whose frames were left in the camera's frame
+        (:func:`chunk_torso_unrotated`: a frame whose hips or spine give no torso frame is not rotated), or
+        none. Their descriptors are in the camera's frame, unlike the others', without a word otherwise: said
+        once per run or prediction, as ingestion says the sequences it skipped. One pass over the store's frames
+        computes the body sums, or counts the frames left, alone, as the descriptors' chunk tasks do."""
         plan = self.plan
-        if plan is None or not plan.needs_body or (plan.body_frame in ("none", "torso-frames")
-                                                   and plan.scale == "none"):
+        if plan is None or not plan.needs_body:
             return []
+        per_frame = plan.body_frame == "torso-frames"
+        by_sums = plan.scale != "none" or plan.body_frame in ("yaw", "torso")
         import dask
 
         from ..data.ragged import skipped_text
 
         store, offsets, cf = self.store, self.store.offsets, self.store.chunk_frames
-        path, n_frames = str(store.path), store.n_frames
-        tasks = [dask.delayed(chunk_body_sums, pure=True)(path, c0, min(c0 + cf, n_frames), offsets, plan,
-                                                          store.check_of("frames", c0, min(c0 + cf, n_frames)))
-                 for c0 in range(0, n_frames, cf)]
-        sums = np.zeros((store.n_sequences, plan.views * sk.BODY_SUMS))
-        for s_lo, sm in runtime.compute(*tasks):   # chunk order: the order merge_windows adds the pieces in
-            sums[s_lo:s_lo + len(sm)] += sm
+        path, n_frames, N = str(store.path), store.n_frames, store.n_sequences
+        chunks = [(c0, min(c0 + cf, n_frames)) for c0 in range(0, n_frames, cf)]
+        # one read of each chunk: the frames left with torso-frames (and the body sums with it when a scale is
+        # set), else the body sums
+        tasks = []
+        for c0, c1 in chunks:
+            check = store.check_of("frames", c0, c1)
+            tasks.append(dask.delayed(chunk_torso_unrotated, pure=True)(path, c0, c1, offsets, plan, check,
+                                                                        sums=by_sums)
+                         if per_frame else dask.delayed(chunk_body_sums, pure=True)(path, c0, c1, offsets, plan, check))
+        done = runtime.compute(*tasks)
         lengths, single, B = np.diff(offsets), plan.single_view(), sk.BODY_SUMS
         reasons = {}
-        for i in range(store.n_sequences):
-            why = [w for v in range(plan.views) for w in sk.body_fallback(sums[i, v * B:(v + 1) * B],
-                                                                         int(lengths[i]), single)]
-            if why:
-                reasons[i] = "; ".join(dict.fromkeys(why))   # the mirror view's reasons are the sequence's
+        if per_frame:
+            left = np.zeros(N, dtype=np.int64)
+            for s_lo, lf, *_ in done:
+                left[s_lo:s_lo + len(lf)] += lf
+            for i in np.flatnonzero(left):
+                reasons[int(i)] = [f"{left[i]} of its {lengths[i]} frames"]
+        sized = 0
+        if by_sums:
+            sums = np.zeros((N, plan.views * B))
+            for s_lo, *_, sm in done:   # chunk order: the order merge_windows adds the pieces in
+                sums[s_lo:s_lo + len(sm)] += sm
+            for i in range(N):
+                why = [w for v in range(plan.views) for w in sk.body_fallback(sums[i, v * B:(v + 1) * B],
+                                                                             int(lengths[i]), single)]
+                if why:
+                    sized += 1
+                    reasons.setdefault(i, []).extend(dict.fromkeys(why))   # the mirror view's are the sequence's
         if not reasons:
             return []
         ids = store.ids()
-        fell = [{"id": f"sequence {i}, id {ids[i]!r}", "reason": why} for i, why in reasons.items()]
+        fell = [{"id": f"sequence {i}, id {ids[i]!r}", "reason": "; ".join(reasons[i])} for i in sorted(reasons)]
         keys = [f"descriptor.{k} = {getattr(self.descriptor, k)!r}" for k in ("body_frame", "scale")
                 if getattr(self.descriptor, k) != "none"]
-        return [f"{', '.join(keys)}: the body frame of {len(fell)} of the {store.n_sequences} sequences of {path} "
-                f"fell back {skipped_text(fell)}: where a rotation cannot be found their descriptors keep the "
-                f"camera's frame (the identity rotation), where a size cannot, its units (a size of 1); check the "
-                f"roles the store records (`streamcov info {path}`) or leave those sequences out"]
+        if per_frame:
+            # a size of 0 is a spine of no length in every frame: those sequences are among the frames' ones
+            head = (f"{int(left.sum())} frames of {np.count_nonzero(left)} of the {N} sequences of {path} were left "
+                    f"in the camera's frame" + (f", and the body size of {sized} of them fell back" if sized else ""))
+            tail = ("a frame whose hips are at one point, or whose spine (neck minus hip centre) is of no length or "
+                    "lies along its hip line, has no torso frame and is not rotated" +
+                    (", and where a size cannot be found their descriptors keep the camera's units (a size of 1)"
+                     if sized else ""))
+        else:
+            head = f"the body frame of {len(fell)} of the {N} sequences of {path} fell back"
+            tail = ("where a rotation cannot be found their descriptors keep the camera's frame (the identity "
+                    "rotation), where a size cannot, its units (a size of 1)")
+        return [f"{', '.join(keys)}: {head} {skipped_text(fell)}: {tail}; check the roles the store records "
+                f"(`streamcov info {path}`) or leave those sequences out"]
 
     def window_keys(self, bounds, width: int):
         # Blocks are grouped by the frame chunk their first frame lies in, ``width``
