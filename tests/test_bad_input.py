@@ -278,6 +278,29 @@ def run_from_source(store_fn):
         "[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\nformat = "generic"\n')), "--quiet"]
 
 
+def store_moved_into_archive(e):
+    """A generic store moved, after its ingestion, into the archive folder it was written from (as a store
+    written there before such an output was refused): its own files now count as files of the archive."""
+    src, out = write_archive(e.tmp / "a"), e.tmp / "g.zarr"
+    assert cli("ingest", "skeleton", "--format", "generic", src, out, "--quiet")[0] == 0
+    return out.rename(src / "g.zarr")
+
+
+def image_store_inside_its_folder(e):
+    """The image pipeline with [data] source = a copy of the image folder and store = a store inside it."""
+    folder = e.copy("images")
+    text = IMAGE_PIPELINE.format(out=e.tmp / "o", store=folder / "s.zarr").replace(
+        "[data]\n", f'[data]\nsource = "{folder}"\n')
+    return e.pipeline(text)
+
+
+def nothing_left_in(folder: Callable[[Env], Path], names: set):
+    """The check of a refused ingestion: ``folder`` holds what it held (no store, no lock, no new folder)."""
+    def check(e, err, out):
+        assert {p.name for p in folder(e).iterdir()} == names, sorted(p.name for p in folder(e).iterdir())
+    return check
+
+
 def run_file(**replace):
     return lambda e: ["run", e.pipeline(**replace), "--quiet", "--scheduler", "synchronous"]
 
@@ -396,7 +419,17 @@ CONFIG = [
     Case("store-missing", run_file(data__store='"/no/such/store.zarr"'), r"/no/such/store\.zarr.*(not exist|not found|no such)"),
     Case("set-empty-value", run_set("features.n_components="), r"--set features\.n_components=: empty value"),
     Case("set-no-equals", run_set("features.n_components"), r"--set features\.n_components: .*key=value"),
-    Case("set-bad-literal", run_set("features.theta=0.7.1"), r"--set features\.theta=0\.7\.1 value '0\.7\.1' is not a TOML literal"),
+    Case("set-bad-literal", run_set("features.theta=0.7.1"),
+         r"--set features\.theta=0\.7\.1: value '0\.7\.1' is not a TOML literal; write numbers as 2000, booleans as "
+         r"true, lists as \[0, 1\] and text in double quotes$"),
+    # a shell removes the double quotes of --set data.store="/x.zarr": the message writes the assignment again
+    Case("set-path-unquoted-by-the-shell", run_set("data.store=/tmp/x.zarr"),
+         r"""--set data\.store=/tmp/x\.zarr: value '/tmp/x\.zarr' is not a TOML literal; .* text in double quotes, """
+         r"""e\.g\. --set 'data\.store="/tmp/x\.zarr"' \(in a shell, single quotes around it keep the double quotes\)$"""),
+    Case("option-path-unquoted-by-the-shell", lambda e: ["ingest", "skeleton", "--format", "generic",
+                                                         write_archive(e.tmp / "a"), e.tmp / "s.zarr", "--option",
+                                                         "units=../m"],
+         r"""--option units=\.\./m: value '\.\./m' is not a TOML literal; .*, e\.g\. --option 'units="\.\./m"' """),
     Case("set-table-as-value", run_set("features=3"), r"--set features=3: features = 3: expected a table"),
     Case("set-unknown-table", run_set("featurs.sigma=1.0"), r"--set featurs\.sigma=1\.0: unknown key 'featurs'; did you mean 'features'"),
     Case("pipeline-missing", lambda e: ["run", e.tmp / "nope.toml"], r"nope\.toml: pipeline file not found"),
@@ -528,6 +561,14 @@ CONFIG = [
     # a check over the whole [tgp] table names the key at fault, not the table's first --set
     Case("tgp-primary-names-its-set", tgp_run('tgp.primary=["kl","bogus"]'),
          r'^streamcov run: error: --set tgp\.primary=\["kl","bogus"\]: tgp\.primary must be \[criterion, basis\]'),
+    # a seed listed twice drew the same data and split again: its std over "seeds" shrank toward 0 without a word
+    Case("tgp-seed-twice", tgp_run("data.seeds=[0,1,0]"),
+         r"--set data\.seeds=\[0,1,0\]: data\.seeds = \[0, 1, 0\]: expected each entry once; 0 is listed twice$"),
+    Case("tgp-degree-twice", tgp_run("tgp.degree_grid=[1,2,2]"),
+         r"--set tgp\.degree_grid=\[1,2,2\]: tgp\.degree_grid = \[1, 2, 2\]: expected each entry once; 2 is listed "
+         r"twice$"),
+    Case("tgp-criterion-twice", tgp_run('tgp.criteria=["hsic","kl","hsic"]'),
+         r'--set tgp\.criteria=\["hsic","kl","hsic"\]: .*expected each entry once; "hsic" is listed twice$'),
     Case("tgp-digits-test-fraction", lambda e: ["run", REPO / "pipelines" / "digits_tgp.toml", "--output", e.tmp / "o",
                                                 "--set", "data.test_fraction=0.999", "--quiet"],
          r"--set data\.test_fraction=0\.999: data\.test_fraction = 0\.999: leaves 1 training and 1796 test images; "
@@ -719,6 +760,25 @@ CONFIG = [
          r"choose another path$"),
     Case("synth-inside-a-store", lambda e: ["synth", e.copy("synth") / "inner.zarr", "--sequences", "10", "--quiet"],
          r"inner\.zarr: inside the zarr store \S+synth\.zarr; choose an output path outside every store$"),
+    # a store written inside the archive it is read from: its own files would join the archive, so every later
+    # run found the archive changed ("delete the store to write it again": there again), or, of images, took the
+    # store for a class folder without images
+    Case("ingest-into-its-own-archive", lambda e: ["ingest", "skeleton", "--format", "generic",
+                                                   write_archive(e.tmp / "a"), e.tmp / "a" / "st" / "s.zarr", "--quiet"],
+         r"error: \S+/a/st/s\.zarr: inside the folder \S+/a that it is written from; its files would become part "
+         r"of that archive, which would then look changed to every later run: choose an output path outside \S+/a$",
+         check=nothing_left_in(lambda e: e.tmp / "a", {f"s{i:02d}.csv" for i in range(8)} | {"index.csv"})),
+    # an image store in its own image folder is no class folder (the scan skips zarr stores): reused by a run
+    Case("image-store-inside-its-folder", lambda e: ["run", image_store_inside_its_folder(e), "--quiet"], r'"accuracy"',
+         rc=0, check=lambda e, err, out: (lambda r: r[0] == 0 or pytest.fail(r[1]))(
+             cli("run", e.tmp / "p.toml", "--quiet", "--output", e.tmp / "o2"))),
+    Case("run-ingests-into-its-own-archive", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
+        out=e.tmp / "o", store=e.tmp / "a" / "g.zarr").replace(
+            "[data]\n", f'[data]\nsource = "{write_archive(e.tmp / "a")}"\nformat = "generic"\n')), "--quiet"],
+         r"error: \S+/a/g\.zarr: inside the folder \S+/a that it is written from"),
+    Case("store-inside-its-archive", run_from_source(store_moved_into_archive),
+         r"data\.store: \S+/a/g\.zarr lies inside \S+/a, the folder it was written from, so its own files make "
+         r"that archive look changed; point data\.store at a path outside \S+/a \(the store is written there again\)$"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
     # values the schema takes that failed deeper (tracebacks), or gave a model never trained without a word
     Case("pyramid-windows-beyond-features", run_set("descriptor.levels=6", "features.n_components=32"),

@@ -106,7 +106,8 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     with the label :data:`UNLABELLED` (images to predict). Links to folders
     are followed (a link back to a folder already read is refused); hidden
     files and folders (names starting with ``.``: ``.git``, thumbnails) are
-    not images of the set, nor are ``__MACOSX`` folders (:data:`IGNORED`).
+    not images of the set, nor are ``__MACOSX`` folders (:data:`IGNORED`) and
+    zarr stores (a store ingested into its own image folder).
     ``exclude``: folder names (not paths) skipped at any depth; a name other
     than the default ``maps`` that names no folder is refused (a typo would
     keep what it meant to leave out). A class folder without images is
@@ -138,7 +139,10 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         excluded |= left
         if left and classes is not None:   # a class that held excluded folders (said if it holds nothing else)
             held_excluded.add(Path(dirpath).relative_to(root).parts[0])
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude and d not in IGNORED)
+        # a zarr store (a folder holding zarr.json: one written inside the image folder) holds no images and
+        # names no class: an image store ingested into its own folder is read again, resumed and reused
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude and d not in IGNORED
+                             and not os.path.isfile(os.path.join(dirpath, d, "zarr.json")))
         if classes is None:   # the first folder walked is the root: its folders are the classes
             classes = list(dirnames)
         for name in filenames:

@@ -24,6 +24,7 @@ created; a restart draws a new one) that feature stores and models record.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -658,6 +659,28 @@ def enclosing_store(path) -> Path | None:
     output must never be written (it would sit among the store's arrays, or replace their metadata)."""
     path = Path(path)
     return next((p for p in (path, *path.resolve().parents) if (p / "zarr.json").is_file()), None)
+
+
+def inside_source(path, source) -> Path | None:
+    """The archive folder ``source`` (a source record's ``path``) when ``path`` is that folder or lies inside
+    it, else None: a store written there would add its own files to the archive it records."""
+    if not source or not Path(source).is_dir():
+        return None
+    root = Path(source).resolve()
+    where = Path(os.path.abspath(path))
+    return root if where == root or where.is_relative_to(root) or where.resolve().is_relative_to(root) else None
+
+
+def outside_source(path, source) -> None:
+    """Refuse a skeleton store ``path`` inside the archive folder ``source`` it is written from, in one line:
+    its own files would join the archive's digest (every file under the folder), so every later run would
+    find the archive changed and refuse the store. Checked before the ingestion's lock file (beside the
+    store) is made. (An image store may lie in its image folder: the scan skips zarr stores.)"""
+    source_dir = inside_source(path, source)
+    if source_dir is not None:
+        raise StoreError(f"{path}: inside the folder {source_dir} that it is written from; its files would become "
+                         f"part of that archive, which would then look changed to every later run: choose an "
+                         f"output path outside {source_dir}")
 
 
 def read_only_attrs(path) -> dict:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import FormatError, StoreError, path_arg
 from . import integrity
-from .ragged import RaggedStore, RaggedStoreWriter, ingest_args
+from .ragged import RaggedStore, RaggedStoreWriter, ingest_args, outside_source
 
 FORMAT_NAME = "streamcov.skeleton-sequences"
 DEFAULT_CHUNK_FRAMES = 65536
@@ -161,6 +161,7 @@ class SequenceStoreWriter(RaggedStoreWriter):
                  record: dict | None = None):
         self.info = info
         self.n_features = 3 * info.n_joints
+        outside_source(path, record.get("path") if isinstance(record, dict) else None)
         attrs = {"n_joints": info.n_joints, "joint_names": list(info.joint_names),
                  "layout": "frames x (x1, y1, z1, ..., xJ, yJ, zJ)", "units": info.units,
                  "source": info.source, "center": list(info.center), "roles": dict(info.roles),
@@ -228,6 +229,8 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
         raise TypeError(f"source must be a skeleton reader (streamcov.open_reader), got {type(source).__name__}"
                         f"{hint}")
     out = ingest_args(out, limit)
+    record = getattr(source, "record", None)
+    outside_source(out, record.get("path") if isinstance(record, dict) else None)
     with store_lock(out):
         return _ingest(source, out, chunk_frames, mode, progress, limit)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, IncompleteStoreError, arg
+from ..data.ragged import inside_source
 from ..features.registry import needs_data
 from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
 from .. import splits
@@ -63,6 +64,11 @@ def _same_source(path, old: dict | None, new: dict) -> None:
     if key == "orientation":
         raise ConfigError(f"data.store: {path} was written by an earlier streamcov, which read images without "
                           f"their EXIF orientation (photos that say to be turned were stored sideways); {fix}")
+    if key == "files" and inside_source(path, new.get("path")) is not None:
+        # its own files count as files of the archive: writing it again there would not help
+        raise ConfigError(f"data.store: {path} lies inside {new.get('path')}, the folder it was written from, so "
+                          f"its own files make that archive look changed; point data.store at a path outside "
+                          f"{new.get('path')} (the store is written there again)")
     if key == "files":
         raise ConfigError(f"data.store: {path} was written from {new.get('path')}, which has changed since "
                           f"(files added, removed, or of another size or modification time: "

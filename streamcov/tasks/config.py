@@ -104,6 +104,17 @@ def refuse_unrepresentable(value, where, path: tuple = ()) -> None:
         refuse_unrepresentable(v, where, (*path, k))
 
 
+def _quoted_hint(text: str, flag: str, key: str | None) -> str:
+    """The assignment written again with ``text`` quoted, when ``text`` reads as text (a path, words): a shell
+    removes the double quotes of ``--set data.store="/x.zarr"``, so a value the user did quote arrives bare."""
+    if not key or re.match(r"[+\-]?(\d|\.\d|inf|nan)", text) or text[0] in "[{" or any(q in text for q in "\"'\\"):
+        return ""
+    if flag.startswith("--"):   # the command line's --set or --option
+        name = flag.split(" ", 1)[0]
+        return f", e.g. {name} '{key}=\"{text}\"' (in a shell, single quotes around it keep the double quotes)"
+    return f", e.g. '{key}=\"{text}\"'"
+
+
 def parse_value(text: str, flag: str | None = None, key: str | None = None):
     """A ``--set`` (or ``--option``) value: a TOML literal (number, bool, list, quoted string) or a bare word.
 
@@ -121,8 +132,9 @@ def parse_value(text: str, flag: str | None = None, key: str | None = None):
     except tomllib.TOMLDecodeError:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", text):
             return text
-        raise ConfigError(f"{flag} value {text!r} is not a TOML literal; write numbers as 2000, "
-                          f"booleans as true, lists as [0, 1] and text in double quotes") from None
+        raise ConfigError(f"{flag}: value {text!r} is not a TOML literal; write numbers as 2000, "
+                          f"booleans as true, lists as [0, 1] and text in double quotes"
+                          f"{_quoted_hint(text, flag, key)}") from None
     refuse_unrepresentable(value, lambda _: flag, tuple(key.split(".")) if key else ())
     return value
 

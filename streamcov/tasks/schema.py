@@ -1017,6 +1017,13 @@ def switched_reads(table, values: dict):
 
 
 # --------------------------------------------------------------------- TGP tasks
+def _each_once(v):
+    """A list whose every entry appears once, or a ValueError naming the first repeated entry."""
+    if v is not None and len(set(v)) != len(v):
+        raise ValueError(f"each entry once; {_toml_value(next(x for x in v if v.count(x) > 1))} is listed twice")
+    return v
+
+
 class TGPTable(Table):
     """``[tgp]``: Twin GP settings of paper 003 (:mod:`streamcov.tasks.tgp`)."""
 
@@ -1038,6 +1045,12 @@ class TGPTable(Table):
     degrees: Optional[Annotated[list[PosInt], Field(min_length=2, max_length=2)]] = None
     oracle_grid: bool = False
 
+    @field_validator("degree_grid", "criteria", "bases")
+    @classmethod
+    def _distinct(cls, v):
+        # a repeated entry would fit the same models twice (the degree CV, every criterion and basis)
+        return _each_once(v)
+
     @model_validator(mode="after")
     def _primary(self):
         if self.primary[0] not in self.criteria or self.primary[1] not in self.bases:
@@ -1055,6 +1068,13 @@ class SShapeData(Table):
     noise: NonNegFloat = 0.05
     test_fraction: Fraction = 0.5
     seeds: Annotated[list[Seed], Field(min_length=1)] = [0, 1, 2, 3, 4]
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v):
+        # a repeated seed draws the same data and split again: the mean would weigh it twice and the std
+        # across seeds would shrink toward 0 without a word
+        return _each_once(v)
 
 
 class TGPSShape(Top):
@@ -1108,9 +1128,7 @@ class StudyTable(Table):
     @classmethod
     def _distinct(cls, v):
         # a repeated entry would run (hours of) the same cells twice and merge them as one
-        if v is not None and len(set(v)) != len(v):
-            raise ValueError(f"each entry once; {_toml_value(next(x for x in v if v.count(x) > 1))} is listed twice")
-        return v
+        return _each_once(v)
 
 
 class KernelApproxStudy(Top):
