@@ -588,7 +588,26 @@ CONFIG = [
     Case("train-subjects-one-absent", run_set('split.kind="subjects"', "split.train_subjects=[1, 99]"),
          r"split\.train_subjects = \[1, 99\] names subject\(s\) \[99\] that no row of the store has"),
     Case("test-subjects-empty-list", run_set('split.kind="subjects"', "split.train_subjects=[1]", "split.test_subjects=[]"),
-         r"--set split\.test_subjects=\[\]: split\.test_subjects = \[\]: expected a list that should have at least 1 item"),
+         r"--set split\.test_subjects=\[\]: split\.test_subjects = \[\]: expected a non-empty list$"),
+    # pydantic's wording of lengths, patterns and union members rewritten as plain expectations
+    Case("name-with-slash", run_file(name='"a/b"'), LINE + r'name = "a/b": expected a name without / or \\$'),
+    Case("name-with-backslash", run_set('name="a\\\\b"'), r'name = "a\\b": expected a name without / or \\$'),
+    Case("name-empty-set", run_set('name=""'), r'--set name="": name = "": expected a non-empty string$'),
+    Case("list-too-short", run_set('split.kind="subjects"', "split.train_subjects=[]"),
+         r"split\.train_subjects = \[\]: expected a non-empty list$"),
+    # a value or a list of values (a grid), given a list: the entry that is wrong, not "a number or ..."
+    Case("grid-entry-below-range", run_image(lambda t: t, "method.sigma1=[1.0, -1.0]", pipeline=EVAL_PIPELINE),
+         r"--set method\.sigma1=\[1\.0, -1\.0\]: method\.sigma1\.1 = -1\.0: expected a value >= 1e-20$"),
+    Case("grid-entry-text", run_image(lambda t: t, 'method.sigma1=["a"]', pipeline=EVAL_PIPELINE),
+         r'method\.sigma1\.0 = "a": expected a number$'),
+    Case("grid-empty", run_image(lambda t: t, "method.sigma1=[]", pipeline=EVAL_PIPELINE),
+         r"--set method\.sigma1=\[\]: method\.sigma1 = \[\]: expected a non-empty list$"),
+    Case("grid-single-below-range", run_image(lambda t: t, "method.sigma1=-1", pipeline=EVAL_PIPELINE),
+         r"method\.sigma1 = -1: expected a value >= 1e-20 or a list \[\.\.\]$"),
+    Case("center-entry-negative", run_set("descriptor.center=[-1]"),
+         r"descriptor\.center\.0 = -1: expected a value >= 0$"),
+    Case("list-too-long", tgp_run('tgp.primary=["kl", "hsic", "monomial"]'),
+         r"tgp\.primary = \['kl', 'hsic', 'monomial'\]: expected a list of at most 2 items$"),
     Case("test-split-empty", run_set('split.kind="subjects"', "split.train_subjects=[1, 2, 3, 4]"),
          r"split: fold 'subjects' has 48 training and 0 test rows"),
     Case("image-preset-typo", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])
@@ -619,7 +638,7 @@ CONFIG = [
          r"--set model\.sigma_grid=\[1, 1e300\]: model\.sigma_grid\.1 = 1e\+300: expected a value <= 1e\+20$"),
     Case("eval-sigma1-underflows", run_image(lambda t: t.replace("sigma1 = [1.0]", "sigma1 = [1e-300]"),
                                              pipeline=EVAL_PIPELINE),
-         LINE + r"method\.sigma1 = \[1e-300\]: "),
+         LINE + r"method\.sigma1\.0 = 1e-300: expected a value >= 1e-20$"),
     Case("validation-fraction-leaves-nothing", run_set("model.validation_fraction=0.99"),
          r"error: --set model\.validation_fraction=0\.99: model\.validation_fraction = 0\.99: leaves \d+ of \d+ "
          r"training rows to fit on; lower it"),
@@ -647,7 +666,8 @@ CONFIG = [
     Case("synthetic-frames-reversed", run_text(lambda t: t.replace(
         '[data]\nstore = ', '[data.synthetic]\nframes = [60, 30]\n\n[datax]\nstore = ').replace("[datax]\n", "#")),
          LINE + r"data\.synthetic\.frames = \[60, 30\]: expected \[shortest, longest\] sequence length"),
-    Case("folds-empty", run_set("split.folds=[]"), r"--set split\.folds=\[\]: split\.folds = \[\]: expected a list"),
+    Case("folds-empty", run_set("split.folds=[]"),
+         r"--set split\.folds=\[\]: split\.folds = \[\]: expected a non-empty list$"),
     Case("folds-repeated", run_set('split.kind="stratified-kfold"', "split.n_splits=3", "split.folds=[0, 0]"),
          r"error: --set split\.folds=\[0, 0\]: split\.folds = \[0, 0\] names a fold twice"),
     # a [split] key that the kind does not read: where that key was written
@@ -779,6 +799,35 @@ CONFIG = [
     Case("store-inside-its-archive", run_from_source(store_moved_into_archive),
          r"data\.store: \S+/a/g\.zarr lies inside \S+/a, the folder it was written from, so its own files make "
          r"that archive look changed; point data\.store at a path outside \S+/a \(the store is written there again\)$"),
+    # data.source naming a store (the ingested store where its archive or image folder goes): read as an archive
+    # ("index file not found") or as class folders ("no images in class folders"); pointed to data.store, before
+    # anything is written (no output folder, no store)
+    Case("skeleton-source-is-a-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
+        out=e.tmp / "o", store=e.tmp / "new.zarr").replace(
+            "[data]\n", f'[data]\nsource = "{e.shared["synth"]}"\nformat = "generic"\n')), "--quiet"],
+         r"p\.toml, line 7: data\.source = '\S+synth\.zarr': a skeleton store \(written by `streamcov ingest skeleton` "
+         r"or `synth`\), not an archive to ingest; give it as data\.store = \"\S+synth\.zarr\" and remove "
+         r"data\.source$", check=nothing_left_in(lambda e: e.tmp, {"p.toml"})),
+    Case("image-source-is-an-image-store", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
+        out=e.tmp / "o", store=e.tmp / "new.zarr").replace("[data]\n", f'[data]\nsource = "{e.shared["img_store"]}"\n')),
+        "--quiet"],
+         r"p\.toml, line 7: data\.source = '\S+img\.zarr': an image store \(written by `streamcov ingest images`\), not "
+         r"a folder of images \(a folder per class\) to ingest; give it as data\.store = \"\S+img\.zarr\" and remove "
+         r"data\.source$", check=nothing_left_in(lambda e: e.tmp, {"p.toml"})),
+    Case("image-source-is-its-own-store", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
+        out=e.tmp / "o", store=e.shared["img_store"]).replace("[data]\n", f'[data]\nsource = "{e.shared["img_store"]}"\n')),
+        "--quiet"],
+         r"data\.source = '\S+img\.zarr': an image store .*; remove data\.source \(data\.store names this store "
+         r"already\)$"),
+    Case("image-source-is-a-skeleton-store", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
+        out=e.tmp / "o", store=e.tmp / "new.zarr")), "--quiet", "--set", f'data.source="{e.shared["synth"]}"'],
+         r"--set data\.source=\"\S+synth\.zarr\": data\.source = '\S+synth\.zarr': a skeleton store \(.*\), but task "
+         r"'image-stream-classification' reads image stores, and data\.source takes a folder of images"),
+    Case("eval-source-is-an-image-store", lambda e: ["run", e.pipeline(EVAL_PIPELINE.format(
+        out=e.tmp / "o", store=e.shared["img_store"]).replace('format = "store"', 'format = "folders"').replace(
+            "store = ", "source = ")), "--quiet"],
+         r"p\.toml, line 8: data\.source = '\S+img\.zarr': an image store .*; give it as data\.store = "
+         r"\"\S+img\.zarr\" with data\.format = \"store\" and remove data\.source$"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
     # values the schema takes that failed deeper (tracebacks), or gave a model never trained without a word
     Case("pyramid-windows-beyond-features", run_set("descriptor.levels=6", "features.n_components=32"),
@@ -833,6 +882,16 @@ CONFIG = [
                                            .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
                                            "--out", e.tmp / "m"],
          r"results\.csv: not a results\.csv of `streamcov study kernel-approx`"),
+    # method.inner_folds above a class's training images (stratified folds): lowered, and said once
+    Case("eval-inner-folds-lowered", run_image(lambda t: t.replace("inner_folds = 2\n", "inner_folds = 5\n"),
+                                               pipeline=EVAL_PIPELINE),
+         r"(?m)^streamcov run: warning: method\.inner_folds = 5, but the smallest class of a fold's training images "
+         r"has 3 \(class '\w+', fold '\S+'; the inner folds are stratified\): 3 inner folds used; set "
+         r"method\.inner_folds = 3 to say so$", rc=0,
+         check=lambda e, err, out: (err.count("warning: method.inner_folds") == 1 and "accuracy" in out)
+         or pytest.fail(err)),
+    Case("eval-inner-folds-within", run_image(pipeline=EVAL_PIPELINE), r'"accuracy"', rc=0,
+         check=lambda e, err, out: "inner_folds" not in err or pytest.fail(err)),
     # a [method] key that the chosen method (and classifier) does not read: where it was written, what reads it
     Case("eval-method-key-unread", run_image(lambda t: t.replace("inner_folds = 2\n", "inner_folds = 2\nepochs = 30\n"),
                                              pipeline=EVAL_PIPELINE),
@@ -1268,6 +1327,12 @@ STORES = [
          r"synth\.zarr: the store's zarr\.json is damaged"),
     Case("format-version-future", damaged(lambda s: set_attrs(s, format_version=99)),
          r"synth\.zarr: store format version 99; this streamcov reads versions up to \d"),
+    # `info` on a store of a newer streamcov: the line `run` gives, not "complete" (with or without --verify)
+    *[Case(f"info-format-version-future{'-verify' if verify else ''}",
+           lambda e, verify=verify: ["info", (lambda s: set_attrs(s, format_version=99) or s)(e.copy("synth")),
+                                     *(["--verify"] if verify else [])],
+           r"synth\.zarr: store format version 99; this streamcov reads versions up to \d: upgrade streamcov or "
+           r"write the store again$") for verify in (False, True)],
     Case("incomplete-store", damaged(interrupted),
          r"synth\.zarr: incomplete skeleton store \(24 sequences committed.*Re-run the command that wrote it \(`streamcov ingest`, `synth`, or `run` with \[data\] source or a demo\) to resume it, or start over: add --restart to `streamcov ingest` or `synth` \(mode=\"restart\" in Python\), or delete \S+ and run `streamcov run` again"),
     Case("info-not-a-store", lambda e: ["info", e.tmp], r": no zarr store here"),
@@ -1837,8 +1902,16 @@ IMAGES = [
                                     and len((e.tmp / "p.csv").read_text().splitlines()) == 5) or pytest.fail(out)),
     Case("folder-missing", lambda e: ["ingest", "images", "--format", "folders", e.tmp / "none", e.tmp / "s.zarr"],
          r"none: image folder not found"),
+    # the folder is read before anything is written: no parent folder of the store (nor lock) left behind
+    Case("folder-missing-out-in-new-folder", lambda e: ["ingest", "images", "--format", "folders", e.tmp / "none",
+                                                        e.tmp / "new" / "deeper" / "s.zarr"],
+         r"none: image folder not found$", check=nothing_left_in(lambda e: e.tmp, set())),
     Case("folder-empty", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr"],
          r": no images \(.*png"),
+    Case("folder-empty-out-in-new-folder", lambda e: ["ingest", "images", "--format", "folders",
+                                                      (lambda d: d.mkdir() or d)(e.tmp / "empty"),
+                                                      e.tmp / "new" / "s.zarr"],
+         r"empty: no images \(.*png", check=nothing_left_in(lambda e: e.tmp, {"empty"})),
     Case("images-out-empty", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e), ""],
          r"streamcov ingest images: error: argument out: empty path"),
     Case("image-not-decodable", with_image("bad.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n garbage")),
@@ -2671,3 +2744,24 @@ def test_damaged_images_read_by_pillow_are_called_damaged(tmp_path, fmt, options
         read_image(path)
     except FormatError as exc:
         assert "damaged" in str(exc) and "copy it again" in str(exc), str(exc)
+
+
+def test_inner_folds_warning_names_the_value_used():
+    """method.inner_folds lowered by the sgd classifier's cap (when given) or a small class; 1nn reads none."""
+    from streamcov.tasks.image_eval import inner_folds_warning
+    from streamcov.tasks.schema import EvalMethod
+
+    labels = np.array([0] * 6 + [1] * 6)
+    split = [("s", np.r_[0:4, 6:10], np.r_[4:6, 10:12])]   # 4 training images per class
+    given = EvalMethod(name="approx_loghs", classifier="sgd", inner_folds=5)
+    assert inner_folds_warning(given, "sgd", split, labels, ["a", "b"]) == (
+        "method.inner_folds = 5, but the sgd classifier uses at most 3: 3 inner folds used; set "
+        "method.inner_folds = 3 to say so")
+    # the default (5) capped for sgd is the classifier's own setting: nothing to say
+    assert inner_folds_warning(EvalMethod(name="approx_loghs", classifier="sgd"), "sgd", split, labels, "ab") is None
+    small = [("s", np.r_[0:2, 6:10], np.r_[4:6, 10:12]), ("t", np.r_[0:4, 6:10], np.r_[4:6, 10:12])]
+    assert inner_folds_warning(EvalMethod(name="e"), "svc", small, labels, ["a", "b"]) == (
+        "method.inner_folds = 5, but the smallest class of a fold's training images has 2 (class 'a', fold 's'; "
+        "the inner folds are stratified): 2 to 4 inner folds used (by outer fold)")
+    assert inner_folds_warning(EvalMethod(name="e", inner_folds=4), "svc", split, labels, ["a", "b"]) is None
+    assert inner_folds_warning(EvalMethod(name="e"), "1nn", small, labels, ["a", "b"]) is None

@@ -331,9 +331,12 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     if isinstance(group_level, bool) or not isinstance(group_level, numbers.Integral) or group_level < 1:
         raise ValueError(f"group_level must be an integer >= 1 (folder levels that make the group), got "
                          f"{group_level!r}")
+    # the folder is read before the lock is taken: a missing, empty or unreadable folder is refused before
+    # anything is written (the lock would create the store's parent folder)
+    entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     with store_lock(out):
         return _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit,
-                       unlabelled, skip)
+                       unlabelled, skip, entries)
 
 
 def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
@@ -349,8 +352,9 @@ def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool
 
 
 def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled,
-            skip=None):
-    entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
+            skip=None, entries=None):
+    if entries is None:
+        entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
     record = source_record(src, group_level, exclude, unlabelled, entries, format)

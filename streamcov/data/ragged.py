@@ -71,6 +71,8 @@ def store_status(path) -> dict:
     if fmt not in ("streamcov.skeleton-sequences", "streamcov.images"):
         raise StoreError(f"{path}: not a streamcov store (format attribute {fmt!r}); `streamcov info` "
                          f"describes the stores of `streamcov ingest` and `synth`")
+    # a store written by a newer streamcov: said as `run` says it (its attributes may mean something else)
+    check_not_newer(path, attrs)
     status = {"path": str(path), "format": fmt, "complete": attrs.get("complete") is True}
     # every writer records its commit point as counts per unit (sequences/frames, images/pixels)
     committed = attrs.get("committed")
@@ -96,6 +98,19 @@ def store_status(path) -> dict:
     if problems:
         status["problems"] = problems
     return status
+
+
+def _version_words(version) -> str:
+    return (f"store format version {version!r}; this streamcov reads versions up to {integrity.FORMAT_VERSION}: "
+            f"upgrade streamcov or write the store again")
+
+
+def check_not_newer(path, attrs: dict) -> None:
+    """Refuse a store whose ``format_version`` is above the newest this streamcov reads (written by a newer
+    streamcov): the same line for ``run``, ``predict`` and ``info``."""
+    version = attrs.get("format_version", 1)
+    if isinstance(version, int) and not isinstance(version, bool) and version > integrity.FORMAT_VERSION:
+        raise StoreError(f"{path}: {_version_words(version)}")
 
 
 def open_complete(path: Path, format_name: str, kind: str, unit: str):
@@ -171,9 +186,9 @@ class RaggedStore:
         self.group = g
         self.attrs = attrs
         version = attrs.get("format_version", 1)
-        if not isinstance(version, int) or version > integrity.FORMAT_VERSION:
-            raise StoreError(f"{self.path}: store format version {version!r}; this streamcov reads versions "
-                             f"up to {integrity.FORMAT_VERSION}: upgrade streamcov or write the store again")
+        if not isinstance(version, int):
+            raise StoreError(f"{self.path}: {_version_words(version)}")
+        check_not_newer(self.path, attrs)
         mismatch = integrity.layout_mismatch(g, attrs)
         if mismatch is not None:
             raise StoreError(f"{self.path}: {mismatch}: the store is damaged: {integrity.WRITE_AGAIN}")

@@ -425,6 +425,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     cfg = _resolve_paths(cfg, file)
     if store is None:
         _check_store_kind(cfg, spec, origins)
+    _check_source_not_a_store(cfg, spec, origins)
     _check_feature_map(cfg, origins)
     for message in notes:   # only for a configuration that loads: an error stays one line
         if note is None:
@@ -546,6 +547,42 @@ def _check_store_kind(cfg, spec, origins: Origins) -> None:
         raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {path!r}: {_wrong_kind(kind, spec)}")
 
 
+_WRITERS = {"skeleton": "`streamcov ingest skeleton` or `synth`", "image": "`streamcov ingest images`"}
+_SOURCES = {"skeleton": "an archive to ingest", "image": "a folder of images (a folder per class) to ingest"}
+
+
+def _check_source_not_a_store(cfg, spec, origins: Origins) -> None:
+    """A ``data.source`` that is a store of streamcov's (the ingested store given where its archive or image
+    folder goes), named where it was given and pointed to ``data.store``: it was read as an archive (\"index
+    file not found\") or as a folder of class folders (\"no images in class folders\")."""
+    from ..stream.source import store_kind
+    from .schema import _toml_value
+
+    data = getattr(cfg, "data", None)
+    path = getattr(data, "source", None) if data is not None else None
+    if spec.store_kind is None or not path or not (Path(path) / "zarr.json").is_file():
+        return
+    if getattr(data, "format", None) in ("store", "skimage-textures"):   # data.source not read
+        return
+    try:
+        kind = store_kind(path)
+    except (StreamcovError, OSError):   # damaged or unreadable: not said to be a store here
+        return
+    if kind is None:
+        return
+    where = f"{origins.where(('data', 'source'))}: data.source = {path!r}"
+    what = f"{'an' if kind == 'image' else 'a'} {kind} store (written by {_WRITERS[kind]})"
+    if kind != spec.store_kind:
+        raise ConfigError(f"{where}: {what}, but task {spec.name!r} reads {spec.store_kind} stores, and "
+                          f"data.source takes {_SOURCES[spec.store_kind]}")
+    sets = "".join(f" with data.{k} = {_toml_value(v)}" for k, v in spec.store_sets)
+    store = getattr(data, "store", None)
+    fix = ("remove data.source (data.store names this store already)"
+           if store and Path(store).resolve() == Path(path).resolve()
+           else f"give it as data.store = {_toml_value(str(path))}{sets} and remove data.source")
+    raise ConfigError(f"{where}: {what}, not {_SOURCES[kind]}; {fix}")
+
+
 def _check_store_flag(store, spec) -> None:
     from ..stream.source import store_kind
 
@@ -587,11 +624,31 @@ def expected_of(err: dict) -> str:
     for key, word in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
         if t.endswith(("greater_than", "greater_than_equal", "less_than", "less_than_equal")) and key in ctx:
             return f"a value {word} {ctx[key]}"
-    if t in ("too_short", "too_long"):
-        return err["msg"].replace("List should", "a list that should").replace("Tuple should", "a list that should")
+    # lengths and patterns in plain words, not pydantic's ("List should have at least 1 item after validation")
+    if t in ("too_short", "string_too_short"):
+        n, what = ctx.get("min_length"), ("list", "item") if t == "too_short" else ("string", "character")
+        return f"a non-empty {what[0]}" if n == 1 else f"a {what[0]} of at least {_count(n, what[1])}"
+    if t in ("too_long", "string_too_long"):
+        n, what = ctx.get("max_length"), ("list", "item") if t == "too_long" else ("string", "character")
+        return f"a {what[0]} of at most {_count(n, what[1])}"
+    if t == "string_pattern_mismatch":
+        from .schema import PATTERN_WORDS
+        return PATTERN_WORDS.get(ctx.get("pattern"), f"text matching {ctx.get('pattern')}")
     if t == "value_error":
         return err["msg"].removeprefix("Value error, ")
-    return err["msg"][0].lower() + err["msg"][1:]
+    msg = err["msg"].removeprefix("Input should be ")
+    return msg[0].lower() + msg[1:]
+
+
+def _count(n, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _inside_the_list(errs: list, path: tuple, schema) -> list:
+    """Of the errors of one key whose value is a list, those of the list itself (its length) or of its entries:
+    the errors of a union's other members (``sigma2 = [-1]`` is no number either) say nothing about a list."""
+    return [e for e in errs if e["type"] in ("too_short", "too_long")
+            or len(_field_path(e["loc"], schema)) > len(path)]
 
 
 def _fields(model: type[BaseModel] | None) -> dict:
@@ -672,6 +729,13 @@ def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
     if first["type"] == "value_error" and isinstance(first.get("input"), dict):
         # a whole-table check (e.g. "[data] needs `store`")
         return f"{where}: {expected_of(first)}{tail}"
+    if isinstance(first["input"], list) and _inside_the_list(same, path, schema):
+        # a union of a value and a list of them, given a list: what is wrong with the list (or the entry)
+        same = _inside_the_list(same, path, schema)
+        first = same[0]
+        path = _field_path(first["loc"], schema)
+        dotted = ".".join(str(p) for p in path)
+    same = [e for e in same if _field_path(e["loc"], schema) == path]   # one entry of a list: its own errors
     expected = " or ".join(dict.fromkeys(expected_of(e) for e in same))
     value = first["input"]
     shown = f'"{value}"' if isinstance(value, str) else repr(value).replace("True", "true").replace("False", "false")

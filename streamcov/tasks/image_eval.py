@@ -255,6 +255,47 @@ def _inner_folds(y, n_inner, seed):
     return splits.inner_folds(y, n_splits=n_inner, seed=seed)
 
 
+SGD_INNER_FOLDS = 3   # the sgd classifier's inner cross-validation: at most this many folds (each fits the map)
+
+
+def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names) -> str | None:
+    """The line that says ``method.inner_folds`` was lowered, once for the run, or None: the inner folds are
+    stratified, so no more of them than the training images of a fold's smallest class
+    (:func:`streamcov.splits.inner_folds`), and the sgd classifier uses at most :data:`SGD_INNER_FOLDS` (said
+    when method.inner_folds was given). None for 1nn (leave-one-out, no inner folds)."""
+    if classifier == "1nn":
+        return None
+    n_inner = int(mcfg.inner_folds)
+    cap = min(n_inner, SGD_INNER_FOLDS) if classifier == "sgd" else n_inner
+    labels = np.asarray(labels)
+    used, smallest = set(), None
+    for name, tr, _ in split_idx:
+        counts = np.bincount(labels[tr], minlength=len(label_names)) if len(tr) else np.zeros(1, int)
+        present = np.flatnonzero(counts)
+        if not len(present):
+            continue
+        c = int(present[np.argmin(counts[present])])
+        used.add(min(cap, int(counts[c])))
+        if smallest is None or counts[c] < smallest[0]:
+            smallest = (int(counts[c]), c, name)
+    if not used or max(used) >= n_inner:
+        return None
+    reasons = []
+    if cap < n_inner and "inner_folds" in mcfg.model_fields_set:
+        reasons.append(f"the sgd classifier uses at most {SGD_INNER_FOLDS}")
+    if smallest is not None and smallest[0] < cap:
+        n, c, fold = smallest
+        reasons.append(f"the smallest class of a fold's training images has {n} (class "
+                       f"{str(label_names[c])!r}, fold {fold!r}; the inner folds are stratified)")
+    if not reasons:
+        return None
+    if len(used) == 1:
+        return (f"method.inner_folds = {n_inner}, but {' and '.join(reasons)}: {min(used)} inner folds used; "
+                f"set method.inner_folds = {min(used)} to say so")
+    return (f"method.inner_folds = {n_inner}, but {' and '.join(reasons)}: {min(used)} to {max(used)} inner "
+            f"folds used (by outer fold)")
+
+
 def _k2(D, s2, med):
     """K2 of eq. (31) on distances D with paper 004's bandwidth ``s2 x median``."""
     return gaussian_kernel(D ** 2, sigma_from_paper004(s2 * med))
@@ -574,7 +615,8 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
                 te = np.arange(len(tr_g), len(idx))
                 scale = scale_of(feats, tr_g, scaling)
             acc, params, cv, fit = select_and_test_sgd(method, feats, labels, idx, tr, te, scale, grids, mcfg,
-                                                       seed, n_inner=min(n_inner, 3), progress=progress,
+                                                       seed, n_inner=min(n_inner, SGD_INNER_FOLDS),
+                                                       progress=progress,
                                                        cache=sgd_cache, heads=unit if use_head else None)
             last = {"params": params, "scale": scale, "fit": fit, "classifier": "sgd"}
         else:
@@ -707,6 +749,10 @@ def run_image_classification(cfg, ctx) -> dict:
                          label_names=data.label_names)
     split_idx = [(name, np.flatnonzero(tr), np.flatnonzero(te)) for name, tr, te in folds]
     warnings = splits.fold_warnings(folds, data.labels, data.label_names)
+    lowered = inner_folds_warning(m, eval_classifier(m.name, m.classifier), split_idx, data.labels,
+                                  data.label_names)
+    if lowered is not None:
+        warnings.append(lowered)
     from ..data.images import constant_warning, is_constant
 
     constant = [data.ids[i] for i, img in enumerate(data.images) if is_constant(img)]   # in memory already

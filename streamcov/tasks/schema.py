@@ -40,6 +40,11 @@ PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Seed = Annotated[int, Field(ge=0, lt=2 ** 32)]
 
+# a name that makes one folder under the output (runs/{name}): no path separator
+FOLDER_NAME = r"^[^/\\]+$"
+# each `pattern` of the schema in the words of its messages ("expected a name without / or \")
+PATTERN_WORDS = {FOLDER_NAME: "a name without / or \\"}
+
 SKELETON_FORMATS = FORMATS   # every reader of streamcov.data.readers
 MAP_NAMES = ("rgw", "rff", "rff-blocks", "orf", "qmc", "maclaurin", "fastfood", "nystroem", "none")
 STUDY_MAPS = ("rgw", "rff", "orf", "qmc", "maclaurin", "fastfood", "nystroem")
@@ -363,7 +368,7 @@ class Top(Table):
     """Keys shared by every task."""
 
     task: str
-    name: Annotated[str, Field(min_length=1, pattern=r"^[^/\\]+$")] = "pipeline"
+    name: Annotated[str, Field(min_length=1, pattern=FOLDER_NAME)] = "pipeline"
     seed: Seed = 0
     output: Annotated[str, Field(min_length=1)] = "runs/{name}"
     paper_accuracy: Optional[Annotated[float, Field(ge=0, le=1)]] = None
