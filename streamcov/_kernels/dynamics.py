@@ -116,10 +116,11 @@ def _joint_mean(frame, joints, out):
 
 
 @njit(**JIT_OPTS)
-def _frame_torso(f, center, left, right, neck, hc, a, b, hips, spine, R):
+def _frame_torso(f, center, left, right, neck, S, R):
     """R = :func:`torso_rotation` of frame ``f``'s hip line (mean of ``right`` minus mean of ``left``) and
-    spine (mean of ``neck`` minus the hip centre ``hc``, the mean of ``center``, also written); False (R
-    untouched) when it is degenerate. ``a``, ``b``, ``hips``, ``spine``: scratch (3,)."""
+    spine (mean of ``neck`` minus the hip centre, the mean of ``center``, written into ``S[0]``); False (R
+    untouched) when it is degenerate. ``S``: scratch (5, 3)."""
+    hc, a, b, hips, spine = S[0], S[1], S[2], S[3], S[4]
     _joint_mean(f, center, hc)
     _joint_mean(f, left, a)
     _joint_mean(f, right, b)
@@ -137,15 +138,12 @@ def torso_frames(X, center, left, right, neck, out):
     (:func:`torso_rotation` of right minus left hip and neck minus hip centre, joint means over each
     role's joints); a degenerate frame is copied unchanged (:func:`torso_unrotated` counts them)."""
     J = X.shape[1] // 3
-    hc = np.empty(3)
-    a = np.empty(3)
-    b = np.empty(3)
-    hips = np.empty(3)
-    spine = np.empty(3)
+    S = np.empty((5, 3))
+    hc = S[0]
     R = np.empty((3, 3))
     for t in range(X.shape[0]):
         f = X[t]
-        if not _frame_torso(f, center, left, right, neck, hc, a, b, hips, spine, R):
+        if not _frame_torso(f, center, left, right, neck, S, R):
             out[t] = f
             continue
         for j in range(J):
@@ -158,15 +156,11 @@ def torso_frames(X, center, left, right, neck, out):
 def torso_unrotated(X, center, left, right, neck, starts, stops, out):
     """out[p] = how many frames ``X[starts[p]:stops[p]]`` :func:`torso_frames` copies unchanged: those
     whose hip line and spine give no torso frame (the same test, on the same joint means)."""
-    hc = np.empty(3)
-    a = np.empty(3)
-    b = np.empty(3)
-    hips = np.empty(3)
-    spine = np.empty(3)
+    S = np.empty((5, 3))
     R = np.empty((3, 3))
     for p in range(starts.shape[0]):
         n = 0
         for t in range(starts[p], stops[p]):
-            if not _frame_torso(X[t], center, left, right, neck, hc, a, b, hips, spine, R):
+            if not _frame_torso(X[t], center, left, right, neck, S, R):
                 n += 1
         out[p] = n
