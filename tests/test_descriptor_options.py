@@ -298,20 +298,8 @@ def _degenerate_bodies(rng):
 def test_degenerate_body_frame_is_said_once_and_changes_no_descriptor(tmp_path, rng, body_frame, mirror, reasons):
     """A body frame that falls back (identity rotation, size 1) is named, sequence by sequence in one line;
     the descriptors are those computed without the check, and the others' those of a store without them."""
-    from streamcov.stream.runtime import dask_runtime
-
-    seqs = _degenerate_bodies(rng)
-    named = [ListSource(seqs, ROLES), ListSource([seqs[i] for i in (0, 2, 4)], ROLES)]
-    for src in named:   # names the mirror view can pair
-        src.info.joint_names = ["hip_center", "left_hip", "right_hip", "neck", "left_hand", "right_hand"]
-    store = ingest(named[0], tmp_path / "s.zarr", chunk_frames=4)
-    clean = ingest(named[1], tmp_path / "c.zarr", chunk_frames=4)
-    opts = dict(features=["positions", "velocities"], levels=2, body_frame=body_frame, scale="body",
-                mirror=mirror)
-    source = skeleton_source(store, "store", 1e-3, True, **opts)
-    with dask_runtime("synchronous") as runtime:
-        (line,) = source.data_warnings(runtime)
-        assert skeleton_source(clean, "store", 1e-3, True, **opts).data_warnings(runtime) == []
+    store, line, V, W = _said_once(tmp_path, _degenerate_bodies(rng), (0, 2, 4), body_frame=body_frame,
+                                   scale="body", mirror=mirror)
     items = "; ".join(f"sequence {i}, id 's{i:03d}': {r}" for i, r in zip((1, 3), reasons) if r)
     n = sum(r is not None for r in reasons)
     assert line == (f"descriptor.body_frame = {body_frame!r}, descriptor.scale = 'body': the body frame of {n} of the "
@@ -319,9 +307,27 @@ def test_degenerate_body_frame_is_said_once_and_changes_no_descriptor(tmp_path, 
                     f"descriptors keep the camera's frame (the identity rotation), where a size cannot, its units (a "
                     f"size of 1); check the roles the store records (`streamcov "
                     f"info {store.path}`) or leave those sequences out")
-    V = descriptor_array(source, block=2).compute()
-    W = descriptor_array(skeleton_source(clean, "store", 1e-3, True, **opts), block=2).compute()
     np.testing.assert_allclose(V[[0, 2, 4]], W, rtol=0, atol=1e-12)   # other chunk boundaries: last bits
+
+
+def _said_once(tmp_path, seqs, kept, **options):
+    """``(store, line, V, W)``: the store of ``seqs`` (joint names the mirror view can pair, chunks of 4 frames),
+    the one line its data_warnings give (a store of the sequences ``kept`` alone gives none), and the
+    descriptors of both stores under ``options``."""
+    from streamcov.stream.runtime import dask_runtime
+
+    named = [ListSource(seqs, ROLES), ListSource([seqs[i] for i in kept], ROLES)]
+    for src in named:
+        src.info.joint_names = ["hip_center", "left_hip", "right_hip", "neck", "left_hand", "right_hand"]
+    store = ingest(named[0], tmp_path / "s.zarr", chunk_frames=4)
+    clean = ingest(named[1], tmp_path / "c.zarr", chunk_frames=4)
+    source, kept_source = (skeleton_source(st, "store", 1e-3, True, features=["positions", "velocities"], levels=2,
+                                           **options) for st in (store, clean))
+    with dask_runtime("synchronous") as runtime:
+        (line,) = source.data_warnings(runtime)
+        assert kept_source.data_warnings(runtime) == []
+    return (store, line, descriptor_array(source, block=2).compute(),
+            descriptor_array(kept_source, block=2).compute())
 
 
 @pytest.mark.parametrize("body_frame, start, item", [
@@ -371,20 +377,8 @@ def test_torso_frames_left_unrotated_are_said_once_and_change_no_descriptor(tmp_
     """body_frame = "torso-frames": the frames left in the camera's frame are counted, sequence by sequence
     in one line (with scale = "body", with the sequences whose size fell back); a clean store gives none,
     and the descriptors are those of a store without those sequences."""
-    from streamcov.stream.runtime import dask_runtime
-
-    seqs = _degenerate_frames(rng)
-    named = [ListSource(seqs, ROLES), ListSource([seqs[i] for i in (0, 2)], ROLES)]
-    for src in named:   # names the mirror view can pair
-        src.info.joint_names = ["hip_center", "left_hip", "right_hip", "neck", "left_hand", "right_hand"]
-    store = ingest(named[0], tmp_path / "s.zarr", chunk_frames=4)
-    clean = ingest(named[1], tmp_path / "c.zarr", chunk_frames=4)
-    opts = dict(features=["positions", "velocities"], levels=2, body_frame="torso-frames", scale=scale,
-                mirror=mirror)
-    source = skeleton_source(store, "store", 1e-3, True, **opts)
-    with dask_runtime("synchronous") as runtime:
-        (line,) = source.data_warnings(runtime)
-        assert skeleton_source(clean, "store", 1e-3, True, **opts).data_warnings(runtime) == []
+    store, line, V, W = _said_once(tmp_path, _degenerate_frames(rng), (0, 2), body_frame="torso-frames",
+                                   scale=scale, mirror=mirror)
     sized = scale == "body"
     keys = "descriptor.body_frame = 'torso-frames'" + (", descriptor.scale = 'body'" if sized else "")
     size = "; its neck is at the hip centre in every frame: body size 0" if sized else ""
@@ -396,8 +390,6 @@ def test_torso_frames_left_unrotated_are_said_once_and_change_no_descriptor(tmp_
         f"'s004': 7 of its 7 frames{size}): a frame whose hips are at one point, or whose spine (neck minus hip "
         f"centre) is of no length or lies along its hip line, has no torso frame and is not rotated{units}; check "
         f"the roles the store records (`streamcov info {store.path}`) or leave those sequences out")
-    V = descriptor_array(source, block=2).compute()
-    W = descriptor_array(skeleton_source(clean, "store", 1e-3, True, **opts), block=2).compute()
     np.testing.assert_allclose(V[[0, 2]], W, rtol=0, atol=1e-12)
 
 
