@@ -683,7 +683,7 @@ def inside_source(path, source) -> Path | None:
         return None
     root = Path(source).resolve()
     where = Path(os.path.abspath(path))
-    return root if where == root or where.is_relative_to(root) or where.resolve().is_relative_to(root) else None
+    return root if where.is_relative_to(root) or where.resolve().is_relative_to(root) else None
 
 
 def outside_source(path, source) -> None:

@@ -161,7 +161,6 @@ class SequenceStoreWriter(RaggedStoreWriter):
                  record: dict | None = None):
         self.info = info
         self.n_features = 3 * info.n_joints
-        outside_source(path, record.get("path") if isinstance(record, dict) else None)
         attrs = {"n_joints": info.n_joints, "joint_names": list(info.joint_names),
                  "layout": "frames x (x1, y1, z1, ..., xJ, yJ, zJ)", "units": info.units,
                  "source": info.source, "center": list(info.center), "roles": dict(info.roles),

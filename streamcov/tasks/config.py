@@ -531,18 +531,11 @@ def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Orig
 def _check_store_kind(cfg, spec, origins: Origins) -> None:
     """An existing ``data.store`` of another kind than the task reads, named where it was given (the file's
     line, or the ``--set``) as ``--store`` is: it was refused later by the store's path alone."""
-    from ..stream.source import store_kind
-
     data = getattr(cfg, "data", None)
     path = getattr(data, "store", None) if data is not None else None
-    if spec.store_kind is None or not path or not (Path(path) / "zarr.json").is_file():
-        return
-    if any(getattr(data, k, None) != v for k, v in spec.store_sets):   # data read from elsewhere (format = "folders")
-        return
-    try:
-        kind = store_kind(path)
-    except (StreamcovError, OSError):   # damaged, foreign or unreadable: said where the store is opened
-        return
+    if spec.store_kind is None or any(getattr(data, k, None) != v for k, v in spec.store_sets):
+        return   # data read from elsewhere (format = "folders")
+    kind = _store_kind_at(path)
     if kind is not None and kind != spec.store_kind:
         raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {path!r}: {_wrong_kind(kind, spec)}")
 
@@ -555,23 +548,17 @@ def _check_source_not_a_store(cfg, spec, origins: Origins) -> None:
     """A ``data.source`` that is a store of streamcov's (the ingested store given where its archive or image
     folder goes), named where it was given and pointed to ``data.store``: it was read as an archive (\"index
     file not found\") or as a folder of class folders (\"no images in class folders\")."""
-    from ..stream.source import store_kind
     from .schema import _toml_value
 
     data = getattr(cfg, "data", None)
     path = getattr(data, "source", None) if data is not None else None
-    if spec.store_kind is None or not path or not (Path(path) / "zarr.json").is_file():
-        return
-    if getattr(data, "format", None) in ("store", "skimage-textures"):   # data.source not read
-        return
-    try:
-        kind = store_kind(path)
-    except (StreamcovError, OSError):   # damaged or unreadable: not said to be a store here
-        return
+    if spec.store_kind is None or getattr(data, "format", None) in ("store", "skimage-textures"):
+        return   # data.source not read
+    kind = _store_kind_at(path)
     if kind is None:
         return
     where = f"{origins.where(('data', 'source'))}: data.source = {path!r}"
-    what = f"{'an' if kind == 'image' else 'a'} {kind} store (written by {_WRITERS[kind]})"
+    what = f"{_a_store(kind)} (written by {_WRITERS[kind]})"
     if kind != spec.store_kind:
         raise ConfigError(f"{where}: {what}, but task {spec.name!r} reads {spec.store_kind} stores, and "
                           f"data.source takes {_SOURCES[spec.store_kind]}")
@@ -599,9 +586,26 @@ def _check_store_flag(store, spec) -> None:
         raise ConfigError(f"{where}: {_wrong_kind(kind, spec)}")
 
 
+def _store_kind_at(path) -> str | None:
+    """The kind of the streamcov store a configuration path names, or None where there is none to read (no
+    path, no ``zarr.json``; damaged, foreign or unreadable: said where the store is opened)."""
+    from ..stream.source import store_kind
+
+    if not path or not (Path(path) / "zarr.json").is_file():
+        return None
+    try:
+        return store_kind(path)
+    except (StreamcovError, OSError):
+        return None
+
+
+def _a_store(kind: str) -> str:
+    return f"{'an' if kind == 'image' else 'a'} {kind} store"
+
+
 def _wrong_kind(kind: str | None, spec) -> str:
     """What a store of ``kind`` (None: none of streamcov's) is, given to a task that reads another kind."""
-    what = f"{'an' if kind == 'image' else 'a'} {kind} store" if kind else "not a streamcov store"
+    what = _a_store(kind) if kind else "not a streamcov store"
     return f"{what}, but task {spec.name!r} reads {spec.store_kind} stores"
 
 
