@@ -273,6 +273,13 @@ def _some(values, n: int = 12) -> str:
     return str(values[:n]) + (f" and {len(values) - n} more" if len(values) > n else "")
 
 
+def inner_fold_count(labels, n_splits: int) -> int:
+    """How many class-stratified folds :func:`inner_folds` makes of ``labels``: ``n_splits``, fewer when a class
+    has fewer rows."""
+    counts = np.bincount(np.asarray(labels))
+    return int(min(n_splits, counts[counts > 0].min()))
+
+
 def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """Cross-validation folds *within* training rows, for choosing hyperparameters.
 
@@ -293,7 +300,7 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
     from sklearn.model_selection import StratifiedKFold
 
     counts = np.bincount(labels)
-    k = int(min(n_splits, counts[counts > 0].min()))
+    k = inner_fold_count(labels, n_splits)
     if k < 2:
         c = int(np.flatnonzero(counts == 1)[0])
         raise ConfigError(f"every class needs at least 2 training images for the inner cross-validation, but class "

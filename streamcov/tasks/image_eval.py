@@ -275,7 +275,7 @@ def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names) -
         if not len(present):
             continue
         c = int(present[np.argmin(counts[present])])
-        used.add(min(cap, int(counts[c])))
+        used.add(splits.inner_fold_count(labels[tr], cap))   # the folds splits.inner_folds makes
         if smallest is None or counts[c] < smallest[0]:
             smallest = (int(counts[c]), c, name)
     if not used or max(used) >= n_inner:
