@@ -629,7 +629,7 @@ class _Problem:
         self.m32 = None
         self._m32_shared = None
         self.recoveries = 0
-        self.data, self.placed = None, False
+        self.data = None
         # the first placement recovers as the later steps do: a worker lost while the actors read the rows
         # (the longest step, and the one most likely to run a worker out of memory) is a lost worker too
         self._recovering(self._place_once)
@@ -639,10 +639,10 @@ class _Problem:
         self.pass_times: list = []
 
     def _place_once(self) -> None:
-        """The first placement, unless a recovery from a worker lost meanwhile has placed the rows."""
-        if not self.placed:
+        """The first placement, unless a recovery from a worker lost meanwhile has placed the rows (the rows
+        are placed once there are data or, on the actor route, actors)."""
+        if self.data is None and self.holders is None:
             self.data = self._place(self.specs)
-            self.placed = True
 
     def _cache_mode(self) -> str:
         if self.path is None:
@@ -741,7 +741,6 @@ class _Problem:
         self.data, self._m32_shared, self.holders = None, None, None
         self.mode = self._cache_mode()        # fewer workers may hold less
         self.data = self._place(self.specs)
-        self.placed = True
         if self.m32 is not None:
             self._centre()
         return True
