@@ -352,9 +352,7 @@ def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool
 
 
 def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled,
-            skip=None, entries=None):
-    if entries is None:
-        entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
+            skip, entries):
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
     record = source_record(src, group_level, exclude, unlabelled, entries, format)
