@@ -192,17 +192,23 @@ def _model_of(arch, out):
 
 
 def test_predict_knows_its_training_data_by_the_archive_not_the_path(tmp_path):
-    """A store of the model's archive is its training data wherever the archive lies: the files digest, not the
-    path (a copy elsewhere was scored as other data without a word); read with a subset option, when the subset
-    holds training rows (their ids, read from the model's training store)."""
+    """A store of the model's archive is its training data wherever the archive lies: the files' contents, not
+    the path (a copy elsewhere was scored as other data without a word) nor the files' times (a copy that does not
+    keep them was too); read with a subset option, when the subset holds training rows (their ids, read from the
+    model's training store)."""
+    import os
     import shutil
 
     from streamcov.data.readers import open_reader
 
     arch = _msr_archive(tmp_path / "msr", cvpr12=MSR_IDS[:6])   # action 1 of every subject: 3 training rows
     trained, model = _model_of(arch, tmp_path)
-    shutil.copytree(arch, tmp_path / "copy")   # another path, the same files (copytree keeps their times)
+    # another path, the same files, new modification times (`cp -r` without -p)
+    shutil.copytree(arch, tmp_path / "copy", copy_function=shutil.copy)
+    for f in (tmp_path / "copy").rglob("*.txt"):
+        os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**11))
     copy = ingest(open_reader("msr-action3d", tmp_path / "copy"), tmp_path / "copy.zarr")
+    assert copy.attrs["source_record"]["files"]["digest"] != trained.attrs["source_record"]["files"]["digest"]
     got = predict_store(model, copy.path, tmp_path / "copy.csv", scheduler="synchronous")
     assert got["includes_training_rows"] is True and got["evaluated_on"] == "every row whose label the model knows"
     assert got["notes"] == [f"this store was written from the same data as the model's training store "

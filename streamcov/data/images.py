@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import FormatError, ingest_option, path_arg
 from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
-from .ragged import RaggedStore, RaggedStoreWriter, ingest_args
+from .ragged import RaggedStore, RaggedStoreWriter, content_digest, files_digest, ingest_args
 
 FORMAT_NAME = "streamcov.images"
 DEFAULT_CHUNK_PIXELS = 1 << 20
@@ -342,8 +342,6 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
 def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
                   format: str = "folders") -> dict:
     """What an image store records of its source (a resumed or reused store must match it)."""
-    from .ragged import files_digest
-
     if entries is None:
         entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     return {"format": format, "path": str(Path(src).resolve()), "group_level": int(group_level),
@@ -356,6 +354,8 @@ def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, m
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
     record = source_record(src, group_level, exclude, unlabelled, entries, format)
+    # the images' contents, recorded with the store (one plain read of the files more; see the skeletons' _ingest)
+    record["files"]["content"] = content_digest([e.path for e in entries], Path(src))
     writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
                               chunk_pixels=chunk_pixels, mode=mode, record=record)
     it = entries

@@ -491,6 +491,8 @@ class RaggedStoreWriter:
                     # another folder or option first; "files" differs only if the same folder changed
                     sub = next(k for k in sorted(set(a) | set(b), key=lambda k: (k == "files", k))
                                if a.get(k) != b.get(k))
+                    if sub == "files" and same_files(a.get("files"), b.get("files")):
+                        continue   # the same files (new modification times, or now their content digest)
                     if sub == "files":
                         raise StoreError(
                             f"{self.path}: the archive {b.get('path', a.get('path'))} changed since this "
@@ -503,6 +505,11 @@ class RaggedStoreWriter:
                     f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Start over: "
                     f"{START_OVER.format(path=self.path)}.")
         g = zarr.open_group(str(self.path), mode="r+")
+        # what passed the checks above as the same source, recorded as it is now: the store completed here is
+        # checked against the archive's present modification times
+        changed = {key: want.get(key) for key in same if old.get(key) != want.get(key)}
+        if changed:
+            g.attrs.update(changed)
         c = old.get("committed", {self.unit: 0, self.data_unit: 0})
         k, f = int(c[self.unit]), int(c[self.data_unit])
         # anything past the commit point may be half written: cut it off
@@ -646,7 +653,8 @@ class IdsOf:
 
 def files_digest(paths, root) -> dict:
     """``{"count", "digest"}`` of files (relative path, size, modification time): recorded with a
-    store's source, so that an archive edited while its ingestion was interrupted is told apart."""
+    store's source, and made again, without opening a file, by every run that checks the store against its
+    archive (:func:`same_files`)."""
     import hashlib
 
     root = Path(root)
@@ -654,11 +662,51 @@ def files_digest(paths, root) -> dict:
     n = 0
     for p in sorted(Path(p) for p in paths):
         st = p.stat()
-        # a file outside the root (listed by an index) by its absolute path
-        rel = p.name if p == root else p.relative_to(root).as_posix() if p.is_relative_to(root) else p.as_posix()
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{_relative(p, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         n += 1
     return {"count": n, "digest": h.hexdigest()}
+
+
+def content_digest(paths, root) -> str:
+    """SHA-256 of files by what they hold (relative path, size, SHA-256 of the bytes, read in blocks), in the
+    order of their relative paths: the same for a copy of an archive with new modification times (copied,
+    unpacked or checked out again). Ingestion records it as ``files["content"]`` of a store's source."""
+    import hashlib
+
+    root = Path(root)
+    h = hashlib.sha256()
+    for rel, p in sorted((_relative(Path(p), root), Path(p)) for p in paths):
+        h.update(f"{rel}\0{p.stat().st_size}\0{integrity.file_sha256(p)}\n".encode())
+    return h.hexdigest()
+
+
+def _relative(p: Path, root: Path) -> str:
+    """``p``'s name in the digests of its archive ``root``: its path relative to the root; a file outside the
+    root (listed by an index) by its absolute path."""
+    return p.name if p == root else p.relative_to(root).as_posix() if p.is_relative_to(root) else p.as_posix()
+
+
+def same_files(old, new, content=None) -> bool:
+    """Whether two ``files`` records of source records (:func:`files_digest`'s, with the ``"content"`` of
+    :func:`content_digest` when ingestion wrote them) are of the same files; the one comparison of a store's
+    archive for ``run``, a resumed ingestion and ``predict``. ``old``: a store's; ``new``: another store's,
+    or the archive's as it is now, with ``content()`` computing its content digest (called only when needed).
+
+    - Both record their content: the same count and content digest.
+    - The same count and metadata digest: the same files, no file read. Every run takes this path; its known
+      limit, as make's and rsync's: a file rewritten in place at the same size, its modification time set
+      back, is not seen.
+    - Otherwise, ``old`` recording its content and ``content`` given: the same count and content digest (the
+      archive copied, unpacked or checked out again: new modification times, the same files).
+
+    A record without a content digest (written by an earlier streamcov) is otherwise of other files."""
+    if not (isinstance(old, dict) and isinstance(new, dict)) or old.get("count") != new.get("count"):
+        return False
+    if "content" in old and "content" in new:
+        return old["content"] == new["content"]
+    if old.get("digest") is not None and old.get("digest") == new.get("digest"):
+        return True
+    return "content" in old and content is not None and content() == old["content"]
 
 
 def skipped_text(skipped: list) -> str:

@@ -257,8 +257,12 @@ def degenerate(frames) -> str | None:
 def _ingest(source, out, chunk_frames, mode, progress, limit):
     from .readers.base import SkippedSequence
 
-    writer = SequenceStoreWriter(out, source.info, chunk_frames=chunk_frames, mode=mode,
-                                 record=getattr(source, "record", None))
+    record, content = getattr(source, "record", None), getattr(source, "content", None)
+    if isinstance(record, dict) and isinstance(record.get("files"), dict) and callable(content):
+        # the archive's contents, recorded with the store (one plain read of its files): a copy of the archive
+        # with new modification times is then known for the same files
+        record = {**record, "files": {**record["files"], "content": content()}}
+    writer = SequenceStoreWriter(out, source.info, chunk_frames=chunk_frames, mode=mode, record=record)
     rejected = []
     bar = None
     if progress:

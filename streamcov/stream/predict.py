@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.ragged import same_files
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
@@ -381,25 +382,28 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
 
 def _same_source(trained, given) -> bool:
     """Whether two stores' source records name the same data: the same generator settings, or the same files
-    (the files digest: relative paths, sizes and times) read the same way, wherever the archive or folder lies
-    (a copy at another path is the same data; its path alone is not compared when both record a digest). How
-    images were grouped and whether they were accepted unlabelled (predict reads a folder with group level 1,
-    unlabelled) do not change the data; the folders left out do, and the files digest says so."""
+    (:func:`~streamcov.data.ragged.same_files`: their contents where both records hold them, else their relative
+    paths, sizes and times) read the same way, wherever the archive or folder lies (a copy at another path is
+    the same data; its path alone is not compared when both record their files). How images were grouped and
+    whether they were accepted unlabelled (predict reads a folder with group level 1, unlabelled) do not change
+    the data; the folders left out do, and the files say so."""
     if not (isinstance(trained, dict) and isinstance(given, dict) and trained):
         return False
     drop = {"unlabelled", "group_level", "exclude"}
     if isinstance(trained.get("files"), dict) and isinstance(given.get("files"), dict):
-        drop.add("path")
+        if not same_files(trained["files"], given["files"]):
+            return False
+        drop |= {"path", "files"}
     return {k: v for k, v in trained.items() if k not in drop} == {k: v for k, v in given.items() if k not in drop}
 
 
 def _same_archive(trained, given) -> bool:
-    """Whether two stores were read from the same archive (format and files digest, wherever it lies) with
-    other reader options (MSR-Action3D's ``subset="cvpr12"``): their sequences are the archive's, under the ids
-    the reader gives them."""
-    if not (isinstance(trained, dict) and isinstance(given, dict) and isinstance(trained.get("files"), dict)):
+    """Whether two stores were read from the same archive (format and files, wherever it lies) with other
+    reader options (MSR-Action3D's ``subset="cvpr12"``): their sequences are the archive's, under the ids the
+    reader gives them."""
+    if not (isinstance(trained, dict) and isinstance(given, dict)):
         return False
-    return (trained.get("format") == given.get("format") and trained["files"] == given.get("files")
+    return (trained.get("format") == given.get("format") and same_files(trained.get("files"), given.get("files"))
             and trained.get("options") != given.get("options"))
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, IncompleteStoreError, arg
-from ..data.ragged import inside_source
+from ..data.ragged import inside_source, same_files
 from ..features.registry import needs_data
 from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
 from .. import splits
@@ -30,10 +30,11 @@ def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=Non
     """Open the store at ``path``; when it is missing or incomplete and a ``source`` is given,
     ``ingest()`` it first (an incomplete one is resumed). ``make`` says how to create it.
 
-    ``record()``: the source record the pipeline's ``[data]`` would write; a
-    complete store written from another source (another folder, reader
-    options, generator parameters, or an archive changed since) is refused,
-    never used in its place.
+    ``record()``: the source record the pipeline's ``[data]`` would write, and
+    a callable that reads its archive's files for their content digest (None
+    without files); a complete store written from another source (another
+    folder, reader options, generator parameters, or an archive whose
+    contents changed since) is refused, never used in its place.
     """
     if path.exists():
         try:
@@ -43,7 +44,7 @@ def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=Non
                 raise
         else:
             if source and record is not None:
-                _same_source(path, store.attrs.get("source_record"), record())
+                _same_source(path, store.attrs.get("source_record"), *record())
             return store
     elif not source:
         raise ConfigError(f"data.store: {path} does not exist{searched(path)}; create it with `{make}` or set "
@@ -51,7 +52,9 @@ def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=Non
     return ingest()
 
 
-def _same_source(path, old: dict | None, new: dict) -> None:
+def _same_source(path, old: dict | None, new: dict, content=None) -> None:
+    """Refuse the store at ``path`` unless its source record ``old`` names the source ``new`` (``content()``:
+    the content digest of ``new``'s files, read only when their modification times are not those recorded)."""
     if old == new:
         return
     fix = f"point data.store at a new path, or delete {path} to write it again from [data]"
@@ -61,6 +64,11 @@ def _same_source(path, old: dict | None, new: dict) -> None:
     if key == "files" and not isinstance(old.get("files"), dict):
         raise ConfigError(f"data.store: {path} records no digest of its archive (written by an earlier "
                           f"streamcov), so it cannot be checked against {new.get('path')}; {fix}")
+    if key == "files" and same_files(old["files"], new["files"], content):
+        if old["files"].get("digest") != new["files"].get("digest"):
+            print(f"note: data.store: {path} is used: the files of {new.get('path')} have new modification times "
+                  f"since it was written, but the same contents", file=sys.stderr)
+        return
     if key == "orientation":
         raise ConfigError(f"data.store: {path} was written by an earlier streamcov, which read images without "
                           f"their EXIF orientation (photos that say to be turned were stored sideways); {fix}")
@@ -70,8 +78,10 @@ def _same_source(path, old: dict | None, new: dict) -> None:
                           f"its own files make that archive look changed; point data.store at a path outside "
                           f"{new.get('path')} (the store is written there again)")
     if key == "files":
+        how = ("other contents" if "content" in old["files"]   # an earlier streamcov's store: by size and time
+               else "another size or modification time")
         raise ConfigError(f"data.store: {path} was written from {new.get('path')}, which has changed since "
-                          f"(files added, removed, or of another size or modification time: "
+                          f"(files added, removed, or of {how}: "
                           f"{old['files'].get('count')} files then, {new['files'].get('count')} now); {fix}")
     raise ConfigError(f"data.store: {path} was written with {key} = {old.get(key)!r}, but [data] gives "
                       f"{new.get(key)!r}; {fix}")
@@ -91,17 +101,21 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
                                     seed=p.seed, frames=tuple(p.frames), noise=p.noise)
         return open_or_ingest(path, SequenceStore, source,
                               lambda: ingest(source, path, mode="resume", progress=progress), "",
-                              record=lambda: source.record)
+                              record=lambda: (source.record, None))
 
     def reader():
         if not Path(data.source).exists():
             raise ConfigError(f"data.source: {data.source} does not exist{searched(data.source)}")
         return open_reader(data.format, data.source, where="data.options", **data.options)
 
+    def record():
+        r = reader()
+        return r.record, r.content
+
     path = Path(data.store)
     return open_or_ingest(path, SequenceStore, data.source,
                           lambda: ingest(reader(), path, mode="resume", progress=progress),
-                          f"streamcov ingest skeleton --format FORMAT SRC {path}", record=lambda: reader().record)
+                          f"streamcov ingest skeleton --format FORMAT SRC {path}", record=record)
 
 
 def resolve_image_store(data, progress: bool = False):
@@ -119,9 +133,11 @@ def resolve_image_store(data, progress: bool = False):
                              pixel_dtype=data.pixel_dtype, mode="resume", progress=progress)
 
     def record():
+        from functools import partial
+
         from ..data.imageio import exif_turned
         from ..data.images import source_record
-        from ..data.ragged import open_group
+        from ..data.ragged import content_digest, open_group
 
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source: {data.source!r}: folder not found")
@@ -130,7 +146,7 @@ def resolve_image_store(data, progress: bool = False):
         old = dict(open_group(path, "r").attrs).get("source_record")
         if isinstance(old, dict) and "orientation" not in old and not exif_turned(e.path for e in entries):
             new.pop("orientation")   # written before images were turned upright, but none is turned: same pixels
-        return new
+        return new, partial(content_digest, [e.path for e in entries], Path(data.source))
 
     return open_or_ingest(path, ImageStore, data.source, ingest_source,
                           f"streamcov ingest images --format folders SRC {path}", record=record)

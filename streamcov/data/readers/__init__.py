@@ -44,6 +44,11 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
     (``where``: ``--option`` for the command line's ``--option k=v``, a table
     such as ``data.options`` for a pipeline's ``data.options.k = v``; None,
     a Python call: the keyword, ``k=v``).
+
+    The reader's ``record`` is what a store written from it records of its
+    source (format, folder, options, :func:`~streamcov.data.ragged.files_digest`
+    of the archive's files); ``content()`` reads the files for their
+    :func:`~streamcov.data.ragged.content_digest`.
     """
     import difflib
     import importlib
@@ -83,8 +88,12 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
             given = ", ".join(named(k) for k in options) or "the default options"
             raise ConfigError(f"{given}: {exc}") from None
         raise ConfigError(f"{named(culprit)}: {exc}") from None
-    # what an interrupted ingestion must match to be resumed (streamcov.data.ragged)
-    from ..ragged import files_digest
+    # what an interrupted ingestion must match to be resumed, and a store reused (streamcov.data.ragged); the
+    # files' contents are read only when asked: by ingestion, which records them, and by a run that finds the
+    # files' times changed since its store was written
+    from functools import partial
+
+    from ..ragged import content_digest, files_digest
 
     root = Path(path).resolve()
     files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
@@ -94,6 +103,7 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
     reader.record = {"format": fmt, "path": str(root),
                      "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())},
                      "files": files_digest(files, root)}
+    reader.content = partial(content_digest, files, root)
     return reader
 
 

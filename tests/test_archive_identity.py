@@ -1,0 +1,221 @@
+"""A store knows its archive by the files' contents: an archive copied, unpacked or checked out again (new
+modification times, the same files) is the same archive for ``run``, a resumed ingestion and ``predict``;
+an archive whose contents changed is not. Every run first compares the files' metadata (relative paths,
+sizes, modification times) and reads no file when it matches."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from PIL import Image
+
+from streamcov.data import integrity
+from streamcov.data.images import ingest_images
+from streamcov.data.ragged import content_digest, files_digest, same_files
+from streamcov.data.readers import open_reader
+from streamcov.data.skeletons import ingest
+from streamcov.errors import ConfigError, StoreError
+from streamcov.tasks.classify import resolve_image_store, resolve_skeleton_store
+from streamcov.tasks.schema import ImageData, SkeletonData
+from test_bad_input import as_format_3, rewritten, write_archive
+
+NOTE = r"^note: data\.store: \S+ is used: the files of \S+ have new modification times since it was written, but " \
+       r"the same contents$"
+CHANGED = r"which has changed since \(files added, removed, or of other contents: 9 files then, 9 now\)"
+
+
+def later(folder: Path) -> None:
+    """Every file under ``folder`` given a later modification time, as `cp -r` without -p or an unpacking does."""
+    for f in folder.rglob("*"):
+        if f.is_file():
+            rewritten(f, edit=False)
+
+
+def no_file_read(monkeypatch):
+    """Any read of a file's contents for the content digest fails the test."""
+    def read(path):
+        raise AssertionError(f"{path} was read")
+    monkeypatch.setattr(integrity, "file_sha256", read)
+
+
+@pytest.fixture
+def written(tmp_path):
+    """A generic archive ``a`` (9 files), its [data], and the store ``run`` ingested from it."""
+    data = SkeletonData(store=str(tmp_path / "g.zarr"), source=str(write_archive(tmp_path / "a")), format="generic")
+    return tmp_path / "a", data, resolve_skeleton_store(data, tmp_path)
+
+
+# ------------------------------------------------------------------ the digests
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.dictionaries(st.sampled_from(["a.csv", "b.txt", "d/c.csv", "d/e/f.bin", "z"]),
+                             st.binary(min_size=1, max_size=64), min_size=1),
+       seed=st.integers(0, 2**31 - 1))
+def test_content_digest_ignores_file_order_and_times_but_not_any_byte(tmp_path_factory, files, seed):
+    rng = np.random.default_rng(seed)
+    root = tmp_path_factory.mktemp("archive")
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    paths = [root / name for name in files]
+    digest, metadata = content_digest(paths, root), files_digest(paths, root)
+    for p in paths:   # times long past: other times than the files were written with
+        os.utime(p, ns=(int(rng.integers(1, 2**40)), int(rng.integers(1, 2**40))))
+    assert content_digest([paths[i] for i in rng.permutation(len(paths))], root) == digest
+    assert files_digest(paths, root)["digest"] != metadata["digest"]   # which the metadata digest sees
+    copy = tmp_path_factory.mktemp("copy") / "elsewhere"
+    shutil.copytree(root, copy, copy_function=shutil.copy)
+    assert content_digest([copy / name for name in files], copy) == digest
+    name = sorted(files)[int(rng.integers(len(files)))]
+    data = bytearray(files[name])
+    i = int(rng.integers(len(data)))
+    data[i] ^= 1 << int(rng.integers(8))
+    (root / name).write_bytes(bytes(data))
+    assert content_digest(paths, root) != digest
+
+
+@pytest.mark.parametrize("old, new, equal", [
+    ({"count": 2, "digest": "m"}, {"count": 2, "digest": "m"}, True),                        # the fast path
+    ({"count": 2, "digest": "m", "content": "c"}, {"count": 2, "digest": "m"}, True),        # no file read
+    ({"count": 2, "digest": "m", "content": "c"}, {"count": 2, "digest": "n"}, "c"),         # new times, read
+    ({"count": 2, "digest": "m", "content": "c"}, {"count": 2, "digest": "n"}, "x"),         # other contents
+    ({"count": 2, "digest": "m"}, {"count": 2, "digest": "n"}, False),                       # written before
+    ({"count": 2, "digest": "m", "content": "c"}, {"count": 3, "digest": "n"}, False),       # a file more
+    ({"count": 2, "digest": "m", "content": "c"}, {"count": 2, "digest": "n", "content": "c"}, True),
+    ({"count": 2, "digest": "m", "content": "c"}, {"count": 2, "digest": "m", "content": "x"}, False),
+    ({"count": 2, "digest": "m"}, None, False),
+])
+def test_same_files(old, new, equal):
+    """Both contents recorded: compared; else the metadata digests, then (when ``old`` records its contents)
+    the contents read now, only when the metadata differs."""
+    asked = []
+
+    def content():
+        asked.append(1)
+        return equal
+    got = same_files(old, new, content)
+    assert got is (equal in (True, "c"))
+    assert bool(asked) == isinstance(equal, str)
+
+
+# ------------------------------------------------------------------ run
+def test_run_reuses_the_store_of_an_archive_with_new_times(written, capsys):
+    """The archive copied or unpacked again at its path: the store is used, not written again, with one note."""
+    archive, data, store = written
+    assert set(store.attrs["source_record"]["files"]) == {"count", "digest", "content"}
+    capsys.readouterr()
+    later(archive)
+    again = resolve_skeleton_store(data, archive.parent)
+    assert again.attrs["identity"] == store.attrs["identity"]
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and re.search(NOTE, err.strip()), err
+
+
+def test_the_fast_path_reads_no_file_and_misses_an_edit_that_keeps_size_and_time(written, monkeypatch, capsys):
+    """The fast path's known limit, as make's and rsync's: a file rewritten in place at its size, its modification
+    time set back, is not seen (and no file is read to check a store whose archive's metadata is unchanged)."""
+    archive, data, store = written
+    rewritten(archive / "s03.csv", later=False)
+    no_file_read(monkeypatch)
+    capsys.readouterr()
+    assert resolve_skeleton_store(data, archive.parent).attrs["identity"] == store.attrs["identity"]
+    assert capsys.readouterr().err == ""
+
+
+def test_an_archive_with_other_contents_is_refused(written):
+    archive, data, _ = written
+    rewritten(archive / "s03.csv")
+    with pytest.raises(ConfigError, match=r"data\.store: \S+g\.zarr was written from \S+a, " + CHANGED):
+        resolve_skeleton_store(data, archive.parent)
+
+
+def test_a_store_without_the_contents_is_checked_by_the_times_as_before(written):
+    """A store written by an earlier streamcov (no content digest): new times are a changed archive, as they were."""
+    archive, data, store = written
+    meta = json.loads((store.path / "zarr.json").read_text())
+    del meta["attributes"]["source_record"]["files"]["content"]
+    (store.path / "zarr.json").write_text(json.dumps(meta))
+    as_format_3(store.path)
+    assert resolve_skeleton_store(data, archive.parent).attrs["identity"] == store.attrs["identity"]
+    later(archive)
+    with pytest.raises(ConfigError, match=r"which has changed since \(files added, removed, or of another size or "
+                                          r"modification time: 9 files then, 9 now\)"):
+        resolve_skeleton_store(data, archive.parent)
+
+
+def test_image_run_reuses_the_store_of_a_folder_with_new_times(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    for c in "ab":
+        (tmp_path / "img" / c).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 256, (6, 7), dtype=np.uint8)).save(tmp_path / "img" / c / f"{i}.png")
+    data = ImageData(store=str(tmp_path / "s.zarr"), source=str(tmp_path / "img"))
+    store = resolve_image_store(data)
+    capsys.readouterr()
+    later(tmp_path / "img")
+    assert resolve_image_store(data).attrs["identity"] == store.attrs["identity"]
+    assert re.search(NOTE, capsys.readouterr().err.strip())
+    Image.fromarray(rng.integers(0, 256, (6, 7), dtype=np.uint8)).save(tmp_path / "img" / "a" / "1.png")
+    with pytest.raises(ConfigError, match=r"which has changed since \(files added, removed, or of other contents: "
+                                          r"6 files then, 6 now\)"):
+        resolve_image_store(data)
+
+
+# ------------------------------------------------------------------ resume
+def test_a_resumed_ingestion_takes_new_times_and_records_them(tmp_path, monkeypatch):
+    archive = write_archive(tmp_path / "a")
+    out = tmp_path / "g.zarr"
+    assert ingest(open_reader("generic", archive), out, chunk_frames=6, limit=3) is None
+    later(archive)
+    store = ingest(open_reader("generic", archive), out, chunk_frames=6)
+    assert store.n_sequences == 8
+    # recorded with the times it was completed with: the next run takes the fast path
+    now = open_reader("generic", archive).record["files"]
+    assert store.attrs["source_record"]["files"] == {**now, "content": content_digest(
+        [p for p in archive.rglob("*") if p.is_file()], archive)}
+    no_file_read(monkeypatch)
+    data = SkeletonData(store=str(out), source=str(archive), format="generic")
+    assert resolve_skeleton_store(data, tmp_path).attrs["identity"] == store.attrs["identity"]
+
+
+def test_a_resumed_ingestion_sees_an_edit_that_keeps_size_and_time(tmp_path):
+    """Ingestion reads the contents anyway: an interrupted one is not resumed over a file edited in place."""
+    archive = write_archive(tmp_path / "a")
+    out = tmp_path / "g.zarr"
+    assert ingest(open_reader("generic", archive), out, chunk_frames=6, limit=3) is None
+    rewritten(archive / "s05.csv", later=False)
+    with pytest.raises(StoreError, match=r"the archive \S+a changed since this ingestion began"):
+        ingest(open_reader("generic", archive), out, chunk_frames=6)
+
+
+def test_an_image_ingestion_resumes_over_new_times(tmp_path):
+    rng = np.random.default_rng(1)
+    (tmp_path / "img" / "a").mkdir(parents=True)
+    for i in range(4):
+        Image.fromarray(rng.integers(0, 256, (5, 5), dtype=np.uint8)).save(tmp_path / "img" / "a" / f"{i}.png")
+    assert ingest_images(tmp_path / "img", tmp_path / "s.zarr", chunk_pixels=25, limit=2) is None
+    later(tmp_path / "img")
+    assert len(ingest_images(tmp_path / "img", tmp_path / "s.zarr", chunk_pixels=25)) == 4
+
+
+# ------------------------------------------------------------------ predict
+def test_predict_knows_the_training_data_by_its_contents():
+    """Two stores of the same archive, one of a copy with new times: the same data when both record the contents;
+    a store of an earlier streamcov (no contents) against a newer one: by the metadata, as before."""
+    from streamcov.stream.predict import _same_archive, _same_source
+
+    trained = {"format": "msr-action3d", "path": "/d/msr", "options": {},
+               "files": {"count": 3, "digest": "ab", "content": "c1"}}
+    copy = {**trained, "path": "/e/msr", "files": {"count": 3, "digest": "cd", "content": "c1"}}
+    assert _same_source(trained, copy)
+    assert not _same_source(trained, {**copy, "files": {"count": 3, "digest": "ab", "content": "c2"}})
+    earlier = {**trained, "files": {"count": 3, "digest": "ab"}}
+    assert _same_source(earlier, copy) is False and _same_source(earlier, {**copy, "files": trained["files"]})
+    subset = {**copy, "options": {"subset": "cvpr12"}}
+    assert _same_archive(trained, subset) and not _same_source(trained, subset)
+    assert not _same_archive(trained, {**subset, "files": {"count": 3, "digest": "cd", "content": "c2"}})
