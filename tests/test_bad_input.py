@@ -457,6 +457,11 @@ CONFIG = [
          r"--store \S*img\.zarr: an image store, but task 'skeleton-classification' reads skeleton stores"),
     Case("workers-zero", lambda e: ["run", e.pipeline(), "--workers", "0"], r"argument --workers: expected an integer >= 1, got 0"),
     Case("scheduler-unknown", lambda e: ["run", e.pipeline(), "--scheduler", "gpu", "--quiet"], r"--scheduler gpu: expected one of threads, synchronous, local-cluster or a scheduler address"),
+    # a port of digits that are not ASCII: '²' passed isdigit() and failed int() (a traceback)
+    *[Case(f"scheduler-port-{what}", lambda e, port=port: ["run", e.pipeline(), "--scheduler", f"tcp://host:{port}",
+                                                           "--quiet"],
+           rf"--scheduler tcp://host:{port}: expected one of threads, synchronous, local-cluster or a scheduler address")
+      for what, port in (("superscript", "²"), ("full-width", "８７８６"))],
     Case("scheduler-not-an-address", lambda e: ["run", e.pipeline(), "--scheduler", "http://host:8786", "--quiet"],
          r"--scheduler http://host:8786: expected one of threads, synchronous, local-cluster or a scheduler address"),
     Case("dask-scheduler-not-an-address", run_set('dask.scheduler="foo://bar"'),
@@ -1041,8 +1046,43 @@ def recorded(n_skipped: int, reason: str):
     return check
 
 
+def msr_archive(*ids, cvpr12: str | None = None):
+    """An MSR-Action3D folder of 2-frame files ``<id>_skeleton3D.txt`` (and the cvpr12 subset's list ``cvpr12``)."""
+    def archive(e):
+        folder = e.tmp / "msr"
+        (folder / "extras").mkdir(parents=True)
+        rows = "".join(f"{0.1 * j:.3f} {0.2 * (j % 7):.3f} 2.5 1\n" for j in range(40))
+        for i in ids:
+            (folder / f"{i}_skeleton3D.txt").write_text(rows)
+        if cvpr12 is not None:
+            (folder / "extras" / "files_used_in_cvpr12_paper.txt").write_text(cvpr12)
+        return folder
+    return archive
+
+
+def utk_archive(labels: str, recording: str = "s01_e01"):
+    """A UTKinect folder: ``actionLabel.txt`` holding ``labels``, one joints file of frames 10..19 for ``recording``."""
+    def archive(e):
+        folder = e.tmp / "utk"
+        folder.mkdir()
+        rng = np.random.default_rng(0)
+        (folder / f"joints_{recording}.txt").write_text("".join(
+            f"{f} " + " ".join(f"{v:.4f}" for v in rng.uniform(-1, 3, 60)) + "\n" for f in range(10, 20)))
+        (folder / "actionLabel.txt").write_text(labels)
+        return folder
+    return archive
+
+
+def ingest_of(fmt: str, archive, *options):
+    return lambda e: ["ingest", "skeleton", "--format", fmt, archive(e), e.tmp / "s.zarr", "--quiet",
+                      *[a for o in options for a in ("--option", o)]]
+
+
 IDX = r"index\.csv, line \d+: "
 ROW = "s00.csv,a,1"
+# digits of other scripts that int() and \d read as ASCII ones ('１２' as 12): one subject could be two, or a
+# look-alike file one more sample of another's
+DIGITS = r"; type the digits as ASCII 0-9$"
 READERS = [
     Case("index-missing", lambda e: ["ingest", "skeleton", "--format", "generic", e.tmp, e.tmp / "s.zarr"],
          r"index\.csv.*not found", check=no_store),
@@ -1059,6 +1099,9 @@ READERS = [
     Case("index-file-not-found", index("file,label,subject", "s00.csv,a,1", "gone.csv,b,2"), IDX + r".*gone\.csv.*not found"),
     Case("index-subject-beyond-int32", index("file,label,subject", "s00.csv,a,99999999999999999999"),
          IDX + r"column 'subject' must be an integer below 2\*\*31 \(stored as int32\), got '99999999999999999999'"),
+    *[Case(f"index-subject-{script}-digits", index("file,label,subject", ROW, f"s01.csv,b,{digits}"),
+           IDX + rf"column 'subject' must be an integer below 2\*\*31 \(stored as int32\), got '{digits}'" + DIGITS,
+           check=no_store) for script, digits in (("full-width", "１２"), ("arabic-indic", "١٢"))],
     Case("index-control-character", index("file,label,subject", "s00.csv,a\x00,1"),
          IDX + r"column 'label' holds a control character \('a\\x00'\); save the file as plain UTF-8 text"),
     Case("index-latin1", ingest_generic(archive=raw_index(b"file,label,subject\ns00.csv,a,1\ns01.csv,caf\xe9,2\n")),
@@ -1121,6 +1164,20 @@ READERS = [
          r"floren\w*: no skeletal_data\.mat here or in .*raw; pass the Florence 3D"),
     Case("utkinect-on-empty-folder", lambda e: ["ingest", "skeleton", "--format", "utkinect", e.tmp, e.tmp / "s.zarr"],
          r"actionLabel\.txt: label file not found"),
+    *[Case(f"msr-file-name-{what}", ingest_of("msr-action3d", msr_archive("a01_s01_e01", name)),
+           rf"{name}_skeleton3D\.txt: named like a skeleton file aAA_sSS_eEE_skeleton3D\.txt, but with characters "
+           r"other than ASCII \(.*\); rename it with ASCII letters and digits 0-9$", check=no_store)
+      for what, name in (("full-width-digit", "a01_s０1_e02"), ("long-s", "a01_ſ01_e02"))],
+    Case("msr-cvpr12-id-full-width-digit", ingest_of("msr-action3d", msr_archive(
+        "a01_s01_e01", "a01_s01_e02", cvpr12="a01_s01_e01\na０1_s01_e02\n"), 'subset="cvpr12"'),
+         r"files_used_in_cvpr12_paper\.txt, line 2: expected a sequence id like 'a01_s01_e01', found 'a０1_s01_e02'"
+         + DIGITS, check=no_store),
+    Case("utkinect-bound-full-width-digits", ingest_of("utkinect", utk_archive("s01_e01\nwalk: １２ 16\n")),
+         r"actionLabel\.txt, line 2: interval bounds must be two non-negative integer frame ids \(or NaN\), found "
+         r"'１２' '16'" + DIGITS, check=no_store),
+    Case("utkinect-recording-full-width-digit", ingest_of("utkinect", utk_archive("s０1_e01\nwalk: 12 16\n", "s０1_e01")),
+         r"actionLabel\.txt, line 1: expected a recording line 'sSS_eEE' or an interval line .*, found 's０1_e01'"
+         + DIGITS, check=no_store),
     Case("msr-subset-unknown", lambda e: ["ingest", "skeleton", "--format", "msr-action3d", e.tmp, e.tmp / "s.zarr",
                                           "--option", 'subset="x"'], r'--option subset="x": subset must be one of \(\'all\', \'cvpr12\'\), got \'x\''),
     Case("chunk-frames-zero", ingest_generic(extra=None) if False else

@@ -28,7 +28,8 @@ def is_scheduler(name: str) -> bool:
     protocol, _, location = name.partition("://")
     if protocol in ("tcp", "tls"):
         host, colon, port = location.rpartition(":")
-        return bool(colon and host.strip("[]") and port.isdigit() and 0 < int(port) < 65536)
+        # ASCII digits only: isdigit() is also true of '²', which int() refuses, and of full-width digits
+        return bool(colon and host.strip("[]") and port.isascii() and port.isdigit() and 0 < int(port) < 65536)
     return bool(location)
 
 

@@ -17,9 +17,9 @@ Two layouts, shared by the ASF/AMC, BVH and C3D readers:
     required, names matched ignoring case and spaces, other columns ignored), like streamcov's
     generic CSV format: ``file`` and ``skeleton`` are relative to the folder of ``index.csv``.
 
-Subjects: when every subject name is an integer (``"3"``, ``"07"``) the subject is that number;
-otherwise subjects are numbered by their position in the sorted list of names, which the readers
-keep in ``info.extra["subject_names"]`` (HDM05: ``bd, bk, dg, mm, tr`` -> 0..4).
+Subjects: when every subject name is an integer in ASCII digits (``"3"``, ``"07"``) the subject is that
+number; otherwise subjects are numbered by their position in the sorted list of names, which the
+readers keep in ``info.extra["subject_names"]`` (HDM05: ``bd, bk, dg, mm, tr`` -> 0..4).
 Ids: the file name without its extension (or the ``id`` column); they must be distinct and
 sequences are yielded in sorted id order.
 """
@@ -34,7 +34,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import MissingInputError
-from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
+from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence, digits_hint
 
 INDEX_NAME = "index.csv"
 INDEX_REQUIRED = ("file", "label", "subject")
@@ -46,7 +46,8 @@ HDM_PATTERN = (r"^(?P<prefix>[A-Za-z]+)_(?P<subject>[A-Za-z0-9]+)_(?P<motion>.+?
 #: ``<subject>_<motion>`` (e.g. CMU's ``01_01``): the subject before the first underscore
 GENERIC_PATTERN = r"^(?P<subject>[A-Za-z0-9]+)_(?P<motion>.+)$"
 
-_INT_RE = re.compile(r"^[+-]?\d+$")
+# ASCII digits only: int() and \d also read full-width and other scripts' digits ('１２' as 12)
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
 
 
 @dataclass
@@ -215,7 +216,7 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
         if integer_subjects and not (_INT_RE.match(val["subject"])
                                      and abs(int(val["subject"])) < 2 ** 31):
             raise FormatError(index, f"column 'subject' must be an integer below 2**31 (stored as "
-                              f"int32), got {val['subject']!r}", line=lineno)
+                              f"int32), got {val['subject']!r}{digits_hint(val['subject'])}", line=lineno)
         skel = None
         if val.get("skeleton"):
             skel = root / val["skeleton"]

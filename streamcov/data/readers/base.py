@@ -248,6 +248,13 @@ def _locate_parse_error(path, rows, linenos, delimiter, ncols, hint):
                                           line=lineno)
 
 
+def digits_hint(text: str) -> str:
+    """What to fix when ``text`` holds digits other than ASCII 0-9 (full-width ``１２``, Arabic-Indic ``١٢``):
+    they look like ASCII ones, and Python's ``int()`` and regular expressions' ``\\d`` read them as numbers,
+    which the readers do not; else ''."""
+    return "; type the digits as ASCII 0-9" if any(c.isdigit() and not c.isascii() for c in text) else ""
+
+
 def _is_plain_number(tok: str) -> bool:
     """Whether numpy's text parser reads ``tok`` as a float.
 

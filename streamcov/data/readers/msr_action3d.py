@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import MissingInputError
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
-                   SkippedSequence, too_few_frames, _nonblank, _parse_numeric_rows, _read_lines)
+                   SkippedSequence, digits_hint, too_few_frames, _nonblank, _parse_numeric_rows, _read_lines)
 
 N_JOINTS = 20
 
@@ -41,8 +41,10 @@ LABEL_NAMES = [f"a{i:02d}" for i in range(1, len(ACTION_NAMES) + 1)]
 SUBSETS = ("all", "cvpr12")
 CVPR12_LIST = Path("extras") / "files_used_in_cvpr12_paper.txt"
 
+# Unicode \d and case folding on purpose: a name that only looks like a skeleton file's (full-width digits '０１',
+# the long s 'ſ') is found, then refused, rather than read as its ASCII twin or left out without a word
 _FILE_RE = re.compile(r"^a(\d{2})_s(\d{2})_e(\d{2})_skeleton3D\.txt$", re.IGNORECASE)
-_ID_RE = re.compile(r"^a\d{2}_s\d{2}_e\d{2}$")
+_ID_RE = re.compile(r"^a[0-9]{2}_s[0-9]{2}_e[0-9]{2}$")
 
 
 class MSRAction3DReader(SkeletonReader):
@@ -86,6 +88,10 @@ class MSRAction3DReader(SkeletonReader):
                 continue
             if not p.is_file():   # its sequence would be missing without a word
                 raise FormatError(p, "named like a skeleton file but not a file (a folder?); rename or remove it")
+            if not p.name.isascii():
+                raise FormatError(p, "named like a skeleton file aAA_sSS_eEE_skeleton3D.txt, but with characters "
+                                     "other than ASCII (full-width digits, another script's); rename it with ASCII "
+                                     "letters and digits 0-9")
             action = int(m.group(1))
             if not 1 <= action <= len(ACTION_NAMES):
                 raise FormatError(p, f"action id {action} in the file name is outside "
@@ -174,6 +180,6 @@ def _read_id_list(path: Path) -> set[str]:
         s = s.removesuffix("_skeleton3D.txt")
         if not _ID_RE.match(s):
             raise FormatError(path, f"expected a sequence id like 'a01_s01_e01', found "
-                                      f"{line.strip()!r}", line=lineno)
+                                      f"{line.strip()!r}{digits_hint(s)}", line=lineno)
         ids.add(s)
     return ids

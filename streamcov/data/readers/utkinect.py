@@ -23,7 +23,7 @@ import numpy as np
 
 from ...errors import MissingInputError
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
-                   SkippedSequence, _nonblank, _parse_numeric_rows, _read_lines)
+                   SkippedSequence, digits_hint, _nonblank, _parse_numeric_rows, _read_lines)
 
 N_JOINTS = 20
 
@@ -44,9 +44,10 @@ LABEL_FILES = {"original": Path("actionLabel.txt"),
 #: the dataset's ten actions, as its label files spell them
 ACTIONS = ("walk", "sitDown", "standUp", "pickUp", "carry", "throw", "push", "pull", "waveHands", "clapHands")
 
-_HEADER_RE = re.compile(r"^s(\d+)_e(\d+)$")
+# ASCII digits only: \d and int() also read full-width and other scripts' digits ('１２' as 12)
+_HEADER_RE = re.compile(r"^s([0-9]+)_e([0-9]+)$")
 _ACTION_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*:\s*(\S+)\s+(\S+)$")
-_INT_RE = re.compile(r"^\d+$")
+_INT_RE = re.compile(r"^[0-9]+$")
 
 
 @dataclass
@@ -232,7 +233,7 @@ def parse_label_file(path) -> tuple[dict[str, _Recording], list[str]]:
         if m is None:
             raise FormatError(path, f"expected a recording line 'sSS_eEE' or an interval "
                                       f"line '<action>: <first frame id> <last frame id>', found "
-                                      f"{s!r}", line=lineno)
+                                      f"{s!r}{digits_hint(s)}", line=lineno)
         if current is None:
             raise FormatError(path, "interval line before any recording line 'sSS_eEE'",
                                       line=lineno)
@@ -249,7 +250,7 @@ def parse_label_file(path) -> tuple[dict[str, _Recording], list[str]]:
                                       "recording", line=lineno)
         if not all(_INT_RE.match(t) or t.lower() == "nan" for t in (a, b)):
             raise FormatError(path, f"interval bounds must be two non-negative integer "
-                                      f"frame ids (or NaN), found {a!r} {b!r}", line=lineno)
+                                      f"frame ids (or NaN), found {a!r} {b!r}{digits_hint(a + b)}", line=lineno)
         if a.lower() == "nan" or b.lower() == "nan":
             first = last = None
         else:
