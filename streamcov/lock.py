@@ -9,6 +9,7 @@ recognised (same host, no such process) and taken over.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -16,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import StoreError
+from .errors import StoreError, StreamcovError
 
 
 def _alive(pid) -> bool:
@@ -64,6 +65,31 @@ def why_not_a_folder(folder: Path, exc: OSError) -> str:
     folder = Path(folder)
     file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     return f"{file} is a file, not a folder" if file is not None else str(exc.strerror)
+
+
+@contextlib.contextmanager
+def new_folders_undone(folder, leftovers: tuple = ()):
+    """Within it, ``folder`` and those of its parents that do not exist on entry are removed again when the body
+    fails with a :class:`~streamcov.errors.StreamcovError` and leaves them empty, but for the files ``leftovers``
+    in ``folder`` (written by the body's own set-up, such as an output folder's marker; they go too): a refused
+    command leaves no folder behind. A folder that existed before, or that holds anything else (a store,
+    features or checkpoints to resume from), stays."""
+    folder = Path(folder)
+    new = list(itertools.takewhile(lambda p: not os.path.lexists(p), (folder, *folder.parents)))
+    try:
+        yield
+    except StreamcovError:
+        for p in new:
+            try:
+                if p == folder and set(os.listdir(p)) <= set(leftovers):
+                    for name in leftovers:
+                        (p / name).unlink(missing_ok=True)
+                p.rmdir()   # only when empty: what the body wrote there stays, and so do the folders above it
+            except FileNotFoundError:   # the body failed before making it
+                continue
+            except OSError:
+                break
+        raise
 
 
 @contextlib.contextmanager
@@ -134,8 +160,13 @@ def output_lock(folder):
     return exclusive(folder / OUTPUT_LOCK, f"output folder {folder}")
 
 
+@contextlib.contextmanager
 def store_lock(store_path):
     """The lock of a store being ingested (beside it: a store folder holds only zarr nodes); the path is checked
-    by the ingestion (:func:`streamcov.data.ragged.ingest_args`: an empty one would name the current folder)."""
+    by the ingestion (:func:`streamcov.data.ragged.ingest_args`: an empty one would name the current folder).
+    An ingestion refused while holding it leaves none of the folders the lock created (the store's parents)
+    unless it wrote a store there."""
     store_path = Path(store_path)
-    return exclusive(store_path.with_name(store_path.name + ".lock"), f"store {store_path}")
+    with new_folders_undone(store_path.parent), exclusive(store_path.with_name(store_path.name + ".lock"),
+                                                          f"store {store_path}"):
+        yield

@@ -290,6 +290,16 @@ def run_from_source(store_fn):
         "[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\nformat = "generic"\n')), "--quiet"]
 
 
+def source_run(pipeline: str, source_fn, fmt: str | None = None):
+    """``run`` of ``pipeline`` with [data] source = ``source_fn(env)`` (and ``format = fmt``), its output ``o`` and
+    its store ``new/s.zarr`` in folders that do not exist yet."""
+    def argv(e):
+        text = pipeline.format(out=e.tmp / "o", store=e.tmp / "new" / "s.zarr").replace(
+            "[data]\n", f'[data]\nsource = "{source_fn(e)}"\n' + (f'format = "{fmt}"\n' if fmt else ""))
+        return ["run", e.pipeline(text), "--quiet"]
+    return argv
+
+
 def store_moved_into_archive(e):
     """A generic store moved, after its ingestion, into the archive folder it was written from (as a store
     written there before such an output was refused): its own files now count as files of the archive."""
@@ -356,6 +366,9 @@ def one_note_and_a_result(err, out):
 
 
 LINE = r"p\.toml, line \d+: "
+TRAIN_99 = ('split.kind="subjects"', "split.train_subjects=[1, 99]")
+SUBJECT_99 = (r"--set split\.train_subjects=\[1, 99\]: split\.train_subjects = \[1, 99\] names subject\(s\) \[99\] "
+              r"that no row")
 CONFIG = [
     Case("n_components-string", run_file(features__n_components='"many"'),
          LINE + r'features\.n_components = "many": expected an integer'),
@@ -484,6 +497,18 @@ CONFIG = [
     Case("dask-workers-set-with-synchronous-flag", run_set("dask.workers=3"),
          r"--set dask\.workers=3 --scheduler synchronous: dask\.workers sets the threads of --scheduler threads or the "
          r"processes of a local-cluster; a synchronous run has one thread$"),
+    # a run refused by its task's own checks (after the configuration loaded) left the output folder it had
+    # created, holding only its marker; one that existed, or in which the run wrote a store, stays
+    Case("run-refused-leaves-no-new-output-folder", lambda e: [
+        *run_set(*TRAIN_99)(e), "--output", e.tmp / "new" / "deeper" / "o"],
+         SUBJECT_99, check=nothing_left_in(lambda e: e.tmp, {"p.toml"})),
+    Case("run-refused-keeps-an-existing-output-folder", lambda e: [
+        *run_set(*TRAIN_99)(e), "--output", (lambda d: d.mkdir() or d)(e.tmp / "o")],
+         SUBJECT_99, check=nothing_left_in(lambda e: e.tmp / "o", {".streamcov-output"})),
+    Case("run-refused-keeps-what-it-wrote", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
+        out=e.tmp / "o", store="").replace('[data]\nstore = ""', "[data.synthetic]\nn_sequences = 24\nn_subjects = 4")),
+        "--quiet", "--scheduler", "synchronous", *[a for s in TRAIN_99 for a in ("--set", s)]],
+         SUBJECT_99, check=nothing_left_in(lambda e: e.tmp / "o", {".streamcov-output", "synthetic.zarr"})),
     Case("output-is-a-file", lambda e: ["run", e.pipeline(), "--output", (e.tmp / "f").write_text("x") and e.tmp / "f",
                                         "--quiet"], r"--output \S*/f: \S*/f is a file, not a folder"),
     Case("output-is-the-store", lambda e: ["run", e.pipeline(store=e.copy("synth")), "--output", e.tmp / "synth.zarr",
@@ -1046,14 +1071,15 @@ def recorded(n_skipped: int, reason: str):
     return check
 
 
-def msr_archive(*ids, cvpr12: str | None = None):
-    """An MSR-Action3D folder of 2-frame files ``<id>_skeleton3D.txt`` (and the cvpr12 subset's list ``cvpr12``)."""
+def msr_archive(*ids, cvpr12: str | None = None, rows: str | None = None):
+    """An MSR-Action3D folder of files ``<id>_skeleton3D.txt`` holding ``rows`` (default: 2 frames), and the cvpr12
+    subset's list ``cvpr12``."""
     def archive(e):
         folder = e.tmp / "msr"
         (folder / "extras").mkdir(parents=True)
-        rows = "".join(f"{0.1 * j:.3f} {0.2 * (j % 7):.3f} 2.5 1\n" for j in range(40))
+        text = rows or "".join(f"{0.1 * j:.3f} {0.2 * (j % 7):.3f} 2.5 1\n" for j in range(40))
         for i in ids:
-            (folder / f"{i}_skeleton3D.txt").write_text(rows)
+            (folder / f"{i}_skeleton3D.txt").write_text(text)
         if cvpr12 is not None:
             (folder / "extras" / "files_used_in_cvpr12_paper.txt").write_text(cvpr12)
         return folder
@@ -1080,6 +1106,7 @@ def ingest_of(fmt: str, archive, *options):
 
 IDX = r"index\.csv, line \d+: "
 ROW = "s00.csv,a,1"
+MSR_3_VALUES = r"a01_s01_e01_skeleton3D\.txt, line 1: expected 4 values per line \(x y z confidence\), found 3$"
 # digits of other scripts that int() and \d read as ASCII ones ('１２' as 12): one subject could be two, or a
 # look-alike file one more sample of another's
 DIGITS = r"; type the digits as ASCII 0-9$"
@@ -1125,6 +1152,19 @@ READERS = [
     Case("sequence-not-multiple-of-3", lambda e: ingest_generic()(e) if False else
          ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "arch", files={
              "s00.csv": "1,2,3,4\n5,6,7,8\n"}), e.tmp / "s.zarr", "--quiet"], r"s00\.csv.*multiple of 3"),
+    # an archive refused as it is read leaves nothing: no store, no lock, no parent folder made for them (the first
+    # sequence is read before the lock; the lock's folders go again when nothing was stored there)
+    Case("msr-first-file-unreadable-out-in-new-folder", lambda e: [
+        "ingest", "skeleton", "--format", "msr-action3d", msr_archive("a01_s01_e01", rows="1 2 3\n")(e),
+        e.tmp / "new" / "deeper" / "s.zarr", "--quiet"], MSR_3_VALUES, check=nothing_left_in(lambda e: e.tmp, {"msr"})),
+    Case("every-sequence-skipped-out-in-new-folder", lambda e: [
+        "ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "arch", frames=1),
+        e.tmp / "new" / "s.zarr", "--quiet"], r"s\.zarr: every sequence was skipped, none written \(8 skipped",
+         check=nothing_left_in(lambda e: e.tmp, {"arch"})),
+    # ... from `run`'s [data] source too: neither the store's folder nor the output folder is left
+    Case("run-source-first-file-unreadable", source_run(SKELETON_PIPELINE, msr_archive("a01_s01_e01", rows="1 2 3\n"),
+                                                        "msr-action3d"),
+         MSR_3_VALUES, check=nothing_left_in(lambda e: e.tmp, {"msr", "p.toml"})),
     # a trailing comma on every row, on a later row only, and after a header: named as such, not as text or a
     # tenth column
     Case("sequence-trailing-comma", ingest_generic(archive=edit_file("s00.csv", "1,2,3,4,5,6,7,8,9,\n" * 3)),
@@ -1982,6 +2022,10 @@ IMAGES = [
          r"none: image folder not found$", check=nothing_left_in(lambda e: e.tmp, set())),
     Case("folder-empty", lambda e: ["ingest", "images", "--format", "folders", e.tmp, e.tmp / "s.zarr"],
          r": no images \(.*png"),
+    # ... and from `run`'s [data] source (it made the store's folder before the ingestion read the image folder)
+    Case("run-source-without-images-store-in-new-folder", source_run(
+        IMAGE_PIPELINE, lambda e: (e.tmp / "empty" / "a").mkdir(parents=True) or e.tmp / "empty"),
+         r"empty: no images \(.*png", check=nothing_left_in(lambda e: e.tmp, {"empty", "p.toml"})),
     Case("folder-empty-out-in-new-folder", lambda e: ["ingest", "images", "--format", "folders",
                                                       (lambda d: d.mkdir() or d)(e.tmp / "empty"),
                                                       e.tmp / "new" / "s.zarr"],

@@ -16,6 +16,7 @@ incomplete store that readers refuse and that the same call resumes.
 """
 from __future__ import annotations
 
+import itertools
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -230,8 +231,14 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     out = ingest_args(out, limit)
     record = getattr(source, "record", None)
     outside_source(out, record.get("path") if isinstance(record, dict) else None)
+    # the first sequence is read before the lock, as the reader read the archive's index when it was opened: an
+    # archive whose first file cannot be read is refused before anything is written (the lock creates the store's
+    # parent folders, the writer an empty store)
+    sequences = iter(source.sequences())
+    first = next(sequences, None)
     with store_lock(out):
-        return _ingest(source, out, chunk_frames, mode, progress, limit)
+        return _ingest(source, sequences if first is None else itertools.chain([first], sequences), out,
+                       chunk_frames, mode, progress, limit)
 
 
 def degenerate(frames) -> str | None:
@@ -254,7 +261,7 @@ def degenerate(frames) -> str | None:
     return None
 
 
-def _ingest(source, out, chunk_frames, mode, progress, limit):
+def _ingest(source, sequences, out, chunk_frames, mode, progress, limit):
     from .readers.base import SkippedSequence
 
     record, content = getattr(source, "record", None), getattr(source, "content", None)
@@ -270,7 +277,7 @@ def _ingest(source, out, chunk_frames, mode, progress, limit):
         bar = tqdm(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
     written = 0
     try:
-        for seq in source.sequences():
+        for seq in sequences:
             if writer.has(seq.id):
                 continue
             why = degenerate(writer.check(seq))

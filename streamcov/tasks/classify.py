@@ -128,7 +128,6 @@ def resolve_image_store(data, progress: bool = False):
     def ingest_source():
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source: {data.source!r}: folder not found")
-        path.parent.mkdir(parents=True, exist_ok=True)
         return ingest_images(data.source, path, group_level=data.group_level, exclude=tuple(data.exclude),
                              pixel_dtype=data.pixel_dtype, mode="resume", progress=progress)
 

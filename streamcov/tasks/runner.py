@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError, arg, arg_name, bool_arg, path_arg
-from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, output_lock
+from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, new_folders_undone, output_lock
 from .config import load_config_and_origins, overrides_list
 from .registry import RunContext, get_task
 
@@ -86,26 +86,29 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     if (out / "model.json").is_file():
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     _check_not_someone_elses(out, resolved, where)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:   # a parent is a file, no permission, ...
-        raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
-    with output_lock(out):
-        if not (out / OUTPUT_MARKER).exists():
-            (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
-        # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
-        for name in ("result.json", "predictions.csv"):
-            (out / name).unlink(missing_ok=True)
-        with naming:
-            result = spec.run(cfg, ctx)
-        result = {"task": cfg.task, **result}
-        result.setdefault("seconds", round(time.perf_counter() - t0, 3))
-        result = finite_json(result)
-        text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
-        from ..stream.model import atomic_write_text
-        atomic_write_text(out / "result.json", text)
+    # a run refused (bad input found by the task's own checks) before it wrote anything but its marker leaves no
+    # folder it created; one that wrote features, checkpoints or a store there keeps them for --resume
+    with new_folders_undone(out, leftovers=(OUTPUT_MARKER,)):
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:   # a parent is a file, no permission, ...
+            raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
+        with output_lock(out):
+            if not (out / OUTPUT_MARKER).exists():
+                (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
+            # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
+            for name in ("result.json", "predictions.csv"):
+                (out / name).unlink(missing_ok=True)
+            with naming:
+                result = spec.run(cfg, ctx)
+            result = {"task": cfg.task, **result}
+            result.setdefault("seconds", round(time.perf_counter() - t0, 3))
+            result = finite_json(result)
+            text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
+            from ..stream.model import atomic_write_text
+            atomic_write_text(out / "result.json", text)
     return result
 
 
