@@ -116,6 +116,21 @@ def arg_name(keyword: str, flag: str | None = None) -> str:
     return keyword
 
 
+def toml_value(v) -> str:
+    """A value as a pipeline file writes it, for messages that show a key with its value: ``"text"``, ``true``,
+    ``["maps"]``, ``{subset = "cvpr12"}`` (Python's repr would show ``'text'``, ``True``, ``('maps',)``,
+    ``{'subset': 'cvpr12'}``, which is not what the user wrote); TOML has no null: None is ``(not set)``."""
+    if isinstance(v, (str, os.PathLike)):
+        return f'"{os.fspath(v)}"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "}"
+    return "(not set)" if v is None else repr(v)
+
+
 def ingest_option(keyword: str, value=None) -> str:
     """An image ingestion option named for both routes to it: the ingestion's argument as typed (:func:`arg`:
     ``--group-level 2`` on the command line, ``group_level=2`` in Python), then its pipeline key
@@ -124,7 +139,7 @@ def ingest_option(keyword: str, value=None) -> str:
     ``[data]``."""
     if value is None:
         return f"{arg_name(keyword)}, or data.{keyword} in a pipeline"
-    return f"{arg(keyword, value)}, or data.{keyword} = {value!r} in a pipeline"
+    return f"{arg(keyword, value)}, or data.{keyword} = {toml_value(value)} in a pipeline"
 
 
 def path_arg(keyword: str, value, flag: str | None, what: str):
@@ -177,4 +192,4 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "bool_arg", "command_line", "int_arg", "path_arg", "toml_error"]
+           "bool_arg", "command_line", "int_arg", "path_arg", "toml_error", "toml_value"]

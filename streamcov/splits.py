@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, ingest_option, toml_error
+from .errors import ConfigError, ingest_option, toml_error, toml_value
 
 
 def folds(split, labels, groups, *, group_names=None, store_split=None, split_names=None,
@@ -104,8 +104,8 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
                 vals = e[key]
                 if not isinstance(vals, list) or not vals or not all(
                         isinstance(v, int) and not isinstance(v, bool) for v in vals):   # true read as subject 1
-                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {vals!r}: expected a non-empty "
-                                      f"list of subject numbers")
+                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {toml_value(vals)}: expected a "
+                                      f"non-empty list of subject numbers")
                 twice = sorted({v for v in vals if vals.count(v) > 1})
                 if twice:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {twice} more than "

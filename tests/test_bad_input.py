@@ -300,6 +300,16 @@ def source_run(pipeline: str, source_fn, fmt: str | None = None):
     return argv
 
 
+def ingested_with(*options):
+    """A generic store ``g.zarr`` of the archive ``a``, ingested with the reader ``options``."""
+    def make(e):
+        out = e.tmp / "g.zarr"
+        assert cli("ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"), out, "--quiet",
+                   *[a for o in options for a in ("--option", o)])[0] == 0
+        return out
+    return make
+
+
 def store_moved_into_archive(e):
     """A generic store moved, after its ingestion, into the archive folder it was written from (as a store
     written there before such an output was refused): its own files now count as files of the archive."""
@@ -649,7 +659,12 @@ CONFIG = [
     Case("center-entry-negative", run_set("descriptor.center=[-1]"),
          r"descriptor\.center\.0 = -1: expected a value >= 0$"),
     Case("list-too-long", tgp_run('tgp.primary=["kl", "hsic", "monomial"]'),
-         r"tgp\.primary = \['kl', 'hsic', 'monomial'\]: expected a list of at most 2 items$"),
+         r'tgp\.primary = \["kl", "hsic", "monomial"\]: expected a list of at most 2 items$'),
+    # values shown as TOML writes them, not as Python's repr ({'a': 1}, ['positions', 'positions'], True)
+    Case("inline-table-for-a-number", run_set("descriptor.gamma={a = 1}"),
+         r"--set descriptor\.gamma=\{a = 1\}: descriptor\.gamma = \{a = 1\}: expected a number$"),
+    Case("descriptor-features-twice", run_set('descriptor.features=["positions", "positions"]'),
+         r'descriptor\.features = \["positions", "positions"\] names a feature twice$'),
     Case("test-split-empty", run_set('split.kind="subjects"', "split.train_subjects=[1, 2, 3, 4]"),
          r"split: fold 'subjects' has 48 training and 0 test rows"),
     Case("image-preset-typo", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])
@@ -755,7 +770,7 @@ CONFIG = [
     Case("pairs-joint-out-of-range", run_set("descriptor.pairs=[[1, 99]]"),
          r"descriptor\.pairs = \[\[1, 99\]\]: joint 99 outside 0\.\.\d+ \(the store has \d+ joints\)"),
     Case("pairs-unknown-name", run_set('descriptor.pairs=[["left_hnd", 0]]'),
-         r"descriptor\.pairs = \[\['left_hnd', 0\]\]: 'left_hnd' is neither a joint name of the store"),
+         r'descriptor\.pairs = \[\["left_hnd", 0\]\]: "left_hnd" is neither a joint name of the store'),
     Case("pairs-not-a-pair", run_set("descriptor.pairs=[[1, 2, 3]]"), r"descriptor\.pairs"),
     Case("gamma-instead-of-sigma", run_set('features.map="rff"', "features.gamma=0.5"),
          r"features\.gamma is set by streamcov from features\.sigma .*remove it; for gamma = 0\.5 set sigma = 1\b"),
@@ -781,8 +796,10 @@ CONFIG = [
     Case("source-differs-from-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
         out=e.tmp / "o", store=e.shared["synth"]).replace("[data]\n", f'[data]\nsource = "{write_archive(e.tmp / "B")}"\n'
                                                           f'format = "generic"\n')), "--quiet"],
-         r"data\.store: \S+synth\.zarr was written with format = 'synthetic', but \[data\] gives 'generic'; point "
+         r'data\.store: \S+synth\.zarr was written with format = "synthetic", but \[data\] gives "generic"; point '
          r"data\.store at a new path"),
+    Case("source-options-differ-from-store", run_from_source(ingested_with('units="mm"')),
+         r'data\.store: \S+g\.zarr was written with options = \{units = "mm"\}, but \[data\] gives \{\}; point '),
     Case("store-without-archive-digest", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
         out=e.tmp / "o", store=old_generic_store(e)).replace("[data]\n", f'[data]\nsource = "{e.tmp / "a"}"\n'
                                                            f'format = "generic"\n')), "--quiet"],
@@ -852,28 +869,30 @@ CONFIG = [
     Case("skeleton-source-is-a-store", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
         out=e.tmp / "o", store=e.tmp / "new.zarr").replace(
             "[data]\n", f'[data]\nsource = "{e.shared["synth"]}"\nformat = "generic"\n')), "--quiet"],
-         r"p\.toml, line 7: data\.source = '\S+synth\.zarr': a skeleton store \(written by `streamcov ingest skeleton` "
+         r"p\.toml, line 7: data\.source = \"\S+synth\.zarr\": a skeleton store \(written by "
+         r"`streamcov ingest skeleton` "
          r"or `synth`\), not an archive to ingest; give it as data\.store = \"\S+synth\.zarr\" and remove "
          r"data\.source$", check=nothing_left_in(lambda e: e.tmp, {"p.toml"})),
     Case("image-source-is-an-image-store", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
         out=e.tmp / "o", store=e.tmp / "new.zarr").replace("[data]\n", f'[data]\nsource = "{e.shared["img_store"]}"\n')),
         "--quiet"],
-         r"p\.toml, line 7: data\.source = '\S+img\.zarr': an image store \(written by `streamcov ingest images`\), not "
+         r"p\.toml, line 7: data\.source = \"\S+img\.zarr\": an image store \(written by "
+         r"`streamcov ingest images`\), not "
          r"a folder of images \(a folder per class\) to ingest; give it as data\.store = \"\S+img\.zarr\" and remove "
          r"data\.source$", check=nothing_left_in(lambda e: e.tmp, {"p.toml"})),
     Case("image-source-is-its-own-store", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
         out=e.tmp / "o", store=e.shared["img_store"]).replace("[data]\n", f'[data]\nsource = "{e.shared["img_store"]}"\n')),
         "--quiet"],
-         r"data\.source = '\S+img\.zarr': an image store .*; remove data\.source \(data\.store names this store "
+         r"data\.source = \"\S+img\.zarr\": an image store .*; remove data\.source \(data\.store names this store "
          r"already\)$"),
     Case("image-source-is-a-skeleton-store", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(
         out=e.tmp / "o", store=e.tmp / "new.zarr")), "--quiet", "--set", f'data.source="{e.shared["synth"]}"'],
-         r"--set data\.source=\"\S+synth\.zarr\": data\.source = '\S+synth\.zarr': a skeleton store \(.*\), but task "
+         r"--set data\.source=\"\S+synth\.zarr\": data\.source = \"\S+synth\.zarr\": a skeleton store \(.*\), but task "
          r"'image-stream-classification' reads image stores, and data\.source takes a folder of images"),
     Case("eval-source-is-an-image-store", lambda e: ["run", e.pipeline(EVAL_PIPELINE.format(
         out=e.tmp / "o", store=e.shared["img_store"]).replace('format = "store"', 'format = "folders"').replace(
             "store = ", "source = ")), "--quiet"],
-         r"p\.toml, line 8: data\.source = '\S+img\.zarr': an image store .*; give it as data\.store = "
+         r"p\.toml, line 8: data\.source = \"\S+img\.zarr\": an image store .*; give it as data\.store = "
          r"\"\S+img\.zarr\" with data\.format = \"store\" and remove data\.source$"),
     Case("info-verify-without-store", lambda e: ["info", "--verify"], r"--verify needs a STORE"),
     # values the schema takes that failed deeper (tracebacks), or gave a model never trained without a word
@@ -923,7 +942,7 @@ CONFIG = [
     Case("study-nus-empty", lambda e: ["study", "kernel-approx", "--nus", "", "--out", e.tmp / "k"],
          r"--nus : expected a comma list of integers"),
     Case("study-datasets-repeated", lambda e: ["study", "kernel-approx", "--datasets", "msr,msr", "--out", e.tmp / "k"],
-         r'--datasets msr,msr: study\.datasets = \[\'msr\', \'msr\'\]: expected each entry once; "msr" is listed '
+         r'--datasets msr,msr: study\.datasets = \["msr", "msr"\]: expected each entry once; "msr" is listed '
          r'twice$'),
     Case("study-merge-garbage", lambda e: ["study", "merge", (e.tmp / "r").mkdir() or (e.tmp / "r" / "results.csv")
                                            .write_text("dataset,map,nu\nmsr,rgw,many\n") and e.tmp / "r",
@@ -2228,6 +2247,10 @@ PROTOCOLS = [
          r"folds\.toml: \[\[split\]\] number 1: train_subjects names subject\(s\) \[99\] that no row of the store has "
          r"\(its subjects: .*\); the file fixes the subjects of one archive: for this store, write its own file or "
          r"--set split.kind=\"leave-one-subject-out\""),
+    # the file's value as TOML writes it (it read [True])
+    Case("splits-file-true-subject", splits_file("[[split]]\ntrain_subjects = [true]\ntest_subjects = [3]\n"),
+         r"folds\.toml: \[\[split\]\] number 1: train_subjects = \[true\]: expected a non-empty list of subject "
+         r"numbers$"),
     Case("splits-file-overlap", splits_file("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [2, 4]\n"),
          r"folds\.toml: \[\[split\]\] number 1: subjects \[2\] are in both train_subjects and test_subjects"),
     Case("splits-file-is-a-folder", lambda e: ["run", e.pipeline(), "--quiet", "--set", 'split.kind="subject-splits-file"',

@@ -155,10 +155,10 @@ def test_pairs_resolved_against_the_store(tmp_path, rng):
     store = ingest(ListSource(sequences(rng, [5, 6]), ROLES), tmp_path / "s.zarr", chunk_frames=4)
     with pytest.raises(ConfigError, match=r"descriptor.pairs = \[\[1, 9\]\]: joint 9 outside 0..5 \(the store has 6"):
         skeleton_source(store, "store", pairs=[[1, 9]])
-    with pytest.raises(ConfigError, match=r"descriptor.pairs = \[\['left_hand', 2\]\]: 'left_hand' is neither a "
+    with pytest.raises(ConfigError, match=r'descriptor.pairs = \[\["left_hand", 2\]\]: "left_hand" is neither a '
                                           r"joint name of the store \(j0, j1, .*\) nor a role of one joint"):
         skeleton_source(store, "store", pairs=[["left_hand", 2]])
-    with pytest.raises(ConfigError, match=r"descriptor.pairs: \['j1', 1\] names joint 1 twice"):
+    with pytest.raises(ConfigError, match=r'descriptor.pairs: \["j1", 1\] names joint 1 twice'):
         skeleton_source(store, "store", pairs=[["j1", 1]])
     src = skeleton_source(store, "store", pairs=[["j1", "neck"]])
     assert src.plan.pairs == ((1, 3),) and src.plan.frame_dim == 15 + 3

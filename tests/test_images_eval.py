@@ -232,7 +232,7 @@ def test_task_on_a_folder_and_a_store(tmp_path):
     ({"data": {"format": "csv", "source": "."}}, r'data.format = "csv": expected one of "folders", "store" or "skimage-textures"'),
     ({"pixels": {"preset": "nope"}}, r'pixels\.preset = "nope": expected one of eth80, .*virus'),
     ({"split": {"kind": "per-class"}}, r"split.kind = 'per-class' needs split.n_train"),
-    ({"data": ["x"]}, r"data = \['x'\]: expected a table"),
+    ({"data": ["x"]}, r'data = \["x"\]: expected a table'),
     ({"method": {"name": "e", "scaling": "unit"}}, r'method.scaling = "unit": expected one of "global" or "per-feature"'),
     ({"method": {"name": "e", "classifier": "knn"}}, r'method.classifier = "knn": expected one of "svc", "1nn" or "sgd"'),
     ({"method": {"name": "loge", "classifier": "sgd"}}, r"method.classifier = 'sgd' \(the scalable path\) needs"),

@@ -43,7 +43,7 @@ def test_subject_splits_file_and_store_column(tmp_path):
 
 @pytest.mark.parametrize("text, msg", [
     ("[[split]]\ntrain_subjects = [true]\ntest_subjects = [3]\n",   # true was read as subject 1
-     r"\[\[split\]\] number 1: train_subjects = \[True\]: expected a non-empty list of subject numbers"),
+     r"\[\[split\]\] number 1: train_subjects = \[true\]: expected a non-empty list of subject numbers"),
     ("[[split]]\ntrain_subjects = [1, 1, 2]\ntest_subjects = [3]\n",
      r"\[\[split\]\] number 1: train_subjects names subject\(s\) \[1\] more than once; list each subject once"),
     ("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3]\n[[split]]\ntrain_subjects = [2, 1]\n"

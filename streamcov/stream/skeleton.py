@@ -30,7 +30,7 @@ import numpy as np
 
 from .._config import kernel_threads
 from ..descriptors import skeleton as sk
-from ..errors import ConfigError
+from ..errors import ConfigError, toml_value
 from ..linalg import merge_moments, vec_dim
 
 
@@ -162,15 +162,15 @@ class SkeletonDescriptor:
                         j = int(roles[j][0])
                     else:
                         raise ConfigError(
-                            f"descriptor.pairs = {[list(x) for x in self.pairs]}: {j!r} is neither a joint name of "
+                            f"descriptor.pairs = {toml_value(self.pairs)}: {toml_value(j)} is neither a joint name of "
                             f"the store ({', '.join(names) or 'none recorded'}) nor a role of one joint "
                             f"({', '.join(r for r, v in roles.items() if len(v) == 1) or 'none recorded'})")
                 if not 0 <= int(j) < n_joints:
-                    raise ConfigError(f"descriptor.pairs = {[list(x) for x in self.pairs]}: joint {int(j)} outside "
+                    raise ConfigError(f"descriptor.pairs = {toml_value(self.pairs)}: joint {int(j)} outside "
                                       f"0..{n_joints - 1} (the store has {n_joints} joints)")
                 q.append(int(j))
             if q[0] == q[1]:
-                raise ConfigError(f"descriptor.pairs: {list(p)!r} names joint {q[0]} twice")
+                raise ConfigError(f"descriptor.pairs: {toml_value(p)} names joint {q[0]} twice")
             out.append(tuple(q))
         return tuple(out)
 

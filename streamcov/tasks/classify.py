@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, IncompleteStoreError, arg
+from ..errors import ConfigError, IncompleteStoreError, arg, toml_value
 from ..data.ragged import inside_source, same_files
 from ..features.registry import needs_data
 from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
@@ -83,8 +83,8 @@ def _same_source(path, old: dict | None, new: dict, content=None) -> None:
         raise ConfigError(f"data.store: {path} was written from {new.get('path')}, which has changed since "
                           f"(files added, removed, or of {how}: "
                           f"{old['files'].get('count')} files then, {new['files'].get('count')} now); {fix}")
-    raise ConfigError(f"data.store: {path} was written with {key} = {old.get(key)!r}, but [data] gives "
-                      f"{new.get(key)!r}; {fix}")
+    raise ConfigError(f"data.store: {path} was written with {key} = {toml_value(old.get(key))}, but [data] gives "
+                      f"{toml_value(new.get(key))}; {fix}")
 
 
 def resolve_skeleton_store(data, out: Path, progress: bool = False):

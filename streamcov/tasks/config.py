@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, StreamcovError, arg, path_arg, toml_error
+from ..errors import ConfigError, StreamcovError, arg, path_arg, toml_error, toml_value
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -456,7 +456,7 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
     written in the file (or the dict) go; returns the notes that name them (one per table). A key that a
     ``--set`` or a flag gives and the choice does not read stays an error (the schema's keyed errors).
     """
-    from .schema import SWITCH_KEYS, _toml_value, switched_reads
+    from .schema import SWITCH_KEYS, switched_reads
 
     notes = []
     for table, current in raw.items():
@@ -478,8 +478,8 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
             continue
         for k in dropped:
             del current[k]
-        choice = (f"learner {_toml_value(current['learner'])}" if switch == ("learner",) else
-                  " with ".join(f"{table}.{k} = {_toml_value(current[k])}" for k in switch if k in current))
+        choice = (f"learner {toml_value(current['learner'])}" if switch == ("learner",) else
+                  " with ".join(f"{table}.{k} = {toml_value(current[k])}" for k in switch if k in current))
         notes.append(f"{', '.join(f'{table}.{k}' for k in dropped)} ({origins.file or 'pipeline'}) "
                      f"{'does' if len(dropped) == 1 else 'do'} not apply to {choice} from {' '.join(flags)}; "
                      f"dropped")
@@ -537,7 +537,8 @@ def _check_store_kind(cfg, spec, origins: Origins) -> None:
         return   # data read from elsewhere (format = "folders")
     kind = _store_kind_at(path)
     if kind is not None and kind != spec.store_kind:
-        raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {path!r}: {_wrong_kind(kind, spec)}")
+        raise ConfigError(f"{origins.where(('data', 'store'))}: data.store = {toml_value(path)}: "
+                          f"{_wrong_kind(kind, spec)}")
 
 
 _WRITERS = {"skeleton": "`streamcov ingest skeleton` or `synth`", "image": "`streamcov ingest images`"}
@@ -548,8 +549,6 @@ def _check_source_not_a_store(cfg, spec, origins: Origins) -> None:
     """A ``data.source`` that is a store of streamcov's (the ingested store given where its archive or image
     folder goes), named where it was given and pointed to ``data.store``: it was read as an archive (\"index
     file not found\") or as a folder of class folders (\"no images in class folders\")."""
-    from .schema import _toml_value
-
     data = getattr(cfg, "data", None)
     path = getattr(data, "source", None) if data is not None else None
     if spec.store_kind is None or getattr(data, "format", None) in ("store", "skimage-textures"):
@@ -557,16 +556,16 @@ def _check_source_not_a_store(cfg, spec, origins: Origins) -> None:
     kind = _store_kind_at(path)
     if kind is None:
         return
-    where = f"{origins.where(('data', 'source'))}: data.source = {path!r}"
+    where = f"{origins.where(('data', 'source'))}: data.source = {toml_value(path)}"
     what = f"{_a_store(kind)} (written by {_WRITERS[kind]})"
     if kind != spec.store_kind:
         raise ConfigError(f"{where}: {what}, but task {spec.name!r} reads {spec.store_kind} stores, and "
                           f"data.source takes {_SOURCES[spec.store_kind]}")
-    sets = "".join(f" with data.{k} = {_toml_value(v)}" for k, v in spec.store_sets)
+    sets = "".join(f" with data.{k} = {toml_value(v)}" for k, v in spec.store_sets)
     store = getattr(data, "store", None)
     fix = ("remove data.source (data.store names this store already)"
            if store and Path(store).resolve() == Path(path).resolve()
-           else f"give it as data.store = {_toml_value(str(path))}{sets} and remove data.source")
+           else f"give it as data.store = {toml_value(path)}{sets} and remove data.source")
     raise ConfigError(f"{where}: {what}, not {_SOURCES[kind]}; {fix}")
 
 
@@ -742,8 +741,7 @@ def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
     same = [e for e in same if _field_path(e["loc"], schema) == path]   # one entry of a list: its own errors
     expected = " or ".join(dict.fromkeys(expected_of(e) for e in same))
     value = first["input"]
-    shown = f'"{value}"' if isinstance(value, str) else repr(value).replace("True", "true").replace("False", "false")
-    return f"{where}: {dotted} = {shown}: expected {expected}{tail}"
+    return f"{where}: {dotted} = {toml_value(value)}: expected {expected}{tail}"
 
 
 # ---------------------------------------------------------------------- paths

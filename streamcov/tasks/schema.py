@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from .._config import MAX_WORKERS
 from ..data.readers import FORMATS
+from ..errors import toml_value
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # a Gaussian bandwidth: its square and 1 / (2 sigma^2) must be ordinary floats (1e-300 squares to 0 and
@@ -194,17 +195,6 @@ LEARNER_KEYS = {
 }
 
 
-def _toml_value(v) -> str:
-    """A value as TOML writes it (in messages): ``"text"``, ``true``, ``[0.5, 1.0]``."""
-    if isinstance(v, str):
-        return f'"{v}"'
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return repr(v)
-
-
 def learner_key_error(table, keys: list[str]) -> PydanticCustomError:
     """``model.<key> = <value> is not read by learner "..."``: what reads it, what to do.
 
@@ -216,7 +206,7 @@ def learner_key_error(table, keys: list[str]) -> PydanticCustomError:
     readers = [f'"{name}"' for name, read in LEARNER_KEYS.items() if key in read]
     use = " or ".join(f"model.learner = {r}" for r in readers)
     also = f" (also not read: {', '.join('model.' + k for k in keys[1:])})" if len(keys) > 1 else ""
-    msg = (f"model.{key} = {_toml_value(getattr(table, key))} is not read by learner \"{learner}\": remove it"
+    msg = (f"model.{key} = {toml_value(getattr(table, key))} is not read by learner \"{learner}\": remove it"
            f"{', or set ' + use if use else ''} (learner \"{learner}\" reads {', '.join(LEARNER_KEYS[learner])})"
            f"{also}")
     # no braces reach pydantic's message template: the values of [model] hold none
@@ -353,7 +343,7 @@ class FeaturesTable(BaseModel):
             key = unread[0]
             readers = [f'"{m}"' for m in MAP_NAMES if key in map_reads(m)]
             also = f" (also not read: {', '.join('features.' + k for k in unread[1:])})" if len(unread) > 1 else ""
-            raise key_error("map_key", key, f"features.{key} = {_toml_value(getattr(self, key))} is not read by map "
+            raise key_error("map_key", key, f"features.{key} = {toml_value(getattr(self, key))} is not read by map "
                                             f"\"{self.map}\": remove it, or set features.map = "
                                             f"{' or '.join(readers)} (map \"{self.map}\" reads "
                                             f"{', '.join(reads) or 'nothing'}){also}")
@@ -478,7 +468,7 @@ class SkeletonDescriptor(Table):
             return key_error("descriptor_key", key, msg)
 
         if len(set(self.features)) != len(self.features):
-            raise bad("features", f"descriptor.features = {self.features} names a feature twice")
+            raise bad("features", f"descriptor.features = {toml_value(self.features)} names a feature twice")
         if self.window % 2 == 0:
             raise bad("window", f"descriptor.window must be odd (a centred window), got {self.window}")
         if self.level_weights is not None and len(self.level_weights) != self.levels:
@@ -491,7 +481,7 @@ class SkeletonDescriptor(Table):
             raise bad("center", f"descriptor.center = {self.center} names a joint twice; name each joint once")
         for p in self.pairs:
             if p[0] == p[1]:
-                raise bad("pairs", f"descriptor.pairs: {p} pairs a joint with itself")
+                raise bad("pairs", f"descriptor.pairs: {toml_value(p)} pairs a joint with itself")
         if len({tuple(p) for p in self.pairs}) != len(self.pairs):
             raise bad("pairs", "descriptor.pairs names a pair twice")
         if self.matrix == "rbf" and self.mean_weight > 0:
@@ -499,7 +489,7 @@ class SkeletonDescriptor(Table):
                       "has no mean embedding; set descriptor.mean_weight = 0")
         for key, (reads, reader, fix) in DESCRIPTOR_READ_WHEN.items():
             if key in self.model_fields_set and not reads(self):
-                raise bad(key, f"descriptor.{key} = {_toml_value(getattr(self, key))} is not read: only {reader} "
+                raise bad(key, f"descriptor.{key} = {toml_value(getattr(self, key))} is not read: only {reader} "
                           f"reads it; remove it, or {fix}")
         return self
 
@@ -611,7 +601,7 @@ class PixelsTable(Table):
         if gabor and "gabor" not in self._feature_names():
             # the Gabor bank is built only for the "gabor" feature (streamcov.descriptors.pixels.FeatureSpec)
             where = "pixels.features" if self.features is not None else f'preset "{self.preset}"'
-            raise key_error("pixels_key", gabor[0], f"pixels.{gabor[0]} = {_toml_value(getattr(self, gabor[0]))} is "
+            raise key_error("pixels_key", gabor[0], f"pixels.{gabor[0]} = {toml_value(getattr(self, gabor[0]))} is "
                             f"not read: the features ({where}: {', '.join(self._feature_names())}) hold no Gabor "
                             f"magnitudes; remove it, or add \"gabor\" to pixels.features")
         return self
@@ -687,7 +677,7 @@ def method_key_error(m, keys: list[str], reads, by: str, who: str, fix: str) -> 
     key = keys[0]
     listed = ", ".join(k for k in type(m).model_fields if k in reads) or "no other key"
     also = f" (also not read: {', '.join('method.' + k for k in keys[1:])})" if len(keys) > 1 else ""
-    return key_error("method_key", key, f"method.{key} = {_toml_value(getattr(m, key))} is not read by {by}: "
+    return key_error("method_key", key, f"method.{key} = {toml_value(getattr(m, key))} is not read by {by}: "
                      f"remove it{', or ' + fix if fix else ''} ({who} reads {listed}){also}")
 
 
@@ -752,7 +742,7 @@ class StreamMethod(Table):
     def _no_grids(cls, data):
         for key in ("sigma1", "gamma", "sigma2", "head_weight", "head_combine"):
             if isinstance(data, dict) and isinstance(data.get(key), list):
-                raise ValueError(f"method.{key} must be one number, got the list {data[key]!r}: the "
+                raise ValueError(f"method.{key} must be one number, got the list {toml_value(data[key])}: the "
                                  f"streaming path takes fixed hyperparameters (the grid search lives "
                                  f"in the in-memory task image-classification)")
         return data
@@ -1025,7 +1015,7 @@ def switched_reads(table, values: dict):
 def _each_once(v):
     """A list whose every entry appears once, or a ValueError naming the first repeated entry."""
     if v is not None and len(set(v)) != len(v):
-        raise ValueError(f"each entry once; {_toml_value(next(x for x in v if v.count(x) > 1))} is listed twice")
+        raise ValueError(f"each entry once; {toml_value(next(x for x in v if v.count(x) > 1))} is listed twice")
     return v
 
 
@@ -1060,7 +1050,7 @@ class TGPTable(Table):
     def _primary(self):
         if self.primary[0] not in self.criteria or self.primary[1] not in self.bases:
             raise key_error("tgp_key", "primary", f"tgp.primary must be [criterion, basis] among tgp.criteria and "
-                                                  f"tgp.bases, got {self.primary!r}")
+                                                  f"tgp.bases, got {toml_value(self.primary)}")
         for key in ("gegenbauer_weight_input", "gegenbauer_weight_output"):
             # the Gegenbauer polynomials of weight 0 are Chebyshev's, another formula (read with that basis only)
             if getattr(self, key) == 0 and "gegenbauer" in self.bases:
