@@ -1939,6 +1939,47 @@ def save_array(arr, **kw):
     return write
 
 
+def image_files(name: str, files: dict):
+    """A folder ``name`` of the files ``files`` (path in the folder: the function that writes it)."""
+    def make(e):
+        for rel, write in files.items():
+            (e.tmp / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            write(e.tmp / name / rel)
+        return e.tmp / name
+    return make
+
+
+def cut_jpeg(path: Path):
+    """A JPEG cut to a third, as an interrupted copy leaves it."""
+    save_array(np.random.default_rng(0).integers(0, 255, (64, 64), dtype=np.uint8))(path)
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 3])
+
+
+# folders whose first image (in the ingestion's order) cannot be read, and one whose every image is skipped
+NOT_A_PNG = image_files("bad", {"a/x.png": lambda p: p.write_bytes(b"not a png"),
+                                "b/y.png": save_array(np.zeros((16, 16), np.uint8))})
+CUT_JPEG = image_files("cut", {"a/x.jpg": cut_jpeg, "b/y.png": save_array(np.zeros((16, 16), np.uint8))})
+ALL_TINY = image_files("tiny", {"a/x.png": save_array(np.zeros((1, 5), np.uint8)),
+                                "b/y.png": save_array(np.zeros((1, 1), np.uint8))})
+NOT_A_PNG_ERROR = r"bad/a/x\.png: cannot decode image: not an image file Pillow can read; save it as PNG, JPEG"
+ALL_TINY_ERROR = (r"tiny/a/x\.png: image of 1 x 5 pixels; at least 2 x 2 are needed: skipped, and so was every other "
+                  r"image of \S+tiny \(2\); nothing is left to store$")
+
+
+def incomplete_store_left(e, err, out):
+    """The check of an ingestion refused on a later image: its store ``s.zarr`` stays, incomplete (exit 3 of
+    ``info``), for the same command to resume once the image is fixed; its lock is gone."""
+    nothing_left_in(lambda e: e.tmp, {"imgs", "s.zarr"})(e, err, out)
+    rc, _, info = cli("info", e.tmp / "s.zarr", "--json")
+    assert rc == 3 and json.loads(info)["store"]["complete"] is False, info
+
+
+def ingest_into_new_folder(folder_fn):
+    """``ingest images`` of the folder ``folder_fn`` made, into a store in folders that do not exist yet."""
+    return lambda e: ["ingest", "images", "--format", "folders", folder_fn(e), e.tmp / "new" / "deeper" / "s.zarr",
+                      "--quiet"]
+
+
 def image_run(edit: Callable[[str], str] = lambda t: t, store: Callable | None = None):
     def argv(e):
         s = store(e) if store else e.shared["img_store"]
@@ -2049,6 +2090,24 @@ IMAGES = [
                                                       (lambda d: d.mkdir() or d)(e.tmp / "empty"),
                                                       e.tmp / "new" / "s.zarr"],
          r"empty: no images \(.*png", check=nothing_left_in(lambda e: e.tmp, {"empty"})),
+    # a first image that cannot be read is read before the lock, and a store that holds no image (every image
+    # skipped) is removed: nothing is left, neither an empty incomplete store nor the folders made for it
+    Case("first-image-not-an-image-out-in-new-folder", ingest_into_new_folder(NOT_A_PNG), NOT_A_PNG_ERROR,
+         check=nothing_left_in(lambda e: e.tmp, {"bad"})),
+    Case("first-image-cut-jpeg-out-in-new-folder", ingest_into_new_folder(CUT_JPEG),
+         r"cut/a/x\.jpg: cannot decode image \(.*\); the file is damaged or cut short: copy it again, or remove it "
+         r"from the folder$", check=nothing_left_in(lambda e: e.tmp, {"cut"})),
+    Case("every-image-skipped-out-in-new-folder", ingest_into_new_folder(ALL_TINY), ALL_TINY_ERROR,
+         check=nothing_left_in(lambda e: e.tmp, {"tiny"})),
+    # ... from `run`'s [data] source too: neither the store's folder nor the output folder is left
+    Case("run-source-first-image-not-an-image", source_run(IMAGE_PIPELINE, NOT_A_PNG), NOT_A_PNG_ERROR,
+         check=nothing_left_in(lambda e: e.tmp, {"bad", "p.toml"})),
+    Case("run-source-every-image-skipped", source_run(IMAGE_PIPELINE, ALL_TINY), ALL_TINY_ERROR,
+         check=nothing_left_in(lambda e: e.tmp, {"tiny", "p.toml"})),
+    # a later image that cannot be read, once the store exists, leaves it incomplete, to resume when it is fixed
+    Case("later-image-not-an-image-leaves-an-incomplete-store",
+         with_image("zz.png", lambda p: p.write_bytes(b"not a png")), r"a/zz\.png: cannot decode image",
+         check=incomplete_store_left),
     Case("images-out-empty", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e), ""],
          r"streamcov ingest images: error: argument out: empty path"),
     Case("image-not-decodable", with_image("bad.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n garbage")),

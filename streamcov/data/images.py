@@ -20,6 +20,7 @@ The commit and completion rules are those of every ragged store
 from __future__ import annotations
 
 import numbers
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -331,12 +332,14 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     if isinstance(group_level, bool) or not isinstance(group_level, numbers.Integral) or group_level < 1:
         raise ValueError(f"group_level must be an integer >= 1 (folder levels that make the group), got "
                          f"{group_level!r}")
-    # the folder is read before the lock is taken: a missing, empty or unreadable folder is refused before
-    # anything is written (the lock would create the store's parent folder)
+    # the folder and its first image are read before the lock is taken, as skeletons.ingest reads the archive's
+    # first sequence: a missing, empty or unreadable folder, or a first image that cannot be read, is refused
+    # before anything is written (the lock would create the store's parent folders, the writer an empty store)
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
+    first = read_image(entries[0].path)   # scan_folders refuses a folder without images
     with store_lock(out):
         return _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit,
-                       unlabelled, skip, entries)
+                       unlabelled, skip, entries, first)
 
 
 def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
@@ -350,7 +353,7 @@ def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool
 
 
 def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled,
-            skip, entries):
+            skip, entries, first):
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
     record = source_record(src, group_level, exclude, unlabelled, entries, format)
@@ -364,9 +367,11 @@ def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, m
         it = tqdm(entries, desc=f"ingest {Path(out).name}", unit="img")
     written, skipped = 0, []
     for e in it:
+        image, first = first, None   # the first entry's image was read before the lock, the others are read here
         if writer.has(e.id):
             continue
-        image = read_image(e.path)
+        if image is None:
+            image = read_image(e.path)
         if min(image.shape[:2]) < MIN_SIDE:
             # the derivative filters and a covariance need at least 2 x 2 pixels
             skipped.append({"id": e.id, "reason": f"image of {image.shape[0]} x {image.shape[1]} pixels; at "
@@ -382,6 +387,10 @@ def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, m
             writer.flush()
             return None
     if written == 0 and not writer.committed and skipped:
+        # the store holds no image: it is removed (and the lock removes the folders it made), rather than left
+        # for `info` to call an interrupted ingestion
+        del writer
+        shutil.rmtree(out, ignore_errors=True)
         raise FormatError(Path(src) / skipped[0]["id"], f"{skipped[0]['reason']}: skipped, and so was every other "
                           f"image of {src} ({len(skipped)}); nothing is left to store")
     return writer.close(extra={"group_level": group_level, "exclude": list(exclude or ())}, skipped=skipped)
