@@ -20,7 +20,7 @@ from streamcov.data.images import ingest_images
 from streamcov.data.ragged import content_digest, files_digest, same_files
 from streamcov.data.readers import open_reader
 from streamcov.data.skeletons import ingest
-from streamcov.errors import ConfigError, StoreError
+from streamcov.errors import ConfigError, FormatError, StoreError
 from streamcov.tasks.classify import resolve_image_store, resolve_skeleton_store
 from streamcov.tasks.schema import ImageData, SkeletonData
 from test_bad_input import as_format_3, rewritten, write_archive
@@ -219,3 +219,51 @@ def test_predict_knows_the_training_data_by_its_contents():
     subset = {**copy, "options": {"subset": "cvpr12"}}
     assert _same_archive(trained, subset) and not _same_source(trained, subset)
     assert not _same_archive(trained, {**subset, "files": {"count": 3, "digest": "cd", "content": "c2"}})
+
+
+# ------------------------------------------------------------------ a file that cannot be read
+def unreadable(monkeypatch, name: str):
+    """Reading the file ``name`` for the content digest fails as a file without read permission does."""
+    read = integrity.file_sha256
+
+    def refuse(path):
+        if Path(path).name == name:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read(path)
+    monkeypatch.setattr(integrity, "file_sha256", refuse)
+
+
+def test_an_unreadable_file_of_the_archive_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """Every file under the archive is read for the contents, also one the reader never opens: it is named, before
+    the lock and the writer make the store's folders."""
+    archive = write_archive(tmp_path / "a", files={"README.txt": "notes"})
+    unreadable(monkeypatch, "README.txt")
+    out = tmp_path / "new" / "deeper" / "g.zarr"
+    with pytest.raises(FormatError, match=r"README\.txt: cannot read it \(Permission denied\), and a store records "
+                                          r"the contents of every file of its archive; make it readable, or move "
+                                          r"it out of \S+a$"):
+        ingest(open_reader("generic", archive), out)
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_unreadable_file_found_by_run_is_one_line(written, monkeypatch):
+    """``run`` reads the contents when the times changed: an unreadable file there is named as at ingestion."""
+    archive, data, _ = written
+    later(archive)
+    unreadable(monkeypatch, "s03.csv")
+    with pytest.raises(FormatError, match=r"s03\.csv: cannot read it \(Permission denied\)"):
+        resolve_skeleton_store(data, archive.parent)
+
+
+def test_a_resumed_store_that_records_no_digest_of_its_files(tmp_path):
+    """An incomplete store begun by an earlier streamcov (no ``files`` in its source record) is not resumed: it
+    cannot be told whether the archive changed."""
+    archive = write_archive(tmp_path / "a")
+    out = tmp_path / "g.zarr"
+    assert ingest(open_reader("generic", archive), out, chunk_frames=6, limit=3) is None
+    meta = json.loads((out / "zarr.json").read_text())
+    del meta["attributes"]["source_record"]["files"]
+    (out / "zarr.json").write_text(json.dumps(meta))
+    with pytest.raises(StoreError, match=r"changed since this ingestion began \(or it is not known: the store was "
+                                         r"begun by an earlier streamcov, which recorded no digest of its files\)"):
+        ingest(open_reader("generic", archive), out, chunk_frames=6)

@@ -444,3 +444,15 @@ def test_textured_images_give_no_constant_warning_and_older_stores_load(tmp_path
     g.attrs["constant_images"] = "a/0.png"   # an edit: not the list the ingestion writes
     with pytest.raises(StoreError, match="attribute constant_images = 'a/0.png' is not a list of image ids"):
         open_image_store(out)
+
+
+def test_file_names_with_digits_of_other_kinds_are_ordered_not_refused(tmp_path):
+    """The natural order of file names reads runs of decimal digits as numbers (x9 before x10, full-width ones
+    too); a superscript or another digit that is not decimal ('²') is text, not a traceback from int()."""
+    (tmp_path / "a").mkdir()
+    names = ["x10.png", "x9.png", "x1\u00b2.png", "x\uff11\uff12.png"]   # x1², x１２
+    for i, name in enumerate(names):
+        Image.fromarray(np.full((4, 5), 10 * i, dtype=np.uint8)).save(tmp_path / "a" / name)
+    ids = [e.id for e in scan_folders(tmp_path)]
+    assert ids == ["a/x1\u00b2.png", "a/x9.png", "a/x10.png", "a/x\uff11\uff12.png"]
+    assert len(ingest_images(tmp_path, tmp_path / "s.zarr")) == 4

@@ -51,7 +51,8 @@ class ImageSet:
 
 def _natural_key(s: str):
     import re
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+    # the runs of digits are the odd entries of the split (isdigit() is also true of '²', which int() refuses)
+    return [int(t) if i % 2 else t for i, t in enumerate(re.split(r"(\d+)", s))]
 
 
 UNLABELLED = ""   # the label of images found directly under the root when unlabelled ones are allowed

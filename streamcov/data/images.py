@@ -337,9 +337,12 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     # before anything is written (the lock would create the store's parent folders, the writer an empty store)
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     first = read_image(entries[0].path)   # scan_folders refuses a folder without images
+    record = source_record(src, group_level, exclude, unlabelled, entries, format)
+    # the images' contents, recorded with the store (one plain read of the files more; see skeletons.ingest)
+    record["files"]["content"] = content_digest([e.path for e in entries], Path(src))
     with store_lock(out):
-        return _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit,
-                       unlabelled, skip, entries, first)
+        return _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, skip,
+                       entries, first, record)
 
 
 def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
@@ -352,13 +355,10 @@ def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool
             "files": files_digest([e.path for e in entries], Path(src)), "orientation": ORIENTATION}
 
 
-def _ingest(src, out, format, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, unlabelled,
-            skip, entries, first):
+def _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, skip, entries, first,
+            record):
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
-    record = source_record(src, group_level, exclude, unlabelled, entries, format)
-    # the images' contents, recorded with the store (one plain read of the files more; see the skeletons' _ingest)
-    record["files"]["content"] = content_digest([e.path for e in entries], Path(src))
     writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
                               chunk_pixels=chunk_pixels, mode=mode, record=record)
     it = entries

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, IncompleteStoreError, StoreError, arg, arg_name, int_arg, path_arg
+from ..errors import ConfigError, FormatError, IncompleteStoreError, StoreError, arg, arg_name, int_arg, path_arg
 from . import integrity
 from .integrity import open_group
 
@@ -494,11 +494,15 @@ class RaggedStoreWriter:
                     if sub == "files" and same_files(a.get("files"), b.get("files")):
                         continue   # the same files (new modification times, or now their content digest)
                     if sub == "files":
+                        then, now = a.get("files"), b.get("files")
+                        how = (f"files added, removed or modified: {then.get('count')} files then, "
+                               f"{now.get('count')} now" if isinstance(then, dict) and isinstance(now, dict) else
+                               "or it is not known: the store was begun by an earlier streamcov, which recorded "
+                               "no digest of its files")
                         raise StoreError(
                             f"{self.path}: the archive {b.get('path', a.get('path'))} changed since this "
-                            f"ingestion began (files added, removed or modified: {a['files'].get('count')} "
-                            f"files then, {b['files'].get('count')} now); resuming would mix two versions of "
-                            f"it. Start over: {START_OVER.format(path=self.path)}.")
+                            f"ingestion began ({how}); resuming would mix two versions of it. Start over: "
+                            f"{START_OVER.format(path=self.path)}.")
                     key, a, b = f"{key}.{sub}", a.get(sub), b.get(sub)
                 raise StoreError(
                     f"{self.path}: the incomplete {self.kind} store was started with {key} = "
@@ -676,7 +680,11 @@ def content_digest(paths, root) -> str:
     root = Path(root)
     h = hashlib.sha256()
     for rel, p in sorted((_relative(Path(p), root), Path(p)) for p in paths):
-        h.update(f"{rel}\0{p.stat().st_size}\0{integrity.file_sha256(p)}\n".encode())
+        try:
+            h.update(f"{rel}\0{p.stat().st_size}\0{integrity.file_sha256(p)}\n".encode())
+        except OSError as exc:   # every file of the archive is read, also those its reader never opens
+            raise FormatError(p, f"cannot read it ({exc.strerror}), and a store records the contents of every "
+                                 f"file of its archive; make it readable, or move it out of {root}") from None
     return h.hexdigest()
 
 

@@ -231,13 +231,18 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     out = ingest_args(out, limit)
     record = getattr(source, "record", None)
     outside_source(out, record.get("path") if isinstance(record, dict) else None)
-    # the first sequence is read before the lock, as the reader read the archive's index when it was opened: an
-    # archive whose first file cannot be read is refused before anything is written (the lock creates the store's
-    # parent folders, the writer an empty store)
+    # the first sequence and the archive's contents are read before the lock, as the reader read the archive's
+    # index when it was opened: an archive whose first file (or any file) cannot be read is refused before
+    # anything is written (the lock creates the store's parent folders, the writer an empty store)
     sequences = iter(source.sequences())
     first = next(sequences, None)
+    content = getattr(source, "content", None)
+    if isinstance(record, dict) and isinstance(record.get("files"), dict) and callable(content):
+        # recorded with the store (one plain read of the archive's files): a copy of the archive with new
+        # modification times is then known for the same files
+        record = {**record, "files": {**record["files"], "content": content()}}
     with store_lock(out):
-        return _ingest(source, sequences if first is None else itertools.chain([first], sequences), out,
+        return _ingest(source, record, sequences if first is None else itertools.chain([first], sequences), out,
                        chunk_frames, mode, progress, limit)
 
 
@@ -261,14 +266,9 @@ def degenerate(frames) -> str | None:
     return None
 
 
-def _ingest(source, sequences, out, chunk_frames, mode, progress, limit):
+def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit):
     from .readers.base import SkippedSequence
 
-    record, content = getattr(source, "record", None), getattr(source, "content", None)
-    if isinstance(record, dict) and isinstance(record.get("files"), dict) and callable(content):
-        # the archive's contents, recorded with the store (one plain read of its files): a copy of the archive
-        # with new modification times is then known for the same files
-        record = {**record, "files": {**record["files"], "content": content()}}
     writer = SequenceStoreWriter(out, source.info, chunk_frames=chunk_frames, mode=mode, record=record)
     rejected = []
     bar = None
