@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import os
+import re
 
 
 class StreamcovError(Exception):
@@ -120,14 +122,17 @@ def toml_value(v) -> str:
     """A value as a pipeline file writes it, for messages that show a key with its value: ``"text"``, ``true``,
     ``["maps"]``, ``{subset = "cvpr12"}`` (Python's repr would show ``'text'``, ``True``, ``('maps',)``,
     ``{'subset': 'cvpr12'}``, which is not what the user wrote); TOML has no null: None is ``(not set)``."""
+    if hasattr(v, "item") and getattr(v, "shape", None) == ():   # a numpy scalar: np.float64(0.5) is 0.5
+        v = v.item()
     if isinstance(v, (str, os.PathLike)):
-        return f'"{os.fspath(v)}"'
+        return json.dumps(os.fspath(v), ensure_ascii=False)   # a TOML basic string: quotes and \ escaped
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', str(k)) else toml_value(str(k))} = "
+                               f"{toml_value(x)}" for k, x in v.items()) + "}"
     return "(not set)" if v is None else repr(v)
 
 

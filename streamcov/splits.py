@@ -82,9 +82,9 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
     elif kind == "subject-splits-file":
         path = s.get("file")
         if path and Path(path).is_dir():
-            raise ConfigError(f"split.file = {path!r}: a folder; give the TOML file of [[split]] tables")
+            raise ConfigError(f"split.file = {toml_value(path)}: a folder; give the TOML file of [[split]] tables")
         if not path or not Path(path).is_file():
-            raise ConfigError(f"split.file {path!r} not found (kind subject-splits-file)")
+            raise ConfigError(f"split.file = {toml_value(path)}: not found (kind subject-splits-file)")
         try:
             doc = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))   # a BOM as editors write it
         except tomllib.TOMLDecodeError as exc:

@@ -643,7 +643,7 @@ CONFIG = [
          r"--set split\.test_subjects=\[\]: split\.test_subjects = \[\]: expected a non-empty list$"),
     # pydantic's wording of lengths, patterns and union members rewritten as plain expectations
     Case("name-with-slash", run_file(name='"a/b"'), LINE + r'name = "a/b": expected a name without / or \\$'),
-    Case("name-with-backslash", run_set('name="a\\\\b"'), r'name = "a\\b": expected a name without / or \\$'),
+    Case("name-with-backslash", run_set('name="a\\\\b"'), r'name = "a\\\\b": expected a name without / or \\$'),
     Case("name-empty-set", run_set('name=""'), r'--set name="": name = "": expected a non-empty string$'),
     Case("list-too-short", run_set('split.kind="subjects"', "split.train_subjects=[]"),
          r"split\.train_subjects = \[\]: expected a non-empty list$"),
@@ -730,18 +730,18 @@ CONFIG = [
     # a [split] key that the kind does not read: where that key was written
     Case("split-key-of-another-kind", run_set("split.train_subjects=[1]"),
          r"error: --set split\.train_subjects=\[1\]: split\.train_subjects is not used by split\.kind = "
-         r"'subject-parity' \(kinds that use it: subjects\)$", check=lambda e, err, out: only_the_error_line(err)),
+         r'"subject-parity" \(kinds that use it: subjects\)$', check=lambda e, err, out: only_the_error_line(err)),
     Case("split-key-of-another-kind-in-file", run_text(lambda t: t.replace('kind = "subject-parity"\n',
                                                                           'kind = "subject-parity"\nn_splits = 5\n')),
-         r"error: \S+p\.toml, line 27: split\.n_splits is not used by split\.kind = 'subject-parity' \(kinds that "
+         r'error: \S+p\.toml, line 27: split\.n_splits is not used by split\.kind = "subject-parity" \(kinds that '
          r"use it: stratified-kfold, group-kfold\)$"),
     Case("split-seed-of-a-fixed-kind", run_set("split.seed=3"),
-         r"error: --set split\.seed=3: split\.seed is not used by split\.kind = 'subject-parity' \(kinds that use "
+         r'error: --set split\.seed=3: split\.seed is not used by split\.kind = "subject-parity" \(kinds that use '
          r"it: stratified-kfold, per-class\)$"),
     # a choice switched by --set drops the file's keys it does not read (test_pipeline); one that --set gives stays
     Case("split-kind-set-with-an-unread-set-key", run_text(lambda t: t, '--set', 'split.kind="stratified-kfold"',
                                                            '--set', 'split.n_train=4'),
-         r"error: --set split\.n_train=4: split\.n_train is not used by split\.kind = 'stratified-kfold'"),
+         r'error: --set split\.n_train=4: split\.n_train is not used by split\.kind = "stratified-kfold"'),
     Case("split-subjects-in-both", run_set('split.kind="subjects"', "split.train_subjects=[1, 3]",
                                            "split.test_subjects=[1, 2, 3, 4]"),
          r"error: --set split\.test_subjects=\[1, 2, 3, 4\]: subjects \[1, 3\] are in both split\.train_subjects "
@@ -2314,7 +2314,7 @@ PROTOCOLS = [
          r"folds\.toml: \[\[split\]\] number 1: subjects \[2\] are in both train_subjects and test_subjects"),
     Case("splits-file-is-a-folder", lambda e: ["run", e.pipeline(), "--quiet", "--set", 'split.kind="subject-splits-file"',
                                                "--set", f'split.file="{(e.tmp / "folds").mkdir() or e.tmp / "folds"}"'],
-         r"split\.file = '\S+folds': a folder; give the TOML file of \[\[split\]\] tables"),
+         r'split\.file = "\S+folds": a folder; give the TOML file of \[\[split\]\] tables'),
     Case("folds-negative", run_set("split.folds=[-1]"), r"--set split\.folds=\[-1\]: split\.folds\.0 = -1: expected"),
     # the key as typed, where it was given in front: the --set, or the file's line
     Case("per-class-too-many", run_set('split.kind="per-class"', "split.n_train=50"),
@@ -2965,3 +2965,19 @@ def test_inner_folds_warning_names_the_value_used():
         "the inner folds are stratified): 2 to 4 inner folds used (by outer fold)")
     assert inner_folds_warning(EvalMethod(name="e", inner_folds=4), "svc", split, labels, ["a", "b"]) is None
     assert inner_folds_warning(EvalMethod(name="e"), "1nn", small, labels, ["a", "b"]) is None
+
+
+@pytest.mark.parametrize("value", ["text", 'a "quoted" \\ path', "/s/img.zarr", True, False, 3, 0.5, 1e-5,
+                                   [1, "x", [True]], {"subset": "cvpr12", "a b": [0.25], "n.m": {"k": 1}}])
+def test_toml_value_is_read_back_by_toml_as_the_value(value):
+    """A value a message shows beside its key is what a pipeline file would hold: TOML reads it back as the value
+    (strings escaped, keys that are not bare quoted); numpy scalars as the numbers they hold."""
+    import tomllib
+
+    import numpy as np
+    from streamcov.errors import toml_value
+
+    assert tomllib.loads(f"x = {toml_value(value)}")["x"] == value
+    if isinstance(value, (bool, int, float)):
+        assert toml_value(np.array(value)[()]) == toml_value(value)
+    assert toml_value(None) == "(not set)"

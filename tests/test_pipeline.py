@@ -471,7 +471,7 @@ def test_split_errors_name_the_line_of_their_key(tmp_path):
     text = ('task = "skeleton-classification"\n\n[data]\nstore = "s.zarr"\n\n[split]\nkind = "subjects"\n'
             'train_subjects = [1, 2]\ntest_subjects = [2, 3]\n')
     path.write_text(text + "n_repeats = 2\n")
-    with pytest.raises(ConfigError, match=FILE + r"line 10: split\.n_repeats is not used by split\.kind = 'subjects' "
+    with pytest.raises(ConfigError, match=FILE + r'line 10: split\.n_repeats is not used by split\.kind = "subjects" '
                                          r"\(kinds that use it: per-class\)$"):
         load_config(path)
     path.write_text(text)

@@ -110,7 +110,7 @@ def test_image_protocols():
     ("subject-parity", {"folds": [1]}, r"split.folds = \[1\]: the protocol has 1 folds"),
     ("store", {}, r"split.kind = 'store' reads the train/test split recorded in the store, which records none; "
                   r"add a split column"),
-    ("subject-splits-file", {"file": "/nonexistent.toml"}, "split.file '/nonexistent.toml' not found"),
+    ("subject-splits-file", {"file": "/nonexistent.toml"}, r'split.file = "/nonexistent.toml": not found'),
 ])
 def test_protocol_errors(kind, kw, msg):
     y = np.repeat(np.arange(3), 12)

@@ -122,7 +122,7 @@ class SplitTable(Table):
         used = SPLIT_KEYS.get(self.kind, ())
         for key in _SPLIT_READ_BY_SOME:
             if key in self.model_fields_set and getattr(self, key) is not None and key not in used:
-                raise key_error("split_key", key, f"split.{key} is not used by split.kind = {self.kind!r} "
+                raise key_error("split_key", key, f"split.{key} is not used by split.kind = {toml_value(self.kind)} "
                                 f"(kinds that use it: {', '.join(k for k, v in SPLIT_KEYS.items() if key in v)})")
         both = sorted(set(self.train_subjects or ()) & set(self.test_subjects or ()))
         if both:
