@@ -1962,16 +1962,24 @@ CUT_JPEG = image_files("cut", {"a/x.jpg": cut_jpeg, "b/y.png": save_array(np.zer
 ALL_TINY = image_files("tiny", {"a/x.png": save_array(np.zeros((1, 5), np.uint8)),
                                 "b/y.png": save_array(np.zeros((1, 1), np.uint8))})
 NOT_A_PNG_ERROR = r"bad/a/x\.png: cannot decode image: not an image file Pillow can read; save it as PNG, JPEG"
+# a 16-bit first image into an 8-bit store; a first image skipped (1 x 5 pixels) and the next one not an image
+FIRST_16BIT = image_files("b16", {"a/x.png": save_array(np.full((8, 8), 40000, np.uint16)),
+                                  "b/y.png": save_array(np.zeros((16, 16), np.uint8))})
+TINY_THEN_BAD = image_files("tb", {"a/x.png": save_array(np.zeros((1, 5), np.uint8)),
+                                   "b/y.png": lambda p: p.write_bytes(b"not a png")})
 ALL_TINY_ERROR = (r"tiny/a/x\.png: image of 1 x 5 pixels; at least 2 x 2 are needed: skipped, and so was every other "
                   r"image of \S+tiny \(2\); nothing is left to store$")
 
 
 def incomplete_store_left(e, err, out):
     """The check of an ingestion refused on a later image: its store ``s.zarr`` stays, incomplete (exit 3 of
-    ``info``), for the same command to resume once the image is fixed; its lock is gone."""
+    ``info``) and holding the images read before that one (``a/0.png`` and ``a/1.png``: those of image_folder
+    that come first); its lock is gone. (Fixing the image changes the archive: the store is then started over,
+    test_an_ingestion_refused_on_a_later_item_keeps_those_read_before_it.)"""
     nothing_left_in(lambda e: e.tmp, {"imgs", "s.zarr"})(e, err, out)
     rc, _, info = cli("info", e.tmp / "s.zarr", "--json")
-    assert rc == 3 and json.loads(info)["store"]["complete"] is False, info
+    store = json.loads(info)["store"]
+    assert rc == 3 and store["complete"] is False and store["committed_images"] == 2, info
 
 
 def ingest_into_new_folder(folder_fn):
@@ -2099,12 +2107,19 @@ IMAGES = [
          r"from the folder$", check=nothing_left_in(lambda e: e.tmp, {"cut"})),
     Case("every-image-skipped-out-in-new-folder", ingest_into_new_folder(ALL_TINY), ALL_TINY_ERROR,
          check=nothing_left_in(lambda e: e.tmp, {"tiny"})),
+    # ... and so is a store that holds no image when a refusal comes from the first image kept or a later one
+    Case("first-image-16-bit-into-8-bit-out-in-new-folder",
+         lambda e: ingest_into_new_folder(FIRST_16BIT)(e) + ["--pixel-dtype", "uint8"],
+         r"b16/a/x\.png: 16-bit image but the store holds 8-bit pixels; ingest with the pixel dtype auto",
+         check=nothing_left_in(lambda e: e.tmp, {"b16"})),
+    Case("first-image-skipped-next-not-an-image-out-in-new-folder", ingest_into_new_folder(TINY_THEN_BAD),
+         r"tb/b/y\.png: cannot decode image", check=nothing_left_in(lambda e: e.tmp, {"tb"})),
     # ... from `run`'s [data] source too: neither the store's folder nor the output folder is left
     Case("run-source-first-image-not-an-image", source_run(IMAGE_PIPELINE, NOT_A_PNG), NOT_A_PNG_ERROR,
          check=nothing_left_in(lambda e: e.tmp, {"bad", "p.toml"})),
     Case("run-source-every-image-skipped", source_run(IMAGE_PIPELINE, ALL_TINY), ALL_TINY_ERROR,
          check=nothing_left_in(lambda e: e.tmp, {"tiny", "p.toml"})),
-    # a later image that cannot be read, once the store exists, leaves it incomplete, to resume when it is fixed
+    # a later image that cannot be read, once the store exists, leaves it incomplete, holding the images read before it
     Case("later-image-not-an-image-leaves-an-incomplete-store",
          with_image("zz.png", lambda p: p.write_bytes(b"not a png")), r"a/zz\.png: cannot decode image",
          check=incomplete_store_left),
@@ -2793,6 +2808,41 @@ def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkey
     assert cli("info", tmp_path / "s.zarr")[0] == 3   # incomplete
     monkeypatch.setattr(RaggedStoreWriter, "_flush", real)
     assert cli(*argv)[0] == 0 and cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
+
+
+def test_an_ingestion_refused_on_a_later_item_keeps_those_read_before_it(tmp_path):
+    """A sequence or image that cannot be read, after others were read but before any chunk was committed:
+    those read before it are committed (each was whole), and the incomplete store holds them, for the same
+    command to resume after them when the error was not the archive's (a full disk, a dropped network drive).
+    Fixing the file changes the archive, so that resume is refused (it would mix two versions of it) and
+    --restart, as the message says, writes the store from the start."""
+    from streamcov.data.images import ImageStore
+    from streamcov.data.skeletons import SequenceStore
+
+    arch = write_archive(tmp_path / "arch")
+    good = (arch / "s03.csv").read_text()
+    (arch / "s03.csv").write_text("1,2,3,4,5,6,7,8,9\n1,2,x,4,5,6,7,8,9\n")
+    argv = ("ingest", "skeleton", "--format", "generic", arch, tmp_path / "s.zarr", "--quiet")
+    assert_one_line_error(*cli(*argv)[:2], r"s03\.csv, line 2: .*'x'")
+    rc, _, info = cli("info", tmp_path / "s.zarr", "--json")
+    assert rc == 3 and json.loads(info)["store"]["committed_sequences"] == 3, info   # s00, s01, s02
+    (arch / "s03.csv").write_text(good)
+    assert_one_line_error(*cli(*argv)[:2], r"s\.zarr: the archive \S+arch changed since this ingestion began .* "
+                                           r"Start over: add --restart to `streamcov ingest`")
+    assert cli(*argv, "--restart")[0] == 0
+    assert sorted(SequenceStore(tmp_path / "s.zarr").ids()) == [f"s{i:02d}" for i in range(8)]
+
+    folder = image_folder("imgs")(Env(tmp_path, {}))
+    (folder / "a" / "zz.png").write_bytes(b"not a png")
+    argv = ("ingest", "images", "--format", "folders", folder, tmp_path / "i.zarr", "--quiet")
+    assert_one_line_error(*cli(*argv)[:2], r"imgs/a/zz\.png: cannot decode image")
+    rc, _, info = cli("info", tmp_path / "i.zarr", "--json")
+    assert rc == 3 and json.loads(info)["store"]["committed_images"] == 2, info   # a/0.png, a/1.png
+    (folder / "a" / "zz.png").unlink()
+    save_array(np.zeros((16, 16), np.uint8))(folder / "a" / "zz.png")
+    assert_one_line_error(*cli(*argv)[:2], r"i\.zarr: the archive \S+imgs changed since this ingestion began")
+    assert cli(*argv, "--restart")[0] == 0
+    assert sorted(ImageStore(tmp_path / "i.zarr").ids()) == ["a/0.png", "a/1.png", "a/zz.png", "b/0.png", "b/1.png"]
 
 
 def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):

@@ -118,10 +118,12 @@ def test_store_restart_and_sixteen_bit(tmp_path):
                                           r"with the pixel dtype auto \(the default\) or uint16: pixel_dtype, or "
                                           r"data.pixel_dtype in a pipeline$"):
         ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="uint8")
+    assert not (tmp_path / "s8.zarr").exists()   # refused on its first image: no empty store is left
     store = ingest_images(src, tmp_path / "s16.zarr", pixel_dtype="uint16")
     np.testing.assert_array_equal(store.image(0), a16)
-    # the failed uint8 ingestion left an incomplete store: resuming with another dtype is refused
-    with pytest.raises(StoreError, match="started with pixel_dtype = 'uint8', this ingestion has 'float32'; "
+    # an interrupted uint16 ingestion (stopped after its first image): resuming with another dtype is refused
+    assert ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="uint16", limit=1) is None
+    with pytest.raises(StoreError, match="started with pixel_dtype = 'uint16', this ingestion has 'float32'; "
                                          "resuming would mix two sources. Start over: add --restart"):
         ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32")
     store = ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32", mode="restart")

@@ -20,7 +20,6 @@ The commit and completion rules are those of every ragged store
 from __future__ import annotations
 
 import numbers
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -201,11 +200,12 @@ class ImageStoreWriter(RaggedStoreWriter):
         self._constant = [i for i in self.group.attrs.get("constant_images", []) if self.has(i)]
 
     def append(self, image, image_id: str, label: str, group: str | None = None,
-               split: str | None = None) -> bool:
-        """Add one image; returns False when ``image_id`` is already stored."""
+               split: str | None = None, where=None) -> bool:
+        """Add one image; returns False when ``image_id`` is already stored. ``where`` (default ``image_id``)
+        names the image in an error: its file."""
         if self.has(image_id):
             return False
-        a = _convert(image, self.pixel_dtype, image_id)
+        a = _convert(image, self.pixel_dtype, image_id if where is None else where)
         shape = (a.shape[0], a.shape[1], 1 if a.ndim == 2 else a.shape[2])
         if is_constant(a):   # the pixels as stored, already in memory
             self._constant_new.add(str(image_id))
@@ -366,31 +366,28 @@ def _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, pro
         from tqdm.auto import tqdm
         it = tqdm(entries, desc=f"ingest {Path(out).name}", unit="img")
     written, skipped = 0, []
-    for e in it:
-        image, first = first, None   # the first entry's image was read before the lock, the others are read here
-        if writer.has(e.id):
-            continue
-        if image is None:
-            image = read_image(e.path)
-        if min(image.shape[:2]) < MIN_SIDE:
-            # the derivative filters and a covariance need at least 2 x 2 pixels
-            skipped.append({"id": e.id, "reason": f"image of {image.shape[0]} x {image.shape[1]} pixels; at "
-                                                  f"least {MIN_SIDE} x {MIN_SIDE} are needed"})
-            continue
-        reason = skip(image) if skip is not None else None
-        if reason:
-            skipped.append({"id": e.id, "reason": str(reason)})
-            continue
-        writer.append(image, e.id, e.label, e.group)
-        written += 1
-        if limit is not None and written >= limit:
-            writer.flush()
-            return None
-    if written == 0 and not writer.committed and skipped:
-        # the store holds no image: it is removed (and the lock removes the folders it made), rather than left
-        # for `info` to call an interrupted ingestion
-        del writer
-        shutil.rmtree(out, ignore_errors=True)
-        raise FormatError(Path(src) / skipped[0]["id"], f"{skipped[0]['reason']}: skipped, and so was every other "
-                          f"image of {src} ({len(skipped)}); nothing is left to store")
-    return writer.close(extra={"group_level": group_level, "exclude": list(exclude or ())}, skipped=skipped)
+    with writer.committed_on_error():   # what was read is kept, or no empty store is left
+        for e in it:
+            image, first = first, None   # the first image was read before the lock, the others are read here
+            if writer.has(e.id):
+                continue
+            if image is None:
+                image = read_image(e.path)
+            if min(image.shape[:2]) < MIN_SIDE:
+                # the derivative filters and a covariance need at least 2 x 2 pixels
+                skipped.append({"id": e.id, "reason": f"image of {image.shape[0]} x {image.shape[1]} pixels; at "
+                                                      f"least {MIN_SIDE} x {MIN_SIDE} are needed"})
+                continue
+            reason = skip(image) if skip is not None else None
+            if reason:
+                skipped.append({"id": e.id, "reason": str(reason)})
+                continue
+            writer.append(image, e.id, e.label, e.group, where=e.path)
+            written += 1
+            if limit is not None and written >= limit:
+                writer.flush()
+                return None
+        if written == 0 and not writer.committed and skipped:
+            raise FormatError(Path(src) / skipped[0]["id"], f"{skipped[0]['reason']}: skipped, and so was every "
+                              f"other image of {src} ({len(skipped)}); nothing is left to store")
+        return writer.close(extra={"group_level": group_level, "exclude": list(exclude or ())}, skipped=skipped)

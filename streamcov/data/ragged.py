@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -638,6 +639,28 @@ class RaggedStoreWriter:
     @property
     def committed(self) -> int:
         return self._committed
+
+    @contextmanager
+    def committed_on_error(self):
+        """What an ingestion ended by an error leaves: its appended items committed, or no store.
+
+        The items appended before the error are whole (an item is checked
+        before it is appended), so they are committed and the incomplete
+        store resumes after them. A store that then holds no item is
+        removed: ``info`` would call it an interrupted ingestion, yet it
+        holds nothing to resume (the lock then removes the folders made for it).
+        """
+        try:
+            yield self
+        except Exception:
+            if self._pending:
+                try:
+                    self.flush()
+                except Exception:   # the error was the write itself: the store stays at its last commit point
+                    pass
+            if not self._committed:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
 
     @property
     def old_attrs(self) -> dict:

@@ -17,7 +17,6 @@ incomplete store that readers refuse and that the same call resumes.
 from __future__ import annotations
 
 import itertools
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable
@@ -276,34 +275,33 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
         from tqdm.auto import tqdm
         bar = tqdm(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
     written = 0
-    try:
-        for seq in sequences:
-            if writer.has(seq.id):
-                continue
-            why = degenerate(writer.check(seq))
-            if why is not None:
-                rejected.append(SkippedSequence(seq.id, why))
-                continue
-            writer.append(seq)
-            written += 1
+    # a sequence that cannot be read keeps those read before it, or leaves no empty store
+    with writer.committed_on_error():
+        try:
+            for seq in sequences:
+                if writer.has(seq.id):
+                    continue
+                why = degenerate(writer.check(seq))
+                if why is not None:
+                    rejected.append(SkippedSequence(seq.id, why))
+                    continue
+                writer.append(seq)
+                written += 1
+                if bar is not None:
+                    bar.update(1)
+                if limit is not None and written >= limit:
+                    writer.flush()
+                    return None
+        finally:
             if bar is not None:
-                bar.update(1)
-            if limit is not None and written >= limit:
-                writer.flush()
-                return None
-    finally:
-        if bar is not None:
-            bar.close()
-    skipped = list(getattr(source, "skipped", [])) + rejected
-    repairs = getattr(source, "repairs", {})
-    if skipped and not writer.resumed_from and not written:
-        from .ragged import skipped_text
+                bar.close()
+        skipped = list(getattr(source, "skipped", [])) + rejected
+        repairs = getattr(source, "repairs", {})
+        if skipped and not writer.resumed_from and not written:
+            from .ragged import skipped_text
 
-        # close() would say only that nothing was written: say why. The store holds no sequence: it is
-        # removed, rather than left for `info` to call an interrupted ingestion
-        listed = [asdict(s) if hasattr(s, "__dataclass_fields__") else dict(s) for s in skipped]
-        del writer
-        shutil.rmtree(out, ignore_errors=True)
-        raise StoreError(f"{out}: every sequence was skipped, none written ({len(skipped)} skipped "
-                         f"{skipped_text(listed)}); no store was written")
-    return writer.close(skipped=skipped, repairs=repairs)
+            # close() would say only that nothing was written: say why
+            listed = [asdict(s) if hasattr(s, "__dataclass_fields__") else dict(s) for s in skipped]
+            raise StoreError(f"{out}: every sequence was skipped, none written ({len(skipped)} skipped "
+                             f"{skipped_text(listed)}); no store was written")
+        return writer.close(skipped=skipped, repairs=repairs)
