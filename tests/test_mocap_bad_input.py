@@ -306,9 +306,13 @@ OPTIONS = [
          r"--option center=\[99\]: center must be a non-empty list of distinct 0-based joint indices in \[0, 3\]"),
     Case("option-center-not-integer", bvh(None, "", "center=[0.5]"), r"--option center=\[0\.5\]: center must be"),
     Case("option-role-typo", bvh(None, "", "roles={hip_centre=[0]}"),
-         r"--option roles=\{\"hip_centre\": \[0\]\}: roles: unknown role 'hip_centre'; did you mean 'hip_center'\?"),
+         r"--option roles=\{hip_centre = \[0\]\}: roles: unknown role 'hip_centre'; did you mean 'hip_center'\?"),
     Case("option-role-out-of-range", amc(None, "", "roles={head=[7]}"),
-         r"--option roles=\{\"head\": \[7\]\}: roles: 'head' must list distinct 0-based joint indices in \[0, 3\]"),
+         r"--option roles=\{head = \[7\]\}: roles: 'head' must list distinct 0-based joint indices in \[0, 3\]"),
+    Case("option-roles-share-a-joint", amc(None, "", "roles={left_hip=[1], right_hip=[1]}"),
+         r"--option roles=\{left_hip = \[1\], right_hip = \[1\]\}: roles: left_hip = \[1\] and right_hip = \[1\] "
+         r"share joint 1; the body frame needs them apart \(the axis from one to the other would be zero\); give "
+         r"each its own joints$"),
     Case("option-position-channels", bvh(None, "", 'position_channels="both"'),
          r"--option position_channels=\"both\": position_channels must be one of 'replace', 'add'"),
     Case("option-end-sites", bvh(None, "", 'end_sites="no"'), r"--option end_sites=\"no\": end_sites must be true or false"),

@@ -763,6 +763,27 @@ def test_generic_roles_and_center_given_win_over_names(tmp_path):
     assert src.info.center == tuple(found["hip_center"]) and src.info.roles["neck"] == [2]
 
 
+def test_generic_roles_that_share_a_joint_are_refused(tmp_path):
+    """Both hips (or shoulders, or the hip centre and the neck) on one joint would make the body frame's axis
+    zero: refused when given, also against a role found from the names that the given ones keep."""
+    folder = _generic_folder(tmp_path, len(KINECT_V2))
+    found = GenericCSVReader(folder, joint_names=KINECT_V2).info.roles
+    with pytest.raises(ValueError, match=r"^roles: left_hip = \[1\] and right_hip = \[1\] share joint 1; the body "
+                                         r"frame needs them apart \(the axis from one to the other would be zero\); "
+                                         r"give each its own joints$"):
+        GenericCSVReader(folder, roles={"left_hip": [1], "right_hip": [1]})
+    j = found["left_hip"][0]
+    with pytest.raises(ValueError, match=rf"^roles: left_hip = \[{j}\] \(found from the joint names\) and "
+                                         rf"right_hip = \[{j}\] share joint {j}; "):
+        GenericCSVReader(folder, joint_names=KINECT_V2, roles={"right_hip": [j]})
+    h = found["hip_center"][0]
+    with pytest.raises(ValueError, match=rf"^roles: hip_center = \[{h}\] \(found from the joint names\) and "
+                                         rf"neck = \[{h}\] share joint {h}; "):
+        GenericCSVReader(folder, joint_names=KINECT_V2, roles={"neck": [h]})
+    # roles on joints of their own are accepted
+    assert GenericCSVReader(folder, roles={"left_shoulder": [2], "right_shoulder": [3]}).info.roles
+
+
 def test_shipped_descriptor_runs_on_generic_store_with_named_joints(tmp_path):
     # the pipelines' descriptor (body frame and body scale) needs roles: named joints give them
     import tomllib

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...errors import ConfigError, FormatError, path_arg
+from ...errors import ConfigError, FormatError, path_arg, toml_value
 from .base import SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
 
 # format -> (module, class)
@@ -57,12 +57,10 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
     if fmt not in READERS:
         raise ConfigError(f"unknown skeleton format {fmt!r}; choose one of {', '.join(FORMATS)}")
     path = path_arg("path", path, "SRC", "the raw data's file or folder")
-    import json
-
-    def named(key):   # the option as the user gave it
+    def named(key):   # the option as the user gave it: a TOML value, as both the flag and a pipeline file read it
         if where is None:
             return f"{key}={options[key]!r}"
-        value = json.dumps(options[key], default=str)
+        value = toml_value(options[key])
         return f"--option {key}={value}" if where == "--option" else f"{where}.{key} = {value}"
 
     known = reader_options(fmt)

@@ -346,7 +346,12 @@ def check_center(center, n_joints: int) -> tuple[int, ...]:
     return idx
 
 
-def check_roles(roles, n_joints: int) -> dict[str, list[int]]:
+#: roles that must not share a joint: the body frame's axis across the hips, the shoulders' axis, and the spine
+#: (upper body minus hip centre), which a shared joint would make zero or meaningless
+DISTINCT_ROLES = (("left_hip", "right_hip"), ("left_shoulder", "right_shoulder"), ("hip_center", "neck"))
+
+
+def check_roles(roles, n_joints: int, found: dict | None = None) -> dict[str, list[int]]:
     """Roles given as an option.
 
     Parameters
@@ -355,16 +360,20 @@ def check_roles(roles, n_joints: int) -> dict[str, list[int]]:
         Role (one of :data:`ROLES`) -> a 0-based joint or a list of distinct ones.
     n_joints : int
         Joints of the skeleton.
+    found : dict, optional
+        Roles found from the joint names: the given ones win key by key, the
+        others stay.
 
     Returns
     -------
     dict of str to list of int
+        The roles (with ``found``'s others).
 
     Raises
     ------
     ValueError
-        Starting with ``roles``: not a table, an unknown role (with the closest name), or
-        joints out of range.
+        Starting with ``roles``: not a table, an unknown role (with the closest name),
+        joints out of range, or two roles of :data:`DISTINCT_ROLES` sharing a joint.
     """
     if not isinstance(roles, dict):
         raise ValueError(f"roles must be a table of role -> 0-based joints such as "
@@ -382,6 +391,14 @@ def check_roles(roles, n_joints: int) -> dict[str, list[int]]:
             raise ValueError(f"roles: {k!r} must list distinct 0-based joint indices in "
                              f"[0, {n_joints - 1}], got {v!r}")
         out[k] = list(idx)
+    out = {**(found or {}), **out}
+    for a, b in DISTINCT_ROLES:
+        shared = sorted(set(out.get(a, ())) & set(out.get(b, ())))
+        if shared and (a in roles or b in roles):
+            given = " and ".join(f"{r} = {out[r]}" + ("" if r in roles else " (found from the joint names)")
+                                 for r in (a, b))
+            raise ValueError(f"roles: {given} share joint {shared[0]}; the body frame needs them apart (the axis "
+                             f"from one to the other would be zero); give each its own joints")
     return out
 
 
@@ -423,7 +440,7 @@ class ArchiveReader(SkeletonReader):
         """``info``: ``roles`` and ``center`` as given (checked), else ``found_roles`` and the
         ``hip_center`` role (joint 0 without one)."""
         J = len(names)
-        roles = found_roles if roles is None else check_roles(roles, J)
+        roles = found_roles if roles is None else check_roles(roles, J)   # given roles replace those found
         center = check_center(roles.get("hip_center", [0]) if center is None else center, J)
         splits = sorted({e.split for e in self._entries if e.split is not None}) or None
         self.info = SkeletonInfo(

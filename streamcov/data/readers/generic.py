@@ -125,7 +125,7 @@ class GenericCSVReader(SkeletonReader):
         found = find_roles(joint_names, ROLE_NAMES)
         # given roles win key by key; the others found from the names stay (the hip centre of OpenPose names
         # when only the hips and neck are given: dropping it would move the centre to joint 0)
-        roles = found if roles is None else {**found, **check_roles(roles, n_joints)}
+        roles = found if roles is None else check_roles(roles, n_joints, found)
         center = check_center(roles.get("hip_center", [0]) if center is None else center, n_joints)
         if not isinstance(units, str) or not units:
             raise ValueError(f"units must be a non-empty string such as 'm', got {units!r}")
