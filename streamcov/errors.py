@@ -136,6 +136,18 @@ def toml_value(v) -> str:
     return "(not set)" if v is None else repr(v)
 
 
+def case_twins(names, where: dict | None = None) -> str:
+    """Names that differ only in case, for a warning: ``'C0' and 'c0'; ...`` (three groups at most), each name
+    followed by ``where[name]`` when given (`` (line 5)``); empty when there are none. Two classes to the code,
+    most often one to the user (a typo, or one folder on a case-insensitive file system)."""
+    by_case: dict = {}
+    for n in sorted(set(names)):
+        by_case.setdefault(n.casefold(), []).append(n)
+    same = [g for g in by_case.values() if len(g) > 1]
+    shown = "; ".join(" and ".join(f"{n!r}{(where or {}).get(n, '')}" for n in g) for g in same[:3])
+    return shown + (" ..." if len(same) > 3 else "")
+
+
 def ingest_option(keyword: str, value=None) -> str:
     """An image ingestion option named for both routes to it: the ingestion's argument as typed (:func:`arg`:
     ``--group-level 2`` on the command line, ``group_level=2`` in Python), then its pipeline key

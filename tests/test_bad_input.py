@@ -1168,6 +1168,12 @@ READERS = [
          r"s03\.csv, line 2: .*float32"),
     Case("sequence-mixed-header", ingest_generic(archive=edit_file("s03.csv", "hip_x,2,3,4,5,6,7,8,9\n1,2,3,4,5,6,7,8,9\n")),
          r"s03\.csv, line 1: .*mixes numbers and text"),
+    # two classes to the code, most often a typo to the user: said with the lines, not refused (as class folders)
+    Case("index-labels-differ-only-in-case", index("file,label,subject", "s00.csv,a,1", "s01.csv,A,2", "s02.csv,a,3",
+                                                   "s03.csv,A,4", "s04.csv,b,1", "s05.csv,b,2"),
+         r"(?m)^streamcov ingest: warning: \S+arch/index\.csv: labels that differ only in case are different classes "
+         r"here: 'A' \(line 3\) and 'a' \(line 2\); write them alike if they mean one class$", rc=0,
+         check=lambda e, err, out: json.loads(out.strip().splitlines()[-1])["labels"] == 3 or pytest.fail(out)),
     Case("sequence-not-multiple-of-3", lambda e: ingest_generic()(e) if False else
          ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "arch", files={
              "s00.csv": "1,2,3,4\n5,6,7,8\n"}), e.tmp / "s.zarr", "--quiet"], r"s00\.csv.*multiple of 3"),
@@ -3015,6 +3021,16 @@ def test_inner_folds_warning_names_the_value_used():
         "the inner folds are stratified): 2 to 4 inner folds used (by outer fold)")
     assert inner_folds_warning(EvalMethod(name="e", inner_folds=4), "svc", split, labels, ["a", "b"]) is None
     assert inner_folds_warning(EvalMethod(name="e"), "1nn", small, labels, ["a", "b"]) is None
+
+
+def test_case_twins_names_each_group_once_and_three_at_most():
+    from streamcov.errors import case_twins
+
+    assert case_twins(["a", "b", "c"]) == ""
+    assert case_twins(["b", "A", "a", "A"]) == "'A' and 'a'"
+    assert case_twins(["Walk", "walk", "WALK"], {"walk": " (line 2)"}) == "'WALK' and 'Walk' and 'walk' (line 2)"
+    many = case_twins([x for c in "abcd" for x in (c, c.upper())])
+    assert many == "'A' and 'a'; 'B' and 'b'; 'C' and 'c' ..."
 
 
 @pytest.mark.parametrize("value", ["text", 'a "quoted" \\ path', "/s/img.zarr", True, False, 3, 0.5, 1e-5,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, FormatError, ingest_option
+from ..errors import ConfigError, FormatError, case_twins, ingest_option
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp")
 # image files Pillow cannot decode here: refused rather than skipped, so that a class does not quietly lose them
@@ -204,17 +204,13 @@ def _check_classes(root: Path, folders: list, entries: list, held_excluded: set)
                    if name in held_excluded else "")
             raise FormatError(root / name, f"a class folder with no images ({', '.join(IMAGE_EXTENSIONS)}){why}: "
                                            f"its class cannot be learned; add its images or remove the folder")
-    by_case: dict = {}
-    for label in sorted(held):
-        by_case.setdefault(label.casefold(), []).append(label)
-    same = [names for names in by_case.values() if len(names) > 1]
-    if same:
+    shown = case_twins(held)
+    if shown:
         import warnings
 
-        shown = "; ".join(" and ".join(map(repr, names)) for names in same[:3])
-        warnings.warn(f"class folders of {root} that differ only in case are different classes here: {shown}"
-                      f"{' ...' if len(same) > 3 else ''}; on a case-insensitive file system (macOS, Windows) they "
-                      f"would be one folder. Rename them if they mean one class", stacklevel=3)
+        warnings.warn(f"class folders of {root} that differ only in case are different classes here: {shown}; "
+                      f"on a case-insensitive file system (macOS, Windows) they would be one folder. Rename them if "
+                      f"they mean one class", stacklevel=3)
 
 
 ORIENTATION_TAG = 0x0112   # EXIF "Orientation": 1 upright, 2-8 mirrored and/or turned

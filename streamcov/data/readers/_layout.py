@@ -33,7 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ...errors import MissingInputError
+from ...errors import MissingInputError, case_twins
 from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence, digits_hint
 
 INDEX_NAME = "index.csv"
@@ -235,6 +235,15 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
                                 skeleton=skel, index_line=lineno)
     if not entries:
         raise FormatError(index, "lists no sequences (only a header row)", line=header_line)
+    first_line = {}
+    for e in entries.values():
+        first_line.setdefault(e.label, e.index_line)
+    shown = case_twins(first_line, {lab: f" (line {n})" for lab, n in first_line.items()})
+    if shown:
+        import warnings
+
+        warnings.warn(f"{index}: labels that differ only in case are different classes here: {shown}; write them "
+                      f"alike if they mean one class", stacklevel=2)
     return [entries[k] for k in sorted(entries)]
 
 
