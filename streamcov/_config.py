@@ -364,6 +364,30 @@ def check_memory(nbytes: float, what: str, fix: str) -> None:
         raise ConfigError(f"{what}: needs {_size(nbytes)} of memory, this machine has {_size(total)}; {fix}")
 
 
+def check_disk(nbytes: float, path, what: str, fix: str) -> None:
+    """Refuse, with one line, a store larger than the free space where it is to be written.
+
+    ``path`` need not exist yet: the free space is that of its nearest existing
+    folder. ``what`` names the culprit as the user set it, ``fix`` says what to
+    do. Without it the writer fills the disk first (and the user learns of it
+    after the hours that takes).
+    """
+    import shutil
+    from pathlib import Path
+
+    from .errors import ConfigError
+
+    where = Path(path).absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:   # a file system that does not say: the writer finds out
+        return
+    if nbytes > free:
+        raise ConfigError(f"{what}: needs about {_size(nbytes)} of disk, {where} has {_size(free)} free; {fix}")
+
+
 def _size(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":

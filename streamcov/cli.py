@@ -223,7 +223,7 @@ def _cmd_synth(args) -> int:
         value, flag = given[err["loc"][0]]
         raise ConfigError(f"{flag} {value}: expected {expected_of(err)}") from None
     source = SyntheticSkeletons(n_sequences=args.sequences, n_subjects=args.subjects, n_classes=args.classes,
-                                seed=args.seed)
+                                seed=args.seed, where="--")
     store = ingest(source, args.out, chunk_frames=args.chunk_frames,
                    mode="restart" if args.restart else "resume", progress=not args.quiet)
     print(json.dumps({"store": str(store.path), "sequences": store.n_sequences, "frames": store.n_frames}))

@@ -837,6 +837,15 @@ CONFIG = [
     Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",
                                                    "--chunk-frames", "1000000000000"],
          r"a chunk of 1000000000000 rows: needs [\d.]+ TiB of memory.*smaller chunk size \(--chunk-frames\)"),
+    # a store no disk holds: refused before the first sequence is made (it wrote until the disk was full)
+    Case("synth-beyond-the-disk", lambda e: ["synth", e.tmp / "new" / "s.zarr", "--sequences", "10" * 8, "--quiet"],
+         r"error: --sequences 1010101010101010 \(30-60 frames each\): needs about [\d.]+ PiB of disk, \S+ has "
+         r"[\d.]+ \w+ free; ask for fewer sequences, or write the store elsewhere$",
+         check=nothing_left_in(lambda e: e.tmp, set())),
+    Case("synthetic-beyond-the-disk", lambda e: ["run", e.pipeline(store=e.tmp / "new.zarr"), "--quiet", "--set",
+                                                 "data.synthetic.n_sequences=9223372036854775807"],
+         r"error: --set data\.synthetic\.n_sequences=9223372036854775807: data\.synthetic\.n_sequences = "
+         r"9223372036854775807 \(30-60 frames each\): needs about [\d.]+ PiB of disk"),
     Case("synth-out-empty", lambda e: ["synth", "", "--sequences", "10"], r"argument out: empty path"),
     Case("synth-under-a-file", lambda e: ["synth", (e.tmp / "f.txt").write_text("x") and e.tmp / "f.txt" / "x.zarr",
                                           "--sequences", "10", "--quiet"],
@@ -2849,6 +2858,27 @@ def test_an_ingestion_refused_on_a_later_item_keeps_those_read_before_it(tmp_pat
     assert_one_line_error(*cli(*argv)[:2], r"i\.zarr: the archive \S+imgs changed since this ingestion began")
     assert cli(*argv, "--restart")[0] == 0
     assert sorted(ImageStore(tmp_path / "i.zarr").ids()) == ["a/0.png", "a/1.png", "a/zz.png", "b/0.png", "b/1.png"]
+
+
+def test_a_synthetic_store_larger_than_the_free_disk_is_refused_before_it_is_made(tmp_path, monkeypatch):
+    """The generator's store size is known up front: 400 sequences of 30-60 frames are about 4.3 MB of float32
+    frames (the store measured 4.06 MB), refused where 1 MiB is free, written where 100 MiB are."""
+    import collections
+    import shutil as sh
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.errors import ConfigError
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(sh, "disk_usage", lambda p: usage(2 ** 40, 0, 2 ** 20))
+    with pytest.raises(ConfigError, match=r"^n_sequences=400 \(30-60 frames each\): needs about 4\.\d MiB of disk, "
+                                          r"\S+ has 1\.0 MiB free; ask for fewer sequences, or write the store "
+                                          r"elsewhere$"):
+        ingest(SyntheticSkeletons(n_sequences=400), tmp_path / "a" / "s.zarr")
+    assert not (tmp_path / "a").exists()
+    monkeypatch.setattr(sh, "disk_usage", lambda p: usage(2 ** 40, 0, 100 * 2 ** 20))
+    assert ingest(SyntheticSkeletons(n_sequences=400), tmp_path / "a" / "s.zarr").n_sequences == 400
 
 
 def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):

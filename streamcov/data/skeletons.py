@@ -233,6 +233,8 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     # the first sequence and the archive's contents are read before the lock, as the reader read the archive's
     # index when it was opened: an archive whose first file (or any file) cannot be read is refused before
     # anything is written (the lock creates the store's parent folders, the writer an empty store)
+    if callable(getattr(source, "check_room", None)) and not Path(out).exists():   # a generator: its size is known
+        source.check_room(out)
     sequences = iter(source.sequences())
     first = next(sequences, None)
     content = getattr(source, "content", None)

@@ -373,6 +373,11 @@ class SyntheticSkeletons(SkeletonReader):
     noise : float, default=0.01
         Standard deviation (metres) of the Gaussian noise added to every
         joint coordinate.
+    where : {None, "--", "data.synthetic"}
+        How messages name the parameters, as the user gave them: Python
+        keywords (``n_sequences=400``), ``streamcov synth``'s flags
+        (``--sequences 400``) or a pipeline's keys
+        (``data.synthetic.n_sequences = 400``).
 
     Attributes
     ----------
@@ -399,8 +404,9 @@ class SyntheticSkeletons(SkeletonReader):
     """
 
     def __init__(self, n_sequences=400, n_subjects=10, n_classes=10, seed=0,
-                 frames=(30, 60), noise=0.01):
+                 frames=(30, 60), noise=0.01, where=None):
         super().__init__()
+        self.where = where
         self.n_sequences = n_sequences
         self.n_subjects = n_subjects
         self.n_classes = n_classes
@@ -463,6 +469,16 @@ class SyntheticSkeletons(SkeletonReader):
                             "z away from the sensor (the subject faces -z)")},
         )
 
+    def check_room(self, out) -> None:
+        """Refuse, before any sequence is made, a store larger than the free disk space at ``out``: about
+        float32 frames of the mean length (they compress by about 5%)."""
+        from .._config import check_disk
+
+        named = {None: f"n_sequences={self._n}", "--": f"--sequences {self._n}"}.get(
+            self.where, f"{self.where}.n_sequences = {self._n}")
+        check_disk(4.0 * 3 * N_JOINTS * self._n * (self._lo + self._hi) / 2, out,
+                   f"{named} ({self._lo}-{self._hi} frames each)", "ask for fewer sequences, or write the store "
+                   "elsewhere")
     def __len__(self) -> int:
         return self._n
 

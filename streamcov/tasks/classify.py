@@ -98,7 +98,7 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
         p = data.synthetic
         path = Path(data.store) if data.store else out / "synthetic.zarr"
         source = SyntheticSkeletons(n_sequences=p.n_sequences, n_subjects=p.n_subjects, n_classes=p.n_classes,
-                                    seed=p.seed, frames=tuple(p.frames), noise=p.noise)
+                                    seed=p.seed, frames=tuple(p.frames), noise=p.noise, where="data.synthetic")
         return open_or_ingest(path, SequenceStore, source,
                               lambda: ingest(source, path, mode="resume", progress=progress), "",
                               record=lambda: (source.record, None))
