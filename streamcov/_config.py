@@ -378,7 +378,12 @@ def check_disk(nbytes: float, path, what: str, fix: str) -> None:
     from .errors import ConfigError
 
     where = Path(path).absolute()
-    while not where.exists() and where != where.parent:
+    while where != where.parent:
+        try:
+            if where.exists():
+                break
+        except OSError:   # a name too long: the writer says so
+            pass
         where = where.parent
     try:
         free = shutil.disk_usage(where).free

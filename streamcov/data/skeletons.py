@@ -17,6 +17,7 @@ incomplete store that readers refuse and that the same call resumes.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable
@@ -233,7 +234,7 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     # the first sequence and the archive's contents are read before the lock, as the reader read the archive's
     # index when it was opened: an archive whose first file (or any file) cannot be read is refused before
     # anything is written (the lock creates the store's parent folders, the writer an empty store)
-    if callable(getattr(source, "check_room", None)) and not Path(out).exists():   # a generator: its size is known
+    if callable(getattr(source, "check_room", None)) and not os.path.exists(out):   # a generator: its size is known
         source.check_room(out)
     sequences = iter(source.sequences())
     first = next(sequences, None)
