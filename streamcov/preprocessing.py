@@ -98,4 +98,5 @@ def check_rows_differ(n: int, mean: np.ndarray, m2: np.ndarray, dtype=np.float64
     if spread <= ROUNDING_ULPS * np.finfo(np.dtype(dtype)).eps:
         raise ConfigError(f"the {n} training rows' features are all equal to within rounding (relative spread "
                           f"{spread:.2g}): nothing can be learned from them; a setting swamps the data, e.g. "
-                          f"descriptor.gamma far above the covariances, or a bandwidth far from the distances")
+                          f"descriptor.gamma far above the covariances, or a bandwidth (features.sigma) far from the "
+                          f"distances")

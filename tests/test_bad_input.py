@@ -600,7 +600,8 @@ CONFIG = [
          r"the split gives it 30; lower tgp\.cv, set tgp\.degrees = \[d_input, d_output\], or give the split more"),
     Case("tgp-test-fraction-leaves-one-row", tgp_run("data.test_fraction=0.99"),
          r"the split leaves 1 training and 59 test rows; a twin GP needs 2 training rows and a test row at least: "
-         r"lower data\.test_fraction, or raise data\.n_samples$"),
+         r"lower data\.test_fraction, or raise data\.n_samples \(given: --set data\.test_fraction=0\.99; --set "
+         r"data\.n_samples=60\)$"),
     Case("tgp-gamma-squares-to-zero", tgp_run("tgp.gamma_x=1e-300"),
          r'--set tgp\.gamma_x=1e-300: tgp\.gamma_x = 1e-300: expected "median" or a value >= 1e-150'),
     Case("tgp-gegenbauer-weight-zero-unread", tgp_run('tgp.bases=["monomial"]', 'tgp.primary=["kl","monomial"]',
@@ -720,6 +721,12 @@ CONFIG = [
                                                                          "normalize = true\ncenter = [99]\n")),
          r"error: \S+p\.toml, line 12: descriptor\.center = \[99\]: centre joint 99 outside 0\.\.19 \(the store "
          r"has 20 joints\)$"),
+    # a message about the data that suspects settings: where the user gave those it names
+    Case("rows-alike-names-where-the-suspects-were-given", run_set("descriptor.gamma=1e300"),
+         r"error: the \d+ training rows' features are all equal to within rounding \(relative spread [\d.e+-]+\): nothing "
+         r"can be learned from them; a setting swamps the data, e\.g\. descriptor\.gamma far above the "
+         r"covariances, or a bandwidth \(features\.sigma\) far from the distances \(given: --set "
+         r"descriptor\.gamma=1e300; features\.sigma at \S+p\.toml, line 16\)$"),
     Case("synthetic-frames-reversed", run_text(lambda t: t.replace(
         '[data]\nstore = ', '[data.synthetic]\nframes = [60, 30]\n\n[datax]\nstore = ').replace("[datax]\n", "#")),
          LINE + r"data\.synthetic\.frames = \[60, 30\]: expected \[shortest, longest\] sequence length"),

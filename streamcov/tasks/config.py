@@ -262,19 +262,29 @@ class Origins:
         """Put where the value came from in front of a :class:`ConfigError` raised inside that names a key
         first (``descriptor.center = [99]: centre joint 99 outside 0..19 ...``): the checks that need the
         store or the data, made after loading, name the key but cannot know whether it came from the file
-        or from ``--set``. One that names no key, or a key nobody gave (a default), is left as it is."""
+        or from ``--set``. One about the data that names keys as suspects further on (``... e.g.
+        descriptor.gamma far above the covariances``) gets where those the user gave came from at its end.
+        A key nobody gave (a default) is left as it is."""
         try:
             yield
         except ConfigError as exc:
-            m = _KEY_FIRST.match(str(exc))
+            text = str(exc)
+            m = _KEY_FIRST.match(text)
             where = self.given(tuple(m.group(1).split("."))) if m else None
             if where is not None:
-                exc.args = (f"{where}: {exc}", *exc.args[1:])
+                exc.args = (f"{where}: {text}", *exc.args[1:])
+            elif m is None:
+                given = [(k, self.given(tuple(k.split(".")))) for k in dict.fromkeys(_KEY_ANY.findall(text))]
+                shown = [w if w.startswith("--") else f"{k} at {w}" for k, w in given if w is not None]
+                if shown:
+                    exc.args = (f"{text} (given: {'; '.join(shown)})", *exc.args[1:])
             raise
 
 
 # a message that starts with a dotted key: "descriptor.center = [99]: ...", "data.source 'x': ..."
 _KEY_FIRST = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[ :]|$)")
+# a dotted key anywhere in a message (file names such as p.toml match too, but no one gave them as keys)
+_KEY_ANY = re.compile(r"(?<![\w./])([a-z_]+\.[a-z_]\w*)(?![\w./])")
 
 
 def _written(value, path: tuple = ()) -> list:
