@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.ragged import same_files
+from ..data.ragged import inside_source, read_only_attrs, same_files
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
@@ -123,13 +123,15 @@ def _check_model_path(model_dir: Path, store_path: Path) -> None:
         raise ModelError(f"{model_dir}: one of a model's files; give the model's folder, {model_dir.parent}")
 
 
-def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = None) -> None:
+def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = None,
+               archive: str | None = None) -> None:
     """The predictions never replace a model's, a store's or a run's own files (``--out model/model.json``,
     ``--out store.zarr/zarr.json``, ``--out run/result.json``), an image of the folder being predicted, any
     other file with content that is not a predictions CSV (an earlier run's is replaced; an empty file too),
     nor anything at the path that is not a regular file: they are written beside the path and renamed onto
-    it, which would replace a link, a device or a FIFO by a plain file. ``name`` is how messages name the
-    path."""
+    it, which would replace a link, a device or a FIFO by a plain file. Nor are they written into
+    ``archive``, the skeleton archive the store was ingested from (:func:`_archive_of`). ``name`` is how
+    messages name the path."""
     from ..data.imageio import IMAGE_EXTENSIONS
     from ..data.ragged import enclosing_store
     from ..lock import OUTPUT_MARKER, RUN_FILES
@@ -137,6 +139,11 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     store = enclosing_store(out_csv.parent)
     if store is not None:
         raise ConfigError(f"{name}: inside the zarr store {store}; write the predictions outside every store")
+    archive = inside_source(out_csv, archive)
+    if archive is not None:   # as a run's output folder is not (tasks/runner.py)
+        raise ConfigError(f"{name}: inside {archive}, the archive the store was ingested from; the file would "
+                          f"become part of that archive, which every later run would then find changed: write "
+                          f"the predictions outside {archive}")
     if (out_csv.parent / "model.json").is_file():
         raise ConfigError(f"{name}: beside the model files of {out_csv.parent}; write the predictions "
                           f"elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
@@ -164,6 +171,22 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
         raise ConfigError(f"{name}: an existing file that is not a predictions CSV (its first line is not "
                           f"{PREDICTIONS_HEADER}), which the predictions would replace; give a new path, or delete "
                           f"the file first if it may go")
+
+
+def _archive_of(store_path: Path) -> str | None:
+    """The archive folder the skeleton store at ``store_path`` was ingested from (its source record's ``path``),
+    whose every file its record counts; None for an image store (its record counts the images alone, which
+    predictions are not), a generated store, or none that can be read (said when the store is opened)."""
+    from ..data.skeletons import FORMAT_NAME
+
+    if not (store_path / "zarr.json").is_file():
+        return None
+    try:
+        attrs = read_only_attrs(store_path)
+    except (StreamcovError, OSError, ValueError):
+        return None
+    record = attrs.get("source_record")
+    return record.get("path") if attrs.get("format") == FORMAT_NAME and isinstance(record, dict) else None
 
 
 def _written_by_predict(path: Path) -> bool:
@@ -242,7 +265,7 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         is_dir = False
     if is_dir:
         raise ConfigError(f"{name}: a folder; give the path of a CSV file")
-    _check_out(Path(out_csv), Path(model_dir), name, inputs)
+    _check_out(Path(out_csv), Path(model_dir), name, inputs, _archive_of(Path(store_path)))
     try:
         Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -77,12 +77,19 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                           f"output folder") from None
     # a run writes features.zarr, model/ and result.json: never into a store (it would sit among its
     # arrays) nor into a model folder (two models' files mixed)
-    from ..data.ragged import enclosing_store   # here: the data package brings zarr
+    from ..data.ragged import enclosing_store, inside_source   # here: the data package brings zarr
 
     store = enclosing_store(out)
     if store is not None:
         raise ConfigError(f"{where}: {out} is {'a zarr store' if store == out else f'inside the zarr store {store}'}; "
                           f"choose an output folder outside every store")
+    # nor into the folder it reads its data from (as data.store is not, data.ragged.outside_source): the run's
+    # files would join that archive or image folder, which every later run would then find changed or unreadable
+    source = inside_source(out, getattr(getattr(cfg, "data", None), "source_read", None))
+    if source is not None:
+        raise ConfigError(f"{where}: {out} lies inside {source}, the data.source folder this run reads; its files "
+                          f"would become part of that folder's data, which every later run would then find "
+                          f"changed: choose an output folder outside {source}")
     if (out / "model.json").is_file():
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     _check_not_someone_elses(out, resolved, where)

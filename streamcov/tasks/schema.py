@@ -417,6 +417,12 @@ class SkeletonData(Table):
             raise ValueError(f"[data] `source` needs `format` ({', '.join(SKELETON_FORMATS)})")
         return self
 
+    @property
+    def source_read(self) -> str | None:
+        """The archive folder the run reads (ingested, or checked against its store), or None: none given, or
+        [data.synthetic] given, which the run reads instead."""
+        return self.source if self.synthetic is None else None
+
 
 class SkeletonDescriptor(Table):
     """``[descriptor]``: the log-covariance descriptor of paper 000, and its options.
@@ -706,6 +712,11 @@ class ImageData(Table):
             raise ValueError("[data] needs `store` (an image store written by `streamcov ingest images`)")
         return self
 
+    @property
+    def source_read(self) -> str | None:
+        """The image folder the run reads (ingested, or checked against its store), or None."""
+        return self.source
+
 
 # The [method] keys each method of image-stream-classification reads (besides `name`), the one place that
 # says so (streamcov/tasks/classify.py run_image_stream, streamcov/stream/image.py, featurize): the
@@ -811,6 +822,11 @@ class EvalData(Table):
         if self.format == "store" and not self.store:
             raise ValueError("[data] with format = \"store\" needs `store` (an image store)")
         return self
+
+    @property
+    def source_read(self) -> str | None:
+        """The image folder the run reads (``format = "folders"``), or None."""
+        return self.source if self.format == "folders" else None
 
 
 EVAL_CLASSIFIERS = ("svc", "1nn", "sgd")
@@ -1096,6 +1112,11 @@ class PoseData(Table):
     max_train: PosInt = 2000
     max_test: Optional[PosInt] = 1000
     seed: Optional[Seed] = None
+
+    @property
+    def source_read(self) -> str | None:
+        """The MSR-Action3D archive folder the run reads, or None: ``store`` given, which it reads instead."""
+        return None if self.store else self.source
 
 
 class TGPPose(Top):

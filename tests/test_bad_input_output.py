@@ -1,0 +1,112 @@
+"""Bad input: an output written into the folder that a pipeline's ``[data] source`` names.
+
+A run's output folder inside that folder (``--output``, the pipeline's ``output``, ``run(output=...)``) added
+the run's files to the archive or image folder, which every later run then found changed (a skeleton
+archive's store refused) or unreadable (a class folder without images); predictions written into the archive
+a skeleton store was ingested from did the same. Each is refused in one line before anything is written, as
+``data.store`` inside ``data.source`` is (tests/test_bad_input.py), and the same command with the output
+elsewhere runs.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cli_cases import assert_one_line_error, cli
+from test_bad_input import IMAGE_PIPELINE, SKELETON_PIPELINE, image_folder, write_archive
+
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
+
+def skeleton_pipeline(tmp: Path, output: Path) -> Path:
+    """The skeleton pipeline on the generic archive ``tmp/a`` (ingested into ``tmp/g.zarr``), its output
+    ``output``; train subjects 1 and 2 (the archive's subject parity is its class)."""
+    text = (SKELETON_PIPELINE.format(out=output, store=tmp / "g.zarr")
+            .replace("[data]\n", f'[data]\nsource = "{write_archive(tmp / "a")}"\nformat = "generic"\n')
+            .replace('kind = "subject-parity"', 'kind = "subjects"\ntrain_subjects = [1, 2]'))
+    path = tmp / "p.toml"
+    path.write_text(text)
+    return path
+
+
+def refused(where: str, out: Path, source: Path, command: bool = True) -> str:
+    """The pattern of the whole error line (``command``: with the command's ``streamcov run: error:``)."""
+    source = source.resolve()
+    return ("^streamcov run: error: " if command else "^") + re.escape(
+        f"{where}: {out} lies inside {source}, the data.source folder this run reads; its files would become part "
+        f"of that folder's data, which every later run would then find changed: choose an output folder outside "
+        f"{source}") + "$"
+
+
+def archive_files(tmp: Path) -> set:
+    return {p.name for p in (tmp / "a").iterdir()}
+
+
+def test_output_flag_inside_the_archive(tmp_path):
+    pipeline, out = skeleton_pipeline(tmp_path, tmp_path / "o"), tmp_path / "a" / "run"
+    before = archive_files(tmp_path)
+    rc, err, _ = cli("run", pipeline, "--output", out, "--quiet")
+    assert_one_line_error(rc, err, refused(f"--output {out}", out, tmp_path / "a"))
+    assert archive_files(tmp_path) == before and not (tmp_path / "g.zarr").exists()
+    rc, err, _ = cli("run", pipeline, "--output", tmp_path / "o2", "--quiet")
+    assert rc == 0, err
+    assert archive_files(tmp_path) == before
+    rc, err, _ = cli("run", pipeline, "--quiet")   # the store is reused: its archive is unchanged
+    assert rc == 0, err
+
+
+def test_output_key_inside_the_archive(tmp_path):
+    out = tmp_path / "a" / "run"
+    rc, err, _ = cli("run", skeleton_pipeline(tmp_path, out), "--quiet")
+    assert_one_line_error(rc, err, refused(f'output = "{out}"', out, tmp_path / "a"))
+    assert not out.exists() and not (tmp_path / "g.zarr").exists()
+
+
+def test_output_argument_inside_the_archive(tmp_path):
+    from streamcov import load_config, run
+    from streamcov.errors import ConfigError
+
+    pipeline, out = skeleton_pipeline(tmp_path, tmp_path / "o"), tmp_path / "a"
+    for given in (pipeline, load_config(pipeline)):   # a file, and a validated configuration
+        with pytest.raises(ConfigError, match=refused(f"output={str(out)!r}", out, out, command=False)):
+            run(given, output=out)
+    assert archive_files(tmp_path) == {"index.csv", *(f"s{i:02d}.csv" for i in range(8))}
+    assert not (tmp_path / "g.zarr").exists()
+
+
+def test_output_inside_the_archive_with_store_flag(tmp_path):
+    """``--store`` replaces ``[data] source``: the run reads the store alone, and its output may lie anywhere
+    outside that store (the archive folder is not this run's data)."""
+    pipeline = skeleton_pipeline(tmp_path, tmp_path / "o")
+    assert cli("run", pipeline, "--quiet")[0] == 0   # writes g.zarr from the archive
+    rc, err, _ = cli("run", pipeline, "--store", tmp_path / "g.zarr", "--output", tmp_path / "a" / "run", "--quiet")
+    assert rc == 0, err
+
+
+def test_image_output_inside_the_image_folder(tmp_path):
+    folder = image_folder("i1", n=4, size=16)(SimpleNamespace(tmp=tmp_path))
+    pipeline = tmp_path / "img.toml"
+    pipeline.write_text(IMAGE_PIPELINE.format(out=tmp_path / "o", store=tmp_path / "i1.zarr").replace(
+        "[data]\n", f'[data]\nsource = "{folder}"\n'))
+    out = folder / "run"
+    rc, err, _ = cli("run", pipeline, "--output", out, "--quiet")
+    assert_one_line_error(rc, err, refused(f"--output {out}", out, folder))
+    assert sorted(p.name for p in folder.iterdir()) == ["a", "b"] and not (tmp_path / "i1.zarr").exists()
+    rc, err, _ = cli("run", pipeline, "--quiet")
+    assert rc == 0, err
+
+
+def test_predictions_inside_the_archive_of_the_store(tmp_path):
+    assert cli("run", skeleton_pipeline(tmp_path, tmp_path / "o"), "--quiet")[0] == 0
+    before, out = archive_files(tmp_path), tmp_path / "a" / "preds" / "p.csv"
+    source = (tmp_path / "a").resolve()
+    rc, err, _ = cli("predict", tmp_path / "o" / "model", tmp_path / "g.zarr", "--out", out)
+    assert_one_line_error(rc, err, "^streamcov predict: error: " + re.escape(
+        f"--out {out}: inside {source}, the archive the store was ingested from; the file would become part of "
+        f"that archive, which every later run would then find changed: write the predictions outside {source}")
+        + "$")
+    assert archive_files(tmp_path) == before
+    rc, err, _ = cli("predict", tmp_path / "o" / "model", tmp_path / "g.zarr", "--out", tmp_path / "p.csv")
+    assert rc == 0 and (tmp_path / "p.csv").is_file(), err
