@@ -397,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg.set_defaults(func=_cmd_study_merge)
 
     f = sub.add_parser("info", help="describe a store (complete or not) and the thread plan")
-    f.add_argument("store", nargs="?")
+    f.add_argument("store", nargs="?", type=nonempty_input)
     f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
     f.add_argument("--verify", action="store_true",
                    help="read every chunk of every array and check its checksum (exit 3 on damage)")

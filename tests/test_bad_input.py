@@ -2249,12 +2249,14 @@ IMAGES = [
          r"pages\.tif: 2 frames \(an animation or a multi-page file\); streamcov reads single-frame images"),
     Case("grey-image-colour-preset", image_run(lambda t: t.replace('preset = "texture"', 'preset = "fish"'),
                                                ingested(image_folder("grey"))),
-         r"\[pixels\]: spec 'fish' uses R, G, B but image 0 \(a/0\.png\) is grey; use a grey spec"),
+         r'error: \S+p\.toml, line 10: pixels\.preset = "fish" uses R, G, B but image 0 \(a/0\.png\) is grey; '
+         r"give colour images, or features of grey images \(I and its derivatives in place of R, G, B\)$"),
     # at predict time the advice is about the images given, not the spec the model was trained with
     Case("colour-model-on-grey-images", lambda e: ["predict", colour_model(e), image_folder("grey")(e),
                                                    "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
-         r"error: \S+/grey: image 0 \(a/0\.png\) is grey, but the model's features \(spec 'fish'\) use R, G, B; "
-         r"give it colour images, or train a model on grey features for grey ones$"),
+         r"error: \S+/grey: image 0 \(a/0\.png\) is grey, but the model's features "
+         r'\(pixels\.preset = "fish"\) use R, G, B; give it colour images, or train a model on grey features for '
+         r"grey ones$"),
     # integer images are read as fractions of their range, float images as they are: another scale at predict
     # time would give features 255 times off and predictions without a word
     Case("float-255-images-on-8-bit-model",

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import ConfigError, FormatError, case_twins, ingest_option
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".tif", ".tiff", ".gif", ".webp", ".pbm",
+                    ".pgm", ".ppm", ".pnm", ".tga")
 # image files Pillow cannot decode here: refused rather than skipped, so that a class does not quietly lose them
 UNREAD_IMAGE_EXTENSIONS = (".heic", ".heif", ".avif", ".jxl", ".svg", ".dng", ".cr2", ".cr3", ".nef", ".arw",
                            ".raw")
@@ -118,6 +119,9 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
 
     root = Path(root)
     if not root.is_dir():
+        if root.exists():
+            raise ConfigError(f"{root}: a file, not a folder; give the folder that holds the images"
+                              f"{'' if unlabelled else ' (a folder per class)'}")
         raise ConfigError(f"{root}: image folder not found")
     if int(group_level) != group_level or group_level < 1:
         raise ValueError(f"group_level must be an integer >= 1, got {group_level!r}")
@@ -250,6 +254,15 @@ def _refuse_deep_colour_png(path: Path) -> None:
                                 f"16-bit grey if its depth matters")
 
 
+def _ppm_maxval(im) -> int:
+    """The largest sample value of a PPM/PGM/PBM that Pillow opened (its header's maxval; 255 where Pillow
+    reads it raw at 8 bits), from the decoder's arguments, before the pixels are loaded."""
+    args = im.tile[0].args if im.tile else None
+    if isinstance(args, tuple) and args and isinstance(args[-1], int) and args[-1] > 0:
+        return args[-1]
+    return 65535 if args == "I;16B" else 255
+
+
 def read_image(path) -> np.ndarray:
     """Read one image as uint8/uint16 (h, w) grey or (h, w, 3) RGB.
 
@@ -284,6 +297,9 @@ def _read_image(path: Path) -> np.ndarray:
                                         f"reads single-frame images: save the frame to use as its own file")
             if im.format == "PNG":
                 _refuse_deep_colour_png(path)
+            elif im.format == "PPM" and im.mode == "RGB" and _ppm_maxval(im) > 255:
+                raise FormatError(path, f"16-bit colour PPM (maxval {_ppm_maxval(im)}): it would be read at 8 bits; "
+                                        f"save it as 8-bit RGB, or as 16-bit grey if its depth matters")
             elif im.format == "TIFF" and im.mode in ("RGB", "RGBA", "CMYK") and \
                     max(_as_tuple(im.tag_v2.get(BITS_PER_SAMPLE, 8))) > 8:
                 raise FormatError(path, f"{max(_as_tuple(im.tag_v2.get(BITS_PER_SAMPLE)))}-bit colour TIFF: it "
@@ -299,6 +315,8 @@ def _read_image(path: Path) -> np.ndarray:
                 im = im.convert("RGB")
             elif mode.startswith("I;16"):
                 return np.asarray(im, dtype=np.uint16).copy()
+            elif mode == "I" and im.format == "PPM":   # a 16-bit PGM: Pillow gives 0..65535 as 32-bit integers
+                return np.asarray(im).astype(np.uint16)
             elif mode == "F":   # 32-bit float grey (scientific TIFF): stored as float32
                 a = np.asarray(im, dtype=np.float32).copy()
                 if not np.isfinite(a).all():

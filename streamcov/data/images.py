@@ -289,7 +289,8 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     ----------
     src : path
         ``format="folders"``: a folder per class, nested folders allowed
-        (:func:`streamcov.data.imageio.scan_folders`); PNG, JPEG, BMP, TIFF, GIF, WebP; grey or RGB.
+        (:func:`streamcov.data.imageio.scan_folders`); PNG, JPEG, BMP, TIFF, GIF, WebP, PBM/PGM/PPM/PNM,
+        TGA (:data:`~streamcov.data.imageio.IMAGE_EXTENSIONS`); grey or RGB.
     out : path
         Store location.
     group_level : int

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._kernels import pixels as _kp
-from ..errors import ConfigError
+from ..errors import ConfigError, toml_value
 
 _CHANNEL = {"I": 0, "R": 1, "G": 2, "B": 3}
 _DERIV = {"x": 0, "y": 1, "xx": 2, "yy": 3}
@@ -101,6 +101,9 @@ class FeatureSpec:
                              "Ix, Iy, Ixx, Iyy, gabor")
         for f in self.features:
             _parse_name(f)
+        twice = next((f for f in self.features if self.features.count(f) > 1), None)
+        if twice is not None:   # a column twice: every image's covariance would be singular
+            raise ValueError(f"feature spec lists {twice!r} twice; list each feature once")
         for key in ("gabor_orientations", "gabor_scales", "stride"):
             v = getattr(self, key)
             if int(v) != v or v < 1:
@@ -234,6 +237,20 @@ def get_spec(spec) -> FeatureSpec:
             raise ValueError("feature spec table needs `preset` or `features`")
         return FeatureSpec(**d)
     raise TypeError(f"feature spec must be a preset name, list, dict or FeatureSpec, got {type(spec).__name__}")
+
+
+# what to do when a pipeline's colour features meet a grey image
+GREY_FIX = "give colour images, or features of grey images (I and its derivatives in place of R, G, B)"
+
+
+def pipeline_key(spec: FeatureSpec) -> str:
+    """The ``[pixels]`` key that chose ``spec``'s features, as a pipeline writes it, for messages:
+    ``pixels.preset = "fish"``, or ``pixels.features = ["R", "G", "B"]`` (a list, or a preset's features
+    replaced by one)."""
+    preset = PRESETS.get(spec.name)
+    if preset is not None and tuple(preset["features"]) == spec.features:
+        return f"pixels.preset = {toml_value(spec.name)}"
+    return f"pixels.features = {toml_value(list(spec.features))}"
 
 
 def as_float_image(image, where: str = "image") -> np.ndarray:

@@ -36,6 +36,7 @@ import numpy as np
 
 from .._config import kernel_threads
 from ..descriptors.image import ImageDescriptor, feature_matrices, feature_scale, image_moments, is_cnn
+from ..descriptors.pixels import GREY_FIX, pipeline_key
 from ..errors import ConfigError, arg_name
 from ..data.ragged import IdsOf
 from ..linalg import merge_moments
@@ -288,10 +289,10 @@ class ImageSource:
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
             if state is not None and state.get("scale") is not None:   # a trained model's spec (predict)
                 raise ConfigError(f"{store.path}: image {i} ({store.id_of(i)}) is grey, but the model's features "
-                                  f"(spec {spec.name!r}) use R, G, B; give it colour images, or train a model on "
-                                  f"grey features for grey ones")
-            raise ConfigError(f"[pixels]: spec {spec.name!r} uses R, G, B but image {i} "
-                              f"({store.id_of(i)}) is grey; use a grey spec")
+                                  f"({pipeline_key(spec)}) use R, G, B; give it colour images, or train a model "
+                                  f"on grey features for grey ones")
+            raise ConfigError(f"{pipeline_key(spec)} uses R, G, B but image {i} ({store.id_of(i)}) is grey; "
+                              f"{GREY_FIX}")
         from .._config import check_memory
         from ..descriptors.pixels import check_sampled_pixels
 

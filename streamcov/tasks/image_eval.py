@@ -63,8 +63,8 @@ from .._config import map_threads
 from ..descriptors import operators as ops
 from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, is_cnn, operator_frequencies,
                                  normalize_heads, operator_vectors, region_vectors)
-from ..descriptors.pixels import (check_sampled_pixels, get_spec, image_covariances, n_sampled_pixels,
-                                  pixel_features)
+from ..descriptors.pixels import (GREY_FIX, check_sampled_pixels, get_spec, image_covariances, n_sampled_pixels,
+                                  pipeline_key, pixel_features)
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
 from .. import splits
@@ -741,8 +741,7 @@ def run_image_classification(cfg, ctx) -> dict:
     if spec.needs_color:
         grey = [i for i, img in enumerate(data.images) if np.ndim(img) != 3]
         if grey:
-            raise ConfigError(f"[pixels]: spec {spec.name!r} uses R, G, B but image {data.ids[grey[0]]} is "
-                              f"grey; use a grey spec")
+            raise ConfigError(f"{pipeline_key(spec)} uses R, G, B but image {data.ids[grey[0]]} is grey; {GREY_FIX}")
     t_load = time.perf_counter() - t0
     folds = splits.folds(cfg.split, data.labels, data.groups, group_names=data.group_names,
                          store_split=data.split, split_names=data.split_names, seed=seed,

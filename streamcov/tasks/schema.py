@@ -95,6 +95,27 @@ def _quoted_or(values) -> str:
     return q[0] if len(q) == 1 else f"{', '.join(q[:-1])} or {q[-1]}"
 
 
+def _each_once(v, same=None):
+    """A list whose every entry appears once, or a ValueError naming the first repeated entry (``same(x)``:
+    what makes two entries one, by default the entry itself)."""
+    if v is None:
+        return v
+    keys = [x if same is None else same(x) for x in v]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"each entry once; {toml_value(next(x for x, k in zip(v, keys) if keys.count(k) > 1))} "
+                         f"is listed twice")
+    return v
+
+
+def _subjects_once(key: str, v) -> None:
+    """``split.<key>`` naming a subject twice, refused in the words of a splits file's refusal
+    (:func:`streamcov.splits.folds`)."""
+    twice = sorted({x for x in v or () if v.count(x) > 1})
+    if twice:
+        raise key_error("split_key", key, f"split.{key} = {toml_value(v)} names subject(s) {twice} more than once; "
+                                          f"list each subject once")
+
+
 # ---------------------------------------------------------------- shared tables
 class SplitTable(Table):
     """``[split]``: which rows train and which test, fold by fold (:mod:`streamcov.splits`).
@@ -124,6 +145,10 @@ class SplitTable(Table):
             if key in self.model_fields_set and getattr(self, key) is not None and key not in used:
                 raise key_error("split_key", key, f"split.{key} is not used by split.kind = {toml_value(self.kind)} "
                                 f"(kinds that use it: {', '.join(k for k, v in SPLIT_KEYS.items() if key in v)})")
+        for key in ("train_subjects", "test_subjects"):
+            # a subject listed twice is likely a typo for another, which then trains or tests where it was not
+            # meant to: refused, as a splits file refuses it
+            _subjects_once(key, getattr(self, key))
         both = sorted(set(self.train_subjects or ()) & set(self.test_subjects or ()))
         if both:
             raise key_error("split_key", "test_subjects",
@@ -575,6 +600,13 @@ class PixelsTable(Table):
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         raise ValueError(f"one of {', '.join(sorted(PRESETS))}{hint}")
 
+    @field_validator("features")
+    @classmethod
+    def _features_once(cls, v):
+        # a feature twice is a column twice: every image's covariance would be singular (bars are ignored:
+        # "Ix" and "|Ix|" are one feature)
+        return _each_once(v, same=lambda f: f.strip("|"))
+
     @field_validator("blocks")
     @classmethod
     def _blocks(cls, v):
@@ -815,6 +847,12 @@ class EvalData(Table):
     patch: Annotated[int, Field(ge=4)] = 64
     max_per_class: Optional[PosInt] = None
 
+    @field_validator("textures")
+    @classmethod
+    def _textures_once(cls, v):
+        # a texture twice is two classes of the same patches: learned and scored as if they differed
+        return _each_once(v)
+
     @model_validator(mode="after")
     def _needs(self):
         if self.format == "folders" and not self.source:
@@ -1028,13 +1066,6 @@ def switched_reads(table, values: dict):
 
 
 # --------------------------------------------------------------------- TGP tasks
-def _each_once(v):
-    """A list whose every entry appears once, or a ValueError naming the first repeated entry."""
-    if v is not None and len(set(v)) != len(v):
-        raise ValueError(f"each entry once; {toml_value(next(x for x in v if v.count(x) > 1))} is listed twice")
-    return v
-
-
 class TGPTable(Table):
     """``[tgp]``: Twin GP settings of paper 003 (:mod:`streamcov.tasks.tgp`)."""
 
