@@ -2869,6 +2869,48 @@ def test_an_ingestion_refused_on_a_later_item_keeps_those_read_before_it(tmp_pat
     assert sorted(ImageStore(tmp_path / "i.zarr").ids()) == ["a/0.png", "a/1.png", "a/zz.png", "b/0.png", "b/1.png"]
 
 
+def test_a_write_that_fails_inside_a_commit_is_not_tried_again(tmp_path, monkeypatch):
+    """An error raised while a chunk's items are being committed (here by the ids' write, as a dropped network
+    drive raises it) leaves the store at its last commit point: those items were taken off the pending list,
+    and committing the rest then would have put their rows under other ids (a complete store whose sequence
+    held another's frames, which --verify passed). The resumed ingestion completes the store with every
+    sequence's own frames."""
+    import errno
+
+    from streamcov.data.ragged import RaggedStoreWriter
+    from streamcov.data.skeletons import SequenceStore, ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    real = RaggedStoreWriter._append_ids
+    calls = {"n": 0}
+
+    def flaky(self, k, ids):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(self, k, ids)
+
+    src = SyntheticSkeletons(n_sequences=20, n_subjects=2, n_classes=2, seed=0)
+    monkeypatch.setattr(RaggedStoreWriter, "_append_ids", flaky)
+    with pytest.raises(OSError, match="Input/output error"):
+        ingest(src, tmp_path / "s.zarr", chunk_frames=100)
+    monkeypatch.setattr(RaggedStoreWriter, "_append_ids", real)
+    store = ingest(src, tmp_path / "s.zarr", chunk_frames=100)
+    assert store.n_sequences == 20
+    for i, sid in enumerate(store.ids()):
+        seq = src.generate_sequence(int(sid.split("_")[1]))
+        np.testing.assert_array_equal(store.sequence(i), seq.frames.astype(np.float32), err_msg=sid)
+    assert cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
+    assert isinstance(SequenceStore(tmp_path / "s.zarr"), SequenceStore)
+
+
+def test_the_disk_check_counts_only_the_sequences_a_limit_lets_through(tmp_path):
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    assert ingest(SyntheticSkeletons(n_sequences=10 ** 13), tmp_path / "s.zarr", limit=5) is None
+
+
 def test_a_synthetic_store_larger_than_the_free_disk_is_refused_before_it_is_made(tmp_path, monkeypatch):
     """The generator's store size is known up front: 400 sequences of 30-60 frames are about 4.3 MB of float32
     frames (the store measured 4.06 MB), refused where 1 MiB is free, written where 100 MiB are."""

@@ -35,9 +35,9 @@ def refused(where: str, out: Path, source: Path, command: bool = True) -> str:
     """The pattern of the whole error line (``command``: with the command's ``streamcov run: error:``)."""
     source = source.resolve()
     return ("^streamcov run: error: " if command else "^") + re.escape(
-        f"{where}: {out} lies inside {source}, the data.source folder this run reads; its files would become part "
-        f"of that folder's data, which every later run would then find changed: choose an output folder outside "
-        f"{source}") + "$"
+        f"{where}: {out} lies inside {source}, the data.source folder this run reads; its files would join that "
+        f"folder's data, and a store ingested from it would then be found out of date: choose an output folder "
+        f"outside {source}") + "$"
 
 
 def archive_files(tmp: Path) -> set:

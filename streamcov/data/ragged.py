@@ -396,6 +396,7 @@ class RaggedStoreWriter:
         self.columns, self.coded = dict(columns), dict(coded)
         self._buf = np.empty((0, *self.row_shape), dtype=self.dtype)
         self._pending: list[dict] = []
+        self._flush_cut = False   # a flush stopped by an error: the arrays may be past the commit point
         self.resumed_from = 0
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"{self.path}: a file, not a store folder; choose another output path")
@@ -559,9 +560,10 @@ class RaggedStoreWriter:
         row = {}
         for col, v in values.items():
             row[col] = (-1 if v is None else self._code(col, str(v))) if col in self.coded else v
-        self._ids.add(item_id)
-        self._pending.append({"id": item_id, "size": len(rows), "values": row})
+        # the rows first: an item is pending only once its rows are buffered (committed_on_error commits it)
         self._buf = np.concatenate([self._buf, rows])
+        self._pending.append({"id": item_id, "size": len(rows), "values": row})
+        self._ids.add(item_id)
         if len(self._buf) >= self.group[self.data_name].chunks[0]:
             self._flush(whole_chunks_only=True)
         return True
@@ -573,6 +575,13 @@ class RaggedStoreWriter:
         return index[name]
 
     def _flush(self, whole_chunks_only: bool):
+        # set until the flush returns: one cut short by an error is not tried again (committed_on_error), as the
+        # items it took off the pending list may be half written past the commit point
+        self._flush_cut = True
+        self._write_pending(whole_chunks_only)
+        self._flush_cut = False
+
+    def _write_pending(self, whole_chunks_only: bool):
         g = self.group
         data = g[self.data_name]
         cf = data.chunks[0]
@@ -628,7 +637,7 @@ class RaggedStoreWriter:
         if self._pending:  # pragma: no cover - guarded by _flush
             raise StoreError("internal error: items left uncommitted at close")
         if self._committed == 0:
-            raise StoreError(f"{self.path}: no {self.unit[:-1]} was written; the store stays incomplete")
+            raise StoreError(f"{self.path}: no {self.unit[:-1]} was written, so there is nothing to store")
         g = self.group
         g.attrs.update({f"n_{self.unit}": self._committed, f"n_{self.data_unit}": self._committed_rows,
                         **jsonable(summary or {})})
@@ -653,7 +662,7 @@ class RaggedStoreWriter:
         try:
             yield self
         except Exception:
-            if self._pending:
+            if self._pending and not self._flush_cut:
                 try:
                     self.flush()
                 except Exception:   # the error was the write itself: the store stays at its last commit point

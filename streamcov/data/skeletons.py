@@ -235,7 +235,7 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     # index when it was opened: an archive whose first file (or any file) cannot be read is refused before
     # anything is written (the lock creates the store's parent folders, the writer an empty store)
     if callable(getattr(source, "check_room", None)) and not os.path.exists(out):   # a generator: its size is known
-        source.check_room(out)
+        source.check_room(out, limit)
     sequences = iter(source.sequences())
     first = next(sequences, None)
     content = getattr(source, "content", None)

@@ -469,14 +469,15 @@ class SyntheticSkeletons(SkeletonReader):
                             "z away from the sensor (the subject faces -z)")},
         )
 
-    def check_room(self, out) -> None:
+    def check_room(self, out, limit: int | None = None) -> None:
         """Refuse, before any sequence is made, a store larger than the free disk space at ``out``: about
-        float32 frames of the mean length (they compress by about 5%)."""
+        float32 frames of the mean length (they compress by about 5%); of ``limit`` sequences when given."""
         from .._config import check_disk
 
         named = {None: f"n_sequences={self._n}", "--": f"--sequences {self._n}"}.get(
             self.where, f"{self.where}.n_sequences = {self._n}")
-        check_disk(4.0 * 3 * N_JOINTS * self._n * (self._lo + self._hi) / 2, out,
+        n = self._n if limit is None else min(self._n, limit)
+        check_disk(4.0 * 3 * N_JOINTS * n * (self._lo + self._hi) / 2, out,
                    f"{named} ({self._lo}-{self._hi} frames each)", "ask for fewer sequences, or write the store "
                    "elsewhere")
     def __len__(self) -> int:

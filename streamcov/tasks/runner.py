@@ -88,8 +88,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     source = inside_source(out, getattr(getattr(cfg, "data", None), "source_read", None))
     if source is not None:
         raise ConfigError(f"{where}: {out} lies inside {source}, the data.source folder this run reads; its files "
-                          f"would become part of that folder's data, which every later run would then find "
-                          f"changed: choose an output folder outside {source}")
+                          f"would join that folder's data, and a store ingested from it would then be found "
+                          f"out of date: choose an output folder outside {source}")
     if (out / "model.json").is_file():
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     _check_not_someone_elses(out, resolved, where)
