@@ -257,7 +257,7 @@ def _refuse_deep_colour_png(path: Path) -> None:
 def _ppm_maxval(im) -> int:
     """The largest sample value of a PPM/PGM/PBM that Pillow opened (its header's maxval; 255 where Pillow
     reads it raw at 8 bits), from the decoder's arguments, before the pixels are loaded."""
-    args = im.tile[0].args if im.tile else None
+    args = im.tile[0][3] if im.tile else None   # (decoder, extents, offset, args): a tuple in Pillow < 11
     if isinstance(args, tuple) and args and isinstance(args[-1], int) and args[-1] > 0:
         return args[-1]
     return 65535 if args == "I;16B" else 255
