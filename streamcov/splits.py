@@ -28,6 +28,14 @@ import numpy as np
 from .errors import ConfigError, ingest_option, toml_error, toml_value
 
 
+def subjects_twice(subjects) -> str | None:
+    """What to say of a list of subjects that names one more than once (``names subject(s) [1] more than
+    once; list each subject once``), or None: a splits file's lists and ``split.train_subjects`` /
+    ``test_subjects`` alike."""
+    twice = sorted({v for v in subjects if subjects.count(v) > 1})
+    return f"names subject(s) {twice} more than once; list each subject once" if twice else None
+
+
 def folds(split, labels, groups, *, group_names=None, store_split=None, split_names=None,
           seed: int = 0, label_names=None) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """``[(name, train_mask, test_mask), ...]`` for the protocol of ``split`` (a ``[split]`` table).
@@ -106,10 +114,9 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
                         isinstance(v, int) and not isinstance(v, bool) for v in vals):   # true read as subject 1
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {toml_value(vals)}: expected a "
                                       f"non-empty list of subject numbers")
-                twice = sorted({v for v in vals if vals.count(v) > 1})
+                twice = subjects_twice(vals)
                 if twice:
-                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {twice} more than "
-                                      f"once; list each subject once")
+                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} {twice}")
                 unknown = sorted(set(vals) - known)
                 if unknown:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {unknown} "

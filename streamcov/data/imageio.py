@@ -297,8 +297,8 @@ def _read_image(path: Path) -> np.ndarray:
                                         f"reads single-frame images: save the frame to use as its own file")
             if im.format == "PNG":
                 _refuse_deep_colour_png(path)
-            elif im.format == "PPM" and im.mode == "RGB" and _ppm_maxval(im) > 255:
-                raise FormatError(path, f"16-bit colour PPM (maxval {_ppm_maxval(im)}): it would be read at 8 bits; "
+            elif im.format == "PPM" and im.mode == "RGB" and (maxval := _ppm_maxval(im)) > 255:
+                raise FormatError(path, f"16-bit colour PPM (maxval {maxval}): it would be read at 8 bits; "
                                         f"save it as 8-bit RGB, or as 16-bit grey if its depth matters")
             elif im.format == "TIFF" and im.mode in ("RGB", "RGBA", "CMYK") and \
                     max(_as_tuple(im.tag_v2.get(BITS_PER_SAMPLE, 8))) > 8:

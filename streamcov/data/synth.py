@@ -480,6 +480,7 @@ class SyntheticSkeletons(SkeletonReader):
         check_disk(4.0 * 3 * N_JOINTS * n * (self._lo + self._hi) / 2, out,
                    f"{named} ({self._lo}-{self._hi} frames each)", "ask for fewer sequences, or write the store "
                    "elsewhere")
+
     def __len__(self) -> int:
         return self._n
 

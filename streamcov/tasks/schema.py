@@ -108,12 +108,12 @@ def _each_once(v, same=None):
 
 
 def _subjects_once(key: str, v) -> None:
-    """``split.<key>`` naming a subject twice, refused in the words of a splits file's refusal
-    (:func:`streamcov.splits.folds`)."""
-    twice = sorted({x for x in v or () if v.count(x) > 1})
+    """``split.<key>`` naming a subject twice, refused as a splits file's list is (:func:`streamcov.splits.folds`)."""
+    from ..splits import subjects_twice
+
+    twice = subjects_twice(v or [])
     if twice:
-        raise key_error("split_key", key, f"split.{key} = {toml_value(v)} names subject(s) {twice} more than once; "
-                                          f"list each subject once")
+        raise key_error("split_key", key, f"split.{key} = {toml_value(v)} {twice}")
 
 
 # ---------------------------------------------------------------- shared tables
