@@ -54,6 +54,36 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def check_numba_environment() -> None:
+    """Refuse, with one line, numba settings of the environment that numba cannot start with: a
+    ``NUMBA_NUM_THREADS`` that is not an integer >= 1 (0 or a negative count made ``import numba`` fail;
+    text or an empty value was a warning quoting numba's traceback, then numba's default), or a
+    ``NUMBA_THREADING_LAYER`` numba does not know or cannot load here (the first kernel of a run failed, after
+    the store was written). Imports numba and starts its threads, as the first parallel kernel would."""
+    from .errors import ConfigError
+
+    value = os.environ.get("NUMBA_NUM_THREADS")
+    if value is not None:
+        try:
+            count = int(value)   # numba reads it with int()
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ConfigError(f"environment variable NUMBA_NUM_THREADS={value!r}: expected an integer >= 1 (the "
+                              f"threads of numba's kernels); set it to a count (this process may use "
+                              f"{available_cores()} cores) or unset it")
+    import numba
+
+    try:
+        numba.get_num_threads()   # starts numba's threading layer (NUMBA_THREADING_LAYER) if not yet started
+    except ValueError as exc:
+        layer = os.environ.get("NUMBA_THREADING_LAYER")
+        where = (f"environment variable NUMBA_THREADING_LAYER={layer!r}" if layer is not None else
+                 f"numba's threading layer {numba.config.THREADING_LAYER!r}")
+        raise ConfigError(f"{where}: numba cannot start it ({' '.join(str(exc).split())}); unset it, or name a "
+                          f"layer numba has here (workqueue is built in)") from None
+
+
 @dataclass(frozen=True)
 class ThreadPlan:
     """How the cores are split between the levels of parallelism."""

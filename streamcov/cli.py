@@ -439,6 +439,10 @@ def main(argv=None) -> int:
     try:
         with warnings.catch_warnings(), command_line():   # messages name the flags typed, not Python keywords
             warnings.showwarning = _one_line_warning(args.command)
+            if args.command != "info" or args.threads or args.store is None:   # a command that runs numba
+                from ._config import check_numba_environment
+
+                check_numba_environment()
             status = args.func(args)
             sys.stdout.flush()   # here, where a reader gone early is handled, not at the interpreter's exit
             return status

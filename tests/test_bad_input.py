@@ -3128,3 +3128,36 @@ def test_toml_value_is_read_back_by_toml_as_the_value(value):
     if isinstance(value, (bool, int, float)):
         assert toml_value(np.array(value)[()]) == toml_value(value)
     assert toml_value(None) == "(not set)"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "four", ""])
+def test_numba_num_threads_environment(value, monkeypatch):
+    """NUMBA_NUM_THREADS that numba cannot use: 0 or a negative count made `import numba` fail (a traceback,
+    exit 1); text or an empty value was a warning quoting numba's traceback."""
+    monkeypatch.setenv("NUMBA_NUM_THREADS", value)
+    rc, err, _ = cli("info", "--threads")
+    assert_one_line_error(rc, err, rf"^streamcov info: error: environment variable NUMBA_NUM_THREADS={value!r}: "
+                                   r"expected an integer >= 1 \(the threads of numba's kernels\); set it to a count "
+                                   r"\(this process may use \d+ cores\) or unset it$")
+
+
+@pytest.mark.parametrize("variable, value, pattern", [
+    ("NUMBA_NUM_THREADS", "0", r"environment variable NUMBA_NUM_THREADS='0': expected an integer >= 1"),
+    ("NUMBA_THREADING_LAYER", "bogus", r"environment variable NUMBA_THREADING_LAYER='bogus': numba cannot start it "
+                                       r"\(The threading layer requested 'bogus' is unknown to Numba\.\); unset it, "
+                                       r"or name a layer numba has here \(workqueue is built in\)$"),
+])
+def test_numba_environment_in_a_new_process(variable, value, pattern, tmp_path):
+    """As a user's shell starts streamcov (numba reads its variables as it is imported): NUMBA_NUM_THREADS=0
+    failed `import numba`; an unknown NUMBA_THREADING_LAYER failed the first kernel of a run, after the
+    store was written (a traceback, exit 1, both)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, variable: value, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-c", "import sys; from streamcov.cli import main; "
+                        "sys.exit(main(['synth', '--sequences', '2', '--quiet', sys.argv[1]]))",
+                        str(tmp_path / "x.zarr")], env=env, capture_output=True, text=True, timeout=120)
+    assert_one_line_error(p.returncode, p.stderr, r"^streamcov synth: error: " + pattern)
+    assert not any(tmp_path.iterdir())
+
