@@ -574,6 +574,16 @@ CONFIG = [
          r"tcp://HOST:PORT$"),
     Case("dask-scheduler-without-port", run_set('dask.scheduler="tcp://localhost"'),
          r'--set dask\.scheduler="tcp://localhost": dask\.scheduler = "tcp://localhost": expected one of threads'),
+    # an IPv6 host without its brackets, or with one missing: Dask's ValueError as it connected, then 60 s and a
+    # traceback at exit
+    *[Case(f"scheduler-ipv6-{what}", lambda e, a=address: ["run", e.pipeline(), "--scheduler", a, "--quiet"],
+           rf"--scheduler {re.escape(address)}: expected one of threads, synchronous, local-cluster or a scheduler "
+           r"address tcp://HOST:PORT \(an IPv6 host in brackets: tcp://\[::1\]:8786\)$")
+      for what, address in (("unclosed-bracket", "tcp://[::1:8786"), ("no-brackets", "tcp://::1:8786"),
+                             ("empty-brackets", "tcp://[]:8786"))],
+    Case("dask-scheduler-ipv6-no-brackets", run_set('dask.scheduler="tls://fe80::1:8786"'),
+         r'dask\.scheduler = "tls://fe80::1:8786": expected one of .* \(an IPv6 host in brackets: '
+         r'tcp://\[::1\]:8786\)$'),
     # a C so small that L-BFGS cannot move: chance accuracy, said (it was silent; a large tol already warned)
     Case("lbfgs-C-too-small-to-move", run_set('model.learner="lbfgs"', 'model.loss="log_loss"', "model.C=1e-300"),
          r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step \(stop: \w+\): the model is its "
@@ -3161,3 +3171,22 @@ def test_numba_environment_in_a_new_process(variable, value, pattern, tmp_path):
     assert_one_line_error(p.returncode, p.stderr, r"^streamcov synth: error: " + pattern)
     assert not any(tmp_path.iterdir())
 
+
+def test_half_made_client_closed():
+    """A scheduler address Dask refuses as it connects (inproc:// naming no scheduler, tls:// without its
+    settings): the one line, then the end of the process. The client Dask left half made held the exit for
+    60 s and printed a traceback from its __del__."""
+    import subprocess
+    import sys
+
+    code = ("from streamcov.errors import StreamcovError\n"
+            "from streamcov.stream.runtime import dask_runtime\n"
+            "try:\n"
+            "    with dask_runtime('inproc://nothing'):\n"
+            "        pass\n"
+            "except StreamcovError as exc:\n"
+            "    print(exc)\n")
+    p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)},
+                       capture_output=True, text=True, timeout=40)
+    assert "Dask cannot connect" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr

@@ -28,9 +28,22 @@ def is_scheduler(name: str) -> bool:
     protocol, _, location = name.partition("://")
     if protocol in ("tcp", "tls"):
         host, colon, port = location.rpartition(":")
+        # an IPv6 host in brackets ([::1]), any other without brackets or colons: Dask refuses '[::1:8786' and
+        # '::1:8786' as it connects (a ValueError, after which its half-made client held the exit for 60 s)
+        inner = host[1:-1] if host.startswith("[") and host.endswith("]") else host
         # ASCII digits only: isdigit() is also true of '²', which int() refuses, and of full-width digits
-        return bool(colon and host.strip("[]") and port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+        return bool(colon and inner and not set("[]" if inner is not host else "[]:") & set(inner)
+                    and port.isascii() and port.isdigit() and 0 < int(port) < 65536)
     return bool(location)
+
+
+def expected_scheduler(name) -> str:
+    """What a scheduler must be, for a message refusing ``name``: the names and the address form, with the
+    brackets an IPv6 host needs when ``name`` looks like one."""
+    ipv6 = (isinstance(name, str) and name.startswith(("tcp://", "tls://"))
+            and any(c in name.partition("://")[2].rpartition(":")[0] for c in "[]:"))
+    return (f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT"
+            + (" (an IPv6 host in brackets: tcp://[::1]:8786)" if ipv6 else ""))
 
 
 def workers_unread(scheduler: str | None) -> str | None:
@@ -54,8 +67,7 @@ def resolve_runtime(scheduler, workers) -> tuple:
             raise ConfigError(f"{arg('workers', workers)}: expected at most {MAX_WORKERS} workers (this machine "
                               f"has {os.cpu_count()} cores)")
     if scheduler is not None and (not isinstance(scheduler, str) or not is_scheduler(scheduler)):
-        raise ConfigError(f"{arg('scheduler', scheduler)}: expected one of {', '.join(SCHEDULERS)} or a scheduler "
-                          f"address tcp://HOST:PORT")
+        raise ConfigError(f"{arg('scheduler', scheduler)}: expected {expected_scheduler(scheduler)}")
     why = workers_unread(scheduler)
     if workers is not None and why is not None:
         raise ConfigError(f"{arg('workers', workers)} {arg('scheduler', scheduler)}: {fw} sets the threads of "
@@ -342,6 +354,7 @@ def _connect(Client, scheduler: str):
         try:
             client = Client(scheduler, set_as_default=False)
         except BaseException as exc:   # noqa: BLE001 - handed to the caller's thread as it was raised
+            _close_half_made(Client, exc)
             box["error"] = exc
             return
         with lock:
@@ -366,6 +379,24 @@ def _connect(Client, scheduler: str):
     if "error" in box:
         raise box["error"]
     return box["client"]
+
+
+def _close_half_made(Client, exc: BaseException) -> None:
+    """Close the client that a ``Client(...)`` raising ``exc`` left half made, found in the frames of the
+    traceback. Dask closes it itself when the connection is refused; when it raises anything else (an
+    address it cannot parse, tls:// without its settings, ucx:// without ucx, inproc:// naming no scheduler)
+    the client's loop was left running, and its ``__del__`` waited 60 s to close it, then printed a
+    traceback, after the command's one line."""
+    tb = exc.__traceback__
+    while tb is not None:
+        client = tb.tb_frame.f_locals.get("self")
+        if isinstance(client, Client):
+            try:
+                client.close()
+            except Exception:   # noqa: BLE001 - the error that matters is the one that stopped the connection
+                pass
+            return
+        tb = tb.tb_next
 
 
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):

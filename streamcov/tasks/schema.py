@@ -184,11 +184,11 @@ class DaskTable(Table):
     @field_validator("scheduler")
     @classmethod
     def _scheduler(cls, v: str):
-        from ..stream.runtime import SCHEDULERS, is_scheduler
+        from ..stream.runtime import expected_scheduler, is_scheduler
 
         if is_scheduler(v):
             return v
-        raise ValueError(f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT")
+        raise ValueError(expected_scheduler(v))
 
     @model_validator(mode="after")
     def _workers(self):
