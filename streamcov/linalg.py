@@ -257,10 +257,14 @@ def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx, cap):
 # a covariance is positive semidefinite: an eigenvalue below 0 is rounding, of the order of 1e-16 times its
 # largest; one this many times gamma below 0 comes from values far too large, which no gamma fixes sensibly
 HUGE_ROUNDING = 1e6
+# the gamma that "far below" is measured from when the gamma given is smaller: the descriptors' default. A
+# gamma of 1e-300 regularizes nothing, and the -4e-17 it left (the rounding of a covariance of coordinates
+# near 1) was called the rounding of very large values, with the advice not to raise gamma
+REFERENCE_GAMMA = 1e-4
 
 
 def _not_spd_advice(min_eig: float, gamma: float) -> str:
-    if gamma > 0 and -min_eig > HUGE_ROUNDING * gamma:
+    if gamma > 0 and -min_eig > HUGE_ROUNDING * max(gamma, REFERENCE_GAMMA):
         return (f"an eigenvalue this far below 0 is the rounding of a covariance of very large values: rescale the "
                 f"data (e.g. coordinates to metres) rather than raising the regularization gamma (now {gamma})")
     return f"increase the regularization gamma (now {gamma})"

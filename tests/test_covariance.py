@@ -142,6 +142,14 @@ def test_not_spd_advice_follows_the_size_of_the_negative_eigenvalue(d):
     with pytest.raises(NotSPDError, match=r"\(smallest eigenvalue -0\.0009\); increase the regularization gamma "
                                           r"\(now 0\.0001\)$"):
         L.log_vectors(small, 1e-4)
+    # a gamma that regularizes nothing (1e-300, accepted as > 0) left the rounding of a covariance of values near
+    # 1, -1e-16: that is no sign of large values, and raising gamma is the fix (rescaling was advised instead)
+    tiny = np.diag([1.0] * (d - 1) + [-1e-16])[None]
+    with pytest.raises(NotSPDError, match=r"\(smallest eigenvalue -1e-16\); increase the regularization gamma "
+                                          r"\(now 1e-300\)$"):
+        L.log_vectors(tiny, 1e-300)
+    with pytest.raises(NotSPDError, match=r"rescale the data .* \(now 1e-300\)$"):
+        L.log_vectors(big, 1e-300)
 
 
 def test_logm_rejects_non_spd():
