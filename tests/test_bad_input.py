@@ -1589,6 +1589,19 @@ STORES = [
          r"cannot be read .*it was edited)"),
     Case("info-feature-store", lambda e: ["info", Path(shared_paths["model"]).parent / "features.zarr"],
          r"features\.zarr: a feature store \(written by `streamcov run`"),
+    # a run's feature store given as a data store: called "not a streamcov store" and "a foreign store" before
+    Case("store-flag-feature-store", lambda e: ["run", e.pipeline(), "--quiet", "--store",
+                                                Path(shared_paths["model"]).parent / "features.zarr"],
+         r"^streamcov run: error: --store \S+features\.zarr: a feature store \(written by `streamcov run` for its "
+         r"learner\), but task 'skeleton-classification' reads skeleton stores$"),
+    Case("data-store-feature-store", lambda e: ["run", e.pipeline(store=Path(shared_paths["model"]).parent /
+                                                                   "features.zarr"), "--quiet"],
+         r"features\.zarr: a feature store \(written by `streamcov run` for its learner\), but a skeleton store is "
+         r"needed here"),
+    Case("predict-feature-store", lambda e: ["predict", e.shared["model"], Path(shared_paths["model"]).parent /
+                                             "features.zarr", "--out", e.tmp / "p.csv"],
+         r"features\.zarr: a feature store \(written by `streamcov run` for its learner\), but the model in \S+ was "
+         r"trained on skeleton data$"),
     Case("info-foreign-zarr", lambda e: (__import__("zarr").open_group(str(e.tmp / "f.zarr"), mode="w"),
                                          ["info", e.tmp / "f.zarr"])[1],
          r"f\.zarr: not a streamcov store \(format attribute None\)"),

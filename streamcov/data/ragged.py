@@ -58,6 +58,23 @@ def ingest_args(out, limit):
     return path_arg("out", out, "OUT", "the path of the store to write")
 
 
+FEATURE_STORE = "a feature store (written by `streamcov run` for its learner)"
+
+
+def store_words(path, attrs: dict | None = None) -> str:
+    """What the zarr group at ``path`` is, by its attributes (``attrs``, read when not given), for a message:
+    ``a skeleton store``, ``an image store``, :data:`FEATURE_STORE` (a run's cache, which has no format
+    attribute: `run --store`, `data.store` and `predict` called it "not a streamcov store" or "a foreign
+    store"), or ``not a streamcov store (format attribute ...)``."""
+    if attrs is None:
+        attrs = dict(open_group(path, "r").attrs)
+    fmt = attrs.get("format")
+    if fmt is None and "fingerprint" in attrs and "bounds" in attrs:
+        return FEATURE_STORE
+    return {"streamcov.skeleton-sequences": "a skeleton store", "streamcov.images": "an image store"}.get(
+        fmt, f"not a streamcov store (format attribute {fmt!r})")
+
+
 def store_status(path) -> dict:
     """Summary of a store without requiring it to be complete (for ``streamcov info``)."""
     path = Path(path)
@@ -66,11 +83,9 @@ def store_status(path) -> dict:
     g = open_group(path, "r")
     attrs = dict(g.attrs)
     fmt = attrs.get("format")
-    if fmt is None and "fingerprint" in attrs and "bounds" in attrs:
-        raise StoreError(f"{path}: a feature store (written by `streamcov run` for its learner), not a data "
-                         f"store; `streamcov info` describes the stores of `streamcov ingest` and `synth`")
     if fmt not in ("streamcov.skeleton-sequences", "streamcov.images"):
-        raise StoreError(f"{path}: not a streamcov store (format attribute {fmt!r}); `streamcov info` "
+        what = store_words(path, attrs)
+        raise StoreError(f"{path}: {what}{', not a data store' if what == FEATURE_STORE else ''}; `streamcov info` "
                          f"describes the stores of `streamcov ingest` and `synth`")
     # a store written by a newer streamcov: said as `run` says it (its attributes may mean something else)
     check_not_newer(path, attrs)
@@ -126,9 +141,7 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
     g = open_group(path, "r")
     attrs = dict(g.attrs)
     if attrs.get("format") != format_name:
-        other = {"streamcov.skeleton-sequences": "a skeleton store",
-                 "streamcov.images": "an image store"}.get(attrs.get("format"))
-        what = other or f"not a streamcov store (format attribute {attrs.get('format')!r})"
+        what = store_words(path, attrs)
         raise StoreError(f"{path}: {what}, but {'an' if kind == 'image' else 'a'} {kind} store is needed here; write one with "
                          f"`streamcov ingest {'skeleton' if kind == 'skeleton' else 'images'}`")
     if attrs.get("complete") is not True:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.ragged import inside_source, read_only_attrs, same_files
+from ..data.ragged import inside_source, read_only_attrs, same_files, store_words
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
@@ -283,8 +283,7 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         raise ConfigError(f"{store_path}: no such store or folder")
     kind = store_kind(store_path)
     if kind != model.kind:
-        what = {"image": "an image", None: "a foreign"}.get(kind, f"a {kind}")
-        raise ModelError(f"{store_path}: {what} store, but the model in {model_dir} was "
+        raise ModelError(f"{store_path}: {store_words(store_path)}, but the model in {model_dir} was "
                          f"trained on {model.kind} data")
     store = open_store_of_kind(kind, store_path)
     if kind == "image":

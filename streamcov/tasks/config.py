@@ -592,7 +592,7 @@ def _check_store_flag(store, spec) -> None:
     except StreamcovError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     if spec.store_kind is not None and kind != spec.store_kind:
-        raise ConfigError(f"{where}: {_wrong_kind(kind, spec)}")
+        raise ConfigError(f"{where}: {_wrong_kind(kind, spec, store)}")
 
 
 def _store_kind_at(path) -> str | None:
@@ -612,9 +612,12 @@ def _a_store(kind: str) -> str:
     return f"{'an' if kind == 'image' else 'a'} {kind} store"
 
 
-def _wrong_kind(kind: str | None, spec) -> str:
-    """What a store of ``kind`` (None: none of streamcov's) is, given to a task that reads another kind."""
-    what = _a_store(kind) if kind else "not a streamcov store"
+def _wrong_kind(kind: str | None, spec, path=None) -> str:
+    """What a store of ``kind`` (None: none of the kinds tasks read, said by its attributes at ``path``) is,
+    given to a task that reads another kind."""
+    from ..data.ragged import store_words
+
+    what = _a_store(kind) if kind else store_words(path) if path is not None else "not a streamcov store"
     return f"{what}, but task {spec.name!r} reads {spec.store_kind} stores"
 
 
