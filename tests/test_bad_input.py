@@ -556,6 +556,25 @@ CONFIG = [
                     (d / "features.zarr" / "zarr.json").write_text('{"attributes": {"fingerprint": "{}"}}'),
                     (d / "predictions.csv").write_text("id,predicted,label\n")) and d)(e.tmp / "killed")],
         r"accuracy", rc=0),
+    # a name the run writes taken by the other kind of entry: a traceback at that step, after the features
+    *[Case(f"output-{what}", lambda e, make=make: [
+        "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
+        (lambda d: (d.mkdir(), (d / ".streamcov-output").write_text("{}"), make(d)) and d)(e.tmp / "o")],
+        rf"^streamcov run: error: --output \S+/o: \S+/o/{pattern}; move or delete it, or choose another output "
+        r"folder$")
+      for what, make, pattern in (
+          ("model-is-a-file", lambda d: (d / "model").write_text("x"),
+           r"model is a file where a run writes its model \(a folder\)"),
+          ("model-is-a-broken-link", lambda d: (d / "model").symlink_to(d / "gone"),
+           r"model is a link to nothing where a run writes its model \(a folder\)"),
+          ("checkpoints-is-a-file", lambda d: (d / "checkpoints").write_text("x"),
+           r"checkpoints is a file where a run writes its checkpoints \(a folder\)"),
+          ("feature-store-is-a-file", lambda d: (d / "features.zarr").write_text("x"),
+           r"features\.zarr is a file where a run writes a store \(a folder\)"),
+          ("result-is-a-folder", lambda d: (d / "result.json").mkdir(),
+           r"result\.json is a folder where a run writes its result \(a file\)"),
+          ("predictions-is-a-folder", lambda d: (d / "predictions.csv").mkdir(),
+           r"predictions\.csv is a folder where a run writes its predictions \(a file\)"))],
     Case("output-is-the-root", lambda e: ["run", e.pipeline(), "--quiet", "--output", "/"],
          r"--output /: / is the root of the file system; give a folder of its own for the run's outputs, e\.g\. "
          r"\S+/streamcov-runs/NAME$"),

@@ -93,6 +93,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     if (out / "model.json").is_file():
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     _check_not_someone_elses(out, resolved, where)
+    _check_own_names(out, where)
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
     # a run refused (bad input found by the task's own checks) before it wrote anything but its marker leaves no
@@ -157,6 +158,35 @@ def _check_not_someone_elses(out: Path, resolved: Path, where: str) -> None:
         raise ConfigError(f"{where}: {out} holds {theirs[0]!r}{' and more' if len(theirs) > 1 else ''}, which no "
                           f"streamcov run wrote; a run writes its results, features and model there and would "
                           f"overwrite files of the same names: choose a new or empty output folder")
+
+
+# names a run writes in its output folder, by kind: a file where it writes a folder (model, checkpoints, a
+# feature store or a generated store, *.zarr) or a folder where it writes a file stopped it with a traceback
+# at that step, after its features were computed
+RUN_FOLDERS = {"model": "its model", "checkpoints": "its checkpoints"}
+RUN_FILES = {"result.json": "its result", "predictions.csv": "its predictions"}
+
+
+def _check_own_names(out: Path, where: str) -> None:
+    """Refuse an output folder where a name the run writes is taken by the other kind of entry (a file named
+    ``model``, a folder named ``result.json``), naming it."""
+    if not out.is_dir():
+        return
+
+    def not_a_folder(p: Path) -> str | None:
+        if p.is_dir() or not (p.exists() or p.is_symlink()):
+            return None
+        return "a link to nothing" if not p.exists() else "a file"
+
+    wrong = [(p, f"{kind} where a run writes {what} (a folder)") for name, what in RUN_FOLDERS.items()
+             if (kind := not_a_folder(p := out / name))]
+    wrong += [(p, f"{kind} where a run writes a store (a folder)") for p in sorted(out.glob("*.zarr"))
+              if (kind := not_a_folder(p))]
+    wrong += [(p, f"a folder where a run writes {what} (a file)") for name, what in RUN_FILES.items()
+              if (p := out / name).is_dir()]
+    if wrong:
+        path, what = wrong[0]
+        raise ConfigError(f"{where}: {path} is {what}; move or delete it, or choose another output folder")
 
 
 def finite_json(obj, path="", reasons=None):
