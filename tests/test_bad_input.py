@@ -575,6 +575,14 @@ CONFIG = [
            r"result\.json is a folder where a run writes its result \(a file\)"),
           ("predictions-is-a-folder", lambda d: (d / "predictions.csv").mkdir(),
            r"predictions\.csv is a folder where a run writes its predictions \(a file\)"))],
+    # ... or a file inside its folders: written atomically (stream/model.atomic_write), which named no path
+    *[Case(f"output-{what}", lambda e, inner=inner: [
+        "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
+        (lambda d: ((d / inner).mkdir(parents=True), (d / ".streamcov-output").write_text("{}")) and d)(e.tmp / "o")],
+        rf"^streamcov run: error: \S+/o/{re.escape(inner)}: a folder where streamcov writes a file; move or delete "
+        r"it, then run the same command again$")
+      for what, inner in (("checkpoint-is-a-folder", "checkpoints/odd-even.npz"),
+                          ("model-json-is-a-folder", "model/model.json"))],
     Case("output-is-the-root", lambda e: ["run", e.pipeline(), "--quiet", "--output", "/"],
          r"--output /: / is the root of the file system; give a folder of its own for the run's outputs, e\.g\. "
          r"\S+/streamcov-runs/NAME$"),
@@ -3093,6 +3101,20 @@ def test_atomic_write_survives_a_file_system_without_modes(tmp_path, monkeypatch
     m.atomic_write_text(tmp_path / "r.json", "{}")
     assert (tmp_path / "r.json").read_text() == "{}" and len(os.listdir("/proc/self/fd")) == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+
+def test_atomic_write_onto_a_folder(tmp_path):
+    """A folder where a file is written (a checkpoint, model.json, a fold's saved result made a folder by hand):
+    one line naming it, and no temporary file left; it was an IsADirectoryError traceback."""
+    import streamcov.stream.model as m
+    from streamcov.errors import ConfigError
+
+    (tmp_path / "odd-even.npz").mkdir()
+    with pytest.raises(ConfigError, match=r"odd-even\.npz: a folder where streamcov writes a file; move or delete "
+                                          r"it, then run the same command again$"):
+        m.atomic_write_npz(tmp_path / "odd-even.npz", {"a": np.zeros(2)})
+    assert [p.name for p in tmp_path.iterdir()] == ["odd-even.npz"]
 
 
 @pytest.mark.parametrize("damage", ["cut", "flipped"])

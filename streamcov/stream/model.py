@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.integrity import array_sha256, arrays_sha256, file_sha256
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 
 FORMAT = "streamcov.model"
 # 3: the map's seed-drawn arrays left out (map_redraw); 4: model.json records its own SHA-256 (doc_sha256)
@@ -169,7 +169,11 @@ def atomic_write(path: Path, write, binary: bool = True) -> None:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError:   # a folder made where a file goes (a checkpoint, model.json): was a traceback
+            raise ConfigError(f"{path}: a folder where streamcov writes a file; move or delete it, then run the same "
+                              f"command again") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
