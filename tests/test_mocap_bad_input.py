@@ -241,6 +241,8 @@ BVH = [
          LAST_BVH + r"15: MOTION before the hierarchy is closed: 1 '\}' missing"),
     Case("bvh-frames-not-integer", bvh("Frames: 3", "Frames: three"), LAST_BVH + r"17: frame count must be a non-negative integer"),
     Case("bvh-frame-time-zero", bvh("Frame Time: 0.01", "Frame Time: 0"), LAST_BVH + r"18: frame time must be positive"),
+    Case("bvh-frame-time-infinite", bvh("Frame Time: 0.01", "Frame Time: inf"),
+         LAST_BVH + r"18: frame time must be positive and finite \(seconds per frame\), found 'inf'$"),
     Case("bvh-not-bvh", bvh("HIERARCHY", "HIERARCHIE"), LAST_BVH + r"1: expected 'HIERARCHY' on the first line"),
     Case("bvh-header-cut", ingest("bvh", lambda d: bvh_archive(d, ARM[:ARM.index("MOTION")])),
          LAST_BVH + r"15: file ends early: expected ROOT or MOTION"),

@@ -338,8 +338,8 @@ def _parse_header(path: Path, it, end_sites: bool) -> BvhHeader:
     except ValueError:
         raise FormatError(path, f"frame time must be a number, found {toks[2]!r}", line=n) \
             from None
-    if not frame_time > 0:
-        raise FormatError(path, f"frame time must be positive, found {toks[2]!r}", line=n)
+    if not 0 < frame_time < float("inf"):   # 'inf' read as a frame rate of 0
+        raise FormatError(path, f"frame time must be positive and finite (seconds per frame), found {toks[2]!r}", line=n)
     data_pos, data_line = pos, n + 1
     # layout
     keep = [j for j in range(len(names)) if end_sites or not is_end[j]]
