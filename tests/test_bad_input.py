@@ -1188,6 +1188,13 @@ READERS = [
     Case("archive-a-file", lambda e: ["ingest", "skeleton", "--format", "generic", e.pipeline(), e.tmp / "s.zarr"],
          r"p\.toml: a file, not the archive's folder; a generic skeleton folder needs an index\.csv",
          check=no_store),
+    # a listed file that exists but holds no frames to read (a link to /dev/zero): it was "not found"
+    Case("index-file-is-a-device", ingest_generic(archive=lambda e: (
+        lambda d: ((d / "s08.csv").symlink_to("/dev/zero"),
+                   (d / "index.csv").write_text((d / "index.csv").read_text() + "s08.csv,a,1\n")) and d)(
+        write_archive(e.tmp / "arch"))),
+         r"index\.csv, line 10: sequence file 's08\.csv' is not a regular file \(a device, a pipe or a socket\); give "
+         r"a file of the sequence's frames$", check=no_store),
     Case("index-missing-column", index("file,label", "s00.csv,a"), r"index\.csv, line 1: header lacks required column\(s\) subject"),
     Case("index-duplicated-column", index("file,label,subject,label", "s00.csv,a,1,a"), r"index\.csv, line 1: column 'label' appears twice in the header"),
     Case("index-field-count", index("file,label,subject", ROW, "s01.csv,b"), IDX + r".*2 fields.*3"),

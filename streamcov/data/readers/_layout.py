@@ -204,8 +204,11 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
             raise FormatError(index, f"column 'file' names the folder {val['file']!r}; give the "
                               "path of one sequence file", line=lineno)
         if not fpath.is_file():
-            raise FormatError(index, f"sequence file {val['file']!r} not found in {root}",
-                              line=lineno)
+            # a device, a FIFO or a socket (a link to /dev/zero, /dev/stdin) exists: "not found" sent the user
+            # looking for a missing file
+            what = ("is not a regular file (a device, a pipe or a socket); give a file of the sequence's frames"
+                    if fpath.exists() else f"not found in {root}")
+            raise FormatError(index, f"sequence file {val['file']!r} {what}", line=lineno)
         if ext is not None and fpath.suffix.lower() != ext:
             raise FormatError(index, f"sequence file {val['file']!r} does not end in {ext}",
                               line=lineno)
