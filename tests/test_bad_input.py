@@ -1195,6 +1195,11 @@ READERS = [
         write_archive(e.tmp / "arch"))),
          r"index\.csv, line 10: sequence file 's08\.csv' is not a regular file \(a device, a pipe or a socket\); give "
          r"a file of the sequence's frames$", check=no_store),
+    Case("index-is-a-device", ingest_generic(archive=lambda e: (
+        lambda d: ((d / "index.csv").unlink(), (d / "index.csv").symlink_to("/dev/zero")) and d)(
+        write_archive(e.tmp / "arch"))),
+         r"index\.csv: not a regular file \(a folder, a device or a pipe\); a generic skeleton folder needs an "
+         r"index\.csv", check=no_store),
     Case("index-missing-column", index("file,label", "s00.csv,a"), r"index\.csv, line 1: header lacks required column\(s\) subject"),
     Case("index-duplicated-column", index("file,label,subject,label", "s00.csv,a,1,a"), r"index\.csv, line 1: column 'label' appears twice in the header"),
     Case("index-field-count", index("file,label,subject", ROW, "s01.csv,b"), IDX + r".*2 fields.*3"),

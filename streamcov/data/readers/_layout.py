@@ -135,7 +135,8 @@ def find_index(path, advice: str) -> Path:
     if path.is_file() and index != path:
         raise FormatError(path, f"a file, not the archive's folder; {advice}")
     if not index.is_file():
-        raise FormatError(index, f"index file not found; {advice}")
+        what = "not a regular file (a folder, a device or a pipe)" if index.exists() else "index file not found"
+        raise FormatError(index, f"{what}; {advice}")
     return index
 
 
