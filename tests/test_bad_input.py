@@ -880,7 +880,9 @@ CONFIG = [
          r"--classes 50: expected a value <= 12"),
     Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",
                                                    "--chunk-frames", "1000000000000"],
-         r"a chunk of 1000000000000 rows: needs [\d.]+ TiB of memory.*smaller chunk size \(--chunk-frames\)"),
+         # the flag as typed first (the message began "a chunk of ... rows")
+         r"error: --chunk-frames 1000000000000 \(a chunk of 1000000000000 rows\): needs [\d.]+ TiB of memory.*smaller "
+         r"chunk size \(--chunk-frames\)$"),
     # a store no disk holds: refused before the first sequence is made (it wrote until the disk was full)
     Case("synth-beyond-the-disk", lambda e: ["synth", e.tmp / "new" / "s.zarr", "--sequences", "10" * 8, "--quiet"],
          r"error: --sequences 1010101010101010 \(30-60 frames each\): needs about [\d.]+ PiB of disk, \S+ has "

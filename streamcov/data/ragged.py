@@ -402,7 +402,8 @@ class RaggedStoreWriter:
 
         # the writer holds about one chunk, and zarr encodes a copy of it
         check_memory(2 * chunk_rows * int(np.prod(row_shape)) * np.dtype(dtype).itemsize,
-                     f"a chunk of {chunk_rows} rows", f"choose a smaller chunk size ({arg_name('chunk_' + data_unit)})")
+                     f"{arg('chunk_' + data_unit, chunk_rows)} (a chunk of {chunk_rows} rows)",
+                     f"choose a smaller chunk size ({arg_name('chunk_' + data_unit)})")
         self.path = Path(path)
         self.format_name, self.kind, self.unit, self.data_unit = format_name, kind, unit, data_unit
         self.data_name, self.row_shape, self.dtype = data, tuple(row_shape), np.dtype(dtype)
