@@ -64,7 +64,7 @@ def _runtime_args(args):
 def _cmd_run(args) -> int:
     from .errors import ConfigError
     from .tasks import run
-    from .tasks.demos import DEMOS
+    from .tasks.demos import DEMO_NAMES, DEMOS
 
     if args.pipeline is not None and args.demo is not None:
         raise ConfigError("give a pipeline file or --demo, not both")
@@ -73,7 +73,8 @@ def _cmd_run(args) -> int:
                   workers=workers, progress=not (args.quiet or args.json), resume=args.resume,
                   note=lambda message: print(f"streamcov run: note: {message}", file=sys.stderr))
     if args.pipeline is None:
-        result = run(None, text=DEMOS[args.demo or "skeletons"], **kwargs)
+        demo = args.demo or "skeletons"
+        result = run(None, text=DEMOS[demo], text_name=DEMO_NAMES[demo], **kwargs)
     else:
         result = run(args.pipeline, **kwargs)
     line = json.dumps(result, default=str)

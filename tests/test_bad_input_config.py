@@ -238,3 +238,16 @@ def test_an_empty_path_is_refused(argv, command):
     rc, err, _ = cli(*argv)
     assert_one_line_error(rc, err, rf"^streamcov {command}: error: argument (store|src): empty path; give the path "
                                    rf"to read \(see `streamcov {command} --help`\)$")
+
+
+def test_a_demo_line_is_named_by_its_demo(tmp_path):
+    """An error at a line of an embedded pipeline names the demo and its shipped copy, whose line it is (it
+    named "<pipeline text>", a text the user does not have, one line below the file's)."""
+    import re
+
+    rc, err, _ = cli("run", "--quiet", "--output", tmp_path / "o", "--set", "data.synthetic.n_subjects=1",
+                     "--set", "data.synthetic.n_sequences=4")
+    assert_one_line_error(rc, err, r"\(given: split\.kind at the embedded default pipeline "
+                                   r"\(pipelines/synthetic\.toml\), line \d+\)$")
+    line = int(re.search(r"line (\d+)\)$", err.strip()).group(1))
+    assert (REPO / "pipelines" / "synthetic.toml").read_text().splitlines()[line - 1].startswith("kind = ")

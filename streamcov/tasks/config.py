@@ -313,8 +313,8 @@ def _plain(value):
     return copy.deepcopy(value)
 
 
-def read_toml(path=None, text: str | None = None):
-    """``(raw dict, origins)`` of a pipeline file or text."""
+def read_toml(path=None, text: str | None = None, name: str | None = None):
+    """``(raw dict, origins)`` of a pipeline file or text (``name``: how messages name the text)."""
     if text is None:
         path = Path(path)
         if path.is_dir():
@@ -334,7 +334,7 @@ def read_toml(path=None, text: str | None = None):
             line = data[:exc.start].count(b"\n") + 1
             raise ConfigError(f"{path}, line {line}: not UTF-8 text ({exc.reason} at byte {exc.start}); save "
                               f"the file as UTF-8") from None
-    name = str(path) if path is not None else "<pipeline text>"
+    name = str(path) if path is not None else name or "<pipeline text>"
     try:
         raw = loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -377,7 +377,7 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
 
 def load_config_and_origins(source=None, overrides=(), store=None, *, text: str | None = None,
                             task: str | None = None, flags: dict | None = None, note=None,
-                            scheduler: str | None = None, output=None):
+                            scheduler: str | None = None, output=None, text_name: str | None = None):
     """``(configuration, origins)``: :func:`load_config`, and the :class:`Origins` of its values, whose
     :meth:`Origins.naming` names them in the errors of the checks made later
     (:func:`streamcov.tasks.runner.run`)."""
@@ -390,7 +390,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     if isinstance(source, dict):
         raw, origins = _plain(source), Origins(None)
     elif text is not None:
-        raw, origins = read_toml(None, text)
+        raw, origins = read_toml(None, text, text_name)
     elif source is not None:
         file = Path(source)
         raw, origins = read_toml(file)

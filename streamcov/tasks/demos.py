@@ -5,7 +5,7 @@ same texts (a test keeps them equal).
 """
 
 # The embedded default: the built-in generator, eq. (3) map, incremental SGD.
-DEFAULT_PIPELINE = """
+DEFAULT_PIPELINE = """\
 # The embedded default of `streamcov run` (no arguments): the built-in skeleton
 # generator (data/synthetic_skeletons.md), eq. (3) random features, incremental SGD.
 task = "skeleton-classification"
@@ -46,7 +46,7 @@ kind = "subject-parity"
 """
 
 # ``streamcov run --demo images``: scikit-image's bundled textures, no download.
-DEFAULT_IMAGE_PIPELINE = """
+DEFAULT_IMAGE_PIPELINE = """\
 # Embedded demo, no download: scikit-image's bundled brick, grass and gravel
 # textures cut into 64 x 64 patches (64 per class), per-pixel features
 # [x, y, I, |Ix|, |Iy|] (paper 004's Texture set-up), Approx LogHS + Gaussian SVM.
@@ -80,3 +80,7 @@ n_repeats = 3
 """
 
 DEMOS = {"skeletons": DEFAULT_PIPELINE, "images": DEFAULT_IMAGE_PIPELINE}
+# how errors name a demo's line (`--set` changes it): its text is not a file the user has, and was named
+# "<pipeline text>"; the shipped copy has the same lines
+DEMO_NAMES = {"skeletons": "the embedded default pipeline (pipelines/synthetic.toml)",
+              "images": "the pipeline of --demo images (pipelines/textures_demo.toml)"}

@@ -14,7 +14,7 @@ from .registry import RunContext, get_task
 
 def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, workers=None,
         progress: bool = False, resume: bool = False, text: str | None = None, flags: dict | None = None,
-        note=None) -> dict:
+        note=None, text_name: str | None = None) -> dict:
     """Run a pipeline file, a dict or a validated configuration; returns its result.
 
     The result is also written to ``<output>/result.json``.
@@ -56,7 +56,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         naming = contextlib.nullcontext()
     else:
         sets = overrides
-        cfg, origins = load_config_and_origins(pipeline, sets, store, text=text,
+        cfg, origins = load_config_and_origins(pipeline, sets, store, text=text, text_name=text_name,
                                                flags=flags, note=note, scheduler=scheduler,
                                                output=None if output is None else Path(output))
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front
