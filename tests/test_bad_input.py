@@ -3258,3 +3258,20 @@ def test_half_made_client_closed():
                        capture_output=True, text=True, timeout=40)
     assert "Dask cannot connect" in p.stdout, p.stdout + p.stderr
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "", "-5s"])
+def test_dask_connect_timeout_not_a_duration(env, value):
+    """Dask's connect timeout, which streamcov reads to give up on an address, set to something that is not a
+    duration (DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=abc, or in a Dask configuration file): a KeyError or
+    IndexError traceback."""
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": value}):
+        rc, err, _ = cli("predict", env.shared["model"], env.shared["synth"], "--out", env.tmp / "p.csv",
+                         "--scheduler", "tcp://127.0.0.1:1")
+    assert_one_line_error(rc, err, rf"^streamcov predict: error: Dask's setting distributed\.comm\.timeouts\.connect "
+                                   rf"= {re.escape(repr(value))} \(from the environment variable "
+                                   r"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT or a Dask configuration file\): "
+                                   r"expected a duration such as 30s; correct or remove it$")
+    assert not (env.tmp / "p.csv").exists()

@@ -363,7 +363,7 @@ def _connect(Client, scheduler: str):
             else:
                 box["client"] = client
 
-    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds")
+    wait = _connect_timeout(dask, parse_timedelta)
     t = threading.Thread(target=connect, name="streamcov-connect", daemon=True)
     t.start()
     try:
@@ -379,6 +379,24 @@ def _connect(Client, scheduler: str):
     if "error" in box:
         raise box["error"]
     return box["client"]
+
+
+def _connect_timeout(dask, parse_timedelta) -> float:
+    """Dask's connect timeout in seconds (``distributed.comm.timeouts.connect``), refused in one line when it is
+    not a duration: set in the environment (``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=abc``) or in a Dask
+    configuration file, it was a KeyError traceback."""
+    import math
+
+    raw = dask.config.get("distributed.comm.timeouts.connect", None)
+    try:
+        wait = parse_timedelta(raw, default="seconds")
+    except (KeyError, ValueError, TypeError, IndexError):   # IndexError: an empty text
+        wait = None
+    if wait is None or not math.isfinite(wait) or wait < 0:
+        raise ConfigError(f"Dask's setting distributed.comm.timeouts.connect = {raw!r} (from the environment "
+                          f"variable DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT or a Dask configuration file): expected a "
+                          f"duration such as 30s; correct or remove it")
+    return wait
 
 
 def _close_half_made(Client, exc: BaseException) -> None:
@@ -414,6 +432,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     elif scheduler.startswith(ADDRESS_PROTOCOLS):
         try:
             client = _connect(Client, scheduler)
+        except StreamcovError:   # said in its own words (Dask's configuration)
+            raise
         except (OSError, TimeoutError) as exc:
             raise StreamcovError(f"{arg('scheduler', scheduler)}: no Dask scheduler answers there "
                                  f"({exc.__class__.__name__}); start one with `dask scheduler` or "
