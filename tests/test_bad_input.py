@@ -1759,6 +1759,12 @@ def first_image(e):
 MODELS = [
     Case("model-folder-missing", lambda e: ["predict", e.tmp / "nomodel", e.shared["synth"]],
          r"nomodel: no such model folder"),
+    # something there that is no folder: it was "no such model folder"
+    Case("model-folder-is-a-file", lambda e: ["predict", (lambda f: (f.write_text("x"), f)[1])(e.tmp / "notes.txt"),
+                                              e.shared["synth"], "--out", e.tmp / "p.csv"],
+         r"notes\.txt: a file, not a model folder \(a run writes its model into <output>/model\)$"),
+    Case("model-folder-is-a-device", lambda e: ["predict", "/dev/null", e.shared["synth"], "--out", e.tmp / "p.csv"],
+         r"/dev/null: a device or a pipe, not a model folder \(a run writes its model into <output>/model\)$"),
     Case("model-json-missing", predict_on(lambda m: (m / "model.json").unlink()), r"model\.json: missing; a model folder holds model\.json and model\.npz"),
     Case("model-json-garbage", predict_on(lambda m: (m / "model.json").write_text("{oops")), r"model\.json: not valid JSON .*damaged: train the model again"),
     Case("model-npz-truncated", predict_on(lambda m: (m / "model.npz").write_bytes((m / "model.npz").read_bytes()[:200])),

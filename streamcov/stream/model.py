@@ -465,8 +465,10 @@ class FittedPipeline:
         folder = Path(folder)
         jpath, npath = folder / "model.json", folder / "model.npz"
         if not folder.is_dir():
-            raise ModelError(f"{folder}: no such model folder (a run writes its model into <output>/model)"
-                             + _run_note(folder))
+            # a file, a device or a pipe there is not "no such" folder
+            what = ("a file, not a model folder" if folder.is_file() else "a device or a pipe, not a model folder"
+                    if folder.exists() else "no such model folder")
+            raise ModelError(f"{folder}: {what} (a run writes its model into <output>/model)" + _run_note(folder))
         for path in (jpath, npath):
             if not path.is_file():
                 raise ModelError(f"{path}: missing; a model folder holds model.json and model.npz: train "
