@@ -208,6 +208,8 @@ def open_group(path, mode):
         elif p.is_file():
             what = ("a file, not a store: a store is a folder; for images, give their folder (`streamcov predict` "
                     "reads a folder of images) or ingest them with `streamcov ingest images --format folders`")
+        elif p.exists() and not p.is_dir():   # it was "no zarr store here", as if nothing were there
+            what = "a device or a pipe, not a store: a store is a folder"
         elif (p / "model.json").is_file():
             what = "a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store"
         elif (p / "model" / "model.json").is_file() or (p / OUTPUT_MARKER).is_file():
