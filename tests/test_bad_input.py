@@ -404,6 +404,12 @@ CONFIG = [
            r"raise model\.C, or use model\.learner = \"lbfgs\"")
       for name, sets in (("alpha", ("model.alpha=1e308",)),
                          ("eta0", ("model.eta0=1e308", 'model.learning_rate="constant"')))],
+    # a key starting with a capital is named with where it was given, as the others are (it was left out: the
+    # line named only model.learner, which the file had)
+    Case("sgd-weights-overflow-tiny-C", run_set("model.C=1e-300"),
+         r"the SGD learner's weights overflowed in epoch 1 \(alpha = .*\): lower model\.eta0 or model\.alpha, raise "
+         r"model\.C, or use model\.learner = \"lbfgs\" \(given: --set model\.C=1e-300; model\.learner at \S+p\.toml, "
+         r"line \d+\)$"),
     Case("learner-unknown", run_file(model__learner='"svm"'), LINE + r'model\.learner = "svm": expected one of'),
     # a [model] key that the chosen learner does not read (it would be ignored): where it was written
     Case("model-key-of-another-learner", run_text(lambda t: t.replace("epochs = 3\n", "epochs = 3\nmax_iter = 50\n")),

@@ -283,8 +283,9 @@ class Origins:
 
 # a message that starts with a dotted key: "descriptor.center = [99]: ...", "data.source 'x': ..."
 _KEY_FIRST = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[ :]|$)")
-# a dotted key anywhere in a message (file names such as p.toml match too, but no one gave them as keys)
-_KEY_ANY = re.compile(r"(?<![\w./])([a-z_]+(?:\.[a-z_]\w*)+)(?![\w./])")
+# a dotted key anywhere in a message (file names such as p.toml match too, but no one gave them as keys); a
+# key may start with a capital (model.C, method.D: they were never named with where they were given)
+_KEY_ANY = re.compile(r"(?<![\w./])([a-z_]+(?:\.[A-Za-z_]\w*)+)(?![\w./])")
 
 
 def _written(value, path: tuple = ()) -> list:
