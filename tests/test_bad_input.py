@@ -882,6 +882,9 @@ CONFIG = [
          LINE + r'data\.format = "bvhx": expected one of', check=lambda e, err, out: only_the_error_line(err)),
     Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],
          r"--seed -1: expected a value >= 0"),
+    Case("synthetic-noise-beyond-the-body", run_text(lambda t: t.replace("[data]\nstore = ", "[data.synthetic]\n"
+                                                                      "n_sequences = 8\nnoise = 1e30\n# ")),
+         LINE + r"data\.synthetic\.noise = 1e\+30: expected a value <= 1000\.0$"),
     Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],
          r"--classes 50: expected a value <= 12"),
     Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",

@@ -276,7 +276,9 @@ def test_classes_learnable_but_not_trivial(default400):
     (dict(frames=(30.0, 60)), ValueError, r"frames must be a pair \(min, max\) of integers"),
     (dict(frames=30), ValueError, r"frames must be a pair \(min, max\) of integers, got 30"),
     (dict(frames=(1, 2, 3)), ValueError, r"frames must be a pair \(min, max\) of integers, got \(1, 2, 3\)"),
-    (dict(noise=-0.1), ValueError, r"noise must be a finite number >= 0 \(metres\), got -0.1"),
+    (dict(noise=-0.1), ValueError, r"noise must be a finite number >= 0 \(metres\), at most 1000, got -0.1"),
+    # beyond, the sequences' covariances are rounding or overflow float32 (a run stopped with advice to rescale)
+    (dict(noise=1e30), ValueError, r"noise must be a finite number >= 0 \(metres\), at most 1000, got 1e\+30"),
     (dict(noise=float("nan")), ValueError, r"noise must be a finite number >= 0"),
     (dict(noise="0.01"), ValueError, r"noise must be a finite number >= 0"),
 ])

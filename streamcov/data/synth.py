@@ -38,6 +38,11 @@ import numpy as np
 
 from .readers.base import SkeletonSequence, SkeletonReader, SkeletonInfo
 
+# the largest joint noise (metres; the body is about 2 m tall): beyond, the covariances of the sequences are
+# rounding (noise = 1e30 stopped the run with advice to rescale data no one can rescale) or overflow float32
+# (1e300: 'fix the file'); a thousand times the body is noise alone already
+NOISE_MAX = 1e3
+
 #: Bump when any change alters the generated numbers for a given seed.
 GENERATOR_VERSION = 1
 
@@ -372,7 +377,7 @@ class SyntheticSkeletons(SkeletonReader):
         uniformly from it. Both ends must satisfy ``2 <= min <= max``.
     noise : float, default=0.01
         Standard deviation (metres) of the Gaussian noise added to every
-        joint coordinate.
+        joint coordinate, at most :data:`NOISE_MAX`.
     where : {None, "--", "data.synthetic"}
         How messages name the parameters, as the user gave them: Python
         keywords (``n_sequences=400``), ``streamcov synth``'s flags
@@ -439,8 +444,8 @@ class SyntheticSkeletons(SkeletonReader):
         check_memory(8.0 * 3 * 3 * N_JOINTS * self._hi, f"frames = {frames!r} (a sequence of up to {self._hi} frames)",
                      "ask for shorter sequences")
         if isinstance(noise, bool) or not isinstance(noise, Real) \
-                or not math.isfinite(noise) or noise < 0:
-            raise ValueError(f"noise must be a finite number >= 0 (metres), got {noise!r}")
+                or not math.isfinite(noise) or not 0 <= noise <= NOISE_MAX:
+            raise ValueError(f"noise must be a finite number >= 0 (metres), at most {NOISE_MAX:g}, got {noise!r}")
         self._noise = float(noise)
 
         self.record = {"format": "synthetic", "generator_version": GENERATOR_VERSION, "n_sequences": self._n,

@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from .._config import MAX_WORKERS
 from ..data.readers import FORMATS
+from ..data.synth import NOISE_MAX
 from ..errors import toml_value
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -412,7 +413,7 @@ class SyntheticTable(Table):
     n_classes: Annotated[int, Field(ge=1, le=12)] = 10
     seed: Seed = 0
     frames: Annotated[list[Annotated[int, Field(ge=2)]], Field(min_length=2, max_length=2)] = [30, 60]
-    noise: NonNegFloat = 0.01
+    noise: Annotated[float, Field(ge=0, le=NOISE_MAX, allow_inf_nan=False)] = 0.01   # metres
 
     @field_validator("frames")
     @classmethod
