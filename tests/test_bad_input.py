@@ -645,6 +645,8 @@ CONFIG = [
          r"the split leaves 1 training and 59 test rows; a twin GP needs 2 training rows and a test row at least: "
          r"lower data\.test_fraction, or raise data\.n_samples \(given: --set data\.test_fraction=0\.99; --set "
          r"data\.n_samples=60\)$"),
+    Case("tgp-sshape-noise-beyond-the-curve", tgp_run("data.noise=1e200"),
+         r"--set data\.noise=1e200: data\.noise = 1e\+200: expected a value <= 1000\.0$"),
     Case("tgp-gamma-squares-to-zero", tgp_run("tgp.gamma_x=1e-300"),
          r'--set tgp\.gamma_x=1e-300: tgp\.gamma_x = 1e-300: expected "median" or a value >= 1e-150'),
     Case("tgp-gegenbauer-weight-zero-unread", tgp_run('tgp.bases=["monomial"]', 'tgp.primary=["kl","monomial"]',
