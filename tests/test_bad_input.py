@@ -645,6 +645,11 @@ CONFIG = [
          r"the split leaves 1 training and 59 test rows; a twin GP needs 2 training rows and a test row at least: "
          r"lower data\.test_fraction, or raise data\.n_samples \(given: --set data\.test_fraction=0\.99; --set "
          r"data\.n_samples=60\)$"),
+    # a Gegenbauer weight whose basis overflows float64 (G_2 about 1e600): a traceback from the SVD of the HSIC matrix
+    Case("tgp-gegenbauer-weight-overflows", tgp_run("tgp.gegenbauer_weight_output=1e200", "tgp.degrees=[2,3]"),
+         r"^streamcov run: error: --set tgp\.gegenbauer_weight_output=1e200: tgp\.gegenbauer_weight_output = 1e\+200: "
+         r"the gegenbauer basis of degrees \(2, 3\) with weights \(0\.51, 1e\+200\) overflows float64; lower the "
+         r"Gegenbauer weights \(the paper's are 0\.51 and 0\.52\) or the degrees \(tgp\.degree_grid, tgp\.degrees\)$"),
     Case("tgp-sshape-noise-beyond-the-curve", tgp_run("data.noise=1e200"),
          r"--set data\.noise=1e200: data\.noise = 1e\+200: expected a value <= 1000\.0$"),
     Case("tgp-gamma-squares-to-zero", tgp_run("tgp.gamma_x=1e-300"),

@@ -133,6 +133,21 @@ def test_hsic_matrix_entries_and_leading_blocks():
     assert np.allclose(hsic_matrix(K, G, 2, 3), C[:3, :4])
 
 
+def test_hsic_matrix_of_a_basis_that_overflows():
+    """A Gegenbauer weight whose polynomials leave float64 (G_2 of weight 1e300 is about 1e600): said, as a
+    ValueError naming the basis, degrees and weights, without numpy's overflow warnings (it was a non-finite C,
+    refused later by the SVD as 'C must be a finite ... array')."""
+    import warnings
+
+    X, y = sshape(20, 0)
+    K, G = rbf_kernel(X, gamma=1.0), rbf_kernel(y[:, None], gamma=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(hsic_mod.NonFiniteBasisError, match=r"^the gegenbauer basis of degrees \(2, 1\) with "
+                                                                r"weights \(1e\+300, 0\.52\) overflows float64$"):
+            hsic_matrix(K, G, 2, 1, basis="gegenbauer", weight_input=1e300, weight_output=0.52)
+
+
 def test_top_singular_pair_nonnegative_and_optimal():
     rng = np.random.default_rng(4)
     C = rng.uniform(0, 1, (6, 4))

@@ -123,6 +123,11 @@ def kernel_alignment(K, G) -> float:
 # --------------------------------------------------------------------------
 # polynomial bases
 # --------------------------------------------------------------------------
+class NonFiniteBasisError(ValueError):
+    """The polynomial basis of a kernel transformation overflows float64 (a Gegenbauer weight of 1e300 makes
+    ``G_2`` about 1e600): the settings, not the data, are to change."""
+
+
 def _check_basis(basis, weight):
     if basis not in BASES:
         raise ValueError(f"basis must be one of {BASES}, got {basis!r}")
@@ -332,10 +337,15 @@ def hsic_matrix(K, G, degree_input: int, degree_output: int, *, basis: str = "mo
     m = K.shape[0]
     if m < 2:
         raise ValueError("hsic_matrix needs at least 2 samples")
-    Gs = basis_polynomials(G, degree_output, basis, weight_output).reshape(degree_output + 1, -1)
-    Ks = basis_polynomials(K, degree_input, basis, weight_input)
-    Kc = np.stack([_center(Ki) for Ki in Ks]).reshape(degree_input + 1, -1)
-    C = (Kc @ Gs.T) / (m - 1) ** 2
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflowing basis is refused below, in one line
+        Gs = basis_polynomials(G, degree_output, basis, weight_output).reshape(degree_output + 1, -1)
+        Ks = basis_polynomials(K, degree_input, basis, weight_input)
+        Kc = np.stack([_center(Ki) for Ki in Ks]).reshape(degree_input + 1, -1)
+        C = (Kc @ Gs.T) / (m - 1) ** 2
+    if not np.isfinite(C).all():   # it was top_singular_pair's "C must be a finite ... array", a traceback
+        weights = f" with weights ({weight_input:g}, {weight_output:g})" if basis == "gegenbauer" else ""
+        raise NonFiniteBasisError(f"the {basis} basis of degrees ({degree_input}, {degree_output}){weights} "
+                                  f"overflows float64")
     # Exact zeros where only cancellation error remains, so alpha_0 = beta_0 = 0
     # as in section 4.
     C[0, :] = 0.0

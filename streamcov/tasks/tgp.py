@@ -62,8 +62,22 @@ def _tick(bar, note: str = ""):
         bar.update(1)
 
 
-def _evaluate(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=None,
-              approximation="subsample", metric=None, split_fix="lower data.test_fraction") -> dict:
+def _evaluate(Xtr, Ytr, Xte, Yte, t: dict, seed: int, *args, **kw) -> dict:
+    """:func:`_evaluate_split`, with a basis that overflows float64 (``tgp.gegenbauer_weight_input = 1e300``: a
+    traceback) refused naming the keys that set it."""
+    from ..structured.hsic import NonFiniteBasisError
+
+    try:
+        return _evaluate_split(Xtr, Ytr, Xte, Yte, t, seed, *args, **kw)
+    except NonFiniteBasisError as exc:
+        # the larger weight first: the message is put where that key was given
+        key = max(("gegenbauer_weight_input", "gegenbauer_weight_output"), key=lambda k: abs(float(t[k])))
+        raise ConfigError(f"tgp.{key} = {t[key]!r}: {exc}; lower the Gegenbauer weights (the paper's are 0.51 and "
+                          f"0.52) or the degrees (tgp.degree_grid, tgp.degrees)") from None
+
+
+def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=None,
+                    approximation="subsample", metric=None, split_fix="lower data.test_fraction") -> dict:
     """No-map and mapped twin GPs for every (criterion, basis) on one split.
 
     ``metric(P, Y) -> float``: an extra error recorded as ``"metric"``. ``split_fix``: how the task's
