@@ -985,6 +985,11 @@ CONFIG = [
     Case("descriptor-swamped-by-gamma", run_set("descriptor.gamma=1e20"),
          r"the \d+ training rows' features are all equal to within rounding \(relative spread \S+\): nothing can "
          r"be learned from them; a setting swamps the data, e\.g\. descriptor\.gamma far above the covariances"),
+    # ... whatever the scale: unscaled rows (model.scale = "none", the sgd default) were trained on without a word
+    *[Case(f"descriptor-swamped-by-gamma-unscaled-{learner}", run_set(*sets, 'model.scale="none"', "descriptor.gamma=1e20"),
+           r"the \d+ training rows' features are all equal to within rounding \(relative spread \S+\): nothing can "
+           r"be learned from them; a setting swamps the data, e\.g\. descriptor\.gamma far above the covariances")
+      for learner, sets in (("sgd", ()), ("lbfgs", ('model.learner="lbfgs"', 'model.loss="log_loss"')))],
     Case("features-random-state", run_set("features.random_state=5"),
          r"--set features\.random_state=5: features\.random_state: the map's random draws follow the pipeline's "
          r"top-level seed \(one seed for every stage\); set seed = N instead$"),

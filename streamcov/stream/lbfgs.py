@@ -946,11 +946,13 @@ def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray, dty
     scaler, ``inv_scale = 1``.
     """
     dim = len(mean)
-    if kind == "none":
-        return None, 1.0
     from ..preprocessing import check_rows_differ
 
+    # unscaled rows too: equal rows teach nothing whatever the scale (descriptor.gamma = 1e300 with scale = "none"
+    # trained on them without a word)
     check_rows_differ(n, mean, M2, dtype)
+    if kind == "none":
+        return None, 1.0
     if kind == "center":
         from ..preprocessing import GlobalCenterScaler
 

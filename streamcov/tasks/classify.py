@@ -522,7 +522,10 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                     f"point and predicts as it does; with model.C = {m.C:g} the data term of the loss is too small "
                     f"to move it in floating point: raise model.C (or scale the features: model.scale)")
         else:
-            scaler = None if m.scale == "none" else fit_scaler(fstore, train, plan.prefetch, m.scale)
+            # rows equal to within rounding are refused whatever the scale (with scale = "none" they were trained on
+            # without a word, descriptor.gamma = 1e300: chance accuracy); unscaled, that check costs one pass
+            scaler = fit_scaler(fstore, train, plan.prefetch, "center" if m.scale == "none" else m.scale)
+            scaler = None if m.scale == "none" else scaler
             estimator = make_sgd(m, n_fit, int(cfg.seed))
             clf = train_sgd(fstore, y, train, classes, estimator, plan, int(cfg.seed), ctx.progress,
                             checkpoint=ckdir / f"{name}.npz", resume=ctx.resume, scaler=scaler,
