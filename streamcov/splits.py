@@ -91,6 +91,9 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         path = s.get("file")
         if path and Path(path).is_dir():
             raise ConfigError(f"split.file = {toml_value(path)}: a folder; give the TOML file of [[split]] tables")
+        if path and Path(path).exists() and not Path(path).is_file():   # it was "not found"
+            raise ConfigError(f"split.file = {toml_value(path)}: a device or a pipe, not a file; give the TOML file "
+                              f"of [[split]] tables")
         if not path or not Path(path).is_file():
             raise ConfigError(f"split.file = {toml_value(path)}: not found (kind subject-splits-file)")
         try:

@@ -685,6 +685,9 @@ CONFIG = [
          r"--scheduler tls://127\.0\.0\.1:1: Dask cannot connect \(TypeError: .*\); this address needs the TLS "
          r"settings of Dask's configuration \(distributed\.comm\.tls: .*\), or use a tcp:// address$"),
     Case("fold-beyond-protocol", run_set("split.folds=[3]"), r"split\.folds.*3"),
+    Case("splits-file-is-a-device", run_set('split.kind="subject-splits-file"', 'split.file="/dev/zero"'),
+         r'--set split\.file="/dev/zero": split\.file = "/dev/zero": a device or a pipe, not a file; give the TOML file '
+         r'of \[\[split\]\] tables$'),
     Case("train-subjects-absent", run_set('split.kind="subjects"', "split.train_subjects=[99]"),
          r"split\.train_subjects = \[99\] names subject\(s\) \[99\] that no row of the store has \(its subjects: "
          r"\[1, 2, 3, 4\]\)"),
