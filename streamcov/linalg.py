@@ -43,6 +43,8 @@ def vec_dim(d: int) -> int:
 
 def _check_stack(mats, name: str = "matrix"):
     """A float64 C-contiguous (N, d, d) stack of finite symmetric matrices, and whether one was given."""
+    if np.iscomplexobj(mats):   # casting to float64 dropped the imaginary parts with a mere warning
+        raise ValueError(f"{name}: complex matrices are not supported; give real symmetric ones")
     a = np.asarray(mats, dtype=np.float64)
     squeeze = a.ndim == 2
     if squeeze:
@@ -72,14 +74,20 @@ def sym_vec(mats) -> np.ndarray:
 
 def sym_unvec(vecs) -> np.ndarray:
     """Inverse of :func:`sym_vec`."""
+    if np.iscomplexobj(vecs):
+        raise ValueError("vecs: complex vectors are not supported; give real ones")
     vecs = np.asarray(vecs, dtype=np.float64)
     squeeze = vecs.ndim == 1
     if squeeze:
         vecs = vecs[None]
+    if vecs.ndim != 2:
+        raise ValueError(f"vecs: expected a vector (p,) or a stack of them (N, p), got shape {np.shape(vecs)}")
     p = vecs.shape[1]
     d = int(round((np.sqrt(8 * p + 1) - 1) / 2))
     if vec_dim(d) != p:
         raise ValueError(f"vector length {p} is not d(d+1)/2 for any d")
+    if not np.isfinite(vecs).all():
+        raise ValueError(f"vecs {int(np.argwhere(~np.isfinite(vecs))[0][0])} contains NaN or inf")
     out = np.empty((len(vecs), d, d))
     _ks.sym_unvec(np.ascontiguousarray(vecs), out)
     return out[0] if squeeze else out
@@ -90,6 +98,16 @@ def _matrix_function(mats, kind: str):
     out = np.empty_like(mats)
     min_eig = np.empty(len(mats))
     _ks.stack_mat(mats, np.ones(len(mats)), 0.0, _KINDS[kind], out, min_eig)
+    describe, ones = (lambda i: f"matrix {i}"), np.ones(len(mats))
+    if kind != "exp":   # an eigenvalue that is not finite: the matrix was too large for the eigensolver
+        _check_finite_result(min_eig[:, None], mats, ones, 0.0, describe)
+    if kind == "exp":
+        bad = np.flatnonzero(~np.isfinite(out).all(axis=(1, 2)))
+        if len(bad):   # exp(710) is infinite: the matrix was returned full of inf and NaN
+            i = int(bad[0])
+            raise ValueError(f"matrix {i}: its exponential overflows float64 (an eigenvalue above "
+                             f"{np.log(np.finfo(np.float64).max):.2f}, largest entry {np.abs(mats[i]).max():.3g}); "
+                             f"scale the matrix down")
     if kind == "log" and (min_eig <= 0).any():
         i = int(np.flatnonzero(min_eig <= 0)[0])
         raise NotSPDError(f"matrix {i} is not positive definite (smallest eigenvalue "
@@ -98,6 +116,7 @@ def _matrix_function(mats, kind: str):
         i = int(np.flatnonzero(min_eig < 0)[0])
         raise NotSPDError(f"matrix {i} has a negative eigenvalue {min_eig[i]:.3g}; the square root "
                           f"needs positive semidefinite input")
+    _check_finite_result(out, mats, ones, 0.0, describe)
     return out[0] if squeeze else out
 
 
@@ -171,12 +190,22 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
     NotSPDError
         When a regularized matrix is not positive definite, naming it.
     """
-    many = not np.isscalar(gamma)
-    gammas = [float(g) for g in (gamma if many else [gamma])]
+    many = np.ndim(gamma) > 0
+    try:
+        gammas = [float(g) for g in (gamma if many else [gamma])]
+    except (TypeError, ValueError):
+        raise ValueError(f"gamma: expected a number or a sequence of numbers (the regularization), got "
+                         f"{gamma!r}") from None
     for g in gammas:
         if not np.isfinite(g) or g < 0 or (relative and g <= 0):
             raise ValueError(f"regularization gamma must be a finite number {'> 0' if relative else '>= 0'}, "
                              f"got {g!r}")
+    try:
+        out_dtype = np.dtype(dtype)
+    except TypeError:
+        out_dtype = None
+    if out_dtype is None or out_dtype.kind != "f":   # an integer dtype truncated every logarithm
+        raise ValueError(f"dtype: expected a floating type (np.float64 or np.float32), got {dtype!r}")
     if check:
         mats, _ = _check_stack(mats, what)
     else:
@@ -190,11 +219,27 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
                          f"{np.asarray(scale).ravel()[:5]!r}{' ...' if np.size(scale) > 5 else ''} of shape "
                          f"{np.shape(scale)}")
     describe = describe or (lambda i: f"{what} {first_index + i}")
+    if n and d:
+        # I + s C / gamma beyond float64 (a tiny gamma, huge entries) sent inf and NaN into the eigensolver: a
+        # SystemError out of the numba kernel
+        amax = np.abs(mats).max(axis=(1, 2)) * s
+        for g in gammas:
+            with np.errstate(over="ignore"):
+                top = amax / g if relative else amax + g
+            if not np.isfinite(top).all():
+                i = int(np.flatnonzero(~np.isfinite(top))[0])
+                raise NotSPDError(f"{describe(i)} could not be computed in floating point: "
+                                  f"{'C / gamma' if relative else 'C + gamma I'} overflows float64 (largest entry "
+                                  f"{amax[i]:.3g}, gamma = {g:.3g}); rescale the data (e.g. coordinates to metres)"
+                                  f"{' or raise gamma' if relative else ''}")
     outs = None
     if rank is not None:
         rank = np.asarray(rank)
         if rank.shape != (n,):
             raise ValueError(f"rank: expected one bound per matrix, shape ({n},), got shape {rank.shape}")
+        if rank.dtype.kind not in "iu" or (rank < 0).any():
+            raise ValueError(f"rank: expected integer bounds >= 0, one per matrix, got "
+                             f"{rank.ravel()[:5]!r}{' ...' if rank.size > 5 else ''}")
     if rank is not None and (relative or min(gammas) > 0):
         cap = d // LOWRANK_FRACTION
         to_dense = rank > cap
@@ -210,8 +255,26 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
                                   lambda i: describe(int(dense[i])), n_jobs)
         for out, part in zip(outs, rest):
             out[dense] = part
-    outs = [o.astype(dtype, copy=False) for o in outs]
+    for g, out in zip(gammas, outs):
+        _check_finite_result(out, mats, s, g, describe, relative)
+    outs = [o.astype(out_dtype, copy=False) for o in outs]
     return outs if many else outs[0]
+
+
+def _check_finite_result(out, mats, s, gamma, describe, relative=False):
+    """Refuse a logarithm (or square root) whose vector or matrix holds NaN or inf: the eigensolver squares the
+    entries, so matrices (``s_i C_i + gamma I``) with entries near 1e154 and above overflow it; they were
+    returned as NaN without a word."""
+    bad = np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(axis=1))
+    if len(bad):
+        i = int(bad[0])
+        big = float(np.abs(mats[i]).max()) * (s[i] / gamma if relative else s[i])
+        if not relative and gamma > big:
+            raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): the "
+                              f"regularization gamma = {gamma:.3g} is too large for float64; lower gamma")
+        raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): its entries "
+                          f"(largest {big:.3g}) are too large for float64; rescale the data (e.g. coordinates to "
+                          f"metres)")
 
 
 def _dense_log_vectors(mats, s, gammas, relative, normalize, describe, n_jobs):

@@ -226,3 +226,56 @@ def test_matrix_sizes_are_whole_and_stacks_not_empty():
     with pytest.raises(ValueError, match=r"matrix: expected a square matrix or a stack \(N, d, d\) with d >= 1, "
                                          r"got shape \(0, 0\)"):
         linalg.spd_logm(np.ones((0, 0)))
+
+
+def test_matrix_functions_refuse_what_float64_cannot_hold_and_complex_input():
+    """Complex matrices lost their imaginary parts with a mere warning; an exponential that overflows, and
+    matrices (or a gamma) too large for the eigensolver, were returned as inf and NaN; a gamma whose C / gamma
+    overflows was a SystemError out of the numba kernel."""
+    from streamcov import linalg
+
+    with pytest.raises(ValueError, match="matrix: complex matrices are not supported"):
+        linalg.spd_logm(np.eye(3) * (1 + 1j))
+    with pytest.raises(ValueError, match=r"matrix 0: its exponential overflows float64 \(an eigenvalue above 709"):
+        linalg.sym_expm(1000.0 * np.eye(3))
+    huge = np.full((2, 2), 1e308)
+    for f in (linalg.spd_logm, linalg.spd_sqrtm):
+        with pytest.raises(NotSPDError, match=r"matrix 0 could not be computed in floating point .*largest "
+                                              r"1e\+308\) are too large for float64; rescale the data"):
+            f(huge)
+    with pytest.raises(NotSPDError, match=r"gamma = 1e\+308 is too large for float64; lower gamma"):
+        linalg.log_vectors(np.eye(3)[None], 1e308)
+    for big, gamma in ((np.eye(3), 1e-320), (1e300 * np.eye(3), 1e-10)):
+        with pytest.raises(NotSPDError, match=r"matrix 0 could not be computed in floating point: C / gamma "
+                                              r"overflows float64 .* or raise gamma"):
+            linalg.log_vectors(big[None], gamma, relative=True)
+
+
+def test_log_vectors_checks_gamma_dtype_and_rank():
+    """An integer dtype truncated every logarithm; a gamma of None or a string, and ranks that are not whole
+    numbers, were TypeErrors or numpy's words, or (1.5, -1) silently taken."""
+    from streamcov import linalg
+
+    mats = np.stack([np.eye(9)] * 3)
+    for bad in (None, "a", np.array([[0.1]])):
+        with pytest.raises(ValueError, match=r"gamma: expected a number or a sequence of numbers"):
+            linalg.log_vectors(mats, bad)
+    for bad in (int, np.int32, "foo", bool):
+        with pytest.raises(ValueError, match=r"dtype: expected a floating type \(np.float64 or np.float32\)"):
+            linalg.log_vectors(mats, 0.1, dtype=bad)
+    assert linalg.log_vectors(mats, np.float64(0.1), dtype=np.float32).dtype == np.float32
+    for bad in ([1, 1, 1.5], [-1, 0, 0], ["a", "b", "c"]):
+        with pytest.raises(ValueError, match=r"rank: expected integer bounds >= 0, one per matrix"):
+            linalg.log_vectors(mats, 0.1, rank=bad)
+
+
+def test_sym_unvec_checks_its_vectors():
+    from streamcov import linalg
+
+    for bad in (3.0, np.ones((2, 2, 3))):
+        with pytest.raises(ValueError, match=r"vecs: expected a vector \(p,\) or a stack of them \(N, p\)"):
+            linalg.sym_unvec(bad)
+    with pytest.raises(ValueError, match="vecs 1 contains NaN or inf"):
+        linalg.sym_unvec(np.array([[1.0, 0.0, 1.0], [np.nan, 0.0, 1.0]]))
+    with pytest.raises(ValueError, match="vecs: complex vectors are not supported"):
+        linalg.sym_unvec(np.ones(3) * 1j)
