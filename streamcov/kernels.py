@@ -23,7 +23,10 @@ import numpy as np
 
 def _bandwidth(value, name: str) -> float:
     """``value`` as a float, if it is a finite number > 0 whose square is neither 0 nor infinite."""
-    v = float(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
     if not (math.isfinite(v) and v > 0 and 0 < v * v < math.inf and math.isfinite(1.0 / (v * v))):
         raise ValueError(f"{name} must be a finite number > 0 whose square is a normal float, got {value!r}")
     return v
@@ -54,12 +57,10 @@ def squared_distances(A, B=None) -> np.ndarray:
     norms: their rounding is then far below the distances that matter. The
     result is float64.
     """
-    A = np.asarray(A)
-    if A.ndim != 2:
-        raise ValueError(f"vectors must be 2-D (N, p), got shape {A.shape}")
+    A = _rows(A, "A")
     same = B is None
-    B = A if same else np.asarray(B)
-    if B.ndim != 2 or B.shape[1] != A.shape[1]:
+    B = A if same else _rows(B, "B")
+    if B.shape[1] != A.shape[1]:
         raise ValueError(f"vector sets have shapes {A.shape} and {B.shape}; lengths must match")
     dt = np.float32 if A.dtype == np.float32 and B.dtype == np.float32 else np.float64
     if dt == np.float32:
@@ -75,11 +76,31 @@ def squared_distances(A, B=None) -> np.ndarray:
     na = np.einsum("ij,ij->i", a, a, dtype=np.float64)
     nb = na if same else np.einsum("ij,ij->i", b, b, dtype=np.float64)
     d2 = na[:, None] + nb[None, :] - 2.0 * g
+    if not np.isfinite(d2).all():
+        # rows beyond about 1e154 (1e19 in float32) overflow the products: NaN distances, then NaN kernels
+        big = max(float(np.abs(A).max(initial=0.0)), float(np.abs(B).max(initial=0.0)))
+        raise ValueError(f"the squared distances overflow {np.dtype(dt).name} (values up to {big:.3g}); scale the "
+                         f"rows down (e.g. standardize them)")
     np.maximum(d2, 0.0, out=d2)
     if same:
         np.fill_diagonal(d2, 0.0)
         d2 = 0.5 * (d2 + d2.T)
     return d2
+
+
+def _rows(A, name: str) -> np.ndarray:
+    """``A`` as an array of real, finite row vectors (N, p), or ValueError naming it."""
+    if np.iscomplexobj(A):   # casting to float dropped the imaginary parts with a mere warning
+        raise ValueError(f"{name}: complex vectors are not supported; give real ones")
+    A = np.asarray(A)
+    if A.ndim != 2:
+        raise ValueError(f"vectors must be 2-D (N, p), got shape {A.shape}")
+    if A.dtype.kind not in "biuf":
+        raise ValueError(f"{name}: expected numbers, got an array of dtype {A.dtype}")
+    if A.dtype.kind == "f" and not np.isfinite(A).all():   # a NaN row had distance 0 to itself, NaN to others
+        i, j = (int(k) for k in np.argwhere(~np.isfinite(A))[0])
+        raise ValueError(f"{name}: row {i} holds NaN or infinity (column {j})")
+    return A
 
 
 def distances(A, B=None) -> np.ndarray:
@@ -97,10 +118,11 @@ def gaussian_kernel(d2, sigma: float) -> np.ndarray:
     sigma : float
         Bandwidth, > 0.
     """
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma <= 0:
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    sigma = _bandwidth(sigma, "sigma")   # 1e-300 squared is 0: the kernel's diagonal was 0 / 0, NaN
     d2 = np.asarray(d2, dtype=np.float64)
+    if not (d2 >= 0).all():   # a negative "distance" overflowed exp to inf, a NaN stayed NaN
+        raise ValueError(f"d2: expected squared distances (numbers >= 0), got "
+                         f"{float(d2[~(d2 >= 0)].ravel()[0])!r}")
     return np.exp(-d2 / (2.0 * sigma ** 2))
 
 
@@ -112,11 +134,15 @@ def gaussian_kernel(d2, sigma: float) -> np.ndarray:
 # the kernel of the mean of the views' feature maps: positive definite, and unchanged when the views of
 # either row are permuted (a group-averaged kernel: Haasdonk and Burkhardt, Machine Learning 68, 2007).
 
+def _check_views(views) -> None:
+    if isinstance(views, bool) or not isinstance(views, (int, np.integer)) or views < 1:
+        raise ValueError(f"views must be an integer >= 1, got {views!r}")
+
+
 def check_blocks(blocks, width: int, views: int = 1) -> None:
     """``blocks`` (None, or [width, weight] pairs) cover ``width`` columns (``views`` times) with positive
     weights, or ValueError."""
-    if isinstance(views, bool) or not isinstance(views, (int, np.integer)) or views < 1:
-        raise ValueError(f"views must be an integer >= 1, got {views!r}")
+    _check_views(views)
     if blocks is None:
         if width % views:
             raise ValueError(f"{width} columns do not split into {views} views")
@@ -170,6 +196,7 @@ def block_distances(X, Y=None, blocks=None, views: int = 1):
     """Squared distances of every term (one array, or a list with ``blocks`` or ``views``): for a kernel
     evaluated at several bandwidths (the exact SVM's grid). On one set of rows the term of views (t, s) is
     the transpose of (s, t): computed once, the other a view of it."""
+    check_blocks(blocks, np.shape(X)[1], views)
     if blocks is None and views == 1:
         return next(_block_distances(X, Y, None))[1]
     done: dict = {}
@@ -188,6 +215,12 @@ def block_kernel(d2, blocks, sigma, views: int = 1):
     without blocks or views)."""
     if blocks is None and views == 1:
         return gaussian_kernel(d2, sigma)
+    _check_views(views)
+    terms = len(blocks or [None]) * int(views) ** 2
+    if isinstance(d2, np.ndarray) or len(d2) != terms:   # zip() dropped the terms beyond the shorter list
+        raise ValueError(f"d2: expected the {terms} arrays of block_distances(X, Y, blocks, views) for "
+                         f"{len(blocks or [None])} block(s) and {views} view(s), got "
+                         f"{'an array' if isinstance(d2, np.ndarray) else len(d2)}")
     weights = [float(w) / views ** 2 for _ in range(views ** 2) for _, w in (blocks or [(None, 1.0)])]
     return sum(w * gaussian_kernel(d, sigma) for d, w in zip(d2, weights))
 
@@ -195,7 +228,8 @@ def block_kernel(d2, blocks, sigma, views: int = 1):
 def block_gaussian_kernel(X, Y=None, blocks=None, sigma: float = 1.0, views: int = 1) -> np.ndarray:
     """``block_kernel(block_distances(X, Y, blocks, views), blocks, sigma, views)`` holding one term's
     distances at a time (for one bandwidth: a Nystroem map's landmarks against many rows)."""
-    K = None
+    check_blocks(blocks, np.shape(X)[1], views)   # blocks that miss columns, or views that do not divide them,
+    K = None                                      # were a kernel of other columns, without a word
     for w, d2 in _block_distances(X, Y, blocks, views):
         part = gaussian_kernel(d2, sigma)
         if w != 1.0:
@@ -216,6 +250,8 @@ def median_distance(D) -> float:
     multiples of it, measured on training rows.
     """
     D = np.asarray(D)
+    if D.ndim != 2 or D.shape[0] != D.shape[1]:
+        raise ValueError(f"median_distance: expected a square distance matrix (n, n), got shape {D.shape}")
     iu = np.triu_indices(len(D), 1)
     off = D[iu]
     if not np.isfinite(off).all():
@@ -230,6 +266,8 @@ def _square_kernels(kernels, what="kernels") -> list[np.ndarray]:
     """Validated float64 copies of one or more square, symmetric, finite Gram matrices of one size."""
     out = []
     for k, K in enumerate(kernels):
+        if np.iscomplexobj(K):
+            raise ValueError(f"{what}[{k}]: complex Gram matrices are not supported")
         K = np.asarray(K, dtype=np.float64)
         if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] < 2:
             raise ValueError(f"{what}[{k}] must be a square Gram matrix of at least 2 x 2, got shape {K.shape}")

@@ -43,6 +43,12 @@ def test_svc_with_head_equals_svc_on_the_reference_gram():
                                   want.predict(ref.product_kernel(V[30:], H[30:], 1.0, 0.5, V[:30], H[:30])))
     with pytest.raises(ValueError, match="leaves none for the Gaussian kernel"):
         GaussianKernelSVC(n_head=11).fit(X, y)
+    # a bandwidth whose square is 0, or rows whose distances overflow, gave a Gram matrix of NaN, refused by
+    # scikit-learn's SVC inside: "SVC does not accept missing values"
+    with pytest.raises(ValueError, match="sigma must be a finite number > 0 whose square is a normal float"):
+        GaussianKernelSVC(sigma=1e-300).fit(X, y)
+    with pytest.raises(ValueError, match="the squared distances overflow float64"):
+        GaussianKernelSVC().fit(X * 1e300, y)
 
 
 def test_sketch_is_the_count_sketch_of_the_tensor_product():

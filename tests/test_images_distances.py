@@ -307,3 +307,35 @@ def test_float32_squared_distances_of_rows_far_from_the_origin(same):
     ref = ((X64[:, None, :] - Y64[None, :, :]) ** 2).sum(-1)
     got = squared_distances(A) if same else squared_distances(A, B)
     assert np.abs(got - ref).max() <= 1e-6 * ref.max()
+
+
+def test_squared_distances_and_the_gaussian_kernel_refuse_what_would_be_nan():
+    """A NaN row had distance 0 to itself and NaN to the others, rows near 1e200 overflowed to NaN distances
+    (the exact SVM then failed inside scikit-learn's SVC on NaN), complex rows lost their imaginary parts;
+    a bandwidth whose square is 0 made the kernel's diagonal 0 / 0, and negative distances overflowed exp."""
+    from streamcov.kernels import gaussian_kernel, median_distance, squared_distances
+
+    X = np.random.default_rng(0).normal(size=(4, 3))
+    bad = X.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"B: row 2 holds NaN or infinity \(column 1\)"):
+        squared_distances(X, bad)
+    with pytest.raises(ValueError, match=r"the squared distances overflow float64 \(values up to 1.3e\+200\); "
+                                         r"scale the rows down"):
+        squared_distances(X * 1e200)
+    with pytest.raises(ValueError, match="the squared distances overflow float32"):
+        squared_distances((X * 1e20).astype(np.float32))
+    with pytest.raises(ValueError, match="A: complex vectors are not supported"):
+        squared_distances(X * 1j)
+    with pytest.raises(ValueError, match="A: expected numbers, got an array of dtype <U1"):
+        squared_distances(np.array([["a", "b"]]))
+    d2 = squared_distances(X)
+    for sigma in (1e-300, None, "a"):
+        with pytest.raises(ValueError, match=r"sigma must be a finite number > 0"):
+            gaussian_kernel(d2, sigma)
+    for wrong in (-d2 - 1.0, np.full((2, 2), np.nan)):
+        with pytest.raises(ValueError, match=r"d2: expected squared distances \(numbers >= 0\)"):
+            gaussian_kernel(wrong, 1.0)
+    with pytest.raises(ValueError, match=r"median_distance: expected a square distance matrix \(n, n\), got "
+                                         r"shape \(3,\)"):
+        median_distance(np.ones(3))

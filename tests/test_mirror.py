@@ -149,6 +149,19 @@ def test_view_kernel_against_reference(rng):
         check_blocks([[4, 0.5], [4, 0.5]], 14, 2)
     with pytest.raises(ValueError, match="15 columns do not split into 2 views"):
         check_blocks(None, 15, 2)
+    # the public kernel functions check them too: blocks that missed columns, or views that did not divide
+    # them, were a kernel of other columns without a word, and a list of the wrong length lost terms
+    for f in (lambda: block_gaussian_kernel(X, None, [[4, 0.5]], 0.8, views=2),
+              lambda: block_distances(X, Y, [[4, 0.5]], 2)):
+        with pytest.raises(ValueError, match=r"blocks cover 8 columns \(2 views\), the input has 14"):
+            f()
+    with pytest.raises(ValueError, match="14 columns do not split into 3 views"):
+        block_gaussian_kernel(X, None, None, 0.8, views=3)
+    with pytest.raises(ValueError, match=r"d2: expected the 8 arrays of block_distances\(X, Y, blocks, views\) "
+                                         r"for 2 block\(s\) and 2 view\(s\), got 7"):
+        block_kernel(d2[:7], blocks, 0.8, 2)
+    with pytest.raises(ValueError, match="views must be an integer >= 1, got 0"):
+        block_kernel(d2, blocks, 0.8, 0)
 
 
 def test_nystroem_with_views_is_exact_on_its_landmarks(rng):
