@@ -52,6 +52,14 @@ def test_errors():
     s = GlobalCenterScaler().fit(np.ones((3, 2)))
     with pytest.raises(ValueError, match="2 features"):
         s.transform(np.ones((3, 4)))
+    # rows whose squared deviations overflow: the scale was inf and every transformed row 0, without a word
+    with pytest.raises(ValueError, match=r"X: the squared deviations of its rows overflow float64 \(values up to "
+                                         r"3e\+300\); scale X down"):
+        GlobalCenterScaler().fit(np.array([[1e300, 0.0], [-3e300, 1.0]]))
+    kept = GlobalCenterScaler().fit(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="overflow float64"):
+        kept.partial_fit(np.array([[1e300, 0.0], [-3e300, 1.0]]))
+    assert kept.n_samples_seen_ == 3 and kept.scale_ == 1.0   # a refused batch leaves the moments as they were
     from streamcov.stream.sgd import fit_scaler
     with pytest.raises(ValueError, match="model.scale must be none, standard or center"):
         fit_scaler(None, np.ones(3, bool), 1, "minmax")
