@@ -139,25 +139,29 @@ def _check_views(views) -> None:
         raise ValueError(f"views must be an integer >= 1, got {views!r}")
 
 
-def check_blocks(blocks, width: int, views: int = 1) -> None:
+def check_blocks(blocks, width: int | None, views: int = 1) -> None:
     """``blocks`` (None, or [width, weight] pairs) cover ``width`` columns (``views`` times) with positive
-    weights, or ValueError."""
+    weights, or ValueError; ``width`` None: the pairs and ``views`` alone."""
     _check_views(views)
+    if blocks is None and width is None:
+        return
     if blocks is None:
         if width % views:
             raise ValueError(f"{width} columns do not split into {views} views")
         return
 
-    def pair(b):   # [width, weight]: not a number, a string or a triple (len() of an int was a TypeError)
-        try:
-            return len(b) == 2 and not isinstance(b, str) and int(b[0]) >= 1 and float(b[1]) > 0
+    def pair(b):   # [width, weight]: not a number, a string or a triple (len() of an int was a TypeError); a
+        try:       # whole width (2.5 was read as 2, "3" as 3) and a finite weight (inf gave infinite features)
+            return (len(b) == 2 and not isinstance(b, str) and not isinstance(b[0], (str, bool))
+                    and int(b[0]) == b[0] and int(b[0]) >= 1 and 0 < float(b[1]) < math.inf)
         except (TypeError, ValueError):
             return False
 
     if not blocks or not all(pair(b) for b in blocks):
-        raise ValueError(f"blocks must be [width, weight] pairs with width >= 1 and weight > 0, got {blocks!r}")
+        raise ValueError(f"blocks must be [width, weight] pairs with width >= 1 and weight > 0 (a whole width, a "
+                         f"finite weight), got {blocks!r}")
     total = sum(int(b[0]) for b in blocks) * int(views)
-    if total != width:
+    if width is not None and total != width:
         raise ValueError(f"blocks cover {total} columns{f' ({views} views)' if views > 1 else ''}, "
                          f"the input has {width}")
 

@@ -514,6 +514,14 @@ def test_block_sum_map_approximates_weighted_sum_of_kernels(rng):
     assert np.abs(Z @ Z.T - K).max() < 0.05
     with pytest.raises(ValueError, match="X has 25 columns, the kernel blocks cover 26"):
         fmap.transform(X[:, :25])
+    # BlockSumFeatures checks its blocks as the kernel functions do: a negative weight reached a block's map as
+    # a negative n_components, a width of 0 as an empty array, an infinite weight gave infinite features
+    from streamcov.features import BlockSumFeatures
+
+    for bad in ([[6, -1.0], [20, 1.0]], [[0, 1.0], [26, 1.0]], [[6, np.inf], [20, 1.0]], [["6", 1.0], [20, 1.0]],
+                [[2.5, 1.0], [23.5, 1.0]], [6, 20]):
+        with pytest.raises(ValueError, match=r"blocks must be \[width, weight\] pairs with width >= 1 and weight > 0"):
+            BlockSumFeatures(map_params={"map": "rff", "sigma": 1.0}, blocks=bad, n_components=40).fit(X)
 
 
 def test_block_allocation():

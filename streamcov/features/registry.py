@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError
-from ..kernels import distances, gamma_from_sigma, median_distance, sigma_from_gamma
+from ..kernels import check_blocks, distances, gamma_from_sigma, median_distance, sigma_from_gamma
 
 # name -> (module, class)
 MAPS = {
@@ -306,6 +306,9 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
         return self._slices()[1]
 
     def _check_width(self, X):
+        # [width, weight] pairs, widths >= 1 and weights > 0 (a negative weight reached a block's map as a
+        # negative n_components, a width of 0 as an empty array, a NaN weight as NaN features)
+        check_blocks(self.blocks, None, self.views)
         width = self.width
         if X.shape[1] != width:
             raise ValueError(f"X has {X.shape[1]} columns, the kernel blocks cover {width}"
