@@ -98,9 +98,9 @@ def _matrix_function(mats, kind: str):
     out = np.empty_like(mats)
     min_eig = np.empty(len(mats))
     _ks.stack_mat(mats, np.ones(len(mats)), 0.0, _KINDS[kind], out, min_eig)
-    describe, ones = (lambda i: f"matrix {i}"), np.ones(len(mats))
+    describe, largest = (lambda i: f"matrix {i}"), (lambda i: float(np.abs(mats[i]).max()))
     if kind != "exp":   # an eigenvalue that is not finite: the matrix was too large for the eigensolver
-        _check_finite_result(min_eig[:, None], mats, ones, 0.0, describe)
+        _check_finite_result(min_eig[:, None], largest, 0.0, describe)
     if kind == "exp":
         bad = np.flatnonzero(~np.isfinite(out).all(axis=(1, 2)))
         if len(bad):   # exp(710) is infinite: the matrix was returned full of inf and NaN
@@ -116,7 +116,7 @@ def _matrix_function(mats, kind: str):
         i = int(np.flatnonzero(min_eig < 0)[0])
         raise NotSPDError(f"matrix {i} has a negative eigenvalue {min_eig[i]:.3g}; the square root "
                           f"needs positive semidefinite input")
-    _check_finite_result(out, mats, ones, 0.0, describe)
+    _check_finite_result(out, largest, 0.0, describe)
     return out[0] if squeeze else out
 
 
@@ -256,19 +256,19 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
         for out, part in zip(outs, rest):
             out[dense] = part
     for g, out in zip(gammas, outs):
-        _check_finite_result(out, mats, s, g, describe, relative)
+        _check_finite_result(out, lambda i: float(np.abs(mats[i]).max()) * s[i], g, describe, relative)
     outs = [o.astype(out_dtype, copy=False) for o in outs]
     return outs if many else outs[0]
 
 
-def _check_finite_result(out, mats, s, gamma, describe, relative=False):
+def _check_finite_result(out, largest, gamma, describe, relative=False):
     """Refuse a logarithm (or square root) whose vector or matrix holds NaN or inf: the eigensolver squares the
     entries, so matrices (``s_i C_i + gamma I``) with entries near 1e154 and above overflow it; they were
-    returned as NaN without a word."""
+    returned as NaN without a word. ``largest(i)``: the largest entry of ``s_i C_i``."""
     bad = np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(axis=1))
     if len(bad):
         i = int(bad[0])
-        big = float(np.abs(mats[i]).max()) * (s[i] / gamma if relative else s[i])
+        big = largest(i) / gamma if relative else largest(i)
         if not relative and gamma > big:
             raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): the "
                               f"regularization gamma = {gamma:.3g} is too large for float64; lower gamma")

@@ -20,6 +20,7 @@ from streamcov.descriptors.pixels import get_spec, image_covariances, pixel_feat
 from streamcov.descriptors.skeleton import JointSelection, log_covariance_vectors
 from streamcov.kernels import gamma_from_sigma
 from streamcov.stream.exact import GaussianKernelSVC
+from streamcov.errors import NotSPDError
 
 API_CHECKS = [ec.check_estimator_cloneable, ec.check_estimator_repr, ec.check_no_attributes_set_in_init,
               ec.check_parameters_default_constructible, ec.check_get_params_invariance, ec.check_set_params,
@@ -85,6 +86,12 @@ def test_log_covariance_errors(rng):
                                          r"overflow float64 .*rescale the data"):
         LogCovariance().fit_transform([seqs[0] * 1e160])
     assert np.isfinite(LogCovariance().fit_transform([rng.standard_normal((40, 15)) * 1e99])).all()   # full rank
+    # a gamma that overflows the eigensolver gave NaN descriptors without a word
+    with pytest.raises(NotSPDError, match=r"covariance of sequence 0 \(\d+ frames, \d+ dims\) could not be computed "
+                                          r"in floating point .*gamma = 1e\+308 is too large for float64; lower gamma"):
+        LogCovariance(gamma=1e308).fit_transform(seqs)
+    with pytest.raises(ValueError, match=r"X: frames have 0 values, not 3 per joint of at least one joint"):
+        LogCovariance().fit([np.zeros((10, 0))])
     # a motionless sequence: covariance 0, descriptor log(gamma I) whatever the action (the stores skip it)
     still = np.tile(seqs[0][0], (30, 1))
     for est in (LogCovariance(), LogCovariance().fit(seqs)):

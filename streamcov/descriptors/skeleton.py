@@ -190,6 +190,12 @@ def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: fl
     _ks.frames_log_vec(frames, starts, stops, c, k, float(gamma), int(ddof), bool(normalize),
                        n, out, min_eig)
     linalg._raise_not_spd(min_eig, gamma, lambda i: _sequence(i, n[i], d))
+    # a gamma near float64's largest (1e308) overflowed the eigensolver: NaN descriptors, without a word
+    def largest(i):   # of the covariance's entries, about the square of the largest coordinate
+        with np.errstate(over="ignore"):
+            return float(np.square(np.abs(frames[starts[i]:stops[i]]).max(initial=0.0), dtype=np.float64))
+
+    linalg._check_finite_result(out, largest, float(gamma), lambda i: _sequence(i, n[i], d))
     return out.astype(dtype, copy=False)
 
 

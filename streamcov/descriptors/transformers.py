@@ -124,8 +124,8 @@ class LogCovariance(_ReadOnce, TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Check the sequences and record the joint count."""
         frames, offsets = pack_sequences(X)
-        if frames.shape[1] % 3:
-            raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint")
+        if frames.shape[1] % 3 or not frames.shape[1]:   # no values at all was called a motionless sequence
+            raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint of at least one joint")
         self._check_lengths(frames, offsets)
         if self.center is not None and len(set(self.center)) != len(self.center):
             # (0, 0) kept joint 0 as a constant zero joint; checked in fit only: a transformer pickled with one
