@@ -364,6 +364,25 @@ def test_bad_sigma(bad):
         RandomMaclaurinSampler(sigma=bad).fit(np.ones((3, 2)))
 
 
+@pytest.mark.parametrize("make", [lambda v: OrthogonalRBFSampler(gamma=v), lambda v: QuasiRandomRBFSampler(gamma=v),
+                                  lambda v: FastfoodSampler(gamma=v), lambda v: RandomMaclaurinSampler(sigma=v),
+                                  lambda v: _maps().RGWSampler(sigma=v), lambda v: _maps().GaussianRandomFeatures(sigma=v),
+                                  lambda v: _maps().GaussianNystroem(sigma=v),
+                                  lambda v: _maps().HeadProductSketch(sigma=v, n_head=1, n_components=8)])
+@pytest.mark.parametrize("bad", [1e-300, 1e300])
+def test_every_map_takes_its_bandwidth_through_the_one_check(make, bad):
+    """A bandwidth whose square is 0 or infinite: RGWSampler raised ZeroDivisionError or OverflowError, the
+    Fourier maps returned NaN features without a word (gamma = 1e308, sigma = 1e-310)."""
+    with pytest.raises(ValueError, match=r"(sigma|gamma) must be a finite number > 0 whose square is a normal float"):
+        make(bad).fit(np.ones((3, 2)))
+
+
+def _maps():
+    import streamcov.features as features
+
+    return features
+
+
 def test_bad_maclaurin_kernel():
     with pytest.raises(ValueError, match=r"The 'kernel' parameter of RandomMaclaurinSampler must be a str among "):
         RandomMaclaurinSampler(kernel="rbf").fit(np.ones((3, 2)))

@@ -44,6 +44,9 @@ def _resolve_gamma(estimator, X):
         raise ValueError(
             f"{type(estimator).__name__}: gamma must be a finite float > 0 or 'scale'; "
             f"got {gamma!r}.")
+    from ..kernels import sigma_from_gamma
+
+    sigma_from_gamma(gamma)   # frequencies of sqrt(2 gamma): 1e308 made every feature NaN
     return float(gamma)
 
 

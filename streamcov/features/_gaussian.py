@@ -17,6 +17,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..kernels import _bandwidth
+
 
 class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Random Fourier features of ``k(u, v) = exp(-||u - v||^2 / (2 sigma^2))``.
@@ -66,6 +68,7 @@ class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     def fit(self, X, y=None):
         """Draw the seed of W and the phases b; only the width of X is used."""
         X = validate_data(self, X, dtype=[np.float64, np.float32])
+        _bandwidth(self.sigma, "sigma")   # frequencies of 1 / sigma: 1e-300 made every feature NaN
         rng = check_random_state(self.random_state)
         self.seed_ = int(rng.randint(np.iinfo(np.int32).max))
         self.offset_ = rng.uniform(0.0, 2.0 * np.pi, size=self.n_components)

@@ -132,7 +132,9 @@ class RandomMaclaurinSampler(_FourierBase):
         """
         self._validate_params()
         n_out = int(self.n_components)
-        sigma = float(self.sigma)
+        from ..kernels import _bandwidth
+
+        sigma = _bandwidth(self.sigma, "sigma")   # checked at fit, not first by transform's Gaussian factor
         if self.center and self.kernel != "gaussian":
             raise ValueError("RandomMaclaurinSampler: center=True expands the translation-invariant "
                              "Gaussian kernel; exp(<x, y> / sigma^2) is not translation invariant. "

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._kernels.products import grouped_products
 from ..errors import ConfigError
-from ..kernels import gaussian_kernel
+from ..kernels import _bandwidth, gaussian_kernel
 
 
 class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -129,7 +129,7 @@ class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         group_start = np.zeros(self.n_components + 1, dtype=np.int64)
         np.cumsum(degrees, out=group_start[1:])
         total = int(group_start[-1])
-        s2 = float(self.sigma) ** 2
+        s2 = _bandwidth(self.sigma, "sigma") ** 2   # 1e-300 was a ZeroDivisionError, 1e300 an OverflowError
         # u_a ~ N(0, sigma^2 I); the sigma^(-2n) of eq. (3) is folded into the
         # scale so projections stay O(1) and products do not overflow.
         projections = rng.standard_normal((d, total))
