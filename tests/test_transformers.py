@@ -247,6 +247,21 @@ def test_image_descriptors_refuse_images_without_a_covariance():
         rc.transform(imgs[0])
 
 
+def test_image_descriptors_refuse_pixels_whose_features_overflow_and_a_bandwidth_out_of_range():
+    """float64 pixels near 1e160: every operator came out 0 (CovarianceOperator) or the covariances NaN
+    (RegionCovariance, named by linalg as "region covariance 0 contains NaN or inf"); a K1 bandwidth whose
+    square is 0 or infinite made the frequencies meaningless."""
+    rng = np.random.default_rng(0)
+    huge = [rng.random((16, 16)) * 1e160 for _ in range(3)]
+    for est in (RegionCovariance(), CovarianceOperator(n_frequencies=8)):
+        with pytest.raises(ValueError, match=r"^X: the pixel features' squared deviations overflow float64 \(pixels "
+                                             r"up to [\d.]+e\+160\); scale the images down, e\.g\. to 0\.\.1$"):
+            est.fit(huge)
+    for sigma in (1e-300, 1e300):
+        with pytest.raises(ValueError, match="sigma must be a finite number > 0 whose square is a normal float"):
+            CovarianceOperator(n_frequencies=8, sigma=sigma).fit([h / 1e160 for h in huge])
+
+
 def test_image_descriptors_refuse_pixels_on_another_scale():
     """Integer images are read as fractions of their range (0 to 1), floats as they are: float images of 0 to
     255 beside 8-bit ones, or given to a descriptor fitted on 0 to 1 images, gave features 255 times off

@@ -179,7 +179,13 @@ class _ImageTransformer(_ReadOnce, TransformerMixin, BaseEstimator):
                          f"numbers)", "lower n_frequencies")
         pixel_scale, _ = _pixel_scale(images)
         mats, _ = feature_matrices(images, desc.pixels, [f"X[{i}]" for i in range(len(images))])
-        scale = feature_scale(feature_moments(mats), desc.scaling)
+        with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below
+            moments = feature_moments(mats)
+        if not np.isfinite(moments[2]).all():
+            # float64 pixels near 1e160: every operator came out 0 (CovarianceOperator), or a NaN covariance
+            raise ValueError(f"X: the pixel features' squared deviations overflow float64 (pixels up to "
+                             f"{pixel_scale:.3g}); scale the images down, e.g. to 0..1")
+        scale = feature_scale(moments, desc.scaling)
         frequencies = desc.frequencies_for(scale) if desc.representation == "operator" else None
         # set together, once nothing can fail: a failed (re)fit leaves the earlier fit whole, not half replaced
         self.scale_, self.pixel_scale_ = scale, pixel_scale
@@ -356,7 +362,10 @@ class CovarianceOperator(_ImageTransformer):
     def _descriptor(self, seed=None):
         # transform of a descriptor pickled before seed_ was recorded: its int random_state was its seed
         seed = int(self.random_state) if seed is None else seed
-        return ImageDescriptor(image_spec(self.pixels), "operator", int(self.n_frequencies), float(self.sigma),
+        from ..kernels import _bandwidth   # K1's frequencies are 1 / sigma: 1e-300 made them meaningless
+
+        return ImageDescriptor(image_spec(self.pixels), "operator", int(self.n_frequencies),
+                               _bandwidth(self.sigma, "sigma"),
                                self.frequencies, float(self.gamma), bool(self.log), self.scaling, seed)
 
 
