@@ -21,6 +21,7 @@ Every fold needs at least two training rows and one test row.
 from __future__ import annotations
 
 import tomllib
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
@@ -286,8 +287,22 @@ def _some(values, n: int = 12) -> str:
 def inner_fold_count(labels, n_splits: int) -> int:
     """How many class-stratified folds :func:`inner_folds` makes of ``labels``: ``n_splits``, fewer when a class
     has fewer rows."""
-    counts = np.bincount(np.asarray(labels))
-    return int(min(n_splits, counts[counts > 0].min()))
+    _, counts = _class_counts(labels)
+    return int(min(_n_splits(n_splits), counts.min()))
+
+
+def _class_counts(labels) -> tuple[np.ndarray, np.ndarray]:
+    """The classes of ``labels`` (any labels: codes, strings) and their row counts, or ValueError."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or not len(labels):
+        raise ValueError(f"labels: expected one label per row (a non-empty 1-D array), got shape {labels.shape}")
+    return np.unique(labels, return_counts=True)   # np.bincount took non-negative integer codes only
+
+
+def _n_splits(n_splits) -> int:
+    if isinstance(n_splits, bool) or not isinstance(n_splits, Integral) or n_splits < 2:
+        raise ValueError(f"n_splits: expected an integer >= 2 (folds of a cross-validation), got {n_splits!r}")
+    return int(n_splits)
 
 
 def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -309,12 +324,13 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
         return list(LeaveOneGroupOut().split(np.zeros(len(labels)), labels, groups))
     from sklearn.model_selection import StratifiedKFold
 
-    counts = np.bincount(labels)
+    classes, counts = _class_counts(labels)
     k = inner_fold_count(labels, n_splits)
     if k < 2:
-        c = int(np.flatnonzero(counts == 1)[0])
+        c = classes[np.flatnonzero(counts == 1)[0]]
+        named = f"code {int(c)}" if isinstance(c, np.integer) else repr(c.item() if hasattr(c, "item") else c)
         raise ConfigError(f"every class needs at least 2 training images for the inner cross-validation, but class "
-                          f"code {c} has 1 in a fold's training images; give that class more images, or a "
+                          f"{named} has 1 in a fold's training images; give that class more images, or a "
                           f"protocol that trains on more of them")
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
 

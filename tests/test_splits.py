@@ -190,6 +190,20 @@ def test_inner_folds():
         inner_folds(y, np.zeros(18, int))
     with pytest.raises(ConfigError, match="at least 2 training images"):
         inner_folds(np.array([0, 1, 1]), n_splits=3)
+    # any class labels, as scikit-learn takes them (np.bincount refused strings and floats with a casting TypeError,
+    # and negative codes); the folds of codes are those of the labels they stand for
+    words = np.array(["run", "jump", "sit"])[y]
+    assert [(list(a), list(b)) for a, b in inner_folds(words, n_splits=3)] == \
+        [(list(a), list(b)) for a, b in inner_folds(np.array([1, 0, 2])[y], n_splits=3)]
+    assert len(inner_folds(y + 0.0, n_splits=3)) == 3
+    with pytest.raises(ConfigError, match=r"class 'sit' has 1 in a fold's training images"):
+        inner_folds(np.array(["run", "run", "sit"]), n_splits=2)
+    for bad in (0, 1, 2.0, True):
+        with pytest.raises(ValueError, match=r"n_splits: expected an integer >= 2 \(folds of a cross-validation\)"):
+            inner_folds(y, n_splits=bad)
+    for bad in (np.array([], dtype=int), np.zeros((3, 2), int)):
+        with pytest.raises(ValueError, match=r"labels: expected one label per row \(a non-empty 1-D array\)"):
+            inner_folds(bad)
 
 
 def test_one_class_training_and_unseen_test_classes():
