@@ -44,6 +44,13 @@ def test_empirical_hsic_matches_trace_formula():
     # alignment is HSIC normalized by the two self-HSICs
     ref_a = ref / np.sqrt(np.trace(K @ H @ K @ H) * np.trace(G @ H @ G @ H)) * (m - 1) ** 2
     assert kernel_alignment(K, G) == pytest.approx(ref_a, rel=1e-10)
+    # kernels of other shapes were numpy's reshape or axis errors, a NaN kernel an alignment of 0
+    for a, b in ((K, G[:-1, :-1]), (K[0], G[0])):
+        with pytest.raises(ValueError, match="kernel_alignment needs two square kernel matrices of the same shape"):
+            kernel_alignment(a, b)
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="kernel_alignment: the kernels hold NaN or infinity"):
+            kernel_alignment(np.where(K > K.mean(), bad, K), G)
 
 
 def test_rbf_kernel_and_median_heuristic():

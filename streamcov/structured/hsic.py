@@ -116,7 +116,14 @@ def kernel_alignment(K, G) -> float:
     """
     # the alignment of streamcov.kernels (centered_alignment), 0 instead of an error for a vanishing kernel;
     # called for every degree and fold of the degree CV: no validation of the kernels built here
-    a = _alignment(_center(np.asarray(K, dtype=np.float64)), _center(np.asarray(G, dtype=np.float64)))
+    K, G = np.asarray(K, dtype=np.float64), np.asarray(G, dtype=np.float64)
+    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape != G.shape:   # a reshape or an AxisError from numpy
+        raise ValueError(f"kernel_alignment needs two square kernel matrices of the same shape, got {K.shape} and "
+                         f"{G.shape}")
+    Kc, Gc = _center(K), _center(G)
+    a = _alignment(Kc, Gc)
+    if not np.isfinite(np.vdot(Kc, Kc) * np.vdot(Gc, Gc) if a is None else a):   # NaN was an alignment of 0
+        raise ValueError("kernel_alignment: the kernels hold NaN or infinity")
     return 0.0 if a is None else a
 
 
