@@ -191,21 +191,8 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
         When a regularized matrix is not positive definite, naming it.
     """
     many = np.ndim(gamma) > 0
-    try:
-        gammas = [float(g) for g in (gamma if many else [gamma])]
-    except (TypeError, ValueError):
-        raise ValueError(f"gamma: expected a number or a sequence of numbers (the regularization), got "
-                         f"{gamma!r}") from None
-    for g in gammas:
-        if not np.isfinite(g) or g < 0 or (relative and g <= 0):
-            raise ValueError(f"regularization gamma must be a finite number {'> 0' if relative else '>= 0'}, "
-                             f"got {g!r}")
-    try:
-        out_dtype = np.dtype(dtype)
-    except TypeError:
-        out_dtype = None
-    if out_dtype is None or out_dtype.kind != "f":   # an integer dtype truncated every logarithm
-        raise ValueError(f"dtype: expected a floating type (np.float64 or np.float32), got {dtype!r}")
+    gammas = check_gammas(gamma, relative)
+    out_dtype = float_dtype(dtype)
     if check:
         mats, _ = _check_stack(mats, what)
     else:
@@ -275,6 +262,34 @@ def _check_finite_result(out, largest, gamma, describe, relative=False):
         raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): its entries "
                           f"(largest {big:.3g}) are too large for float64; rescale the data (e.g. coordinates to "
                           f"metres)")
+
+
+def check_gammas(gamma, relative: bool = False) -> list[float]:
+    """The regularizations ``gamma`` (a number or a sequence of them) as a list of floats, each finite and
+    >= 0 (> 0 when ``relative``), or ValueError naming gamma (NaN or inf reached the numba kernels: a
+    SystemError)."""
+    try:
+        gammas = [float(g) for g in (gamma if np.ndim(gamma) > 0 else [gamma])]
+    except (TypeError, ValueError):
+        raise ValueError(f"gamma: expected a number or a sequence of numbers (the regularization), got "
+                         f"{gamma!r}") from None
+    for g in gammas:
+        if not np.isfinite(g) or g < 0 or (relative and g <= 0):
+            raise ValueError(f"regularization gamma must be a finite number {'> 0' if relative else '>= 0'}, "
+                             f"got {g!r}")
+    return gammas
+
+
+def float_dtype(dtype) -> np.dtype:
+    """``dtype`` as a numpy floating dtype, or ValueError naming it (an integer dtype truncated every
+    logarithm)."""
+    try:
+        out = np.dtype(dtype)
+    except TypeError:
+        out = None
+    if out is None or out.kind != "f":
+        raise ValueError(f"dtype: expected a floating type (np.float64 or np.float32), got {dtype!r}")
+    return out
 
 
 def _dense_log_vectors(mats, s, gammas, relative, normalize, describe, n_jobs):

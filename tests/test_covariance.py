@@ -180,7 +180,7 @@ def test_frames_shape_and_values_checked(rng):
         C.segment_moments(np.zeros((5, 12)), np.array([0]), np.array([5]), sel)
     with pytest.raises(ValueError, match="not d\\(d\\+1\\)/2"):
         L.sym_unvec(np.zeros(4))
-    with pytest.raises(ValueError, match="gamma must be >= 0"):
+    with pytest.raises(ValueError, match="regularization gamma must be a finite number >= 0"):
         C.log_covariance_vectors(random_frames(rng, 5), [0, 5], sel, gamma=-1)
 
 
@@ -267,6 +267,27 @@ def test_log_vectors_checks_gamma_dtype_and_rank():
     for bad in ([1, 1, 1.5], [-1, 0, 0], ["a", "b", "c"]):
         with pytest.raises(ValueError, match=r"rank: expected integer bounds >= 0, one per matrix"):
             linalg.log_vectors(mats, 0.1, rank=bad)
+
+
+def test_log_covariance_vectors_checks_gamma_ddof_and_dtype(rng):
+    """A NaN or infinite gamma was a SystemError out of the numba kernel, a string a TypeError of '<'; an
+    integer dtype truncated every descriptor; a negative ddof was taken."""
+    frames = random_frames(rng, 30, joints=4)
+    sel = C.JointSelection.raw(4)
+    for bad in (np.nan, np.inf, -1.0):
+        with pytest.raises(ValueError, match="regularization gamma must be a finite number >= 0"):
+            C.log_covariance_vectors(frames, [0, 30], sel, gamma=bad)
+    for bad in ("a", [0.1, 0.2]):
+        with pytest.raises(ValueError, match="gamma: expected"):
+            C.log_covariance_vectors(frames, [0, 30], sel, gamma=bad)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match=r"ddof: expected an integer >= 0 \(delta degrees of freedom\)"):
+            C.log_covariance_vectors(frames, [0, 30], sel, ddof=bad)
+    with pytest.raises(ValueError, match=r"dtype: expected a floating type"):
+        C.log_covariance_vectors(frames, [0, 30], sel, dtype=int)
+    n, _, m2 = C.segment_moments(frames, np.array([0]), np.array([30]), sel)
+    with pytest.raises(ValueError, match="regularization gamma must be a finite number >= 0"):
+        C.log_vectors_from_moments(n, m2, np.nan, True)
 
 
 def test_sym_unvec_checks_its_vectors():

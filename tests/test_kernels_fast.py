@@ -86,7 +86,7 @@ def test_fused_not_spd_names_the_sequence(rng):
 def test_fused_rejects_negative_gamma_and_bad_segments(rng):
     frames = rng.normal(size=(10, 60))
     sel = C.JointSelection.raw(20)
-    with pytest.raises(ValueError, match="gamma must be >= 0"):
+    with pytest.raises(ValueError, match="regularization gamma must be a finite number >= 0"):
         C.log_covariance_vectors(frames, [0, 10], sel, gamma=-1.0)
     with pytest.raises(ValueError, match=r"segments must lie within 0..10"):
         C.log_covariance_vectors(frames, [0, 11], sel)

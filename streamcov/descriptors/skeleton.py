@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from numbers import Integral
 
 import numpy as np
 
@@ -153,12 +154,23 @@ def log_vectors_from_moments(n, m2, gamma: float, normalize: bool, ddof: int = 1
     m2 = np.ascontiguousarray(m2, dtype=np.float64)
     if m2.ndim != 3 or m2.shape[1] != m2.shape[2]:
         raise ValueError(f"M2 must be a stack of square matrices, got shape {m2.shape}")
-    if gamma < 0:
-        raise ValueError(f"regularization gamma must be >= 0, got {gamma}")
+    gamma = _check_gamma(gamma)
+    _check_ddof(ddof)
     d = m2.shape[1]
     return linalg.log_vectors(m2, float(gamma), scale=1.0 / np.maximum(n - int(ddof), 1),
                               normalize=bool(normalize), dtype=dtype, check=False,
                               describe=lambda i: _sequence(_name(i, first_index, names), n[i], d))
+
+
+def _check_gamma(gamma) -> float:
+    if np.ndim(gamma):
+        raise ValueError(f"gamma: expected one number (the regularization), got {gamma!r}")
+    return linalg.check_gammas(gamma)[0]
+
+
+def _check_ddof(ddof) -> None:
+    if isinstance(ddof, bool) or not isinstance(ddof, Integral) or ddof < 0:
+        raise ValueError(f"ddof: expected an integer >= 0 (delta degrees of freedom), got {ddof!r}")
 
 
 def _name(i: int, first_index: int, names) -> str:
@@ -178,10 +190,11 @@ def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: fl
     :func:`log_vectors_from_moments`, computed by one fused kernel that never
     holds the stack of d x d moment matrices.
     """
+    gamma = _check_gamma(gamma)   # NaN or inf was a SystemError out of the numba kernel
+    _check_ddof(ddof)
+    dtype = linalg.float_dtype(dtype)   # an integer dtype truncated every descriptor
     offsets = np.asarray(offsets, dtype=np.int64)
     frames, starts, stops = _segment_args(frames, offsets[:-1], offsets[1:], selection)
-    if gamma < 0:
-        raise ValueError(f"regularization gamma must be >= 0, got {gamma}")
     d = selection.dim
     n = np.empty(len(starts), dtype=np.int64)
     out = np.empty((len(starts), vec_dim(d)), dtype=np.float64)
