@@ -433,3 +433,16 @@ def test_make_feature_map_wants_an_integer_seed():
         with pytest.raises(ValueError, match=rf"^seed: expected an integer >= 0 \(a model saves its map's draws as "
                                              rf"this seed\), got {re.escape(repr(bad))}$"):
             make_feature_map({"map": "rff", "n_components": 4}, bad)
+
+
+def test_make_feature_map_names_params_that_are_not_a_dict_and_a_sigma_that_is_not_a_bandwidth():
+    """A map's name alone was an AttributeError ('str' object has no attribute 'items'), a sigma of "x"
+    float()'s words without the key."""
+    from streamcov.features.registry import make_feature_map
+
+    with pytest.raises(TypeError, match=r"params: expected a dict of the map's options, e\.g\. \{'map': 'rff', "
+                                        r"'sigma': 1\.0\}, got 'rff'"):
+        make_feature_map("rff", 0)
+    for bad in ("x", 0.0, -1.0, 1e-300):
+        with pytest.raises(ValueError, match=r"^features\.sigma must be a finite number > 0"):
+            make_feature_map({"map": "rff", "sigma": bad}, 0)

@@ -9,6 +9,7 @@ its kernel K2 so).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
@@ -17,7 +18,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError
-from ..kernels import check_blocks, distances, gamma_from_sigma, median_distance, sigma_from_gamma
+from ..kernels import _bandwidth, check_blocks, distances, gamma_from_sigma, median_distance, sigma_from_gamma
 
 # name -> (module, class)
 MAPS = {
@@ -77,6 +78,11 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
         # the maps' draws are saved as their seed (models leave the drawn arrays out): an integer, always
         raise ValueError(f"seed: expected an integer >= 0 (a model saves its map's draws as this seed), got {seed!r}")
+    if not isinstance(params, Mapping):   # a map's name alone was an AttributeError ('str' has no 'items')
+        raise TypeError(f"params: expected a dict of the map's options, e.g. {{'map': 'rff', 'sigma': 1.0}}, got "
+                        f"{params!r}")
+    if params.get("sigma") is not None:
+        _bandwidth(params["sigma"], "features.sigma")   # a string was float()'s words, without the key
     params = {k: v for k, v in params.items() if k not in FIT_OPTIONS}
     blocks = params.pop("blocks", None)
     views = int(params.pop("views", 1))
