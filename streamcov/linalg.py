@@ -413,6 +413,11 @@ def merge_moments(a, b):
     """
     na, ma, sa = a
     nb, mb, sb = b
+    if na < 0 or nb < 0:   # a negative count gave a negative sum of squares without a word
+        raise ValueError(f"merge_moments: counts must be >= 0, got {na} and {nb}")
+    if np.shape(ma) != np.shape(mb) or np.shape(sa) != np.shape(sb):   # numpy's broadcasting error
+        raise ValueError(f"merge_moments: the two moments have different shapes: mean {np.shape(ma)} and "
+                         f"{np.shape(mb)}, M2 {np.shape(sa)} and {np.shape(sb)}")
     n = na + nb
     if n == 0:
         return 0, np.zeros_like(np.asarray(ma, dtype=np.float64)), np.zeros_like(np.asarray(sa, dtype=np.float64))

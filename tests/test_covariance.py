@@ -300,3 +300,14 @@ def test_sym_unvec_checks_its_vectors():
         linalg.sym_unvec(np.array([[1.0, 0.0, 1.0], [np.nan, 0.0, 1.0]]))
     with pytest.raises(ValueError, match="vecs: complex vectors are not supported"):
         linalg.sym_unvec(np.ones(3) * 1j)
+
+
+def test_merge_moments_refuses_moments_that_do_not_merge():
+    """Moments of other widths were numpy's broadcasting error, a negative count a negative sum of squares."""
+    from streamcov import linalg
+
+    with pytest.raises(ValueError, match=r"merge_moments: the two moments have different shapes: mean \(3,\) and "
+                                         r"\(4,\), M2 \(3,\) and \(4,\)"):
+        linalg.merge_moments((2, np.zeros(3), np.zeros(3)), (2, np.zeros(4), np.zeros(4)))
+    with pytest.raises(ValueError, match="merge_moments: counts must be >= 0, got -2 and 3"):
+        linalg.merge_moments((-2, np.zeros(3), np.zeros(3)), (3, np.ones(3), np.zeros(3)))
