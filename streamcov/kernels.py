@@ -306,6 +306,8 @@ def label_kernel(y) -> np.ndarray:
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be one label per row (1-d), got shape {y.shape}")
+    if y.dtype.kind in "fc" and np.isnan(y).any():   # NaN != NaN: a NaN row was of no class, not even its own
+        raise ValueError(f"y: label {int(np.flatnonzero(np.isnan(y))[0])} is NaN; give every row a class")
     return (y[:, None] == y[None, :]).astype(np.float64)
 
 

@@ -311,3 +311,14 @@ def test_merge_moments_refuses_moments_that_do_not_merge():
         linalg.merge_moments((2, np.zeros(3), np.zeros(3)), (2, np.zeros(4), np.zeros(4)))
     with pytest.raises(ValueError, match="merge_moments: counts must be >= 0, got -2 and 3"):
         linalg.merge_moments((-2, np.zeros(3), np.zeros(3)), (3, np.ones(3), np.zeros(3)))
+
+
+def test_joint_selections_want_whole_joints():
+    """int() read centre joint 0.9 as joint 0; a joint count of 0 or -1 made an empty selection."""
+    assert C.JointSelection.hip_relative(4, (np.int64(1), 2)).center == (1, 2)
+    for bad in ((0.9,), (2.0,), (np.inf,), ("1",), (True,)):
+        with pytest.raises(ValueError, match=r"center: expected 0-based joint indices \(integers\)"):
+            C.JointSelection.hip_relative(4, bad)
+    for bad in (0, -1, 2.5, None):
+        with pytest.raises(ValueError, match=r"n_joints: expected an integer >= 1"):
+            C.JointSelection.raw(bad)

@@ -336,6 +336,10 @@ def test_squared_distances_and_the_gaussian_kernel_refuse_what_would_be_nan():
     for wrong in (-d2 - 1.0, np.full((2, 2), np.nan)):
         with pytest.raises(ValueError, match=r"d2: expected squared distances \(numbers >= 0\)"):
             gaussian_kernel(wrong, 1.0)
+    from streamcov.kernels import label_kernel
+
+    with pytest.raises(ValueError, match=r"y: label 1 is NaN; give every row a class"):
+        label_kernel(np.array([0.0, np.nan, 1.0]))   # NaN != NaN: the row was of no class, not even its own
     with pytest.raises(ValueError, match=r"median_distance: expected a square distance matrix \(n, n\), got "
                                          r"shape \(3,\)"):
         median_distance(np.ones(3))

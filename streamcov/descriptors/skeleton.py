@@ -30,6 +30,12 @@ from .._kernels import spd as _ks
 from ..linalg import vec_dim
 
 
+def _check_joint_count(n_joints) -> None:
+    """A joint count is an integer >= 1 (0 or -1 made an empty selection, whose descriptors have no entries)."""
+    if isinstance(n_joints, bool) or not isinstance(n_joints, Integral) or n_joints < 1:
+        raise ValueError(f"n_joints: expected an integer >= 1, got {n_joints!r}")
+
+
 @dataclass(frozen=True)
 class JointSelection:
     """Which joints centre the skeleton and which joints enter the descriptor.
@@ -46,6 +52,9 @@ class JointSelection:
 
     @classmethod
     def hip_relative(cls, n_joints: int, center: tuple[int, ...] | list[int]) -> "JointSelection":
+        _check_joint_count(n_joints)
+        if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in center):   # int() read 0.9 as 0
+            raise ValueError(f"center: expected 0-based joint indices (integers), got {tuple(center)!r}")
         center = tuple(int(c) for c in center)
         for c in center:
             if not 0 <= c < n_joints:
@@ -56,6 +65,7 @@ class JointSelection:
 
     @classmethod
     def raw(cls, n_joints: int) -> "JointSelection":
+        _check_joint_count(n_joints)
         return cls(center=(), keep=tuple(range(n_joints)))
 
     @property

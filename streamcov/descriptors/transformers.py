@@ -96,9 +96,7 @@ class LogCovariance(_ReadOnce, TransformerMixin, BaseEstimator):
     def _selection(self, n_joints: int) -> JointSelection:
         if self.center is None or len(self.center) == 0:
             return JointSelection.raw(n_joints)
-        if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in self.center):
-            raise ValueError(f"center: expected 0-based joint indices (integers), got {self.center!r}")
-        return JointSelection.hip_relative(n_joints, self.center)
+        return JointSelection.hip_relative(n_joints, self.center)   # which checks the joints are integers
 
     def _check_lengths(self, frames, offsets) -> None:
         """A covariance of fewer than ddof + 1 frames is undefined, and one of a motionless sequence (every
