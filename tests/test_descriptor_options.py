@@ -522,6 +522,15 @@ def test_block_sum_map_approximates_weighted_sum_of_kernels(rng):
                 [[2.5, 1.0], [23.5, 1.0]], [6, 20]):
         with pytest.raises(ValueError, match=r"blocks must be \[width, weight\] pairs with width >= 1 and weight > 0"):
             BlockSumFeatures(map_params={"map": "rff", "sigma": 1.0}, blocks=bad, n_components=40).fit(X)
+    # the width and a DataFrame's column names of fit are checked at transform, as the other maps check them:
+    # reordered columns were mapped block by block as they came, without a word
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X, columns=[f"c{j}" for j in range(26)])
+    bsf = BlockSumFeatures(map_params={"map": "rff", "sigma": 1.0}, blocks=blocks, n_components=40).fit(frame)
+    assert bsf.n_features_in_ == 26 and list(bsf.feature_names_in_) == list(frame.columns)
+    np.testing.assert_array_equal(bsf.transform(frame), bsf.transform(X))
+    with pytest.raises(ValueError, match="The feature names should match those that were passed during fit"):
+        bsf.transform(frame[frame.columns[::-1]])
 
 
 def test_block_allocation():

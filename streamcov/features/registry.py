@@ -15,7 +15,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..errors import ConfigError
 from ..kernels import _bandwidth, check_blocks, distances, gamma_from_sigma, median_distance, sigma_from_gamma
@@ -323,8 +323,11 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         self._validate_params()
         # a NaN is named as this map's input, not as the input of one block's map
-        X = check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
+        given, X = X, check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
         self._check_width(X)
+        # n_features_in_ and a DataFrame's column names, which transform checks (reordered columns were mapped
+        # block by block as they came, without a word)
+        validate_data(self, given, reset=True, skip_check_array=True)
         counts = allocate(int(self.n_components), [float(w) for _, w in self.blocks])
         for b, (sl, n) in enumerate(zip(self._slices()[0], counts)):
             seed = int(np.random.SeedSequence([int(self.random_state), b]).generate_state(1)[0])
@@ -336,8 +339,9 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         check_is_fitted(self, "n_blocks_")
-        X = check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
+        given, X = X, check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
         self._check_width(X)
+        validate_data(self, given, reset=False, skip_check_array=True)   # the column names of fit, if any
         parts = []
         for b, (sl, (_, w)) in enumerate(zip(self._slices()[0], self.blocks)):
             fmap = getattr(self, f"block{b}_")
