@@ -92,6 +92,12 @@ def test_log_covariance_errors(rng):
         LogCovariance(gamma=1e308).fit_transform(seqs)
     with pytest.raises(ValueError, match=r"X: frames have 0 values, not 3 per joint of at least one joint"):
         LogCovariance().fit([np.zeros((10, 0))])
+    with pytest.raises(ValueError, match=r"^X\[1\]: frames of different lengths; expected a 2-D array"):
+        LogCovariance().fit([seqs[0], [[1.0, 2.0, 3.0], [4.0, 5.0]]])
+    with pytest.raises(ValueError, match=r"^X\[0\]: expected numbers \(coordinates\), got an array of dtype <U1"):
+        LogCovariance().fit([np.full((5, 3), "a")])
+    np.testing.assert_array_equal(LogCovariance().fit_transform([s.astype(object) for s in seqs]),
+                                  LogCovariance().fit_transform(seqs))
     # a motionless sequence: covariance 0, descriptor log(gamma I) whatever the action (the stores skip it)
     still = np.tile(seqs[0][0], (30, 1))
     for est in (LogCovariance(), LogCovariance().fit(seqs)):

@@ -245,11 +245,21 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
     seqs = _as_sequences(sequences, name)
     arrs = []
     for i, f in enumerate(seqs):
-        a = np.asarray(f)
+        try:
+            a = np.asarray(f)
+        except ValueError:   # numpy's "inhomogeneous shape" words, without the sequence
+            raise ValueError(f"{name}[{i}]: frames of different lengths; expected a 2-D array (frames, "
+                             f"3 x joints)") from None
         if a.ndim != 2:
             raise ValueError(f"{name}[{i}]: expected a 2-D array (frames, 3 x joints), got shape {a.shape}")
         if np.iscomplexobj(a):
             raise ValueError(f"{name}[{i}]: complex coordinates; complex data is not supported")
+        if a.dtype.kind not in "biuf":
+            try:   # numbers held as objects are taken; text was float()'s words, without the sequence
+                a = a.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name}[{i}]: expected numbers (coordinates), got an array of dtype "
+                                 f"{a.dtype}") from None
         arrs.append(a)
     widths = {a.shape[1] for a in arrs}
     if len(widths) > 1:
