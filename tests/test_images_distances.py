@@ -250,6 +250,22 @@ def test_distance_errors(xy):
         dist.gaussian_gram(x, sigma="wide")
     with pytest.raises(ValueError, match="kind must be 'random' or 'halton'"):
         dist.fourier_frequencies(3, 10, kind="sobol")
+    # a bandwidth whose square is 0 drew frequencies of 1e300; NaN frequencies made the operator NaN; mu was
+    # named gamma; no images was numpy's "need at least one array to stack"; overflowing covariances were NaN
+    with pytest.raises(ValueError, match="sigma must be a finite number > 0 whose square is a normal float"):
+        dist.fourier_frequencies(3, 10, sigma=1e-300)
+    with pytest.raises(ValueError, match="W: the frequencies hold NaN or infinity"):
+        dist.approx_covariance_operator(x, np.full((x.shape[1], 4), np.nan))
+    C = dist.approx_covariance_operator(x, dist.fourier_frequencies(x.shape[1], 4, random_state=0))
+    with pytest.raises(ValueError, match="mu must be a finite number > 0, got 0"):
+        dist.approx_log_hs_distance(C, C, 1e-3, mu=0)
+    with pytest.raises(ValueError, match="feats_a: no images"):
+        dist.pairwise_log_hs([])
+    from streamcov.descriptors.pixels import image_covariances
+
+    with pytest.raises(ValueError, match=r"^image 0: the covariance of its pixel features overflows float64 \(pixels "
+                                         r"up to [\d.]+e\+299\); scale the image down"):
+        image_covariances([np.random.default_rng(0).random((8, 8)) * 1e300], "texture")
     with pytest.raises(ValueError, match="D must be a positive integer"):
         dist.fourier_frequencies(3, 0)
     with pytest.raises(ValueError, match="n_features must be a positive integer"):

@@ -42,7 +42,7 @@ from .. import linalg
 from .._config import map_threads
 from .._kernels import logHS as _kl
 from ..errors import NotSPDError
-from ..kernels import distances, gaussian_kernel, squared_distances
+from ..kernels import _bandwidth, distances, gaussian_kernel, squared_distances
 
 
 # --------------------------------------------------------------------- checks
@@ -110,7 +110,8 @@ def fourier_frequencies(n_features: int, D: int = 200, sigma: float = 1.0, kind:
         raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
     if int(D) != D or D < 1:
         raise ValueError(f"D must be a positive integer, got {D!r}")
-    sigma = _check_positive(sigma, "sigma")
+    _check_positive(sigma, "sigma")
+    sigma = _bandwidth(sigma, "sigma")   # 1e-300 drew frequencies of 1e300: features of nothing
     n_features, D = int(n_features), int(D)
     scale = 1.0 / sigma
     if kind == "random":
@@ -125,11 +126,18 @@ def fourier_frequencies(n_features: int, D: int = 200, sigma: float = 1.0, kind:
     raise ValueError(f"kind must be 'random' or 'halton', got {kind!r}")
 
 
-def fourier_features(features, W) -> np.ndarray:
-    """Approximate feature map (eq. (29)): ``[cos(x W), sin(x W)] / sqrt(D)``, shape (m, 2D)."""
+def _check_frequencies(W) -> np.ndarray:
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2:
         raise ValueError(f"W must be 2-D (n_features, D), got shape {W.shape}")
+    if not np.isfinite(W).all():   # a NaN frequency made the whole operator NaN, without a word
+        raise ValueError("W: the frequencies hold NaN or infinity; draw them with fourier_frequencies")
+    return W
+
+
+def fourier_features(features, W) -> np.ndarray:
+    """Approximate feature map (eq. (29)): ``[cos(x W), sin(x W)] / sqrt(D)``, shape (m, 2D)."""
+    W = _check_frequencies(W)
     x = _check_features(features, n_features=W.shape[0])
     return np.concatenate(_cos_sin(x @ W), axis=1) / np.sqrt(W.shape[1])
 
@@ -150,9 +158,7 @@ def approx_covariance_operator(features, W, block: int = 8192) -> np.ndarray:
     -------
     ndarray (2D, 2D)
     """
-    W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2:
-        raise ValueError(f"W must be 2-D (n_features, D), got shape {W.shape}")
+    W = _check_frequencies(W)
     x = _check_features(features, n_features=W.shape[0])
     return _approx_cov(x, W, int(block))
 
@@ -222,7 +228,7 @@ def approx_log_hs_distance(cov_x, cov_y, gamma: float, mu: float | None = None) 
     ``gamma``, the only choice for which it approximates the exact Log-HS
     distance (Theorem 2; with gamma != mu it diverges with D, Theorem 1).
     """
-    mu = gamma if mu is None else mu
+    mu = gamma if mu is None else _check_positive(mu, "mu")   # it was named gamma in the message
     cx = _check_stack(cov_x, "cov_x")
     cy = _check_stack(cov_y, "cov_y")
     if cx.shape != cy.shape or cx.shape[0] != 1:
@@ -417,6 +423,8 @@ def pairwise_log_hs(feats_a, feats_b=None, sigma: float = 1.0, gamma: float = 1e
 
     def factors(feats, label):
         feats = list(feats)
+        if not feats:   # numpy's "need at least one array to stack"
+            raise ValueError(f"{'feats_b' if label else 'feats_a'}: no images")
         checked = [f if isinstance(f, LogHSFactor) else
                    _check_features(f, f"features of image {i}{label}") for i, f in enumerate(feats)]
         return list(map_threads(lambda f: f if isinstance(f, LogHSFactor) else

@@ -408,7 +408,15 @@ def image_covariances(images, spec, ids=None) -> np.ndarray:
             i = int(grey[0])
             name = ids[i] if ids is not None else f"image {i}"
             _check_color(spec, np.empty((int(shapes[i, 0]), int(shapes[i, 1]), 1)), name)
-    return covariances_from_packed(pixels, offsets, shapes, spec)
+    covs = covariances_from_packed(pixels, offsets, shapes, spec)
+    bad = np.flatnonzero(~np.isfinite(covs).all(axis=(1, 2)))
+    if len(bad):   # float pixels near 1e160 and above: their features' products overflow, without a word
+        i = int(bad[0])
+        name = ids[i] if ids is not None else f"image {i}"
+        top = float(np.abs(pixels[offsets[i]:offsets[i + 1]]).max())
+        raise ValueError(f"{name}: the covariance of its pixel features overflows float64 (pixels up to {top:.3g}); "
+                         f"scale the image down, e.g. to 0..1")
+    return covs
 
 
 def covariances_from_packed(pixels, offsets, shapes, spec) -> np.ndarray:
