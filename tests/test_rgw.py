@@ -92,3 +92,18 @@ def test_parameter_errors():
     m = RGWSampler(n_components=5, random_state=0).fit(X)
     with pytest.raises(ValueError, match="3 features"):
         m.transform(np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("sampling", ["iid", "stratified"])
+def test_a_plan_or_projections_beyond_memory_are_refused_before_they_are_made(sampling):
+    """max_degree = 10**9 built degree arrays of 8 GB each until the process was killed for memory;
+    n_components = 10**12 was numpy's MemoryError. Both are refused in one line naming the value."""
+    from streamcov.errors import ConfigError
+
+    X = np.ones((3, 4))
+    with pytest.raises(ConfigError, match=r"^max_degree = 1000000000000: needs [\d.]+ TiB of memory, this machine "
+                                          r"has .*; lower max_degree"):
+        RGWSampler(max_degree=10 ** 12, sampling=sampling).fit(X)
+    with pytest.raises(ConfigError, match=r"^n_components = 1000000000000: needs [\d.]+ TiB of memory, .*; lower "
+                                          r"n_components$"):
+        RGWSampler(n_components=10 ** 12, sampling=sampling).fit(X)

@@ -124,6 +124,7 @@ class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         rng = check_random_state(self.random_state)
         d = X.shape[1]
         theta = float(self.theta)
+        _check_room(int(self.n_components), int(self.max_degree), theta, d)
         plan = _degree_plan(self.n_components, theta, self.max_degree, self.sampling)
         degrees = _draw_degrees(plan, rng)
         group_start = np.zeros(self.n_components + 1, dtype=np.int64)
@@ -184,6 +185,18 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
                           f"or center=True){wider}; in a pipeline, raise features.sigma or lower "
                           f"features.max_degree")
     return out
+
+
+def _check_room(n_components: int, max_degree: int, theta: float, d: int) -> None:
+    """Refuse a map whose degree plan (a few arrays of ``max_degree + 1`` numbers) or projections (``d`` x the
+    expected total degree) would not fit in memory: max_degree = 10**9 was killed for memory, not refused."""
+    from .._config import check_memory
+
+    check_memory(56.0 * (max_degree + 1), f"max_degree = {max_degree}",
+                 "lower max_degree (a degree n is drawn with probability theta (1 - theta)^n: at theta = 0.5, "
+                 "degrees above 100 have probability below 1e-30)")
+    check_memory(8.0 * n_components * (4 + d * (1.0 - theta) / theta), f"n_components = {n_components}",
+                 "lower n_components")
 
 
 class _DegreePlan:
