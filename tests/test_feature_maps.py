@@ -366,7 +366,8 @@ def test_bad_sigma(bad):
 
 @pytest.mark.parametrize("make", [lambda v: OrthogonalRBFSampler(gamma=v), lambda v: QuasiRandomRBFSampler(gamma=v),
                                   lambda v: FastfoodSampler(gamma=v), lambda v: RandomMaclaurinSampler(sigma=v),
-                                  lambda v: _maps().RGWSampler(sigma=v), lambda v: _maps().GaussianRandomFeatures(sigma=v),
+                                  lambda v: _maps().RGWSampler(sigma=v),
+                                  lambda v: _maps().GaussianRandomFeatures(sigma=v),
                                   lambda v: _maps().GaussianNystroem(sigma=v),
                                   lambda v: _maps().HeadProductSketch(sigma=v, n_head=1, n_components=8)])
 @pytest.mark.parametrize("bad", [1e-300, 1e300])
@@ -446,3 +447,17 @@ def test_make_feature_map_names_params_that_are_not_a_dict_and_a_sigma_that_is_n
     for bad in ("x", 0.0, -1.0, 1e-300):
         with pytest.raises(ValueError, match=r"^features\.sigma must be a finite number > 0"):
             make_feature_map({"map": "rff", "sigma": bad}, 0)
+
+
+@pytest.mark.parametrize("make", [OrthogonalRBFSampler, QuasiRandomRBFSampler, FastfoodSampler, RandomMaclaurinSampler,
+                                  lambda n_components: _maps().RGWSampler(n_components=n_components),
+                                  lambda n_components: _maps().GaussianRandomFeatures(n_components=n_components),
+                                  lambda n_components: _maps().HeadProductSketch(n_components=n_components, n_head=1)])
+def test_a_map_beyond_memory_is_refused_before_it_is_drawn(make):
+    """OrthogonalRBFSampler(n_components=10**12) drew QR blocks for hours; the other maps were numpy's
+    MemoryError."""
+    from streamcov.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^n_components = 1000000000000: needs [\d.]+ TiB of memory, this machine "
+                                          r"has .*; lower n_components$"):
+        make(n_components=10 ** 12).fit(np.ones((3, 4)))

@@ -29,8 +29,21 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 
 
 def _validate_data(estimator, X, reset):
-    """``validate_data`` for float32/float64 dense 2-D input, all values finite."""
-    return validate_data(estimator, X, reset=reset, dtype=_FLOAT_DTYPES)
+    """``validate_data`` for float32/float64 dense 2-D input, all values finite; at fit (``reset``), a map whose
+    frequencies (``n_components`` x ``n_features`` numbers) would not fit in memory is refused first."""
+    X = validate_data(estimator, X, reset=reset, dtype=_FLOAT_DTYPES)
+    if reset:
+        check_map_memory(estimator.n_components, 8.0 * (X.shape[1] + 4))
+    return X
+
+
+def check_map_memory(n_components, bytes_per_component: float) -> None:
+    """Refuse a map of ``n_components`` features larger than this machine's memory, before it is drawn
+    (OrthogonalRBFSampler(n_components=10**12) drew QR blocks for hours, the others were numpy's
+    MemoryError)."""
+    from .._config import check_memory
+
+    check_memory(float(n_components) * bytes_per_component, f"n_components = {n_components}", "lower n_components")
 
 
 def _resolve_gamma(estimator, X):

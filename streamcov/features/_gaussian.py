@@ -69,6 +69,9 @@ class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         """Draw the seed of W and the phases b; only the width of X is used."""
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         _bandwidth(self.sigma, "sigma")   # frequencies of 1 / sigma: 1e-300 made every feature NaN
+        from ._fourier import check_map_memory
+
+        check_map_memory(self.n_components, 8.0 * (min(int(self.block_size), X.shape[1]) + 2))   # a block of W
         rng = check_random_state(self.random_state)
         self.seed_ = int(rng.randint(np.iinfo(np.int32).max))
         self.offset_ = rng.uniform(0.0, 2.0 * np.pi, size=self.n_components)

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._kernels.products import grouped_products
 from ..errors import ConfigError
 from ..kernels import _bandwidth, gaussian_kernel
+from ._fourier import check_map_memory
 
 
 class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -195,8 +196,7 @@ def _check_room(n_components: int, max_degree: int, theta: float, d: int) -> Non
     check_memory(56.0 * (max_degree + 1), f"max_degree = {max_degree}",
                  "lower max_degree (a degree n is drawn with probability theta (1 - theta)^n: at theta = 0.5, "
                  "degrees above 100 have probability below 1e-30)")
-    check_memory(8.0 * n_components * (4 + d * (1.0 - theta) / theta), f"n_components = {n_components}",
-                 "lower n_components")
+    check_map_memory(n_components, 8.0 * (4 + d * (1.0 - theta) / theta))
 
 
 class _DegreePlan:
