@@ -333,6 +333,17 @@ def blas_threads_kept():
         _locked(restore)
 
 
+def _thread_count(n_jobs, available: int) -> int:
+    """``n_jobs`` as scikit-learn and joblib read it: a count >= 1, or -1 for all ``available`` threads, -2 for all
+    but one, ...; 0 and what is not an integer are refused (-1 ran on one thread, "2" was taken)."""
+    from numbers import Integral
+
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or n_jobs == 0:
+        raise ValueError(f"n_jobs: expected an integer >= 1, or -1 for all threads (-2 all but one, ...), got "
+                         f"{n_jobs!r}")
+    return int(n_jobs) if n_jobs > 0 else max(1, available + 1 + int(n_jobs))
+
+
 def map_threads(fn, items, n_jobs: int | None = None):
     """``map(fn, items)`` in threads, BLAS limited to one thread per call; results in order.
 
@@ -350,7 +361,7 @@ def map_threads(fn, items, n_jobs: int | None = None):
 
     import numba
 
-    n_jobs = numba.get_num_threads() if n_jobs is None else max(1, int(n_jobs))
+    n_jobs = numba.get_num_threads() if n_jobs is None else _thread_count(n_jobs, numba.get_num_threads())
 
     def one(item):
         # the limit is taken per call, in the thread that computes (microseconds), not across the generator's

@@ -322,3 +322,17 @@ def test_joint_selections_want_whole_joints():
     for bad in (0, -1, 2.5, None):
         with pytest.raises(ValueError, match=r"n_joints: expected an integer >= 1"):
             C.JointSelection.raw(bad)
+
+
+def test_n_jobs_is_read_as_scikit_learn_reads_it():
+    """n_jobs=-1 ran the LAPACK route on one thread, not all of them; "2" and 0 were taken."""
+    from streamcov import linalg
+    from streamcov._config import _thread_count
+
+    assert _thread_count(-1, 8) == 8 and _thread_count(-2, 8) == 7 and _thread_count(-20, 8) == 1
+    assert _thread_count(3, 8) == 3
+    mats = np.stack([np.eye(linalg.LANE_MAX_DIM + 1)] * 2)
+    np.testing.assert_array_equal(linalg.log_vectors(mats, 0.1, n_jobs=-1), linalg.log_vectors(mats, 0.1, n_jobs=1))
+    for bad in (0, "2", 1.5, True):
+        with pytest.raises(ValueError, match=r"n_jobs: expected an integer >= 1, or -1 for all threads"):
+            linalg.log_vectors(mats, 0.1, n_jobs=bad)
