@@ -72,12 +72,15 @@ def squared_distances(A, B=None) -> np.ndarray:
     else:
         a = A.astype(dt, copy=False)
         b = a if same else B.astype(dt, copy=False)
-    g = (a @ b.T).astype(np.float64, copy=False)
-    na = np.einsum("ij,ij->i", a, a, dtype=np.float64)
-    nb = na if same else np.einsum("ij,ij->i", b, b, dtype=np.float64)
-    d2 = na[:, None] + nb[None, :] - 2.0 * g
-    if not np.isfinite(d2).all():
-        # rows beyond about 1e154 (1e19 in float32) overflow the products: NaN distances, then NaN kernels
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below, in one line
+        g = (a @ b.T).astype(np.float64, copy=False)
+        na = np.einsum("ij,ij->i", a, a, dtype=np.float64)
+        nb = na if same else np.einsum("ij,ij->i", b, b, dtype=np.float64)
+        d2 = na[:, None] + nb[None, :] - 2.0 * g
+    # rows beyond about 1e154 (1e19 in float32) overflow the products: NaN distances, then NaN kernels. Only
+    # norms that large can (|a.b| <= ||a|| ||b||), so the distances are scanned only then
+    ma, mb = float(na.max(initial=0.0)), float(nb.max(initial=0.0))
+    if (not ma + mb < 1e300 or (dt == np.float32 and not ma * mb < 1e76)) and not np.isfinite(d2).all():
         big = max(float(np.abs(A).max(initial=0.0)), float(np.abs(B).max(initial=0.0)))
         raise ValueError(f"the squared distances overflow {np.dtype(dt).name} (values up to {big:.3g}); scale the "
                          f"rows down (e.g. standardize them)")
@@ -97,9 +100,12 @@ def _rows(A, name: str) -> np.ndarray:
         raise ValueError(f"vectors must be 2-D (N, p), got shape {A.shape}")
     if A.dtype.kind not in "biuf":
         raise ValueError(f"{name}: expected numbers, got an array of dtype {A.dtype}")
-    if A.dtype.kind == "f" and not np.isfinite(A).all():   # a NaN row had distance 0 to itself, NaN to others
-        i, j = (int(k) for k in np.argwhere(~np.isfinite(A))[0])
-        raise ValueError(f"{name}: row {i} holds NaN or infinity (column {j})")
+    if A.dtype.kind == "f":   # a NaN row had distance 0 to itself, NaN to the others
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = A.sum(dtype=np.float64)   # one pass, no array of flags: NaN or inf if any entry is
+        if not np.isfinite(total) and not np.isfinite(A).all():
+            i, j = (int(k) for k in np.argwhere(~np.isfinite(A))[0])
+            raise ValueError(f"{name}: row {i} holds NaN or infinity (column {j})")
     return A
 
 
