@@ -209,7 +209,7 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
     if n and d:
         # I + s C / gamma beyond float64 (a tiny gamma, huge entries) sent inf and NaN into the eigensolver: a
         # SystemError out of the numba kernel
-        amax = np.abs(mats).max(axis=(1, 2)) * s
+        amax = np.maximum(mats.max(axis=(1, 2)), -mats.min(axis=(1, 2))) * s   # no copy of the stack
         for g in gammas:
             with np.errstate(over="ignore"):
                 top = amax / g if relative else amax + g
