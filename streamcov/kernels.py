@@ -98,6 +98,11 @@ def _rows(A, name: str) -> np.ndarray:
     A = np.asarray(A)
     if A.ndim != 2:
         raise ValueError(f"vectors must be 2-D (N, p), got shape {A.shape}")
+    if A.dtype.kind == "O":   # numbers held as objects (pandas' nullable Float64 columns): taken as float64
+        try:
+            A = A.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected numbers, got an array of objects that are not") from None
     if A.dtype.kind not in "biuf":
         raise ValueError(f"{name}: expected numbers, got an array of dtype {A.dtype}")
     if A.dtype.kind == "f":   # a NaN row had distance 0 to itself, NaN to the others
@@ -114,6 +119,10 @@ def distances(A, B=None) -> np.ndarray:
     return np.sqrt(squared_distances(A, B))
 
 
+# squared distances below 0 by at most this share of the largest (or of 1) are rounding, read as 0
+ROUNDING = 1e-12
+
+
 def gaussian_kernel(d2, sigma: float) -> np.ndarray:
     """``exp(-d2 / (2 sigma^2))`` of squared distances ``d2`` (paper 000, eq. (1)).
 
@@ -126,9 +135,14 @@ def gaussian_kernel(d2, sigma: float) -> np.ndarray:
     """
     sigma = _bandwidth(sigma, "sigma")   # 1e-300 squared is 0: the kernel's diagonal was 0 / 0, NaN
     d2 = np.asarray(d2, dtype=np.float64)
-    if not (d2 >= 0).all():   # a negative "distance" overflowed exp to inf, a NaN stayed NaN
-        raise ValueError(f"d2: expected squared distances (numbers >= 0), got "
-                         f"{float(d2[~(d2 >= 0)].ravel()[0])!r}")
+    if d2.size:
+        low, high = float(d2.min()), float(d2.max())   # NaN if any entry is
+        tol = -ROUNDING * max(high, 1.0)
+        if not low >= tol:   # a negative "distance" overflowed exp to inf, a NaN stayed NaN
+            bad = d2[np.isnan(d2)] if np.isnan(high) else d2[d2 < tol]
+            raise ValueError(f"d2: expected squared distances (numbers >= 0), got {float(bad.ravel()[0])!r}")
+        if low < 0:   # the rounding of |a|^2 + |b|^2 - 2 <a, b>: a distance of 0
+            d2 = np.maximum(d2, 0.0)
     return np.exp(-d2 / (2.0 * sigma ** 2))
 
 

@@ -193,6 +193,10 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
     many = np.ndim(gamma) > 0
     gammas = check_gammas(gamma, relative)
     out_dtype = float_dtype(dtype)
+    if n_jobs is not None:   # read here, not only where the large matrices' route reads it
+        from ._config import _thread_count
+
+        _thread_count(n_jobs, 1)
     if check:
         mats, _ = _check_stack(mats, what)
     else:
@@ -215,6 +219,8 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
                 top = amax / g if relative else amax + g
             if not np.isfinite(top).all():
                 i = int(np.flatnonzero(~np.isfinite(top))[0])
+                if np.isnan(amax[i]):   # unchecked input (check=False) holding NaN: not an overflow
+                    raise NotSPDError(f"{describe(i)} contains NaN")
                 raise NotSPDError(f"{describe(i)} could not be computed in floating point: "
                                   f"{'C / gamma' if relative else 'C + gamma I'} overflows float64 (largest entry "
                                   f"{amax[i]:.3g}, gamma = {g:.3g}); "

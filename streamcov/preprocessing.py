@@ -45,16 +45,19 @@ class GlobalCenterScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
         first = not hasattr(self, "n_samples_seen_")
         X = validate_data(self, X, reset=first, dtype=[np.float64, np.float32])
-        if first:
-            self.n_samples_seen_, self.mean_, self.m2_ = 0, np.zeros(X.shape[1]), np.zeros(X.shape[1])
+        seen = (0, np.zeros(X.shape[1]), np.zeros(X.shape[1])) if first else \
+            (self.n_samples_seen_, self.mean_, self.m2_)
         with np.errstate(over="ignore", invalid="ignore"):   # overflow is refused below, in one line
             mean = X.mean(axis=0, dtype=np.float64)
             dev = X - mean          # float64: the batch's deviations from its own mean
             batch = (X.shape[0], mean, np.einsum("ij,ij->j", dev, dev))
             del dev
-            n, mean, m2 = merge_moments((self.n_samples_seen_, self.mean_, self.m2_), batch)
+            n, mean, m2 = merge_moments(seen, batch)
         var = float(m2.sum()) / n
         if not (np.isfinite(var) and np.isfinite(mean).all()):   # an infinite scale: every row transformed to 0
+            if first:   # a refused first batch leaves the scaler unfitted, not fixed to that batch's width
+                for attr in ("n_features_in_", "feature_names_in_"):
+                    self.__dict__.pop(attr, None)
             raise ValueError(f"X: the squared deviations of its rows overflow float64 (values up to "
                              f"{float(np.abs(X).max()):.3g}); scale X down")
         self.n_samples_seen_, self.mean_, self.m2_ = n, mean, m2

@@ -139,6 +139,21 @@ def test_a_copy_is_read_once(written, monkeypatch, capsys):
         resolve_skeleton_store(data, archive.parent)
 
 
+def test_no_home_directory_means_no_cache(written, monkeypatch, capsys):
+    """Without a home directory (HOME unset, a user without a passwd entry: Path.home() raises RuntimeError)
+    there is no cache: the contents are read on every run, as before there was one."""
+    import streamcov._config as config
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(config, "default_cache_dir", no_home)
+    archive, data, store = written
+    later(archive)
+    for _ in range(2):
+        assert resolve_skeleton_store(data, archive.parent).attrs["identity"] == store.attrs["identity"]
+        assert re.search(NOTE, capsys.readouterr().err.strip())
+
+
 @pytest.mark.parametrize("damage", ["garbage", "other content", "not a folder"])
 def test_a_damaged_or_unwritable_cache_means_reading_again(written, cache, damage, capsys):
     """A cache record that cannot be read, is of other contents, or cannot be written is no record: the

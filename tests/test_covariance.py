@@ -334,5 +334,10 @@ def test_n_jobs_is_read_as_scikit_learn_reads_it():
     mats = np.stack([np.eye(linalg.LANE_MAX_DIM + 1)] * 2)
     np.testing.assert_array_equal(linalg.log_vectors(mats, 0.1, n_jobs=-1), linalg.log_vectors(mats, 0.1, n_jobs=1))
     for bad in (0, "2", 1.5, True):
-        with pytest.raises(ValueError, match=r"n_jobs: expected an integer >= 1, or -1 for all threads"):
-            linalg.log_vectors(mats, 0.1, n_jobs=bad)
+        for m in (mats, np.stack([np.eye(3)] * 2)):   # the large matrices' route and the small ones'
+            with pytest.raises(ValueError, match=r"n_jobs: expected an integer >= 1, or -1 for all threads"):
+                linalg.log_vectors(m, 0.1, n_jobs=bad)
+    nan = np.stack([np.eye(3)] * 2)
+    nan[1, 0, 0] = np.nan
+    with pytest.raises(linalg.NotSPDError, match=r"^matrix 1 contains NaN$"):   # unchecked input: not an overflow
+        linalg.log_vectors(nan, 0.1, check=False)

@@ -461,3 +461,15 @@ def test_a_map_beyond_memory_is_refused_before_it_is_drawn(make):
     with pytest.raises(ConfigError, match=r"^n_components = 1000000000000: needs [\d.]+ TiB of memory, this machine "
                                           r"has .*; lower n_components$"):
         make(n_components=10 ** 12).fit(np.ones((3, 4)))
+
+
+def test_fastfood_needs_no_frequency_matrix():
+    """Fastfood keeps four vectors of the padded width per block of outputs, whatever the input width: 200000
+    features of 20000 inputs take about 8 MB, not the 30 GB of a dense frequency matrix (they were refused)."""
+    from streamcov.features.registry import map_nbytes
+
+    f = FastfoodSampler(n_components=200_000, gamma=1.0, random_state=0).fit(np.zeros((2, 20_000)))
+    held = sum(getattr(f, a).nbytes for a in ("signs_", "permutations_", "gaussians_", "scalings_", "random_offset_"))
+    need = map_nbytes({"map": "fastfood", "n_components": 200_000}, 20_000)
+    assert need == pytest.approx(held, rel=1e-12)
+    assert map_nbytes({"map": "rff", "n_components": 1000}, 20) == 8.0 * 1000 * 20

@@ -349,9 +349,17 @@ def test_squared_distances_and_the_gaussian_kernel_refuse_what_would_be_nan():
     for sigma in (1e-300, None, "a"):
         with pytest.raises(ValueError, match=r"sigma must be a finite number > 0"):
             gaussian_kernel(d2, sigma)
-    for wrong in (-d2 - 1.0, np.full((2, 2), np.nan)):
+    for wrong in (-d2 - 1.0, np.full((2, 2), np.nan), d2 - 1e-9 * d2.max()):
         with pytest.raises(ValueError, match=r"d2: expected squared distances \(numbers >= 0\)"):
             gaussian_kernel(wrong, 1.0)
+    # the rounding of |a|^2 + |b|^2 - 2 <a, b> below 0 (within 1e-12 of the largest distance) is a distance of 0
+    rounded = d2.copy()
+    rounded[0, 1] = rounded[1, 0] = -1e-13 * d2.max()
+    np.testing.assert_array_equal(gaussian_kernel(rounded, 1.0)[0, 1], 1.0)
+    # numbers held as objects (pandas' nullable Float64 columns) are numbers
+    np.testing.assert_array_equal(squared_distances(X.astype(object)), d2)
+    with pytest.raises(ValueError, match=r"A: expected numbers, got an array of objects that are not"):
+        squared_distances(np.array([[1.0, "a"]], dtype=object))
     from streamcov.kernels import label_kernel
 
     with pytest.raises(ValueError, match=r"y: label 1 is NaN; give every row a class"):

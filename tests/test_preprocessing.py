@@ -60,6 +60,11 @@ def test_errors():
     with pytest.raises(ValueError, match="overflow float64"):
         kept.partial_fit(np.array([[1e300, 0.0], [-3e300, 1.0]]))
     assert kept.n_samples_seen_ == 3 and kept.scale_ == 1.0   # a refused batch leaves the moments as they were
+    first = GlobalCenterScaler()   # a refused first batch leaves it unfitted, free to take another width
+    with pytest.raises(ValueError, match="overflow float64"):
+        first.partial_fit(np.array([[1e300, 0.0], [-3e300, 1.0]]))
+    assert not hasattr(first, "n_samples_seen_") and not hasattr(first, "n_features_in_")
+    assert first.partial_fit(np.ones((3, 3))).n_features_in_ == 3
     from streamcov.stream.sgd import fit_scaler
     with pytest.raises(ValueError, match="model.scale must be none, standard or center"):
         fit_scaler(None, np.ones(3, bool), 1, "minmax")

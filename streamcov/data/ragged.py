@@ -782,7 +782,10 @@ def known_copy(content: str, digest, remember: bool = False) -> bool:
 
     if not (isinstance(content, str) and isinstance(digest, str)):
         return False
-    path = default_cache_dir() / "archives" / f"{content[:32]}.json"
+    try:
+        path = default_cache_dir() / "archives" / f"{content[:32]}.json"
+    except RuntimeError:   # no home directory (a container's user without one, HOME unset): no cache
+        return False
     try:
         rec = json.loads(path.read_text())
         known = rec["digests"] if rec.get("content") == content and isinstance(rec.get("digests"), list) else []

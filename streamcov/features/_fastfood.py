@@ -75,6 +75,12 @@ class FastfoodSampler(_FourierBase):
         self.n_components = n_components
         self.random_state = random_state
 
+    def _nbytes_per_component(self, n_features: int) -> float:
+        """Fastfood holds no frequency matrix: four vectors of the padded width per block of outputs and a
+        phase per output, whatever the input width."""
+        n, dp = max(int(self.n_components), 1), _next_pow2(n_features)
+        return 8.0 * (4 * -(-n // dp) * dp + n) / n
+
     def fit(self, X, y=None):
         """Draw the Fastfood blocks for ``X.shape[1]`` inputs.
 

@@ -30,10 +30,10 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 
 def _validate_data(estimator, X, reset):
     """``validate_data`` for float32/float64 dense 2-D input, all values finite; at fit (``reset``), a map whose
-    frequencies (``n_components`` x ``n_features`` numbers) would not fit in memory is refused first."""
+    parameters (``estimator._nbytes_per_component``) would not fit in memory is refused first."""
     X = validate_data(estimator, X, reset=reset, dtype=_FLOAT_DTYPES)
     if reset:
-        check_map_memory(estimator.n_components, 8.0 * (X.shape[1] + 4))
+        check_map_memory(estimator.n_components, estimator._nbytes_per_component(X.shape[1]))
     return X
 
 
@@ -125,6 +125,11 @@ class _FourierBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+    def _nbytes_per_component(self, n_features: int) -> float:
+        """Bytes of the fitted map per output feature on ``n_features`` inputs (for the memory check at fit):
+        a row of frequencies and a phase."""
+        return 8.0 * (n_features + 4)
 
 
 class OrthogonalRBFSampler(_FourierBase):

@@ -118,6 +118,12 @@ class RandomMaclaurinSampler(_FourierBase):
         self.center = center
         self.random_state = random_state
 
+    def _nbytes_per_component(self, n_features: int) -> float:
+        """A projection per degree of each feature: its mean degree (:func:`registry.projection_columns`)."""
+        from .registry import projection_columns
+
+        return 8.0 * (4 + n_features * projection_columns({"map": "maclaurin", "sampling": self.sampling}))
+
     def fit(self, X, y=None):
         """Draw degrees and Rademacher vectors for ``X.shape[1]`` inputs.
 

@@ -125,7 +125,7 @@ class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         rng = check_random_state(self.random_state)
         d = X.shape[1]
         theta = float(self.theta)
-        _check_room(int(self.n_components), int(self.max_degree), theta, d)
+        _check_room(int(self.n_components), int(self.max_degree), theta, self.sampling, d)
         plan = _degree_plan(self.n_components, theta, self.max_degree, self.sampling)
         degrees = _draw_degrees(plan, rng)
         group_start = np.zeros(self.n_components + 1, dtype=np.int64)
@@ -188,15 +188,18 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
     return out
 
 
-def _check_room(n_components: int, max_degree: int, theta: float, d: int) -> None:
+def _check_room(n_components: int, max_degree: int, theta: float, sampling: str, d: int) -> None:
     """Refuse a map whose degree plan (a few arrays of ``max_degree + 1`` numbers) or projections (``d`` x the
-    expected total degree) would not fit in memory: max_degree = 10**9 was killed for memory, not refused."""
+    expected total degree, :func:`registry.projection_columns`) would not fit in memory: max_degree = 10**9 was
+    killed for memory, not refused."""
     from .._config import check_memory
+    from .registry import projection_columns
 
     check_memory(56.0 * (max_degree + 1), f"max_degree = {max_degree}",
                  "lower max_degree (a degree n is drawn with probability theta (1 - theta)^n: at theta = 0.5, "
                  "degrees above 100 have probability below 1e-30)")
-    check_map_memory(n_components, 8.0 * (4 + d * (1.0 - theta) / theta))
+    check_map_memory(n_components, 8.0 * (4 + d * projection_columns({"map": "rgw", "theta": theta,
+                                                                       "sampling": sampling})))
 
 
 class _DegreePlan:

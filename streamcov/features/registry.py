@@ -179,7 +179,7 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
         else:
             # one map per block holds its share of the features on its block's columns only
             width = max(int(w) for w, _ in params["blocks"]) if params.get("blocks") else n_features
-            need = 8.0 * n * width * max(projection_columns(params), 1e-3)
+            need = map_nbytes(params, width)
         check_memory(need, f"features.n_components = {n} on {n_features}-dimensional descriptors",
                      "lower features.n_components (or use map = \"rff-blocks\")")
     from .._config import blas_threads
@@ -216,6 +216,18 @@ def projection_columns(params: dict) -> float:
     if name == "maclaurin":
         return 2.0 if stratified else 1.0
     return 1.0
+
+
+def map_nbytes(params: dict, n_features: int) -> float:
+    """Bytes of the map of ``params`` fitted on ``n_features`` columns: ``n_components`` x the columns of its
+    random matrix per feature (:func:`projection_columns`), but Fastfood's blocks, which hold four vectors of
+    the padded width per block of outputs, whatever the input width."""
+    n = int(params.get("n_components", 0))
+    if str(params.get("map", "rgw")).lower() == "fastfood":
+        from ._fastfood import FastfoodSampler
+
+        return n * FastfoodSampler(n_components=max(n, 1))._nbytes_per_component(n_features)
+    return 8.0 * n * n_features * max(projection_columns(params), 1e-3)
 
 
 def output_dim(fmap, n_features: int) -> int:
