@@ -275,7 +275,10 @@ def check_gammas(gamma, relative: bool = False) -> list[float]:
     >= 0 (> 0 when ``relative``), or ValueError naming gamma (NaN or inf reached the numba kernels: a
     SystemError)."""
     try:
-        gammas = [float(g) for g in (gamma if np.ndim(gamma) > 0 else [gamma])]
+        items = list(gamma) if np.ndim(gamma) > 0 else [gamma]
+        if any(np.ndim(g) for g in items):   # numpy before 2 reads a one-element array as a number
+            raise TypeError
+        gammas = [float(g) for g in items]
     except (TypeError, ValueError):
         raise ValueError(f"gamma: expected a number or a sequence of numbers (the regularization), got "
                          f"{gamma!r}") from None

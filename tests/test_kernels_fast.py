@@ -5,6 +5,8 @@ decomposition, log, vec per chunk of sequences); ``segment_moments`` +
 ``log_vectors_from_moments`` is the two-step path used by the Dask graph.
 Both must agree with each other and with scipy's ``logm``.
 """
+import os
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -245,3 +247,21 @@ def test_tql_lanes_gives_up_per_lane(rng):
     np.testing.assert_array_equal(status[0::2], 1)
     np.testing.assert_array_equal(status[1::2], -1)
     np.testing.assert_array_equal(d[:, 0::2], diag[:, 0::2])
+
+
+def test_kernels_load_from_numba_cache_in_another_process(tmp_path):
+    """A cached kernel calling a parallel one crashed (a segmentation fault) when another process loaded it from
+    numba's cache, with numba 0.61-0.62 (the declared floor is 0.61): two fresh processes share one cache, the
+    first compiles, the second loads, and both give the same numbers."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np; from streamcov import linalg; m = np.stack([np.diag([1.0, 2.0, 3.0, 4.0])] * 3); "
+            "print(linalg.log_vectors(m, 0.1).sum())")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], env=env, capture_output=True,
+                           text=True, timeout=900) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.strip()
+    assert any(tmp_path.rglob("*.nbi"))   # the second process had a cache to load

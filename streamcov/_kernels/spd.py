@@ -170,7 +170,9 @@ def _stack(mats, scale, shift, kind, normalize, out_vec, out_mat, as_vec, min_ei
                    use_lanes)
 
 
-@njit(**JIT_OPTS)
+# stack_vec and stack_mat are Python functions calling the parallel kernel: a cached non-parallel kernel calling a
+# parallel one crashed when loaded from numba's cache by another process (numba 0.61-0.62; a segmentation fault
+# in every second run of `streamcov` on the declared minimum numba)
 def stack_vec(mats, scale, shift, kind, normalize, out, min_eig):
     """vec(f(scale[s] mats[s] + shift I)) for a stack of symmetric matrices, one chunk per thread.
 
@@ -186,7 +188,6 @@ def stack_vec(mats, scale, shift, kind, normalize, out, min_eig):
     _stack(mats, scale, shift, kind, normalize, out, np.empty((0, 0, 0)), True, min_eig)
 
 
-@njit(**JIT_OPTS)
 def stack_mat(mats, scale, shift, kind, out, min_eig):
     """:func:`stack_vec` with the matrices f(...) as output, ``out`` of shape (n, d, d)."""
     _stack(mats, scale, shift, kind, False, np.empty((0, 0)), out, False, min_eig)

@@ -937,20 +937,23 @@ BADLY_SCALED = 1e4
 
 
 # ------------------------------------------------------------------ scaler
-def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray, dtype=np.float64):
+def scaler_from_moments(kind: str, n: int, mean: np.ndarray, M2: np.ndarray, dtype=np.float64, *,
+                        require_spread: bool = False):
     """``(scaler, inv_scale)`` of ``[model] scale`` from the moments of the training rows.
 
     ``center``: :class:`~streamcov.preprocessing.GlobalCenterScaler` (mean row,
     one factor ``sqrt(sum(M2) / n)``); ``standard``: ``StandardScaler``
     (per column ``sqrt(M2 / n)``, zero variances mapped to 1); ``none``: no
-    scaler, ``inv_scale = 1``.
+    scaler, ``inv_scale = 1``. Rows equal to within rounding are refused when
+    scaling them, and unscaled with ``require_spread`` (a pipeline: a setting
+    swamped its descriptors, e.g. descriptor.gamma = 1e300; the estimator fits
+    the intercept alone on rows that span nothing).
     """
     dim = len(mean)
     from ..preprocessing import check_rows_differ
 
-    # unscaled rows too: equal rows teach nothing whatever the scale (descriptor.gamma = 1e300 with scale = "none"
-    # trained on them without a word)
-    check_rows_differ(n, mean, M2, dtype)
+    if kind != "none" or require_spread:
+        check_rows_differ(n, mean, M2, dtype)
     if kind == "none":
         return None, 1.0
     if kind == "center":
@@ -1109,7 +1112,7 @@ def _panels(X: np.ndarray, mean: np.ndarray, inv: np.ndarray):
 
 
 def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkpoint, resume, fingerprint,
-                   progress):
+                   progress, require_spread=False):
     """Fit ``est`` in the span of its fit rows; None when the rows span nothing (every row the mean).
 
     The minimizer of ``(1/n) sum loss(W x_i + b) + lam ||W||^2 / 2`` has ``W = A X`` (the gradient in W
@@ -1148,7 +1151,8 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
         M2 = np.zeros(D)
         for j0, j1, B in _panels(X, mean, np.ones(D)):
             M2[j0:j1] = np.einsum("ij,ij->j", B, B)
-        scaler, inv = scaler_from_moments(scale, n_all, mean, M2, getattr(source, "dtype", np.float64))
+        scaler, inv = scaler_from_moments(scale, n_all, mean, M2, getattr(source, "dtype", np.float64),
+                                          require_spread=require_spread)
         inv_cols = np.broadcast_to(np.asarray(inv, dtype=np.float64), (D,)).copy()
         K = np.zeros((n, n))
         Kv = np.zeros((n_v, n))
@@ -1227,7 +1231,7 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
 
 def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scale: str = "none",
                 checkpoint=None, resume: bool = False, fingerprint: str = "", progress: bool = False,
-                _masks=None):
+                _masks=None, require_spread: bool = False):
     """Fit ``estimator`` (:class:`LBFGSClassifier`) on the training rows of ``source``.
 
     Parameters
@@ -1251,6 +1255,10 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     checkpoint : path, optional
         Written after every iteration (in the background); with ``resume``
         and a matching ``fingerprint`` the run continues from it.
+    require_spread : bool
+        Refuse training rows equal to within rounding even unscaled (a
+        pipeline's descriptors swamped by a setting); otherwise only when
+        scaling them (:func:`scaler_from_moments`).
 
     Notes
     -----
@@ -1285,13 +1293,15 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         fit_mask, val_mask = validation_split(train_mask, float(est.validation_fraction), seed)
     if span_route(est, source, int(np.count_nonzero(fit_mask)), int(np.count_nonzero(val_mask)), n_classes):
         fitted = _train_in_span(source, y, fit_mask, val_mask, classes, est, scale=scale, checkpoint=checkpoint,
-                                resume=resume, fingerprint=fingerprint, progress=progress)
+                                resume=resume, fingerprint=fingerprint, progress=progress,
+                                require_spread=require_spread)
         if fitted is not None:
             return fitted
     problem = _Problem(source, y, fit_mask, val_mask, n_classes, est.loss, runtime, est.cache)
     try:
         n_mom, mean, M2 = problem.moments
-        scaler, inv = scaler_from_moments(scale, n_mom, mean, M2, getattr(source, "dtype", np.float64))
+        scaler, inv = scaler_from_moments(scale, n_mom, mean, M2, getattr(source, "dtype", np.float64),
+                                          require_spread=require_spread)
         k, D = problem.k, problem.dim
         n = problem.n_fit
         lam = 1.0 / (float(est.C) * n)

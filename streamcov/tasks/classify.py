@@ -497,7 +497,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         if m.learner == "lbfgs":
             clf, scaler = train_lbfgs(fstore, y, train, classes, make_lbfgs(m, n_fit, int(cfg.seed)),
                                       runtime=runtime, scale=m.scale, checkpoint=ckdir / f"{name}.npz",
-                                      resume=ctx.resume, fingerprint=fp_text, progress=ctx.progress)
+                                      resume=ctx.resume, fingerprint=fp_text, progress=ctx.progress,
+                                      require_spread=True)
             t_train = time.perf_counter() - t1
             ignored = clf.fit_info_["checkpoint_ignored"]
             pred = predict_rows(fstore, test, clf, scaler, runtime)
