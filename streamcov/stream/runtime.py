@@ -30,9 +30,10 @@ def is_scheduler(name: str) -> bool:
         host, colon, port = location.rpartition(":")
         # an IPv6 host in brackets ([::1]), any other without brackets or colons: Dask refuses '[::1:8786' and
         # '::1:8786' as it connects (a ValueError, after which its half-made client held the exit for 60 s)
-        inner = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        bracketed = host.startswith("[") and host.endswith("]")
+        inner, refused = (host[1:-1], "[]") if bracketed else (host, "[]:")
         # ASCII digits only: isdigit() is also true of '²', which int() refuses, and of full-width digits
-        return bool(colon and inner and not set("[]" if inner is not host else "[]:") & set(inner)
+        return bool(colon and inner and not set(refused) & set(inner)
                     and port.isascii() and port.isdigit() and 0 < int(port) < 65536)
     return bool(location)
 
