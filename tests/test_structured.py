@@ -155,6 +155,36 @@ def test_hsic_matrix_of_a_basis_that_overflows():
             hsic_matrix(K, G, 2, 1, basis="gegenbauer", weight_input=1e300, weight_output=0.52)
 
 
+def test_basis_of_nan_or_overflowing_values_refused():
+    """NaN or infinite kernel values were NaN polynomials (and an 'overflowing basis' in hsic_matrix); values that
+    leave float64 (t = 2 at degree 2000) were inf, silently: each is one error saying what to change."""
+    import warnings
+
+    X, y = sshape(20, 0)
+    K, G = rbf_kernel(X, gamma=1.0), rbf_kernel(y[:, None], gamma=1.0)
+    Kn = K.copy()
+    Kn[0, 1] = np.nan
+    with pytest.raises(ValueError, match=r"^hsic_matrix: K holds 1 NaN or infinite value; give finite kernel values"):
+        hsic_matrix(Kn, G, 2, 2)
+    with pytest.raises(ValueError, match=r"^hsic_matrix: G holds 20 NaN or infinite values"):
+        hsic_matrix(K, G + np.diag(np.full(20, np.inf)), 2, 2)
+    for fn in (basis_polynomials, basis_derivatives):
+        with pytest.raises(ValueError, match=rf"^{fn.__name__}: t holds 2 NaN or infinite values"):
+            fn(np.array([0.5, np.nan, -np.inf]), 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(hsic_mod.NonFiniteBasisError,
+                           match=r"^basis_polynomials: the monomial basis of degree 2000 overflows float64 for \|t\| "
+                                 r"up to 2; give t in \[-1, 1\] .* or lower the degree$"):
+            basis_polynomials(np.array([0.5, -2.0]), 2000)
+        with pytest.raises(hsic_mod.NonFiniteBasisError, match=r"^basis_derivatives: the gegenbauer basis of degree "
+                                                                r"3 with weight 1e\+300 overflows .* or the weight$"):
+            basis_derivatives(np.array([0.5]), 3, "gegenbauer", 1e300)
+    # a normalized kernel stays finite at a high degree: nothing refused
+    assert np.isfinite(basis_polynomials(np.array([-1.0, 0.3, 1.0]), 2000, "gegenbauer", 0.51)).all()
+    assert np.isfinite(hsic_matrix(K, G, 2000, 2)).all()
+
+
 def test_top_singular_pair_nonnegative_and_optimal():
     rng = np.random.default_rng(4)
     C = rng.uniform(0, 1, (6, 4))

@@ -158,6 +158,28 @@ def _check_degree(degree, name="degree"):
         raise ValueError(f"{name} must be a non-negative integer, got {degree!r}")
 
 
+def _finite_values(t, name: str, what: str) -> np.ndarray:
+    """``t`` as float64, or ValueError: a NaN or infinite kernel value gave NaN polynomials, silently."""
+    t = np.asarray(t, dtype=np.float64)
+    if not np.isfinite(t).all():
+        bad = int(np.count_nonzero(~np.isfinite(t)))
+        raise ValueError(f"{what}: {name} holds {bad} NaN or infinite value{'s' if bad > 1 else ''}; give finite "
+                         f"kernel values (a normalized kernel has entries in [-1, 1])")
+    return t
+
+
+def _check_basis_values(out, t, degree, basis, weight, what: str) -> np.ndarray:
+    """``out``, or NonFiniteBasisError when the polynomials of finite ``t`` left float64 (|t| > 1 or a large
+    Gegenbauer weight at a high degree: inf, or NaN from inf - inf)."""
+    if not np.isfinite(out).all():
+        weights = f" with weight {weight:g}" if basis == "gegenbauer" else ""
+        raise NonFiniteBasisError(
+            f"{what}: the {basis} basis of degree {degree}{weights} overflows float64 for |t| up to "
+            f"{np.abs(t).max():.4g}; give t in [-1, 1] (the values of a normalized kernel) or lower the degree"
+            + (" or the weight" if basis == "gegenbauer" else ""))
+    return out
+
+
 def basis_polynomials(t, degree: int, basis: str = "monomial", weight: float = 0.5) -> np.ndarray:
     """Values ``P_0(t) .. P_degree(t)`` stacked along a new first axis.
 
@@ -168,21 +190,28 @@ def basis_polynomials(t, degree: int, basis: str = "monomial", weight: float = 0
     """
     _check_basis(basis, weight)
     _check_degree(degree)
-    t = np.asarray(t, dtype=np.float64)
+    t = _finite_values(t, "t", "basis_polynomials")
+    return _check_basis_values(_polynomials(t, degree, basis, weight), t, degree, basis, weight,
+                               "basis_polynomials")
+
+
+def _polynomials(t, degree, basis, weight) -> np.ndarray:
+    """:func:`basis_polynomials` of a float64 ``t`` without checks: inf or NaN where the values overflow."""
     out = np.empty((degree + 1,) + t.shape)
     out[0] = 1.0
     if degree == 0:
         return out
-    if basis == "monomial":
-        out[1] = t
-        for i in range(1, degree):
-            np.multiply(out[i], t, out=out[i + 1])
-        return out
-    w = float(weight)
-    out[1] = 2.0 * w * t
-    for i in range(1, degree):
-        a, b = 2.0 * (w + i) / (i + 1), (2.0 * w + i - 1) / (i + 1)
-        out[i + 1] = a * t * out[i] - b * out[i - 1]
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused by the caller, in one line
+        if basis == "monomial":
+            out[1] = t
+            for i in range(1, degree):
+                np.multiply(out[i], t, out=out[i + 1])
+        else:
+            w = float(weight)
+            out[1] = 2.0 * w * t
+            for i in range(1, degree):
+                a, b = 2.0 * (w + i) / (i + 1), (2.0 * w + i - 1) / (i + 1)
+                out[i + 1] = a * t * out[i] - b * out[i - 1]
     return out
 
 
@@ -195,24 +224,25 @@ def basis_derivatives(t, degree: int, basis: str = "monomial", weight: float = 0
     """
     _check_basis(basis, weight)
     _check_degree(degree)
-    t = np.asarray(t, dtype=np.float64)
+    t = _finite_values(t, "t", "basis_derivatives")
     out = np.zeros((degree + 1,) + t.shape)
     if degree == 0:
         return out
-    if basis == "monomial":
-        out[1] = 1.0
-        power = np.ones_like(t)
-        for i in range(2, degree + 1):
-            power = power * t
-            out[i] = i * power
-        return out
-    w = float(weight)
-    G = basis_polynomials(t, degree, basis, weight)
-    out[1] = 2.0 * w
-    for i in range(1, degree):
-        out[i + 1] = ((2.0 * (w + i) / (i + 1)) * (t * out[i] + G[i])
-                      - ((2.0 * w + i - 1) / (i + 1)) * out[i - 1])
-    return out
+    G = _polynomials(t, degree, basis, weight) if basis == "gegenbauer" else None   # an overflow in G reaches out
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, in one line
+        if basis == "monomial":
+            out[1] = 1.0
+            power = np.ones_like(t)
+            for i in range(2, degree + 1):
+                power = power * t
+                out[i] = i * power
+        else:
+            w = float(weight)
+            out[1] = 2.0 * w
+            for i in range(1, degree):
+                out[i + 1] = ((2.0 * (w + i) / (i + 1)) * (t * out[i] + G[i])
+                              - ((2.0 * w + i - 1) / (i + 1)) * out[i - 1])
+    return _check_basis_values(out, t, degree, basis, weight, "basis_derivatives")
 
 
 class PolynomialKernelMap:
@@ -344,9 +374,13 @@ def hsic_matrix(K, G, degree_input: int, degree_output: int, *, basis: str = "mo
     m = K.shape[0]
     if m < 2:
         raise ValueError("hsic_matrix needs at least 2 samples")
+    _finite_values(K, "K", "hsic_matrix")   # it was said as an overflowing basis
+    _finite_values(G, "G", "hsic_matrix")
+    _check_basis(basis, weight_input)
+    _check_basis(basis, weight_output)
     with np.errstate(over="ignore", invalid="ignore"):   # an overflowing basis is refused below, in one line
-        Gs = basis_polynomials(G, degree_output, basis, weight_output).reshape(degree_output + 1, -1)
-        Ks = basis_polynomials(K, degree_input, basis, weight_input)
+        Gs = _polynomials(G, degree_output, basis, weight_output).reshape(degree_output + 1, -1)
+        Ks = _polynomials(K, degree_input, basis, weight_input)
         Kc = np.stack([_center(Ki) for Ki in Ks]).reshape(degree_input + 1, -1)
         C = (Kc @ Gs.T) / (m - 1) ** 2
     if not np.isfinite(C).all():   # it was top_singular_pair's "C must be a finite ... array", a traceback
