@@ -224,8 +224,14 @@ def test_feature_errors():
         F.image_covariances([], "texture")
     with pytest.raises(ValueError, match=r"features must be 2-D \(pixels x features\), got shape \(3,\)"):
         F.region_covariance(np.zeros(3))
-    with pytest.raises(ValueError, match="at least one row"):
+    with pytest.raises(ValueError, match=r"^features has 0 rows, a region of 0 pixels; a covariance needs at least 2"):
         F.region_covariance(np.zeros((0, 3)))
+    # one pixel was the zero matrix, silently: the same descriptor for every region of one pixel
+    with pytest.raises(ValueError, match=r"^features has 1 row, a region of 1 pixel; a covariance needs at least 2: "
+                                         r"give a region of 2 pixels or more$"):
+        F.region_covariance(np.ones((1, 3)))
+    with pytest.raises(ValueError, match=r"at least one column \(a feature\), got shape \(4, 0\)"):
+        F.region_covariance(np.zeros((4, 0)))
     x = np.zeros((3, 2))
     x[1, 1] = np.inf
     with pytest.raises(ValueError, match="non-finite value at row 1, column 1"):

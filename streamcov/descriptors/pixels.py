@@ -349,7 +349,7 @@ def region_covariance(features) -> np.ndarray:
     Parameters
     ----------
     features : array (m, n)
-        One row per pixel.
+        One row per pixel, ``m >= 2``.
 
     Returns
     -------
@@ -360,8 +360,12 @@ def region_covariance(features) -> np.ndarray:
     x = np.asarray(features, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"features must be 2-D (pixels x features), got shape {x.shape}")
-    if x.shape[0] < 1 or x.shape[1] < 1:
-        raise ValueError(f"features must have at least one row and one column, got shape {x.shape}")
+    if x.shape[1] < 1:
+        raise ValueError(f"features must have at least one column (a feature), got shape {x.shape}")
+    if x.shape[0] < MIN_SAMPLED_PIXELS:   # one pixel gave the zero matrix, whatever its features
+        raise ValueError(f"features has {x.shape[0]} row{'' if x.shape[0] == 1 else 's'}, a region of "
+                         f"{x.shape[0]} pixel{'' if x.shape[0] == 1 else 's'}; a covariance needs at least "
+                         f"{MIN_SAMPLED_PIXELS}: give a region of {MIN_SAMPLED_PIXELS} pixels or more")
     if not np.isfinite(x).all():
         r, c = np.argwhere(~np.isfinite(x))[0]
         raise ValueError(f"features contain a non-finite value at row {r}, column {c}")
