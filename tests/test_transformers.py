@@ -68,6 +68,13 @@ def test_log_covariance_errors(rng):
         LogCovariance().fit([np.zeros((10, 15)), np.zeros((10, 12))])
     with pytest.raises(ValueError, match="X: no sequences"):
         LogCovariance().fit([])
+    # a dict was read as its keys: "X[0]: expected a 2-D array ..., got shape ()"
+    with pytest.raises(ValueError, match=r"^X: expected a list of \(frames, 3 x joints\) arrays or a 3-D array "
+                                         r"\(sequences, frames, 3 x joints\), got a dict \(its keys would be read as "
+                                         r"the items\); give a list, e\.g\. list\(X\.values\(\)\)$"):
+        LogCovariance().fit({"walk": seqs[0], "run": seqs[1]})
+    with pytest.raises(ValueError, match=r"^X: expected a list of .*, got a str \('walk\.npy'\); read the data"):
+        LogCovariance().fit("walk.npy")
     with pytest.raises(ValueError, match=r"X\[0\]: expected a 2-D array"):
         LogCovariance().fit([np.zeros(9)])
     # a sequence too short for a covariance would be described by the regularization alone
@@ -251,6 +258,9 @@ def test_image_descriptors_refuse_images_without_a_covariance():
     np.testing.assert_array_equal(rc.transform(im for im in imgs), rc.transform(imgs))
     with pytest.raises(ValueError, match=r"X: one image of shape \(8, 8\); give a list of images, e\.g\. \[image\]"):
         rc.transform(imgs[0])
+    with pytest.raises(ValueError, match=r"^X: expected a list of images \(h, w\) or \(h, w, 3\), got a dict \(its "
+                                         r"keys would be read as the items\)"):
+        RegionCovariance().fit(dict(enumerate(imgs)))
 
 
 def test_image_descriptors_refuse_pixels_whose_features_overflow_and_a_bandwidth_out_of_range():

@@ -19,6 +19,7 @@ into the stores' (frames, offsets) layout. The scikit-learn transformer is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from numbers import Integral
 
@@ -222,8 +223,20 @@ def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: fl
     return out.astype(dtype, copy=False)
 
 
+def check_item_list(X, name: str, expected: str) -> None:
+    """Refuse a mapping or a string given for a list of items: ``list()`` took a dict's keys (or a string's
+    characters) for the items, and the message spoke of an item ``X[0]`` of shape ()."""
+    if isinstance(X, Mapping):
+        raise ValueError(f"{name}: expected {expected}, got a {type(X).__name__} (its keys would be read as the "
+                         f"items); give a list, e.g. list({name}.values())")
+    if isinstance(X, (str, bytes)):
+        raise ValueError(f"{name}: expected {expected}, got a {type(X).__name__} ({X[:40]!r}); read the data "
+                         f"into arrays first")
+
+
 def _as_sequences(X, name="X"):
     """A list of 2-D float arrays (frames x 3J) from a list of arrays or a 3-D array."""
+    check_item_list(X, name, "a list of (frames, 3 x joints) arrays or a 3-D array (sequences, frames, 3 x joints)")
     if isinstance(X, np.ndarray) and X.ndim == 3:
         seqs = list(X)
     elif isinstance(X, np.ndarray) and X.ndim != 3:

@@ -22,7 +22,7 @@ from ..linalg import vec_dim
 from .cnn import CNNSpec
 from .image import ImageDescriptor, feature_matrices, feature_moments, feature_scale, image_spec
 from .pixels import FeatureSpec
-from .skeleton import JointSelection, log_covariance_vectors, pack_sequences
+from .skeleton import JointSelection, check_item_list, log_covariance_vectors, pack_sequences
 
 
 class _ReadOnce:
@@ -220,6 +220,7 @@ class _ImageTransformer(_ReadOnce, TransformerMixin, BaseEstimator):
 
 
 def _as_images(X) -> list:
+    check_item_list(X, "X", "a list of images (h, w) or (h, w, 3)")
     if isinstance(X, np.ndarray) and X.ndim == 2:
         raise ValueError(f"X: one image of shape {X.shape}; give a list of images, e.g. [image]")
     if isinstance(X, np.ndarray) and X.ndim in (3, 4):
