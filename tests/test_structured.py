@@ -250,8 +250,15 @@ def test_transform_cross_validates_degrees_and_weights():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(basis="hermite"), "basis must be one of"),
     (dict(degree_input=0), "degree_input must be an integer >= 1"),
-    (dict(basis="gegenbauer", weight_input=0.0), "weight parameter must be"),
-    (dict(basis="gegenbauer", weight_output=-0.7), "weight parameter must be"),
+    (dict(basis="gegenbauer", weight_input=0.0), r"^weight_input: the Gegenbauer weight parameter must be"),
+    (dict(basis="gegenbauer", weight_output=-0.7), r"^weight_output: the Gegenbauer weight parameter must be"),
+    # the grid is read when a weight is None; its entries were refused without saying which parameter held them
+    (dict(basis="gegenbauer", weight_input=None, weight_grid=(0.51, -1)),
+     r"^weight_grid\[1\]: the Gegenbauer weight parameter must be a real number > -1/2 and != 0 .*got -1$"),
+    # a bare number was a TypeError, "'float' object is not iterable"
+    (dict(basis="gegenbauer", weight_output=None, weight_grid=0.5),
+     r"^weight_grid must be a non-empty sequence of Gegenbauer weights, got 0\.5$"),
+    (dict(degree_grid=3), r"^degree_grid must be a non-empty sequence of integers >= 1, got 3$"),
     (dict(gamma_input=-1.0), "gamma_input must be a positive"),
     (dict(degree_grid=()), "degree_grid must be a non-empty"),
     (dict(cv=1), "cv must be an integer >= 2"),
@@ -261,6 +268,15 @@ def test_transform_param_errors(kwargs, match):
     X, y = sshape(20, 0)
     with pytest.raises(ValueError, match=match):
         HSICKernelTransform(**kwargs).fit(X, y)
+
+
+def test_monomial_basis_reads_no_weight():
+    """Monomials have no weight: weight_input, weight_output and weight_grid are not read, so a value that a
+    Gegenbauer basis refuses is unused, not an error (as tgp.gegenbauer_weight_* of a monomial-only pipeline)."""
+    X, y = sshape(20, 0)
+    ref = HSICKernelTransform(degree_input=2, degree_output=2).fit(X, y)
+    tr = HSICKernelTransform(degree_input=2, degree_output=2, weight_input=-1, weight_grid=[-1]).fit(X, y)
+    np.testing.assert_array_equal(tr.alpha_, ref.alpha_)
 
 
 def test_transform_runtime_errors():

@@ -135,20 +135,31 @@ class NonFiniteBasisError(ValueError):
     ``G_2`` about 1e600): the settings, not the data, are to change."""
 
 
-def _check_basis(basis, weight):
+def _check_basis(basis, weight, name="weight"):
+    """The basis, and the weight ``name`` when the basis reads it (monomials read none: any value is unused)."""
     if basis not in BASES:
         raise ValueError(f"basis must be one of {BASES}, got {basis!r}")
     if basis == "gegenbauer":
         if not isinstance(weight, Real) or not np.isfinite(weight) or weight <= -0.5 or weight == 0:
             raise ValueError(
-                f"the Gegenbauer weight parameter must be a real number > -1/2 and != 0 "
+                f"{name}: the Gegenbauer weight parameter must be a real number > -1/2 and != 0 "
                 f"(paper 003, section 2.3; 0 makes every G_i, i >= 1, vanish), got {weight!r}")
 
 
+def _grid_values(grid, name: str, expected: str) -> list:
+    """The candidates of a grid, or ValueError: a bare number was "'float' object is not iterable"."""
+    try:
+        values = list(grid)
+    except TypeError:
+        values = []
+    if not values:
+        raise ValueError(f"{name} must be a non-empty sequence of {expected}, got {grid!r}")
+    return values
+
+
 def _check_grid(grid):
-    values = list(grid)
-    if not values or any(isinstance(d, bool) or not isinstance(d, Integral) or d < 1
-                         for d in values):
+    if any(isinstance(d, bool) or not isinstance(d, Integral) or d < 1
+           for d in _grid_values(grid, "degree_grid", "integers >= 1")):
         raise ValueError(
             f"degree_grid must be a non-empty sequence of integers >= 1, got {grid!r}")
 
@@ -376,8 +387,8 @@ def hsic_matrix(K, G, degree_input: int, degree_output: int, *, basis: str = "mo
         raise ValueError("hsic_matrix needs at least 2 samples")
     _finite_values(K, "K", "hsic_matrix")   # it was said as an overflowing basis
     _finite_values(G, "G", "hsic_matrix")
-    _check_basis(basis, weight_input)
-    _check_basis(basis, weight_output)
+    _check_basis(basis, weight_input, "weight_input")
+    _check_basis(basis, weight_output, "weight_output")
     with np.errstate(over="ignore", invalid="ignore"):   # an overflowing basis is refused below, in one line
         Gs = _polynomials(G, degree_output, basis, weight_output).reshape(degree_output + 1, -1)
         Ks = _polynomials(K, degree_input, basis, weight_input)
@@ -476,7 +487,8 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
     degree_grid : sequence of int, default=(1, 2, 3, 5, 7, 11)
         Candidate degrees (the grid of section 6.2.1).
     weight_grid : sequence of float, default=(0.51, 1.0, 2.0)
-        Candidate Gegenbauer weights.
+        Candidate Gegenbauer weights, read (and checked) when a weight is
+        None. Ignored for monomials, which have no weight.
     cv : int, default=3
         Folds for the selection.
     max_samples : int, default=2000
@@ -555,13 +567,11 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
             for name in ("weight_input", "weight_output"):
                 v = getattr(self, name)
                 if v is not None:
-                    _check_basis("gegenbauer", v)
+                    _check_basis("gegenbauer", v, name)
             if self.weight_input is None or self.weight_output is None:
-                wg = list(self.weight_grid)
-                if not wg:
-                    raise ValueError("weight_grid must not be empty")
-                for w in wg:
-                    _check_basis("gegenbauer", w)
+                wg = _grid_values(self.weight_grid, "weight_grid", "Gegenbauer weights")
+                for i, w in enumerate(wg):
+                    _check_basis("gegenbauer", w, f"weight_grid[{i}]")
         for name in ("gamma_input", "gamma_output"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, Real) and np.isfinite(v) and v > 0):
