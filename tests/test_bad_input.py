@@ -581,6 +581,20 @@ CONFIG = [
            r"result\.json is a folder where a run writes its result \(a file\)"),
           ("predictions-is-a-folder", lambda d: (d / "predictions.csv").mkdir(),
            r"predictions\.csv is a folder where a run writes its predictions \(a file\)"))],
+    # ... or by a link: the run wrote through it, e.g. over the model of the run whose folder it points into
+    *[Case(f"output-{what}-is-a-link", lambda e, name=name: [
+        "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
+        (lambda d: (d.mkdir(), (d / ".streamcov-output").write_text("{}"), (d / name).symlink_to(target(e))) and d)(
+            e.tmp / "o")],
+        rf"^streamcov run: error: --output \S+/o: \S+/o/{re.escape(name)} is a link to \S+, and a run writes "
+        rf"{written} there through it; remove the link, or choose another output folder$",
+        check=lambda e, err, out: (e.tmp / "model" / "model.json").read_bytes()
+        == (e.shared["model"] / "model.json").read_bytes() or pytest.fail("the linked model changed"))
+      for what, name, target, written in (
+          ("model", "model", lambda e: e.copy("model"), "its model"),
+          ("checkpoints", "checkpoints", lambda e: (e.copy("model"), e.tmp / "model")[1], "its checkpoints"),
+          ("feature-store", "features.zarr", lambda e: (e.copy("model"), e.copy("synth"))[1], "a store"),
+          ("result", "result.json", lambda e: (e.copy("model"), e.tmp / "model" / "model.json")[1], "its result"))],
     # ... or a file inside its folders: written atomically (stream/model.atomic_write), which named no path
     *[Case(f"output-{what}", lambda e, inner=inner: [
         "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",

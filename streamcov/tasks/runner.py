@@ -169,9 +169,18 @@ RUN_FILES = {"result.json": "its result", "predictions.csv": "its predictions"}
 
 def _check_own_names(out: Path, where: str) -> None:
     """Refuse an output folder where a name the run writes is taken by the other kind of entry (a file named
-    ``model``, a folder named ``result.json``), naming it."""
+    ``model``, a folder named ``result.json``) or by a link (the run wrote through it, into another run's folder),
+    naming it."""
     if not out.is_dir():
         return
+    # a link to an existing entry of the right kind: the run wrote through it (another run's model overwritten)
+    written = ([(out / name, what) for name, what in {**RUN_FOLDERS, **RUN_FILES}.items()]
+               + [(p, "a store") for p in sorted(out.glob("*.zarr"))])
+    linked = [(p, what) for p, what in written if p.is_symlink() and p.exists()]
+    if linked:
+        path, what = linked[0]
+        raise ConfigError(f"{where}: {path} is a link to {path.resolve()}, and a run writes {what} there through "
+                          f"it; remove the link, or choose another output folder")
 
     def not_a_folder(p: Path) -> str | None:
         if p.is_dir() or not (p.exists() or p.is_symlink()):
