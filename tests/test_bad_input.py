@@ -909,6 +909,15 @@ CONFIG = [
     Case("synthetic-noise-beyond-the-body", run_text(lambda t: t.replace("[data]\nstore = ", "[data.synthetic]\n"
                                                                       "n_sequences = 8\nnoise = 1e30\n# ")),
          LINE + r"data\.synthetic\.noise = 1e\+30: expected a value <= 1000\.0$"),
+    # 1e8 epochs ran practically forever; at most MAX_EPOCHS, in a file, by --set and in an image method
+    Case("model-epochs-beyond-the-limit", run_text(lambda t: t.replace("epochs = 3", "epochs = 100000000")),
+         LINE + r"model\.epochs = 100000000: expected a value <= 10000$"),
+    Case("model-epochs-beyond-the-limit-set", run_set("model.epochs=100000000"),
+         r"--set model\.epochs=100000000: model\.epochs = 100000000: expected a value <= 10000$"),
+    Case("method-epochs-beyond-the-limit", lambda e: ["run", e.pipeline(EVAL_PIPELINE.format(
+        out=e.tmp / "o", store=e.shared["img_store"]).replace('name = "loghs"', 'name = "approx_loghs"\n'
+                                                               'classifier = "sgd"\nepochs = 20000')), "--quiet"],
+         LINE + r"method\.epochs = 20000: expected a value <= 10000$"),
     Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],
          r"--classes 50: expected a value <= 12"),
     Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",

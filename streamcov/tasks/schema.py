@@ -41,6 +41,10 @@ Fraction = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Seed = Annotated[int, Field(ge=0, lt=2 ** 32)]
+# passes of SGD over the training features: the pipelines ask for 30 to 100 (scikit-learn's default max_iter is
+# 1000); 1e8 was accepted and ran practically forever
+MAX_EPOCHS = 10_000
+Epochs = Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
 
 # a name that makes one folder under the output (runs/{name}): no path separator
 FOLDER_NAME = r"^[^/\\]+$"
@@ -261,7 +265,7 @@ class ModelTable(Table):
     loss: Literal[SGD_LOSSES] = "hinge"
     C: PosFloat = 10.0
     alpha: Optional[PosFloat] = None
-    epochs: PosInt = 40
+    epochs: Epochs = 40
     average: Union[bool, PosInt] = True
     learning_rate: Literal[LEARNING_RATES] = "optimal"
     eta0: PosFloat = 0.01
@@ -938,7 +942,7 @@ class EvalMethod(Table):
     inner_folds: Annotated[int, Field(ge=2)] = 5
     max_pixels_exact: PosInt = 256
     n_components: PosInt = 4096
-    epochs: PosInt = 30
+    epochs: Epochs = 30
     standardize: Literal["train", "all"] = "train"
     scaling: Literal["global", "per-feature"] = "global"
     head_weight: Optional[HeadGrid] = None
