@@ -2748,6 +2748,48 @@ def test_python_predict_and_run_defaults(shared, tmp_path):
         run({"task": "skeleton-classification"}, workers=-3)
 
 
+@pytest.mark.parametrize("argv, pattern", [
+    (["--workers", "11"], r"--workers 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): needs "
+                          r"4\.1 GiB of memory, this machine has 4\.0 GiB; use at most 10 workers$"),
+    (["--scheduler", "local-cluster", "--workers", "20"], r"--workers 20 \(20 worker processes"),
+    (["--set", 'dask.scheduler="local-cluster"', "--set", "dask.workers=11"],
+     r"--set dask\.workers=11: dask\.workers = 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): "
+     r"needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at most 10 workers$"),
+    (["--scheduler", "local-cluster", "--set", "dask.workers=11"], r"--set dask\.workers=11: dask\.workers = 11 "),
+    (["--dask-workers-in-file"], r"p\.toml, line \d+: dask\.workers = 11 \(11 worker processes"),
+], ids=["workers", "local-cluster-workers", "set", "scheduler-flag-and-set", "file"])
+def test_local_cluster_workers_beyond_memory(shared, tmp_path, monkeypatch, argv, pattern):
+    """A local-cluster of more worker processes than the memory holds (--workers 1024 started 1024 processes,
+    each paused at once by Dask beyond 80% of its share) is refused before the run starts: an earlier run's
+    result stays. On a machine of 4 GiB: at most 10 workers of 384 MiB."""
+    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / ".streamcov-output").write_text("{}")
+    (out / "result.json").write_text('{"task": "skeleton-classification"}')
+    text = SKELETON_PIPELINE.format(out=out, store=shared["synth"])
+    if argv == ["--dask-workers-in-file"]:
+        text, argv = text.replace("block_size = 16", 'block_size = 16\nscheduler = "local-cluster"\nworkers = 11'), []
+    (tmp_path / "p.toml").write_text(text)
+    assert_one_line_error(*cli("run", tmp_path / "p.toml", "--quiet", *argv)[:2], pattern)
+    assert (out / "result.json").read_text() == '{"task": "skeleton-classification"}'
+
+
+def test_local_cluster_workers_within_memory(monkeypatch):
+    """A few more workers than cores, or as many as the memory holds, are a local-cluster's to run."""
+    from streamcov.errors import ConfigError
+    from streamcov.stream.runtime import resolve_runtime
+
+    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)
+    assert resolve_runtime(None, 3) == ("local-cluster", 3)
+    assert resolve_runtime("local-cluster", 10) == ("local-cluster", 10)
+    assert resolve_runtime("threads", 64) == ("threads", 64)   # threads: capped at the cores by thread_plan
+    with pytest.raises(ConfigError, match=r"^workers=11 \(11 worker processes of a local-cluster, at least 384 MiB "
+                                          r"each\): needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at "
+                                          r"most 10 workers$"):
+        resolve_runtime(None, 11)
+
+
 # (Python call of run, its command line, the message's front in Python, on the command line): a notebook's
 # user reads the keyword they typed, a shell's user the flag
 ARGUMENT_SPELLINGS = [

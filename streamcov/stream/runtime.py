@@ -54,6 +54,23 @@ def workers_unread(scheduler: str | None) -> str | None:
     return "a synchronous run has one thread" if scheduler == "synchronous" else "a running cluster has its own workers"
 
 
+# the least memory a worker process of a local-cluster needs: Dask gives each of n workers 1/n of the memory
+# and pauses one at 80% of its share, and a worker holds about 265 MiB before any task (the interpreter, dask,
+# numpy, numba, zarr and the engine's modules, _settle_plugin): below about 330 MiB each is paused at once and
+# the run waits forever (--workers 1024 started 1024 processes)
+WORKER_MIN_BYTES = 384 << 20
+
+
+def check_local_workers(n: int, what: str) -> None:
+    """Refuse, with one line, a local-cluster of ``n`` worker processes that this machine's memory cannot hold
+    (:data:`WORKER_MIN_BYTES` each), naming the count as ``what`` and the most workers that fit."""
+    from .._config import check_memory, total_memory
+
+    fits = max(1, total_memory() // WORKER_MIN_BYTES)
+    check_memory(n * WORKER_MIN_BYTES, f"{what} ({n} worker processes of a local-cluster, at least "
+                                       f"{WORKER_MIN_BYTES >> 20} MiB each)", f"use at most {fits} workers")
+
+
 def resolve_runtime(scheduler, workers) -> tuple:
     """``(scheduler or None, workers or None)`` checked, the same for the command line and the Python API:
     a scheduler name or address, a worker count >= 1 that the scheduler reads; a count alone is a
@@ -75,6 +92,8 @@ def resolve_runtime(scheduler, workers) -> tuple:
                           f"{arg('scheduler', 'threads')} or the processes of a local-cluster; {why}")
     if workers is not None and scheduler is None:
         scheduler = "local-cluster"
+    if workers is not None and scheduler == "local-cluster":
+        check_local_workers(workers, arg("workers", workers))
     return scheduler, workers
 
 

@@ -53,7 +53,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         pipeline = pipeline.model_dump(mode="json", exclude_unset=True)
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
-        naming = contextlib.nullcontext()
+        naming, origins = contextlib.nullcontext(), None
     else:
         sets = overrides
         cfg, origins = load_config_and_origins(pipeline, sets, store, text=text, text_name=text_name,
@@ -61,6 +61,13 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                                                output=None if output is None else Path(output))
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front
         naming = origins.naming()
+    dask = getattr(cfg, "dask", None)
+    if workers is None and getattr(dask, "workers", None) is not None \
+            and (scheduler or dask.scheduler) == "local-cluster":   # --workers: checked by resolve_runtime
+        from ..stream.runtime import check_local_workers
+
+        with contextlib.nullcontext() if origins is None else origins.naming():
+            check_local_workers(dask.workers, f"dask.workers = {dask.workers}")
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = arg("output", output) if output is not None else f"output = \"{cfg.output}\""
