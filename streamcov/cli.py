@@ -430,6 +430,12 @@ def _stdout_closed() -> bool:
         return False
 
 
+def _starts_numba(args) -> bool:
+    """Whether the command starts numba: every one but ``info STORE`` without ``--threads``, which reads the
+    store's files only (a store is described whatever numba's environment variables say)."""
+    return args.command != "info" or args.threads or args.store is None
+
+
 def main(argv=None) -> int:
     from .errors import StreamcovError, command_line
 
@@ -440,7 +446,8 @@ def main(argv=None) -> int:
     try:
         with warnings.catch_warnings(), command_line():   # messages name the flags typed, not Python keywords
             warnings.showwarning = _one_line_warning(args.command)
-            if args.command != "info" or args.threads or args.store is None:   # a command that runs numba
+            # numba's environment refused up front, not by a traceback mid-run; never where numba is not started
+            if _starts_numba(args):
                 from ._config import check_numba_environment
 
                 check_numba_environment()

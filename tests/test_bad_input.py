@@ -3318,6 +3318,17 @@ def test_numba_num_threads_environment(value, monkeypatch):
                                    r"\(this process may use \d+ cores\) or unset it$")
 
 
+def test_info_of_a_store_does_not_check_numba(shared, monkeypatch):
+    """``info STORE`` reads the store's files only: it describes the store whatever numba's environment says;
+    with ``--threads`` (numba's settings shown) the environment is checked as for every other command."""
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "0")
+    rc, err, out = cli("info", shared["synth"], "--json")
+    assert rc == 0, err
+    assert json.loads(out)["store"]["complete"] is True
+    assert_one_line_error(*cli("info", shared["synth"], "--threads")[:2],
+                          r"^streamcov info: error: environment variable NUMBA_NUM_THREADS='0': ")
+
+
 @pytest.mark.parametrize("variable, value, pattern", [
     ("NUMBA_NUM_THREADS", "0", r"environment variable NUMBA_NUM_THREADS='0': expected an integer >= 1"),
     ("NUMBA_THREADING_LAYER", "bogus", r"environment variable NUMBA_THREADING_LAYER='bogus': numba cannot start it "
