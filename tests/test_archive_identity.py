@@ -17,7 +17,7 @@ from PIL import Image
 
 from streamcov.data import integrity
 from streamcov.data.images import ingest_images
-from streamcov.data.ragged import content_digest, files_digest, same_files
+from streamcov.data.ragged import content_digest, files_digest, is_known_copy, record_copy, same_files
 from streamcov.data.readers import open_reader
 from streamcov.data.skeletons import ingest
 from streamcov.errors import ConfigError, FormatError, StoreError
@@ -108,6 +108,22 @@ def test_same_files(old, new, equal):
     got = same_files(old, new, content)
     assert got is (equal in (True, "c"))
     assert bool(asked) == isinstance(equal, str)
+
+
+def test_known_copies(cache):
+    """is_known_copy asks, record_copy records: a copy's metadata digest is known to its contents once recorded,
+    the 16 latest of each contents kept; a cache that cannot be written records nothing, and no error."""
+    assert not is_known_copy("c" * 64, "m0")
+    record_copy("c" * 64, "m0")
+    assert is_known_copy("c" * 64, "m0") and not is_known_copy("d" * 64, "m0") and not is_known_copy("c" * 64, "m1")
+    for i in range(1, 17):
+        record_copy("c" * 64, f"m{i}")
+    assert not is_known_copy("c" * 64, "m0") and all(is_known_copy("c" * 64, f"m{i}") for i in range(1, 17))
+    assert not is_known_copy("c" * 64, None) and record_copy("c" * 64, None) is None
+    shutil.rmtree(cache / "archives")
+    (cache / "archives").write_text("")   # a file where the folder goes
+    record_copy("c" * 64, "m0")
+    assert not is_known_copy("c" * 64, "m0")
 
 
 # ------------------------------------------------------------------ run

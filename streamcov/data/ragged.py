@@ -752,7 +752,7 @@ def same_files(old, new, content=None) -> bool:
       back, is not seen.
     - Otherwise, ``old`` recording its content and ``content`` given: the same count and content digest (the
       archive copied, unpacked or checked out again: new modification times, the same files). A match is
-      remembered in the user cache (:func:`known_copy`), so later runs over the same copy read no file again:
+      remembered in the user cache (:func:`record_copy`), so later runs over the same copy read no file again:
       the fast path's test, against the copy's metadata.
 
     A record without a content digest (written by an earlier streamcov) is otherwise of other files."""
@@ -764,35 +764,51 @@ def same_files(old, new, content=None) -> bool:
         return True
     if "content" not in old or content is None:
         return False
-    if known_copy(old["content"], new.get("digest")):
+    if is_known_copy(old["content"], new.get("digest")):
         return True
     if content() != old["content"]:
         return False
-    known_copy(old["content"], new.get("digest"), remember=True)
+    record_copy(old["content"], new.get("digest"))
     return True
 
 
-def known_copy(content: str, digest, remember: bool = False) -> bool:
-    """Whether the files of metadata digest ``digest`` (:func:`files_digest`) were found to hold the contents
-    ``content`` (:func:`content_digest`) before; with ``remember``, record that they were. The records lie in
-    ``archives/`` of the user cache (:func:`streamcov._config.default_cache_dir`), one small file per content
-    digest holding the metadata digests of its copies (the 16 latest); a cache that cannot be read or written
-    only means the contents are read again."""
+def _copies_of(content: str, digest):
+    """``(path, known)``: the record of the copies of contents ``content`` (:func:`content_digest`) in the user
+    cache and the metadata digests it holds (:func:`files_digest`; none when it is missing or unreadable), or
+    None where there is nothing to record (not two digests, no cache). The records lie in ``archives/`` of
+    the user cache (:func:`streamcov._config.default_cache_dir`), one small file per content digest holding
+    the metadata digests of its copies (the 16 latest); a cache that cannot be read or written only means the
+    contents are read again."""
     from .._config import default_cache_dir
 
     if not (isinstance(content, str) and isinstance(digest, str)):
-        return False
+        return None
     try:
         path = default_cache_dir() / "archives" / f"{content[:32]}.json"
     except RuntimeError:   # no home directory (a container's user without one, HOME unset): no cache
-        return False
+        return None
     try:
         rec = json.loads(path.read_text())
         known = rec["digests"] if rec.get("content") == content and isinstance(rec.get("digests"), list) else []
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         known = []
-    if not remember or digest in known:
-        return digest in known
+    return path, known
+
+
+def is_known_copy(content: str, digest) -> bool:
+    """Whether the files of metadata digest ``digest`` (:func:`files_digest`) were found to hold the contents
+    ``content`` (:func:`content_digest`) before (:func:`record_copy`)."""
+    copies = _copies_of(content, digest)
+    return copies is not None and digest in copies[1]
+
+
+def record_copy(content: str, digest) -> None:
+    """Record that the files of metadata digest ``digest`` hold the contents ``content``, for
+    :func:`is_known_copy`; a cache that cannot be written records nothing."""
+    copies = _copies_of(content, digest)
+    if copies is None or digest in copies[1]:
+        return
+    path, known = copies
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -801,7 +817,6 @@ def known_copy(content: str, digest, remember: bool = False) -> bool:
     except OSError:
         with suppress(OSError):   # no folder for it, or a file in its place
             tmp.unlink()
-    return True
 
 
 def skipped_text(skipped: list) -> str:
