@@ -141,10 +141,20 @@ def threaded(synth_store, tmp_path_factory):
                         scheduler="threads")
 
 
-def test_cluster_of_processes_matches_threads(cluster, synth_store, threaded, tmp_path):
-    """Same seed on tcp:// workers and on threads: bitwise equal features, equal accuracy."""
-    res = run_pipeline(pipeline_cfg(synth_store, tmp_path / "cluster"), scheduler=cluster.address)
+def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, threaded, tmp_path):
+    """``streamcov run --scheduler tcp://...`` reaches the cluster, reports it, and gives what the threaded
+    scheduler gives with the same seed: bitwise equal features and model, equal accuracy. (One run through the
+    command: the command calls the runner that the Python API calls.)"""
+    out = tmp_path / "cli"
+    cmd = streamcov_cmd() + ["run", REPO / "pipelines" / "msr_action3d.toml", "--store",
+                             synth_store.path, "--output", out, "--json", "--scheduler",
+                             cluster.address, "--set", "features.n_components=300",
+                             "--set", "dask.block_size=24", "--set", "descriptor.mirror=true"]
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
+    assert res["featurized_sequences"] == 400
     X, done = read_features(res)
     Xb, doneb = read_features(threaded)
     assert done.all() and doneb.all()
@@ -159,22 +169,6 @@ def test_cluster_of_processes_matches_threads(cluster, synth_store, threaded, tm
     assert sorted(model.files) == sorted(model_b.files)
     for k in model.files:
         assert_same_bits(model[k], model_b[k], k)
-
-
-def test_cli_scheduler_address(cluster, synth_store, threaded, tmp_path):
-    """``streamcov run --scheduler tcp://...`` reaches the cluster and reports it."""
-    out = tmp_path / "cli"
-    cmd = streamcov_cmd() + ["run", REPO / "pipelines" / "msr_action3d.toml", "--store",
-                             synth_store.path, "--output", out, "--json", "--scheduler",
-                             cluster.address, "--set", "features.n_components=300",
-                             "--set", "dask.block_size=24", "--set", "descriptor.mirror=true"]
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
-    assert res["featurized_sequences"] == 400
-    assert_same_bits(read_features(res)[0], read_features(threaded)[0])
-    assert res["accuracy"] == threaded["accuracy"]
 
 
 def test_unreachable_scheduler_is_an_error(synth_store, tmp_path, monkeypatch):
