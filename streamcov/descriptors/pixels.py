@@ -304,11 +304,14 @@ def n_sampled_pixels(h, w, stride: int):
 def check_sampled_pixels(shapes, stride: int, ids, fix: str = "lower the stride") -> None:
     """Every image keeps at least 2 sampled pixels at ``stride`` (a covariance needs 2 samples).
 
-    ``shapes``: (n, >= 2) heights and widths; ``ids`` names the images in the message; ``fix`` ends it.
+    ``shapes``: (n, >= 2) heights and widths; ``ids`` names the images in the message; ``fix`` ends it (at
+    stride 1, where no stride is lower, the fix is to leave the image out).
     """
     shapes = np.asarray(shapes)
-    if len(shapes) == 0 or int(stride) <= 1:
+    if len(shapes) == 0:
         return
+    if int(stride) <= 1:
+        fix = "leave it out, or give images of 2 pixels or more"
     n = n_sampled_pixels(shapes[:, 0], shapes[:, 1], int(stride))
     bad = np.flatnonzero(n < MIN_SAMPLED_PIXELS)
     if len(bad):
@@ -406,6 +409,8 @@ def image_covariances(images, spec, ids=None) -> np.ndarray:
     if not images:
         raise ValueError("no images given")
     pixels, offsets, shapes = pack_images(images, where=ids)
+    # an image of one sampled pixel had the zero matrix, the same descriptor for every such image
+    check_sampled_pixels(shapes[:, :2], spec.stride, ids if ids is not None else range(len(images)))
     if spec.needs_color:
         grey = np.flatnonzero(shapes[:, 2] != 3)
         if len(grey):
