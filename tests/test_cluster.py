@@ -150,7 +150,7 @@ def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, thr
                              synth_store.path, "--output", out, "--json", "--scheduler",
                              cluster.address, "--set", "features.n_components=300",
                              "--set", "dask.block_size=24", "--set", "descriptor.mirror=true"]
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
