@@ -593,8 +593,7 @@ CONFIG = [
       for what, name, target, written in (
           ("model", "model", lambda e: e.copy("model"), "its model"),
           ("checkpoints", "checkpoints", lambda e: (e.copy("model"), e.tmp / "model")[1], "its checkpoints"),
-          ("feature-store", "features.zarr", lambda e: (e.copy("model"), e.copy("synth"))[1], "a store"),
-          ("result", "result.json", lambda e: (e.copy("model"), e.tmp / "model" / "model.json")[1], "its result"))],
+          ("feature-store", "features.zarr", lambda e: (e.copy("model"), e.copy("synth"))[1], "its features"))],
     # ... or a file inside its folders: written atomically (stream/model.atomic_write), which named no path
     *[Case(f"output-{what}", lambda e, inner=inner: [
         "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
@@ -2750,11 +2749,13 @@ def test_python_predict_and_run_defaults(shared, tmp_path):
 
 @pytest.mark.parametrize("argv, pattern", [
     (["--workers", "11"], r"--workers 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): needs "
-                          r"4\.1 GiB of memory, this machine has 4\.0 GiB; use at most 10 workers$"),
+                          r"4\.1 GiB of memory, Dask has 4\.0 GiB here \(the machine's memory, or its container's "
+                          r"limit\); use at most 10 workers$"),
     (["--scheduler", "local-cluster", "--workers", "20"], r"--workers 20 \(20 worker processes"),
     (["--set", 'dask.scheduler="local-cluster"', "--set", "dask.workers=11"],
      r"--set dask\.workers=11: dask\.workers = 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): "
-     r"needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at most 10 workers$"),
+     r"needs 4\.1 GiB of memory, Dask has 4\.0 GiB here \(the machine's memory, or its container's limit\); use "
+     r"at most 10 workers$"),
     (["--scheduler", "local-cluster", "--set", "dask.workers=11"], r"--set dask\.workers=11: dask\.workers = 11 "),
     (["--dask-workers-in-file"], r"p\.toml, line \d+: dask\.workers = 11 \(11 worker processes"),
 ], ids=["workers", "local-cluster-workers", "set", "scheduler-flag-and-set", "file"])
@@ -2762,7 +2763,7 @@ def test_local_cluster_workers_beyond_memory(shared, tmp_path, monkeypatch, argv
     """A local-cluster of more worker processes than the memory holds (--workers 1024 started 1024 processes,
     each paused at once by Dask beyond 80% of its share) is refused before the run starts: an earlier run's
     result stays. On a machine of 4 GiB: at most 10 workers of 384 MiB."""
-    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)
+    monkeypatch.setattr("distributed.system.MEMORY_LIMIT", 4 << 30)   # what LocalCluster divides
     out = tmp_path / "o"
     out.mkdir()
     (out / ".streamcov-output").write_text("{}")
@@ -2780,13 +2781,13 @@ def test_local_cluster_workers_within_memory(monkeypatch):
     from streamcov.errors import ConfigError
     from streamcov.stream.runtime import resolve_runtime
 
-    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)
+    monkeypatch.setattr("distributed.system.MEMORY_LIMIT", 4 << 30)   # what LocalCluster divides
     assert resolve_runtime(None, 3) == ("local-cluster", 3)
     assert resolve_runtime("local-cluster", 10) == ("local-cluster", 10)
     assert resolve_runtime("threads", 64) == ("threads", 64)   # threads: capped at the cores by thread_plan
     with pytest.raises(ConfigError, match=r"^workers=11 \(11 worker processes of a local-cluster, at least 384 MiB "
-                                          r"each\): needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at "
-                                          r"most 10 workers$"):
+                                          r"each\): needs 4\.1 GiB of memory, Dask has 4\.0 GiB here \(the machine's "
+                                          r"memory, or its container's limit\); use at most 10 workers$"):
         resolve_runtime(None, 11)
 
 
@@ -3385,3 +3386,23 @@ def test_dask_connect_timeout_not_a_duration(env, value):
                                    r"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT or a Dask configuration file\): "
                                    r"expected a duration such as 30s; correct or remove it$")
     assert not (env.tmp / "p.csv").exists()
+
+
+def test_links_a_run_does_not_write_through_are_accepted(tmp_path):
+    """A store the run only reads (e.g. its ``--store``) linked into the output folder, and a link at
+    ``result.json`` (which a run removes before writing a new file), are not refused; the links a run writes
+    through (model, checkpoints, feature stores) are, by the cases above."""
+    from streamcov.errors import ConfigError
+    from streamcov.tasks.runner import _check_own_names
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (tmp_path / "data.zarr").mkdir()
+    (tmp_path / "old.json").write_text("{}")
+    (out / "data.zarr").symlink_to(tmp_path / "data.zarr")
+    (out / "result.json").symlink_to(tmp_path / "old.json")
+    _check_own_names(out, "--output o")
+    (out / "features-fold0.zarr").symlink_to(tmp_path / "data.zarr")
+    with pytest.raises(ConfigError, match=r"^--output o: \S+/features-fold0\.zarr is a link to \S+/data\.zarr, and a "
+                                          r"run writes its features there through it; remove the link"):
+        _check_own_names(out, "--output o")

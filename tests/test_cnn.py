@@ -356,4 +356,12 @@ def test_bad_images_and_specs():
         cnn.CNNSpec(blocks=("blok3",))
     with pytest.raises(ValueError, match="input_size must be an integer"):
         cnn.CNNSpec(input_size=4)
+    # a grid of one cell was a data matrix of one row: a covariance of 0, the same for every image
+    with pytest.raises(ValueError, match=r"^grid must be 'finest' or an integer in \[2, 1024\], got 1$"):
+        cnn.CNNSpec(grid=1)
+    with pytest.raises(ValueError, match=r"^input_size = 8 gives blocks \['block3', 'block5'\] a grid of one cell \(one "
+                                         r"row per image: a covariance of 0\); give an input_size of 9 or more, or "
+                                         r"grid = 2 or more$"):
+        cnn.CNNSpec(input_size=8)
+    assert cnn.CNNSpec(input_size=9).n_cells(None) == 4 and cnn.CNNSpec(input_size=8, grid=2).n_cells(None) == 4
     assert cnn.extract([], cnn.CNNSpec())[0] == []

@@ -222,12 +222,11 @@ def test_feature_errors():
         F.pixel_features(np.zeros((4, 4), dtype=complex), "texture")
     with pytest.raises(ValueError, match="no images given"):
         F.image_covariances([], "texture")
-    # an image of one pixel was the zero matrix, silently (stride 1: no lower stride to suggest)
-    with pytest.raises(ValueError, match=r"^pixels\.stride = 1: image b\.png of 1 x 1 pixels keeps 1 sampled pixel "
-                                         r"\(1 image\(s\) like it\); a covariance needs at least 2: leave it out, or "
-                                         r"give images of 2 pixels or more$"):
-        F.image_covariances([np.ones((3, 3)), np.ones((1, 1))], "texture", ids=["a.png", "b.png"])
-    with pytest.raises(ValueError, match=r"^pixels\.stride = 1: image 0 of 1 x 1 pixels"):
+    # an image of one pixel was the zero matrix, silently; at stride 1 an image needs 2 x 2 pixels, as in a store
+    with pytest.raises(ValueError, match=r"^image b\.png of 1 x 2 pixels \(1 image\(s\) like it\): its pixel "
+                                         r"covariance needs at least 2 x 2 pixels; leave it out$"):
+        F.image_covariances([np.ones((3, 3)), np.ones((1, 2))], "texture", ids=["a.png", "b.png"])
+    with pytest.raises(ValueError, match=r"^image 0 of 1 x 1 pixels \(1 image\(s\) like it\)"):
         F.image_covariances([np.ones((1, 1))], "texture")
     with pytest.raises(ValueError, match=r"features must be 2-D \(pixels x features\), got shape \(3,\)"):
         F.region_covariance(np.zeros(3))

@@ -508,12 +508,17 @@ class CNNSpec:
                                             or not 8 <= self.input_size <= 4096):
             raise ValueError(f"input_size must be an integer in [8, 4096] or None, got {self.input_size!r}")
         if not (self.grid == "finest" or (isinstance(self.grid, (int, np.integer)) and not isinstance(self.grid, bool)
-                                          and 1 <= self.grid <= 1024)):
-            raise ValueError(f"grid must be 'finest' or an integer in [1, 1024], got {self.grid!r}")
+                                          and 2 <= self.grid <= 1024)):
+            # a grid of one cell is a data matrix of one row: its covariance is 0, the same for every image
+            raise ValueError(f"grid must be 'finest' or an integer in [2, 1024], got {self.grid!r}")
         if self.grid != "finest":
             object.__setattr__(self, "grid", int(self.grid))
         if self.input_size is not None:
             object.__setattr__(self, "input_size", int(self.input_size))
+            if self.n_cells(None) < 2:
+                raise ValueError(f"input_size = {self.input_size} gives blocks {list(blocks)} a grid of one cell (one "
+                                 f"row per image: a covariance of 0); give an input_size of "
+                                 f"{min(_net.layer_table()[b][1] for b in blocks) + 1} or more, or grid = 2 or more")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:

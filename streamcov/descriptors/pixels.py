@@ -304,14 +304,21 @@ def n_sampled_pixels(h, w, stride: int):
 def check_sampled_pixels(shapes, stride: int, ids, fix: str = "lower the stride") -> None:
     """Every image keeps at least 2 sampled pixels at ``stride`` (a covariance needs 2 samples).
 
-    ``shapes``: (n, >= 2) heights and widths; ``ids`` names the images in the message; ``fix`` ends it (at
-    stride 1, where no stride is lower, the fix is to leave the image out).
+    ``shapes``: (n, >= 2) heights and widths; ``ids`` names the images in the message; ``fix`` ends it. At
+    stride 1 every image is to have 2 x 2 pixels, as a store's do (the derivative filters need them too).
     """
+    from ..data.imageio import MIN_SIDE
+
     shapes = np.asarray(shapes)
     if len(shapes) == 0:
         return
     if int(stride) <= 1:
-        fix = "leave it out, or give images of 2 pixels or more"
+        small = np.flatnonzero(shapes[:, :2].min(axis=1) < MIN_SIDE)
+        if len(small):
+            i = int(small[0])
+            raise ConfigError(f"image {ids[i]} of {shapes[i, 0]} x {shapes[i, 1]} pixels ({len(small)} image(s) like "
+                              f"it): its pixel covariance needs at least {MIN_SIDE} x {MIN_SIDE} pixels; leave it out")
+        return
     n = n_sampled_pixels(shapes[:, 0], shapes[:, 1], int(stride))
     bad = np.flatnonzero(n < MIN_SAMPLED_PIXELS)
     if len(bad):
@@ -410,7 +417,8 @@ def image_covariances(images, spec, ids=None) -> np.ndarray:
         raise ValueError("no images given")
     pixels, offsets, shapes = pack_images(images, where=ids)
     # an image of one sampled pixel had the zero matrix, the same descriptor for every such image
-    check_sampled_pixels(shapes[:, :2], spec.stride, ids if ids is not None else range(len(images)))
+    names = ids if ids is not None else [str(i) for i in range(len(images))]
+    check_sampled_pixels(shapes[:, :2], spec.stride, names)
     if spec.needs_color:
         grey = np.flatnonzero(shapes[:, 2] != 3)
         if len(grey):

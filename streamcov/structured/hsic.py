@@ -683,8 +683,7 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
         K = np.asarray(K, dtype=np.float64)
         if K.ndim != 2:
             raise ValueError(f"{what} expects a 2-D kernel matrix, got shape {K.shape}")
-        if not np.isfinite(K).all():
-            raise ValueError(f"{what}: the kernel matrix contains NaN or inf")
+        K = _finite_values(K, "the kernel matrix", what)
         if K.size and (K.max() > 1 + 1e-8 or K.min() < -1 - 1e-8):
             raise ValueError(
                 f"{what} expects a normalized base kernel with entries in [-1, 1] "

@@ -172,6 +172,8 @@ def _check_not_someone_elses(out: Path, resolved: Path, where: str) -> None:
 # at that step, after its features were computed
 RUN_FOLDERS = {"model": "its model", "checkpoints": "its checkpoints"}
 RUN_FILES = {"result.json": "its result", "predictions.csv": "its predictions"}
+# the stores a run writes in its output folder (feature stores, a ConvNet's hypercolumns): not one it is given
+WRITTEN_STORES = ("features*.zarr", "hypercolumns.zarr")
 
 
 def _check_own_names(out: Path, where: str) -> None:
@@ -180,9 +182,10 @@ def _check_own_names(out: Path, where: str) -> None:
     naming it."""
     if not out.is_dir():
         return
-    # a link to an existing entry of the right kind: the run wrote through it (another run's model overwritten)
-    written = ([(out / name, what) for name, what in {**RUN_FOLDERS, **RUN_FILES}.items()]
-               + [(p, "a store") for p in sorted(out.glob("*.zarr"))])
+    # a link to an existing folder the run writes into: the run wrote through it (another run's model overwritten).
+    # Not result.json or predictions.csv (a run removes them first and writes new files), nor a store it only reads
+    written = ([(out / name, what) for name, what in RUN_FOLDERS.items()]
+               + [(p, "its features") for pattern in WRITTEN_STORES for p in sorted(out.glob(pattern))])
     linked = [(p, what) for p, what in written if p.is_symlink() and p.exists()]
     if linked:
         path, what = linked[0]

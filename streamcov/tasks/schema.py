@@ -41,7 +41,7 @@ Fraction = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Seed = Annotated[int, Field(ge=0, lt=2 ** 32)]
-# passes of SGD over the training features: the pipelines ask for 30 to 100 (scikit-learn's default max_iter is
+# passes of SGD over the training features: the pipelines ask for 30 to 200 (scikit-learn's default max_iter is
 # 1000); 1e8 was accepted and ran practically forever
 MAX_EPOCHS = 10_000
 Epochs = Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
@@ -587,7 +587,7 @@ class PixelsTable(Table):
     stride: Optional[PosInt] = None
     blocks: Optional[Annotated[list[str], Field(min_length=1)]] = None
     input_size: Optional[Union[Annotated[int, Field(ge=8, le=4096)], Literal["keep"]]] = None
-    grid: Optional[Union[Literal["finest"], Annotated[int, Field(ge=1, le=1024)]]] = None
+    grid: Optional[Union[Literal["finest"], Annotated[int, Field(ge=2, le=1024)]]] = None   # 1 cell: a covariance of 0
     head: Optional[bool] = None
     backend: Optional[Literal["auto", "onnxruntime", "numpy"]] = None
     batch_size: Optional[PosInt] = None
