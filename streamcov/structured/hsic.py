@@ -120,8 +120,9 @@ def kernel_alignment(K, G) -> float:
     if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape != G.shape:   # a reshape or an AxisError from numpy
         raise ValueError(f"kernel_alignment needs two square kernel matrices of the same shape, got {K.shape} and "
                          f"{G.shape}")
-    Kc, Gc = _center(K), _center(G)
-    a = _alignment(Kc, Gc)
+    with np.errstate(invalid="ignore", over="ignore"):   # a NaN or inf is refused below, in one line, not warned of
+        Kc, Gc = _center(K), _center(G)
+        a = _alignment(Kc, Gc)
     if not np.isfinite(np.vdot(Kc, Kc) * np.vdot(Gc, Gc) if a is None else a):   # NaN was an alignment of 0
         raise ValueError("kernel_alignment: the kernels hold NaN or infinity")
     return 0.0 if a is None else a
