@@ -384,21 +384,43 @@ def map_threads(fn, items, n_jobs: int | None = None):
             yield pending.popleft().result()
 
 
+# the limits Dask's distributed.system.memory_limit also reads (cgroups v1 and v2): every memory check here and a
+# local-cluster's division of memory among its workers then see one figure, a container's limit included
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.soft_limit_in_bytes",
+                 "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.high", "/sys/fs/cgroup/memory.low")
+
+
 def total_memory() -> int:
-    """Bytes of physical memory of this machine (0 when the system does not say)."""
+    """Bytes of memory this process may use: the machine's physical memory, or less where a container's limit
+    (:data:`CGROUP_LIMITS`) or ``RLIMIT_RSS`` says so, as Dask counts it; 0 when the system does not say."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):   # pragma: no cover - non-POSIX
         return 0
+    for path in CGROUP_LIMITS:
+        try:
+            with open(path) as fh:
+                limit = int(fh.read())
+        except (OSError, ValueError):   # no such limit, or "max" (none)
+            continue
+        if limit > 0:
+            total = min(total, limit)
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_RSS)[1]
+    except (ImportError, OSError, ValueError):   # pragma: no cover - non-POSIX
+        return total
+    return hard if 0 < hard < total else total
 
 
 def check_memory(nbytes: float, what: str, fix: str) -> None:
-    """Refuse, with one line, an allocation larger than this machine's memory.
+    """Refuse, with one line, an allocation larger than the memory this process may use (:func:`total_memory`).
 
     ``what`` names the culprit as the user set it (``features.n_components =
     1000000000000``), ``fix`` says how to bring it down. Anything larger than
     the physical memory would fail later with a MemoryError or make the
-    machine swap; smaller sizes are left to the operating system.
+    machine swap, or have a container's limit kill the process; smaller sizes are left to the operating system.
     """
     from .errors import ConfigError
 

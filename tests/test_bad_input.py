@@ -2749,13 +2749,12 @@ def test_python_predict_and_run_defaults(shared, tmp_path):
 
 @pytest.mark.parametrize("argv, pattern", [
     (["--workers", "11"], r"--workers 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): needs "
-                          r"4\.1 GiB of memory, Dask has 4\.0 GiB here \(the machine's memory, or its container's "
-                          r"limit\); use at most 10 workers$"),
+                          r"4\.1 GiB of memory, this machine has 4\.0 GiB; use at "
+                          r"most 10 workers$"),
     (["--scheduler", "local-cluster", "--workers", "20"], r"--workers 20 \(20 worker processes"),
     (["--set", 'dask.scheduler="local-cluster"', "--set", "dask.workers=11"],
      r"--set dask\.workers=11: dask\.workers = 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): "
-     r"needs 4\.1 GiB of memory, Dask has 4\.0 GiB here \(the machine's memory, or its container's limit\); use "
-     r"at most 10 workers$"),
+     r"needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at most 10 workers$"),
     (["--scheduler", "local-cluster", "--set", "dask.workers=11"], r"--set dask\.workers=11: dask\.workers = 11 "),
     (["--dask-workers-in-file"], r"p\.toml, line \d+: dask\.workers = 11 \(11 worker processes"),
 ], ids=["workers", "local-cluster-workers", "set", "scheduler-flag-and-set", "file"])
@@ -2763,7 +2762,7 @@ def test_local_cluster_workers_beyond_memory(shared, tmp_path, monkeypatch, argv
     """A local-cluster of more worker processes than the memory holds (--workers 1024 started 1024 processes,
     each paused at once by Dask beyond 80% of its share) is refused before the run starts: an earlier run's
     result stays. On a machine of 4 GiB: at most 10 workers of 384 MiB."""
-    monkeypatch.setattr("distributed.system.MEMORY_LIMIT", 4 << 30)   # what LocalCluster divides
+    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)   # what LocalCluster divides
     out = tmp_path / "o"
     out.mkdir()
     (out / ".streamcov-output").write_text("{}")
@@ -2781,14 +2780,53 @@ def test_local_cluster_workers_within_memory(monkeypatch):
     from streamcov.errors import ConfigError
     from streamcov.stream.runtime import resolve_runtime
 
-    monkeypatch.setattr("distributed.system.MEMORY_LIMIT", 4 << 30)   # what LocalCluster divides
+    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)   # what LocalCluster divides
     assert resolve_runtime(None, 3) == ("local-cluster", 3)
     assert resolve_runtime("local-cluster", 10) == ("local-cluster", 10)
     assert resolve_runtime("threads", 64) == ("threads", 64)   # threads: capped at the cores by thread_plan
     with pytest.raises(ConfigError, match=r"^workers=11 \(11 worker processes of a local-cluster, at least 384 MiB "
-                                          r"each\): needs 4\.1 GiB of memory, Dask has 4\.0 GiB here \(the machine's "
-                                          r"memory, or its container's limit\); use at most 10 workers$"):
+                                          r"each\): needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at "
+                                          r"most 10 workers$"):
         resolve_runtime(None, 11)
+
+
+@pytest.mark.parametrize("argv, in_file, pattern", [
+    (["--scheduler", "local-cluster"], False, r"--scheduler local-cluster on 3 cores \(3 worker processes of a "
+     r"local-cluster, at least 384 MiB each\): needs 1\.1 GiB of memory, this machine has 1\.0 GiB; use at most 2 "
+     r"workers$"),
+    ([], True, r"p\.toml, line \d+: dask\.scheduler = \"local-cluster\" on 3 cores \(3 worker processes"),
+], ids=["flag", "file"])
+def test_local_cluster_of_a_worker_per_core_beyond_memory(shared, tmp_path, monkeypatch, argv, in_file, pattern):
+    """A local-cluster without a worker count starts one worker process per core: more than the memory holds
+    (many cores in a container of little memory) is refused before the run starts, as a count is."""
+    monkeypatch.setattr("streamcov._config.total_memory", lambda: 1 << 30)
+    monkeypatch.setattr("streamcov._config.available_cores", lambda: 3)
+    out = tmp_path / "o"
+    text = SKELETON_PIPELINE.format(out=out, store=shared["synth"])
+    if in_file:
+        text = text.replace("block_size = 16", 'block_size = 16\nscheduler = "local-cluster"')
+    (tmp_path / "p.toml").write_text(text)
+    assert_one_line_error(*cli("run", tmp_path / "p.toml", "--quiet", *argv)[:2], pattern)
+    assert not out.exists()
+
+
+def test_total_memory_is_the_figure_dask_divides(tmp_path, monkeypatch):
+    """Every memory check reads the figure a LocalCluster divides among its workers (Dask's own reading of the
+    machine, its container's limit and RLIMIT_RSS); a container's limit below the machine's memory is that
+    figure, and a limit of "max" (none) is not."""
+    from distributed.system import memory_limit
+
+    from streamcov import _config
+    from streamcov.errors import ConfigError
+
+    assert _config.total_memory() == memory_limit()
+    (tmp_path / "memory.max").write_text("1073741824\n")
+    (tmp_path / "memory.high").write_text("max\n")
+    monkeypatch.setattr(_config, "CGROUP_LIMITS", (str(tmp_path / "memory.high"), str(tmp_path / "memory.max"),
+                                                   str(tmp_path / "absent")))
+    assert _config.total_memory() == 1 << 30
+    with pytest.raises(ConfigError, match=r"^x = 2: needs 2\.0 GiB of memory, this machine has 1\.0 GiB; lower x$"):
+        _config.check_memory(2 << 30, "x = 2", "lower x")
 
 
 # (Python call of run, its command line, the message's front in Python, on the command line): a notebook's

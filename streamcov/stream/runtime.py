@@ -63,17 +63,14 @@ WORKER_MIN_BYTES = 384 << 20
 
 def check_local_workers(n: int, what: str) -> None:
     """Refuse, with one line, a local-cluster of ``n`` worker processes that the memory Dask divides among them
-    cannot hold (:data:`WORKER_MIN_BYTES` each), naming the count as ``what`` and the most workers that fit."""
-    from distributed.system import MEMORY_LIMIT   # what LocalCluster divides: the machine's, or a container's limit
+    (:func:`streamcov._config.total_memory`) cannot hold, :data:`WORKER_MIN_BYTES` each, naming the count as
+    ``what`` and the most workers that fit."""
+    from .._config import check_memory, total_memory
 
-    from .._config import _size
-    from ..errors import ConfigError
-
-    fits = max(1, MEMORY_LIMIT // WORKER_MIN_BYTES)
+    fits = max(1, total_memory() // WORKER_MIN_BYTES)
     if n > fits:
-        raise ConfigError(f"{what} ({n} worker processes of a local-cluster, at least {WORKER_MIN_BYTES >> 20} MiB "
-                          f"each): needs {_size(n * WORKER_MIN_BYTES)} of memory, Dask has {_size(MEMORY_LIMIT)} here "
-                          f"(the machine's memory, or its container's limit); use at most {fits} workers")
+        check_memory(n * WORKER_MIN_BYTES, f"{what} ({n} worker processes of a local-cluster, at least "
+                     f"{WORKER_MIN_BYTES >> 20} MiB each)", f"use at most {fits} worker{'s' * (fits > 1)}")
 
 
 def resolve_runtime(scheduler, workers) -> tuple:

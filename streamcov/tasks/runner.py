@@ -53,21 +53,27 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         pipeline = pipeline.model_dump(mode="json", exclude_unset=True)
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
-        naming, origins = contextlib.nullcontext(), None
+        naming = contextlib.nullcontext
     else:
         sets = overrides
         cfg, origins = load_config_and_origins(pipeline, sets, store, text=text, text_name=text_name,
                                                flags=flags, note=note, scheduler=scheduler,
                                                output=None if output is None else Path(output))
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front
-        naming = origins.naming()
+        naming = origins.naming
     dask = getattr(cfg, "dask", None)
-    if workers is None and getattr(dask, "workers", None) is not None \
-            and (scheduler or dask.scheduler) == "local-cluster":   # --workers: checked by resolve_runtime
+    if workers is None and (scheduler or getattr(dask, "scheduler", None)) == "local-cluster":
+        # --workers was checked by resolve_runtime; a count in the file, or one worker process per core, here
+        from .._config import available_cores
         from ..stream.runtime import check_local_workers
 
-        with contextlib.nullcontext() if origins is None else origins.naming():
-            check_local_workers(dask.workers, f"dask.workers = {dask.workers}")
+        with naming():
+            if dask.workers is not None:
+                check_local_workers(dask.workers, f"dask.workers = {dask.workers}")
+            else:
+                cores = available_cores()
+                named = arg("scheduler", scheduler) if scheduler else 'dask.scheduler = "local-cluster"'
+                check_local_workers(cores, f"{named} on {cores} cores")
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = arg("output", output) if output is not None else f"output = \"{cfg.output}\""
@@ -116,7 +122,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
             for name in ("result.json", "predictions.csv"):
                 (out / name).unlink(missing_ok=True)
-            with naming:
+            with naming():
                 result = spec.run(cfg, ctx)
             result = {"task": cfg.task, **result}
             result.setdefault("seconds", round(time.perf_counter() - t0, 3))
