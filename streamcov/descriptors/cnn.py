@@ -518,7 +518,7 @@ class CNNSpec:
             if self.n_cells(None) < 2:
                 raise ValueError(f"input_size = {self.input_size} gives blocks {list(blocks)} a grid of one cell (one "
                                  f"row per image: a covariance of 0); give an input_size of "
-                                 f"{min(_net.layer_table()[b][1] for b in blocks) + 1} or more, or grid = 2 or more")
+                                 f"{self.finest_stride + 1} or more, or grid = 2 or more")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:
@@ -530,6 +530,11 @@ class CNNSpec:
         """Channels per grid cell."""
         info = _net.layer_table()
         return sum(info[b][0] for b in self.blocks)
+
+    @property
+    def finest_stride(self) -> int:
+        """Input pixels per cell of the finest of the blocks (the grid of ``grid = "finest"``)."""
+        return min(_net.layer_table()[b][1] for b in self.blocks)
 
     @property
     def n_head(self) -> int:
@@ -547,7 +552,7 @@ class CNNSpec:
     def grid_shape(self, input_hw) -> tuple:
         """Grid (rows, columns) for a network input of ``input_hw`` pixels."""
         if self.grid == "finest":
-            s = min(_net.layer_table()[b][1] for b in self.blocks)
+            s = self.finest_stride
             return (-(-int(input_hw[0]) // s), -(-int(input_hw[1]) // s))
         return (self.grid, self.grid)
 

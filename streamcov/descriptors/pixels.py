@@ -418,7 +418,7 @@ def image_covariances(images, spec, ids=None) -> np.ndarray:
     pixels, offsets, shapes = pack_images(images, where=ids)
     # an image of one sampled pixel had the zero matrix, the same descriptor for every such image
     names = ids if ids is not None else [str(i) for i in range(len(images))]
-    check_sampled_pixels(shapes[:, :2], spec.stride, names)
+    check_sampled_pixels(shapes, spec.stride, names)
     if spec.needs_color:
         grey = np.flatnonzero(shapes[:, 2] != 3)
         if len(grey):

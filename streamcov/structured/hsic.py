@@ -147,22 +147,21 @@ def _check_basis(basis, weight, name="weight"):
                 f"(paper 003, section 2.3; 0 makes every G_i, i >= 1, vanish), got {weight!r}")
 
 
-def _grid_values(grid, name: str, expected: str) -> list:
-    """The candidates of a grid, or ValueError: a bare number was "'float' object is not iterable"."""
+def _grid_values(grid, name: str, expected: str, valid=lambda value: True) -> list:
+    """The candidates of a grid, each ``valid``, or ValueError: a bare number was "'float' object is not
+    iterable"."""
     try:
         values = list(grid)
     except TypeError:
         values = []
-    if not values:
+    if not values or not all(valid(v) for v in values):
         raise ValueError(f"{name} must be a non-empty sequence of {expected}, got {grid!r}")
     return values
 
 
 def _check_grid(grid):
-    if any(isinstance(d, bool) or not isinstance(d, Integral) or d < 1
-           for d in _grid_values(grid, "degree_grid", "integers >= 1")):
-        raise ValueError(
-            f"degree_grid must be a non-empty sequence of integers >= 1, got {grid!r}")
+    _grid_values(grid, "degree_grid", "integers >= 1",
+                 lambda d: not isinstance(d, bool) and isinstance(d, Integral) and d >= 1)
 
 
 def _check_degree(degree, name="degree"):
