@@ -141,7 +141,10 @@ def _group(c, cnt, ws, kind, ul, lg, out_vec, out_mat, as_vec, min_eig, g0, norm
         if as_vec:
             _vec_into(lg, normalize, out_vec[g0 + q])
         else:
-            out_mat[g0 + q, :, :] = lg
+            dst = out_mat[g0 + q]
+            for i in range(lg.shape[0]):   # loops, not dst[:, :] = lg: no shape check (and its message) to compile
+                for j in range(lg.shape[1]):
+                    dst[i, j] = lg[i, j]
 
 
 @njit(parallel=True, **JIT_OPTS)

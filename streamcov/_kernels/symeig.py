@@ -296,7 +296,6 @@ def form_qt(a, n, tau, qt, u):
     Q^T <- Q^T H_k acts on rows and columns k+1.. (``_reflect_rows``: one
     dot product and one axpy per row, from an aligned column).
     """
-    ld = qt.shape[1]
     qt[:, :] = 0.0
     for i in range(n):
         qt[i, i] = 1.0
@@ -306,7 +305,8 @@ def form_qt(a, n, tau, qt, u):
             continue
         k1 = k + 1
         u[:] = 0.0
-        u[k1:n] = a[k, k1:n]
+        for j in range(k1, n):   # a loop, not u[k1:n] = a[k, k1:n]: no shape check (and its message) to compile
+            u[j] = a[k, j]
         _reflect_rows(qt, u, k1, n, (k1 // LANES) * LANES, t)
 
 
