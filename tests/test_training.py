@@ -31,9 +31,15 @@ SGD_SETS = ['model.learner="sgd"', 'model.loss="log_loss"', 'model.learning_rate
             "model.average=false"]
 
 
+# one covariance a sequence where the descriptor is not what a test is about (resume, checkpoints, caches): the
+# pipeline file's three-level pyramid (7 windows) multiplies the featurization; tests of a model's pyramid add
+# PYRAMID
+ONE_LEVEL, PYRAMID = "descriptor.levels=1", "descriptor.levels=3"
+
+
 def cfg_for(store, out, *extra):
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
-                         [f'output="{out}"', *RGW_SETS, "features.n_components=256", *SGD_SETS,
+                         [f'output="{out}"', ONE_LEVEL, *RGW_SETS, "features.n_components=256", *SGD_SETS,
                           "model.epochs=4", "dask.block_size=40", "model.checkpoint_blocks=2",
                           *extra], store=store.path)
 
@@ -41,7 +47,7 @@ def cfg_for(store, out, *extra):
 def lbfgs_cfg_for(store, out, *extra):
     """The pipeline file's own learner (lbfgs, squared hinge), on a small map and few iterations."""
     return load_config(REPO / "pipelines" / "msr_action3d.toml",
-                       [f'output="{out}"', *RGW_SETS, "features.n_components=256", "model.max_iter=30",
+                       [f'output="{out}"', ONE_LEVEL, *RGW_SETS, "features.n_components=256", "model.max_iter=30",
                         "dask.block_size=40",
                         *extra], store=store.path)
 
@@ -250,8 +256,8 @@ def test_the_same_store_under_another_path_reuses_its_features(synth_store, tmp_
     first = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path), scheduler="synchronous")
     monkeypatch.chdir(synth_store.path.parent)
     cfg = load_config(REPO / "pipelines" / "msr_action3d.toml",
-                      [f'output="{tmp_path}"', *RGW_SETS, "features.n_components=256", "model.max_iter=30",
-                       "dask.block_size=40"], store=synth_store.path.name)
+                      [f'output="{tmp_path}"', ONE_LEVEL, *RGW_SETS, "features.n_components=256",
+                       "model.max_iter=30", "dask.block_size=40"], store=synth_store.path.name)
     again = run_pipeline(cfg, scheduler="synchronous")
     assert first["featurized_sequences"] == synth_store.n_sequences and again["featurized_sequences"] == 0
     assert again["accuracy"] == first["accuracy"]
@@ -434,7 +440,7 @@ def test_a_damaged_feature_chunk_says_the_feature_store_is_a_cache(synth_store, 
 
 
 def test_model_round_trip_and_predict(synth_store, tmp_path):
-    res = run_pipeline(cfg_for(synth_store, tmp_path, "model.scale=\"standard\""), scheduler="synchronous")
+    res = run_pipeline(cfg_for(synth_store, tmp_path, "model.scale=\"standard\"", PYRAMID), scheduler="synchronous")
     model = FittedPipeline.load(tmp_path / "model")
     # the pipeline's pyramid descriptor: one RGW map per window, concatenated
     assert model.scaler is not None and type(model.feature_map).__name__ == "BlockSumFeatures"
