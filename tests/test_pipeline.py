@@ -48,7 +48,13 @@ def small_cfg(store, tmp_path, **over):
     return load_config(REPO / "pipelines" / "msr_action3d.toml", sets, store=store.path)
 
 
-def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler):
+@pytest.fixture(scope="module")
+def synchronous(msr_store, tmp_path_factory):
+    """The reference of the scheduler and dtype tests: small_cfg's run on the synchronous scheduler."""
+    return run_pipeline(small_cfg(msr_store, tmp_path_factory.mktemp("synchronous")), scheduler="synchronous")
+
+
+def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler, synchronous):
     """Same seed: identical features and accuracy on threads and on a 2-worker LocalCluster."""
     cfg = small_cfg(msr_store, tmp_path)
     res = run_pipeline(cfg, scheduler=scheduler, workers=2)
@@ -56,8 +62,7 @@ def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler):
     assert res["feature_map"] == "rgw" and res["n_components"] == 300
     import zarr
     X = np.asarray(zarr.open_group(res["features_path"], mode="r")["X"][:])
-    base_cfg = small_cfg(msr_store, tmp_path / "base")
-    base = run_pipeline(base_cfg, scheduler="synchronous")
+    base = synchronous
     Xb = np.asarray(zarr.open_group(base["features_path"], mode="r")["X"][:])
     np.testing.assert_array_equal(X, Xb)
     assert res["accuracy"] == base["accuracy"]
@@ -65,10 +70,10 @@ def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler):
     assert res["accuracy"] > 0.15
 
 
-def test_float32_path_matches_float64(msr_store, tmp_path):
+def test_float32_path_matches_float64(msr_store, tmp_path, synchronous):
     """descriptor.dtype = float32: float32 descriptors, map and feature store, same model up to round-off."""
     import zarr
-    r64 = run_pipeline(small_cfg(msr_store, tmp_path / "f64"), scheduler="synchronous")
+    r64 = synchronous
     r32 = run_pipeline(small_cfg(msr_store, tmp_path / "f32", **{"descriptor.dtype": '"float32"'}),
                        scheduler="synchronous")
     X64 = np.asarray(zarr.open_group(r64["features_path"], mode="r")["X"][:])
