@@ -2810,6 +2810,23 @@ def test_local_cluster_of_a_worker_per_core_beyond_memory(shared, tmp_path, monk
     assert not out.exists()
 
 
+def test_a_task_without_dask_settings_starts_no_cluster_to_check(tmp_path, monkeypatch):
+    """The in-memory tasks (image evaluation, the TGP experiments) have no [dask] table and start no cluster:
+    `--scheduler local-cluster` is not checked against the memory there (it raised AttributeError)."""
+    from conftest import REPO
+    from streamcov.tasks import runner
+
+    monkeypatch.setattr("streamcov._config.total_memory", lambda: 1 << 20)   # any local-cluster is refused
+
+    class Task:
+        def run(self, cfg, ctx):
+            return {"ran_on": ctx.scheduler}
+
+    monkeypatch.setattr(runner, "get_task", lambda name: Task())
+    res = runner.run(REPO / "pipelines" / "digits_tgp.toml", scheduler="local-cluster", output=tmp_path / "o")
+    assert res["ran_on"] == "local-cluster" and res["task"] == "tgp-digits"
+
+
 def test_total_memory_is_the_figure_dask_divides(tmp_path, monkeypatch):
     """Every memory check reads the figure a LocalCluster divides among its workers (Dask's own reading of the
     machine, its container's limit and RLIMIT_RSS); a container's limit below the machine's memory is that

@@ -62,8 +62,9 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front
         naming = origins.naming
     dask = getattr(cfg, "dask", None)
-    if workers is None and (scheduler or getattr(dask, "scheduler", None)) == "local-cluster":
+    if dask is not None and workers is None and (scheduler or dask.scheduler) == "local-cluster":
         # --workers was checked by resolve_runtime; a count in the file, or one worker process per core, here
+        # (a task without a [dask] table starts no cluster)
         from .._config import available_cores
         from ..stream.runtime import check_local_workers
 
