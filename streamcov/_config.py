@@ -384,20 +384,22 @@ def map_threads(fn, items, n_jobs: int | None = None):
             yield pending.popleft().result()
 
 
-# the limits Dask's distributed.system.memory_limit also reads (cgroups v1 and v2): every memory check here and a
-# local-cluster's division of memory among its workers then see one figure, a container's limit included
-CGROUP_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.soft_limit_in_bytes",
-                 "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.high", "/sys/fs/cgroup/memory.low")
+# a container's memory limits (cgroups v1 and v2): the hard ones, past which the process is killed, and the soft
+# ones Dask's distributed.system.memory_limit also reads to divide memory among a local-cluster's workers
+HARD_LIMITS = ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max")
+SOFT_LIMITS = ("/sys/fs/cgroup/memory/memory.soft_limit_in_bytes", "/sys/fs/cgroup/memory.high",
+               "/sys/fs/cgroup/memory.low")
 
 
-def total_memory() -> int:
+def total_memory(soft: bool = False) -> int:
     """Bytes of memory this process may use: the machine's physical memory, or less where a container's limit
-    (:data:`CGROUP_LIMITS`) or ``RLIMIT_RSS`` says so, as Dask counts it; 0 when the system does not say."""
+    (:data:`HARD_LIMITS`) or ``RLIMIT_RSS`` says so; with ``soft``, also below a container's soft limits
+    (:data:`SOFT_LIMITS`), which is Dask's figure. 0 when the system does not say."""
     try:
         total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):   # pragma: no cover - non-POSIX
         return 0
-    for path in CGROUP_LIMITS:
+    for path in HARD_LIMITS + (SOFT_LIMITS if soft else ()):
         try:
             with open(path) as fh:
                 limit = int(fh.read())
@@ -414,17 +416,18 @@ def total_memory() -> int:
     return hard if 0 < hard < total else total
 
 
-def check_memory(nbytes: float, what: str, fix: str) -> None:
+def check_memory(nbytes: float, what: str, fix: str, total: int | None = None) -> None:
     """Refuse, with one line, an allocation larger than the memory this process may use (:func:`total_memory`).
 
     ``what`` names the culprit as the user set it (``features.n_components =
-    1000000000000``), ``fix`` says how to bring it down. Anything larger than
-    the physical memory would fail later with a MemoryError or make the
-    machine swap, or have a container's limit kill the process; smaller sizes are left to the operating system.
+    1000000000000``), ``fix`` says how to bring it down; ``total``, when given,
+    is the figure to compare with. Anything larger would fail later with a
+    MemoryError, make the machine swap, or have a container's limit kill the
+    process; smaller sizes are left to the operating system.
     """
     from .errors import ConfigError
 
-    total = total_memory()
+    total = total_memory() if total is None else total
     if total and nbytes > total:
         raise ConfigError(f"{what}: needs {_size(nbytes)} of memory, this machine has {_size(total)}; {fix}")
 

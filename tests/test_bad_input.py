@@ -2762,7 +2762,7 @@ def test_local_cluster_workers_beyond_memory(shared, tmp_path, monkeypatch, argv
     """A local-cluster of more worker processes than the memory holds (--workers 1024 started 1024 processes,
     each paused at once by Dask beyond 80% of its share) is refused before the run starts: an earlier run's
     result stays. On a machine of 4 GiB: at most 10 workers of 384 MiB."""
-    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)   # what LocalCluster divides
+    monkeypatch.setattr("streamcov._config.total_memory", lambda soft=False: 4 << 30)   # what LocalCluster divides
     out = tmp_path / "o"
     out.mkdir()
     (out / ".streamcov-output").write_text("{}")
@@ -2780,7 +2780,7 @@ def test_local_cluster_workers_within_memory(monkeypatch):
     from streamcov.errors import ConfigError
     from streamcov.stream.runtime import resolve_runtime
 
-    monkeypatch.setattr("streamcov._config.total_memory", lambda: 4 << 30)   # what LocalCluster divides
+    monkeypatch.setattr("streamcov._config.total_memory", lambda soft=False: 4 << 30)   # what LocalCluster divides
     assert resolve_runtime(None, 3) == ("local-cluster", 3)
     assert resolve_runtime("local-cluster", 10) == ("local-cluster", 10)
     assert resolve_runtime("threads", 64) == ("threads", 64)   # threads: capped at the cores by thread_plan
@@ -2799,8 +2799,8 @@ def test_local_cluster_workers_within_memory(monkeypatch):
 def test_local_cluster_of_a_worker_per_core_beyond_memory(shared, tmp_path, monkeypatch, argv, in_file, pattern):
     """A local-cluster without a worker count starts one worker process per core: more than the memory holds
     (many cores in a container of little memory) is refused before the run starts, as a count is."""
-    monkeypatch.setattr("streamcov._config.total_memory", lambda: 1 << 30)
-    monkeypatch.setattr("streamcov._config.available_cores", lambda: 3)
+    monkeypatch.setattr("streamcov._config.total_memory", lambda soft=False: 1 << 30)
+    monkeypatch.setattr("streamcov.stream.runtime.available_cores", lambda: 3)
     out = tmp_path / "o"
     text = SKELETON_PIPELINE.format(out=out, store=shared["synth"])
     if in_file:
@@ -2816,7 +2816,7 @@ def test_a_task_without_dask_settings_starts_no_cluster_to_check(tmp_path, monke
     from conftest import REPO
     from streamcov.tasks import runner
 
-    monkeypatch.setattr("streamcov._config.total_memory", lambda: 1 << 20)   # any local-cluster is refused
+    monkeypatch.setattr("streamcov._config.total_memory", lambda soft=False: 1 << 20)   # any local-cluster is refused
 
     class Task:
         def run(self, cfg, ctx):
@@ -2828,22 +2828,40 @@ def test_a_task_without_dask_settings_starts_no_cluster_to_check(tmp_path, monke
 
 
 def test_total_memory_is_the_figure_dask_divides(tmp_path, monkeypatch):
-    """Every memory check reads the figure a LocalCluster divides among its workers (Dask's own reading of the
-    machine, its container's limit and RLIMIT_RSS); a container's limit below the machine's memory is that
-    figure, and a limit of "max" (none) is not."""
+    """The worker check reads the figure a LocalCluster divides among its workers (Dask's own reading of the
+    machine, its container's hard and soft limits and RLIMIT_RSS); the allocation checks read the hard limits
+    alone (a soft limit kills nothing). A container's limit below the machine's memory is the figure; a limit
+    of "max" (none) is not."""
     from distributed.system import memory_limit
 
     from streamcov import _config
     from streamcov.errors import ConfigError
 
-    assert _config.total_memory() == memory_limit()
-    (tmp_path / "memory.max").write_text("1073741824\n")
-    (tmp_path / "memory.high").write_text("max\n")
-    monkeypatch.setattr(_config, "CGROUP_LIMITS", (str(tmp_path / "memory.high"), str(tmp_path / "memory.max"),
-                                                   str(tmp_path / "absent")))
-    assert _config.total_memory() == 1 << 30
-    with pytest.raises(ConfigError, match=r"^x = 2: needs 2\.0 GiB of memory, this machine has 1\.0 GiB; lower x$"):
-        _config.check_memory(2 << 30, "x = 2", "lower x")
+    assert _config.total_memory(soft=True) == memory_limit()
+    assert _config.total_memory() >= memory_limit()
+    for name, text in [("memory.max", "2147483648\n"), ("memory.high", "max\n"), ("memory.low", "1073741824\n")]:
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(_config, "HARD_LIMITS", (str(tmp_path / "memory.max"), str(tmp_path / "absent")))
+    monkeypatch.setattr(_config, "SOFT_LIMITS", (str(tmp_path / "memory.high"), str(tmp_path / "memory.low")))
+    assert _config.total_memory() == 2 << 30 and _config.total_memory(soft=True) == 1 << 30
+    with pytest.raises(ConfigError, match=r"^x = 3: needs 3\.0 GiB of memory, this machine has 2\.0 GiB; lower x$"):
+        _config.check_memory(3 << 30, "x = 3", "lower x")
+
+
+def test_predict_on_a_local_cluster_of_a_worker_per_core_beyond_memory(tmp_path, monkeypatch):
+    """`streamcov predict --scheduler local-cluster` without a count starts a worker per core: more than the
+    memory holds is refused before the model is read, as for a run."""
+    from streamcov.errors import ConfigError
+    from streamcov.stream.predict import predict
+
+    monkeypatch.setattr("streamcov._config.total_memory", lambda soft=False: 1 << 30)
+    monkeypatch.setattr("streamcov.stream.runtime.available_cores", lambda: 3)
+    with pytest.raises(ConfigError, match=r"^scheduler='local-cluster' on 3 cores \(3 worker processes of a "
+                                          r"local-cluster, at least 384 MiB each\): needs 1\.1 GiB of memory, this "
+                                          r"machine has 1\.0 GiB; use at most 2 workers$"):
+        predict(tmp_path / "model", tmp_path / "store.zarr", scheduler="local-cluster")
+    rc, err = cli("predict", tmp_path / "model", tmp_path / "store.zarr", "--scheduler", "local-cluster")[:2]
+    assert_one_line_error(rc, err, r"--scheduler local-cluster on 3 cores \(3 worker processes")
 
 
 # (Python call of run, its command line, the message's front in Python, on the command line): a notebook's

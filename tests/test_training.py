@@ -470,7 +470,7 @@ def test_a_model_draws_its_projections_again_from_the_seed(synth_store, tmp_path
 
     from streamcov.stream import model as M
 
-    run_pipeline(cfg_for(synth_store, tmp_path / "a"), scheduler="synchronous")
+    run_pipeline(cfg_for(synth_store, tmp_path / "a", PYRAMID), scheduler="synchronous")
     doc = json.loads((tmp_path / "a" / "model" / "model.json").read_text())
     with np.load(tmp_path / "a" / "model" / "model.npz") as z:
         names = set(z.files)
@@ -480,7 +480,7 @@ def test_a_model_draws_its_projections_again_from_the_seed(synth_store, tmp_path
     first = predict_store(tmp_path / "a" / "model", synth_store.path, tmp_path / "a.csv", scheduler="synchronous")
     # the same model with every array in the file, as version 2 wrote it
     monkeypatch.setattr(M, "_leave_out_drawn", lambda fmap, arrays: None)
-    run_pipeline(cfg_for(synth_store, tmp_path / "b"), scheduler="synchronous")
+    run_pipeline(cfg_for(synth_store, tmp_path / "b", PYRAMID), scheduler="synchronous")
     with np.load(tmp_path / "b" / "model" / "model.npz") as z:
         assert set(drawn) <= set(z.files)
     second = predict_store(tmp_path / "b" / "model", synth_store.path, tmp_path / "b.csv", scheduler="synchronous")

@@ -40,7 +40,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     on every row whose label the model knows. The predictions of every row
     are always written, by default to ``<model>/predictions/<store name>.csv``.
     """
-    from .runtime import resolve_runtime
+    from .runtime import check_local_workers, resolve_runtime
 
     model_dir = path_arg("model_dir", model_dir, "MODEL", "the model folder of a run (<output>/model)")
     store_path = path_arg("store_path", store_path, "STORE", "a store of the kind the model was trained on "
@@ -49,6 +49,8 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     train_accuracy = bool_arg("train_accuracy", train_accuracy)
     scheduler, workers = resolve_runtime(scheduler, workers)
     scheduler = scheduler or "threads"
+    if scheduler == "local-cluster" and workers is None:   # one worker process per core (a count: checked above)
+        check_local_workers(None, arg("scheduler", scheduler))
     if block is not None:
         block = int_arg("block", block, " (rows per block), or None for the model's")
     _check_model_path(Path(model_dir), Path(store_path))

@@ -7,7 +7,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .._config import thread_plan, worker_decode_threads, worker_spawn_environ
+from .._config import available_cores, thread_plan, worker_decode_threads, worker_spawn_environ
 from ..errors import ConfigError, StreamcovError, arg, arg_name, int_arg
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
@@ -61,16 +61,26 @@ def workers_unread(scheduler: str | None) -> str | None:
 WORKER_MIN_BYTES = 384 << 20
 
 
-def check_local_workers(n: int, what: str) -> None:
-    """Refuse, with one line, a local-cluster of ``n`` worker processes that the memory Dask divides among them
-    (:func:`streamcov._config.total_memory`) cannot hold, :data:`WORKER_MIN_BYTES` each, naming the count as
-    ``what`` and the most workers that fit."""
+def local_cluster_size(workers: int | None) -> int:
+    """Worker processes of a local-cluster: ``workers``, or one per core when no count is given."""
+    return int(workers or available_cores())
+
+
+def check_local_workers(n: int | None, what: str) -> None:
+    """Refuse, with one line, a local-cluster of ``n`` worker processes (None: one per core) that the memory
+    Dask divides among them cannot hold, :data:`WORKER_MIN_BYTES` each, naming the count as ``what`` (for
+    None: the scheduler, to which " on N cores" is added) and the most workers that fit.
+
+    The memory is Dask's figure (:func:`streamcov._config.total_memory` with ``soft=True``): a container's
+    soft limits count, since Dask pauses a worker beyond 80% of its share of them."""
     from .._config import check_memory, total_memory
 
-    fits = max(1, total_memory() // WORKER_MIN_BYTES)
-    if n > fits:
-        check_memory(n * WORKER_MIN_BYTES, f"{what} ({n} worker processes of a local-cluster, at least "
-                     f"{WORKER_MIN_BYTES >> 20} MiB each)", f"use at most {fits} worker{'s' * (fits > 1)}")
+    total = total_memory(soft=True)
+    fits, count = max(1, total // WORKER_MIN_BYTES), local_cluster_size(n)
+    if count > fits:
+        check_memory(count * WORKER_MIN_BYTES, f"{what}{'' if n else f' on {count} cores'} ({count} worker "
+                     f"processes of a local-cluster, at least {WORKER_MIN_BYTES >> 20} MiB each)",
+                     f"use at most {fits} worker{'s' * (fits > 1)}", total=total)
 
 
 def resolve_runtime(scheduler, workers) -> tuple:
@@ -445,7 +455,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
 
     cluster = None
     if scheduler == "local-cluster":
-        n = int(workers or thread_plan().cores)
+        n = local_cluster_size(workers)
         # the malloc policy of _config.WORKER_MALLOC_ENV, read by the nannies when they spawn the workers
         with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_spawn_environ()}):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,

@@ -65,16 +65,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     if dask is not None and workers is None and (scheduler or dask.scheduler) == "local-cluster":
         # --workers was checked by resolve_runtime; a count in the file, or one worker process per core, here
         # (a task without a [dask] table starts no cluster)
-        from .._config import available_cores
         from ..stream.runtime import check_local_workers
 
         with naming():
-            if dask.workers is not None:
-                check_local_workers(dask.workers, f"dask.workers = {dask.workers}")
-            else:
-                cores = available_cores()
-                named = arg("scheduler", scheduler) if scheduler else 'dask.scheduler = "local-cluster"'
-                check_local_workers(cores, f"{named} on {cores} cores")
+            check_local_workers(dask.workers, f"dask.workers = {dask.workers}" if dask.workers is not None else
+                                arg("scheduler", scheduler) if scheduler else 'dask.scheduler = "local-cluster"')
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = arg("output", output) if output is not None else f"output = \"{cfg.output}\""
