@@ -193,6 +193,8 @@ def stack_vec(mats, scale, shift, kind, normalize, out, min_eig):
 
 def stack_mat(mats, scale, shift, kind, out, min_eig):
     """:func:`stack_vec` with the matrices f(...) as output, ``out`` of shape (n, d, d)."""
+    if out.shape != mats.shape:   # the kernel copies into out[s] by index, with no shape check
+        raise ValueError(f"out has shape {out.shape}, expected {mats.shape}")
     _stack(mats, scale, shift, kind, False, np.empty((0, 0)), out, False, min_eig)
 
 
