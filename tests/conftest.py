@@ -18,12 +18,13 @@ DATA = Path(os.environ.get("STREAMCOV_DATA", REPO.parent / "shared" / "data"))
 RGW_SETS = ['features.map="rgw"', "features.theta=0.7", 'features.sampling="stratified"', "features.center=true"]
 
 
-# The heaviest test files first (seconds of a serial run, 2026-11-29: 234, 216, 145, 128, 104, 80, 70, 60, 56, 44,
-# 36, 35): with `-n 2 --dist loadfile` (the README's command) each file runs whole in one of the two processes, taken
-# in collection order (--no-loadscope-reorder), and the two end together only when no long file is left for last.
-HEAVY_FIRST = ("test_fault_tolerance.py", "test_training.py", "test_pipeline.py", "test_cluster.py", "test_lbfgs.py",
-               "test_mocap_asf_amc.py", "test_kernels_fast.py", "test_bad_input.py", "test_descriptor_options.py",
-               "test_study.py", "test_mirror.py", "test_readme_api.py")
+# The heaviest test files first (seconds of a run in two processes from a fresh numba cache, 2026-11-30: 219, 214,
+# 195, 125, 95, 84, 84, 81, 69, 49, 48, 43): with `-n 2 --dist loadfile` (the README's command) each file runs whole
+# in one of the two processes, taken in collection order (--no-loadscope-reorder), and the two end together only
+# when no long file is left for last.
+HEAVY_FIRST = ("test_fault_tolerance.py", "test_training.py", "test_pipeline.py", "test_lbfgs.py",
+               "test_bad_input.py", "test_mocap_asf_amc.py", "test_cluster.py", "test_kernels_fast.py",
+               "test_descriptor_options.py", "test_study.py", "test_mirror.py", "test_readme_api.py")
 
 
 def pytest_collection_modifyitems(config, items):

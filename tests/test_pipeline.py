@@ -87,13 +87,15 @@ def test_float32_path_matches_float64(msr_store, tmp_path, synchronous):
 
 
 def test_featurization_restart_skips_done_blocks(msr_store, tmp_path):
-    cfg = small_cfg(msr_store, tmp_path)
+    one_level = {"descriptor.levels": 1}   # the feature store's reuse, not the descriptor, is tested here
+    cfg = small_cfg(msr_store, tmp_path, **one_level)
     first = run_pipeline(cfg, scheduler="synchronous")
     assert first["featurized_sequences"] == msr_store.n_sequences
-    again = run_pipeline(small_cfg(msr_store, tmp_path), scheduler="synchronous")
+    again = run_pipeline(small_cfg(msr_store, tmp_path, **one_level), scheduler="synchronous")
     assert again["featurized_sequences"] == 0
     assert again["accuracy"] == first["accuracy"]
-    other = run_pipeline(small_cfg(msr_store, tmp_path, **{"features.sigma": 1.5}), scheduler="synchronous")
+    other = run_pipeline(small_cfg(msr_store, tmp_path, **one_level, **{"features.sigma": 1.5}),
+                         scheduler="synchronous")
     assert other["featurized_sequences"] == msr_store.n_sequences  # new parameters: recomputed
 
 
