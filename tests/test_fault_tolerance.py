@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, assert_same_bits
-from test_training import SGD_SETS
+from test_training import ONE_LEVEL, SGD_SETS
 from streamcov.tasks.config import load_config
 from streamcov.tasks import run as run_pipeline
 from streamcov.data.skeletons import ingest, open_store
@@ -23,8 +23,6 @@ from test_cluster import ProcessCluster, kill_group, spawn, streamcov_cmd
 pytestmark = pytest.mark.slow
 
 PIPELINE = REPO / "pipelines" / "msr_action3d.toml"
-# the descriptor of one covariance per sequence: the faults are in the streaming, not in the descriptor
-ONE_LEVEL = ["descriptor.levels=1"]
 TIMEOUT = 300.0   # a bound on a hang, not a speed test: the other test process shares the cores
 
 
@@ -87,7 +85,7 @@ def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, pr
     # Many small blocks (150 of 4 sequences): the first done flag appears long
     # before the last, so the kill lands mid-featurization. One pyramid level: the pipeline file's three
     # (7 windows) made each run four times longer and tested nothing more
-    sets = ["features.n_components=500", "dask.block_size=4", *ONE_LEVEL]
+    sets = ["features.n_components=500", "dask.block_size=4", ONE_LEVEL]
     cluster = ProcessCluster(tmp_path / "cluster", n_workers=2)
     procs.extend(cluster.workers + [cluster.scheduler])
     out = tmp_path / "cluster_run"
@@ -125,7 +123,7 @@ def test_worker_killed_mid_predict_gives_same_predictions(store, tmp_path, procs
     processing: the predictions file equals a threaded predict's byte for byte."""
     from distributed import Client
 
-    sets = ["features.n_components=500", "dask.block_size=4", *ONE_LEVEL, *SGD_SETS, "model.epochs=2"]
+    sets = ["features.n_components=500", "dask.block_size=4", ONE_LEVEL, *SGD_SETS, "model.epochs=2"]
     base = run_pipeline(cfg_for(store, tmp_path / "threads", sets), scheduler="threads")
     model = Path(base["model_path"])
     ref = subprocess.run(streamcov_cmd() + ["predict", str(model), str(store), "--out", str(tmp_path / "t.csv")],
@@ -146,7 +144,7 @@ def test_worker_killed_mid_predict_gives_same_predictions(store, tmp_path, procs
 
 
 def test_run_killed_mid_training_resumes_to_the_same_model(store, tmp_path, procs):
-    sets = ["features.n_components=200", *ONE_LEVEL, *SGD_SETS, "model.epochs=10", "model.checkpoint_blocks=2",
+    sets = ["features.n_components=200", ONE_LEVEL, *SGD_SETS, "model.epochs=10", "model.checkpoint_blocks=2",
             "dask.block_size=32"]
     full = fresh_run(store, tmp_path / "full", sets)
     out = tmp_path / "part"
