@@ -429,7 +429,7 @@ def check_memory(nbytes: float, what: str, fix: str, total: int | None = None) -
 
     total = total_memory() if total is None else total
     if total and nbytes > total:
-        raise ConfigError(f"{what}: needs {_size(nbytes)} of memory, this machine has {_size(total)}; {fix}")
+        raise ConfigError(f"{what}: needs {_size(nbytes)} of memory, this process may use {_size(total)}; {fix}")
 
 
 def check_disk(nbytes: float, path, what: str, fix: str) -> None:

@@ -741,7 +741,7 @@ CONFIG = [
                                                     .replace("D = 8", "D = 0"))], LINE + r"method\.D = 0: expected"),
     Case("n-components-beyond-memory", run_file(features__n_components="1000000000000"),
          r"features\.n_components = 1000000000000 on \d+-dimensional descriptors: needs [\d.]+ PiB of memory, "
-         r"this machine has [\d.]+ GiB; lower features\.n_components"),
+         r"this process may use [\d.]+ GiB; lower features\.n_components"),
     # a [features] key that the map does not read: refused where it was written; a map switched by --set
     # drops the file's keys it does not read, with a note
     Case("map-key-not-read-set", run_set('features.map="rff"', "features.theta=0.5"),
@@ -1071,7 +1071,7 @@ CONFIG = [
     Case("eval-D-beyond-memory", run_image(lambda t: t.replace('name = "loghs"\nmax_pixels_exact = 16\n',
                                                                'name = "approx_loghs"\nD = 100000\n'),
                                            pipeline=EVAL_PIPELINE),
-         r"method\.D = 100000 on \d+ images: needs [\d.]+ TiB of memory, this machine has [\d.]+ GiB; lower "
+         r"method\.D = 100000 on \d+ images: needs [\d.]+ TiB of memory, this process may use [\d.]+ GiB; lower "
          r"method\.D, or use the out-of-core task image-stream-classification$"),
     Case("eval-method-key-unread-set", run_image(lambda t: t, "method.D=100", pipeline=EVAL_PIPELINE),
          r'error: --set method\.D=100: method\.D = 100 is not read by method\.name = "loghs" with classifier "svc" '
@@ -2209,7 +2209,7 @@ IMAGES = [
     Case("image-distance-matrices-too-large", lambda e: [
         "run", "--demo", "images", "--set", "data.patch=4", "--set", "method.sigma1=[0.25, 0.5, 1, 2, 4, 8]",
         "--set", "method.gamma=[1e-4, 1e-3, 1e-2, 1e-1]", "--output", e.tmp / "o"],
-         r"49152 images \(24 distance matrices of 49152 x 49152\): needs \S+ \S+ of memory, this machine has "
+         r"49152 images \(24 distance matrices of 49152 x 49152\): needs \S+ \S+ of memory, this process may use "
          r"\S+ \S+; use fewer images \(data\.max_per_class; a larger data\.patch for textures\)"),
     # folders named maps (ETH-80's segmentation maps) are left out by default: said, with their count
     Case("ingest-says-what-maps-left-out", lambda e: ["ingest", "images", "--format", "folders", with_maps(e),
@@ -2749,12 +2749,12 @@ def test_python_predict_and_run_defaults(shared, tmp_path):
 
 @pytest.mark.parametrize("argv, pattern", [
     (["--workers", "11"], r"--workers 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): needs "
-                          r"4\.1 GiB of memory, this machine has 4\.0 GiB; use at "
+                          r"4\.1 GiB of memory, this process may use 4\.0 GiB; use at "
                           r"most 10 workers$"),
     (["--scheduler", "local-cluster", "--workers", "20"], r"--workers 20 \(20 worker processes"),
     (["--set", 'dask.scheduler="local-cluster"', "--set", "dask.workers=11"],
      r"--set dask\.workers=11: dask\.workers = 11 \(11 worker processes of a local-cluster, at least 384 MiB each\): "
-     r"needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at most 10 workers$"),
+     r"needs 4\.1 GiB of memory, this process may use 4\.0 GiB; use at most 10 workers$"),
     (["--scheduler", "local-cluster", "--set", "dask.workers=11"], r"--set dask\.workers=11: dask\.workers = 11 "),
     (["--dask-workers-in-file"], r"p\.toml, line \d+: dask\.workers = 11 \(11 worker processes"),
 ], ids=["workers", "local-cluster-workers", "set", "scheduler-flag-and-set", "file"])
@@ -2785,14 +2785,14 @@ def test_local_cluster_workers_within_memory(monkeypatch):
     assert resolve_runtime("local-cluster", 10) == ("local-cluster", 10)
     assert resolve_runtime("threads", 64) == ("threads", 64)   # threads: capped at the cores by thread_plan
     with pytest.raises(ConfigError, match=r"^workers=11 \(11 worker processes of a local-cluster, at least 384 MiB "
-                                          r"each\): needs 4\.1 GiB of memory, this machine has 4\.0 GiB; use at "
+                                          r"each\): needs 4\.1 GiB of memory, this process may use 4\.0 GiB; use at "
                                           r"most 10 workers$"):
         resolve_runtime(None, 11)
 
 
 @pytest.mark.parametrize("argv, in_file, pattern", [
     (["--scheduler", "local-cluster"], False, r"--scheduler local-cluster on 3 cores \(3 worker processes of a "
-     r"local-cluster, at least 384 MiB each\): needs 1\.1 GiB of memory, this machine has 1\.0 GiB; use at most 2 "
+     r"local-cluster, at least 384 MiB each\): needs 1\.1 GiB of memory, this process may use 1\.0 GiB; use at most 2 "
      r"workers$"),
     ([], True, r"p\.toml, line \d+: dask\.scheduler = \"local-cluster\" on 3 cores \(3 worker processes"),
 ], ids=["flag", "file"])
@@ -2844,7 +2844,7 @@ def test_total_memory_is_the_figure_dask_divides(tmp_path, monkeypatch):
     monkeypatch.setattr(_config, "HARD_LIMITS", (str(tmp_path / "memory.max"), str(tmp_path / "absent")))
     monkeypatch.setattr(_config, "SOFT_LIMITS", (str(tmp_path / "memory.high"), str(tmp_path / "memory.low")))
     assert _config.total_memory() == 2 << 30 and _config.total_memory(soft=True) == 1 << 30
-    with pytest.raises(ConfigError, match=r"^x = 3: needs 3\.0 GiB of memory, this machine has 2\.0 GiB; lower x$"):
+    with pytest.raises(ConfigError, match=r"^x = 3: needs 3\.0 GiB of memory, this process may use 2\.0 GiB; lower x$"):
         _config.check_memory(3 << 30, "x = 3", "lower x")
 
 
@@ -2858,7 +2858,7 @@ def test_predict_on_a_local_cluster_of_a_worker_per_core_beyond_memory(tmp_path,
     monkeypatch.setattr("streamcov.stream.runtime.available_cores", lambda: 3)
     with pytest.raises(ConfigError, match=r"^scheduler='local-cluster' on 3 cores \(3 worker processes of a "
                                           r"local-cluster, at least 384 MiB each\): needs 1\.1 GiB of memory, this "
-                                          r"machine has 1\.0 GiB; use at most 2 workers$"):
+                                          r"process may use 1\.0 GiB; use at most 2 workers$"):
         predict(tmp_path / "model", tmp_path / "store.zarr", scheduler="local-cluster")
     rc, err = cli("predict", tmp_path / "model", tmp_path / "store.zarr", "--scheduler", "local-cluster")[:2]
     assert_one_line_error(rc, err, r"--scheduler local-cluster on 3 cores \(3 worker processes")
@@ -2971,11 +2971,11 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
     # sizes no machine holds: one line saying what to lower, not a MemoryError
     (lambda p: __import__("streamcov").SyntheticSkeletons(frames=(10**9, 10**9)), ValueError,
      r"^frames = \(1000000000, 1000000000\) \(a sequence of up to 1000000000 frames\): needs \S+ \S+ of memory, "
-     r"this machine has \S+ \S+; ask for shorter sequences$"),
+     r"this process may use \S+ \S+; ask for shorter sequences$"),
     (lambda p: __import__("streamcov").CovarianceOperator(n_frequencies=10**7).fit(
         [np.random.default_rng(0).random((16, 16)) for _ in range(2)]), ValueError,
      r"^n_frequencies = 10000000 \(operators of 20000000 x 20000000, vectors of 200000010000000 numbers\): needs "
-     r"\S+ \S+ of memory, this machine has \S+ \S+; lower n_frequencies$"),
+     r"\S+ \S+ of memory, this process may use \S+ \S+; lower n_frequencies$"),
     # a notebook's slips that were a TypeError without the argument's name, accepted, or silently wrong
     (lambda p: __import__("streamcov").predict(p["model"], None), ValueError,
      r"^store_path=None: expected a path \(a str or pathlib\.Path\), got NoneType$"),
@@ -3185,7 +3185,7 @@ def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
                             id_of=["a.png", "big.png", "c.png"].__getitem__)
     spec = get_spec("texture")
     with pytest.raises(ConfigError, match=r"^s\.zarr: image 1 \(big\.png\) of 13000 x 13000 pixels \(its per-pixel "
-                                          r"features\): needs 1\d\.\d GiB of memory, this machine has 16\.0 GiB; "
+                                          r"features\): needs 1\d\.\d GiB of memory, this process may use 16\.0 GiB; "
                                           r"raise pixels\.stride, downscale such images, or leave them out$"):
         _check_image_memory(store, spec, trained=False)
     with pytest.raises(ConfigError, match=r"; downscale such images, or leave them out$"):
@@ -3197,7 +3197,7 @@ def test_an_image_too_large_for_memory_is_refused_before_any_work(monkeypatch):
     store.id_of = [f"p{i}.png" for i in range(20)].__getitem__
     _check_image_memory(store, spec, trained=False, parallelism=8)
     with pytest.raises(ConfigError, match=r"of 4000 x 4000 pixels \(its per-pixel features, 16 images at a time "
-                                          r"\(one per thread\)\): needs 2\d\.\d GiB of memory, this machine has "
+                                          r"\(one per thread\)\): needs 2\d\.\d GiB of memory, this process may use "
                                           r"16\.0 GiB; raise pixels\.stride, downscale such images, or leave them "
                                           r"out; or run fewer threads \(workers or dask\.workers\)$"):
         _check_image_memory(store, spec, trained=False, parallelism=16)

@@ -476,7 +476,7 @@ def test_a_map_beyond_memory_is_refused_by_its_projections_not_its_width(monkeyp
     monkeypatch.setattr(_config, "total_memory", lambda: 400e6)
     params = {"map": "rgw", "n_components": 20000, "theta": 0.25, "sampling": "stratified", "sigma": 1.0}
     with pytest.raises(ConfigError, match=r"features\.n_components = 20000 on 1000-dimensional descriptors: "
-                                          r"needs 610\.4 MiB of memory, this machine has 381\.5 MiB"):
+                                          r"needs 610\.4 MiB of memory, this process may use 381\.5 MiB"):
         fit_feature_map(params, 0, 1000)
     fmap, _ = fit_feature_map({**params, "map": "rff"}, 0, 1000)   # 160 MB: drawn
     assert fmap.random_weights_.shape == (1000, 20000)
@@ -521,7 +521,7 @@ def test_nystroem_beyond_memory_is_refused_by_its_landmarks_of_full_width(monkey
     params = {"map": "nystroem", "n_components": 1500, "sigma": 1.0, "blocks": [[600, 1 / 11]] * 11}
     rows = np.zeros((1500, 6600))
     with pytest.raises(ConfigError, match=r"features\.n_components = 1500 on 6600-dimensional descriptors: "
-                                          r"needs 144\.2 MiB of memory, this machine has 95\.4 MiB"):
+                                          r"needs 144\.2 MiB of memory, this process may use 95\.4 MiB"):
         fit_feature_map(params, 0, 6600, rows)
     # fewer fitted rows than n_components: the landmarks that will be, 100 of them
     fmap, _ = fit_feature_map(params, 0, 6600, rows[:100] + np.arange(100)[:, None])

@@ -271,7 +271,7 @@ def test_in_memory_pixel_features_that_cannot_fit_are_refused(monkeypatch):
     monkeypatch.setattr(_config, "total_memory", lambda: 1e6)
     # float32 features of both (60600 x 5 x 4 bytes) and the float64 ones of the two largest in flight (2 cores)
     with pytest.raises(ConfigError, match=r"the per-pixel features of 2 images \(60600 sampled pixels x 5 features, "
-                                          r"kept for the grid search\): needs 3\.\d MiB of memory, this machine has "
+                                          r"kept for the grid search\): needs 3\.\d MiB of memory, this process may use "
                                           r"976\.6 KiB; raise pixels.stride, or run the out-of-core task"):
         ev.extract_features(images, "texture")
     monkeypatch.setattr(_config, "total_memory", lambda: 1e9)

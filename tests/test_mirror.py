@@ -330,7 +330,7 @@ def test_exact_svm_memory_is_checked_before_it_runs(tmp_path, rng, monkeypatch):
     # (16 x 3968 x 8 bytes = 508 kB) and distance matrices are not
     monkeypatch.setattr(_config, "total_memory", lambda: 300e3)
     with pytest.raises(ConfigError, match=r'model.learner = "exact-svm" on 8 training rows with 16 kernel term\(s\) '
-                                          r'\(4 window\(s\) x 4 pairs of views\): needs .* this machine has 293\.0 '
+                                          r'\(4 window\(s\) x 4 pairs of views\): needs .* this process may use 293\.0 '
                                           r'KiB; use a streamed learner'):
         run_pipeline(cfg, scheduler="synchronous")
     monkeypatch.undo()
@@ -393,7 +393,7 @@ def test_descriptor_blocks_that_cannot_fit_are_refused_with_a_block_size_that_fi
     monkeypatch.setattr(_config, "total_memory", lambda: 10 * per)
     # the file's block size is 64, but the store holds 16 sequences: one block of 16 is what runs
     with pytest.raises(ConfigError, match=r"dask.block_size = 64 \(1 block\(s\) of up to 16 sequences at a time, "
-                                          r"their descriptor moments\): needs 3\.6 MiB of memory, this machine has "
+                                          r"their descriptor moments\): needs 3\.6 MiB of memory, this process may use "
                                           r"2\.3 MiB; lower dask.block_size \(to 5 or less; or use fewer "
                                           r"descriptor.levels or joints\)"):
         run_pipeline(cfg, scheduler="synchronous")

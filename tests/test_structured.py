@@ -445,8 +445,9 @@ def test_tgp_runtime_errors(monkeypatch):
     X, y = sshape(20, 0)
     with pytest.raises(ValueError, match="needs at least 6 training rows"):
         TwinGaussianProcess(kernel_transform="monomial").fit(X[:5], y[:5])
-    monkeypatch.setattr(tgp_mod, "_physical_memory", lambda: 1000)
-    with pytest.raises(ValueError, match="set max_train"):
+    monkeypatch.setattr(tgp_mod, "total_memory", lambda: 1000)
+    with pytest.raises(ValueError, match=r"^an exact KL twin GP on 20 training rows needs about 0\.0 GiB, more than "
+                                         r"80% of the 0\.0 GiB this process may use; set max_train \(with "):
         TwinGaussianProcess().fit(X, y)
     m = TwinGaussianProcess(criterion="hsic").fit(X, y)  # HSIC keeps O(n) memory
     with pytest.raises(ValueError, match="expecting 1 features"):

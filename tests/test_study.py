@@ -279,6 +279,6 @@ def test_study_refuses_a_nu_no_memory_holds(tmp_path, monkeypatch):
 
     monkeypatch.setattr(study, "dataset_descriptors", lambda *a: (None, None, np.zeros((100, 50)), None))
     with pytest.raises(ConfigError, match=r"^study\.nus = 10000000000 on msr \(100 descriptors of 50 numbers\): needs "
-                                          r"\S+ \S+ of memory, this machine has \S+ \S+; use smaller values of nu$"):
+                                          r"\S+ \S+ of memory, this process may use \S+ \S+; use smaller values of nu$"):
         study.kernel_approx_study(datasets=("msr",), maps=("rgw",), nus=(10, 10**10), out=tmp_path / "o",
                                   log=lambda *a: None)

@@ -41,7 +41,6 @@ only the row sums of ``phi(K)`` (``O(n^2)`` time, ``O(n)`` memory) and
 """
 from __future__ import annotations
 
-import os
 import warnings
 from contextlib import nullcontext
 from numbers import Integral, Real
@@ -54,7 +53,7 @@ from sklearn.model_selection import KFold
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
-from .._config import blas_threads
+from .._config import blas_threads, total_memory
 
 from ..kernels import gaussian_kernel, sigma_from_gamma
 
@@ -72,13 +71,6 @@ TRANSFORMS = (None, "monomial", "gegenbauer")
 # measures about 4.05 of them in peak resident memory; 5 leaves a margin.
 _BYTES_PER_N2 = 5 * 8
 _SMALL = 1024
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 16 * 2 ** 30
 
 
 def _blas_threads(n: int):
@@ -306,10 +298,12 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         n_exact = self.max_train if self.local_ else X.shape[0]
         if self.criterion == "kl":
             need = _BYTES_PER_N2 * n_exact ** 2
-            if need > 0.8 * _physical_memory():
+            total = total_memory()   # 0 where the system does not say: the factorization finds out
+            if total and need > 0.8 * total:
                 raise ValueError(
                     f"an exact KL twin GP on {n_exact} training rows needs about "
-                    f"{need / 2 ** 30:.1f} GiB, more than this machine has; set max_train "
+                    f"{need / 2 ** 30:.1f} GiB, more than 80% of the {total / 2 ** 30:.1f} GiB this process may "
+                    f"use; set max_train "
                     f"(with approximation='subsample' or 'local') to a smaller size")
 
         self.X_train_, self.y_train_ = X, Y
