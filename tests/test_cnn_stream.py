@@ -219,6 +219,6 @@ def test_in_memory_hypercolumns_beyond_memory_are_refused_by_their_grid(store, t
     need = 8.0 * len(store) * 512 * 512 * CNNSpec(blocks=("block3", "block5"), input_size=32).n_features
     monkeypatch.setattr(_config, "total_memory", lambda: need / 2)
     with pytest.raises(ConfigError, match=rf"pixels\.grid = 512 on {len(store)} images \({len(store) * 512 * 512} "
-                                          r"grid cells of \d+ channels\): needs [\d.]+ GiB of memory, this machine "
-                                          r"has [\d.]+ GiB; lower pixels\.grid"):
+                                          r"grid cells of \d+ channels\): needs [\d.]+ GiB of memory, this process "
+                                          r"may use [\d.]+ GiB; lower pixels\.grid"):
         run_pipeline(cfg, scheduler="synchronous")

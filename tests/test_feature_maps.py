@@ -458,8 +458,8 @@ def test_a_map_beyond_memory_is_refused_before_it_is_drawn(make):
     MemoryError."""
     from streamcov.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^n_components = 1000000000000: needs [\d.]+ TiB of memory, this machine "
-                                          r"has .*; lower n_components$"):
+    with pytest.raises(ConfigError, match=r"^n_components = 1000000000000: needs [\d.]+ TiB of memory, this process "
+                                          r"may use .*; lower n_components$"):
         make(n_components=10 ** 12).fit(np.ones((3, 4)))
 
 
