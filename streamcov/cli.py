@@ -108,7 +108,7 @@ def _cmd_predict(args) -> int:
 def _cmd_ingest(args) -> int:
     from .data.readers import open_reader
     from .data.skeletons import ingest
-    from .errors import ConfigError
+    from .errors import ConfigError, FormatError, skip_hint
     from .tasks.config import parse_value
 
     options = {}
@@ -121,8 +121,11 @@ def _cmd_ingest(args) -> int:
             raise ConfigError(f"{flag}: empty key; write key=value")
         options[k.strip()] = parse_value(v, flag, k.strip())
     reader = open_reader(args.format, args.src, where="--option", **options)
-    store = ingest(reader, args.out, chunk_frames=args.chunk_frames,
-                   mode="restart" if args.restart else "resume", progress=not args.quiet)
+    try:
+        store = ingest(reader, args.out, chunk_frames=args.chunk_frames,
+                       mode="restart" if args.restart else "resume", progress=not args.quiet, on_error=args.on_error)
+    except FormatError as exc:
+        raise skip_hint(exc, "--on-error skip") from None
     _warn_skipped("ingest", store.attrs.get("skipped", []), "sequence")
     print(json.dumps({"store": str(store.path), "sequences": store.n_sequences, "frames": store.n_frames,
                       "joints": store.n_joints, "labels": len(store.label_names),
@@ -143,11 +146,16 @@ def _warn_skipped(command: str, skipped: list, unit: str) -> None:
 def _cmd_ingest_images(args) -> int:
     from .data.imageio import excluded_images
     from .data.images import constant_warning, ingest_images
+    from .errors import FormatError, skip_hint
 
     exclude = tuple(args.exclude or ("maps",))
-    store = ingest_images(args.src, args.out, format=args.format, group_level=args.group_level,
-                          exclude=exclude, pixel_dtype=args.pixel_dtype,
-                          mode="restart" if args.restart else "resume", progress=not args.quiet)
+    try:
+        store = ingest_images(args.src, args.out, format=args.format, group_level=args.group_level,
+                              exclude=exclude, pixel_dtype=args.pixel_dtype,
+                              mode="restart" if args.restart else "resume", progress=not args.quiet,
+                              on_error=args.on_error)
+    except FormatError as exc:
+        raise skip_hint(exc, "--on-error skip") from None
     _warn_skipped("ingest", store.attrs.get("skipped", []), "image")
     constant = store.constant_images or []
     if constant:   # kept (the store holds every image of the folder), and said
@@ -308,6 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument("--workers", type=workers_int, help="worker processes (alone: a LocalCluster of that many); "
                                                         "with --scheduler threads, the thread count")
 
+    def on_error_flag(parser, items: str):
+        parser.add_argument("--on-error", choices=["stop", "skip"], default="stop",
+                            help=f"a file that is damaged or not of the format: stop (its error; the {items} "
+                                 f"stored before it are kept, and the command with --on-error skip resumes "
+                                 f"after them), or skip it (listed with the store's skipped {items})")
+
     r = sub.add_parser("run", help="run a pipeline file (no file: the embedded default)")
     r.add_argument("pipeline", nargs="?", type=nonempty_input, help="pipeline TOML file")
     r.add_argument("--demo", choices=sorted(DEMOS),
@@ -343,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("--chunk-frames", type=positive_int, default=65536)
     sk.add_argument("--option", action="append", metavar="KEY=VALUE",
                     help="reader option, e.g. subset=\"cvpr12\" or labels=\"modified\"")
+    on_error_flag(sk, "sequences")
     sk.add_argument("--quiet", action="store_true")
     sk.set_defaults(func=_cmd_ingest)
     im = isub.add_parser("images", help="labelled images, a folder per class")
@@ -357,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--pixel-dtype", default="auto", choices=["auto", "uint8", "uint16", "float32"],
                     help="pixel type of the store (auto: 16-bit when any image is 16-bit, else 8-bit)")
     im.add_argument("--restart", action="store_true", help="discard an incomplete store first")
+    on_error_flag(im, "images")
     im.add_argument("--quiet", action="store_true")
     im.set_defaults(func=_cmd_ingest_images)
 

@@ -42,6 +42,31 @@ class FormatError(StreamcovError, ValueError):
         return (type(self), (self.path, self.reason, self.line))
 
 
+def file_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while one file of an archive was read, is that file's own fault (damaged, cut
+    short, not of the format), which ``on_error = "skip"`` may leave out: a :class:`FormatError` that is not a
+    :class:`MissingInputError` and was not raised for an error of the system (an ``OSError`` with an errno
+    other than a permission's: a vanished file, an I/O error, a dropped network drive), after which every
+    later file would fail too and be skipped."""
+    import errno
+
+    if not isinstance(exc, FormatError) or isinstance(exc, MissingInputError):
+        return False
+    cause = exc.__cause__ or exc.__context__   # raised "from None" while handling it: still the context
+    return not (isinstance(cause, OSError) and cause.errno is not None
+                and cause.errno not in (errno.EACCES, errno.EPERM))
+
+
+def skip_hint(exc: FormatError, how: str) -> FormatError:
+    """``exc`` with the way to leave its file out, ``how`` as the user would write it (``--on-error skip``,
+    ``data.on_error = "skip"``), where a reader stopped at it and the file alone is at fault (:func:`file_fault`;
+    the reader marked it ``skippable``); ``exc`` itself otherwise."""
+    if not getattr(exc, "skippable", False):
+        return exc
+    return type(exc)(exc.path, f"{exc.reason}; or leave out the files that cannot be read: {how} (listed as "
+                               f"skipped; what is stored is kept)", line=exc.line)
+
+
 class MissingInputError(FormatError, FileNotFoundError):
     """An input file or folder that a reader needs is not there (also a ``FileNotFoundError``)."""
 
@@ -209,4 +234,4 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "bool_arg", "command_line", "int_arg", "path_arg", "toml_error", "toml_value"]
+           "bool_arg", "command_line", "file_fault", "int_arg", "path_arg", "skip_hint", "toml_error", "toml_value"]

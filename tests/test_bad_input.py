@@ -1226,7 +1226,10 @@ def ingest_of(fmt: str, archive, *options):
 
 IDX = r"index\.csv, line \d+: "
 ROW = "s00.csv,a,1"
-MSR_3_VALUES = r"a01_s01_e01_skeleton3D\.txt, line 1: expected 4 values per line \(x y z confidence\), found 3$"
+MSR_3_VALUES = r"a01_s01_e01_skeleton3D\.txt, line 1: expected 4 values per line \(x y z confidence\), found 3"
+# a file of an archive that cannot be read says how to leave it out (errors.skip_hint)
+SKIP_HINT = r"; or leave out the files that cannot be read: --on-error skip \(listed as skipped; what is stored is kept\)$"
+RUN_SKIP_HINT = SKIP_HINT.replace("--on-error skip", 'data\\.on_error = "skip"')
 # digits of other scripts that int() and \d read as ASCII ones ('１２' as 12): one subject could be two, or a
 # look-alike file one more sample of another's
 DIGITS = r"; type the digits as ASCII 0-9$"
@@ -1294,7 +1297,8 @@ READERS = [
     # sequence is read before the lock; the lock's folders go again when nothing was stored there)
     Case("msr-first-file-unreadable-out-in-new-folder", lambda e: [
         "ingest", "skeleton", "--format", "msr-action3d", msr_archive("a01_s01_e01", rows="1 2 3\n")(e),
-        e.tmp / "new" / "deeper" / "s.zarr", "--quiet"], MSR_3_VALUES, check=nothing_left_in(lambda e: e.tmp, {"msr"})),
+        e.tmp / "new" / "deeper" / "s.zarr", "--quiet"], MSR_3_VALUES + SKIP_HINT,
+         check=nothing_left_in(lambda e: e.tmp, {"msr"})),
     Case("every-sequence-skipped-out-in-new-folder", lambda e: [
         "ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "arch", frames=1),
         e.tmp / "new" / "s.zarr", "--quiet"], r"s\.zarr: every sequence was skipped, none written \(8 skipped",
@@ -1302,7 +1306,7 @@ READERS = [
     # ... from `run`'s [data] source too: neither the store's folder nor the output folder is left
     Case("run-source-first-file-unreadable", source_run(SKELETON_PIPELINE, msr_archive("a01_s01_e01", rows="1 2 3\n"),
                                                         "msr-action3d"),
-         MSR_3_VALUES, check=nothing_left_in(lambda e: e.tmp, {"msr", "p.toml"})),
+         MSR_3_VALUES + RUN_SKIP_HINT, check=nothing_left_in(lambda e: e.tmp, {"msr", "p.toml"})),
     # a trailing comma on every row, on a later row only, and after a header: named as such, not as text or a
     # tenth column
     Case("sequence-trailing-comma", ingest_generic(archive=edit_file("s00.csv", "1,2,3,4,5,6,7,8,9,\n" * 3)),
@@ -1316,7 +1320,7 @@ READERS = [
          r"s00\.csv, line 2: row ends with a comma, which leaves an empty last field; remove the trailing comma"),
     # a row one value short that ends with a comma lacks a value: not called a trailing comma
     Case("sequence-last-value-missing", ingest_generic(archive=edit_file("s03.csv", "1,2,3,4,5,6,7,8,9\n1,2,3,4,5,6,7,8,\n")),
-         r"s03\.csv, line 2: column 9: '' is not a number$"),
+         r"s03\.csv, line 2: column 9: '' is not a number" + SKIP_HINT),
     Case("sequence-tab-separated", ingest_generic(archive=edit_file("s00.csv", "1\t2\t3\t4\t5\t6\t7\t8\t9\n" * 3)),
          r"s00\.csv, line \d: 1 values per row is not a multiple of 3 \(x, y, z per joint\) \(the rows look "
          r"tab-separated: use commas\)"),
@@ -2246,7 +2250,7 @@ IMAGES = [
          check=nothing_left_in(lambda e: e.tmp, {"bad"})),
     Case("first-image-cut-jpeg-out-in-new-folder", ingest_into_new_folder(CUT_JPEG),
          r"cut/a/x\.jpg: cannot decode image \(.*\); the file is damaged or cut short: copy it again, or remove it "
-         r"from the folder$", check=nothing_left_in(lambda e: e.tmp, {"cut"})),
+         r"from the folder" + SKIP_HINT, check=nothing_left_in(lambda e: e.tmp, {"cut"})),
     Case("every-image-skipped-out-in-new-folder", ingest_into_new_folder(ALL_TINY), ALL_TINY_ERROR,
          check=nothing_left_in(lambda e: e.tmp, {"tiny"})),
     # ... and so is a store that holds no image when a refusal comes from the first image kept or a later one
@@ -2273,7 +2277,7 @@ IMAGES = [
         save_array(np.random.default_rng(0).integers(0, 255, (64, 64), dtype=np.uint8))(p),
         p.write_bytes(p.read_bytes()[:2000]))),
          r"cut\.png: cannot decode image \(.*\); the file is damaged or cut short: copy it again, or remove it from "
-         r"the folder$"),
+         r"the folder" + SKIP_HINT),
     Case("images-every-class-excluded", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
                                                    e.tmp / "s.zarr", "--exclude", "a", "--exclude", "b"],
          r"imgs: no images \(.*\) in class folders; folders named 'a', 'b' were left out \(--exclude, or data\.exclude "
@@ -2344,13 +2348,13 @@ IMAGES = [
     # Pillow reads a 16-bit colour PNG at 8 bits without a word
     Case("png-16-bit-rgb", with_image("deep_rgb.png", png16_rgb),
          r"a/deep_rgb\.png: 16-bit RGB PNG: it would be read at 8 bits; save it as 8-bit RGB, or as 16-bit grey if "
-         r"its depth matters$"),
+         r"its depth matters" + SKIP_HINT),
     Case("tiff-16-bit-rgb", with_image("deep_rgb.tif", tiff16_rgb),
          r"a/deep_rgb\.tif: 16-bit colour TIFF: it would be read at 8 bits; save it as 8-bit RGB, or as 16-bit grey "
-         r"if its depth matters$"),
+         r"if its depth matters" + SKIP_HINT),
     Case("image-empty-file", with_image("empty.png", lambda p: p.write_bytes(b"")),
          r"a/empty\.png: cannot decode image: an empty file \(0 bytes\), an interrupted copy\? copy it again or "
-         r"remove it$"),
+         r"remove it" + SKIP_HINT),
     Case("image-not-an-image", with_image("notes.png", lambda p: p.write_text("hello")),
          r"a/notes\.png: cannot decode image: not an image file Pillow can read; save it as PNG, JPEG or TIFF"),
     # a photo Pillow cannot decode would otherwise be skipped, its class quietly losing it
@@ -3104,6 +3108,86 @@ def test_an_ingestion_refused_on_a_later_item_keeps_those_read_before_it(tmp_pat
     assert_one_line_error(*cli(*argv)[:2], r"i\.zarr: the archive \S+imgs changed since this ingestion began")
     assert cli(*argv, "--restart")[0] == 0
     assert sorted(ImageStore(tmp_path / "i.zarr").ids()) == ["a/0.png", "a/1.png", "a/zz.png", "b/0.png", "b/1.png"]
+
+
+def test_on_error_skip_resumes_past_a_damaged_file_and_records_it(tmp_path, capsys):
+    """A file that is damaged or not of the format stops the ingestion with its error, which names the way to
+    leave it out; `--on-error skip` then resumes after the sequences (images) already stored, records the
+    damaged file's among the store's skipped ones with the error and completes the store with every readable
+    one: the same store as a fresh ingestion with the option. The choice is not part of the store's source
+    record, so the resume is not refused."""
+    from streamcov.data.images import ImageStore, ingest_images
+    from streamcov.data.readers import open_reader
+    from streamcov.data.skeletons import SequenceStore, ingest
+
+    arch = write_archive(tmp_path / "arch")
+    (arch / "s03.csv").write_text("1,2,3,4,5,6,7,8,9\n1,2,x,4,5,6,7,8,9\n")
+    (arch / "s06.csv").write_text("\x00\x01 not text\n")
+    argv = ("ingest", "skeleton", "--format", "generic", arch, tmp_path / "s.zarr", "--quiet")
+    assert_one_line_error(*cli(*argv)[:2], r"s03\.csv, line 2: .*'x'.*" + SKIP_HINT)
+    rc, err, out = cli(*argv, "--on-error", "skip")
+    assert rc == 0, err
+    assert re.search(r"^streamcov ingest: warning: 2 sequence\(s\) skipped \(s03: cannot be read: \S+s03\.csv, "
+                     r"line 2: .*; s06: cannot be read: \S+s06\.csv", err, flags=re.M), err
+    assert json.loads(out)["skipped"] == 2
+    resumed = SequenceStore(tmp_path / "s.zarr")
+    assert sorted(resumed.ids()) == ["s00", "s01", "s02", "s04", "s05", "s07"]
+    assert [s["id"] for s in resumed.attrs["skipped"]] == ["s03", "s06"]
+    fresh = ingest(open_reader("generic", arch), tmp_path / "f.zarr", on_error="skip")
+    assert fresh.attrs["skipped"] == resumed.attrs["skipped"] and fresh.ids() == resumed.ids()
+    for a, b in zip(fresh.sequences(), resumed.sequences()):
+        np.testing.assert_array_equal(a, b)
+    assert cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
+
+    folder = image_folder("imgs")(Env(tmp_path, {}))
+    (folder / "a" / "0.png").rename(folder / "a" / "00.png")
+    (folder / "a" / "0.png").write_bytes(b"not a png")   # the first image: read before the lock
+    (folder / "b" / "5.png").write_bytes(b"\x89PNG\r\n\x1a\n cut short")
+    argv = ("ingest", "images", "--format", "folders", folder, tmp_path / "i.zarr", "--quiet")
+    assert_one_line_error(*cli(*argv)[:2], r"imgs/a/0\.png: cannot decode image.*" + SKIP_HINT)
+    assert not (tmp_path / "i.zarr").exists()   # refused on the first image, before anything was written
+    rc, err, out = cli(*argv, "--on-error", "skip")
+    assert rc == 0, err
+    assert "2 image(s) skipped (a/0.png: cannot be read: " in err and "b/5.png: cannot be read: " in err, err
+    store = ImageStore(tmp_path / "i.zarr")
+    assert sorted(store.ids()) == ["a/00.png", "a/1.png", "b/0.png", "b/1.png"]
+    assert sorted(s["id"] for s in store.attrs["skipped"]) == ["a/0.png", "b/5.png"]
+    with pytest.raises(ValueError, match=r"^on_error must be 'stop' or 'skip' \(a file that cannot be read stops "
+                                         r"the ingestion, or is recorded as skipped\), got 'ignore'$"):
+        ingest_images(folder, tmp_path / "j.zarr", on_error="ignore")
+    with pytest.raises(ValueError, match=r"^on_error must be 'stop' or 'skip' .*, got True$"):
+        ingest(open_reader("generic", arch), tmp_path / "j.zarr", on_error=True)
+    capsys.readouterr()
+
+
+def test_on_error_skip_of_a_pipeline_file(tmp_path):
+    """`[data] on_error = "skip"` of a pipeline that ingests its source: the stop names the key, and with it the
+    run ingests the readable sequences and records the others; without `source` the key is not read (dropped
+    with the reader's keys, a note)."""
+    from streamcov.data.skeletons import SequenceStore
+
+    rows = ["file,label,subject"] + [f"s{i:02d}.csv,{'ab'[i // 2 % 2]},{1 + i % 4}" for i in range(16)]
+    arch = write_archive(tmp_path / "a", n=16, index_rows=rows)   # both classes in every subject's parity
+    (arch / "s05.csv").write_text("1,2\n")
+    text = SKELETON_PIPELINE.format(out=tmp_path / "o", store=tmp_path / "s.zarr").replace(
+        "[data]\n", f'[data]\nsource = "{arch}"\nformat = "generic"\n')
+    (tmp_path / "p.toml").write_text(text)
+    assert_one_line_error(*cli("run", tmp_path / "p.toml", "--quiet")[:2],
+                          r"s05\.csv, line 1: .*" + RUN_SKIP_HINT)
+    rc, err, _ = cli("run", tmp_path / "p.toml", "--quiet", "--set", 'data.on_error="skip"')
+    assert rc == 0, err
+    store = SequenceStore(tmp_path / "s.zarr")
+    assert len(store.ids()) == 15 and [s["id"] for s in store.attrs["skipped"]] == ["s05"]
+    assert store.attrs["skipped"][0]["reason"].startswith(f"cannot be read: {arch / 's05.csv'}, line 1: ")
+    assert_one_line_error(*cli("run", tmp_path / "p.toml", "--quiet", "--set", 'data.on_error="ignore"')[:2],
+                          r'^streamcov run: error: --set data\.on_error="ignore": data\.on_error = "ignore": expected '
+                          r'one of "stop" or "skip"$')
+    # without a source the reader is not opened: the key is dropped with the reader's keys, and said
+    text = SKELETON_PIPELINE.format(out=tmp_path / "o2", store=tmp_path / "s.zarr").replace(
+        "[data]\n", '[data]\non_error = "skip"\n')
+    (tmp_path / "q.toml").write_text(text)
+    rc, err, _ = cli("run", tmp_path / "q.toml", "--quiet")
+    assert rc == 0 and re.search(r"note: data\.on_error \(\S+q\.toml\) is not read without data\.source", err), err
 
 
 def test_a_write_that_fails_inside_a_commit_is_not_tried_again(tmp_path, monkeypatch):

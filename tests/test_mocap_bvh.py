@@ -346,3 +346,24 @@ def test_roles_from_common_names(tmp_path):
                    "spine": ["Spine1"], "neck": ["Neck"], "left_shoulder": ["LeftArm"],
                    "right_shoulder": ["RightArm"], "head": ["Head"]}
     assert r.info.center == (0,)
+
+
+def test_on_error_skip_leaves_out_damaged_motion_but_not_a_read_error_of_the_system(tmp_path):
+    """`on_error = "skip"` (streamcov.data.skeletons.ingest) records a file whose motion rows are damaged and
+    reads the others; a file the system cannot read (here a folder in its place: an OSError with an errno, as
+    an I/O error or a vanished drive gives) stops the reader even then."""
+    write(tmp_path, ARM, "01_a.bvh")
+    p = write(tmp_path, ARM, "02_b.bvh")
+    write(tmp_path, ARM, "03_c.bvh")
+    r = BvhReader(tmp_path)
+    p.write_text(ARM.replace("0 0 0 90 0 0 0 0 0", "0 0 0 9O 0 0 0 0 0"))
+    r.on_error = "skip"
+    assert [s.id for s in r.sequences()] == ["01_a", "03_c"]
+    assert [s.id for s in r.skipped] == ["02_b"]
+    assert re.fullmatch(re.escape(f"cannot be read: {p}, line 20: ") + r".*value '9O' is not a number.*",
+                        r.skipped[0].reason)
+    p.unlink()
+    p.mkdir()
+    with pytest.raises(FormatError, match=re.escape(f"{p}: cannot read the file: ")) as info:
+        list(r.sequences())
+    assert not getattr(info.value, "skippable", False)

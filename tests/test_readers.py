@@ -808,3 +808,78 @@ def test_generic_roles_recorded_in_the_store_and_shown_by_info(tmp_path):
     ingest(src, tmp_path / "s.zarr")
     st = store_status(tmp_path / "s.zarr")
     assert st["roles"]["left_hip"] == [11] and st["roles"]["neck"] == [5, 6] and st["center"] == [11, 12]
+
+
+# --------------------------------------------------------------------------- on_error = "skip"
+
+def test_msr_on_error_skip_records_a_damaged_file_and_reads_the_others(msr_dir):
+    """A file that is not of the format stops the reader (its error, marked as one file's fault, which the
+    caller's message turns into the way to skip it); with ``on_error = "skip"`` its sequence is recorded in
+    ``skipped`` with that error, and every other file is read as before."""
+    path, good = msr_dir
+    bad = path / "a03_s04_e01_skeleton3D.txt"
+    bad.write_text(_msr_text(good).replace("1.000000", "one", 1))
+    src = open_reader("msr-action3d", path)
+    with pytest.raises(FormatError, match=_err(bad, 1, "'one' is not a number")) as info:
+        list(src.sequences())
+    assert info.value.skippable is True
+    src.on_error = "skip"
+    seqs = list(src.sequences())
+    assert [s.id for s in seqs] == ["a01_s01_e01", "a02_s03_e01"]
+    skipped = {s.id: s.reason for s in src.skipped}
+    assert set(skipped) == {"a03_s04_e01", "a05_s02_e02"}
+    assert re.fullmatch(rf"cannot be read: {re.escape(str(bad))}, line 1: .*'one' is not a number.*",
+                        skipped["a03_s04_e01"])
+
+
+def test_utkinect_on_error_skip_records_every_interval_of_a_damaged_joints_file(utk_dir):
+    path, rows = utk_dir
+    rows = list(rows)
+    rows[2] = "12 1 2 3"
+    p = path / "joints_s01_e01.txt"
+    p.write_text("\n".join(rows) + "\n")
+    src = UTKinectReader(path)
+    src.on_error = "skip"
+    assert list(src.sequences()) == []
+    skipped = {s.id: s.reason for s in src.skipped}
+    # the interval without bounds keeps its own reason; the three with bounds carry the file's error
+    assert "NaN" in skipped.pop("s01_e01_sitDown")
+    assert set(skipped) == {"s01_e01_walk", "s01_e01_standUp", "s01_e01_pickUp"}
+    assert all(re.fullmatch(rf"cannot be read: {re.escape(str(p))}, line 3: expected 61 values per line.*", r)
+               for r in skipped.values()), skipped
+
+
+def test_florence_on_error_skip_records_a_bad_cell(tmp_path):
+    cells = [_cell(3), _cell(3, action=10, seed=1), _cell(3, seed=2)]
+    p = tmp_path / "skeletal_data.mat"
+    _florence_mat(p, cells)
+    src = Florence3DReader(p)
+    src.on_error = "skip"
+    assert [s.id for s in src.sequences()] == ["v001", "v003"]
+    assert [(s.id, s.reason) for s in src.skipped] == [
+        ("v002", f"cannot be read: {p}: cell 2 of 'skeletal_data' (video v002): action 10 is outside 1..9")]
+
+
+def test_file_fault_tells_one_file_from_the_system():
+    """What ``on_error = "skip"`` may leave out: a file's own damage, not a missing file or an I/O error of the
+    system (a dropped drive would otherwise skip every file after it)."""
+    import errno
+
+    from streamcov.errors import MissingInputError, file_fault
+
+    def raised(cause):
+        try:
+            try:
+                raise cause
+            except OSError:
+                raise FormatError("f.txt", "cannot read the file") from None
+        except FormatError as exc:
+            return exc
+
+    assert file_fault(FormatError("f.txt", "line 3: 'x' is not a number", line=3))
+    assert not file_fault(MissingInputError("f.txt", "file not found"))
+    assert not file_fault(raised(OSError(errno.EIO, "Input/output error")))
+    assert not file_fault(raised(FileNotFoundError(errno.ENOENT, "No such file or directory")))
+    assert file_fault(raised(PermissionError(errno.EACCES, "Permission denied")))   # this file's mode
+    assert file_fault(raised(OSError("image file is truncated")))   # Pillow's decoder: no errno
+    assert not file_fault(ValueError("not a FormatError"))

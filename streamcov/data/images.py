@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, ingest_option, path_arg
+from ..errors import FormatError, file_fault, ingest_option, path_arg
 from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter, content_digest, files_digest, ingest_args
 
@@ -282,7 +282,7 @@ def auto_pixel_dtype(paths) -> str:
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
                   pixel_dtype: str = "auto", chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
                   mode: str = "resume", progress: bool = False, limit: int | None = None,
-                  unlabelled: bool = False, skip=None):
+                  unlabelled: bool = False, skip=None, on_error: str = "stop"):
     """Write the images under ``src`` to an image store at ``out``.
 
     Parameters
@@ -312,6 +312,15 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         store's skipped images, as those smaller than 2 x 2 pixels are), or
         None to keep it; ``predict`` leaves out the images too small for a
         model's pixel stride this way.
+    on_error : {"stop", "skip"}
+        ``"stop"``: an image file that is damaged or not an image stops the
+        ingestion (its :class:`~streamcov.errors.FormatError`), keeping the
+        images committed before it; ``"skip"``: it is recorded with the
+        store's skipped images, with the error, and the ingestion goes on. A
+        missing file or a read error of the system stops either way. Not part
+        of the store's source record: the store holds every readable image
+        either way, so an ingestion stopped by a damaged image resumes with
+        ``"skip"``.
 
     Returns
     -------
@@ -320,7 +329,7 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     from ..lock import store_lock
 
     src = path_arg("src", src, "SRC", "the image folder (a folder per class)")
-    out = ingest_args(out, limit)
+    out = ingest_args(out, limit, on_error)
     if format != "folders":
         raise ValueError(f"format must be 'folders', got {format!r}")
     # the Python API's slips that would otherwise be silent (a string is a sequence of one-letter names) or
@@ -337,13 +346,31 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     # first sequence: a missing, empty or unreadable folder, or a first image that cannot be read, is refused
     # before anything is written (the lock would create the store's parent folders, the writer an empty store)
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
-    first = read_image(entries[0].path)   # scan_folders refuses a folder without images
+    for k, e in enumerate(entries):   # scan_folders refuses a folder without images
+        first, why = _read_entry(e, on_error)
+        if why is None:   # the first image that can be read (the ones before it are skipped again below)
+            break
     record = source_record(src, group_level, exclude, unlabelled, entries, format)
     # the images' contents, recorded with the store (one plain read of the files more; see skeletons.ingest)
     record["files"]["content"] = content_digest([e.path for e in entries], Path(src))
     with store_lock(out):
         return _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, skip,
-                       entries, first, record)
+                       on_error, entries, (k, first), record)
+
+
+def _read_entry(entry, on_error: str):
+    """``(image, None)``; or ``(None, why)`` where the file is damaged or not an image and ``on_error`` is
+    ``"skip"``. A missing file or a read error of the system raises (:func:`~streamcov.errors.file_fault`):
+    the folder or the drive is at fault, and every image after it would be skipped too."""
+    try:
+        return read_image(entry.path), None
+    except FormatError as exc:
+        if not file_fault(exc):
+            raise
+        if on_error != "skip":
+            exc.skippable = True   # the caller's message may name on_error's "skip" (errors.skip_hint)
+            raise
+        return None, f"cannot be read: {exc}"
 
 
 def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
@@ -356,8 +383,8 @@ def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool
             "files": files_digest([e.path for e in entries], Path(src)), "orientation": ORIENTATION}
 
 
-def _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, skip, entries, first,
-            record):
+def _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, skip, on_error,
+            entries, first, record):
     if pixel_dtype == "auto":
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
     writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
@@ -368,12 +395,16 @@ def _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, pro
         it = tqdm(entries, desc=f"ingest {Path(out).name}", unit="img")
     written, skipped = 0, []
     with writer.committed_on_error():   # what was read is kept, or no empty store is left
-        for e in it:
-            image, first = first, None   # the first image was read before the lock, the others are read here
+        for i, e in enumerate(it):
+            # the first readable image was read before the lock, the others are read here
+            image = first[1] if i == first[0] else None
             if writer.has(e.id):
                 continue
             if image is None:
-                image = read_image(e.path)
+                image, why = _read_entry(e, on_error)
+                if why is not None:
+                    skipped.append({"id": e.id, "reason": why})
+                    continue
             if min(image.shape[:2]) < MIN_SIDE:
                 # the derivative filters and a covariance need at least 2 x 2 pixels
                 skipped.append({"id": e.id, "reason": f"image of {image.shape[0]} x {image.shape[1]} pixels; at "

@@ -212,7 +212,7 @@ class SequenceStoreWriter(RaggedStoreWriter):
 
 
 def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "resume",
-           progress: bool = False, limit: int | None = None) -> SequenceStore:
+           progress: bool = False, limit: int | None = None, on_error: str = "stop") -> SequenceStore:
     """Write every sequence of a :class:`~streamcov.data.readers.SkeletonReader` to a store.
 
     Memory stays bounded by one chunk of frames: sequences stream from the
@@ -220,6 +220,16 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
     interrupted run are skipped by id, so every sequence ends up exactly once.
     ``limit`` stops after that many new sequences *without* completing the
     store (used to test interruption).
+
+    ``on_error="stop"`` stops at a file that is damaged or not of the format
+    (its :class:`~streamcov.errors.FormatError`: file, line, what was
+    expected), keeping the sequences committed before it: the same call
+    resumes after them once the file is mended (with ``mode="restart"``, as
+    the archive changed) or, with ``on_error="skip"``, without mending it.
+    ``"skip"`` records such a file's sequences in the store's ``skipped``
+    list with the error and goes on; a missing file or a read error of the
+    system still stops. The choice is not part of the store's source record:
+    the store holds every readable sequence either way.
     """
     from ..lock import store_lock
 
@@ -228,7 +238,12 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
                 if isinstance(source, (str, Path)) else "")
         raise TypeError(f"source must be a skeleton reader (streamcov.open_reader), got {type(source).__name__}"
                         f"{hint}")
-    out = ingest_args(out, limit)
+    out = ingest_args(out, limit, on_error)
+    if hasattr(source, "on_error"):
+        source.on_error = on_error
+    elif on_error == "skip":
+        raise TypeError(f"on_error='skip' needs a reader of streamcov.open_reader, which reads one file at a time; "
+                        f"{type(source).__name__} cannot skip a file")
     record = getattr(source, "record", None)
     outside_source(out, record.get("path") if isinstance(record, dict) else None)
     # the first sequence and the archive's contents are read before the lock, as the reader read the archive's

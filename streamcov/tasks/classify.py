@@ -93,6 +93,16 @@ def _same_source(path, old: dict | None, new: dict, content=None) -> None:
                       f"{toml_value(new.get(key))}; {fix}")
 
 
+def _hinted(ingest, *args, **kwargs):
+    """``ingest(*args, **kwargs)``, a file that cannot be read saying how the pipeline leaves it out."""
+    from ..errors import FormatError, skip_hint
+
+    try:
+        return ingest(*args, **kwargs)
+    except FormatError as exc:
+        raise skip_hint(exc, 'data.on_error = "skip"') from None
+
+
 def resolve_skeleton_store(data, out: Path, progress: bool = False):
     """Open the pipeline's skeleton store, ingesting or generating it first when needed."""
     from ..data.readers import open_reader
@@ -120,7 +130,8 @@ def resolve_skeleton_store(data, out: Path, progress: bool = False):
 
     path = Path(data.store)
     return open_or_ingest(path, SequenceStore, data.source,
-                          lambda: ingest(reader(), path, mode="resume", progress=progress),
+                          lambda: _hinted(ingest, reader(), path, mode="resume", progress=progress,
+                                          on_error=data.on_error),
                           f"streamcov ingest skeleton --format FORMAT SRC {path}", record=record)
 
 
@@ -134,8 +145,9 @@ def resolve_image_store(data, progress: bool = False):
     def ingest_source():
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source: {data.source!r}: folder not found")
-        return ingest_images(data.source, path, group_level=data.group_level, exclude=tuple(data.exclude),
-                             pixel_dtype=data.pixel_dtype, mode="resume", progress=progress)
+        return _hinted(ingest_images, data.source, path, group_level=data.group_level,
+                       exclude=tuple(data.exclude), pixel_dtype=data.pixel_dtype, mode="resume", progress=progress,
+                       on_error=data.on_error)
 
     def record():
         from functools import partial

@@ -431,12 +431,15 @@ class SkeletonData(Table):
     """``[data]`` of skeleton tasks: a store, or a raw archive ingested into it, or the generator."""
 
     # read only to ingest `source` into `store` (tasks/config drops them, with a note, when there is no source)
-    READER_KEYS: ClassVar[tuple] = ("format", "options")
+    READER_KEYS: ClassVar[tuple] = ("format", "options", "on_error")
 
     store: Optional[PathText] = None
     source: Optional[PathText] = None
     format: Optional[Literal[SKELETON_FORMATS]] = None
     options: dict[str, Any] = {}
+    # a file of the archive that is damaged or not of the format: stop (its error), or skip it (recorded in the
+    # store's skipped list); streamcov.data.skeletons.ingest
+    on_error: Literal["stop", "skip"] = "stop"
     synthetic: Optional[SyntheticTable] = None
 
     @model_validator(mode="after")
@@ -734,7 +737,7 @@ def _unread(m, reads) -> list[str]:
 class ImageData(Table):
     """``[data]`` of image-stream-classification: an image store, or a folder ingested into it."""
 
-    READER_KEYS: ClassVar[tuple] = ("format", "group_level", "exclude", "pixel_dtype")
+    READER_KEYS: ClassVar[tuple] = ("format", "group_level", "exclude", "pixel_dtype", "on_error")
 
     store: Optional[PathText] = None
     source: Optional[PathText] = None
@@ -742,6 +745,7 @@ class ImageData(Table):
     group_level: PosInt = 1
     exclude: list[str] = ["maps"]
     pixel_dtype: Literal["auto", "uint8", "uint16", "float32"] = "auto"
+    on_error: Literal["stop", "skip"] = "stop"   # a damaged image: stop, or skip it (streamcov.data.images)
 
     @model_validator(mode="after")
     def _needs(self):

@@ -473,7 +473,9 @@ class ArchiveReader(SkeletonReader):
         self.skipped = []
         self.repairs = {}
         for e in self._entries:
-            frames = self._frames(e)
+            frames = self._read([e.id], self._frames, e)
+            if frames is None:
+                continue
             if isinstance(frames, str):
                 self.skipped.append(SkippedSequence(e.id, frames))
                 continue

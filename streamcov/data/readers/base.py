@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError
+from ...errors import FormatError, file_fault
 
 
 @dataclass
@@ -70,10 +70,33 @@ class SkeletonReader:
     """
 
     info: SkeletonInfo
+    #: ``"stop"``: a file that is damaged or not of the format stops the reader (its :class:`FormatError`);
+    #: ``"skip"``: its sequences are recorded in ``skipped`` with the error and the reader goes on (set by
+    #: :func:`streamcov.data.skeletons.ingest`'s ``on_error``; :meth:`_read`)
+    on_error: str = "stop"
 
     def __init__(self):
         self.skipped: list[SkippedSequence] = []
         self.repairs: dict[str, int] = {}
+
+    def _read(self, ids, read, *args):
+        """``read(*args)``, the frames of one file (or cell) holding the sequences ``ids``; or None where it
+        raises a :class:`FormatError` and :attr:`on_error` is ``"skip"``, each of ``ids`` then recorded in
+        ``skipped`` with the error (file, line, what was expected).
+
+        A missing file, or one the system cannot read (an I/O error), stops even then
+        (:func:`~streamcov.errors.file_fault`): the archive or the drive is at fault, not one file, and every
+        file after it would be skipped too."""
+        try:
+            return read(*args)
+        except FormatError as exc:
+            if not file_fault(exc):
+                raise
+            if self.on_error != "skip":
+                exc.skippable = True   # the caller's message may name on_error's "skip" (errors.skip_hint)
+                raise
+            self.skipped.extend(SkippedSequence(i, f"cannot be read: {exc}") for i in ids)
+            return None
 
     def _repair(self, what: str, count: int = 1):
         if count:

@@ -85,31 +85,14 @@ class Florence3DReader(SkeletonReader):
         self.repairs = {}
         cells = _load_cells(self.path)
         for i in range(cells.size):
-            cell = cells.flat[i]
             seq_id = f"v{i + 1:03d}"
-            where = f"cell {i + 1} of {VARIABLE!r} (video {seq_id})"
-            raw = _field(self.path, cell, FIELD, where)
-            raw = np.asarray(raw)
-            if raw.ndim == 2 and raw.shape == (3, N_JOINTS):
-                raw = raw[:, :, None]          # MATLAB drops a trailing singleton frame axis
-            if raw.ndim != 3 or raw.shape[:2] != (3, N_JOINTS) or raw.dtype.kind not in "fiu":
-                raise FormatError(self.path, f"{where}: {FIELD!r} must be a numeric "
-                                          f"3 x {N_JOINTS} x T array, got shape {raw.shape} "
-                                          f"dtype {raw.dtype}")
-            subject = _scalar_int(self.path, cell, "subject", where)
-            action = _scalar_int(self.path, cell, "action", where)
-            if not 1 <= action <= len(LABEL_NAMES):
-                raise FormatError(self.path, f"{where}: action {action} is outside "
-                                          f"1..{len(LABEL_NAMES)}")
-            # (3, J, T) -> (T, J, 3) with rows reordered to x, y (up), z (depth)
-            xyz = np.ascontiguousarray(raw[_ROW_ORDER].transpose(2, 1, 0), dtype=np.float32)
-            xyz = xyz.reshape(len(xyz), 3 * N_JOINTS)
-            bad = ~np.isfinite(xyz)
-            if bad.any():
-                t, c = np.argwhere(bad)[0]
-                raise FormatError(self.path, f"{where}: non-finite value in frame "
-                                          f"{t + 1}, joint {c // 3 + 1}; all coordinates must be "
-                                          "finite numbers")
+            # a cell that is not a video of the format is skipped with on_error = "skip"; the file as a whole
+            # (_load_cells) is the archive, and stops
+            cell = self._read([seq_id], self._cell, cells.flat[i],
+                              f"cell {i + 1} of {VARIABLE!r} (video {seq_id})")
+            if cell is None:
+                continue
+            xyz, subject, action = cell
             zero = ~xyz.any(axis=1)
             n_zero = int(zero.sum())
             if len(xyz) - n_zero < 2:
@@ -120,6 +103,32 @@ class Florence3DReader(SkeletonReader):
                 self._repair("all_zero_frames_dropped", n_zero)
             yield SkeletonSequence(id=seq_id, frames=xyz, label=LABEL_NAMES[action - 1],
                                    subject=subject)
+
+    def _cell(self, cell, where: str):
+        """(frames (T, 3J) float32, subject, action) of one cell of the file; FormatError naming the cell."""
+        raw = _field(self.path, cell, FIELD, where)
+        raw = np.asarray(raw)
+        if raw.ndim == 2 and raw.shape == (3, N_JOINTS):
+            raw = raw[:, :, None]          # MATLAB drops a trailing singleton frame axis
+        if raw.ndim != 3 or raw.shape[:2] != (3, N_JOINTS) or raw.dtype.kind not in "fiu":
+            raise FormatError(self.path, f"{where}: {FIELD!r} must be a numeric "
+                                      f"3 x {N_JOINTS} x T array, got shape {raw.shape} "
+                                      f"dtype {raw.dtype}")
+        subject = _scalar_int(self.path, cell, "subject", where)
+        action = _scalar_int(self.path, cell, "action", where)
+        if not 1 <= action <= len(LABEL_NAMES):
+            raise FormatError(self.path, f"{where}: action {action} is outside "
+                                      f"1..{len(LABEL_NAMES)}")
+        # (3, J, T) -> (T, J, 3) with rows reordered to x, y (up), z (depth)
+        xyz = np.ascontiguousarray(raw[_ROW_ORDER].transpose(2, 1, 0), dtype=np.float32)
+        xyz = xyz.reshape(len(xyz), 3 * N_JOINTS)
+        bad = ~np.isfinite(xyz)
+        if bad.any():
+            t, c = np.argwhere(bad)[0]
+            raise FormatError(self.path, f"{where}: non-finite value in frame "
+                                      f"{t + 1}, joint {c // 3 + 1}; all coordinates must be "
+                                      "finite numbers")
+        return xyz, subject, action
 
 
 def _skip(seq_id, n, n_zero):

@@ -144,7 +144,9 @@ class GenericCSVReader(SkeletonReader):
         self.skipped = []
         self.repairs = {}
         for e in self._entries:
-            frames = read_sequence_csv(e.path, ncols=self._ncols, expect=self._expect)
+            frames = self._read([e.id], read_sequence_csv, e.path, self._ncols, self._expect)
+            if frames is None:
+                continue
             # a file with fewer than 2 distinct frames is skipped and recorded by the ingestion
             yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
                                    subject=int(e.subject_name), split=e.split)

@@ -126,7 +126,9 @@ class MSRAction3DReader(SkeletonReader):
                                         f"{i}_skeleton3D.txt exists") for i in self._missing]
         self.repairs = {}
         for seq_id, (path, action, subject) in self._files.items():
-            xyz = read_msr_file(path)
+            xyz = self._read([seq_id], read_msr_file, path)
+            if xyz is None:
+                continue
             zero = ~xyz.any(axis=1)
             n_zero = int(zero.sum())
             if len(xyz) - n_zero < 2:

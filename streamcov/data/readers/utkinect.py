@@ -130,10 +130,11 @@ class UTKinectReader(SkeletonReader):
         self.repairs = {}
         for rec_id, rec in sorted(self._recordings.items()):
             intervals = sorted(rec.intervals, key=lambda iv: iv.action)
-            if all(iv.first is None for iv in intervals):
-                ids = xyz = None
-            else:
-                ids, xyz = self._read_joints(self._joints_file(rec_id))
+            read = None
+            if any(iv.first is not None for iv in intervals):
+                # a joints file that cannot be read skips the intervals it holds (those with bounds; on_error)
+                read = self._read([f"{rec_id}_{iv.action}" for iv in intervals if iv.first is not None],
+                                  self._read_joints, self._joints_file(rec_id))
             for iv in intervals:
                 seq_id = f"{rec_id}_{iv.action}"
                 if iv.first is None:
@@ -141,6 +142,9 @@ class UTKinectReader(SkeletonReader):
                         seq_id, f"no interval bounds in {self.label_file.name} line {iv.line} "
                         "(NaN)"))
                     continue
+                if read is None:   # recorded by _read
+                    continue
+                ids, xyz = read
                 sel = (ids >= iv.first) & (ids <= iv.last)
                 if sel.any() and (iv.first < ids.min() or iv.last > ids.max()):
                     # bounds past the recording's frames: the frames there are taken, and it is recorded
