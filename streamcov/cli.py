@@ -96,7 +96,7 @@ def _cmd_predict(args) -> int:
 
     scheduler, workers = _runtime_args(args)
     summary = predict(args.model, args.store, args.out, scheduler=scheduler, workers=workers,
-                      train_accuracy=args.train_accuracy)
+                      train_accuracy=args.train_accuracy, on_error=args.on_error)
     for note in summary.get("notes", []):
         print(f"streamcov predict: note: {note}", file=sys.stderr)
     acc = f", accuracy {100 * summary['accuracy']:.2f}% on {summary['evaluated_on']}" if "accuracy" in summary else ""
@@ -316,11 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument("--workers", type=workers_int, help="worker processes (alone: a LocalCluster of that many); "
                                                         "with --scheduler threads, the thread count")
 
-    def on_error_flag(parser, items: str):
+    def on_error_flag(parser, items: str, what: str | None = None):
         parser.add_argument("--on-error", choices=["stop", "skip"], default="stop",
-                            help=f"a file that is damaged or not of the format: stop (its error; the {items} "
-                                 f"stored before it are kept, and the command with --on-error skip resumes "
-                                 f"after them), or skip it (listed with the store's skipped {items})")
+                            help=what or f"a file that is damaged or not of the format: stop (its error; the "
+                                         f"{items} stored before it are kept, and the command with --on-error skip "
+                                         f"resumes after them), or skip it (listed with the store's skipped "
+                                         f"{items})")
 
     r = sub.add_parser("run", help="run a pipeline file (no file: the embedded default)")
     r.add_argument("pipeline", nargs="?", type=nonempty_input, help="pipeline TOML file")
@@ -344,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CSV of id,predicted,label (default: <model>/predictions/<store>.csv)")
     pr.add_argument("--train-accuracy", action="store_true",
                     help="on the model's own store, also the accuracy on its fold's training rows")
+    on_error_flag(pr, "images", "with a folder of images: an image that is damaged or not an image stops "
+                                "(its error), or is skipped and named in a note, without a prediction")
     runtime_flags(pr)
     pr.set_defaults(func=_cmd_predict)
 

@@ -57,14 +57,14 @@ def file_fault(exc: BaseException) -> bool:
                 and cause.errno not in (errno.EACCES, errno.EPERM))
 
 
-def skip_hint(exc: FormatError, how: str) -> FormatError:
+def skip_hint(exc: FormatError, how: str, then: str = "listed as skipped; what is stored is kept") -> FormatError:
     """``exc`` with the way to leave its file out, ``how`` as the user would write it (``--on-error skip``,
     ``data.on_error = "skip"``), where a reader stopped at it and the file alone is at fault (:func:`file_fault`;
-    the reader marked it ``skippable``); ``exc`` itself otherwise."""
+    the reader marked it ``skippable``); ``exc`` itself otherwise. ``then`` says what becomes of them."""
     if not getattr(exc, "skippable", False):
         return exc
-    return type(exc)(exc.path, f"{exc.reason}; or leave out the files that cannot be read: {how} (listed as "
-                               f"skipped; what is stored is kept)", line=exc.line)
+    return type(exc)(exc.path, f"{exc.reason}; or leave out the files that cannot be read: {how} ({then})",
+                     line=exc.line)
 
 
 class MissingInputError(FormatError, FileNotFoundError):

@@ -1875,6 +1875,23 @@ MODELS = [
          r"(?m)^streamcov predict: note: 1 image\(s\) of \S+topredict skipped, not predicted \(thin\.png: image of "
          r"1 x 20 pixels", rc=0, check=lambda e, err, out: len((e.tmp / "p.csv").read_text().splitlines()) == 2
          or pytest.fail("rows")),
+    # an image that does not decode: the stop names --on-error skip; with it, the image is named in a note
+    Case("predict-folder-damaged-image", lambda e: ["predict", e.shared["img_model"], (lambda f: (
+        f.mkdir(), save_array(np.full((16, 16), 90, np.uint8))(f / "ok.png"), (f / "bad.png").write_bytes(b"x"),
+        f)[-1])(e.tmp / "topredict"), "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
+         r"topredict/bad\.png: cannot decode image: not an image file Pillow can read; .*; or leave out the files "
+         r"that cannot be read: --on-error skip \(named in a note, without a prediction\)$"),
+    Case("predict-folder-damaged-image-skipped", lambda e: ["predict", e.shared["img_model"], (lambda f: (
+        f.mkdir(), save_array(np.full((16, 16), 90, np.uint8))(f / "ok.png"), (f / "bad.png").write_bytes(b"x"),
+        f)[-1])(e.tmp / "topredict"), "--out", e.tmp / "p.csv", "--scheduler", "synchronous", "--on-error", "skip"],
+         r"(?m)^streamcov predict: note: 1 image\(s\) of \S+topredict skipped, not predicted \(bad\.png: cannot be "
+         r"read: \S+bad\.png: cannot decode image", rc=0,
+         check=lambda e, err, out: (e.tmp / "p.csv").read_text().splitlines()[1].startswith("ok.png,")
+         and len((e.tmp / "p.csv").read_text().splitlines()) == 2 or pytest.fail("rows")),
+    Case("predict-store-on-error-skip", lambda e: ["predict", e.shared["img_model"], e.shared["img_store"],
+                                                   "--on-error", "skip"],
+         r"^streamcov predict: error: --on-error skip: only a folder of images is read file by file \(ingested for "
+         r"the model\); \S+img\.zarr is not one: leave --on-error out$"),
     Case("image-model-on-skeleton-store", lambda e: ["predict", e.shared["img_model"], e.shared["synth"]],
          r"synth\.zarr: a skeleton store, but the model in .* was trained on image data"),
     Case("skeleton-model-on-image-store", lambda e: ["predict", e.shared["model"], e.shared["img_store"]],
@@ -2727,6 +2744,10 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
      r"^workers=2 scheduler='synchronous': workers sets the threads of scheduler='threads'"),
     ({"block": -4}, r"^block=-4: expected an integer >= 1 \(rows per block\)"),
     ({"block": 2.5}, r"^block=2\.5: expected an integer >= 1"),
+    ({"on_error": "ignore"}, r"^on_error must be 'stop' or 'skip' \(a file that cannot be read stops the ingestion, or "
+                             r"is recorded as skipped\), got 'ignore'$"),
+    ({"on_error": "skip"}, r"^on_error='skip': only a folder of images is read file by file \(ingested for the "
+                           r"model\); \S+synth\.zarr is not one: leave on_error out$"),
 ])
 def test_python_predict_checks_its_runtime_arguments(shared, tmp_path, kwargs, pattern):
     """The Python API checks what the command line checks (the checks lived in the CLI alone: block=-4 was

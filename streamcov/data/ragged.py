@@ -53,15 +53,21 @@ def _zarr():
 ON_ERROR = ("stop", "skip")
 
 
+def check_on_error(on_error) -> str:
+    """``on_error``, one of :data:`ON_ERROR`, or a :class:`ConfigError` (a ValueError) naming it."""
+    if not (isinstance(on_error, str) and on_error in ON_ERROR):
+        raise ConfigError(f"on_error must be 'stop' or 'skip' (a file that cannot be read stops the ingestion, "
+                         f"or is recorded as skipped), got {on_error!r}")
+    return on_error
+
+
 def ingest_args(out, limit, on_error: str = "stop"):
     """The output path and ``limit`` of an ingestion (``ingest``, ``ingest_images``), checked: ``limit`` stops
     after that many new items without completing the store (to test interruption), an integer >= 1;
     ``on_error`` is one of :data:`ON_ERROR` (what a file that cannot be read does)."""
     if limit is not None:
         int_arg("limit", limit, " (new items before stopping) or None")
-    if not (isinstance(on_error, str) and on_error in ON_ERROR):
-        raise ValueError(f"on_error must be 'stop' or 'skip' (a file that cannot be read stops the ingestion, "
-                         f"or is recorded as skipped), got {on_error!r}")
+    check_on_error(on_error)
     return path_arg("out", out, "OUT", "the path of the store to write")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.ragged import inside_source, read_only_attrs, same_files, store_words
+from ..data.ragged import check_on_error, inside_source, read_only_attrs, same_files, store_words
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
 from .model import FittedPipeline, atomic_write
 from .runtime import dask_runtime
@@ -25,14 +25,16 @@ def _predict_codes(model, V):
 
 
 def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, workers: int | None = None,
-            block: int | None = None, train_accuracy: bool = False) -> dict:
+            block: int | None = None, train_accuracy: bool = False, on_error: str = "stop") -> dict:
     """Predict every row of a store, block by block; write ``id,predicted,label`` and return a summary.
 
     The descriptor settings and everything fitted on the training rows (the
     feature scale of images, the map, the scaler) come from the model, so
     the features match those it was trained on. For an image model,
     ``store_path`` may also be a folder of images (a folder per class, or
-    images directly in it, unlabelled): it is ingested into a temporary store.
+    images directly in it, unlabelled): it is ingested into a temporary store,
+    an image that cannot be read stopping it (``on_error="stop"``) or left out
+    and named in a note (``"skip"``; :func:`streamcov.data.images.ingest_images`).
 
     Accuracy: on the store the model was trained on (same identity), on the
     test rows of the fold the model was trained for (its protocol), and with
@@ -47,6 +49,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
                                                              "(for an image model, also a folder of images)")
     out_csv = None if out_csv is None else path_arg("out_csv", out_csv, "--out", "the CSV file to write")
     train_accuracy = bool_arg("train_accuracy", train_accuracy)
+    check_on_error(on_error)
     scheduler, workers = resolve_runtime(scheduler, workers)
     scheduler = scheduler or "threads"
     if scheduler == "local-cluster" and workers is None:   # one worker process per core (a count: checked above)
@@ -56,11 +59,20 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     _check_model_path(Path(model_dir), Path(store_path))
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)
-    if model.kind == "image" and path.is_dir() and not (path / "zarr.json").exists():
+    folder = model.kind == "image" and path.is_dir() and not (path / "zarr.json").exists()
+    if on_error != "stop" and not folder:   # it would be ignored: a store was checked as it was written
+        raise ConfigError(f"{arg('on_error', on_error)}: only a folder of images is read file by file (ingested "
+                          f"for the model); {path} is not one: leave {arg_name('on_error')} out")
+    if folder:
         from ..data.images import ingest_images
+        from ..errors import FormatError, skip_hint
 
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
-            store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model))
+            try:
+                store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model),
+                                      on_error=on_error)
+            except FormatError as exc:
+                raise skip_hint(exc, arg("on_error", "skip"), "named in a note, without a prediction") from None
             try:
                 summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block,
                                    train_accuracy, inputs=path)
