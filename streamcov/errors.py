@@ -31,6 +31,11 @@ class FormatError(StreamcovError, ValueError):
     and says what was expected.
     """
 
+    #: whether the file itself is at fault (damaged, cut short, not of the format), which an ingestion's
+    #: ``on_error="skip"`` may leave out; False for a read error of the system and for a file that differs
+    #: only from the layout the archive's first file set (:func:`not_the_file`, :func:`file_fault`)
+    own_fault = True
+
     def __init__(self, path, message: str, line: int | None = None):
         self.path = str(path)
         self.line = line
@@ -38,23 +43,24 @@ class FormatError(StreamcovError, ValueError):
         where = f"{self.path}, line {line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
 
-    def __reduce__(self):  # picklable across Dask workers despite the custom __init__
-        return (type(self), (self.path, self.reason, self.line))
+    def __reduce__(self):  # picklable across Dask workers despite the custom __init__; marks kept
+        return (type(self), (self.path, self.reason, self.line), dict(self.__dict__))
+
+
+def not_the_file(exc: FormatError) -> FormatError:
+    """``exc`` marked as not one file's own fault (:attr:`FormatError.own_fault`), returned to be raised: a
+    read error of the system (a missing file, a permission, an I/O error, a dropped network drive), after
+    which every later file would fail too and be skipped; or a file that differs only from the layout the
+    archive's first file set (its column count, its markers), where the odd one may be the first file."""
+    exc.own_fault = False
+    return exc
 
 
 def file_fault(exc: BaseException) -> bool:
     """Whether ``exc``, raised while one file of an archive was read, is that file's own fault (damaged, cut
-    short, not of the format), which ``on_error = "skip"`` may leave out: a :class:`FormatError` that is not a
-    :class:`MissingInputError` and was not raised for an error of the system (an ``OSError`` with an errno
-    other than a permission's: a vanished file, an I/O error, a dropped network drive), after which every
-    later file would fail too and be skipped."""
-    import errno
-
-    if not isinstance(exc, FormatError) or isinstance(exc, MissingInputError):
-        return False
-    cause = exc.__cause__ or exc.__context__   # raised "from None" while handling it: still the context
-    return not (isinstance(cause, OSError) and cause.errno is not None
-                and cause.errno not in (errno.EACCES, errno.EPERM))
+    short, not of the format), which ``on_error = "skip"`` may leave out: a :class:`FormatError` not marked
+    by :func:`not_the_file` (nor a :class:`MissingInputError`)."""
+    return isinstance(exc, FormatError) and exc.own_fault
 
 
 def skip_hint(exc: FormatError, how: str, then: str = "listed as skipped; what is stored is kept") -> FormatError:
@@ -69,6 +75,8 @@ def skip_hint(exc: FormatError, how: str, then: str = "listed as skipped; what i
 
 class MissingInputError(FormatError, FileNotFoundError):
     """An input file or folder that a reader needs is not there (also a ``FileNotFoundError``)."""
+
+    own_fault = False
 
 
 class StoreError(StreamcovError):
@@ -234,4 +242,5 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "bool_arg", "command_line", "file_fault", "int_arg", "path_arg", "skip_hint", "toml_error", "toml_value"]
+           "bool_arg", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg", "skip_hint", "toml_error",
+           "toml_value"]

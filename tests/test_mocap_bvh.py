@@ -367,3 +367,23 @@ def test_on_error_skip_leaves_out_damaged_motion_but_not_a_read_error_of_the_sys
     with pytest.raises(FormatError, match=re.escape(f"{p}: cannot read the file: ")) as info:
         list(r.sequences())
     assert not getattr(info.value, "skippable", False)
+
+
+def test_on_error_skip_leaves_out_a_sequence_beyond_float32(tmp_path):
+    """A motion whose positions overflow float32 (refused by the store as the sequence is written, after the
+    reader) is the file's own fault too: skipped and recorded with ``on_error = "skip"``; the stop names the
+    way to skip it."""
+    from streamcov.data.skeletons import ingest
+    from streamcov.errors import skip_hint
+
+    write(tmp_path, ARM, "01_a.bvh")
+    write(tmp_path, ARM.replace("1 2 3 0 0 0 90 0 0", "1e39 2 3 0 0 0 90 0 0"), "02_b.bvh")
+    with pytest.raises(FormatError, match=r"^sequence 02_b: non-finite value at frame 2") as info:
+        ingest(BvhReader(tmp_path), tmp_path / "s.zarr", progress=False)
+    assert str(skip_hint(info.value, "--on-error skip")).endswith(
+        "; or leave out the files that cannot be read: --on-error skip (listed as skipped; what is stored is kept)")
+    store = ingest(BvhReader(tmp_path), tmp_path / "s.zarr", on_error="skip")
+    assert store.ids() == ["01_a"]
+    (skipped,) = store.attrs["skipped"]
+    assert skipped["id"] == "02_b" and skipped["reason"].startswith("cannot be stored: sequence 02_b: non-finite "
+                                                                     "value at frame 2")

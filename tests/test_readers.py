@@ -861,25 +861,51 @@ def test_florence_on_error_skip_records_a_bad_cell(tmp_path):
 
 
 def test_file_fault_tells_one_file_from_the_system():
-    """What ``on_error = "skip"`` may leave out: a file's own damage, not a missing file or an I/O error of the
-    system (a dropped drive would otherwise skip every file after it)."""
+    """What ``on_error = "skip"`` may leave out: a file's own damage, marked where a reader raises; not a missing
+    file, a read error of the system (a dropped drive would otherwise skip every file after it) or a file that
+    differs only from the archive's first file. The marks survive pickling (Dask workers) and do not depend on
+    the exception being handled when the error is raised."""
     import errno
+    import pickle
 
-    from streamcov.errors import MissingInputError, file_fault
+    from streamcov.errors import MissingInputError, file_fault, not_the_file
 
-    def raised(cause):
-        try:
-            try:
-                raise cause
-            except OSError:
-                raise FormatError("f.txt", "cannot read the file") from None
-        except FormatError as exc:
-            return exc
-
-    assert file_fault(FormatError("f.txt", "line 3: 'x' is not a number", line=3))
+    own = FormatError("f.txt", "'x' is not a number", line=3)
+    assert file_fault(own)
     assert not file_fault(MissingInputError("f.txt", "file not found"))
-    assert not file_fault(raised(OSError(errno.EIO, "Input/output error")))
-    assert not file_fault(raised(FileNotFoundError(errno.ENOENT, "No such file or directory")))
-    assert file_fault(raised(PermissionError(errno.EACCES, "Permission denied")))   # this file's mode
-    assert file_fault(raised(OSError("image file is truncated")))   # Pillow's decoder: no errno
+    assert not file_fault(not_the_file(FormatError("f.txt", "cannot read the file: Input/output error")))
     assert not file_fault(ValueError("not a FormatError"))
+    try:   # raised while a disk-full error is handled (a retry): still the file's own
+        raise OSError(errno.ENOSPC, "No space left on device")
+    except OSError:
+        assert file_fault(FormatError("f.txt", "frame id 11 comes after frame id 12"))
+    marked = not_the_file(FormatError("f.txt", "cannot read the file", line=2))
+    marked.skippable = True
+    back = pickle.loads(pickle.dumps(marked))
+    assert (str(back), back.line, back.own_fault, back.skippable) == (str(marked), 2, False, True)
+    assert file_fault(pickle.loads(pickle.dumps(own)))
+
+
+def test_generic_on_error_skip_does_not_skip_files_of_another_width_than_the_first(tmp_path):
+    """The generic reader takes its column count from the archive's first file: a file of another width stops
+    the reader even with ``on_error = "skip"``, with no word of skipping (the odd one may be the first file,
+    and skipping would keep it alone); a later row of another width is that file's damage, and is skipped."""
+    from streamcov.data.skeletons import ingest
+
+    folder = tmp_path / "g"
+    folder.mkdir()
+    rows = ["file,label,subject"]
+    for i in range(4):
+        cols = 6 if i == 0 else 9   # the first file has 2 joints, the others 3
+        (folder / f"s{i}.csv").write_text("\n".join(",".join(str(0.1 * (r + c)) for c in range(cols))
+                                                    for r in range(5)) + "\n")
+        rows.append(f"s{i}.csv,{'ab'[i % 2]},{1 + i}")
+    (folder / "index.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(FormatError, match=_err(folder / "s1.csv", 1, "")) as info:
+        ingest(open_reader("generic", folder), tmp_path / "s.zarr", on_error="skip")
+    assert not info.value.own_fault and not getattr(info.value, "skippable", False)
+    (folder / "s0.csv").write_text("\n".join(",".join(str(0.1 * (r + c)) for c in range(9)) for r in range(5))
+                                   + "\n")
+    (folder / "s2.csv").write_text("0,1,2,3,4,5,6,7,8\n0,1,2,3,4,5\n")   # a later row cut short
+    store = ingest(open_reader("generic", folder), tmp_path / "t.zarr", on_error="skip")
+    assert store.ids() == ["s0", "s1", "s3"] and [s["id"] for s in store.attrs["skipped"]] == ["s2"]

@@ -10,12 +10,13 @@ named in ``exclude`` are skipped (ETH-80's ``maps``).
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, FormatError, case_twins, ingest_option
+from ..errors import ConfigError, FormatError, case_twins, ingest_option, not_the_file
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".tif", ".tiff", ".gif", ".webp", ".pbm",
                     ".pgm", ".ppm", ".pnm", ".tga")
@@ -329,7 +330,7 @@ def _read_image(path: Path) -> np.ndarray:
     except FormatError:
         raise
     except FileNotFoundError:
-        raise FormatError(path, "file not found") from None
+        raise not_the_file(FormatError(path, "file not found")) from None
     except UnidentifiedImageError:
         if path.is_file() and path.stat().st_size == 0:
             raise FormatError(path, "cannot decode image: an empty file (0 bytes), an interrupted copy? "
@@ -343,16 +344,19 @@ def _read_image(path: Path) -> np.ndarray:
     except Image.DecompressionBombError as exc:
         raise FormatError(path, f"too large to decode safely ({exc}); cut it into tiles") from None
     except PermissionError:
-        raise FormatError(path, "cannot read it (permission denied); make it readable, or remove it from the "
-                                "folder") from None
-    except (OSError, SyntaxError, ValueError) as exc:
+        raise not_the_file(FormatError(path, "cannot read it (permission denied); make it readable, or remove it "
+                                             "from the folder")) from None
+    except (OSError, SyntaxError, ValueError, TypeError, IndexError, KeyError, EOFError, struct.error) as exc:
         # a codec this Pillow lacks, or a feature of the format it does not read: the file may be sound; anything
-        # else (truncated data, a decoder error, a broken stream) is a damaged file
+        # else (truncated data, a decoder error, a broken stream; Pillow's parsers of damaged TIFF and GIF files
+        # raise TypeError, IndexError, ...) is a damaged file
         unread = any(w in str(exc).lower() for w in ("not available", "unsupported", "not supported", "unknown"))
         fix = ("a variant of the format this Pillow cannot read, or a damaged file: save it as PNG, JPEG or TIFF "
                "(8 or 16-bit, or 32-bit float grey), copy it again, or remove it from the folder" if unread else
                "the file is damaged or cut short: copy it again, or remove it from the folder")
-        raise FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc}); {fix}") from None
+        error = FormatError(path, f"cannot decode image ({exc.__class__.__name__}: {exc}); {fix}")
+        # an OSError with an errno is the system's (an I/O error while Pillow read), not the file's contents
+        raise (not_the_file(error) if isinstance(exc, OSError) and exc.errno is not None else error) from None
     if a.ndim not in (2, 3) or a.shape[0] == 0 or a.shape[1] == 0:
         raise FormatError(path, f"empty or malformed image of shape {a.shape}")
     return np.ascontiguousarray(a)

@@ -299,7 +299,14 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
             for seq in sequences:
                 if writer.has(seq.id):
                     continue
-                why = degenerate(writer.check(seq))
+                try:
+                    why = degenerate(writer.check(seq))
+                except FormatError as exc:   # a value beyond float32 as read or computed: the file's own
+                    if getattr(source, "on_error", "stop") != "skip":
+                        exc.skippable = True   # errors.skip_hint
+                        raise
+                    rejected.append(SkippedSequence(seq.id, f"cannot be stored: {exc}"))
+                    continue
                 if why is not None:
                     rejected.append(SkippedSequence(seq.id, why))
                     continue

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError, file_fault
+from ...errors import FormatError, file_fault, not_the_file
 
 
 @dataclass
@@ -84,9 +84,9 @@ class SkeletonReader:
         raises a :class:`FormatError` and :attr:`on_error` is ``"skip"``, each of ``ids`` then recorded in
         ``skipped`` with the error (file, line, what was expected).
 
-        A missing file, or one the system cannot read (an I/O error), stops even then
-        (:func:`~streamcov.errors.file_fault`): the archive or the drive is at fault, not one file, and every
-        file after it would be skipped too."""
+        What is not the file's own fault stops even then (:func:`~streamcov.errors.file_fault`): a missing
+        file or a read error of the system (every file after it would be skipped too), or a file that differs
+        only from the layout of the archive's first file (which may be the odd one)."""
         try:
             return read(*args)
         except FormatError as exc:
@@ -121,8 +121,8 @@ def _read_bytes(path, what: str = "file") -> bytes:
     try:
         with open(path, "rb") as fh:
             return fh.read()
-    except OSError as exc:
-        raise FormatError(path, f"cannot read the {what}: {exc.strerror}") from None
+    except OSError as exc:   # the system's error, not the file's contents: on_error="skip" does not skip it
+        raise not_the_file(FormatError(path, f"cannot read the {what}: {exc.strerror}")) from None
 
 
 #: per-thread read buffer of :func:`_read_scratch` (Dask may read files in several threads)
@@ -177,8 +177,8 @@ def _read_scratch(path, what: str = "file") -> np.ndarray:
                         break
                     got += k
             return np.frombuffer(buf, np.uint8, count=got)
-    except OSError as exc:
-        raise FormatError(path, f"cannot read the {what}: {exc.strerror}") from None
+    except OSError as exc:   # the system's error, not the file's contents: on_error="skip" does not skip it
+        raise not_the_file(FormatError(path, f"cannot read the {what}: {exc.strerror}")) from None
 
 
 def _read_lines(path) -> list[str]:

@@ -73,6 +73,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import not_the_file
 from . import _fastparse as fp
 from ._layout import GENERIC_PATTERN, ArchiveReader, check_joint_layout, find_roles, one_of
 from .base import FormatError, _read_scratch
@@ -150,7 +151,7 @@ def _header_lines(path: Path):
     try:
         fh = open(path, "rb")
     except OSError as exc:
-        raise FormatError(path, f"cannot read the file: {exc.strerror}") from None
+        raise not_the_file(FormatError(path, f"cannot read the file: {exc.strerror}")) from None
     with fh:
         pos = 0
         for n, raw in enumerate(fh, 1):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, not_the_file
 from ._layout import GENERIC_PATTERN, ArchiveReader, find_roles, one_of
 from .base import FormatError
 
@@ -96,7 +96,7 @@ def read_c3d(path, *, zeros_missing: bool = False):
         raise ConfigError("--format c3d needs the 'ezc3d' package: pip install 'streamcov[mocap]'")
     path = Path(path)
     if not path.is_file():
-        raise FormatError(path, "file not found")
+        raise not_the_file(FormatError(path, "file not found"))
     try:
         c = ezc3d.c3d(str(path))
     except Exception as exc:          # ezc3d raises RuntimeError/IOError with a short message
@@ -227,9 +227,10 @@ class C3dReader(ArchiveReader):
         pos = {lb: i for i, lb in enumerate(labels)}
         lost = [m for m in self.markers if m not in pos]
         if lost:
-            raise FormatError(entry.path, f"lacks marker(s) {', '.join(lost)} that the first "
-                              f"file ({self._entries[0].path.name}) has; pass markers=[...] to "
-                              "keep only markers every file has")
+            # the layout of the first file: which of the two is odd, on_error="skip" cannot tell
+            raise not_the_file(FormatError(entry.path, f"lacks marker(s) {', '.join(lost)} that the first "
+                                           f"file ({self._entries[0].path.name}) has; pass markers=[...] to "
+                                           "keep only markers every file has"))
         X = xyz[:, [pos[m] for m in self.markers]] * self.scale
         bad = np.isnan(X).any(axis=(1, 2))
         return X[~bad].reshape(int((~bad).sum()), -1).astype(np.float32), int(bad.sum()), len(X)

@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from ...errors import not_the_file
 from ._layout import (INDEX_NAME, INDEX_REQUIRED, Entry, check_center, check_roles, find_index, find_roles,
                       read_index)
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
@@ -170,9 +171,9 @@ def read_sequence_csv(path, ncols: int | None = None,
     """
     rows, linenos = _nonblank(_read_lines(path))
     if rows and _is_header(path, rows[0], linenos[0], ncols):
-        if ncols is not None and len(rows[0].split(",")) != ncols:
-            raise FormatError(path, f"header has {len(rows[0].split(','))} columns, "
-                                      f"expected {ncols} (x, y, z per joint)", line=linenos[0])
+        if ncols is not None and len(rows[0].split(",")) != ncols:   # the archive's layout: see below
+            raise not_the_file(FormatError(path, f"header has {len(rows[0].split(','))} columns, "
+                                                 f"expected {ncols} (x, y, z per joint)", line=linenos[0]))
         rows, linenos = rows[1:], linenos[1:]
     if rows:
         _no_trailing_comma(path, rows[0], linenos[0], ncols)
@@ -182,6 +183,10 @@ def read_sequence_csv(path, ncols: int | None = None,
         # a later row with a trailing comma reads as one value too many, or an empty one: say what it is
         if exc.line in linenos:
             _no_trailing_comma(path, rows[linenos.index(exc.line)], exc.line, ncols)
+        if ncols is not None and exc.line == linenos[0] and len(rows[0].split(",")) != ncols:
+            # a first row of another width than the archive's first file: which of the two is odd,
+            # on_error="skip" cannot tell (a later row of another width is this file's damage)
+            not_the_file(exc)
         raise
     return arr.astype(np.float32)
 
