@@ -1891,7 +1891,11 @@ MODELS = [
     Case("predict-store-on-error-skip", lambda e: ["predict", e.shared["img_model"], e.shared["img_store"],
                                                    "--on-error", "skip"],
          r"^streamcov predict: error: --on-error skip: only a folder of images is read file by file \(ingested for "
-         r"the model\); \S+img\.zarr is not one: leave --on-error out$"),
+         r"the model\); \S+img\.zarr is a store: leave --on-error out$"),
+    # not a store: refused by what it is, as without the flag
+    Case("predict-missing-folder-on-error-skip", lambda e: ["predict", e.shared["img_model"], e.tmp / "none",
+                                                            "--on-error", "skip"],
+         r"^streamcov predict: error: \S+none: no such store or folder"),
     Case("image-model-on-skeleton-store", lambda e: ["predict", e.shared["img_model"], e.shared["synth"]],
          r"synth\.zarr: a skeleton store, but the model in .* was trained on image data"),
     Case("skeleton-model-on-image-store", lambda e: ["predict", e.shared["model"], e.shared["img_store"]],
@@ -2747,7 +2751,7 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
     ({"on_error": "ignore"}, r"^on_error must be 'stop' or 'skip' \(a file that cannot be read stops the ingestion, or "
                              r"is recorded as skipped\), got 'ignore'$"),
     ({"on_error": "skip"}, r"^on_error='skip': only a folder of images is read file by file \(ingested for the "
-                           r"model\); \S+synth\.zarr is not one: leave on_error out$"),
+                           r"model\); \S+synth\.zarr is a store: leave on_error out$"),
 ])
 def test_python_predict_checks_its_runtime_arguments(shared, tmp_path, kwargs, pattern):
     """The Python API checks what the command line checks (the checks lived in the CLI alone: block=-4 was

@@ -909,3 +909,24 @@ def test_generic_on_error_skip_does_not_skip_files_of_another_width_than_the_fir
     (folder / "s2.csv").write_text("0,1,2,3,4,5,6,7,8\n0,1,2,3,4,5\n")   # a later row cut short
     store = ingest(open_reader("generic", folder), tmp_path / "t.zarr", on_error="skip")
     assert store.ids() == ["s0", "s1", "s3"] and [s["id"] for s in store.attrs["skipped"]] == ["s2"]
+
+
+def test_c3d_file_the_system_cannot_open_stops_even_with_skip(tmp_path, monkeypatch):
+    """ezc3d says only that a file "could not be opened", with no errno: the reader opens the file first, so that
+    a permission or an I/O error is the system's (not skipped), as with every other reader."""
+    import errno
+
+    from streamcov.data.readers import c3d
+    from streamcov.errors import file_fault
+
+    p = tmp_path / "x.c3d"
+    p.write_bytes(b"\0" * 512)
+    monkeypatch.setattr(c3d, "ezc3d", object())   # installed or not: the open comes first
+
+    def refused(path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(c3d, "open", refused, raising=False)
+    with pytest.raises(FormatError, match=re.escape(f"{p}: cannot read the file: Permission denied")) as info:
+        c3d.read_c3d(p)
+    assert not file_fault(info.value)

@@ -60,9 +60,10 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)
     folder = model.kind == "image" and path.is_dir() and not (path / "zarr.json").exists()
-    if on_error != "stop" and not folder:   # it would be ignored: a store was checked as it was written
+    if on_error != "stop" and (path / "zarr.json").is_file():   # it would be ignored: a store was checked as
+        # it was written (anything else that is not a folder of images is refused below, by what it is)
         raise ConfigError(f"{arg('on_error', on_error)}: only a folder of images is read file by file (ingested "
-                          f"for the model); {path} is not one: leave {arg_name('on_error')} out")
+                          f"for the model); {path} is a store: leave {arg_name('on_error')} out")
     if folder:
         from ..data.images import ingest_images
         from ..errors import FormatError, skip_hint

@@ -97,6 +97,10 @@ def read_c3d(path, *, zeros_missing: bool = False):
     path = Path(path)
     if not path.is_file():
         raise not_the_file(FormatError(path, "file not found"))
+    try:   # ezc3d says only "could not be opened", without the system's error: a permission, an I/O error
+        open(path, "rb").close()
+    except OSError as exc:
+        raise not_the_file(FormatError(path, f"cannot read the file: {exc.strerror}")) from None
     try:
         c = ezc3d.c3d(str(path))
     except Exception as exc:          # ezc3d raises RuntimeError/IOError with a short message
