@@ -3182,6 +3182,10 @@ def test_on_error_skip_resumes_past_a_damaged_file_and_records_it(tmp_path, caps
         ingest_images(folder, tmp_path / "j.zarr", on_error="ignore")
     with pytest.raises(ValueError, match=r"^on_error must be 'stop' or 'skip' .*, got True$"):
         ingest(open_reader("generic", arch), tmp_path / "j.zarr", on_error=True)
+    duck = type("Duck", (), {"info": fresh.attrs, "sequences": lambda self: iter(())})()   # not a SkeletonReader
+    with pytest.raises(TypeError, match=r"^on_error='skip' needs a reader of streamcov\.open_reader, which reads one "
+                                        r"file at a time; Duck cannot skip a file$"):
+        ingest(duck, tmp_path / "j.zarr", on_error="skip")
     capsys.readouterr()
 
 

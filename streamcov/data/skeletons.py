@@ -223,13 +223,16 @@ def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "r
 
     ``on_error="stop"`` stops at a file that is damaged or not of the format
     (its :class:`~streamcov.errors.FormatError`: file, line, what was
-    expected), keeping the sequences committed before it: the same call
-    resumes after them once the file is mended (with ``mode="restart"``, as
-    the archive changed) or, with ``on_error="skip"``, without mending it.
-    ``"skip"`` records such a file's sequences in the store's ``skipped``
-    list with the error and goes on; a missing file or a read error of the
-    system still stops. The choice is not part of the store's source record:
-    the store holds every readable sequence either way.
+    expected), keeping the sequences committed before it. The same call with
+    ``on_error="skip"`` resumes after them without mending the file; once
+    the file is mended the archive has changed, and the store is written
+    again with ``mode="restart"``. ``"skip"`` records such a file's
+    sequences in the store's ``skipped`` list with the error and goes on;
+    what is not one file's fault (:func:`~streamcov.errors.file_fault`: a
+    missing file, a read error of the system, a file that differs only from
+    the first file's layout) still stops. The choice is not part of the
+    store's source record: the store holds every readable sequence either
+    way.
     """
     from ..lock import store_lock
 
