@@ -63,6 +63,23 @@ def file_fault(exc: BaseException) -> bool:
     return isinstance(exc, FormatError) and exc.own_fault
 
 
+def read_or_skip(on_error: str, read, *args, failed: str = "cannot be read"):
+    """``(read(*args), None)``; or ``(None, why)`` where ``read`` raised a :class:`FormatError` that is the
+    file's own fault (:func:`file_fault`) and ``on_error`` is ``"skip"``, ``why`` being ``failed`` and the
+    error (file, line, what was expected). Otherwise the error is raised, marked ``skippable`` where it is the
+    file's own (its message may then name ``on_error``'s ``"skip"``: :func:`skip_hint`). The one decision of
+    every reader (``SkeletonReader._read``), the image ingestion and the skeleton store's check."""
+    try:
+        return read(*args), None
+    except FormatError as exc:
+        if not file_fault(exc):
+            raise
+        if on_error != "skip":
+            exc.skippable = True
+            raise
+        return None, f"{failed}: {exc}"
+
+
 def skip_hint(exc: FormatError, how: str, then: str = "listed as skipped; what is stored is kept") -> FormatError:
     """``exc`` with the way to leave its file out, ``how`` as the user would write it (``--on-error skip``,
     ``data.on_error = "skip"``), where a reader stopped at it and the file alone is at fault (:func:`file_fault`;
@@ -242,5 +259,5 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "bool_arg", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg", "skip_hint", "toml_error",
-           "toml_value"]
+           "bool_arg", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg", "read_or_skip", "skip_hint",
+           "toml_error", "toml_value"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, file_fault, ingest_option, path_arg
+from ..errors import FormatError, ingest_option, path_arg, read_or_skip
 from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter, content_digest, files_digest, ingest_args
 
@@ -347,7 +347,7 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     # before anything is written (the lock would create the store's parent folders, the writer an empty store)
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled)
     for k, e in enumerate(entries):   # scan_folders refuses a folder without images
-        first, why = _read_entry(e, on_error)
+        first, why = read_or_skip(on_error, read_image, e.path)
         if why is None:   # the first image that can be read (the ones before it are skipped again below)
             break
     record = source_record(src, group_level, exclude, unlabelled, entries, format)
@@ -357,20 +357,6 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         return _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, progress, limit, skip,
                        on_error, entries, (k, first), record)
 
-
-def _read_entry(entry, on_error: str):
-    """``(image, None)``; or ``(None, why)`` where the file is damaged or not an image and ``on_error`` is
-    ``"skip"``. A missing file or a read error of the system raises (:func:`~streamcov.errors.file_fault`):
-    the folder or the drive is at fault, and every image after it would be skipped too."""
-    try:
-        return read_image(entry.path), None
-    except FormatError as exc:
-        if not file_fault(exc):
-            raise
-        if on_error != "skip":
-            exc.skippable = True   # the caller's message may name on_error's "skip" (errors.skip_hint)
-            raise
-        return None, f"cannot be read: {exc}"
 
 
 def source_record(src, group_level: int = 1, exclude=("maps",), unlabelled: bool = False, entries=None,
@@ -401,7 +387,7 @@ def _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, pro
             if writer.has(e.id):
                 continue
             if image is None:
-                image, why = _read_entry(e, on_error)
+                image, why = read_or_skip(on_error, read_image, e.path)
                 if why is not None:
                     skipped.append({"id": e.id, "reason": why})
                     continue

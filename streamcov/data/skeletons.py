@@ -24,7 +24,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import FormatError, StoreError, path_arg
+from ..errors import FormatError, StoreError, path_arg, read_or_skip
 from . import integrity
 from .ragged import RaggedStore, RaggedStoreWriter, ingest_args, outside_source
 
@@ -302,14 +302,11 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
             for seq in sequences:
                 if writer.has(seq.id):
                     continue
-                try:
-                    why = degenerate(writer.check(seq))
-                except FormatError as exc:   # a value beyond float32 as read or computed: the file's own
-                    if getattr(source, "on_error", "stop") != "skip":
-                        exc.skippable = True   # errors.skip_hint
-                        raise
-                    rejected.append(SkippedSequence(seq.id, f"cannot be stored: {exc}"))
-                    continue
+                # a value beyond float32 as read or computed is the file's own fault, skipped as a damaged file is
+                frames, why = read_or_skip(getattr(source, "on_error", "stop"), writer.check, seq,
+                                           failed="cannot be stored")
+                if why is None:
+                    why = degenerate(frames)
                 if why is not None:
                     rejected.append(SkippedSequence(seq.id, why))
                     continue

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError, file_fault, not_the_file
+from ...errors import FormatError, not_the_file, read_or_skip
 
 
 @dataclass
@@ -87,16 +87,10 @@ class SkeletonReader:
         What is not the file's own fault stops even then (:func:`~streamcov.errors.file_fault`): a missing
         file or a read error of the system (every file after it would be skipped too), or a file that differs
         only from the layout of the archive's first file (which may be the odd one)."""
-        try:
-            return read(*args)
-        except FormatError as exc:
-            if not file_fault(exc):
-                raise
-            if self.on_error != "skip":
-                exc.skippable = True   # the caller's message may name on_error's "skip" (errors.skip_hint)
-                raise
-            self.skipped.extend(SkippedSequence(i, f"cannot be read: {exc}") for i in ids)
-            return None
+        frames, why = read_or_skip(self.on_error, read, *args)
+        if why is not None:
+            self.skipped.extend(SkippedSequence(i, why) for i in ids)
+        return frames
 
     def _repair(self, what: str, count: int = 1):
         if count:
