@@ -310,6 +310,15 @@ def ingested_with(*options):
     return make
 
 
+def predict_damaged_folder(e, *flags):
+    """``predict`` of the image model on a folder ``topredict`` of one good image and one that is not an image."""
+    folder = e.tmp / "topredict"
+    folder.mkdir()
+    save_array(np.full((16, 16), 90, np.uint8))(folder / "ok.png")
+    (folder / "bad.png").write_bytes(b"x")
+    return ["predict", e.shared["img_model"], folder, "--out", e.tmp / "p.csv", "--scheduler", "synchronous", *flags]
+
+
 def store_moved_into_archive(e):
     """A generic store moved, after its ingestion, into the archive folder it was written from (as a store
     written there before such an output was refused): its own files now count as files of the archive."""
@@ -1876,14 +1885,10 @@ MODELS = [
          r"1 x 20 pixels", rc=0, check=lambda e, err, out: len((e.tmp / "p.csv").read_text().splitlines()) == 2
          or pytest.fail("rows")),
     # an image that does not decode: the stop names --on-error skip; with it, the image is named in a note
-    Case("predict-folder-damaged-image", lambda e: ["predict", e.shared["img_model"], (lambda f: (
-        f.mkdir(), save_array(np.full((16, 16), 90, np.uint8))(f / "ok.png"), (f / "bad.png").write_bytes(b"x"),
-        f)[-1])(e.tmp / "topredict"), "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
+    Case("predict-folder-damaged-image", lambda e: predict_damaged_folder(e),
          r"topredict/bad\.png: cannot decode image: not an image file Pillow can read; .*; or leave out the files "
          r"that cannot be read: --on-error skip \(named in a note, without a prediction\)$"),
-    Case("predict-folder-damaged-image-skipped", lambda e: ["predict", e.shared["img_model"], (lambda f: (
-        f.mkdir(), save_array(np.full((16, 16), 90, np.uint8))(f / "ok.png"), (f / "bad.png").write_bytes(b"x"),
-        f)[-1])(e.tmp / "topredict"), "--out", e.tmp / "p.csv", "--scheduler", "synchronous", "--on-error", "skip"],
+    Case("predict-folder-damaged-image-skipped", lambda e: predict_damaged_folder(e, "--on-error", "skip"),
          r"(?m)^streamcov predict: note: 1 image\(s\) of \S+topredict skipped, not predicted \(bad\.png: cannot be "
          r"read: \S+bad\.png: cannot decode image", rc=0,
          check=lambda e, err, out: (e.tmp / "p.csv").read_text().splitlines()[1].startswith("ok.png,")
