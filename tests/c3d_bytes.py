@@ -100,3 +100,10 @@ def c3d_bytes(labels, xyz, residual=None, *, units="mm", rate=100.0, scale=-1.0,
     data = b"".join(rows)
     data = data.ljust(-(-len(data) // 512) * 512, b"\0")
     return bytes(header) + pblock + data
+
+
+def damaged_parameter(data: bytes, record: bytes, field: int, value: int) -> bytes:
+    """``data`` with byte ``field`` after the name of the parameter record ``record`` (0, 1: the offset to the
+    next record; 2: its type; 3: its number of dimensions; then the dimensions) set to ``value``."""
+    at = data.index(record, 512) + len(record) + field
+    return data[:at] + bytes([value]) + data[at + 1:]

@@ -1,12 +1,13 @@
 """C3D: files built byte by byte (float and integer formats) and with ezc3d, read back."""
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 ezc3d = pytest.importorskip("ezc3d")
 
-from c3d_bytes import c3d_bytes  # noqa: E402
+from c3d_bytes import c3d_bytes, damaged_parameter  # noqa: E402
 from streamcov.data.readers.base import FormatError  # noqa: E402
 from streamcov.data.readers.c3d import C3dReader, read_c3d  # noqa: E402
 
@@ -130,3 +131,93 @@ def test_read_c3d_reports_nan_for_invalid_points(tmp_path):
     assert labels == LABELS and unit == "mm" and rate == 100.0 and non_markers == set()
     assert np.isnan(X[0, 0]).all() and np.isfinite(X[1:]).all()
     np.testing.assert_allclose(X[1:], np.round(xyz[1:] / 0.5) * 0.5 / 1000, atol=1e-9)
+
+
+@pytest.mark.parametrize("record,field,value", [
+    (b"RATE", 3, 0xFF),          # 255 dimensions: ezc3d 1.7.2 dies of a segmentation fault
+    (b"DATA_START", 2, 0xFF),    # a character parameter read from an integer's bytes: the same
+    (b"LABELS", 3, 0x7F),        # 127 dimensions: ezc3d 1.7.2 never returns
+    (b"LABELS", 2, 0x07),        # an unknown type: ezc3d raises
+])
+def test_a_file_that_crashes_or_hangs_ezc3d_is_one_error_on_the_file(tmp_path, monkeypatch, record, field, value):
+    """Single bytes of the parameter section overwritten (found by overwriting each byte of a valid file):
+    whatever ezc3d does with them, the reading process survives and gets one FormatError naming the file. Which
+    of the three messages depends on ezc3d's version, so any is accepted; the mechanism is tested exactly below."""
+    from streamcov.data.readers import c3d
+    monkeypatch.setattr(c3d, "READ_SECONDS", 3.0)
+    good = c3d_bytes(LABELS, trajectory(6))
+    p = put(tmp_path, damaged_parameter(good, record, field, value))
+    with pytest.raises(FormatError, match=re.escape(f"{p}: ") + "(ezc3d crashed reading it|ezc3d did not finish "
+                       "reading it in 3 s|not a readable C3D file)"):
+        read_c3d(p)
+    q = put(tmp_path, good, "s2_walk.c3d")                      # the next file is read by a new process
+    np.testing.assert_allclose(read_c3d(q)[1], trajectory(6) / 1000, atol=1e-6)
+
+
+FAKE_CHILD = '''
+import importlib.util, os, signal, sys, time
+spec = importlib.util.spec_from_file_location("child", {real!r})
+child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(child)
+if "{start}" == "fail":
+    sys.exit("no ezc3d here")
+
+
+def contents(path):      # in place of ezc3d: what the file's name asks for
+    print("noise from the library")                  # neither of the two may reach the protocol's stream
+    os.write(1, b"noise written to file descriptor 1")
+    if "segv" in path:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if "killed" in path:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if "hang" in path:
+        time.sleep(60)
+    if "raise" in path:
+        raise RuntimeError("Bad c3d formatting")
+    return {{"pid": os.getpid()}}
+
+
+child.contents = contents
+child.main()
+'''
+
+
+def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, monkeypatch):
+    from streamcov.data.readers import c3d
+    from streamcov.errors import MissingExtraError, file_fault
+    script = tmp_path / "child.py"
+    real = str(Path(c3d.__file__).with_name("_c3d_child.py"))
+    script.write_text(FAKE_CHILD.format(start="ok", real=real))
+    proc = c3d._Ezc3dProcess(script)
+    monkeypatch.setattr(c3d, "READ_SECONDS", 2.0)
+    files = {}
+    for name in ("a", "segv", "hang", "killed", "raise", "b"):
+        files[name] = tmp_path / f"{name}.c3d"
+        files[name].write_bytes(b"x")
+    try:
+        pid = proc.read(files["a"])["pid"]
+        assert proc.read(files["a"])["pid"] == pid                 # one process for many files
+        with pytest.raises(FormatError, match=re.escape(f"{files['raise']}: not a readable C3D file (RuntimeError: "
+                                                        "Bad c3d formatting); check that")):
+            proc.read(files["raise"])
+        assert proc.read(files["a"])["pid"] == pid                 # an error does not end the process
+        with pytest.raises(FormatError, match=re.escape(f"{files['segv']}: ezc3d crashed reading it (signal "
+                                                        "SIGSEGV); the file is damaged or not C3D")) as e:
+            proc.read(files["segv"])
+        assert file_fault(e.value)                                 # on_error="skip" may skip it
+        assert proc.read(files["b"])["pid"] != pid
+        with pytest.raises(FormatError, match=re.escape(f"{files['hang']}: ezc3d did not finish reading it in "
+                                                        "2 s")) as e:
+            proc.read(files["hang"])
+        assert file_fault(e.value)
+        with pytest.raises(FormatError, match=re.escape(f"{files['killed']}: ezc3d was stopped while reading it "
+                                                        "(SIGKILL: the system may have run out of memory)")) as e:
+            proc.read(files["killed"])
+        assert not file_fault(e.value)                             # memory, not the file: stops even with skip
+        assert proc.read(files["b"])["pid"] > 0
+    finally:
+        proc.stop()
+    script.write_text(FAKE_CHILD.format(start="fail", real=real))
+    with pytest.raises(MissingExtraError, match=r"--format c3d reads files with ezc3d in a process of its own, "
+                       r"which did not start \(.*no ezc3d here\); check that"):
+        c3d._Ezc3dProcess(script).read(files["a"])

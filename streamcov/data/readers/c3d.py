@@ -7,6 +7,12 @@ and floating-point C3D, applies ``POINT:SCALE`` and marks invalid points (residu
 frames one at a time through a Python generator (slow on long trials) and leaves the
 residual/scale conventions to the caller.
 
+ezc3d runs in a process of its own (:class:`_Ezc3dProcess`, started once per reading process):
+on some damaged files it dies of a segmentation fault or never returns, which would otherwise end
+the ingestion, or a notebook's kernel, without a word. Either is one :class:`FormatError` on the
+file (a crash; more than ``READ_SECONDS`` + ``READ_SECONDS_PER_MB`` per MB), which
+``on_error="skip"`` may skip, and the next file gets a new process.
+
 Joints and units
 ----------------
 Every marker (3D point) is a joint, named by ``POINT:LABELS`` (then ``LABELS2``, ...; blank
@@ -33,12 +39,19 @@ kept markers (by name; their order in a file may differ).
 """
 from __future__ import annotations
 
+import pickle
+import queue
+import signal
 import struct
+import subprocess
+import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import ConfigError, not_the_file
+from ...errors import ConfigError, MissingExtraError, not_the_file
 from ._layout import GENERIC_PATTERN, ArchiveReader, find_roles, one_of
 from .base import FormatError
 
@@ -70,11 +83,122 @@ ROLE_NAMES = {
 }
 
 
-def _param(c, group, name, default=None):
-    try:
-        return c["parameters"][group][name]["value"]
-    except KeyError:
-        return default
+#: seconds ezc3d may take on a file before it is stopped: this many, plus READ_SECONDS_PER_MB
+READ_SECONDS = 30.0
+READ_SECONDS_PER_MB = 2.0
+
+
+class _Ezc3dProcess:
+    """ezc3d in a child process (``_c3d_child.py``), started once and reused, started again
+    after a file killed it or was stopped.
+
+    ezc3d is compiled code that dies of a segmentation fault on some damaged parameter
+    sections and loops without end on others (found by overwriting single bytes of valid
+    files); in the reading process either would end the ingestion, or the notebook's kernel,
+    without a word. In the child, a crash or a file that takes longer than its time limit is
+    one :class:`FormatError` on that file (skipped under ``on_error="skip"``), and the next
+    file gets a fresh process.
+    """
+
+    def __init__(self, script: Path = Path(__file__).with_name("_c3d_child.py")):
+        self.script = script
+        self._lock = threading.Lock()
+        self._proc = None
+        self._replies = None
+        self._stderr = None
+
+    def _start(self):
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([sys.executable, str(self.script)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._stderr)
+        self._replies = queue.Queue()
+        threading.Thread(target=self._pump, args=(self._proc.stdout, self._replies),
+                         daemon=True, name="streamcov-ezc3d-replies").start()
+        if self._reply(60.0) != ("ready",):
+            tail = self._stderr_tail()
+            self.stop()
+            raise MissingExtraError(f"--format c3d reads files with ezc3d in a process of its own, "
+                                    f"which did not start ({sys.executable} {self.script}: {tail}); "
+                                    f"check that '{sys.executable} -c \"import ezc3d\"' works")
+
+    @staticmethod
+    def _pump(stream, replies):
+        try:
+            while True:
+                replies.put(pickle.load(stream))
+        except Exception:  # noqa: BLE001 - EOF or a cut message: the process ended
+            replies.put(None)
+
+    def _reply(self, timeout):
+        try:
+            return self._replies.get(timeout=timeout)
+        except queue.Empty:
+            return "timeout"
+
+    def _stderr_tail(self) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read()[-300:].decode(errors="replace").strip() or "no message"
+        except (OSError, ValueError):
+            return "no message"
+
+    def stop(self):
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
+            for f in (self._proc.stdin, self._proc.stdout, self._stderr):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+        self._proc = None
+
+    def read(self, path: Path) -> dict:
+        """The file's points, residuals and POINT parameters, or a :class:`FormatError`."""
+        limit = READ_SECONDS + READ_SECONDS_PER_MB * path.stat().st_size / 2 ** 20
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self.stop()
+                self._start()
+            try:
+                pickle.dump(str(path), self._proc.stdin)
+                self._proc.stdin.flush()
+            except OSError:
+                pass                       # the process has ended: its reply says how
+            try:
+                reply = self._reply(limit)
+            except BaseException:          # interrupted: its reply would answer the next file
+                self.stop()
+                raise
+            if isinstance(reply, tuple) and reply[0] == "ok":
+                return reply[1]
+            if isinstance(reply, tuple) and reply[0] == "error":
+                raise FormatError(path, f"not a readable C3D file ({reply[1]}: {reply[2]}); check "
+                                  "that the file is complete and really C3D")
+            if reply == "timeout":
+                self.stop()
+                raise FormatError(path, f"ezc3d did not finish reading it in {limit:.0f} s (a damaged "
+                                  "parameter section can make it loop); check that the file is "
+                                  "complete and really C3D")
+            code = self._proc.wait()
+            self.stop()
+            if code == -getattr(signal, "SIGKILL", 9):   # not the file's fault: stop, never skip
+                raise not_the_file(FormatError(path, "ezc3d was stopped while reading it (SIGKILL: the "
+                                               "system may have run out of memory); free memory and "
+                                               "run the command again"))
+            how = (f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
+                   else f"exit code {code}")
+            raise FormatError(path, f"ezc3d crashed reading it ({how}); the file is damaged or not "
+                              "C3D")
+
+
+_EZC3D = _Ezc3dProcess()
+
+
+def _param(point: dict, name, default=None):
+    value = point.get(name)
+    return default if value is None else value
 
 
 def _declared_frames(path) -> tuple[int, int] | None:
@@ -101,12 +225,8 @@ def read_c3d(path, *, zeros_missing: bool = False):
         open(path, "rb").close()
     except OSError as exc:
         raise not_the_file(FormatError(path, f"cannot read the file: {exc.strerror}")) from None
-    try:
-        c = ezc3d.c3d(str(path))
-    except Exception as exc:          # ezc3d raises RuntimeError/IOError with a short message
-        raise FormatError(path, f"not a readable C3D file ({type(exc).__name__}: {exc}); check "
-                          "that the file is complete and really C3D") from None
-    pts = np.asarray(c["data"]["points"], dtype=np.float64)       # (4, N, T)
+    c = _EZC3D.read(path)
+    pts, point = c["points"], c["point"]                          # (4, N, T)
     n_points = pts.shape[1] if pts.ndim == 3 else 0
     # ezc3d reads a cut file up to where it ends and rewrites its header to match: compare
     # with the frame count the file itself declares
@@ -116,10 +236,10 @@ def read_c3d(path, *, zeros_missing: bool = False):
         raise FormatError(path, f"the file is truncated: its header declares "
                           f"{declared[1] - declared[0] + 1} frames ({declared[0]} to "
                           f"{declared[1]}), the file holds {n_frames}")
-    labels = list(_param(c, "POINT", "LABELS", []) or [])
+    labels = list(_param(point, "LABELS", []) or [])
     k = 2
-    while len(labels) < n_points and _param(c, "POINT", f"LABELS{k}") is not None:
-        labels += list(_param(c, "POINT", f"LABELS{k}"))
+    while len(labels) < n_points and _param(point, f"LABELS{k}") is not None:
+        labels += list(_param(point, f"LABELS{k}"))
         k += 1
     labels = [str(x).strip() for x in labels[:n_points]]
     labels += [""] * (n_points - len(labels))
@@ -128,14 +248,14 @@ def read_c3d(path, *, zeros_missing: bool = False):
         dup = sorted({x for x in labels if labels.count(x) > 1})
         raise FormatError(path, f"POINT:LABELS names {', '.join(dup)} more than once; marker "
                           "names must be distinct")
-    units = _param(c, "POINT", "UNITS", ["mm"])
+    units = _param(point, "UNITS", ["mm"])
     unit = (str(units[0]) if len(units) else "mm").strip().lower()
     if unit not in UNIT_METRES:
         raise FormatError(path, f"POINT:UNITS is {unit!r}; expected one of "
                           f"{', '.join(sorted(UNIT_METRES))}")
     xyz = pts[:3].transpose(2, 1, 0) if n_points else np.zeros((0, 0, 3))     # (T, N, 3)
     missing = ~np.isfinite(xyz).all(axis=-1)
-    res = c["data"].get("meta_points", {}).get("residuals") if n_points else None
+    res = c["residuals"] if n_points else None
     if res is not None and np.size(res):
         missing |= (np.asarray(res)[0].T < 0)
     if zeros_missing:
@@ -144,10 +264,10 @@ def read_c3d(path, *, zeros_missing: bool = False):
     xyz[missing] = np.nan
     non_markers = set()
     for g in NON_MARKER_GROUPS:
-        v = _param(c, "POINT", g)
+        v = _param(point, g)
         if v is not None:
             non_markers |= {str(x).strip() for x in v}
-    rate = _param(c, "POINT", "RATE", None)
+    rate = _param(point, "RATE", None)
     rate = float(np.asarray(rate).ravel()[0]) if rate is not None and np.size(rate) else None
     return labels, xyz, non_markers, unit, rate
 
