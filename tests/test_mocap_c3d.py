@@ -1,4 +1,5 @@
 """C3D: files built byte by byte (float and integer formats) and with ezc3d, read back."""
+import os
 import re
 from pathlib import Path
 
@@ -221,3 +222,23 @@ def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, mo
     with pytest.raises(MissingExtraError, match=r"--format c3d reads files with ezc3d in a process of its own, "
                        r"which did not start \(.*no ezc3d here\); check that"):
         c3d._Ezc3dProcess(script).read(files["a"])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")
+def test_a_forked_process_reads_with_a_process_of_its_own(tmp_path):
+    """A process forked while the reading process's ezc3d process runs must not write to the same pipes (the two
+    would answer each other's files): the fork starts its own, and both read correctly."""
+    from streamcov.data.readers import c3d
+    p = put(tmp_path, c3d_bytes(LABELS, trajectory(5)))
+    assert read_c3d(p)[0] == LABELS
+    parents = c3d._EZC3D._proc.pid
+    pid = os.fork()
+    if pid == 0:                                   # the fork: exit code 0 only if all went right
+        code = 1
+        try:
+            code = 0 if read_c3d(p)[0] == LABELS and c3d._EZC3D._proc.pid != parents else 3
+        finally:
+            os._exit(code)
+    assert read_c3d(p)[0] == LABELS and c3d._EZC3D._proc.pid == parents
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -39,6 +39,8 @@ kept markers (by name; their order in a file may differ).
 """
 from __future__ import annotations
 
+import atexit
+import os
 import pickle
 import queue
 import signal
@@ -106,6 +108,17 @@ class _Ezc3dProcess:
         self._proc = None
         self._replies = None
         self._stderr = None
+        self._forked_from = []
+
+    def forget(self):
+        """In a process forked from this one: leave the parent's child process to the parent (its pipes
+        would mix the two's requests and replies) and start anew; the lock may have been held at the fork.
+        The parent's objects are kept, never closed: the reply thread, which does not exist in the fork,
+        may have held the lock of the pipe's reader, so closing it would wait for ever."""
+        self._lock = threading.Lock()
+        if self._proc is not None:
+            self._forked_from.append((self._proc, self._stderr))
+        self._proc = None
 
     def _start(self):
         self._stderr = tempfile.TemporaryFile()
@@ -194,6 +207,9 @@ class _Ezc3dProcess:
 
 
 _EZC3D = _Ezc3dProcess()
+atexit.register(_EZC3D.stop)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_EZC3D.forget)
 
 
 def _param(point: dict, name, default=None):
