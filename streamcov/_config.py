@@ -55,13 +55,23 @@ def available_cores() -> int:
 
 
 def check_numba_environment() -> None:
-    """Refuse, with one line, numba settings of the environment that numba cannot start with: a
-    ``NUMBA_NUM_THREADS`` that is not an integer >= 1 (0 or a negative count made ``import numba`` fail;
-    text or an empty value was a warning quoting numba's traceback, then numba's default), or a
-    ``NUMBA_THREADING_LAYER`` numba does not know or cannot load here (the first kernel of a run failed, after
-    the store was written). Imports numba and starts its threads, as the first parallel kernel would."""
+    """Refuse, with one line, numba settings of the environment that numba cannot start with
+    (:func:`numba_environment_problem`). A run on a Dask cluster asks every worker the same
+    (``stream.runtime``)."""
     from .errors import ConfigError
 
+    problem = numba_environment_problem()
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def numba_environment_problem() -> str | None:
+    """The numba setting of this process's environment that numba cannot start with, in one line that says
+    what to do, or None: a ``NUMBA_NUM_THREADS`` that is not an integer >= 1 (0 or a negative count made
+    ``import numba`` fail; text or an empty value was a warning quoting numba's traceback, then numba's
+    default), or a ``NUMBA_THREADING_LAYER`` numba does not know or cannot load here (the first kernel of a
+    run failed, after the store was written). Imports numba and starts its threads, as the first parallel
+    kernel would."""
     value = os.environ.get("NUMBA_NUM_THREADS")
     if value is not None:
         try:
@@ -69,9 +79,9 @@ def check_numba_environment() -> None:
         except ValueError:
             count = 0
         if count < 1:
-            raise ConfigError(f"environment variable NUMBA_NUM_THREADS={value!r}: expected an integer >= 1 (the "
-                              f"threads of numba's kernels); set it to a count (this process may use "
-                              f"{available_cores()} cores) or unset it")
+            return (f"environment variable NUMBA_NUM_THREADS={value!r}: expected an integer >= 1 (the threads of "
+                    f"numba's kernels); set it to a count (this process may use {available_cores()} cores) or "
+                    f"unset it")
     import numba
 
     try:
@@ -80,8 +90,9 @@ def check_numba_environment() -> None:
         layer = os.environ.get("NUMBA_THREADING_LAYER")
         where = (f"environment variable NUMBA_THREADING_LAYER={layer!r}" if layer is not None else
                  f"numba's threading layer {numba.config.THREADING_LAYER!r}")
-        raise ConfigError(f"{where}: numba cannot start it ({' '.join(str(exc).split())}); unset it, or name a "
-                          f"layer numba has here (workqueue is built in)") from None
+        return (f"{where}: numba cannot start it ({' '.join(str(exc).split())}); unset it, or name a layer numba "
+                f"has here (workqueue is built in)")
+    return None
 
 
 @dataclass(frozen=True)

@@ -3594,6 +3594,23 @@ def test_numba_environment_in_a_new_process(variable, value, pattern, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_numba_environment_of_the_workers(tmp_path):
+    """A cluster's workers read their own environment (another machine, a job script, the nannies'
+    pre-spawn-environ): a threading layer they cannot start failed the first kernel there, after the store was
+    written; now the run is refused before it starts, naming the worker and the variable."""
+    import dask
+
+    from streamcov.errors import ConfigError
+    from streamcov.stream.runtime import dask_runtime
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": {"NUMBA_THREADING_LAYER": "bogus"}}):
+        with pytest.raises(ConfigError, match=r"^Dask worker tcp://127\.0\.0\.1:\d+ \(and 1 other worker\(s\)\): "
+                           r"environment variable NUMBA_THREADING_LAYER='bogus': numba cannot start it \(The "
+                           r"threading layer requested 'bogus' is unknown to Numba\.\); unset it, or name a layer"):
+            with dask_runtime("local-cluster", 2):
+                pass
+
+
 def test_half_made_client_closed():
     """A scheduler address Dask refuses as it connects (inproc:// naming no scheduler, tls:// without its
     settings): the one line, then the end of the process. The client Dask left half made held the exit for

@@ -449,6 +449,20 @@ def _close_half_made(Client, exc: BaseException) -> None:
         tb = tb.tb_next
 
 
+def _check_workers_numba(client) -> None:
+    """The numba environment of every worker (:func:`~streamcov._config.numba_environment_problem`), refused in
+    one line naming the first worker at fault: the client's own check says nothing of the workers' (another
+    machine, a job script's variables, the nannies' ``pre-spawn-environ``), and a layer a worker cannot start
+    failed the first kernel of the run there, after the store was written."""
+    from .._config import numba_environment_problem
+
+    problems = {w: p for w, p in client.run(numba_environment_problem).items() if p is not None}
+    if problems:
+        worker, problem = min(problems.items())
+        others = f" (and {len(problems) - 1} other worker(s))" if len(problems) > 1 else ""
+        raise ConfigError(f"Dask worker {worker}{others}: {problem}")
+
+
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     """:func:`dask_runtime` on a LocalCluster or a scheduler address (a generator: one yield)."""
     import dask
@@ -483,6 +497,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         raise ConfigError(f"unknown scheduler {scheduler!r}: use threads, synchronous, "
                           f"local-cluster or a scheduler address tcp://HOST:PORT")
     try:
+        _check_workers_numba(client)
         client.register_plugin(_thread_plan_plugin())
         if cluster is not None:
             client.register_plugin(_settle_plugin())
