@@ -195,6 +195,23 @@ def test_a_sixteen_bit_colour_ppm_is_refused(tmp_path):
                                    r"matters; or leave out the files that cannot be read: --on-error skip")
 
 
+@pytest.mark.parametrize("helper", ["_ppm_maxval", "_refuse_deep_colour_png"])
+def test_a_bug_in_the_own_checks_of_read_image_is_not_called_a_damaged_image(tmp_path, monkeypatch, helper):
+    """read_image reads Pillow's TypeError, IndexError, ... as a damaged file (Pillow's parsers raise them on
+    damaged TIFF and GIF files); streamcov's own checks run inside that handling, so an error of their code would
+    have been reported as a damaged image (and skipped under on_error="skip"): it is an internal error instead."""
+    from streamcov.data import imageio
+
+    def broken(*args):
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setattr(imageio, helper, broken)
+    path = tmp_path / ("x.ppm" if helper == "_ppm_maxval" else "x.png")
+    Image.fromarray(_rng_image((8, 8, 3))).save(path)
+    with pytest.raises(RuntimeError, match=rf"^streamcov's broken failed \(IndexError: tuple index out of range\)$"):
+        imageio.read_image(path)
+
+
 def test_a_store_that_left_out_such_files_is_not_taken_for_the_folder(tmp_path, monkeypatch):
     """A store's digest covers the images it read: one written when .ppm files were skipped is refused as
     written from a folder that has changed (the .ppm images are now read), not used without them."""

@@ -264,6 +264,19 @@ def _ppm_maxval(im) -> int:
     return 65535 if args == "I;16B" else 255
 
 
+def _own(helper, *args):
+    """``helper(*args)``, one of streamcov's own checks run inside :func:`_read_image`'s handling of Pillow's
+    errors: an error of its own code (an IndexError, a TypeError) is raised as a RuntimeError, an internal
+    error to report, where the handling would have called the image damaged. Its refusals (FormatError) and
+    the system's errors as it reads the file (OSError) keep their meaning."""
+    try:
+        return helper(*args)
+    except (FormatError, OSError):
+        raise
+    except Exception as exc:
+        raise RuntimeError(f"streamcov's {helper.__name__} failed ({exc.__class__.__name__}: {exc})") from exc
+
+
 def read_image(path) -> np.ndarray:
     """Read one image as uint8/uint16 (h, w) grey or (h, w, 3) RGB.
 
@@ -297,8 +310,8 @@ def _read_image(path: Path) -> np.ndarray:
                 raise FormatError(path, f"{frames} frames (an animation or a multi-page file); streamcov "
                                         f"reads single-frame images: save the frame to use as its own file")
             if im.format == "PNG":
-                _refuse_deep_colour_png(path)
-            elif im.format == "PPM" and im.mode == "RGB" and (maxval := _ppm_maxval(im)) > 255:
+                _own(_refuse_deep_colour_png, path)
+            elif im.format == "PPM" and im.mode == "RGB" and (maxval := _own(_ppm_maxval, im)) > 255:
                 raise FormatError(path, f"16-bit colour PPM (maxval {maxval}): it would be read at 8 bits; "
                                         f"save it as 8-bit RGB, or as 16-bit grey if its depth matters")
             elif im.format == "TIFF" and im.mode in ("RGB", "RGBA", "CMYK") and \
