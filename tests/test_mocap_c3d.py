@@ -175,7 +175,13 @@ def contents(path):      # in place of ezc3d: what the file's name asks for
         time.sleep(60)
     if "raise" in path:
         raise RuntimeError("Bad c3d formatting")
-    return {{"pid": os.getpid()}}
+    if "odd" in path:
+        return Odd()                                   # a reply the reader cannot unpickle
+    return {{"pid": os.getpid(), "cwd": os.getcwd(), "path": path}}
+
+
+class Odd:
+    pass
 
 
 child.contents = contents
@@ -192,7 +198,7 @@ def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, mo
     proc = c3d._Ezc3dProcess(script)
     monkeypatch.setattr(c3d, "READ_SECONDS", 2.0)
     files = {}
-    for name in ("a", "segv", "hang", "killed", "raise", "b"):
+    for name in ("a", "segv", "hang", "killed", "raise", "odd", "b"):
         files[name] = tmp_path / f"{name}.c3d"
         files[name].write_bytes(b"x")
     try:
@@ -215,13 +221,45 @@ def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, mo
                                                         "(SIGKILL: the system may have run out of memory)")) as e:
             proc.read(files["killed"])
         assert not file_fault(e.value)                             # memory, not the file: stops even with skip
+        with pytest.raises(FormatError, match=re.escape(f"{files['odd']}: the reply of the process that reads it "
+                                                        "with ezc3d could not be taken (AttributeError: ")) as e:
+            proc.read(files["odd"])
+        assert not file_fault(e.value)                             # not the file's doing
         assert proc.read(files["b"])["pid"] > 0
+        monkeypatch.setattr(proc, "_reply", lambda timeout: (_ for _ in ()).throw(KeyboardInterrupt))
+        proc.stop()
+        with pytest.raises(KeyboardInterrupt):                     # a Ctrl-C while the process starts
+            proc.read(files["a"])
+        assert proc._proc is None                                  # stopped: its "ready" cannot answer a file
+        monkeypatch.undo()
+        monkeypatch.chdir(tmp_path)
+        assert proc.read(Path("b.c3d"))["path"] == str(files["b"])  # a path as given, relative to the reader's
     finally:
         proc.stop()
     script.write_text(FAKE_CHILD.format(start="fail", real=real))
     with pytest.raises(MissingExtraError, match=r"--format c3d reads files with ezc3d in a process of its own, "
-                       r"which did not start \(.*no ezc3d here\); check that"):
+                       r"which did not start \(\S+ \S+child\.py: no ezc3d here\); check that"):
         c3d._Ezc3dProcess(script).read(files["a"])
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "alarm"), reason="signal.alarm: POSIX only")
+def test_a_process_stuck_in_ezc3d_ends_itself(tmp_path):
+    """A reader that dies (kill, a kernel restart) leaves its process stuck in ezc3d's loop, which reads no EOF:
+    it ends itself by SIGALRM a few seconds after the file's time limit."""
+    import signal
+
+    from streamcov.data.readers import _c3d_child, c3d
+    script = tmp_path / "child.py"
+    script.write_text(FAKE_CHILD.format(start="ok", real=str(Path(c3d.__file__).with_name("_c3d_child.py"))))
+    proc = c3d._Ezc3dProcess(script)
+    proc._start()
+    try:
+        import pickle
+        pickle.dump((str(tmp_path / "hang.c3d"), 0.0), proc._proc.stdin)   # as a reader would, then nothing
+        proc._proc.stdin.flush()
+        assert proc._proc.wait(timeout=_c3d_child.ALARM_GRACE + 20) == -signal.SIGALRM
+    finally:
+        proc.stop()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")

@@ -99,7 +99,10 @@ class _Ezc3dProcess:
     files); in the reading process either would end the ingestion, or the notebook's kernel,
     without a word. In the child, a crash or a file that takes longer than its time limit is
     one :class:`FormatError` on that file (skipped under ``on_error="skip"``), and the next
-    file gets a fresh process.
+    file gets a fresh process. The child gets absolute paths (the reader's working directory
+    may change), the reader's ``sys.path``, a session of its own (a Ctrl-C is the reader's), and
+    ends itself a few seconds after a file's time limit, so that one stuck in ezc3d does not
+    outlive a reader that died.
     """
 
     def __init__(self, script: Path = Path(__file__).with_name("_c3d_child.py")):
@@ -122,25 +125,41 @@ class _Ezc3dProcess:
 
     def _start(self):
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, str(self.script)], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self._stderr)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}   # ezc3d where the reader has it
+        try:
+            self._proc = subprocess.Popen([sys.executable, str(self.script)], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=self._stderr, env=env,
+                                          start_new_session=os.name == "posix")
+        except OSError as exc:
+            self._stderr.close()
+            raise self._not_started(f"{exc.__class__.__name__}: {exc}") from None
         self._replies = queue.Queue()
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._replies),
                          daemon=True, name="streamcov-ezc3d-replies").start()
-        if self._reply(60.0) != ("ready",):
+        try:
+            ready = self._reply(60.0)
+        except BaseException:                # interrupted: "ready" would answer the first file
+            self.stop()
+            raise
+        if ready != ("ready",):
             tail = self._stderr_tail()
             self.stop()
-            raise MissingExtraError(f"--format c3d reads files with ezc3d in a process of its own, "
-                                    f"which did not start ({sys.executable} {self.script}: {tail}); "
-                                    f"check that '{sys.executable} -c \"import ezc3d\"' works")
+            raise self._not_started(tail)
+
+    def _not_started(self, why: str) -> MissingExtraError:
+        return MissingExtraError(f"--format c3d reads files with ezc3d in a process of its own, which did not "
+                                 f"start ({sys.executable} {self.script}: {why}); check that "
+                                 f"'{sys.executable} -c \"import ezc3d\"' works")
 
     @staticmethod
     def _pump(stream, replies):
         try:
             while True:
                 replies.put(pickle.load(stream))
-        except Exception:  # noqa: BLE001 - EOF or a cut message: the process ended
+        except EOFError:                     # the process ended
             replies.put(None)
+        except BaseException as exc:  # noqa: BLE001 - a reply this process cannot take (MemoryError): said
+            replies.put(exc)
 
     def _reply(self, timeout):
         try:
@@ -149,9 +168,11 @@ class _Ezc3dProcess:
             return "timeout"
 
     def _stderr_tail(self) -> str:
+        """The last line the child wrote on stderr (the exception that stopped it)."""
         try:
             self._stderr.seek(0)
-            return self._stderr.read()[-300:].decode(errors="replace").strip() or "no message"
+            lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+            return lines[-1][-300:] if lines else "no message"
         except (OSError, ValueError):
             return "no message"
 
@@ -174,14 +195,16 @@ class _Ezc3dProcess:
             if self._proc is None or self._proc.poll() is not None:
                 self.stop()
                 self._start()
+            self._stderr.seek(0)             # what it says on stderr is kept for one file at a time
+            self._stderr.truncate()
             try:
-                pickle.dump(str(path), self._proc.stdin)
+                pickle.dump((os.path.abspath(path), limit), self._proc.stdin)
                 self._proc.stdin.flush()
             except OSError:
-                pass                       # the process has ended: its reply says how
+                pass                         # the process has ended: its reply says how
             try:
                 reply = self._reply(limit)
-            except BaseException:          # interrupted: its reply would answer the next file
+            except BaseException:            # interrupted: its reply would answer the next file
                 self.stop()
                 raise
             if isinstance(reply, tuple) and reply[0] == "ok":
@@ -189,13 +212,21 @@ class _Ezc3dProcess:
             if isinstance(reply, tuple) and reply[0] == "error":
                 raise FormatError(path, f"not a readable C3D file ({reply[1]}: {reply[2]}); check "
                                   "that the file is complete and really C3D")
+            try:
+                code = self._proc.wait(timeout=5.0) if reply is None else None
+            except subprocess.TimeoutExpired:
+                code = None
+            self.stop()
             if reply == "timeout":
-                self.stop()
                 raise FormatError(path, f"ezc3d did not finish reading it in {limit:.0f} s (a damaged "
                                   "parameter section can make it loop); check that the file is "
                                   "complete and really C3D")
-            code = self._proc.wait()
-            self.stop()
+            if reply is not None or code is None:   # the reply could not be taken: not the file's doing
+                why = (f"{reply.__class__.__name__}: {reply}" if isinstance(reply, BaseException)
+                       else f"an unexpected reply {str(reply)[:80]}")
+                raise not_the_file(FormatError(path, f"the reply of the process that reads it with ezc3d "
+                                               f"could not be taken ({why}); free memory and run the "
+                                               "command again"))
             if code == -getattr(signal, "SIGKILL", 9):   # not the file's fault: stop, never skip
                 raise not_the_file(FormatError(path, "ezc3d was stopped while reading it (SIGKILL: the "
                                                "system may have run out of memory); free memory and "
@@ -203,7 +234,7 @@ class _Ezc3dProcess:
             how = (f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
                    else f"exit code {code}")
             raise FormatError(path, f"ezc3d crashed reading it ({how}); the file is damaged or not "
-                              "C3D")
+                              "C3D: copy it again, or leave it out")
 
 
 _EZC3D = _Ezc3dProcess()
