@@ -17,8 +17,8 @@ the first pass, for both sides), so bursts of load from other processes hit both
 
 BVH and C3D use generated archives (a 31-joint chain with an End Site, ``--synth-files`` files
 of ``--synth-frames`` frames; C3D written by ezc3d, 31 markers); C3D (binary, read by ezc3d) has
-no text to parse and only its reader's frames per second are given. The last line printed is
-one JSON object.
+no text to parse: its reader (ezc3d in a process of its own, which a damaged file cannot crash)
+is timed against ezc3d called in this process. The last line printed is one JSON object.
 
     python benchmarks/mocap_ingest.py [--root .../hdm05/raw] [--files N] [--repeat 3]
                                       [--synth-files 10] [--synth-frames 3000]
@@ -283,15 +283,25 @@ def c3d(tmp: Path, n_files: int, n_frames: int, repeat: int) -> dict:
         root = write_c3d_archive(tmp / "c3d", n_files, n_frames)
     except ImportError:
         return {"skipped": "ezc3d is not installed (pip install 'streamcov[mocap]')"}
+    import ezc3d
+
     reader = C3dReader(root)
-    best = np.full(n_files, np.inf)
+    # the reader (ezc3d in a process of its own, the arrays sent back, the missing-marker rule) against
+    # ezc3d called in this process, file by file, back to back
+    best = np.full((2, n_files), np.inf)
     for _ in range(repeat):
         for i, e in enumerate(reader._entries):
             t0 = time.perf_counter()
+            ezc3d.c3d(str(e.path))
+            t1 = time.perf_counter()
             reader.read(e)
-            best[i] = min(best[i], time.perf_counter() - t0)
+            t2 = time.perf_counter()
+            best[:, i] = np.minimum(best[:, i], (t1 - t0, t2 - t1))
     frames = n_files * n_frames
-    return {"files": n_files, "frames": frames, "reader_frames_per_s": round(frames / best.sum())}
+    return {"files": n_files, "frames": frames,
+            "ezc3d_in_process_frames_per_s": round(frames / best[0].sum()),
+            "reader_frames_per_s": round(frames / best[1].sum()),
+            "reader_over_ezc3d_time": round(best[1].sum() / best[0].sum(), 2)}
 
 
 def main(argv=None):
@@ -323,7 +333,9 @@ def main(argv=None):
             continue
         if fmt == "c3d":
             print(f"{fmt:<7}{r['files']:>6}{r['frames']:>8} | {'(binary, read by ezc3d)':>31} | "
-                  f"{'':>12}{r['reader_frames_per_s']:>11,}")
+                  f"{r['ezc3d_in_process_frames_per_s']:>12,}{r['reader_frames_per_s']:>11,}"
+                  f"{1 / r['reader_over_ezc3d_time']:>7.2f}x   (naive reader: ezc3d called in this process; "
+                  f"the reader runs it in a process of its own)")
             continue
         print(f"{fmt:<7}{r['files']:>6}{r['frames']:>8} | {r['naive_parse_frames_per_s']:>12,}"
               f"{r['fast_parse_frames_per_s']:>11,}{r['parse_speedup']:>7}x | "
