@@ -161,12 +161,12 @@ spec = importlib.util.spec_from_file_location("child", {real!r})
 child = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(child)
 if "{start}" == "fail":
-    sys.exit("no ezc3d here")
+    raise SystemExit("ModuleNotFoundError: no ezc3d here")
 
 
 def contents(path):      # in place of ezc3d: what the file's name asks for
     print("noise from the library")                  # neither of the two may reach the protocol's stream
-    os.write(1, b"noise written to file descriptor 1")
+    os.write(1, b"noise written to file descriptor 1\\n")
     if "segv" in path:
         os.kill(os.getpid(), signal.SIGSEGV)
     if "killed" in path:
@@ -175,6 +175,10 @@ def contents(path):      # in place of ezc3d: what the file's name asks for
         time.sleep(60)
     if "raise" in path:
         raise RuntimeError("Bad c3d formatting")
+    if "exit" in path:
+        sys.stderr.write("MemoryError\\n")
+        sys.stderr.flush()
+        os._exit(1)
     if "odd" in path:
         return Odd()                                   # a reply the reader cannot unpickle
     return {{"pid": os.getpid(), "cwd": os.getcwd(), "path": path}}
@@ -198,7 +202,7 @@ def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, mo
     proc = c3d._Ezc3dProcess(script)
     monkeypatch.setattr(c3d, "READ_SECONDS", 2.0)
     files = {}
-    for name in ("a", "segv", "hang", "killed", "raise", "odd", "b"):
+    for name in ("a", "segv", "hang", "killed", "raise", "odd", "exit", "b"):
         files[name] = tmp_path / f"{name}.c3d"
         files[name].write_bytes(b"x")
     try:
@@ -225,6 +229,10 @@ def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, mo
                                                         "with ezc3d could not be taken (AttributeError: ")) as e:
             proc.read(files["odd"])
         assert not file_fault(e.value)                             # not the file's doing
+        with pytest.raises(FormatError, match=re.escape(f"{files['exit']}: the process that reads it with ezc3d "
+                                                        "stopped (exit code 1: MemoryError); free memory")) as e:
+            proc.read(files["exit"])
+        assert not file_fault(e.value)                             # its Python stopped: not ezc3d on the file
         assert proc.read(files["b"])["pid"] > 0
         monkeypatch.setattr(proc, "_reply", lambda timeout: (_ for _ in ()).throw(KeyboardInterrupt))
         proc.stop()
@@ -238,7 +246,7 @@ def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, mo
         proc.stop()
     script.write_text(FAKE_CHILD.format(start="fail", real=real))
     with pytest.raises(MissingExtraError, match=r"--format c3d reads files with ezc3d in a process of its own, "
-                       r"which did not start \(\S+ \S+child\.py: no ezc3d here\); check that"):
+                       r"which did not start \(\S+ \S+child\.py: ModuleNotFoundError: no ezc3d here\); check that"):
         c3d._Ezc3dProcess(script).read(files["a"])
 
 
@@ -280,3 +288,25 @@ def test_a_forked_process_reads_with_a_process_of_its_own(tmp_path):
     assert read_c3d(p)[0] == LABELS and c3d._EZC3D._proc.pid == parents
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_prints_as_the_process_starts_and_odd_sys_path_entries(tmp_path, monkeypatch):
+    """What the child's Python prints as it starts (a sitecustomize found on the reader's sys.path, which the
+    child is given) cannot corrupt the replies, and a sys.path entry that is not text (a notebook's
+    sys.path.append(Path(...)), which imports skip) is left out of the child's."""
+    import sys
+
+    from streamcov.data.readers import c3d
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("print('hello from sitecustomize')\n")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path, tmp_path / "a Path object"])
+    p = put(tmp_path, c3d_bytes(LABELS, trajectory(5)))
+    proc = c3d._Ezc3dProcess()
+    try:
+        proc._start()
+        proc._stderr.seek(0)
+        assert proc._stderr.read().decode() == "hello from sitecustomize\n"   # it ran, and printed, in the child
+        np.testing.assert_allclose(proc.read(p)["points"][:3].transpose(2, 1, 0), trajectory(5), atol=1e-3)
+    finally:
+        proc.stop()

@@ -5,29 +5,21 @@ overwritten) it dies of a segmentation fault or loops without end, which in the 
 would end the ingestion (or the notebook's kernel) without a word. Here it can only end this
 process, which the reader sees and reports as one line about the file.
 
-Protocol: pickled objects over stdin/stdout. The first message out is ``("ready",)``, sent once
-ezc3d is imported (a process that cannot import it says so on stderr and exits: every file
-would fail otherwise, and be skipped as damaged). Then for each ``(absolute path, seconds)``
+Protocol: pickled objects in on stdin, out on the pipe whose descriptor is the first argument
+(POSIX; anything Python prints as it starts goes to stdout, which the reader logs), or else on
+stdout. The first message out is ``("ready",)``, sent once ezc3d is imported (a process that
+cannot import it says so on stderr and exits: every file would fail otherwise, and be skipped as
+damaged). Then for each ``(absolute path, seconds)``
 received, ``("ok", contents)`` or ``("error", type name, message)``. EOF on stdin ends the
 process; so does SIGALRM a few seconds after a file's time limit, where ezc3d loops (the reader
-has stopped waiting by then, or has itself died without closing the pipe). Anything printed here
-goes to stderr, never into the protocol's stream.
+has stopped waiting by then, or has itself died without closing the pipe). Nothing printed here
+reaches the protocol's stream.
 """
+import math
 import os
+import pickle
+import signal
 import sys
-
-_OUT = os.fdopen(os.dup(1), "wb")   # the protocol's stream; fd 1 now goes to stderr, so that
-os.dup2(2, 1)                       # a print (of the compiled library, of a .pth file) cannot corrupt it
-
-if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]   # this folder (started by path) holds modules whose names must not shadow others
-
-import math  # noqa: E402
-import pickle  # noqa: E402
-import signal  # noqa: E402
-
-import ezc3d  # noqa: E402,F401 - before "ready": a process without it must not answer for files
-import numpy as np  # noqa: E402
 
 #: seconds granted after a file's time limit before SIGALRM ends a process stuck in ezc3d
 ALARM_GRACE = 5
@@ -36,6 +28,9 @@ ALARM_GRACE = 5
 def contents(path: str) -> dict:
     """What :func:`.c3d.read_c3d` needs of a file: points (4, N, T), residuals (1, N, T) or None,
     and the values of the POINT parameters (a few small arrays and lists of names)."""
+    import ezc3d
+    import numpy as np
+
     c = ezc3d.c3d(path)
     point = c["parameters"].get("POINT", {})
     params = {k: v["value"] for k, v in point.items() if isinstance(v, dict) and "value" in v}
@@ -45,11 +40,21 @@ def contents(path: str) -> dict:
 
 
 def main() -> None:
+    if len(sys.argv) > 1:            # the protocol's own pipe (POSIX), passed by the reader; fd 1 is its log
+        out = os.fdopen(int(sys.argv[1]), "wb")
+    else:                            # stdout is the protocol's stream: fd 1 now goes to stderr, so that
+        out = os.fdopen(os.dup(1), "wb")   # a print of the compiled library cannot corrupt it
+        os.dup2(2, 1)
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]   # this folder (started by path) holds modules whose names must not shadow others
+    import ezc3d  # noqa: F401 - before "ready": a process without it must not answer for files
+    import numpy  # noqa: F401 - imported once, before the first file's time limit runs
+
     if hasattr(signal, "SIGINT"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # a Ctrl-C is the reader's to handle
     inp = sys.stdin.buffer
-    pickle.dump(("ready",), _OUT)
-    _OUT.flush()
+    pickle.dump(("ready",), out)
+    out.flush()
     while True:
         try:
             path, seconds = pickle.load(inp)
@@ -63,8 +68,8 @@ def main() -> None:
             reply = ("error", type(exc).__name__, str(exc))
         if hasattr(signal, "alarm"):
             signal.alarm(0)
-        pickle.dump(reply, _OUT, protocol=pickle.HIGHEST_PROTOCOL)
-        _OUT.flush()
+        pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
 
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ class _Ezc3dProcess:
         self._lock = threading.Lock()
         self._proc = None
         self._replies = None
+        self._out = None
         self._stderr = None
         self._forked_from = []
 
@@ -120,23 +121,40 @@ class _Ezc3dProcess:
         may have held the lock of the pipe's reader, so closing it would wait for ever."""
         self._lock = threading.Lock()
         if self._proc is not None:
-            self._forked_from.append((self._proc, self._stderr))
+            self._forked_from.append((self._proc, self._out, self._stderr))
         self._proc = None
 
     def _start(self):
         self._stderr = tempfile.TemporaryFile()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}   # ezc3d where the reader has it
+        # ezc3d where the reader has it: the reader's sys.path (entries a path list can carry)
+        paths = [p for p in sys.path if isinstance(p, str) and p and os.pathsep not in p]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+        # the replies come on a pipe of their own where the system can pass one: what the child's Python
+        # prints as it starts (a sitecustomize, a .pth file), before the script runs, goes to stdout
+        own_pipe = os.name == "posix"
+        r = w = None
         try:
-            self._proc = subprocess.Popen([sys.executable, str(self.script)], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=self._stderr, env=env,
-                                          start_new_session=os.name == "posix")
+            if own_pipe:
+                r, w = os.pipe()
+            self._proc = subprocess.Popen(
+                [sys.executable, str(self.script), *([str(w)] if own_pipe else [])], stdin=subprocess.PIPE,
+                stdout=self._stderr if own_pipe else subprocess.PIPE, stderr=self._stderr, env=env,
+                pass_fds=(w,) if own_pipe else (), start_new_session=own_pipe)
         except OSError as exc:
+            for fd in (r, w):
+                if fd is not None:
+                    os.close(fd)
             self._stderr.close()
             raise self._not_started(f"{exc.__class__.__name__}: {exc}") from None
-        self._replies = queue.Queue()
-        threading.Thread(target=self._pump, args=(self._proc.stdout, self._replies),
-                         daemon=True, name="streamcov-ezc3d-replies").start()
+        if own_pipe:
+            os.close(w)
+            self._out = os.fdopen(r, "rb")
+        else:
+            self._out = self._proc.stdout
         try:
+            self._replies = queue.Queue()
+            threading.Thread(target=self._pump, args=(self._out, self._replies),
+                             daemon=True, name="streamcov-ezc3d-replies").start()
             ready = self._reply(60.0)
         except BaseException:                # interrupted: "ready" would answer the first file
             self.stop()
@@ -181,7 +199,7 @@ class _Ezc3dProcess:
             if self._proc.poll() is None:
                 self._proc.kill()
             self._proc.wait()
-            for f in (self._proc.stdin, self._proc.stdout, self._stderr):
+            for f in (self._proc.stdin, self._out, self._stderr):
                 try:
                     f.close()
                 except OSError:
@@ -198,11 +216,11 @@ class _Ezc3dProcess:
             self._stderr.seek(0)             # what it says on stderr is kept for one file at a time
             self._stderr.truncate()
             try:
-                pickle.dump((os.path.abspath(path), limit), self._proc.stdin)
-                self._proc.stdin.flush()
-            except OSError:
-                pass                         # the process has ended: its reply says how
-            try:
+                try:
+                    pickle.dump((os.path.abspath(path), limit), self._proc.stdin)
+                    self._proc.stdin.flush()
+                except OSError:
+                    pass                     # the process has ended: its reply says how
                 reply = self._reply(limit)
             except BaseException:            # interrupted: its reply would answer the next file
                 self.stop()
@@ -216,6 +234,7 @@ class _Ezc3dProcess:
                 code = self._proc.wait(timeout=5.0) if reply is None else None
             except subprocess.TimeoutExpired:
                 code = None
+            tail = self._stderr_tail()
             self.stop()
             if reply == "timeout":
                 raise FormatError(path, f"ezc3d did not finish reading it in {limit:.0f} s (a damaged "
@@ -231,8 +250,10 @@ class _Ezc3dProcess:
                 raise not_the_file(FormatError(path, "ezc3d was stopped while reading it (SIGKILL: the "
                                                "system may have run out of memory); free memory and "
                                                "run the command again"))
-            how = (f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
-                   else f"exit code {code}")
+            if code >= 0:   # its Python stopped (the reply could not be made): not ezc3d's crash on the file
+                raise not_the_file(FormatError(path, f"the process that reads it with ezc3d stopped (exit code "
+                                               f"{code}: {tail}); free memory and run the command again"))
+            how = f"signal {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
             raise FormatError(path, f"ezc3d crashed reading it ({how}); the file is damaged or not "
                               "C3D: copy it again, or leave it out")
 
