@@ -222,7 +222,8 @@ def test_ezc3d_process_reports_crash_hang_and_kill_and_starts_again(tmp_path, mo
             proc.read(files["hang"])
         assert file_fault(e.value)
         with pytest.raises(FormatError, match=re.escape(f"{files['killed']}: ezc3d was stopped while reading it "
-                                                        "(SIGKILL: the system may have run out of memory)")) as e:
+                                                        "(SIGKILL: the system may have run out of memory, or "
+                                                        "be shutting down); free memory")) as e:
             proc.read(files["killed"])
         assert not file_fault(e.value)                             # memory, not the file: stops even with skip
         with pytest.raises(FormatError, match=re.escape(f"{files['odd']}: the reply of the process that reads it "
@@ -310,3 +311,20 @@ def test_prints_as_the_process_starts_and_odd_sys_path_entries(tmp_path, monkeyp
         np.testing.assert_allclose(proc.read(p)["points"][:3].transpose(2, 1, 0), trajectory(5), atol=1e-3)
     finally:
         proc.stop()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the replies' own pipe: POSIX")
+def test_a_process_started_with_its_standard_streams_closed_reads_c3d(tmp_path):
+    """A daemon-style process with file descriptors 0, 1 and 2 closed: the replies' pipe got descriptor 2, which
+    the child's stderr then replaced, and no C3D file could be read (an error blaming the ezc3d install)."""
+    import subprocess
+    import sys
+
+    p = put(tmp_path, c3d_bytes(LABELS, trajectory(5)))
+    out = tmp_path / "labels.txt"
+    code = ("from streamcov.data.readers.c3d import read_c3d\n"
+            f"labels = ','.join(read_c3d({str(p)!r})[0])\n"     # before any file is opened: 0, 1, 2 still free
+            f"open({str(out)!r}, 'w').write(labels)\n")
+    subprocess.run(["bash", "-c", 'exec "$0" -c "$1" <&- >&- 2>&-', sys.executable, code], timeout=120,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(x for x in sys.path if isinstance(x, str) and x)})
+    assert out.read_text() == ",".join(LABELS)

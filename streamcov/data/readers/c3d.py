@@ -135,7 +135,13 @@ class _Ezc3dProcess:
         r = w = None
         try:
             if own_pipe:
-                r, w = os.pipe()
+                import fcntl
+
+                r, w0 = os.pipe()
+                try:   # at 3 or above: a process started with 0, 1 or 2 closed got the pipe there, and the
+                    w = fcntl.fcntl(w0, fcntl.F_DUPFD_CLOEXEC, 3)   # child's stdio replaced it
+                finally:
+                    os.close(w0)
             self._proc = subprocess.Popen(
                 [sys.executable, str(self.script), *([str(w)] if own_pipe else [])], stdin=subprocess.PIPE,
                 stdout=self._stderr if own_pipe else subprocess.PIPE, stderr=self._stderr, env=env,
@@ -160,7 +166,8 @@ class _Ezc3dProcess:
             self.stop()
             raise
         if ready != ("ready",):
-            tail = self._stderr_tail()
+            tail = (f"{ready.__class__.__name__}: {ready}" if isinstance(ready, BaseException)
+                    else self._stderr_tail())
             self.stop()
             raise self._not_started(tail)
 
@@ -246,10 +253,12 @@ class _Ezc3dProcess:
                 raise not_the_file(FormatError(path, f"the reply of the process that reads it with ezc3d "
                                                f"could not be taken ({why}); free memory and run the "
                                                "command again"))
-            if code == -getattr(signal, "SIGKILL", 9):   # not the file's fault: stop, never skip
-                raise not_the_file(FormatError(path, "ezc3d was stopped while reading it (SIGKILL: the "
-                                               "system may have run out of memory); free memory and "
-                                               "run the command again"))
+            stopped = {getattr(signal, n) for n in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, n)}
+            if -code in stopped:   # stopped from outside (out of memory, a shutdown): not the file's fault
+                raise not_the_file(FormatError(path, f"ezc3d was stopped while reading it "
+                                               f"({signal.Signals(-code).name}: the system may have run out "
+                                               f"of memory, or be shutting down); free memory and run the "
+                                               f"command again"))
             if code >= 0:   # its Python stopped (the reply could not be made): not ezc3d's crash on the file
                 raise not_the_file(FormatError(path, f"the process that reads it with ezc3d stopped (exit code "
                                                f"{code}: {tail}); free memory and run the command again"))
