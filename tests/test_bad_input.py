@@ -3603,12 +3603,20 @@ def test_numba_environment_of_the_workers(tmp_path):
     from streamcov.errors import ConfigError
     from streamcov.stream.runtime import dask_runtime
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": {"NUMBA_THREADING_LAYER": "bogus"}}):
-        with pytest.raises(ConfigError, match=r"^Dask worker tcp://127\.0\.0\.1:\d+ \(and 1 other worker\(s\)\): "
-                           r"environment variable NUMBA_THREADING_LAYER='bogus': numba cannot start it \(The "
-                           r"threading layer requested 'bogus' is unknown to Numba\.\); unset it, or name a layer"):
-            with dask_runtime("local-cluster", 2):
-                pass
+    before = os.environ.get("NUMBA_THREADING_LAYER")
+    try:
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": {"NUMBA_THREADING_LAYER": "bogus"}}):
+            with pytest.raises(ConfigError, match=r"^Dask worker tcp://127\.0\.0\.1:\d+ \(and 1 other worker\(s\)\): "
+                               r"environment variable NUMBA_THREADING_LAYER='bogus': numba cannot start it \(The "
+                               r"threading layer requested 'bogus' is unknown to Numba\.\); unset it, or name a "
+                               r"layer"):
+                with dask_runtime("local-cluster", 2):
+                    pass
+    finally:   # Dask's nannies copy pre-spawn-environ into the environment of the process that hosts them: this one
+        if before is None:
+            os.environ.pop("NUMBA_THREADING_LAYER", None)
+        else:
+            os.environ["NUMBA_THREADING_LAYER"] = before
 
 
 def test_half_made_client_closed():
