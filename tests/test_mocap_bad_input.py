@@ -381,6 +381,18 @@ def test_c3d_file_that_crashes_ezc3d_stops_or_is_skipped(tmp_path):
     assert rc == 0 and re.search(r"cannot be read: .*" + failure, info), info
 
 
+def test_c3d_without_ezc3d_is_one_line_and_no_store(tmp_path, monkeypatch):
+    """Without the mocap extra, --format c3d says what to install, exit 2, before a store is made (ezc3d
+    is looked up, not imported, in the reading process: the flag stands for an environment without it)."""
+    from streamcov.data.readers import c3d as c3d_module
+
+    monkeypatch.setattr(c3d_module, "HAVE_EZC3D", False)
+    argv = c3d()(tmp_path)
+    assert_one_line_error(*cli(*argv)[:2], r".*'ezc3d' package, which is not installed: "
+                                           r"pip install 'streamcov\[mocap\]'")
+    no_store(tmp_path, "", "")
+
+
 @pytest.mark.parametrize("case", OPTIONS, ids=lambda c: c.id)
 def test_options_and_index_layout(case, tmp_path):
     run_case(case, tmp_path)
