@@ -291,6 +291,54 @@ def test_a_forked_process_reads_with_a_process_of_its_own(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")
+def test_a_fork_does_not_keep_the_parents_ezc3d_process_waiting(tmp_path):
+    """The parent's ezc3d process ends on EOF of its stdin. A fork must not hold a copy of that pipe's write end:
+    with one, the process would wait for files after the parent died (a SIGKILL closes nothing else), as long as
+    the fork lived. Here the parent closes its end while the fork sleeps: the process must end at once."""
+    import select
+    import time
+
+    from streamcov.data.readers import c3d
+    p = put(tmp_path, c3d_bytes(LABELS, trajectory(5)))
+    assert read_c3d(p)[0] == LABELS
+    child = c3d._EZC3D._proc
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # the fork: says it is up, then only lives
+        try:
+            os.write(w, b"up")
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    try:
+        os.close(w)
+        assert select.select([r], [], [], 10)[0] and os.read(r, 2) == b"up"
+        child.stdin.close()                        # as a dead parent's would be
+        assert child.wait(timeout=10) == 0         # EOF reached it: no copy in the fork
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(r)
+        c3d._EZC3D.stop()
+
+
+def test_stderr_tail_reads_only_the_end_of_a_long_log(tmp_path, monkeypatch):
+    """The line that says why the process stopped is the last one; a long log before it is not read whole."""
+    import tempfile
+
+    from streamcov.data.readers import c3d
+    proc = c3d._Ezc3dProcess()
+    proc._stderr = tempfile.TemporaryFile()
+    proc._stderr.write(b"x" * (3 * c3d.STDERR_TAIL_BYTES) + b"\nearlier\nMemoryError: the last line\n")
+    read = []
+    real = proc._stderr.read
+    monkeypatch.setattr(proc._stderr, "read", lambda *a: read.append(len(b := real(*a))) or b, raising=False)
+    assert proc._stderr_tail() == "MemoryError: the last line"
+    assert read == [c3d.STDERR_TAIL_BYTES]
+    proc._stderr.close()
+
+
 def test_prints_as_the_process_starts_and_odd_sys_path_entries(tmp_path, monkeypatch):
     """What the child's Python prints as it starts (a sitecustomize found on the reader's sys.path, which the
     child is given) cannot corrupt the replies, and a sys.path entry that is not text (a notebook's

@@ -90,6 +90,10 @@ READ_SECONDS = 30.0
 READ_SECONDS_PER_MB = 2.0
 
 
+#: bytes of the child's stderr read for the line that says why it stopped
+STDERR_TAIL_BYTES = 1 << 16
+
+
 class _Ezc3dProcess:
     """ezc3d in a child process (``_c3d_child.py``), started once and reused, started again
     after a file killed it or was stopped.
@@ -122,6 +126,16 @@ class _Ezc3dProcess:
         self._lock = threading.Lock()
         if self._proc is not None:
             self._forked_from.append((self._proc, self._out, self._stderr))
+            try:   # the fork's copy of the parent child's stdin goes to /dev/null (the descriptor stays valid for
+                # the object that is never closed): a copy held here would keep that child waiting for files
+                # after the parent died, for as long as the fork lives
+                null = os.open(os.devnull, os.O_RDONLY)
+                try:
+                    os.dup2(null, self._proc.stdin.fileno())
+                finally:
+                    os.close(null)
+            except (OSError, ValueError):   # closed already: nothing is held
+                pass
         self._proc = None
 
     def _start(self):
@@ -194,8 +208,8 @@ class _Ezc3dProcess:
 
     def _stderr_tail(self) -> str:
         """The last line the child wrote on stderr (the exception that stopped it)."""
-        try:
-            self._stderr.seek(0)
+        try:   # its last 64 KiB: a library that logged a lot before it failed is not read whole
+            self._stderr.seek(max(0, self._stderr.seek(0, os.SEEK_END) - STDERR_TAIL_BYTES))
             lines = self._stderr.read().decode(errors="replace").strip().splitlines()
             return lines[-1][-300:] if lines else "no message"
         except (OSError, ValueError):
