@@ -3619,6 +3619,26 @@ def test_numba_environment_of_the_workers(tmp_path):
             os.environ["NUMBA_THREADING_LAYER"] = before
 
 
+@pytest.mark.parametrize("lost", ["CommClosedError", "OSError"])
+def test_worker_lost_during_the_numba_check_is_one_line(lost):
+    """A worker lost while it answers the numba check (client.run) is the cluster's doing: one line that says so,
+    not an internal error."""
+    from distributed.comm.core import CommClosedError
+
+    from streamcov.errors import StreamcovError
+    from streamcov.stream.runtime import _check_workers_numba
+
+    class Client:
+        def run(self, func):
+            raise (CommClosedError("in <TCP (closed) ConnectionPool.run local=tcp://127.0.0.1:1>: Stream is closed")
+                   if lost == "CommClosedError" else OSError("Timed out trying to connect"))
+
+    with pytest.raises(StreamcovError, match=rf"^a Dask worker was lost while the run checked the workers' numba "
+                                             rf"environment \({lost}: .+\); check the cluster's workers .* and "
+                                             rf"run the command again$"):
+        _check_workers_numba(Client())
+
+
 def test_half_made_client_closed():
     """A scheduler address Dask refuses as it connects (inproc:// naming no scheduler, tls:// without its
     settings): the one line, then the end of the process. The client Dask left half made held the exit for

@@ -454,9 +454,18 @@ def _check_workers_numba(client) -> None:
     one line naming the first worker at fault: the client's own check says nothing of the workers' (another
     machine, a job script's variables, the nannies' ``pre-spawn-environ``), and a layer a worker cannot start
     failed the first kernel of the run there, after the store was written."""
+    from distributed.comm.core import CommClosedError
+
     from .._config import numba_environment_problem
 
-    problems = {w: p for w, p in client.run(numba_environment_problem).items() if p is not None}
+    try:
+        answers = client.run(numba_environment_problem)
+    except (CommClosedError, OSError) as exc:   # a worker lost as it answered: the cluster's doing, not a bug
+        said = (str(exc).splitlines() or [""])[0][:160]
+        raise StreamcovError(f"a Dask worker was lost while the run checked the workers' numba environment "
+                             f"({exc.__class__.__name__}{': ' + said if said else ''}); check the cluster's "
+                             f"workers (their logs, their memory) and run the command again") from None
+    problems = {w: p for w, p in answers.items() if p is not None}
     if problems:
         worker, problem = min(problems.items())
         others = f" (and {len(problems) - 1} other worker(s))" if len(problems) > 1 else ""
