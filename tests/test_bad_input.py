@@ -2213,8 +2213,63 @@ def trained_on(folder_fn):
     return make
 
 
+MEMORY_IMAGE_PIPELINE = """\
+task = "image-classification"
+name = "in_memory"
+seed = 0
+output = "{out}"
+
+[data]
+source = "{source}"
+format = "folders"
+
+[pixels]
+preset = "texture"
+
+[method]
+name = "approx_loghs"
+classifier = "svc"
+D = 8
+sigma1 = [1.0]
+gamma = [1e-3]
+sigma2 = [1.0]
+C = [10.0]
+inner_folds = 2
+scaling = "per-feature"
+
+[split]
+kind = "per-class"
+n_train = 2
+n_repeats = 1
+"""
+
+
+def trained_in_memory_on(folder_fn):
+    """A model of the in-memory image task (``image-classification``, MEMORY_IMAGE_PIPELINE) trained on the
+    images of the folder ``folder_fn`` makes."""
+    def make(e) -> Path:
+        text = MEMORY_IMAGE_PIPELINE.format(out=e.tmp / "o", source=folder_fn(e))
+        rc, err, _ = cli("run", e.pipeline(text), "--quiet", "--scheduler", "synchronous")
+        assert rc == 0, err
+        return e.tmp / "o" / "model"
+    return make
+
+
 def predict_on(model_fn, folder_fn):
     return lambda e: ["predict", model_fn(e), folder_fn(e), "--out", e.tmp / "p.csv", "--scheduler", "synchronous"]
+
+
+def predict_training_folder(model_fn, folder_fn):
+    """``predict`` on the very folder the model of ``model_fn(folder_fn)`` was trained on."""
+    def argv(e):
+        folder = folder_fn(e)
+        return ["predict", model_fn(lambda _: folder)(e), folder, "--out", e.tmp / "p.csv", "--scheduler",
+                "synchronous"]
+    return argv
+
+
+def training_rows_noted(e, err, out):
+    assert json.loads(out.strip().splitlines()[-1])["includes_training_rows"] is True, out
 
 
 def ingested(folder_fn, *flags):
@@ -2422,6 +2477,38 @@ IMAGES = [
     Case("float-unit-images-on-8-bit-model",
          predict_on(trained_on(image_folder("grey", n=4, size=24)), float_folder("f1", 1.0)),
          r'"n": 4', rc=0),
+    # the in-memory task's models recorded none of it: float 0..255 images were predicted without a word
+    Case("float-255-images-on-8-bit-in-memory-model",
+         predict_on(trained_in_memory_on(image_folder("grey", n=4, size=24)), float_folder("f255", 255.0)),
+         r"error: \S+/f255: float images with pixels up to 25\d(\.\d+)? in magnitude, but the model in \S+ was "
+         r"trained on uint8 images, read as fractions of their range \(0 to 1\): its features would be on another "
+         r"scale; scale them to 0 to 1 \(divide 8-bit values by 255\), or train a model on images like these$"),
+    Case("8-bit-images-on-float-255-in-memory-model",
+         predict_on(trained_in_memory_on(float_folder("f255", 255.0, n=4)), image_folder("grey", size=24)),
+         r"error: \S+/grey: uint8 images, read as fractions of their range \(0 to 1\), but the model in \S+ was "
+         r"trained on float images with pixels up to 25\d(\.\d+)? in magnitude"),
+    # ... and scored the folder of its own training images as new data
+    Case("in-memory-model-on-its-training-folder",
+         predict_training_folder(trained_in_memory_on, image_folder("grey", n=4, size=24)),
+         r"note: these are the images the model was trained on \(\S+/grey\): its training images are among them, "
+         r"so this accuracy is not a test accuracy", rc=0, check=training_rows_noted),
+    # x, y in pixels: images of another size get descriptors the model never saw (chance-level, without a word)
+    Case("image-size-other-than-training-noted",
+         predict_on(trained_in_memory_on(image_folder("grey", n=4, size=24)), image_folder("big", size=48)),
+         r"note: 4 of 4 images are of another size than the model's training images \(24 x 24 pixels; first: "
+         r"a/0\.png, 48 x 48\): the descriptor's pixel coordinates \(x, y\) grow with the image, so their "
+         r"predictions may be wrong; resize them", rc=0),
+    Case("image-size-other-than-training-noted-stream-model",
+         predict_on(trained_on(image_folder("grey", n=4, size=24)), image_folder("small", size=12)),
+         r"note: 4 of 4 images are of another size than the model's training images \(24 x 24 pixels", rc=0),
+    Case("image-size-as-training-no-note",
+         predict_on(trained_on(image_folder("grey", n=4, size=24)), image_folder("same", size=24, seed=3)),
+         r'"n": 4', rc=0, check=lambda e, err, out: "another size" not in err + out),
+    Case("predict-arguments-swapped-image-folder",
+         lambda e: ["predict", image_folder("grey", size=24)(e), trained_in_memory_on(image_folder("t", n=4,
+                                                                                                   size=24))(e)],
+         r"error: \S+/grey: not a model folder, and \S+/model is one \(the arguments are MODEL then the images or "
+         r"STORE\); streamcov predict MODEL STORE$"),
     Case("stride-leaves-one-pixel", image_run(lambda t: t.replace('preset = "texture"', 'preset = "texture"\nstride = 64')),
          r"pixels\.stride = 64: image \S+ of 24 x 24 pixels keeps 1 sampled pixel .*lower the stride"),
     # documented results
@@ -2738,6 +2825,33 @@ def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
     (imgs / "a" / "phone.png").unlink()                   # nothing turned: the two readings agree
     rc, err, _ = cli("predict", old_model, imgs, "--out", tmp_path / "p4.csv", "--scheduler", "synchronous")
     assert rc == 0, err
+
+
+def test_in_memory_image_model_predicts_its_own_exif_images(tmp_path):
+    """A model of the in-memory image task, trained on a folder with an image that carries an EXIF orientation,
+    predicts that folder (read upright both times): it recorded no orientation and was refused as a model of
+    "images read without their EXIF orientation". Its training images are said to be among them."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    imgs = tmp_path / "imgs"
+    for c in ("a", "b"):
+        (imgs / c).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / c / f"{i}.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / "a" / "phone.png", exif=exif)
+    (tmp_path / "p.toml").write_text(MEMORY_IMAGE_PIPELINE.format(out=tmp_path / "o", source=imgs))
+    rc, err, _ = cli("run", tmp_path / "p.toml", "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    model = json.loads((tmp_path / "o" / "model" / "model.json").read_text())
+    assert model["info"]["orientation"] == "exif" and model["info"]["pixel_scale"] == 1.0, model["info"]
+    assert model["info"]["image_size"] == {"height": [12, 16], "width": [12, 16]}, model["info"]
+    rc, err, out = cli("predict", tmp_path / "o" / "model", imgs, "--out", tmp_path / "p.csv", "--scheduler",
+                       "synchronous")
+    assert rc == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["includes_training_rows"] is True, out
 
 
 @pytest.mark.parametrize("kwargs, pattern", [

@@ -629,3 +629,54 @@ def test_a_run_that_saved_no_model_says_why_when_its_model_is_asked_for(tmp_path
     with pytest.raises(ModelError, match=r"elsewhere: no such model folder \(a run writes its model into "
                                          r"<output>/model\)$"):
         FittedPipeline.load(tmp_path / "nothing" / "elsewhere")
+
+
+def test_model_load_and_save_name_a_bad_folder(tmp_path):
+    """The Python API's load and save refuse what is not a folder path with one line naming the keyword
+    (``None`` or a number was a bare TypeError), and save names the file that stands where the folder would
+    be (a bare FileExistsError or NotADirectoryError)."""
+    from sklearn.svm import SVC
+
+    from streamcov.errors import ConfigError
+    from streamcov.stream.skeleton import SkeletonDescriptor
+
+    for bad, pattern in [(None, r"^folder=None: expected a path \(a str or pathlib\.Path\), got NoneType$"),
+                         (5, r"^folder=5: expected a path \(a str or pathlib\.Path\), got int$"),
+                         ("", r"^folder: empty path; give the model folder of a run \(<output>/model\)$")]:
+        with pytest.raises(ConfigError, match=pattern):
+            FittedPipeline.load(bad)
+    X = np.random.default_rng(0).normal(size=(8, 21))
+    spec = {"kind": "skeleton", "n_joints": 2, "joint_names": [], "descriptor": SkeletonDescriptor(None).as_dict()}
+    model = FittedPipeline(spec, None, None, SVC(kernel="linear").fit(X, np.arange(8) % 2), ["a", "b"])
+    with pytest.raises(ConfigError, match=r"^folder=None: expected a path"):
+        model.save(None)
+    (tmp_path / "f").write_text("")
+    for target in (tmp_path / "f", tmp_path / "f" / "model"):
+        with pytest.raises(ConfigError, match=rf"^folder='{re.escape(str(target))}': cannot save the model there "
+                                              rf"\({re.escape(str(tmp_path / 'f'))} is a file, not a folder\); "
+                                              rf"choose another folder$"):
+            model.save(target)
+    assert (tmp_path / "f").read_text() == ""
+
+
+def test_predict_on_more_of_the_same_synthetic_data_names_its_training_rows(synth_store, tmp_path):
+    """The generator's sequence i depends on its settings and i alone: a store of the same settings with more
+    sequences starts with the training store's rows (scored as new data without a word before), one with
+    fewer is its start. The note counts the training rows among them, by id."""
+    out = tmp_path / "o"
+    run_pipeline(lbfgs_cfg_for(synth_store, out), scheduler="synchronous")
+    kw = dict(n_subjects=6, n_classes=8, seed=3)
+    big = ingest(SyntheticSkeletons(n_sequences=300, **kw), tmp_path / "big.zarr", chunk_frames=2048)
+    for i in (0, 239):   # the first 240 rows are the training store's, sequence by sequence
+        np.testing.assert_array_equal(big.sequence(i), synth_store.sequence(i))
+    train = int((synth_store.subjects % 2 == 1).sum())
+    got = predict_store(out / "model", big.path, tmp_path / "big.csv", scheduler="synchronous")
+    assert got["includes_training_rows"] is True
+    assert got["notes"] == [f"this store was generated with the same settings as the model's training store "
+                            f"({synth_store.path}) but 300 sequences instead of 240: {train} of its 300 rows are the "
+                            f"model's training rows, so this accuracy is not a test accuracy; generate it with "
+                            f"another seed for new data"]
+    other = ingest(SyntheticSkeletons(n_sequences=300, n_subjects=6, n_classes=8, seed=4), tmp_path / "other.zarr",
+                   chunk_frames=2048)
+    got = predict_store(out / "model", other.path, tmp_path / "other.csv", scheduler="synchronous")
+    assert "includes_training_rows" not in got and "notes" not in got

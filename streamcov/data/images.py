@@ -249,6 +249,25 @@ def largest_magnitude(data) -> float:
     return top
 
 
+def pixel_summary(images) -> tuple[str, float]:
+    """``(pixel_dtype, pixel_scale)`` of images held in memory, as a store of them records them
+    (:attr:`ImageStore.pixel_dtype`, :meth:`ImageStore.pixel_scale`): ``float32`` and the largest ``|pixel|``
+    when any image has float pixels, else ``uint16`` or ``uint8`` and 1 (integer pixels are read as fractions
+    of their range)."""
+    floats = [a for a in images if np.asarray(a).dtype.kind == "f"]
+    if floats:
+        return "float32", max((float(np.abs(a).max()) for a in floats if np.size(a)), default=0.0)
+    return ("uint16" if any(np.asarray(a).dtype == np.uint16 for a in images) else "uint8"), 1.0
+
+
+def size_range(shapes) -> dict:
+    """``{"height": [min, max], "width": [min, max]}`` of images of ``shapes`` (rows of (height, width, ...)):
+    what a model records of its training images, which predict compares with the images it is given."""
+    hw = np.asarray(shapes, dtype=np.int64).reshape(len(shapes), -1)[:, :2]
+    return {"height": [int(hw[:, 0].min()), int(hw[:, 0].max())],
+            "width": [int(hw[:, 1].min()), int(hw[:, 1].max())]}
+
+
 def auto_pixel_dtype(paths) -> str:
     """``float32`` when the images have float pixels, else ``uint16`` when any is 16-bit, else ``uint8``:
     the file headers are read, and the pixels of float images among integer ones. Integers are stored as

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.integrity import array_sha256, arrays_sha256, file_sha256
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, ModelError, arg, path_arg
 
 FORMAT = "streamcov.model"
 # 3: the map's seed-drawn arrays left out (map_redraw); 4: model.json records its own SHA-256 (doc_sha256)
@@ -442,8 +442,14 @@ class FittedPipeline:
             return self.classifier.predict(self.transform(V))
 
     def save(self, folder) -> Path:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        from ..lock import why_not_a_folder
+
+        folder = path_arg("folder", folder, None, "the folder to save the model in")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:   # a file there or above it, no permission: said, naming the folder
+            raise ConfigError(f"{arg('folder', str(folder))}: cannot save the model there "
+                              f"({why_not_a_folder(folder, exc)}); choose another folder") from None
         arrays: dict = {}
         doc = {"format": FORMAT, "version": VERSION, "source": self.source,
                "feature_map": None if self.feature_map is None else dump_estimator(self.feature_map, "map.", arrays),
@@ -462,7 +468,7 @@ class FittedPipeline:
 
     @classmethod
     def load(cls, folder) -> "FittedPipeline":
-        folder = Path(folder)
+        folder = path_arg("folder", folder, None, "the model folder of a run (<output>/model)")
         jpath, npath = folder / "model.json", folder / "model.npz"
         if not folder.is_dir():
             # a file, a device or a pipe there is not "no such" folder

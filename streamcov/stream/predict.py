@@ -132,6 +132,10 @@ def _check_model_path(model_dir: Path, store_path: Path) -> None:
         hint = " (the arguments are MODEL then STORE)" if (store_path / "model.json").is_file() else ""
         raise ModelError(f"{model_dir}: a store, not a model folder{hint}; the model folder comes first "
                          f"(streamcov predict MODEL STORE; predict(model_dir, store_path) in Python)")
+    if (not (model_dir / "model.json").exists() and model_dir.is_dir() and (store_path / "model.json").is_file()
+            and not (model_dir / "model" / "model.json").is_file()):
+        raise ModelError(f"{model_dir}: not a model folder, and {store_path} is one (the arguments are MODEL then "
+                         f"the images or STORE); streamcov predict MODEL STORE")
     if not (model_dir / "model.json").exists() and (model_dir / "model" / "model.json").is_file():
         raise ModelError(f"{model_dir}: a run's output folder; its model is {model_dir / 'model'}")
     if model_dir.name in ("model.json", "model.npz") and model_dir.is_file():
@@ -239,6 +243,32 @@ def _check_orientation(model, model_dir, store) -> None:
                      f"on a store ingested by this streamcov")
 
 
+def _size_note(model, store) -> str | None:
+    """A note when the descriptor has the pixel coordinates x, y among its features (paper 004's, in pixels)
+    and images fall outside the sizes of the model's training images: the coordinates' variances grow with the
+    image, so such images get descriptors the model never saw, and often the same wrong class. None when the
+    features have no x, y (ConvNet features resize every image), the model recorded no sizes (saved before
+    they were recorded), or every image is within them."""
+    from ..descriptors.image import ImageDescriptor
+
+    trained = model.info.get("image_size")
+    features = getattr(ImageDescriptor.from_dict(model.source["descriptor"]).pixels, "features", ()) or ()
+    coords = [f for f in ("x", "y") if f in features]
+    if not isinstance(trained, dict) or not coords or not len(store):
+        return None
+    (h0, h1), (w0, w1) = trained["height"], trained["width"]
+    hw = np.asarray(store.shapes)[:, :2]
+    out = (hw[:, 0] < h0) | (hw[:, 0] > h1) | (hw[:, 1] < w0) | (hw[:, 1] > w1)
+    if not out.any():
+        return None
+    first = int(np.flatnonzero(out)[0])
+    trained_size = f"{h0} x {w0}" if (h0, w0) == (h1, w1) else f"{h0}-{h1} x {w0}-{w1}"
+    return (f"{int(out.sum())} of {len(store)} images are of another size than the model's training images "
+            f"({trained_size} pixels; first: {store.ids()[first]}, {hw[first, 0]} x {hw[first, 1]}): the "
+            f"descriptor's pixel coordinates ({', '.join(coords)}) grow with the image, so their predictions may be "
+            f"wrong; resize them to the training size, or train a model on images of these sizes")
+
+
 def _check_pixel_scale(model, model_dir, store) -> None:
     """Images on another scale than the model's: integer images are read as fractions of their range (0
     to 1) and float images as they are, so float images of 0 to 255 given to a model of 8-bit images (or
@@ -335,6 +365,10 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
     summary.update(_accuracies(model, store, pred_names, true, names, train_accuracy))
     if data_notes:
         summary.setdefault("notes", []).extend(data_notes)
+    if kind == "image":
+        size = _size_note(model, store)
+        if size is not None:
+            summary.setdefault("notes", []).append(size)
 
     def write(fh):
         w = csv.writer(fh)
@@ -387,11 +421,31 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
         out["includes_training_rows"] = True
     trained_record, given_record = model.info.get("source_record"), store.attrs.get("source_record")
     if "accuracy" in out and not moved and _same_source(trained_record, given_record):
-        notes.append(f"this store was written from the same data as the model's training store "
-                     f"({model.info.get('store_path')}) but is another one: its rows include the model's training "
-                     f"rows, so this accuracy is not a test accuracy; predict the model's own store for the test "
-                     f"rows of its protocol")
+        if model.info.get("store_path"):
+            notes.append(f"this store was written from the same data as the model's training store "
+                         f"({model.info.get('store_path')}) but is another one: its rows include the model's training "
+                         f"rows, so this accuracy is not a test accuracy; predict the model's own store for the test "
+                         f"rows of its protocol")
+        else:   # trained in memory on a folder: its test rows are in the run's predictions
+            notes.append(f"these are the images the model was trained on ({trained_record.get('path')}): its "
+                         f"training images are among them, so this accuracy is not a test accuracy; the run's "
+                         f"result gives the test accuracy of its protocol")
         out["includes_training_rows"] = True
+    elif "accuracy" in out and not moved and _same_generator(trained_record, given_record):
+        # sequence i of the generator depends on its settings and i alone: the smaller store is the other's start
+        shared = _training_rows_among(model, store)
+        common = min(trained_record["n_sequences"], given_record["n_sequences"])
+        if shared is None or shared:
+            count = (f"{shared} of its {len(true)} rows are the model's training rows, so this accuracy is not a test "
+                     f"accuracy" if shared else
+                     f"its first {common} rows are the training store's, so they may include the model's training "
+                     f"rows (which ones is not known: that store is not there as the model recorded it), and this "
+                     f"accuracy may not be a test accuracy")
+            notes.append(f"this store was generated with the same settings as the model's training store "
+                         f"({model.info.get('store_path')}) but {given_record['n_sequences']} sequences instead of "
+                         f"{trained_record['n_sequences']}: {count}; generate it with another seed for new data")
+            if shared:
+                out["includes_training_rows"] = True
     elif "accuracy" in out and not moved and _same_archive(trained_record, given_record):
         # the same archive read with other reader options (a subset): its sequences are the archive's, under the
         # same ids; which of them the model trained on is known from its training store
@@ -432,6 +486,17 @@ def _same_source(trained, given) -> bool:
             return False
         drop |= {"path", "files"}
     return {k: v for k, v in trained.items() if k not in drop} == {k: v for k, v in given.items() if k not in drop}
+
+
+def _same_generator(trained, given) -> bool:
+    """Whether two stores come from the synthetic generator with the same settings but for the sequence count:
+    its sequence ``i`` depends on the seed, the subject and class counts, the frames, the noise and ``i`` only
+    (:mod:`streamcov.data.synth`), so the smaller store is the first rows of the larger."""
+    if not (isinstance(trained, dict) and isinstance(given, dict) and trained.get("format") == "synthetic"):
+        return False
+    rest = [{k: v for k, v in r.items() if k != "n_sequences"} for r in (trained, given)]
+    return (rest[0] == rest[1] and isinstance(trained.get("n_sequences"), int)
+            and isinstance(given.get("n_sequences"), int) and trained["n_sequences"] != given["n_sequences"])
 
 
 def _same_archive(trained, given) -> bool:

@@ -353,8 +353,11 @@ def _model_info(cfg, source, fold: str, block: int) -> dict:
     if "pixel_dtype" in source.store.attrs:
         info["pixel_dtype"] = source.store.attrs["pixel_dtype"]
     if source.kind == "image":
+        from ..data.images import size_range
+
         info["orientation"] = source.store.orientation
         info["pixel_scale"] = source.store.pixel_scale()
+        info["image_size"] = size_range(source.store.shapes)
     return info
 
 

@@ -661,8 +661,39 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     }
 
 
-def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | None = None):
-    """The model of the last split, for methods with an explicit vector per image (else None)."""
+def _provenance(cfg, data) -> dict:
+    """What a model records of its training images for :func:`~streamcov.stream.predict.predict`'s checks, as
+    the out-of-core task's model records them (``classify._model_info``): their orientation, pixel type and
+    scale, sizes, and where they came from (the source record of a folder or a store, a store's path). Without
+    them predict took float images on another scale without a word, refused the training images themselves
+    when they carried an EXIF orientation, and scored a folder of training images as new data."""
+    from ..data.imageio import ORIENTATION
+    from ..data.images import open_image_store, pixel_summary, size_range, source_record
+
+    d = cfg.data
+    info = {}
+    if d.format == "store":
+        store = open_image_store(d.store)
+        info.update(orientation=store.orientation, pixel_dtype=store.pixel_dtype,
+                    pixel_scale=store.pixel_scale(), store_path=str(store.path))
+        record = store.attrs.get("source_record")
+        if isinstance(record, dict):
+            info["source_record"] = record
+    else:
+        dtype, scale = pixel_summary(data.images)
+        # a folder's images are read upright by their EXIF orientation (read_image); scikit-image's
+        # textures are upright arrays
+        info.update(orientation=ORIENTATION, pixel_dtype=dtype, pixel_scale=scale)
+        if d.format == "folders":
+            info["source_record"] = source_record(d.source, int(d.group_level), tuple(d.exclude))
+    info["image_size"] = size_range([np.shape(a) for a in data.images])
+    return info
+
+
+def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | None = None,
+                provenance: dict | None = None):
+    """The model of the last split, for methods with an explicit vector per image (else None); ``provenance``
+    (:func:`_provenance`) goes into its ``info``."""
     from ..stream.exact import GaussianKernelSVC
     from ..stream.model import FittedPipeline
 
@@ -682,6 +713,7 @@ def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | 
             "split": cfg.split.model_dump(), "method": m.name, "params": p}
     if store_identity:   # predict then scores the model on its own fold's test rows
         info["store"] = store_identity
+    info.update(provenance or {})
     if last["classifier"] == "sgd":
         return FittedPipeline(source, last["fit"]["rff"], None, last["fit"]["clf"], label_names, info)
     if last["vectors"] is None:
@@ -776,7 +808,8 @@ def run_image_classification(cfg, ctx) -> dict:
     if cfg.data.format == "store" and cfg.data.max_per_class is None:
         from ..data.images import open_image_store
         ident = open_image_store(cfg.data.store).identity
-    model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident)
+    model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident,
+                        _provenance(cfg, data))
     out = {
         "pipeline": cfg.name,
         "dataset": str(cfg.data.source or cfg.data.store or cfg.data.format),
