@@ -2763,22 +2763,28 @@ def test_python_warnings_reach_the_user_as_one_line(tmp_path, monkeypatch):
     assert warnings.showwarning is before
 
 
+def exif_folder(imgs: Path, n: int) -> Path:
+    """Classes a and b of ``n`` random 16 x 12 grey PNGs, and a/phone.png, whose EXIF orientation (6) turns it."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in ("a", "b"):
+        (imgs / c).mkdir(parents=True)
+        for i in range(n):
+            Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / c / f"{i}.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / "a" / "phone.png", exif=exif)
+    return imgs
+
+
 def test_exif_orientation_read_alike_by_stores_models_and_predict(tmp_path):
     """Images are read upright by their EXIF orientation; a store or a model of an earlier streamcov read
     them as stored. Mixing the two is refused where it would change what is seen (a folder with a turned
     image), and allowed where it would not."""
     import zarr
-    from PIL import Image
 
-    rng = np.random.default_rng(0)
-    imgs = tmp_path / "imgs"
-    for c in ("a", "b"):
-        (imgs / c).mkdir(parents=True)
-        for i in range(4):
-            Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / c / f"{i}.png")
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / "a" / "phone.png", exif=exif)
+    imgs = exif_folder(tmp_path / "imgs", 4)
     new, old = tmp_path / "new.zarr", tmp_path / "old.zarr"
     assert cli("ingest", "images", "--format", "folders", imgs, new, "--quiet")[0] == 0
     shutil.copytree(new, old)      # the same store as an earlier streamcov wrote it: no orientation recorded
@@ -2831,17 +2837,7 @@ def test_in_memory_image_model_predicts_its_own_exif_images(tmp_path):
     """A model of the in-memory image task, trained on a folder with an image that carries an EXIF orientation,
     predicts that folder (read upright both times): it recorded no orientation and was refused as a model of
     "images read without their EXIF orientation". Its training images are said to be among them."""
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    imgs = tmp_path / "imgs"
-    for c in ("a", "b"):
-        (imgs / c).mkdir(parents=True)
-        for i in range(3):
-            Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / c / f"{i}.png")
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    Image.fromarray(rng.integers(0, 255, (16, 12), dtype=np.uint8)).save(imgs / "a" / "phone.png", exif=exif)
+    imgs = exif_folder(tmp_path / "imgs", 3)
     (tmp_path / "p.toml").write_text(MEMORY_IMAGE_PIPELINE.format(out=tmp_path / "o", source=imgs))
     rc, err, _ = cli("run", tmp_path / "p.toml", "--quiet", "--scheduler", "synchronous")
     assert rc == 0, err
