@@ -1,5 +1,6 @@
 """Thread limits: the BLAS limit of the learner's blocks (streamcov._config.blas_threads), shared, nested, restored; zarr's decoding pool on Dask workers."""
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -212,10 +213,15 @@ def test_workers_decode_on_their_own_threads(tmp_path):
 
     path = str(tmp_path / "a.zarr")
     zarr.create_array(path, shape=(64, 8), chunks=(8, 8), dtype="f4")[:] = 1.0
+    host = _malloc_environ() | {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")}
     with dask_runtime("local-cluster", 2) as rt:
         pools = rt.client.run(_decode_pool_of_this_worker, path)
         malloc = rt.client.run(_malloc_environ)
         settled = rt.client.run(_settled)
+        during = _malloc_environ() | {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")}
+    # the nannies set the workers' settings in the environment of the process that hosts them, this one: put
+    # back as they were, during the run and after it (the caller's later subprocesses inherited them)
+    assert during == host and _malloc_environ() | {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")} == host
     assert len(pools) == 2 and set(pools.values()) == {(1, 1)}, pools
     # the workers streamcov starts hold their imports out of the collector's reach (runtime._settle_plugin):
     # the learners' modules imported, then tens of thousands of objects frozen

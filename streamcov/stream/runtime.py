@@ -472,17 +472,36 @@ def _check_workers_numba(client) -> None:
         raise ConfigError(f"Dask worker {worker}{others}: {problem}")
 
 
+def _restore_environ(saved: dict) -> None:
+    """Put the environment variables of ``saved`` back as they were (None: not set)."""
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        elif os.environ.get(key) != value:
+            os.environ[key] = value
+
+
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     """:func:`dask_runtime` on a LocalCluster or a scheduler address (a generator: one yield)."""
     import dask
 
     cluster = None
+    environ = None
     if scheduler == "local-cluster":
         n = local_cluster_size(workers)
+        spawn = worker_spawn_environ()
+        # a nanny sets these in the environment of the process that hosts it (this one) before it spawns its
+        # worker, and leaves them: put back as they were once the workers are up (and after the cluster, since
+        # a nanny restarting a worker sets them again), so that the caller's later subprocesses do not inherit
+        # the workers' malloc policy
+        environ = {k: os.environ.get(k) for k in (*spawn, "PYTHONHASHSEED")}
         # the malloc policy of _config.WORKER_MALLOC_ENV, read by the nannies when they spawn the workers
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_spawn_environ()}):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=40)
+        try:
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+        finally:
+            _restore_environ(environ)
         client = Client(cluster)
     elif scheduler.startswith(ADDRESS_PROTOCOLS):
         try:
@@ -542,3 +561,4 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         client.close()
         if cluster is not None:
             cluster.close()
+            _restore_environ(environ)
