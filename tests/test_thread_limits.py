@@ -204,10 +204,14 @@ def _decode_pool_of_this_worker(path):
     return zarr.config.get("threading.max_workers"), zsync._executor._max_workers
 
 
-def test_workers_decode_on_their_own_threads(tmp_path):
+def test_workers_decode_on_their_own_threads(tmp_path, monkeypatch):
     """On a cluster of single-threaded workers zarr decodes chunks on one thread per worker (the thread
     plan: workers own their cores), not on a pool of cores + 4 threads of its own."""
     import zarr
+
+    # what a LocalCluster of Dask's defaults leaves in the process that hosted its nannies, and a nanny lets a
+    # variable already there win over its pre-spawn-environ: the workers got Dask's malloc policy, not streamcov's
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
 
     from streamcov.stream.runtime import dask_runtime
 

@@ -7,7 +7,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .._config import available_cores, thread_plan, worker_decode_threads, worker_spawn_environ
+from .._config import (WORKER_MALLOC_ENV, available_cores, thread_plan, worker_decode_threads,
+                      worker_spawn_environ)
 from ..errors import ConfigError, StreamcovError, arg, arg_name, int_arg
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
@@ -495,8 +496,11 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # a nanny restarting a worker sets them again), so that the caller's later subprocesses do not inherit
         # the workers' malloc policy
         environ = {k: os.environ.get(k) for k in (*spawn, "PYTHONHASHSEED")}
-        # the malloc policy of _config.WORKER_MALLOC_ENV, read by the nannies when they spawn the workers
+        # the malloc policy of _config.WORKER_MALLOC_ENV, read by the nannies when they spawn the workers; also
+        # set here, since a nanny lets a variable already in this environment win over its pre-spawn-environ
+        # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
         try:
+            os.environ.update({k: str(v) for k, v in WORKER_MALLOC_ENV.items()})
             with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                        dashboard_address=None, silence_logs=40)
