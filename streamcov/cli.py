@@ -68,9 +68,9 @@ def _cmd_run(args) -> int:
 
     if args.pipeline is not None and args.demo is not None:
         raise ConfigError("give a pipeline file or --demo, not both")
-    scheduler, workers = _runtime_args(args)
-    kwargs = dict(overrides=list(args.set or []), store=args.store, output=args.output, scheduler=scheduler,
-                  workers=workers, progress=not (args.quiet or args.json), resume=args.resume,
+    # as typed: run() resolves them (--workers alone is a LocalCluster) and names them as given
+    kwargs = dict(overrides=list(args.set or []), store=args.store, output=args.output, scheduler=args.scheduler,
+                  workers=args.workers, progress=not (args.quiet or args.json), resume=args.resume,
                   note=lambda message: print(f"streamcov run: note: {message}", file=sys.stderr))
     if args.pipeline is None:
         demo = args.demo or "skeletons"

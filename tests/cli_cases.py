@@ -44,7 +44,7 @@ class Case:
     argv: Callable[[Any], list]
     pattern: str
     rc: int = 2
-    check: Callable[[Any, str, str], None] | None = field(default=None)
+    check: Callable[[Any, str, str], Any] | None = field(default=None)
 
 
 def run_case(case: Case, env):
@@ -57,4 +57,5 @@ def run_case(case: Case, env):
         assert rc == case.rc, f"exit {rc}, stderr:\n{err}"
         assert re.search(case.pattern, err + out), f"{case.pattern!r} not in:\n{err}{out}"
     if case.check is not None:
-        case.check(env, err, out)
+        # a check asserts, or returns a truth value (a lambda's comparison), which must then hold
+        assert case.check(env, err, out) is not False, f"{case.id}: its check failed on:\n{err}{out}"

@@ -408,6 +408,46 @@ CONFIG = [
     Case("sgd-C-overflows-alpha", run_set("model.C=1e307"),
          r"--set model\.C=1e307: model\.C = 1e\+307 gives the SGD learner alpha = 1 / \(C n\) = 0\.0 for \d+ "
          r"training rows, which it cannot take; give C between 1e-300 and 1e300"),
+    # the exact SVM reads no feature map: a [features] key given for it was ignored without a word
+    Case("exact-svm-features-key-given", run_set('model.learner="exact-svm"', "features.sigma=0.3"),
+         r'--set features\.sigma=0\.3: features\.sigma is not read by model\.learner = "exact-svm", which computes '
+         r'the exact kernel \(no feature map\): remove it, or choose a streamed learner'),
+    Case("map-none-extra-key", run_set('model.learner="exact-svm"', 'features.map="none"', "features.n_componets=7"),
+         r'--set features\.n_componets=7: features\.n_componets is not read by map "none" \(no feature map\): '
+         r"remove it, or set features\.map to the map it belongs to$"),
+    # a source beside the generator was not read (the generator ran), without a word
+    Case("skeleton-source-and-synthetic",
+         lambda e: ["run", "--demo", "skeletons", "--output", e.tmp / "o", "--set", f'data.source="{e.tmp}"',
+                    "--set", 'data.format="generic"'],
+         r'--set data\.source="\S+": data\.source \(an archive to ingest\) and \[data\.synthetic\] \(the '
+         r"generator\) are two sources of sequences: give one of them$"),
+    # the in-memory image task read the textures and recorded data.source as its dataset
+    *[Case(f"image-eval-{key}-of-another-format",
+           lambda e, a=assignment: ["run", "--demo", "images", "--output", e.tmp / "o", "--set", a],
+           rf'--set {re.escape(assignment)}: data\.{key} is not read with data\.format = "skimage-textures" '
+           rf'\(format "{fmt}" reads it\): remove it, or set data\.format = "{fmt}"$')
+      for key, assignment, fmt in (("source", 'data.source="/nonexistent"', "folders"),
+                                   ("store", 'data.store="/nonexistent.zarr"', "store"))],
+    Case("image-eval-patch-with-folders",
+         lambda e: ["run", e.pipeline(MEMORY_IMAGE_PIPELINE.format(out=e.tmp / "o", source=e.tmp).replace(
+             'format = "folders"', 'format = "folders"\npatch = 32'))],
+         LINE + r'data\.patch is not read with data\.format = "folders" \(format "skimage-textures" reads it\): '
+                r'remove it, or set data\.format = "skimage-textures"$'),
+    # the same C for lbfgs trained a model of one class at chance, without a word
+    Case("lbfgs-C-penalty-infinite", run_set('model.learner="lbfgs"', 'model.loss="log_loss"', "model.C=1e-320"),
+         r"--set model\.C=1e-320: model\.C = 1e-320 gives the lbfgs learner the penalty 1 / \(C n\) = inf for \d+ "
+         r"training rows, which it cannot take \(it would train a model that predicts one class\); give C between "
+         r"1e-300 and 1e300$"),
+    # sklearn keeps it in a C int: an OverflowError after the featurization
+    Case("sgd-average-beyond-int32", run_set("model.average=2147483648"),
+         r"--set model\.average=2147483648: model\.average = 2147483648: expected true or false or a value <= "
+         r"2147483647$"),
+    # a choice given a list or a table: a TypeError traceback (unhashable) from the --set's key dropping
+    *[Case(f"choice-as-{name}", run_set(assignment), rf"--set {re.escape(assignment)}: {pattern}")
+      for name, assignment, pattern in (
+          ("list-split-kind", 'split.kind=["a"]', r'split\.kind = \["a"\]: expected one of "subject-parity"'),
+          ("table-learner", "model.learner={}", r'model\.learner = \{\}: expected one of "sgd"'),
+          ("table-task", "task={a=1}", r"unknown task \{'a': 1\} \(known: skeleton-classification"))],
     *[Case(f"sgd-weights-overflow-{name}", run_set(*sets),
            r"the SGD learner's weights overflowed in epoch \d+ \(alpha = .*\): lower model\.eta0 or model\.alpha, "
            r"raise model\.C, or use model\.learner = \"lbfgs\"")
@@ -2249,7 +2289,7 @@ def trained_in_memory_on(folder_fn):
     images of the folder ``folder_fn`` makes."""
     def make(e) -> Path:
         text = MEMORY_IMAGE_PIPELINE.format(out=e.tmp / "o", source=folder_fn(e))
-        rc, err, _ = cli("run", e.pipeline(text), "--quiet", "--scheduler", "synchronous")
+        rc, err, _ = cli("run", e.pipeline(text), "--quiet")
         assert rc == 0, err
         return e.tmp / "o" / "model"
     return make
@@ -2266,6 +2306,31 @@ def predict_training_folder(model_fn, folder_fn):
         return ["predict", model_fn(lambda _: folder)(e), folder, "--out", e.tmp / "p.csv", "--scheduler",
                 "synchronous"]
     return argv
+
+
+def mixed_folder(e) -> Path:
+    """The grey folder of 2 x 4 images of 24 x 24 pixels, with one of them in colour."""
+    from PIL import Image
+
+    folder = image_folder("mixed", n=4, size=24)(e)
+    Image.fromarray(np.random.default_rng(5).integers(0, 255, (24, 24, 3), dtype=np.uint8)).save(folder / "a" / "0.png")
+    return folder
+
+
+def in_memory_on_part_of_its_store(e) -> list:
+    """``predict`` of a model of the in-memory task trained on 4 images per class of a store (data.max_per_class:
+    no identity recorded), on that store."""
+    store = ingested(image_folder("grey", n=6, size=24))(e)
+    text = MEMORY_IMAGE_PIPELINE.format(out=e.tmp / "o", source=store).replace(
+        'source = "', 'store = "').replace('format = "folders"', 'format = "store"\nmax_per_class = 4')
+    rc, err, _ = cli("run", e.pipeline(text), "--quiet")
+    assert rc == 0, err
+    return ["predict", e.tmp / "o" / "model", store, "--out", e.tmp / "p.csv", "--scheduler", "synchronous"]
+
+
+def assert_size_recorded(model: Path, height, width):
+    info = json.loads((model / "model.json").read_text())["info"]
+    assert info["image_size"] == {"height": height, "width": width}, info
 
 
 def training_rows_noted(e, err, out):
@@ -2492,6 +2557,15 @@ IMAGES = [
          predict_training_folder(trained_in_memory_on, image_folder("grey", n=4, size=24)),
          r"note: these are the images the model was trained on \(\S+/grey\): its training images are among them, "
          r"so this accuracy is not a test accuracy", rc=0, check=training_rows_noted),
+    # grey and colour images together: their shapes (h, w) and (h, w, 3) made the sizes' record fail after training
+    Case("in-memory-model-of-grey-and-colour-images",
+         lambda e: ["predict", trained_in_memory_on(mixed_folder)(e), image_folder("grey2", size=24, seed=2)(e),
+                    "--out", e.tmp / "p.csv", "--scheduler", "synchronous"], r'"n": 4', rc=0,
+         check=lambda e, err, out: assert_size_recorded(e.tmp / "o" / "model", [24, 24], [24, 24])),
+    # its own store, of which it used a part: not "another one" written from the same data
+    Case("in-memory-model-on-part-of-its-store", in_memory_on_part_of_its_store,
+         r"note: this is the model's training store, of which the model was trained on a part whose test rows are "
+         r"not known here \(no identity recorded: data\.max_per_class\?\)", rc=0, check=training_rows_noted),
     # x, y in pixels: images of another size get descriptors the model never saw (chance-level, without a word)
     Case("image-size-other-than-training-noted",
          predict_on(trained_in_memory_on(image_folder("grey", n=4, size=24)), image_folder("big", size=48)),
@@ -2839,7 +2913,7 @@ def test_in_memory_image_model_predicts_its_own_exif_images(tmp_path):
     "images read without their EXIF orientation". Its training images are said to be among them."""
     imgs = exif_folder(tmp_path / "imgs", 3)
     (tmp_path / "p.toml").write_text(MEMORY_IMAGE_PIPELINE.format(out=tmp_path / "o", source=imgs))
-    rc, err, _ = cli("run", tmp_path / "p.toml", "--quiet", "--scheduler", "synchronous")
+    rc, err, _ = cli("run", tmp_path / "p.toml", "--quiet")
     assert rc == 0, err
     model = json.loads((tmp_path / "o" / "model" / "model.json").read_text())
     assert model["info"]["orientation"] == "exif" and model["info"]["pixel_scale"] == 1.0, model["info"]
@@ -2954,21 +3028,25 @@ def test_local_cluster_of_a_worker_per_core_beyond_memory(shared, tmp_path, monk
     assert not out.exists()
 
 
-def test_a_task_without_dask_settings_starts_no_cluster_to_check(tmp_path, monkeypatch):
-    """The in-memory tasks (image evaluation, the TGP experiments) have no [dask] table and start no cluster:
-    `--scheduler local-cluster` is not checked against the memory there (it raised AttributeError)."""
+@pytest.mark.parametrize("argv, pattern", [
+    (["--demo", "images", "--scheduler", "tcp://127.0.0.1:1"],
+     r"--scheduler tcp://127\.0\.0\.1:1: task 'image-classification' runs in memory in this process, with no Dask "
+     r"scheduler and no checkpoints to resume from; leave --scheduler out; task \"image-stream-classification\" "
+     r"runs images out of core, on any scheduler$"),
+    (["PIPELINES/sshape_tgp.toml", "--workers", "2", "--resume"],
+     r"--workers 2 --resume: task 'tgp-sshape' runs in memory in this process, with no Dask scheduler and no "
+     r"checkpoints to resume from; leave --workers and --resume out$"),
+    (["PIPELINES/digits_tgp.toml", "--scheduler", "synchronous"], r"--scheduler synchronous: task 'tgp-digits' "),
+])
+def test_a_task_without_dask_settings_refuses_the_dask_flags(tmp_path, argv, pattern):
+    """The in-memory tasks (image evaluation, the TGP experiments, the study) have no [dask] table: they ran on
+    their own threads whatever --scheduler, --workers or --resume said (an address nothing listens on
+    included), without a word. Refused, naming the flags as typed, before anything runs."""
     from conftest import REPO
-    from streamcov.tasks import runner
 
-    monkeypatch.setattr("streamcov._config.total_memory", lambda soft=False: 1 << 20)   # any local-cluster is refused
-
-    class Task:
-        def run(self, cfg, ctx):
-            return {"ran_on": ctx.scheduler}
-
-    monkeypatch.setattr(runner, "get_task", lambda name: Task())
-    res = runner.run(REPO / "pipelines" / "digits_tgp.toml", scheduler="local-cluster", output=tmp_path / "o")
-    assert res["ran_on"] == "local-cluster" and res["task"] == "tgp-digits"
+    argv = [str(a).replace("PIPELINES", str(REPO / "pipelines")) for a in argv]
+    assert_one_line_error(*cli("run", *argv, "--output", tmp_path / "o")[:2], pattern)
+    assert not (tmp_path / "o").exists()
 
 
 def test_total_memory_is_the_figure_dask_divides(tmp_path, monkeypatch):

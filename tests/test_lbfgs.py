@@ -1,5 +1,6 @@
 """The full-batch L-BFGS learner: objective, optimizer, streamed passes, determinism, resume, pipeline."""
 import json
+import re
 import warnings
 from types import SimpleNamespace
 
@@ -1199,3 +1200,14 @@ def test_an_actor_pass_whose_worker_left_is_raised_as_lost(monkeypatch):
     assert time.monotonic() - t0 < 10.0   # not looped for ever (a loose bound: another process shares the cores)
     with pytest.raises(ValueError, match="genuine"):             # an error of the pass itself
         _actor_pass(_on_actor(_Actor(_Call(ValueError("a genuine error"))), ["w0"]))
+
+
+@pytest.mark.parametrize("C", [1e-320, 1e308])
+def test_a_C_whose_penalty_is_zero_or_infinite_is_refused(C):
+    """lam = 1 / (C n) infinite (C below the float range's reach) trained a model of one class at chance, without
+    a word; 0 (C n overflowing) an unregularized one that the docs do not promise. Both are one ValueError."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 5)), np.arange(40) % 2
+    with pytest.raises(ValueError, match=rf"^C={re.escape(repr(C))} gives the penalty 1 / \(C n\) = (inf|0\.0) for 40 training rows, "
+                                         rf"which the learner cannot take; give C between 1e-300 and 1e300$"):
+        LBFGSClassifier(C=C).fit(X, y)

@@ -652,7 +652,7 @@ def test_model_load_and_save_name_a_bad_folder(tmp_path):
         model.save(None)
     (tmp_path / "f").write_text("")
     for target in (tmp_path / "f", tmp_path / "f" / "model"):
-        with pytest.raises(ConfigError, match=rf"^folder='{re.escape(str(target))}': cannot save the model there "
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(target))}: cannot save the model there "
                                               rf"\({re.escape(str(tmp_path / 'f'))} is a file, not a folder\); "
                                               rf"choose another folder$"):
             model.save(target)

@@ -254,16 +254,17 @@ def pixel_summary(images) -> tuple[str, float]:
     (:attr:`ImageStore.pixel_dtype`, :meth:`ImageStore.pixel_scale`): ``float32`` and the largest ``|pixel|``
     when any image has float pixels, else ``uint16`` or ``uint8`` and 1 (integer pixels are read as fractions
     of their range)."""
-    floats = [a for a in images if np.asarray(a).dtype.kind == "f"]
-    if floats:
-        return "float32", max((float(np.abs(a).max()) for a in floats if np.size(a)), default=0.0)
+    arrays = [np.asarray(a) for a in images]
+    if any(a.dtype.kind == "f" for a in arrays):   # every pixel as it is read: integers as fractions of their range
+        return "float32", max((float(np.abs(a).max()) / (np.iinfo(a.dtype).max if a.dtype.kind in "ui" else 1.0)
+                               for a in arrays if a.size), default=0.0)
     return ("uint16" if any(np.asarray(a).dtype == np.uint16 for a in images) else "uint8"), 1.0
 
 
 def size_range(shapes) -> dict:
     """``{"height": [min, max], "width": [min, max]}`` of images of ``shapes`` (rows of (height, width, ...)):
     what a model records of its training images, which predict compares with the images it is given."""
-    hw = np.asarray(shapes, dtype=np.int64).reshape(len(shapes), -1)[:, :2]
+    hw = np.array([tuple(s)[:2] for s in shapes], dtype=np.int64).reshape(-1, 2)   # grey (h, w), colour (h, w, 3)
     return {"height": [int(hw[:, 0].min()), int(hw[:, 0].max())],
             "width": [int(hw[:, 1].min()), int(hw[:, 1].max())]}
 

@@ -1305,6 +1305,9 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         k, D = problem.k, problem.dim
         n = problem.n_fit
         lam = 1.0 / (float(est.C) * n)
+        if not 0.0 < lam < float("inf"):
+            raise ValueError(f"C={est.C!r} gives the penalty 1 / (C n) = {lam!r} for {n} training rows, which the "
+                             f"learner cannot take; give C between 1e-300 and 1e300")
         dm = mean - problem.m32.astype(np.float64)
 
         size = k * D + k
@@ -1686,6 +1689,14 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
 def make_lbfgs(model, n_fit: int, seed: int) -> LBFGSClassifier:
     """The :class:`LBFGSClassifier` of a ``[model]`` table; with ``alpha``, ``C = 1 / (alpha n_fit)``."""
     C = float(model.C) if model.alpha is None else 1.0 / (float(model.alpha) * max(int(n_fit), 1))
+    lam = 1.0 / (C * max(int(n_fit), 1)) if C > 0 else float("inf")
+    if not 0.0 < lam < float("inf"):   # C n beyond the float range, or its inverse: the penalty is 0 or infinite
+        from ..errors import ConfigError
+
+        key = f"model.C = {model.C!r}" if model.alpha is None else f"model.alpha = {model.alpha!r}"
+        raise ConfigError(f"{key} gives the lbfgs learner the penalty 1 / (C n) = {lam!r} for {n_fit} training "
+                          f"rows, which it cannot take (it would train a model that predicts one class); give C "
+                          f"between 1e-300 and 1e300")
     return LBFGSClassifier(loss=model.loss, C=C, tol=float(model.tol), max_iter=int(model.max_iter),
                            validation_fraction=float(model.validation_fraction),
                            n_iter_no_change=int(model.n_iter_no_change), cache=model.cache, span=model.span,

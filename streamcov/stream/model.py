@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.integrity import array_sha256, arrays_sha256, file_sha256
-from ..errors import ConfigError, ModelError, arg, path_arg
+from ..errors import ConfigError, ModelError, path_arg
 
 FORMAT = "streamcov.model"
 # 3: the map's seed-drawn arrays left out (map_redraw); 4: model.json records its own SHA-256 (doc_sha256)
@@ -448,7 +448,7 @@ class FittedPipeline:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:   # a file there or above it, no permission: said, naming the folder
-            raise ConfigError(f"{arg('folder', str(folder))}: cannot save the model there "
+            raise ConfigError(f"{folder}: cannot save the model there "
                               f"({why_not_a_folder(folder, exc)}); choose another folder") from None
         arrays: dict = {}
         doc = {"format": FORMAT, "version": VERSION, "source": self.source,

@@ -420,7 +420,15 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      f"model again for the test accuracy of the protocol as it is now")
         out["includes_training_rows"] = True
     trained_record, given_record = model.info.get("source_record"), store.attrs.get("source_record")
-    if "accuracy" in out and not moved and _same_source(trained_record, given_record):
+    if "accuracy" in out and not moved and not ident and _is_training_store(model, store):
+        # the model's own store, but no identity recorded (the in-memory task on some of its images,
+        # data.max_per_class): which rows were its test rows is not known here
+        notes.append("this is the model's training store, of which the model was trained on a part whose test rows "
+                     "are not known here (no identity recorded: data.max_per_class?): its rows include the "
+                     "model's training rows, so this accuracy is not a test accuracy; the run's result gives the "
+                     "test accuracy of its protocol")
+        out["includes_training_rows"] = True
+    elif "accuracy" in out and not moved and _same_source(trained_record, given_record):
         if model.info.get("store_path"):
             notes.append(f"this store was written from the same data as the model's training store "
                          f"({model.info.get('store_path')}) but is another one: its rows include the model's training "
@@ -486,6 +494,15 @@ def _same_source(trained, given) -> bool:
             return False
         drop |= {"path", "files"}
     return {k: v for k, v in trained.items() if k not in drop} == {k: v for k, v in given.items() if k not in drop}
+
+
+def _is_training_store(model, store) -> bool:
+    """Whether ``store`` is the store the model recorded as its training store (the same folder)."""
+    path = model.info.get("store_path")
+    try:
+        return bool(path) and Path(path).resolve() == Path(store.path).resolve()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _same_generator(trained, given) -> bool:

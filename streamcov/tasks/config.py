@@ -433,6 +433,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     notes += dropped
     cfg, dropped = _drop_workers_of_another_scheduler(cfg, scheduler, origins)
     notes += dropped
+    notes += _features_of_the_exact_svm(cfg, origins)
     cfg = _resolve_paths(cfg, file)
     if store is None:
         _check_store_kind(cfg, spec, origins)
@@ -517,6 +518,26 @@ def _drop_reader_keys_without_source(cfg, origins: Origins):
             f"is opened only to ingest data.source into data.store); dropped")
     data = data.model_copy(update={k: fields[k].get_default(call_default_factory=True) for k in dropped})
     return cfg.model_copy(update={"data": data}), [note]
+
+
+def _features_of_the_exact_svm(cfg, origins: Origins) -> list[str]:
+    """``model.learner = "exact-svm"`` computes the exact kernel and reads no ``[features]``: a key of it that a
+    ``--set`` gives is refused (it was ignored without a word); a file's map other than ``none`` gets a note
+    (the file's map serves its streamed learner; ``--set model.learner="exact-svm"`` runs the same file
+    exactly)."""
+    model, features = getattr(cfg, "model", None), getattr(cfg, "features", None)
+    if model is None or features is None or getattr(model, "learner", None) != "exact-svm":
+        return []
+    keys = [*features.model_fields_set, *(features.model_extra or {})]
+    given = [k for k in keys if ("features", k) in origins.flags and not (k == "map" and features.map == "none")]
+    if given:
+        raise ConfigError(f"{origins.where(('features', given[0]))}: features.{given[0]} is not read by "
+                          f"model.learner = \"exact-svm\", which computes the exact kernel (no feature map): remove "
+                          f"it, or choose a streamed learner (model.learner = \"lbfgs\" or \"sgd\")")
+    if features.map != "none":
+        return [f"[features] (map \"{features.map}\", {origins.file or 'pipeline'}) is not read by model.learner = "
+                f"\"exact-svm\", which computes the exact kernel"]
+    return []
 
 
 def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Origins):

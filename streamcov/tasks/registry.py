@@ -58,7 +58,7 @@ TASKS = {t.name: t for t in (
              store_kind="image"),
     TaskSpec("image-classification", "ImageClassification", ".image_eval:run_image_classification",
              "paper 004's methods in memory with nested cross-validation", store_sets=(("format", "store"),),
-             store_kind="image"),
+             store_replaces=("source", "textures", "patch"), store_kind="image"),
     TaskSpec("tgp-sshape", "TGPSShape", ".tgp:run_sshape", "paper 003: the S-shape inverse problem",
              store_key=None, store_kind=None),
     TaskSpec("tgp-digits", "TGPDigits", ".tgp:run_digits", "paper 003: digits centre reconstruction",
@@ -70,7 +70,7 @@ TASKS = {t.name: t for t in (
 
 
 def get_task(name, where: str = "pipeline") -> TaskSpec:
-    if name not in TASKS:
+    if not isinstance(name, str) or name not in TASKS:   # a list or a table would not look up: said as typed
         import difflib
 
         close = difflib.get_close_matches(str(name), list(TASKS), n=1)

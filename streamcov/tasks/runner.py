@@ -46,6 +46,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                           f"remove it")
     from ..stream.runtime import resolve_runtime
 
+    typed = scheduler   # as given: --workers alone resolves to a local-cluster
     scheduler, workers = resolve_runtime(scheduler, workers)
     overrides = overrides_list(overrides)   # once: a generator is read here and nowhere else
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (overrides or store is not None):
@@ -62,6 +63,15 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front
         naming = origins.naming
     dask = getattr(cfg, "dask", None)
+    if dask is None:   # an in-memory task (image evaluation, TGP, the study): nothing would read these
+        given = [(k, v) for k, v in (("scheduler", typed), ("workers", workers), ("resume", resume or None))
+                 if v is not None]
+        if given:
+            other = ("; task \"image-stream-classification\" runs images out of core, on any scheduler"
+                     if cfg.task == "image-classification" else "")
+            raise ConfigError(f"{' '.join(arg(k, v) for k, v in given)}: task {cfg.task!r} runs in memory in this "
+                              f"process, with no Dask scheduler and no checkpoints to resume from; leave "
+                              f"{' and '.join(arg_name(k) for k, _ in given)} out{other}")
     if dask is not None and workers is None and (scheduler or dask.scheduler) == "local-cluster":
         # --workers was checked by resolve_runtime; a count in the file, or one worker process per core, here
         # (a task without a [dask] table starts no cluster)

@@ -81,7 +81,8 @@ PathText = Annotated[str, AfterValidator(_a_path)]
 
 # Errors that name one key of the table that raises them, in ctx["key"] (dotted, from that table): the loader
 # (streamcov.tasks.config) says where that key came from, the file and line or the --set flag.
-KEYED_ERRORS = ("learner_key", "method_key", "split_key", "pixels_key", "descriptor_key", "map_key", "tgp_key")
+KEYED_ERRORS = ("learner_key", "method_key", "split_key", "pixels_key", "descriptor_key", "map_key", "tgp_key",
+                "data_key")
 
 
 def key_error(kind: str, key: str, msg: str) -> PydanticCustomError:
@@ -266,7 +267,8 @@ class ModelTable(Table):
     C: PosFloat = 10.0
     alpha: Optional[PosFloat] = None
     epochs: Epochs = 40
-    average: Union[bool, PosInt] = True
+    # sklearn's SGD keeps the count where averaging starts in a C int
+    average: Union[bool, Annotated[int, Field(ge=1, le=2 ** 31 - 1)]] = True
     learning_rate: Literal[LEARNING_RATES] = "optimal"
     eta0: PosFloat = 0.01
     penalty: Literal["l2", "l1", "elasticnet", "none"] = "l2"
@@ -367,6 +369,10 @@ class FeaturesTable(BaseModel):
                             f"{self.fit_sample}, the training rows map \"nystroem\" draws its landmarks from; "
                             f"raise features.fit_sample to at least {self.n_components}, or lower "
                             f"features.n_components")
+        if self.map == "none" and self.model_extra:   # no map to check them against: they would go unread
+            key = next(iter(self.model_extra))
+            raise key_error("map_key", key, f"features.{key} is not read by map \"none\" (no feature map): remove "
+                                            f"it, or set features.map to the map it belongs to")
         reads = map_reads(self.map)
         unread = [k for k in type(self).model_fields if k in self.model_fields_set and k != "map" and k not in reads]
         if unread:
@@ -446,6 +452,9 @@ class SkeletonData(Table):
     def _needs(self):
         if not (self.store or self.synthetic is not None):
             raise ValueError("[data] needs `store` (a skeleton store path) or a [data.synthetic] table")
+        if self.source and self.synthetic is not None:   # the generator was used, the archive not read, silently
+            raise key_error("data_key", "source", "data.source (an archive to ingest) and [data.synthetic] (the "
+                            "generator) are two sources of sequences: give one of them")
         if self.source and not self.format:
             raise ValueError(f"[data] `source` needs `format` ({', '.join(SKELETON_FORMATS)})")
         return self
@@ -847,6 +856,12 @@ CombineGrid = Union[HeadCombine, Annotated[list[HeadCombine], Field(min_length=1
 class EvalData(Table):
     """``[data]`` of image-classification: an image store, a folder per class, or scikit-image's textures."""
 
+    # read only with a folder (``format = "folders"``): dropped with a note otherwise (tasks/config)
+    READER_KEYS: ClassVar[tuple] = ("group_level", "exclude")
+    #: the keys each format reads, besides ``format`` and ``max_per_class`` (and the READER_KEYS of a folder)
+    FORMAT_READS: ClassVar[dict] = {"folders": ("source",), "store": ("store",),
+                                    "skimage-textures": ("textures", "patch")}
+
     store: Optional[PathText] = None
     source: Optional[PathText] = None
     format: Literal["folders", "store", "skimage-textures"] = "folders"
@@ -868,6 +883,12 @@ class EvalData(Table):
             raise ValueError("[data] with format = \"folders\" needs `source` (a folder per class)")
         if self.format == "store" and not self.store:
             raise ValueError("[data] with format = \"store\" needs `store` (an image store)")
+        # a key of another format was not read, and `source` was still recorded as the run's dataset
+        for key in ("source", "store", "textures", "patch"):
+            if key in self.model_fields_set and key not in self.FORMAT_READS[self.format]:
+                reads = next(f for f, keys in self.FORMAT_READS.items() if key in keys)
+                raise key_error("data_key", key, f"data.{key} is not read with data.format = \"{self.format}\" "
+                                f"(format \"{reads}\" reads it): remove it, or set data.format = \"{reads}\"")
         return self
 
     @property
@@ -1057,6 +1078,8 @@ def switched_reads(table, values: dict):
     def get(key):
         return values.get(key, table.model_fields[key].default)
 
+    if table in SWITCH_KEYS and not all(isinstance(get(k), (str, type(None))) for k in SWITCH_KEYS[table]):
+        return None   # a list or a table as the choice (it would not look up): the schema names the key
     if table is ModelTable:
         reads = LEARNER_KEYS.get(get("learner"))
     elif table is EvalMethod:

@@ -60,7 +60,10 @@ from .base import FormatError
 
 #: whether ezc3d is installed: looked up, not imported (it runs only in the reading process's child, and its
 #: import costs this process about 0.2 s)
-HAVE_EZC3D = importlib.util.find_spec("ezc3d") is not None
+try:
+    HAVE_EZC3D = importlib.util.find_spec("ezc3d") is not None
+except (ImportError, ValueError):   # a module in sys.modules without a spec (a stand-in): there
+    HAVE_EZC3D = "ezc3d" in sys.modules
 
 #: POINT:UNITS -> metres
 UNIT_METRES = {"mm": 0.001, "millimeters": 0.001, "millimetres": 0.001, "cm": 0.01,
@@ -131,7 +134,7 @@ class _Ezc3dProcess:
                 # after the parent died, for as long as the fork lives
                 null = os.open(os.devnull, os.O_RDONLY)
                 try:
-                    os.dup2(null, self._proc.stdin.fileno())
+                    os.dup2(null, self._proc.stdin.fileno(), inheritable=False)   # as the pipe was
                 finally:
                     os.close(null)
             except (OSError, ValueError):   # closed already: nothing is held
