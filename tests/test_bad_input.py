@@ -420,7 +420,8 @@ CONFIG = [
          lambda e: ["run", "--demo", "skeletons", "--output", e.tmp / "o", "--set", f'data.source="{e.tmp}"',
                     "--set", 'data.format="generic"'],
          r'--set data\.source="\S+": data\.source \(an archive to ingest\) and \[data\.synthetic\] \(the '
-         r"generator\) are two sources of sequences: give one of them$"),
+         r"generator\) are two sources of sequences: give one of them \(for the embedded demo's generator, a "
+         r"pipeline file with data\.source, or --store with a store of the archive\)$"),
     # the in-memory image task read the textures and recorded data.source as its dataset
     *[Case(f"image-eval-{key}-of-another-format",
            lambda e, a=assignment: ["run", "--demo", "images", "--output", e.tmp / "o", "--set", a],
@@ -428,6 +429,13 @@ CONFIG = [
            rf'\(format "{fmt}" reads it\): remove it, or set data\.format = "{fmt}"$')
       for key, assignment, fmt in (("source", 'data.source="/nonexistent"', "folders"),
                                    ("store", 'data.store="/nonexistent.zarr"', "store"))],
+    # a --set of data.format drops the file's keys of the other format with a note, as the other choices do
+    Case("image-eval-format-switched-by-set",
+         lambda e: ["run", "--demo", "images", "--output", e.tmp / "o", "--quiet", "--set", 'data.format="folders"',
+                    "--set", f'data.source="{image_folder("grey", n=4, size=24)(e)}"', "--set", "split.n_train=2",
+                    "--set", "split.n_repeats=1", "--set", "method.inner_folds=2"],
+         r'note: data\.textures, data\.patch \(the pipeline of --demo images \(pipelines/textures_demo\.toml\)\) do '
+         r'not apply to data\.format = "folders" from --set data\.format="folders"; dropped', rc=0),
     Case("image-eval-patch-with-folders",
          lambda e: ["run", e.pipeline(MEMORY_IMAGE_PIPELINE.format(out=e.tmp / "o", source=e.tmp).replace(
              'format = "folders"', 'format = "folders"\npatch = 32'))],

@@ -1693,10 +1693,12 @@ def make_lbfgs(model, n_fit: int, seed: int) -> LBFGSClassifier:
     if not 0.0 < lam < float("inf"):   # C n beyond the float range, or its inverse: the penalty is 0 or infinite
         from ..errors import ConfigError
 
-        key = f"model.C = {model.C!r}" if model.alpha is None else f"model.alpha = {model.alpha!r}"
+        key, fix = ((f"model.C = {model.C!r}", "give C between 1e-300 and 1e300") if model.alpha is None else
+                    (f"model.alpha = {model.alpha!r}", "give alpha = 1 / (C n) within the float range"))
+        why = ("it would train a model that predicts one class" if lam == float("inf") else
+               "C n overflows the float range")
         raise ConfigError(f"{key} gives the lbfgs learner the penalty 1 / (C n) = {lam!r} for {n_fit} training "
-                          f"rows, which it cannot take (it would train a model that predicts one class); give C "
-                          f"between 1e-300 and 1e300")
+                          f"rows, which it cannot take ({why}); {fix}")
     return LBFGSClassifier(loss=model.loss, C=C, tol=float(model.tol), max_iter=int(model.max_iter),
                            validation_fraction=float(model.validation_fraction),
                            n_iter_no_change=int(model.n_iter_no_change), cache=model.cache, span=model.span,

@@ -420,7 +420,8 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      f"model again for the test accuracy of the protocol as it is now")
         out["includes_training_rows"] = True
     trained_record, given_record = model.info.get("source_record"), store.attrs.get("source_record")
-    if "accuracy" in out and not moved and not ident and _is_training_store(model, store):
+    if ("accuracy" in out and not moved and not ident and _is_training_store(model, store)
+            and (trained_record is None or _same_source(trained_record, given_record))):
         # the model's own store, but no identity recorded (the in-memory task on some of its images,
         # data.max_per_class): which rows were its test rows is not known here
         notes.append("this is the model's training store, of which the model was trained on a part whose test rows "

@@ -454,7 +454,8 @@ class SkeletonData(Table):
             raise ValueError("[data] needs `store` (a skeleton store path) or a [data.synthetic] table")
         if self.source and self.synthetic is not None:   # the generator was used, the archive not read, silently
             raise key_error("data_key", "source", "data.source (an archive to ingest) and [data.synthetic] (the "
-                            "generator) are two sources of sequences: give one of them")
+                            "generator) are two sources of sequences: give one of them (for the embedded demo's "
+                            "generator, a pipeline file with data.source, or --store with a store of the archive)")
         if self.source and not self.format:
             raise ValueError(f"[data] `source` needs `format` ({', '.join(SKELETON_FORMATS)})")
         return self
@@ -1061,7 +1062,7 @@ class ImageClassification(Top):
 # ------------------------------------------------------- switching a table's choice
 # the keys that make each table's choice (switched_reads)
 SWITCH_KEYS = {ModelTable: ("learner",), EvalMethod: ("name", "classifier"), StreamMethod: ("name",),
-               SplitTable: ("kind",), FeaturesTable: ("map",)}
+               SplitTable: ("kind",), FeaturesTable: ("map",), EvalData: ("format",)}
 
 
 def switched_reads(table, values: dict):
@@ -1090,10 +1091,17 @@ def switched_reads(table, values: dict):
         reads = SPLIT_KEYS.get(get("kind"), ())
     elif table is FeaturesTable:
         reads = map_reads(get("map")) if get("map") in MAP_NAMES else None
+    elif table is EvalData:
+        fmt = get("format")
+        reads = (None if fmt not in EvalData.FORMAT_READS else
+                 (*EvalData.FORMAT_READS[fmt], *(EvalData.READER_KEYS if fmt == "folders" else ())))
     else:
         return None
-    keys = _SPLIT_READ_BY_SOME if table is SplitTable else tuple(k for k in table.model_fields
-                                                                 if k not in SWITCH_KEYS[table])
+    if table is EvalData:   # the keys one format reads and another does not
+        keys = (*(k for keys in EvalData.FORMAT_READS.values() for k in keys), *EvalData.READER_KEYS)
+    else:
+        keys = _SPLIT_READ_BY_SOME if table is SplitTable else tuple(k for k in table.model_fields
+                                                                     if k not in SWITCH_KEYS[table])
     return None if reads is None else (keys, tuple(reads))
 
 
