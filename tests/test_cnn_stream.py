@@ -221,4 +221,4 @@ def test_in_memory_hypercolumns_beyond_memory_are_refused_by_their_grid(store, t
     with pytest.raises(ConfigError, match=rf"pixels\.grid = 512 on {len(store)} images \({len(store) * 512 * 512} "
                                           r"grid cells of \d+ channels\): needs [\d.]+ GiB of memory, this process "
                                           r"may use [\d.]+ GiB; lower pixels\.grid"):
-        run_pipeline(cfg, scheduler="synchronous")
+        run_pipeline(cfg)   # an in-memory task: no scheduler to give
