@@ -415,6 +415,14 @@ CONFIG = [
     Case("map-none-extra-key", run_set('model.learner="exact-svm"', 'features.map="none"', "features.n_componets=7"),
          r'--set features\.n_componets=7: features\.n_componets is not read by map "none" \(no feature map\): '
          r"remove it, or set features\.map to the map it belongs to$"),
+    # a flag and a --set of the same setting: the flag won without a word
+    Case("store-flag-and-set", lambda e: ["run", "--demo", "skeletons", "--store", e.tmp / "x.zarr", "--set",
+                                          f'data.store="{e.tmp / "y.zarr"}"'],
+         r'--set data\.store="\S+y\.zarr" --store \S+x\.zarr: two stores; give one$'),
+    Case("output-flag-and-set", lambda e: ["run", "--demo", "skeletons", "--output", e.tmp / "a", "--set",
+                                           f'output="{e.tmp / "b"}"'],
+         r'--set output="\S+b" --output \S+a: two output folders; give one$',
+         check=lambda e, err, out: not (e.tmp / "a").exists() and not (e.tmp / "b").exists()),
     # a source beside the generator was not read (the generator ran), without a word
     Case("skeleton-source-and-synthetic",
          lambda e: ["run", "--demo", "skeletons", "--output", e.tmp / "o", "--set", f'data.source="{e.tmp}"',

@@ -680,3 +680,11 @@ def test_predict_on_more_of_the_same_synthetic_data_names_its_training_rows(synt
                    chunk_frames=2048)
     got = predict_store(out / "model", other.path, tmp_path / "other.csv", scheduler="synchronous")
     assert "includes_training_rows" not in got and "notes" not in got
+
+
+def test_every_task_reports_the_papers_accuracy(synth_store, tmp_path):
+    """paper_accuracy, accepted by every task's schema, was reported by the image tasks only (the skeleton and
+    TGP tasks dropped it without a word)."""
+    res = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path / "o", "paper_accuracy=0.851"), scheduler="synchronous")
+    assert res["paper_accuracy"] == 0.851
+    assert json.loads((tmp_path / "o" / "result.json").read_text())["paper_accuracy"] == 0.851

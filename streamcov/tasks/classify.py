@@ -259,8 +259,6 @@ def run_image_stream(cfg, ctx) -> dict:
                 "bandwidth": None if record.get("median_distance") is None
                 else m.sigma2 * record["median_distance"],
                 "fit_images": min(m.fit_sample, res["n_train"])})
-    if cfg.paper_accuracy is not None:
-        res["paper_accuracy"] = cfg.paper_accuracy
     return res
 
 

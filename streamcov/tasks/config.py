@@ -403,11 +403,15 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     for assignment in overrides:
         apply_override(raw, assignment, origins.flags)
     if output is not None:
+        if ("output",) in origins.flags:   # a --set output=... beside --output: one of them would be ignored
+            raise ConfigError(f"{origins.flags[('output',)]} {arg('output', output)}: two output folders; give one")
         raw["output"] = str(output)
         origins.flags[("output",)] = arg("output", output)
     name = raw.get("task", task or "skeleton-classification")
     spec = get_task(name, where=origins.where(("task",)))
     if store is not None:
+        if ("data", "store") in origins.flags:   # a --set data.store=... beside --store: one would be ignored
+            raise ConfigError(f"{origins.flags[('data', 'store')]} {arg('store', store)}: two stores; give one")
         if spec.store_key is None:
             raise ConfigError(f"{arg('store', store)}: task {name!r} generates its own data and reads no store")
         data = raw.setdefault("data", {})

@@ -834,8 +834,6 @@ def run_image_classification(cfg, ctx) -> dict:
         out["model_path"] = None
         out["model_note"] = (f"method {m.name!r} compares images pairwise (no vector per image): no model "
                              f"is saved; approx_loghs gives a model that `streamcov predict` applies")
-    if cfg.paper_accuracy is not None:
-        out["paper_accuracy"] = cfg.paper_accuracy
     if warnings:
         out["warnings"] = warnings
     (ctx.output / "image_classification_details.json").write_text(

@@ -131,6 +131,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             with naming():
                 result = spec.run(cfg, ctx)
             result = {"task": cfg.task, **result}
+            if getattr(cfg, "paper_accuracy", None) is not None:   # every task reports it beside its own figure
+                result["paper_accuracy"] = cfg.paper_accuracy
             result.setdefault("seconds", round(time.perf_counter() - t0, 3))
             result = finite_json(result)
             text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
