@@ -2545,29 +2545,23 @@ IMAGES = [
          r"grey ones$"),
     # integer images are read as fractions of their range, float images as they are: another scale at predict
     # time would give features 255 times off and predictions without a word
-    Case("float-255-images-on-8-bit-model",
-         predict_on(trained_on(image_folder("grey", n=4, size=24)), float_folder("f255", 255.0)),
-         r"error: \S+/f255: float images with pixels up to 25\d(\.\d+)? in magnitude, but the model in \S+ was "
-         r"trained on uint8 images, read as fractions of their range \(0 to 1\): its features would be on another "
-         r"scale; scale them to 0 to 1 \(divide 8-bit values by 255\), or train a model on images like these$"),
-    Case("8-bit-images-on-float-255-model",
-         predict_on(trained_on(float_folder("f255", 255.0, n=4)), image_folder("grey", size=24)),
-         r"error: \S+/grey: uint8 images, read as fractions of their range \(0 to 1\), but the model in \S+ was "
-         r"trained on float images with pixels up to 25\d(\.\d+)? in magnitude: .*; give float images on the "
-         r"model's scale \(up to 25\d(\.\d+)?\), or train a model on images like these$"),
+    # the in-memory task's models (trained_in_memory_on) recorded none of it: float 0..255 images were predicted
+    # without a word
+    *[Case(f"float-255-images-on-8-bit-{kind}model",
+           predict_on(trainer(image_folder("grey", n=4, size=24)), float_folder("f255", 255.0)),
+           r"error: \S+/f255: float images with pixels up to 25\d(\.\d+)? in magnitude, but the model in \S+ was "
+           r"trained on uint8 images, read as fractions of their range \(0 to 1\): its features would be on another "
+           r"scale; scale them to 0 to 1 \(divide 8-bit values by 255\), or train a model on images like these$")
+      for kind, trainer in (("", trained_on), ("in-memory-", trained_in_memory_on))],
+    *[Case(f"8-bit-images-on-float-255-{kind}model",
+           predict_on(trainer(float_folder("f255", 255.0, n=4)), image_folder("grey", size=24)),
+           r"error: \S+/grey: uint8 images, read as fractions of their range \(0 to 1\), but the model in \S+ was "
+           r"trained on float images with pixels up to 25\d(\.\d+)? in magnitude: .*; give float images on the "
+           r"model's scale \(up to 25\d(\.\d+)?\), or train a model on images like these$")
+      for kind, trainer in (("", trained_on), ("in-memory-", trained_in_memory_on))],
     Case("float-unit-images-on-8-bit-model",
          predict_on(trained_on(image_folder("grey", n=4, size=24)), float_folder("f1", 1.0)),
          r'"n": 4', rc=0),
-    # the in-memory task's models recorded none of it: float 0..255 images were predicted without a word
-    Case("float-255-images-on-8-bit-in-memory-model",
-         predict_on(trained_in_memory_on(image_folder("grey", n=4, size=24)), float_folder("f255", 255.0)),
-         r"error: \S+/f255: float images with pixels up to 25\d(\.\d+)? in magnitude, but the model in \S+ was "
-         r"trained on uint8 images, read as fractions of their range \(0 to 1\): its features would be on another "
-         r"scale; scale them to 0 to 1 \(divide 8-bit values by 255\), or train a model on images like these$"),
-    Case("8-bit-images-on-float-255-in-memory-model",
-         predict_on(trained_in_memory_on(float_folder("f255", 255.0, n=4)), image_folder("grey", size=24)),
-         r"error: \S+/grey: uint8 images, read as fractions of their range \(0 to 1\), but the model in \S+ was "
-         r"trained on float images with pixels up to 25\d(\.\d+)? in magnitude"),
     # ... and scored the folder of its own training images as new data
     Case("in-memory-model-on-its-training-folder",
          predict_training_folder(trained_in_memory_on, image_folder("grey", n=4, size=24)),
