@@ -258,7 +258,7 @@ def pixel_summary(images) -> tuple[str, float]:
     if any(a.dtype.kind == "f" for a in arrays):   # every pixel as it is read: integers as fractions of their range
         return "float32", max((float(np.abs(a).max()) / (np.iinfo(a.dtype).max if a.dtype.kind in "ui" else 1.0)
                                for a in arrays if a.size), default=0.0)
-    return ("uint16" if any(np.asarray(a).dtype == np.uint16 for a in images) else "uint8"), 1.0
+    return ("uint16" if any(a.dtype == np.uint16 for a in arrays) else "uint8"), 1.0
 
 
 def size_range(shapes) -> dict:

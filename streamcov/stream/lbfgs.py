@@ -100,6 +100,7 @@ from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
 from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
 from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors
+from .sgd import l2_penalty
 
 # rows of one partition: about 16 MB of float32 features. Many per worker, so that the workers' shares
 # balance (11 partitions of 64 MB on 2 workers: 6 against 5); on a cluster a pass is one task per worker
@@ -1304,7 +1305,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
                                           require_spread=require_spread)
         k, D = problem.k, problem.dim
         n = problem.n_fit
-        lam = 1.0 / (float(est.C) * n)
+        lam = l2_penalty(est.C, n)
         if not 0.0 < lam < float("inf"):
             raise ValueError(f"C={est.C!r} gives the penalty 1 / (C n) = {lam!r} for {n} training rows, which the "
                              f"learner cannot take; give C between 1e-300 and 1e300")
@@ -1689,7 +1690,7 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
 def make_lbfgs(model, n_fit: int, seed: int) -> LBFGSClassifier:
     """The :class:`LBFGSClassifier` of a ``[model]`` table; with ``alpha``, ``C = 1 / (alpha n_fit)``."""
     C = float(model.C) if model.alpha is None else 1.0 / (float(model.alpha) * max(int(n_fit), 1))
-    lam = 1.0 / (C * max(int(n_fit), 1)) if C > 0 else float("inf")
+    lam = l2_penalty(C, n_fit)
     if not 0.0 < lam < float("inf"):   # C n beyond the float range, or its inverse: the penalty is 0 or infinite
         from ..errors import ConfigError
 

@@ -109,6 +109,14 @@ def n_fit_rows(n_train: int, validation_fraction: float) -> int:
     return n_train
 
 
+def l2_penalty(C: float, n: int) -> float:
+    """``1 / (C n)``, the weight of the L2 penalty that ``C`` gives both learners on ``n`` rows (sgd's
+    ``alpha``, lbfgs's ``lam``; at least one row), infinite when ``C n`` is 0 in floating point. Neither learner
+    can take a value that is 0 (``C n`` beyond the float range) or infinite: their callers refuse it."""
+    denominator = float(C) * max(int(n), 1)
+    return 1.0 / denominator if denominator != 0.0 else float("inf")
+
+
 def make_sgd(model, n_train: int, seed: int):
     """The ``SGDClassifier`` of a ``[model]`` table for ``n_train`` fitted rows.
 
@@ -117,7 +125,7 @@ def make_sgd(model, n_train: int, seed: int):
     """
     alpha = model.alpha
     if alpha is None:
-        alpha = 1.0 / (float(model.C) * max(n_train, 1))
+        alpha = l2_penalty(model.C, n_train)
         if not 0.0 < alpha < float("inf"):   # C n beyond the float range, or its inverse below it
             raise ConfigError(f"model.C = {model.C!r} gives the SGD learner alpha = 1 / (C n) = {alpha!r} for "
                               f"{n_train} training rows, which it cannot take; give C between 1e-300 and 1e300")

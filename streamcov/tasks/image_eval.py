@@ -661,19 +661,19 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     }
 
 
-def _provenance(cfg, data) -> dict:
+def _provenance(cfg, data, store=None) -> dict:
     """What a model records of its training images for :func:`~streamcov.stream.predict.predict`'s checks, as
     the out-of-core task's model records them (``classify._model_info``): their orientation, pixel type and
     scale, sizes, and where they came from (the source record of a folder or a store, a store's path). Without
     them predict took float images on another scale without a word, refused the training images themselves
-    when they carried an EXIF orientation, and scored a folder of training images as new data."""
+    when they carried an EXIF orientation, and scored a folder of training images as new data. ``store``: the
+    image store of ``data.format = "store"``, opened once by the caller."""
     from ..data.imageio import ORIENTATION
-    from ..data.images import open_image_store, pixel_summary, size_range, source_record
+    from ..data.images import pixel_summary, size_range, source_record
 
     d = cfg.data
     info = {}
     if d.format == "store":
-        store = open_image_store(d.store)
         info.update(orientation=store.orientation, pixel_dtype=store.pixel_dtype,
                     pixel_scale=store.pixel_scale(), store_path=str(store.path))
         record = store.attrs.get("source_record")
@@ -803,13 +803,15 @@ def run_image_classification(cfg, ctx) -> dict:
     res = evaluate(m.name, feats, data.labels, split_idx, m, classifier=m.classifier, raw_covs=raw, seed=seed,
                    progress=ctx.progress, heads=heads)
     details = res.pop("splits")
-    # the store's identity only when every image of it was used (rows of predict = rows here)
-    ident = None
-    if cfg.data.format == "store" and cfg.data.max_per_class is None:
+    store = None
+    if cfg.data.format == "store":
         from ..data.images import open_image_store
-        ident = open_image_store(cfg.data.store).identity
-    model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident,
-                        _provenance(cfg, data))
+        store = open_image_store(cfg.data.store)
+    # the store's identity only when every image of it was used (rows of predict = rows here)
+    ident = store.identity if store is not None and cfg.data.max_per_class is None else None
+    # what predict checks: only for a method that saves a model (the folder's record scans it again)
+    provenance = _provenance(cfg, data, store) if m.name in VECTOR_METHODS else None
+    model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident, provenance)
     out = {
         "pipeline": cfg.name,
         "dataset": str(cfg.data.source or cfg.data.store or cfg.data.format),
