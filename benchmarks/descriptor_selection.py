@@ -63,7 +63,8 @@ PAIRS = [["left_wrist", "right_wrist"], ["left_wrist", "head"], ["right_wrist", 
          ["left_ankle", "right_ankle"], ["left_wrist", "left_ankle"], ["right_wrist", "right_ankle"]]
 KCOV = {"PV-L3o-yaw-mean0.3": CHOSEN}
 for s in (0.5, 1.0, 2.0):
-    KCOV[f"PV-L3o-yaw-rbf{s:g}"] = dict(CHOSEN, mean_weight=0.0, matrix="rbf", kernel_sigma=s)
+    # no body-size scale either: the kernelized covariance standardizes every series, which cancels it
+    KCOV[f"PV-L3o-yaw-rbf{s:g}"] = dict(CHOSEN, mean_weight=0.0, scale="none", matrix="rbf", kernel_sigma=s)
 KCOV["PV-L3o-yaw-mean0.3-pairs"] = dict(CHOSEN, pairs=PAIRS)
 
 # The torso frame (hips and spine) in place of the yaw, per sequence and per frame, fixed before any run.

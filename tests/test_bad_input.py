@@ -1187,6 +1187,18 @@ CONFIG = [
          r'error: --set descriptor\.up_axis="z": descriptor\.up_axis = "z" is not read: only '
          r'descriptor\.body_frame = "yaw" or descriptor\.mirror reads it; remove it, or set descriptor\.body_frame = '
          r'"yaw" or descriptor\.mirror = true$'),
+    # the kernelized covariance standardizes every series: the covariance's denominator and the body size
+    # cancel (tests/test_descriptor_kcov.py); their defaults stay allowed
+    Case("descriptor-ddof-with-rbf", run_set('descriptor.matrix="rbf"', "descriptor.ddof=0"),
+         r'error: --set descriptor\.ddof=0: descriptor\.ddof = 0 is not read: only descriptor\.matrix = "covariance" '
+         r'\(the kernelized covariance of matrix = "rbf" standardizes each coordinate series, which cancels it\) reads '
+         r'it; remove it, or set descriptor\.ddof = 1 \(the same descriptor\), or descriptor\.matrix = "covariance"$'),
+    Case("descriptor-body-scale-with-rbf", run_text(lambda t: t.replace("normalize = true\n",
+                                                                       'normalize = true\nscale = "body"\n'),
+                                                    "--set", 'descriptor.matrix="rbf"'),
+         r'error: \S+p\.toml, line 12: descriptor\.scale = "body" is not read: only descriptor\.matrix = '
+         r'"covariance" .* remove it, or set descriptor\.scale = "none" \(the same descriptor\), or '
+         r'descriptor\.matrix = "covariance"$'),
     Case("descriptor-window-without-derivatives", run_set("descriptor.window=7"),
          r'error: --set descriptor\.window=7: descriptor\.window = 7 is not read: only descriptor\.features with '
          r'"velocities" or "accelerations" reads it; remove it, or add "velocities" or "accelerations" to '

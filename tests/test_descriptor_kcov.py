@@ -122,6 +122,31 @@ def test_streamed_kcov_and_pairs_equal_in_memory_reference(tmp_path, rng, option
     np.testing.assert_allclose(sk.pyramid_vectors(frames, offsets, plan), V, atol=1e-8)
 
 
+def test_kcov_ignores_ddof_and_body_scale(rng):
+    """The kernelized covariance is a function of each window's correlation matrix, which neither the
+    denominator of the covariance nor one scale factor per sequence changes: the identity behind the
+    config's refusal of descriptor.ddof = 0 and scale = "body" with matrix = "rbf" (tests/test_bad_input.py).
+    Round-off only (atol 1e-10: the body size rescales the moments before the correlation is formed)."""
+    seqs = [walk(rng, T) for T in (9, 14, 30)]
+    frames, offsets = sk.pack_sequences(seqs)
+
+    def vectors(matrix="rbf", **kw):
+        plan = sk.PyramidPlan(selection=sk.JointSelection.hip_relative(J, (0,)), features=("positions",),
+                              levels=2, overlap=True, matrix=matrix, **kw)
+        return sk.pyramid_vectors(frames, offsets, plan)
+
+    # the covariance itself does depend on both (the identity below is not a test that cannot fail)
+    assert not np.allclose(vectors("covariance", ddof=0), vectors("covariance"), atol=1e-6)
+    assert not np.allclose(vectors("covariance", scale="body", neck=tuple(ROLES["neck"])), vectors("covariance"),
+                           atol=1e-6)
+
+    base = vectors(kernel_sigma=0.5)
+    assert np.isfinite(base).all() and base.shape == (3, 4 * sk.vec_dim(3 * (J - 1)))   # 1 + 3 windows
+    np.testing.assert_allclose(vectors(kernel_sigma=0.5, ddof=0), base, atol=1e-10)
+    body = vectors(kernel_sigma=0.5, scale="body", neck=tuple(ROLES["neck"]))
+    np.testing.assert_allclose(body, base, atol=1e-10)
+
+
 def test_pair_features_kernel_matches_numpy(rng):
     X = rng.standard_normal((11, 3 * J))
     plan = sk.PyramidPlan(selection=sk.JointSelection.hip_relative(J, (0,)), features=("positions", "velocities"),
@@ -205,6 +230,13 @@ def test_schema_kcov_options():
         Table(pairs=[[1, 2, 3]])
     with pytest.raises(ValidationError):
         Table(kernel_sigma=0.0)
+    # the defaults of the keys "rbf" cancels are accepted, so that --set can switch a file that sets them
+    assert Table(matrix="rbf", scale="none", ddof=1).options()["scale"] == "none"
+    with pytest.raises(ValidationError, match=r'descriptor.scale = "body" is not read: .* set descriptor.scale = "none"'):
+        Table(matrix="rbf", scale="body")
+    with pytest.raises(ValidationError, match=r'descriptor.ddof = 0 is not read: .* set descriptor.ddof = 1'):
+        Table(matrix="rbf", ddof=0)
+    assert Table(matrix="covariance", scale="body", ddof=0).ddof == 0
 
 
 def test_pipeline_with_kcov_and_pairs_predicts_what_it_tested(tmp_path, rng):

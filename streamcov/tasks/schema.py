@@ -551,11 +551,14 @@ class SkeletonDescriptor(Table):
 
 # The [descriptor] options read only under another option (streamcov.descriptors.skeleton): the derivative
 # window and its time unit by the velocities and accelerations, the up axis by the yaw body frame and the mirror, the
-# bandwidth by the kernelized covariance. key -> (reads it?, what reads it, the fix); one of them set in the
+# bandwidth by the kernelized covariance, the denominator and the body-size scale by the covariance. key ->
+# (reads it?, what reads it, the fix); one of them set in the
 # file or by --set where it is not read is refused: it would be silently ignored. The pyramid's `overlap` and
 # `level_weights` (no effect with one level) are not refused: grids and the README's paper-000 flags set
 # `levels = 1` on files that set them.
 _DERIVATIVES = 'descriptor.features with "velocities" or "accelerations"'
+_COVARIANCE = ('descriptor.matrix = "covariance" (the kernelized covariance of matrix = "rbf" standardizes '
+               'each coordinate series, which cancels it)')
 DESCRIPTOR_READ_WHEN = {
     "window": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
                'add "velocities" or "accelerations" to descriptor.features'),
@@ -564,6 +567,13 @@ DESCRIPTOR_READ_WHEN = {
     "up_axis": (lambda d: d.body_frame == "yaw" or d.mirror, 'descriptor.body_frame = "yaw" or descriptor.mirror',
                 'set descriptor.body_frame = "yaw" or descriptor.mirror = true'),
     "kernel_sigma": (lambda d: d.matrix == "rbf", 'descriptor.matrix = "rbf"', 'set descriptor.matrix = "rbf"'),
+    # the kernelized covariance is built from the correlation matrix of each window, which neither the
+    # covariance's denominator nor one scale factor per sequence changes (tests/test_descriptor_kcov.py);
+    # their defaults say what "rbf" does and stay allowed, so that --set can switch a file that sets them
+    "ddof": (lambda d: d.matrix == "covariance" or d.ddof == 1, _COVARIANCE,
+             'set descriptor.ddof = 1 (the same descriptor), or descriptor.matrix = "covariance"'),
+    "scale": (lambda d: d.matrix == "covariance" or d.scale == "none", _COVARIANCE,
+              'set descriptor.scale = "none" (the same descriptor), or descriptor.matrix = "covariance"'),
 }
 
 
