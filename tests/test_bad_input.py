@@ -735,7 +735,21 @@ CONFIG = [
     Case("tgp-gegenbauer-weight-zero-unread", tgp_run('tgp.bases=["monomial"]', 'tgp.primary=["kl","monomial"]',
                                                       "tgp.gegenbauer_weight_input=0", "tgp.degrees=[1,1]",
                                                       'tgp.criteria=["kl"]'),
-         r"mae", rc=0),   # the weight is read by the Gegenbauer basis only
+         # the weight is read by the Gegenbauer basis only: accepted, and said not to be read
+         r'(?m)^streamcov run: note: tgp\.gegenbauer_weight_input, tgp\.gegenbauer_weight_output \(--set '
+         r'tgp\.gegenbauer_weight_input=0; \S+sshape_tgp\.toml, line \d+\) are not read: tgp\.bases = \["monomial"\] '
+         r'has no Gegenbauer basis \(--set tgp\.bases=\["monomial"\]\)$', rc=0,
+         check=lambda e, err, out: "mae_map_kl_monomial" in out),
+    # fixed degrees: the degree CV's keys are not read (the shipped files set them: a note, not a refusal)
+    Case("tgp-degrees-fixed-cv-unread", tgp_run("tgp.degrees=[1,2]", "tgp.cv=4", 'tgp.criteria=["kl"]',
+                                                'tgp.primary=["kl","gegenbauer"]'),
+         r"(?m)^streamcov run: note: tgp\.cv \(--set tgp\.cv=4\) is not read: tgp\.degrees = \[1, 2\] fixes the "
+         r"degrees \(no cross-validation\) \(--set tgp\.degrees=\[1,2\]\)$", rc=0,
+         check=lambda e, err, out: json.loads(out)["degrees_kl_gegenbauer"] == [[1, 2]]),
+    Case("tgp-degrees-fixed-grid-unread", tgp_run("tgp.oracle_grid=false", "tgp.degrees=[1,2]", 'tgp.criteria=["kl"]',
+                                                  'tgp.primary=["kl","gegenbauer"]'),
+         r"(?m)^streamcov run: note: tgp\.cv, tgp\.degree_grid \(\S+sshape_tgp\.toml, line \d+; --set "
+         r"tgp\.degree_grid=\[1,2\]\) are not read: tgp\.degrees = \[1, 2\] fixes the degrees", rc=0),
     Case("tgp-gegenbauer-weight-zero", tgp_run("tgp.gegenbauer_weight_input=0"),
          r"--set tgp\.gegenbauer_weight_input=0: tgp\.gegenbauer_weight_input = 0: expected a weight > -0\.5 other "
          r"than 0$"),

@@ -438,6 +438,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     cfg, dropped = _drop_workers_of_another_scheduler(cfg, scheduler, origins)
     notes += dropped
     notes += _features_of_the_exact_svm(cfg, origins)
+    notes += _tgp_keys_not_read(cfg, origins)
     cfg = _resolve_paths(cfg, file)
     if store is None:
         _check_store_kind(cfg, spec, origins)
@@ -542,6 +543,38 @@ def _features_of_the_exact_svm(cfg, origins: Origins) -> list[str]:
         return [f"[features] (map \"{features.map}\", {origins.file or 'pipeline'}) is not read by model.learner = "
                 f"\"exact-svm\", which computes the exact kernel"]
     return []
+
+
+def _tgp_keys_not_read(cfg, origins: Origins) -> list[str]:
+    """The ``[tgp]`` keys that another of its keys turns off: ``tgp.degrees`` fixes the degrees, so the
+    degree CV's ``cv``, ``cv_max_train`` and ``degree_grid`` (unless ``oracle_grid`` evaluates that grid)
+    are not read; without the Gegenbauer basis in ``tgp.bases`` its weights are not read. A note names them
+    and where they were given: the shipped files set them all, and ``--set tgp.degrees=[2, 3]`` on one of
+    them is the way to run fixed degrees (a --set cannot remove a file's key, so a refusal would leave no
+    way to)."""
+    t = getattr(cfg, "tgp", None)
+    if t is None:
+        return []
+    rules = []
+    if t.degrees is not None:
+        keys = ("cv", "cv_max_train") + (() if t.oracle_grid else ("degree_grid",))
+        rules.append((keys, f"tgp.degrees = {toml_value(t.degrees)} fixes the degrees (no cross-validation)",
+                      "degrees"))
+    if "gegenbauer" not in t.bases:
+        rules.append((("gegenbauer_weight_input", "gegenbauer_weight_output"),
+                      f"tgp.bases = {toml_value(t.bases)} has no Gegenbauer basis", "bases"))
+    notes = []
+    for keys, why, cause in rules:
+        given = [k for k in keys if k in t.model_fields_set]
+        if given:
+            where = list(dict.fromkeys(origins.given(("tgp", k)) or "pipeline" for k in given))
+            lines = [w.rpartition(", line ")[2] for w in where if origins.file and w.startswith(f"{origins.file}, line ")]
+            if len(where) > 1 and len(lines) == len(where):   # one file: "p.toml, lines 22, 23"
+                where = [f"{origins.file}, lines {', '.join(lines)}"]
+            notes.append(f"{', '.join(f'tgp.{k}' for k in given)} ({'; '.join(where)}) "
+                         f"{'is' if len(given) == 1 else 'are'} not read: {why} "
+                         f"({origins.given(('tgp', cause)) or 'pipeline'})")
+    return notes
 
 
 def _drop_workers_of_another_scheduler(cfg, scheduler: str | None, origins: Origins):
