@@ -1187,6 +1187,15 @@ CONFIG = [
     Case("pixels-gabor-without-gabor-set", run_image(lambda t: t, 'pixels.features=["I", "Ix"]', "pixels.gabor_fmax=0.2"),
          r'error: --set pixels\.gabor_fmax=0\.2: pixels\.gabor_fmax = 0\.2 is not read: the features '
          r'\(pixels\.features: I, Ix\) hold no Gabor magnitudes'),
+    # an unknown feature name, named where it was written (it failed as "[pixels]: ..." when images were read)
+    Case("pixels-unknown-feature-set", run_image(lambda t: t, 'pixels.features=["I", "|Iz|"]'),
+         r'^streamcov run: error: --set pixels\.features=\["I", "\|Iz\|"\]: pixels\.features = \["I", "\|Iz\|"\]: '
+         r'expected names among x, y, I, R, G, B, <C><d> with C in I/R/G/B and d in x/y/xx/yy \(e\.g\. Ix, Ryy\) '
+         r'and gabor; "\|Iz\|" is not one$'),
+    Case("pixels-unknown-feature-file", run_image(lambda t: t.replace('preset = "texture"\n',
+                                                                      'features = ["x", "Igrad"]\n')),
+         r'^streamcov run: error: \S+p\.toml, line \d+: pixels\.features = \["x", "Igrad"\]: expected names among .* '
+         r'"Igrad" is not one$'),
     Case("pixels-convnet-key-handcrafted", run_image(lambda t: t, "pixels.grid=4"),
          r'error: --set pixels\.grid=4: pixels\.grid belongs to ConvNet features: add source = "cnn"$'),
     # a [descriptor] option that another option turns off

@@ -100,7 +100,7 @@ class FeatureSpec:
             raise ValueError("feature spec has no features; list at least one of x, y, I, R, G, B, "
                              "Ix, Iy, Ixx, Iyy, gabor")
         for f in self.features:
-            _parse_name(f)
+            parse_feature_name(f)
         twice = next((f for f in self.features if self.features.count(f) > 1), None)
         if twice is not None:   # a column twice: every image's covariance would be singular
             raise ValueError(f"feature spec lists {twice!r} twice; list each feature once")
@@ -123,7 +123,7 @@ class FeatureSpec:
 
     @property
     def needs_color(self) -> bool:
-        return any(_parse_name(f)[1] in (1, 2, 3) for f in self.features if f != "gabor")
+        return any(parse_feature_name(f)[1] in (1, 2, 3) for f in self.features if f != "gabor")
 
     @property
     def column_names(self) -> list[str]:
@@ -145,7 +145,7 @@ class FeatureSpec:
             if f == "gabor":
                 rows += [(4, 0, k) for k in range(self.n_gabor)]
             else:
-                rows.append(_parse_name(f))
+                rows.append(parse_feature_name(f))
         return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
 
     def gabor_factors(self):
@@ -154,7 +154,9 @@ class FeatureSpec:
                           self.gabor_radius, n=max(self.n_gabor, 1))
 
 
-def _parse_name(name: str):
+def parse_feature_name(name: str):
+    """``(kind, channel, derivative)`` of a per-pixel feature name (``x``, ``I``, ``Ix``, ``Ryy``, ``gabor``), as
+    :meth:`FeatureSpec.table` lays it out; ValueError naming the known names for another."""
     if name == "x":
         return (0, 0, 0)
     if name == "y":

@@ -633,7 +633,16 @@ class PixelsTable(Table):
     def _features_once(cls, v):
         # a feature twice is a column twice: every image's covariance would be singular (bars are ignored:
         # "Ix" and "|Ix|" are one feature)
-        return _each_once(v, same=lambda f: f.strip("|"))
+        _each_once(v, same=lambda f: f.strip("|"))
+        from ..descriptors.pixels import parse_feature_name
+
+        for f in v or ():   # an unknown name, refused where it was written (it failed when the images were read)
+            try:
+                parse_feature_name(f.strip("|"))
+            except ValueError:
+                raise ValueError(f"names among x, y, I, R, G, B, <C><d> with C in I/R/G/B and d in x/y/xx/yy "
+                                 f"(e.g. Ix, Ryy) and gabor; {toml_value(f)} is not one") from None
+        return v
 
     @field_validator("blocks")
     @classmethod
