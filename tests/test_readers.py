@@ -886,28 +886,51 @@ def test_file_fault_tells_one_file_from_the_system():
     assert file_fault(pickle.loads(pickle.dumps(own)))
 
 
-def test_generic_on_error_skip_does_not_skip_files_of_another_width_than_the_first(tmp_path):
-    """The generic reader takes its column count from the archive's first file: a file of another width stops
-    the reader even with ``on_error = "skip"``, with no word of skipping (the odd one may be the first file,
-    and skipping would keep it alone); a later row of another width is that file's damage, and is skipped."""
+def test_generic_width_is_voted_by_the_first_files(tmp_path):
+    """The generic reader takes its column count from the first data rows of the first files
+    (``PEEK_FILES``): a width most of them share is the archive's, and a file of another width, the first
+    included, is that file's damage, which ``on_error = "skip"`` skips. Without a majority (a tie, or one
+    file) the first file sets it, and a file of another width stops the reader even with ``skip``, with no
+    word of skipping (the odd one may be the first file, and skipping would keep it alone); a later row of
+    another width is always that file's damage."""
+    from streamcov.data.readers.generic import PEEK_FILES
     from streamcov.data.skeletons import ingest
 
-    folder = tmp_path / "g"
-    folder.mkdir()
-    rows = ["file,label,subject"]
-    for i in range(4):
-        cols = 6 if i == 0 else 9   # the first file has 2 joints, the others 3
-        (folder / f"s{i}.csv").write_text("\n".join(",".join(str(0.1 * (r + c)) for c in range(cols))
-                                                    for r in range(5)) + "\n")
-        rows.append(f"s{i}.csv,{'ab'[i % 2]},{1 + i}")
-    (folder / "index.csv").write_text("\n".join(rows) + "\n")
+    def archive(name, widths):
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = ["file,label,subject"]
+        for i, cols in enumerate(widths):
+            (folder / f"s{i}.csv").write_text("\n".join(",".join(str(0.1 * (r + c)) for c in range(cols))
+                                                        for r in range(5)) + "\n")
+            rows.append(f"s{i}.csv,{'ab'[i % 2]},{1 + i}")
+        (folder / "index.csv").write_text("\n".join(rows) + "\n")
+        return folder
+
+    assert PEEK_FILES == 5
+    # the first file has 2 joints, the 3 others 3: the majority says the first is the odd one
+    folder = archive("g", [6, 9, 9, 9])
+    with pytest.raises(FormatError, match=_err(folder / "s0.csv", 1, "")) as info:
+        ingest(open_reader("generic", folder), tmp_path / "s.zarr")
+    assert info.value.own_fault and "as in the first 3 files read" not in str(info.value)
+    assert "as in 3 of the first 4 files read (e.g. s1.csv)" in str(info.value)
+    store = ingest(open_reader("generic", folder), tmp_path / "s.zarr", on_error="skip")
+    assert store.ids() == ["s1", "s2", "s3"] and [s["id"] for s in store.attrs["skipped"]] == ["s0"]
+    assert store.n_joints == 3
+    # a tie (2 and 2): the first file sets the width, and a file of another width stops even with skip
+    folder = archive("h", [6, 9, 6, 9])
     with pytest.raises(FormatError, match=_err(folder / "s1.csv", 1, "")) as info:
-        ingest(open_reader("generic", folder), tmp_path / "s.zarr", on_error="skip")
+        ingest(open_reader("generic", folder), tmp_path / "t.zarr", on_error="skip")
     assert not info.value.own_fault and not getattr(info.value, "skippable", False)
-    (folder / "s0.csv").write_text("\n".join(",".join(str(0.1 * (r + c)) for c in range(9)) for r in range(5))
-                                   + "\n")
-    (folder / "s2.csv").write_text("0,1,2,3,4,5,6,7,8\n0,1,2,3,4,5\n")   # a later row cut short
-    store = ingest(open_reader("generic", folder), tmp_path / "t.zarr", on_error="skip")
+    assert "as in s0.csv, the first file read; if that file is the odd one, fix it instead" in str(info.value)
+    # only the votes of the first PEEK_FILES files count: the sixth and later do not outvote them
+    folder = archive("k", [6] * 5 + [9] * 6)
+    store = ingest(open_reader("generic", folder), tmp_path / "k.zarr", on_error="skip")
+    assert store.n_joints == 2 and len(store.attrs["skipped"]) == 6
+    # a later row cut short is that file's damage, skipped
+    folder = archive("m", [9, 9, 9, 9])
+    (folder / "s2.csv").write_text("0,1,2,3,4,5,6,7,8\n0,1,2,3,4,5\n")
+    store = ingest(open_reader("generic", folder), tmp_path / "m.zarr", on_error="skip")
     assert store.ids() == ["s0", "s1", "s3"] and [s["id"] for s in store.attrs["skipped"]] == ["s2"]
 
 

@@ -7,6 +7,7 @@ row, ``x1,y1,z1,...,xJ,yJ,zJ``. The full specification, with an example, is in
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -82,28 +83,44 @@ class GenericCSVReader(SkeletonReader):
         self._entries = read_index(self.index_path, optional=("split", "id"),
                                    integer_subjects=True)
         has_split = self._entries[0].split is not None
-        # the joints are read from the first file that holds a data row; an empty file is skipped and
-        # recorded by the ingestion, as a one-frame file is (docs/bad_input.md, degenerate data)
-        first, peek = self._entries[0], None
+        # the width (columns per row) is voted by the first data rows of the first PEEK_FILES files that hold
+        # one; an empty file is skipped and recorded by the ingestion, as a one-frame file is (docs/bad_input.md,
+        # degenerate data). A width most of them share is the archive's: a file of another width is then that
+        # file's damage, which on_error = "skip" may skip; without a majority the first file sets it and a
+        # file of another width stops the reader (the odd one may be the first file).
+        peeks, errors = [], []
         for e in self._entries:
-            peek = _peek_ncols(e.path)
+            try:
+                peek = _peek_ncols(e.path)
+            except FormatError as exc:   # read again (and refused, or skipped) with the other files
+                errors.append(exc)
+                continue
             if peek is not None:
-                first = e
-                break
-        if peek is None:
+                peeks.append((e, *peek))
+                if len(peeks) == PEEK_FILES:
+                    break
+        if not peeks:
+            if errors:
+                raise errors[0]
             raise _empty_error(self.index_path, self._entries[0])
-        ncols, line = peek
+        votes = Counter(p[1] for p in peeks)
+        (top, n_top), *rest = votes.most_common()
+        self._agreed = n_top >= 2 and (not rest or rest[0][1] < n_top)
+        first, ncols, line = next(p for p in peeks if p[1] == top) if self._agreed else peeks[0]
         if ncols % 3:
-            sep = next((f" (the rows look {n}-separated: use commas)" for c, n in
-                        (("\t", "tab"), (";", "semicolon"), (" ", "space"))
-                        if c in _first_data_line(first.path, line)), "")
+            sep = _separator_hint(_first_data_line(first.path, line))
             raise FormatError(first.path, f"{ncols} values per row is not a multiple of 3 "
                                       f"(x, y, z per joint){sep}", line=line)
         n_joints = ncols // 3
         self._ncols = ncols
-        # the first file read sets the width: when it is the odd one, the others are named; say so
-        self._expect = (f"{n_joints} joints x (x, y, z), comma separated, as in {first.path.name}, the first "
-                        f"file read; if that file is the odd one, fix it instead")
+        if self._agreed:
+            self._expect = (f"{n_joints} joints x (x, y, z), comma separated, as in the first {n_top} files read"
+                            if n_top == len(peeks) else
+                            f"{n_joints} joints x (x, y, z), comma separated, as in {n_top} of the first "
+                            f"{len(peeks)} files read (e.g. {first.path.name})")
+        else:   # the first file read sets the width: when it is the odd one, the others are named; say so
+            self._expect = (f"{n_joints} joints x (x, y, z), comma separated, as in {first.path.name}, the first "
+                            f"file read; if that file is the odd one, fix it instead")
         if joint_names is None:
             joint_names = [f"joint{j}" for j in range(n_joints)]
         else:
@@ -145,12 +162,16 @@ class GenericCSVReader(SkeletonReader):
         self.skipped = []
         self.repairs = {}
         for e in self._entries:
-            frames = self._read([e.id], read_sequence_csv, e.path, self._ncols, self._expect)
+            frames = self._read([e.id], read_sequence_csv, e.path, self._ncols, self._expect, self._agreed)
             if frames is None:
                 continue
             # a file with fewer than 2 distinct frames is skipped and recorded by the ingestion
             yield SkeletonSequence(id=e.id, frames=frames, label=e.label,
                                    subject=int(e.subject_name), split=e.split)
+
+
+#: files whose first data rows vote for the archive's width (columns per row)
+PEEK_FILES = 5
 
 
 def _empty_error(index: Path, e: Entry) -> FormatError:
@@ -160,20 +181,23 @@ def _empty_error(index: Path, e: Entry) -> FormatError:
 
 
 def read_sequence_csv(path, ncols: int | None = None,
-                      expect: str = "x, y, z per joint, comma separated") -> np.ndarray:
+                      expect: str = "x, y, z per joint, comma separated", agreed: bool = False) -> np.ndarray:
     """Read one sequence CSV into a (T, ncols) float32 array.
 
     Blank lines are ignored; a first row made only of non-numbers is a header
     and is skipped. Raises :class:`FormatError` (file and 1-based line)
     for a row whose column count differs from ``ncols`` (or from the first row),
     a row ending with a comma, a non-numeric or non-finite value, or a first row
-    mixing numbers and text.
+    mixing numbers and text. ``agreed``: ``ncols`` is the width most of the archive's files share, so
+    that a file whose rows are all of another width is this file's damage (else it differs only from the
+    first file read, which may be the odd one: :func:`~streamcov.errors.not_the_file`).
     """
     rows, linenos = _nonblank(_read_lines(path))
     if rows and _is_header(path, rows[0], linenos[0], ncols):
         if ncols is not None and len(rows[0].split(",")) != ncols:   # the archive's layout: see below
-            raise not_the_file(FormatError(path, f"header has {len(rows[0].split(','))} columns, "
-                                                 f"expected {ncols} (x, y, z per joint)", line=linenos[0]))
+            exc = FormatError(path, f"header has {len(rows[0].split(','))} columns, expected {ncols} (x, y, z "
+                                    f"per joint){_separator_hint(rows[0])}", line=linenos[0])
+            raise exc if agreed else not_the_file(exc)
         rows, linenos = rows[1:], linenos[1:]
     if rows:
         _no_trailing_comma(path, rows[0], linenos[0], ncols)
@@ -183,7 +207,7 @@ def read_sequence_csv(path, ncols: int | None = None,
         # a later row with a trailing comma reads as one value too many, or an empty one: say what it is
         if exc.line in linenos:
             _no_trailing_comma(path, rows[linenos.index(exc.line)], exc.line, ncols)
-        if ncols is not None and exc.line == linenos[0] and len(rows[0].split(",")) != ncols:
+        if ncols is not None and not agreed and exc.line == linenos[0] and len(rows[0].split(",")) != ncols:
             # a first row of another width than the archive's first file: which of the two is odd,
             # on_error="skip" cannot tell (a later row of another width is this file's damage)
             not_the_file(exc)
@@ -232,6 +256,13 @@ def _peek_ncols(path: Path) -> tuple[int, int] | None:
         return None
     _no_trailing_comma(path, rows[0], linenos[0])   # else counted as one more column
     return len(rows[0].split(",")), linenos[0]
+
+
+def _separator_hint(row: str) -> str:
+    """`` (the rows look tab-separated: use commas)`` for a row without commas written with another
+    separator, else ''."""
+    return "" if "," in row else next((f" (the rows look {n}-separated: use commas)" for c, n in
+                                       (("\t", "tab"), (";", "semicolon"), (" ", "space")) if c in row.strip()), "")
 
 
 def _first_data_line(path, line: int) -> str:
