@@ -403,6 +403,9 @@ CONFIG = [
     Case("normalize-string", run_file(descriptor__normalize='"false"'),
          LINE + r'descriptor\.normalize = "false": expected true or false'),
     Case("gamma-negative", run_file(descriptor__gamma="-1e-4"), LINE + r"descriptor\.gamma = -0\.0001: expected"),
+    # degree 0 keeps only the series' constant term: every feature the same for every row (chance accuracy, silent)
+    Case("map-max-degree-zero", run_set("features.max_degree=0"),
+         r"^streamcov run: error: --set features\.max_degree=0: features\.max_degree = 0: expected a value >= 1$"),
     Case("map-typo", run_file(features__map='"rgww"'), LINE + r'features\.map = "rgww": expected one of'),
     # SGD settings in the schema's range that the learner cannot take (scikit-learn tracebacks before)
     Case("sgd-C-overflows-alpha", run_set("model.C=1e307"),

@@ -344,7 +344,8 @@ class FeaturesTable(BaseModel):
     theta: Fraction = 0.5
     sampling: Literal["iid", "stratified"] = "iid"
     center: bool = False
-    max_degree: NonNegInt = 50
+    # 0 keeps only the constant term of the kernel's series: every feature the same for every row (chance)
+    max_degree: PosInt = 50
     fit_sample: Annotated[int, Field(ge=2)] = 2048
     bandwidth: Literal["absolute", "median"] = "absolute"
 
