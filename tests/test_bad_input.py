@@ -403,6 +403,17 @@ CONFIG = [
     Case("normalize-string", run_file(descriptor__normalize='"false"'),
          LINE + r'descriptor\.normalize = "false": expected true or false'),
     Case("gamma-negative", run_file(descriptor__gamma="-1e-4"), LINE + r"descriptor\.gamma = -0\.0001: expected"),
+    # keys another key turns off: said in a note naming where they were given (a --set cannot remove a file's key)
+    Case("sgd-eta0-under-optimal", run_text(lambda t: t.replace('scale = "center"\n',
+                                                                'scale = "center"\neta0 = 0.5\n'),
+                                            "--set", 'model.learning_rate="optimal"'),
+         r'(?m)^streamcov run: note: model\.eta0 \(\S+p\.toml, line \d+\) is not read: model\.learning_rate = '
+         r'"optimal" sets its own step sizes \(--set model\.learning_rate="optimal"\)$', rc=0,
+         check=lambda e, err, out: "accuracy" in out),
+    Case("n-iter-no-change-without-validation", run_set("model.n_iter_no_change=2"),
+         r"(?m)^streamcov run: note: model\.n_iter_no_change \(--set model\.n_iter_no_change=2\) is not read: it "
+         r"counts the epochs without progress on held-out rows, and model\.validation_fraction = 0 holds none out "
+         r"\(the default\)$", rc=0),
     # degree 0 keeps only the series' constant term: every feature the same for every row (chance accuracy, silent)
     Case("map-max-degree-zero", run_set("features.max_degree=0"),
          r"^streamcov run: error: --set features\.max_degree=0: features\.max_degree = 0: expected a value >= 1$"),

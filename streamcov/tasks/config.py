@@ -438,7 +438,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     cfg, dropped = _drop_workers_of_another_scheduler(cfg, scheduler, origins)
     notes += dropped
     notes += _features_of_the_exact_svm(cfg, origins)
-    notes += _tgp_keys_not_read(cfg, origins)
+    notes += _keys_turned_off(cfg, origins)
     cfg = _resolve_paths(cfg, file)
     if store is None:
         _check_store_kind(cfg, spec, origins)
@@ -545,35 +545,45 @@ def _features_of_the_exact_svm(cfg, origins: Origins) -> list[str]:
     return []
 
 
-def _tgp_keys_not_read(cfg, origins: Origins) -> list[str]:
-    """The ``[tgp]`` keys that another of its keys turns off: ``tgp.degrees`` fixes the degrees, so the
-    degree CV's ``cv``, ``cv_max_train`` and ``degree_grid`` (unless ``oracle_grid`` evaluates that grid)
-    are not read; without the Gegenbauer basis in ``tgp.bases`` its weights are not read. A note names them
-    and where they were given: the shipped files set them all, and ``--set tgp.degrees=[2, 3]`` on one of
-    them is the way to run fixed degrees (a --set cannot remove a file's key, so a refusal would leave no
-    way to)."""
+def _keys_turned_off(cfg, origins: Origins) -> list[str]:
+    """Keys that another key of their table turns off, each named with where it was given in a note.
+
+    ``[tgp]``: ``tgp.degrees`` fixes the degrees, so the degree CV's ``cv``, ``cv_max_train`` and
+    ``degree_grid`` (unless ``oracle_grid`` evaluates that grid) are not read; without the Gegenbauer basis
+    in ``tgp.bases`` its weights are not read. ``[model]``: ``n_iter_no_change`` counts the epochs (or
+    iterations) without progress on held-out rows, read only with ``validation_fraction > 0``; the SGD
+    learner's ``eta0`` is not read by ``learning_rate = "optimal"``. A note, not a refusal: the shipped
+    files set these keys, and ``--set tgp.degrees=[2, 3]`` or ``--set model.learning_rate="optimal"`` on
+    one of them is the way to run that setting (a ``--set`` cannot remove a file's key)."""
+    rules = []   # (table, keys, why, the key that turns them off)
     t = getattr(cfg, "tgp", None)
-    if t is None:
-        return []
-    rules = []
-    if t.degrees is not None:
-        keys = ("cv", "cv_max_train") + (() if t.oracle_grid else ("degree_grid",))
-        rules.append((keys, f"tgp.degrees = {toml_value(t.degrees)} fixes the degrees (no cross-validation)",
-                      "degrees"))
-    if "gegenbauer" not in t.bases:
-        rules.append((("gegenbauer_weight_input", "gegenbauer_weight_output"),
+    if t is not None and t.degrees is not None:
+        rules.append(("tgp", ("cv", "cv_max_train") + (() if t.oracle_grid else ("degree_grid",)),
+                      f"tgp.degrees = {toml_value(t.degrees)} fixes the degrees (no cross-validation)", "degrees"))
+    if t is not None and "gegenbauer" not in t.bases:
+        rules.append(("tgp", ("gegenbauer_weight_input", "gegenbauer_weight_output"),
                       f"tgp.bases = {toml_value(t.bases)} has no Gegenbauer basis", "bases"))
+    m = getattr(cfg, "model", None)
+    learner = getattr(m, "learner", None)
+    if learner in ("sgd", "lbfgs") and m.validation_fraction == 0:
+        rules.append(("model", ("n_iter_no_change",), "it counts the epochs without progress on held-out rows, "
+                      "and model.validation_fraction = 0 holds none out", "validation_fraction"))
+    if learner == "sgd" and m.learning_rate == "optimal":
+        rules.append(("model", ("eta0",), 'model.learning_rate = "optimal" sets its own step sizes',
+                      "learning_rate"))
     notes = []
-    for keys, why, cause in rules:
-        given = [k for k in keys if k in t.model_fields_set]
-        if given:
-            where = list(dict.fromkeys(origins.given(("tgp", k)) or "pipeline" for k in given))
-            lines = [w.rpartition(", line ")[2] for w in where if origins.file and w.startswith(f"{origins.file}, line ")]
-            if len(where) > 1 and len(lines) == len(where):   # one file: "p.toml, lines 22, 23"
-                where = [f"{origins.file}, lines {', '.join(lines)}"]
-            notes.append(f"{', '.join(f'tgp.{k}' for k in given)} ({'; '.join(where)}) "
-                         f"{'is' if len(given) == 1 else 'are'} not read: {why} "
-                         f"({origins.given(('tgp', cause)) or 'pipeline'})")
+    for table, keys, why, cause in rules:
+        values = getattr(cfg, table)
+        given = [k for k in keys if k in values.model_fields_set]
+        if not given:
+            continue
+        where = list(dict.fromkeys(origins.given((table, k)) or "pipeline" for k in given))
+        lines = [w.rpartition(", line ")[2] for w in where if origins.file and w.startswith(f"{origins.file}, line ")]
+        if len(where) > 1 and len(lines) == len(where):   # one file: "p.toml, lines 22, 23"
+            where = [f"{origins.file}, lines {', '.join(lines)}"]
+        notes.append(f"{', '.join(f'{table}.{k}' for k in given)} ({'; '.join(where)}) "
+                     f"{'is' if len(given) == 1 else 'are'} not read: {why} "
+                     f"({origins.given((table, cause)) or 'the default'})")
     return notes
 
 
