@@ -381,6 +381,25 @@ def test_c3d_file_that_crashes_ezc3d_stops_or_is_skipped(tmp_path):
     assert rc == 0 and re.search(r"cannot be read: .*" + failure, info), info
 
 
+def test_c3d_damaged_first_file_stops_or_is_skipped(tmp_path):
+    """The archive's layout (markers, units) is the first readable file's: a damaged first file is that file's
+    fault, named with exit 2 (it stopped even --on-error skip before, as the archive was opened); with --on-error
+    skip it is skipped and recorded, the other files ingested."""
+    pytest.importorskip("ezc3d")
+    argv = ingest("c3d", lambda d: c3d_archive(d, extra={C3D_FILES[1]: b"not a c3d file at all" * 40}))(tmp_path)
+    assert_one_line_error(*cli(*argv)[:2], r"01_run\.c3d: not a readable C3D file.*--on-error skip")
+    rc, err, _ = cli(*argv, "--on-error", "skip")
+    assert rc == 0 and "Traceback" not in err, err
+    skipped(r"1 sequence.* skipped")(tmp_path, err, "")
+    rc, _, info = cli("info", tmp_path / "s.zarr", "--json")
+    assert rc == 0 and re.search(r"01_run\.c3d: not a readable C3D file", info), info
+    # a later file that lacks a marker is named against the first file that read
+    argv = ingest("c3d", lambda d: c3d_archive(d, c3d_bytes(MARKERS[:-1], trajectory(12, 4)), extra={
+        C3D_FILES[1]: b"not a c3d file at all" * 40}))(tmp_path / "b")
+    assert_one_line_error(*cli(*argv, "--on-error", "skip")[:2],
+                          LAST_C3D + r"lacks marker\(s\) C7 that the first readable file \(01_walk\.c3d\) has")
+
+
 def test_c3d_without_ezc3d_is_one_line_and_no_store(tmp_path, monkeypatch):
     """Without the mocap extra, --format c3d says what to install, exit 2, before a store is made (ezc3d
     is looked up, not imported, in the reading process: the flag stands for an environment without it)."""

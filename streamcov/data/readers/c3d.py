@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import MissingExtraError, not_the_file
+from ...errors import MissingExtraError, file_fault, not_the_file
 from ._layout import GENERIC_PATTERN, ArchiveReader, find_roles, one_of
 from .base import FormatError
 
@@ -64,6 +64,9 @@ try:
     HAVE_EZC3D = importlib.util.find_spec("ezc3d") is not None
 except (ImportError, ValueError):   # a module in sys.modules without a spec (a stand-in): there
     HAVE_EZC3D = "ezc3d" in sys.modules
+
+#: files tried, in order, for the archive's layout when the first ones are damaged
+PEEK_FILES = 5
 
 #: POINT:UNITS -> metres
 UNIT_METRES = {"mm": 0.001, "millimeters": 0.001, "millimetres": 0.001, "cm": 0.01,
@@ -377,8 +380,9 @@ class C3dReader(ArchiveReader):
     units : {"m", "cm", "mm"}
         Output unit (files are converted from their ``POINT:UNITS``).
     markers : list of str, optional
-        Markers to keep, in this order (default: the markers of the first file in id order,
-        model outputs excluded).
+        Markers to keep, in this order (default: the markers of the first file in id order
+        that reads, model outputs excluded; a damaged file before it, one of the first
+        ``PEEK_FILES``, is refused or skipped when the sequences are read).
     max_missing : float
         Largest fraction of frames that may be dropped for missing markers before the
         sequence is skipped.
@@ -417,8 +421,22 @@ class C3dReader(ArchiveReader):
         self.zeros_missing = zeros_missing
         self._open(path, layout=layout, label=label, label_map=label_map,
                    name_pattern=name_pattern)
-        first = self._entries[0].path
-        labels, _, non_markers, unit, rate = read_c3d(first, zeros_missing=zeros_missing)
+        # the layout (markers, units, rate) is the first readable file's: a damaged file before it is that
+        # file's fault, read again (and refused, or skipped with on_error = "skip") with the others
+        damaged = []
+        for entry in self._entries[:PEEK_FILES]:
+            try:
+                labels, _, non_markers, unit, rate = read_c3d(entry.path, zeros_missing=zeros_missing)
+            except FormatError as exc:
+                if not file_fault(exc):   # the system's error, or ezc3d's absence: every file would fail
+                    raise
+                damaged.append(exc)
+                continue
+            break
+        else:
+            raise damaged[0]
+        first = entry.path
+        self._first = f"the first {'readable ' if damaged else ''}file ({first.name})"
         if markers is None:
             markers = [lb for lb in labels if lb not in non_markers]
             if not markers:
@@ -428,7 +446,7 @@ class C3dReader(ArchiveReader):
             lost = [m for m in markers if m not in labels]
             if lost:
                 raise ValueError(f"markers: {', '.join(map(repr, lost))} not in {first} (the "
-                                 f"first file; its markers: {', '.join(labels)})")
+                                 f"first {'readable ' if damaged else ''}file; its markers: {', '.join(labels)})")
         self.markers = list(markers)
         self._describe(self.markers, units=units, center=center, roles=roles,
                        found_roles=find_roles(self.markers, ROLE_NAMES),
@@ -447,9 +465,8 @@ class C3dReader(ArchiveReader):
         lost = [m for m in self.markers if m not in pos]
         if lost:
             # the layout of the first file: which of the two is odd, on_error="skip" cannot tell
-            raise not_the_file(FormatError(entry.path, f"lacks marker(s) {', '.join(lost)} that the first "
-                                           f"file ({self._entries[0].path.name}) has; pass markers=[...] to "
-                                           "keep only markers every file has"))
+            raise not_the_file(FormatError(entry.path, f"lacks marker(s) {', '.join(lost)} that {self._first} "
+                                           "has; pass markers=[...] to keep only markers every file has"))
         X = xyz[:, [pos[m] for m in self.markers]] * self.scale
         bad = np.isnan(X).any(axis=(1, 2))
         return X[~bad].reshape(int((~bad).sum()), -1).astype(np.float32), int(bad.sum()), len(X)
