@@ -366,6 +366,12 @@ def run_set(*sets, extra=()):
                       *[a for s in sets for a in ("--set", s)], *extra]
 
 
+def _link(path: Path, target) -> Path:
+    """``path``, made a symbolic link to ``target``."""
+    path.symlink_to(target)
+    return path
+
+
 def only_the_error_line(err):
     """Nothing on stderr but the error (no note about dropped keys before it)."""
     assert len(err.splitlines()) == 1, err
@@ -1031,6 +1037,19 @@ CONFIG = [
                                           "--sequences", "10", "--quiet"],
          r"store \S+f\.txt/x\.zarr: cannot create the folder \S+f\.txt \(\S+f\.txt is a file, not a folder\); "
          r"choose another path$"),
+    # a folder named by "." or "..", and a link, as OUT: the lock is named from the path (a second name of one
+    # store took a second lock: two writers mixed their chunks) and the finished store cannot replace a link (a
+    # traceback that left the whole store in a hidden folder)
+    Case("synth-out-dot-dot", lambda e: ["synth", e.tmp / "x" / "..", "--sequences", "10", "--quiet"],
+         r"^streamcov synth: error: \S+/x/\.\.: names a folder by '\S+/x/\.\.', not a store; give the store a name "
+         r"of its own, e.g. \S+/x/\.\./x\.zarr$", check=lambda e, err, out: os.listdir(e.tmp) == []),
+    Case("synth-out-dangling-link", lambda e: ["synth", _link(e.tmp / "d.zarr", "nowhere.zarr"), "--sequences", "10",
+                                               "--quiet"],
+         r"^streamcov synth: error: \S+/d\.zarr: a symbolic link \(to nowhere\.zarr\); give the store's own path, "
+         r"\S+/nowhere\.zarr$", check=lambda e, err, out: os.listdir(e.tmp) == ["d.zarr"]),
+    Case("ingest-out-link-to-a-store", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
+                                                  _link(e.tmp / "l.zarr", e.copy("synth")), "--quiet"],
+         r"^streamcov ingest: error: \S+/l\.zarr: a symbolic link \(to \S+synth\.zarr\); give the store's own path"),
     Case("synth-inside-a-store", lambda e: ["synth", e.copy("synth") / "inner.zarr", "--sequences", "10", "--quiet"],
          r"inner\.zarr: inside the zarr store \S+synth\.zarr; choose an output path outside every store$"),
     # a store written inside the archive it is read from: its own files would join the archive, so every later
@@ -1045,6 +1064,12 @@ CONFIG = [
     Case("image-store-inside-its-folder", lambda e: ["run", image_store_inside_its_folder(e), "--quiet"], r'"accuracy"',
          rc=0, check=lambda e, err, out: (lambda r: r[0] == 0 or pytest.fail(r[1]))(
              cli("run", e.tmp / "p.toml", "--quiet", "--output", e.tmp / "o2"))),
+    # ... nor is a new folder made for it there (src/new/x.zarr): it was taken for a class without images,
+    # which refused every later ingestion of the folder and the resume it advised
+    Case("image-store-in-a-new-folder-of-its-folder", lambda e: (
+        lambda folder: cli("ingest", "images", "--format", "folders", folder, folder / "new" / "x.zarr", "--quiet")[0]
+        == 0 and ["ingest", "images", "--format", "folders", folder, e.tmp / "other.zarr", "--quiet"])(
+            e.copy("images")), r'"images": \d+', rc=0),
     Case("run-ingests-into-its-own-archive", lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(
         out=e.tmp / "o", store=e.tmp / "a" / "g.zarr").replace(
             "[data]\n", f'[data]\nsource = "{write_archive(e.tmp / "a")}"\nformat = "generic"\n')), "--quiet"],

@@ -196,15 +196,29 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     return entries
 
 
+def _holds_only_stores(folder: Path) -> bool:
+    """Whether ``folder`` holds zarr stores and nothing else but their lock files and hidden entries: a folder an
+    ingestion made inside the image folder for its store (``src/new/x.zarr``), not a class without images."""
+    stores = False
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+        inner = [d for d in dirnames if os.path.isfile(os.path.join(dirpath, d, "zarr.json"))]
+        stores = stores or bool(inner)
+        dirnames[:] = [d for d in dirnames if d not in inner and not d.startswith(".")]
+        if any(not f.startswith(".") and not f.endswith(".lock") for f in filenames):
+            return False
+    return stores
+
+
 def _check_classes(root: Path, folders: list, entries: list, held_excluded: set) -> None:
     """Refuse a class folder without images (the class would vanish from the store and every model
-    trained on it, as torchvision's ``ImageFolder`` refuses it); warn of class names that differ only in
+    trained on it, as torchvision's ``ImageFolder`` refuses it; a folder holding only zarr stores is
+    not a class: :func:`_holds_only_stores`); warn of class names that differ only in
     case (two classes here, one folder on a case-insensitive file system)."""
     import unicodedata
 
     held = {e.label for e in entries}
     for name in folders:
-        if unicodedata.normalize("NFC", name) not in held:
+        if unicodedata.normalize("NFC", name) not in held and not _holds_only_stores(root / name):
             why = (f" (the folders it holds are left out: {ingest_option('exclude')}; by default maps)"
                    if name in held_excluded else "")
             raise FormatError(root / name, f"a class folder with no images ({', '.join(IMAGE_EXTENSIONS)}){why}: "

@@ -68,7 +68,16 @@ def ingest_args(out, limit, on_error: str = "stop"):
     if limit is not None:
         int_arg("limit", limit, " (new items before stopping) or None")
     check_on_error(on_error)
-    return path_arg("out", out, "OUT", "the path of the store to write")
+    path = path_arg("out", out, "OUT", "the path of the store to write")
+    if path.name in ("", ".."):   # the current folder or a parent: the lock beside it, the store in its place
+        raise ConfigError(f"{path}: names a folder by {os.fspath(out)!r}, not a store; give the store a name of its "
+                          f"own, e.g. {path / 'x.zarr'}")
+    if path.is_symlink():
+        # the lock is named from the path: a second name of one store would take a second lock, and a link
+        # (dangling, or to an empty folder) cannot be replaced by the finished store
+        raise ConfigError(f"{path}: a symbolic link (to {os.readlink(path)}); give the store's own path, "
+                          f"{path.resolve()}")
+    return path
 
 
 FEATURE_STORE = "a feature store (written by `streamcov run` for its learner)"
