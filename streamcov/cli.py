@@ -357,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("src", type=nonempty_input)
     sk.add_argument("out", type=nonempty_path)
     sk.add_argument("--restart", action="store_true", help="discard an incomplete store first")
-    sk.add_argument("--chunk-frames", type=positive_int, default=65536)
+    sk.add_argument("--chunk-frames", type=positive_int, default=None,
+                    help="frames per chunk of a new store (default 65536); a store being resumed keeps its own")
     sk.add_argument("--option", action="append", metavar="KEY=VALUE",
                     help="reader option, e.g. subset=\"cvpr12\" or labels=\"modified\"")
     on_error_flag(sk, "sequences")
@@ -385,7 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--subjects", type=positive_int, default=10)
     s.add_argument("--classes", type=positive_int, default=10)
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--chunk-frames", type=positive_int, default=65536)
+    s.add_argument("--chunk-frames", type=positive_int, default=None,
+                   help="frames per chunk of a new store (default 65536); a store being resumed keeps its own")
     s.add_argument("--restart", action="store_true")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=_cmd_synth)

@@ -80,6 +80,28 @@ def test_half_written_tail_is_cut_on_resume(tmp_path, rng):
     check_equal(store, seqs)
 
 
+def test_resume_keeps_the_chunk_size_and_refuses_another(tmp_path, rng):
+    """A store keeps its chunk size: resumed without one it keeps its own (the default would not be used
+    either), and another one given is refused naming both (it was ignored without a word); --restart writes
+    the store anew with it."""
+    seqs = make_seqs(rng, 10)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=4, limit=3)
+    with pytest.raises(StoreError, match=r"s\.zarr: the incomplete skeleton store was started with chunks of 4 "
+                                         r"frames, and a store keeps its chunk size: chunk_frames=7 would not be "
+                                         r"used; resume without it \(or with 4\), or start over with it: add "
+                                         r"--restart"):
+        S.ingest(ListSource(seqs), path, chunk_frames=7)
+    assert store_status(path)["committed_sequences"] == 3   # refused before anything was cut or written
+    store = S.ingest(ListSource(seqs), path)
+    check_equal(store, seqs)
+    assert store.chunk_frames == 4 and store.group["frames"].chunks[0] == 4
+    S.ingest(ListSource(seqs), tmp_path / "t.zarr", chunk_frames=4, limit=3)
+    store = S.ingest(ListSource(seqs), tmp_path / "t.zarr", chunk_frames=7, mode="restart")
+    check_equal(store, seqs)
+    assert store.chunk_frames == 7 and store.group["frames"].chunks[0] == 7
+
+
 def test_restart_discards_incomplete(tmp_path, rng):
     seqs = make_seqs(rng, 10)
     path = tmp_path / "s.zarr"

@@ -175,14 +175,17 @@ class ImageStoreWriter(RaggedStoreWriter):
     source : str
         Where the images come from (recorded; a resumed run must name the same).
     pixel_dtype : {"uint8", "uint16", "float32"}
-    chunk_pixels : int
-        Pixel values per chunk of ``pixels``; memory held is about one chunk.
+    chunk_pixels : int, optional
+        Pixel values per chunk of ``pixels`` (default 2^20); memory held is about one chunk. A store
+        being resumed keeps its own: another value given here is refused.
     mode : {"create", "resume", "restart"}
         As :class:`~streamcov.data.ragged.RaggedStoreWriter`.
     """
 
     def __init__(self, path, source: str, pixel_dtype: str = "uint8",
-                 chunk_pixels: int = DEFAULT_CHUNK_PIXELS, mode: str = "resume", record: dict | None = None):
+                 chunk_pixels: int | None = None, mode: str = "resume", record: dict | None = None):
+        given = chunk_pixels is not None
+        chunk_pixels = DEFAULT_CHUNK_PIXELS if chunk_pixels is None else chunk_pixels
         if pixel_dtype not in PIXEL_DTYPES:
             raise ValueError(f"pixel_dtype must be one of {PIXEL_DTYPES}, got {pixel_dtype!r}")
         self.pixel_dtype = pixel_dtype
@@ -195,7 +198,8 @@ class ImageStoreWriter(RaggedStoreWriter):
                          columns={"shapes": ("int32", (3,)), "labels": ("int32", ()),
                                   "groups": ("int32", ()), "split": ("int8", ())},
                          coded={"labels": "label_names", "groups": "group_names", "split": "split_names"},
-                         attrs=attrs, same=("source_record", "source", "pixel_dtype"), mode=mode)
+                         attrs=attrs, same=("source_record", "source", "pixel_dtype"), mode=mode,
+                         chunk_given=given)
         # those of an interrupted ingestion resumed here (committed with them)
         self._constant = [i for i in self.group.attrs.get("constant_images", []) if self.has(i)]
 
@@ -300,7 +304,7 @@ def auto_pixel_dtype(paths) -> str:
 
 
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
-                  pixel_dtype: str = "auto", chunk_pixels: int = DEFAULT_CHUNK_PIXELS,
+                  pixel_dtype: str = "auto", chunk_pixels: int | None = None,
                   mode: str = "resume", progress: bool = False, limit: int | None = None,
                   unlabelled: bool = False, skip=None, on_error: str = "stop"):
     """Write the images under ``src`` to an image store at ``out``.

@@ -414,7 +414,7 @@ class RaggedStoreWriter:
     def __init__(self, path, *, format_name: str, kind: str, unit: str, data_unit: str, data: str,
                  row_shape: tuple, dtype: str, chunk_rows: int, columns: dict, coded: dict,
                  attrs: dict, same: tuple = (), initial_names: dict | None = None,
-                 mode: str = "resume"):
+                 mode: str = "resume", chunk_given: bool = True):
         if mode not in ("create", "resume", "restart"):
             raise ValueError(f"mode must be create, resume or restart, got {mode!r}")
         if isinstance(chunk_rows, bool) or int(chunk_rows) != chunk_rows or chunk_rows < 1:
@@ -427,6 +427,8 @@ class RaggedStoreWriter:
                      f"{arg('chunk_' + data_unit, chunk_rows)} (a chunk of {chunk_rows} rows)",
                      f"choose a smaller chunk size ({arg_name('chunk_' + data_unit)})")
         self.path = Path(path)
+        # a chunk size the caller chose (not the default): a resumed store keeps its own, so another is refused
+        self._chunk_rows, self._chunk_given = int(chunk_rows), bool(chunk_given)
         self.format_name, self.kind, self.unit, self.data_unit = format_name, kind, unit, data_unit
         self.data_name, self.row_shape, self.dtype = data, tuple(row_shape), np.dtype(dtype)
         self.columns, self.coded = dict(columns), dict(coded)
@@ -547,6 +549,12 @@ class RaggedStoreWriter:
                     f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Start over: "
                     f"{START_OVER.format(path=self.path)}.")
         g = zarr.open_group(str(self.path), mode="r+")
+        have = int(g[self.data_name].chunks[0])
+        if self._chunk_given and have != self._chunk_rows:
+            raise StoreError(f"{self.path}: the incomplete {self.kind} store was started with chunks of {have} "
+                             f"{self.data_unit}, and a store keeps its chunk size: "
+                             f"{arg('chunk_' + self.data_unit, self._chunk_rows)} would not be used; resume "
+                             f"without it (or with {have}), or start over with it: {START_OVER.format(path=self.path)}.")
         # what passed the checks above as the same source, recorded as it is now: the store completed here is
         # checked against the archive's present modification times
         changed = {key: want.get(key) for key in same if old.get(key) != want.get(key)}

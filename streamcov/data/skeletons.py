@@ -148,8 +148,9 @@ class SequenceStoreWriter(RaggedStoreWriter):
     path : str or Path
     info : SkeletonInfo
         Joint count, names, units, source, centre joints, roles; stored as attributes.
-    chunk_frames : int
-        Rows per chunk of ``frames``; the writer holds about one chunk.
+    chunk_frames : int, optional
+        Rows per chunk of ``frames`` (default 65536); the writer holds about one chunk. A store being
+        resumed keeps its own: another value given here is refused.
     mode : {"create", "resume", "restart"}
         As :class:`~streamcov.data.ragged.RaggedStoreWriter`.
     record : dict, optional
@@ -158,9 +159,11 @@ class SequenceStoreWriter(RaggedStoreWriter):
         the same record.
     """
 
-    def __init__(self, path, info, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "resume",
+    def __init__(self, path, info, chunk_frames: int | None = None, mode: str = "resume",
                  record: dict | None = None):
         self.info = info
+        given = chunk_frames is not None
+        chunk_frames = DEFAULT_CHUNK_FRAMES if chunk_frames is None else chunk_frames
         self.n_features = 3 * info.n_joints
         attrs = {"n_joints": info.n_joints, "joint_names": list(info.joint_names),
                  "layout": "frames x (x1, y1, z1, ..., xJ, yJ, zJ)", "units": info.units,
@@ -174,7 +177,7 @@ class SequenceStoreWriter(RaggedStoreWriter):
                                   "split": ("int8", ())},
                          coded={"labels": "label_names", "split": "split_names"},
                          attrs=attrs, same=("source_record", "source", "n_joints"),
-                         initial_names={"labels": list(info.label_names or [])}, mode=mode)
+                         initial_names={"labels": list(info.label_names or [])}, mode=mode, chunk_given=given)
 
     def check(self, seq) -> np.ndarray:
         """The frames of ``seq`` if they fit the store (joint count, finite values); a ValueError otherwise."""
@@ -211,7 +214,7 @@ class SequenceStoreWriter(RaggedStoreWriter):
         return SequenceStore(self.path)
 
 
-def ingest(source, out, chunk_frames: int = DEFAULT_CHUNK_FRAMES, mode: str = "resume",
+def ingest(source, out, chunk_frames: int | None = None, mode: str = "resume",
            progress: bool = False, limit: int | None = None, on_error: str = "stop") -> SequenceStore:
     """Write every sequence of a :class:`~streamcov.data.readers.SkeletonReader` to a store.
 
