@@ -1704,7 +1704,7 @@ STORES = [
     # refuses: the seal of format 4 (the digests of every array's zarr.json and of the attributes)
     Case("frames-byte-order-edited", damaged(lambda s: edit_codec(s, "frames", endian="big")),
          r"synth\.zarr: array 'frames': its zarr\.json \(data type, byte order, codecs, shape\) is not the one the "
-         r"store was written with \(edited\); the store is damaged: write it again"),
+         r"store was written with \(edited\); the store is damaged: delete it and write it again"),
     Case("verify-subjects-byte-order-edited", damaged(lambda s: edit_codec(s, "subjects", endian="big"), "info"),
          r"DAMAGED store: array 'subjects': its zarr\.json .* is not the one the store was written with", rc=3),
     Case("label-names-swapped", damaged(lambda s: set_attrs(s, label_names=(lambda n: [n[1], n[0], *n[2:]])(
@@ -1816,7 +1816,7 @@ STORES = [
          r"synth\.zarr: attribute center = \[\] is not a non-empty list of joint indices; the store is damaged"),
     Case("attr-roles-out-of-range", damaged(lambda s: set_attrs(s, roles={"left_hip": [4], "neck": [40]})),
          r"synth\.zarr: attribute roles holds joint indices outside 0\.\.19 \(neck = \[40\]\); the store is damaged: "
-         r"write it again \(ingest with --restart, or mode=\"restart\" in Python\)$"),
+         r"delete it and write it again \(with the `streamcov ingest`, `synth` or `run` that wrote it\)$"),
     Case("verify-attr-roles-out-of-range", damaged(lambda s: set_attrs(s, roles={"neck": [40]}), "info"),
          r"DAMAGED store: attribute roles holds joint indices outside 0\.\.19", rc=3),
     Case("attr-roles-text", damaged(lambda s: set_attrs(s, roles={"neck": "2"})),

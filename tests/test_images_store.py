@@ -98,7 +98,7 @@ def test_edited_array_metadata_is_refused(tmp_path, array, edit):
     path.write_text(json.dumps(meta, indent=4))
     with pytest.raises(StoreError, match=rf"s\.zarr: array '{array}': its zarr\.json \(data type, byte order, "
                                          rf"codecs, shape\) is not the one the store was written with \(edited\); "
-                                         rf"the store is damaged: write it again"):
+                                         rf"the store is damaged: delete it and write it again"):
         open_image_store(out)
 
 

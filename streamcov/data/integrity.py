@@ -171,8 +171,10 @@ def _chunk_indices(array, start: int, stop: int):
 
 # what to do about a damaged store that was ingested (its data are the user's) and about a cache
 # writing an ingested store again: the command's flag, or the Python keyword of ingest / ingest_images
-WRITE_AGAIN = "write it again (ingest with --restart, or mode=\"restart\" in Python)"
-REWRITE = "check it with `streamcov info --verify {root}` and " + WRITE_AGAIN
+# a complete store is never overwritten (--restart included), nor is a folder whose zarr.json does not read:
+# deleting it is the way that works for every damaged store
+WRITE_AGAIN = "delete it and write it again (with the `streamcov ingest`, `synth` or `run` that wrote it)"
+REWRITE = "check it with `streamcov info --verify {root}`, then " + WRITE_AGAIN
 RECOMPUTE = "it is a cache of `streamcov run`: delete {root} and run again, which computes it anew"
 DAMAGED = "; the store is damaged: "   # between what is wrong and what to do about it
 

@@ -72,7 +72,7 @@ def ingest_args(out, limit, on_error: str = "stop"):
     if path.name in ("", ".."):   # the current folder or a parent: the lock beside it, the store in its place
         raise ConfigError(f"{path}: names a folder by {os.fspath(out)!r}, not a store; give the store a name of its "
                           f"own, e.g. {path / 'x.zarr'}")
-    if path.is_symlink():
+    if os.path.islink(path):   # (False for a name the system refuses: said where the store is written)
         # the lock is named from the path: a second name of one store would take a second lock, and a link
         # (dangling, or to an empty folder) cannot be replaced by the finished store
         raise ConfigError(f"{path}: a symbolic link (to {os.readlink(path)}); give the store's own path, "
