@@ -305,6 +305,16 @@ OPTIONS = [
     Case("option-layout", bvh(None, "", 'layout="flat"'), r"--option layout=\"flat\": layout must be one of 'folders', 'index', got 'flat'"),
     Case("option-label", amc(None, "", 'label="title"'), r"--option label=\"title\": label must be one of 'folder', 'name'"),
     Case("option-label-map", bvh(None, "", "label_map=5"), r"--option label_map=5: label_map must be a table"),
+    # a key that matches no label (a typo left its class unrenamed) and an empty new label (a class named ""),
+    # both accepted without a word before
+    Case("option-label-map-unknown-key", bvh(None, "", 'label_map={reach="grab", weave="wave2"}'),
+         r'^streamcov ingest: error: --option label_map=\{reach = "grab", weave = "wave2"\}: label_map: \'weave\' matches '
+         r"no label of the archive \(its labels: 'reach', 'wave'\); check the key$", check=no_store),
+    Case("option-label-map-unknown-key-index", bvh(None, "", 'layout="index"', 'label_map={"9"="nine"}', extra={
+        "index.csv": INDEX + f"{BVH_FILES[0]},reach,1\n{BVH_FILES[1]},wave,2\n"}),
+         r"label_map: '9' matches no label of the archive \(its labels: 'reach', 'wave'\); check the key$"),
+    Case("option-label-map-empty-label", bvh(None, "", 'label_map={reach=""}'),
+         r'--option label_map=\{reach = ""\}: label_map: \'reach\' = \'\': expected a non-empty class name'),
     Case("option-center-out-of-range", amc(None, "", "center=[99]"),
          r"--option center=\[99\]: center must be a non-empty list of distinct 0-based joint indices in \[0, 3\]"),
     Case("option-center-not-integer", bvh(None, "", "center=[0.5]"), r"--option center=\[0\.5\]: center must be"),

@@ -71,9 +71,7 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
     one_of("layout", layout, ("folders", "index"))
     one_of("label", label, ("folder", "name"), "the class folder, or the 'motion' group of "
            "name_pattern")
-    if label_map is not None and not isinstance(label_map, dict):
-        raise ValueError(f"label_map must be a table of label -> new label, e.g. "
-                         f'{{"1" = "walk"}}, got {label_map!r}')
+    check_label_map(label_map)
     if layout == "index":
         index = find_index(root, f"layout='index' needs an {INDEX_NAME} with columns "
                            f"{','.join(INDEX_REQUIRED)} (optional: {','.join(INDEX_OPTIONAL)})")
@@ -98,6 +96,7 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
         raise FormatError(root, f"no *{ext} files found below this folder; expected "
                           f"[<split>/]<class>/<file>{ext}, or an {INDEX_NAME} with layout='index'")
     entries: dict[str, Entry] = {}
+    seen: set[str] = set()
     for p in files:
         parts = p.relative_to(root).parts
         if len(parts) not in (2, 3):
@@ -117,6 +116,7 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
             lab = groups["motion"]
         else:
             lab = folder
+        seen.add(lab)
         if label_map is not None:
             lab = str(label_map.get(lab, lab))
         if p.stem in entries:
@@ -124,7 +124,33 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
                               f"{entries[p.stem].path}; ids must be distinct: rename one file or "
                               f"use an {INDEX_NAME} with an 'id' column")
         entries[p.stem] = Entry(p.stem, p, lab, groups["subject"], split, folder, groups)
+    unused_label_map_keys(label_map, seen)
     return root, [entries[k] for k in sorted(entries)]
+
+
+def check_label_map(label_map) -> None:
+    """A ``label_map`` option: a table of label -> new label, every new label a non-empty name (an empty one
+    made a class named "" that the generic index refuses)."""
+    if label_map is None:
+        return
+    if not isinstance(label_map, dict):
+        raise ValueError(f"label_map must be a table of label -> new label, e.g. "
+                         f'{{"1" = "walk"}}, got {label_map!r}')
+    for k, v in label_map.items():
+        if not isinstance(v, (str, int)) or isinstance(v, bool) or not str(v).strip():
+            raise ValueError(f"label_map: {k!r} = {v!r}: expected a non-empty class name, e.g. "
+                             f'{{"{k}" = "walk"}}')
+
+
+def unused_label_map_keys(label_map, seen: set) -> None:
+    """Refuse ``label_map`` keys that match no label of the archive (``seen``): a typo would leave its
+    class unrenamed without a word."""
+    unused = sorted(set(label_map or ()) - seen)
+    if unused:
+        shown = ", ".join(repr(x) for x in sorted(seen)[:12]) + (", ..." if len(seen) > 12 else "")
+        raise ValueError(f"label_map: {', '.join(map(repr, unused))} "
+                         f"{'matches' if len(unused) == 1 else 'match'} no label of the archive (its labels: "
+                         f"{shown}); check the key{'s' if len(unused) > 1 else ''}")
 
 
 def find_index(path, advice: str) -> Path:
@@ -186,6 +212,7 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
     col = {n: names.index(n) for n in INDEX_REQUIRED + tuple(optional) if n in names}
     root = index.parent
     entries: dict[str, Entry] = {}
+    seen: set[str] = set()
     listed: dict[Path, int] = {}   # file -> first line: one recording under two ids would be two samples
     for lineno, row in rows[1:]:
         if len(row) != len(names):
@@ -228,6 +255,7 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
                 raise FormatError(index, f"skeleton file {val['skeleton']!r} not found in {root}",
                                   line=lineno)
         lab = val["label"]
+        seen.add(lab)
         if label_map is not None:
             lab = str(label_map.get(lab, lab))
         seq_id = val.get("id") or fpath.stem
@@ -239,6 +267,7 @@ def read_index(index: Path, *, ext: str | None = None, optional=INDEX_OPTIONAL,
                                 skeleton=skel, index_line=lineno)
     if not entries:
         raise FormatError(index, "lists no sequences (only a header row)", line=header_line)
+    unused_label_map_keys(label_map, seen)
     first_line = {}
     for e in entries.values():
         first_line.setdefault(e.label, e.index_line)
