@@ -126,21 +126,21 @@ def _cmd_ingest(args) -> int:
                        mode="restart" if args.restart else "resume", progress=not args.quiet, on_error=args.on_error)
     except FormatError as exc:
         raise skip_hint(exc, "--on-error skip") from None
-    _warn_skipped("ingest", store.attrs.get("skipped", []), "sequence")
+    _warn_skipped("ingest", store.attrs.get("skipped", []), "sequence", store.path)
     print(json.dumps({"store": str(store.path), "sequences": store.n_sequences, "frames": store.n_frames,
                       "joints": store.n_joints, "labels": len(store.label_names),
                       "skipped": len(store.attrs.get("skipped", [])), "repairs": store.attrs.get("repairs", {})}))
     return 0
 
 
-def _warn_skipped(command: str, skipped: list, unit: str) -> None:
+def _warn_skipped(command: str, skipped: list, unit: str, store) -> None:
     """Skipped items (docs/bad_input.md) on stderr: the first three, and where the full list is."""
     if not skipped:
         return
     from .data.ragged import skipped_text
 
     print(f"streamcov {command}: warning: {len(skipped)} {unit}(s) skipped {skipped_text(skipped)}; the store "
-          f"lists them (`streamcov info STORE`)", file=sys.stderr)
+          f"lists them (`streamcov info {store}`)", file=sys.stderr)
 
 
 def _cmd_ingest_images(args) -> int:
@@ -156,7 +156,7 @@ def _cmd_ingest_images(args) -> int:
                               on_error=args.on_error)
     except FormatError as exc:
         raise skip_hint(exc, "--on-error skip") from None
-    _warn_skipped("ingest", store.attrs.get("skipped", []), "image")
+    _warn_skipped("ingest", store.attrs.get("skipped", []), "image", store.path)
     constant = store.constant_images or []
     if constant:   # kept (the store holds every image of the folder), and said
         print(f"streamcov ingest: warning: {constant_warning(constant, len(store), args.src)}; the store lists "

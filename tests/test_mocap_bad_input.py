@@ -401,6 +401,7 @@ def test_c3d_damaged_first_file_stops_or_is_skipped(tmp_path):
     rc, err, _ = cli(*argv, "--on-error", "skip")
     assert rc == 0 and "Traceback" not in err, err
     skipped(r"1 sequence.* skipped")(tmp_path, err, "")
+    assert f"the store lists them (`streamcov info {tmp_path / 's.zarr'}`)" in err, err   # the store's path
     rc, _, info = cli("info", tmp_path / "s.zarr", "--json")
     assert rc == 0 and re.search(r"01_run\.c3d: not a readable C3D file", info), info
     # a later file that lacks a marker is named against the first file that read
