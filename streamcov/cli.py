@@ -262,8 +262,9 @@ def _cmd_info(args) -> int:
         out["store"] = st
         if not st["complete"]:
             ok = False
-            what = (f"{st['committed_images']} images" if "committed_images" in st
-                    else f"{st.get('committed_sequences', 0)} sequences")
+            unit = "images" if "committed_images" in st else "sequences"
+            n = st.get(f"committed_{unit}", 0)
+            what = f"{n if isinstance(n, int) and not isinstance(n, bool) else '?'} {unit}"
             print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted; "
                   f"re-run it to resume (with --restart if its source changed since)", file=sys.stderr)
         if args.verify:
@@ -271,7 +272,7 @@ def _cmd_info(args) -> int:
             problems, notes = verify(args.store)
             if st["complete"] and not problems:
                 problems = _open_problems(args.store)
-            st["problems"] = problems
+            st["problems"] = [*st.get("problems", []), *(p for p in problems if p not in st.get("problems", []))]
             st["notes"] = notes
         if st.get("problems"):
             ok = False

@@ -1597,8 +1597,13 @@ def drop_crc_codec(store: Path):
 
 def interrupted(store: Path):
     """What kill -9 mid-ingestion leaves: no completion marker, half the sequences committed."""
+    import zarr
+
     meta = json.loads((store / "zarr.json").read_text())["attributes"]
-    set_attrs(store, complete=False, committed={k: v // 2 for k, v in meta["committed"].items()})
+    (unit, n), (data_unit, _) = meta["committed"].items()
+    k = n // 2   # a commit point the arrays agree with: the rows of the first k items
+    set_attrs(store, complete=False,
+              committed={unit: k, data_unit: int(zarr.open_group(str(store), mode="r")["offsets"][k])})
 
 
 def resume_with(first: list, second: list, what: str):

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -100,6 +102,38 @@ def test_resume_keeps_the_chunk_size_and_refuses_another(tmp_path, rng):
     store = S.ingest(ListSource(seqs), tmp_path / "t.zarr", chunk_frames=7, mode="restart")
     check_equal(store, seqs)
     assert store.chunk_frames == 7 and store.group["frames"].chunks[0] == 7
+
+
+@pytest.mark.parametrize("edit, problem", [
+    ({"arrays": None}, r"attribute arrays = None is not a list of array names"),
+    ({"arrays": "frames"}, r"attribute arrays = 'frames' is not a list of array names"),
+    ({"label_names": None}, r"attribute label_names = None is not a list of names"),
+    ({"committed": None}, r"attribute committed = None is not the counts of committed sequences and frames"),
+    ({"committed": {"frames": 100}}, r"attribute committed = \{'frames': 100\} is not the counts"),
+    ({"committed": {"sequences": "x", "frames": 1}}, r"attribute committed = .* is not the counts"),
+    ({"committed": {"sequences": -1, "frames": -5}}, r"attribute committed = .* is not the counts"),
+    ({"committed": {"sequences": 1, "frames": 1000000}}, r"attribute committed = .* does not match the arrays"),
+    ({"committed": {"sequences": 3, "frames": 1}}, r"attribute committed = .* does not match the arrays"),
+])
+def test_damaged_progress_attributes_of_an_incomplete_store(tmp_path, rng, edit, problem):
+    """An incomplete store whose zarr.json was edited or damaged where its resume reads it (its arrays, names,
+    commit point): `info` reports it damaged (exit 3; it said "re-run it to resume"), resuming refuses it in
+    one line naming the attribute (a traceback before), and --restart writes it anew."""
+    import zarr
+
+    from cli_cases import cli
+
+    seqs = make_seqs(rng, 10)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=4, limit=3)
+    zarr.open_group(str(path), mode="r+").attrs.update(edit)
+    status = store_status(path)
+    assert any(re.search(problem, p) for p in status["problems"]), status["problems"]
+    rc, err, _ = cli("info", path)
+    assert rc == 3 and re.search(r"DAMAGED store: .*" + problem, err), err
+    with pytest.raises(StoreError, match=r"s\.zarr: " + problem + r".*; the incomplete store is damaged: delete it"):
+        S.ingest(ListSource(seqs), path, chunk_frames=4)
+    check_equal(S.ingest(ListSource(seqs), path, chunk_frames=4, mode="restart"), seqs)
 
 
 def test_restart_discards_incomplete(tmp_path, rng):

@@ -384,6 +384,9 @@ def verify(path) -> tuple[list[str], list[str]]:
     attrs = dict(g.attrs)
     problems, notes = [], []
     expected = attrs.get("arrays")
+    if expected is not None and not (isinstance(expected, list) and all(isinstance(x, str) for x in expected)):
+        problems.append(f"attribute arrays = {expected!r:.60} is not a list of array names")
+        expected = None   # (a string was checked letter by letter)
     names = expected if expected is not None else sorted(k for k, _ in g.arrays())
     version = attrs.get("format_version", 1)
     if not isinstance(version, int) or isinstance(version, bool):

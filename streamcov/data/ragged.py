@@ -126,8 +126,9 @@ def store_status(path) -> dict:
     if "constant_images" in status:
         status["n_constant_images"] = len(status["constant_images"])
         status["constant_images"] = status["constant_images"][:20]
-    problems = []
-    for name in attrs.get("arrays", []):
+    problems = [] if status["complete"] else progress_problems(g, attrs)
+    arrays = attrs.get("arrays", [])
+    for name in arrays if _names_list(arrays) else ():
         try:
             if integrity.get_array(g, name) is None:
                 problems.append(f"array {name!r} is missing")
@@ -136,6 +137,52 @@ def store_status(path) -> dict:
     if problems:
         status["problems"] = problems
     return status
+
+
+#: per data store format: the unit of its items and of its data rows, its data array and its coded attributes
+UNITS = {"streamcov.skeleton-sequences": ("sequences", "frames", "frames", ("label_names", "split_names")),
+         "streamcov.images": ("images", "pixels", "pixels", ("label_names", "group_names", "split_names"))}
+
+
+def _names_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def progress_problems(g, attrs: dict) -> list[str]:
+    """What is wrong with the attributes an incomplete store is resumed from (its array list, names, and
+    commit point against its arrays): an edited or damaged zarr.json was a traceback on resuming, and
+    ``info`` reported it as an ingestion to resume."""
+    unit, data_unit, data, coded = UNITS[attrs["format"]]
+    problems = []
+    arrays = attrs.get("arrays")
+    if not _names_list(arrays):
+        problems.append(f"attribute arrays = {_shown(arrays)} is not a list of array names")
+    for key in coded:
+        if not _names_list(attrs.get(key, [])):
+            problems.append(f"attribute {key} = {_shown(attrs.get(key))} is not a list of names")
+    c = attrs.get("committed")
+    k, f = (c.get(unit), c.get(data_unit)) if isinstance(c, dict) else (None, None)
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (k, f)):
+        problems.append(f"attribute committed = {_shown(c)} is not the counts of committed {unit} and {data_unit} "
+                        f"(integers >= 0)")
+        return problems
+    try:
+        offsets, rows = integrity.get_array(g, "offsets"), integrity.get_array(g, data)
+        if offsets is None or rows is None:
+            return problems   # said as a missing array
+        if k + 1 > offsets.shape[0] or f > rows.shape[0] or int(offsets[k]) != f:
+            problems.append(f"attribute committed = {_shown(c)} does not match the arrays ({offsets.shape[0] - 1} "
+                            f"{unit} in offsets, {rows.shape[0]} {data_unit} in {data})")
+    except StoreError as exc:
+        problems.append(str(exc))
+    except Exception as exc:   # a chunk that zarr cannot read: its checksum, a missing file
+        problems.append(f"array offsets cannot be read ({exc.__class__.__name__}: {exc})")
+    return problems
+
+
+def _shown(v, limit: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _version_words(version) -> str:
@@ -167,9 +214,9 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
         raise StoreError(f"{path}: {what}, but {'an' if kind == 'image' else 'a'} {kind} store is needed here; write one with "
                          f"`streamcov ingest {'skeleton' if kind == 'skeleton' else 'images'}`")
     if attrs.get("complete") is not True:
-        c = attrs.get("committed", {})
+        c = attrs.get("committed")
         raise IncompleteStoreError(
-            f"{path}: incomplete {kind} store ({c.get(unit, 0)} {unit} committed, no "
+            f"{path}: incomplete {kind} store ({c.get(unit, 0) if isinstance(c, dict) else '?'} {unit} committed, no "
             f"completion marker): the ingestion was interrupted. Re-run the command that wrote it (`streamcov "
             f"ingest`, `synth`, or `run` with [data] source or a demo) to resume it, or start over: "
             f"{START_OVER.format(path=path)}.")
@@ -548,6 +595,12 @@ class RaggedStoreWriter:
                     f"{self.path}: the incomplete {self.kind} store was started with {key} = "
                     f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Start over: "
                     f"{START_OVER.format(path=self.path)}.")
+        if old.get("format") in UNITS:   # (after the source: another one is started over whatever its state)
+            problems = progress_problems(open_group(self.path, "r"), old)
+            if problems:
+                raise StoreError(f"{self.path}: {problems[0]}; the incomplete store is damaged: delete it and "
+                                 f"ingest again (or add --restart to `streamcov ingest` or `synth`, "
+                                 f"mode=\"restart\" in Python)")
         g = zarr.open_group(str(self.path), mode="r+")
         have = int(g[self.data_name].chunks[0])
         if self._chunk_given and have != self._chunk_rows:
