@@ -416,6 +416,20 @@ CONFIG = [
          r'(?m)^streamcov run: note: model\.eta0 \(\S+p\.toml, line \d+\) is not read: model\.learning_rate = '
          r'"optimal" sets its own step sizes \(--set model\.learning_rate="optimal"\)$', rc=0,
          check=lambda e, err, out: "accuracy" in out),
+    Case("sgd-C-without-penalty", run_set('model.penalty="none"', 'model.learning_rate="constant"', "model.eta0=0.1",
+                                          "model.C=1e-6"),
+         r'(?m)^streamcov run: note: model\.C \(--set model\.C=1e-6\) is not read: model\.penalty = "none" leaves no '
+         r'penalty to weigh \(and model\.learning_rate = "constant" takes no step size from its weight\) \(--set '
+         r'model\.penalty="none"\)$', rc=0),
+    Case("C-beside-alpha", run_set('model.learner="lbfgs"', 'model.loss="squared_hinge"', "model.alpha=0.01",
+                                   "model.C=1e6"),
+         r"(?m)^streamcov run: note: model\.C \(--set model\.C=1e6\) is not read: model\.alpha = 0\.01 gives the "
+         r"penalty's weight \(alpha = 1 / \(C n\)\) \(--set model\.alpha=0\.01\)$", rc=0),
+    # scikit-learn's passive-aggressive steps take the hinge loss only (a traceback at fit before)
+    Case("sgd-pa-with-log-loss", run_set('model.learning_rate="pa1"', 'model.loss="log_loss"'),
+         r'^streamcov run: error: --set model\.loss="log_loss": model\.loss = "log_loss": model\.learning_rate = "pa1" '
+         r'\(passive-aggressive steps\) works with loss "hinge" only; set model\.loss = "hinge", or another '
+         r'model\.learning_rate \(e\.g\. "optimal"\)$'),
     Case("n-iter-no-change-without-validation", run_set("model.n_iter_no_change=2"),
          r"(?m)^streamcov run: note: model\.n_iter_no_change \(--set model\.n_iter_no_change=2\) is not read: it "
          r"counts the epochs without progress on held-out rows, and model\.validation_fraction = 0 holds none out "

@@ -552,7 +552,8 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
     ``degree_grid`` (unless ``oracle_grid`` evaluates that grid) are not read; without the Gegenbauer basis
     in ``tgp.bases`` its weights are not read. ``[model]``: ``n_iter_no_change`` counts the epochs (or
     iterations) without progress on held-out rows, read only with ``validation_fraction > 0``; the SGD
-    learner's ``eta0`` is not read by ``learning_rate = "optimal"``. A note, not a refusal: the shipped
+    learner's ``eta0`` is not read by ``learning_rate = "optimal"``, its ``C`` and ``alpha`` not with
+    ``penalty = "none"`` beside another learning rate; ``C`` is not read beside ``alpha``. A note, not a refusal: the shipped
     files set these keys, and ``--set tgp.degrees=[2, 3]`` or ``--set model.learning_rate="optimal"`` on
     one of them is the way to run that setting (a ``--set`` cannot remove a file's key)."""
     rules = []   # (table, keys, why, the key that turns them off)
@@ -571,6 +572,13 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
     if learner == "sgd" and m.learning_rate == "optimal":
         rules.append(("model", ("eta0",), 'model.learning_rate = "optimal" sets its own step sizes',
                       "learning_rate"))
+    if learner == "sgd" and m.penalty == "none" and m.learning_rate != "optimal":
+        # alpha = 1 / (C n) weighs the penalty, and sets the step sizes of "optimal" only
+        rules.append(("model", ("C", "alpha"), f'model.penalty = "none" leaves no penalty to weigh (and '
+                      f'model.learning_rate = "{m.learning_rate}" takes no step size from its weight)', "penalty"))
+    elif learner in ("sgd", "lbfgs") and m.alpha is not None:
+        rules.append(("model", ("C",), f"model.alpha = {toml_value(m.alpha)} gives the penalty's weight "
+                      f"(alpha = 1 / (C n))", "alpha"))
     notes = []
     for table, keys, why, cause in rules:
         values = getattr(cfg, table)

@@ -310,6 +310,11 @@ class ModelTable(Table):
             if self.penalty != "l2":
                 raise ValueError(f'model.penalty = "{self.penalty}": learner "lbfgs" fits the l2 penalty only '
                                  f'(use learner = "sgd" for l1 or elasticnet)')
+        if self.learner == "sgd" and self.learning_rate in ("pa1", "pa2") and self.loss != "hinge":
+            # scikit-learn's passive-aggressive steps are those of the hinge loss (a traceback at fit before)
+            raise key_error("learner_key", "loss", f'model.loss = "{self.loss}": model.learning_rate = '
+                            f'"{self.learning_rate}" (passive-aggressive steps) works with loss "hinge" only; set '
+                            f'model.loss = "hinge", or another model.learning_rate (e.g. "optimal")')
         return self
 
     def learner_params(self) -> dict:
