@@ -89,8 +89,8 @@ class Env:
     tmp: Path
     shared: dict
 
-    def copy(self, key: str) -> Path:
-        dst = self.tmp / Path(self.shared[key]).name
+    def copy(self, key: str, dst: Path | None = None) -> Path:
+        dst = dst or self.tmp / Path(self.shared[key]).name
         shutil.copytree(self.shared[key], dst)
         return dst
 
@@ -364,6 +364,15 @@ def run_image(edit: Callable[[str], str] = lambda t: t, *sets, pipeline=None):
 def run_set(*sets, extra=()):
     return lambda e: ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous",
                       *[a for s in sets for a in ("--set", s)], *extra]
+
+
+def run_folder(path: Path) -> Path:
+    """``path``, made the output folder of an earlier run (its marker)."""
+    from streamcov.lock import OUTPUT_MARKER
+
+    path.mkdir(parents=True)
+    (path / OUTPUT_MARKER).write_text('{"written_by": "streamcov run"}\n')
+    return path
 
 
 def _link(path: Path, target) -> Path:
@@ -1069,6 +1078,21 @@ CONFIG = [
     # a store written inside the archive it is read from: its own files would join the archive, so every later
     # run found the archive changed ("delete the store to write it again": there again), or, of images, took the
     # store for a class folder without images
+    # a data store where the run writes its model, checkpoints or features: the model was written into the store,
+    # or the store overwritten by the feature store (then a traceback)
+    Case("data-store-is-the-runs-model", lambda e: ["run", e.pipeline(), "--quiet", "--output", e.tmp / "o", "--set",
+                                                    f'data.store="{e.copy("synth", run_folder(e.tmp / "o") / "model")}"'],
+         r'^streamcov run: error: --set data\.store="\S+/o/model": data\.store = "\S+/o/model" is where the run writes '
+         r"its model \(--output \S+/o\): store the data elsewhere, or choose another output folder$"),
+    Case("data-store-is-the-runs-features", lambda e: ["run", e.pipeline(store=e.copy(
+        "synth", run_folder(e.tmp / "out") / "features.zarr")), "--quiet"],
+         r'p\.toml, line \d+: data\.store = "\S+/out/features\.zarr" is where the run writes its features '
+         r'\(output = "\S+/out"\)'),
+    Case("data-store-inside-the-runs-checkpoints", lambda e: ["run", e.pipeline(), "--quiet", "--output", e.tmp / "o",
+                                                              "--store", e.copy("synth", run_folder(e.tmp / "o") /
+                                                                                "checkpoints" / "s.zarr")],
+         r'^streamcov run: error: --store \S+: data\.store = "\S+/o/checkpoints/s\.zarr" lies inside \S+/o/checkpoints, '
+         r"where the run writes its checkpoints"),
     Case("ingest-into-its-own-archive", lambda e: ["ingest", "skeleton", "--format", "generic",
                                                    write_archive(e.tmp / "a"), e.tmp / "a" / "st" / "s.zarr", "--quiet"],
          r"error: \S+/a/st/s\.zarr: inside the folder \S+/a that it is written from; its files would become part "

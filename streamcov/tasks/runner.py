@@ -54,7 +54,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         pipeline = pipeline.model_dump(mode="json", exclude_unset=True)
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
         cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
-        naming = contextlib.nullcontext
+        naming, origins = contextlib.nullcontext, None
     else:
         sets = overrides
         cfg, origins = load_config_and_origins(pipeline, sets, store, text=text, text_name=text_name,
@@ -113,6 +113,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     _check_not_someone_elses(out, resolved, where)
     _check_own_names(out, where)
+    _check_store_not_written(cfg, origins, resolved, where)
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
     # a run refused (bad input found by the task's own checks) before it wrote anything but its marker leaves no
@@ -220,6 +221,29 @@ def _check_own_names(out: Path, where: str) -> None:
     if wrong:
         path, what = wrong[0]
         raise ConfigError(f"{where}: {path} is {what}; move or delete it, or choose another output folder")
+
+
+def _check_store_not_written(cfg, origins, out: Path, where: str) -> None:
+    """Refuse a ``data.store`` at (or inside) a name the run writes in its output folder ``out`` (resolved): the
+    model, the checkpoints or a feature store written over or into the data store (a model folder inside the
+    store; the store overwritten by the features, then a traceback)."""
+    path = getattr(getattr(cfg, "data", None), "store", None)
+    if path is None:
+        return
+    try:
+        store = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return   # said where the store is opened
+    written = [out / name for name in RUN_FOLDERS] + [out / name for name in RUN_FILES]
+    hit = next((p for p in written if store == p or p in store.parents), None)
+    if hit is None and store.parent == out and any(store.match(pattern) for pattern in WRITTEN_STORES):
+        hit = store
+    if hit is not None:
+        key = origins.where(("data", "store")) if origins is not None else "data.store"
+        what = {**RUN_FOLDERS, **RUN_FILES}.get(hit.name, "its features")
+        at = "is" if hit == store else f"lies inside {hit},"
+        raise ConfigError(f"{key}: data.store = \"{path}\" {at} where the run writes {what} ({where}): store the "
+                          f"data elsewhere, or choose another output folder")
 
 
 def finite_json(obj, path="", reasons=None):
