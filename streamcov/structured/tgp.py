@@ -400,9 +400,17 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         overflow warnings; when every run is, the nearest training output is the prediction (counted and
         said by :meth:`predict`)."""
         best_f, best_y = np.inf, None
+
+        def guarded(yv):
+            # a step to a point that is not finite (a gradient that overflowed, e.g. with a tiny lambda_y): an
+            # infinite objective there, which the line search steps back from, not a NaN in the kernels
+            if not np.isfinite(yv).all():
+                return np.inf, np.zeros_like(yv)
+            return fun(yv)
+
         with np.errstate(over="ignore", invalid="ignore"):
             for y0 in starts:
-                yv, f, _ = fmin_l_bfgs_b(fun, np.array(y0, dtype=np.float64), m=10,
+                yv, f, _ = fmin_l_bfgs_b(guarded, np.array(y0, dtype=np.float64), m=10,
                                          pgtol=self.tol, maxiter=self.max_iter)
                 if np.isfinite(f) and np.isfinite(yv).all() and (best_y is None or f < best_f):
                     best_f, best_y = f, yv
