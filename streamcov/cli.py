@@ -196,7 +196,7 @@ def _cmd_study(args) -> int:
                          else (["msr"] if args.quick else ["msr", "florence"]))
     if args.maps is not None:
         study["maps"] = args.maps.split(",")
-    if args.data:
+    if args.data is not None:
         study["data_root"] = args.data
     if args.gram_seeds is not None:
         study["gram_seeds"] = args.gram_seeds
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--maps", help="comma list (default: every map)")
     ka.add_argument("--nus", help="comma list of feature dimensions")
     ka.add_argument("--seeds", type=positive_int, help="map seeds per point (default 10)")
-    ka.add_argument("--data", help="folder holding <dataset>/raw (default ../shared/data)")
+    ka.add_argument("--data", type=nonempty_input, help="folder holding <dataset>/raw (default ../shared/data)")
     ka.add_argument("--gram-seeds", type=positive_int,
                     help="map seeds of the Gram-error curves (default 20; 1 for a quick accuracy-only run)")
     ka.add_argument("--out", default="runs/study_kernel_approx")
@@ -416,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     mg = ssub.add_parser("merge", help="merge the results.csv of several kernel-approx runs into one report "
                                       "(for each dataset, map and nu, the fields of later runs win)")
     mg.add_argument("runs", nargs="+", help="--out folders of kernel-approx runs, oldest first")
-    mg.add_argument("--out", required=True, help="folder for the merged results.csv, table.md and plots")
+    mg.add_argument("--out", required=True, type=nonempty_path,
+                    help="folder for the merged results.csv, table.md and plots")
     mg.set_defaults(func=_cmd_study_merge)
 
     f = sub.add_parser("info", help="describe a store (complete or not) and the thread plan")

@@ -366,12 +366,12 @@ def run_set(*sets, extra=()):
                       *[a for s in sets for a in ("--set", s)], *extra]
 
 
-def run_folder(path: Path) -> Path:
-    """``path``, made the output folder of an earlier run (its marker)."""
+def run_folder(path: Path, task: str = "skeleton-classification") -> Path:
+    """``path``, made the output folder of an earlier run of ``task`` (its marker)."""
     from streamcov.lock import OUTPUT_MARKER
 
     path.mkdir(parents=True)
-    (path / OUTPUT_MARKER).write_text('{"written_by": "streamcov run"}\n')
+    (path / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": task}) + "\n")
     return path
 
 
@@ -1094,6 +1094,11 @@ CONFIG = [
         "synth", run_folder(e.tmp / "out") / "features.zarr")), "--quiet"],
          r'p\.toml, line \d+: data\.store = "\S+/out/features\.zarr" is where the run writes its features '
          r'\(output = "\S+/out"\)'),
+    # another task's output folder: its results would lie beside that run's model and predictions
+    Case("output-of-another-task", lambda e: ["run", e.pipeline(), "--quiet", "--output",
+                                              run_folder(e.tmp / "o", task="kernel-approx-study")],
+         r"^streamcov run: error: --output \S+/o: \S+/o holds the outputs of a run of task 'kernel-approx-study'; this "
+         r"one \('skeleton-classification'\) would leave its results beside that run's: choose another output folder$"),
     Case("data-store-inside-the-runs-checkpoints", lambda e: ["run", e.pipeline(), "--quiet", "--output", e.tmp / "o",
                                                               "--store", e.copy("synth", run_folder(e.tmp / "o") /
                                                                                 "checkpoints" / "s.zarr")],

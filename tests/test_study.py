@@ -155,6 +155,35 @@ def test_study_merge_refuses_mismatched_runs(tmp_path, capsys):
     assert re.search(r"nope/results.csv: not found; give the output folder of a study run", capsys.readouterr().err)
 
 
+def test_study_merge_out_gets_the_checks_of_a_run_output(tmp_path, capsys, monkeypatch):
+    """`study merge --out` is checked as a run's output folder (it wrote its report into the current folder for
+    an empty --out, over a user's own results.csv, into a model folder or a store); a merged report's folder is
+    marked, so merging into it again is allowed; `study kernel-approx --data ''` is refused (it read the default
+    data folder)."""
+    import re
+
+    _fake_run(tmp_path / "a", "msr", ["rgw"], 0.5)
+    run = [str(tmp_path / "a")]
+    assert main(["study", "merge", *run, "--out", ""]) == 2
+    assert re.search(r"argument --out: empty path", capsys.readouterr().err)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "results.csv").write_text("my own numbers\n")
+    assert main(["study", "merge", *run, "--out", str(mine)]) == 2
+    assert re.search(r"^streamcov study: error: --out \S+/mine: \S+/mine holds 'results\.csv', which no streamcov "
+                     r"run wrote", capsys.readouterr().err)
+    assert (mine / "results.csv").read_text() == "my own numbers\n"
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.json").write_text("{}")
+    assert main(["study", "merge", *run, "--out", str(tmp_path / "model")]) == 2
+    assert re.search(r"is a model folder \(it holds model\.json\)", capsys.readouterr().err)
+    for _ in range(2):   # the second time into the folder the first one wrote and marked
+        assert main(["study", "merge", *run, "--out", str(tmp_path / "m")]) == 0
+        capsys.readouterr()
+    assert main(["study", "kernel-approx", "--data", "", "--out", str(tmp_path / "k")]) == 2
+    assert re.search(r"argument --data: empty path", capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("column, value, expected", [("accuracy", "1.7", r"in \[0, 1\]"),
                                                    ("gram_rel_error", "nan", r">= 0"),
                                                    ("gram_mse", "-1e-3", r">= 0"), ("sigma", "0", r"> 0")])

@@ -83,6 +83,41 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = arg("output", output) if output is not None else f"output = \"{cfg.output}\""
+    resolved = check_output_folder(out, where, cfg.task, getattr(getattr(cfg, "data", None), "source_read", None))
+    _check_store_not_written(cfg, origins, resolved, where)
+    ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
+    t0 = time.perf_counter()
+    # a run refused (bad input found by the task's own checks) before it wrote anything but its marker leaves no
+    # folder it created; one that wrote features, checkpoints or a store there keeps them for --resume
+    with new_folders_undone(out, leftovers=(OUTPUT_MARKER,)):
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:   # a parent is a file, no permission, ...
+            raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
+        with output_lock(out):
+            mark_output(out, cfg.task)
+            # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
+            for name in ("result.json", "predictions.csv"):
+                (out / name).unlink(missing_ok=True)
+            with naming():
+                result = spec.run(cfg, ctx)
+            result = {"task": cfg.task, **result}
+            if getattr(cfg, "paper_accuracy", None) is not None:   # every task reports it beside its own figure
+                result["paper_accuracy"] = cfg.paper_accuracy
+            result.setdefault("seconds", round(time.perf_counter() - t0, 3))
+            result = finite_json(result)
+            text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
+            from ..stream.model import atomic_write_text
+            atomic_write_text(out / "result.json", text)
+    return result
+
+
+def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
+    """Refuse an output folder that a run of ``task`` must not write into, naming it as ``where`` says (the
+    flag or key as typed); returns it resolved. Not a file, a store, a model folder, the folder it reads its
+    data from (``source``), a folder of files no streamcov run wrote, nor one of another task's outputs
+    (its result and plots would lie beside that task's model and predictions); the names it writes not taken
+    by the other kind of entry. ``streamcov run`` and ``streamcov study merge`` check their folders here."""
     try:
         out.exists()
     except OSError as exc:   # a name too long for the file system, a folder that cannot be searched
@@ -104,7 +139,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                           f"choose an output folder outside every store")
     # nor into the folder it reads its data from (as data.store is not, data.ragged.outside_source): the run's
     # files would join that archive or image folder, which every later run would then find changed or unreadable
-    source = inside_source(out, getattr(getattr(cfg, "data", None), "source_read", None))
+    source = inside_source(out, source)
     if source is not None:
         raise ConfigError(f"{where}: {out} lies inside {source}, the data.source folder this run reads; its files "
                           f"would join that folder's data, and a store ingested from it would then be found "
@@ -113,33 +148,26 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     _check_not_someone_elses(out, resolved, where)
     _check_own_names(out, where)
-    _check_store_not_written(cfg, origins, resolved, where)
-    ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
-    t0 = time.perf_counter()
-    # a run refused (bad input found by the task's own checks) before it wrote anything but its marker leaves no
-    # folder it created; one that wrote features, checkpoints or a store there keeps them for --resume
-    with new_folders_undone(out, leftovers=(OUTPUT_MARKER,)):
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:   # a parent is a file, no permission, ...
-            raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
-        with output_lock(out):
-            if not (out / OUTPUT_MARKER).exists():
-                (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
-            # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
-            for name in ("result.json", "predictions.csv"):
-                (out / name).unlink(missing_ok=True)
-            with naming():
-                result = spec.run(cfg, ctx)
-            result = {"task": cfg.task, **result}
-            if getattr(cfg, "paper_accuracy", None) is not None:   # every task reports it beside its own figure
-                result["paper_accuracy"] = cfg.paper_accuracy
-            result.setdefault("seconds", round(time.perf_counter() - t0, 3))
-            result = finite_json(result)
-            text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
-            from ..stream.model import atomic_write_text
-            atomic_write_text(out / "result.json", text)
-    return result
+    other = _marked_task(out)
+    if other is not None and other != task:
+        raise ConfigError(f"{where}: {out} holds the outputs of a run of task {other!r}; this one ({task!r}) would "
+                          f"leave its results beside that run's: choose another output folder")
+    return resolved
+
+
+def _marked_task(out: Path) -> str | None:
+    """The task named by the marker of the output folder ``out`` (None: no marker, or none named)."""
+    try:
+        task = json.loads((out / OUTPUT_MARKER).read_text()).get("task")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return task if isinstance(task, str) else None
+
+
+def mark_output(out: Path, task: str, by: str = "streamcov run") -> None:
+    """Write the marker of an output folder (once): who wrote it, for which task."""
+    if not (out / OUTPUT_MARKER).exists():
+        (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": by, "task": task}) + "\n")
 
 
 def _earlier_streamcov_output(out: Path) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, arg, arg_name
+from ..errors import ConfigError, arg, path_arg
 from .schema import STUDY_MAPS   # the maps of paper 000's Figure 1: one list, the schema's
 
 REPO = Path(__file__).resolve().parents[2]
@@ -392,10 +392,14 @@ def merge_results(runs, out) -> list[dict]:
     study. Every run of one dataset must report the same exact accuracy
     (same data, same exact-SVM grid), otherwise they are not comparable.
     """
+    from .runner import check_output_folder, mark_output
+
     merged: dict = {}   # (dataset, map, nu) -> row, in first-seen order
     exact: dict = {}    # dataset -> (exact accuracy, run that first gave it)
-    if Path(out).exists() and not Path(out).is_dir():
-        raise ConfigError(f"{arg('out', out)}: a file, not a folder; choose another {arg_name('out')}")
+    out = path_arg("out", out, "--out", "the folder for the merged report")
+    # the checks of a run's output folder: it writes results.csv, table.md and plots there (into the current
+    # folder for an empty --out, over a user's own files, into a model folder or a store before)
+    check_output_folder(out, arg("out", out), "kernel-approx-study")
     for run in runs:
         path = Path(run) / "results.csv"
         if not path.is_file():
@@ -415,6 +419,8 @@ def merge_results(runs, out) -> list[dict]:
                                  "cannot be merged")
             merged.setdefault((r["dataset"], r["map"], r["nu"]), {}).update(r)   # later fields win
     rows = list(merged.values())
+    out.mkdir(parents=True, exist_ok=True)
+    mark_output(out, "kernel-approx-study", by="streamcov study merge")
     write_report(rows, out)
     return rows
 
