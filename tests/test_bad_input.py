@@ -744,6 +744,12 @@ CONFIG = [
          r"starting point and predicts as it does; with model\.C = 1e-300 the data term of the loss is too small to "
          r"move it in floating point: raise model\.C \(or scale the features: model\.scale\)$", rc=0),
     # data.store of the wrong kind is named where it was given, as --store is
+    # a --set of a scheduler key beside its flag: the flag won without a word
+    Case("workers-set-and-flag", lambda e: ["run", e.pipeline(), "--quiet", "--set", "dask.workers=2", "--workers", "1"],
+         r"^streamcov run: error: --set dask\.workers=2 --workers 1: two worker counts; give one$"),
+    Case("scheduler-set-and-flag", lambda e: ["run", e.pipeline(), "--quiet", "--set", 'dask.scheduler="synchronous"',
+                                              "--scheduler", "threads"],
+         r'^streamcov run: error: --set dask\.scheduler="synchronous" --scheduler threads: two schedulers; give one$'),
     Case("data-store-of-another-kind-set", lambda e: ["run", e.pipeline(), "--quiet", "--set",
                                                       f'data.store="{e.shared["img_store"]}"'],
          r'^streamcov run: error: --set data\.store="\S+img\.zarr": data\.store = \S+img\.zarr\W: an image store, '

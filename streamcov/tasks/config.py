@@ -378,7 +378,8 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
 
 def load_config_and_origins(source=None, overrides=(), store=None, *, text: str | None = None,
                             task: str | None = None, flags: dict | None = None, note=None,
-                            scheduler: str | None = None, output=None, text_name: str | None = None):
+                            scheduler: str | None = None, output=None, text_name: str | None = None,
+                            workers=None):
     """``(configuration, origins)``: :func:`load_config`, and the :class:`Origins` of its values, whose
     :meth:`Origins.naming` names them in the errors of the checks made later
     (:func:`streamcov.tasks.runner.run`)."""
@@ -407,6 +408,10 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
             raise ConfigError(f"{origins.flags[('output',)]} {arg('output', output)}: two output folders; give one")
         raw["output"] = str(output)
         origins.flags[("output",)] = arg("output", output)
+    # a --set of the scheduler's keys beside the command line's own flag: one of them would be ignored
+    for key, value, what in (("scheduler", scheduler, "schedulers"), ("workers", workers, "worker counts")):
+        if value is not None and ("dask", key) in origins.flags:
+            raise ConfigError(f"{origins.flags[('dask', key)]} {arg(key, value)}: two {what}; give one")
     name = raw.get("task", task or "skeleton-classification")
     spec = get_task(name, where=origins.where(("task",)))
     if store is not None:

@@ -58,7 +58,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     else:
         sets = overrides
         cfg, origins = load_config_and_origins(pipeline, sets, store, text=text, text_name=text_name,
-                                               flags=flags, note=note, scheduler=scheduler,
+                                               flags=flags, note=note, scheduler=scheduler, workers=workers,
                                                output=None if output is None else Path(output))
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front
         naming = origins.naming
