@@ -185,6 +185,11 @@ def test_spec_helpers():
     assert F.get_spec(["x", "|Iy|"]).features == ("x", "Iy")
     assert F.get_spec({"features": ["R", "G"]}).needs_color
     assert F.get_spec({"preset": "eth80", "stride": 4}).stride == 4
+    # a preset keeps its name with other settings, not with its feature list replaced (a result named the
+    # preset "texture" beside one feature)
+    assert F.get_spec({"preset": "eth80", "stride": 4}).name == "eth80"
+    spec = F.get_spec({"preset": "texture", "features": ["I"]})
+    assert spec.name == "custom" and spec.features == ("I",) and spec.n_features == 1
 
 
 def test_feature_errors():

@@ -234,7 +234,9 @@ def get_spec(spec) -> FeatureSpec:
         if "features" in d:
             d["features"] = tuple(d["features"])
         if preset is not None:
-            return replace(get_spec(preset), **d)
+            # features listed beside a preset replace its list: the spec is then no longer the preset's
+            # (results named the preset beside another feature count)
+            return replace(get_spec(preset), **d, **({"name": "custom"} if "features" in d else {}))
         if "features" not in d:
             raise ValueError("feature spec table needs `preset` or `features`")
         return FeatureSpec(**d)
