@@ -29,6 +29,36 @@ import numpy as np
 from .errors import ConfigError, ingest_option, toml_error, toml_value
 
 
+SPLIT_FILE_KEYS = ("train_subjects", "test_subjects")
+
+
+def _no_unknown_keys(path, text: str, doc: dict) -> None:
+    """Refuse a key a splits file does not read, with its line and the key it may mean: a typo
+    (``test_subject``) or an extra list (``validation_subjects``) was ignored, or named only as a missing key."""
+    import difflib
+    import re
+
+    def refuse(key, known, where, after: int = 0):
+        m = re.compile(rf"^\s*{re.escape(key)}\s*=", re.M).search(text, after)
+        line = f", line {text.count(chr(10), 0, m.start()) + 1}" if m else ""
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"{path}{line}: {where}unknown key {key!r}{hint}; a splits file holds [[split]] tables "
+                          f"of {' and '.join(SPLIT_FILE_KEYS)}")
+
+    for key in doc:
+        if key != "split":
+            refuse(key, ["split"], "")
+    entries = doc.get("split")
+    if not isinstance(entries, list):
+        return
+    starts = [m.end() for m in re.finditer(r"^\s*\[\[\s*split\s*\]\]", text, re.M)]
+    for i, e in enumerate(entries):
+        for key in (e if isinstance(e, dict) else ()):
+            if key not in SPLIT_FILE_KEYS:
+                refuse(key, list(SPLIT_FILE_KEYS), f"[[split]] number {i + 1}: ", starts[i] if i < len(starts) else 0)
+
+
 def subjects_twice(subjects) -> str | None:
     """What to say of a list of subjects that names one more than once (``names subject(s) [1] more than
     once; list each subject once``), or None: a splits file's lists and ``split.train_subjects`` /
@@ -103,6 +133,8 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
             raise toml_error(path, exc) from None
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+        text = Path(path).read_text(encoding="utf-8-sig")
+        _no_unknown_keys(path, text, doc)
         entries = doc.get("split", [])
         if not entries or not isinstance(entries, list):
             raise ConfigError(f"{path}: no [[split]] tables; write one per fold: [[split]] with "

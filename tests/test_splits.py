@@ -49,6 +49,15 @@ def test_subject_splits_file_and_store_column(tmp_path):
     ("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3]\n[[split]]\ntrain_subjects = [2, 1]\n"
      "test_subjects = [3]\n",                                          # run as two folds and averaged
      r"\[\[split\]\] number 2 is the same split as number 1; remove one of them"),
+    # keys a splits file does not read: ignored (an extra list), or a typo named only as a missing key
+    ("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3]\n\n[[split]]\ntrain_subjects = [1, 3]\n"
+     "test_subject = [2]\n",
+     r"s\.toml, line 7: \[\[split\]\] number 2: unknown key 'test_subject' \(did you mean 'test_subjects'\?\); a "
+     r"splits file holds \[\[split\]\] tables of train_subjects and test_subjects$"),
+    ("[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3]\nvalidation_subjects = [4]\n",
+     r"s\.toml, line 4: \[\[split\]\] number 1: unknown key 'validation_subjects'"),
+    ("extra = 1\n[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3]\n",
+     r"s\.toml, line 1: unknown key 'extra'; a splits file holds"),
 ])
 def test_subject_splits_file_slips(tmp_path, text, msg):
     subjects = np.repeat(np.arange(1, 5), 3)
