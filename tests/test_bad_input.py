@@ -439,6 +439,10 @@ CONFIG = [
          r'^streamcov run: error: --set model\.loss="log_loss": model\.loss = "log_loss": model\.learning_rate = "pa1" '
          r'\(passive-aggressive steps\) works with loss "hinge" only; set model\.loss = "hinge", or another '
          r'model\.learning_rate \(e\.g\. "optimal"\)$'),
+    Case("fit-sample-of-a-map-fitted-on-no-rows", run_set("features.fit_sample=5"),
+         r'(?m)^streamcov run: note: features\.fit_sample \(--set features\.fit_sample=5\) is not read: map "rgw" with '
+         r'bandwidth "absolute" and center = false is drawn from the width of the rows alone, fitted on none of them '
+         r'\(\S+p\.toml, line \d+\)$', rc=0),
     Case("n-iter-no-change-without-validation", run_set("model.n_iter_no_change=2"),
          r"(?m)^streamcov run: note: model\.n_iter_no_change \(--set model\.n_iter_no_change=2\) is not read: it "
          r"counts the epochs without progress on held-out rows, and model\.validation_fraction = 0 holds none out "

@@ -558,7 +558,9 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
     in ``tgp.bases`` its weights are not read. ``[model]``: ``n_iter_no_change`` counts the epochs (or
     iterations) without progress on held-out rows, read only with ``validation_fraction > 0``; the SGD
     learner's ``eta0`` is not read by ``learning_rate = "optimal"``, its ``C`` and ``alpha`` not with
-    ``penalty = "none"`` beside another learning rate; ``C`` is not read beside ``alpha``. A note, not a refusal: the shipped
+    ``penalty = "none"`` beside another learning rate; ``C`` is not read beside ``alpha``. ``[features]``:
+    ``fit_sample`` is not read by a map that is fitted on no rows (:func:`~streamcov.features.registry.needs_data`).
+    A note, not a refusal: the shipped
     files set these keys, and ``--set tgp.degrees=[2, 3]`` or ``--set model.learning_rate="optimal"`` on
     one of them is the way to run that setting (a ``--set`` cannot remove a file's key)."""
     rules = []   # (table, keys, why, the key that turns them off)
@@ -584,6 +586,14 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
     elif learner in ("sgd", "lbfgs") and m.alpha is not None:
         rules.append(("model", ("C",), f"model.alpha = {toml_value(m.alpha)} gives the penalty's weight "
                       f"(alpha = 1 / (C n))", "alpha"))
+    f = getattr(cfg, "features", None)
+    if f is not None and learner != "exact-svm" and f.map != "none":
+        from ..features.registry import needs_data
+
+        if not needs_data({"map": f.map, "center": f.center, "bandwidth": f.bandwidth}):
+            rules.append(("features", ("fit_sample",), f'map "{f.map}" with bandwidth "{f.bandwidth}"'
+                          f'{" and center = false" if f.map in ("rgw", "maclaurin") else ""} is drawn from the '
+                          f"width of the rows alone, fitted on none of them", "map"))
     notes = []
     for table, keys, why, cause in rules:
         values = getattr(cfg, table)
