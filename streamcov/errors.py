@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import datetime
 import json
 import os
 import re
@@ -183,6 +184,8 @@ def toml_value(v) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', str(k)) else toml_value(str(k))} = "
                                f"{toml_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (datetime.date, datetime.time)):   # a TOML date or time, as written (not datetime.date(...))
+        return v.isoformat()
     return "(not set)" if v is None else repr(v)
 
 

@@ -749,6 +749,13 @@ CONFIG = [
          r"move it in floating point: raise model\.C \(or scale the features: model\.scale\)$", rc=0),
     # data.store of the wrong kind is named where it was given, as --store is
     # a --set of a scheduler key beside its flag: the flag won without a word
+    # a TOML date where a number goes: shown as written (it was datetime.date(1979, 5, 27))
+    Case("set-a-date", run_set("model.C=1979-05-27"),
+         r"^streamcov run: error: --set model\.C=1979-05-27: model\.C = 1979-05-27: expected a number$"),
+    Case("resume-exact-svm", run_set('model.learner="exact-svm"', 'features.map="none"', "model.sigma_grid=[1.0]",
+                                     "model.C_grid=[1.0]", extra=("--resume",)),
+         r'(?m)^streamcov run: note: --resume: learner "exact-svm" trains in memory and writes no checkpoints; there '
+         r"is nothing to resume, and the run computes its kernel again$", rc=0),
     Case("workers-set-and-flag", lambda e: ["run", e.pipeline(), "--quiet", "--set", "dask.workers=2", "--workers", "1"],
          r"^streamcov run: error: --set dask\.workers=2 --workers 1: two worker counts; give one$"),
     Case("scheduler-set-and-flag", lambda e: ["run", e.pipeline(), "--quiet", "--set", 'dask.scheduler="synchronous"',

@@ -182,6 +182,9 @@ def test_study_merge_out_gets_the_checks_of_a_run_output(tmp_path, capsys, monke
         capsys.readouterr()
     assert main(["study", "kernel-approx", "--data", "", "--out", str(tmp_path / "k")]) == 2
     assert re.search(r"argument --data: empty path", capsys.readouterr().err)
+    # the study's own output folder is named by its flag (it was `output = "..."`)
+    assert main(["study", "kernel-approx", "--datasets", "msr", "--out", str(mine)]) == 2
+    assert re.search(r"^streamcov study: error: --out \S+/mine: \S+/mine holds 'results\.csv'", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("column, value, expected", [("accuracy", "1.7", r"in \[0, 1\]"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -80,9 +81,16 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         with naming():
             check_local_workers(dask.workers, f"dask.workers = {dask.workers}" if dask.workers is not None else
                                 arg("scheduler", scheduler) if scheduler else 'dask.scheduler = "local-cluster"')
+    if resume and getattr(getattr(cfg, "model", None), "learner", None) == "exact-svm":
+        # the exact SVM trains in memory and writes no checkpoints: --resume changes nothing (said, not silent)
+        message = (f"{arg('resume', True)}: learner \"exact-svm\" trains in memory and writes no checkpoints; "
+                   f"there is nothing to resume, and the run computes its kernel again")
+        print(f"note: {message}", file=sys.stderr) if note is None else note(message)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
-    where = arg("output", output) if output is not None else f"output = \"{cfg.output}\""
+    where = (arg("output", output) if output is not None else
+             origins.flags[("output",)] if origins is not None and ("output",) in origins.flags else
+             f"output = \"{cfg.output}\"")   # (a flag of another name: `study --out`)
     resolved = check_output_folder(out, where, cfg.task, getattr(getattr(cfg, "data", None), "source_read", None))
     _check_store_not_written(cfg, origins, resolved, where)
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)

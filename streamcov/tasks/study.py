@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, arg, path_arg
+from ..errors import ConfigError, arg, path_arg, toml_value
 from .schema import STUDY_MAPS   # the maps of paper 000's Figure 1: one list, the schema's
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,8 +98,8 @@ def ingest_dataset(name: str, data_root: Path, workdir: Path):
     raw = Path(data_root) / folder / "raw"
     if not raw.is_dir():
         # named by its key: the loader puts where it was given in front (--data, the file's line)
-        raise ConfigError(f"study.data_root = {str(data_root)!r}: dataset {name!r} not found at {raw}; give the "
-                          f"folder that holds {folder}/raw")
+        raise ConfigError(f"study.data_root = {toml_value(str(data_root))}: dataset {name!r} not found at {raw}; "
+                          f"give the folder that holds {folder}/raw")
     store = ingest(open_reader(cfg.data.format, raw, where="data.options", **dict(cfg.data.options)),
                    Path(workdir) / f"{name}.zarr")
     return store, cfg
