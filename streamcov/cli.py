@@ -111,7 +111,7 @@ def _cmd_ingest(args) -> int:
     from .errors import ConfigError, FormatError, skip_hint
     from .tasks.config import parse_value
 
-    options = {}
+    options, given = {}, {}
     for assignment in args.option or []:
         flag = f"--option {assignment}"
         if "=" not in assignment:
@@ -119,7 +119,10 @@ def _cmd_ingest(args) -> int:
         k, _, v = assignment.partition("=")
         if not k.strip():
             raise ConfigError(f"{flag}: empty key; write key=value")
-        options[k.strip()] = parse_value(v, flag, k.strip())
+        value = parse_value(v, flag, k.strip())
+        if k.strip() in options and options[k.strip()] != value:   # the last one was kept without a word
+            raise ConfigError(f"{given[k.strip()]} and {flag}: one reader option given twice; give it once")
+        options[k.strip()], given[k.strip()] = value, flag
     reader = open_reader(args.format, args.src, where="--option", **options)
     try:
         store = ingest(reader, args.out, chunk_frames=args.chunk_frames,
@@ -298,8 +301,27 @@ def _open_problems(path) -> list[str]:
     return []
 
 
+class _StoreOnce(argparse._StoreAction):
+    """An option that takes one value: given twice with two values it is refused (argparse kept the last
+    without a word: `--chunk-frames 5 --chunk-frames 100`, `--format a --format b`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given_once", {})
+        if self.dest in given and given[self.dest][1] != values:
+            flag, value = given[self.dest]
+            parser.error(f"{flag} {value} and {option_string} {values}: one option given twice; give it once")
+        given[self.dest] = (option_string, values)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with one error line (no usage block), exit code 2, like every other user error."""
+    """argparse with one error line (no usage block), exit code 2, like every other user error; an option
+    of one value given twice with two values is refused (:class:`_StoreOnce`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")

@@ -1078,6 +1078,14 @@ CONFIG = [
                                                  "data.synthetic.n_sequences=9223372036854775807"],
          r"error: --set data\.synthetic\.n_sequences=9223372036854775807: data\.synthetic\.n_sequences = "
          r"9223372036854775807 \(30-60 frames each\): needs about [\d.]+ PiB of disk"),
+    # an option of one value given twice with two values: argparse kept the last without a word
+    Case("synth-sequences-twice", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "3", "--sequences", "5"],
+         r"^streamcov synth: error: --sequences 3 and --sequences 5: one option given twice; give it once",
+         check=lambda e, err, out: not (e.tmp / "s.zarr").exists()),
+    Case("ingest-option-twice", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
+                                           e.tmp / "s.zarr", "--option", "center=[0]", "--option", "center=[1]"],
+         r"^streamcov ingest: error: --option center=\[0\] and --option center=\[1\]: one reader option given twice; "
+         r"give it once$"),
     Case("synth-out-empty", lambda e: ["synth", "", "--sequences", "10"], r"argument out: empty path"),
     Case("synth-under-a-file", lambda e: ["synth", (e.tmp / "f.txt").write_text("x") and e.tmp / "f.txt" / "x.zarr",
                                           "--sequences", "10", "--quiet"],
