@@ -120,6 +120,9 @@ def _cmd_ingest(args) -> int:
         if not k.strip():
             raise ConfigError(f"{flag}: empty key; write key=value")
         value = parse_value(v, flag, k.strip())
+        if _holds_nul(value):   # as the pipeline files refuse it: no name or unit holds one
+            raise ConfigError(f"{flag}: holds a NUL character (\\u0000), which no name or option may contain; "
+                              f"remove it")
         if k.strip() in options and options[k.strip()] != value:   # the last one was kept without a word
             raise ConfigError(f"{given[k.strip()]} and {flag}: one reader option given twice; give it once")
         options[k.strip()], given[k.strip()] = value, flag
@@ -134,6 +137,15 @@ def _cmd_ingest(args) -> int:
                       "joints": store.n_joints, "labels": len(store.label_names),
                       "skipped": len(store.attrs.get("skipped", [])), "repairs": store.attrs.get("repairs", {})}))
     return 0
+
+
+def _holds_nul(value) -> bool:
+    """Whether a parsed option value (text, or lists and tables of them) holds a NUL character."""
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    return isinstance(value, (list, tuple)) and any(_holds_nul(v) for v in value)
 
 
 def _warn_skipped(command: str, skipped: list, unit: str, store) -> None:

@@ -41,7 +41,7 @@ def _no_unknown_keys(path, text: str, doc: dict) -> None:
     def refuse(key, known, where, after: int = 0):
         m = re.compile(rf"^\s*{re.escape(key)}\s*=", re.M).search(text, after)
         line = f", line {text.count(chr(10), 0, m.start()) + 1}" if m else ""
-        close = difflib.get_close_matches(key, known, n=1)
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)   # "train" for "train_subjects"
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"{path}{line}: {where}unknown key {key!r}{hint}; a splits file holds [[split]] tables "
                           f"of {' and '.join(SPLIT_FILE_KEYS)}")

@@ -361,6 +361,11 @@ def run_image(edit: Callable[[str], str] = lambda t: t, *sets, pipeline=None):
     return argv
 
 
+def run_set_alone(*sets):
+    """``run`` with ``sets`` and no --scheduler flag (one beside a --set of dask.scheduler is refused)."""
+    return lambda e: ["run", e.pipeline(), "--quiet", *[a for s in sets for a in ("--set", s)]]
+
+
 def run_set(*sets, extra=()):
     return lambda e: ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous",
                       *[a for s in sets for a in ("--set", s)], *extra]
@@ -605,7 +610,7 @@ CONFIG = [
       for what, port in (("superscript", "²"), ("full-width", "８７８６"))],
     Case("scheduler-not-an-address", lambda e: ["run", e.pipeline(), "--scheduler", "http://host:8786", "--quiet"],
          r"--scheduler http://host:8786: expected one of threads, synchronous, local-cluster or a scheduler address"),
-    Case("dask-scheduler-not-an-address", run_set('dask.scheduler="foo://bar"'),
+    Case("dask-scheduler-not-an-address", run_set_alone('dask.scheduler="foo://bar"'),
          r'--set dask\.scheduler="foo://bar": dask\.scheduler = "foo://bar": expected one of threads'),
     Case("dask-workers-with-synchronous", run_text(lambda t: t.replace("block_size = 16", 'block_size = 16\n'
                                                                          'scheduler = "synchronous"\nworkers = 3')),
@@ -730,7 +735,7 @@ CONFIG = [
     Case("scheduler-without-port", lambda e: ["run", e.pipeline(), "--scheduler", "tcp://", "--quiet"],
          r"--scheduler tcp://: expected one of threads, synchronous, local-cluster or a scheduler address "
          r"tcp://HOST:PORT$"),
-    Case("dask-scheduler-without-port", run_set('dask.scheduler="tcp://localhost"'),
+    Case("dask-scheduler-without-port", run_set_alone('dask.scheduler="tcp://localhost"'),
          r'--set dask\.scheduler="tcp://localhost": dask\.scheduler = "tcp://localhost": expected one of threads'),
     # an IPv6 host without its brackets, or with one missing: Dask's ValueError as it connected, then 60 s and a
     # traceback at exit
@@ -739,7 +744,7 @@ CONFIG = [
            r"address tcp://HOST:PORT \(an IPv6 host in brackets: tcp://\[::1\]:8786\)$")
       for what, address in (("unclosed-bracket", "tcp://[::1:8786"), ("no-brackets", "tcp://::1:8786"),
                              ("empty-brackets", "tcp://[]:8786"))],
-    Case("dask-scheduler-ipv6-no-brackets", run_set('dask.scheduler="tls://fe80::1:8786"'),
+    Case("dask-scheduler-ipv6-no-brackets", run_set_alone('dask.scheduler="tls://fe80::1:8786"'),
          r'dask\.scheduler = "tls://fe80::1:8786": expected one of .* \(an IPv6 host in brackets: '
          r'tcp://\[::1\]:8786\)$'),
     # a C so small that L-BFGS cannot move: chance accuracy, said (it was silent; a large tol already warned)
@@ -750,6 +755,9 @@ CONFIG = [
     # data.store of the wrong kind is named where it was given, as --store is
     # a --set of a scheduler key beside its flag: the flag won without a word
     # a TOML date where a number goes: shown as written (it was datetime.date(1979, 5, 27))
+    Case("split-file-empty", run_set('split.kind="subject-splits-file"', 'split.file=""'),
+         r'^streamcov run: error: --set split\.file="": split\.file = "": an empty path; give the TOML file of '
+         r"\[\[split\]\] tables$"),
     Case("set-a-date", run_set("model.C=1979-05-27"),
          r"^streamcov run: error: --set model\.C=1979-05-27: model\.C = 1979-05-27: expected a number$"),
     Case("resume-exact-svm", run_set('model.learner="exact-svm"', 'features.map="none"', "model.sigma_grid=[1.0]",
@@ -1082,6 +1090,10 @@ CONFIG = [
     Case("synth-sequences-twice", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "3", "--sequences", "5"],
          r"^streamcov synth: error: --sequences 3 and --sequences 5: one option given twice; give it once",
          check=lambda e, err, out: not (e.tmp / "s.zarr").exists()),
+    Case("ingest-option-nul", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
+                                         e.tmp / "s.zarr", "--option", 'units="m\\u0000x"'],
+         r'^streamcov ingest: error: --option units="m\\u0000x": holds a NUL character \(\\u0000\), which no name or '
+         r"option may contain; remove it$", check=lambda e, err, out: not (e.tmp / "s.zarr").exists()),
     Case("ingest-option-twice", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
                                            e.tmp / "s.zarr", "--option", "center=[0]", "--option", "center=[1]"],
          r"^streamcov ingest: error: --option center=\[0\] and --option center=\[1\]: one reader option given twice; "
@@ -1101,6 +1113,10 @@ CONFIG = [
                                                "--quiet"],
          r"^streamcov synth: error: \S+/d\.zarr: a symbolic link \(to nowhere\.zarr\); give the store's own path, "
          r"\S+/nowhere\.zarr$", check=lambda e, err, out: os.listdir(e.tmp) == ["d.zarr"]),
+    Case("synth-out-link-loop", lambda e: ["synth", _link(e.tmp / "loop.zarr", "loop.zarr"), "--sequences", "10",
+                                           "--quiet"],
+         r"^streamcov synth: error: \S+/loop\.zarr: a symbolic link \(to loop\.zarr\); give the store's own path \(it "
+         r"leads to no folder: a loop of links\)$"),
     Case("ingest-out-link-to-a-store", lambda e: ["ingest", "skeleton", "--format", "generic", write_archive(e.tmp / "a"),
                                                   _link(e.tmp / "l.zarr", e.copy("synth")), "--quiet"],
          r"^streamcov ingest: error: \S+/l\.zarr: a symbolic link \(to \S+synth\.zarr\); give the store's own path"),
@@ -2642,10 +2658,12 @@ IMAGES = [
     # --exclude names folders: a typo, an empty name or a path would leave in what it meant to leave out
     Case("exclude-names-no-folder", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
                                                e.tmp / "s.zarr", "--exclude", "mpas"],
-         r"exclude 'mpas': no folder of that name under \S+imgs; check the name \(folder names are case-sensitive\)$"),
+         r"error: --exclude mpas, or data\.exclude = \"mpas\" in a pipeline: no folder of that name under \S+imgs; "
+         r"check the name \(folder names are case-sensitive\)$"),
     Case("exclude-a-path", lambda e: ["ingest", "images", "--format", "folders", image_folder("imgs")(e),
                                       e.tmp / "s.zarr", "--exclude", "a/maps"],
-         r"exclude 'a/maps': a folder name to skip \(e\.g\. maps\), not a path or an empty name$"),
+         r"error: --exclude a/maps, or data\.exclude = \"a/maps\" in a pipeline: a folder name to skip \(e\.g\. "
+         r"maps\), not a path or an empty name$"),
     # a link to a class folder is read; hidden folders and files (.git, thumbnails) are not images of the set
     Case("linked-class-and-hidden-entries", lambda e: ["ingest", "images", "--format", "folders", (lambda f: (
         (e.tmp / "elsewhere").mkdir(), shutil.copytree(f / "a", e.tmp / "elsewhere" / "c"),
@@ -2822,9 +2840,13 @@ PROTOCOLS = [
          (lambda e: ["run", e.pipeline(), "--quiet", "--set", 'split.kind="subject-splits-file"',
                      "--set", f'split.file="{e.tmp / "none.toml"}"']), r"split\.file.*none\.toml.*(not found|no such)"),
     Case("splits-file-bad-toml", splits_file("[[split]]\ntrain = [1, 3\n"), r"folds\.toml: invalid TOML: unclosed array at the end of the file"),
-    Case("splits-file-no-tables", splits_file("x = 1\n"), r"folds\.toml: no \[\[split\]\] tables; write one per fold"),
+    Case("splits-file-no-tables", splits_file("\n"), r"folds\.toml: no \[\[split\]\] tables; write one per fold"),
+    Case("splits-file-top-level-key", splits_file("x = 1\n"),
+         r"folds\.toml, line 1: unknown key 'x'; a splits file holds \[\[split\]\] tables of train_subjects and "
+         r"test_subjects$"),
     Case("splits-file-keys-misspelt", splits_file("[[split]]\ntrain = [1, 3]\ntest = [2, 4]\n"),
-         r"folds\.toml: \[\[split\]\] number 1 needs train_subjects and test_subjects"),
+         r"folds\.toml, line 2: \[\[split\]\] number 1: unknown key 'train' \(did you mean 'train_subjects'\?\); a "
+         r"splits file holds \[\[split\]\] tables of train_subjects and test_subjects$"),
     Case("splits-file-unknown-subject", splits_file("[[split]]\ntrain_subjects = [1, 99]\ntest_subjects = [2]\n"),
          r"folds\.toml: \[\[split\]\] number 1: train_subjects names subject\(s\) \[99\] that no row of the store has "
          r"\(its subjects: .*\); the file fixes the subjects of one archive: for this store, write its own file or "

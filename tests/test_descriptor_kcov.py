@@ -253,7 +253,8 @@ def test_pipeline_with_kcov_and_pairs_predicts_what_it_tested(tmp_path, rng):
     repo = Path(__file__).resolve().parents[1]
     sets = [f'output="{tmp_path}/out"', "dask.block_size=8", 'descriptor.features=["positions", "velocities"]',
             "descriptor.levels=2", "descriptor.overlap=true", "descriptor.mean_weight=0.0",
-            'descriptor.matrix="rbf"', "descriptor.kernel_sigma=1.0", 'descriptor.pairs=[["j1", "j2"], [3, 5]]']
+            'descriptor.matrix="rbf"', "descriptor.kernel_sigma=1.0", 'descriptor.pairs=[["j1", "j2"], [3, 5]]',
+            'descriptor.scale="none"']   # the file's body scale, which "rbf" cancels, said as what it does
     res = run_pipeline(load_config(repo / "pipelines" / "msr_action3d_exact.toml", sets, store=store.path),
                        scheduler="synchronous")
     assert res["descriptor_dim"] == 4 * (2 * 15 + 6) * (2 * 15 + 7) // 2

@@ -923,6 +923,11 @@ def test_generic_width_is_voted_by_the_first_files(tmp_path):
         ingest(open_reader("generic", folder), tmp_path / "t.zarr", on_error="skip")
     assert not info.value.own_fault and not getattr(info.value, "skippable", False)
     assert "as in s0.csv, the first file read; if that file is the odd one, fix it instead" in str(info.value)
+    # only widths of whole joints vote: two files 7 wide do not outvote a first file 6 wide
+    folder = archive("w", [6, 7, 7])
+    with pytest.raises(FormatError, match=_err(folder / "s1.csv", 1, "")) as info:
+        ingest(open_reader("generic", folder), tmp_path / "w.zarr", on_error="skip")
+    assert "expected 6 values per line" in str(info.value) and not info.value.own_fault
     # only the votes of the first PEEK_FILES files count: the sixth and later do not outvote them
     folder = archive("k", [6] * 5 + [9] * 6)
     store = ingest(open_reader("generic", folder), tmp_path / "k.zarr", on_error="skip")

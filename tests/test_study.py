@@ -177,9 +177,17 @@ def test_study_merge_out_gets_the_checks_of_a_run_output(tmp_path, capsys, monke
     (tmp_path / "model" / "model.json").write_text("{}")
     assert main(["study", "merge", *run, "--out", str(tmp_path / "model")]) == 2
     assert re.search(r"is a model folder \(it holds model\.json\)", capsys.readouterr().err)
-    for _ in range(2):   # the second time into the folder the first one wrote and marked
+    for _ in range(2):   # the second time into the folder the first one wrote (a study report: no marker)
         assert main(["study", "merge", *run, "--out", str(tmp_path / "m")]) == 0
         capsys.readouterr()
+    # a report folder of an earlier version, as the README merges into docs/study (subfolders, no marker)
+    import shutil
+
+    from conftest import REPO
+
+    shutil.copytree(REPO / "docs" / "study", tmp_path / "earlier")
+    assert main(["study", "merge", *run, "--out", str(tmp_path / "earlier")]) == 0
+    capsys.readouterr()
     assert main(["study", "kernel-approx", "--data", "", "--out", str(tmp_path / "k")]) == 2
     assert re.search(r"argument --data: empty path", capsys.readouterr().err)
     # the study's own output folder is named by its flag (it was `output = "..."`)

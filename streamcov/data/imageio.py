@@ -129,7 +129,8 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     exclude = set(exclude or ())
     for name in exclude:
         if not name or "/" in name or "\\" in name or name in (".", ".."):
-            raise ConfigError(f"exclude {name!r}: a folder name to skip (e.g. maps), not a path or an empty name")
+            raise ConfigError(f"{ingest_option('exclude', name)}: a folder name to skip (e.g. maps), not a path or "
+                              f"an empty name")
     found, seen, excluded, classes, held_excluded = [], {}, set(), None, set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
@@ -167,8 +168,8 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
             found.append(p)
     unused = sorted(exclude - excluded - {"maps"})
     if unused:
-        raise ConfigError(f"exclude {unused[0]!r}: no folder of that name under {root}; check the name "
-                          f"(folder names are case-sensitive)")
+        raise ConfigError(f"{ingest_option('exclude', unused[0])}: no folder of that name under {root}; check the "
+                          f"name (folder names are case-sensitive)")
     entries = []
     for p in found:
         rel = p.relative_to(root)

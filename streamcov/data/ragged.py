@@ -75,8 +75,11 @@ def ingest_args(out, limit, on_error: str = "stop"):
     if os.path.islink(path):   # (False for a name the system refuses: said where the store is written)
         # the lock is named from the path: a second name of one store would take a second lock, and a link
         # (dangling, or to an empty folder) cannot be replaced by the finished store
-        raise ConfigError(f"{path}: a symbolic link (to {os.readlink(path)}); give the store's own path, "
-                          f"{path.resolve()}")
+        try:
+            own = f", {path.resolve()}"
+        except (OSError, RuntimeError):   # a loop of links
+            own = " (it leads to no folder: a loop of links)"
+        raise ConfigError(f"{path}: a symbolic link (to {os.readlink(path)}); give the store's own path{own}")
     return path
 
 

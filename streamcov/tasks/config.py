@@ -379,10 +379,11 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
 def load_config_and_origins(source=None, overrides=(), store=None, *, text: str | None = None,
                             task: str | None = None, flags: dict | None = None, note=None,
                             scheduler: str | None = None, output=None, text_name: str | None = None,
-                            workers=None):
+                            flags_given: dict | None = None):
     """``(configuration, origins)``: :func:`load_config`, and the :class:`Origins` of its values, whose
     :meth:`Origins.naming` names them in the errors of the checks made later
-    (:func:`streamcov.tasks.runner.run`)."""
+    (:func:`streamcov.tasks.runner.run`). ``flags_given``: the command line's ``scheduler`` and ``workers``
+    as typed (None: not given), refused beside a ``--set`` of the same ``[dask]`` key."""
     if source is not None and text is not None:   # one of them would be ignored
         raise ConfigError("a pipeline and text=... both given: give one pipeline (a file, a dict or a TOML text)")
     overrides = overrides_list(overrides)
@@ -408,8 +409,10 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
             raise ConfigError(f"{origins.flags[('output',)]} {arg('output', output)}: two output folders; give one")
         raw["output"] = str(output)
         origins.flags[("output",)] = arg("output", output)
-    # a --set of the scheduler's keys beside the command line's own flag: one of them would be ignored
-    for key, value, what in (("scheduler", scheduler, "schedulers"), ("workers", workers, "worker counts")):
+    # a --set of the scheduler's keys beside the command line's own flag as typed (``flags_given``: --workers
+    # alone means a local-cluster, which is no --scheduler): one of them would be ignored
+    for key, what in (("scheduler", "schedulers"), ("workers", "worker counts")):
+        value = (flags_given or {}).get(key)
         if value is not None and ("dask", key) in origins.flags:
             raise ConfigError(f"{origins.flags[('dask', key)]} {arg(key, value)}: two {what}; give one")
     name = raw.get("task", task or "skeleton-classification")
@@ -559,10 +562,10 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
     iterations) without progress on held-out rows, read only with ``validation_fraction > 0``; the SGD
     learner's ``eta0`` is not read by ``learning_rate = "optimal"``, its ``C`` and ``alpha`` not with
     ``penalty = "none"`` beside another learning rate; ``C`` is not read beside ``alpha``. ``[features]``:
-    ``fit_sample`` is not read by a map that is fitted on no rows (:func:`~streamcov.features.registry.needs_data`).
-    A note, not a refusal: the shipped
-    files set these keys, and ``--set tgp.degrees=[2, 3]`` or ``--set model.learning_rate="optimal"`` on
-    one of them is the way to run that setting (a ``--set`` cannot remove a file's key)."""
+    ``fit_sample`` is not read by a map fitted on no rows (:func:`~streamcov.features.registry.needs_data`).
+    A note, not a refusal: the shipped files set these keys, and ``--set tgp.degrees=[2, 3]`` or
+    ``--set model.learning_rate="optimal"`` on one of them is the way to run that setting (a ``--set``
+    cannot remove a file's key)."""
     rules = []   # (table, keys, why, the key that turns them off)
     t = getattr(cfg, "tgp", None)
     if t is not None and t.degrees is not None:

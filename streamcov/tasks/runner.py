@@ -47,7 +47,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                           f"remove it")
     from ..stream.runtime import resolve_runtime
 
-    typed = scheduler   # as given: --workers alone resolves to a local-cluster
+    typed, typed_workers = scheduler, workers   # as given: --workers alone resolves to a local-cluster
     scheduler, workers = resolve_runtime(scheduler, workers)
     overrides = overrides_list(overrides)   # once: a generator is read here and nowhere else
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (overrides or store is not None):
@@ -59,7 +59,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     else:
         sets = overrides
         cfg, origins = load_config_and_origins(pipeline, sets, store, text=text, text_name=text_name,
-                                               flags=flags, note=note, scheduler=scheduler, workers=workers,
+                                               flags=flags, note=note, scheduler=scheduler,
+                                               flags_given={"scheduler": typed, "workers": typed_workers},
                                                output=None if output is None else Path(output))
         # the task's own checks (against the store, the data) name a key; where its value came from goes in front
         naming = origins.naming
@@ -180,9 +181,17 @@ def mark_output(out: Path, task: str, by: str = "streamcov run") -> None:
 
 def _earlier_streamcov_output(out: Path) -> bool:
     """Whether ``out`` was written by a streamcov from before :data:`OUTPUT_MARKER`: its ``result.json`` names
-    the task, a feature store there holds a fingerprint, or a run left its checkpoints or lock."""
+    the task, a feature store there holds a fingerprint, a run left its checkpoints or lock, or it holds a
+    study's report (``study merge`` writes no marker)."""
     if (out / "checkpoints").is_dir() or (out / OUTPUT_LOCK).exists():
         return True
+    try:   # the report of `streamcov study` (kernel-approx or merge): results.csv of its columns, table.md
+        with open(out / "results.csv", encoding="utf-8") as fh:
+            header = fh.readline().strip().split(",")
+        if (out / "table.md").is_file() and {"dataset", "exact_accuracy", "map", "nu"} <= set(header):
+            return True
+    except (OSError, UnicodeDecodeError):
+        pass
     try:
         earlier = json.loads((out / "result.json").read_text())
         if isinstance(earlier, dict) and "task" in earlier:

@@ -162,6 +162,10 @@ class SplitTable(Table):
                             f"a subject trains or tests, not both")
         if self.kind == "subjects" and not self.train_subjects:
             raise key_error("split_key", "kind", "split.kind = 'subjects' needs split.train_subjects = [..]")
+        if self.kind == "subject-splits-file" and self.file is not None and not self.file.strip():
+            # an empty path given: named as given (it blamed split.kind and asked for the key it had)
+            raise key_error("split_key", "file", "split.file = \"\": an empty path; give the TOML file of [[split]] "
+                            "tables")
         if self.kind == "subject-splits-file" and not self.file:
             raise key_error("split_key", "kind", "split.kind = 'subject-splits-file' needs split.file (a TOML file "
                             "of [[split]] tables)")

@@ -145,7 +145,7 @@ def check_label_map(label_map) -> None:
 def unused_label_map_keys(label_map, seen: set) -> None:
     """Refuse ``label_map`` keys that match no label of the archive (``seen``): a typo would leave its
     class unrenamed without a word."""
-    unused = sorted(set(label_map or ()) - seen)
+    unused = sorted(set(label_map or ()) - seen, key=str)   # (keys of a Python dict may mix int and str)
     if unused:
         shown = ", ".join(repr(x) for x in sorted(seen)[:12]) + (", ..." if len(seen) > 12 else "")
         raise ValueError(f"label_map: {', '.join(map(repr, unused))} "

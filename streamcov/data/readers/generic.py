@@ -103,8 +103,9 @@ class GenericCSVReader(SkeletonReader):
             if errors:
                 raise errors[0]
             raise _empty_error(self.index_path, self._entries[0])
-        votes = Counter(p[1] for p in peeks)
-        (top, n_top), *rest = votes.most_common()
+        # only widths of whole joints vote: a majority of files 7 wide cannot outvote a first file 6 wide
+        votes = Counter(p[1] for p in peeks if p[1] % 3 == 0)
+        (top, n_top), *rest = votes.most_common() or [(None, 0)]
         self._agreed = n_top >= 2 and (not rest or rest[0][1] < n_top)
         first, ncols, line = next(p for p in peeks if p[1] == top) if self._agreed else peeks[0]
         if ncols % 3:
