@@ -473,3 +473,24 @@ def test_fastfood_needs_no_frequency_matrix():
     need = map_nbytes({"map": "fastfood", "n_components": 200_000}, 20_000)
     assert need == pytest.approx(held, rel=1e-12)
     assert map_nbytes({"map": "rff", "n_components": 1000}, 20) == 8.0 * 1000 * 20
+
+
+def test_a_bandwidth_far_below_the_distances_is_warned_of():
+    """The median over rows of the nearest neighbour's kernel value, against NARROW_KERNEL: rows 10 apart
+    (an orthogonal frame scaled by 10/sqrt(2)) have nearest-neighbour kernel exp(-100 / (2 sigma^2)), 2e-22
+    at sigma = 1 (warned) and 0.61 at sigma = 10 (not); a map fitted on no rows gets no sample, no check."""
+    import warnings
+
+    from streamcov.features.registry import NARROW_KERNEL, fit_feature_map
+
+    X = np.eye(12) * 10 / np.sqrt(2)
+    params = {"map": "nystroem", "n_components": 12}
+    with pytest.warns(UserWarning, match=r"features\.sigma: the bandwidth, sigma = 1, is far below the distances "
+                                         r"between the training rows: the kernel value of a row's nearest neighbour "
+                                         r"is 1\.9e-22 \(median over 12 rows\)"):
+        fit_feature_map({**params, "sigma": 1.0}, 0, 12, X)
+    assert np.exp(-100 / (2 * 10.0 ** 2)) > NARROW_KERNEL
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_feature_map({**params, "sigma": 10.0}, 0, 12, X)
+        fit_feature_map({"map": "rff", "n_components": 8, "sigma": 1e-3}, 0, 12)   # fitted on no rows
