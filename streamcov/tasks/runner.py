@@ -86,7 +86,10 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         # the exact SVM trains in memory and writes no checkpoints: --resume changes nothing (said, not silent)
         message = (f"{arg('resume', True)}: learner \"exact-svm\" trains in memory and writes no checkpoints; "
                    f"there is nothing to resume, and the run computes its kernel again")
-        print(f"note: {message}", file=sys.stderr) if note is None else note(message)
+        if note is None:
+            print(f"note: {message}", file=sys.stderr)
+        else:
+            note(message)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = (arg("output", output) if output is not None else
