@@ -280,8 +280,13 @@ def _cmd_info(args) -> int:
             unit = "images" if "committed_images" in st else "sequences"
             n = st.get(f"committed_{unit}", 0)
             what = f"{n if isinstance(n, int) and not isinstance(n, bool) else '?'} {unit}"
-            print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted; "
-                  f"re-run it to resume (with --restart if its source changed since)", file=sys.stderr)
+            by = st.get("being_written_by")
+            if by is not None:
+                print(f"{args.store}: INCOMPLETE store ({what} committed): being written by process {by.get('pid')} "
+                      f"on {by.get('host')} since {by.get('started')}", file=sys.stderr)
+            else:
+                print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted; "
+                      f"re-run it to resume (with --restart if its source changed since)", file=sys.stderr)
         if args.verify:
             from .data.integrity import verify
             problems, notes = verify(args.store)

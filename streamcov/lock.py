@@ -146,6 +146,23 @@ def exclusive(lock_path, what: str, command: str | None = None):
             lock_path.unlink(missing_ok=True)
 
 
+def store_writer(store_path) -> dict | None:
+    """The holder (pid, host, command, start) of the lock of the store at ``store_path`` while a process holds
+    it, else None (no lock, or one left by a dead process of this host): an incomplete store being written
+    right now, which ``streamcov info`` must not judge by a commit point that moves as it reads."""
+    store_path = Path(store_path)
+    try:
+        holder = _holder(store_path.with_name(store_path.name + ".lock"))
+    except OSError:
+        return None
+    if not (isinstance(holder, dict) and isinstance(holder.get("host"), str) and isinstance(holder.get("pid"), int)
+            and not isinstance(holder.get("pid"), bool)):
+        return None
+    if holder["host"] == socket.gethostname() and not _alive(holder["pid"]):
+        return None
+    return holder
+
+
 # the lock file of an output folder of ``streamcov run``
 OUTPUT_LOCK = ".streamcov.lock"
 # an output folder of ``streamcov run`` holds this file: later runs may write there again

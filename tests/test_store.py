@@ -136,6 +136,35 @@ def test_damaged_progress_attributes_of_an_incomplete_store(tmp_path, rng, edit,
     check_equal(S.ingest(ListSource(seqs), path, chunk_frames=4, mode="restart"), seqs)
 
 
+def test_info_of_a_store_being_written_says_so_and_does_not_judge_its_commit_point(tmp_path, rng):
+    """While a live process holds the store's lock, its commit point moves as `info` reads it: `info` says who
+    writes it (not "interrupted") and reports no damage from the progress attributes; once the lock is a dead
+    process's (kill -9), the same store is judged again."""
+    import json
+    import os
+    import socket
+
+    import zarr
+
+    from cli_cases import cli
+
+    seqs = make_seqs(rng, 10)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=4, limit=3)
+    zarr.open_group(str(path), mode="r+").attrs.update({"committed": {"sequences": 3, "frames": 1}})
+    lock = tmp_path / "s.zarr.lock"
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": "streamcov ingest",
+                                "started": "2026-11-30 16:00:00"}))
+    status = store_status(path)
+    assert status["being_written_by"]["pid"] == os.getpid() and "problems" not in status
+    rc, err, _ = cli("info", path)
+    assert rc == 3 and re.search(rf"INCOMPLETE store \(3 sequences committed\): being written by process "
+                                 rf"{os.getpid()} on \S+ since 2026-11-30 16:00:00$", err.strip()), err
+    lock.write_text(json.dumps({"pid": 2 ** 22 + 12345, "host": socket.gethostname()}))   # no such process
+    status = store_status(path)
+    assert "being_written_by" not in status and any("does not match the arrays" in p for p in status["problems"])
+
+
 def test_restart_discards_incomplete(tmp_path, rng):
     seqs = make_seqs(rng, 10)
     path = tmp_path / "s.zarr"

@@ -129,7 +129,14 @@ def store_status(path) -> dict:
     if "constant_images" in status:
         status["n_constant_images"] = len(status["constant_images"])
         status["constant_images"] = status["constant_images"][:20]
-    problems = [] if status["complete"] else progress_problems(g, attrs)
+    writer = None
+    if not status["complete"]:
+        from ..lock import store_writer
+
+        writer = store_writer(path)
+        if writer is not None:   # its commit point moves as it is read: said, not judged
+            status["being_written_by"] = writer
+    problems = [] if status["complete"] or writer is not None else progress_problems(g, attrs)
     arrays = attrs.get("arrays", [])
     for name in arrays if _names_list(arrays) else ():
         try:
