@@ -128,12 +128,12 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         if not path or not Path(path).is_file():
             raise ConfigError(f"split.file = {toml_value(path)}: not found (kind subject-splits-file)")
         try:
-            doc = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))   # a BOM as editors write it
+            text = Path(path).read_text(encoding="utf-8-sig")   # a BOM as editors write it
+            doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise toml_error(path, exc) from None
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
-        text = Path(path).read_text(encoding="utf-8-sig")
         _no_unknown_keys(path, text, doc)
         entries = doc.get("split", [])
         if not entries or not isinstance(entries, list):
