@@ -117,6 +117,22 @@ def seal_mismatch(group, root, recorded) -> str | None:
     return why
 
 
+def names_list(v) -> bool:
+    """Whether an attribute holds a list of names (the ``arrays`` of a store, its ``label_names``, ...)."""
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def shown(v, limit: int = 60) -> str:
+    """An attribute's value for a message, cut after ``limit`` characters."""
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def arrays_problem(arrays) -> str:
+    """What is wrong with a store's ``arrays`` attribute that is not :func:`names_list`."""
+    return f"attribute arrays = {shown(arrays)} is not a list of array names"
+
+
 def get_array(group, name: str):
     """The array ``name`` of ``group``, None when it is missing; a :class:`StoreError` naming it when its
     zarr.json cannot be read (zarr's own parse errors of an edited file)."""
@@ -384,8 +400,8 @@ def verify(path) -> tuple[list[str], list[str]]:
     attrs = dict(g.attrs)
     problems, notes = [], []
     expected = attrs.get("arrays")
-    if expected is not None and not (isinstance(expected, list) and all(isinstance(x, str) for x in expected)):
-        problems.append(f"attribute arrays = {expected!r:.60} is not a list of array names")
+    if expected is not None and not names_list(expected):
+        problems.append(arrays_problem(expected))
         expected = None   # (a string was checked letter by letter)
     names = expected if expected is not None else sorted(k for k, _ in g.arrays())
     version = attrs.get("format_version", 1)

@@ -138,7 +138,7 @@ def store_status(path) -> dict:
             status["being_written_by"] = writer
     problems = [] if status["complete"] or writer is not None else progress_problems(g, attrs)
     arrays = attrs.get("arrays", [])
-    for name in arrays if _names_list(arrays) else ():
+    for name in arrays if integrity.names_list(arrays) else ():
         try:
             if integrity.get_array(g, name) is None:
                 problems.append(f"array {name!r} is missing")
@@ -154,45 +154,37 @@ UNITS = {"streamcov.skeleton-sequences": ("sequences", "frames", "frames", ("lab
          "streamcov.images": ("images", "pixels", "pixels", ("label_names", "group_names", "split_names"))}
 
 
-def _names_list(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def progress_problems(g, attrs: dict) -> list[str]:
+def progress_problems(g, attrs: dict, units: tuple | None = None) -> list[str]:
     """What is wrong with the attributes an incomplete store is resumed from (its array list, names, and
     commit point against its arrays): an edited or damaged zarr.json was a traceback on resuming, and
-    ``info`` reported it as an ingestion to resume."""
-    unit, data_unit, data, coded = UNITS[attrs["format"]]
+    ``info`` reported it as an ingestion to resume. ``units``: ``(unit, data unit, data array, coded
+    attributes)``, by default the :data:`UNITS` of the store's format (a writer passes its own)."""
+    unit, data_unit, data, coded = units or UNITS[attrs["format"]]
     problems = []
     arrays = attrs.get("arrays")
-    if not _names_list(arrays):
-        problems.append(f"attribute arrays = {_shown(arrays)} is not a list of array names")
+    if not integrity.names_list(arrays):
+        problems.append(integrity.arrays_problem(arrays))
     for key in coded:
-        if not _names_list(attrs.get(key, [])):
-            problems.append(f"attribute {key} = {_shown(attrs.get(key))} is not a list of names")
+        if not integrity.names_list(attrs.get(key, [])):
+            problems.append(f"attribute {key} = {integrity.shown(attrs.get(key))} is not a list of names")
     c = attrs.get("committed")
     k, f = (c.get(unit), c.get(data_unit)) if isinstance(c, dict) else (None, None)
     if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (k, f)):
-        problems.append(f"attribute committed = {_shown(c)} is not the counts of committed {unit} and {data_unit} "
-                        f"(integers >= 0)")
+        problems.append(f"attribute committed = {integrity.shown(c)} is not the counts of committed {unit} and "
+                        f"{data_unit} (integers >= 0)")
         return problems
     try:
         offsets, rows = integrity.get_array(g, "offsets"), integrity.get_array(g, data)
         if offsets is None or rows is None:
             return problems   # said as a missing array
         if k + 1 > offsets.shape[0] or f > rows.shape[0] or int(offsets[k]) != f:
-            problems.append(f"attribute committed = {_shown(c)} does not match the arrays ({offsets.shape[0] - 1} "
-                            f"{unit} in offsets, {rows.shape[0]} {data_unit} in {data})")
+            problems.append(f"attribute committed = {integrity.shown(c)} does not match the arrays "
+                            f"({offsets.shape[0] - 1} {unit} in offsets, {rows.shape[0]} {data_unit} in {data})")
     except StoreError as exc:
         problems.append(str(exc))
     except Exception as exc:   # a chunk that zarr cannot read: its checksum, a missing file
         problems.append(f"array offsets cannot be read ({exc.__class__.__name__}: {exc})")
     return problems
-
-
-def _shown(v, limit: int = 60) -> str:
-    text = repr(v)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _version_words(version) -> str:
@@ -605,13 +597,13 @@ class RaggedStoreWriter:
                     f"{self.path}: the incomplete {self.kind} store was started with {key} = "
                     f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Start over: "
                     f"{START_OVER.format(path=self.path)}.")
-        if old.get("format") in UNITS:   # (after the source: another one is started over whatever its state)
-            problems = progress_problems(open_group(self.path, "r"), old)
-            if problems:
-                raise StoreError(f"{self.path}: {problems[0]}; the incomplete store is damaged: delete it and "
-                                 f"ingest again (or add --restart to `streamcov ingest` or `synth`, "
-                                 f"mode=\"restart\" in Python)")
         g = zarr.open_group(str(self.path), mode="r+")
+        # (after the source: another one is started over whatever its state)
+        problems = progress_problems(g, old, (self.unit, self.data_unit, self.data_name, tuple(self.coded.values())))
+        if problems:
+            raise StoreError(f"{self.path}: {problems[0]}; the incomplete store is damaged: delete it and "
+                             f"ingest again (or add --restart to `streamcov ingest` or `synth`, "
+                             f"mode=\"restart\" in Python)")
         have = int(g[self.data_name].chunks[0])
         if self._chunk_given and have != self._chunk_rows:
             raise StoreError(f"{self.path}: the incomplete {self.kind} store was started with chunks of {have} "
