@@ -55,6 +55,22 @@ def _holder(path: Path) -> dict | None:
         return None
 
 
+def _is_holder(holder) -> bool:
+    """Whether a lock file's contents name a holder: a JSON object with the writer's host and pid."""
+    return (isinstance(holder, dict) and isinstance(holder.get("host"), str) and isinstance(holder.get("pid"), int)
+            and not isinstance(holder.get("pid"), bool))
+
+
+def _dead(holder: dict) -> bool:
+    """Whether the holder of a lock is a process of this host that no longer runs (kill -9): a stale lock."""
+    return holder["host"] == socket.gethostname() and not _alive(holder["pid"])
+
+
+def _store_lock_path(store_path: Path) -> Path:
+    """The lock file of a store being ingested: beside it (a store folder holds only zarr nodes)."""
+    return store_path.with_name(store_path.name + ".lock")
+
+
 def _not_a_lock(path: Path, what: str) -> StoreError:
     return StoreError(f"{what}: its lock file {path} is not one streamcov wrote (a JSON object with the pid and "
                       f"host of the writer); if no streamcov command is writing there, delete it and run again")
@@ -114,11 +130,9 @@ def exclusive(lock_path, what: str, command: str | None = None):
                 holder = _holder(lock_path)
             except OSError:   # unreadable (permissions, a special file)
                 raise _not_a_lock(lock_path, what) from None
-            if holder is not None and not (isinstance(holder, dict) and isinstance(holder.get("host"), str)
-                                           and isinstance(holder.get("pid"), int)
-                                           and not isinstance(holder.get("pid"), bool)):
+            if holder is not None and not _is_holder(holder):
                 raise _not_a_lock(lock_path, what) from None
-            stale = (holder is not None and holder["host"] == me["host"] and not _alive(holder["pid"]))
+            stale = holder is not None and _dead(holder)
             if holder is None:
                 # a lock being written right now, or one left empty by a crash during its creation
                 age = time.time() - lock_path.stat().st_mtime if lock_path.exists() else 0.0
@@ -150,17 +164,11 @@ def store_writer(store_path) -> dict | None:
     """The holder (pid, host, command, start) of the lock of the store at ``store_path`` while a process holds
     it, else None (no lock, or one left by a dead process of this host): an incomplete store being written
     right now, which ``streamcov info`` must not judge by a commit point that moves as it reads."""
-    store_path = Path(store_path)
     try:
-        holder = _holder(store_path.with_name(store_path.name + ".lock"))
+        holder = _holder(_store_lock_path(Path(store_path)))
     except OSError:
         return None
-    if not (isinstance(holder, dict) and isinstance(holder.get("host"), str) and isinstance(holder.get("pid"), int)
-            and not isinstance(holder.get("pid"), bool)):
-        return None
-    if holder["host"] == socket.gethostname() and not _alive(holder["pid"]):
-        return None
-    return holder
+    return holder if _is_holder(holder) and not _dead(holder) else None
 
 
 # the lock file of an output folder of ``streamcov run``
@@ -184,6 +192,5 @@ def store_lock(store_path):
     An ingestion refused while holding it leaves none of the folders the lock created (the store's parents)
     unless it wrote a store there."""
     store_path = Path(store_path)
-    with new_folders_undone(store_path.parent), exclusive(store_path.with_name(store_path.name + ".lock"),
-                                                          f"store {store_path}"):
+    with new_folders_undone(store_path.parent), exclusive(_store_lock_path(store_path), f"store {store_path}"):
         yield
