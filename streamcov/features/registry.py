@@ -150,12 +150,12 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     """
     record: dict = {}
     scale = 1.0
+    # a map of [v, h] rows measures and checks the bandwidth of its Gaussian kernel on v only
+    n_head = int(params.get("n_head", 0)) if str(params.get("map", "")).lower() == "rff-head" else 0
     if params.get("bandwidth", "absolute") == "median":
         if sample is None or len(sample) < 2:
             raise ConfigError("features.bandwidth = 'median' needs at least 2 training rows to measure "
                               "the median distance on")
-        # a map of [v, h] rows measures the bandwidth of its Gaussian kernel on v only
-        n_head = int(params.get("n_head", 0)) if str(params.get("map", "")).lower() == "rff-head" else 0
         # and a row of several views (the mirror) on its first view: the kernel compares views one to one
         views = int(params.get("views", 1))
         cols = (sample.shape[1] - n_head) // views
@@ -190,7 +190,7 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     with blas_threads(1):
         fmap.fit(sample if needs_data(params) else np.zeros((1, n_features)))
         if sample is not None and len(sample) >= 2:
-            _warn_narrow_bandwidth(params, sample, scale)
+            _warn_narrow_bandwidth(params, sample[:, :sample.shape[1] - n_head], scale)
     return fmap, record
 
 
@@ -208,16 +208,14 @@ def _warn_narrow_bandwidth(params: dict, sample: np.ndarray, scale: float) -> No
     """Warn when the Gaussian kernel a map approximates is, on training rows, nearly the identity (sigma far
     below their distances): the learner then reaches chance accuracy or near it, without a word (the exact
     SVM's grid warns of the same, :func:`streamcov.stream.exact._warn_degenerate_kernel`). Checked on the first
-    :data:`BANDWIDTH_CHECK_ROWS` rows of the sample a data-dependent map is fitted on (a map fitted on no rows
-    has none). A bandwidth far above the distances is not warned of: the features are then nearly linear in
+    :data:`BANDWIDTH_CHECK_ROWS` rows of the sample a data-dependent map is fitted on, less a head's columns (a
+    map fitted on no rows has none). A bandwidth far above the distances is not warned of: the features are then nearly linear in
     the rows, which a scaled linear learner still separates."""
     import warnings
 
     from ..kernels import block_gaussian_kernel
 
-    n_head = int(params.get("n_head", 0)) if str(params.get("map", "")).lower() == "rff-head" else 0
     X = np.asarray(sample[:BANDWIDTH_CHECK_ROWS], dtype=np.float64)
-    X = X[:, :X.shape[1] - n_head] if n_head else X
     sigma = float(params.get("sigma", 1.0)) * float(scale)
     try:
         K = block_gaussian_kernel(X, blocks=params.get("blocks"), sigma=sigma, views=int(params.get("views", 1)))
