@@ -149,7 +149,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         # a zarr store (a folder holding zarr.json: one written inside the image folder) holds no images and
         # names no class: an image store ingested into its own folder is read again, resumed and reused
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in exclude and d not in IGNORED
-                             and not os.path.isfile(os.path.join(dirpath, d, "zarr.json")))
+                             and not _is_store(dirpath, d))
         if classes is None:   # the first folder walked is the root: its folders are the classes
             classes = list(dirnames)
         for name in filenames:
@@ -197,12 +197,17 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     return entries
 
 
+def _is_store(dirpath, name: str) -> bool:
+    """Whether the folder ``name`` of ``dirpath`` is a zarr store (it holds zarr.json): no images, no class."""
+    return os.path.isfile(os.path.join(dirpath, name, "zarr.json"))
+
+
 def _holds_only_stores(folder: Path) -> bool:
     """Whether ``folder`` holds zarr stores and nothing else but their lock files and hidden entries: a folder an
     ingestion made inside the image folder for its store (``src/new/x.zarr``), not a class without images."""
     stores = False
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
-        inner = [d for d in dirnames if os.path.isfile(os.path.join(dirpath, d, "zarr.json"))]
+        inner = [d for d in dirnames if _is_store(dirpath, d)]
         stores = stores or bool(inner)
         dirnames[:] = [d for d in dirnames if d not in inner and not d.startswith(".")]
         if any(not f.startswith(".") and not f.endswith(".lock") for f in filenames):
