@@ -17,7 +17,7 @@ ragged lengths) are featurized by
   covariance, log and vectorization only (it has no Savitzky-Golay
   features, pyramid or embedding), which favours it. Its ``scm`` is the
   biased covariance (ddof 0). It has no kernelized covariance: "-" for
-  ``matrix = "rbf"``.
+  ``matrix = "rbf"`` and ``"rbf-raw"``.
 
 Prints one table (ms per sequence and the ratios) and a JSON line.
 
@@ -58,6 +58,9 @@ SETTINGS = {
     "shipped": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=1.0, gamma=1e-2),
     "shipped-torso": dict(PV, levels=3, overlap=True, body_frame="torso", mean_weight=1.0, gamma=1e-2),
     "shipped-torso-frames": dict(PV, levels=3, overlap=True, body_frame="torso-frames", mean_weight=1.0, gamma=1e-2),
+    # the kernelized covariance of the raw series in place of the shipped setting's covariance
+    "shipped-rbf-raw1": dict(PV, levels=3, overlap=True, body_frame="yaw", gamma=1e-2, matrix="rbf-raw",
+                             kernel_sigma=1.0),
     # with the mirror view (Florence3D and UTKinect): the windows of the sequence and of its mirror image
     "shipped-mirror": dict(PV, levels=3, overlap=True, body_frame="yaw", mean_weight=1.0, gamma=1e-2, mirror=True),
 }

@@ -205,6 +205,21 @@ def kernelized_covariance(W, sigma, ddof=1, rtol=1e-20):
     return K
 
 
+def raw_kernelized_covariance(W, sigma, ddof=1):
+    """The kernelized covariance of the series as they are (``matrix="rbf-raw"``): for every two columns
+    of ``W`` (frames x d), the variance of their difference (with ``ddof``; 0 for one frame) plus the square
+    of its mean, Gaussian of it."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape
+    K = np.empty((d, d))
+    for i in range(d):
+        for j in range(d):
+            diff = W[:, i] - W[:, j]
+            var = ((diff - diff.mean()) ** 2).sum() / max(n - ddof, 1)
+            K[i, j] = np.exp(-(var + diff.mean() ** 2) / (2 * sigma ** 2))
+    return K
+
+
 def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), window=5, time="frame", levels=1,
                        overlap=False, yaw=None, up=1, neck=None, mean_weight=0.0, gamma=1e-4, pairs=(),
                        matrix="covariance", kernel_sigma=1.0, torso=None, torso_frames=False):
@@ -213,7 +228,7 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
     joints, right hip joints); torso: (left hip, right hip, neck joints), the frame of the mean hip
     line and spine, or of each frame's with ``torso_frames``) and scaled by the mean neck distance
     (neck joints), one
-    covariance per window (np.cov) or its kernelized covariance (``matrix="rbf"``, from the
+    covariance per window (np.cov) or its kernelized covariance (``matrix="rbf"`` or ``"rbf-raw"``, from the
     window's series), log by scipy, unit norm."""
     T = len(X)
     J3 = np.asarray(X, dtype=np.float64).reshape(T, n_joints, 3)
@@ -271,6 +286,8 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
         C = np.cov(W.T).reshape(F.shape[1], F.shape[1]) if len(W) > 1 else np.zeros((F.shape[1],) * 2)
         if matrix == "rbf":
             C = kernelized_covariance(W, kernel_sigma)
+        elif matrix == "rbf-raw":
+            C = raw_kernelized_covariance(W, kernel_sigma)
         if mean_weight > 0:
             m = mean_weight * W.mean(0)
             C = np.block([[C + np.outer(m, m), m[:, None]], [m[None, :], np.ones((1, 1))]])

@@ -997,8 +997,12 @@ CONFIG = [
          r"--set descriptor\.kernel_sigma=0\.0: descriptor\.kernel_sigma = 0\.0: expected a value >= 1e-20"),
     Case("matrix-typo", run_set('descriptor.matrix="kernel"'), r'descriptor\.matrix = "kernel": expected one of'),
     Case("rbf-with-mean-embedding", run_set('descriptor.matrix="rbf"', "descriptor.mean_weight=0.3"),
-         r"error: --set descriptor\.mean_weight=0\.3: descriptor\.matrix = 'rbf' standardizes every coordinate "
-         r"series \(mean 0\): it has no mean embedding; set descriptor\.mean_weight = 0"),
+         r"error: --set descriptor\.mean_weight=0\.3: descriptor\.matrix = 'rbf' is a Gram matrix between "
+         r"coordinate series, which has no mean embedding \('rbf' standardizes the series to mean 0; 'rbf-raw' has "
+         r"their means inside its distances\); set descriptor\.mean_weight = 0$"),
+    Case("rbf-raw-with-mean-embedding", run_set('descriptor.matrix="rbf-raw"', "descriptor.mean_weight=1.0"),
+         r"error: --set descriptor\.mean_weight=1\.0: descriptor\.matrix = 'rbf-raw' is a Gram matrix between "
+         r"coordinate series, which has no mean embedding .*; set descriptor\.mean_weight = 0$"),
     Case("pairs-joint-out-of-range", run_set("descriptor.pairs=[[1, 99]]"),
          r"descriptor\.pairs = \[\[1, 99\]\]: joint 99 outside 0\.\.\d+ \(the store has \d+ joints\)"),
     Case("pairs-unknown-name", run_set('descriptor.pairs=[["left_hnd", 0]]'),
@@ -1336,7 +1340,8 @@ CONFIG = [
     # a [descriptor] option that another option turns off
     Case("descriptor-kernel-sigma-without-rbf", run_set("descriptor.kernel_sigma=2.0"),
          r'error: --set descriptor\.kernel_sigma=2\.0: descriptor\.kernel_sigma = 2\.0 is not read: only '
-         r'descriptor\.matrix = "rbf" reads it; remove it, or set descriptor\.matrix = "rbf"$'),
+         r'descriptor\.matrix = "rbf" or "rbf-raw" reads it; remove it, or set descriptor\.matrix = "rbf" or '
+         r'"rbf-raw"$'),
     Case("descriptor-up-axis-without-yaw", run_text(lambda t: t.replace("normalize = true\n",
                                                                        'normalize = true\nup_axis = "z"\n')),
          r'error: \S+p\.toml, line 12: descriptor\.up_axis = "z" is not read: only descriptor\.body_frame = "yaw" '
@@ -1349,14 +1354,15 @@ CONFIG = [
     # cancel (tests/test_descriptor_kcov.py); their defaults stay allowed
     Case("descriptor-ddof-with-rbf", run_set('descriptor.matrix="rbf"', "descriptor.ddof=0"),
          r'error: --set descriptor\.ddof=0: descriptor\.ddof = 0 is not read: only descriptor\.matrix = "covariance" '
-         r'\(the kernelized covariance of matrix = "rbf" standardizes each coordinate series, which cancels it\) reads '
-         r'it; remove it, or set descriptor\.ddof = 1 \(the same descriptor\), or descriptor\.matrix = "covariance"$'),
+         r'or "rbf-raw" \(the kernelized covariance of matrix = "rbf" standardizes each coordinate series, which '
+         r'cancels it\) reads it; remove it, or set descriptor\.ddof = 1 \(the same descriptor\), or '
+         r'descriptor\.matrix = "covariance" or "rbf-raw"$'),
     Case("descriptor-body-scale-with-rbf", run_text(lambda t: t.replace("normalize = true\n",
                                                                        'normalize = true\nscale = "body"\n'),
                                                     "--set", 'descriptor.matrix="rbf"'),
          r'error: \S+p\.toml, line 12: descriptor\.scale = "body" is not read: only descriptor\.matrix = '
          r'"covariance" .* remove it, or set descriptor\.scale = "none" \(the same descriptor\), or '
-         r'descriptor\.matrix = "covariance"$'),
+         r'descriptor\.matrix = "covariance" or "rbf-raw"$'),
     Case("descriptor-window-without-derivatives", run_set("descriptor.window=7"),
          r'error: --set descriptor\.window=7: descriptor\.window = 7 is not read: only descriptor\.features with '
          r'"velocities" or "accelerations" reads it; remove it, or add "velocities" or "accelerations" to '

@@ -1,5 +1,5 @@
-"""Kernelized covariance (Cavazza et al., ICPR 2016) and relative positions of joint pairs: the
-kernel against the raw-series reference, its identities, streamed == in-memory reference across
+"""Kernelized covariance (Cavazza et al., ICPR 2016), of standardized and of raw series, and relative
+positions of joint pairs: the kernels against the raw-series references, its identities, streamed == in-memory reference across
 chunk boundaries (constant coordinates included), validation, settings and fingerprints."""
 import numpy as np
 import pytest
@@ -66,6 +66,55 @@ def test_rbf_gram_identities(rng):
     np.testing.assert_array_equal(stack[1], np.ones((9, 9)))
 
 
+@pytest.mark.parametrize("ddof", [0, 1])
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 4.0])
+def test_raw_rbf_gram_matches_raw_series_reference(rng, ddof, sigma):
+    for n in (1, 2, 3, 7, 40):
+        W = windows_with_constants(rng, n, 8) * rng.uniform(0.1, 2.0, 8) + rng.standard_normal(8)
+        C = np.cov(W.T, ddof=ddof).reshape(8, 8) if n > ddof else np.zeros((8, 8))
+        want = ref.raw_kernelized_covariance(W, sigma, ddof=ddof)
+        np.testing.assert_allclose(sk.rbf_gram_from_moments(C, W.mean(axis=0), sigma), want, atol=1e-12)
+
+
+def test_raw_rbf_gram_identities(rng):
+    W = windows_with_constants(rng, 30, 9) * rng.uniform(0.1, 3.0, 9) + rng.standard_normal(9)
+    C, mu = np.cov(W.T, ddof=0), W.mean(axis=0)
+    for sigma in (0.5, 1.0, 2.0):
+        K = sk.rbf_gram_from_moments(C, mu, sigma)
+        assert np.array_equal(np.diag(K), np.ones(9)) and np.array_equal(K, K.T)
+        assert (K > 0).all() and (K <= 1).all()
+        assert np.linalg.eigvalsh(K).min() > -1e-12                      # a Gaussian Gram matrix is PSD
+        # with ddof = 0 the distance is the mean over the frames of (x_i - x_j)^2
+        delta = ((W[:, :, None] - W[:, None, :]) ** 2).mean(axis=0)
+        np.testing.assert_allclose(K, np.exp(-delta / (2 * sigma ** 2)), rtol=1e-12)
+    # one offset added to every series moves no distance; a scale of one coordinate does (unlike "rbf")
+    np.testing.assert_allclose(sk.rbf_gram_from_moments(C, mu + 3.7, 1.0), sk.rbf_gram_from_moments(C, mu, 1.0),
+                               atol=1e-12)
+    D = np.diag(np.r_[2.0, np.ones(8)])
+    scaled, K = sk.rbf_gram_from_moments(D @ C @ D, D @ mu, 1.0), sk.rbf_gram_from_moments(C, mu, 1.0)
+    assert not np.allclose(scaled[0, 1:], K[0, 1:], rtol=1e-3, atol=0)
+    np.testing.assert_array_equal(scaled[1:, 1:], K[1:, 1:])
+    # a stack; series that are one constant (no variance, equal means) are at distance 0: K = 1
+    stack = sk.rbf_gram_from_moments(np.stack([C, np.zeros_like(C)]), np.stack([mu, np.full(9, 0.4)]), 1.0)
+    np.testing.assert_allclose(stack[0], sk.rbf_gram_from_moments(C, mu, 1.0), atol=0)
+    np.testing.assert_array_equal(stack[1], np.ones((9, 9)))
+
+
+def test_raw_rbf_gram_errors():
+    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got -2"):
+        sk.rbf_gram_from_moments(np.eye(3), np.zeros(3), -2)
+    with pytest.raises(ValueError, match=r"mean must have shape \(3,\) to match the covariances, got \(4,\)"):
+        sk.rbf_gram_from_moments(np.eye(3), np.zeros(4), 1.0)
+    with pytest.raises(ValueError, match=r"mean must have shape \(2, 3\) to match the covariances, got \(3,\)"):
+        sk.rbf_gram_from_moments(np.stack([np.eye(3)] * 2), np.zeros(3), 1.0)
+    with pytest.raises(ValueError, match="mean holds NaN or infinite values"):
+        sk.rbf_gram_from_moments(np.eye(3), np.array([0.0, np.inf, 1.0]), 1.0)
+    with pytest.raises(ValueError, match="mean: complex values are not supported"):
+        sk.rbf_gram_from_moments(np.eye(3), np.zeros(3) + 1j, 1.0)
+    with pytest.raises(ValueError, match="covariance 0 contains NaN or inf"):
+        sk.rbf_gram_from_moments(np.full((3, 3), np.nan), np.zeros(3), 1.0)
+
+
 def test_rbf_gram_errors():
     with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got 0"):
         sk.rbf_gram_from_covariances(np.eye(3), 0)
@@ -93,6 +142,8 @@ OPTION_SETS = [
     dict(features=("positions", "velocities"), levels=2, overlap=True, body_frame="yaw", scale="body",
          mean_weight=0.3, gamma=1e-3, pairs=((1, 2), ("j5", 3), ("neck", "right_hip"))),
     dict(features=("velocities",), levels=2, pairs=((5, 4),), matrix="rbf", kernel_sigma=2.0),
+    dict(features=("positions", "velocities"), levels=3, overlap=True, body_frame="yaw", scale="body",
+         matrix="rbf-raw", kernel_sigma=0.7, gamma=1e-2),
 ]
 
 
@@ -145,6 +196,12 @@ def test_kcov_ignores_ddof_and_body_scale(rng):
     np.testing.assert_allclose(vectors(kernel_sigma=0.5, ddof=0), base, atol=1e-10)
     body = vectors(kernel_sigma=0.5, scale="body", neck=tuple(ROLES["neck"]))
     np.testing.assert_allclose(body, base, atol=1e-10)
+    # the raw series ("rbf-raw") keep both, which the config therefore reads with it
+    raw = vectors("rbf-raw", kernel_sigma=0.5)
+    assert np.isfinite(raw).all() and raw.shape == base.shape and not np.allclose(raw, base, atol=1e-6)
+    assert not np.allclose(vectors("rbf-raw", kernel_sigma=0.5, ddof=0), raw, atol=1e-6)
+    assert not np.allclose(vectors("rbf-raw", kernel_sigma=0.5, scale="body", neck=tuple(ROLES["neck"])), raw,
+                           atol=1e-6)
 
 
 def test_pair_features_kernel_matches_numpy(rng):
@@ -160,20 +217,23 @@ def test_pair_features_kernel_matches_numpy(rng):
 
 
 def test_descriptor_errors():
-    with pytest.raises(ValueError, match="matrix must be one of covariance, rbf, got 'kernel'"):
+    with pytest.raises(ValueError, match="matrix must be one of covariance, rbf, rbf-raw, got 'kernel'"):
         SkeletonDescriptor((0,), matrix="kernel")
     with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got -1"):
         SkeletonDescriptor((0,), matrix="rbf", kernel_sigma=-1.0)
-    with pytest.raises(ValueError, match="matrix = 'rbf' standardizes every coordinate series .* set mean_weight = 0"):
-        SkeletonDescriptor((0,), matrix="rbf", mean_weight=0.3)
+    for matrix in ("rbf", "rbf-raw"):
+        with pytest.raises(ValueError, match=f"matrix = '{matrix}' is a Gram matrix between coordinate series, "
+                                             r"which has no mean embedding .* set mean_weight = 0"):
+            SkeletonDescriptor((0,), matrix=matrix, mean_weight=0.3)
     with pytest.raises(ValueError, match=r"pairs: \[3, 3\] pairs a joint with itself"):
         SkeletonDescriptor((0,), pairs=((3, 3),))
     with pytest.raises(ValueError, match="pairs must be \\[a, b\\] pairs"):
         SkeletonDescriptor((0,), pairs=((1, 2, 3),))
     with pytest.raises(ValueError, match="pairs names a pair twice"):
         SkeletonDescriptor((0,), pairs=((1, 2), (1, 2)))
-    with pytest.raises(ValueError, match="matrix = 'rbf' .* no mean embedding"):
-        sk.PyramidPlan(selection=sk.JointSelection.raw(3), matrix="rbf", mean_weight=0.5)
+    for matrix in ("rbf", "rbf-raw"):
+        with pytest.raises(ValueError, match=f"matrix = '{matrix}' .* no mean embedding"):
+            sk.PyramidPlan(selection=sk.JointSelection.raw(3), matrix=matrix, mean_weight=0.5)
 
 
 def test_pairs_resolved_against_the_store(tmp_path, rng):
@@ -200,7 +260,7 @@ def test_settings_and_fingerprints(tmp_path, rng):
     assert not {"pairs", "matrix", "kernel_sigma"} & set(old.descriptor.as_dict())
     ids = [skeleton_source(store, "store", 1e-3, True, **base, **o).identity() for o in
            ({}, {"matrix": "rbf"}, {"matrix": "rbf", "kernel_sigma": 2.0}, {"pairs": [[1, 2]]},
-            {"pairs": [[2, 1]]})]
+            {"pairs": [[2, 1]]}, {"matrix": "rbf-raw", "kernel_sigma": 2.0})]
     assert all(ids[i] != ids[j] for i in range(len(ids)) for j in range(i))
     assert skeleton_source(store, "store", 1e-3, True, **base, matrix="rbf", kernel_sigma=2).identity() == ids[2]
     assert skeleton_source(store, "store", 1e-4, True, pairs=[[1, 2]]).plan is not None   # not paper 000's
@@ -220,8 +280,10 @@ def test_schema_kcov_options():
 
     t = Table(matrix="rbf", kernel_sigma=2.0, pairs=[[1, "head"]])
     assert t.options()["matrix"] == "rbf" and t.options()["pairs"] == [[1, "head"]]
-    with pytest.raises(ValidationError, match="descriptor.matrix = 'rbf' standardizes .* set descriptor.mean_weight = 0"):
-        Table(matrix="rbf", mean_weight=0.3)
+    for matrix in ("rbf", "rbf-raw"):
+        with pytest.raises(ValidationError, match=f"descriptor.matrix = '{matrix}' is a Gram matrix .* set "
+                                                  "descriptor.mean_weight = 0"):
+            Table(matrix=matrix, mean_weight=0.3)
     with pytest.raises(ValidationError, match=r"descriptor.pairs: \[2, 2\] pairs a joint with itself"):
         Table(pairs=[[2, 2]])
     with pytest.raises(ValidationError, match="names a pair twice"):
@@ -237,6 +299,12 @@ def test_schema_kcov_options():
     with pytest.raises(ValidationError, match=r'descriptor.ddof = 0 is not read: .* set descriptor.ddof = 1'):
         Table(matrix="rbf", ddof=0)
     assert Table(matrix="covariance", scale="body", ddof=0).ddof == 0
+    # the raw series keep their scale and the covariance's denominator: both are read
+    raw = Table(matrix="rbf-raw", kernel_sigma=0.5, scale="body", ddof=0).options()
+    assert (raw["matrix"], raw["kernel_sigma"], raw["scale"]) == ("rbf-raw", 0.5, "body")
+    with pytest.raises(ValidationError, match=r'descriptor.kernel_sigma = 2.0 is not read: only descriptor.matrix = '
+                                              r'"rbf" or "rbf-raw" reads it'):
+        Table(kernel_sigma=2.0)
 
 
 def test_pipeline_with_kcov_and_pairs_predicts_what_it_tested(tmp_path, rng):

@@ -25,8 +25,9 @@ from numbers import Integral
 
 import numpy as np
 
-from .. import linalg
+from .. import kernels, linalg
 from .._kernels import covariance as _kc
+from .._kernels import kernelized as _kk
 from .._kernels import spd as _ks
 from ..linalg import vec_dim
 
@@ -294,7 +295,13 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
 # ----------------------------------------------------------------------------------------------
 FEATURES = ("positions", "velocities", "accelerations")
 _ORDER = {"positions": 0, "velocities": 1, "accelerations": 2}
-MATRICES = ("covariance", "rbf")
+MATRICES = ("covariance", "rbf", "rbf-raw")
+#: the kernelized covariances among :data:`MATRICES` (Gaussian Gram matrices between coordinate series)
+RBF_MATRICES = ("rbf", "rbf-raw")
+#: why a kernelized covariance has no mean embedding (``matrix``, and the key as the caller spells it)
+RBF_NO_MEAN = ("matrix = '{matrix}' is a Gram matrix between coordinate series, which has no mean embedding "
+               "('rbf' standardizes the series to mean 0; 'rbf-raw' has their means inside its distances); "
+               "set {key} = 0")
 #: ``body_frame``: none; a rotation per sequence about the camera's up axis (``yaw``) or into the
 #: frame of the mean hips and spine (``torso``); the torso frame of every frame (``torso-frames``)
 BODY_FRAMES = ("none", "yaw", "torso", "torso-frames")
@@ -340,16 +347,63 @@ def rbf_gram_from_covariances(C, sigma: float) -> np.ndarray:
     J. Cavazza, A. Zunino, M. San Biagio, V. Murino, "Kernelized covariance for
     action recognition", ICPR 2016.
     """
-    from .. import kernels
-    from .._kernels import kernelized as _kk
+    C, single = linalg._check_stack(C, "covariance")
+    out = np.empty_like(C)
+    _kk.rbf_from_covariances(C, kernels.gamma_from_sigma(_kernel_sigma(sigma)), CONSTANT_RTOL, out)
+    return out[0] if single else out
 
+
+def rbf_gram_from_moments(C, mean, sigma: float) -> np.ndarray:
+    """Kernelized covariance of the raw coordinate series (``matrix = "rbf-raw"``) from their moments.
+
+    The Gaussian Gram matrix between the coordinate series ``x_i`` of a
+    window as they are (hip-relative, in the body frame and scale of the
+    descriptor), not standardized:
+
+        K_ij = exp(-delta_ij / (2 sigma^2)),
+        delta_ij = C_ii + C_jj - 2 C_ij + (mu_i - mu_j)^2,
+
+    the variance of ``x_i - x_j`` plus the square of its mean: with
+    ``ddof = 0`` in ``C``, the mean over the frames of ``(x_i - x_j)^2``.
+    Unlike :func:`rbf_gram_from_covariances` it keeps how far each
+    coordinate moves and where it lies (the standardized series see only
+    correlations). Symmetric positive semidefinite, ``K_ii = 1``; a
+    function of the moments, so exact across streamed chunks.
+
+    Parameters
+    ----------
+    C : array (N, d, d) or (d, d)
+        Covariance matrices of the series.
+    mean : array (N, d) or (d,)
+        Their means.
+    sigma : float
+        Bandwidth in the units of the coordinates (> 0).
+
+    Returns
+    -------
+    K : array of the shape of ``C``, float64.
+    """
+    C, single = linalg._check_stack(C, "covariance")
+    if np.iscomplexobj(mean):
+        raise ValueError("mean: complex values are not supported; give real ones")
+    mean = np.asarray(mean, dtype=np.float64)
+    if mean.shape != C.shape[:2] and not (single and mean.shape == C.shape[1:2]):
+        raise ValueError(f"mean must have shape {C.shape[1:2] if single else C.shape[:2]} to match the "
+                         f"covariances, got {mean.shape}")
+    mean = mean.reshape(C.shape[:2])
+    if not np.all(np.isfinite(mean)):
+        raise ValueError("mean holds NaN or infinite values")
+    out = np.empty_like(C)
+    _kk.rbf_from_second_moments(C + mean[:, :, None] * mean[:, None, :], kernels.gamma_from_sigma(
+        _kernel_sigma(sigma)), out)
+    return out[0] if single else out
+
+
+def _kernel_sigma(sigma) -> float:
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating)) or not np.isfinite(sigma) \
             or sigma <= 0:
         raise ValueError(f"kernel_sigma must be a finite number > 0, got {sigma!r}")
-    C, single = linalg._check_stack(C, "covariance")
-    out = np.empty_like(C)
-    _kk.rbf_from_covariances(C, kernels.gamma_from_sigma(float(sigma)), CONSTANT_RTOL, out)
-    return out[0] if single else out
+    return float(sigma)
 
 
 @dataclass(frozen=True)
@@ -381,7 +435,9 @@ class PyramidPlan:
     (kernelized covariance, Cavazza et al., ICPR 2016) replaces ``C_w`` by
     the Gaussian Gram matrix of the window's standardized coordinate series
     with bandwidth ``kernel_sigma`` (:func:`rbf_gram_from_covariances`),
-    computed from the same moments; it has no mean embedding.
+    computed from the same moments; ``matrix = "rbf-raw"`` by the Gram matrix
+    of the series as they are, in the body frame and scale, means included
+    (:func:`rbf_gram_from_moments`). Neither has a mean embedding.
 
     ``mirror``: the joint permutation that swaps left and right
     (:func:`mirror_permutation`; empty: no mirror). The descriptor is then two
@@ -421,9 +477,8 @@ class PyramidPlan:
             raise ValueError(f"mirror must be a permutation of the joints, got {list(self.mirror)!r}")
         if self.matrix not in MATRICES:
             raise ValueError(f"matrix must be one of {', '.join(MATRICES)}, got {self.matrix!r}")
-        if self.matrix == "rbf" and self.mean_weight > 0:
-            raise ValueError("matrix = 'rbf' standardizes every coordinate series (mean 0): it has no "
-                             "mean embedding; set mean_weight = 0")
+        if self.matrix in RBF_MATRICES and self.mean_weight > 0:
+            raise ValueError(RBF_NO_MEAN.format(matrix=self.matrix, key="mean_weight"))
 
     @property
     def frame_dim(self) -> int:
@@ -806,17 +861,24 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
     if plan.needs_body:
         for i in range(S):
             rot[i], size[i] = body_transform(sums[i], int(n_frames[i]), plan)
-    D = d + (1 if plan.mean_weight > 0 else 0)
+    # "rbf-raw" reads the second moments of the series from their embedding with weight 1
+    m = 1.0 if plan.matrix == "rbf-raw" else float(plan.mean_weight)
+    D = d + (1 if m > 0 else 0)
     C = np.empty((S, W, D, D))
     _kc.window_matrices(np.ascontiguousarray(n, dtype=np.int64), np.ascontiguousarray(mean, dtype=np.float64),
-                        np.ascontiguousarray(m2, dtype=np.float64), rot, size, int(plan.ddof),
-                        float(plan.mean_weight), C.reshape(S * W, D, D))
+                        np.ascontiguousarray(m2, dtype=np.float64), rot, size, int(plan.ddof), m,
+                        C.reshape(S * W, D, D))
     if plan.matrix == "rbf":
         C = rbf_gram_from_covariances(C.reshape(S * W, d, d), plan.kernel_sigma).reshape(S, W, d, d)
+    elif plan.matrix == "rbf-raw":
+        # the embedding above with weight 1 holds the second moments C + mu mu^T, read in place
+        K = np.empty((S * W, d, d))
+        _kk.rbf_from_second_moments(C.reshape(S * W, D, D), kernels.gamma_from_sigma(plan.kernel_sigma), K)
+        C = K.reshape(S, W, d, d)
     D = C.shape[-1]
     # a covariance of k frames has rank <= k - 1, the embedding adds one: short windows take the
-    # low-rank log (an r x r eigenproblem); the Gram matrix of "rbf" is of full rank
-    rank = None if plan.matrix == "rbf" else (np.maximum(n - 1, 0) + (plan.mean_weight > 0)).reshape(-1)
+    # low-rank log (an r x r eigenproblem); a Gram matrix of "rbf" or "rbf-raw" is of full rank
+    rank = None if plan.matrix in RBF_MATRICES else (np.maximum(n - 1, 0) + (plan.mean_weight > 0)).reshape(-1)
     V = linalg.log_vectors(C.reshape(S * W, D, D), float(plan.gamma), normalize=bool(plan.normalize),
                            dtype=dtype, check=False, rank=rank,
                            describe=lambda j: f"window {j % W} of sequence {_name(j // W, first_index, names)} "

@@ -50,8 +50,9 @@ class SkeletonDescriptor:
     ("none" or "body") and ``mean_weight`` (the Gaussian embedding of the mean),
     ``pairs`` (joint pairs ``(a, b)``, indices or joint or role names: relative
     positions ``p_a - p_b`` as extra frame features), ``matrix``
-    ("covariance" or "rbf": the kernelized covariance of Cavazza et al., ICPR
-    2016) and its bandwidth ``kernel_sigma``, ``mirror`` (the sequence and its
+    ("covariance", "rbf": the kernelized covariance of Cavazza et al., ICPR
+    2016, of the standardized coordinate series, or "rbf-raw": of the series as
+    they are) and its bandwidth ``kernel_sigma``, ``mirror`` (the sequence and its
     mirror image as two views of one kernel, :class:`~streamcov.descriptors.skeleton.PyramidPlan`).
     """
 
@@ -135,9 +136,8 @@ class SkeletonDescriptor:
                 or not np.isfinite(self.kernel_sigma) or self.kernel_sigma <= 0:
             raise ValueError(f"kernel_sigma must be a finite number > 0, got {self.kernel_sigma!r}")
         object.__setattr__(self, "kernel_sigma", float(self.kernel_sigma))   # 2 and 2.0: one fingerprint
-        if self.matrix == "rbf" and self.mean_weight > 0:
-            raise ValueError("matrix = 'rbf' standardizes every coordinate series (mean 0): it has no mean "
-                             "embedding; set mean_weight = 0")
+        if self.matrix in sk.RBF_MATRICES and self.mean_weight > 0:
+            raise ValueError(sk.RBF_NO_MEAN.format(matrix=self.matrix, key="mean_weight"))
         if not isinstance(self.mirror, bool):
             raise ValueError(f"mirror must be true or false, got {self.mirror!r}")
 

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 from .._config import MAX_WORKERS
 from ..data.readers import FORMATS
 from ..data.synth import NOISE_MAX
+from ..descriptors.skeleton import RBF_MATRICES, RBF_NO_MEAN
 from ..errors import toml_value
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -489,7 +490,8 @@ class SkeletonDescriptor(Table):
     (``mean_weight``), relative positions of joint ``pairs`` (indices, joint names or roles
     of the store) and the ``matrix`` of each window: the covariance, or ``"rbf"``, the
     kernelized covariance of Cavazza et al. (ICPR 2016) with bandwidth ``kernel_sigma``
-    (standardized coordinates; no mean embedding); ``mirror``: the sequence and its mirror image
+    (standardized coordinates), or ``"rbf-raw"``, the same of the coordinates as they are
+    (no mean embedding for either); ``mirror``: the sequence and its mirror image
     (left and right joints swapped by name, across the ``up_axis``) as two views of one
     kernel averaged over them, so that a performance and its mirror image are the same.
     """
@@ -517,7 +519,7 @@ class SkeletonDescriptor(Table):
     mean_weight: Annotated[float, Field(ge=0, le=1e4, allow_inf_nan=False)] = 0.0
     pairs: list[Annotated[list[Union[NonNegInt, Annotated[str, Field(min_length=1)]]],
                           Field(min_length=2, max_length=2)]] = []
-    matrix: Literal["covariance", "rbf"] = "covariance"
+    matrix: Literal["covariance", "rbf", "rbf-raw"] = "covariance"
     kernel_sigma: Bandwidth = 1.0
     mirror: bool = False
 
@@ -543,9 +545,8 @@ class SkeletonDescriptor(Table):
                 raise bad("pairs", f"descriptor.pairs: {toml_value(p)} pairs a joint with itself")
         if len({tuple(p) for p in self.pairs}) != len(self.pairs):
             raise bad("pairs", "descriptor.pairs names a pair twice")
-        if self.matrix == "rbf" and self.mean_weight > 0:
-            raise bad("mean_weight", "descriptor.matrix = 'rbf' standardizes every coordinate series (mean 0): it "
-                      "has no mean embedding; set descriptor.mean_weight = 0")
+        if self.matrix in RBF_MATRICES and self.mean_weight > 0:
+            raise bad("mean_weight", "descriptor." + RBF_NO_MEAN.format(matrix=self.matrix, key="descriptor.mean_weight"))
         for key, (reads, reader, fix) in DESCRIPTOR_READ_WHEN.items():
             if key in self.model_fields_set and not reads(self):
                 raise bad(key, f"descriptor.{key} = {toml_value(getattr(self, key))} is not read: only {reader} "
@@ -567,8 +568,8 @@ class SkeletonDescriptor(Table):
 # `level_weights` (no effect with one level) are not refused: grids and the README's paper-000 flags set
 # `levels = 1` on files that set them.
 _DERIVATIVES = 'descriptor.features with "velocities" or "accelerations"'
-_COVARIANCE = ('descriptor.matrix = "covariance" (the kernelized covariance of matrix = "rbf" standardizes '
-               'each coordinate series, which cancels it)')
+_COVARIANCE = ('descriptor.matrix = "covariance" or "rbf-raw" (the kernelized covariance of matrix = "rbf" '
+               'standardizes each coordinate series, which cancels it)')
 DESCRIPTOR_READ_WHEN = {
     "window": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
                'add "velocities" or "accelerations" to descriptor.features'),
@@ -576,14 +577,16 @@ DESCRIPTOR_READ_WHEN = {
              'add "velocities" or "accelerations" to descriptor.features'),
     "up_axis": (lambda d: d.body_frame == "yaw" or d.mirror, 'descriptor.body_frame = "yaw" or descriptor.mirror',
                 'set descriptor.body_frame = "yaw" or descriptor.mirror = true'),
-    "kernel_sigma": (lambda d: d.matrix == "rbf", 'descriptor.matrix = "rbf"', 'set descriptor.matrix = "rbf"'),
+    "kernel_sigma": (lambda d: d.matrix in RBF_MATRICES, 'descriptor.matrix = "rbf" or "rbf-raw"',
+                     'set descriptor.matrix = "rbf" or "rbf-raw"'),
     # the kernelized covariance is built from the correlation matrix of each window, which neither the
     # covariance's denominator nor one scale factor per sequence changes (tests/test_descriptor_kcov.py);
     # their defaults say what "rbf" does and stay allowed, so that --set can switch a file that sets them
-    "ddof": (lambda d: d.matrix == "covariance" or d.ddof == 1, _COVARIANCE,
-             'set descriptor.ddof = 1 (the same descriptor), or descriptor.matrix = "covariance"'),
-    "scale": (lambda d: d.matrix == "covariance" or d.scale == "none", _COVARIANCE,
-              'set descriptor.scale = "none" (the same descriptor), or descriptor.matrix = "covariance"'),
+    "ddof": (lambda d: d.matrix != "rbf" or d.ddof == 1, _COVARIANCE,
+             'set descriptor.ddof = 1 (the same descriptor), or descriptor.matrix = "covariance" or "rbf-raw"'),
+    "scale": (lambda d: d.matrix != "rbf" or d.scale == "none", _COVARIANCE,
+              'set descriptor.scale = "none" (the same descriptor), or descriptor.matrix = "covariance" or '
+              '"rbf-raw"'),
 }
 
 
