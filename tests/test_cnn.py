@@ -350,6 +350,22 @@ def test_bad_images_and_specs():
         cnn.extract([np.full((8, 8), 200.0)], cnn.CNNSpec())
     with pytest.raises(ValueError, match="non-finite pixel"):
         cnn.extract([np.full((8, 8), np.nan)], cnn.CNNSpec())
+    # an integer image other than uint8 / uint16 was scaled from its dtype's range: int64 0..255 came out a flat
+    # grey (127.5 everywhere), the same descriptor for every image; refused as for hand-crafted features
+    for dt in (np.int64, np.int16, np.int8, np.uint32):
+        with pytest.raises(ValueError, match=rf"^image 0: {np.dtype(dt)} pixels; give uint8 \(0\.\.255\) or uint16"):
+            cnn.extract([np.full((16, 16), 7, dtype=dt)], cnn.CNNSpec())
+    u8 = rng_images(1, (16, 16), seed=5)[0]
+    np.testing.assert_array_equal(cnn.to_rgb255(u8.astype(np.uint16) * 257), cnn.to_rgb255(u8))
+    # kept at its size, an image of at most 8 pixels a side is one cell of the grid: a covariance of 0
+    keep = cnn.CNNSpec(input_size=None, head=False)
+    with pytest.raises(ValueError, match=r'^b\.png: 6 x 8 pixels give blocks \[\'block3\', \'block5\'\] a grid of one '
+                                         r'cell at input_size = "keep" \(one row: a covariance of 0\); give images of 9 '
+                                         r"pixels or more on a side, a fixed input_size, or grid = 2 or more$"):
+        cnn.extract([u8, np.zeros((6, 8), np.uint8)], keep, names=["a.png", "b.png"])
+    assert [m.shape[0] for m in cnn.extract([np.zeros((9, 8), np.uint8)], keep)[0]] == [2]
+    assert [m.shape[0] for m in cnn.extract([np.zeros((6, 8), np.uint8)], cnn.CNNSpec(input_size=None, grid=2,
+                                                                                     head=False))[0]] == [4]
     with pytest.raises(ValueError, match="'head' is a vector, not a map"):
         cnn.CNNSpec(blocks=("head",))
     with pytest.raises(ValueError, match=r"unknown layer 'blok3' \(did you mean 'block3'\?\)"):

@@ -27,8 +27,9 @@ plays fc7. An image becomes a data matrix of grid cells x channels
 (:func:`extract`), the "pixels" of the covariance operators of
 :mod:`streamcov.descriptors.operators`, and one head vector.
 
-Input: RGB on 0..255 (grey replicated, alpha dropped, integer images scaled
-from their type's range, floats taken in [0, 1]), resized to
+Input: RGB on 0..255 (grey replicated, alpha dropped, uint8 and uint16
+images scaled from their type's range, other integer types refused, floats
+taken in [0, 1]), resized to
 ``input_size`` (antialiased bilinear), normalised as ``(x - 127) / 128``
 (the EfficientNet-Lite convention: the stem's BatchNorm statistics fit it,
 tested).
@@ -48,6 +49,7 @@ import numpy as np
 from .._config import default_cache_dir
 from ..errors import MissingExtraError, WeightsError
 from . import _cnn_net as _net
+from .pixels import integer_pixels_problem
 
 #: What to type when the extra is missing.
 INSTALL_HINT = "pip install streamcov[cnn]"
@@ -399,7 +401,8 @@ def _as_size(v, what="size"):
 def to_rgb255(img, where: str = "image") -> np.ndarray:
     """An image as float32 (3, H, W) on 0..255: grey replicated, alpha dropped.
 
-    uint8 is 0..255; other integer types are scaled from their full range;
+    uint8 is 0..255 and uint16 0..65535; other integer types are refused, as for
+    hand-crafted features (:func:`~streamcov.descriptors.pixels.integer_pixels_problem`);
     floats must lie in [0, 1] (scikit-image's convention); bool is 0 / 255.
     """
     a = np.asarray(img)
@@ -413,9 +416,10 @@ def to_rgb255(img, where: str = "image") -> np.ndarray:
         f = a.astype(np.float32)
     elif a.dtype == np.bool_:
         f = a.astype(np.float32) * 255.0
+    elif a.dtype == np.uint16:
+        f = (a.astype(np.float64) * (255.0 / 65535.0)).astype(np.float32)
     elif np.issubdtype(a.dtype, np.integer):
-        info = np.iinfo(a.dtype)
-        f = ((a.astype(np.float64) - info.min) * (255.0 / (info.max - info.min))).astype(np.float32)
+        raise ValueError(integer_pixels_problem(a.dtype, where))
     elif np.issubdtype(a.dtype, np.floating):
         if not np.isfinite(a).all():
             y, x = np.argwhere(~np.isfinite(a))[0][:2]
@@ -636,6 +640,12 @@ def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, 
     groups: dict = {}
     for i, img in enumerate(images):
         key = (spec.input_size,) * 2 if spec.input_size is not None else tuple(np.shape(img)[:2])
+        if spec.input_size is None and len(key) == 2 and min(key) >= 1 and spec.n_cells(key) < 2:
+            # kept at its size, the image is one cell of the grid: a covariance of 0, the same for every such image
+            raise ValueError(f"{f'image {i}' if names is None else names[i]}: {key[0]} x {key[1]} pixels give blocks "
+                             f"{list(spec.blocks)} a grid of one cell at input_size = \"keep\" (one row: a covariance "
+                             f"of 0); give images of {spec.finest_stride + 1} pixels or more on a side, a fixed "
+                             f"input_size, or grid = 2 or more")
         groups.setdefault(key, []).append(i)
     batches = [idx[j:j + spec.batch_size] for idx in groups.values() for j in range(0, len(idx), spec.batch_size)]
 

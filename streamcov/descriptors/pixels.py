@@ -257,6 +257,14 @@ def pipeline_key(spec: FeatureSpec) -> str:
     return f"pixels.features = {toml_value(list(spec.features))}"
 
 
+def integer_pixels_problem(dtype, where: str) -> str:
+    """Why an integer image other than uint8 or uint16 is refused (hand-crafted and ConvNet features alike):
+    an image's range is taken from its dtype's, and int64 (np.array of Python ints) would put 0..255 at 1e-17
+    of it (a flat image)."""
+    return (f"{where}: {np.dtype(dtype)} pixels; give uint8 (0..255) or uint16 (0..65535) images, e.g. "
+            f"np.asarray(image, dtype=np.uint8), or floats in 0..1")
+
+
 def as_float_image(image, where: str = "image") -> np.ndarray:
     """(h, w) or (h, w, 3|4) array -> contiguous float64 (h, w, 1|3) in [0, 1] scale.
 
@@ -278,9 +286,7 @@ def as_float_image(image, where: str = "image") -> np.ndarray:
     elif a.dtype in (np.uint8, np.uint16):
         a = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
     elif np.issubdtype(a.dtype, np.integer):
-        # an image's range is its dtype's: int64 (np.array of Python ints) would put 0..255 at 1e-17
-        raise ValueError(f"{where}: {a.dtype} pixels; give uint8 (0..255) or uint16 (0..65535) images, e.g. "
-                         f"np.asarray(image, dtype=np.uint8), or floats in 0..1")
+        raise ValueError(integer_pixels_problem(a.dtype, where))
     elif np.issubdtype(a.dtype, np.floating):
         a = a.astype(np.float64)
         if not np.isfinite(a).all():
