@@ -258,6 +258,19 @@ def test_image_descriptors_refuse_images_without_a_covariance():
     np.testing.assert_array_equal(rc.transform(im for im in imgs), rc.transform(imgs))
     with pytest.raises(ValueError, match=r"X: one image of shape \(8, 8\); give a list of images, e\.g\. \[image\]"):
         rc.transform(imgs[0])
+    # one colour image alone was read as h grey images of w x 3 pixels (h rows out); a stack of grey
+    # images stays a stack, and a list of 3-pixel-wide grey images is still taken
+    colour = rng.integers(0, 256, (8, 9, 3), dtype=np.uint8)
+    rcc = RegionCovariance().fit([colour, colour[::-1]])
+    for est in (rc, rcc, CovarianceOperator(n_frequencies=8).fit(imgs)):
+        with pytest.raises(ValueError, match=r"^X: an array of shape \(8, 9, 3\) reads as one colour image \(h, w, "
+                                             r"3\); give a list of images, e\.g\. \[image\] \(a stack of grey images 3 "
+                                             r"pixels wide: list\(stack\)\)$"):
+            est.transform(colour)
+    with pytest.raises(ValueError, match=r"reads as one colour image \(h, w, 4\)"):
+        rc.fit_transform(np.zeros((8, 9, 4), np.uint8))
+    assert rc.transform(np.stack(imgs)).shape == (4, rc.n_features_out_)
+    assert RegionCovariance().fit_transform(list(np.zeros((2, 6, 3), np.uint8) + np.arange(3, dtype=np.uint8))).shape[0] == 2
     with pytest.raises(ValueError, match=r"^X: expected a list of images \(h, w\) or \(h, w, 3\), got a dict \(its "
                                          r"keys would be read as the items\)"):
         RegionCovariance().fit(dict(enumerate(imgs)))

@@ -223,6 +223,12 @@ def _as_images(X) -> list:
     check_item_list(X, "X", "a list of images (h, w) or (h, w, 3)")
     if isinstance(X, np.ndarray) and X.ndim == 2:
         raise ValueError(f"X: one image of shape {X.shape}; give a list of images, e.g. [image]")
+    if isinstance(X, np.ndarray) and X.ndim == 3 and X.shape[2] in (3, 4):
+        # a colour image passed alone would be read as h grey images of w x 3 pixels; a stack of grey images
+        # 3 or 4 pixels wide, the other reading, is far rarer, and a list says it
+        raise ValueError(f"X: an array of shape {X.shape} reads as one colour image (h, w, {X.shape[2]}); give a "
+                         f"list of images, e.g. [image] (a stack of grey images {X.shape[2]} pixels wide: "
+                         f"list(stack))")
     if isinstance(X, np.ndarray) and X.ndim in (3, 4):
         return list(X)
     try:
