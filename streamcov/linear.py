@@ -143,6 +143,11 @@ def chunk_sums(X, y, W, b, loss: int, binary: bool, want_grad: bool, kernel: boo
     return total, correct, R.astype(X.dtype, copy=False).T @ X, r
 
 
+def max_feature(dtype) -> float:
+    """The largest feature value whose square still fits in ``dtype``: the passes square rows in it."""
+    return float(np.sqrt(np.finfo(dtype).max))
+
+
 def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: float = 1.0,
                          n_classes: int | None = None, dtype=np.float32, kernel: bool | None = None):
     """The objective ``f(W, b)`` of the module docstring and its gradient, on in-memory rows.
@@ -173,27 +178,40 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
     """
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
-    if not (np.isfinite(C) and C > 0):
+    if isinstance(C, bool) or not isinstance(C, (int, float, np.integer, np.floating)) or not (np.isfinite(C) and C > 0):
         raise ValueError(f"C must be a finite number > 0, got {C!r}")
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    if np.iscomplexobj(X):    # the cast below would drop the imaginary parts with a mere warning
+        raise ValueError("X: complex values are not supported; give real ones")
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[0] == 0 or not np.issubdtype(X.dtype, np.number):
         raise ValueError(f"X must be a non-empty 2-D numeric array, got shape {X.shape}")
     if not np.isfinite(X).all():
         raise ValueError("X holds NaN or infinite values")
+    big, limit = float(np.abs(X).max()), max_feature(dtype)
+    if big > limit:
+        raise ValueError(f"X holds values up to {big:.3g}; in {np.dtype(dtype).name} the products take values "
+                         f"below {limit:.2g} (beyond, a row's square overflows): standardize X")
     y = np.asarray(y)
     if y.shape != (X.shape[0],) or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"y must be {X.shape[0]} integer class codes, got shape {y.shape} of {y.dtype}")
+    if n_classes is not None and (isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer))
+                                  or n_classes < 2):
+        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
     n_classes = max(int(y.max()) + 1, 2) if n_classes is None else int(n_classes)
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"class codes must lie in 0 .. {n_classes - 1}, got {y.min()} .. {y.max()}")
     k = score_columns(n_classes)
+    if np.iscomplexobj(coef) or np.iscomplexobj(intercept):
+        raise ValueError("coef and intercept: complex values are not supported; give real ones")
     W = np.asarray(coef, dtype=np.float64)
     b = np.asarray(intercept, dtype=np.float64)
     if W.shape != (k, X.shape[1]) or b.shape != (k,):
         raise ValueError(f"coef must have shape {(k, X.shape[1])} and intercept {(k,)} for {n_classes} "
                          f"classes, got {W.shape} and {b.shape}")
+    if not (np.isfinite(W).all() and np.isfinite(b).all()):
+        raise ValueError("coef or intercept holds NaN or infinite values")
     n = X.shape[0]
     Wd = np.ascontiguousarray(W, dtype=dtype)
     y = y.astype(np.int64)
@@ -211,5 +229,5 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
     return f, G / n + lam * W, r / n
 
 
-__all__ = ["CHUNK_BYTES", "KERNEL_MIN_MACS", "LOSSES", "chunk_rows", "chunk_sums", "linear_loss_gradient",
+__all__ = ["CHUNK_BYTES", "KERNEL_MIN_MACS", "LOSSES", "chunk_rows", "chunk_sums", "linear_loss_gradient", "max_feature",
            "score_columns", "use_kernel"]

@@ -251,6 +251,28 @@ def test_objective_validates_its_arguments():
         linear_loss_gradient(np.full((2, 2), np.nan), [0, 1], np.zeros((1, 2)), np.zeros(1))
     with pytest.raises(ValueError, match="C must be a finite number > 0"):
         linear_loss_gradient(X, y, np.zeros((3, 3)), np.zeros(3), C=0)
+    # these returned NaN, or a quietly mangled objective (numpy's cast warnings only)
+    W0, b0 = np.zeros((3, 3)), np.zeros(3)
+    for bad in ("1", None, True, np.nan):
+        with pytest.raises(ValueError, match="C must be a finite number > 0"):
+            linear_loss_gradient(X, y, W0, b0, C=bad)
+    with pytest.raises(ValueError, match="coef or intercept holds NaN or infinite values"):
+        linear_loss_gradient(X, y, np.full((3, 3), np.nan), b0)
+    with pytest.raises(ValueError, match="coef or intercept holds NaN or infinite values"):
+        linear_loss_gradient(X, y, W0, np.array([0.0, np.inf, 0.0]))
+    with pytest.raises(ValueError, match=r"^X holds values up to 1e\+39; in float32 the products take values below "
+                                         r"1\.8e\+19 \(beyond, a row's square overflows\): standardize X$"):
+        linear_loss_gradient(X * 0 + 1e39, y, W0, b0)
+    with pytest.raises(ValueError, match=r"^X holds values up to 1e\+200; in float64"):
+        linear_loss_gradient(X * 0 + 1e200, y, W0, b0, dtype=np.float64)
+    assert np.isfinite(linear_loss_gradient(X * 1e30, y, W0, b0, dtype=np.float64)[0])
+    with pytest.raises(ValueError, match="X: complex values are not supported"):
+        linear_loss_gradient(X + 1j, y, W0, b0)
+    with pytest.raises(ValueError, match="coef and intercept: complex values are not supported"):
+        linear_loss_gradient(X, y, W0 + 1j, b0)
+    for bad in (2.5, 1, True, "3"):
+        with pytest.raises(ValueError, match=f"n_classes must be an integer >= 2, got {bad!r}"):
+            linear_loss_gradient(X, y, W0, b0, n_classes=bad)
 
 
 # ----------------------------------------------------------------- optimizer

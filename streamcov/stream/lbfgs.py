@@ -931,7 +931,7 @@ class _Problem:
 
 
 # the largest feature value LBFGSClassifier.fit takes: its square still fits in float32
-MAX_FEATURE = float(np.sqrt(np.finfo(np.float32).max))
+MAX_FEATURE = linear.max_feature(np.float32)
 # features above this size: a fit that finds no step is told to standardize them (measured: log loss on
 # 20 standardized features x 1e3 trains as LogisticRegression does; x 1e6 stops after 1 iteration)
 BADLY_SCALED = 1e4
