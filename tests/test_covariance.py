@@ -216,6 +216,31 @@ def test_bandwidth_conversions_and_the_median_refuse_what_is_not_a_bandwidth():
         median_distance(np.full((3, 3), np.nan))
 
 
+def test_sequence_functions_refuse_offsets_that_do_not_tile_the_frames(rng):
+    """Each of these gave finite descriptors without a word: a sequence of 0 or 1 frame the constant
+    log(gamma I), fractional offsets truncated, frames outside the offsets dropped."""
+    F, sel = random_frames(rng, 50), C.JointSelection.hip_relative(20, (6,))
+    for fn in (C.log_covariance_vectors, C.sequence_covariances):
+        for offsets, msg in (([0, 20, 20, 50], r"^sequence 1 has 0 frame\(s\); its covariance needs at least 2: "
+                                               r"leave it out$"),
+                             ([0, 20, 21, 50], r"^sequence 1 has 1 frame\(s\); its covariance needs at least 2"),
+                             ([0.0, 20.5, 50.0], r"^offsets must be a 1-D array of whole frame indices, got "
+                                                 r"\[ 0\.  20\.5 50\. \]$"),
+                             ([5, 20, 50], r"^offsets must rise from 0 to the 50 frames \(every frame in one "
+                                           r"sequence\), got \[ 5 20 50\]$"),
+                             ([0, 20, 40], r"^offsets must rise from 0 to the 50 frames"),
+                             ([0, 30, 20, 50], r"^offsets must rise from 0"),
+                             ([], r"^offsets must be a 1-D array"),
+                             ([[0, 50]], r"^offsets must be a 1-D array")):
+            with pytest.raises(ValueError, match=msg):
+                fn(F, offsets, sel)
+        # whole floats are frame indices; ddof = 0 takes a sequence of one frame
+        np.testing.assert_array_equal(fn(F, np.array([0.0, 20.0, 50.0]), sel), fn(F, [0, 20, 50], sel))
+        assert len(fn(F, [0, 20, 21, 50], sel, ddof=0)) == 3
+        with pytest.raises(ValueError, match=r"^sequence 1 has 0 frame\(s\); its covariance needs at least 1"):
+            fn(F, [0, 20, 20, 50], sel, ddof=0)
+
+
 def test_matrix_sizes_are_whole_and_stacks_not_empty():
     from streamcov import linalg
 

@@ -128,6 +128,29 @@ def _segment_args(frames, starts, stops, selection: JointSelection):
     return frames, starts, stops
 
 
+def _check_offsets(offsets, n_frames: int, min_frames: int) -> np.ndarray:
+    """``offsets`` of sequences that tile ``n_frames`` frames, each of at least ``min_frames``, as int64.
+
+    Fractional offsets were truncated, offsets that left frames out (not starting at 0 or ending
+    before the last frame) dropped them, and a sequence of too few frames got a covariance of 0: the
+    descriptor log(gamma I) of the regularization alone, the same whatever the action; each without a word.
+    """
+    a = np.asarray(offsets)
+    if a.ndim != 1 or len(a) < 1 or not (np.issubdtype(a.dtype, np.integer) or (
+            np.issubdtype(a.dtype, np.floating) and np.isfinite(a).all() and (a == np.round(a)).all())):
+        raise ValueError(f"offsets must be a 1-D array of whole frame indices, got {np.array2string(a, threshold=8)}")
+    a = a.astype(np.int64)
+    if a[0] != 0 or a[-1] != n_frames or (np.diff(a) < 0).any():
+        raise ValueError(f"offsets must rise from 0 to the {n_frames} frames (every frame in one sequence), got "
+                         f"{np.array2string(a, threshold=8)}")
+    short = np.flatnonzero(np.diff(a) < min_frames)
+    if len(short):
+        i = int(short[0])
+        raise ValueError(f"sequence {i} has {int(a[i + 1] - a[i])} frame(s); its covariance needs at least "
+                         f"{min_frames}: leave it out")
+    return a
+
+
 def segment_moments(frames, starts, stops, selection: JointSelection):
     """Partial moments (n, mean, M2) of the segments ``frames[starts[s]:stops[s]]``.
 
@@ -146,7 +169,8 @@ def segment_moments(frames, starts, stops, selection: JointSelection):
 
 def sequence_covariances(frames, offsets, selection: JointSelection, ddof: int = 1):
     """Covariance matrix of each sequence ``frames[offsets[i]:offsets[i+1]]``."""
-    offsets = np.asarray(offsets, dtype=np.int64)
+    _check_ddof(ddof)
+    offsets = _check_offsets(offsets, len(frames), int(ddof) + 1)
     n, _, m2 = segment_moments(frames, offsets[:-1], offsets[1:], selection)
     denom = np.maximum(n - ddof, 1).astype(np.float64)
     return m2 / denom[:, None, None]
@@ -205,7 +229,7 @@ def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: fl
     gamma = _check_gamma(gamma)   # NaN or inf was a SystemError out of the numba kernel
     _check_ddof(ddof)
     dtype = linalg.float_dtype(dtype)   # an integer dtype truncated every descriptor
-    offsets = np.asarray(offsets, dtype=np.int64)
+    offsets = _check_offsets(offsets, len(frames), int(ddof) + 1)
     frames, starts, stops = _segment_args(frames, offsets[:-1], offsets[1:], selection)
     d = selection.dim
     n = np.empty(len(starts), dtype=np.int64)
