@@ -258,6 +258,8 @@ def _check_finite_result(out, largest, gamma, describe, relative=False):
     """Refuse a logarithm (or square root) whose vector or matrix holds NaN or inf: the eigensolver squares the
     entries, so matrices (``s_i C_i + gamma I``) with entries near 1e154 and above overflow it; they were
     returned as NaN without a word. ``largest(i)``: the largest entry of ``s_i C_i``."""
+    if not len(out):    # an empty stack (reshape(0, -1) is ambiguous to numpy)
+        return
     bad = np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(axis=1))
     if len(bad):
         i = int(bad[0])

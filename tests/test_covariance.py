@@ -251,6 +251,11 @@ def test_matrix_sizes_are_whole_and_stacks_not_empty():
     with pytest.raises(ValueError, match=r"matrix: expected a square matrix or a stack \(N, d, d\) with d >= 1, "
                                          r"got shape \(0, 0\)"):
         linalg.spd_logm(np.ones((0, 0)))
+    # a stack of no matrices is an empty result (numpy's "cannot reshape array of size 0" before)
+    for fn in (linalg.spd_logm, linalg.sym_expm, linalg.spd_sqrtm):
+        assert fn(np.empty((0, 3, 3))).shape == (0, 3, 3)
+    assert linalg.log_vectors(np.empty((0, 3, 3)), 1e-3).shape == (0, 6)
+    assert C.log_covariance_vectors(np.zeros((0, 9)), [0], C.JointSelection.raw(3)).shape == (0, 45)
 
 
 def test_matrix_functions_refuse_what_float64_cannot_hold_and_complex_input():
