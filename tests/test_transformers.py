@@ -6,6 +6,8 @@ not feed 2-D arrays run as they are; what the others verify (fit returns
 self, transform before fit raises, cloning keeps parameters, fit is
 idempotent, dtypes) is tested here on ragged input.
 """
+import re
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -123,6 +125,7 @@ def test_log_covariance_errors(rng):
         LogCovariance(center=(0, 0)).fit(seqs)
     old = LogCovariance(center=(0, 1)).fit(seqs)   # one pickled with a repeated centre still transforms
     old.__dict__["center"] = (0, 0)
+    del old.__dict__["_fit_params"]                # pickled before the fit's parameters were recorded
     assert old.transform(seqs).shape == (len(seqs), old.n_features_out_)
     # ddof = 0 takes a one-frame sequence's length, not its stillness
     with pytest.raises(ValueError, match=r"^X\[1\]: one frame \(a motionless sequence\)"):
@@ -359,3 +362,30 @@ def test_covariance_operator_takes_every_random_state_scikit_learn_takes():
     refit = CovarianceOperator(n_frequencies=10, random_state=None)
     first = refit.fit(imgs).seed_
     assert refit.fit(imgs).seed_ != first   # None: a new draw at every fit, never the first fit's kept
+
+
+def test_parameters_changed_since_fit_are_refused_at_transform():
+    """set_params after fit without a refit: a changed pixels spec met the fitted frequencies inside numpy
+    ("matmul: Input operand 1 has a mismatch"), a changed center gave rows wider than n_features_out_, and
+    sigma or n_frequencies were silently not applied. Setting the value back, or fitting again, works."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    imgs = [rng.integers(0, 256, (16, 16), dtype=np.uint8) for _ in range(4)]
+    seqs = [rng.normal(size=(10, 9)) for _ in range(3)]
+    cases = [(CovarianceOperator(n_frequencies=8), imgs, {"pixels": "virus"}, "pixels", "pixels='texture'"),
+             (CovarianceOperator(n_frequencies=8), imgs, {"sigma": 2.0}, "sigma", "sigma=1.0"),
+             (RegionCovariance(), imgs, {"gamma": 1e-2, "log": False}, "gamma, log", "gamma=0.001, log=True"),
+             (LogCovariance(), seqs, {"center": (0,)}, "center", "center=None")]
+    for est, X, change, names, back in cases:
+        want = est.fit(X).transform(X)
+        before = {k: est.get_params()[k] for k in change}
+        est.set_params(**change)
+        with pytest.raises(ValueError, match=rf"^{type(est).__name__}: {names} changed since fit \(set_params\); "
+                                             rf"call fit again, or set (it|them) back to {re.escape(back)}$"):
+            est.transform(X)
+        np.testing.assert_array_equal(est.set_params(**before).transform(X), want)
+        est.set_params(**change).fit(X)
+        assert est.transform(X).shape[1] == est.n_features_out_
+        # a pickled fitted transformer keeps what it was fitted with
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).transform(X), est.transform(X))

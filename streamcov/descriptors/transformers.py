@@ -38,7 +38,39 @@ class _ReadOnce:
         return super().fit_transform(list(X) if once else X, y, **fit_params)
 
 
-class LogCovariance(_ReadOnce, TransformerMixin, BaseEstimator):
+def _same(a, b) -> bool:
+    try:
+        eq = a == b
+        return bool(np.all(eq)) and np.shape(a) == np.shape(b) if isinstance(eq, np.ndarray) else bool(eq)
+    except (TypeError, ValueError):
+        return a is b
+
+
+class _FitParams:
+    """``transform`` works with the parameters of the fit: one changed since (``set_params`` without a
+    refit) is refused, not half applied (a changed ``pixels`` met the fitted frequencies of the old
+    features inside numpy; a changed ``center`` gave rows of another width than ``n_features_out_``).
+    Transformers pickled before the parameters were recorded are not checked."""
+
+    def _remember_params(self) -> None:
+        import copy
+
+        self._fit_params = copy.deepcopy(self.get_params(deep=False))
+
+    def _check_params_unchanged(self) -> None:
+        before = getattr(self, "_fit_params", None)
+        if before is None:
+            return
+        now = self.get_params(deep=False)
+        # random_state is read by fit alone (its seed is seed_); a RandomState given is consumed there
+        changed = [k for k in before if k != "random_state" and not _same(before[k], now.get(k))]
+        if changed:
+            raise ValueError(f"{type(self).__name__}: {', '.join(changed)} changed since fit (set_params); call fit "
+                             f"again, or set {'it' if len(changed) == 1 else 'them'} back to "
+                             f"{', '.join(f'{k}={before[k]!r}' for k in changed)}")
+
+
+class LogCovariance(_FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
     """Log-covariance descriptor of skeleton sequences (paper 000, eq. (2)), as a transformer.
 
     ``X`` is a list of sequences, each an array (frames, 3 x joints) with the
@@ -133,11 +165,13 @@ class LogCovariance(_ReadOnce, TransformerMixin, BaseEstimator):
         self.n_features_in_ = frames.shape[1]
         sel = self._selection(self.n_joints_)
         self.n_features_out_ = vec_dim(sel.dim)
+        self._remember_params()
         return self
 
     def transform(self, X):
         """Log-covariance vectors, one row per sequence (float64)."""
         check_is_fitted(self)
+        self._check_params_unchanged()
         frames, offsets = pack_sequences(X, self.n_joints_)
         self._check_lengths(frames, offsets)
         return log_covariance_vectors(frames, offsets, self._selection(self.n_joints_),
@@ -155,7 +189,7 @@ class LogCovariance(_ReadOnce, TransformerMixin, BaseEstimator):
         return tags
 
 
-class _ImageTransformer(_ReadOnce, TransformerMixin, BaseEstimator):
+class _ImageTransformer(_FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
     """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
 
     def _descriptor(self, seed=None) -> ImageDescriptor:  # pragma: no cover - interface
@@ -192,6 +226,7 @@ class _ImageTransformer(_ReadOnce, TransformerMixin, BaseEstimator):
             self.seed_ = seed
         if frequencies is not None:
             self.frequencies_ = frequencies
+        self._remember_params()
         return self
 
     def _resolve_seed(self):
@@ -200,6 +235,7 @@ class _ImageTransformer(_ReadOnce, TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         check_is_fitted(self)
+        self._check_params_unchanged()
         desc = self._descriptor(getattr(self, "seed_", None))
         images = _as_images(X)   # a list first: a generator has no len
         _check_stride(images, desc)
