@@ -491,3 +491,14 @@ def default_cache_dir() -> Path:
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Caches" / "streamcov"
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamcov"
+
+
+def progress_bar(iterable, enabled: bool, **kw):
+    """A tqdm bar over ``iterable`` when ``enabled`` (else the iterable), as a context manager: the bar is
+    closed when the block ends, by an error too, so that the error's line starts a line of its own (it ran
+    on after the bar's carriage return, and ``grep '^streamcov run: error'`` missed it)."""
+    if not enabled:
+        return contextlib.nullcontext(iterable)
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kw)

@@ -4089,3 +4089,23 @@ def test_links_a_run_does_not_write_through_are_accepted(tmp_path):
     with pytest.raises(ConfigError, match=r"^--output o: \S+/features-fold0\.zarr is a link to \S+/data\.zarr, and a "
                                           r"run writes its features there through it; remove the link"):
         _check_own_names(out, "--output o")
+
+
+def test_an_error_under_an_open_progress_bar_starts_its_own_line(tmp_path):
+    """The in-memory image task read the folder under a progress bar, and an image it could not decode
+    stopped it with the bar open: the error followed the bar's text on one line (``\\rread x: 0%|...|
+    streamcov run: error: ...``), so a line-based search for the error missed it. The bar is now closed
+    first (by the error too), as the stream task and predict did."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in "ab":
+        (tmp_path / "imgs" / c).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 256, (16, 16), dtype=np.uint8)).save(tmp_path / "imgs" / c / f"{i}.png")
+    (tmp_path / "imgs" / "b" / "notes.png").write_text("not an image")
+    rc, err, _ = cli("run", REPO / "pipelines" / "eth80_e.toml", "--set", f'data.source="{tmp_path / "imgs"}"',
+                     "--set", "data.group_level=1", "--output", tmp_path / "o")   # not --quiet: the bars are drawn
+    assert "read imgs:" in err, err                                              # the bar was there
+    assert_one_line_error(rc, err, r"imgs/b/notes\.png: cannot decode image")
+    assert [ln for ln in err.split("\n") if ln.startswith("streamcov run: error: ")], repr(err)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._config import progress_bar
 from ..errors import ConfigError, FormatError, case_twins, ingest_option, not_the_file
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".tif", ".tiff", ".gif", ".webp", ".pbm",
@@ -404,11 +405,8 @@ def _codes(values: list[str]):
 def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool = False) -> ImageSet:
     """Read every image under ``root`` (see module docstring) into an :class:`ImageSet`."""
     entries = scan_folders(root, group_level=group_level, exclude=exclude)
-    it = entries
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(entries, desc=f"read {Path(root).name}", unit="img")
-    images = [read_image(e.path) for e in it]
+    with progress_bar(entries, progress, desc=f"read {Path(root).name}", unit="img") as it:
+        images = [read_image(e.path) for e in it]
     small = [i for i, img in enumerate(images) if min(img.shape[:2]) < MIN_SIDE]
     if small:   # as ingestion skips them: the same images in memory and in a store
         import warnings

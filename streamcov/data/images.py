@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._config import progress_bar
 from ..errors import FormatError, ingest_option, path_arg, read_or_skip
 from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter, content_digest, files_digest, ingest_args
@@ -399,12 +400,10 @@ def _ingest(src, out, group_level, exclude, pixel_dtype, chunk_pixels, mode, pro
         pixel_dtype = auto_pixel_dtype(e.path for e in entries)
     writer = ImageStoreWriter(out, source=str(Path(src).resolve()), pixel_dtype=pixel_dtype,
                               chunk_pixels=chunk_pixels, mode=mode, record=record)
-    it = entries
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(entries, desc=f"ingest {Path(out).name}", unit="img")
     written, skipped = 0, []
-    with writer.committed_on_error():   # what was read is kept, or no empty store is left
+    # what was read is kept, or no empty store is left; the bar is closed before an error is said
+    with writer.committed_on_error(), progress_bar(entries, progress, desc=f"ingest {Path(out).name}",
+                                                   unit="img") as it:
         for i, e in enumerate(it):
             # the first readable image was read before the lock, the others are read here
             image = first[1] if i == first[0] else None

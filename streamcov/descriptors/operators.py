@@ -39,7 +39,7 @@ import numpy as np
 from .._config import blas_threads
 
 from .. import linalg
-from .._config import map_threads
+from .._config import map_threads, progress_bar
 from .._kernels import logHS as _kl
 from ..errors import NotSPDError
 from ..kernels import _bandwidth, distances, gaussian_kernel, squared_distances
@@ -202,12 +202,9 @@ def approx_covariance_operators(feature_list, W, progress: bool = False) -> np.n
     W = np.asarray(W, dtype=np.float64)
     feature_list = list(feature_list)
     out = np.empty((len(feature_list), 2 * W.shape[1], 2 * W.shape[1]))
-    it = enumerate(feature_list)
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(it, total=len(feature_list), desc="covariance operators")
-    for i, f in it:
-        out[i] = _approx_cov(_check_features(f, f"features of image {i}", W.shape[0]), W)
+    with progress_bar(enumerate(feature_list), progress, total=len(feature_list), desc="covariance operators") as it:
+        for i, f in it:
+            out[i] = _approx_cov(_check_features(f, f"features of image {i}", W.shape[0]), W)
     return out
 
 
@@ -441,11 +438,8 @@ def pairwise_log_hs(feats_a, feats_b=None, sigma: float = 1.0, gamma: float = 1e
             r[j] = _loghs_pair(fa[i], fb[j], sigma)
         return r
 
-    it = map_threads(row, range(len(fa)), n_jobs)
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(it, total=len(fa), desc="exact Log-HS")
-    out = np.stack(list(it))
+    with progress_bar(map_threads(row, range(len(fa)), n_jobs), progress, total=len(fa), desc="exact Log-HS") as it:
+        out = np.stack(list(it))
     if same:
         out = np.triu(out, 1)
         out = out + out.T

@@ -185,12 +185,14 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     if progress and todo:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(todo), desc="featurize", unit="block")
-    for window in windows:
-        _compute_window(runtime, fstore, window)
+    try:
+        for window in windows:
+            _compute_window(runtime, fstore, window)
+            if bar is not None:
+                bar.update(len(window))
+    finally:   # closed before an error is said, so that its line starts a line of its own
         if bar is not None:
-            bar.update(len(window))
-    if bar is not None:
-        bar.close()
+            bar.close()
     missing = np.flatnonzero(~fstore.done())
     if len(missing):
         raise RuntimeError(f"{fstore.path}: blocks {missing[:10].tolist()} were not written although "

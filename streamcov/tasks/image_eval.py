@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._config import map_threads
+from .._config import map_threads, progress_bar
 from ..descriptors import operators as ops
 from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, is_cnn, operator_frequencies,
                                  normalize_heads, operator_vectors, region_vectors)
@@ -129,11 +129,9 @@ def extract_features(images, spec, ids=None, progress: bool = False, dtype=np.fl
             raise ConfigError(f"{names[i]}: {exc}") from None
 
     pixel_features(images[0][:2, :2], spec)  # compile once before threading
-    it = map_threads(one, range(len(images)))
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(it, total=len(images), desc="pixel features", unit="img")
-    return list(it)
+    with progress_bar(map_threads(one, range(len(images))), progress, total=len(images), desc="pixel features",
+                      unit="img") as it:
+        return list(it)
 
 
 def extract_matrices(images, spec, ids=None, progress: bool = False):
@@ -199,16 +197,14 @@ def approx_operator_vectors(feats, idx, scale, sigma1, gammas, D, kind, seed, pr
                                log=log, dtype=np.float32, batch=batch, n_jobs=1)
         return out if log else [out]
 
-    it = zip(starts, map_threads(work, starts))
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(it, total=len(starts), desc=f"{kind} operators sigma1={sigma1:.3g}", unit="batch")
     outs = None
-    for a, vecs in it:
-        if outs is None:
-            outs = [np.empty((len(idx), v.shape[1]), dtype=np.float32) for v in vecs]
-        for k, v in enumerate(vecs):
-            outs[k][a:a + len(v)] = v
+    with progress_bar(zip(starts, map_threads(work, starts)), progress, total=len(starts),
+                      desc=f"{kind} operators sigma1={sigma1:.3g}", unit="batch") as it:
+        for a, vecs in it:
+            if outs is None:
+                outs = [np.empty((len(idx), v.shape[1]), dtype=np.float32) for v in vecs]
+            for k, v in enumerate(vecs):
+                outs[k][a:a + len(v)] = v
     return outs
 
 
