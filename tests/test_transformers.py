@@ -389,3 +389,19 @@ def test_parameters_changed_since_fit_are_refused_at_transform():
         assert est.transform(X).shape[1] == est.n_features_out_
         # a pickled fitted transformer keeps what it was fitted with
         np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).transform(X), est.transform(X))
+
+
+def test_an_infinite_pixel_is_named_by_row_and_column_once():
+    """An infinite float pixel was said to be a pixel scale other than the fit's ("float pixels up to inf"),
+    and at fit the image was named twice ("X[0]: image: ...")."""
+    rng = np.random.default_rng(0)
+    ints = [rng.integers(0, 256, (16, 16), dtype=np.uint8) for _ in range(3)]
+    bad = rng.random((16, 16))
+    bad[2, 5] = np.inf
+    for est in (RegionCovariance(), CovarianceOperator(n_frequencies=8)):
+        with pytest.raises(ValueError, match=r"^X\[0\]: non-finite pixel value at row 2, column 5$"):
+            est.fit(ints).transform([bad])
+        with pytest.raises(ValueError, match=r"^X\[0\]: non-finite pixel value at row 2, column 5$"):
+            clone(est).fit([bad, rng.random((16, 16))])
+    with pytest.raises(ValueError, match=r"^X\[0\]: feature spec 'fish' uses R, G, B but the image is grey"):
+        RegionCovariance(pixels="fish").fit([rng.random((16, 16))])

@@ -36,7 +36,7 @@ from .. import linalg
 from ..linalg import merge_moments, vec_dim
 from .operators import _approx_cov, fourier_frequencies
 from .cnn import HEAD_DIM, is_cnn
-from .pixels import FeatureSpec, get_spec, pixel_features
+from .pixels import FeatureSpec, get_spec, named, pixel_features
 
 SOURCES = ("handcrafted", "cnn")
 
@@ -367,9 +367,9 @@ def _name(names, i):
 def features_of(image, spec, where: str) -> np.ndarray:
     """Pixel features of one image; errors name the image."""
     try:
-        return pixel_features(image, spec)
+        return pixel_features(image, spec, where)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise ValueError(named(where, exc)) from None
 
 
 __all__ = ["ImageDescriptor", "feature_matrices", "feature_moments", "feature_scale", "image_moments", "image_spec",

@@ -338,7 +338,13 @@ def check_sampled_pixels(shapes, stride: int, ids, fix: str = "lower the stride"
                           f"{fix}")
 
 
-def pixel_features(image, spec) -> np.ndarray:
+def named(where: str, exc: Exception) -> str:
+    """``exc``'s message led by the image's name ``where``, once: the pixel checks name it already."""
+    msg = str(exc)
+    return msg if msg.startswith(f"{where}: ") else f"{where}: {msg}"
+
+
+def pixel_features(image, spec, where: str = "image") -> np.ndarray:
     """Per-pixel feature matrix of one image (paper 004, eq. (38)).
 
     Parameters
@@ -347,6 +353,8 @@ def pixel_features(image, spec) -> np.ndarray:
         Grey or RGB image; integer types are scaled to [0, 1].
     spec : str, dict or FeatureSpec
         Preset name from :data:`PRESETS` (e.g. ``"virus"``) or a spec.
+    where : str
+        The image's name in error messages.
 
     Returns
     -------
@@ -354,8 +362,8 @@ def pixel_features(image, spec) -> np.ndarray:
         One row per sampled pixel (row-major), columns as ``spec.column_names``.
     """
     spec = get_spec(spec)
-    img = as_float_image(image)
-    _check_color(spec, img, "image")
+    img = as_float_image(image, where)
+    _check_color(spec, img, where)
     h, w = img.shape[:2]
     out = np.empty((n_sampled_pixels(h, w, spec.stride), spec.n_features))
     gxr, gxi, gyr, gyi = spec.gabor_factors()

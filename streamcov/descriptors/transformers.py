@@ -297,7 +297,9 @@ def _pixel_scale(images: list) -> tuple[float, int | None]:
         if a.dtype.kind in "biu":
             first_int = i if first_int is None else first_int
         elif a.dtype.kind == "f" and a.size:
-            v = float(np.max(np.abs(a)))   # NaN: refused by the feature pass, named there
+            # NaN and infinities: refused by the feature pass, named there by row and column (an infinity here
+            # was said to be a pixel scale other than the fit's)
+            v = float(np.max(np.abs(a), where=np.isfinite(a), initial=0.0))
             if v > top:
                 top, top_at = v, i
     if first_int is not None and top > 2:

@@ -64,7 +64,7 @@ from ..descriptors import operators as ops
 from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale, is_cnn, operator_frequencies,
                                  normalize_heads, operator_vectors, region_vectors)
 from ..descriptors.pixels import (GREY_FIX, check_sampled_pixels, get_spec, image_covariances, n_sampled_pixels,
-                                  pipeline_key, pixel_features)
+                                  named, pipeline_key, pixel_features)
 from ..errors import ConfigError
 from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
 from .. import splits
@@ -124,9 +124,9 @@ def extract_features(images, spec, ids=None, progress: bool = False, dtype=np.fl
 
     def one(i):
         try:
-            return pixel_features(images[i], spec).astype(dtype)
+            return pixel_features(images[i], spec, names[i]).astype(dtype)
         except ValueError as exc:
-            raise ConfigError(f"{names[i]}: {exc}") from None
+            raise ConfigError(named(names[i], exc)) from None
 
     pixel_features(images[0][:2, :2], spec)  # compile once before threading
     with progress_bar(map_threads(one, range(len(images))), progress, total=len(images), desc="pixel features",
