@@ -23,10 +23,12 @@ import numpy as np
 
 def _bandwidth(value, name: str) -> float:
     """``value`` as a float, if it is a finite number > 0 whose square is neither 0 nor infinite."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
+    # float() took "2" for 2 and True for 1: a number is asked for, as the config schema asks
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    v = float(value)
     if not (math.isfinite(v) and v > 0 and 0 < v * v < math.inf and math.isfinite(1.0 / (v * v))):
         raise ValueError(f"{name} must be a finite number > 0 whose square is a normal float, got {value!r}")
     return v

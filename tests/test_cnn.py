@@ -368,6 +368,10 @@ def test_bad_images_and_specs():
                                                                                      head=False))[0]] == [4]
     with pytest.raises(ValueError, match="'head' is a vector, not a map"):
         cnn.CNNSpec(blocks=("head",))
+    # an unknown key of a spec given as a dict was a bare TypeError of __init__
+    with pytest.raises(ValueError, match=r"^ConvNet pixel spec: unknown key 'input_sizee' \(did you mean 'input_size'\?\); "
+                                         r"the keys are blocks, input_size, grid, head, backend, batch_size, name$"):
+        cnn.CNNSpec.from_dict({"source": "cnn", "input_sizee": 32})
     with pytest.raises(ValueError, match=r"unknown layer 'blok3' \(did you mean 'block3'\?\)"):
         cnn.CNNSpec(blocks=("blok3",))
     with pytest.raises(ValueError, match="input_size must be an integer"):

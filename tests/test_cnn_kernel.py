@@ -172,6 +172,9 @@ def test_normalize_heads_matches_the_entrywise_reference(norm):
         assert got[0] @ got[1] == pytest.approx(np.sqrt(P[0] * P[1]).sum(), rel=1e-5)
     with pytest.raises(ValueError, match="head norm must be one of l2, power, got 'l1'"):
         normalize_heads(H, "l1")
+    H[5, 1] = np.nan                                   # a NaN head was passed through as a NaN row
+    with pytest.raises(ValueError, match="^head 5 holds NaN or infinite values$"):
+        normalize_heads(H, norm)
 
 
 def test_descriptor_head_norm_round_trips_and_l2_keeps_the_old_dictionary():

@@ -210,6 +210,11 @@ def test_bandwidth_conversions_and_the_median_refuse_what_is_not_a_bandwidth():
                    (gamma_from_sigma, float("nan")), (sigma_from_gamma, 0), (sigma_from_paper004, -1.0)):
         with pytest.raises(ValueError, match=r"must be a finite number > 0 whose square is a normal float"):
             f(bad)
+    # a string or a bool was read by float() as a bandwidth ("2" as 2, True as 1); numpy scalars are numbers
+    for bad in ("2", True, None, [1.0]):
+        with pytest.raises(ValueError, match=r"^sigma must be a finite number > 0, got "):
+            gamma_from_sigma(bad)
+    assert gamma_from_sigma(np.float32(2.0)) == gamma_from_sigma(np.array(2.0)) == gamma_from_sigma(2) == 0.125
     D = np.array([[0.0, 1.0, 3.0], [1.0, 0.0, 2.0], [3.0, 2.0, 0.0]])
     assert median_distance(D) == 2.0 and median_distance(np.zeros((3, 3))) == 1.0
     with pytest.raises(ValueError, match="median_distance: the distances hold NaN or infinity"):

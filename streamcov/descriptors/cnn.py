@@ -36,11 +36,12 @@ tested).
 """
 from __future__ import annotations
 
+import difflib
 import os
 import threading
 import warnings
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Sequence
 
@@ -117,8 +118,6 @@ def _check_outputs(outputs, what="outputs") -> tuple:
         raise ValueError(f"{what} must name at least one layer")
     bad = [o for o in outputs if o not in OUTPUT_NAMES]
     if bad:
-        import difflib
-
         close = difflib.get_close_matches(str(bad[0]), OUTPUT_NAMES, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"{what}: unknown layer {bad[0]!r}{hint}; known: {', '.join(OUTPUT_NAMES)}")
@@ -584,6 +583,13 @@ class CNNSpec:
     @classmethod
     def from_dict(cls, d: dict) -> "CNNSpec":
         d = {k: v for k, v in d.items() if k != "source"}
+        known = [f.name for f in fields(cls)]
+        for key in d:
+            if key not in known:   # a bare TypeError of __init__ before
+                close = difflib.get_close_matches(str(key), known, n=1)
+                raise ValueError(f"ConvNet pixel spec: unknown key {key!r}"
+                                 f"{f' (did you mean {close[0]!r}?)' if close else ''}; the keys are "
+                                 f"{', '.join(known)}")
         if "blocks" in d:
             d["blocks"] = tuple(d["blocks"])
         return cls(**d)

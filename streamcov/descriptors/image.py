@@ -128,6 +128,8 @@ def normalize_heads(heads, norm: str = "l2") -> np.ndarray:
     h = np.asarray(heads, dtype=np.float64)
     if h.ndim != 2:
         raise ValueError(f"heads must be a 2-d array (one row per image), got shape {h.shape}")
+    if not np.isfinite(h).all():   # passed through as NaN rows before
+        raise ValueError(f"head {int(np.argwhere(~np.isfinite(h))[0][0])} holds NaN or infinite values")
     if norm == "power":
         h = np.sign(h) * np.sqrt(np.abs(h))
     n = np.linalg.norm(h, axis=1, keepdims=True)
