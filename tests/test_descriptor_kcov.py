@@ -1,5 +1,6 @@
 """Kernelized covariance (Cavazza et al., ICPR 2016), of standardized and of raw series, and relative
-positions of joint pairs: the kernels against the raw-series references, its identities, streamed == in-memory reference across
+positions of joint pairs: the kernels against the raw-series references, their identities, streamed ==
+in-memory reference across
 chunk boundaries (constant coordinates included), validation, settings and fingerprints."""
 import numpy as np
 import pytest
@@ -101,7 +102,8 @@ def test_raw_rbf_gram_identities(rng):
 
 
 def test_raw_rbf_gram_errors():
-    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got -2"):
+    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0 whose square is a normal "
+                                         "float, got -2"):
         sk.rbf_gram_from_moments(np.eye(3), np.zeros(3), -2)
     with pytest.raises(ValueError, match=r"mean must have shape \(3,\) to match the covariances, got \(4,\)"):
         sk.rbf_gram_from_moments(np.eye(3), np.zeros(4), 1.0)
@@ -116,8 +118,11 @@ def test_raw_rbf_gram_errors():
 
 
 def test_rbf_gram_errors():
-    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got 0"):
+    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0 whose square is a normal "
+                                         "float, got 0"):
         sk.rbf_gram_from_covariances(np.eye(3), 0)
+    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got '1'"):
+        sk.rbf_gram_from_covariances(np.eye(3), "1")
     with pytest.raises(ValueError, match=r"covariance: expected a square matrix or a stack \(N, d, d\) with d >= 1, "
                                          r"got shape \(2, 3\)"):
         sk.rbf_gram_from_covariances(np.ones((2, 3)), 1.0)

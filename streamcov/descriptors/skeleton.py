@@ -373,8 +373,13 @@ def rbf_gram_from_covariances(C, sigma: float) -> np.ndarray:
     """
     C, single = linalg._check_stack(C, "covariance")
     out = np.empty_like(C)
-    _kk.rbf_from_covariances(C, kernels.gamma_from_sigma(_kernel_sigma(sigma)), CONSTANT_RTOL, out)
+    _kk.rbf_from_covariances(C, _kernel_coef(sigma), CONSTANT_RTOL, out)
     return out[0] if single else out
+
+
+def _kernel_coef(sigma) -> float:
+    """``1 / (2 sigma^2)`` of the kernelized covariances, ``sigma`` named as the descriptor's key."""
+    return kernels.gamma_from_sigma(kernels._bandwidth(sigma, "kernel_sigma"))
 
 
 def rbf_gram_from_moments(C, mean, sigma: float) -> np.ndarray:
@@ -418,16 +423,8 @@ def rbf_gram_from_moments(C, mean, sigma: float) -> np.ndarray:
     if not np.all(np.isfinite(mean)):
         raise ValueError("mean holds NaN or infinite values")
     out = np.empty_like(C)
-    _kk.rbf_from_second_moments(C + mean[:, :, None] * mean[:, None, :], kernels.gamma_from_sigma(
-        _kernel_sigma(sigma)), out)
+    _kk.rbf_from_second_moments(C + mean[:, :, None] * mean[:, None, :], _kernel_coef(sigma), out)
     return out[0] if single else out
-
-
-def _kernel_sigma(sigma) -> float:
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating)) or not np.isfinite(sigma) \
-            or sigma <= 0:
-        raise ValueError(f"kernel_sigma must be a finite number > 0, got {sigma!r}")
-    return float(sigma)
 
 
 @dataclass(frozen=True)
