@@ -1,7 +1,7 @@
 """Kernelized covariance (Cavazza et al., ICPR 2016), of standardized and of raw series, and relative
 positions of joint pairs: the kernels against the raw-series references, their identities, streamed ==
-in-memory reference across
-chunk boundaries (constant coordinates included), validation, settings and fingerprints."""
+in-memory reference across chunk boundaries (constant coordinates included), validation, settings and
+fingerprints."""
 import numpy as np
 import pytest
 
