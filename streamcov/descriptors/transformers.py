@@ -10,6 +10,7 @@ trained out of core compute the same descriptors.
 """
 from __future__ import annotations
 
+import copy
 from numbers import Integral, Real
 
 import numpy as np
@@ -39,6 +40,8 @@ class _ReadOnce:
 
 
 def _same(a, b) -> bool:
+    """Whether two parameter values are equal (arrays entry by entry; values that cannot be compared: the
+    same object)."""
     try:
         eq = a == b
         return bool(np.all(eq)) and np.shape(a) == np.shape(b) if isinstance(eq, np.ndarray) else bool(eq)
@@ -53,8 +56,6 @@ class _FitParams:
     Transformers pickled before the parameters were recorded are not checked."""
 
     def _remember_params(self) -> None:
-        import copy
-
         self._fit_params = copy.deepcopy(self.get_params(deep=False))
 
     def _check_params_unchanged(self) -> None:
