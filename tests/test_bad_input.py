@@ -1000,6 +1000,19 @@ CONFIG = [
          r"error: --set descriptor\.mean_weight=0\.3: descriptor\.matrix = 'rbf' is a Gram matrix between "
          r"coordinate series, which has no mean embedding \('rbf' standardizes the series to mean 0; 'rbf-raw' has "
          r"their means inside its distances\); set descriptor\.mean_weight = 0$"),
+    # a bandwidth far from the distances between the series: every descriptor nearly the same (chance accuracy,
+    # exit 0, or an error blaming descriptor.gamma and features.sigma)
+    Case("rbf-raw-sigma-far-below", run_set('descriptor.matrix="rbf-raw"', "descriptor.mean_weight=0.0",
+                                            "descriptor.kernel_sigma=1e-20"),
+         r"error: --set descriptor\.kernel_sigma=1e-20: descriptor\.kernel_sigma = 1e-20: the kernelized covariance "
+         r"\(matrix = \"rbf-raw\"\) of every window of \d+ sequences \(from .*\) is the identity \(or blocks of "
+         r"ones\), to within 1e-06, so the descriptors carry nothing of the motion: sigma is far below the distances "
+         r"between the coordinate series \(their median in the first window: [\d.e+-]+\); give a kernel_sigma near "
+         r"them$"),
+    Case("rbf-sigma-far-above", run_set('descriptor.matrix="rbf"', "descriptor.mean_weight=0.0",
+                                        'descriptor.scale="none"', "descriptor.kernel_sigma=1e5"),
+         r"descriptor\.kernel_sigma = 100000\.0: the kernelized covariance \(matrix = \"rbf\"\) of every window .* is "
+         r"a matrix of ones, to within 1e-06, .* sigma is far above the distances"),
     Case("rbf-raw-with-mean-embedding", run_set('descriptor.matrix="rbf-raw"', "descriptor.mean_weight=1.0"),
          r"error: --set descriptor\.mean_weight=1\.0: descriptor\.matrix = 'rbf-raw' is a Gram matrix between "
          r"coordinate series, which has no mean embedding .*; set descriptor\.mean_weight = 0$"),

@@ -334,3 +334,36 @@ def test_pipeline_with_kcov_and_pairs_predicts_what_it_tested(tmp_path, rng):
     predict(Path(res["model_path"]), store.path, tmp_path / "p.csv", scheduler="synchronous")
     ran, again = predictions(res["predictions_path"]), predictions(tmp_path / "p.csv")
     assert ran and all(again[i] == p for i, p in ran.items())
+
+
+@pytest.mark.parametrize("matrix", ["rbf", "rbf-raw"])
+def test_a_kernel_sigma_that_saturates_every_window_is_refused(rng, matrix):
+    """With a bandwidth far below (above) the distances between the series, every window's Gram matrix is the
+    identity or blocks of ones (all ones): the descriptors carry nothing, and a run gave chance accuracy
+    with exit 0. Refused naming descriptor.kernel_sigma and the median distance (the kernel at sigma 1
+    recovers it: -2 log K); bandwidths near the distances pass."""
+    seqs = [walk(rng, T) for T in (9, 14, 30)]
+    frames, offsets = sk.pack_sequences(seqs)
+
+    def vectors(sigma, subset=None):
+        plan = sk.PyramidPlan(selection=sk.JointSelection.hip_relative(J, (0,)), features=("positions",),
+                              levels=2, overlap=True, matrix=matrix, kernel_sigma=sigma)
+        return sk.pyramid_vectors(frames, offsets, plan)
+
+    with pytest.raises(ConfigError, match=rf'^descriptor\.kernel_sigma = 1e-20: the kernelized covariance \(matrix = '
+                                          rf'"{matrix}"\) of every window of 3 sequences \(from 0\) is the identity '
+                                          r"\(or blocks of ones\), to within 1e-06, .* sigma is far below the distances "
+                                          r"between the coordinate series \(their median in the first window: "
+                                          r"[\d.]+\); give a kernel_sigma near them$"):
+        vectors(1e-20)
+    with pytest.raises(ConfigError, match=r"is a matrix of ones, to within 1e-06, .* sigma is far above"):
+        vectors(1e20)
+    assert all(np.isfinite(vectors(s)).all() for s in (0.3, 1.0, 3.0))
+    # the median distance of the message: the first window's, from the series themselves
+    plan = sk.PyramidPlan(selection=sk.JointSelection.hip_relative(J, (0,)), features=("positions",), levels=2,
+                          overlap=True, matrix=matrix, kernel_sigma=1e-20)
+    F = sk.piece_features(seqs[0].astype(np.float64), 0, 0, len(seqs[0]), len(seqs[0]), plan)
+    K1 = (ref.kernelized_covariance if matrix == "rbf" else ref.raw_kernelized_covariance)(F, 1.0)
+    want = np.median(np.sqrt(-2 * np.log(K1[np.triu_indices(len(K1), 1)])))
+    with pytest.raises(ConfigError, match=rf"their median in the first window: {want:.3g}\)"):
+        vectors(1e-20)

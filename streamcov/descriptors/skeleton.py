@@ -29,6 +29,7 @@ from .. import kernels, linalg
 from .._kernels import covariance as _kc
 from .._kernels import kernelized as _kk
 from .._kernels import spd as _ks
+from ..errors import ConfigError, toml_value
 from ..linalg import vec_dim
 
 
@@ -860,6 +861,47 @@ def window_partials(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan
     return n, mean, m2
 
 
+#: a kernelized covariance whose every off-diagonal entry lies within this of 0 or 1 says nothing of the motion
+KERNEL_SATURATED = 1e-6
+
+
+def _kernelized(E, d: int, matrix: str, coef: float) -> np.ndarray:
+    """The Gram matrices (N, d, d) of ``matrix`` ("rbf" or "rbf-raw") from the window matrices ``E``: the
+    covariances, or for "rbf-raw" their embedding with weight 1, whose leading block holds the second moments
+    ``C + mu mu^T`` (read in place)."""
+    out = np.empty((len(E), d, d))
+    if matrix == "rbf":
+        _kk.rbf_from_covariances(E, coef, CONSTANT_RTOL, out)
+    else:
+        _kk.rbf_from_second_moments(E, coef, out)
+    return out
+
+
+def _check_not_saturated(K, E, plan: PyramidPlan, S: int, first: str) -> None:
+    """Refuse kernelized covariances that are the identity, ones, or blocks of both in every window (within
+    :data:`KERNEL_SATURATED`): a ``kernel_sigma`` far below or above the distances between the coordinate
+    series made every descriptor nearly the same, and a run reported chance accuracy without a word (or blamed
+    the map's bandwidth). One window with an entry between is enough to pass, so the check costs one window."""
+    d = K.shape[-1]
+    if d < 2:
+        return
+    iu = np.triu_indices(d, 1)
+    lo, hi = KERNEL_SATURATED, 1.0 - KERNEL_SATURATED
+    for k in K:
+        v = k[iu]
+        if ((v > lo) & (v < hi)).any():
+            return
+    ones = all((k[iu] >= hi).all() for k in K)
+    # the distances themselves, from the first window's kernel at sigma 1: delta = -2 log K
+    dist = np.sqrt(-2.0 * np.log(np.maximum(_kernelized(E[:1], d, plan.matrix, 0.5)[0][iu], 1e-300)))
+    raise ConfigError(f"descriptor.kernel_sigma = {toml_value(plan.kernel_sigma)}: the kernelized covariance "
+                      f"(matrix = {toml_value(plan.matrix)}) of every window of {S} sequences (from {first}) is "
+                      f"{'a matrix of ones' if ones else 'the identity (or blocks of ones)'}, to within "
+                      f"{KERNEL_SATURATED:g}, so the descriptors carry nothing of the motion: sigma is far "
+                      f"{'above' if ones else 'below'} the distances between the coordinate series (their median "
+                      f"in the first window: {float(np.median(dist)):.3g}); give a kernel_sigma near them")
+
+
 def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=np.float64,
                          first_index: int = 0, names=None) -> np.ndarray:
     """Descriptors (S, plan.dim) from the merged window moments of S sequences.
@@ -889,12 +931,10 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
     _kc.window_matrices(np.ascontiguousarray(n, dtype=np.int64), np.ascontiguousarray(mean, dtype=np.float64),
                         np.ascontiguousarray(m2, dtype=np.float64), rot, size, int(plan.ddof), m,
                         C.reshape(S * W, D, D))
-    if plan.matrix == "rbf":
-        C = rbf_gram_from_covariances(C.reshape(S * W, d, d), plan.kernel_sigma).reshape(S, W, d, d)
-    elif plan.matrix == "rbf-raw":
-        # the embedding above with weight 1 holds the second moments C + mu mu^T, read in place
-        K = np.empty((S * W, d, d))
-        _kk.rbf_from_second_moments(C.reshape(S * W, D, D), kernels.gamma_from_sigma(plan.kernel_sigma), K)
+    if plan.matrix in RBF_MATRICES:
+        E = C.reshape(S * W, D, D)
+        K = _kernelized(E, d, plan.matrix, kernels.gamma_from_sigma(plan.kernel_sigma))
+        _check_not_saturated(K, E, plan, S, _name(0, first_index, names))
         C = K.reshape(S, W, d, d)
     D = C.shape[-1]
     # a covariance of k frames has rank <= k - 1, the embedding adds one: short windows take the
