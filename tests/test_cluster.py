@@ -7,6 +7,7 @@ them through ``tcp://`` like ``streamcov run --scheduler tcp://HOST:PORT``.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,6 +170,26 @@ def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, thr
     assert sorted(model.files) == sorted(model_b.files)
     for k in model.files:
         assert_same_bits(model[k], model_b[k], k)
+
+
+def test_a_scheduler_without_workers_is_an_error(synth_store, tmp_path, monkeypatch):
+    """A scheduler that has no worker took the run's work and held it without a word (a run waited until it
+    was killed, its output folder made); it is refused WORKER_WAIT seconds after connecting, before any
+    output is written."""
+    from distributed import LocalCluster
+
+    import streamcov.stream.runtime as runtime
+    from streamcov.errors import StreamcovError
+
+    monkeypatch.setattr(runtime, "WORKER_WAIT", 1.0)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        addr = empty.scheduler_address
+        with pytest.raises(StreamcovError, match=rf"^scheduler='{re.escape(addr)}': the scheduler there has no "
+                                                 rf"workers \(waited 1 s\); start some with `dask worker "
+                                                 rf"{re.escape(addr)}`, or use scheduler='local-cluster' or "
+                                                 rf"scheduler='threads'$"):
+            run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=addr)
+    assert not (tmp_path / "x").exists()
 
 
 def test_unreachable_scheduler_is_an_error(synth_store, tmp_path, monkeypatch):

@@ -367,6 +367,9 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
 # seconds beyond Dask's connect timeout that creating a Client may take before the run gives up: Client waits
 # forever on a port that accepts the connection and then says nothing (a dashboard's 8787, another server)
 CONNECT_GRACE = 10.0
+#: seconds a scheduler address is given to have a worker: one with none took the work and held it, without
+#: a word, for as long as the run was left to wait
+WORKER_WAIT = 30.0
 
 
 def _connect(Client, scheduler: str):
@@ -412,6 +415,18 @@ def _connect(Client, scheduler: str):
     if "error" in box:
         raise box["error"]
     return box["client"]
+
+
+def _wait_for_a_worker(client, scheduler: str) -> None:
+    """Refuse, in one line, a scheduler that has no worker :data:`WORKER_WAIT` seconds after connecting."""
+    if client.nthreads():
+        return
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT)
+    except TimeoutError:   # asyncio.TimeoutError too (one class since Python 3.11)
+        raise StreamcovError(f"{arg('scheduler', scheduler)}: the scheduler there has no workers (waited "
+                             f"{WORKER_WAIT:g} s); start some with `dask worker {scheduler}`, or use "
+                             f"{arg('scheduler', 'local-cluster')} or {arg('scheduler', 'threads')}") from None
 
 
 def _connect_timeout(dask, parse_timedelta) -> float:
@@ -529,6 +544,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         raise ConfigError(f"unknown scheduler {scheduler!r}: use threads, synchronous, "
                           f"local-cluster or a scheduler address tcp://HOST:PORT")
     try:
+        if cluster is None:
+            _wait_for_a_worker(client, scheduler)
         _check_workers_numba(client)
         client.register_plugin(_thread_plan_plugin())
         if cluster is not None:
