@@ -798,6 +798,11 @@ CONFIG = [
          r"lower data\.test_fraction, or raise data\.n_samples \(given: --set data\.test_fraction=0\.99; --set "
          r"data\.n_samples=60\)$"),
     # a Gegenbauer weight whose basis overflows float64 (G_2 about 1e600): a traceback from the SVD of the HSIC matrix
+    # a degree of 100000 asked for 75 GiB: a MemoryError traceback, "internal error"
+    Case("tgp-degrees-too-large", tgp_run("tgp.degrees=[100000,2]"),
+         r"^streamcov run: error: --set tgp\.degrees=\[100000,2\]: tgp\.degrees\.0 = 100000: expected a value <= 100"),
+    Case("tgp-degree-grid-too-large", tgp_run("tgp.degree_grid=[1,101]"),
+         r"--set tgp\.degree_grid=\[1,101\]: tgp\.degree_grid\.1 = 101: expected a value <= 100"),
     Case("tgp-gegenbauer-weight-overflows", tgp_run("tgp.gegenbauer_weight_output=1e200", "tgp.degrees=[2,3]"),
          r"^streamcov run: error: --set tgp\.gegenbauer_weight_output=1e200: tgp\.gegenbauer_weight_output = 1e\+200: "
          r"the gegenbauer basis of degrees \(2, 3\) with weights \(0\.51, 1e\+200\) overflows float64; lower the "

@@ -160,7 +160,7 @@ def test_hsic_matrix_of_a_basis_that_overflows():
 
 def test_basis_of_nan_or_overflowing_values_refused():
     """NaN or infinite kernel values were NaN polynomials (and an 'overflowing basis' in hsic_matrix); values that
-    leave float64 (t = 2 at degree 2000) were inf, silently: each is one error saying what to change."""
+    leave float64 (t = 1e10 at degree 100) were inf, silently: each is one error saying what to change."""
     import warnings
 
     X, y = sshape(20, 0)
@@ -177,15 +177,18 @@ def test_basis_of_nan_or_overflowing_values_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(hsic_mod.NonFiniteBasisError,
-                           match=r"^basis_polynomials: the monomial basis of degree 2000 overflows float64 for \|t\| "
-                                 r"up to 2; give t in \[-1, 1\] .* or lower the degree$"):
-            basis_polynomials(np.array([0.5, -2.0]), 2000)
+                           match=r"^basis_polynomials: the monomial basis of degree 100 overflows float64 for \|t\| "
+                                 r"up to 1e\+10; give t in \[-1, 1\] .* or lower the degree$"):
+            basis_polynomials(np.array([0.5, -1e10]), 100)
         with pytest.raises(hsic_mod.NonFiniteBasisError, match=r"^basis_derivatives: the gegenbauer basis of degree "
                                                                 r"3 with weight 1e\+300 overflows .* or the weight$"):
             basis_derivatives(np.array([0.5]), 3, "gegenbauer", 1e300)
     # a normalized kernel stays finite at a high degree: nothing refused
-    assert np.isfinite(basis_polynomials(np.array([-1.0, 0.3, 1.0]), 2000, "gegenbauer", 0.51)).all()
-    assert np.isfinite(hsic_matrix(K, G, 2000, 2)).all()
+    assert np.isfinite(basis_polynomials(np.array([-1.0, 0.3, 1.0]), 100, "gegenbauer", 0.51)).all()
+    assert np.isfinite(hsic_matrix(K, G, 100, 2)).all()
+    # beyond the largest degree (a degree of 10^5 asked for 75 GiB: a MemoryError traceback)
+    with pytest.raises(ValueError, match=r"^degree must be an integer in 0\.\.100, got 101$"):
+        basis_polynomials(np.array([0.5]), 101)
 
 
 def test_top_singular_pair_nonnegative_and_optimal():
@@ -252,7 +255,11 @@ def test_transform_cross_validates_degrees_and_weights():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(basis="hermite"), "basis must be one of"),
-    (dict(degree_input=0), "degree_input must be an integer >= 1"),
+    (dict(degree_input=0), r"^degree_input must be an integer in 1\.\.100 or None, got 0$"),
+    # a degree of 10^6 asked for 7 TiB: a bare MemoryError
+    (dict(degree_input=10 ** 6), r"^degree_input must be an integer in 1\.\.100 or None, got 1000000$"),
+    (dict(degree_grid=[1, 10 ** 6]), r"^degree_grid must be a non-empty sequence of integers in 1\.\.100, got "
+                                     r"\[1, 1000000\]$"),
     (dict(basis="gegenbauer", weight_input=0.0), r"^weight_input: the Gegenbauer weight parameter must be"),
     (dict(basis="gegenbauer", weight_output=-0.7), r"^weight_output: the Gegenbauer weight parameter must be"),
     # the grid is read when a weight is None; its entries were refused without saying which parameter held them
@@ -261,8 +268,9 @@ def test_transform_cross_validates_degrees_and_weights():
     # a bare number was a TypeError, "'float' object is not iterable"
     (dict(basis="gegenbauer", weight_output=None, weight_grid=0.5),
      r"^weight_grid must be a non-empty sequence of Gegenbauer weights, got 0\.5$"),
-    (dict(degree_grid=3), r"^degree_grid must be a non-empty sequence of integers >= 1, got 3$"),
+    (dict(degree_grid=3), r"^degree_grid must be a non-empty sequence of integers in 1\.\.100, got 3$"),
     (dict(gamma_input=-1.0), "gamma_input must be a positive"),
+    (dict(gamma_input=True), r"^gamma_input must be a positive number or None, got True$"),
     (dict(degree_grid=()), "degree_grid must be a non-empty"),
     (dict(cv=1), "cv must be an integer >= 2"),
     (dict(max_samples=1), "max_samples must be an integer >= 2"),
@@ -302,7 +310,7 @@ def test_transform_runtime_errors():
         median_heuristic_gamma(np.ones((1, 2)))
     with pytest.raises(ValueError, match="finite non-empty"):
         top_singular_pair(np.array([[np.nan]]))
-    with pytest.raises(ValueError, match="non-negative integer"):
+    with pytest.raises(ValueError, match=r"^degree must be an integer in 0\.\.100, got -1$"):
         basis_polynomials(np.ones(2), -1)
 
 
@@ -427,7 +435,9 @@ def test_tgp_degree_selection_and_transform_attributes():
     (dict(criterion="l2"), "criterion must be one of"),
     (dict(kernel_transform="legendre"), "kernel_transform must be one of"),
     (dict(approximation="nystroem"), "approximation must be one of"),
-    (dict(degree_input=0), "degree_input must be an integer >= 1"),
+    (dict(degree_input=0), r"^degree_input must be an integer in 1\.\.100 or None, got 0$"),
+    (dict(degree_output=10 ** 5), r"^degree_output must be an integer in 1\.\.100 or None, got 100000$"),
+    (dict(gamma_x=True), r"^gamma_x must be a positive number or None, got True$"),
     (dict(n_starts=0), "n_starts must be an integer >= 1"),
     (dict(max_train=1), "max_train must be an integer >= 2"),
     (dict(gamma_y=0.0), "gamma_y must be a positive number"),

@@ -28,6 +28,7 @@ from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._config import check_memory
 from ..kernels import _alignment, _center, center_kernel, gaussian_kernel, sigma_from_gamma, squared_distances
 
 BASES = ("monomial", "gegenbauer")
@@ -159,14 +160,20 @@ def _grid_values(grid, name: str, expected: str, valid=lambda value: True) -> li
     return values
 
 
+#: the largest polynomial degree of a kernel transformation: the basis of degree D holds D + 1 matrices of
+#: kernel values (a degree of 100000 asked for 75 GiB and was a MemoryError traceback), and powers of kernel
+#: values in [0, 1] far beyond the grids of section 6.2.1 (up to 11) vanish
+MAX_DEGREE = 100
+
+
 def _check_grid(grid):
-    _grid_values(grid, "degree_grid", "integers >= 1",
-                 lambda d: not isinstance(d, bool) and isinstance(d, Integral) and d >= 1)
+    _grid_values(grid, "degree_grid", f"integers in 1..{MAX_DEGREE}",
+                 lambda d: not isinstance(d, bool) and isinstance(d, Integral) and 1 <= d <= MAX_DEGREE)
 
 
 def _check_degree(degree, name="degree"):
-    if isinstance(degree, bool) or not isinstance(degree, Integral) or degree < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {degree!r}")
+    if isinstance(degree, bool) or not isinstance(degree, Integral) or not 0 <= degree <= MAX_DEGREE:
+        raise ValueError(f"{name} must be an integer in 0..{MAX_DEGREE}, got {degree!r}")
 
 
 def _finite_values(t, name: str, what: str) -> np.ndarray:
@@ -208,6 +215,8 @@ def basis_polynomials(t, degree: int, basis: str = "monomial", weight: float = 0
 
 def _polynomials(t, degree, basis, weight) -> np.ndarray:
     """:func:`basis_polynomials` of a float64 ``t`` without checks: inf or NaN where the values overflow."""
+    check_memory(8.0 * (degree + 1) * t.size, f"a polynomial basis of degree {degree} over {t.size} kernel values",
+                 "lower the degree or the number of training rows")
     out = np.empty((degree + 1,) + t.shape)
     out[0] = 1.0
     if degree == 0:
@@ -560,8 +569,8 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
             raise ValueError(f"basis must be one of {BASES}, got {self.basis!r}")
         for name in ("degree_input", "degree_output"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or v < 1):
-                raise ValueError(f"{name} must be an integer >= 1 or None, got {v!r}")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or not 1 <= v <= MAX_DEGREE):
+                raise ValueError(f"{name} must be an integer in 1..{MAX_DEGREE} or None, got {v!r}")
         _check_grid(self.degree_grid)
         if self.basis == "gegenbauer":
             for name in ("weight_input", "weight_output"):
@@ -574,7 +583,8 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
                     _check_basis("gegenbauer", w, f"weight_grid[{i}]")
         for name in ("gamma_input", "gamma_output"):
             v = getattr(self, name)
-            if v is not None and not (isinstance(v, Real) and np.isfinite(v) and v > 0):
+            # True was taken as 1.0
+            if v is not None and (isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v > 0)):
                 raise ValueError(f"{name} must be a positive number or None, got {v!r}")
         if isinstance(self.cv, bool) or not isinstance(self.cv, Integral) or self.cv < 2:
             raise ValueError(f"cv must be an integer >= 2, got {self.cv!r}")

@@ -57,7 +57,7 @@ from .._config import blas_threads, total_memory
 
 from ..kernels import gaussian_kernel, sigma_from_gamma
 
-from .hsic import (HSICKernelTransform, PolynomialKernelMap, _check_grid,
+from .hsic import (MAX_DEGREE, HSICKernelTransform, PolynomialKernelMap, _check_grid,
                    median_heuristic_gamma, rbf_kernel)
 
 CRITERIA = ("kl", "hsic")
@@ -249,23 +249,24 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"approximation must be one of {APPROXIMATIONS}, got {self.approximation!r}")
 
-        def _int(name, lo, none_ok=False):
+        def _int(name, lo, none_ok=False, hi=None):
             v = getattr(self, name)
             if v is None and none_ok:
                 return
-            if isinstance(v, bool) or not isinstance(v, Integral) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}"
+            if isinstance(v, bool) or not isinstance(v, Integral) or v < lo or (hi is not None and v > hi):
+                raise ValueError(f"{name} must be an integer {f'in {lo}..{hi}' if hi is not None else f'>= {lo}'}"
                                  f"{' or None' if none_ok else ''}, got {v!r}")
 
-        _int("degree_input", 1, True)
-        _int("degree_output", 1, True)
+        _int("degree_input", 1, True, MAX_DEGREE)
+        _int("degree_output", 1, True, MAX_DEGREE)
         _int("n_starts", 1)
         _int("max_iter", 1)
         _int("max_train", 2, True)
         _int("cv", 2)
         for name in ("gamma_x", "gamma_y"):
             v = getattr(self, name)
-            if v is not None and not (isinstance(v, Real) and np.isfinite(v) and v > 0):
+            # True was taken as 1.0
+            if v is not None and (isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v > 0)):
                 raise ValueError(f"{name} must be a positive number or None, got {v!r}")
         for name in ("lambda_x", "lambda_y", "tol"):
             v = getattr(self, name)

@@ -31,6 +31,7 @@ from .._config import MAX_WORKERS
 from ..data.readers import FORMATS
 from ..data.synth import NOISE_MAX
 from ..descriptors.skeleton import RBF_MATRICES, RBF_NO_MEAN
+from ..structured.hsic import MAX_DEGREE
 from ..errors import toml_value
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -40,6 +41,8 @@ Bandwidth = Annotated[float, Field(ge=1e-20, le=1e20, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 PosInt = Annotated[int, Field(ge=1)]
+# a polynomial degree of the kernel transformations (paper 003): D + 1 matrices of kernel values each
+Degree = Annotated[int, Field(ge=1, le=MAX_DEGREE)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Seed = Annotated[int, Field(ge=0, lt=2 ** 32)]
 # passes of SGD over the training features: the pipelines ask for 30 to 200 (scikit-learn's default max_iter is
@@ -1150,13 +1153,13 @@ class TGPTable(Table):
     max_iter: PosInt = 50
     gegenbauer_weight_input: Annotated[float, Field(gt=-0.5, allow_inf_nan=False)] = 0.51
     gegenbauer_weight_output: Annotated[float, Field(gt=-0.5, allow_inf_nan=False)] = 0.52
-    degree_grid: Annotated[list[PosInt], Field(min_length=1)] = [1, 2, 3, 5, 7, 11]
+    degree_grid: Annotated[list[Degree], Field(min_length=1)] = [1, 2, 3, 5, 7, 11]
     cv: Annotated[int, Field(ge=2)] = 3
     cv_max_train: Optional[PosInt] = None
     criteria: Annotated[list[Literal["kl", "hsic"]], Field(min_length=1)] = ["kl", "hsic"]
     bases: Annotated[list[Literal["monomial", "gegenbauer"]], Field(min_length=1)] = ["monomial", "gegenbauer"]
     primary: Annotated[list[str], Field(min_length=2, max_length=2)] = ["kl", "gegenbauer"]
-    degrees: Optional[Annotated[list[PosInt], Field(min_length=2, max_length=2)]] = None
+    degrees: Optional[Annotated[list[Degree], Field(min_length=2, max_length=2)]] = None
     oracle_grid: bool = False
 
     @field_validator("degree_grid", "criteria", "bases")
