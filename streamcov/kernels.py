@@ -175,6 +175,7 @@ def check_blocks(blocks, width: int | None, views: int = 1) -> None:
     def pair(b):   # [width, weight]: not a number, a string or a triple (len() of an int was a TypeError); a
         try:       # whole width (2.5 was read as 2, "3" as 3) and a finite weight (inf gave infinite features)
             return (len(b) == 2 and not isinstance(b, str) and not isinstance(b[0], (str, bool))
+                    and not isinstance(b[1], (str, bytes, bool, np.bool_))   # float() read "1" and True as 1
                     and int(b[0]) == b[0] and int(b[0]) >= 1 and 0 < float(b[1]) < math.inf)
         except (TypeError, ValueError):
             return False

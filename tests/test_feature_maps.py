@@ -424,6 +424,46 @@ def test_block_sum_features_name_themselves_on_a_nan_and_keep_float32():
                 call(bad)
 
 
+def test_block_sum_features_refuse_map_params_they_would_drop_or_replace():
+    """map = "none" was an AttributeError at the first block; a bandwidth rule (read by fit_feature_map alone)
+    was dropped, and n_components, random_state, blocks or views replaced (blocks nested a sum), each without a
+    word; a weight of "1" or True was read by float() as 1."""
+    from streamcov.features.registry import BlockSumFeatures
+
+    X = np.random.default_rng(0).normal(size=(10, 6))
+    blocks = [[3, 1.0], [3, 2.0]]
+    cases = [({"map": "none"}, blocks, r"^map_params: map = 'none' has no features to sum over the blocks; name a "
+                                       r"feature map \(rgw, rff, .*nystroem\)$"),
+             ({"map": "rff", "bandwidth": "median"}, blocks, r"^map_params: 'bandwidth' is read by fit_feature_map, "
+                                                             r"which measures the data, not by BlockSumFeatures"),
+             ({"map": "rff", "fit_sample": 8}, blocks, r"^map_params: 'fit_sample' is read by fit_feature_map"),
+             ({"map": "rff", "random_state": 3}, blocks, r"^map_params: 'random_state' is set by BlockSumFeatures "
+                                                         r"\(its own random_state parameter\); remove it"),
+             ({"map": "rff", "blocks": blocks}, blocks, r"^map_params: 'blocks' is set by BlockSumFeatures"),
+             ({"map": "rff", "n_components": 4}, blocks, r"^map_params: 'n_components' is set by BlockSumFeatures"),
+             ({"map": "rff"}, [[3, "1"], [3, 2.0]], r"^blocks must be \[width, weight\] pairs"),
+             ({"map": "rff"}, [[3, True], [3, 2.0]], r"^blocks must be \[width, weight\] pairs")]
+    for params, bl, match in cases:
+        with pytest.raises(ValueError, match=match):
+            BlockSumFeatures(map_params=params, blocks=bl, n_components=10).fit(X)
+    assert BlockSumFeatures(map_params={"map": "rff", "sigma": 2.0}, blocks=blocks, n_components=10).fit_transform(
+        X).shape == (10, 10)
+
+
+def test_fit_feature_map_names_a_missing_sample_and_takes_a_default_sigma():
+    """A data-dependent map without rows was scikit-learn's "Expected 2D array, got scalar array instead:
+    array=nan"; sigma = None (the map's default) was a TypeError of the bandwidth check."""
+    from streamcov.features.registry import fit_feature_map
+
+    for params in ({"map": "nystroem", "n_components": 5}, {"map": "rff", "bandwidth": "median"},
+                   {"map": "rgw", "center": True, "n_components": 5}):
+        with pytest.raises(ValueError, match=r"training rows"):   # a ConfigError for the median bandwidth
+            fit_feature_map(params, 0, 6)
+    X = np.random.default_rng(0).normal(size=(10, 6))
+    fmap, _ = fit_feature_map({"map": "rff", "sigma": None, "n_components": 8}, 0, 6, X)
+    assert fmap.transform(X).shape == (10, 8)
+
+
 def test_make_feature_map_wants_an_integer_seed():
     """Models save a map's draws as its seed: None (which was a TypeError from int()) or a negative seed
     is refused in one message; numpy integers are taken."""

@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ..errors import ConfigError
+from ..errors import ConfigError, toml_value
 from ..kernels import _bandwidth, check_blocks, distances, gamma_from_sigma, median_distance, sigma_from_gamma
 
 # name -> (module, class)
@@ -165,6 +165,9 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     fmap = make_feature_map(params, seed, scale)
     if fmap is None:
         return None, record
+    if needs_data(params) and (sample is None or len(sample) == 0):   # scikit-learn's "array=nan" before
+        raise ValueError(f"features.map = {toml_value(str(params.get('map', 'rgw')))} is fitted on training rows "
+                         f"(its landmarks, mean row or median distance): give them as sample")
     if str(params.get("map", "rgw")).lower() != "rff-blocks":   # rff-blocks draws its frequencies per block
         from .._config import check_memory
 
@@ -215,6 +218,8 @@ def _warn_narrow_bandwidth(params: dict, sample: np.ndarray, scale: float) -> No
 
     from ..kernels import block_gaussian_kernel
 
+    if params.get("sigma", 1.0) is None:   # the map's own default, which the caller did not choose
+        return
     X = np.asarray(sample[:BANDWIDTH_CHECK_ROWS], dtype=np.float64)
     sigma = float(params.get("sigma", 1.0)) * float(scale)
     try:
@@ -373,8 +378,27 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
             raise ValueError(f"X has {X.shape[1]} columns, the kernel blocks cover {width}"
                              f"{f' ({self.views} views)' if self.views > 1 else ''}")
 
+    def _check_map_params(self) -> None:
+        """The block maps' options: a map with features, and none of the keys this class sets or that only
+        :func:`fit_feature_map` reads (they were replaced, or dropped, without a word)."""
+        name = str(self.map_params.get("map", "rgw")).lower()
+        if map_class(name) is None:   # "none" was an AttributeError at the first block
+            raise ValueError(f"map_params: map = {name!r} has no features to sum over the blocks; name a feature "
+                             f"map ({', '.join(m for m in MAPS if m != 'none')})")
+        set_here = {"n_components": "n_components", "random_state": "random_state", "blocks": "blocks",
+                    "views": "views"}
+        for key in self.map_params:
+            if key in set_here:
+                raise ValueError(f"map_params: {key!r} is set by BlockSumFeatures (its own {set_here[key]} "
+                                 f"parameter); remove it from map_params")
+            if key in FIT_OPTIONS:
+                raise ValueError(f"map_params: {key!r} is read by fit_feature_map, which measures the data, not "
+                                 f"by BlockSumFeatures; give an absolute sigma (a median bandwidth: the median "
+                                 f"distance times sigma)")
+
     def fit(self, X, y=None):
         self._validate_params()
+        self._check_map_params()
         # a NaN is named as this map's input, not as the input of one block's map
         given, X = X, check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
         self._check_width(X)
