@@ -1002,8 +1002,8 @@ CONFIG = [
          r"--set descriptor\.kernel_sigma=0\.0: descriptor\.kernel_sigma = 0\.0: expected a value >= 1e-20"),
     Case("matrix-typo", run_set('descriptor.matrix="kernel"'), r'descriptor\.matrix = "kernel": expected one of'),
     Case("rbf-with-mean-embedding", run_set('descriptor.matrix="rbf"', "descriptor.mean_weight=0.3"),
-         r"error: --set descriptor\.mean_weight=0\.3: descriptor\.matrix = 'rbf' is a Gram matrix between "
-         r"coordinate series, which has no mean embedding \('rbf' standardizes the series to mean 0; 'rbf-raw' has "
+         r"error: --set descriptor\.mean_weight=0\.3: descriptor\.matrix = \"rbf\" is a Gram matrix between "
+         r"coordinate series, which has no mean embedding \(rbf standardizes the series to mean 0; rbf-raw has "
          r"their means inside its distances\); set descriptor\.mean_weight = 0$"),
     # a bandwidth far from the distances between the series: every descriptor nearly the same (chance accuracy,
     # exit 0, or an error blaming descriptor.gamma and features.sigma)
@@ -1019,7 +1019,7 @@ CONFIG = [
          r"descriptor\.kernel_sigma = 100000\.0: the kernelized covariance \(matrix = \"rbf\"\) of every window .* is "
          r"a matrix of ones, to within 1e-06, .* sigma is far above the distances"),
     Case("rbf-raw-with-mean-embedding", run_set('descriptor.matrix="rbf-raw"', "descriptor.mean_weight=1.0"),
-         r"error: --set descriptor\.mean_weight=1\.0: descriptor\.matrix = 'rbf-raw' is a Gram matrix between "
+         r"error: --set descriptor\.mean_weight=1\.0: descriptor\.matrix = \"rbf-raw\" is a Gram matrix between "
          r"coordinate series, which has no mean embedding .*; set descriptor\.mean_weight = 0$"),
     Case("pairs-joint-out-of-range", run_set("descriptor.pairs=[[1, 99]]"),
          r"descriptor\.pairs = \[\[1, 99\]\]: joint 99 outside 0\.\.\d+ \(the store has \d+ joints\)"),

@@ -286,8 +286,8 @@ def test_schema_kcov_options():
     t = Table(matrix="rbf", kernel_sigma=2.0, pairs=[[1, "head"]])
     assert t.options()["matrix"] == "rbf" and t.options()["pairs"] == [[1, "head"]]
     for matrix in ("rbf", "rbf-raw"):
-        with pytest.raises(ValidationError, match=f"descriptor.matrix = '{matrix}' is a Gram matrix .* set "
-                                                  "descriptor.mean_weight = 0"):
+        with pytest.raises(ValidationError, match=f'descriptor.matrix = "{matrix}" is a Gram matrix .* set '
+                                                  'descriptor.mean_weight = 0'):
             Table(matrix=matrix, mean_weight=0.3)
     with pytest.raises(ValidationError, match=r"descriptor.pairs: \[2, 2\] pairs a joint with itself"):
         Table(pairs=[[2, 2]])

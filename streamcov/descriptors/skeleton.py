@@ -324,8 +324,8 @@ MATRICES = ("covariance", "rbf", "rbf-raw")
 #: the kernelized covariances among :data:`MATRICES` (Gaussian Gram matrices between coordinate series)
 RBF_MATRICES = ("rbf", "rbf-raw")
 #: why a kernelized covariance has no mean embedding (``matrix``, and the key as the caller spells it)
-RBF_NO_MEAN = ("matrix = '{matrix}' is a Gram matrix between coordinate series, which has no mean embedding "
-               "('rbf' standardizes the series to mean 0; 'rbf-raw' has their means inside its distances); "
+RBF_NO_MEAN = ("matrix = {matrix} is a Gram matrix between coordinate series, which has no mean embedding "
+               "(rbf standardizes the series to mean 0; rbf-raw has their means inside its distances); "
                "set {key} = 0")
 #: ``body_frame``: none; a rotation per sequence about the camera's up axis (``yaw``) or into the
 #: frame of the mean hips and spine (``torso``); the torso frame of every frame (``torso-frames``)
@@ -500,7 +500,7 @@ class PyramidPlan:
         if self.matrix not in MATRICES:
             raise ValueError(f"matrix must be one of {', '.join(MATRICES)}, got {self.matrix!r}")
         if self.matrix in RBF_MATRICES and self.mean_weight > 0:
-            raise ValueError(RBF_NO_MEAN.format(matrix=self.matrix, key="mean_weight"))
+            raise ValueError(RBF_NO_MEAN.format(matrix=repr(self.matrix), key="mean_weight"))
 
     @property
     def frame_dim(self) -> int:

@@ -137,7 +137,7 @@ class SkeletonDescriptor:
             raise ValueError(f"kernel_sigma must be a finite number > 0, got {self.kernel_sigma!r}")
         object.__setattr__(self, "kernel_sigma", float(self.kernel_sigma))   # 2 and 2.0: one fingerprint
         if self.matrix in sk.RBF_MATRICES and self.mean_weight > 0:
-            raise ValueError(sk.RBF_NO_MEAN.format(matrix=self.matrix, key="mean_weight"))
+            raise ValueError(sk.RBF_NO_MEAN.format(matrix=repr(self.matrix), key="mean_weight"))
         if not isinstance(self.mirror, bool):
             raise ValueError(f"mirror must be true or false, got {self.mirror!r}")
 

@@ -549,7 +549,8 @@ class SkeletonDescriptor(Table):
         if len({tuple(p) for p in self.pairs}) != len(self.pairs):
             raise bad("pairs", "descriptor.pairs names a pair twice")
         if self.matrix in RBF_MATRICES and self.mean_weight > 0:
-            raise bad("mean_weight", "descriptor." + RBF_NO_MEAN.format(matrix=self.matrix, key="descriptor.mean_weight"))
+            raise bad("mean_weight", "descriptor." + RBF_NO_MEAN.format(matrix=toml_value(self.matrix),
+                                                                        key="descriptor.mean_weight"))
         for key, (reads, reader, fix) in DESCRIPTOR_READ_WHEN.items():
             if key in self.model_fields_set and not reads(self):
                 raise bad(key, f"descriptor.{key} = {toml_value(getattr(self, key))} is not read: only {reader} "
