@@ -15,8 +15,11 @@ import warnings
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the flag and value are named by argparse's one line)."""
+    """argparse type: an integer >= 1 (the flag and value are named by argparse's one line), in ASCII digits:
+    Python's int() also reads other scripts' digits (Arabic-Indic "٢" as 2) and underscores ("1_0" as 10)."""
     try:
+        if not (text.strip().isascii() and text.strip().lstrip("+-").isdigit()):
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None

@@ -608,6 +608,11 @@ CONFIG = [
     Case("store-flag-image-store", lambda e: ["run", e.pipeline(), "--store", e.shared["img_store"], "--quiet"],
          r"--store \S*img\.zarr: an image store, but task 'skeleton-classification' reads skeleton stores"),
     Case("workers-zero", lambda e: ["run", e.pipeline(), "--workers", "0"], r"argument --workers: expected an integer >= 1, got 0"),
+    # int() read other scripts' digits and underscores: "٢" (Arabic-Indic two) as 2 workers, "1_0" as 10
+    Case("workers-non-ascii-digit", lambda e: ["run", e.pipeline(), "--workers", "\u0662"],
+         r"argument --workers: expected an integer >= 1, got '\u0662'"),
+    Case("sequences-underscore", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "1_0"],
+         r"argument --sequences: expected an integer >= 1, got '1_0'"),
     Case("scheduler-unknown", lambda e: ["run", e.pipeline(), "--scheduler", "gpu", "--quiet"], r"--scheduler gpu: expected one of threads, synchronous, local-cluster or a scheduler address"),
     # a port of digits that are not ASCII: '²' passed isdigit() and failed int() (a traceback)
     *[Case(f"scheduler-port-{what}", lambda e, port=port: ["run", e.pipeline(), "--scheduler", f"tcp://host:{port}",
