@@ -65,6 +65,23 @@ def test_rbf_kernel_and_median_heuristic():
     g = median_heuristic_gamma(X)
     assert g == pytest.approx(1.0 / (2.0 * np.median(d2[np.triu_indices(20, 1)])))
     assert median_heuristic_gamma(np.ones((5, 2))) == 1.0  # all rows equal
+    assert median_heuristic_gamma(np.zeros((5, 2))) == 1.0
+    # rows near 1e-50 or 1e50 are measured, the gamma scaled back (its square still a normal float, the one
+    # bandwidth check of streamcov.kernels); rows near 1e-170 underflowed to 0 (gamma = 1: a constant kernel, the
+    # same prediction for every row) and near 1e150 overflowed, both without a word: refused naming the data
+    assert median_heuristic_gamma(X * 1e-50) == pytest.approx(g * 1e100, rel=1e-12)
+    assert median_heuristic_gamma(X * 1e50) == pytest.approx(g * 1e-100, rel=1e-12)
+    for scale in (1e-170, 1e160):
+        with pytest.raises(ValueError, match=r"^the median heuristic on y: its rows lie about [\d.e+-]+ apart, beyond "
+                                             r"the range of a Gaussian kernel's bandwidth in float64; scale y \(e\.g\. "
+                                             r"standardize it\) or give its gamma$"):
+            median_heuristic_gamma(X * scale, name="y")
+    with pytest.raises(ValueError, match=r"^the median heuristic: X holds NaN or infinite values$"):
+        median_heuristic_gamma(np.full((3, 2), np.inf))
+    from streamcov.structured import TwinGaussianProcess
+
+    with pytest.raises(ValueError, match=r"^the median heuristic on y: "):   # "gamma ... got 5.96e-301" before
+        TwinGaussianProcess().fit(X, X[:, 0] * 1e150)
 
 
 @pytest.mark.parametrize("weight", [-0.3, 0.51, 1.0, 2.5])

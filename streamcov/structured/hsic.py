@@ -29,7 +29,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory
-from ..kernels import _alignment, _center, center_kernel, gaussian_kernel, sigma_from_gamma, squared_distances
+from ..kernels import (_alignment, _bandwidth, _center, center_kernel, gaussian_kernel, sigma_from_gamma,
+                       squared_distances)
 
 BASES = ("monomial", "gegenbauer")
 
@@ -59,14 +60,18 @@ def rbf_kernel(A, B=None, *, gamma: float) -> np.ndarray:
     return gaussian_kernel(squared_distances(A, B), sigma_from_gamma(gamma))
 
 
-def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None) -> float:
+def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None, name: str = "X") -> float:
     """Bandwidth by the median heuristic: ``gamma = 1 / (2 median ||x_i - x_j||^2)``.
 
     At most ``max_samples`` rows (chosen at random beyond that) enter the
     median, so the cost stays ``O(max_samples^2)``. When more than half the
     pairs coincide the median is zero; the median of the non-zero distances is
     used instead, and ``gamma = 1`` when all rows are equal (any bandwidth then
-    gives the same all-ones kernel).
+    gives the same all-ones kernel). The distances are taken on the rows
+    divided by their largest entry, so that rows near 1e-170 or 1e150 are
+    measured (their squared distances underflowed to 0, giving gamma = 1 and
+    a constant kernel, or overflowed); a gamma that float64 cannot hold is
+    refused naming ``name``, the data it was measured on.
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
@@ -77,14 +82,26 @@ def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None) -> 
     if n > max_samples:
         rng = check_random_state(random_state)
         X = X[rng.choice(n, max_samples, replace=False)]
-    d2 = squared_distances(X)[np.triu_indices(X.shape[0], k=1)]
+    s = float(np.abs(X).max()) if X.size else 0.0
+    if not np.isfinite(s):
+        raise ValueError(f"the median heuristic: {name} holds NaN or infinite values")
+    if s == 0.0:
+        return 1.0
+    d2 = squared_distances(X / s)[np.triu_indices(X.shape[0], k=1)]
     med = float(np.median(d2))
     if med <= 0.0:
         pos = d2[d2 > 0]
         if pos.size == 0:
             return 1.0
         med = float(np.median(pos))
-    return 1.0 / (2.0 * med)
+    with np.errstate(over="ignore", under="ignore"):
+        gamma = 1.0 / (2.0 * med) / s / s
+    try:   # the bandwidth check every kernel of streamcov makes: its square a normal float
+        return _bandwidth(gamma, "gamma")
+    except ValueError:
+        raise ValueError(f"the median heuristic on {name}: its rows lie about {s * np.sqrt(med):.3g} apart, beyond "
+                         f"the range of a Gaussian kernel's bandwidth in float64; scale {name} (e.g. standardize it) "
+                         f"or give its gamma") from None
 
 
 # --------------------------------------------------------------------------
@@ -606,9 +623,9 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
         Xf = np.asarray(X[idx], dtype=np.float64)
         Yf = Y[idx]
         self.gamma_input_ = (float(self.gamma_input) if self.gamma_input is not None
-                             else median_heuristic_gamma(Xf, random_state=rng))
+                             else median_heuristic_gamma(Xf, random_state=rng, name="X"))
         self.gamma_output_ = (float(self.gamma_output) if self.gamma_output is not None
-                              else median_heuristic_gamma(Yf, random_state=rng))
+                              else median_heuristic_gamma(Yf, random_state=rng, name="y"))
         K = rbf_kernel(Xf, gamma=self.gamma_input_)
         G = rbf_kernel(Yf, gamma=self.gamma_output_)
 

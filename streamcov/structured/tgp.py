@@ -310,9 +310,9 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         self.X_train_, self.y_train_ = X, Y
         self._Ysq = (Y * Y).sum(1)
         self.gamma_x_ = (float(self.gamma_x) if self.gamma_x is not None
-                         else median_heuristic_gamma(X, random_state=rng))
+                         else median_heuristic_gamma(X, random_state=rng, name="X"))
         self.gamma_y_ = (float(self.gamma_y) if self.gamma_y is not None
-                         else median_heuristic_gamma(Y, random_state=rng))
+                         else median_heuristic_gamma(Y, random_state=rng, name="y"))
 
         self.cv_results_ = None
         self.transform_ = None
