@@ -446,8 +446,10 @@ def test_block_sum_features_refuse_map_params_they_would_drop_or_replace():
     for params, bl, match in cases:
         with pytest.raises(ValueError, match=match):
             BlockSumFeatures(map_params=params, blocks=bl, n_components=10).fit(X)
-    assert BlockSumFeatures(map_params={"map": "rff", "sigma": 2.0}, blocks=blocks, n_components=10).fit_transform(
-        X).shape == (10, 10)
+    fmap = BlockSumFeatures(map_params={"map": "rff", "sigma": 2.0}, blocks=blocks, n_components=10)
+    assert fmap.fit_transform(X).shape == (10, 10)
+    # named like every other map's features (it had no get_feature_names_out)
+    assert list(fmap.get_feature_names_out()) == [f"blocksumfeatures{i}" for i in range(10)]
 
 
 def test_fit_feature_map_names_a_missing_sample_and_takes_a_default_sigma():

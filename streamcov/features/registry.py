@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
@@ -316,7 +316,7 @@ def allocate(n_components: int, weights) -> np.ndarray:
     return n + 1
 
 
-class BlockSumFeatures(TransformerMixin, BaseEstimator):
+class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Concatenated maps of column blocks, block ``b`` scaled by ``sqrt(w_b)`` (module docstring).
 
     Parameters
@@ -412,6 +412,7 @@ class BlockSumFeatures(TransformerMixin, BaseEstimator):
             rows = X[:, sl[0]] if len(sl) == 1 else np.concatenate([X[:, v] for v in sl])
             setattr(self, f"block{b}_", fmap.fit(rows))
         self.n_blocks_ = len(self.blocks)
+        self._n_features_out = int(sum(counts))   # get_feature_names_out: blocksumfeatures0, ...
         return self
 
     def transform(self, X):
