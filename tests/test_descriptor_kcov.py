@@ -224,8 +224,18 @@ def test_pair_features_kernel_matches_numpy(rng):
 def test_descriptor_errors():
     with pytest.raises(ValueError, match="matrix must be one of covariance, rbf, rbf-raw, got 'kernel'"):
         SkeletonDescriptor((0,), matrix="kernel")
-    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0, got -1"):
+    with pytest.raises(ValueError, match="kernel_sigma must be a finite number > 0 whose square is a normal float, "
+                                         "got -1"):
         SkeletonDescriptor((0,), matrix="rbf", kernel_sigma=-1.0)
+    # numpy scalars are numbers (they were refused); a bandwidth whose square is 0 is not (1e-160 passed here and
+    # failed later naming "sigma"), in the descriptor and in the plan
+    assert SkeletonDescriptor((0,), matrix="rbf", kernel_sigma=np.float32(2.0)).kernel_sigma == 2.0
+    with pytest.raises(ValueError, match=r"^kernel_sigma must be a finite number > 0 whose square is a normal float, "
+                                         r"got 1e-160$"):
+        SkeletonDescriptor((0,), matrix="rbf", kernel_sigma=1e-160)
+    with pytest.raises(ValueError, match=r"^kernel_sigma must be a finite number > 0 whose square is a normal float, "
+                                         r"got 1e-160$"):
+        sk.PyramidPlan(selection=sk.JointSelection.raw(3), matrix="rbf-raw", kernel_sigma=1e-160)
     for matrix in ("rbf", "rbf-raw"):
         with pytest.raises(ValueError, match=f"matrix = '{matrix}' is a Gram matrix between coordinate series, "
                                              r"which has no mean embedding .* set mean_weight = 0"):
@@ -367,3 +377,13 @@ def test_a_kernel_sigma_that_saturates_every_window_is_refused(rng, matrix):
     want = np.median(np.sqrt(-2 * np.log(K1[np.triu_indices(len(K1), 1)])))
     with pytest.raises(ConfigError, match=rf"their median in the first window: {want:.3g}\)"):
         vectors(1e-20)
+    if matrix == "rbf-raw":
+        # coordinates in millimetres at sigma 1: the distances are measured, not read back from a kernel that
+        # underflowed (which capped them at 37.2)
+        frames = frames * 1000.0
+        diff = F[:, :, None] * 1000.0 - F[:, None, :] * 1000.0
+        delta = diff.var(axis=0, ddof=1) + diff.mean(axis=0) ** 2
+        want = np.median(np.sqrt(delta[np.triu_indices(len(delta), 1)]))
+        assert want > 100
+        with pytest.raises(ConfigError, match=rf"far below .*\(their median in the first window: {want:.3g}\)"):
+            vectors(1.0)

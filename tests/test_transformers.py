@@ -389,6 +389,10 @@ def test_parameters_changed_since_fit_are_refused_at_transform():
         assert est.transform(X).shape[1] == est.n_features_out_
         # a pickled fitted transformer keeps what it was fitted with
         np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).transform(X), est.transform(X))
+    # parameters that == cannot compare (a dict holding an array) are not taken for changed ones
+    spec = {"features": np.array(["I", "Ix", "Iy"])}
+    assert RegionCovariance(pixels=spec).fit(imgs).transform(imgs).shape == (4, 6)
+    assert RegionCovariance(pixels=spec).fit_transform(imgs).shape == (4, 6)
 
 
 def test_an_infinite_pixel_is_named_by_row_and_column_once():

@@ -501,6 +501,8 @@ class PyramidPlan:
             raise ValueError(f"matrix must be one of {', '.join(MATRICES)}, got {self.matrix!r}")
         if self.matrix in RBF_MATRICES and self.mean_weight > 0:
             raise ValueError(RBF_NO_MEAN.format(matrix=repr(self.matrix), key="mean_weight"))
+        if self.matrix in RBF_MATRICES:
+            _kernel_coef(self.kernel_sigma)   # the one bandwidth check, naming kernel_sigma
 
     @property
     def frame_dim(self) -> int:
@@ -877,6 +879,20 @@ def _kernelized(E, d: int, matrix: str, coef: float) -> np.ndarray:
     return out
 
 
+def _series_distances(E, d: int, matrix: str) -> np.ndarray:
+    """The squared distances ``delta`` (d, d) between the coordinate series of one window that the kernel of
+    ``matrix`` takes (:mod:`streamcov._kernels.kernelized`), from its window matrix ``E``; for messages only
+    (the kernel itself is the numba one)."""
+    if matrix == "rbf-raw":
+        M = E[:d, :d]
+        return np.maximum(np.diag(M)[:, None] + np.diag(M)[None, :] - 2.0 * M, 0.0)
+    c = np.diag(E).copy()
+    live = (c > CONSTANT_RTOL * c.max()) & (c > 0)
+    inv = np.where(live, 1.0 / np.sqrt(np.where(live, c, 1.0)), 0.0)
+    v = live.astype(np.float64)
+    return np.maximum(v[:, None] + v[None, :] - 2.0 * E * inv[:, None] * inv[None, :], 0.0)
+
+
 def _check_not_saturated(K, E, plan: PyramidPlan, S: int, first: str) -> None:
     """Refuse kernelized covariances that are the identity, ones, or blocks of both in every window (within
     :data:`KERNEL_SATURATED`): a ``kernel_sigma`` far below or above the distances between the coordinate
@@ -892,8 +908,7 @@ def _check_not_saturated(K, E, plan: PyramidPlan, S: int, first: str) -> None:
         if ((v > lo) & (v < hi)).any():
             return
     ones = all((k[iu] >= hi).all() for k in K)
-    # the distances themselves, from the first window's kernel at sigma 1: delta = -2 log K
-    dist = np.sqrt(-2.0 * np.log(np.maximum(_kernelized(E[:1], d, plan.matrix, 0.5)[0][iu], 1e-300)))
+    dist = np.sqrt(_series_distances(E[0], d, plan.matrix)[iu])
     raise ConfigError(f"descriptor.kernel_sigma = {toml_value(plan.kernel_sigma)}: the kernelized covariance "
                       f"(matrix = {toml_value(plan.matrix)}) of every window of {S} sequences (from {first}) is "
                       f"{'a matrix of ones' if ones else 'the identity (or blocks of ones)'}, to within "
@@ -933,7 +948,7 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
                         C.reshape(S * W, D, D))
     if plan.matrix in RBF_MATRICES:
         E = C.reshape(S * W, D, D)
-        K = _kernelized(E, d, plan.matrix, kernels.gamma_from_sigma(plan.kernel_sigma))
+        K = _kernelized(E, d, plan.matrix, _kernel_coef(plan.kernel_sigma))
         _check_not_saturated(K, E, plan, S, _name(0, first_index, names))
         C = K.reshape(S, W, d, d)
     D = C.shape[-1]

@@ -40,13 +40,19 @@ class _ReadOnce:
 
 
 def _same(a, b) -> bool:
-    """Whether two parameter values are equal (arrays entry by entry; values that cannot be compared: the
-    same object)."""
+    """Whether two parameter values are equal: mappings and sequences item by item, arrays entry by entry;
+    values that cannot be compared are taken as equal (a refusal must never come from the comparison itself,
+    and fit keeps a deep copy, so identity says nothing)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.shape(a) == np.shape(b) and bool(np.array_equal(a, b))
     try:
-        eq = a == b
-        return bool(np.all(eq)) and np.shape(a) == np.shape(b) if isinstance(eq, np.ndarray) else bool(eq)
+        return bool(a == b)
     except (TypeError, ValueError):
-        return a is b
+        return True
 
 
 class _FitParams:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from .. import kernels
 from .._config import kernel_threads
 from ..descriptors import skeleton as sk
 from ..errors import ConfigError, toml_value
@@ -132,10 +133,9 @@ class SkeletonDescriptor:
         object.__setattr__(self, "pairs", pairs)
         if self.matrix not in sk.MATRICES:
             raise ValueError(f"matrix must be one of {', '.join(sk.MATRICES)}, got {self.matrix!r}")
-        if isinstance(self.kernel_sigma, bool) or not isinstance(self.kernel_sigma, (int, float)) \
-                or not np.isfinite(self.kernel_sigma) or self.kernel_sigma <= 0:
-            raise ValueError(f"kernel_sigma must be a finite number > 0, got {self.kernel_sigma!r}")
-        object.__setattr__(self, "kernel_sigma", float(self.kernel_sigma))   # 2 and 2.0: one fingerprint
+        # the one bandwidth check of streamcov.kernels (numpy scalars taken; a square that is not a normal float
+        # refused), and a float: 2 and 2.0 make one fingerprint
+        object.__setattr__(self, "kernel_sigma", kernels._bandwidth(self.kernel_sigma, "kernel_sigma"))
         if self.matrix in sk.RBF_MATRICES and self.mean_weight > 0:
             raise ValueError(sk.RBF_NO_MEAN.format(matrix=repr(self.matrix), key="mean_weight"))
         if not isinstance(self.mirror, bool):
