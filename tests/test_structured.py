@@ -82,6 +82,14 @@ def test_rbf_kernel_and_median_heuristic():
 
     with pytest.raises(ValueError, match=r"^the median heuristic on y: "):   # "gamma ... got 5.96e-301" before
         TwinGaussianProcess().fit(X, X[:, 0] * 1e150)
+    # in a pipeline: one line naming the key (an "internal error" traceback before)
+    from streamcov.errors import ConfigError
+    from streamcov.tasks.tgp import _gamma
+
+    with pytest.raises(ConfigError, match=r'^tgp\.gamma_y = "median": the median heuristic on the training targets: '
+                                          r"its rows lie about [\d.e+]+ apart"):
+        _gamma("median", X * 1e160, 0, "gamma_y")
+    assert _gamma("median", X, 0, "gamma_x") == pytest.approx(g) and _gamma(2.0, X, 0, "gamma_x") == 2.0
 
 
 @pytest.mark.parametrize("weight", [-0.3, 0.51, 1.0, 2.5])

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._config import progress_bar
 from ..data import integrity
 from ..errors import StoreError
 from ..features.registry import fit_feature_map, needs_data
@@ -181,18 +182,12 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
             windows.append([])
             last = key
         windows[-1].append((i, task))
-    bar = None
-    if progress and todo:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(todo), desc="featurize", unit="block")
-    try:
+    # closed before an error is said, so that its line starts a line of its own
+    with progress_bar(None, bool(progress and todo), total=len(todo), desc="featurize", unit="block") as bar:
         for window in windows:
             _compute_window(runtime, fstore, window)
             if bar is not None:
                 bar.update(len(window))
-    finally:   # closed before an error is said, so that its line starts a line of its own
-        if bar is not None:
-            bar.close()
     missing = np.flatnonzero(~fstore.done())
     if len(missing):
         raise RuntimeError(f"{fstore.path}: blocks {missing[:10].tolist()} were not written although "

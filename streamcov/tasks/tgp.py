@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._config import progress_bar
 from ..errors import ConfigError
 from ..structured import TwinGaussianProcess, median_heuristic_gamma
 
@@ -36,8 +37,16 @@ def _tgp_cfg(cfg) -> dict:
     return cfg.tgp.model_dump()
 
 
-def _gamma(value, Z, seed) -> float:
-    return median_heuristic_gamma(Z, random_state=seed) if value == "median" else float(value)
+def _gamma(value, Z, seed, key: str) -> float:
+    """``tgp.<key>``: a number, or the median heuristic on ``Z`` (the training inputs or targets), refused in
+    one line naming the key when float64 cannot hold it."""
+    if value != "median":
+        return float(value)
+    try:
+        what = "targets" if key == "gamma_y" else "inputs"
+        return median_heuristic_gamma(Z, random_state=seed, name=f"the training {what}")
+    except ValueError as exc:
+        raise ConfigError(f"tgp.{key} = \"median\": {exc}") from None
 
 
 def _mae(P, Y) -> float:
@@ -49,11 +58,9 @@ def _gain(mae_map: float, mae_no_map: float) -> float:
 
 
 def _bar(progress: bool, total: int, desc: str):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False)
+    """A context manager of the task's progress bar (None when ``progress`` is off), closed by an error too, so
+    that the error's line starts a line of its own."""
+    return progress_bar(None, progress, total=total, desc=desc, leave=False)
 
 
 def _tick(bar, note: str = ""):
@@ -92,7 +99,7 @@ def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=
                           f"{2 * int(t['cv'])} training rows, the split gives it {n_cv}"
                           f"{' (tgp.cv_max_train)' if n_cv < len(Xtr) else ''}; lower tgp.cv, set "
                           f"tgp.degrees = [d_input, d_output], or give the split more training rows")
-    gx, gy = _gamma(t["gamma_x"], Xtr, seed), _gamma(t["gamma_y"], Ytr, seed)
+    gx, gy = _gamma(t["gamma_x"], Xtr, seed, "gamma_x"), _gamma(t["gamma_y"], Ytr, seed, "gamma_y")
     base = dict(gamma_x=gx, gamma_y=gy, lambda_x=float(t["lambda_x"]),
                 lambda_y=float(t["lambda_y"]), n_starts=int(t["n_starts"]),
                 max_iter=int(t["max_iter"]), max_train=max_train, approximation=approximation,
@@ -212,21 +219,19 @@ def run_sshape(cfg, ctx) -> dict:
     n, noise, frac, seeds = int(d.n_samples), float(d.noise), float(d.test_fraction), [int(s) for s in d.seeds]
     progress, out_dir = ctx.progress, ctx.output
     per_total = len(t["criteria"]) * (1 + len(t["bases"]))
-    bar = _bar(progress, per_total * len(seeds), "tgp-sshape")
     per = []
-    for seed in seeds:
-        rng = np.random.RandomState(seed)
-        X, y = sshape_data(n, noise, rng)
-        perm = rng.permutation(n)
-        n_te = int(round(frac * n))
-        te, tr = perm[:n_te], perm[n_te:]
-        r = _evaluate(X[tr], y[tr], X[te], y[te], t, seed, bar,
-                      split_fix="lower data.test_fraction, or raise data.n_samples")
-        r["seed"] = seed
-        r["mae_mean_predictor"] = _mae(np.full(len(te), y[tr].mean()), y[te])
-        per.append(r)
-    if bar is not None:
-        bar.close()
+    with _bar(progress, per_total * len(seeds), "tgp-sshape") as bar:
+        for seed in seeds:
+            rng = np.random.RandomState(seed)
+            X, y = sshape_data(n, noise, rng)
+            perm = rng.permutation(n)
+            n_te = int(round(frac * n))
+            te, tr = perm[:n_te], perm[n_te:]
+            r = _evaluate(X[tr], y[tr], X[te], y[te], t, seed, bar,
+                          split_fix="lower data.test_fraction, or raise data.n_samples")
+            r["seed"] = seed
+            r["mae_mean_predictor"] = _mae(np.full(len(te), y[tr].mean()), y[te])
+            per.append(r)
     _write_details(out_dir, "tgp_sshape", per)
     res = _summary(per, t)
     res.update(n_samples=n, n_train=n - int(round(frac * n)), n_test=int(round(frac * n)),
@@ -298,10 +303,8 @@ def run_digits(cfg, ctx) -> dict:
     if max_train is not None and len(Xtr) > int(max_train):
         idx = np.sort(np.random.RandomState(seed).choice(len(Xtr), int(max_train), replace=False))
         Xtr, Ytr = Xtr[idx], Ytr[idx]
-    bar = _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-digits")
-    r = _evaluate(Xtr, Ytr, Xte, Yte, t, seed, bar, split_fix="raise data.max_train, or lower data.test_fraction")
-    if bar is not None:
-        bar.close()
+    with _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-digits") as bar:
+        r = _evaluate(Xtr, Ytr, Xte, Yte, t, seed, bar, split_fix="raise data.max_train, or lower data.test_fraction")
     b = _baselines(Xtr, Ytr, Xte, Yte, r["gamma_x"], seed)
     _write_details(out_dir, "tgp_digits", {**r, **b})
     res = _summary([r], t)
@@ -390,12 +393,10 @@ def run_pose(cfg, ctx) -> dict:
         tr = np.sort(rng.choice(tr, max_train, replace=False))
     if max_test is not None and len(te) > int(max_test):
         te = np.sort(rng.choice(te, int(max_test), replace=False))
-    bar = _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-pose")
-    r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error,
-                  split_fix=f"the store needs frames of the training subjects {list(TRAIN_SUBJECTS)} and of others "
-                            f"(the test subjects)")
-    if bar is not None:
-        bar.close()
+    with _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-pose") as bar:
+        r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error,
+                      split_fix=f"the store needs frames of the training subjects {list(TRAIN_SUBJECTS)} and of "
+                                f"others (the test subjects)")
     b = _baselines(X[tr], Y[tr], X[te], Y[te], r["gamma_x"], seed)
     _write_details(out_dir, "tgp_pose", {**r, **b})
     res = _summary([r], t)
