@@ -14,18 +14,25 @@ import traceback
 import warnings
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the flag and value are named by argparse's one line), in ASCII digits:
+def _ascii_int(text: str, lo: int) -> int:
+    """``text`` as an integer >= ``lo`` in ASCII digits, or argparse's one line naming the flag and value:
     Python's int() also reads other scripts' digits (Arabic-Indic "٢" as 2) and underscores ("1_0" as 10)."""
-    try:
-        if not (text.strip().isascii() and text.strip().lstrip("+-").isdigit()):
-            raise ValueError(text)
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    if not (text.strip().isascii() and text.strip().lstrip("+-").isdigit()):
+        raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
+    value = int(text)
+    if value < lo:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _ascii_int(text, 1)
+
+
+def seed_int(text: str) -> int:
+    """argparse type of a seed: an integer >= 0."""
+    return _ascii_int(text, 0)
 
 
 def workers_int(text: str) -> int:
@@ -428,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sequences", type=positive_int, required=True)
     s.add_argument("--subjects", type=positive_int, default=10)
     s.add_argument("--classes", type=positive_int, default=10)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument("--chunk-frames", type=positive_int, default=None,
                    help="frames per chunk of a new store (default 65536); a store being resumed keeps its own")
     s.add_argument("--restart", action="store_true")

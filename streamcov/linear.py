@@ -178,6 +178,8 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
     """
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
+    if isinstance(C, np.ndarray) and C.ndim == 0:   # np.array(1.0), as numpy's reductions give
+        C = C[()]
     if isinstance(C, bool) or not isinstance(C, (int, float, np.integer, np.floating)) or not (np.isfinite(C) and C > 0):
         raise ValueError(f"C must be a finite number > 0, got {C!r}")
     if np.dtype(dtype) not in (np.float32, np.float64):

@@ -613,6 +613,8 @@ CONFIG = [
          r"argument --workers: expected an integer >= 1, got '\u0662'"),
     Case("sequences-underscore", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "1_0"],
          r"argument --sequences: expected an integer >= 1, got '1_0'"),
+    Case("synth-seed-non-ascii", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "4", "--seed", "\u0663"],
+         r"argument --seed: expected an integer >= 0, got '\u0663'"),
     Case("scheduler-unknown", lambda e: ["run", e.pipeline(), "--scheduler", "gpu", "--quiet"], r"--scheduler gpu: expected one of threads, synchronous, local-cluster or a scheduler address"),
     # a port of digits that are not ASCII: '²' passed isdigit() and failed int() (a traceback)
     *[Case(f"scheduler-port-{what}", lambda e, port=port: ["run", e.pipeline(), "--scheduler", f"tcp://host:{port}",
@@ -1090,7 +1092,7 @@ CONFIG = [
     Case("reader-keys-without-source-still-checked", run_text(lambda t: t.replace("[data]\n", '[data]\nformat = "bvhx"\n')),
          LINE + r'data\.format = "bvhx": expected one of', check=lambda e, err, out: only_the_error_line(err)),
     Case("synth-seed-negative", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10", "--seed", "-1"],
-         r"--seed -1: expected a value >= 0"),
+         r"argument --seed: expected an integer >= 0, got -1"),
     Case("synthetic-noise-beyond-the-body", run_text(lambda t: t.replace("[data]\nstore = ", "[data.synthetic]\n"
                                                                       "n_sequences = 8\nnoise = 1e30\n# ")),
          LINE + r"data\.synthetic\.noise = 1e\+30: expected a value <= 1000\.0$"),

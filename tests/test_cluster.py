@@ -181,15 +181,26 @@ def test_a_scheduler_without_workers_is_an_error(synth_store, tmp_path, monkeypa
     import streamcov.stream.runtime as runtime
     from streamcov.errors import StreamcovError
 
-    monkeypatch.setattr(runtime, "WORKER_WAIT", 1.0)
+    from streamcov.errors import ConfigError
+
+    monkeypatch.setenv("STREAMCOV_WORKER_WAIT", "1")
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
         addr = empty.scheduler_address
         with pytest.raises(StreamcovError, match=rf"^scheduler='{re.escape(addr)}': the scheduler there has no "
                                                  rf"workers \(waited 1 s\); start some with `dask worker "
-                                                 rf"{re.escape(addr)}`, or use scheduler='local-cluster' or "
-                                                 rf"scheduler='threads'$"):
+                                                 rf"{re.escape(addr)}`, or give them longer with "
+                                                 rf"STREAMCOV_WORKER_WAIT=SECONDS, or use scheduler='local-cluster' "
+                                                 rf"or scheduler='threads'$"):
             run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=addr)
+        for bad in ("soon", "0", "-5", "inf"):
+            monkeypatch.setenv("STREAMCOV_WORKER_WAIT", bad)
+            with pytest.raises(ConfigError, match=rf"^STREAMCOV_WORKER_WAIT='{bad}': expected the seconds to wait "
+                                                  rf"for a worker of a scheduler address \(a number > 0\), or leave "
+                                                  rf"it unset \(30 s\)$"):
+                run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=addr)
     assert not (tmp_path / "x").exists()
+    monkeypatch.delenv("STREAMCOV_WORKER_WAIT")
+    assert runtime.worker_wait() == runtime.WORKER_WAIT
 
 
 def test_unreachable_scheduler_is_an_error(synth_store, tmp_path, monkeypatch):

@@ -239,11 +239,11 @@ def test_sequence_functions_refuse_offsets_that_do_not_tile_the_frames(rng):
                              ([[0, 50]], r"^offsets must be a 1-D array")):
             with pytest.raises(ValueError, match=msg):
                 fn(F, offsets, sel)
-        # whole floats are frame indices; ddof = 0 takes a sequence of one frame
+        # whole floats are frame indices; one frame has a covariance of 0 with ddof = 0 too
         np.testing.assert_array_equal(fn(F, np.array([0.0, 20.0, 50.0]), sel), fn(F, [0, 20, 50], sel))
-        assert len(fn(F, [0, 20, 21, 50], sel, ddof=0)) == 3
-        with pytest.raises(ValueError, match=r"^sequence 1 has 0 frame\(s\); its covariance needs at least 1"):
-            fn(F, [0, 20, 20, 50], sel, ddof=0)
+        assert len(fn(F, [0, 20, 22, 50], sel, ddof=0)) == 3
+        with pytest.raises(ValueError, match=r"^sequence 1 has 1 frame\(s\); its covariance needs at least 2"):
+            fn(F, [0, 20, 21, 50], sel, ddof=0)
 
 
 def test_matrix_sizes_are_whole_and_stacks_not_empty():

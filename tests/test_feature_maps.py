@@ -436,7 +436,9 @@ def test_block_sum_features_refuse_map_params_they_would_drop_or_replace():
                                        r"feature map \(rgw, rff, .*nystroem\)$"),
              ({"map": "rff", "bandwidth": "median"}, blocks, r"^map_params: 'bandwidth' is read by fit_feature_map, "
                                                              r"which measures the data, not by BlockSumFeatures"),
-             ({"map": "rff", "fit_sample": 8}, blocks, r"^map_params: 'fit_sample' is read by fit_feature_map"),
+             ({"map": "rff", "fit_sample": 8}, blocks, r"^map_params: 'fit_sample' is read by fit_feature_map, not by "
+                                                       r"BlockSumFeatures, which fits on the rows given to fit; remove "
+                                                       r"it, and pass the rows to fit on$"),
              ({"map": "rff", "random_state": 3}, blocks, r"^map_params: 'random_state' is set by BlockSumFeatures "
                                                          r"\(its own random_state parameter\); remove it"),
              ({"map": "rff", "blocks": blocks}, blocks, r"^map_params: 'blocks' is set by BlockSumFeatures"),
@@ -454,7 +456,7 @@ def test_block_sum_features_refuse_map_params_they_would_drop_or_replace():
 
 def test_fit_feature_map_names_a_missing_sample_and_takes_a_default_sigma():
     """A data-dependent map without rows was scikit-learn's "Expected 2D array, got scalar array instead:
-    array=nan"; sigma = None (the map's default) was a TypeError of the bandwidth check."""
+    array=nan"; sigma = None was a TypeError of the bandwidth checks: it is the [features] default, 1."""
     from streamcov.features.registry import fit_feature_map
 
     for params in ({"map": "nystroem", "n_components": 5}, {"map": "rff", "bandwidth": "median"},
@@ -463,7 +465,10 @@ def test_fit_feature_map_names_a_missing_sample_and_takes_a_default_sigma():
             fit_feature_map(params, 0, 6)
     X = np.random.default_rng(0).normal(size=(10, 6))
     fmap, _ = fit_feature_map({"map": "rff", "sigma": None, "n_components": 8}, 0, 6, X)
-    assert fmap.transform(X).shape == (10, 8)
+    ref, _ = fit_feature_map({"map": "rff", "sigma": 1.0, "n_components": 8}, 0, 6, X)
+    np.testing.assert_array_equal(fmap.transform(X), ref.transform(X))
+    _, record = fit_feature_map({"map": "rff", "sigma": None, "bandwidth": "median", "n_components": 8}, 0, 6, X)
+    assert record["sigma"] == record["median_distance"]
 
 
 def test_make_feature_map_wants_an_integer_seed():

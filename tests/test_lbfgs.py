@@ -256,6 +256,7 @@ def test_objective_validates_its_arguments():
     for bad in ("1", None, True, np.nan):
         with pytest.raises(ValueError, match="C must be a finite number > 0"):
             linear_loss_gradient(X, y, W0, b0, C=bad)
+    assert linear_loss_gradient(X, y, W0, b0, C=np.array(3.0))[0] == linear_loss_gradient(X, y, W0, b0, C=3.0)[0]
     with pytest.raises(ValueError, match="coef or intercept holds NaN or infinite values"):
         linear_loss_gradient(X, y, np.full((3, 3), np.nan), b0)
     with pytest.raises(ValueError, match="coef or intercept holds NaN or infinite values"):

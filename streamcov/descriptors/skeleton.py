@@ -130,7 +130,8 @@ def _segment_args(frames, starts, stops, selection: JointSelection):
 
 
 def _check_offsets(offsets, n_frames: int, min_frames: int) -> np.ndarray:
-    """``offsets`` of sequences that tile ``n_frames`` frames, each of at least ``min_frames``, as int64.
+    """``offsets`` of sequences that tile ``n_frames`` frames, each of at least ``min_frames``, as int64
+    (2, or ``ddof + 1``: one frame has a covariance of 0 whatever ``ddof``).
 
     Fractional offsets were truncated, offsets that left frames out (not starting at 0 or ending
     before the last frame) dropped them, and a sequence of too few frames got a covariance of 0: the
@@ -171,7 +172,7 @@ def segment_moments(frames, starts, stops, selection: JointSelection):
 def sequence_covariances(frames, offsets, selection: JointSelection, ddof: int = 1):
     """Covariance matrix of each sequence ``frames[offsets[i]:offsets[i+1]]``."""
     _check_ddof(ddof)
-    offsets = _check_offsets(offsets, len(frames), int(ddof) + 1)
+    offsets = _check_offsets(offsets, len(frames), max(2, int(ddof) + 1))
     n, _, m2 = segment_moments(frames, offsets[:-1], offsets[1:], selection)
     denom = np.maximum(n - ddof, 1).astype(np.float64)
     return m2 / denom[:, None, None]
@@ -230,7 +231,7 @@ def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: fl
     gamma = _check_gamma(gamma)   # NaN or inf was a SystemError out of the numba kernel
     _check_ddof(ddof)
     dtype = linalg.float_dtype(dtype)   # an integer dtype truncated every descriptor
-    offsets = _check_offsets(offsets, len(frames), int(ddof) + 1)
+    offsets = _check_offsets(offsets, len(frames), max(2, int(ddof) + 1))
     frames, starts, stops = _segment_args(frames, offsets[:-1], offsets[1:], selection)
     d = selection.dim
     n = np.empty(len(starts), dtype=np.int64)

@@ -150,6 +150,8 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     """
     record: dict = {}
     scale = 1.0
+    if params.get("sigma", 1.0) is None:   # the [features] default, in every map and in the checks below
+        params = {**params, "sigma": 1.0}
     # a map of [v, h] rows measures and checks the bandwidth of its Gaussian kernel on v only
     n_head = int(params.get("n_head", 0)) if str(params.get("map", "")).lower() == "rff-head" else 0
     if params.get("bandwidth", "absolute") == "median":
@@ -218,8 +220,6 @@ def _warn_narrow_bandwidth(params: dict, sample: np.ndarray, scale: float) -> No
 
     from ..kernels import block_gaussian_kernel
 
-    if params.get("sigma", 1.0) is None:   # the map's own default, which the caller did not choose
-        return
     X = np.asarray(sample[:BANDWIDTH_CHECK_ROWS], dtype=np.float64)
     sigma = float(params.get("sigma", 1.0)) * float(scale)
     try:
@@ -391,10 +391,13 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             if key in set_here:
                 raise ValueError(f"map_params: {key!r} is set by BlockSumFeatures (its own {set_here[key]} "
                                  f"parameter); remove it from map_params")
+            if key == "bandwidth":
+                raise ValueError("map_params: 'bandwidth' is read by fit_feature_map, which measures the data, not "
+                                 "by BlockSumFeatures; give an absolute sigma (a median bandwidth: the median "
+                                 "distance times sigma)")
             if key in FIT_OPTIONS:
-                raise ValueError(f"map_params: {key!r} is read by fit_feature_map, which measures the data, not "
-                                 f"by BlockSumFeatures; give an absolute sigma (a median bandwidth: the median "
-                                 f"distance times sigma)")
+                raise ValueError(f"map_params: {key!r} is read by fit_feature_map, not by BlockSumFeatures, which "
+                                 f"fits on the rows given to fit; remove it, and pass the rows to fit on")
 
     def fit(self, X, y=None):
         self._validate_params()

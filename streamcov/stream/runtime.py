@@ -368,8 +368,10 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
 # forever on a port that accepts the connection and then says nothing (a dashboard's 8787, another server)
 CONNECT_GRACE = 10.0
 #: seconds a scheduler address is given to have a worker: one with none took the work and held it, without
-#: a word, for as long as the run was left to wait
+#: a word, for as long as the run was left to wait. The environment variable STREAMCOV_WORKER_WAIT sets
+#: another (a cluster that starts its workers once there is work, or through a batch queue, needs longer)
 WORKER_WAIT = 30.0
+WORKER_WAIT_ENV = "STREAMCOV_WORKER_WAIT"
 
 
 def _connect(Client, scheduler: str):
@@ -417,16 +419,36 @@ def _connect(Client, scheduler: str):
     return box["client"]
 
 
+def worker_wait() -> float:
+    """Seconds to wait for a worker of a scheduler address: :data:`WORKER_WAIT`, or the environment's
+    ``STREAMCOV_WORKER_WAIT`` (a number of seconds > 0), refused in one line when it is not one."""
+    import math
+
+    raw = os.environ.get(WORKER_WAIT_ENV)
+    if raw is None:
+        return WORKER_WAIT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{WORKER_WAIT_ENV}={raw!r}: expected the seconds to wait for a worker of a scheduler "
+                          f"address (a number > 0), or leave it unset ({WORKER_WAIT:g} s)")
+    return value
+
+
 def _wait_for_a_worker(client, scheduler: str) -> None:
-    """Refuse, in one line, a scheduler that has no worker :data:`WORKER_WAIT` seconds after connecting."""
+    """Refuse, in one line, a scheduler that has no worker :func:`worker_wait` seconds after connecting."""
+    wait = worker_wait()
     if client.nthreads():
         return
     try:
-        client.wait_for_workers(1, timeout=WORKER_WAIT)
+        client.wait_for_workers(1, timeout=wait)
     except TimeoutError:   # asyncio.TimeoutError too (one class since Python 3.11)
         raise StreamcovError(f"{arg('scheduler', scheduler)}: the scheduler there has no workers (waited "
-                             f"{WORKER_WAIT:g} s); start some with `dask worker {scheduler}`, or use "
-                             f"{arg('scheduler', 'local-cluster')} or {arg('scheduler', 'threads')}") from None
+                             f"{wait:g} s); start some with `dask worker {scheduler}`, or give them longer with "
+                             f"{WORKER_WAIT_ENV}=SECONDS, or use {arg('scheduler', 'local-cluster')} or "
+                             f"{arg('scheduler', 'threads')}") from None
 
 
 def _connect_timeout(dask, parse_timedelta) -> float:
