@@ -21,14 +21,21 @@ import math
 import numpy as np
 
 
-def _bandwidth(value, name: str) -> float:
-    """``value`` as a float, if it is a finite number > 0 whose square is neither 0 nor infinite."""
-    # float() took "2" for 2 and True for 1: a number is asked for, as the config schema asks
+def _real(value) -> float | None:
+    """``value`` as a float when it is a real number (a Python or numpy int or float, or a 0-d array of one),
+    else None: float() took "2" for 2 and True for 1, where a number is asked for, as the config schema asks."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    return float(value)
+
+
+def _bandwidth(value, name: str) -> float:
+    """``value`` as a float, if it is a finite number > 0 whose square is neither 0 nor infinite."""
+    v = _real(value)
+    if v is None:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    v = float(value)
     if not (math.isfinite(v) and v > 0 and 0 < v * v < math.inf and math.isfinite(1.0 / (v * v))):
         raise ValueError(f"{name} must be a finite number > 0 whose square is a normal float, got {value!r}")
     return v

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kernels import _real
+
 LOG_LOSS = 0
 SQUARED_HINGE = 1
 LOSSES = {"log_loss": LOG_LOSS, "squared_hinge": SQUARED_HINGE}
@@ -178,10 +180,10 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
     """
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {loss!r}")
-    if isinstance(C, np.ndarray) and C.ndim == 0:   # np.array(1.0), as numpy's reductions give
-        C = C[()]
-    if isinstance(C, bool) or not isinstance(C, (int, float, np.integer, np.floating)) or not (np.isfinite(C) and C > 0):
+    c = _real(C)   # numpy scalars and 0-d arrays taken, strings and bools not
+    if c is None or not (np.isfinite(c) and c > 0):
         raise ValueError(f"C must be a finite number > 0, got {C!r}")
+    C = c
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     if np.iscomplexobj(X):    # the cast below would drop the imaginary parts with a mere warning

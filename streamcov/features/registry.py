@@ -385,12 +385,10 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         if map_class(name) is None:   # "none" was an AttributeError at the first block
             raise ValueError(f"map_params: map = {name!r} has no features to sum over the blocks; name a feature "
                              f"map ({', '.join(m for m in MAPS if m != 'none')})")
-        set_here = {"n_components": "n_components", "random_state": "random_state", "blocks": "blocks",
-                    "views": "views"}
         for key in self.map_params:
-            if key in set_here:
-                raise ValueError(f"map_params: {key!r} is set by BlockSumFeatures (its own {set_here[key]} "
-                                 f"parameter); remove it from map_params")
+            if key in ("n_components", "random_state", "blocks", "views"):
+                raise ValueError(f"map_params: {key!r} is set by BlockSumFeatures (its own {key} parameter); "
+                                 f"remove it from map_params")
             if key == "bandwidth":
                 raise ValueError("map_params: 'bandwidth' is read by fit_feature_map, which measures the data, not "
                                  "by BlockSumFeatures; give an absolute sigma (a median bandwidth: the median "

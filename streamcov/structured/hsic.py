@@ -188,6 +188,12 @@ def _check_grid(grid):
                  lambda d: not isinstance(d, bool) and isinstance(d, Integral) and 1 <= d <= MAX_DEGREE)
 
 
+def _check_gamma(v, name: str) -> None:
+    """A kernel's gamma: a positive real number, or None (the median heuristic); True was taken as 1.0."""
+    if v is not None and (isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v > 0)):
+        raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+
+
 def _check_degree(degree, name="degree"):
     if isinstance(degree, bool) or not isinstance(degree, Integral) or not 0 <= degree <= MAX_DEGREE:
         raise ValueError(f"{name} must be an integer in 0..{MAX_DEGREE}, got {degree!r}")
@@ -599,10 +605,7 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
                 for i, w in enumerate(wg):
                     _check_basis("gegenbauer", w, f"weight_grid[{i}]")
         for name in ("gamma_input", "gamma_output"):
-            v = getattr(self, name)
-            # True was taken as 1.0
-            if v is not None and (isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v > 0)):
-                raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+            _check_gamma(getattr(self, name), name)
         if isinstance(self.cv, bool) or not isinstance(self.cv, Integral) or self.cv < 2:
             raise ValueError(f"cv must be an integer >= 2, got {self.cv!r}")
         if (isinstance(self.max_samples, bool) or not isinstance(self.max_samples, Integral)

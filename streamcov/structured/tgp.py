@@ -57,7 +57,7 @@ from .._config import blas_threads, total_memory
 
 from ..kernels import gaussian_kernel, sigma_from_gamma
 
-from .hsic import (MAX_DEGREE, HSICKernelTransform, PolynomialKernelMap, _check_grid,
+from .hsic import (MAX_DEGREE, HSICKernelTransform, PolynomialKernelMap, _check_gamma, _check_grid,
                    median_heuristic_gamma, rbf_kernel)
 
 CRITERIA = ("kl", "hsic")
@@ -264,10 +264,7 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         _int("max_train", 2, True)
         _int("cv", 2)
         for name in ("gamma_x", "gamma_y"):
-            v = getattr(self, name)
-            # True was taken as 1.0
-            if v is not None and (isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v > 0)):
-                raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+            _check_gamma(getattr(self, name), name)
         for name in ("lambda_x", "lambda_y", "tol"):
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v >= 0):

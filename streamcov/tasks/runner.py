@@ -107,7 +107,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         except OSError as exc:   # a parent is a file, no permission, ...
             raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
         with output_lock(out):
-            mark_output(out, cfg.task)
+            if not (out / OUTPUT_MARKER).exists():
+                (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
             for name in ("result.json", "predictions.csv"):
                 (out / name).unlink(missing_ok=True)
@@ -174,12 +175,6 @@ def _marked_task(out: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return task if isinstance(task, str) else None
-
-
-def mark_output(out: Path, task: str, by: str = "streamcov run") -> None:
-    """Write the marker of an output folder (once): who wrote it, for which task."""
-    if not (out / OUTPUT_MARKER).exists():
-        (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": by, "task": task}) + "\n")
 
 
 def _earlier_streamcov_output(out: Path) -> bool:
