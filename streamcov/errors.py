@@ -201,6 +201,16 @@ def case_twins(names, where: dict | None = None) -> str:
     return shown + (" ..." if len(same) > 3 else "")
 
 
+def did_you_mean(word, choices, *, cutoff: float = 0.6, show=repr) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a misspelt ``word`` (difflib's ratio of at least
+    ``cutoff``), or ``""`` when none is close: the one hint of every message that refuses an unknown name.
+    ``show`` writes the choice (``repr``; :func:`toml_value` for a value of a pipeline file)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return f" (did you mean {show(close[0])}?)" if close else ""
+
+
 def ingest_option(keyword: str, value=None) -> str:
     """An image ingestion option named for both routes to it: the ingestion's argument as typed (:func:`arg`:
     ``--group-level 2`` on the command line, ``group_level=2`` in Python), then its pipeline key

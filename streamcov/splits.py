@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, ingest_option, toml_error, toml_value
+from .errors import ConfigError, did_you_mean, ingest_option, toml_error, toml_value
 
 
 SPLIT_FILE_KEYS = ("train_subjects", "test_subjects")
@@ -35,14 +35,12 @@ SPLIT_FILE_KEYS = ("train_subjects", "test_subjects")
 def _no_unknown_keys(path, text: str, doc: dict) -> None:
     """Refuse a key a splits file does not read, with its line and the key it may mean: a typo
     (``test_subject``) or an extra list (``validation_subjects``) was ignored, or named only as a missing key."""
-    import difflib
     import re
 
     def refuse(key, known, where, after: int = 0):
         m = re.compile(rf"^\s*{re.escape(key)}\s*=", re.M).search(text, after)
         line = f", line {text.count(chr(10), 0, m.start()) + 1}" if m else ""
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)   # "train" for "train_subjects"
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(key, known, cutoff=0.5)   # "train" for "train_subjects"
         raise ConfigError(f"{path}{line}: {where}unknown key {key!r}{hint}; a splits file holds [[split]] tables "
                           f"of {' and '.join(SPLIT_FILE_KEYS)}")
 

@@ -521,7 +521,7 @@ CONFIG = [
       for name, assignment, pattern in (
           ("list-split-kind", 'split.kind=["a"]', r'split\.kind = \["a"\]: expected one of "subject-parity"'),
           ("table-learner", "model.learner={}", r'model\.learner = \{\}: expected one of "sgd"'),
-          ("table-task", "task={a=1}", r"unknown task \{'a': 1\} \(known: skeleton-classification"))],
+          ("table-task", "task={a=1}", r"unknown task \{'a': 1\}; the tasks are skeleton-classification"))],
     *[Case(f"sgd-weights-overflow-{name}", run_set(*sets),
            r"the SGD learner's weights overflowed in epoch \d+ \(alpha = .*\): lower model\.eta0 or model\.alpha, "
            r"raise model\.C, or use model\.learner = \"lbfgs\"")
@@ -564,22 +564,22 @@ CONFIG = [
     Case("split-per-class-without-n_train", run_file(split__kind='"per-class"'),
          r"p\.toml, line 26: split\.kind = 'per-class' needs split\.n_train \(training rows per class\)$"),
     Case("block-size-zero", run_file(dask__block_size="0"), LINE + r"dask\.block_size = 0: expected"),
-    Case("unknown-key", run_set("descriptor.normalise=true"), r"unknown key 'descriptor\.normalise'; did you mean 'normalize'"),
+    Case("unknown-key", run_set("descriptor.normalise=true"), r"unknown key 'descriptor\.normalise' \(did you mean 'normalize'"),
     Case("unknown-key-in-file", run_text(lambda t: t.replace("theta = 0.7", "thetta = 0.7")),
-         LINE + r"features\.thetta is not a parameter of RGWSampler; did you mean 'theta'"),
+         LINE + r"features\.thetta is not a parameter of RGWSampler \(did you mean 'theta'"),
     # the keys every map reads are offered too (they were missing from the list and from "did you mean")
     Case("features-key-typo-fit-sample", run_set("features.fitsample=10"),
-         r"--set features\.fitsample=10: features\.fitsample is not a parameter of RGWSampler; did you mean "
-         r"'fit_sample'\? \(accepted: bandwidth, center, fit_sample, max_degree, n_components, sampling, sigma, theta\)"),
+         r"--set features\.fitsample=10: features\.fitsample is not a parameter of RGWSampler \(did you mean "
+         r"'fit_sample'\?\); accepted: bandwidth, center, fit_sample, max_degree, n_components, sampling, sigma, theta$"),
     Case("unknown-table", run_text(lambda t: t.replace("[features]", "[featurs]")),
-         LINE + r"unknown key 'featurs'; did you mean 'features'"),
+         LINE + r"unknown key 'featurs' \(did you mean 'features'"),
     Case("renamed-table", run_text(lambda t: t.replace("[data]", "[dataset]")),
          LINE + r"unknown key 'dataset'; renamed: use \[data\]"),
     Case("toml-syntax", run_text(lambda t: t.replace("sigma = 1.0", "sigma = = 1.0")),
          r"p\.toml, line 16, column 9: invalid TOML: invalid value"),
     Case("toml-duplicate-key", run_text(lambda t: t.replace("sigma = 1.0", "sigma = 1.0\nsigma = 2.0")),
          r"p\.toml, line 17, column 12: invalid TOML: cannot overwrite a value"),
-    Case("task-typo", run_file(task='"skeleton-clasification"'), LINE.replace(r"\d+", "1") + r"unknown task 'skeleton-clasification'; did you mean 'skeleton-classification'"),
+    Case("task-typo", run_file(task='"skeleton-clasification"'), LINE.replace(r"\d+", "1") + r"unknown task 'skeleton-clasification' \(did you mean 'skeleton-classification'"),
     Case("store-missing", run_file(data__store='"/no/such/store.zarr"'), r"/no/such/store\.zarr.*(not exist|not found|no such)"),
     Case("set-empty-value", run_set("features.n_components="), r"--set features\.n_components=: empty value"),
     Case("set-no-equals", run_set("features.n_components"), r"--set features\.n_components: .*key=value"),
@@ -595,7 +595,7 @@ CONFIG = [
                                                          "units=../m"],
          r"""--option units=\.\./m: value '\.\./m' is not a TOML literal; .*, e\.g\. --option 'units="\.\./m"' """),
     Case("set-table-as-value", run_set("features=3"), r"--set features=3: features = 3: expected a table"),
-    Case("set-unknown-table", run_set("featurs.sigma=1.0"), r"--set featurs\.sigma=1\.0: unknown key 'featurs'; did you mean 'features'"),
+    Case("set-unknown-table", run_set("featurs.sigma=1.0"), r"--set featurs\.sigma=1\.0: unknown key 'featurs' \(did you mean 'features'"),
     Case("pipeline-missing", lambda e: ["run", e.tmp / "nope.toml"], r"nope\.toml: pipeline file not found"),
     Case("pipeline-is-folder", lambda e: ["run", e.tmp], r": a folder, not a pipeline file"),
     Case("pipeline-not-utf8", lambda e: ["run", (e.tmp / "p.toml").write_bytes(b'seed = 1\ntask = "\xff\xfe"') and
@@ -1036,8 +1036,8 @@ CONFIG = [
     Case("gamma-instead-of-sigma", run_set('features.map="rff"', "features.gamma=0.5"),
          r"features\.gamma is set by streamcov from features\.sigma .*remove it; for gamma = 0\.5 set sigma = 1\b"),
     Case("map-parameter-named", run_set('features.map="nystroem"', 'features.kernel_params="x"'),
-         r"--set features\.kernel_params=\"x\": features\.kernel_params is not a parameter of GaussianNystroem "
-         r"\(accepted: bandwidth, fit_sample, n_components, sigma\)$"),
+         r"--set features\.kernel_params=\"x\": features\.kernel_params is not a parameter of GaussianNystroem"
+         r"; accepted: bandwidth, fit_sample, n_components, sigma$"),
     # Nystroem's landmarks are rows of the fitting sample: more than it holds is refused, not silently fewer
     Case("nystroem-more-landmarks-than-fit-sample", run_set('features.map="nystroem"', "features.fit_sample=32"),
          r'p\.toml, line 15: features\.n_components = 64 is more than features\.fit_sample = 32, '
@@ -1604,7 +1604,7 @@ READERS = [
          r"--option center=\[true\]: center must be a non-empty list of distinct 0-based joint indices .* got \[True\]"),
     Case("option-joint-names-string", ingest_generic('joint_names="hip"'),
          r'--option joint_names="hip": joint_names must be a list of non-empty strings, one per joint'),
-    Case("option-misspelt", ingest_generic("centre=[0]"), r"--option centre=\[0\]: 'centre' is not an option of the generic reader; did you mean 'center'"),
+    Case("option-misspelt", ingest_generic("centre=[0]"), r"--option centre=\[0\]: 'centre' is not an option of the generic reader \(did you mean 'center'"),
     Case("option-center-out-of-range", ingest_generic("center=[99]"), r"--option center=\[99\]: center must be .* in \[0, 2\] \(the files hold 3 joints\)"),
     Case("option-center-not-list", ingest_generic('center="hip"'), r'--option center="hip": center must be a non-empty list of distinct 0-based joint indices .* got \'hip\''),
     Case("option-units-empty", ingest_generic('units=""'), r'--option units="": units must be a non-empty string'),
@@ -3363,8 +3363,8 @@ def test_python_open_reader_names_its_keywords(tmp_path):
     from streamcov import open_reader
     from streamcov.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^centre=\[0\]: 'centre' is not an option of the generic reader; did you "
-                                          r"mean 'center'\?"):
+    with pytest.raises(ConfigError, match=r"^centre=\[0\]: 'centre' is not an option of the generic reader \(did you "
+                                          r"mean 'center'\?\)"):
         open_reader("generic", tmp_path, centre=[0])
 
 
@@ -3953,6 +3953,18 @@ def test_case_twins_names_each_group_once_and_three_at_most():
     assert case_twins(["Walk", "walk", "WALK"], {"walk": " (line 2)"}) == "'WALK' and 'Walk' and 'walk' (line 2)"
     many = case_twins([x for c in "abcd" for x in (c, c.upper())])
     assert many == "'A' and 'a'; 'B' and 'b'; 'C' and 'c' ..."
+
+
+def test_did_you_mean_offers_the_closest_choice_or_nothing():
+    from streamcov.errors import did_you_mean, toml_value
+
+    assert did_you_mean("normalise", ["center", "normalize", "scale"]) == " (did you mean 'normalize'?)"
+    assert did_you_mean("xyz", ["center", "normalize"]) == ""
+    assert did_you_mean({"a": 1}, ["skeleton-classification"]) == ""   # a table typed for a name: no hint
+    assert did_you_mean("textures", ["texture", "rgb"], show=toml_value) == ' (did you mean "texture"?)'
+    # the cutoff is difflib's ratio: "train" is 0.53 of "train_subjects", offered only below the default 0.6
+    assert did_you_mean("train", ["train_subjects"]) == ""
+    assert did_you_mean("train", ["train_subjects"], cutoff=0.5) == " (did you mean 'train_subjects'?)"
 
 
 @pytest.mark.parametrize("value", ["text", 'a "quoted" \\ path', "/s/img.zarr", True, False, 3, 0.5, 1e-5,

@@ -158,10 +158,10 @@ def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):
     ({"method": {"sigma2": [1.0, 2.0]}}, r"method.sigma2 must be one number, got the list .*grid search"),
     ({"method": {"gamma": -1e-3}}, r"method.gamma = -0.001: expected a value > 0"),
     ({"method": {"name": "loge"}}, r'method.name = "loge": expected one of "approx_loghs", "qapprox_loghs" or "head"'),
-    ({"method": {"sigma": 1.0}}, r"unknown key 'method.sigma'; did you mean 'sigma[12]'\?"),
+    ({"method": {"sigma": 1.0}}, r"unknown key 'method.sigma' \(did you mean 'sigma[12]'\?\)"),
     ({"method": {"scaling": "unit"}}, r'method.scaling = "unit": expected one of "global" or "per-feature"'),
     ({"model": {"scale": "unit"}}, r'model.scale = "unit": expected one of "none", "center" or "standard"'),
-    ({"model": {"epoch": 3}}, r"unknown key 'model.epoch'; did you mean 'epochs'\?"),
+    ({"model": {"epoch": 3}}, r"unknown key 'model.epoch' \(did you mean 'epochs'\?\)"),
     ({"model": {"learner": "exact-svm"}}, r"model.learner must be 'sgd' or 'lbfgs' here"),
     ({"model": {"C": 0}}, r"model.C = 0: expected a value > 0"),
     ({"split": {"kind": "random"}}, r'split.kind = "random": expected one of "subject-parity"'),
@@ -184,7 +184,7 @@ def test_config_errors(store, tmp_path, change, msg):
 def test_config_errors_top_level(store, tmp_path):
     cfg = make_cfg(store.path, tmp_path)
     cfg["methods"] = {}
-    with pytest.raises(ConfigError, match=r"unknown key 'methods'; did you mean 'method'\?"):
+    with pytest.raises(ConfigError, match=r"unknown key 'methods' \(did you mean 'method'\?\)"):
         run_pipeline(cfg)
     cfg = make_cfg(store.path, tmp_path)
     del cfg["data"]["store"]

@@ -1024,7 +1024,7 @@ def test_early_stopping_in_the_pipeline(synth_store, tmp_path):
                              r'"memory" or "stream"'),
     (["model.max_iter=0"], r"--set model\.max_iter=0: model\.max_iter = 0: expected a value >= 1"),
     (["model.tol=0"], r"--set model\.tol=0: model\.tol = 0: expected a value > 0"),
-    (["model.max_iters=5"], r"unknown key 'model\.max_iters'; did you mean 'max_iter'\?"),
+    (["model.max_iters=5"], r"unknown key 'model\.max_iters' \(did you mean 'max_iter'\?\)"),
 ])
 @pytest.mark.usefixtures("as_command")
 def test_bad_lbfgs_settings_are_one_line_errors(sets, message):

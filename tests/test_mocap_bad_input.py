@@ -293,7 +293,7 @@ C3D = [
 INDEX = "file,label,subject\n"
 OPTIONS = [
     Case("option-unknown", amc(None, "", "unit=\"cm\""),
-         r'--option unit="cm": \'unit\' is not an option of the asf-amc reader; did you mean \'units\'\?'),
+         r'--option unit="cm": \'unit\' is not an option of the asf-amc reader \(did you mean \'units\'\?\)'),
     Case("option-units-amc", amc(None, "", 'units="km"'), r"--option units=\"km\": units must be one of 'm', 'cm', 'mm', 'in', got 'km'"),
     Case("option-units-bvh", bvh(None, "", 'units="feet"'), r"--option units=\"feet\": units must be one of 'unknown', 'm'"),
     Case("option-name-pattern-invalid", amc(None, "", 'name_pattern="(?P<subject>"'),
@@ -319,7 +319,7 @@ OPTIONS = [
          r"--option center=\[99\]: center must be a non-empty list of distinct 0-based joint indices in \[0, 3\]"),
     Case("option-center-not-integer", bvh(None, "", "center=[0.5]"), r"--option center=\[0\.5\]: center must be"),
     Case("option-role-typo", bvh(None, "", "roles={hip_centre=[0]}"),
-         r"--option roles=\{hip_centre = \[0\]\}: roles: unknown role 'hip_centre'; did you mean 'hip_center'\?"),
+         r"--option roles=\{hip_centre = \[0\]\}: roles: unknown role 'hip_centre' \(did you mean 'hip_center'\?\)"),
     Case("option-role-out-of-range", amc(None, "", "roles={head=[7]}"),
          r"--option roles=\{head = \[7\]\}: roles: 'head' must list distinct 0-based joint indices in \[0, 3\]"),
     Case("option-roles-share-a-joint", amc(None, "", "roles={left_hip=[1], right_hip=[1]}"),

@@ -125,7 +125,7 @@ def test_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="invalid TOML"):
         load_config(bad)
     good = REPO / "pipelines" / "msr_action3d.toml"
-    with pytest.raises(ConfigError, match=r"--set model.epoch=3: unknown key 'model.epoch'; did you mean 'epochs'\?"):
+    with pytest.raises(ConfigError, match=r"--set model.epoch=3: unknown key 'model.epoch' \(did you mean 'epochs'\?\)"):
         load_config(good, ["model.epoch=3"])
     with pytest.raises(ConfigError, match="expected key=value"):
         load_config(good, ["model.epochs"])

@@ -104,3 +104,10 @@ def test_import_streamcov_is_cheap():
             " if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_one_did_you_mean():
+    """Every message that refuses an unknown name offers the closest one through errors.did_you_mean: the one
+    place that imports difflib (seven modules had each worded the hint their own way)."""
+    users = sorted(str(p.relative_to(REPO)) for p in PKG.rglob("*.py") if "difflib" in p.read_text())
+    assert users == ["streamcov/errors.py"]

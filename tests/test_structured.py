@@ -555,7 +555,7 @@ def test_digits_task_smoke(tmp_path):
 
 def test_task_config_errors(tmp_path):
     out = str(tmp_path)
-    with pytest.raises(ConfigError, match=r"unknown key 'tgp.gama_x'; did you mean 'gamma_x'\?"):
+    with pytest.raises(ConfigError, match=r"unknown key 'tgp.gama_x' \(did you mean 'gamma_x'\?\)"):
         run({"task": "tgp-sshape", "output": out, "tgp": {"gama_x": 1}})
     with pytest.raises(ConfigError, match="tgp.primary must be"):
         run({"task": "tgp-sshape", "output": out, "tgp": {"criteria": ["kl"], "primary": ["hsic", "monomial"]}})

@@ -36,7 +36,6 @@ tested).
 """
 from __future__ import annotations
 
-import difflib
 import os
 import threading
 import warnings
@@ -48,7 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from .._config import default_cache_dir
-from ..errors import MissingExtraError, WeightsError
+from ..errors import MissingExtraError, WeightsError, did_you_mean
 from . import _cnn_net as _net
 from .pixels import integer_pixels_problem
 
@@ -118,9 +117,7 @@ def _check_outputs(outputs, what="outputs") -> tuple:
         raise ValueError(f"{what} must name at least one layer")
     bad = [o for o in outputs if o not in OUTPUT_NAMES]
     if bad:
-        close = difflib.get_close_matches(str(bad[0]), OUTPUT_NAMES, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"{what}: unknown layer {bad[0]!r}{hint}; known: {', '.join(OUTPUT_NAMES)}")
+        raise ValueError(f"{what}: unknown layer {bad[0]!r}{did_you_mean(bad[0], OUTPUT_NAMES)}; known: {', '.join(OUTPUT_NAMES)}")
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"{what}: a layer is named twice in {list(outputs)}")
     return outputs
@@ -586,9 +583,7 @@ class CNNSpec:
         known = [f.name for f in fields(cls)]
         for key in d:
             if key not in known:   # a bare TypeError of __init__ before
-                close = difflib.get_close_matches(str(key), known, n=1)
-                raise ValueError(f"ConvNet pixel spec: unknown key {key!r}"
-                                 f"{f' (did you mean {close[0]!r}?)' if close else ''}; the keys are "
+                raise ValueError(f"ConvNet pixel spec: unknown key {key!r}{did_you_mean(key, known)}; the keys are "
                                  f"{', '.join(known)}")
         if "blocks" in d:
             d["blocks"] = tuple(d["blocks"])

@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ..errors import ConfigError, toml_value
+from ..errors import ConfigError, did_you_mean, toml_value
 from ..kernels import _bandwidth, check_blocks, distances, gamma_from_sigma, median_distance, sigma_from_gamma
 
 # name -> (module, class)
@@ -125,16 +125,12 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
         if key not in accepted:
             if key in RGW_ONLY and name != "rgw":
                 continue  # shared pipeline files carry RGW's own options
-            import difflib
-
             # what a pipeline may set: the seed, the kernel's blocks and its gamma come from elsewhere; the
             # [features] keys every map reads (the fit sample, the bandwidth rule) are read before the map
             settable = sorted((accepted - {"random_state", "blocks", "views", "gamma", "kernel"})
                               | {"fit_sample", "bandwidth"})
-            close = difflib.get_close_matches(key, settable, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"features.{key} is not a parameter of {cls.__name__}{hint} "
-                              f"(accepted: {', '.join(settable)})")
+            raise ConfigError(f"features.{key} is not a parameter of {cls.__name__}{did_you_mean(key, settable)}; "
+                              f"accepted: {', '.join(settable)}")
         kwargs[key] = value
     if "random_state" in accepted:
         kwargs["random_state"] = int(seed)

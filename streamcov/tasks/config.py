@@ -25,7 +25,6 @@ data, name the key first (``descriptor.center = [99]: ...``);
 from __future__ import annotations
 
 import contextlib
-import difflib
 import math
 import re
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, StreamcovError, arg, path_arg, toml_error, toml_value
+from ..errors import ConfigError, StreamcovError, arg, did_you_mean, path_arg, toml_error, toml_value
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -825,11 +824,9 @@ def _first_error(exc: ValidationError, schema, origins: Origins) -> str:
         if keys in RENAMED:
             hint = f"; renamed: use {RENAMED[keys]}"
         else:
-            close = difflib.get_close_matches(str(keys[-1]), known, n=1)
-            if close:
-                hint = f"; did you mean {close[0]!r}?"
+            hint = did_you_mean(keys[-1], known)
         section = f"[{'.'.join(keys[:-1])}]" if len(keys) > 1 else "the top level"
-        return f"{where}: unknown key {dotted!r}{hint} ({section} takes: {', '.join(known)}){tail}"
+        return f"{where}: unknown key {dotted!r}{hint}; {section} takes: {', '.join(known)}{tail}"
     if first["type"] in KEYED_ERRORS:
         # an error about one key (a [model] key that the chosen learner does not read, a [method] key that
         # the chosen method does not read, a [split] key of another kind, ...): where that key came from

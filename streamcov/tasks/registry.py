@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,8 @@ TASKS = {t.name: t for t in (
 
 def get_task(name, where: str = "pipeline") -> TaskSpec:
     if not isinstance(name, str) or name not in TASKS:   # a list or a table would not look up: said as typed
-        import difflib
-
-        close = difflib.get_close_matches(str(name), list(TASKS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"{where}: unknown task {name!r}{hint} (known: {', '.join(TASKS)})")
+        raise ConfigError(f"{where}: unknown task {name!r}{did_you_mean(name, TASKS)}; the tasks are "
+                          f"{', '.join(TASKS)}")
     return TASKS[name]
 
 

@@ -32,7 +32,7 @@ from ..data.readers import FORMATS
 from ..data.synth import NOISE_MAX
 from ..descriptors.skeleton import RBF_MATRICES, RBF_NO_MEAN
 from ..structured.hsic import MAX_DEGREE
-from ..errors import toml_value
+from ..errors import did_you_mean, toml_value
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # a Gaussian bandwidth: its square and 1 / (2 sigma^2) must be ordinary floats (1e-300 squares to 0 and
@@ -639,11 +639,7 @@ class PixelsTable(Table):
 
         if v is None or v in PRESETS:
             return v
-        import difflib
-
-        close = difflib.get_close_matches(v, sorted(PRESETS), n=1)
-        hint = f' (did you mean "{close[0]}"?)' if close else ""
-        raise ValueError(f"one of {', '.join(sorted(PRESETS))}{hint}")
+        raise ValueError(f"one of {', '.join(sorted(PRESETS))}{did_you_mean(v, sorted(PRESETS), show=toml_value)}")
 
     @field_validator("features")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...errors import ConfigError, FormatError, path_arg, toml_value
+from ...errors import ConfigError, FormatError, did_you_mean, path_arg, toml_value
 from .base import SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
 
 # format -> (module, class)
@@ -50,7 +50,6 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
     of the archive's files); ``content()`` reads the files for their
     :func:`~streamcov.data.ragged.content_digest`.
     """
-    import difflib
     import importlib
     import re
 
@@ -66,10 +65,8 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
     known = reader_options(fmt)
     for key in options:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{named(key)}: {key!r} is not an option of the {fmt} reader{hint} (options: "
-                              f"{', '.join(known) or 'none'})")
+            raise ConfigError(f"{named(key)}: {key!r} is not an option of the {fmt} reader"
+                              f"{did_you_mean(key, known)}; its options: {', '.join(known) or 'none'}")
     module, name = READERS[fmt]
     cls = getattr(importlib.import_module(module, __name__), name)
     if not Path(path).exists():

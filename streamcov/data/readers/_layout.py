@@ -33,7 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ...errors import MissingInputError, case_twins
+from ...errors import MissingInputError, case_twins, did_you_mean
 from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence, digits_hint
 
 INDEX_NAME = "index.csv"
@@ -423,11 +423,7 @@ def check_roles(roles, n_joints: int, found: dict | None = None) -> dict[str, li
     out = {}
     for k, v in roles.items():
         if k not in ROLES:
-            import difflib
-
-            close = difflib.get_close_matches(str(k), ROLES, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"roles: unknown role {k!r}{hint} (roles: {', '.join(ROLES)})")
+            raise ValueError(f"roles: unknown role {k!r}{did_you_mean(k, ROLES)}; the roles are {', '.join(ROLES)}")
         idx = _joint_list(v, n_joints, scalar=True)
         if idx is None:
             raise ValueError(f"roles: {k!r} must list distinct 0-based joint indices in "

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ...errors import MissingInputError
+from ...errors import MissingInputError, did_you_mean
 from .base import (FormatError, SkeletonSequence, SkeletonReader, SkeletonInfo,
                    SkippedSequence, digits_hint, _nonblank, _parse_numeric_rows, _read_lines)
 
@@ -243,11 +243,7 @@ def parse_label_file(path) -> tuple[dict[str, _Recording], list[str]]:
                                       line=lineno)
         action, a, b = m.groups()
         if action not in ACTIONS:   # a typo would be an eleventh class
-            import difflib
-
-            close = difflib.get_close_matches(action, ACTIONS, n=1)
-            raise FormatError(path, f"unknown action {action!r}"
-                                    f"{f' (did you mean {close[0]!r}?)' if close else ''}; UTKinect-Action3D's "
+            raise FormatError(path, f"unknown action {action!r}{did_you_mean(action, ACTIONS)}; UTKinect-Action3D's "
                                     f"actions are {', '.join(ACTIONS)}", line=lineno)
         if any(iv.action == action for iv in current.intervals):
             raise FormatError(path, f"action {action!r} appears twice for the same "
