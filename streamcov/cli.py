@@ -119,7 +119,7 @@ def _cmd_ingest(args) -> int:
     from .data.readers import open_reader
     from .data.skeletons import ingest
     from .errors import ConfigError, FormatError, skip_hint
-    from .tasks.config import parse_value
+    from .tasks.config import nul_at, parse_value
 
     options, given = {}, {}
     for assignment in args.option or []:
@@ -130,7 +130,7 @@ def _cmd_ingest(args) -> int:
         if not k.strip():
             raise ConfigError(f"{flag}: empty key; write key=value")
         value = parse_value(v, flag, k.strip())
-        if _holds_nul(value):   # as the pipeline files refuse it: no name or unit holds one
+        if nul_at(value) is not None:   # as the pipeline files refuse it: no name or unit holds one
             raise ConfigError(f"{flag}: holds a NUL character (\\u0000), which no name or option may contain; "
                               f"remove it")
         if k.strip() in options and options[k.strip()] != value:   # the last one was kept without a word
@@ -147,15 +147,6 @@ def _cmd_ingest(args) -> int:
                       "joints": store.n_joints, "labels": len(store.label_names),
                       "skipped": len(store.attrs.get("skipped", [])), "repairs": store.attrs.get("repairs", {})}))
     return 0
-
-
-def _holds_nul(value) -> bool:
-    """Whether a parsed option value (text, or lists and tables of them) holds a NUL character."""
-    if isinstance(value, str):
-        return "\0" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    return isinstance(value, (list, tuple)) and any(_holds_nul(v) for v in value)
 
 
 def _warn_skipped(command: str, skipped: list, unit: str, store) -> None:

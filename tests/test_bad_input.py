@@ -740,6 +740,14 @@ CONFIG = [
     Case("name-with-nul", run_set('name="a\\u0000b"'),
          r'--set name="a\\u0000b": name holds a NUL character \(\\u0000\), which no name or path may contain; '
          r'remove it$'),
+    # a key holding one, in a file or a --set table, is named as typed (the raw NUL would reach the terminal)
+    Case("key-with-nul", run_text(lambda t: t.replace("[features]", '[features]\n"the\\u0000ta" = 0.7')),
+         LINE + r"features\.the\\u0000ta holds a NUL character \(\\u0000\), which no name or path may contain; "
+         r"remove it$"),
+    Case("ingest-option-key-with-nul", lambda e: ["ingest", "skeleton", "--format", "generic",
+                                                  write_archive(e.tmp / "a"), e.tmp / "s.zarr", "--option",
+                                                  'roles={"hip\\u0000" = [0]}'],
+         r"^streamcov ingest: error: --option roles=.*: holds a NUL character", check=lambda e, err, out: not (e.tmp / "s.zarr").exists()),
     # --output is the folder as typed: not read as TOML (a backslash or a quote is a character of the name)
     Case("output-as-typed", lambda e: ["run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
                                        e.tmp / 'o"\\t\\u0041'], r'"accuracy"', rc=0,

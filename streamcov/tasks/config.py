@@ -459,16 +459,29 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     return cfg, origins
 
 
-def _check_no_nul(raw, origins: Origins, path: tuple = ()) -> None:
-    """No text value holds a NUL character: names and paths are made of them, and the operating system
-    refuses a path with one (a ValueError deep in the run otherwise)."""
-    items = raw.items() if isinstance(raw, dict) else enumerate(raw) if isinstance(raw, list) else ()
+def nul_at(value, path: tuple = ()) -> tuple | None:
+    """The keys down to the first text (a value, or a key of a table) holding a NUL character in a parsed
+    TOML value, or None: names and paths are made of such texts, and the operating system refuses a path with
+    a NUL (a ValueError deep in the run otherwise). Read for pipeline files, ``--set`` and ``--option``."""
+    if isinstance(value, str):
+        return path if "\0" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
     for k, v in items:
-        at = path + ((k,) if isinstance(raw, dict) else ())
-        if isinstance(v, str) and "\0" in v:
-            raise ConfigError(f"{origins.where(at)}: {'.'.join(map(str, at))} holds a NUL character (\\u0000), "
-                              f"which no name or path may contain; remove it")
-        _check_no_nul(v, origins, at)
+        at = path + ((k,) if isinstance(value, dict) else ())
+        found = nul_at(k, at) if isinstance(k, str) else None
+        if found is None:
+            found = nul_at(v, at)
+        if found is not None:
+            return found
+    return None
+
+
+def _check_no_nul(raw, origins: Origins) -> None:
+    at = nul_at(raw)
+    if at is not None:
+        keys = ".".join(str(k).replace("\0", "\\u0000") for k in at)   # a key may hold it too: written as typed
+        raise ConfigError(f"{origins.where(at)}: {keys} holds a NUL character (\\u0000), "
+                          f"which no name or path may contain; remove it")
 
 
 def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origins: Origins) -> list[str]:
