@@ -81,10 +81,9 @@ def test_log_covariance_errors(rng):
         LogCovariance().fit([np.zeros(9)])
     # a sequence too short for a covariance would be described by the regularization alone
     for est in (LogCovariance(), LogCovariance().fit(seqs)):
-        with pytest.raises(ValueError, match=r"X\[1\]: 1 frame\(s\); the covariance of a sequence needs at "
-                                             r"least 2 \(ddof = 1\)"):
+        with pytest.raises(ValueError, match=r"X\[1\] has 1 frame\(s\); its covariance needs at least 2"):
             est.fit_transform([seqs[0], seqs[0][:1]])
-    with pytest.raises(ValueError, match=r"X\[0\]: 0 frame\(s\)"):
+    with pytest.raises(ValueError, match=r"X\[0\] has 0 frame\(s\)"):
         LogCovariance(ddof=0).fit([seqs[0][:0], seqs[0]])
     with pytest.raises(ValueError, match=r"center: expected 0-based joint indices \(integers\), got \(0\.9,\)"):
         LogCovariance(center=(0.9,)).fit(seqs)      # would have been joint 0
@@ -114,6 +113,12 @@ def test_log_covariance_errors(rng):
                                              r"sequence\): its covariance is 0 and its descriptor log\(gamma I\), "
                                              r"the same whatever the action; leave it out$"):
             est.fit_transform([seqs[0], still, seqs[1]])
+    # too short: named by its place in X, as the other sequence checks (one frame has a covariance of 0 whatever ddof)
+    for est, short in ((LogCovariance(), 1), (LogCovariance(ddof=0), 1), (LogCovariance(ddof=3), 3)):
+        need = max(2, est.ddof + 1)
+        with pytest.raises(ValueError, match=rf"^X\[1\] has {short} frame\(s\); its covariance needs at least {need}: "
+                                             r"leave it out$"):
+            est.fit([seqs[0], seqs[1][:short]])
     # a NaN: named by its sequence and frame, not by its row among all the sequences' frames
     bad = seqs[1].copy()
     bad[3, 2] = np.nan

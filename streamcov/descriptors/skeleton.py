@@ -129,9 +129,10 @@ def _segment_args(frames, starts, stops, selection: JointSelection):
     return frames, starts, stops
 
 
-def _check_offsets(offsets, n_frames: int, min_frames: int) -> np.ndarray:
+def _check_offsets(offsets, n_frames: int, min_frames: int, name: str = "sequence {}") -> np.ndarray:
     """``offsets`` of sequences that tile ``n_frames`` frames, each of at least ``min_frames``, as int64
-    (2, or ``ddof + 1``: one frame has a covariance of 0 whatever ``ddof``).
+    (2, or ``ddof + 1``: one frame has a covariance of 0 whatever ``ddof``); ``name`` names sequence ``i`` in
+    the messages (``"X[{}]"`` for a transformer's input).
 
     Fractional offsets were truncated, offsets that left frames out (not starting at 0 or ending
     before the last frame) dropped them, and a sequence of too few frames got a covariance of 0: the
@@ -148,7 +149,7 @@ def _check_offsets(offsets, n_frames: int, min_frames: int) -> np.ndarray:
     short = np.flatnonzero(np.diff(a) < min_frames)
     if len(short):
         i = int(short[0])
-        raise ValueError(f"sequence {i} has {int(a[i + 1] - a[i])} frame(s); its covariance needs at least "
+        raise ValueError(f"{name.format(i)} has {int(a[i + 1] - a[i])} frame(s); its covariance needs at least "
                          f"{min_frames}: leave it out")
     return a
 

@@ -23,7 +23,7 @@ from ..linalg import vec_dim
 from .cnn import CNNSpec
 from .image import ImageDescriptor, feature_matrices, feature_moments, feature_scale, image_spec
 from .pixels import FeatureSpec
-from .skeleton import JointSelection, check_item_list, log_covariance_vectors, pack_sequences
+from .skeleton import JointSelection, _check_offsets, check_item_list, log_covariance_vectors, pack_sequences
 
 
 class _ReadOnce:
@@ -138,24 +138,17 @@ class LogCovariance(_FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
         return JointSelection.hip_relative(n_joints, self.center)   # which checks the joints are integers
 
     def _check_lengths(self, frames, offsets) -> None:
-        """A covariance of fewer than ddof + 1 frames is undefined, and one of a motionless sequence (every
-        frame the same) is 0: such a sequence is refused, not described by the regularization alone
-        (log(gamma I), the same whatever the action; the stores skip both at ingestion)."""
-        short = np.flatnonzero(np.diff(offsets) <= int(self.ddof))
-        if len(short):
-            i = int(short[0])
-            raise ValueError(f"X[{i}]: {int(offsets[i + 1] - offsets[i])} frame(s); the covariance of a sequence "
-                             f"needs at least {int(self.ddof) + 1} (ddof = {self.ddof})")
-        seqs = np.flatnonzero(np.diff(offsets) > 0)   # the sequences with frames (ddof = 0 takes empty ones)
-        if len(seqs):   # per sequence, every coordinate's largest value equals its smallest: motionless
-            starts = offsets[seqs]
-            still = (np.maximum.reduceat(frames, starts) == np.minimum.reduceat(frames, starts)).all(axis=1)
-            if still.any():
-                i = int(seqs[np.flatnonzero(still)[0]])
-                n = int(offsets[i + 1] - offsets[i])
-                raise ValueError(f"X[{i}]: {f'every one of its {n} frames is the same' if n > 1 else 'one frame'} "
-                                 f"(a motionless sequence): its covariance is 0 and its descriptor log(gamma I), the "
-                                 f"same whatever the action; leave it out")
+        """A covariance of fewer than max(2, ddof + 1) frames is undefined or 0, and one of a motionless
+        sequence (every frame the same) is 0: such a sequence is refused, not described by the regularization
+        alone (log(gamma I), the same whatever the action; the stores skip both at ingestion)."""
+        _check_offsets(offsets, len(frames), max(2, int(self.ddof) + 1), name="X[{}]")
+        # per sequence, every coordinate's largest value equals its smallest: motionless
+        still = (np.maximum.reduceat(frames, offsets[:-1]) == np.minimum.reduceat(frames, offsets[:-1])).all(axis=1)
+        if still.any():
+            i = int(np.flatnonzero(still)[0])
+            raise ValueError(f"X[{i}]: every one of its {int(offsets[i + 1] - offsets[i])} frames is the same "
+                             f"(a motionless sequence): its covariance is 0 and its descriptor log(gamma I), the "
+                             f"same whatever the action; leave it out")
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
