@@ -278,7 +278,9 @@ def tgp_run(*sets):
     """The S-shape twin GP pipeline, small (60 points, one seed, degrees 1 and 2), with ``sets``; the
     other --set of [tgp] comes first, so that a message blaming the table's first --set would show."""
     def argv(e):
-        small = ("tgp.degree_grid=[1,2]", "data.n_samples=60", "data.seeds=[0]", "tgp.max_iter=10", *sets)
+        given = {s.partition("=")[0] for s in sets}   # a key given twice is refused: ``sets`` replace the small run's
+        small = (*[s for s in ("tgp.degree_grid=[1,2]", "data.n_samples=60", "data.seeds=[0]", "tgp.max_iter=10")
+                   if s.partition("=")[0] not in given], *sets)
         return ["run", REPO / "pipelines" / "sshape_tgp.toml", "--output", e.tmp / "o", "--quiet",
                 *[a for s in small for a in ("--set", s)]]
     return argv
@@ -596,6 +598,17 @@ CONFIG = [
          r"""--option units=\.\./m: value '\.\./m' is not a TOML literal; .*, e\.g\. --option 'units="\.\./m"' """),
     Case("set-table-as-value", run_set("features=3"), r"--set features=3: features = 3: expected a table"),
     Case("set-unknown-table", run_set("featurs.sigma=1.0"), r"--set featurs\.sigma=1\.0: unknown key 'featurs' \(did you mean 'features'"),
+    # one key given two values: the later wins (a preset of --set's in a shell variable, then one of its keys), said
+    # in a note (it was kept without a word); the same value twice is no news
+    Case("set-twice", run_set("model.C=10", "features.sigma=1.0", "model.C=100"),
+         r"(?m)^streamcov run: note: --set model\.C=100 replaces --set model\.C=10$", rc=0,
+         check=lambda e, err, out: one_note_and_a_result(err, out) or json.loads(out.strip().splitlines()[-1])
+         ["model"]["C"] == 100),
+    Case("set-key-and-its-table", run_set("model.C=10", "model={C=100}"),
+         r"(?m)^streamcov run: note: --set model=\{C=100\} replaces --set model\.C=10 \(model\.C\)$", rc=0,
+         check=lambda e, err, out: one_note_and_a_result(err, out) or True),
+    Case("set-twice-same-value", run_set("model.C=10", "model.C=10"), r'"accuracy"', rc=0,
+         check=lambda e, err, out: ": note: " not in err),
     Case("pipeline-missing", lambda e: ["run", e.tmp / "nope.toml"], r"nope\.toml: pipeline file not found"),
     Case("pipeline-is-folder", lambda e: ["run", e.tmp], r": a folder, not a pipeline file"),
     Case("pipeline-not-utf8", lambda e: ["run", (e.tmp / "p.toml").write_bytes(b'seed = 1\ntask = "\xff\xfe"') and

@@ -159,9 +159,14 @@ def _set(raw: dict, parts: list[str], value, flag: str):
 def _leaves(parts: list, value) -> list:
     """The key paths a --set assigns: the key, or every key of a table value (merged key by key, so the
     table's other keys keep their origin)."""
+    return list(_leaf_values(parts, value))
+
+
+def _leaf_values(parts: list, value) -> dict:
+    """``key path -> value`` of every key a --set assigns (:func:`_leaves`)."""
     if isinstance(value, dict) and value:
-        return [leaf for k, v in value.items() for leaf in _leaves([*parts, k], v)]
-    return [tuple(parts)]
+        return {leaf: v2 for k, v in value.items() for leaf, v2 in _leaf_values([*parts, k], v).items()}
+    return {tuple(parts): value}
 
 
 def overrides_list(overrides) -> list:
@@ -180,9 +185,11 @@ def overrides_list(overrides) -> list:
     return items
 
 
-def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> None:
+def apply_override(raw: dict, assignment: str, origins: dict | None = None, earlier: dict | None = None) -> list:
     """Apply ``key.sub=value`` (a ``--set``, an item of ``overrides``) in place; record where the value came
-    from."""
+    from. ``earlier``: ``key path -> (flag, value)`` of the overrides applied before, updated. The later of
+    two values of one key wins (a preset of --set's in a shell variable, then one of its keys changed); the
+    notes returned say so, since it had been done without a word (a typo in a long command line)."""
     flag = arg("overrides", assignment, flag="--set", item=True)
     if "=" not in assignment:
         raise ConfigError(f"{flag}: expected key=value, e.g. features.n_components=2000")
@@ -191,10 +198,24 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None) -> N
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
     value = parse_value(text, flag, ".".join(parts))
+    notes = []
+    if earlier is not None:
+        leaves = _leaf_values(parts, value)
+        replaced = {}
+        for leaf, v in leaves.items():
+            # a key given twice, or a key and the table holding it (--set model.C=10 --set model={C=100})
+            for k, (before, x) in list(earlier.items()):
+                if (k[:len(leaf)] == leaf or leaf[:len(k)] == k) and (x != v or type(x) is not type(v)):
+                    replaced.setdefault(before, []).append(".".join(map(str, leaf)))
+                    del earlier[k]
+        notes = [f"{flag} replaces {before}{'' if len(keys) == 1 and keys[0] == '.'.join(parts) else ' (' + ', '.join(keys) + ')'}"
+                 for before, keys in replaced.items()]
+        earlier.update({leaf: (flag, v) for leaf, v in leaves.items()})
     _set(raw, parts, value, flag)
     if origins is not None:
         for leaf in _leaves(parts, value):
             origins[leaf] = flag
+    return notes
 
 
 def key_lines(text: str) -> dict:
@@ -401,8 +422,8 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     origins.flags.update(flags or {})
     # the tables as the file wrote them, before the overrides (a --set that switches a choice drops them)
     file_tables = {k: dict(v) for k, v in raw.items() if isinstance(v, dict)}
-    for assignment in overrides:
-        apply_override(raw, assignment, origins.flags)
+    earlier: dict = {}
+    replaced = [n for assignment in overrides for n in apply_override(raw, assignment, origins.flags, earlier)]
     if output is not None:
         if ("output",) in origins.flags:   # a --set output=... beside --output: one of them would be ignored
             raise ConfigError(f"{origins.flags[('output',)]} {arg('output', output)}: two output folders; give one")
@@ -435,7 +456,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
         raw.setdefault("name", file.stem)
     _check_no_nul(raw, origins)
     schema = spec.schema()
-    notes = _drop_keys_of_a_switched_choice(raw, file_tables, schema, origins)
+    notes = replaced + _drop_keys_of_a_switched_choice(raw, file_tables, schema, origins)
     try:
         cfg = schema.model_validate(raw)
     except ValidationError as exc:
