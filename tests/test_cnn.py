@@ -366,6 +366,15 @@ def test_bad_images_and_specs():
     assert [m.shape[0] for m in cnn.extract([np.zeros((9, 8), np.uint8)], keep)[0]] == [2]
     assert [m.shape[0] for m in cnn.extract([np.zeros((6, 8), np.uint8)], cnn.CNNSpec(input_size=None, grid=2,
                                                                                      head=False))[0]] == [4]
+    # the heads alone (the "head" method) read no grid: such an image is not refused for them, its head the same
+    tiny = np.arange(48, dtype=np.uint8).reshape(6, 8)
+    mats, heads = cnn.extract([tiny], cnn.CNNSpec(input_size=None), maps=False)
+    assert mats is None and heads.shape == (1, cnn.HEAD_DIM)
+    np.testing.assert_array_equal(heads, cnn.extract([tiny], cnn.CNNSpec(input_size=None, grid=2))[1])
+    from streamcov.descriptors.image import ImageDescriptor, normalize_heads
+
+    head_desc = ImageDescriptor(pixels=cnn.CNNSpec(input_size=None), representation="head")
+    np.testing.assert_array_equal(head_desc.vectors([tiny], scale=None), normalize_heads(heads, "l2"))
     with pytest.raises(ValueError, match="'head' is a vector, not a map"):
         cnn.CNNSpec(blocks=("head",))
     # an unknown key of a spec given as a dict was a bare TypeError of __init__

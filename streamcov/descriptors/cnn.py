@@ -605,7 +605,8 @@ def _run_batch(net, spec, imgs, names):
     return [np.ascontiguousarray(m, dtype=np.float32) for m in hc], (outs["head"] if spec.head else None)
 
 
-def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, jobs: int = 1, net=None):
+def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, jobs: int = 1, net=None,
+            maps: bool = True):
     """Hypercolumn data matrices and pooled heads of ``images``.
 
     Parameters
@@ -621,12 +622,16 @@ def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, 
         threads): jobs x threads should not exceed the cores.
     net : Network, optional
         Default: the shared network of (outputs, backend, threads).
+    maps : bool
+        False for a caller of the heads alone: no data matrices are returned,
+        and an image kept at a size of one grid cell is not refused for them.
 
     Returns
     -------
-    mats : list of float32 arrays (cells, channels)
+    mats : list of float32 arrays (cells, channels), or None
         Rows are grid cells in row-major order, columns the channels of
-        ``spec.blocks`` in order (:attr:`CNNSpec.column_names`).
+        ``spec.blocks`` in order (:attr:`CNNSpec.column_names`); None when
+        ``maps`` is False.
     heads : float32 array (n, 1280) or None
         The pooled head (None when ``spec.head`` is False).
     """
@@ -641,7 +646,7 @@ def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, 
     groups: dict = {}
     for i, img in enumerate(images):
         key = (spec.input_size,) * 2 if spec.input_size is not None else tuple(np.shape(img)[:2])
-        if spec.input_size is None and len(key) == 2 and min(key) >= 1 and spec.n_cells(key) < 2:
+        if maps and spec.input_size is None and len(key) == 2 and min(key) >= 1 and spec.n_cells(key) < 2:
             # kept at its size, the image is one cell of the grid: a covariance of 0, the same for every such image
             raise ValueError(f"{f'image {i}' if names is None else names[i]}: {key[0]} x {key[1]} pixels give blocks "
                              f"{list(spec.blocks)} a grid of one cell at input_size = \"keep\" (one row: a covariance "
@@ -668,7 +673,7 @@ def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, 
             mats[i] = ms[k]
             if heads is not None:
                 heads[i] = hv[k]
-    return mats, heads
+    return (mats if maps else None), heads
 
 
 __all__ = ["BACKENDS", "CNNSpec", "HEAD_DIM", "INSTALL_HINT", "MEAN", "Network", "OUTPUT_NAMES", "STD",

@@ -84,18 +84,19 @@ def spec_from_dict(d: dict):
     return FeatureSpec(**{**d, "features": tuple(d["features"])}, name=name)
 
 
-def feature_matrices(images, spec, names=None, threads: int = 1):
+def feature_matrices(images, spec, names=None, threads: int = 1, maps: bool = True):
     """The data matrix of every image and, for a ConvNet spec with ``head``, the raw head vectors.
 
     Returns ``(mats, heads)``: a list of (rows, n_features) arrays (float64
     pixel features, or float32 hypercolumns) and an (n, 1280) float32 array
     or None. ``threads``: onnxruntime threads of the network calls.
+    ``maps = False`` (a ConvNet spec, for the heads alone): mats is None.
     """
     images = list(images)
     if is_cnn(spec):
         from .cnn import extract
 
-        return extract(images, spec, names=names, threads=threads)
+        return extract(images, spec, names=names, threads=threads, maps=maps)
     return [features_of(img, spec, _name(names, i)) for i, img in enumerate(images)], None
 
 
@@ -344,7 +345,7 @@ class ImageDescriptor:
 
             covs = image_covariances(images, self.pixels, ids=names)
             return region_vectors(covs, np.asarray(scale, dtype=np.float64), self.gamma, self.log)
-        mats, heads = feature_matrices(images, self.pixels, names, threads)
+        mats, heads = feature_matrices(images, self.pixels, names, threads, maps=self.representation != "head")
         return self.vectors_of(mats, heads, scale, W)
 
     def vectors_of(self, mats, heads, scale, W=None) -> np.ndarray:

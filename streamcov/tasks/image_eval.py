@@ -134,8 +134,9 @@ def extract_features(images, spec, ids=None, progress: bool = False, dtype=np.fl
         return list(it)
 
 
-def extract_matrices(images, spec, ids=None, progress: bool = False):
-    """``(feats, heads)``: the data matrix of every image and, for ConvNet features, the raw pooled heads.
+def extract_matrices(images, spec, ids=None, progress: bool = False, maps: bool = True):
+    """``(feats, heads)``: the data matrix of every image and, for ConvNet features, the raw pooled heads
+    (``maps = False``, for the head alone: feats None).
 
     Hand-crafted features: :func:`extract_features`, heads None. ConvNet
     features (:mod:`streamcov.descriptors.cnn`): batches of images through
@@ -151,7 +152,7 @@ def extract_matrices(images, spec, ids=None, progress: bool = False):
     names = ids if ids is not None else [f"image {i}" for i in range(len(images))]
     try:
         with blas_threads(1):
-            return extract(images, spec, names=names, threads=1, jobs=thread_plan().cores)
+            return extract(images, spec, names=names, threads=1, jobs=thread_plan().cores, maps=maps)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -785,7 +786,8 @@ def run_image_classification(cfg, ctx) -> dict:
     constant = [data.ids[i] for i, img in enumerate(data.images) if is_constant(img)]   # in memory already
     if constant:
         warnings.append(constant_warning(constant, len(data), cfg.data.source or cfg.data.store or data.source))
-    feats, heads = extract_matrices(data.images, spec, ids=data.ids, progress=ctx.progress)
+    feats, heads = extract_matrices(data.images, spec, ids=data.ids, progress=ctx.progress,
+                                    maps=not (is_cnn(spec) and m.name == "head"))
     t_extract = time.perf_counter() - t0 - t_load
     raw = None
     if m.name in ("e", "loge", "stein"):
