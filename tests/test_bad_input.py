@@ -786,6 +786,11 @@ CONFIG = [
          r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step \(stop: \w+\): the model is its "
          r"starting point and predicts as it does; with model\.C = 1e-300 the data term of the loss is too small to "
          r"move it in floating point: raise model\.C \(or scale the features: model\.scale\)$", rc=0),
+    # with alpha, which replaces C: alpha is named, to be lowered (raising C changed nothing)
+    Case("lbfgs-alpha-too-large-to-move", run_set('model.learner="lbfgs"', 'model.loss="log_loss"', "model.alpha=1e290"),
+         r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step \(stop: \w+\): .* with model\.alpha = "
+         r"1e\+290 the data term of the loss is too small to move it in floating point: lower model\.alpha \(or "
+         r"scale the features: model\.scale\)$", rc=0),
     # data.store of the wrong kind is named where it was given, as --store is
     # a --set of a scheduler key beside its flag: the flag won without a word
     # a TOML date where a number goes: shown as written (it was datetime.date(1979, 5, 27))

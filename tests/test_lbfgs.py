@@ -680,6 +680,23 @@ def lbfgs_cfg(store, out, *extra):
                         *extra], store=store.path)
 
 
+def test_span_rows_beyond_its_limits_stops_a_pipeline_before_its_features(synth_store, tmp_path, monkeypatch):
+    """Past the span's limits, span = "rows" is refused in one line naming the key and the fold, before the
+    features are computed (it was a traceback after them, exit 1)."""
+    from cli_cases import cli
+
+    monkeypatch.setattr(L, "SPAN_MAX_ROWS", 50)
+    cfg = lbfgs_cfg(synth_store, tmp_path / "o", 'model.span="rows"')
+    with pytest.raises(ConfigError, match=r'^model\.span = "rows": fold \'\S+\': the span holds the \d+ training '
+                                          r'rows, .* at most 50 rows and 2 GiB; set model\.span = "features" \(or "auto"'):
+        run_pipeline(cfg, scheduler="synchronous")
+    assert not (tmp_path / "o" / "features.zarr").exists()
+    rc, err, _ = cli("run", REPO / "pipelines" / "msr_action3d.toml", "--store", synth_store.path, "--quiet",
+                     "--output", tmp_path / "c", "--set", "features.n_components=64", "--set", 'model.span="rows"')
+    assert rc == 2 and re.search(r'(?m)^streamcov run: error: --set model\.span="rows": model\.span = "rows": fold ', err), err
+    assert not (tmp_path / "c" / "features.zarr").exists()
+
+
 def model_arrays(out):
     clf = FittedPipeline.load(out / "model").classifier
     return clf.coef_.tobytes() + clf.intercept_.tobytes()

@@ -175,7 +175,7 @@ def test_auto_chooses_the_span_for_few_rows_per_class():
 def test_span_rows_beyond_its_limits_is_a_clear_error(monkeypatch):
     X, y = wide(n=60, d=200, k=3)
     monkeypatch.setattr(L, "SPAN_MAX_ROWS", 50)
-    with pytest.raises(ValueError, match=r"span='rows' holds the 60 training rows, their 60 x 60 Gram matrix .* "
+    with pytest.raises(ValueError, match=r"span='rows': the span holds the 60 training rows, their 60 x 60 Gram matrix .* "
                                          r"at most 50 rows and 2 GiB; use span='features'"):
         LBFGSClassifier(span="rows").fit(X, y)
     assert LBFGSClassifier(span="auto").fit(X, y).fit_info_["span"] == "features"

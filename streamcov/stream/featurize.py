@@ -113,20 +113,30 @@ def _compute_window(runtime, fstore: FeatureStore, window: list):
     retry_lost(runtime.client, attempt, runtime.reshare)
 
 
+def _fold_map(source, map_params: dict, seed: int, train, fit_sample: int):
+    """``(map_params, dim)``: the map's parameters for a fold's training rows (a map fitted on data is given no
+    more components than its fit sample holds) and the width of the rows it gives."""
+    from ..features.registry import for_fit_rows, make_feature_map, output_dim
+
+    map_params = dict(map_params)
+    if needs_data(map_params):
+        map_params = for_fit_rows(map_params, min(int(fit_sample), int(np.count_nonzero(train))))
+    return map_params, output_dim(make_feature_map(map_params, seed), source.dim)
+
+
+def feature_dim(source, map_params: dict, *, seed: int, train, fit_sample: int = 2048) -> int:
+    """Numbers per row of the feature store :func:`featurize` would fill for a fold, known before it runs."""
+    return _fold_map(source, map_params, seed, train, fit_sample)[1]
+
+
 def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, runtime, bounds,
               fit_sample: int = 2048, progress: bool = False) -> Featurized:
     """Fill (or reuse) the feature store at ``path``; see the module docstring."""
     import dask
 
     t0 = time.perf_counter()
-    from ..features.registry import for_fit_rows, make_feature_map, output_dim
-
-    map_params = dict(map_params)
-    if needs_data(map_params):
-        map_params = for_fit_rows(map_params, min(int(fit_sample), int(np.count_nonzero(train))))
+    map_params, dim = _fold_map(source, map_params, seed, train, fit_sample)
     fp = fingerprint(source, map_params, seed, bounds, train, fit_sample)
-    probe = make_feature_map(map_params, seed)
-    dim = output_dim(probe, source.dim)
     loaded = reference = None
     try:
         fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)

@@ -1055,6 +1055,17 @@ def span_bytes(n_fit: int, n_val: int, dim: int) -> int:
     return 4 * dim * n_all + 8 * (4 * n_fit * n_fit + n_val * n_fit) + 4 * n_all * n_fit
 
 
+def span_limit(n_fit: int, n_val: int, dim: int) -> str | None:
+    """What keeps a fit of ``n_fit`` rows (and ``n_val`` validation rows) of ``dim`` numbers out of the span
+    of its rows (:data:`SPAN_MAX_ROWS`, :data:`SPAN_MAX_BYTES`), or None when it fits."""
+    n_all = n_fit + n_val
+    need = span_bytes(n_fit, n_val, dim)
+    if n_all <= SPAN_MAX_ROWS and need <= SPAN_MAX_BYTES:
+        return None
+    return (f"the span holds the {n_all} training rows, their {n_fit} x {n_fit} Gram matrix and its eigenvectors in "
+            f"memory ({need / 2**30:.3g} GiB): at most {SPAN_MAX_ROWS} rows and {SPAN_MAX_BYTES / 2**30:.3g} GiB")
+
+
 def span_route(est, source, n_fit: int, n_val: int, n_classes: int) -> bool:
     """Whether a fit of ``est`` runs in the span of the training rows (:func:`_train_in_span`).
 
@@ -1069,14 +1080,11 @@ def span_route(est, source, n_fit: int, n_val: int, n_classes: int) -> bool:
     if span == "features" or n_fit == 0:
         return False
     dim = int(source.dim)
-    n_all = n_fit + n_val
-    need = span_bytes(n_fit, n_val, dim)
-    fits = n_all <= SPAN_MAX_ROWS and need <= SPAN_MAX_BYTES
+    problem = span_limit(n_fit, n_val, dim)
+    fits = problem is None
     if span == "rows":
         if not fits:
-            raise ValueError(f"span='rows' holds the {n_all} training rows, their {n_fit} x {n_fit} Gram matrix "
-                             f"and its eigenvectors in memory ({need / 2**30:.3g} GiB): at most {SPAN_MAX_ROWS} "
-                             f"rows and {SPAN_MAX_BYTES / 2**30:.3g} GiB; use span='features' (or 'auto')")
+            raise ValueError(f"span='rows': {problem}; use span='features' (or 'auto')")
         return True
     return (fits and getattr(est, "cache", "auto") != "stream" and 2 * n_fit <= dim
             and n_fit <= SPAN_ROWS_PER_COLUMN * score_columns(n_classes))

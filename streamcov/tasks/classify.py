@@ -475,6 +475,17 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
     per, paths, preds, learner_warnings = [], [], [], []
     featurized, t_feat, t_fit = 0, 0.0, 0.0
     feat = None
+    if m.learner == "lbfgs" and m.span == "rows":   # known before the features are computed (minutes), not after
+        from ..stream.featurize import feature_dim
+        from ..stream.lbfgs import span_limit
+
+        for name, train, _ in folds:
+            n_fit = n_fit_rows(int(train.sum()), plan.validation_fraction)
+            problem = span_limit(n_fit, int(train.sum()) - n_fit,
+                                 feature_dim(source, map_params, seed=int(cfg.seed), train=train, fit_sample=fit_sample))
+            if problem is not None:
+                raise ConfigError(f'model.span = "rows": fold {name!r}: {problem}; set model.span = "features" '
+                                  f'(or "auto", which chooses the span only within these limits)')
     for name, train, test in folds:
         if feat is None or not shared:
             path = out / ("features.zarr" if shared else f"features-{name}.zarr")
@@ -531,10 +542,13 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                     f"{clf.grad_max_:.3g}, is already at most model.tol = {m.tol}; the model is its starting "
                     f"point; lower model.tol")
             elif clf.n_iter_ == 0:   # no step the line search could take (C so small that the loss is flat)
+                # the key that set the penalty's weight: alpha, when given, replaces C (C = 1 / (alpha n))
+                weight = (f"model.C = {m.C:g}", "raise model.C") if m.alpha is None else \
+                    (f"model.alpha = {m.alpha:g}", "lower model.alpha")
                 learner_warnings.append(
                     f"fold {name!r}: L-BFGS took no step (stop: {clf.stop_reason_}): the model is its starting "
-                    f"point and predicts as it does; with model.C = {m.C:g} the data term of the loss is too small "
-                    f"to move it in floating point: raise model.C (or scale the features: model.scale)")
+                    f"point and predicts as it does; with {weight[0]} the data term of the loss is too small "
+                    f"to move it in floating point: {weight[1]} (or scale the features: model.scale)")
         else:
             # rows equal to within rounding are refused whatever the scale (with scale = "none" they were trained on
             # without a word, descriptor.gamma = 1e300: chance accuracy); unscaled, that check costs one pass
