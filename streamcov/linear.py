@@ -189,8 +189,8 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
     if np.iscomplexobj(X):    # the cast below would drop the imaginary parts with a mere warning
         raise ValueError("X: complex values are not supported; give real ones")
     X = np.asarray(X)
-    if X.ndim != 2 or X.shape[0] == 0 or not np.issubdtype(X.dtype, np.number):
-        raise ValueError(f"X must be a non-empty 2-D numeric array, got shape {X.shape}")
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0 or not np.issubdtype(X.dtype, np.number):
+        raise ValueError(f"X must be a non-empty 2-D numeric array (rows and columns), got shape {X.shape}")
     if not np.isfinite(X).all():
         raise ValueError("X holds NaN or infinite values")
     big, limit = float(np.abs(X).max()), max_feature(dtype)
@@ -216,6 +216,10 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
                          f"classes, got {W.shape} and {b.shape}")
     if not (np.isfinite(W).all() and np.isfinite(b).all()):
         raise ValueError("coef or intercept holds NaN or infinite values")
+    top = max(float(np.abs(W).max(initial=0.0)), float(np.abs(b).max(initial=0.0)))
+    if top > float(np.finfo(dtype).max):   # the cast to the products' precision would make them infinite
+        raise ValueError(f"coef or intercept holds values up to {top:.3g}, beyond {np.dtype(dtype).name} "
+                         f"(at most {np.finfo(dtype).max:.3g}); scale them down or pass dtype=np.float64")
     n = X.shape[0]
     Wd = np.ascontiguousarray(W, dtype=dtype)
     y = y.astype(np.int64)
@@ -229,8 +233,14 @@ def linear_loss_gradient(X, y, coef, intercept, *, loss: str = "log_loss", C: fl
         G += g
         r += rc
     lam = 1.0 / (float(C) * n)
-    f = total / n + 0.5 * lam * float(np.vdot(W, W))
-    return f, G / n + lam * W, r / n
+    with np.errstate(over="ignore", invalid="ignore"):   # said just below, in one line
+        f = total / n + 0.5 * lam * float(np.vdot(W, W))
+        grad = G / n + lam * W
+    if not (np.isfinite(f) and np.isfinite(grad).all() and np.isfinite(r).all()):
+        # scores X coef^T + intercept (or the penalty) beyond the float range: a NaN objective otherwise
+        raise ValueError(f"the objective overflows at these coefficients (coef up to {top:.3g}, X up to {big:.3g}): "
+                         f"the scores or the penalty exceed the float range; give smaller coef and intercept")
+    return f, grad, r / n
 
 
 __all__ = ["CHUNK_BYTES", "KERNEL_MIN_MACS", "LOSSES", "chunk_rows", "chunk_sums", "linear_loss_gradient", "max_feature",

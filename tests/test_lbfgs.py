@@ -274,6 +274,18 @@ def test_objective_validates_its_arguments():
     for bad in (2.5, 1, True, "3"):
         with pytest.raises(ValueError, match=f"n_classes must be an integer >= 2, got {bad!r}"):
             linear_loss_gradient(X, y, W0, b0, n_classes=bad)
+    # coefficients beyond the products' precision, or scores beyond the float range: a NaN objective before
+    with pytest.raises(ValueError, match=r"^coef or intercept holds values up to 1e\+39, beyond float32 \(at most "
+                                         r"3\.4e\+38\); scale them down or pass dtype=np\.float64$"):
+        linear_loss_gradient(X, y, W0 + 1e39, b0)
+    with pytest.raises(ValueError, match=r"^the objective overflows at these coefficients \(coef up to 1e\+300, X up "
+                                         r"to [\d.e+]+\): the scores or the penalty exceed the float range; give smaller"):
+        linear_loss_gradient(X, y, W0 + 1e300, b0, dtype=np.float64)
+    assert np.isfinite(linear_loss_gradient(X, y, W0 + 1e30, b0)[0])   # large, in range: a finite objective
+    # no columns: a numpy reduction error before
+    with pytest.raises(ValueError, match=r"^X must be a non-empty 2-D numeric array \(rows and columns\), got shape "
+                                         r"\(3, 0\)$"):
+        linear_loss_gradient(np.ones((3, 0)), [0, 1, 0], np.zeros((1, 0)), np.zeros(1))
 
 
 # ----------------------------------------------------------------- optimizer
