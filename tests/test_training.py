@@ -688,3 +688,94 @@ def test_every_task_reports_the_papers_accuracy(synth_store, tmp_path):
     res = run_pipeline(lbfgs_cfg_for(synth_store, tmp_path / "o", "paper_accuracy=0.851"), scheduler="synchronous")
     assert res["paper_accuracy"] == 0.851
     assert json.loads((tmp_path / "o" / "result.json").read_text())["paper_accuracy"] == 0.851
+
+
+# ------------------------------------------------------------ SGD divergence
+def _objective(w, b, X, s, loss, alpha):
+    """The SGD objective of one binary problem (labels s = +-1), penalty l2, written out."""
+    z = s * (X @ w + b)
+    per = {"log_loss": np.logaddexp(0.0, -z), "squared_hinge": np.maximum(0.0, 1.0 - z) ** 2,
+           "squared_error": 0.5 * (X @ w + b - s) ** 2,
+           "modified_huber": np.where(z >= -1, np.maximum(0.0, 1.0 - z) ** 2, -4.0 * z)}[loss]
+    return 0.5 * alpha * w @ w + per.mean()
+
+
+@pytest.mark.parametrize("loss", ["log_loss", "squared_hinge", "squared_error", "modified_huber"])
+def test_optimum_norm_bound_holds_at_the_optimum(loss, rng):
+    """The weights that minimize the objective (scipy, on separable data where the data term pulls them far
+    out) have a norm within sqrt(2 loss(0) / alpha); loss(0) is the objective at w = 0, b = 0."""
+    from scipy.optimize import minimize
+
+    from streamcov.stream.sgd import LOSS_AT_ZERO, optimum_norm_bound
+
+    X = rng.standard_normal((60, 5))
+    s = np.sign(X[:, 0] + 0.1)
+    assert _objective(np.zeros(5), 0.0, X, s, loss, 1.0) == pytest.approx(LOSS_AT_ZERO[loss])
+    for alpha in (1e-3, 1e-1, 10.0):
+        res = minimize(lambda v: _objective(v[:5], v[5], X, s, loss, alpha), np.zeros(6), method="BFGS",
+                       options={"gtol": 1e-10})
+        bound = optimum_norm_bound(loss, "l2", alpha)
+        assert np.linalg.norm(res.x[:5]) <= bound * (1 + 1e-6), (alpha, np.linalg.norm(res.x[:5]), bound)
+    assert optimum_norm_bound(loss, "none", 1e-3) is None and optimum_norm_bound("perceptron", "l2", 1e-3) is None
+    # l1: alpha ||w||_1 <= loss(0); elastic net: the smaller of its parts' bounds
+    assert optimum_norm_bound(loss, "l1", 0.5) == pytest.approx(LOSS_AT_ZERO[loss] / 0.5)
+    assert optimum_norm_bound(loss, "elasticnet", 0.5, 0.15) == pytest.approx(
+        min(LOSS_AT_ZERO[loss] / (0.15 * 0.5), np.sqrt(2 * LOSS_AT_ZERO[loss] / (0.85 * 0.5))))
+
+
+def test_divergence_warning_names_diverged_sgd_and_spares_a_sound_one():
+    """Steps too large leave weights far above the optimum's norm: chance accuracy with no word from
+    scikit-learn; a sound fit is not flagged (each loss and penalty, three values of C)."""
+    from sklearn.datasets import make_classification
+    from sklearn.linear_model import SGDClassifier
+
+    from streamcov.stream.sgd import divergence_warning
+
+    X, y = make_classification(300, 10, n_informative=5, n_classes=3, random_state=0)
+    for loss in ("hinge", "log_loss", "modified_huber"):
+        for penalty in ("l2", "l1", "elasticnet"):
+            for C in (0.01, 1.0, 100.0):
+                clf = SGDClassifier(loss=loss, penalty=penalty, alpha=1 / (C * len(y)), max_iter=50, tol=None,
+                                    random_state=0).fit(X, y)
+                assert divergence_warning(clf) is None, (loss, penalty, C)
+    huge = SGDClassifier(loss="squared_error", alpha=1 / (1e6 * len(y)), max_iter=20, tol=None, random_state=0)
+    msg = divergence_warning(huge.fit(X, y), ["a", "b", "c"])
+    assert re.fullmatch(r"SGD diverged: the weights of class '[abc]' against the rest have a norm of \S+, \S+ times "
+                        r"the largest its objective's optimum can have \(\S+, from the loss at 0 and the penalty\); its "
+                        r"steps were too large for these features: raise the penalty \(a smaller model\.C, or a larger "
+                        r"model\.alpha\), or scale the features \(model\.scale\)", msg), msg
+
+
+def test_a_diverged_sgd_run_says_so(synth_store, tmp_path):
+    res = run_pipeline(cfg_for(synth_store, tmp_path, 'model.loss="squared_error"', "model.C=1e6"),
+                       scheduler="synchronous")
+    assert any(re.search(r"^fold '\S+': SGD diverged: the weights of class '[^']+' against the rest have a norm of ", w)
+               for w in res.get("warnings", [])), res.get("warnings")
+    ok = run_pipeline(cfg_for(synth_store, tmp_path / "ok"), scheduler="synchronous")
+    assert not any("SGD" in w for w in ok.get("warnings", []))
+
+
+def test_steps_that_zero_the_weights_are_refused(synth_store, tmp_path):
+    """eta alpha >= 1 at every step: each step multiplies the weights by max(0, 1 - eta alpha) = 0 before its
+    update, so the model is the last row's step alone (chance accuracy, silently, before)."""
+    from streamcov.errors import ConfigError
+    from streamcov.stream.sgd import make_sgd
+    from streamcov.tasks.schema import ModelTable
+
+    m = ModelTable(learner="sgd", loss="log_loss", learning_rate="constant", eta0=1e6, C=1.0)
+    with pytest.raises(ConfigError, match=r'^model\.eta0 = 1e\+06: with model\.learning_rate = "constant" every step '
+                                          r"multiplies the weights by max\(0, 1 - eta alpha\) = 0 \(alpha = 0\.01\), so "
+                                          r"the model would be one row's gradient step; give model\.eta0 below 100$"):
+        make_sgd(m, 100, 0)
+    inv = m.model_copy(update={"learning_rate": "invscaling", "eta0": 1e6, "epochs": 4})
+    with pytest.raises(ConfigError, match=r"even at its last step \(eta0 / T\^0\.5 = 5e\+04 after T = 400\)\), .* "
+                                          r"give model\.eta0 below 2e\+03$"):
+        make_sgd(inv, 100, 0)
+    make_sgd(m.model_copy(update={"eta0": 99.0}), 100, 0)   # below 1 / alpha: taken
+    make_sgd(m.model_copy(update={"penalty": "l1"}), 100, 0)   # no l2 part: no shrinking
+    from cli_cases import cli
+    rc, err, _ = cli("run", REPO / "pipelines" / "msr_action3d.toml", "--store", synth_store.path, "--quiet",
+                     "--output", tmp_path / "c", *[a for v in (*SGD_SETS, 'model.learning_rate="constant"',
+                                                               "model.eta0=1e6") for a in ("--set", v)])
+    assert rc == 2 and re.search(r"(?m)^streamcov run: error: --set model\.eta0=1e6: model\.eta0 = 1e\+06: with "
+                                 r'model\.learning_rate = "constant" every step', err), err

@@ -462,7 +462,7 @@ def _saved_model_of(folder: Path, fold_fingerprint: str) -> bool:
 def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit) -> dict:
     from ..stream.featurize import featurize
     from ..stream.lbfgs import make_lbfgs, predict_rows, train_lbfgs
-    from ..stream.sgd import SGDPlan, fit_scaler, make_sgd, n_fit_rows, predict_mask, train_sgd
+    from ..stream.sgd import SGDPlan, divergence_warning, fit_scaler, make_sgd, n_fit_rows, predict_mask, train_sgd
 
     out = ctx.output
     m = cfg.model
@@ -562,6 +562,9 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             ignored = clf.streamcov_checkpoint_ignored_
             pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
             learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
+            diverged = divergence_warning(clf, source.store.label_names)
+            if diverged is not None:
+                learner_warnings.append(f"fold {name!r}: {diverged}")
         if ignored:   # --resume found a checkpoint it must not continue: say so rather than start over unseen
             print(f"note: {arg('resume', True)}: {ckdir / (name + '.npz')} was written for other settings (features, "
                   f"[model], [split] or streamcov's version) or is damaged; fold {name} trained from the start",
