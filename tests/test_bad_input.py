@@ -452,6 +452,14 @@ CONFIG = [
          r"(?m)^streamcov run: warning: features\.sigma: the bandwidth, sigma = 0\.01, is far below the distances "
          r"between the training rows: the kernel value of a row's nearest neighbour is \S+ \(median over \d+ rows\), "
          r"so the kernel the map approximates is nearly the identity on them", rc=0),
+    # a map drawn from the width alone (rff): checked on training rows drawn for the check (it ran to chance
+    # accuracy without a word; the uncentred RGW map's features come out all equal, which is an error already)
+    Case("map-sigma-far-below-the-distances-unfitted", run_set('features.map="rff"', "features.sigma=0.01"),
+         r"(?m)^streamcov run: warning: features\.sigma: the bandwidth, sigma = 0\.01, is far below the distances "
+         r"between the training rows: the kernel value of a row's nearest neighbour is \S+ \(median over \d+ "
+         r"rows\)", rc=0),
+    Case("map-sigma-fine-unfitted", run_set('features.map="rff"'), r'"accuracy"', rc=0,
+         check=lambda e, err, out: "features.sigma" not in err),
     Case("fit-sample-of-a-map-fitted-on-no-rows", run_set("features.fit_sample=5"),
          r'(?m)^streamcov run: note: features\.fit_sample \(--set features\.fit_sample=5\) is not read: map "rgw" with '
          r'bandwidth "absolute" and center = false is drawn from the width of the rows alone, fitted on none of them '

@@ -191,7 +191,7 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     with blas_threads(1):
         fmap.fit(sample if needs_data(params) else np.zeros((1, n_features)))
         if sample is not None and len(sample) >= 2:
-            _warn_narrow_bandwidth(params, sample[:, :sample.shape[1] - n_head], scale)
+            warn_narrow_bandwidth(params, sample, scale)
     return fmap, record
 
 
@@ -205,18 +205,20 @@ BANDWIDTH_CHECK_ROWS = 256
 NARROW_KERNEL = 1e-2
 
 
-def _warn_narrow_bandwidth(params: dict, sample: np.ndarray, scale: float) -> None:
+def warn_narrow_bandwidth(params: dict, sample: np.ndarray, scale: float = 1.0) -> None:
     """Warn when the Gaussian kernel a map approximates is, on training rows, nearly the identity (sigma far
     below their distances): the learner then reaches chance accuracy or near it, without a word (the exact
     SVM's grid warns of the same, :func:`streamcov.stream.exact._warn_degenerate_kernel`). Checked on the first
-    :data:`BANDWIDTH_CHECK_ROWS` rows of the sample a data-dependent map is fitted on, less a head's columns (a
-    map fitted on no rows has none). A bandwidth far above the distances is not warned of: the features are then nearly linear in
+    :data:`BANDWIDTH_CHECK_ROWS` rows of the sample a data-dependent map is fitted on, less a head's columns; a
+    map drawn from the width alone is checked on that many training rows drawn for the check
+    (:func:`streamcov.stream.featurize.featurize`). A bandwidth far above the distances is not warned of: the features are then nearly linear in
     the rows, which a scaled linear learner still separates."""
     import warnings
 
     from ..kernels import block_gaussian_kernel
 
-    X = np.asarray(sample[:BANDWIDTH_CHECK_ROWS], dtype=np.float64)
+    n_head = int(params.get("n_head", 0)) if str(params.get("map", "")).lower() == "rff-head" else 0
+    X = np.asarray(sample[:BANDWIDTH_CHECK_ROWS, :sample.shape[1] - n_head], dtype=np.float64)
     sigma = float(params.get("sigma", 1.0)) * float(scale)
     try:
         K = block_gaussian_kernel(X, blocks=params.get("blocks"), sigma=sigma, views=int(params.get("views", 1)))

@@ -164,6 +164,15 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         if needs_data(map_params):
             sample = rows_of(fitted, fit_sample_rows(train, fit_sample, seed), bounds, runtime)
         fmap, record = fit_feature_map(map_params, seed, source.dim, sample)
+        if sample is None and fmap is not None and int(np.count_nonzero(train)) >= 2:
+            # a map drawn from the width alone (no rows): its Gaussian kernel's bandwidth is checked on a few
+            # training rows all the same, as the fitted maps' is on their sample (a sigma far below the distances
+            # between the rows gave chance accuracy without a word); fit_sample is not read for it
+            from ..features.registry import BANDWIDTH_CHECK_ROWS, warn_narrow_bandwidth
+
+            check = rows_of(fitted, fit_sample_rows(train, BANDWIDTH_CHECK_ROWS, seed), bounds, runtime)
+            warn_narrow_bandwidth(map_params, check)
+            check = None
         sample = None   # fit_sample descriptors (1.2 GB for 2048 of MSR-Action3D's): not held while featurizing
         data_dependent = needs_data(map_params) and fmap is not None
         fstore.save_fit(fitted.state, fmap if data_dependent else None, record,
