@@ -136,6 +136,54 @@ def test_damaged_progress_attributes_of_an_incomplete_store(tmp_path, rng, edit,
     check_equal(S.ingest(ListSource(seqs), path, chunk_frames=4, mode="restart"), seqs)
 
 
+@pytest.mark.parametrize("damage", ["labels/c/0", "id_offsets/c/0", "offsets/c/0", "id_bytes/c/0", "frames/c/0/0",
+                                    "last-frames-chunk", "flip:labels/c/0", "flip:frames/c/1/0"])
+def test_resuming_over_a_damaged_committed_chunk_is_refused(tmp_path, rng, damage):
+    """A chunk of what an incomplete store had committed, deleted or with a byte changed: resuming refuses it
+    in one line naming the array and chunk. zarr read a missing chunk as zeros and the resume wrote them back
+    (labels of 0, ids stored twice, zeros in committed frames), sealing a complete store that --verify passed;
+    a changed byte was a traceback."""
+    seqs = make_seqs(rng, 10)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=4, limit=6)
+    if damage == "last-frames-chunk":   # the chunk holding the commit point, which the resume goes on filling
+        f = store_status(path)["committed_frames"]
+        damage = f"frames/c/{(f - 1) // 4}/0"
+    kind, _, chunk = damage.rpartition(":")
+    target = path / chunk
+    assert target.is_file()
+    if kind == "flip":
+        data = bytearray(target.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        target.write_bytes(bytes(data))
+    else:
+        target.unlink()
+    array = chunk.split("/")[0]
+    with pytest.raises(StoreError, match=rf"^\S*s\.zarr: array '{array}', chunk [\d/]+: (the chunk file is missing|"
+                                         rf"checksum mismatch .*); the (incomplete )?store is damaged: delete it and ingest again "
+                                         rf"\(or add --restart"):
+        S.ingest(ListSource(seqs), path, chunk_frames=4)
+    check_equal(S.ingest(ListSource(seqs), path, chunk_frames=4, mode="restart"), seqs)
+
+
+def test_resuming_over_an_array_of_another_type_is_refused(tmp_path, rng):
+    """An incomplete store whose frames were retyped in zarr.json: resumed and sealed before (int8 pixels were
+    later blamed on the images)."""
+    import json
+
+    seqs = make_seqs(rng, 10)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=4, limit=6)
+    meta = path / "frames" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["data_type"] = "float64" if doc["data_type"] != "float64" else "float32"
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(StoreError, match=r"s\.zarr: array 'frames' holds float\d+ rows of shape \(\d+,\), where this "
+                                         r"store writes float\d+ rows of shape \(\d+,\) \(its zarr\.json was edited\); "
+                                         r"the incomplete store is damaged: delete it"):
+        S.ingest(ListSource(seqs), path, chunk_frames=4)
+
+
 def test_info_of_a_store_being_written_says_so_and_does_not_judge_its_commit_point(tmp_path, rng):
     """While a live process holds the store's lock, its commit point moves as `info` reads it: `info` says who
     writes it (not "interrupted") and reports no damage from the progress attributes; once the lock is a dead

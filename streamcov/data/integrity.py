@@ -266,8 +266,13 @@ def _tail_crc(path: Path) -> int:
 def chunk_checksums(group, root, name: str) -> np.ndarray:
     """The checksum of every chunk of array ``name``, in chunk-grid order (uint32)."""
     array = group[name]
-    return np.array([_tail_crc(_chunk_path(Path(root), name, i)) for i in _chunk_indices(array, 0, array.shape[0])],
-                    dtype=np.uint32)
+    out = []
+    for i in _chunk_indices(array, 0, array.shape[0]):
+        path = _chunk_path(Path(root), name, i)
+        if not path.is_file():   # deleted while the store was written: named, not a FileNotFoundError traceback
+            raise _damage(root, name, i, "the chunk file is missing", WRITE_AGAIN)
+        out.append(_tail_crc(path))
+    return np.array(out, dtype=np.uint32)
 
 
 def write_manifest(group, root, names) -> None:
@@ -385,6 +390,28 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
             except Exception as inner:
                 raise _damage(root, name, index, _why(inner), fix) from None
         raise _damage(root, name, None, _why(exc), fix) from None
+
+
+def rows_problem(group, root, name: str, start: int, stop: int) -> str | None:
+    """What keeps rows [start, stop) of array ``name`` from reading as written (``array 'x', chunk i: the chunk
+    file is missing``), or None: for a list of a store's problems, without the store's path and the remedy."""
+    try:
+        read(group, root, name, start, stop, checked=True, fix="")
+    except StoreError as exc:
+        return str(exc).removeprefix(f"{root}: ").split(DAMAGED)[0]
+    return None
+
+
+def check_rows(group, root, name: str, stop: int, fix: str = REWRITE) -> None:
+    """Rows [0, stop) of array ``name`` exist and decode with their checksums, read one chunk at a time (a
+    :class:`StoreError` naming the array and chunk otherwise): zarr reads a missing chunk as its fill value, so
+    a store resumed over one was completed with zeros in place of what it had committed."""
+    array = get_array(group, name)
+    if array is None:
+        raise StoreError(f"{root}: array {name!r} is missing{DAMAGED}" + fix.format(root=root))
+    c0 = int(array.chunks[0])
+    for a in range(0, int(stop), c0):
+        read(group, root, name, a, min(a + c0, int(stop)), checked=True, fix=fix)
 
 
 def verify(path) -> tuple[list[str], list[str]]:

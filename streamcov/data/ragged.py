@@ -43,6 +43,9 @@ _META_CHUNK = 65536
 # writes one from [data] source or a demo and has no such flag
 START_OVER = ("add --restart to `streamcov ingest` or `synth` (mode=\"restart\" in Python), or delete {path} and "
               "run `streamcov run` again")
+# what to do about an incomplete store found damaged on resuming it
+RESUME_FIX = ("delete it and ingest again (or add --restart to `streamcov ingest` or `synth`, mode=\"restart\" in "
+              "Python)")
 
 
 def _zarr():
@@ -177,7 +180,11 @@ def progress_problems(g, attrs: dict, units: tuple | None = None) -> list[str]:
         offsets, rows = integrity.get_array(g, "offsets"), integrity.get_array(g, data)
         if offsets is None or rows is None:
             return problems   # said as a missing array
-        if k + 1 > offsets.shape[0] or f > rows.shape[0] or int(offsets[k]) != f:
+        unread = (integrity.rows_problem(g, Path(g.store.root), "offsets", k, k + 1)
+                  if k + 1 <= offsets.shape[0] and hasattr(g.store, "root") else None)
+        if unread is not None:   # a missing chunk reads as 0: named, not called a commit point that does not match
+            problems.append(unread)
+        elif k + 1 > offsets.shape[0] or f > rows.shape[0] or int(offsets[k]) != f:
             problems.append(f"attribute committed = {integrity.shown(c)} does not match the arrays "
                             f"({offsets.shape[0] - 1} {unit} in offsets, {rows.shape[0]} {data_unit} in {data})")
     except StoreError as exc:
@@ -570,6 +577,24 @@ class RaggedStoreWriter:
         self._written = 0
         self._id_bytes = 0
 
+    def _layout_problems(self, g) -> list[str]:
+        """Arrays whose type or row shape is not what this writer creates (an edited zarr.json: pixels made
+        int8 were resumed, sealed and later blamed on the images)."""
+        want = {self.data_name: (np.dtype(self.dtype), tuple(self.row_shape)), "offsets": (np.dtype("int64"), ()),
+                "id_bytes": (np.dtype("uint8"), ()), "id_offsets": (np.dtype("int64"), ()),
+                **{name: (np.dtype(dt), tuple(tail)) for name, (dt, tail) in self.columns.items()}}
+        problems = []
+        for name, (dtype, tail) in want.items():
+            try:
+                a = integrity.get_array(g, name)
+            except StoreError as exc:
+                problems.append(str(exc))
+                continue
+            if a is not None and (np.dtype(a.dtype) != dtype or tuple(a.shape[1:]) != tail):
+                problems.append(f"array {name!r} holds {np.dtype(a.dtype)} rows of shape {tuple(a.shape[1:])}, "
+                                f"where this store writes {dtype} rows of shape {tail} (its zarr.json was edited)")
+        return problems
+
     def _reopen(self, old: dict, attrs: dict, same: tuple):
         zarr = _zarr()
         want = jsonable(attrs)
@@ -600,10 +625,9 @@ class RaggedStoreWriter:
         g = zarr.open_group(str(self.path), mode="r+")
         # (after the source: another one is started over whatever its state)
         problems = progress_problems(g, old, (self.unit, self.data_unit, self.data_name, tuple(self.coded.values())))
+        problems += self._layout_problems(g)
         if problems:
-            raise StoreError(f"{self.path}: {problems[0]}; the incomplete store is damaged: delete it and "
-                             f"ingest again (or add --restart to `streamcov ingest` or `synth`, "
-                             f"mode=\"restart\" in Python)")
+            raise StoreError(f"{self.path}: {problems[0]}; the incomplete store is damaged: {RESUME_FIX}")
         have = int(g[self.data_name].chunks[0])
         if self._chunk_given and have != self._chunk_rows:
             raise StoreError(f"{self.path}: the incomplete {self.kind} store was started with chunks of {have} "
@@ -617,6 +641,15 @@ class RaggedStoreWriter:
             g.attrs.update(changed)
         c = old.get("committed", {self.unit: 0, self.data_unit: 0})
         k, f = int(c[self.unit]), int(c[self.data_unit])
+        # what was committed is read back whole before anything is added to it: zarr reads a missing chunk as
+        # zeros and a resume wrote them back as data (labels, ids, the frames of the chunk it goes on filling),
+        # sealing a complete store of wrong data that --verify passed; a chunk that no longer decodes was a traceback
+        integrity.check_rows(g, self.path, "offsets", k + 1, RESUME_FIX)
+        integrity.check_rows(g, self.path, "id_offsets", k + 1, RESUME_FIX)
+        for name in self.columns:
+            integrity.check_rows(g, self.path, name, k, RESUME_FIX)
+        integrity.check_rows(g, self.path, "id_bytes", int(g["id_offsets"][k]) if k else 0, RESUME_FIX)
+        integrity.check_rows(g, self.path, self.data_name, f, RESUME_FIX)
         # anything past the commit point may be half written: cut it off
         g[self.data_name].resize((f, *self.row_shape))
         g["offsets"].resize((k + 1,))
