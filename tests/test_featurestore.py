@@ -325,6 +325,48 @@ def test_a_map_fitted_on_float32_rows_comes_back_with_its_dtypes(tmp_path, index
     np.testing.assert_array_equal(back.transform(X), fitted.transform(X))
 
 
+@pytest.mark.parametrize("edit", ["state", "record", "map-param", "shapes", "copied-arrays", "no-digest"])
+def test_an_edited_or_foreign_fit_is_refused_and_not_reused(tmp_path, rng, edit):
+    """The fit is a cache's identity as much as X: an edited record (a feature scale, the map's sigma, the
+    stored shapes) or fitted arrays copied from another store (whole chunks with their own checksums) was
+    reused under a model it did not make (a run at 33% that its saved model predicted at 7%)."""
+    import shutil
+
+    from sklearn.base import clone
+
+    from streamcov.errors import StoreError
+
+    est = _maps()[0]
+    X = rng.standard_normal((40, 9)) + 2.0
+    fs = filled(tmp_path / "f.zarr", rng.standard_normal((6, 3)).astype(np.float32))
+    fs.save_fit({"scale": 2.0}, clone(est).fit(X), {"median_distance": 1.5})
+    other = filled(tmp_path / "g.zarr", rng.standard_normal((6, 3)).astype(np.float32))
+    other.save_fit({"scale": 2.0}, clone(est).fit(X + 1.0), {"median_distance": 1.5})
+    assert FeatureStore(fs.path).load_fit() is not None   # as written: taken
+    rec = dict(fs.group.attrs["fit"])
+    if edit == "copied-arrays":
+        for name in rec["stored"]:
+            shutil.rmtree(fs.path / "fit" / name)
+            shutil.copytree(other.path / "fit" / name, fs.path / "fit" / name)
+        match = r"its fitted arrays are not the ones this store wrote \(copied from another store\?\)"
+    else:
+        if edit == "state":
+            rec["state"] = {"scale": 1.5}
+        elif edit == "record":
+            rec["record"] = {"median_distance": 15.0}
+        elif edit == "map-param":
+            rec["map"] = {**rec["map"], "params": {**rec["map"]["params"], "gamma": 40.0}}
+        elif edit == "shapes":
+            name = rec["stored"][0]
+            rec["shapes"] = {**rec["shapes"], name: rec["shapes"][name][::-1] + [1]}
+        else:
+            del rec["digest"]
+        fs.group.attrs["fit"] = rec
+        match = r"its fit record \(.*\) is not as it was written \(edited, or written by an earlier streamcov\)"
+    with pytest.raises(StoreError, match=match + r"; the store is damaged: it is a cache of `streamcov run`"):
+        FeatureStore(fs.path).load_fit()
+
+
 def test_same_bytes_tells_signed_zeros_dtypes_and_shapes_apart():
     from streamcov.stream.featurestore import _same_bytes
 

@@ -226,7 +226,7 @@ class FeatureStore:
         called: a second map of ``n_components x n_features`` projections would double the fit's memory.
         ``record``: what the map's fit measured (e.g. a median distance).
         """
-        from ..data.integrity import array_options, metadata_sha256
+        from ..data.integrity import _json_sha256, array_options, arrays_sha256, metadata_sha256
         from ..features.registry import data_arrays
         from .model import dump_estimator
 
@@ -244,10 +244,15 @@ class FeatureStore:
             # checksummed like X: a damaged fit is found on reuse, not fed to the model
             self.group.create_array(f"fit/{name}", data=np.ascontiguousarray(a).reshape(a.shape or (1,)),
                                     overwrite=True, **array_options(compress=False))
-        # the record comes last: without it the fit is redone
-        self.group.attrs["fit"] = {"state": state, "map": desc, "record": record or {}, "stored": sorted(arrays),
-                                   "shapes": {k: list(a.shape) for k, a in arrays.items()},
-                                   "seal": {f"fit/{k}": metadata_sha256(self.path, f"fit/{k}") for k in arrays}}
+        # the record comes last: without it the fit is redone. Its digest and the arrays' contents' make an edited
+        # record (a sigma, a feature scale) or fit arrays copied from another store (each chunk whole, with its own
+        # checksum) a damaged fit, not one reused under features and a model it did not make
+        rec = {"state": state, "map": desc, "record": record or {}, "stored": sorted(arrays),
+               "shapes": {k: list(a.shape) for k, a in arrays.items()},
+               "seal": {f"fit/{k}": metadata_sha256(self.path, f"fit/{k}") for k in arrays},
+               "arrays_sha256": arrays_sha256(arrays)}
+        rec = json.loads(json.dumps(rec))   # as the attribute reads back (tuples as lists)
+        self.group.attrs["fit"] = {**rec, "digest": _json_sha256(rec)}
 
     def load_fit(self, reference=None):
         """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference`` map, here the
@@ -261,15 +266,25 @@ class FeatureStore:
         rec = self.group.attrs.get("fit")
         if rec is None:
             return None
+        rec = dict(rec)
+        if rec.get("digest") != integrity._json_sha256({k: v for k, v in rec.items() if k != "digest"}):
+            raise StoreError(f"{self.path}: its fit record (the source's state, the map and what its fit "
+                             f"measured) is not as it was written (edited, or written by an earlier streamcov)"
+                             f"{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
         fmap = None
         if rec["map"] is not None:
             arrays: dict = {}
             if reference is not None:
                 dump_estimator(reference, "map.", arrays)
             _check_sealed(self.path, rec.get("seal"))
+            stored = {}
             for name in rec["stored"]:
                 a = integrity.read(self.group, self.path, f"fit/{name}", fix=integrity.RECOMPUTE)
-                arrays[name] = a.reshape(rec["shapes"][name])
+                stored[name] = a.reshape(rec["shapes"][name])
+            if integrity.arrays_sha256(stored) != rec.get("arrays_sha256"):
+                raise StoreError(f"{self.path}: its fitted arrays are not the ones this store wrote (copied from "
+                                 f"another store?){integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
+            arrays.update(stored)
             fmap = load_estimator(rec["map"], arrays, copy=False)
         return rec["state"], fmap, rec.get("record", {})
 
