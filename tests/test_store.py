@@ -166,6 +166,24 @@ def test_resuming_over_a_damaged_committed_chunk_is_refused(tmp_path, rng, damag
     check_equal(S.ingest(ListSource(seqs), path, chunk_frames=4, mode="restart"), seqs)
 
 
+@pytest.mark.parametrize("arrays", [(), ("labels",), ("frames", "offsets")])
+def test_a_zarr_group_of_the_users_is_never_replaced(tmp_path, rng, arrays):
+    """A group without streamcov's format attribute is the user's, even when its arrays bear the names a store
+    uses (or it has attributes alone): it was deleted and written over, without --restart."""
+    import zarr
+
+    path = tmp_path / "mine.zarr"
+    g = zarr.open_group(str(path), mode="w")
+    g.attrs["project"] = "mine"
+    for name in arrays:
+        g.create_array(name, data=np.arange(5, dtype=np.int64))
+    with pytest.raises(StoreError, match=r"mine\.zarr: a zarr store that streamcov did not write \(no format "
+                                         r"attribute\); will not touch it: choose another output path$"):
+        S.ingest(ListSource(make_seqs(rng, 3)), path)
+    back = zarr.open_group(str(path), mode="r")
+    assert back.attrs["project"] == "mine" and sorted(back.keys()) == sorted(arrays)
+
+
 def test_resuming_over_an_array_of_another_type_is_refused(tmp_path, rng):
     """An incomplete store whose frames were retyped in zarr.json: resumed and sealed before (int8 pixels were
     later blamed on the images)."""

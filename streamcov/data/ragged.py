@@ -512,10 +512,12 @@ class RaggedStoreWriter:
                                  f"a store only into a new or empty folder: choose another output path")
             group = open_group(self.path, "r")
             old = dict(group.attrs)
-            ours = {data, "offsets", *columns, "id_bytes", "id_offsets"}
-            if old.get("format") is None and not set(group.keys()) <= ours:
-                raise StoreError(f"{self.path}: a zarr store that streamcov did not write; will not touch "
-                                 f"it: choose another output path")
+            if old.get("format") is None:
+                # a store is built in a hidden folder and moved here whole (_create), so a group without a
+                # format attribute is never one of ours left half made: it is the user's, even when its arrays
+                # bear our names (it was deleted, attributes and data)
+                raise StoreError(f"{self.path}: a zarr store that streamcov did not write (no format attribute); "
+                                 f"will not touch it: choose another output path")
             if old.get("complete", False):
                 raise StoreError(f"{self.path}: a complete store is already here; delete it or "
                                  f"choose another output path")
@@ -525,7 +527,7 @@ class RaggedStoreWriter:
             if mode == "create":
                 raise StoreError(f"{self.path}: an incomplete {kind} store is here; resume it or "
                                  f"restart it (mode=\"restart\")")
-            if mode == "restart" or old.get("format") is None:
+            if mode == "restart":
                 shutil.rmtree(self.path)
                 self._create(int(chunk_rows), attrs, initial_names or {})
             else:
