@@ -3,8 +3,9 @@
 ``streamcov run`` holds ``<output>/.streamcov.lock`` while it writes an
 output folder, and an ingestion holds ``<store>.lock`` beside the store.
 A second writer is refused with one line naming the holder (pid, host,
-command, start time). A lock left by a process that died (kill -9) is
-recognised (same host, no such process) and taken over.
+command, start time). The file is held with the kernel's ``flock``, which a
+process that dies (kill -9) releases: its lock is then taken over, by one
+process only.
 """
 from __future__ import annotations
 
@@ -119,36 +120,7 @@ def exclusive(lock_path, what: str, command: str | None = None):
         raise StoreError(f"{what}: cannot create the folder {lock_path.parent} ({why}); choose another path") from None
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    for attempt in range(2):
-        try:
-            fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            break
-        except FileExistsError:
-            if lock_path.is_dir():
-                raise _not_a_lock(lock_path, what) from None
-            try:
-                holder = _holder(lock_path)
-            except OSError:   # unreadable (permissions, a special file)
-                raise _not_a_lock(lock_path, what) from None
-            if holder is not None and not _is_holder(holder):
-                raise _not_a_lock(lock_path, what) from None
-            stale = holder is not None and _dead(holder)
-            if holder is None:
-                # a lock being written right now, or one left empty by a crash during its creation
-                age = time.time() - lock_path.stat().st_mtime if lock_path.exists() else 0.0
-                stale = age > 10.0
-            if stale and attempt == 0:
-                lock_path.unlink(missing_ok=True)
-                continue
-            who = ("another process" if holder is None else
-                   f"process {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "
-                   f"({holder.get('command')})")
-            raise StoreError(f"{what} is being written by {who}; wait for it to finish or write elsewhere "
-                             f"(lock file {lock_path})") from None
-        except OSError as exc:   # a name too long, a read-only or virtual file system (/proc), no permission
-            raise StoreError(f"{what}: cannot write there ({exc.strerror}); choose another path") from None
-    with os.fdopen(fd, "w") as fh:
-        json.dump(me, fh)
+    fd = _take(lock_path, what, me)
     try:
         yield
     finally:
@@ -156,8 +128,71 @@ def exclusive(lock_path, what: str, command: str | None = None):
             holder = _holder(lock_path)
         except OSError:
             holder = None
+        # unlinked while still locked: a process that opened this file before finds it gone once it locks it
         if isinstance(holder, dict) and holder.get("pid") == me["pid"] and holder.get("host") == me["host"]:
             lock_path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _take(lock_path: Path, what: str, me: dict) -> int:
+    """Open ``lock_path``, hold an exclusive ``flock`` on it, and write ``me`` into it; its descriptor.
+
+    The kernel's lock is what excludes: it is released when its holder dies (kill -9), so a stale lock file
+    is taken over by locking it, atomically; deleting and creating the file again let two processes that
+    both found it stale both hold it. The file's content names the holder for the messages, and a file of a
+    live process of an older streamcov, or of another host (whose locks a network file system may not share),
+    is still refused by that content."""
+    import fcntl
+
+    for _ in range(20):   # another process may unlink the file between our open and our lock: open it again
+        try:
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+        except IsADirectoryError:
+            raise _not_a_lock(lock_path, what) from None
+        except OSError as exc:   # a name too long, a read-only or virtual file system (/proc), no permission
+            if lock_path.is_dir():
+                raise _not_a_lock(lock_path, what) from None
+            raise StoreError(f"{what}: cannot write there ({exc.strerror}); choose another path") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(lock_path)   # a dead holder's: the live one has not written itself in yet
+                raise _busy(what, lock_path, holder if _is_holder(holder) and not _dead(holder) else None) from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:   # unlinked by its holder as it finished: the lock is the file now at the path
+                os.close(fd)
+                continue
+            text = os.pread(fd, 1 << 16, 0)
+            if text.strip():
+                try:
+                    holder = json.loads(text)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    raise _not_a_lock(lock_path, what) from None
+                if not _is_holder(holder):
+                    raise _not_a_lock(lock_path, what)
+                if not _dead(holder):   # of a live process (an older streamcov's) or of another host
+                    raise _busy(what, lock_path, holder)
+            data = json.dumps(me).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+            return fd
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+    raise _busy(what, lock_path, None)
+
+
+def _busy(what: str, lock_path: Path, holder: dict | None) -> StoreError:
+    who = ("another process" if holder is None else
+           f"process {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "
+           f"({holder.get('command')})")
+    return StoreError(f"{what} is being written by {who}; wait for it to finish or write elsewhere "
+                      f"(lock file {lock_path})")
 
 
 def store_writer(store_path) -> dict | None:

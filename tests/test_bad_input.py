@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -3020,6 +3021,32 @@ def test_a_zombie_holds_no_lock():
         assert lock._alive(os.getpid()) and not lock._zombie(os.getpid())
     finally:
         os.waitpid(pid, 0)
+
+
+def test_a_stale_lock_is_taken_over_by_one_process_at_a_time(tmp_path):
+    """Processes that all find a dead writer's lock take it over one at a time: the hold intervals of those that
+    got it do not overlap (deleting the stale file and creating it anew let two of them hold it at once, when
+    a job restarted twice after a kill -9)."""
+    import subprocess
+    import sys
+
+    lock_path = tmp_path / "s.zarr.lock"
+    lock_path.write_text(with_pid(dead_pid()))
+    script = (f"import time, json, sys\nfrom streamcov import lock\nfrom streamcov.errors import StoreError\n"
+              f"time.sleep(max(0.0, {time.time() + 2.0!r} - time.time()))\n"
+              f"try:\n"
+              f"    with lock.exclusive({str(lock_path)!r}, 'store s'):\n"
+              f"        t0 = time.time(); time.sleep(0.4); print(json.dumps([t0, time.time()]))\n"
+              f"except StoreError as exc:\n"
+              f"    print(json.dumps(str(exc)))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    held = sorted(o for o in outs if isinstance(o, list))
+    refused = [o for o in outs if isinstance(o, str)]
+    assert held, outs
+    assert all(a[1] <= b[0] for a, b in zip(held, held[1:])), held   # one holder at a time
+    assert all(re.search(r"^store s is being written by process \d+", r) for r in refused), refused
+    assert not lock_path.exists()
 
 
 def run_here(e):
