@@ -226,6 +226,11 @@ def test_info_of_a_store_being_written_says_so_and_does_not_judge_its_commit_poi
     rc, err, _ = cli("info", path)
     assert rc == 3 and re.search(rf"INCOMPLETE store \(3 sequences committed\): being written by process "
                                  rf"{os.getpid()} on \S+ since 2026-11-30 16:00:00$", err.strip()), err
+    # a run on it says the same (it said "the ingestion was interrupted ... or delete it", under a live writer)
+    with pytest.raises(StoreError, match=rf"s\.zarr: incomplete skeleton store, being written by process "
+                                         rf"{os.getpid()} on \S+ since 2026-11-30 16:00:00 \(streamcov ingest\); "
+                                         r"wait for it to finish, then run again$"):
+        S.open_store(path)
     lock.write_text(json.dumps({"pid": 2 ** 22 + 12345, "host": socket.gethostname()}))   # no such process
     status = store_status(path)
     assert "being_written_by" not in status and any("does not match the arrays" in p for p in status["problems"])

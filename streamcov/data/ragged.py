@@ -224,6 +224,14 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
                          f"`streamcov ingest {'skeleton' if kind == 'skeleton' else 'images'}`")
     if attrs.get("complete") is not True:
         c = attrs.get("committed")
+        from ..lock import store_writer
+
+        writer = store_writer(path)
+        if writer is not None:   # not interrupted: deleting it, as the other message says, would hit a live writer
+            raise IncompleteStoreError(
+                f"{path}: incomplete {kind} store, being written by process {writer.get('pid')} on "
+                f"{writer.get('host')} since {writer.get('started')} ({writer.get('command')}); wait for it to "
+                f"finish, then run again")
         raise IncompleteStoreError(
             f"{path}: incomplete {kind} store ({c.get(unit, 0) if isinstance(c, dict) else '?'} {unit} committed, no "
             f"completion marker): the ingestion was interrupted. Re-run the command that wrote it (`streamcov "
