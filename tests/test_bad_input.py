@@ -1424,6 +1424,19 @@ CONFIG = [
          r'error: \S+p\.toml, line 12: descriptor\.scale = "body" is not read: only descriptor\.matrix = '
          r'"covariance" .* remove it, or set descriptor\.scale = "none" \(the same descriptor\), or '
          r'descriptor\.matrix = "covariance" or "rbf-raw"$'),
+    # normalized time scales a sequence's derivatives by its length, which the standardized series cancel
+    Case("descriptor-normalized-time-with-rbf", run_set('descriptor.features=["positions", "velocities"]',
+                                                        'descriptor.time="normalized"', 'descriptor.matrix="rbf"',
+                                                        "descriptor.mean_weight=0", 'descriptor.scale="none"'),
+         r'error: --set descriptor\.time="normalized": descriptor\.time = "normalized" is not read: only '
+         r'descriptor\.matrix = "covariance" or "rbf-raw" .* reads it; remove it, or set descriptor\.time = "frame" '
+         r'\(the same descriptor\), or descriptor\.matrix = "covariance" or "rbf-raw"$'),
+    # level weights enter the kernel; the linear learner on the descriptors themselves (map "none") ignored them
+    Case("descriptor-level-weights-without-a-map", run_set("descriptor.levels=2", "descriptor.level_weights=[2, 1]",
+                                                           'features.map="none"'),
+         r'error: --set descriptor\.level_weights=\[2, 1\]: descriptor\.level_weights = \[2\.0, 1\.0\] weighs the '
+         r'pyramid\'s levels in the kernel, but features\.map = "none" gives the linear learner the descriptors '
+         r'themselves, each window with weight 1 \(its own weights choose\); set features\.map'),
     Case("descriptor-window-without-derivatives", run_set("descriptor.window=7"),
          r'error: --set descriptor\.window=7: descriptor\.window = 7 is not read: only descriptor\.features with '
          r'"velocities" or "accelerations" reads it; remove it, or add "velocities" or "accelerations" to '

@@ -192,6 +192,15 @@ def run_skeleton(cfg, ctx) -> dict:
                           "but features.map = \"none\" gives the linear learner the descriptors themselves; set "
                           "features.map (e.g. \"nystroem\") or model.learner = \"exact-svm\", or set "
                           "descriptor.mirror = false")
+    if ("level_weights" in d.model_fields_set and d.levels > 1 and map_params.get("map") == "none"
+            and cfg.model.learner != "exact-svm"):
+        # the weights enter the kernel the map approximates (and the exact SVM's sum of Gram matrices); the linear
+        # learner on the descriptors themselves sees every window with weight 1: they were ignored without a word
+        raise ConfigError(f"descriptor.level_weights = {toml_value(list(d.level_weights))} weighs the pyramid's "
+                          f"levels in the kernel, but features.map = \"none\" gives the linear learner the "
+                          f"descriptors themselves, each window with weight 1 (its own weights choose); set "
+                          f"features.map (e.g. \"nystroem\") or model.learner = \"exact-svm\", or remove "
+                          f"descriptor.level_weights")
     if (len(source.kernel_blocks) > 1 or source.kernel_views > 1) and map_params.get("map") != "none":
         # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated (Nystroem: one
         # map of the sum, its landmarks shared by the blocks); with the mirror view, averaged over the views

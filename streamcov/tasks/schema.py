@@ -551,10 +551,11 @@ class SkeletonDescriptor(Table):
         if self.matrix in RBF_MATRICES and self.mean_weight > 0:
             raise bad("mean_weight", "descriptor." + RBF_NO_MEAN.format(matrix=toml_value(self.matrix),
                                                                         key="descriptor.mean_weight"))
-        for key, (reads, reader, fix) in DESCRIPTOR_READ_WHEN.items():
-            if key in self.model_fields_set and not reads(self):
-                raise bad(key, f"descriptor.{key} = {toml_value(getattr(self, key))} is not read: only {reader} "
-                          f"reads it; remove it, or {fix}")
+        for key, rules in DESCRIPTOR_READ_WHEN.items():
+            for reads, reader, fix in (rules if isinstance(rules, list) else [rules]):
+                if key in self.model_fields_set and not reads(self):
+                    raise bad(key, f"descriptor.{key} = {toml_value(getattr(self, key))} is not read: only {reader} "
+                              f"reads it; remove it, or {fix}")
         return self
 
     def options(self) -> dict:
@@ -577,8 +578,12 @@ _COVARIANCE = ('descriptor.matrix = "covariance" or "rbf-raw" (the kernelized co
 DESCRIPTOR_READ_WHEN = {
     "window": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
                'add "velocities" or "accelerations" to descriptor.features'),
-    "time": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
-             'add "velocities" or "accelerations" to descriptor.features'),
+    # normalized time multiplies a sequence's velocities by its length T (accelerations by T^2): a factor that the
+    # standardized series of matrix = "rbf" cancel, as they cancel the body-size scale
+    "time": [(lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
+              'add "velocities" or "accelerations" to descriptor.features'),
+             (lambda d: d.matrix != "rbf" or d.time == "frame", _COVARIANCE,
+              'set descriptor.time = "frame" (the same descriptor), or descriptor.matrix = "covariance" or "rbf-raw"')],
     "up_axis": (lambda d: d.body_frame == "yaw" or d.mirror, 'descriptor.body_frame = "yaw" or descriptor.mirror',
                 'set descriptor.body_frame = "yaw" or descriptor.mirror = true'),
     "kernel_sigma": (lambda d: d.matrix in RBF_MATRICES, 'descriptor.matrix = "rbf" or "rbf-raw"',
