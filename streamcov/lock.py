@@ -134,57 +134,112 @@ def exclusive(lock_path, what: str, command: str | None = None):
         os.close(fd)
 
 
-def _take(lock_path: Path, what: str, me: dict) -> int:
-    """Open ``lock_path``, hold an exclusive ``flock`` on it, and write ``me`` into it; its descriptor.
-
-    The kernel's lock is what excludes: it is released when its holder dies (kill -9), so a stale lock file
-    is taken over by locking it, atomically; deleting and creating the file again let two processes that
-    both found it stale both hold it. The file's content names the holder for the messages, and a file of a
-    live process of an older streamcov, or of another host (whose locks a network file system may not share),
-    is still refused by that content."""
+def _flock(fd) -> bool | None:
+    """An exclusive, non-blocking ``flock`` on ``fd``: True when taken, False when another open file holds it,
+    None where the file system has no such locks (NFS without lockd, some FUSE and Lustre mounts)."""
     import fcntl
 
-    for _ in range(20):   # another process may unlink the file between our open and our lock: open it again
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:   # ENOLCK, ENOSYS, EOPNOTSUPP: the lock file's content alone excludes there
+        return None
+
+
+def _take(lock_path: Path, what: str, me: dict) -> int:
+    """Create ``lock_path`` (exclusively) with ``me`` in it, taking over a stale one; its descriptor.
+
+    The file is created with ``O_EXCL``, which every file system makes atomic (network ones included), and
+    held with ``flock`` where the file system has it, which the kernel releases when its holder dies. A file
+    already there is locked before it is judged: a live holder's lock is refused, and a stale one (its holder
+    dead on this host, a kill -9) is deleted and created anew by the one process that locked it: two that had
+    both read it as stale both took it over, when deleting was the only step. A holder of another host, or a
+    live process of this host by its pid (an older streamcov's lock, a file system without flock), is refused
+    by the file's content."""
+    for _ in range(20):   # the file may be deleted or replaced between our steps: look again
         try:
-            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+            fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _take_over(lock_path, what):
+                continue
+            raise _busy(what, lock_path, None)   # pragma: no cover - _take_over refuses or frees the path
         except IsADirectoryError:
             raise _not_a_lock(lock_path, what) from None
         except OSError as exc:   # a name too long, a read-only or virtual file system (/proc), no permission
-            if lock_path.is_dir():
-                raise _not_a_lock(lock_path, what) from None
             raise StoreError(f"{what}: cannot write there ({exc.strerror}); choose another path") from None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder(lock_path)   # a dead holder's: the live one has not written itself in yet
-                raise _busy(what, lock_path, holder if _is_holder(holder) and not _dead(holder) else None) from None
-            try:
-                same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
-            except FileNotFoundError:
-                same = False
-            if not same:   # unlinked by its holder as it finished: the lock is the file now at the path
-                os.close(fd)
-                continue
-            text = os.pread(fd, 1 << 16, 0)
-            if text.strip():
-                try:
-                    holder = json.loads(text)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    raise _not_a_lock(lock_path, what) from None
-                if not _is_holder(holder):
-                    raise _not_a_lock(lock_path, what)
-                if not _dead(holder):   # of a live process (an older streamcov's) or of another host
-                    raise _busy(what, lock_path, holder)
-            data = json.dumps(me).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
+            _flock(fd)   # ours: nobody else has this new file open yet
+            os.write(fd, json.dumps(me).encode())
+            os.fsync(fd)   # the holder visible to other hosts at once (a network file system caches writes)
             return fd
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(fd)
+            with contextlib.suppress(OSError):
+                lock_path.unlink()
             raise
     raise _busy(what, lock_path, None)
+
+
+def _take_over(lock_path: Path, what: str) -> bool:
+    """The lock file found at ``lock_path``: refused (a :class:`StoreError` naming its holder) unless it is
+    stale, then deleted while this process holds its ``flock`` (so no other process can judge it at the same
+    time); True when the path is free again (deleted, or gone meanwhile)."""
+    import stat
+
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK)   # read-only: another user's file can be judged too
+    except FileNotFoundError:
+        return True
+    except IsADirectoryError:
+        raise _not_a_lock(lock_path, what) from None
+    except OSError:   # unreadable (permissions, a special file)
+        if lock_path.is_dir():
+            raise _not_a_lock(lock_path, what) from None
+        raise _not_a_lock(lock_path, what) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):   # a fifo, a device, a link to one: not a lock file
+            raise _not_a_lock(lock_path, what)
+        locked = _flock(fd)
+        if locked is False:   # held: its holder lives (it may not have written itself in yet)
+            holder = _holder(lock_path)
+            raise _busy(what, lock_path, holder if _is_holder(holder) and not _dead(holder) else None)
+        try:
+            if os.fstat(fd).st_ino != os.stat(lock_path).st_ino:
+                return True   # deleted and made again by another process since we opened it: look again
+        except FileNotFoundError:
+            return True
+        text = os.pread(fd, 1 << 16, 0)
+        if text.strip():
+            try:
+                holder = json.loads(text)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise _not_a_lock(lock_path, what) from None
+            if not _is_holder(holder):
+                raise _not_a_lock(lock_path, what)
+            mine = (holder["pid"], holder["host"]) == (os.getpid(), socket.gethostname())
+            # locked by us, a file of our own pid is stale (a container restarted with the same pid after a kill -9)
+            if not (_dead(holder) or (locked and mine)):
+                raise _busy(what, lock_path, holder)
+        else:
+            # being written right now (created, not yet written), or left empty by a crash during that
+            age = time.time() - os.fstat(fd).st_mtime
+            if age <= 10.0 and not locked:
+                raise _busy(what, lock_path, None)
+            if age <= 1.0:
+                raise _busy(what, lock_path, None)
+        try:
+            lock_path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:   # a sticky folder and another user's file
+            raise StoreError(f"{what}: its lock file {lock_path} is stale (its writer is gone) but cannot be "
+                             f"deleted ({exc.strerror}); delete it and run again") from None
+        return True
+    finally:
+        os.close(fd)   # after the unlink: a process that opened the old file finds it replaced once it locks it
 
 
 def _busy(what: str, lock_path: Path, holder: dict | None) -> StoreError:

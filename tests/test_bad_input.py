@@ -2981,7 +2981,9 @@ def held_lock(lock: Callable[[Env], Path], pid: int | None = None, host: str | N
         import socket
         path = lock(e)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"pid": pid or os.getpid(), "host": host or socket.gethostname(),
+        # a live process that is not this one (one of our own pid whose lock we can take is a stale lock: a
+        # container restarted with the same pid)
+        path.write_text(json.dumps({"pid": pid or os.getppid(), "host": host or socket.gethostname(),
                                     "command": "streamcov run other.toml", "started": "2026-01-01 00:00:00"}))
         return argv(e)
     return make
@@ -3034,6 +3036,67 @@ def test_a_zombie_holds_no_lock():
         assert lock._alive(os.getpid()) and not lock._zombie(os.getpid())
     finally:
         os.waitpid(pid, 0)
+
+
+def test_a_lock_of_our_own_pid_that_nobody_holds_is_stale(tmp_path):
+    """A lock file naming this very process (a container restarted with the pid its killed writer had) that no
+    process holds is stale: taken over (it was refused as held by the refusing process itself)."""
+    import socket
+
+    from streamcov import lock
+    from streamcov.errors import StoreError
+
+    path = tmp_path / "s.zarr.lock"
+    path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": "killed",
+                                "started": "2026-01-01 00:00:00"}))
+    with lock.exclusive(path, "store s"):
+        assert json.loads(path.read_text())["command"] != "killed"
+        # held: a second taker in this process is refused (the kernel's lock, not the pid, says so)
+        with pytest.raises(StoreError, match=r"^store s is being written by process \d+"):
+            with lock.exclusive(path, "store s"):
+                pass
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device-link"])
+def test_a_lock_path_that_is_no_regular_file_is_not_a_lock(tmp_path, kind):
+    """A fifo or a link to a device at the lock's path: refused as not a lock file (a fifo hung the old lock, a
+    link to /dev/null was taken over, and each was an OSError traceback with the flock lock)."""
+    from streamcov import lock
+    from streamcov.errors import StoreError
+
+    path = tmp_path / "s.zarr.lock"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/null")
+    with pytest.raises(StoreError, match=r"^store s: its lock file \S+ is not one streamcov wrote"):
+        with lock.exclusive(path, "store s"):
+            pass
+
+
+def test_a_file_system_without_flock_still_locks(tmp_path, monkeypatch):
+    """Where the file system has no flock (NFS without lockd: ENOLCK), the lock file's exclusive creation and
+    content still exclude (it was an OSError traceback and an empty lock file left behind)."""
+    import fcntl
+
+    from streamcov import lock
+    from streamcov.errors import StoreError
+
+    def no_locks(fd, op):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    path = tmp_path / "s.zarr.lock"
+    with lock.exclusive(path, "store s"):
+        with pytest.raises(StoreError, match=rf"^store s is being written by process {os.getpid()} on "):
+            with lock.exclusive(path, "store s"):
+                pass
+    assert not path.exists()
+    path.write_text(with_pid(dead_pid()))   # stale: taken over by its content
+    with lock.exclusive(path, "store s"):
+        pass
+    assert not path.exists()
 
 
 def test_a_stale_lock_is_taken_over_by_one_process_at_a_time(tmp_path):
