@@ -123,22 +123,26 @@ POWER_T = 0.5
 
 def _check_decay(model, alpha: float, n_train: int) -> None:
     """Refuse steps that zero the weights: the l2 part of the penalty multiplies them by max(0, 1 - eta alpha)
-    at every step, so with ``eta >= 1 / alpha`` at every step (``constant``; ``invscaling`` even at its last,
-    smallest step ``eta0 / T^power_t``) each step starts from 0 and the model is the last row's gradient step
-    alone (chance accuracy, without a word from scikit-learn)."""
+    at every step, so with ``eta >= 1 / alpha`` at every step (``constant``, ``adaptive``, ``pa1``, ``pa2``:
+    eta is eta0; ``invscaling`` even at its last, smallest step ``eta0 / T^power_t``) each step starts from 0
+    and the model is the last row's step alone (chance accuracy, without a word from scikit-learn). Steps just
+    below that forget each row within a few steps: :func:`learned_nothing` says so after training."""
     share = {"l2": 1.0, "elasticnet": 0.85}.get(model.penalty, 0.0)   # elastic net: l1_ratio 0.15, its default
-    if model.learning_rate not in ("constant", "invscaling") or not share:
+    # eta is eta0 at every step under constant, pa1 and pa2, and under adaptive as streamcov trains (one
+    # partial_fit epoch at a time, so scikit-learn never lowers it); invscaling lowers it from eta0
+    if model.learning_rate not in ("constant", "invscaling", "adaptive", "pa1", "pa2") or not share:
         return
     last = float(model.eta0)
     if model.learning_rate == "invscaling":
         last /= float(max(1, int(model.epochs) * int(n_train))) ** POWER_T
     if last * share * alpha >= 1.0:
-        where = "" if model.learning_rate == "constant" else \
+        where = "" if model.learning_rate != "invscaling" else \
             f", even at its last step (eta0 / T^{POWER_T} = {last:.3g} after T = {int(model.epochs) * int(n_train)})"
         raise ConfigError(f"model.eta0 = {float(model.eta0):g}: with model.learning_rate = "
                           f'"{model.learning_rate}" every step multiplies the weights by max(0, 1 - eta alpha) = 0 '
-                          f"(alpha = {alpha:.3g}{where}), so the model would be one row's gradient step; give "
-                          f"model.eta0 below {float(model.eta0) / (last * share * alpha):.3g}")
+                          f"(alpha = {alpha:.3g}{where}), so the model would be one row's step; give model.eta0 "
+                          f"well below {float(model.eta0) / (last * share * alpha):.3g} (each step keeps 1 - eta alpha "
+                          f"of the weights)")
 
 
 def make_sgd(model, n_train: int, seed: int):
@@ -161,54 +165,25 @@ def make_sgd(model, n_train: int, seed: int):
     return SGDClassifier(**kwargs)
 
 
-# The loss at score 0 of each SGD loss with labels +-1 (scikit-learn's definitions, its default epsilon 0.1): the
-# objective at w = 0, which bounds the penalty at the optimum. The perceptron's is 0 (its optimum is w = 0): no bound.
-LOSS_AT_ZERO = {"hinge": 1.0, "log_loss": float(np.log(2.0)), "modified_huber": 1.0, "squared_hinge": 1.0,
-                "squared_error": 0.5, "huber": 0.1 - 0.1 ** 2 / 2, "epsilon_insensitive": 0.9,
-                "squared_epsilon_insensitive": 0.81}
-# how far above that bound a trained model must lie to be called diverged (early steps overshoot; the end should not)
-DIVERGED_FACTOR = 10.0
+#: training rows on which a trained model is checked to have learned something (:func:`learned_nothing`)
+CHECK_ROWS = 2048
 
 
-def optimum_norm_bound(loss: str, penalty, alpha: float, l1_ratio: float = 0.15) -> float | None:
-    """The largest norm the weights of one binary problem can have at the optimum of the SGD objective
-    ``R(w) + mean loss(y (w.x + b))``: the objective at ``w = 0, b = 0`` is ``L0 = loss(0)``, and the optimum
-    is not above it, so its penalty is not either. l2 (``R = alpha/2 ||w||^2``): ``sqrt(2 L0 / alpha)``; l1
-    (``alpha ||w||_1 >= alpha ||w||``): ``L0 / alpha``; elastic net: the smaller of its two parts' bounds.
-    None without a penalty or for a loss with no bound (the perceptron)."""
-    L0 = LOSS_AT_ZERO.get(loss)
-    if L0 is None or penalty in (None, "none") or not alpha > 0:
+def learned_nothing(predicted: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """``(accuracy, majority)`` when predictions of training rows are no better than always naming their most
+    frequent class (``majority``, its share), to within two standard errors of that share over the rows
+    checked; None when the model does better. A model that diverged (steps too large, a penalty that swamps the
+    data) predicts at chance and scikit-learn says nothing; the size of its weights does not tell (squared
+    hinge weights 1e10 times the optimum's norm still classify well)."""
+    y = np.asarray(y)
+    m = len(y)
+    if m == 0:
         return None
-    if penalty == "l2":
-        return float(np.sqrt(2.0 * L0 / alpha))
-    if penalty == "l1":
-        return L0 / alpha
-    bounds = [L0 / (l1_ratio * alpha)] if l1_ratio > 0 else []
-    if l1_ratio < 1:
-        bounds.append(float(np.sqrt(2.0 * L0 / ((1.0 - l1_ratio) * alpha))))
-    return min(bounds)
-
-
-def divergence_warning(clf, label_names=None) -> str | None:
-    """A warning when a trained ``SGDClassifier``'s weights lie far (:data:`DIVERGED_FACTOR`) above the norm
-    its objective's optimum can have (:func:`optimum_norm_bound`): steps too large for the data (``eta0``,
-    the learning rate), whose model predicts about at chance; scikit-learn stops only at an overflow."""
-    bound = optimum_norm_bound(clf.loss, clf.penalty, float(clf.alpha), float(getattr(clf, "l1_ratio", 0.15)))
-    coef = np.asarray(getattr(clf, "coef_", np.zeros((0, 0))), dtype=np.float64)
-    if bound is None or coef.size == 0:
+    majority = float(np.bincount(y).max()) / m
+    accuracy = float(np.mean(np.asarray(predicted) == y))
+    if accuracy > majority + 2.0 * np.sqrt(majority * (1.0 - majority) / m):
         return None
-    norms = np.linalg.norm(coef, axis=1)
-    worst = int(np.argmax(norms))
-    if not norms[worst] > DIVERGED_FACTOR * bound:
-        return None
-    names = list(label_names) if label_names is not None else [str(c) for c in clf.classes_]
-    which = "" if len(norms) == 1 else f" of class {names[int(clf.classes_[worst])]!r} against the rest"
-    # "optimal" steps are 1 / (alpha (t + t0)): too large when alpha is tiny (a huge C); the others scale eta0
-    fix = ("raise the penalty (a smaller model.C, or a larger model.alpha)" if clf.learning_rate == "optimal" else
-           'lower model.eta0, or take model.learning_rate = "optimal"')
-    return (f"SGD diverged: the weights{which} have a norm of {norms[worst]:.3g}, {norms[worst] / bound:.3g} "
-            f"times the largest its objective's optimum can have ({bound:.3g}, from the loss at 0 and the "
-            f"penalty); its steps were too large for these features: {fix}, or scale the features (model.scale)")
+    return accuracy, majority
 
 
 def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "standard"):

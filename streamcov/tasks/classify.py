@@ -471,7 +471,9 @@ def _saved_model_of(folder: Path, fold_fingerprint: str) -> bool:
 def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit) -> dict:
     from ..stream.featurize import featurize
     from ..stream.lbfgs import make_lbfgs, predict_rows, train_lbfgs
-    from ..stream.sgd import SGDPlan, divergence_warning, fit_scaler, make_sgd, n_fit_rows, predict_mask, train_sgd
+    from ..stream.featurize import fit_sample_rows
+    from ..stream.sgd import (CHECK_ROWS, SGDPlan, fit_scaler, learned_nothing, make_sgd, n_fit_rows, predict_mask,
+                              train_sgd)
 
     out = ctx.output
     m = cfg.model
@@ -571,9 +573,22 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             ignored = clf.streamcov_checkpoint_ignored_
             pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
             learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
-            diverged = divergence_warning(clf, source.store.label_names)
-            if diverged is not None:
-                learner_warnings.append(f"fold {name!r}: {diverged}")
+        warned = any(w.startswith(f"fold {name!r}: L-BFGS took no step") for w in learner_warnings)
+        if not warned:   # a model that learned nothing (diverged steps, a penalty that swamps the data): said
+            checked = np.zeros(len(train), dtype=bool)
+            checked[fit_sample_rows(train, CHECK_ROWS, int(cfg.seed))] = True
+            seen = (predict_rows(fstore, checked, clf, scaler, runtime) if m.learner == "lbfgs" else
+                    predict_mask(fstore, clf, checked, plan.prefetch, scaler))
+            nothing = learned_nothing(seen, y[checked])
+            if nothing is not None:
+                fix = ("raise model.C (or lower model.alpha), or scale the features (model.scale)" if m.learner ==
+                       "lbfgs" else "its steps may diverge or not move (model.learning_rate, model.eta0), or the "
+                       "penalty swamps the data (raise model.C or lower model.alpha); scale the features "
+                       "(model.scale) if they are not")
+                learner_warnings.append(
+                    f"fold {name!r}: the model predicts {nothing[0]:.1%} of {int(checked.sum())} of its own "
+                    f"training rows, no better than always naming their most frequent class ({nothing[1]:.1%}): it "
+                    f"learned nothing; {fix}")
         if ignored:   # --resume found a checkpoint it must not continue: say so rather than start over unseen
             print(f"note: {arg('resume', True)}: {ckdir / (name + '.npz')} was written for other settings (features, "
                   f"[model], [split] or streamcov's version) or is damaged; fold {name} trained from the start",
