@@ -617,6 +617,8 @@ CONFIG = [
     Case("set-key-and-its-table", run_set("model.C=10", "model={C=100}"),
          r"(?m)^streamcov run: note: --set model=\{C=100\} replaces --set model\.C=10 \(model\.C\)$", rc=0,
          check=lambda e, err, out: one_note_and_a_result(err, out) or True),
+    Case("set-key-and-an-empty-table", run_set("model.C=10", "model={}"), r'"accuracy"', rc=0,
+         check=lambda e, err, out: "replaces" not in err),
     Case("set-twice-same-value", run_set("model.C=10", "model.C=10"), r'"accuracy"', rc=0,
          check=lambda e, err, out: ": note: " not in err),
     Case("pipeline-missing", lambda e: ["run", e.tmp / "nope.toml"], r"nope\.toml: pipeline file not found"),

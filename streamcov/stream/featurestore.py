@@ -254,14 +254,10 @@ class FeatureStore:
         rec = json.loads(json.dumps(rec))   # as the attribute reads back (tuples as lists)
         self.group.attrs["fit"] = {**rec, "digest": _json_sha256(rec)}
 
-    def load_fit(self, reference=None):
-        """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference`` map, here the
-        map itself), or None. The map shares the arrays of ``reference`` that were not stored.
-
-        Raises :class:`~streamcov.errors.StoreError` when a fitted array is damaged.
-        """
+    def fit_record(self) -> dict | None:
+        """The fit record :meth:`save_fit` wrote, checked against its digest (a :class:`StoreError` when it was
+        edited: nothing is built from it before), or None when there is none."""
         from ..data import integrity
-        from .model import dump_estimator, load_estimator
 
         rec = self.group.attrs.get("fit")
         if rec is None:
@@ -271,6 +267,20 @@ class FeatureStore:
             raise StoreError(f"{self.path}: its fit record (the source's state, the map and what its fit "
                              f"measured) is not as it was written (edited, or written by an earlier streamcov)"
                              f"{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
+        return rec
+
+    def load_fit(self, reference=None):
+        """``(state, map, record)`` saved by :meth:`save_fit` (with the same ``reference`` map, here the
+        map itself), or None. The map shares the arrays of ``reference`` that were not stored.
+
+        Raises :class:`~streamcov.errors.StoreError` when a fitted array is damaged.
+        """
+        from ..data import integrity
+        from .model import dump_estimator, load_estimator
+
+        rec = self.fit_record()
+        if rec is None:
+            return None
         fmap = None
         if rec["map"] is not None:
             arrays: dict = {}

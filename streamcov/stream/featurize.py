@@ -140,7 +140,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     loaded = reference = None
     try:
         fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
-        rec = fstore.group.attrs.get("fit")
+        rec = fstore.fit_record()   # checked before a map is drawn from what it measured
         if rec is not None:
             reference = _reference(map_params, seed, source.dim, rec.get("record", {}))
             loaded = fstore.load_fit(reference)

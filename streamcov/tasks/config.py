@@ -200,7 +200,8 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
     value = parse_value(text, flag, ".".join(parts))
     notes = []
     if earlier is not None:
-        leaves = _leaf_values(parts, value)
+        # an empty table merges nothing (--set model={}): it replaces no key
+        leaves = {leaf: v for leaf, v in _leaf_values(parts, value).items() if v != {}}
         replaced = {}
         for leaf, v in leaves.items():
             # a key given twice, or a key and the table holding it (--set model.C=10 --set model={C=100})
