@@ -467,7 +467,7 @@ def test_keyed_errors_carry_the_key():
     PixelsTable(preset="virus", gabor_scales=3)
     PixelsTable(features=["I", "gabor"], gabor_fmax=0.2)
     SkeletonDescriptor(features=["positions", "velocities"], window=7, time="normalized", body_frame="yaw",
-                       up_axis="z", matrix="rbf", kernel_sigma=2.0)
+                       up_axis="z", matrix="rbf-raw", kernel_sigma=2.0)
     SplitTable(kind="stratified-kfold", n_splits=3, seed=1)
     SplitTable(kind="per-class", n_train=2, n_test=2, n_repeats=3, seed=1)
 

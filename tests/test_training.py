@@ -703,6 +703,11 @@ def test_learned_nothing_is_no_better_than_the_most_frequent_class():
     good = np.where(np.arange(100) < 71, y, (y + 1) % 3)
     assert learned_nothing(good, y) is None
     assert learned_nothing(y, y) is None and learned_nothing(np.zeros(0, int), np.zeros(0, int)) is None
+    # four rows: two standard errors of 0.5 are 0.5; the margin stops half way to 1, so a perfect fit passes
+    four = np.array([0, 1, 0, 1])
+    assert learned_nothing(four, four) is None
+    assert learned_nothing(np.array([0, 1, 1, 1]), four) == (0.75, 0.5)   # at the margin: not shown to be better
+    assert learned_nothing(np.zeros(4, int), four) == (0.5, 0.5)
 
 
 @pytest.mark.parametrize("sets", [('model.loss="squared_error"', "model.C=1e6"),          # diverged (norm 1e15)

@@ -172,7 +172,8 @@ CHECK_ROWS = 2048
 def learned_nothing(predicted: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
     """``(accuracy, majority)`` when predictions of training rows are no better than always naming their most
     frequent class (``majority``, its share), to within two standard errors of that share over the rows
-    checked; None when the model does better. A model that diverged (steps too large, a penalty that swamps the
+    checked, but never more than half the way from it to 1 (on a handful of rows two standard errors reach
+    1: a perfect fit would be called no better); None when the model does better. A model that diverged (steps too large, a penalty that swamps the
     data) predicts at chance and scikit-learn says nothing; the size of its weights does not tell (squared
     hinge weights 1e10 times the optimum's norm still classify well)."""
     y = np.asarray(y)
@@ -181,7 +182,7 @@ def learned_nothing(predicted: np.ndarray, y: np.ndarray) -> tuple[float, float]
         return None
     majority = float(np.bincount(y).max()) / m
     accuracy = float(np.mean(np.asarray(predicted) == y))
-    if accuracy > majority + 2.0 * np.sqrt(majority * (1.0 - majority) / m):
+    if accuracy > majority + min(2.0 * np.sqrt(majority * (1.0 - majority) / m), (1.0 - majority) / 2.0):
         return None
     return accuracy, majority
 
