@@ -170,7 +170,7 @@ def main(argv=None):
     if args.sets and not args.pipeline:
         ap.error("--set needs --pipeline (without it the descriptor is paper 000's)")
     cands = args.candidate + (grid_candidates() if args.grid else [])
-    cands = cands or ['learning_rate="pa1"']
+    cands = cands or [PIPELINE]   # the file's own learner (lbfgs now: the sgd step rule pa1 it once was is no key of it)
     sigmas = args.sigma or [None]
     if args.pipeline:
         with tempfile.TemporaryDirectory() as tmp:

@@ -172,14 +172,13 @@ def new_stages(C, stage, D, E):
 def new_log(C, out, min_eig):
     n = C.shape[1]
     ws = se.lanes_workspace(n)
-    u = np.empty((n, n))
     ul = np.empty((n, n))
     lg = np.empty((n, n))
     no_mats = np.empty((0, 0, 0))
     for g0 in range(0, C.shape[0], L):
         cnt = min(L, C.shape[0] - g0)
         # kind 0 (log), vectors into out[g0:g0 + cnt], lane solver on
-        ks._group(C[g0:g0 + cnt], cnt, ws, 0, u, ul, lg, out, no_mats, True, min_eig, g0, False, True)
+        ks._group(C[g0:g0 + cnt], cnt, ws, 0, ul, lg, out, no_mats, True, min_eig, g0, False, True)
 
 
 @njit(parallel=True, **OPTS)
