@@ -40,21 +40,21 @@ from streamcov.descriptors import skeleton as C  # noqa: E402
 from streamcov.features.registry import make_feature_map  # noqa: E402
 from streamcov.stream.sgd import train_sgd_arrays  # noqa: E402
 from streamcov.splits import folds  # noqa: E402
-from streamcov.tasks.study import dataset_descriptors, map_params, sgd_model  # noqa: E402
+from streamcov.tasks.study import PAPER000_GAMMA, dataset_descriptors, map_params, sgd_model  # noqa: E402
 
 
 def float32_eig_vectors(store, cfg):
     """Log vectors from a float32 eigendecomposition (numpy/LAPACK ssyevd)."""
-    d = cfg.descriptor
+    # paper 000's descriptor, as dataset_descriptors computes the float64 vectors it is compared with (its gamma,
+    # normalized): the pipeline file's own gamma is the shipped descriptor's (1e-2), another descriptor
     sel = C.JointSelection.hip_relative(store.n_joints, store.center)
     covs = C.sequence_covariances(np.asarray(store.frames[:]), store.offsets, sel)
-    covs = covs + float(d.gamma) * np.eye(covs.shape[1])
+    covs = covs + PAPER000_GAMMA * np.eye(covs.shape[1])
     w, u = np.linalg.eigh(covs.astype(np.float32))
     logs = np.matmul(u * np.log(np.maximum(w, np.finfo(np.float32).tiny))[:, None, :],
                      u.transpose(0, 2, 1)).astype(np.float64)
     V = linalg.sym_vec(0.5 * (logs + logs.transpose(0, 2, 1)))
-    if d.normalize:
-        V /= np.linalg.norm(V, axis=1, keepdims=True)
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
     return V
 
 

@@ -289,8 +289,8 @@ def side_by_side(name: str, store: Path, work: Path, args, sgd_epochs: int | Non
     sgd_sets = SGD[name] + extra
     epochs = 100
     run_epochs = sgd_epochs or epochs
-    if run_epochs != epochs:
-        sgd_sets = sgd_sets + [f"model.epochs={run_epochs}"]
+    if run_epochs != epochs:   # in place of the preset's epochs (a second --set of a key is noted as replacing it)
+        sgd_sets = [v for v in sgd_sets if not v.startswith("model.epochs=")] + [f"model.epochs={run_epochs}"]
     for key, cache in (("sgd_current", "stream"), ("sgd", "auto")):
         log(f"  {key} (cache = {cache}, {run_epochs} epochs)")
         r = run_pipeline(pipe, store, out, sgd_sets + [f'model.cache="{cache}"'])
