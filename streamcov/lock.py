@@ -3,9 +3,9 @@
 ``streamcov run`` holds ``<output>/.streamcov.lock`` while it writes an
 output folder, and an ingestion holds ``<store>.lock`` beside the store.
 A second writer is refused with one line naming the holder (pid, host,
-command, start time). The file is held with the kernel's ``flock``, which a
-process that dies (kill -9) releases: its lock is then taken over, by one
-process only.
+command, start time). The file is created exclusively and held with the
+kernel's ``flock``, which a process that dies (kill -9) releases: its lock is
+then taken over, by one process only.
 """
 from __future__ import annotations
 
@@ -162,9 +162,8 @@ def _take(lock_path: Path, what: str, me: dict) -> int:
         try:
             fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            if _take_over(lock_path, what):
-                continue
-            raise _busy(what, lock_path, None)   # pragma: no cover - _take_over refuses or frees the path
+            _take_over(lock_path, what)   # refuses, or frees the path: look again
+            continue
         except IsADirectoryError:
             raise _not_a_lock(lock_path, what) from None
         except OSError as exc:   # a name too long, a read-only or virtual file system (/proc), no permission
@@ -183,21 +182,17 @@ def _take(lock_path: Path, what: str, me: dict) -> int:
     raise _busy(what, lock_path, None)
 
 
-def _take_over(lock_path: Path, what: str) -> bool:
+def _take_over(lock_path: Path, what: str) -> None:
     """The lock file found at ``lock_path``: refused (a :class:`StoreError` naming its holder) unless it is
     stale, then deleted while this process holds its ``flock`` (so no other process can judge it at the same
-    time); True when the path is free again (deleted, or gone meanwhile)."""
+    time); returns when the path may be free again (deleted, or replaced meanwhile)."""
     import stat
 
     try:
         fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK)   # read-only: another user's file can be judged too
     except FileNotFoundError:
-        return True
-    except IsADirectoryError:
-        raise _not_a_lock(lock_path, what) from None
-    except OSError:   # unreadable (permissions, a special file)
-        if lock_path.is_dir():
-            raise _not_a_lock(lock_path, what) from None
+        return
+    except OSError:   # a folder, unreadable (permissions, a special file)
         raise _not_a_lock(lock_path, what) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):   # a fifo, a device, a link to one: not a lock file
@@ -208,9 +203,9 @@ def _take_over(lock_path: Path, what: str) -> bool:
             raise _busy(what, lock_path, holder if _is_holder(holder) and not _dead(holder) else None)
         try:
             if os.fstat(fd).st_ino != os.stat(lock_path).st_ino:
-                return True   # deleted and made again by another process since we opened it: look again
+                return   # deleted and made again by another process since we opened it: look again
         except FileNotFoundError:
-            return True
+            return
         text = os.pread(fd, 1 << 16, 0)
         if text.strip():
             try:
@@ -237,7 +232,6 @@ def _take_over(lock_path: Path, what: str) -> bool:
         except OSError as exc:   # a sticky folder and another user's file
             raise StoreError(f"{what}: its lock file {lock_path} is stale (its writer is gone) but cannot be "
                              f"deleted ({exc.strerror}); delete it and run again") from None
-        return True
     finally:
         os.close(fd)   # after the unlink: a process that opened the old file finds it replaced once it locks it
 
