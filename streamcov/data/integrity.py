@@ -60,7 +60,8 @@ def arrays_sha256(arrays: dict) -> str:
     return h.hexdigest()
 
 
-def _json_sha256(doc) -> str:
+def json_sha256(doc) -> str:
+    """SHA-256 (hex) of a JSON document, keys sorted and without spaces (the same for the same document)."""
     import hashlib
     import json
 
@@ -74,7 +75,7 @@ def metadata_sha256(root, name: str) -> str | None:
     import json
 
     try:
-        return _json_sha256(json.loads((Path(root) / name / "zarr.json").read_text()))
+        return json_sha256(json.loads((Path(root) / name / "zarr.json").read_text()))
     except (OSError, ValueError):
         return None
 
@@ -85,7 +86,7 @@ UNSEALED = ("seal", "complete")
 
 def _attrs_sha256(group) -> str:
     """The digest of a store's attributes but :data:`UNSEALED`."""
-    return _json_sha256({k: v for k, v in dict(group.attrs).items() if k not in UNSEALED})
+    return json_sha256({k: v for k, v in dict(group.attrs).items() if k not in UNSEALED})
 
 
 def seal(group, root, names) -> dict:

@@ -226,7 +226,7 @@ class FeatureStore:
         called: a second map of ``n_components x n_features`` projections would double the fit's memory.
         ``record``: what the map's fit measured (e.g. a median distance).
         """
-        from ..data.integrity import _json_sha256, array_options, arrays_sha256, metadata_sha256
+        from ..data.integrity import json_sha256, array_options, arrays_sha256, metadata_sha256
         from ..features.registry import data_arrays
         from .model import dump_estimator
 
@@ -252,7 +252,7 @@ class FeatureStore:
                "seal": {f"fit/{k}": metadata_sha256(self.path, f"fit/{k}") for k in arrays},
                "arrays_sha256": arrays_sha256(arrays)}
         rec = json.loads(json.dumps(rec))   # as the attribute reads back (tuples as lists)
-        self.group.attrs["fit"] = {**rec, "digest": _json_sha256(rec)}
+        self.group.attrs["fit"] = {**rec, "digest": json_sha256(rec)}
 
     def fit_record(self) -> dict | None:
         """The fit record :meth:`save_fit` wrote, checked against its digest (a :class:`StoreError` when it was
@@ -263,7 +263,7 @@ class FeatureStore:
         if rec is None:
             return None
         rec = dict(rec)
-        if rec.get("digest") != integrity._json_sha256({k: v for k, v in rec.items() if k != "digest"}):
+        if rec.get("digest") != integrity.json_sha256({k: v for k, v in rec.items() if k != "digest"}):
             raise StoreError(f"{self.path}: its fit record (the source's state, the map and what its fit "
                              f"measured) is not as it was written (edited, or written by an earlier streamcov)"
                              f"{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
