@@ -469,9 +469,8 @@ def _saved_model_of(folder: Path, fold_fingerprint: str) -> bool:
 
 
 def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit) -> dict:
-    from ..stream.featurize import featurize
-    from ..stream.lbfgs import make_lbfgs, predict_rows, train_lbfgs
-    from ..stream.featurize import fit_sample_rows
+    from ..stream.featurize import feature_dim, featurize, fit_sample_rows
+    from ..stream.lbfgs import make_lbfgs, predict_rows, span_limit, train_lbfgs
     from ..stream.sgd import (CHECK_ROWS, SGDPlan, fit_scaler, learned_nothing, make_sgd, n_fit_rows, predict_mask,
                               train_sgd)
 
@@ -487,9 +486,6 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
     featurized, t_feat, t_fit = 0, 0.0, 0.0
     feat = None
     if m.learner == "lbfgs" and m.span == "rows":   # known before the features are computed (minutes), not after
-        from ..stream.featurize import feature_dim
-        from ..stream.lbfgs import span_limit
-
         for name, train, _ in folds:
             n_fit = n_fit_rows(int(train.sum()), plan.validation_fraction)
             problem = span_limit(n_fit, int(train.sum()) - n_fit,
