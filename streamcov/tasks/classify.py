@@ -532,7 +532,6 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                                       require_spread=True)
             t_train = time.perf_counter() - t1
             ignored = clf.fit_info_["checkpoint_ignored"]
-            pred = predict_rows(fstore, test, clf, scaler, runtime)
             learned = {"iterations": int(clf.n_iter_), "passes": int(clf.n_evals_), "stop": clf.stop_reason_,
                        "converged": bool(clf.converged_), "cache": clf.fit_info_["cache"],
                        "pass_seconds": round(clf.fit_info_["pass_seconds"], 3),
@@ -567,14 +566,18 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                             fingerprint=fp_text, cache=m.cache)
             t_train = time.perf_counter() - t1
             ignored = clf.streamcov_checkpoint_ignored_
-            pred = predict_mask(fstore, clf, test, plan.prefetch, scaler)
             learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
+        # the test rows, and a sample of the training rows on which the model is checked to have learned something;
+        # in one prediction: the model is shared with a cluster's workers once (its key is its content's hash, and
+        # scattering it again while the first copy is being released can hang)
+        checked = np.zeros(len(train), dtype=bool)
+        checked[fit_sample_rows(train, CHECK_ROWS, int(cfg.seed))] = True
+        both = test | checked
+        got = (predict_rows(fstore, both, clf, scaler, runtime) if m.learner == "lbfgs" else
+               predict_mask(fstore, clf, both, plan.prefetch, scaler))
+        pred, seen = got[test[both]], got[checked[both]]
         warned = any(w.startswith(f"fold {name!r}: L-BFGS took no step") for w in learner_warnings)
         if not warned:   # a model that learned nothing (diverged steps, a penalty that swamps the data): said
-            checked = np.zeros(len(train), dtype=bool)
-            checked[fit_sample_rows(train, CHECK_ROWS, int(cfg.seed))] = True
-            seen = (predict_rows(fstore, checked, clf, scaler, runtime) if m.learner == "lbfgs" else
-                    predict_mask(fstore, clf, checked, plan.prefetch, scaler))
             nothing = learned_nothing(seen, y[checked])
             if nothing is not None:
                 fix = ("raise model.C (or lower model.alpha), or scale the features (model.scale)" if m.learner ==
