@@ -156,14 +156,9 @@ def _set(raw: dict, parts: list[str], value, flag: str):
     node[parts[-1]] = value
 
 
-def _leaves(parts: list, value) -> list:
-    """The key paths a --set assigns: the key, or every key of a table value (merged key by key, so the
-    table's other keys keep their origin)."""
-    return list(_leaf_values(parts, value))
-
-
 def _leaf_values(parts: list, value) -> dict:
-    """``key path -> value`` of every key a --set assigns (:func:`_leaves`)."""
+    """``key path -> value`` of every key a --set assigns: the key, or every key of a table value (merged key by
+    key, so the table's other keys keep their origin)."""
     if isinstance(value, dict) and value:
         return {leaf: v2 for k, v in value.items() for leaf, v2 in _leaf_values([*parts, k], v).items()}
     return {tuple(parts): value}
@@ -198,10 +193,11 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
     value = parse_value(text, flag, ".".join(parts))
+    assigned = _leaf_values(parts, value)
     notes = []
     if earlier is not None:
         # an empty table merges nothing (--set model={}): it replaces no key
-        leaves = {leaf: v for leaf, v in _leaf_values(parts, value).items() if v != {}}
+        leaves = {leaf: v for leaf, v in assigned.items() if v != {}}
         replaced = {}
         for leaf, v in leaves.items():
             # a key given twice, or a key and the table holding it (--set model.C=10 --set model={C=100})
@@ -214,7 +210,7 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
         earlier.update({leaf: (flag, v) for leaf, v in leaves.items()})
     _set(raw, parts, value, flag)
     if origins is not None:
-        for leaf in _leaves(parts, value):
+        for leaf in assigned:
             origins[leaf] = flag
     return notes
 
