@@ -551,11 +551,10 @@ class SkeletonDescriptor(Table):
         if self.matrix in RBF_MATRICES and self.mean_weight > 0:
             raise bad("mean_weight", "descriptor." + RBF_NO_MEAN.format(matrix=toml_value(self.matrix),
                                                                         key="descriptor.mean_weight"))
-        for key, rules in DESCRIPTOR_READ_WHEN.items():
-            for reads, reader, fix in (rules if isinstance(rules, list) else [rules]):
-                if key in self.model_fields_set and not reads(self):
-                    raise bad(key, f"descriptor.{key} = {toml_value(getattr(self, key))} is not read: only {reader} "
-                              f"reads it; remove it, or {fix}")
+        for key, reads, reader, fix in DESCRIPTOR_READ_WHEN:
+            if key in self.model_fields_set and not reads(self):
+                raise bad(key, f"descriptor.{key} = {toml_value(getattr(self, key))} is not read: only {reader} "
+                          f"reads it; remove it, or {fix}")
         return self
 
     def options(self) -> dict:
@@ -567,36 +566,35 @@ class SkeletonDescriptor(Table):
 
 # The [descriptor] options read only under another option (streamcov.descriptors.skeleton): the derivative
 # window and its time unit by the velocities and accelerations, the up axis by the yaw body frame and the mirror, the
-# bandwidth by the kernelized covariance, the denominator and the body-size scale by the covariance. key ->
-# (reads it?, what reads it, the fix); one of them set in the
+# bandwidth by the kernelized covariance, the denominator and the body-size scale by the covariance. Rows
+# (key, reads it?, what reads it, the fix), a key in as many rows as it has conditions; one of them set in the
 # file or by --set where it is not read is refused: it would be silently ignored. The pyramid's `overlap` and
 # `level_weights` (no effect with one level) are not refused: grids and the README's paper-000 flags set
 # `levels = 1` on files that set them.
 _DERIVATIVES = 'descriptor.features with "velocities" or "accelerations"'
 _COVARIANCE = ('descriptor.matrix = "covariance" or "rbf-raw" (the kernelized covariance of matrix = "rbf" '
                'standardizes each coordinate series, which cancels it)')
-DESCRIPTOR_READ_WHEN = {
-    "window": (lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
-               'add "velocities" or "accelerations" to descriptor.features'),
+DESCRIPTOR_READ_WHEN = [
+    ("window", lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
+     'add "velocities" or "accelerations" to descriptor.features'),
+    ("time", lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
+     'add "velocities" or "accelerations" to descriptor.features'),
     # normalized time multiplies a sequence's velocities by its length T (accelerations by T^2): a factor that the
     # standardized series of matrix = "rbf" cancel, as they cancel the body-size scale
-    "time": [(lambda d: any(f != "positions" for f in d.features), _DERIVATIVES,
-              'add "velocities" or "accelerations" to descriptor.features'),
-             (lambda d: d.matrix != "rbf" or d.time == "frame", _COVARIANCE,
-              'set descriptor.time = "frame" (the same descriptor), or descriptor.matrix = "covariance" or "rbf-raw"')],
-    "up_axis": (lambda d: d.body_frame == "yaw" or d.mirror, 'descriptor.body_frame = "yaw" or descriptor.mirror',
-                'set descriptor.body_frame = "yaw" or descriptor.mirror = true'),
-    "kernel_sigma": (lambda d: d.matrix in RBF_MATRICES, 'descriptor.matrix = "rbf" or "rbf-raw"',
-                     'set descriptor.matrix = "rbf" or "rbf-raw"'),
+    ("time", lambda d: d.matrix != "rbf" or d.time == "frame", _COVARIANCE,
+     'set descriptor.time = "frame" (the same descriptor), or descriptor.matrix = "covariance" or "rbf-raw"'),
+    ("up_axis", lambda d: d.body_frame == "yaw" or d.mirror, 'descriptor.body_frame = "yaw" or descriptor.mirror',
+     'set descriptor.body_frame = "yaw" or descriptor.mirror = true'),
+    ("kernel_sigma", lambda d: d.matrix in RBF_MATRICES, 'descriptor.matrix = "rbf" or "rbf-raw"',
+     'set descriptor.matrix = "rbf" or "rbf-raw"'),
     # the kernelized covariance is built from the correlation matrix of each window, which neither the
     # covariance's denominator nor one scale factor per sequence changes (tests/test_descriptor_kcov.py);
     # their defaults say what "rbf" does and stay allowed, so that --set can switch a file that sets them
-    "ddof": (lambda d: d.matrix != "rbf" or d.ddof == 1, _COVARIANCE,
-             'set descriptor.ddof = 1 (the same descriptor), or descriptor.matrix = "covariance" or "rbf-raw"'),
-    "scale": (lambda d: d.matrix != "rbf" or d.scale == "none", _COVARIANCE,
-              'set descriptor.scale = "none" (the same descriptor), or descriptor.matrix = "covariance" or '
-              '"rbf-raw"'),
-}
+    ("ddof", lambda d: d.matrix != "rbf" or d.ddof == 1, _COVARIANCE,
+     'set descriptor.ddof = 1 (the same descriptor), or descriptor.matrix = "covariance" or "rbf-raw"'),
+    ("scale", lambda d: d.matrix != "rbf" or d.scale == "none", _COVARIANCE,
+     'set descriptor.scale = "none" (the same descriptor), or descriptor.matrix = "covariance" or "rbf-raw"'),
+]
 
 
 class SkeletonClassification(Top):
