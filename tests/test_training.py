@@ -692,7 +692,7 @@ def test_every_task_reports_the_papers_accuracy(synth_store, tmp_path):
 
 # ------------------------------------------------------------ SGD divergence
 def test_learned_nothing_is_no_better_than_the_most_frequent_class():
-    from streamcov.stream.sgd import learned_nothing
+    from streamcov.tasks.classify import learned_nothing
 
     y = np.array([0] * 60 + [1] * 30 + [2] * 10)
     assert learned_nothing(np.zeros(100, int), y) == (0.6, 0.6)      # always the most frequent class

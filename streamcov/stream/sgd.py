@@ -126,7 +126,8 @@ def _check_decay(model, alpha: float, n_train: int) -> None:
     at every step, so with ``eta >= 1 / alpha`` at every step (``constant``, ``adaptive``, ``pa1``, ``pa2``:
     eta is eta0; ``invscaling`` even at its last, smallest step ``eta0 / T^power_t``) each step starts from 0
     and the model is the last row's step alone (chance accuracy, without a word from scikit-learn). Steps just
-    below that forget each row within a few steps: :func:`learned_nothing` says so after training."""
+    below that forget each row within a few steps: the run's check of what its model learned says so
+    (:func:`streamcov.tasks.classify.learned_nothing`)."""
     share = {"l2": 1.0, "elasticnet": 0.85}.get(model.penalty, 0.0)   # elastic net: l1_ratio 0.15, its default
     # eta is eta0 at every step under constant, pa1 and pa2, and under adaptive as streamcov trains (one
     # partial_fit epoch at a time, so scikit-learn never lowers it); invscaling lowers it from eta0
@@ -163,28 +164,6 @@ def make_sgd(model, n_train: int, seed: int):
     if model.penalty != "l2":
         kwargs["penalty"] = None if model.penalty == "none" else model.penalty
     return SGDClassifier(**kwargs)
-
-
-#: training rows on which a trained model is checked to have learned something (:func:`learned_nothing`)
-CHECK_ROWS = 2048
-
-
-def learned_nothing(predicted: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
-    """``(accuracy, majority)`` when predictions of training rows are no better than always naming their most
-    frequent class (``majority``, its share), to within two standard errors of that share over the rows
-    checked, but never more than half the way from it to 1 (on a handful of rows two standard errors reach
-    1: a perfect fit would be called no better); None when the model does better. A model that diverged (steps too large, a penalty that swamps the
-    data) predicts at chance and scikit-learn says nothing; the size of its weights does not tell (squared
-    hinge weights 1e10 times the optimum's norm still classify well)."""
-    y = np.asarray(y)
-    m = len(y)
-    if m == 0:
-        return None
-    majority = float(np.bincount(y).max()) / m
-    accuracy = float(np.mean(np.asarray(predicted) == y))
-    if accuracy > majority + min(2.0 * np.sqrt(majority * (1.0 - majority) / m), (1.0 - majority) / 2.0):
-        return None
-    return accuracy, majority
 
 
 def fit_scaler(fstore, train_mask: np.ndarray, prefetch: int = 2, kind: str = "standard"):

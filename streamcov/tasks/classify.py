@@ -468,11 +468,32 @@ def _saved_model_of(folder: Path, fold_fingerprint: str) -> bool:
         return False
 
 
+#: training rows on which a trained model is checked to have learned something (:func:`learned_nothing`)
+CHECK_ROWS = 2048
+
+
+def learned_nothing(predicted: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """``(accuracy, majority)`` when predictions of training rows are no better than always naming their most
+    frequent class (``majority``, its share), to within two standard errors of that share over the rows
+    checked, but never more than half the way from it to 1 (on a handful of rows two standard errors reach
+    1: a perfect fit would be called no better); None when the model does better. A model that diverged (steps
+    too large, a penalty that swamps the data) predicts at chance and scikit-learn says nothing; the size of its
+    weights does not tell (squared hinge weights 1e10 times the optimum's norm still classify well)."""
+    y = np.asarray(y)
+    m = len(y)
+    if m == 0:
+        return None
+    majority = float(np.bincount(y).max()) / m
+    accuracy = float(np.mean(np.asarray(predicted) == y))
+    if accuracy > majority + min(2.0 * np.sqrt(majority * (1.0 - majority) / m), (1.0 - majority) / 2.0):
+        return None
+    return accuracy, majority
+
+
 def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sample, unit) -> dict:
     from ..stream.featurize import feature_dim, featurize, fit_sample_rows
     from ..stream.lbfgs import make_lbfgs, predict_rows, span_limit, train_lbfgs
-    from ..stream.sgd import (CHECK_ROWS, SGDPlan, fit_scaler, learned_nothing, make_sgd, n_fit_rows, predict_mask,
-                              train_sgd)
+    from ..stream.sgd import SGDPlan, fit_scaler, make_sgd, n_fit_rows, predict_mask, train_sgd
 
     out = ctx.output
     m = cfg.model
