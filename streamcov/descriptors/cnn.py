@@ -117,7 +117,8 @@ def _check_outputs(outputs, what="outputs") -> tuple:
         raise ValueError(f"{what} must name at least one layer")
     bad = [o for o in outputs if o not in OUTPUT_NAMES]
     if bad:
-        raise ValueError(f"{what}: unknown layer {bad[0]!r}{did_you_mean(bad[0], OUTPUT_NAMES)}; known: {', '.join(OUTPUT_NAMES)}")
+        raise ValueError(f"{what}: unknown layer {bad[0]!r}{did_you_mean(bad[0], OUTPUT_NAMES)}; known: "
+                         f"{', '.join(OUTPUT_NAMES)}")
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"{what}: a layer is named twice in {list(outputs)}")
     return outputs

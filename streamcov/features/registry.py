@@ -211,8 +211,8 @@ def warn_narrow_bandwidth(params: dict, sample: np.ndarray, scale: float = 1.0) 
     SVM's grid warns of the same, :func:`streamcov.stream.exact._warn_degenerate_kernel`). Checked on the first
     :data:`BANDWIDTH_CHECK_ROWS` rows of the sample a data-dependent map is fitted on, less a head's columns; a
     map drawn from the width alone is checked on that many training rows drawn for the check
-    (:func:`streamcov.stream.featurize.featurize`). A bandwidth far above the distances is not warned of: the features are then nearly linear in
-    the rows, which a scaled linear learner still separates."""
+    (:func:`streamcov.stream.featurize.featurize`). A bandwidth far above the distances is not warned of: the
+    features are then nearly linear in the rows, which a scaled linear learner still separates."""
     import warnings
 
     from ..kernels import block_gaussian_kernel

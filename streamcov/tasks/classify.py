@@ -509,8 +509,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
     if m.learner == "lbfgs" and m.span == "rows":   # known before the features are computed (minutes), not after
         for name, train, _ in folds:
             n_fit = n_fit_rows(int(train.sum()), plan.validation_fraction)
-            problem = span_limit(n_fit, int(train.sum()) - n_fit,
-                                 feature_dim(source, map_params, seed=int(cfg.seed), train=train, fit_sample=fit_sample))
+            dim = feature_dim(source, map_params, seed=int(cfg.seed), train=train, fit_sample=fit_sample)
+            problem = span_limit(n_fit, int(train.sum()) - n_fit, dim)
             if problem is not None:
                 raise ConfigError(f'model.span = "rows": fold {name!r}: {problem}; set model.span = "features" '
                                   f'(or "auto", which chooses the span only within these limits)')

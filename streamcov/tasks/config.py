@@ -205,7 +205,8 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
                 if (k[:len(leaf)] == leaf or leaf[:len(k)] == k) and (x != v or type(x) is not type(v)):
                     replaced.setdefault(before, []).append(".".join(map(str, leaf)))
                     del earlier[k]
-        notes = [f"{flag} replaces {before}{'' if len(keys) == 1 and keys[0] == '.'.join(parts) else ' (' + ', '.join(keys) + ')'}"
+        # the keys named when they are not just the one this --set gave (a table's, or a key of a table given before)
+        notes = [f"{flag} replaces {before}" + ("" if keys == [".".join(parts)] else f" ({', '.join(keys)})")
                  for before, keys in replaced.items()]
         earlier.update({leaf: (flag, v) for leaf, v in leaves.items()})
     _set(raw, parts, value, flag)
