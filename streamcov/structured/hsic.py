@@ -29,7 +29,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory
-from ..kernels import (_alignment, _bandwidth, _center, center_kernel, gaussian_kernel, sigma_from_gamma,
+from ..kernels import (_alignment, _bandwidth, _center, _real, center_kernel, gaussian_kernel, sigma_from_gamma,
                        squared_distances)
 
 BASES = ("monomial", "gegenbauer")
@@ -190,7 +190,10 @@ def _check_grid(grid):
 
 def _check_gamma(v, name: str) -> None:
     """A kernel's gamma: a positive real number, or None (the median heuristic); True was taken as 1.0."""
-    if v is not None and (isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v > 0)):
+    if v is None:
+        return
+    g = _real(v)
+    if g is None or not (np.isfinite(g) and g > 0):
         raise ValueError(f"{name} must be a positive number or None, got {v!r}")
 
 
