@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable
@@ -242,32 +243,32 @@ class Runtime:
 
         On a cluster a large object (a fitted feature map of 100 MB) embedded in
         every task would travel with each; it is scattered to every worker
-        instead. On threads it is simply a delayed constant.
+        instead, as one future under a key of its own. On threads it is simply a
+        delayed constant.
         """
         import dask
 
         register_tokens(obj)
         if self.client is None:
             return dask.delayed(obj, pure=True)
-        from distributed import Future
-
-        shared = self.client.scatter(obj, broadcast=True, hash=True)   # a tuple gives a tuple of futures
-        futures = [shared] if isinstance(shared, Future) else list(
-            shared.values() if isinstance(shared, dict) else shared)
-        # kept only while its futures are: a learner shares a model per pass, and those of passes gone are
+        # a key per call, not the content's hash: sharing an object equal to one whose future was just dropped
+        # reused the key that the scheduler was releasing, and the tasks waiting on it hung
+        key = f"streamcov-shared-{type(obj).__name__}-{uuid.uuid4().hex}"
+        future = self.client.scatter({key: obj}, broadcast=True)[key]
+        # kept only while its future is: a learner shares a model per pass, and those of passes gone are
         # neither held nor sent again
-        self._shared = [(refs, o) for refs, o in self._shared if any(r() is not None for r in refs)]
-        self._shared.append(([weakref.ref(f) for f in futures], obj))
-        return shared
+        self._shared = [(ref, k, o) for ref, k, o in self._shared if ref() is not None]
+        self._shared.append((weakref.ref(future), key, obj))
+        return future
 
     def reshare(self):
-        """Scatter every shared object again, under the same key (its content's hash): after a worker is
-        lost, data it alone held (scattered before the other workers had joined) is back, so the same
-        graph can be submitted again. Nothing on threads."""
+        """Scatter every shared object still in use again, under its key: after a worker is lost, data it
+        alone held (scattered before the other workers had joined) is back, so the same graph can be
+        submitted again. Nothing on threads."""
         if self.client is not None:
-            for refs, obj in self._shared:
-                if any(r() is not None for r in refs):
-                    self.client.scatter(obj, broadcast=True, hash=True)
+            for ref, key, obj in self._shared:
+                if ref() is not None:
+                    self.client.scatter({key: obj}, broadcast=True)
 
 
 PLUGIN_NAME = "streamcov-thread-plan"
