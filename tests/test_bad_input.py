@@ -2962,11 +2962,13 @@ PROTOCOLS = [
     Case("not-spd-names-row-and-id", run_on(archive_store(["file,label,subject", "s00.csv,a,1", "s01.csv,b,3",
                                                            "s02.csv,a,2", "s03.csv,b,4"], n=4), "descriptor.gamma=0.0"),
          r"covariance of sequence 0 \(id 's00'\) \(6 frames, 6 dims\) is not positive definite \(smallest "
-         r"eigenvalue .*\); increase the regularization gamma \(now 0\.0\)$"),
+         r"eigenvalue .*\); increase the regularization descriptor\.gamma \(now 0\.0\) \(given: --set "
+         r"descriptor\.gamma=0\.0\)$"),
     Case("not-spd-pyramid-names-row-and-id", run_on(archive_store(["file,label,subject", "s00.csv,a,1", "s01.csv,b,3",
                                                                    "s02.csv,a,2", "s03.csv,b,4"], n=4),
                                                     "descriptor.gamma=0.0", "descriptor.levels=2"),
-         r"window 0 of sequence 0 \(id 's00'\) \(6 frames, 6 dims\) is not positive definite"),
+         r"window 0 of sequence 0 \(id 's00'\) \(6 frames, 6 dims\) is not positive definite .*; increase the "
+         r"regularization descriptor\.gamma \(now 0\.0\) \(given: --set descriptor\.gamma=0\.0\)$"),
     # documented: a test class absent from training is a warning in the result and on stderr
     Case("test-class-unseen-in-training", run_on(archive_store(UNSEEN_CLASS)), r"accuracy", rc=0, check=has_warning),
 ]

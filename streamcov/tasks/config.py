@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, StreamcovError, arg, did_you_mean, path_arg, toml_error, toml_value
+from ..errors import ConfigError, NotSPDError, StreamcovError, arg, did_you_mean, path_arg, toml_error, toml_value
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -282,10 +282,11 @@ class Origins:
         store or the data, made after loading, name the key but cannot know whether it came from the file
         or from ``--set``. One about the data that names keys as suspects further on (``... e.g.
         descriptor.gamma far above the covariances``) gets where those the user gave came from at its end.
-        A key nobody gave (a default) is left as it is."""
+        A key nobody gave (a default) is left as it is; so is a :class:`NotSPDError`, whose remedy names a key
+        (``descriptor.gamma``) the same way."""
         try:
             yield
-        except ConfigError as exc:
+        except (ConfigError, NotSPDError) as exc:
             text = str(exc)
             m = _KEY_FIRST.match(text)
             where = self.given(tuple(m.group(1).split("."))) if m else None
