@@ -82,8 +82,12 @@ def numba_environment_problem() -> str | None:
             return (f"environment variable NUMBA_NUM_THREADS={value!r}: expected an integer >= 1 (the threads of "
                     f"numba's kernels); set it to a count (this process may use {available_cores()} cores) or "
                     f"unset it")
-    import numba
-
+    try:
+        import numba
+    except (ImportError, OSError) as exc:   # a damaged install, a library it loads missing: not a lost worker
+        said = " ".join(str(exc).split())[:200]
+        return (f"numba cannot be imported ({exc.__class__.__name__}: {said}); install it again in this "
+                f"environment (pip install --force-reinstall numba)")
     try:
         numba.get_num_threads()   # starts numba's threading layer (NUMBA_THREADING_LAYER) if not yet started
     except ValueError as exc:

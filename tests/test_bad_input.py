@@ -4214,6 +4214,29 @@ def test_worker_lost_during_the_numba_check_is_one_line(lost):
         _check_workers_numba(Client())
 
 
+@pytest.mark.parametrize("error", [OSError("libtbb.so.12: cannot open shared object file"),
+                                   ImportError("numpy.core.multiarray failed to import")])
+def test_numba_that_cannot_be_imported_is_a_problem_not_a_lost_worker(monkeypatch, error):
+    """A worker whose numba import fails (a damaged install, a library it loads missing) answers the numba
+    check with its problem: the OSError it raised was taken for a worker lost as it answered."""
+    import builtins
+
+    from streamcov._config import numba_environment_problem
+
+    real = builtins.__import__
+
+    def failing(name, *args, **kwargs):
+        if name == "numba":
+            raise error
+        return real(name, *args, **kwargs)
+
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.setattr(builtins, "__import__", failing)
+    problem = numba_environment_problem()
+    assert re.fullmatch(rf"numba cannot be imported \({type(error).__name__}: {re.escape(str(error))}\); install it "
+                        rf"again in this environment \(pip install --force-reinstall numba\)", problem), problem
+
+
 def test_half_made_client_closed():
     """A scheduler address Dask refuses as it connects (inproc:// naming no scheduler, tls:// without its
     settings): the one line, then the end of the process. The client Dask left half made held the exit for
