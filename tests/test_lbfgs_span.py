@@ -121,6 +121,21 @@ def test_early_stopping_in_the_span_follows_the_same_validation_curve():
     assert b.stop_reason_ == "early_stopping" and b.best_iter_ == int(np.argmin(b.validation_loss_curve_))
 
 
+@pytest.mark.parametrize("span", ["features", "rows"])
+def test_a_refit_without_validation_keeps_no_curve_of_the_fit_before(span):
+    """A refit with validation_fraction = 0 kept the earlier fit's validation_loss_curve_ and best_iter_, which
+    then described another run (a curve longer than this fit's loss curve)."""
+    X, y = wide(n=160, d=800, k=3, seed=5)
+    est = LBFGSClassifier(span=span, max_iter=20, validation_fraction=0.3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+        assert hasattr(est, "validation_loss_curve_") and hasattr(est, "best_iter_")
+        est.set_params(validation_fraction=0.0).fit(X, y)
+    assert not hasattr(est, "validation_loss_curve_") and not hasattr(est, "best_iter_")
+    assert len(est.loss_curve_) == est.n_iter_ + 1
+
+
 def test_a_warm_start_from_a_model_outside_the_span_reaches_the_same_minimum():
     # a model fitted on other rows has components outside the span of these: the span route starts from
     # its projection on the span, and ends at the same minimizer as a cold fit

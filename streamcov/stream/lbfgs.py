@@ -1224,6 +1224,8 @@ def _train_in_span(source, y, fit_mask, val_mask, classes, est, *, scale, checkp
                  "validation_loss_curve_", "best_iter_"):
         if hasattr(inner, name):
             setattr(est, name, getattr(inner, name))
+        else:
+            est.__dict__.pop(name, None)   # an earlier fit's, not this one's
     est.coef_ = W
     est.intercept_ = b
     est.classes_ = classes
@@ -1451,6 +1453,9 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         if use_val:
             est.validation_loss_curve_ = np.asarray(engine["val_curve"], dtype=np.float64)
             est.best_iter_ = int(engine["best_iter"])
+        else:   # a refit without validation: an earlier fit's curve and best iteration are not this fit's
+            for name in ("validation_loss_curve_", "best_iter_"):
+                est.__dict__.pop(name, None)
         est.fit_info_ = {"passes": problem.passes, "pass_seconds": problem.pass_seconds,
                          "pass_times": list(problem.pass_times), "parallel_partitions": problem.parallel,
                          "optimize_seconds": time.perf_counter() - t0, "cache": problem.mode,
