@@ -512,7 +512,8 @@ def test_block_sum_map_approximates_weighted_sum_of_kernels(rng):
     want = sum(w * ref.gaussian_gram(X[:, a:a + n], 1.0) for (n, w), a in zip(blocks, (0, 6, 16)))
     np.testing.assert_allclose(K, want, atol=1e-12)
     assert np.abs(Z @ Z.T - K).max() < 0.05
-    with pytest.raises(ValueError, match="X has 25 columns, the kernel blocks cover 26"):
+    with pytest.raises(ValueError, match=r"^X has 25 features, but BlockSumFeatures is expecting 26 features as "
+                                         r"input \(the columns its kernel blocks cover\)$"):
         fmap.transform(X[:, :25])
     # BlockSumFeatures checks its blocks as the kernel functions do: a negative weight reached a block's map as
     # a negative n_components, a width of 0 as an empty array, an infinite weight gave infinite features

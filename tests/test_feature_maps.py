@@ -8,7 +8,7 @@ from sklearn.kernel_approximation import RBFSampler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from streamcov._kernels.fwht import fwht_rows
-from streamcov.features import (FastfoodSampler, OrthogonalRBFSampler, QuasiRandomRBFSampler,
+from streamcov.features import (BlockSumFeatures, FastfoodSampler, OrthogonalRBFSampler, QuasiRandomRBFSampler,
                                 RandomMaclaurinSampler)
 
 ALL = [OrthogonalRBFSampler, QuasiRandomRBFSampler, RandomMaclaurinSampler, FastfoodSampler]
@@ -16,9 +16,29 @@ GAMMA_MAPS = [OrthogonalRBFSampler, QuasiRandomRBFSampler, FastfoodSampler]
 
 
 @parametrize_with_checks([cls() for cls in ALL]
-                         + [RandomMaclaurinSampler(sampling="stratified", center=True)])
+                         + [RandomMaclaurinSampler(sampling="stratified", center=True)]
+                         # its defaults (one block of every column, the maps' defaults; it could not be fitted
+                         # without blocks), and random_state None or a RandomState (only integers were taken)
+                         + [BlockSumFeatures(), BlockSumFeatures(map_params={"map": "rff", "sigma": 2.0},
+                                                                 random_state=None)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_block_sum_features_draw_from_a_random_state_as_from_the_integer_it_draws():
+    """An integer seed is the seed of every block, as a saved model draws its maps again; a RandomState first
+    draws that integer."""
+    X = np.random.default_rng(0).standard_normal((20, 6))
+    kw = dict(map_params={"map": "rff", "sigma": 2.0}, blocks=[[2, 1.0], [4, 0.5]], n_components=30)
+    seed = int(np.random.RandomState(5).randint(np.iinfo(np.int32).max))
+    a = BlockSumFeatures(random_state=np.random.RandomState(5), **kw).fit_transform(X)
+    np.testing.assert_array_equal(a, BlockSumFeatures(random_state=seed, **kw).fit_transform(X))
+    assert not np.array_equal(a, BlockSumFeatures(random_state=seed + 1, **kw).fit_transform(X))
+    # no blocks: one block of all 6 columns at weight 1, the map of the whole row
+    one = BlockSumFeatures(map_params={"map": "rff", "sigma": 2.0}, n_components=30, random_state=1).fit(X)
+    assert one.blocks_ == [[6, 1.0]] and one.n_blocks_ == 1
+    np.testing.assert_array_equal(one.transform(X), BlockSumFeatures(
+        map_params={"map": "rff", "sigma": 2.0}, blocks=[[6, 1.0]], n_components=30, random_state=1).fit_transform(X))
 
 
 def unit_rows(n, d, seed):

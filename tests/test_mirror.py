@@ -197,7 +197,8 @@ def test_block_maps_with_views_average_the_views(rng):
     z0 = fmap.block0_.transform(X[:, 0:6]) + fmap.block0_.transform(X[:, 16:22])
     np.testing.assert_allclose(Z[:, :z0.shape[1]], z0 * np.sqrt(0.5) / 2, atol=1e-12)
     assert np.abs(Z @ Z.T - ref.view_mean_gram(X, X, blocks, 1.0, 2)).max() < 0.05
-    with pytest.raises(ValueError, match=r"X has 16 columns, the kernel blocks cover 32 \(2 views\)"):
+    with pytest.raises(ValueError, match=r"^X has 16 features, but BlockSumFeatures is expecting 32 features as "
+                                         r"input \(the columns its kernel blocks cover, 2 views\)$"):
         fmap.transform(X[:, :16])
 
 

@@ -15,6 +15,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..errors import ConfigError, did_you_mean, toml_value
@@ -319,31 +320,36 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
     Parameters
     ----------
-    map_params : dict
+    map_params : dict, default=None
         The map of every block as :func:`streamcov.features.registry.make_feature_map`
-        takes it (``map``, ``sigma``, the map's own options), without ``n_components``.
-    blocks : list of [width, weight]
-        Consecutive column blocks of the input and their kernel weights.
+        takes it (``map``, ``sigma``, the map's own options), without ``n_components``;
+        None: ``{}``, that function's defaults.
+    blocks : list of [width, weight], default=None
+        Consecutive column blocks of the input and their kernel weights; None: one block of
+        every column of a view, weight 1.
     views : int, default=1
         Views per row, each laid out in ``blocks``: a block's features are its map's mean over the views.
-    n_components : int
+    n_components : int, default=100
         Features in all (shared by the blocks in proportion to their weights).
-    random_state : int
-        Block ``b`` draws from the seed ``(random_state, b)``.
+    random_state : int, RandomState instance or None, default=0
+        Block ``b`` draws from the seed ``(random_state, b)`` (an integer; a saved model draws its
+        maps again from it); a RandomState or None first draws that integer.
 
     Attributes
     ----------
     block{b}_ : transformer
         The fitted map of block ``b``.
+    blocks_ : list of [width, weight]
+        The blocks mapped (``blocks``, or the one block of the default).
     n_blocks_ : int
     """
 
     _parameter_constraints: dict = {
-        "map_params": [dict],
-        "blocks": [list],
+        "map_params": [dict, None],
+        "blocks": [list, None],
         "views": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "random_state": [Interval(Integral, 0, None, closed="left")],
+        "random_state": ["random_state"],
     }
 
     def __init__(self, *, map_params=None, blocks=None, views=1, n_components=100, random_state=0):
@@ -353,11 +359,19 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.n_components = n_components
         self.random_state = random_state
 
+    def _blocks(self) -> list:
+        """The blocks mapped: those of the fit, else ``blocks`` as given (a saved model keeps no list: with
+        ``blocks`` None, the one block of its fitted width)."""
+        blocks = getattr(self, "blocks_", None) or self.blocks
+        if blocks is None and hasattr(self, "n_features_in_"):
+            return [[int(self.n_features_in_) // int(self.views), 1.0]]
+        return blocks
+
     def _slices(self):
         """The columns of every block in every view (``out[b][s]``) and the row width."""
-        width = sum(int(w) for w, _ in self.blocks)
+        width = sum(int(w) for w, _ in self._blocks())
         out, c = [], 0
-        for w, _ in self.blocks:
+        for w, _ in self._blocks():
             out.append([slice(s * width + c, s * width + c + int(w)) for s in range(int(self.views))])
             c += int(w)
         return out, width * int(self.views)
@@ -370,20 +384,21 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     def _check_width(self, X):
         # [width, weight] pairs, widths >= 1 and weights > 0 (a negative weight reached a block's map as a
         # negative n_components, a width of 0 as an empty array, a NaN weight as NaN features)
-        check_blocks(self.blocks, None, self.views)
+        check_blocks(self._blocks(), None, self.views)
         width = self.width
         if X.shape[1] != width:
-            raise ValueError(f"X has {X.shape[1]} columns, the kernel blocks cover {width}"
-                             f"{f' ({self.views} views)' if self.views > 1 else ''}")
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {width} features "
+                             f"as input (the columns its kernel blocks cover"
+                             f"{f', {self.views} views' if self.views > 1 else ''})")
 
     def _check_map_params(self) -> None:
         """The block maps' options: a map with features, and none of the keys this class sets or that only
         :func:`fit_feature_map` reads (they were replaced, or dropped, without a word)."""
-        name = str(self.map_params.get("map", "rgw")).lower()
+        name = str(self._map_params().get("map", "rgw")).lower()
         if map_class(name) is None:   # "none" was an AttributeError at the first block
             raise ValueError(f"map_params: map = {name!r} has no features to sum over the blocks; name a feature "
                              f"map ({', '.join(m for m in MAPS if m != 'none')})")
-        for key in self.map_params:
+        for key in self._map_params():
             if key in ("n_components", "random_state", "blocks", "views"):
                 raise ValueError(f"map_params: {key!r} is set by BlockSumFeatures (its own {key} parameter); "
                                  f"remove it from map_params")
@@ -395,22 +410,34 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
                 raise ValueError(f"map_params: {key!r} is read by fit_feature_map, not by BlockSumFeatures, which "
                                  f"fits on the rows given to fit; remove it, and pass the rows to fit on")
 
+    def _map_params(self) -> dict:
+        return {} if self.map_params is None else self.map_params
+
     def fit(self, X, y=None):
         self._validate_params()
         self._check_map_params()
         # a NaN is named as this map's input, not as the input of one block's map
         given, X = X, check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
-        self._check_width(X)
+        self.__dict__.pop("blocks_", None)   # an earlier fit's blocks are not this one's
+        if self.blocks is None:
+            check_blocks(None, X.shape[1], self.views)
+            self.blocks_ = [[X.shape[1] // int(self.views), 1.0]]
+        else:
+            self._check_width(X)
+            self.blocks_ = [[int(w), float(c)] for w, c in self.blocks]
         # n_features_in_ and a DataFrame's column names, which transform checks (reordered columns were mapped
         # block by block as they came, without a word)
         validate_data(self, given, reset=True, skip_check_array=True)
-        counts = allocate(int(self.n_components), [float(w) for _, w in self.blocks])
+        rs = self.random_state
+        base = (int(rs) if isinstance(rs, Integral) and not isinstance(rs, bool) else
+                int(check_random_state(rs).randint(np.iinfo(np.int32).max)))
+        counts = allocate(int(self.n_components), [float(w) for _, w in self.blocks_])
         for b, (sl, n) in enumerate(zip(self._slices()[0], counts)):
-            seed = int(np.random.SeedSequence([int(self.random_state), b]).generate_state(1)[0])
-            fmap = make_feature_map({**self.map_params, "n_components": int(n)}, seed)
+            seed = int(np.random.SeedSequence([base, b]).generate_state(1)[0])
+            fmap = make_feature_map({**self._map_params(), "n_components": int(n)}, seed)
             rows = X[:, sl[0]] if len(sl) == 1 else np.concatenate([X[:, v] for v in sl])
             setattr(self, f"block{b}_", fmap.fit(rows))
-        self.n_blocks_ = len(self.blocks)
+        self.n_blocks_ = len(self.blocks_)
         self._n_features_out = int(sum(counts))   # get_feature_names_out: blocksumfeatures0, ...
         return self
 
@@ -420,7 +447,7 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self._check_width(X)
         validate_data(self, given, reset=False, skip_check_array=True)   # the column names of fit, if any
         parts = []
-        for b, (sl, (_, w)) in enumerate(zip(self._slices()[0], self.blocks)):
+        for b, (sl, (_, w)) in enumerate(zip(self._slices()[0], self._blocks())):
             fmap = getattr(self, f"block{b}_")
             Z = fmap.transform(X[:, sl[0]])
             for v in sl[1:]:
