@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import tomllib
 import warnings
 from pathlib import Path
 
