@@ -48,6 +48,19 @@ class FormatError(StreamcovError, ValueError):
         return (type(self), (self.path, self.reason, self.line), dict(self.__dict__))
 
 
+def check_utf8_name(path, relative) -> None:
+    """FormatError naming ``path`` when ``relative`` (its name within the archive) is not UTF-8 (a latin-1
+    name of an old zip archive: ``caf\\xe9``): ids, class names and the archive's digests are UTF-8, and
+    such a name was a traceback."""
+    try:
+        os.fspath(relative).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise FormatError(shown, "its file or folder name is not UTF-8 (ids, class names and the archive's "
+                                 "digests are UTF-8); rename it, e.g. convmv -f latin1 -t utf8 -r --notest "
+                                 "FOLDER") from None
+
+
 def not_the_file(exc: FormatError) -> FormatError:
     """``exc`` marked as not one file's own fault (:attr:`FormatError.own_fault`), returned to be raised: a
     read error of the system (a missing file, a permission, an I/O error, a dropped network drive), after
@@ -272,5 +285,5 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "bool_arg", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg", "read_or_skip", "skip_hint",
-           "toml_error", "toml_value"]
+           "bool_arg", "check_utf8_name", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg",
+           "read_or_skip", "skip_hint", "toml_error", "toml_value"]

@@ -1,4 +1,5 @@
 """Image folders and zarr image stores: round trip, resume, errors naming the file."""
+import re
 from pathlib import Path
 
 import numpy as np
@@ -239,6 +240,33 @@ def test_cli_ingest_images_bad_file_names_it(tmp_path, capsys):
     assert main(["ingest", "images", "--format", "folders", "--quiet", str(tmp_path / "src"),
                  str(tmp_path / "x.zarr")]) == 2
     assert "broken.png" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_a_name_that_is_not_utf8_is_one_line(tmp_path, capsys, where):
+    """A latin-1 name (an old zip archive's "caf\xe9") could not be stored as an id or a class: a traceback of
+    ingest, of the in-memory run after every feature was computed, and of predict."""
+    import os
+
+    from streamcov.cli import main
+
+    src = tmp_path / "src"
+    for c in "ab":
+        (src / c).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(np.full((8, 8), 40 * i, np.uint8)).save(src / c / f"{i}.png")
+    if where == "file":
+        os.rename(src / "a" / "0.png", os.fsencode(src / "a") + b"/caf\xe9.png")
+        shown = r"a/caf\\xe9\.png"
+    else:
+        os.rename(src / "b", os.fsencode(src) + b"/caf\xe9")
+        shown = r"caf\\xe9/0\.png"
+    assert main(["ingest", "images", "--format", "folders", "--quiet", str(src), str(tmp_path / "x.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(rf"^streamcov ingest: error: \S+src/{shown}: its file or folder name is not UTF-8 \(ids, class "
+                     rf"names and the archive's digests are UTF-8\); rename it, e\.g\. convmv -f latin1 -t utf8 -r "
+                     rf"--notest FOLDER$", err.strip()), err
+    assert not (tmp_path / "x.zarr").exists()
 
 
 def test_oversized_and_linked_images_are_named(tmp_path, monkeypatch):

@@ -387,3 +387,23 @@ def test_on_error_skip_leaves_out_a_sequence_beyond_float32(tmp_path):
     (skipped,) = store.attrs["skipped"]
     assert skipped["id"] == "02_b" and skipped["reason"].startswith("cannot be stored: sequence 02_b: non-finite "
                                                                      "value at frame 2")
+
+
+def test_a_file_name_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    """A latin-1 name anywhere in the archive (its digest covers every file) was a traceback of ingestion."""
+    import os
+    import re
+
+    from streamcov.cli import main
+
+    write(tmp_path / "src", ARM, "01_reach.bvh", "train/reach")
+    write(tmp_path / "src", ARM, "02_reach.bvh", "test/reach")
+    with open(os.fsencode(tmp_path / "src" / "train" / "reach") + b"/03_caf\xe9.bvh", "w") as f:
+        f.write(ARM)
+    assert main(["ingest", "skeleton", "--format", "bvh", "--quiet", str(tmp_path / "src"),
+                 str(tmp_path / "x.zarr")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.fullmatch(r"streamcov ingest: error: \S+/src/train/reach/03_caf\\xe9\.bvh: its file or folder name "
+                        r"is not UTF-8 \(ids, class names and the archive's digests are UTF-8\); rename it, e\.g\. "
+                        r"convmv -f latin1 -t utf8 -r --notest FOLDER", err), err
+    assert not (tmp_path / "x.zarr").exists()

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .._config import progress_bar
-from ..errors import ConfigError, FormatError, case_twins, ingest_option, not_the_file
+from ..errors import ConfigError, FormatError, case_twins, check_utf8_name, ingest_option, not_the_file
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".tif", ".tiff", ".gif", ".webp", ".pbm",
                     ".pgm", ".ppm", ".pnm", ".tga")
@@ -174,6 +174,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     entries = []
     for p in found:
         rel = p.relative_to(root)
+        check_utf8_name(p, rel)   # before anything is read: the in-memory task and predict too
         folders = rel.parts[:-1]
         if not folders and not unlabelled:
             raise FormatError(p, "image directly under the root folder; put each class in "

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, FormatError, IncompleteStoreError, StoreError, arg, arg_name, int_arg, path_arg
+from ..errors import (ConfigError, FormatError, IncompleteStoreError, StoreError, arg, arg_name, check_utf8_name,
+                      int_arg, path_arg)
 from . import integrity
 from .integrity import open_group
 
@@ -839,8 +840,10 @@ def files_digest(paths, root) -> dict:
     h = hashlib.sha256()
     n = 0
     for p in sorted(Path(p) for p in paths):
+        rel = _relative(p, root)
+        check_utf8_name(p, rel)   # any file of the archive: the digest is of UTF-8 names
         st = p.stat()
-        h.update(f"{_relative(p, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         n += 1
     return {"count": n, "digest": h.hexdigest()}
 
