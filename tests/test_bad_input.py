@@ -2616,6 +2616,36 @@ def assert_size_recorded(model: Path, height, width):
     assert info["image_size"] == {"height": height, "width": width}, info
 
 
+def masked_folder(e) -> Path:
+    """The grey folder of 2 x 4 images, with a folder of 3 masks in each class."""
+    from PIL import Image
+
+    folder = image_folder("masked", n=4, size=24)(e)
+    for c in ("a", "b"):
+        (folder / c / "masks").mkdir()
+        for i in range(3):
+            Image.fromarray(np.full((24, 24), 50 * i, np.uint8)).save(folder / c / "masks" / f"{i}.png")
+    return folder
+
+
+def trained_without_masks(folder_fn):
+    """A model of the in-memory image task trained with data.exclude = ["masks"]."""
+    def make(e) -> Path:
+        text = MEMORY_IMAGE_PIPELINE.format(out=e.tmp / "o", source=folder_fn(e)).replace(
+            'format = "folders"\n', 'format = "folders"\nexclude = ["masks"]\n')
+        rc, err, _ = cli("run", e.pipeline(text), "--quiet")
+        assert rc == 0, err
+        return e.tmp / "o" / "model"
+    return make
+
+
+def masks_left_out(e, err, out):
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["n"] == 8 and res["excluded"] == 6 and res["includes_training_rows"] is True, res
+    ids = [row.split(",")[0] for row in (e.tmp / "p.csv").read_text().splitlines()[1:]]
+    assert len(ids) == 8 and not any("masks" in i for i in ids), ids
+
+
 def training_rows_noted(e, err, out):
     assert json.loads(out.strip().splitlines()[-1])["includes_training_rows"] is True, out
 
@@ -2836,6 +2866,12 @@ IMAGES = [
          predict_training_folder(trained_in_memory_on, image_folder("grey", n=4, size=24)),
          r"note: these are the images the model was trained on \(\S+/grey\): its training images are among them, "
          r"so this accuracy is not a test accuracy", rc=0, check=training_rows_noted),
+    # the folders its training left out (data.exclude): their images were scored, and the folder called new data
+    Case("in-memory-model-on-its-training-folder-without-its-masks",
+         predict_training_folder(trained_without_masks, masked_folder),
+         r"note: 6 image\(s\) in folders named 'masks' under \S+/masked left out, not predicted \(as the model's "
+         r"training left out folders named 'masks' \(data\.exclude\)\); rename those folders to predict their "
+         r"images", rc=0, check=masks_left_out),
     # grey and colour images together: their shapes (h, w) and (h, w, 3) made the sizes' record fail after training
     Case("in-memory-model-of-grey-and-colour-images",
          lambda e: ["predict", trained_in_memory_on(mixed_folder)(e), image_folder("grey2", size=24, seed=2)(e),
