@@ -2523,6 +2523,15 @@ def float_folder(name, top, n=2, size=24, seed=1):
     return make
 
 
+def with_micro_tif(e) -> Path:
+    """The grey folder of 2 x 4 images of 24 x 24 pixels and a float TIFF of 4080s among them."""
+    from PIL import Image
+
+    folder = image_folder("grey", n=4, size=24)(e)
+    Image.fromarray(np.full((24, 24), 4080.0, np.float32)).save(folder / "a" / "micro.tif")
+    return folder
+
+
 def trained_on(folder_fn):
     """A model of the stream image task (IMAGE_PIPELINE) trained on the images of ``folder_fn``."""
     def make(e) -> Path:
@@ -2803,6 +2812,13 @@ IMAGES = [
          r"data\.group_level in a pipeline\) is 3"),
     # integers are stored as fractions of their range, floats as they are: mixed, they would lie on two scales
     Case("float-among-integer-images", with_image("micro.tif", save_array(np.full((16, 16), 4080.0, np.float32))),
+         r"a/micro\.tif: float pixels from 4080 to 4080, but \S+\.png \(and maybe others\) has integer pixels, "
+         r"stored as fractions of their range \(0 to 1\): the two would lie on different scales; scale the float "
+         r"images to 0 to 1, or convert them to integers$"),
+    # the in-memory task read the folder as it came and trained on the two scales (its model then refused it)
+    Case("float-among-integer-images-in-memory",
+         lambda e: ["run", e.pipeline(MEMORY_IMAGE_PIPELINE.format(out=e.tmp / "o", source=with_micro_tif(e))),
+                    "--quiet"],
          r"a/micro\.tif: float pixels from 4080 to 4080, but \S+\.png \(and maybe others\) has integer pixels, "
          r"stored as fractions of their range \(0 to 1\): the two would lie on different scales; scale the float "
          r"images to 0 to 1, or convert them to integers$"),

@@ -403,11 +403,29 @@ def _codes(values: list[str]):
     return np.array([index[v] for v in values], dtype=np.int32), names
 
 
+def check_float_scale(floats, integer_image) -> None:
+    """Float images (``(path, pixels)`` pairs, pixels read as they are) among integer ones (``integer_image``,
+    the path of one, or None), which are read as fractions of their range (0 to 1): a float image with values
+    outside 0 to 1 would lie on another scale, and is refused (FormatError naming it). One rule for a store
+    and for the in-memory task."""
+    if integer_image is None:
+        return
+    for p, a in floats:
+        if a.min() < 0 or a.max() > 1:
+            raise FormatError(p, f"float pixels from {float(a.min()):.4g} to {float(a.max()):.4g}, but "
+                                 f"{integer_image} (and maybe others) has integer pixels, stored as fractions of "
+                                 f"their range (0 to 1): the two would lie on different scales; scale the float "
+                                 f"images to 0 to 1, or convert them to integers")
+
+
 def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool = False) -> ImageSet:
     """Read every image under ``root`` (see module docstring) into an :class:`ImageSet`."""
     entries = scan_folders(root, group_level=group_level, exclude=exclude)
     with progress_bar(entries, progress, desc=f"read {Path(root).name}", unit="img") as it:
         images = [read_image(e.path) for e in it]
+    # as ingestion's pixel type: float images on another scale than the integer ones beside them are refused
+    check_float_scale([(e.path, a) for e, a in zip(entries, images) if a.dtype.kind == "f"],
+                      next((e.path for e, a in zip(entries, images) if a.dtype.kind != "f"), None))
     small = [i for i, img in enumerate(images) if min(img.shape[:2]) < MIN_SIDE]
     if small:   # as ingestion skips them: the same images in memory and in a store
         import warnings

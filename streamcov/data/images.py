@@ -26,7 +26,7 @@ import numpy as np
 
 from .._config import progress_bar
 from ..errors import FormatError, ingest_option, path_arg, read_or_skip
-from .imageio import MIN_SIDE, ORIENTATION, ImageSet, read_image, scan_folders
+from .imageio import MIN_SIDE, ORIENTATION, ImageSet, check_float_scale, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter, content_digest, files_digest, ingest_args
 
 FORMAT_NAME = "streamcov.images"
@@ -294,13 +294,7 @@ def auto_pixel_dtype(paths) -> str:
         except Exception:   # unreadable: read_image names it when the ingestion reaches it
             continue
     if floats and ints is not None:
-        for p in floats:
-            a = read_image(p)
-            if a.min() < 0 or a.max() > 1:
-                raise FormatError(p, f"float pixels from {float(a.min()):.4g} to {float(a.max()):.4g}, but {ints} "
-                                     f"(and maybe others) has integer pixels, stored as fractions of their range "
-                                     f"(0 to 1): the two would lie on different scales; scale the float images "
-                                     f"to 0 to 1, or convert them to integers")
+        check_float_scale(((p, read_image(p)) for p in floats), ints)
     return "float32" if floats else out
 
 
