@@ -2523,6 +2523,15 @@ def float_folder(name, top, n=2, size=24, seed=1):
     return make
 
 
+def with_a_dot(e) -> Path:
+    """The grey folder of 2 x 4 images of 24 x 24 pixels and a 1 x 1 image among them."""
+    from PIL import Image
+
+    folder = image_folder("grey", n=4, size=24)(e)
+    Image.fromarray(np.zeros((1, 1), np.uint8)).save(folder / "a" / "dot.png")
+    return folder
+
+
 def with_micro_tif(e) -> Path:
     """The grey folder of 2 x 4 images of 24 x 24 pixels and a float TIFF of 4080s among them."""
     from PIL import Image
@@ -2882,6 +2891,13 @@ IMAGES = [
          predict_training_folder(trained_in_memory_on, image_folder("grey", n=4, size=24)),
          r"note: these are the images the model was trained on \(\S+/grey\): its training images are among them, "
          r"so this accuracy is not a test accuracy", rc=0, check=training_rows_noted),
+    # a run that ingests its data.source said nothing of the images ingestion skipped (ingest warns of them)
+    Case("run-says-what-its-ingestion-skipped",
+         lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.tmp / "new.zarr").replace(
+             '[data]\n', f'[data]\nsource = "{with_a_dot(e)}"\nformat = "folders"\n')), "--scheduler", "synchronous"],
+         r"(?m)^streamcov run: warning: 1 image\(s\) of the store's source were skipped when it was ingested "
+         r"\(a/dot\.png: image of 1 x 1 pixels; at least 2 x 2 are needed\) and have no row here; the store "
+         r"lists them \(`streamcov info \S+new\.zarr`\)$", rc=0),
     # the folders its training left out (data.exclude): their images were scored, and the folder called new data
     Case("in-memory-model-on-its-training-folder-without-its-masks",
          predict_training_folder(trained_without_masks, masked_folder),

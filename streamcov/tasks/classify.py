@@ -321,6 +321,14 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     whole = cfg.split.kind in ("subjects", "subject-splits-file", "store") and not getattr(cfg.split, "folds", None)
     warnings = splits.fold_warnings(folds, store.labels, store.label_names,
                                     getattr(store, "groups", None) if whole else None)
+    skipped = list(store.attrs.get("skipped", []))
+    if skipped:   # items of the archive without a row (ingested with on_error = "skip", images under 2 x 2): said by
+        # every run, as ingest says it, since the run that ingested its data.source said nothing of them
+        from ..data.ragged import skipped_text
+
+        warnings = [*warnings, f"{len(skipped)} {unit[:-1]}(s) of the store's source were skipped when it was "
+                               f"ingested {skipped_text(skipped)} and have no row here; the store lists them "
+                               f"(`streamcov info {store.path}`)"]
     if warnings:
         result["warnings"] = warnings
     scheduler = ctx.scheduler or cfg.dask.scheduler
