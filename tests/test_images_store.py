@@ -486,3 +486,41 @@ def test_file_names_with_digits_of_other_kinds_are_ordered_not_refused(tmp_path)
     ids = [e.id for e in scan_folders(tmp_path)]
     assert ids == ["a/x1\u00b2.png", "a/x9.png", "a/x10.png", "a/x\uff11\uff12.png"]
     assert len(ingest_images(tmp_path, tmp_path / "s.zarr")) == 4
+
+
+def test_tiff_variants_are_read_as_they_mean_or_refused_for_what_they_are(tmp_path):
+    """A signed 8-bit TIFF was read as unsigned (-100 as 156); a 16-bit MinIsWhite TIFF was not inverted, while
+    an 8-bit one is; a valid TIFF Pillow does not decode (float64, tifffile's default for float arrays) was
+    called damaged, with the advice to copy it again."""
+    tifffile = pytest.importorskip("tifffile")
+    tifffile.imwrite(tmp_path / "s8.tif", np.array([[-100, 0], [50, 127]], np.int8))
+    with pytest.raises(FormatError, match=r"s8\.tif: signed 8-bit TIFF: it would be read as unsigned \(-100 as "
+                                          r"156\); save it as unsigned 8-bit or 16-bit grey, or as 32-bit float grey$"):
+        read_image(tmp_path / "s8.tif")
+    raw = np.array([[0, 1000], [30000, 65535]], np.uint16)
+    tifffile.imwrite(tmp_path / "w16.tif", raw, photometric="miniswhite")
+    tifffile.imwrite(tmp_path / "w8.tif", (raw >> 8).astype(np.uint8), photometric="miniswhite")
+    w16 = read_image(tmp_path / "w16.tif")
+    assert w16.dtype == np.uint16 and w16.tolist() == (65535 - raw).tolist()
+    np.testing.assert_array_equal(read_image(tmp_path / "w8.tif"), 255 - (raw >> 8))   # the same sense
+    tifffile.imwrite(tmp_path / "f64.tif", np.zeros((4, 4)))
+    with pytest.raises(FormatError, match=r"f64\.tif: cannot decode image: it starts as a TIFF file but Pillow "
+                                          r"cannot read it: a TIFF variant it does not decode \(64 or 16-bit float, "
+                                          r"float colour, extra channels\) or a damaged file; save it as 8 or 16-bit "
+                                          r"integer, or 32-bit float grey TIFF, or copy it again$"):
+        read_image(tmp_path / "f64.tif")
+
+
+def test_a_multi_picture_jpeg_is_its_first_picture(tmp_path):
+    """A JPEG with a second picture (a phone's HDR gain map, a camera's preview: Pillow's MPO) was refused as
+    an animation; it is one photo, its first picture."""
+    rng = np.random.default_rng(0)
+    first = rng.integers(0, 255, (24, 24, 3), dtype=np.uint8)
+    Image.fromarray(first).save(tmp_path / "p.jpg", format="MPO", save_all=True,
+                                append_images=[Image.fromarray(first[:12, :12].copy())])
+    with Image.open(tmp_path / "p.jpg") as im:
+        assert im.format == "MPO" and im.n_frames == 2
+        want = np.asarray(im.convert("RGB"))
+    got = read_image(tmp_path / "p.jpg")
+    assert got.shape == (24, 24, 3)
+    np.testing.assert_array_equal(got, want)

@@ -243,6 +243,8 @@ def _check_classes(root: Path, folders: list, entries: list, held_excluded: set)
 ORIENTATION_TAG = 0x0112   # EXIF "Orientation": 1 upright, 2-8 mirrored and/or turned
 ORIENTATION = "exif"       # how read_image orients images; image stores and models record it
 BITS_PER_SAMPLE = 258      # TIFF tag: one value, or one per channel
+PHOTOMETRIC = 262          # TIFF tag: 0 MinIsWhite, 1 MinIsBlack, 2 RGB, ...
+SAMPLE_FORMAT = 339        # TIFF tag: 1 unsigned integer, 2 signed integer, 3 float
 
 
 def _as_tuple(v) -> tuple:
@@ -328,7 +330,8 @@ def _read_image(path: Path) -> np.ndarray:
     try:
         with Image.open(path) as im:
             frames = getattr(im, "n_frames", 1)
-            if frames > 1:
+            # a multi-picture JPEG (a phone's HDR gain map, a camera's preview) is one photo: its first picture
+            if frames > 1 and im.format != "MPO":
                 raise FormatError(path, f"{frames} frames (an animation or a multi-page file); streamcov "
                                         f"reads single-frame images: save the frame to use as its own file")
             if im.format == "PNG":
@@ -336,6 +339,9 @@ def _read_image(path: Path) -> np.ndarray:
             elif im.format == "PPM" and im.mode == "RGB" and (maxval := _own(_ppm_maxval, im)) > 255:
                 raise FormatError(path, f"16-bit colour PPM (maxval {maxval}): it would be read at 8 bits; "
                                         f"save it as 8-bit RGB, or as 16-bit grey if its depth matters")
+            elif im.format == "TIFF" and im.mode == "L" and 2 in _as_tuple(im.tag_v2.get(SAMPLE_FORMAT, 1)):
+                raise FormatError(path, "signed 8-bit TIFF: it would be read as unsigned (-100 as 156); save it as "
+                                        "unsigned 8-bit or 16-bit grey, or as 32-bit float grey")
             elif im.format == "TIFF" and im.mode in ("RGB", "RGBA", "CMYK") and \
                     max(_as_tuple(im.tag_v2.get(BITS_PER_SAMPLE, 8))) > 8:
                 raise FormatError(path, f"{max(_as_tuple(im.tag_v2.get(BITS_PER_SAMPLE)))}-bit colour TIFF: it "
@@ -350,7 +356,10 @@ def _read_image(path: Path) -> np.ndarray:
             elif mode in ("P", "PA", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"):
                 im = im.convert("RGB")
             elif mode.startswith("I;16"):
-                return np.asarray(im, dtype=np.uint16).copy()
+                a = np.asarray(im, dtype=np.uint16).copy()
+                if im.format == "TIFF" and im.tag_v2.get(PHOTOMETRIC) == 0:   # MinIsWhite: 0 is white
+                    a = np.uint16(65535) - a   # as Pillow reads an 8-bit MinIsWhite TIFF (it gave 16-bit ones raw)
+                return a
             elif mode == "I" and im.format == "PPM":   # a 16-bit PGM: Pillow gives 0..65535 as 32-bit integers
                 return np.asarray(im).astype(np.uint16)
             elif mode == "F":   # 32-bit float grey (scientific TIFF): stored as float32
@@ -371,6 +380,11 @@ def _read_image(path: Path) -> np.ndarray:
             raise FormatError(path, "cannot decode image: an empty file (0 bytes), an interrupted copy? "
                                     "copy it again or remove it") from None
         kind = _magic(path)
+        if kind == "TIFF":   # a valid TIFF of a kind Pillow does not decode is as likely as a damaged one
+            raise FormatError(path, "cannot decode image: it starts as a TIFF file but Pillow cannot read it: a "
+                                    "TIFF variant it does not decode (64 or 16-bit float, float colour, extra "
+                                    "channels) or a damaged file; save it as 8 or 16-bit integer, or 32-bit float "
+                                    "grey TIFF, or copy it again") from None
         if kind is not None:   # the signature of an image format Pillow reads: the rest is damaged
             raise FormatError(path, f"cannot decode image: it starts as a {kind} file but cannot be read; the file "
                                     f"is damaged or cut short: copy it again, or remove it from the folder") from None
