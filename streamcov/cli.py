@@ -7,6 +7,7 @@ anything else is a bug in streamcov and keeps its traceback (exit code 1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -499,6 +500,31 @@ def _starts_numba(args) -> bool:
     return args.command != "info" or args.threads or args.store is None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a batch scheduler, systemd, ``kill``) as an interruption: raised in the main thread,
+    so that what Ctrl-C undoes is undone (a predict's temporary copy of an image folder was left behind)."""
+
+
+def _terminated(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM raises :class:`Terminated` while a command runs (main thread only; the handler before is put back)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(argv=None) -> int:
     from .errors import StreamcovError, command_line
 
@@ -506,6 +532,11 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:   # --help (0) or a flag error, already printed (2)
         return int(exc.code or 0)
+    with _sigterm_interrupts():
+        return _main(args, StreamcovError, command_line)
+
+
+def _main(args, StreamcovError, command_line) -> int:
     try:
         with warnings.catch_warnings(), command_line():   # messages name the flags typed, not Python keywords
             warnings.showwarning = _one_line_warning(args.command)
@@ -520,6 +551,9 @@ def main(argv=None) -> int:
     except StreamcovError as exc:
         print(f"streamcov {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print(f"streamcov {args.command}: terminated", file=sys.stderr)
+        return 143   # 128 + SIGTERM, as a shell reports a process it ended
     except KeyboardInterrupt:
         print(f"streamcov {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -4380,3 +4380,29 @@ def test_an_error_under_an_open_progress_bar_starts_its_own_line(tmp_path):
     assert "read imgs:" in err, err                                              # the bar was there
     assert_one_line_error(rc, err, r"imgs/b/notes\.png: cannot decode image")
     assert [ln for ln in err.split("\n") if ln.startswith("streamcov run: error: ")], repr(err)
+
+
+def test_sigterm_undoes_what_ctrl_c_undoes(env):
+    """SIGTERM (timeout, a batch scheduler) left predict's temporary copy of an image folder behind; it now
+    interrupts the command as Ctrl-C does, which removes it, and the exit status is 143 (128 + SIGTERM)."""
+    import subprocess
+    import sys
+
+    folder = image_folder("imgs", n=2, size=24)(env)
+    tmp = env.tmp / "tmpdir"
+    tmp.mkdir()
+    # the signal arrives while the folder's temporary store exists: as the prediction on it starts
+    code = ("import os, signal, time, sys\n"
+            "import streamcov.stream.predict as P\n"
+            "def stop(*a, **k):\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    time.sleep(30)\n"
+            "P._predict = stop\n"
+            "from streamcov.cli import main\n"
+            f"sys.exit(main(['predict', {str(env.shared['img_model'])!r}, {str(folder)!r}, '--out', "
+            f"{str(env.tmp / 'p.csv')!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(tmp)})
+    assert proc.returncode == 143 and proc.stderr.strip().splitlines()[-1] == "streamcov predict: terminated", \
+        proc.stderr
+    assert not any(p.name.startswith("streamcov-predict-") for p in tmp.iterdir()), list(tmp.iterdir())
