@@ -28,7 +28,10 @@ def _real(value) -> float | None:
         value = value[()]
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:   # an int beyond float64 (10**400): a real number, infinite as a float
+        return math.inf if value > 0 else -math.inf
 
 
 def _bandwidth(value, name: str) -> float:

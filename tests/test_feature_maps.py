@@ -370,11 +370,30 @@ def test_non_finite_input(cls, bad, msg):
 
 
 @pytest.mark.parametrize("cls", GAMMA_MAPS)
-@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf, "auto", None])
+# 10**400: an int beyond float64 (np.isfinite's TypeError)
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf, "auto", None, 10 ** 400])
 def test_bad_gamma(cls, bad):
     with pytest.raises(ValueError, match=r"The 'gamma' parameter of \w+ must be a str among \{'scale'\} or a float in "
                                          r"the range \(0(\.0)?, inf\)|gamma must be a finite float > 0"):
         cls(gamma=bad).fit(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("cls", GAMMA_MAPS)
+def test_gamma_as_a_large_int_is_the_float_it_equals(cls):
+    """np.isfinite(10**20) was a TypeError: a Python int beyond int64 is the real number it is."""
+    X = np.random.default_rng(0).standard_normal((5, 3))
+    np.testing.assert_array_equal(cls(gamma=10 ** 20, n_components=8, random_state=0).fit_transform(X),
+                                  cls(gamma=1e20, n_components=8, random_state=0).fit_transform(X))
+
+
+def test_a_bool_n_components_is_the_integer_it_equals():
+    """n_components = True passed the Integral constraint and reached numpy's generator as a bool (TypeError)."""
+    from streamcov.features import GaussianRandomFeatures, RGWSampler
+
+    X = np.random.default_rng(0).standard_normal((5, 3))
+    for cls in (RGWSampler, GaussianRandomFeatures):
+        np.testing.assert_array_equal(cls(n_components=True, random_state=0).fit_transform(X),
+                                      cls(n_components=1, random_state=0).fit_transform(X))
 
 
 @pytest.mark.parametrize("bad", [0.0, -2.0, np.nan, np.inf, "1", None])

@@ -467,6 +467,10 @@ def test_tgp_degree_selection_and_transform_attributes():
     (dict(max_train=1), "max_train must be an integer >= 2"),
     (dict(gamma_y=0.0), "gamma_y must be a positive number"),
     (dict(lambda_x=-1.0), "lambda_x must be a non-negative number"),
+    # ints beyond float64 (np.isfinite's TypeError)
+    (dict(lambda_x=10 ** 400), rf"^lambda_x must be a non-negative number, got 1{'0' * 400}$"),
+    (dict(tol=10 ** 400), "tol must be a non-negative number"),
+    (dict(gamma_y=10 ** 400), "gamma_y must be a positive number or None"),
     (dict(lambda_y=0.0), "needs lambda_x > 0 and lambda_y > 0"),
     (dict(degree_grid=(0, 2)), "degree_grid must be a non-empty"),
 ])

@@ -15,6 +15,7 @@ with ``w ~ N(0, 2 gamma I)``; the maps differ only in how the frequencies
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -52,15 +53,15 @@ def _resolve_gamma(estimator, X):
     if isinstance(gamma, str) and gamma == "scale":
         var = float(np.var(X, dtype=np.float64))
         return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
-    ok = isinstance(gamma, numbers.Real) and not isinstance(gamma, (bool, np.bool_))
-    if not ok or not np.isfinite(gamma) or gamma <= 0:
+    from ..kernels import _real, sigma_from_gamma
+
+    g = _real(gamma)   # np.isfinite(10**20) was a TypeError
+    if g is None or not math.isfinite(g) or g <= 0:
         raise ValueError(
             f"{type(estimator).__name__}: gamma must be a finite float > 0 or 'scale'; "
             f"got {gamma!r}.")
-    from ..kernels import sigma_from_gamma
-
-    sigma_from_gamma(gamma)   # frequencies of sqrt(2 gamma): 1e308 made every feature NaN
-    return float(gamma)
+    sigma_from_gamma(g)   # frequencies of sqrt(2 gamma): 1e308 made every feature NaN
+    return g
 
 
 def orthogonal_gaussian_rows(n_rows, dim, rng):

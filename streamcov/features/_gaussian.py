@@ -71,11 +71,12 @@ class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         _bandwidth(self.sigma, "sigma")   # frequencies of 1 / sigma: 1e-300 made every feature NaN
         from ._fourier import check_map_memory
 
-        check_map_memory(self.n_components, 8.0 * (min(int(self.block_size), X.shape[1]) + 2))   # a block of W
+        n = int(self.n_components)   # True passed the Integral constraint and reached numpy as a bool
+        check_map_memory(n, 8.0 * (min(int(self.block_size), X.shape[1]) + 2))   # a block of W
         rng = check_random_state(self.random_state)
         self.seed_ = int(rng.randint(np.iinfo(np.int32).max))
-        self.offset_ = rng.uniform(0.0, 2.0 * np.pi, size=self.n_components)
-        self._n_features_out = self.n_components
+        self.offset_ = rng.uniform(0.0, 2.0 * np.pi, size=n)
+        self._n_features_out = n
         return self
 
     def weight_block(self, b: int) -> np.ndarray:
@@ -86,14 +87,15 @@ class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         if not 0 <= start < self.n_features_in_:
             raise IndexError(f"block {b} outside the {self.n_features_in_} input features")
         rng = np.random.default_rng([self.seed_, b])
-        return rng.standard_normal((stop - start, self.n_components)) * (1.0 / self.sigma)
+        return rng.standard_normal((stop - start, len(self.offset_))) * (1.0 / self.sigma)
 
     def transform(self, X):
         """Map X (n_samples, n_features) to (n_samples, n_components); float32 stays float32."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         dtype = X.dtype
-        proj = np.zeros((X.shape[0], self.n_components), dtype=np.float64)
+        n = len(self.offset_)
+        proj = np.zeros((X.shape[0], n), dtype=np.float64)
         n_blocks = -(-self.n_features_in_ // self.block_size)
         for b in range(n_blocks):
             w = self.weight_block(b).astype(dtype, copy=False)
@@ -101,5 +103,5 @@ class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             proj += X[:, start:start + w.shape[0]] @ w
         proj += self.offset_
         np.cos(proj, out=proj)
-        proj *= np.sqrt(2.0 / self.n_components)
+        proj *= np.sqrt(2.0 / n)
         return proj.astype(dtype, copy=False)

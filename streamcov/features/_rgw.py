@@ -125,10 +125,11 @@ class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         rng = check_random_state(self.random_state)
         d = X.shape[1]
         theta = float(self.theta)
-        _check_room(int(self.n_components), int(self.max_degree), theta, self.sampling, d)
-        plan = _degree_plan(self.n_components, theta, self.max_degree, self.sampling)
+        n = int(self.n_components)   # True passed the Integral constraint and reached numpy as a bool
+        _check_room(n, int(self.max_degree), theta, self.sampling, d)
+        plan = _degree_plan(n, theta, self.max_degree, self.sampling)
         degrees = _draw_degrees(plan, rng)
-        group_start = np.zeros(self.n_components + 1, dtype=np.int64)
+        group_start = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(degrees, out=group_start[1:])
         total = int(group_start[-1])
         s2 = _bandwidth(self.sigma, "sigma") ** 2   # 1e-300 was a ZeroDivisionError, 1e300 an OverflowError
@@ -145,7 +146,7 @@ class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
             self.mean_ = X.mean(axis=0, dtype=np.float64)
         self.degrees_ = degrees
         self.group_start_ = group_start
-        self._n_features_out = self.n_components   # get_feature_names_out: rgwsampler0, ...
+        self._n_features_out = n   # get_feature_names_out: rgwsampler0, ...
         return self
 
     def transform(self, X):
@@ -157,7 +158,7 @@ class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         if self.center:
             X = X - self.mean_.astype(dtype, copy=False)
         z = np.ascontiguousarray(X @ proj)
-        out = np.empty((X.shape[0], self.n_components), dtype=dtype)
+        out = np.empty((X.shape[0], len(self.scale_)), dtype=dtype)
         sq = np.einsum("ij,ij->i", X, X, dtype=np.float64) if self.center else None
         return product_features(z, self.group_start_, self.scale_, out, sq, self.sigma, type(self).__name__)
 

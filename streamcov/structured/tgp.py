@@ -41,9 +41,10 @@ only the row sums of ``phi(K)`` (``O(n^2)`` time, ``O(n)`` memory) and
 """
 from __future__ import annotations
 
+import math
 import warnings
 from contextlib import nullcontext
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
@@ -55,7 +56,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from .._config import blas_threads, total_memory
 
-from ..kernels import gaussian_kernel, sigma_from_gamma
+from ..kernels import _real, gaussian_kernel, sigma_from_gamma
 
 from .hsic import (MAX_DEGREE, HSICKernelTransform, PolynomialKernelMap, _check_gamma, _check_grid,
                    median_heuristic_gamma, rbf_kernel)
@@ -275,7 +276,8 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
             _check_gamma(getattr(self, name), name)
         for name in ("lambda_x", "lambda_y", "tol"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, Real) and np.isfinite(v) and v >= 0):
+            r = _real(v)   # np.isfinite(10**20) was a TypeError
+            if r is None or not (math.isfinite(r) and r >= 0):
                 raise ValueError(f"{name} must be a non-negative number, got {v!r}")
         if self.criterion == "kl" and (self.lambda_x <= 0 or self.lambda_y <= 0):
             raise ValueError("the KL criterion needs lambda_x > 0 and lambda_y > 0 "
