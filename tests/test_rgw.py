@@ -107,3 +107,15 @@ def test_a_plan_or_projections_beyond_memory_are_refused_before_they_are_made(sa
     with pytest.raises(ConfigError, match=r"^n_components = 1000000000000: needs [\d.]+ TiB of memory, .*; lower "
                                           r"n_components$"):
         RGWSampler(n_components=10 ** 12, sampling=sampling).fit(X)
+
+
+def test_a_tiny_theta_is_a_law_cut_at_max_degree_not_an_infinite_map():
+    """theta = 1e-320 has an infinite untruncated mean degree: a map of 20 features was refused as needing
+    infinite memory, blaming n_components. The law is cut at max_degree, so its degrees are at most that."""
+    from streamcov.features import RGWSampler
+    from streamcov.features.registry import projection_columns
+
+    assert projection_columns({"map": "rgw", "theta": 1e-320, "max_degree": 7}) == 7.0
+    X = np.random.default_rng(0).standard_normal((6, 3)) / 3
+    m = RGWSampler(theta=1e-320, n_components=20, max_degree=7, random_state=0).fit(X)
+    assert m.degrees_.max() <= 7 and np.isfinite(m.transform(X)).all()

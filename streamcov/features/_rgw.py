@@ -200,7 +200,8 @@ def _check_room(n_components: int, max_degree: int, theta: float, sampling: str,
                  "lower max_degree (a degree n is drawn with probability theta (1 - theta)^n: at theta = 0.5, "
                  "degrees above 100 have probability below 1e-30)")
     check_map_memory(n_components, 8.0 * (4 + d * projection_columns({"map": "rgw", "theta": theta,
-                                                                       "sampling": sampling})))
+                                                                       "sampling": sampling,
+                                                                       "max_degree": max_degree})))
 
 
 class _DegreePlan:

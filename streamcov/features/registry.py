@@ -252,12 +252,13 @@ def projection_columns(params: dict) -> float:
     Fourier maps; the mean degree for the product maps (RGW eq. (3), Maclaurin), whose feature of degree
     n multiplies n projections. RGW: a geometric law ``theta (1 - theta)^n``, mean ``(1 - theta) / theta``,
     or ``1 / theta`` over the degrees >= 1 when stratified; Maclaurin: ``p = 2``, mean 1, or 2 stratified
-    (the truncation at degree 50 is ignored: it changes the mean by less than ``(1 - theta)^50``)."""
+    (at most ``max_degree``, by which the law is cut: theta = 1e-320 had an infinite mean, and a map of 20
+    features was refused as needing infinite memory, blaming n_components)."""
     name = str(params.get("map", "rgw")).lower()
     stratified = str(params.get("sampling", "iid")) == "stratified"
     if name == "rgw":
         theta = float(params.get("theta", 0.5))
-        return 1.0 / theta if stratified else (1.0 - theta) / theta
+        return min(1.0 / theta if stratified else (1.0 - theta) / theta, float(params.get("max_degree", 50)))
     if name == "maclaurin":
         return 2.0 if stratified else 1.0
     return 1.0
