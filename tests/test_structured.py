@@ -662,3 +662,15 @@ def test_tgp_rows_whose_minimization_diverges_fall_back_and_are_said(monkeypatch
         warnings.simplefilter("always")
         cv.fit(X, Y)
     assert not [w for w in seen if "diverged" in str(w.message)]
+
+
+def test_hsic_transform_names_its_columns_and_gives_a_dataframe():
+    """One column per fitted row, named as every other transformer's; set_output did not exist on it."""
+    pd = pytest.importorskip("pandas")
+    X, Y = _two_output_data(30)
+    t = HSICKernelTransform(degree_input=2, degree_output=2).set_output(transform="pandas").fit(X, Y)
+    out = t.transform(X)
+    assert isinstance(out, pd.DataFrame) and out.shape == (30, 30)
+    assert list(out.columns) == [f"hsickerneltransform{i}" for i in range(30)]
+    t.set_output(transform="default")
+    np.testing.assert_array_equal(out.to_numpy(), t.transform(X))

@@ -23,7 +23,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -493,7 +493,7 @@ def top_singular_pair(C) -> tuple[np.ndarray, np.ndarray, float, str | None]:
 # --------------------------------------------------------------------------
 # estimator
 # --------------------------------------------------------------------------
-class HSICKernelTransform(TransformerMixin, BaseEstimator):
+class HSICKernelTransform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Learn polynomial transformations of input and output kernels (paper 003).
 
     Fits ``phi`` and ``psi`` of eq. (14)-(15) on Gaussian base kernels
@@ -654,6 +654,7 @@ class HSICKernelTransform(TransformerMixin, BaseEstimator):
         self.phi_ = PolynomialKernelMap(alpha, self.basis, w1)
         self.psi_ = PolynomialKernelMap(beta, self.basis, w2)
         self.X_fit_ = Xf
+        self._n_features_out = len(Xf)   # get_feature_names_out (and set_output): one column per fitted row
         return self
 
     def _select(self, K, G, d1, d2, w1, w2, rng):
