@@ -198,7 +198,10 @@ def test_region_covariance_is_the_log_euclidean_descriptor():
                                atol=1e-9)
 
 
-@parametrize_with_checks([GaussianKernelSVC(sigma=2.0, C=10.0)])
+@parametrize_with_checks([GaussianKernelSVC(sigma=2.0, C=10.0),
+                          # the head's kernels on the last column (the product, and the sum)
+                          GaussianKernelSVC(sigma=2.0, C=10.0, n_head=1),
+                          GaussianKernelSVC(sigma=2.0, C=10.0, n_head=1, head_combine="sum", head_weight=0.5)])
 def test_gaussian_kernel_svc_is_a_scikit_learn_classifier(estimator, check):
     check(estimator)
 

@@ -135,8 +135,8 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         p = X.shape[1] - int(self.n_head)
         if p < 1:
-            raise ValueError(f"X has {X.shape[1]} columns: it needs at least one before the {self.n_head} of the "
-                             f"head")
+            raise ValueError(f"X has {X.shape[1]} feature(s): it needs at least one before the {self.n_head} of "
+                             f"the head")
         rng = check_random_state(self.random_state)
         n_rff = int(self.n_rff or self.n_components)
         self.rff_ = GaussianRandomFeatures(n_components=n_rff, sigma=float(self.sigma),
