@@ -580,3 +580,36 @@ def test_a_bandwidth_far_below_the_distances_is_warned_of():
         warnings.simplefilter("error")
         fit_feature_map({**params, "sigma": 10.0}, 0, 12, X)
         fit_feature_map({"map": "rff", "n_components": 8, "sigma": 1e-3}, 0, 12)   # fitted on no rows
+
+
+def _every_map():
+    from streamcov.features import GaussianNystroem, GaussianRandomFeatures, HeadProductSketch, RGWSampler
+
+    return [(OrthogonalRBFSampler(n_components=8, random_state=0), "gamma", 2.0),
+            (QuasiRandomRBFSampler(n_components=8, random_state=0), "gamma", 2.0),
+            (FastfoodSampler(n_components=8, random_state=0), "gamma", 2.0),
+            (RandomMaclaurinSampler(n_components=8, random_state=0), "sigma", 2.0),
+            (GaussianRandomFeatures(n_components=8, random_state=0), "block_size", 1),
+            (RGWSampler(n_components=8, center=True, random_state=0), "sigma", 2.0),
+            (GaussianNystroem(n_components=5, random_state=0), "sigma", 2.0),
+            (HeadProductSketch(n_head=2, n_components=8, random_state=0), "head_weight", 0.5),
+            (BlockSumFeatures(blocks=[[2, 1.0], [4, 0.5]], n_components=8), "blocks", [[4, 1.0], [2, 0.5]])]
+
+
+@pytest.mark.parametrize("i", range(9))
+def test_a_map_refuses_parameters_changed_since_its_fit(i):
+    """set_params without a refit: GaussianRandomFeatures drew another W for a new block_size, RGW mixed its
+    fitted scale with a new sigma, HeadProductSketch read head_weight at transform; a map now transforms with
+    the parameters of its fit or names what changed (as the descriptor transformers do)."""
+    est, key, value = _every_map()[i]
+    X = np.abs(np.random.default_rng(0).standard_normal((12, 6))) / 4
+    before = est.fit(X).transform(X)
+    old = est.get_params()[key]
+    est.set_params(**{key: value})
+    with pytest.raises(ValueError, match=rf"^{type(est).__name__}: {key} changed since fit \(set_params\); call fit "
+                                         rf"again, or set it back to {re.escape(f'{key}={old!r}')}$"):
+        est.transform(X)
+    est.set_params(**{key: old})
+    np.testing.assert_array_equal(est.transform(X), before)
+    est.set_params(random_state=7)   # read by fit alone
+    np.testing.assert_array_equal(est.transform(X), before)

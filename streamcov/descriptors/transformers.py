@@ -10,7 +10,6 @@ trained out of core compute the same descriptors.
 """
 from __future__ import annotations
 
-import copy
 from numbers import Integral, Real
 
 import numpy as np
@@ -19,6 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._fitparams import FitParams
 from ..linalg import vec_dim
 from .cnn import CNNSpec
 from .image import ImageDescriptor, feature_matrices, feature_moments, feature_scale, image_spec
@@ -39,45 +39,7 @@ class _ReadOnce:
         return super().fit_transform(list(X) if once else X, y, **fit_params)
 
 
-def _same(a, b) -> bool:
-    """Whether two parameter values are equal: mappings and sequences item by item, arrays entry by entry;
-    values that cannot be compared are taken as equal (a refusal must never come from the comparison itself,
-    and fit keeps a deep copy, so identity says nothing)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.shape(a) == np.shape(b) and bool(np.array_equal(a, b))
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):
-        return True
-
-
-class _FitParams:
-    """``transform`` works with the parameters of the fit: one changed since (``set_params`` without a
-    refit) is refused, not half applied (a changed ``pixels`` met the fitted frequencies of the old
-    features inside numpy; a changed ``center`` gave rows of another width than ``n_features_out_``).
-    Transformers pickled before the parameters were recorded are not checked."""
-
-    def _remember_params(self) -> None:
-        self._fit_params = copy.deepcopy(self.get_params(deep=False))
-
-    def _check_params_unchanged(self) -> None:
-        before = getattr(self, "_fit_params", None)
-        if before is None:
-            return
-        now = self.get_params(deep=False)
-        # random_state is read by fit alone (its seed is seed_); a RandomState given is consumed there
-        changed = [k for k in before if k != "random_state" and not _same(before[k], now.get(k))]
-        if changed:
-            raise ValueError(f"{type(self).__name__}: {', '.join(changed)} changed since fit (set_params); call fit "
-                             f"again, or set {'it' if len(changed) == 1 else 'them'} back to "
-                             f"{', '.join(f'{k}={before[k]!r}' for k in changed)}")
-
-
-class LogCovariance(_FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
+class LogCovariance(FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
     """Log-covariance descriptor of skeleton sequences (paper 000, eq. (2)), as a transformer.
 
     ``X`` is a list of sequences, each an array (frames, 3 x joints) with the
@@ -189,7 +151,7 @@ class LogCovariance(_FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
         return tags
 
 
-class _ImageTransformer(_FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
+class _ImageTransformer(FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
     """Shared fit/transform of the image descriptors: a list of images in, one row per image out."""
 
     def _descriptor(self, seed=None) -> ImageDescriptor:  # pragma: no cover - interface

@@ -114,6 +114,7 @@ class FastfoodSampler(_FourierBase):
         self.scalings_ = scal
         self.random_offset_ = rng.uniform(0.0, 2.0 * np.pi, size=n_out)
         self._n_features_out = n_out
+        self._remember_params()
         return self
 
     def transform(self, X):
@@ -129,6 +130,7 @@ class FastfoodSampler(_FourierBase):
             (float32 stays float32, anything else becomes float64).
         """
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = np.ascontiguousarray(_validate_data(self, X, reset=False))
         n_out = self._n_features_out
         out = np.empty((X.shape[0], n_out), dtype=X.dtype)

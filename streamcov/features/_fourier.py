@@ -26,6 +26,8 @@ from sklearn.utils.validation import check_is_fitted
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
+from .._fitparams import FitParams
+
 _FLOAT_DTYPES = (np.float64, np.float32)
 
 
@@ -114,7 +116,7 @@ def halton_gaussian(n_points, dim, rng):
     return norm.ppf(t)
 
 
-class _FourierBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _FourierBase(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     # the Gaussian maps with a gamma; subclasses with other parameters declare their own
     _parameter_constraints: dict = {
         "gamma": [StrOptions({"scale"}), Interval(numbers.Real, 0, None, closed="neither")],
@@ -195,6 +197,7 @@ class OrthogonalRBFSampler(_FourierBase):
         self.random_weights_ = np.ascontiguousarray(w, dtype=X.dtype)
         self.random_offset_ = rng.uniform(0.0, 2.0 * np.pi, size=n_out).astype(X.dtype)
         self._n_features_out = n_out
+        self._remember_params()
         return self
 
     def transform(self, X):
@@ -210,6 +213,7 @@ class OrthogonalRBFSampler(_FourierBase):
             (float32 stays float32, anything else becomes float64).
         """
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = _validate_data(self, X, reset=False)
         proj = X @ self.random_weights_.astype(X.dtype, copy=False)
         proj += self.random_offset_.astype(X.dtype, copy=False)
@@ -293,6 +297,7 @@ class QuasiRandomRBFSampler(_FourierBase):
         self.n_pairs_ = n_out // 2
         self.random_offset_ = rng.uniform(0.0, 2.0 * np.pi, size=n_out % 2).astype(X.dtype)
         self._n_features_out = n_out
+        self._remember_params()
         return self
 
     def transform(self, X):
@@ -308,6 +313,7 @@ class QuasiRandomRBFSampler(_FourierBase):
             (float32 stays float32, anything else becomes float64).
         """
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = _validate_data(self, X, reset=False)
         proj = X @ self.frequencies_.astype(X.dtype, copy=False)
         m = self.n_pairs_

@@ -17,10 +17,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._fitparams import FitParams
 from ..kernels import _bandwidth
 
 
-class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class GaussianRandomFeatures(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Random Fourier features of ``k(u, v) = exp(-||u - v||^2 / (2 sigma^2))``.
 
     ``z(u) = sqrt(2 / R) cos(W^T u + b)`` with ``W ~ N(0, sigma^-2 I)``
@@ -77,6 +78,7 @@ class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         self.seed_ = int(rng.randint(np.iinfo(np.int32).max))
         self.offset_ = rng.uniform(0.0, 2.0 * np.pi, size=n)
         self._n_features_out = n
+        self._remember_params()
         return self
 
     def weight_block(self, b: int) -> np.ndarray:
@@ -92,6 +94,7 @@ class GaussianRandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     def transform(self, X):
         """Map X (n_samples, n_features) to (n_samples, n_components); float32 stays float32."""
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         dtype = X.dtype
         n = len(self.offset_)

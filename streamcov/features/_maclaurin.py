@@ -171,6 +171,7 @@ class RandomMaclaurinSampler(_FourierBase):
         self.random_weights_ = np.ascontiguousarray(w, dtype=X.dtype)
         self.scales_ = scales
         self._n_features_out = n_out
+        self._remember_params()
         return self
 
     def transform(self, X):
@@ -186,6 +187,7 @@ class RandomMaclaurinSampler(_FourierBase):
             (float32 stays float32, anything else becomes float64).
         """
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = _validate_data(self, X, reset=False)
         if self.center:
             X = X - self.mean_.astype(X.dtype, copy=False)

@@ -27,10 +27,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._fitparams import FitParams
 from ..kernels import block_gaussian_kernel, check_blocks
 
 
-class GaussianNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class GaussianNystroem(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Nystroem map of ``k(x, y) = sum_b w_b exp(-||x_b - y_b||^2 / (2 sigma^2))`` (one block: eq. (1)).
 
     Parameters
@@ -99,11 +100,13 @@ class GaussianNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         self.components_ = L
         self.component_indices_ = idx
         self.normalization_ = (U * inv) @ U.T
+        self._remember_params()
         return self
 
     def transform(self, X):
         """``k(X, L) K_LL^{-1/2}``, (n_samples, n_landmarks); float32 stays float32."""
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         Z = self._kernel(X, self.components_) @ self.normalization_
         return Z.astype(X.dtype, copy=False)

@@ -60,8 +60,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._fitparams import FitParams
 
-class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+
+class HeadProductSketch(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Explicit features of the conv + head kernel for rows ``[v, h]``; see the module docstring.
 
     ``head_combine="product"``: tensor-sketch features of
@@ -148,6 +150,7 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.hash_a_ = rng.randint(d, size=int(self.n_head) + 1).astype(np.int64)
         self.sign_a_ = rng.choice([-1.0, 1.0], size=int(self.n_head) + 1)
         self._n_features_out = self.n_output
+        self._remember_params()
         return self
 
     def head_factor(self, H) -> np.ndarray:
@@ -167,6 +170,7 @@ class HeadProductSketch(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         from .._config import blas_threads
 
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         p = X.shape[1] - int(self.n_head)
         with blas_threads(1):   # the same sums on every worker

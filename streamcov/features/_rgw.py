@@ -11,13 +11,14 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._fitparams import FitParams
 from .._kernels.products import grouped_products
 from ..errors import ConfigError
 from ..kernels import _bandwidth, gaussian_kernel
 from ._fourier import check_map_memory
 
 
-class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class RGWSampler(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Explicit feature map for the Log-Euclidean Gaussian kernel (paper 000, eq. (3)).
 
     Approximates ``k(x, y) = exp(-||x - y||^2 / (2 sigma^2))`` for inputs of
@@ -147,11 +148,13 @@ class RGWSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         self.degrees_ = degrees
         self.group_start_ = group_start
         self._n_features_out = n   # get_feature_names_out: rgwsampler0, ...
+        self._remember_params()
         return self
 
     def transform(self, X):
         """Map X of shape (n_samples, n_features) to (n_samples, n_components)."""
         check_is_fitted(self)
+        self._check_params_unchanged()
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         dtype = X.dtype
         proj = self.projections_.astype(dtype, copy=False)

@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._fitparams import FitParams
 from ..errors import ConfigError, did_you_mean, toml_value
 from ..kernels import _bandwidth, check_blocks, distances, gamma_from_sigma, median_distance, sigma_from_gamma
 
@@ -316,7 +317,7 @@ def allocate(n_components: int, weights) -> np.ndarray:
     return n + 1
 
 
-class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class BlockSumFeatures(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Concatenated maps of column blocks, block ``b`` scaled by ``sqrt(w_b)`` (module docstring).
 
     Parameters
@@ -440,10 +441,12 @@ class BlockSumFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             setattr(self, f"block{b}_", fmap.fit(rows))
         self.n_blocks_ = len(self.blocks_)
         self._n_features_out = int(sum(counts))   # get_feature_names_out: blocksumfeatures0, ...
+        self._remember_params()
         return self
 
     def transform(self, X):
         check_is_fitted(self, "n_blocks_")
+        self._check_params_unchanged()
         given, X = X, check_array(X, dtype=(np.float64, np.float32), estimator=self, input_name="X")
         self._check_width(X)
         validate_data(self, given, reset=False, skip_check_array=True)   # the column names of fit, if any
