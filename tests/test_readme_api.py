@@ -6,6 +6,8 @@ generator, so the example runs everywhere. Only the two paths at its top
 (the archive and the store) and the pipeline file's folder are redirected.
 """
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -35,7 +37,7 @@ def fake_msr_archive(folder):
     return folder
 
 
-def test_readme_python_api_example_runs(tmp_path, monkeypatch, capsys):
+def test_readme_python_api_example_runs(tmp_path):
     code = readme_example()
     real = DATA / "msr_action3d" / "raw"
     archive = real if real.is_dir() else fake_msr_archive(tmp_path / "msr")
@@ -44,9 +46,13 @@ def test_readme_python_api_example_runs(tmp_path, monkeypatch, capsys):
     code, n = re.subn(r'^STORE = Path\(".*"\)$', f'STORE = Path("{tmp_path / "msr.zarr"}")', code, flags=re.M)
     assert n == 1
     code = code.replace('"pipelines/', f'"{REPO}/pipelines/')
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})
-    out = capsys.readouterr().out
+    # run as a script, as a user saves it: a LocalCluster's worker processes import the script again (without
+    # its `if __name__ == "__main__":` guard each started a cluster of its own, and the run failed)
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=540)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
     in_memory = float(re.search(r"in memory: ([0-9.]+)", out).group(1))
     out_of_core = float(re.search(r"out of core: ([0-9.]+)", out).group(1))
     if archive == real:
