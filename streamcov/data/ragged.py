@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import (ConfigError, FormatError, IncompleteStoreError, StoreError, arg, arg_name, check_utf8_name,
-                      int_arg, path_arg)
+                      int_arg, path_arg, toml_value)
 from . import integrity
 from .integrity import open_group
 
@@ -631,7 +631,7 @@ class RaggedStoreWriter:
                     key, a, b = f"{key}.{sub}", a.get(sub), b.get(sub)
                 raise StoreError(
                     f"{self.path}: the incomplete {self.kind} store was started with {key} = "
-                    f"{a!r}, this ingestion has {b!r}; resuming would mix two sources. Start over: "
+                    f"{toml_value(a)}, this ingestion has {toml_value(b)}; resuming would mix two sources. Start over: "
                     f"{START_OVER.format(path=self.path)}.")
         g = zarr.open_group(str(self.path), mode="r+")
         # (after the source: another one is started over whatever its state)
