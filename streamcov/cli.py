@@ -19,7 +19,10 @@ def _ascii_int(text: str, lo: int) -> int:
     """``text`` as an integer >= ``lo`` in ASCII digits, or argparse's one line naming the flag and value:
     Python's int() also reads other scripts' digits (Arabic-Indic "٢" as 2) and underscores ("1_0" as 10)."""
     if not (text.strip().isascii() and text.strip().lstrip("+-").isdigit()):
-        raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
+        from .data.readers.base import digits_hint
+
+        hint = digits_hint(text) or ("; write it without '_'" if "_" in text else "")
+        raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}{hint}")
     value = int(text)
     if value < lo:
         raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {value}")

@@ -635,11 +635,11 @@ CONFIG = [
     Case("workers-zero", lambda e: ["run", e.pipeline(), "--workers", "0"], r"argument --workers: expected an integer >= 1, got 0"),
     # int() read other scripts' digits and underscores: "٢" (Arabic-Indic two) as 2 workers, "1_0" as 10
     Case("workers-non-ascii-digit", lambda e: ["run", e.pipeline(), "--workers", "\u0662"],
-         r"argument --workers: expected an integer >= 1, got '\u0662'"),
+         r"argument --workers: expected an integer >= 1, got '\u0662'; type the digits as ASCII 0-9"),
     Case("sequences-underscore", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "1_0"],
-         r"argument --sequences: expected an integer >= 1, got '1_0'"),
+         r"argument --sequences: expected an integer >= 1, got '1_0'; write it without '_'"),
     Case("synth-seed-non-ascii", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "4", "--seed", "\u0663"],
-         r"argument --seed: expected an integer >= 0, got '\u0663'"),
+         r"argument --seed: expected an integer >= 0, got '\u0663'; type the digits as ASCII 0-9"),
     Case("scheduler-unknown", lambda e: ["run", e.pipeline(), "--scheduler", "gpu", "--quiet"], r"--scheduler gpu: expected one of threads, synchronous, local-cluster or a scheduler address"),
     # a port of digits that are not ASCII: '²' passed isdigit() and failed int() (a traceback)
     *[Case(f"scheduler-port-{what}", lambda e, port=port: ["run", e.pipeline(), "--scheduler", f"tcp://host:{port}",
