@@ -172,6 +172,8 @@ def resolve_image_store(data, progress: bool = False):
 def pixel_spec(pixels):
     try:
         return pixels.spec()
+    except ConfigError:   # says its key itself (the missing extra: pixels.source = "cnn" ...)
+        raise
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"[pixels]: {exc}") from None
 
