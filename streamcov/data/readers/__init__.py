@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...errors import ConfigError, FormatError, did_you_mean, path_arg, toml_value
+from ...errors import ConfigError, FormatError, MissingExtraError, did_you_mean, path_arg, toml_value
 from .base import SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence
 
 # format -> (module, class)
@@ -73,7 +73,7 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
         raise ConfigError(f"{path}: no such file or folder (the {fmt} archive to read)")
     try:
         reader = cls(path, **options)
-    except FormatError:
+    except (FormatError, MissingExtraError):   # a file's fault, or a package to install: no option's
         raise
     except (ValueError, TypeError) as exc:
         # the readers' messages start with the option they refuse (as a whole word: 'label'
