@@ -124,7 +124,7 @@ def test_store_restart_and_sixteen_bit(tmp_path):
     np.testing.assert_array_equal(store.image(0), a16)
     # an interrupted uint16 ingestion (stopped after its first image): resuming with another dtype is refused
     assert ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="uint16", limit=1) is None
-    with pytest.raises(StoreError, match="started with pixel_dtype = 'uint16', this ingestion has 'float32'; "
+    with pytest.raises(StoreError, match='started with pixel_dtype = "uint16", this ingestion has "float32"; '
                                          "resuming would mix two sources. Start over: add --restart"):
         ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32")
     store = ingest_images(src, tmp_path / "s8.zarr", pixel_dtype="float32", mode="restart")
@@ -372,8 +372,9 @@ def test_resuming_a_store_begun_without_orientation_is_refused(tmp_path):
     record = dict(g.attrs["source_record"])
     del record["orientation"]
     g.attrs["source_record"] = record
-    with pytest.raises(StoreError, match=r"started with source_record\.orientation = None, this ingestion has "
-                                         r"'exif'; resuming would mix two sources\. Start over: add --restart to `streamcov ingest` or `synth` \(mode=\"restart\" in Python\), or delete"):
+    with pytest.raises(StoreError, match=r"started with source_record\.orientation = \(not set\), this ingestion "
+                                         r"has \"exif\"; resuming would mix two sources\. Start over: add --restart "
+                                         r"to `streamcov ingest` or `synth` \(mode=\"restart\" in Python\), or delete"):
         ingest_images(src, tmp_path / "s.zarr")
     assert len(ingest_images(src, tmp_path / "s.zarr", mode="restart")) == 2
 
@@ -524,3 +525,16 @@ def test_a_multi_picture_jpeg_is_its_first_picture(tmp_path):
     got = read_image(tmp_path / "p.jpg")
     assert got.shape == (24, 24, 3)
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_link_to_an_image_read_elsewhere_is_refused(tmp_path):
+    """A file link in class a to b/0.png put one image in two classes without a word (a folder reached twice
+    through a link was already refused)."""
+    for c in "ab":
+        (tmp_path / c).mkdir()
+        Image.fromarray(np.full((8, 8), 9, np.uint8)).save(tmp_path / c / "0.png")
+    (tmp_path / "a" / "1.png").symlink_to(tmp_path / "b" / "0.png")
+    with pytest.raises(FormatError, match=r"(a/1\.png: the same image as \S+b/0\.png|b/0\.png: the same image as "
+                                          r"\S+a/1\.png) \(one of them is a link\): it would be read twice, perhaps "
+                                          r"under two classes; remove one of them$"):
+        scan_folders(tmp_path)

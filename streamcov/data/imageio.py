@@ -132,7 +132,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
         if not name or "/" in name or "\\" in name or name in (".", ".."):
             raise ConfigError(f"{ingest_option('exclude', name)}: a folder name to skip (e.g. maps), not a path or "
                               f"an empty name")
-    found, seen, excluded, classes, held_excluded = [], {}, set(), None, set()
+    found, seen, excluded, classes, held_excluded, files_seen = [], {}, set(), None, set(), {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:
@@ -166,6 +166,11 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
                 raise FormatError(p, "a broken link (its target does not exist); remove it or restore the target")
             if not p.is_file():
                 continue
+            real = os.path.realpath(p)
+            if real in files_seen:   # a link to an image read elsewhere: one image in two places (two classes)
+                raise FormatError(p, f"the same image as {files_seen[real]} (one of them is a link): it would be "
+                                     f"read twice, perhaps under two classes; remove one of them")
+            files_seen[real] = p
             found.append(p)
     unused = sorted(exclude - excluded - {"maps"})
     if unused:
