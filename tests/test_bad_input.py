@@ -2646,6 +2646,16 @@ def masked_folder(e) -> Path:
     return folder
 
 
+def hidden_masks(e) -> Path:
+    """Another grey folder of 2 x 2 images whose only 'masks' folder lies in a hidden folder."""
+    from PIL import Image
+
+    folder = image_folder("other", n=2, size=24, seed=3)(e)
+    (folder / ".thumbs" / "masks").mkdir(parents=True)
+    Image.fromarray(np.zeros((24, 24), np.uint8)).save(folder / ".thumbs" / "masks" / "0.png")
+    return folder
+
+
 def trained_without_masks(folder_fn):
     """A model of the in-memory image task trained with data.exclude = ["masks"]."""
     def make(e) -> Path:
@@ -2902,8 +2912,13 @@ IMAGES = [
     Case("in-memory-model-on-its-training-folder-without-its-masks",
          predict_training_folder(trained_without_masks, masked_folder),
          r"note: 6 image\(s\) in folders named 'masks' under \S+/masked left out, not predicted \(as the model's "
-         r"training left out folders named 'masks' \(data\.exclude\)\); rename those folders to predict their "
+         r"training left out folders named 'masks': data\.exclude, or ingest images --exclude\); rename those folders "
+         r"to predict their "
          r"images", rc=0, check=masks_left_out),
+    # ... in a folder that has no such folder but in places never read (a hidden one): no --exclude to blame
+    Case("model-without-masks-on-a-folder-without-them", lambda e: [
+        "predict", trained_without_masks(masked_folder)(e), hidden_masks(e), "--out", e.tmp / "p.csv",
+        "--scheduler", "synchronous"], r'"n": 4', rc=0),
     # grey and colour images together: their shapes (h, w) and (h, w, 3) made the sizes' record fail after training
     Case("in-memory-model-of-grey-and-colour-images",
          lambda e: ["predict", trained_in_memory_on(mixed_folder)(e), image_folder("grey2", size=24, seed=2)(e),

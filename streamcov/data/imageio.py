@@ -103,7 +103,8 @@ def excluded_images(root, exclude=("maps",)) -> int:
 IGNORED = frozenset({"__MACOSX"})
 
 
-def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool = False) -> list[ImageEntry]:
+def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool = False,
+                 exclude_absent_ok: bool = False) -> list[ImageEntry]:
     """List the images under ``root`` with their class and group, in a stable order.
 
     With ``unlabelled=True`` images directly under ``root`` are accepted
@@ -114,7 +115,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     zarr stores (a store ingested into its own image folder).
     ``exclude``: folder names (not paths) skipped at any depth; a name other
     than the default ``maps`` that names no folder is refused (a typo would
-    keep what it meant to leave out). A class folder without images is
+    keep what it meant to leave out), unless ``exclude_absent_ok``. A class folder without images is
     refused; class names that differ only in case are warned of.
     """
     import unicodedata
@@ -173,7 +174,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
             files_seen[real] = p
             found.append(p)
     unused = sorted(exclude - excluded - {"maps"})
-    if unused:
+    if unused and not exclude_absent_ok:
         raise ConfigError(f"{ingest_option('exclude', unused[0])}: no folder of that name under {root}; check the "
                           f"name (folder names are case-sensitive)")
     entries = []

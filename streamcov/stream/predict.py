@@ -68,11 +68,11 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
         from ..data.images import ingest_images
         from ..errors import FormatError, skip_hint
 
-        exclude, trained_exclude = _folders_left_out(model, path)
+        exclude, trained_exclude = _folders_left_out(model)
         with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
             try:
                 store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model),
-                                      on_error=on_error, exclude=exclude)
+                                      on_error=on_error, exclude=exclude, exclude_absent_ok=True)
             except FormatError as exc:
                 raise skip_hint(exc, arg("on_error", "skip"), "named in a note, without a prediction") from None
             try:
@@ -90,8 +90,8 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
             names = ", ".join(repr(n) for n in exclude)
             why = ("ETH-80's segmentation maps, as `streamcov ingest images` leaves them out by default"
                    if trained_exclude in (None, ["maps"]) else
-                   f"as the model's training left out folders named {', '.join(repr(n) for n in trained_exclude)} "
-                   f"(data.exclude)")
+                   f"as the model's training left out folders named {', '.join(repr(n) for n in trained_exclude)}: "
+                   f"data.exclude, or ingest images --exclude")
             summary.setdefault("notes", []).append(
                 f"{left_out} image(s) in folders named {names} under {path} left out, not predicted ({why}); "
                 f"rename those folders to predict their images")
@@ -108,18 +108,16 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy)
 
 
-def _folders_left_out(model, path: Path) -> tuple[tuple, list | None]:
+def _folders_left_out(model) -> tuple[tuple, list | None]:
     """The folder names a folder given to ``predict`` is read without, and the model's recorded ``exclude``
-    (None when it recorded none): the folders its training left out (``data.exclude``; scoring the masks a
-    model was trained without, and calling that folder a new one, was wrong), else ETH-80's ``maps`` as
-    ingestion's default. A recorded name that no folder here has is not asked for (ingestion refuses a name
-    that names no folder, as a typo)."""
+    (None when it recorded none): the folders its training left out (``data.exclude``, ``ingest images
+    --exclude``; scoring the masks a model was trained without, and calling that folder a new one, was wrong),
+    else ETH-80's ``maps`` as ingestion's default. The folder need not have any of them."""
     record = model.info.get("source_record")
     trained = record.get("exclude") if isinstance(record, dict) else None
     if not (isinstance(trained, list) and all(isinstance(n, str) and n for n in trained)):
         return ("maps",), None
-    present = {d for _, dirnames, _ in os.walk(path, followlinks=True) for d in dirnames}
-    return tuple(n for n in trained if n == "maps" or n in present), list(trained)
+    return tuple(trained), list(trained)
 
 
 def _too_small_for(model):
