@@ -491,8 +491,10 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         """Predict outputs by minimizing the TGP criterion per row of ``X``."""
         pred, diverged = self._predict(X)
         if diverged:
-            warnings.warn(f"{DIVERGED} (no finite output from any of its starts) for {diverged} of {len(pred)} "
-                          f"rows; their prediction is the nearest training output", RuntimeWarning, stacklevel=2)
+            why = ("no finite output from any of its starts" if self.criterion == "kl" else
+                   "no start ended finite and below the criterion's value far from the training outputs")
+            warnings.warn(f"{DIVERGED} ({why}) for {diverged} of {len(pred)} rows; their prediction is the nearest "
+                          f"training output", RuntimeWarning, stacklevel=2)
         return pred
 
     def _predict(self, X):
