@@ -754,3 +754,26 @@ def test_steps_that_zero_the_weights_are_refused(synth_store, tmp_path):
                                                                "model.eta0=1e6") for a in ("--set", v)])
     assert rc == 2 and re.search(r"(?m)^streamcov run: error: --set model\.eta0=1e6: model\.eta0 = 1e\+06: with "
                                  r'model\.learning_rate = "constant" every step', err), err
+
+
+@pytest.mark.parametrize("random_state", [None, 5])
+def test_a_map_drawn_from_no_seed_keeps_its_arrays_in_the_model(tmp_path, random_state):
+    """A map fitted with random_state None cannot be drawn again from its parameters: its drawn arrays stay in
+    the file (loading drew other maps and blamed the installation); an integer seed leaves them out."""
+    from sklearn.linear_model import SGDClassifier
+
+    from streamcov.features import BlockSumFeatures
+    from streamcov.stream.model import FittedPipeline
+    from streamcov.stream.skeleton import SkeletonDescriptor
+
+    X = np.random.default_rng(0).standard_normal((12, 6))
+    y = np.arange(12) % 2
+    fmap = BlockSumFeatures(map_params={"map": "rgw", "sigma": 2.0}, blocks=[[2, 1.0], [4, 0.5]], n_components=16,
+                            random_state=random_state).fit(X)
+    clf = SGDClassifier(random_state=0).fit(fmap.transform(X), y)
+    spec = {"kind": "skeleton", "n_joints": 2, "joint_names": [], "descriptor": SkeletonDescriptor(None).as_dict()}
+    folder = FittedPipeline(spec, fmap, None, clf, ["a", "b"]).save(tmp_path / "m")
+    doc = json.loads((folder / "model.json").read_text())
+    assert (doc.get("map_redraw") is None) == (random_state is None)
+    back = FittedPipeline.load(folder)
+    np.testing.assert_array_equal(back.feature_map.transform(X), fmap.transform(X))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import numbers
 import os
 import stat
 import tempfile
@@ -351,6 +352,9 @@ def _leave_out_drawn(fmap, arrays: dict) -> dict | None:
 
     if fmap is None:
         return None
+    seed = fmap.get_params(deep=False).get("random_state", 0)
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        return None   # drawn from no seed the file could keep (random_state None): every array stays in it
     keep, width = data_arrays(fmap, "map."), _map_width(fmap)
     if keep is None or width is None:
         return None
