@@ -509,23 +509,30 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminated(signum, frame):
+    import signal
+
+    # a second SIGTERM ends the process at once, as before: the first waits for the running C call (a long
+    # eigendecomposition, an SVM fit) to return to Python, and then for the cleanup
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise Terminated()
 
 
 @contextlib.contextmanager
 def _sigterm_interrupts():
-    """SIGTERM raises :class:`Terminated` while a command runs (main thread only; the handler before is put back)."""
+    """SIGTERM raises :class:`Terminated` while a command runs, in the main thread, when nobody else handles it
+    (a program that calls :func:`main` with a handler of its own keeps it); the default is put back after."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
-    before = signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def main(argv=None) -> int:
@@ -535,8 +542,12 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:   # --help (0) or a flag error, already printed (2)
         return int(exc.code or 0)
-    with _sigterm_interrupts():
-        return _main(args, StreamcovError, command_line)
+    try:
+        with _sigterm_interrupts():
+            return _main(args, StreamcovError, command_line)
+    except Terminated:   # after the command's own handling: while it returned, or during its cleanup
+        print(f"streamcov {args.command}: terminated", file=sys.stderr)
+        return 143
 
 
 def _main(args, StreamcovError, command_line) -> int:

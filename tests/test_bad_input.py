@@ -4421,3 +4421,32 @@ def test_sigterm_undoes_what_ctrl_c_undoes(env):
     assert proc.returncode == 143 and proc.stderr.strip().splitlines()[-1] == "streamcov predict: terminated", \
         proc.stderr
     assert not any(p.name.startswith("streamcov-predict-") for p in tmp.iterdir()), list(tmp.iterdir())
+
+
+def test_a_host_programs_sigterm_handler_is_kept():
+    """A program that calls streamcov's main with a SIGTERM handler of its own (a job runner's graceful shutdown)
+    keeps it: the command's handler replaced it, and the host never saw its signal."""
+    import signal
+
+    from streamcov import cli as C
+
+    import time
+
+    seen = []
+    orig = signal.signal(signal.SIGTERM, lambda *a: seen.append(a[0]))   # (pytest's runner may hold one too)
+    try:
+        with C._sigterm_interrupts():
+            assert signal.getsignal(signal.SIGTERM) is not C._terminated
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+        # with the default handler in place, the command's own handler runs, and is taken back afterwards
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with C._sigterm_interrupts():
+            assert signal.getsignal(signal.SIGTERM) is C._terminated
+            with pytest.raises(C.Terminated):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)   # the handler raises at the next bytecode
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # a second one would end the process at once
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, orig)
