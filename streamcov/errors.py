@@ -57,8 +57,8 @@ def check_utf8_name(path, relative) -> None:
     except UnicodeEncodeError:
         shown = os.fsencode(path).decode("utf-8", "backslashreplace")
         raise FormatError(shown, "its file or folder name is not UTF-8 (ids, class names and the archive's "
-                                 "digests are UTF-8); rename it, e.g. convmv -f latin1 -t utf8 -r --notest "
-                                 "FOLDER") from None
+                                 "digests, which cover every file under it, are UTF-8); rename it, e.g. convmv -f "
+                                 "latin1 -t utf8 -r --notest FOLDER, or move it out of the folder") from None
 
 
 def not_the_file(exc: FormatError) -> FormatError:
