@@ -266,7 +266,8 @@ def _check_finite_result(out, largest, gamma, describe, relative=False):
         big = largest(i) / gamma if relative else largest(i)
         if not relative and gamma > big:
             raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): the "
-                              f"regularization gamma = {gamma:.3g} is too large for float64; lower gamma")
+                              f"regularization gamma = {gamma:.3g} is too large for float64; lower the "
+                              f"regularization gamma")
         raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): its entries "
                           f"(largest {big:.3g}) are too large for float64; rescale the data (e.g. coordinates to "
                           f"metres)")
@@ -343,6 +344,8 @@ def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx, cap):
     return outs, done
 
 
+# (the messages call it "the regularization gamma", a phrase a caller may rename to its own key: the skeleton
+# source's descriptor.gamma)
 # a covariance is positive semidefinite: an eigenvalue below 0 is rounding, of the order of 1e-16 times its
 # largest; one this many times gamma below 0 comes from values far too large, which no gamma fixes sensibly
 HUGE_ROUNDING = 1e6

@@ -278,7 +278,7 @@ def test_matrix_functions_refuse_what_float64_cannot_hold_and_complex_input():
         with pytest.raises(NotSPDError, match=r"matrix 0 could not be computed in floating point .*largest "
                                               r"1e\+308\) are too large for float64; rescale the data"):
             f(huge)
-    with pytest.raises(NotSPDError, match=r"gamma = 1e\+308 is too large for float64; lower gamma"):
+    with pytest.raises(NotSPDError, match=r"gamma = 1e\+308 is too large for float64; lower the regularization gamma"):
         linalg.log_vectors(np.eye(3)[None], 1e308)
     for big, gamma in ((np.eye(3), 1e-320), (1e300 * np.eye(3), 1e-10)):
         with pytest.raises(NotSPDError, match=r"matrix 0 could not be computed in floating point: C / gamma "

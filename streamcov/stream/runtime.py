@@ -232,7 +232,7 @@ class Runtime:
     parallelism: int
     client: object = field(default=None, repr=False)
     compute_once: Callable | None = field(default=None, repr=False)
-    _shared: list = field(default_factory=list, repr=False)   # (weak references to the futures, object)
+    _shared: list = field(default_factory=list, repr=False)   # (weak reference to the future, key, object)
 
     def __post_init__(self):
         if self.compute_once is None:
@@ -248,7 +248,7 @@ class Runtime:
         """
         import dask
 
-        register_tokens(obj)
+        register_tokens(obj)   # its classes tokenized by their state wherever they appear in a graph
         if self.client is None:
             return dask.delayed(obj, pure=True)
         # a key per call, not the content's hash: sharing an object equal to one whose future was just dropped

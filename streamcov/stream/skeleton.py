@@ -452,7 +452,7 @@ def _gamma_named():
     try:
         yield
     except NotSPDError as exc:
-        exc.args = (str(exc).replace("regularization gamma (now", "regularization descriptor.gamma (now"),
+        exc.args = (str(exc).replace("the regularization gamma", "the regularization descriptor.gamma"),
                     *exc.args[1:])
         raise
 

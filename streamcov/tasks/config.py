@@ -282,8 +282,8 @@ class Origins:
         store or the data, made after loading, name the key but cannot know whether it came from the file
         or from ``--set``. One about the data that names keys as suspects further on (``... e.g.
         descriptor.gamma far above the covariances``) gets where those the user gave came from at its end.
-        A key nobody gave (a default) is left as it is; so is a :class:`NotSPDError`, whose remedy names a key
-        (``descriptor.gamma``) the same way."""
+        A key nobody gave (a default) is left as it is. A :class:`NotSPDError` is treated as such a message
+        about the data: its remedy names the key ``descriptor.gamma``, which gets where it was given."""
         try:
             yield
         except (ConfigError, NotSPDError) as exc:
