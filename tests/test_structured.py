@@ -636,23 +636,26 @@ def test_tgp_rows_whose_minimization_diverges_fall_back_and_are_said(monkeypatch
     X, Y = rng.standard_normal((40, 3)), rng.standard_normal((40, 2))
     est = TwinGaussianProcess(n_starts=2).fit(X, Y)
     real = tgp_mod.fmin_l_bfgs_b
-    rows = {"n": 0}
+    seen_funs = []   # one objective per row, held so that their ids stay theirs
 
-    def diverging(fun, y0, **kw):   # every other row's runs end at infinity
-        rows["n"] += 1
-        if (rows["n"] - 1) // 2 % 2:
+    def diverging(fun, y0, **kw):   # every run of every other row ends at infinity (its fallback's too)
+        if not any(f is fun for f in seen_funs):
+            seen_funs.append(fun)
+        if next(i for i, f in enumerate(seen_funs) if f is fun) % 2:
             return np.full_like(y0, np.inf), np.nan, {}
         return real(fun, y0, **kw)
 
     monkeypatch.setattr(tgp_mod, "fmin_l_bfgs_b", diverging)
     with pytest.warns(RuntimeWarning, match=r"^TwinGaussianProcess: the criterion's minimization diverged \(no "
-                                            r"finite output from any of its starts\) for 5 of 10 rows; their "
-                                            r"prediction is the nearest training output$"):
+                                            r"start ended finite and below the criterion's value far from the "
+                                            r"training outputs\) for 5 of 10 rows; their prediction is the nearest "
+                                            r"training output$"):
         pred = est.predict(X[:10] + 0.01)
     nearest = est._nn.kneighbors(X[:10] + 0.01, n_neighbors=1)[1][:, 0]
     np.testing.assert_array_equal(pred[1::2], Y[nearest[1::2]])
     assert np.isfinite(pred).all()
     monkeypatch.setattr(tgp_mod, "fmin_l_bfgs_b", real)
+    seen_funs.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(est.predict(X[:10] + 0.01)[0::2], pred[0::2])
@@ -675,3 +678,34 @@ def test_hsic_transform_names_its_columns_and_gives_a_dataframe():
     assert list(out.columns) == [f"hsickerneltransform{i}" for i in range(30)]
     t.set_output(transform="default")
     np.testing.assert_array_equal(out.to_numpy(), t.transform(X))
+
+
+def test_pose_task_refuses_a_store_of_another_joint_layout(tmp_path):
+    """tgp-pose reads joints by their MSR-Action3D indices: a 20-joint store of another layout (UTKinect: hip
+    centre at 0) ran with a wrist as the hip and shoulders among the arm joints. The generator's store (MSR
+    order, its own joint names) is read; units are the store's."""
+    import streamcov as sc
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.tasks.tgp import pose_frames
+
+    def data(store):
+        return type("Data", (), {"store": str(store), "source": None})()
+
+    sc.ingest(SyntheticSkeletons(n_sequences=8, n_subjects=4, n_classes=2, seed=0), tmp_path / "synth.zarr")
+    frames, subjects, units = pose_frames(data(tmp_path / "synth.zarr"))
+    assert frames.shape[1] == 60 and len(subjects) == len(frames) and units == "m"
+    # a generic archive of 20 joints centred at joint 0, as UTKinect's
+    src = tmp_path / "utk"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    rows = ["file,label,subject"]
+    for i in range(4):
+        np.savetxt(src / f"s{i}.csv", rng.normal(size=(6, 60)), delimiter=",", fmt="%.5f")
+        rows.append(f"s{i}.csv,{'ab'[i % 2]},{1 + i}")
+    (src / "index.csv").write_text("\n".join(rows) + "\n")
+    sc.ingest(sc.open_reader("generic", src, center=[0]), tmp_path / "utk.zarr")
+    with pytest.raises(ConfigError, match=r"^data\.store: \S+utk\.zarr does not have the MSR-Action3D joint "
+                                          r"layout that tgp-pose reads \(20 joints: the hip centre at 6, then the "
+                                          r"elbows, wrists and hands at 7-12; it has 20 joints, centre \[0\]\); "
+                                          r"give a store ingested with --format msr-action3d, or data\.source$"):
+        pose_frames(data(tmp_path / "utk.zarr"))

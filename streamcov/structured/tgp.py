@@ -182,9 +182,9 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
     n_starts : int, default=1
         L-BFGS starts per test point: the training outputs of the
         ``n_starts`` nearest training inputs; the lowest objective wins.
-        With ``criterion="hsic"`` a run that ends no lower than the
-        criterion far from every training output is dropped (it slid
-        away from the data), and one more start is tried.
+        A run that ends no lower than the criterion far from every
+        training output is dropped (it slid away from the data), and one
+        more start is tried.
     max_iter : int, default=50
         L-BFGS iterations per start.
     tol : float, default=1e-6
@@ -401,24 +401,35 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         (m,) = params
         return lambda yv: hsic_objective(yv, Y, Ysq, g, psi, m)
 
+    def _far_value(self, state, params) -> float:
+        """The criterion far from every training output, where every ``g_y`` is 0 (``psi(0)`` with a map), less
+        a rounding margin: KL ``-2 psi(0) sum(u) - eta log(c_y - psi(0)^2 1^T B 1)``, the largest variance
+        term; HSIC ``-2 psi(0) sum(m) / n``."""
+        psi0 = 0.0 if self._psi is None else float(self._psi(np.array(0.0)))
+        if self.criterion == "hsic":
+            (m,) = params
+            value, scale = -2.0 * psi0 * float(m.sum()) / len(m), 2.0 * float(np.abs(m).sum()) / len(m)
+        else:
+            u, eta = params
+            k = np.full(len(u), psi0)
+            log_s = float(np.log(max(state["c_y"] - k @ (state["B"] @ k), 1e-300)))
+            value, scale = -2.0 * float(u @ k) - eta * log_s, 2.0 * float(np.abs(u).sum()) + eta * abs(log_s)
+        # the rounding of sums of n terms: far below any minimum that the data makes
+        return value - 1e-9 * scale
+
     def _solve(self, state, params, starts):
         """The best of the L-BFGS runs from ``starts`` (nearest training outputs first), and whether one
-        ended finite. A run whose output or objective is not finite (its line search stepped to where
+        was kept. A run whose output or objective is not finite (its line search stepped to where
         ``y . y`` overflows: the kernels vanish there and the gradient is 0 x inf) is dropped, with numpy's
-        overflow warnings; so is, for the HSIC criterion, a run that ends no lower than the criterion's value
-        far from every training output (``-2 psi(0) sum(m) / n``, where every ``g_y`` is 0): from a start where
-        the nearby weights ``m`` are negative it slides away from the data, and the prediction was that far
-        point. When no run is kept, one more starts from the lowest criterion among the training outputs of the
+        overflow warnings; so is a run that ends no lower than the criterion's value far from every training
+        output (:meth:`_far_value`): from a start where the nearby weights are negative (HSIC), or where the
+        variance term outweighs them (KL, a test input far from the training inputs: eta near its largest), it
+        slides away from the data, and the prediction was that far point (4.8 for outputs in [0, 1]). When no
+        run is kept, one more starts from the lowest criterion among the training outputs of the
         :data:`FALLBACK_STARTS` largest weights; when that fails too, the
         nearest training output is the prediction (counted and said by :meth:`predict`)."""
         fun = self._objective(state, params)
-        far = None
-        if self.criterion == "hsic":
-            (m,) = params
-            psi0 = 0.0 if self._psi is None else float(self._psi(np.array(0.0)))
-            far = -2.0 * psi0 * float(m.sum()) / len(m)
-            # rounding of a sum of n terms of size |m| / n, far below any minimum that the data makes
-            far -= 1e-9 * 2.0 * float(np.abs(m).sum()) / len(m)
+        far = self._far_value(state, params)
         best_f, best_y = np.inf, None
 
         def guarded(yv):
@@ -432,14 +443,13 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
             nonlocal best_f, best_y
             yv, f, _ = fmin_l_bfgs_b(guarded, np.array(y0, dtype=np.float64), m=10,
                                      pgtol=self.tol, maxiter=self.max_iter)
-            if np.isfinite(f) and np.isfinite(yv).all() and (far is None or f < far) and \
-                    (best_y is None or f < best_f):
+            if np.isfinite(f) and np.isfinite(yv).all() and f < far and (best_y is None or f < best_f):
                 best_f, best_y = f, yv
 
         with np.errstate(over="ignore", invalid="ignore"):
             for y0 in starts:
                 run(y0)
-            if best_y is None and far is not None:
+            if best_y is None:
                 # the training output, among those of the largest weights, where the criterion is lowest
                 Y = state["Y"]
                 top = np.argsort(-params[0], kind="stable")[:FALLBACK_STARTS]
@@ -491,8 +501,7 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         """Predict outputs by minimizing the TGP criterion per row of ``X``."""
         pred, diverged = self._predict(X)
         if diverged:
-            why = ("no finite output from any of its starts" if self.criterion == "kl" else
-                   "no start ended finite and below the criterion's value far from the training outputs")
+            why = "no start ended finite and below the criterion's value far from the training outputs"
             warnings.warn(f"{DIVERGED} ({why}) for {diverged} of {len(pred)} rows; their prediction is the nearest "
                           f"training output", RuntimeWarning, stacklevel=2)
         return pred

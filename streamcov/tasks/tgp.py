@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 from pathlib import Path
 
@@ -322,21 +323,20 @@ ARM_JOINTS = (7, 8, 9, 10, 11, 12)  # elbows, wrists, hands (joints 8-13)
 TRAIN_SUBJECTS = (1, 3, 5, 7, 9)
 
 
-def pose_frames(data) -> tuple[np.ndarray, np.ndarray]:
-    """All valid frames of MSR-Action3D as (F, 60) float64 plus the subject of each frame.
+def pose_frames(data) -> tuple[np.ndarray, np.ndarray, str]:
+    """All valid frames of MSR-Action3D as (F, 60) float64, the subject of each frame, and their units.
 
     From ``data.store`` (a skeleton store in the MSR-Action3D layout) when
     given, else read from ``data.source`` with the MSR-Action3D reader
     (all-zero frames are dropped by the reader and, defensively, again here).
     """
-    frames, subjects = [], []
+    frames, subjects, units = [], [], "m"
     if data.store is not None:
         from ..data.skeletons import SequenceStore
 
         store = SequenceStore(data.store)
-        if store.n_joints != 20:
-            raise ConfigError(f"data.store: {data.store} holds {store.n_joints} joints; tgp-pose needs "
-                              f"the 20-joint MSR-Action3D layout")
+        _check_pose_layout(store, data.store)
+        units = str(store.attrs.get("units", "m"))
         seqs = zip(store.sequences(), store.subjects)
     else:
         from ..data.readers import open_reader
@@ -350,7 +350,30 @@ def pose_frames(data) -> tuple[np.ndarray, np.ndarray]:
         f = f[f.any(axis=1)]
         frames.append(f)
         subjects.append(np.full(len(f), int(subject)))
-    return np.concatenate(frames), np.concatenate(subjects)
+    return np.concatenate(frames), np.concatenate(subjects), units
+
+
+#: the joints tgp-pose reads by index, by their names in any naming style (MSR-Action3D's left_elbow, the
+#: generator's "left elbow"; centre or center)
+POSE_JOINT_NAMES = {HIP_CENTER: "hip center", 7: "left elbow", 8: "right elbow", 9: "left wrist",
+                    10: "right wrist", 11: "left hand", 12: "right hand"}
+
+
+def _check_pose_layout(store, path) -> None:
+    """Refuse a store whose joints are not MSR-Action3D's: only 20 joints were checked, so UTKinect's (hip
+    centre joint 0) ran with a wrist as the hip and a shoulder among the "arm joints", and reported its error."""
+    names = [str(n).lower().replace("_", " ").replace("centre", "center") for n in store.attrs.get("joint_names")
+             or []]
+    if all(re.fullmatch(r"joint ?\d+", n) for n in names):   # the generic reader's placeholders: no names
+        names = []
+    wrong = (store.n_joints != 20 or tuple(store.center) != (HIP_CENTER,)
+             or (len(names) == 20 and any(names[j] != w for j, w in POSE_JOINT_NAMES.items())))
+    if wrong:
+        has = (f"{store.n_joints} joints, centre {list(store.center)}"
+               + (f", joints 6-12 named {', '.join(names[6:13])}" if len(names) == 20 else ""))
+        raise ConfigError(f"data.store: {path} does not have the MSR-Action3D joint layout that tgp-pose reads "
+                          f"(20 joints: the hip centre at 6, then the elbows, wrists and hands at 7-12; it has "
+                          f"{has}); give a store ingested with --format msr-action3d, or data.source")
 
 
 def pose_inputs_outputs(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -382,7 +405,7 @@ def run_pose(cfg, ctx) -> dict:
     t = _tgp_cfg(cfg)
     seed = int(d.seed if d.seed is not None else cfg.seed)
     progress, out_dir = ctx.progress, ctx.output
-    frames, subjects = pose_frames(d)
+    frames, subjects, units = pose_frames(d)
     X, Y = pose_inputs_outputs(frames)
     train = np.isin(subjects, TRAIN_SUBJECTS)
     rng = np.random.RandomState(seed)
@@ -404,7 +427,7 @@ def run_pose(cfg, ctx) -> dict:
     crit, basis = t["primary"]
     res["joint_error_no_map"] = r["no_map"][crit]["metric"]
     res["joint_error_map"] = r["map"][f"{crit}_{basis}"]["metric"]
-    res.update(units="m", n_frames_train_available=n_tr_all, n_frames_test_available=n_te_all,
+    res.update(units=units, n_frames_train_available=n_tr_all, n_frames_test_available=n_te_all,
                n_train=len(tr), n_test=len(te), input_dim=X.shape[1], output_dim=Y.shape[1],
                seed=seed, gamma_x=r["gamma_x"], gamma_y=r["gamma_y"],
                seconds=time.perf_counter() - t0)
