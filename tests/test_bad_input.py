@@ -856,8 +856,28 @@ CONFIG = [
     # diverged rows are now predicted by the nearest training output and counted, as other divergences are
     Case("tgp-lambda-y-tiny", tgp_run("tgp.lambda_y=1e-30", "tgp.degrees=[1,1]", 'tgp.criteria=["kl"]',
                                       'tgp.primary=["kl","gegenbauer"]'),
-         r"(?m)^streamcov run: warning: TwinGaussianProcess: the criterion's minimization diverged \(no finite output "
-         r"from any of its starts\) for \d+ of 30 rows; their prediction is the nearest training output$", rc=0),
+         r"(?m)^streamcov run: warning: TwinGaussianProcess: the criterion's minimization diverged \(no start ended "
+         r"finite and below the criterion's value far from the training outputs\) for \d+ of 30 rows; their "
+         r"prediction is the nearest training output$", rc=0),
+    # the other side of the split: the fix is the other way (it said "lower data.test_fraction")
+    Case("tgp-test-fraction-leaves-no-test-row", tgp_run("data.n_samples=20", "data.test_fraction=0.01"),
+         r"the split leaves 20 training and 0 test rows; a twin GP needs 2 training rows and a test row at least: "
+         r"raise data\.test_fraction, or data\.n_samples"),
+    # a kernel matrix that no diagonal shift made positive definite: a LinAlgError traceback
+    Case("tgp-gegenbauer-weight-unfactorable", tgp_run("data.n_samples=40", "tgp.gegenbauer_weight_output=1e10"),
+         r"^streamcov run: error: --set tgp\.gegenbauer_weight_output=1e10: tgp\.gegenbauer_weight_output = "
+         r"10000000000\.0: could not factor the kernel matrix even after a diagonal shift; lower the Gegenbauer weights "
+         r"\(the paper's are 0\.51 and 0\.52\), or raise tgp\.lambda_x and tgp\.lambda_y$"),
+    # the kernel ridge baseline's 3-fold search on 2 training rows: a traceback after the twin GPs had run
+    Case("tgp-digits-two-training-rows", lambda e: ["run", REPO / "pipelines" / "digits_tgp.toml", "--output",
+                                                    e.tmp / "o", "--quiet", "--set", "tgp.degrees=[1,2]", "--set",
+                                                    "data.max_train=2", "--set", "data.test_fraction=0.05"],
+         r'"task": "tgp-digits"', rc=0),
+    # the cross-validation sample was the short side, and its key was not among the fixes
+    Case("tgp-cv-max-train-too-small", tgp_run("tgp.cv_max_train=3"),
+         r"tgp\.cv = 3: choosing the degrees by 3-fold cross-validation needs 6 training rows, the split gives it 3 "
+         r"\(tgp\.cv_max_train\); lower tgp\.cv, set tgp\.degrees = \[d_input, d_output\], or raise "
+         r"tgp\.cv_max_train"),
     Case("tgp-sshape-noise-beyond-the-curve", tgp_run("data.noise=1e200"),
          r"--set data\.noise=1e200: data\.noise = 1e\+200: expected a value <= 1000\.0$"),
     Case("tgp-gamma-squares-to-zero", tgp_run("tgp.gamma_x=1e-300"),

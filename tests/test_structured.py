@@ -229,6 +229,22 @@ def test_top_singular_pair_nonnegative_and_optimal():
     assert np.allclose(a2, b) and np.allclose(b2, a)
 
 
+@pytest.mark.parametrize("weight", [-0.4, 1e-3, 0.51])
+def test_the_fallback_identity_is_t_in_the_gegenbauer_basis_too(weight):
+    """A C without positive dependence falls back to the identity map: in the Gegenbauer basis e_1 is
+    G_1 = 2 w t, negated for a negative weight (the S-shape's twin GP then scored 4.8 against the mean
+    predictor's 0.23) and vanishing for a weight near 0; the identity is e_1 / (2 w)."""
+    from streamcov.structured.hsic import identity_coef
+
+    C = -np.ones((4, 3))   # the sign makes alpha's entries positive, so beta has no positive entry
+    a, b, _, msg = top_singular_pair(C, (identity_coef(3, "gegenbauer", 0.52), identity_coef(2, "gegenbauer", weight)))
+    assert msg.endswith("beta had no positive entry; fell back to the identity map") and (a > 0).all()
+    t = np.linspace(-1.0, 1.0, 7)
+    np.testing.assert_allclose(PolynomialKernelMap(b, "gegenbauer", weight)(t), t, atol=1e-12)
+    _, b, _, _ = top_singular_pair(C)   # no identity given: e_1, the monomial identity
+    assert b.tolist() == [0.0, 1.0, 0.0]
+
+
 def test_top_singular_pair_clips_negative_entries():
     C = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, -1.0], [0.0, -1.0, 1.0]])
     a, b, s, msg = top_singular_pair(C)

@@ -440,7 +440,16 @@ def hsic_matrix(K, G, degree_input: int, degree_output: int, *, basis: str = "mo
     return C
 
 
-def top_singular_pair(C) -> tuple[np.ndarray, np.ndarray, float, str | None]:
+def identity_coef(degree: int, basis: str = "monomial", weight: float = 0.5) -> np.ndarray:
+    """The coefficients of ``phi(t) = t`` in ``basis`` up to ``degree`` (at least 1): ``e_1`` for monomials,
+    ``e_1 / (2 weight)`` for Gegenbauer polynomials, whose ``G_1 = 2 weight t`` (negated for a negative
+    weight, vanishing for a weight near 0: the fallback identity was that)."""
+    coef = np.zeros(max(int(degree), 1) + 1)
+    coef[1] = 1.0 / (2.0 * float(weight)) if basis == "gegenbauer" else 1.0
+    return coef
+
+
+def top_singular_pair(C, identity=None) -> tuple[np.ndarray, np.ndarray, float, str | None]:
     """Top left/right singular vectors of C with the sign fixed (Theorem 4.1).
 
     For a non-negative C, Perron-Frobenius makes both vectors non-negative up
@@ -449,7 +458,9 @@ def top_singular_pair(C) -> tuple[np.ndarray, np.ndarray, float, str | None]:
     and are set to zero. A clearly negative entry (possible for the Gegenbauer basis,
     whose transformed kernels need not be positive semi-definite so C may have
     negative entries) violates the constraint (13): it is clipped to zero, the
-    vector renormalized, and a message returned.
+    vector renormalized, and a message returned. A vector with no positive entry at all falls back to the
+    identity map: ``identity = (alpha, beta)``, its coefficients in the basis of each side
+    (:func:`identity_coef`), by default ``e_1``.
 
     Returns
     -------
@@ -482,7 +493,10 @@ def top_singular_pair(C) -> tuple[np.ndarray, np.ndarray, float, str | None]:
         if nrm == 0:
             # Degenerate C (no positive dependence at any degree): identity map.
             v[:] = 0.0
-            v[min(1, v.size - 1)] = 1.0
+            if identity is None or v.size < 2:
+                v[min(1, v.size - 1)] = 1.0
+            else:
+                v[:] = identity[0 if name == "alpha" else 1][: v.size]
             messages.append(f"{name} had no positive entry; fell back to the identity map")
         else:
             v /= nrm
@@ -643,7 +657,8 @@ class HSICKernelTransform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             d1, d2, w1, w2 = self._select(K, G, d1, d2, w1, w2, rng)
 
         C = hsic_matrix(K, G, d1, d2, basis=self.basis, weight_input=w1, weight_output=w2)
-        alpha, beta, sigma, msg = top_singular_pair(C)
+        alpha, beta, sigma, msg = top_singular_pair(C, (identity_coef(d1, self.basis, w1),
+                                                        identity_coef(d2, self.basis, w2)))
         self.nonnegativity_warning_ = msg
         if msg is not None:
             warnings.warn(f"HSICKernelTransform: {msg}", UserWarning, stacklevel=2)
@@ -686,7 +701,8 @@ class HSICKernelTransform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
                 for p, (a, b, uu, vv) in enumerate(params):
                     if uu != u or vv != v:
                         continue
-                    al, be, _, _ = top_singular_pair(C[: a + 1, : b + 1])
+                    al, be, _, _ = top_singular_pair(C[: a + 1, : b + 1], (identity_coef(a, self.basis, u),
+                                                                            identity_coef(b, self.basis, v)))
                     Kp = np.tensordot(al, Bk[: a + 1], axes=1)
                     Gp = np.tensordot(be, Bg[: b + 1], axes=1)
                     scores[p] += kernel_alignment(Kp, Gp) / self.cv

@@ -75,31 +75,39 @@ def _evaluate(Xtr, Ytr, Xte, Yte, t: dict, seed: int, *args, **kw) -> dict:
     traceback) refused naming the keys that set it."""
     from ..structured.hsic import NonFiniteBasisError
 
+    # the larger weight first: the message is put where that key was given
+    key = max(("gegenbauer_weight_input", "gegenbauer_weight_output"), key=lambda k: abs(float(t[k])))
     try:
         return _evaluate_split(Xtr, Ytr, Xte, Yte, t, seed, *args, **kw)
     except NonFiniteBasisError as exc:
-        # the larger weight first: the message is put where that key was given
-        key = max(("gegenbauer_weight_input", "gegenbauer_weight_output"), key=lambda k: abs(float(t[k])))
         raise ConfigError(f"tgp.{key} = {t[key]!r}: {exc}; lower the Gegenbauer weights (the paper's are 0.51 and "
                           f"0.52) or the degrees (tgp.degree_grid, tgp.degrees)") from None
+    except np.linalg.LinAlgError as exc:   # a kernel matrix no diagonal shift made positive definite: a traceback
+        if "gegenbauer" not in t["bases"]:
+            raise ConfigError(f"tgp.lambda_x = {t['lambda_x']!r}, tgp.lambda_y = {t['lambda_y']!r}: {exc}; raise "
+                              f"tgp.lambda_x and tgp.lambda_y") from None
+        raise ConfigError(f"tgp.{key} = {t[key]!r}: {exc}; lower the Gegenbauer weights (the paper's are 0.51 and "
+                          f"0.52), or raise tgp.lambda_x and tgp.lambda_y") from None
 
 
 def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=None,
-                    approximation="subsample", metric=None, split_fix="lower data.test_fraction") -> dict:
+                    approximation="subsample", metric=None, train_fix="lower data.test_fraction",
+                    test_fix="raise data.test_fraction") -> dict:
     """No-map and mapped twin GPs for every (criterion, basis) on one split.
 
-    ``metric(P, Y) -> float``: an extra error recorded as ``"metric"``. ``split_fix``: how the task's
-    settings give a split more rows, for the message refusing one too small.
+    ``metric(P, Y) -> float``: an extra error recorded as ``"metric"``. ``train_fix``, ``test_fix``: how the
+    task's settings give a split more training or test rows, for the message refusing one too small.
     """
     if len(Xtr) < 2 or len(Xte) < 1:
         raise ConfigError(f"the split leaves {len(Xtr)} training and {len(Xte)} test rows; a twin GP needs 2 "
-                          f"training rows and a test row at least: {split_fix}")
+                          f"training rows and a test row at least: {train_fix if len(Xtr) < 2 else test_fix}")
     n_cv = min(len(Xtr), int(t["cv_max_train"])) if t["cv_max_train"] is not None else len(Xtr)
     if t["degrees"] is None and n_cv < 2 * int(t["cv"]):
         raise ConfigError(f"tgp.cv = {t['cv']}: choosing the degrees by {t['cv']}-fold cross-validation needs "
                           f"{2 * int(t['cv'])} training rows, the split gives it {n_cv}"
                           f"{' (tgp.cv_max_train)' if n_cv < len(Xtr) else ''}; lower tgp.cv, set "
-                          f"tgp.degrees = [d_input, d_output], or give the split more training rows")
+                          f"tgp.degrees = [d_input, d_output], or "
+                          f"{'raise tgp.cv_max_train' if n_cv < len(Xtr) else 'give the split more training rows'}")
     gx, gy = _gamma(t["gamma_x"], Xtr, seed, "gamma_x"), _gamma(t["gamma_y"], Ytr, seed, "gamma_y")
     base = dict(gamma_x=gx, gamma_y=gy, lambda_x=float(t["lambda_x"]),
                 lambda_y=float(t["lambda_y"]), n_starts=int(t["n_starts"]),
@@ -229,7 +237,8 @@ def run_sshape(cfg, ctx) -> dict:
             n_te = int(round(frac * n))
             te, tr = perm[:n_te], perm[n_te:]
             r = _evaluate(X[tr], y[tr], X[te], y[te], t, seed, bar,
-                          split_fix="lower data.test_fraction, or raise data.n_samples")
+                          train_fix="lower data.test_fraction, or raise data.n_samples",
+                          test_fix="raise data.test_fraction, or data.n_samples")
             r["seed"] = seed
             r["mae_mean_predictor"] = _mae(np.full(len(te), y[tr].mean()), y[te])
             per.append(r)
@@ -270,7 +279,7 @@ def _baselines(Xtr, Ytr, Xte, Yte, gamma_x, seed) -> dict:
     out["mae_nn"] = _mae(nn.predict(Xte), Yte)
     grid = {"alpha": [1e-3, 1e-2, 1e-1, 1.0],
             "gamma": [gamma_x * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]}
-    krr = GridSearchCV(KernelRidge(kernel="rbf"), grid, cv=3,
+    krr = GridSearchCV(KernelRidge(kernel="rbf"), grid, cv=min(3, len(Xtr)),   # data.max_train = 2 was a traceback
                        scoring="neg_mean_absolute_error").fit(Xtr, Ytr)
     out["mae_krr"] = _mae(krr.predict(Xte), Yte)
     out["krr_params"] = krr.best_params_
@@ -305,7 +314,8 @@ def run_digits(cfg, ctx) -> dict:
         idx = np.sort(np.random.RandomState(seed).choice(len(Xtr), int(max_train), replace=False))
         Xtr, Ytr = Xtr[idx], Ytr[idx]
     with _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-digits") as bar:
-        r = _evaluate(Xtr, Ytr, Xte, Yte, t, seed, bar, split_fix="raise data.max_train, or lower data.test_fraction")
+        r = _evaluate(Xtr, Ytr, Xte, Yte, t, seed, bar, train_fix="raise data.max_train, or lower data.test_fraction",
+                      test_fix="raise data.test_fraction")
     b = _baselines(Xtr, Ytr, Xte, Yte, r["gamma_x"], seed)
     _write_details(out_dir, "tgp_digits", {**r, **b})
     res = _summary([r], t)
@@ -418,8 +428,10 @@ def run_pose(cfg, ctx) -> dict:
         te = np.sort(rng.choice(te, int(max_test), replace=False))
     with _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-pose") as bar:
         r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error,
-                      split_fix=f"the store needs frames of the training subjects {list(TRAIN_SUBJECTS)} and of "
-                                f"others (the test subjects)")
+                      train_fix=(f"raise data.max_train (it is {max_train})" if max_train < 2 else
+                                 f"the store needs frames of the training subjects {list(TRAIN_SUBJECTS)}"),
+                      test_fix="raise data.max_test, or give frames of subjects other than the training ones "
+                               f"{list(TRAIN_SUBJECTS)}")
     b = _baselines(X[tr], Y[tr], X[te], Y[te], r["gamma_x"], seed)
     _write_details(out_dir, "tgp_pose", {**r, **b})
     res = _summary([r], t)
