@@ -65,6 +65,13 @@ CRITERIA = ("kl", "hsic")
 # the start of predict's warning when a row's minimization diverged (its prediction is then the nearest training output)
 DIVERGED = "TwinGaussianProcess: the criterion's minimization diverged"
 APPROXIMATIONS = ("subsample", "local")
+
+
+def diverged_text(diverged: int, n: int) -> str:
+    """What :meth:`TwinGaussianProcess.predict` says of ``diverged`` of ``n`` rows predicted by their nearest
+    training output."""
+    return (f"{DIVERGED} (no start ended finite and below the criterion's value far from the training outputs) "
+            f"for {diverged} of {n} rows; their prediction is the nearest training output")
 TRANSFORMS = (None, "monomial", "gegenbauer")
 
 # Bytes per n^2 held at the peak of an exact KL fit (float64 n x n arrays:
@@ -501,9 +508,7 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         """Predict outputs by minimizing the TGP criterion per row of ``X``."""
         pred, diverged = self._predict(X)
         if diverged:
-            why = "no start ended finite and below the criterion's value far from the training outputs"
-            warnings.warn(f"{DIVERGED} ({why}) for {diverged} of {len(pred)} rows; their prediction is the nearest "
-                          f"training output", RuntimeWarning, stacklevel=2)
+            warnings.warn(diverged_text(diverged, len(pred)), RuntimeWarning, stacklevel=2)
         return pred
 
     def _predict(self, X):
