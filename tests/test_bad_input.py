@@ -287,6 +287,13 @@ def tgp_run(*sets):
     return argv
 
 
+def tgp_output(e) -> Path:
+    """The output folder of the small S-shape twin GP run (:func:`tgp_run`)."""
+    rc, err, _ = cli(*tgp_run()(e))
+    assert rc == 0, err
+    return e.tmp / "o"
+
+
 def run_from_source(store_fn):
     """``run`` of the skeleton pipeline on the store ``store_fn`` made, with [data] source = the archive ``a``."""
     return lambda e: ["run", e.pipeline(SKELETON_PIPELINE.format(out=e.tmp / "o", store=store_fn(e)).replace(
@@ -1955,7 +1962,12 @@ STORES = [
     Case("info-a-model-folder", lambda e: ["info", e.shared["model"]],
          r"/run/model: a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store$"),
     Case("info-a-run-folder", lambda e: ["info", e.shared["model"].parent],
-         r"/run: the output folder of `streamcov run`, not a store; the store it read is its pipeline's data\.store"),
+         r"/run: the output folder of `streamcov run` \(task skeleton-classification\), not a store; the store it "
+         r"read is \S+synth\.zarr, its features are in features\*\.zarr, its model in model/$"),
+    # another task's output has no features and no model (it was described as a classification's)
+    Case("info-a-tgp-run-folder", lambda e: ["info", tgp_output(e)],
+         r"/o: the output folder of `streamcov run` \(task tgp-sshape\), not a store: its results are in "
+         r"result\.json$"),
     Case("info-a-pipeline-file", lambda e: ["info", e.pipeline()], r"p\.toml: a pipeline file, not a store; "
                                                                     r"`streamcov run` runs it$"),
     Case("predict-skeleton-model-on-a-folder", lambda e: ["predict", e.shared["model"], write_archive(e.tmp / "arch"),

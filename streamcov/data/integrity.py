@@ -231,9 +231,8 @@ def open_group(path, mode):
             what = "a device or a pipe, not a store: a store is a folder"
         elif (p / "model.json").is_file():
             what = "a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store"
-        elif (p / "model" / "model.json").is_file() or (p / OUTPUT_MARKER).is_file():
-            what = ("the output folder of `streamcov run`, not a store; the store it read is its pipeline's "
-                    "data.store, its features are in features*.zarr, its model in model/")
+        elif (p / "model" / "model.json").is_file() or (p / OUTPUT_MARKER).is_file() or (p / "result.json").is_file():
+            what = _output_folder_words(p, OUTPUT_MARKER)
         elif p.is_dir() and any(p.iterdir()):
             what = ("a folder without a zarr store; ingest it first: a skeleton archive with `streamcov ingest "
                     "skeleton --format FORMAT`, images with `streamcov ingest images --format folders` (`streamcov "
@@ -245,6 +244,31 @@ def open_group(path, mode):
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:   # zarr.json unreadable
         raise StoreError(f"{path}: the store's zarr.json is damaged ({exc.__class__.__name__}: "
                          f"{str(exc)[:120]}); write the store again") from None
+
+
+def _output_folder_words(p: Path, marker: str) -> str:
+    """What an output folder is, for a message refusing it as a store: by the task its marker or result names
+    (a study's or a twin GP's output has no features and no model), with the store a classification read."""
+    import json
+
+    def read(name):
+        try:
+            doc = json.loads((p / name).read_text())
+            return doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError, UnicodeDecodeError):
+            return {}
+
+    mark, result = read(marker), read("result.json")
+    task = mark.get("task") or result.get("task")
+    store = result.get("store")
+    if task in ("skeleton-classification", "image-stream-classification") or (p / "model" / "model.json").is_file():
+        where = (f"the store it read is {store}" if isinstance(store, str) and store else
+                 "the store it read is its pipeline's data.store")
+        return (f"the output folder of `streamcov run`{f' (task {task})' if task else ''}, not a store; {where}, "
+                f"its features are in features*.zarr, its model in model/")
+    if not mark:   # a merged study's report, or an earlier version's output
+        return "a folder of results (result.json), not a store"
+    return f"the output folder of `streamcov run` (task {task}), not a store: its results are in result.json"
 
 
 def _why(exc: Exception) -> str:
