@@ -58,6 +58,8 @@ def test_study_command_writes_csv_table_and_plots(tmp_path, capsys, monkeypatch)
         assert 0.0 < float(r["gram_rel_error"]) < 1.0
         assert 0.3 < float(r["accuracy"]) <= 1.0    # 20 classes: chance is 5%
         assert 0.3 < float(r["svm_accuracy"]) <= 1.0
+        # each part's draws in a column of its own (one "seeds" column was the last learner's)
+        assert (r["seeds"], r["svm_seeds"], r["gram_seeds"]) == ("1", "1", "20")
     for m in ("rgw", "rff"):
         e = {r["nu"]: float(r["gram_rel_error"]) for r in rows if r["map"] == m}
         assert e["2000"] < e["50"]   # 40x the features: about 6x less error expected
@@ -153,6 +155,22 @@ def test_study_merge_refuses_mismatched_runs(tmp_path, capsys):
     assert re.search(r"exact accuracy of msr is 0.900000, 0.800000 in .*cannot be merged", capsys.readouterr().err)
     assert main(["study", "merge", str(tmp_path / "nope"), "--out", str(tmp_path / "m")]) == 2
     assert re.search(r"nope/results.csv: not found; give the output folder of a study run", capsys.readouterr().err)
+
+
+def test_study_merge_refuses_an_empty_run_and_its_own_input(tmp_path, capsys):
+    """An empty results.csv merged into an empty report without a word; --out among the runs rewrote that run's
+    results.csv and table.md and left its summary.json stale."""
+    import re
+
+    _fake_run(tmp_path / "a", "msr", ["rgw"], 0.5)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.csv").write_text("")
+    assert main(["study", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 2
+    assert re.search(r"b/results\.csv: no rows \(an empty or truncated results\.csv\); run the study again for it$",
+                     capsys.readouterr().err.strip())
+    assert main(["study", "merge", str(tmp_path / "a"), "--out", str(tmp_path / "a")]) == 2
+    assert re.search(r"--out \S+/a: one of the runs to merge \(\S+/a\); write the merged report to another folder$",
+                     capsys.readouterr().err.strip())
 
 
 def test_study_merge_out_gets_the_checks_of_a_run_output(tmp_path, capsys, monkeypatch):

@@ -299,7 +299,7 @@ def _plot(path: Path, rows, key, title, ylabel, logy: bool, hline=None):
     plt.close(fig)
 
 
-_CSV_INTS = ("nu", "seeds")
+_CSV_INTS = ("nu", "seeds", "svm_seeds", "gram_seeds")
 
 
 def write_report(rows: list[dict], out) -> None:
@@ -402,6 +402,9 @@ def merge_results(runs, out) -> list[dict]:
     check_output_folder(out, arg("out", out), "kernel-approx-study")
     for run in runs:
         path = Path(run) / "results.csv"
+        if Path(run).resolve() == Path(out).resolve():   # its results.csv rewritten, its summary.json left stale
+            raise ConfigError(f"{arg('out', out)}: one of the runs to merge ({run}); write the merged report to "
+                              f"another folder")
         if not path.is_file():
             raise ConfigError(f"{path}: not found; give the output folder of a study run")
         try:
@@ -411,6 +414,8 @@ def merge_results(runs, out) -> list[dict]:
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path}: not a results.csv of `streamcov study kernel-approx` "
                               f"({exc.__class__.__name__}: {exc})") from None
+        if not rows:   # an empty report was written from it, without a word
+            raise ConfigError(f"{path}: no rows (an empty or truncated results.csv); run the study again for it")
         for r in rows:
             ex, first = exact.setdefault(r["dataset"], (r["exact_accuracy"], path))
             if abs(r["exact_accuracy"] - ex) > 1e-12:
@@ -476,7 +481,9 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             grams = gram_errors(sample, sigma, maps, nus, gram_seeds, base)
             slopes = variance_slopes(grams)
             log(f"{name}: variance slopes {json.dumps({k: round(v, 2) for k, v in slopes.items()})}")
-            merged = {(g["map"], g["nu"]): dict(g) for g in grams}
+            # each part says from how many draws it comes: the learners' seeds and the Gram matrix's may differ, and
+            # a merge of runs keeps each part's (one "seeds" column was overwritten by the last learner's)
+            merged = {(g["map"], g["nu"]): dict(g, gram_seeds=gram_seeds) for g in grams}
             accs = svms = []
             if "sgd" in learners:
                 accs = accuracies(V, y, folds, classes, base, model, maps, nus, seeds, log=log, jobs=jobs)
@@ -488,7 +495,7 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
                                   learner="svm", exact=ex_rows)
                 for a in svms:
                     merged[(a["map"], a["nu"])].update(
-                        svm_accuracy=a["accuracy"], svm_accuracy_std=a["accuracy_std"], seeds=a["seeds"])
+                        svm_accuracy=a["accuracy"], svm_accuracy_std=a["accuracy_std"], svm_seeds=a["seeds"])
             for row in merged.values():
                 csv_rows.append({"dataset": name, "exact_accuracy": ex, "sigma": sigma, **row})
             summary["datasets"][name] = {"exact_accuracy": ex, "variance_slopes": slopes,
