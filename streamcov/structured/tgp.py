@@ -70,8 +70,8 @@ APPROXIMATIONS = ("subsample", "local")
 def diverged_text(diverged: int, n: int) -> str:
     """What :meth:`TwinGaussianProcess.predict` says of ``diverged`` of ``n`` rows predicted by their nearest
     training output."""
-    return (f"{DIVERGED} (no start ended finite and below the criterion's value far from the training outputs) "
-            f"for {diverged} of {n} rows; their prediction is the nearest training output")
+    return (f"{DIVERGED} (no start ended finite and near the training outputs) for {diverged} of {n} rows; their "
+            f"prediction is the nearest training output")
 TRANSFORMS = (None, "monomial", "gegenbauer")
 
 # Bytes per n^2 held at the peak of an exact KL fit (float64 n x n arrays:
@@ -156,7 +156,10 @@ def hsic_objective(y, Y, Ysq, gamma, psi, m):
     return scale * (m @ k), _grad_from_weights(scale * m, dk, y, Y, gamma)
 
 
-#: training outputs (those of the largest weights m) at which the HSIC criterion is evaluated for one more
+#: the Gaussian kernel (before any map) of a run's end point with its nearest training output below which, at a
+#: criterion no lower than far from every output, the run has left the data (its prediction was that far point)
+LEFT_THE_DATA = 1e-2
+#: training outputs (those of the largest weights: m, or u) at which the criterion is evaluated for one more
 #: start when every run from the nearest outputs slid away from the data
 FALLBACK_STARTS = 64
 
@@ -189,9 +192,9 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
     n_starts : int, default=1
         L-BFGS starts per test point: the training outputs of the
         ``n_starts`` nearest training inputs; the lowest objective wins.
-        A run that ends no lower than the criterion far from every
-        training output is dropped (it slid away from the data), and one
-        more start is tried.
+        A run that slides away from the training outputs (ending far from
+        all of them, no lower than the criterion there) is dropped, and
+        one more start is tried.
     max_iter : int, default=50
         L-BFGS iterations per start.
     tol : float, default=1e-6
@@ -428,16 +431,23 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         """The best of the L-BFGS runs from ``starts`` (nearest training outputs first), and whether one
         was kept. A run whose output or objective is not finite (its line search stepped to where
         ``y . y`` overflows: the kernels vanish there and the gradient is 0 x inf) is dropped, with numpy's
-        overflow warnings; so is a run that ends no lower than the criterion's value far from every training
-        output (:meth:`_far_value`): from a start where the nearby weights are negative (HSIC), or where the
-        variance term outweighs them (KL, a test input far from the training inputs: eta near its largest), it
-        slides away from the data, and the prediction was that far point (4.8 for outputs in [0, 1]). When no
+        overflow warnings; so is a run that slid away from the data: it ends where the Gaussian kernel with every
+        training output is below :data:`LEFT_THE_DATA`, no lower than the criterion's value far from all of
+        them (:meth:`_far_value`). From a start where the nearby weights are negative (HSIC), or where the
+        variance term outweighs them (KL, a test input far from the training inputs: eta near its largest), the
+        descent leads there, and the prediction was that far point (4.8 for outputs in [0, 1]). A run that ends
+        at a local minimum near the data is kept, even above that far value. When no
         run is kept, one more starts from the lowest criterion among the training outputs of the
         :data:`FALLBACK_STARTS` largest weights; when that fails too, the
         nearest training output is the prediction (counted and said by :meth:`predict`)."""
         fun = self._objective(state, params)
         far = self._far_value(state, params)
+        Y, Ysq = state["Y"], state["Ysq"]
         best_f, best_y = np.inf, None
+
+        def slid_away(yv, f) -> bool:
+            d2 = float(np.maximum(Ysq + yv @ yv - 2.0 * (Y @ yv), 0.0).min())
+            return f >= far and self.gamma_y_ * d2 > -np.log(LEFT_THE_DATA)
 
         def guarded(yv):
             # a step to a point that is not finite (a gradient that overflowed, e.g. with a tiny lambda_y): an
@@ -450,7 +460,7 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
             nonlocal best_f, best_y
             yv, f, _ = fmin_l_bfgs_b(guarded, np.array(y0, dtype=np.float64), m=10,
                                      pgtol=self.tol, maxiter=self.max_iter)
-            if np.isfinite(f) and np.isfinite(yv).all() and f < far and (best_y is None or f < best_f):
+            if np.isfinite(f) and np.isfinite(yv).all() and not slid_away(yv, f) and (best_y is None or f < best_f):
                 best_f, best_y = f, yv
 
         with np.errstate(over="ignore", invalid="ignore"):
@@ -458,7 +468,6 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
                 run(y0)
             if best_y is None:
                 # the training output, among those of the largest weights, where the criterion is lowest
-                Y = state["Y"]
                 top = np.argsort(-params[0], kind="stable")[:FALLBACK_STARTS]
                 values = [fun(Y[i])[0] for i in top]
                 run(Y[top[int(np.argmin(values))]])
