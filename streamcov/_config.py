@@ -27,7 +27,7 @@ JIT_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH)
 # Kernels whose accuracy rests on the order of operations (Cody-Waite range
 # reduction: reassociation would fold its split constants back together), and
 # those whose results must be the same bits in every process (scatter matrices,
-# the low-rank log: a reassociated sum may be regrouped differently where a
+# the low-rank log, the pixel features: a reassociated sum may be regrouped differently where a
 # function is inlined into a caller compiled in this process and where it is
 # called from another process's cache), get contraction to FMA only.
 ORDERED_JIT_OPTS = dict(cache=True, nogil=True, fastmath={"contract"})

@@ -261,3 +261,29 @@ def test_integer_images_other_than_uint8_and_uint16_are_refused(dtype):
         as_float_image(img, where="image 3")
     np.testing.assert_allclose(as_float_image(img.astype(np.uint8))[..., 0], img / 255.0)
     np.testing.assert_allclose(as_float_image(img.astype(np.uint16) * 257)[..., 0], img / 255.0)
+
+
+def test_image_vectors_are_the_same_bits_from_a_fresh_compile_and_from_numba_s_cache(tmp_path):
+    """The pixel kernels were compiled with reassociation: a callee inlined into a kernel compiled in this
+    process summed in another grouping than the one loaded from numba's cache, so a first run's features
+    (4e-17 apart) and log-operator vectors (2e-12) differed from every later run's, and a first run that was
+    interrupted and resumed ended with another model than one left alone. Two processes on one empty cache
+    (the first compiles, the second loads) give the same bits."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from streamcov.data.imageio import skimage_textures\n"
+            "from streamcov.descriptors import image as di\n"
+            "imgs = skimage_textures(patch=48, max_per_class=2).images\n"
+            "mats, _ = di.feature_matrices(imgs, di.image_spec('virus'))\n"
+            "W = di.operator_frequencies(mats[0].shape[1], 20, 1.0, 'random', 0, np.ones(mats[0].shape[1]))\n"
+            "np.savez(sys.argv[1], feats=np.concatenate(mats), vecs=di.operator_vectors(mats, W, 1e-3))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_NUM_THREADS": "1"}
+    for name in ("compiled", "cached"):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{name}.npz")], env=env, check=True,
+                       timeout=300)
+    with np.load(tmp_path / "compiled.npz") as a, np.load(tmp_path / "cached.npz") as b:
+        for key in ("feats", "vecs"):
+            assert a[key].tobytes() == b[key].tobytes(), (key, np.abs(a[key] - b[key]).max())

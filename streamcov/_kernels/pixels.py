@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._config import JIT_OPTS
+from .._config import ORDERED_JIT_OPTS
 
 # ITU-R BT.601 luma, as MATLAB's rgb2gray.
 LUMA_R = 0.298936021293775
@@ -27,7 +27,7 @@ LUMA_G = 0.587043074451121
 LUMA_B = 0.114020904255103
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def reflect_index(i, n):
     """scipy.ndimage 'reflect' index for any integer offset."""
     if n == 1:
@@ -41,7 +41,7 @@ def reflect_index(i, n):
     return i
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def channels(img, out):
     """img (h, w, c) with c = 1 (grey) or 3 (RGB) -> out (4, h, w): I, R, G, B.
 
@@ -66,7 +66,7 @@ def channels(img, out):
                 out[3, y, x] = b
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def abs_derivative(ch, which, out):
     """|first or second derivative| of ch (h, w) along x or y, reflect boundary."""
     h, w = ch.shape
@@ -84,7 +84,7 @@ def abs_derivative(ch, which, out):
                 out[y, x] = abs(a - 2.0 * ch[y, x] + b)
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def reflect_pad(ch, r, out):
     """out (h + 2r, w + 2r) = ch padded by r on every side, scipy 'reflect' mode."""
     h, w = ch.shape
@@ -94,7 +94,7 @@ def reflect_pad(ch, r, out):
             out[yp, xp] = ch[y, reflect_index(xp - r, w)]
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def gabor_magnitude(pad, r, gx_re, gx_im, gy_re, gy_im, tmp_re, tmp_im, out):
     """|ch * (gx(u) gy(v))| for a separable complex filter of half-width r.
 
@@ -138,7 +138,7 @@ def gabor_magnitude(pad, r, gx_re, gx_im, gy_re, gy_im, tmp_re, tmp_im, out):
             out[y, x] = math.sqrt(sr[x] * sr[x] + si[x] * si[x])
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def image_features(img, table, gx_re, gx_im, gy_re, gy_im, stride, out):
     """Feature matrix of one image: out (n_pixels, n_features).
 
@@ -188,7 +188,7 @@ def image_features(img, table, gx_re, gx_im, gy_re, gy_im, stride, out):
                 p += 1
 
 
-@njit(**JIT_OPTS)
+@njit(**ORDERED_JIT_OPTS)
 def covariance(feat, out):
     """(1/m) sum_i (f_i - mean)(f_i - mean)^T (paper 004, eq. (8)); returns nothing."""
     m, n = feat.shape
@@ -214,7 +214,7 @@ def covariance(feat, out):
             out[b, a] = v
 
 
-@njit(parallel=True, **JIT_OPTS)
+@njit(parallel=True, **ORDERED_JIT_OPTS)
 def ragged_covariances(pixels, offsets, shapes, table, gx_re, gx_im, gy_re, gy_im,
                        stride, out_cov, out_n):
     """Region covariance of every image of a ragged batch, one image per thread.
