@@ -4483,3 +4483,39 @@ def test_a_host_programs_sigterm_handler_is_kept():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, orig)
+
+
+def test_a_run_removes_the_temporary_files_a_kill_left(env):
+    """atomic_write writes <name><8 characters>.tmp, then renames it: a kill -9 left such files (a model.npz as
+    large as the model) through later runs, --resume included. A run removes them once it holds the output's
+    lock; other files stay."""
+    rc, err, _ = cli("run", env.pipeline(), "--quiet")
+    assert rc == 0, err
+    out = env.tmp / "out"
+    (out / "checkpoints").mkdir(exist_ok=True)
+    left = [out / "result.jsonab12cd_3.tmp", out / "checkpoints" / "fold-0.npzvajuj0se.tmp",
+            out / "model" / "model.npzh51yhagm.tmp"]
+    for p in left:
+        p.write_bytes(b"half written")
+    mine = out / "notes.tmp"   # not a temporary of atomic_write: kept
+    mine.write_text("x")
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--resume")
+    assert rc == 0, err
+    assert not any(p.exists() for p in left) and mine.exists()
+
+
+def test_predict_removes_copies_of_image_folders_that_killed_predicts_left(tmp_path, monkeypatch):
+    """A predict killed with SIGKILL left its copy of the image folder (every pixel) in the temporary folder;
+    the next predict removes the copies whose process is gone, and leaves a live one's."""
+    import tempfile
+
+    from streamcov.stream import predict as P
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"{P.COPY_PREFIX}{2 ** 22 + 12345}-abcd1234"   # above any pid this machine gives
+    live = tmp_path / f"{P.COPY_PREFIX}{os.getpid()}-efgh5678"
+    other = tmp_path / "streamcov-predict-notes"
+    for d in (dead, live, other):
+        (d / "input.zarr").mkdir(parents=True)
+    P._remove_stale_copies()
+    assert not dead.exists() and live.exists() and other.exists()

@@ -82,6 +82,19 @@ def test_half_written_tail_is_cut_on_resume(tmp_path, rng):
     check_equal(store, seqs)
 
 
+def test_a_temporary_chunk_file_left_by_a_kill_is_removed_on_resume(tmp_path, rng):
+    """zarr writes a chunk as <chunk>.<uuid>.partial, then renames it: one a kill -9 left stayed in the completed
+    store, which --verify passed."""
+    seqs = make_seqs(rng, 12)
+    path = tmp_path / "s.zarr"
+    S.ingest(ListSource(seqs), path, chunk_frames=4, limit=5)
+    left = path / "offsets" / "c" / "0.0123456789abcdef0123456789abcdef.partial"
+    left.write_bytes(b"half a chunk")
+    store = S.ingest(ListSource(seqs), path, chunk_frames=4)
+    check_equal(store, seqs)
+    assert not list(path.rglob("*.partial"))
+
+
 def test_resume_keeps_the_chunk_size_and_refuses_another(tmp_path, rng):
     """A store keeps its chunk size: resumed without one it keeps its own (the default would not be used
     either), and another one given is refused naming both (it was ignored without a word); --restart writes

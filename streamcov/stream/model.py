@@ -14,6 +14,7 @@ import importlib
 import json
 import numbers
 import os
+import re
 import stat
 import tempfile
 import zipfile
@@ -178,6 +179,22 @@ def atomic_write(path: Path, write, binary: bool = True) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+#: the temporary file of :func:`atomic_write`: the target's name, tempfile's 8 random characters, ``.tmp``
+_ATOMIC_TMP = re.compile(r".+[a-z0-9_]{8}\.tmp")
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Delete the temporary files of :func:`atomic_write` in ``folder`` (not below it): those a killed process
+    left (a model.npz as large as the model). Called with the folder's lock held, when no write is under way."""
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:   # no such folder yet
+        return
+    for p in entries:
+        if _ATOMIC_TMP.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
 
 
 def atomic_write_npz(path: Path, arrays: dict) -> None:

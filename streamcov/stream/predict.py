@@ -69,7 +69,8 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
         from ..errors import FormatError, skip_hint
 
         exclude, trained_exclude = _folders_left_out(model)
-        with tempfile.TemporaryDirectory(prefix="streamcov-predict-") as tmp:
+        _remove_stale_copies()
+        with tempfile.TemporaryDirectory(prefix=f"{COPY_PREFIX}{os.getpid()}-") as tmp:
             try:
                 store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model),
                                       on_error=on_error, exclude=exclude, exclude_absent_ok=True)
@@ -106,6 +107,29 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
                                                    f"{skipped_text(skipped)}")
         return summary
     return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy)
+
+
+#: the temporary copy of an image folder given to predict: this prefix, the pid of the process, tempfile's name
+COPY_PREFIX = "streamcov-predict-"
+
+
+def _remove_stale_copies() -> None:
+    """Delete the temporary copies of image folders that predicts killed with SIGKILL left (a copy of every
+    pixel of the folder): those whose process no longer exists. Copies of live predicts are left alone."""
+    import re
+    import shutil
+
+    from ..lock import _alive
+
+    root = Path(tempfile.gettempdir())
+    try:
+        entries = list(root.glob(f"{COPY_PREFIX}*"))
+    except OSError:
+        return
+    for p in entries:
+        m = re.fullmatch(rf"{COPY_PREFIX}(\d+)-.+", p.name)
+        if m and p.is_dir() and not p.is_symlink() and not _alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def _folders_left_out(model) -> tuple[tuple, list | None]:

@@ -112,6 +112,10 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
             for name in ("result.json", "predictions.csv"):
                 (out / name).unlink(missing_ok=True)
+            from ..stream.model import remove_stale_temporaries
+
+            for folder in (out, out / "checkpoints", out / "model"):   # what a kill left half written
+                remove_stale_temporaries(folder)
             with naming():
                 result = spec.run(cfg, ctx)
             result = {"task": cfg.task, **result}
