@@ -1968,6 +1968,9 @@ STORES = [
     Case("info-a-tgp-run-folder", lambda e: ["info", tgp_output(e)],
          r"/o: the output folder of `streamcov run` \(task tgp-sshape\), not a store: its results are in "
          r"result\.json$"),
+    Case("info-a-store-s-zarr-json", lambda e: ["info", e.shared["synth"] / "zarr.json"],
+         r"synth\.zarr/zarr\.json: the metadata file of the store \S+synth\.zarr, not a store; give the store's "
+         r"folder$"),
     Case("info-a-pipeline-file", lambda e: ["info", e.pipeline()], r"p\.toml: a pipeline file, not a store; "
                                                                     r"`streamcov run` runs it$"),
     Case("predict-skeleton-model-on-a-folder", lambda e: ["predict", e.shared["model"], write_archive(e.tmp / "arch"),

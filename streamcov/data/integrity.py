@@ -224,6 +224,8 @@ def open_group(path, mode):
         p = Path(path)
         if p.is_file() and p.suffix.lower() == ".toml":
             what = "a pipeline file, not a store; `streamcov run` runs it"
+        elif p.is_file() and p.name == "zarr.json":
+            what = f"the metadata file of the store {p.parent}, not a store; give the store's folder"
         elif p.is_file():
             what = ("a file, not a store: a store is a folder; for images, give their folder (`streamcov predict` "
                     "reads a folder of images) or ingest them with `streamcov ingest images --format folders`")
