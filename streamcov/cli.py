@@ -290,8 +290,9 @@ def _cmd_info(args) -> int:
                 print(f"{args.store}: INCOMPLETE store ({what} committed): being written by process {by.get('pid')} "
                       f"on {by.get('host')} since {by.get('started')}", file=sys.stderr)
             else:
-                print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted; "
-                      f"re-run it to resume (with --restart if its source changed since)", file=sys.stderr)
+                print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted, or "
+                      f"stopped at a file it could not read; re-run it to resume (with --on-error skip to leave "
+                      f"such a file out, with --restart if its source changed since)", file=sys.stderr)
         if args.verify:
             from .data.integrity import verify
             problems, notes = verify(args.store)

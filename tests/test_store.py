@@ -370,3 +370,16 @@ def test_a_stores_columns_are_read_only(tmp_path):
     for name in ("labels", "subjects", "split", "offsets"):
         with pytest.raises(ValueError, match="read-only"):
             getattr(store, name)[:] = 0
+
+
+def test_info_on_an_interrupted_store_names_every_way_to_finish_it(tmp_path, rng):
+    """An ingestion stopped at a file it could not read leaves an incomplete store like a killed one: re-running
+    it stops at that file again, so info names --on-error skip too (it said only to re-run)."""
+    from cli_cases import cli
+
+    S.ingest(ListSource(make_seqs(rng, 10)), tmp_path / "s.zarr", chunk_frames=4, limit=3)
+    rc, err, _ = cli("info", tmp_path / "s.zarr")
+    assert rc == 3 and re.search(r"INCOMPLETE store \(3 sequences committed\): the ingestion was interrupted, or "
+                                 r"stopped at a file it could not read; re-run it to resume \(with --on-error skip "
+                                 r"to leave such a file out, with --restart if its source changed since\)$",
+                                 err.strip()), err
