@@ -126,10 +126,10 @@ def test_region_covariance_kernel_is_bitwise_the_scalar_loop(rng):
     multiply-add chain over pixels, so the bits equal the scalar loop compiled with the same flags."""
     from numba import njit
 
-    from streamcov._config import JIT_OPTS
+    from streamcov._config import ORDERED_JIT_OPTS
     from streamcov._kernels.pixels import covariance
 
-    @njit(**{**JIT_OPTS, "cache": False})
+    @njit(**{**ORDERED_JIT_OPTS, "cache": False})
     def scalar(feat, out):
         m, n = feat.shape
         mean = np.zeros(n)
