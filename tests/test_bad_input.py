@@ -4489,22 +4489,22 @@ def test_a_host_programs_sigterm_handler_is_kept():
 
 
 def test_a_run_removes_the_temporary_files_a_kill_left(env):
-    """atomic_write writes <name><8 characters>.tmp, then renames it: a kill -9 left such files (a model.npz as
-    large as the model) through later runs, --resume included. A run removes them once it holds the output's
-    lock; other files stay."""
+    """atomic_write writes .<name>.<8 characters>.streamcov-tmp, then renames it: a kill -9 left such files (a
+    model.npz as large as the model) through later runs, --resume included. A run removes them once it holds the
+    output's lock: of its own files in its folder (predict --out may write another file there, its temporary
+    included), any in its checkpoints and model folders; a user's files stay, whatever their names."""
     rc, err, _ = cli("run", env.pipeline(), "--quiet")
     assert rc == 0, err
     out = env.tmp / "out"
     (out / "checkpoints").mkdir(exist_ok=True)
-    left = [out / "result.jsonab12cd_3.tmp", out / "checkpoints" / "fold-0.npzvajuj0se.tmp",
-            out / "model" / "model.npzh51yhagm.tmp"]
-    for p in left:
+    left = [out / ".result.json.ab12cd_3.streamcov-tmp", out / "checkpoints" / ".fold-0.npz.vajuj0se.streamcov-tmp",
+            out / "model" / ".model.npz.h51yhagm.streamcov-tmp"]
+    kept = [out / "download_2024.tmp", out / "checkpoint.tmp", out / ".new.csv.abcdefgh.streamcov-tmp"]
+    for p in left + kept:
         p.write_bytes(b"half written")
-    mine = out / "notes.tmp"   # not a temporary of atomic_write: kept
-    mine.write_text("x")
     rc, err, _ = cli("run", env.pipeline(), "--quiet", "--resume")
     assert rc == 0, err
-    assert not any(p.exists() for p in left) and mine.exists()
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
 
 
 def test_predict_removes_copies_of_image_folders_that_killed_predicts_left(tmp_path, monkeypatch):
@@ -4515,10 +4515,12 @@ def test_predict_removes_copies_of_image_folders_that_killed_predicts_left(tmp_p
     from streamcov.stream import predict as P
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    dead = tmp_path / f"{P.COPY_PREFIX}{2 ** 22 + 12345}-abcd1234"   # above any pid this machine gives
-    live = tmp_path / f"{P.COPY_PREFIX}{os.getpid()}-efgh5678"
+    here = f"{P.COPY_PREFIX}{P._host()}"
+    dead = tmp_path / f"{here}-{2 ** 22 + 12345}-abcd1234"   # above any pid this machine gives
+    live = tmp_path / f"{here}-{os.getpid()}-efgh5678"
+    elsewhere = tmp_path / f"{P.COPY_PREFIX}another.host-{2 ** 22 + 12345}-ijkl9012"   # a shared temporary folder
     other = tmp_path / "streamcov-predict-notes"
-    for d in (dead, live, other):
+    for d in (dead, live, elsewhere, other):
         (d / "input.zarr").mkdir(parents=True)
     P._remove_stale_copies()
-    assert not dead.exists() and live.exists() and other.exists()
+    assert not dead.exists() and live.exists() and elsewhere.exists() and other.exists()

@@ -150,6 +150,10 @@ def _umask() -> int:
     return old
 
 
+#: the suffix of :func:`atomic_write`'s temporary files (named ``.<target>.<8 characters>`` before it)
+TMP_SUFFIX = ".streamcov-tmp"
+
+
 def atomic_write(path: Path, write, binary: bool = True) -> None:
     """Write ``path`` through ``write(file)`` so that it is either the old file or the complete new one.
 
@@ -157,7 +161,7 @@ def atomic_write(path: Path, write, binary: bool = True) -> None:
     umask), not the 0600 of the temporary file it is written as: a model or result is read by other users
     and by workers running as another user."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:   # owns the descriptor from here: closed on any error
             try:
@@ -181,19 +185,18 @@ def atomic_write(path: Path, write, binary: bool = True) -> None:
         raise
 
 
-#: the temporary file of :func:`atomic_write`: the target's name, tempfile's 8 random characters, ``.tmp``
-_ATOMIC_TMP = re.compile(r".+[a-z0-9_]{8}\.tmp")
-
-
-def remove_stale_temporaries(folder: Path) -> None:
-    """Delete the temporary files of :func:`atomic_write` in ``folder`` (not below it): those a killed process
-    left (a model.npz as large as the model). Called with the folder's lock held, when no write is under way."""
+def remove_stale_temporaries(folder: Path, targets=None) -> None:
+    """Delete the temporary files of :func:`atomic_write` in ``folder`` (not below it), those a killed process
+    left (a model.npz as large as the model): ``.<target>.<8 characters>.streamcov-tmp``, for the file names
+    ``targets`` only when given (a folder where others may write too). Called with the folder's lock held."""
     try:
         entries = list(Path(folder).iterdir())
     except OSError:   # no such folder yet
         return
+    names = r"|".join(re.escape(t) for t in targets) if targets is not None else r".+"
+    pattern = re.compile(rf"\.(?:{names})\.[a-z0-9_]{{8}}{re.escape(TMP_SUFFIX)}")
     for p in entries:
-        if _ATOMIC_TMP.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+        if pattern.fullmatch(p.name) and p.is_file() and not p.is_symlink():
             p.unlink(missing_ok=True)
 
 

@@ -70,7 +70,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
 
         exclude, trained_exclude = _folders_left_out(model)
         _remove_stale_copies()
-        with tempfile.TemporaryDirectory(prefix=f"{COPY_PREFIX}{os.getpid()}-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{COPY_PREFIX}{_host()}-{os.getpid()}-") as tmp:
             try:
                 store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model),
                                       on_error=on_error, exclude=exclude, exclude_absent_ok=True)
@@ -109,13 +109,22 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy)
 
 
-#: the temporary copy of an image folder given to predict: this prefix, the pid of the process, tempfile's name
+#: the temporary copy of an image folder given to predict: this prefix, the host, the pid, tempfile's name
 COPY_PREFIX = "streamcov-predict-"
+
+
+def _host() -> str:
+    """This machine's name as it goes into a file name."""
+    import re
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
 
 
 def _remove_stale_copies() -> None:
     """Delete the temporary copies of image folders that predicts killed with SIGKILL left (a copy of every
-    pixel of the folder): those whose process no longer exists. Copies of live predicts are left alone."""
+    pixel of the folder): those of this machine whose process no longer exists. Copies of live predicts, and
+    every copy of another machine sharing the temporary folder (its pids are not this machine's), are left."""
     import re
     import shutil
 
@@ -123,11 +132,11 @@ def _remove_stale_copies() -> None:
 
     root = Path(tempfile.gettempdir())
     try:
-        entries = list(root.glob(f"{COPY_PREFIX}*"))
+        entries = list(root.glob(f"{COPY_PREFIX}{_host()}-*"))
     except OSError:
         return
     for p in entries:
-        m = re.fullmatch(rf"{COPY_PREFIX}(\d+)-.+", p.name)
+        m = re.fullmatch(rf"{re.escape(COPY_PREFIX + _host())}-(\d+)-.+", p.name)
         if m and p.is_dir() and not p.is_symlink() and not _alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
 

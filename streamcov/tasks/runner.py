@@ -114,8 +114,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                 (out / name).unlink(missing_ok=True)
             from ..stream.model import remove_stale_temporaries
 
-            for folder in (out, out / "checkpoints", out / "model"):   # what a kill left half written
-                remove_stale_temporaries(folder)
+            # what a kill left half written: the run's own files in its folder (where predict --out may write
+            # too), everything in the folders that are the run's alone
+            remove_stale_temporaries(out, ("result.json", "predictions.csv"))
+            remove_stale_temporaries(out / "checkpoints")
+            remove_stale_temporaries(out / "model")
             with naming():
                 result = spec.run(cfg, ctx)
             result = {"task": cfg.task, **result}
