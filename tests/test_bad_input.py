@@ -1969,8 +1969,13 @@ STORES = [
          r"/o: the output folder of `streamcov run` \(task tgp-sshape\), not a store: its results are in "
          r"result\.json$"),
     Case("info-a-store-s-zarr-json", lambda e: ["info", e.shared["synth"] / "zarr.json"],
-         r"synth\.zarr/zarr\.json: the metadata file of the store \S+synth\.zarr, not a store; give the store's "
+         r"synth\.zarr/zarr\.json: a metadata file of the store \S+synth\.zarr, not a store; give the store's "
          r"folder$"),
+    Case("info-an-array-s-zarr-json", lambda e: ["info", e.shared["synth"] / "frames" / "zarr.json"],
+         r"frames/zarr\.json: a metadata file of the store \S+synth\.zarr, not a store; give the store's folder$"),
+    Case("info-a-study-report", lambda e: ["info", (lambda d: (d.mkdir(), (d / "results.csv").write_text("x\n"),
+                                                                (d / "table.md").write_text("x\n")) and d)(e.tmp / "m")],
+         r"/m: the report of `streamcov study` \(results\.csv, table\.md\), not a store$"),
     Case("info-a-pipeline-file", lambda e: ["info", e.pipeline()], r"p\.toml: a pipeline file, not a store; "
                                                                     r"`streamcov run` runs it$"),
     Case("predict-skeleton-model-on-a-folder", lambda e: ["predict", e.shared["model"], write_archive(e.tmp / "arch"),

@@ -203,21 +203,14 @@ def _damage(root, name, index, reason, fix: str = REWRITE) -> StoreError:
 
 def open_group(path, mode):
     """The zarr group at ``path``; a :class:`StoreError` when there is none."""
-    import json
-
     import zarr
 
     from ..lock import OUTPUT_MARKER
 
     meta = Path(path) / "zarr.json"
-    if meta.is_file():
-        try:
-            node = json.loads(meta.read_text()).get("node_type")
-        except (ValueError, UnicodeDecodeError, AttributeError):
-            node = None
-        if node == "array":
-            raise StoreError(f"{path}: an array inside the store {Path(path).parent}, not a store; give the "
-                             f"store's folder")
+    if meta.is_file() and _node_type(meta) == "array":
+        raise StoreError(f"{path}: an array inside the store {Path(path).parent}, not a store; give the "
+                         f"store's folder")
     try:
         return zarr.open_group(str(path), mode=mode)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError) as exc:  # type: ignore[attr-defined]
@@ -225,7 +218,9 @@ def open_group(path, mode):
         if p.is_file() and p.suffix.lower() == ".toml":
             what = "a pipeline file, not a store; `streamcov run` runs it"
         elif p.is_file() and p.name == "zarr.json":
-            what = f"the metadata file of the store {p.parent}, not a store; give the store's folder"
+            store = next((q for q in (p.parent, *p.parent.parents) if (q / "zarr.json").is_file()
+                          and _node_type(q / "zarr.json") == "group"), p.parent)
+            what = f"a metadata file of the store {store}, not a store; give the store's folder"
         elif p.is_file():
             what = ("a file, not a store: a store is a folder; for images, give their folder (`streamcov predict` "
                     "reads a folder of images) or ingest them with `streamcov ingest images --format folders`")
@@ -235,6 +230,8 @@ def open_group(path, mode):
             what = "a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store"
         elif (p / "model" / "model.json").is_file() or (p / OUTPUT_MARKER).is_file() or (p / "result.json").is_file():
             what = _output_folder_words(p, OUTPUT_MARKER)
+        elif (p / "results.csv").is_file() and (p / "table.md").is_file():
+            what = "the report of `streamcov study` (results.csv, table.md), not a store"
         elif p.is_dir() and any(p.iterdir()):
             what = ("a folder without a zarr store; ingest it first: a skeleton archive with `streamcov ingest "
                     "skeleton --format FORMAT`, images with `streamcov ingest images --format folders` (`streamcov "
@@ -246,6 +243,16 @@ def open_group(path, mode):
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:   # zarr.json unreadable
         raise StoreError(f"{path}: the store's zarr.json is damaged ({exc.__class__.__name__}: "
                          f"{str(exc)[:120]}); write the store again") from None
+
+
+def _node_type(meta: Path):
+    """The ``node_type`` of a zarr.json (``group``, ``array``), or None when it cannot be read."""
+    import json
+
+    try:
+        return json.loads(meta.read_text()).get("node_type")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return None
 
 
 def _output_folder_words(p: Path, marker: str) -> str:
@@ -263,14 +270,16 @@ def _output_folder_words(p: Path, marker: str) -> str:
     mark, result = read(marker), read("result.json")
     task = mark.get("task") or result.get("task")
     store = result.get("store")
-    if task in ("skeleton-classification", "image-stream-classification") or (p / "model" / "model.json").is_file():
+    if task in ("skeleton-classification", "image-stream-classification") or (
+            task is None and (p / "model" / "model.json").is_file()):
         where = (f"the store it read is {store}" if isinstance(store, str) and store else
                  "the store it read is its pipeline's data.store")
         return (f"the output folder of `streamcov run`{f' (task {task})' if task else ''}, not a store; {where}, "
                 f"its features are in features*.zarr, its model in model/")
-    if not mark:   # a merged study's report, or an earlier version's output
+    if not mark:   # an earlier version's output
         return "a folder of results (result.json), not a store"
-    return f"the output folder of `streamcov run` (task {task}), not a store: its results are in result.json"
+    model = ", its model in model/" if (p / "model" / "model.json").is_file() else ""
+    return f"the output folder of `streamcov run` (task {task}), not a store: its results are in result.json{model}"
 
 
 def _why(exc: Exception) -> str:
