@@ -874,7 +874,8 @@ CONFIG = [
     # a kernel matrix that no diagonal shift made positive definite: a LinAlgError traceback
     Case("tgp-gegenbauer-weight-unfactorable", tgp_run("data.n_samples=40", "tgp.gegenbauer_weight_output=1e10"),
          r"^streamcov run: error: --set tgp\.gegenbauer_weight_output=1e10: tgp\.gegenbauer_weight_output = "
-         r"10000000000\.0: could not factor the kernel matrix even after a diagonal shift; lower the Gegenbauer weights "
+         r"10000000000\.0: could not factor the kernel matrix even after a diagonal shift; lower the Gegenbauer "
+         r"weights "
          r"\(the paper's are 0\.51 and 0\.52\), or raise tgp\.lambda_x and tgp\.lambda_y$"),
     # the kernel ridge baseline's 3-fold search on 2 training rows: a traceback after the twin GPs had run
     Case("tgp-digits-two-training-rows", lambda e: ["run", REPO / "pipelines" / "digits_tgp.toml", "--output",
@@ -1973,8 +1974,9 @@ STORES = [
          r"folder$"),
     Case("info-an-array-s-zarr-json", lambda e: ["info", e.shared["synth"] / "frames" / "zarr.json"],
          r"frames/zarr\.json: a metadata file of the store \S+synth\.zarr, not a store; give the store's folder$"),
-    Case("info-a-study-report", lambda e: ["info", (lambda d: (d.mkdir(), (d / "results.csv").write_text("x\n"),
-                                                                (d / "table.md").write_text("x\n")) and d)(e.tmp / "m")],
+    Case("info-a-study-report",
+         lambda e: ["info", (lambda d: (d.mkdir(), (d / "results.csv").write_text("x\n"),
+                                        (d / "table.md").write_text("x\n")) and d)(e.tmp / "m")],
          r"/m: the report of `streamcov study` \(results\.csv, table\.md\), not a store$"),
     Case("info-a-pipeline-file", lambda e: ["info", e.pipeline()], r"p\.toml: a pipeline file, not a store; "
                                                                     r"`streamcov run` runs it$"),

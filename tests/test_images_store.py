@@ -265,7 +265,8 @@ def test_a_name_that_is_not_utf8_is_one_line(tmp_path, capsys, where):
     err = capsys.readouterr().err
     assert re.search(rf"^streamcov ingest: error: \S+src/{shown}: its file or folder name is not UTF-8 \(ids, class "
                      rf"names and the archive's digests, which cover every file under it, are UTF-8\); rename it, "
-                     rf"e\.g\. convmv -f latin1 -t utf8 -r --notest FOLDER, or move it out of the folder$", err.strip()), err
+                     rf"e\.g\. convmv -f latin1 -t utf8 -r --notest FOLDER, or move it out of the folder$",
+                     err.strip()), err
     assert not (tmp_path / "x.zarr").exists()
 
 

@@ -419,8 +419,8 @@ def test_c3d_without_ezc3d_is_one_line_and_no_store(tmp_path, monkeypatch):
     monkeypatch.setattr(c3d_module, "HAVE_EZC3D", False)
     argv = c3d()(tmp_path)
     # said as it is, not as a fault of "the default options"
-    assert_one_line_error(*cli(*argv)[:2], r"ingest: error: --format c3d reads files with the 'ezc3d' package, which is not "
-                                           r"installed: pip install 'streamcov\[mocap\]'")
+    assert_one_line_error(*cli(*argv)[:2], r"ingest: error: --format c3d reads files with the 'ezc3d' package, "
+                                           r"which is not installed: pip install 'streamcov\[mocap\]'")
     no_store(tmp_path, "", "")
 
 

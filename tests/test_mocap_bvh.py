@@ -404,7 +404,7 @@ def test_a_file_name_that_is_not_utf8_is_one_line(tmp_path, capsys):
                  str(tmp_path / "x.zarr")]) == 2
     err = capsys.readouterr().err.strip()
     assert re.fullmatch(r"streamcov ingest: error: \S+/src/train/reach/03_caf\\xe9\.bvh: its file or folder name "
-                        r"is not UTF-8 \(ids, class names and the archive's digests, which cover every file under it, are "
-                        r"UTF-8\); rename it, e\.g\. convmv -f latin1 -t utf8 -r --notest FOLDER, or move it out of "
+                        r"is not UTF-8 \(ids, class names and the archive's digests, which cover every file under "
+                        r"it, are UTF-8\); rename it, e\.g\. convmv -f latin1 -t utf8 -r --notest FOLDER, or move it out of "
                         r"the folder", err), err
     assert not (tmp_path / "x.zarr").exists()

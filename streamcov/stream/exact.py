@@ -86,7 +86,8 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         linear kernel of the ``n_head`` trailing head columns (:func:`combine_head_kernel`)."""
         p = X.shape[1] - int(self.n_head)
         if p < 1:
-            raise ValueError(f"X has {X.shape[1]} feature(s); n_head = {self.n_head} leaves none for the Gaussian kernel")
+            raise ValueError(f"X has {X.shape[1]} feature(s); n_head = {self.n_head} leaves none for the Gaussian "
+                             f"kernel")
         K = block_kernel(block_distances(X[:, :p], None if Y is None else Y[:, :p], self.blocks, self.views),
                          self.blocks, self.sigma, self.views)
         if not self.n_head:
