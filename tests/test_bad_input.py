@@ -1951,7 +1951,11 @@ STORES = [
            r"synth\.zarr: store format version 99; this streamcov reads versions up to \d: upgrade streamcov or "
            r"write the store again$") for verify in (False, True)],
     Case("incomplete-store", damaged(interrupted),
-         r"synth\.zarr: incomplete skeleton store \(24 sequences committed.*Re-run the command that wrote it \(`streamcov ingest`, `synth`, or `run` with \[data\] source or a demo\) to resume it, or start over: add --restart to `streamcov ingest` or `synth` \(mode=\"restart\" in Python\), or delete \S+ and run `streamcov run` again"),
+         r"synth\.zarr: incomplete skeleton store \(24 sequences committed.*the ingestion was interrupted, or stopped "
+         r"at a file it could not read\. Re-run the command that wrote it \(`streamcov ingest`, `synth`, or `run` with "
+         r"\[data\] source or a demo\) to resume it \(with --on-error skip, or data\.on_error = \"skip\", to leave "
+         r"such a file out\), or start over: add --restart to `streamcov ingest` or `synth` \(mode=\"restart\" in "
+         r"Python\), or delete \S+ and run `streamcov run` again"),
     Case("info-not-a-store", lambda e: ["info", e.tmp], r": no zarr store here"),
     Case("info-an-image-file", lambda e: ["info", (lambda p: p.write_bytes(b"\x89PNG") and p)(e.tmp / "one.png")],
          r"one\.png: a file, not a store: a store is a folder; for images, give their folder"),

@@ -557,6 +557,27 @@ def test_hsic_prediction_never_slides_away_from_the_data():
     assert pred.min() > y.min() - 1.0 and pred.max() < y.max() + 1.0
 
 
+def test_kl_prediction_of_a_poorly_covered_input_does_not_slide_away():
+    """KL: for a test input far from the training inputs (eta near its largest), the variance term outweighs
+    the weights, and the descent slid to where every output kernel vanishes (a prediction at squared distance
+    5.3 from every output in [0, 1]); now such a run is dropped and the row said and predicted by its nearest
+    training output. Covered inputs are predicted near the outputs, without a word."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1.0, 1.0, (80, 2))
+    Y = 0.5 + 0.5 * np.column_stack([np.sin(3 * X[:, 0]), np.cos(3 * X[:, 1])])
+    m = TwinGaussianProcess(gamma_x=2.0, gamma_y=2.0).fit(X, Y)
+    far = rng.uniform(3.0, 4.0, (5, 2))
+    with pytest.warns(RuntimeWarning, match=r"no start ended finite and near the training outputs\) for 5 of 5 "
+                                            r"rows"):
+        pred = m.predict(far)
+    nearest = m._nn.kneighbors(far, n_neighbors=1)[1][:, 0]
+    np.testing.assert_array_equal(pred, Y[nearest])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inside = m.predict(X[:10] * 0.9)
+    assert (m.gamma_y_ * ((inside[:, None, :] - Y[None]) ** 2).sum(-1).min(axis=1) <= np.log(100.0)).all()
+
+
 @parametrize_with_checks(
     [TwinGaussianProcess(), TwinGaussianProcess(criterion="hsic"), HSICKernelTransform()],
     expected_failed_checks=lambda est: (

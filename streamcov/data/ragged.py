@@ -235,8 +235,10 @@ def open_complete(path: Path, format_name: str, kind: str, unit: str):
                 f"finish, then run again")
         raise IncompleteStoreError(
             f"{path}: incomplete {kind} store ({c.get(unit, 0) if isinstance(c, dict) else '?'} {unit} committed, no "
-            f"completion marker): the ingestion was interrupted. Re-run the command that wrote it (`streamcov "
-            f"ingest`, `synth`, or `run` with [data] source or a demo) to resume it, or start over: "
+            f"completion marker): the ingestion was interrupted, or stopped at a file it could not read. Re-run "
+            f"the command that wrote it (`streamcov ingest`, `synth`, or `run` with [data] source or a demo) to "
+            f"resume it (with --on-error skip, or data.on_error = \"skip\", to leave such a file out), or start "
+            f"over: "
             f"{START_OVER.format(path=path)}.")
     return g, attrs
 

@@ -465,7 +465,8 @@ def top_singular_pair(C, identity=None) -> tuple[np.ndarray, np.ndarray, float, 
     Returns
     -------
     alpha, beta : ndarray
-        Unit-norm non-negative coefficient vectors.
+        Unit-norm non-negative coefficient vectors; a vector that falls back to the identity map is
+        ``identity``'s (in the Gegenbauer basis ``e_1 / (2 w)``: negative for a negative weight).
     sigma : float
         ``alpha^T C beta`` after any clipping (the attained objective).
     message : str or None

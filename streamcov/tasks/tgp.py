@@ -444,7 +444,7 @@ def run_pose(cfg, ctx) -> dict:
         r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error,
                       train_fix=(f"raise data.max_train (it is {max_train})" if max_train < 2 else
                                  f"the store needs frames of the training subjects {list(TRAIN_SUBJECTS)}"),
-                      test_fix="raise data.max_test, or give frames of subjects other than the training ones "
+                      test_fix=f"the store needs frames of subjects other than the training ones "
                                f"{list(TRAIN_SUBJECTS)}")
     b = _baselines(X[tr], Y[tr], X[te], Y[te], r["gamma_x"], seed)
     _write_details(out_dir, "tgp_pose", {**r, **b})
