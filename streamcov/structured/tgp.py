@@ -65,6 +65,7 @@ CRITERIA = ("kl", "hsic")
 # the start of predict's warning when a row's minimization diverged (its prediction is then the nearest training output)
 DIVERGED = "TwinGaussianProcess: the criterion's minimization diverged"
 APPROXIMATIONS = ("subsample", "local")
+TRANSFORMS = (None, "monomial", "gegenbauer")
 
 
 def diverged_text(diverged: int, n: int) -> str:
@@ -72,7 +73,6 @@ def diverged_text(diverged: int, n: int) -> str:
     training output."""
     return (f"{DIVERGED} (no start ended finite and near the training outputs) for {diverged} of {n} rows; their "
             f"prediction is the nearest training output")
-TRANSFORMS = (None, "monomial", "gegenbauer")
 
 # Bytes per n^2 held at the peak of an exact KL fit (float64 n x n arrays:
 # the factors of K and G, B and temporaries). benchmarks/tgp_scaling.py
@@ -421,9 +421,13 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
             value, scale = -2.0 * psi0 * float(m.sum()) / len(m), 2.0 * float(np.abs(m).sum()) / len(m)
         else:
             u, eta = params
-            k = np.full(len(u), psi0)
-            log_s = float(np.log(max(state["c_y"] - k @ (state["B"] @ k), 1e-300)))
-            value, scale = -2.0 * float(u @ k) - eta * log_s, 2.0 * float(np.abs(u).sum()) + eta * abs(log_s)
+            # g_y^T B g_y with every g_y = psi(0): psi(0)^2 1^T B 1, the sum of B once per state, not a product
+            # with the n x n B for every test row
+            if "B_sum" not in state:
+                state["B_sum"] = float(state["B"].sum())
+            log_s = float(np.log(max(state["c_y"] - psi0 * psi0 * state["B_sum"], 1e-300)))
+            value = -2.0 * psi0 * float(u.sum()) - eta * log_s
+            scale = 2.0 * float(np.abs(u).sum()) + eta * abs(log_s)
         # the rounding of sums of n terms: far below any minimum that the data makes
         return value - 1e-9 * scale
 
