@@ -321,7 +321,7 @@ class PolynomialKernelMap:
     @classmethod
     def identity(cls) -> "PolynomialKernelMap":
         """``phi(t) = t``: no transformation."""
-        return cls(np.array([0.0, 1.0]), "monomial")
+        return cls(identity_coef(1), "monomial")
 
     def __call__(self, t) -> np.ndarray:
         t = np.asarray(t, dtype=np.float64)
