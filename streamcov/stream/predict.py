@@ -130,13 +130,13 @@ def _remove_stale_copies() -> None:
 
     from ..lock import _alive
 
-    root = Path(tempfile.gettempdir())
+    root, here = Path(tempfile.gettempdir()), COPY_PREFIX + _host()
     try:
-        entries = list(root.glob(f"{COPY_PREFIX}{_host()}-*"))
+        entries = list(root.glob(f"{here}-*"))
     except OSError:
         return
     for p in entries:
-        m = re.fullmatch(rf"{re.escape(COPY_PREFIX + _host())}-(\d+)-.+", p.name)
+        m = re.fullmatch(rf"{re.escape(here)}-(\d+)-.+", p.name)
         if m and p.is_dir() and not p.is_symlink() and not _alive(int(m.group(1))):
             shutil.rmtree(p, ignore_errors=True)
 
