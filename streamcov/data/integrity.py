@@ -245,29 +245,26 @@ def open_group(path, mode):
                          f"{str(exc)[:120]}); write the store again") from None
 
 
-def _node_type(meta: Path):
-    """The ``node_type`` of a zarr.json (``group``, ``array``), or None when it cannot be read."""
+def _json_object(path: Path) -> dict:
+    """The JSON object in ``path``, or {} when there is none (no file, not JSON, not an object)."""
     import json
 
     try:
-        return json.loads(meta.read_text()).get("node_type")
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
-        return None
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _node_type(meta: Path):
+    """The ``node_type`` of a zarr.json (``group``, ``array``), or None when it cannot be read."""
+    return _json_object(meta).get("node_type")
 
 
 def _output_folder_words(p: Path, marker: str) -> str:
     """What an output folder is, for a message refusing it as a store: by the task its marker or result names
     (a study's or a twin GP's output has no features and no model), with the store a classification read."""
-    import json
-
-    def read(name):
-        try:
-            doc = json.loads((p / name).read_text())
-            return doc if isinstance(doc, dict) else {}
-        except (OSError, ValueError, UnicodeDecodeError):
-            return {}
-
-    mark, result = read(marker), read("result.json")
+    mark, result = _json_object(p / marker), _json_object(p / "result.json")
     task = mark.get("task") or result.get("task")
     store = result.get("store")
     if task in ("skeleton-classification", "image-stream-classification") or (
