@@ -371,6 +371,7 @@ def map_threads(fn, items, n_jobs: int | None = None):
     and elsewhere all of them. At most ``2 * n_jobs`` calls are in flight,
     so results not yet consumed never pile up in memory.
     """
+    import contextvars
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -392,7 +393,8 @@ def map_threads(fn, items, n_jobs: int | None = None):
     with ThreadPoolExecutor(max_workers=n_jobs) as ex:
         pending = deque()
         for item in items:
-            pending.append(ex.submit(one, item))
+            # each call in a copy of the caller's context: what the caller set (linalg.gamma_named) holds there
+            pending.append(ex.submit(contextvars.copy_context().run, one, item))
             if len(pending) >= 2 * n_jobs:
                 yield pending.popleft().result()
         while pending:

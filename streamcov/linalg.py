@@ -18,6 +18,8 @@ eq. (1) of paper 000 once the matrices are logarithms).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from typing import Sequence
 
 import numpy as np
@@ -32,6 +34,25 @@ LANE_MAX_DIM = _ks.LANE_MAX_DIM
 # (benchmarks/spd_log_kernels.py).
 LOWRANK_FRACTION = 3
 _KINDS = {"log": 0, "exp": 1, "sqrt": 2}
+# How messages name the regularization: a caller whose users set it under a key of their own (the skeleton
+# source's ``descriptor.gamma``) names it for the messages raised inside (:func:`gamma_named`). A context
+# variable, so each thread (a Dask task) has its own.
+_GAMMA_NAME = contextvars.ContextVar("streamcov_gamma_name", default="gamma")
+
+
+@contextlib.contextmanager
+def gamma_named(name: str):
+    """Within the block, errors of this module call the regularization ``name`` (e.g. a configuration
+    key) instead of ``gamma``."""
+    token = _GAMMA_NAME.set(name)
+    try:
+        yield
+    finally:
+        _GAMMA_NAME.reset(token)
+
+
+def _gamma_words() -> str:
+    return f"the regularization {_GAMMA_NAME.get()}"
 
 
 def vec_dim(d: int) -> int:
@@ -224,7 +245,7 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
                 raise NotSPDError(f"{describe(i)} could not be computed in floating point: "
                                   f"{'C / gamma' if relative else 'C + gamma I'} overflows float64 (largest entry "
                                   f"{amax[i]:.3g}, gamma = {g:.3g}); "
-                                  f"{'raise gamma' if relative else 'rescale the data (e.g. coordinates to metres)'}")
+                                  f"{'raise ' + _GAMMA_NAME.get() if relative else 'rescale the data (e.g. coordinates to metres)'}")
     outs = None
     if rank is not None:
         rank = np.asarray(rank)
@@ -266,8 +287,8 @@ def _check_finite_result(out, largest, gamma, describe, relative=False):
         big = largest(i) / gamma if relative else largest(i)
         if not relative and gamma > big:
             raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): the "
-                              f"regularization gamma = {gamma:.3g} is too large for float64; lower the "
-                              f"regularization gamma")
+                              f"{_gamma_words()} = {gamma:.3g} is too large for float64; lower "
+                              f"{_gamma_words()}")
         raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): its entries "
                           f"(largest {big:.3g}) are too large for float64; rescale the data (e.g. coordinates to "
                           f"metres)")
@@ -344,8 +365,6 @@ def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx, cap):
     return outs, done
 
 
-# (the messages call it "the regularization gamma", a phrase a caller may rename to its own key: the skeleton
-# source's descriptor.gamma)
 # a covariance is positive semidefinite: an eigenvalue below 0 is rounding, of the order of 1e-16 times its
 # largest; one this many times gamma below 0 comes from values far too large, which no gamma fixes sensibly
 HUGE_ROUNDING = 1e6
@@ -358,8 +377,8 @@ REFERENCE_GAMMA = 1e-4
 def _not_spd_advice(min_eig: float, gamma: float) -> str:
     if gamma > 0 and -min_eig > HUGE_ROUNDING * max(gamma, REFERENCE_GAMMA):
         return (f"an eigenvalue this far below 0 is the rounding of a covariance of very large values: rescale the "
-                f"data (e.g. coordinates to metres) rather than raising the regularization gamma (now {gamma})")
-    return f"increase the regularization gamma (now {gamma})"
+                f"data (e.g. coordinates to metres) rather than raising {_gamma_words()} (now {gamma})")
+    return f"increase {_gamma_words()} (now {gamma})"
 
 
 def _raise_not_spd(min_eig, gamma, describe):
@@ -396,9 +415,11 @@ def _large_log_vectors(mats, scale, gammas, relative, describe, n_jobs=None):
     def one(i):
         w, u = eigh(mats[i] * scale[i] if scale[i] != 1.0 else mats[i], driver="evd", check_finite=False)
         for g in gammas:
-            if (1.0 + w[0] / g if relative else w[0] + g) <= 0:
+            # the smallest eigenvalue of the regularized matrix, as the lane route reports it
+            low = 1.0 + w[0] / g if relative else w[0] + g
+            if low <= 0:
                 raise NotSPDError(f"{describe(i)} is not positive definite (smallest eigenvalue "
-                                  f"{w[0]:.3g}); {_not_spd_advice(w[0], g)}")
+                                  f"{low:.3g}); {_not_spd_advice(low, g)}")
         if relative:
             # a covariance operator is PSD: its eigenvalues below 0 are rounding
             w = np.maximum(w, 0.0)

@@ -127,7 +127,7 @@ def test_not_spd_names_the_sequence(rng):
         C.log_covariance_vectors(frames, [0, 100, 105], sel, gamma=0.0)
 
 
-@pytest.mark.parametrize("d", [2, 70], ids=["lanes", "lapack"])
+@pytest.mark.parametrize("d", [2, L.LANE_MAX_DIM + 2], ids=["lanes", "lapack"])
 def test_not_spd_advice_follows_the_size_of_the_negative_eigenvalue(d):
     """A covariance is PSD: a negative eigenvalue is rounding. Slightly below -gamma, raising gamma is the fix;
     1e24 times gamma below 0 (coordinates of 1e30 gave -6e50), it is the data's scale, and raising gamma is not
@@ -150,6 +150,20 @@ def test_not_spd_advice_follows_the_size_of_the_negative_eigenvalue(d):
         L.log_vectors(tiny, 1e-300)
     with pytest.raises(NotSPDError, match=r"rescale the data .* \(now 1e-300\)$"):
         L.log_vectors(big, 1e-300)
+
+
+@pytest.mark.parametrize("d, n_jobs", [(2, 1), (L.LANE_MAX_DIM + 2, 1), (L.LANE_MAX_DIM + 2, 2)],
+                         ids=["lanes", "lapack", "lapack-threads"])
+def test_gamma_named_renames_the_regularization_in_every_route(d, n_jobs):
+    """A caller names gamma by its own key (the skeleton source: descriptor.gamma) for the messages raised within
+    the block, on every route, the LAPACK one running its matrices in a thread pool (the name travels to those
+    threads); outside the block the plain name comes back."""
+    small = np.diag([1.0] * (d - 1) + [-1e-3])[None]
+    with L.gamma_named("descriptor.gamma"):
+        with pytest.raises(NotSPDError, match=r"increase the regularization descriptor\.gamma \(now 0\.0001\)$"):
+            L.log_vectors(np.concatenate([np.eye(d)[None]] * 3 + [small]), 1e-4, n_jobs=n_jobs)
+    with pytest.raises(NotSPDError, match=r"increase the regularization gamma \(now 0\.0001\)$"):
+        L.log_vectors(small, 1e-4, n_jobs=n_jobs)
 
 
 def test_logm_rejects_non_spd():

@@ -24,7 +24,6 @@ blocks of a sum of Log-E kernels, weighted by :attr:`SkeletonSource.kernel_block
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -32,8 +31,8 @@ import numpy as np
 from .. import kernels
 from .._config import kernel_threads
 from ..descriptors import skeleton as sk
-from ..errors import ConfigError, NotSPDError, toml_value
-from ..linalg import merge_moments, vec_dim
+from ..errors import ConfigError, toml_value
+from ..linalg import gamma_named, merge_moments, vec_dim
 
 
 AXES = ("x", "y", "z")
@@ -445,18 +444,6 @@ class SequenceNames:
             return str(row)
 
 
-@contextlib.contextmanager
-def _gamma_named():
-    """A covariance that is not positive definite is fixed by the pipeline's key ``descriptor.gamma``: named
-    as such, the task layer adds where it was given (a file's line, a ``--set``)."""
-    try:
-        yield
-    except NotSPDError as exc:
-        exc.args = (str(exc).replace("the regularization gamma", "the regularization descriptor.gamma"),
-                    *exc.args[1:])
-        raise
-
-
 def block_pyramid(b0: int, b1: int, pieces, plan: sk.PyramidPlan, lengths: np.ndarray, dtype: str, rows,
                   numba_threads: int = 1, path: str | None = None) -> np.ndarray:
     """Descriptors with options of sequences ``b0 + rows`` (rows within the block [b0, b1)); ``path``, the
@@ -469,7 +456,7 @@ def block_pyramid(b0: int, b1: int, pieces, plan: sk.PyramidPlan, lengths: np.nd
     if rows is not None:
         n, mean, m2, sums, lengths = n[rows], mean[rows], m2[rows], sums[rows], lengths[rows]
         names = SequenceNames(path, b0, rows) if path else [str(b0 + k) for k in rows]
-    with kernel_threads(numba_threads), _gamma_named():
+    with kernel_threads(numba_threads), gamma_named("descriptor.gamma"):
         return sk.pyramid_from_moments(n, mean, m2, sums, lengths, plan, dtype=np.dtype(dtype), first_index=b0,
                                        names=names)
 
@@ -483,7 +470,7 @@ def block_descriptors(b0: int, b1: int, pieces, descriptor: SkeletonDescriptor, 
     empty = np.flatnonzero(n == 0)
     if len(empty):
         raise ValueError(f"sequence {sk._name(empty[0], b0, names)} has no frames in the store")
-    with kernel_threads(numba_threads), _gamma_named():
+    with kernel_threads(numba_threads), gamma_named("descriptor.gamma"):
         V = sk.log_vectors_from_moments(n, m2, descriptor.gamma, descriptor.normalize, descriptor.ddof,
                                         dtype=np.dtype(descriptor.dtype), first_index=b0, names=names)
     return V if rows is None else V[rows]
