@@ -21,6 +21,13 @@ from pathlib import Path
 from .errors import StoreError, StreamcovError
 
 
+def host_tag() -> str:
+    """This machine's name as it goes into a file name (beside a pid: whose process left the file)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+
 def _alive(pid) -> bool:
     """Whether process ``pid`` exists. Only a positive integer names one process: 0 and negative numbers
     would ask about process groups (``kill(-1, 0)`` succeeds), anything else is no pid at all."""

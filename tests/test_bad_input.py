@@ -2410,6 +2410,28 @@ def test_predictions_never_replace_a_file_with_content_that_is_not_predictions(s
         assert out.read_text().startswith("id,predicted,label\n") and len(out.read_text().splitlines()) > 2
 
 
+def test_predict_removes_the_temporaries_of_its_out_file_that_killed_predicts_left(shared, env):
+    """predict writes --out as a temporary and renames it; a predict killed with SIGKILL left the temporary (as
+    large as the predictions) beside the user's file. The temporary's name holds host and pid: the next predict
+    to that file removes those of dead processes of this host and leaves a live one's, another host's, another
+    file's and the user's own files."""
+    from streamcov.lock import host_tag
+
+    out = env.tmp / "p.csv"
+    host = host_tag()
+    dead = env.tmp / f".p.csv.{host}-{2 ** 22 + 12345}.ab12cd_3.streamcov-tmp"   # above any pid this machine gives
+    kept = [env.tmp / f".p.csv.{host}-{os.getpid()}.vajuj0se.streamcov-tmp",
+            env.tmp / f".p.csv.another.host-{2 ** 22 + 12345}.h51yhagm.streamcov-tmp",
+            env.tmp / f".q.csv.{host}-{2 ** 22 + 12345}.h51yhagm.streamcov-tmp", env.tmp / "p.csv.tmp"]
+    for p in (dead, *kept):
+        p.write_bytes(b"half written")
+    rc, err, _ = cli("predict", shared["model"], shared["synth"], "--out", out, "--scheduler", "synchronous")
+    assert rc == 0, err
+    assert not dead.exists() and all(p.exists() for p in kept)
+    assert out.read_text().startswith("id,predicted,label\n")
+    assert not [p for p in env.tmp.glob(f".p.csv.{host}-{os.getpid()}.*") if p not in kept]   # its own renamed
+
+
 def test_written_files_get_the_mode_open_gives_them(shared, env):
     """Models, results and predictions are written as temporary files (mode 0600) and renamed: they end with
     0666 less the umask, as a plain open gives, or keep the mode of the file they replace."""
@@ -4521,7 +4543,9 @@ def test_predict_removes_copies_of_image_folders_that_killed_predicts_left(tmp_p
     from streamcov.stream import predict as P
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    here = f"{P.COPY_PREFIX}{P._host()}"
+    from streamcov.lock import host_tag
+
+    here = f"{P.COPY_PREFIX}{host_tag()}"
     dead = tmp_path / f"{here}-{2 ** 22 + 12345}-abcd1234"   # above any pid this machine gives
     live = tmp_path / f"{here}-{os.getpid()}-efgh5678"
     elsewhere = tmp_path / f"{P.COPY_PREFIX}another.host-{2 ** 22 + 12345}-ijkl9012"   # a shared temporary folder

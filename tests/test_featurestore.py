@@ -31,6 +31,19 @@ def test_features_are_checksummed_and_not_compressed(tmp_path, rng):
     assert [type(c).__name__ for c in integrity.array_options()["compressors"]] == ["ZstdCodec", "Crc32cCodec"]
 
 
+def test_a_temporary_chunk_file_left_by_a_kill_is_removed_when_the_store_is_reopened(tmp_path, rng):
+    """zarr writes a chunk as <chunk>.<uuid>.partial, then renames it: a block task killed between the two left
+    the file (as large as the chunk) in the feature store for good. Reopening the store for the same features
+    (a resumed run) removes it and keeps the chunks written."""
+    rows = rng.standard_normal((10, 7)).astype(np.float32)
+    fs = filled(tmp_path / "f.zarr", rows)
+    left = tmp_path / "f.zarr" / "X" / "c" / "2" / "0.0123456789abcdef0123456789abcdef.partial"
+    left.write_bytes(b"half a chunk")
+    again = FeatureStore.open_or_create(tmp_path / "f.zarr", 10, 7, fs.bounds, "float32", {"test": 1})
+    assert not left.exists()
+    np.testing.assert_array_equal(again.read_blocks(0, again.n_blocks), rows)
+
+
 def test_a_flipped_byte_in_an_uncompressed_chunk_is_refused(tmp_path, rng):
     rows = rng.standard_normal((10, 7)).astype(np.float32)
     fs = filled(tmp_path / "f.zarr", rows)

@@ -171,6 +171,15 @@ def array_options(compress: bool = True) -> dict:
     return {"compressors": codecs, "config": {"write_empty_chunks": True}}
 
 
+def remove_partial_chunks(root) -> None:
+    """Delete the temporary chunk files (``<chunk>.<uuid>.partial``) that zarr's local store writes and then
+    renames: a process killed between the two left them in the store, where they stayed after it was completed.
+    Called by a writer that holds the store (its lock, or its run's output lock) before it writes again."""
+    for tmp in Path(root).rglob("*.partial"):
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+
+
 def _chunk_path(root: Path, name: str, index: tuple) -> Path:
     return root / name / "c" / Path(*[str(i) for i in index])
 

@@ -671,9 +671,7 @@ class RaggedStoreWriter:
         g["id_offsets"].resize((k + 1,))
         nbytes = int(g["id_offsets"][k]) if k else 0
         g["id_bytes"].resize((nbytes,))
-        # zarr writes a chunk as a temporary file first: one a kill left behind stayed in the completed store
-        for tmp in Path(self.path).rglob("*.partial"):
-            tmp.unlink(missing_ok=True)
+        integrity.remove_partial_chunks(self.path)
         self.group = g
         self._index = {col: {n: i for i, n in enumerate(old.get(attr, []))}
                        for col, attr in self.coded.items()}

@@ -58,6 +58,9 @@ class FeatureStore:
                 attrs = {}
             if attrs.get("fingerprint") == fp:
                 _check_sealed(path, attrs.get("seal"))
+                from ..data.integrity import remove_partial_chunks
+
+                remove_partial_chunks(path)   # of a block task killed mid-write (the run's lock is held)
                 return cls(path)
             shutil.rmtree(path)
         from ..data.integrity import array_options

@@ -154,14 +154,24 @@ def _umask() -> int:
 TMP_SUFFIX = ".streamcov-tmp"
 
 
-def atomic_write(path: Path, write, binary: bool = True) -> None:
+def atomic_write(path: Path, write, binary: bool = True, owned: bool = False) -> None:
     """Write ``path`` through ``write(file)`` so that it is either the old file or the complete new one.
+
+    ``owned``: the temporary's name holds this host and pid (``.<name>.<host>-<pid>.<8>.streamcov-tmp``), for a
+    file outside a folder that streamcov locks, where :func:`remove_dead_temporaries` tells one that a killed
+    process left from one being written.
 
     The file gets the mode a plain ``open`` would give it (that of the file it replaces, else 0666 less the
     umask), not the 0600 of the temporary file it is written as: a model or result is read by other users
     and by workers running as another user."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    if owned:
+        from ..lock import host_tag
+
+        prefix = f".{path.name}.{host_tag()}-{os.getpid()}."
+    else:
+        prefix = f".{path.name}."
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:   # owns the descriptor from here: closed on any error
             try:
@@ -197,6 +207,24 @@ def remove_stale_temporaries(folder: Path, targets=None) -> None:
     pattern = re.compile(rf"\.(?:{names})\.[a-z0-9_]{{8}}{re.escape(TMP_SUFFIX)}")
     for p in entries:
         if pattern.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
+
+
+def remove_dead_temporaries(path: Path) -> None:
+    """Delete the temporaries of ``atomic_write(path, ..., owned=True)`` that processes of this host which no
+    longer exist left (killed with SIGKILL while writing); those of live processes and of other hosts stay."""
+    from ..lock import _alive, host_tag
+
+    path = Path(path)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.{re.escape(host_tag())}-(\d+)\.[a-z0-9_]{{8}}"
+                         rf"{re.escape(TMP_SUFFIX)}")
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        m = pattern.fullmatch(p.name)
+        if m and not _alive(int(m.group(1))) and p.is_file() and not p.is_symlink():
             p.unlink(missing_ok=True)
 
 

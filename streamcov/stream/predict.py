@@ -12,7 +12,7 @@ import numpy as np
 
 from ..data.ragged import check_on_error, inside_source, read_only_attrs, same_files, store_words
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
-from .model import FittedPipeline, atomic_write
+from .model import FittedPipeline, atomic_write, remove_dead_temporaries
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
@@ -70,7 +70,9 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
 
         exclude, trained_exclude = _folders_left_out(model)
         _remove_stale_copies()
-        with tempfile.TemporaryDirectory(prefix=f"{COPY_PREFIX}{_host()}-{os.getpid()}-") as tmp:
+        from ..lock import host_tag
+
+        with tempfile.TemporaryDirectory(prefix=f"{COPY_PREFIX}{host_tag()}-{os.getpid()}-") as tmp:
             try:
                 store = ingest_images(path, Path(tmp) / "input.zarr", unlabelled=True, skip=_too_small_for(model),
                                       on_error=on_error, exclude=exclude, exclude_absent_ok=True)
@@ -113,14 +115,6 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
 COPY_PREFIX = "streamcov-predict-"
 
 
-def _host() -> str:
-    """This machine's name as it goes into a file name."""
-    import re
-    import socket
-
-    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
-
-
 def _remove_stale_copies() -> None:
     """Delete the temporary copies of image folders that predicts killed with SIGKILL left (a copy of every
     pixel of the folder): those of this machine whose process no longer exists. Copies of live predicts, and
@@ -128,9 +122,9 @@ def _remove_stale_copies() -> None:
     import re
     import shutil
 
-    from ..lock import _alive
+    from ..lock import _alive, host_tag
 
-    root, here = Path(tempfile.gettempdir()), COPY_PREFIX + _host()
+    root, here = Path(tempfile.gettempdir()), COPY_PREFIX + host_tag()
     try:
         entries = list(root.glob(f"{here}-*"))
     except OSError:
@@ -372,6 +366,7 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         fd, probe = tempfile.mkstemp(dir=Path(out_csv).parent, prefix=Path(out_csv).name, suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
+        remove_dead_temporaries(Path(out_csv))   # those of predicts killed (SIGKILL) while writing it
     except OSError as exc:   # read-only or virtual file system, no permission, a name too long
         raise ConfigError(f"{name}: cannot write there ({exc.strerror}); choose another path") from None
     if not Path(store_path).exists():
@@ -427,7 +422,9 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
             w.writerow([sid, p, t])
 
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(Path(out_csv), write, binary=False)   # the old file or the whole new one, never a part
+    # the old file or the whole new one, never a part; the temporary named by host and pid, so that a later
+    # predict can tell one a killed process left from one being written
+    atomic_write(Path(out_csv), write, binary=False, owned=True)
     summary["predictions"] = str(out_csv)
     return summary
 
