@@ -272,6 +272,45 @@ def test_svm_on_nystroem_features_is_the_exact_svm(rng):
         accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 1, learner="lbfgs")
 
 
+def test_nystroem_past_its_rows_is_said_and_left_out_of_the_slope(rng, tmp_path):
+    """Nystroem takes at most one landmark per row: on a Gram sample of 40 rows, nu = 64 and 256 are 40
+    components (the exact kernel on the sample: an error of rounding), and a fold of 60 training rows gives the
+    learner 60. The study reported them under their nu without a word, and fitted a variance slope through the
+    rounding; the rows now say their components, the slope leaves them out (none left to fit: n/a), and the
+    table marks the cells and says why."""
+    from streamcov.tasks.schema import ModelTable
+    from streamcov.tasks.study import accuracies, write_report
+
+    X = rng.normal(size=(40, 6))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    grams = gram_errors(X, 1.0, ["nystroem", "rff"], [16, 64, 256], seeds=2, base_params={"sigma": 1.0})
+    got = {(r["map"], r["nu"]): r["gram_components"] for r in grams}
+    assert got == {("nystroem", 16): 16, ("nystroem", 64): 40, ("nystroem", 256): 40,
+                   ("rff", 16): 16, ("rff", 64): 64, ("rff", 256): 256}
+    assert max(r["gram_rel_error"] for r in grams if r["map"] == "nystroem" and r["nu"] > 40) < 1e-6
+    slopes = variance_slopes(grams)
+    assert "nystroem" not in slopes and "rff" in slopes   # nu = 64, 256 left out: one point >= 50 is none
+    V = rng.normal(size=(80, 6))
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
+    y = (V[:, 0] > 0).astype(np.int64)
+    tr = np.arange(80) < 60
+    model = ModelTable(loss="log_loss", learning_rate="optimal", C=10.0, epochs=2, scale="center", shuffle_blocks=2)
+    accs = accuracies(V, y, [("f", tr, ~tr)], np.arange(2), {"sigma": 1.0}, model, ["nystroem"], [16, 256], 1)
+    assert [(r["nu"], r["components"]) for r in accs] == [(16, 16), (256, 60)]
+    merged = {(g["map"], g["nu"]): dict(g, dataset="d", exact_accuracy=0.9, sigma=1.0, gram_seeds=2)
+              for g in grams}
+    for a in accs:
+        merged[(a["map"], a["nu"])].update(a)
+    write_report(list(merged.values()), tmp_path)
+    table = (tmp_path / "table.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| d | nystroem |"))
+    assert row.count("*") == 1 and row.split("|")[-2].strip().endswith("*"), row   # nu = 256 only
+    assert "fewer components than nu: Nystroem takes at most one landmark per training row" in table
+    assert "Gram error, d, nystroem: nu = 64, 256 have 40 components (one per row of the Gram sample)" in table
+    with open(tmp_path / "results.csv") as f:
+        assert {"components", "gram_components"} <= set(next(csv.reader(f)))
+
+
 def test_exact_svm_grid_search_is_cross_val_score_and_takes_one_class_inner_folds(rng):
     """select_sigma_C scores each inner fold as scikit-learn's cross_val_score does (the same table); an inner
     fold whose training subjects performed one class only scores that class's constant prediction instead of

@@ -135,8 +135,11 @@ def gram_errors(X: np.ndarray, sigma: float, maps, nus, seeds: int, base_params:
                 E = Z @ Z.T - K
                 errs.append(float(np.linalg.norm(E) / norm))
                 mses.append(float(np.mean(E ** 2)))
+            # Nystroem takes at most one landmark per row of the sample: past it, its features are those of
+            # fewer components than nu (the exact kernel on the sample), said by the report
             rows.append({"map": m, "nu": nu, "gram_rel_error": float(np.mean(errs)),
-                         "gram_rel_error_std": float(np.std(errs)), "gram_mse": float(np.mean(mses))})
+                         "gram_rel_error_std": float(np.std(errs)), "gram_mse": float(np.mean(mses)),
+                         "gram_components": int(Z.shape[1])})
     return rows
 
 
@@ -148,11 +151,14 @@ def variance_slopes(rows: list[dict], fit_from: int = 50) -> dict:
     On the log-covariance vectors of one dataset, which lie in a small cap of
     the sphere, the errors of all Gram entries move together from draw to
     draw, so one draw is worth one sample: hence the many seeds of the Gram
-    part (``gram_seeds``).
+    part (``gram_seeds``). A point whose map had fewer components than its
+    nu (Nystroem past the rows of the Gram sample: the exact kernel on them,
+    an error of rounding only) is left out of the fit.
     """
     out = {}
     for m in sorted({r["map"] for r in rows}):
-        pts = [(r["nu"], r["gram_mse"]) for r in rows if r["map"] == m and r["nu"] >= fit_from]
+        pts = [(r["nu"], r["gram_mse"]) for r in rows if r["map"] == m and r["nu"] >= fit_from
+               and r.get("gram_components", r["nu"]) >= r["nu"]]
         if len(pts) >= 2:
             nu, mse = np.array(pts, dtype=float).T
             out[m] = float(np.polyfit(np.log(nu), np.log(mse), 1)[0])
@@ -179,14 +185,15 @@ def _seed_accuracy(V, y, folds, classes, features, model, m, nu, seed, threads):
     from ..stream.sgd import train_sgd_arrays
 
     train = train_lbfgs_arrays if model.learner == "lbfgs" else train_sgd_arrays
-    per, secs = [], 0.0
+    per, secs, width = [], 0.0, nu
     with kernel_threads(threads, threads):
         for _, tr, te in folds:
             Z, sec = _map_features(V, tr, dict(features, map=m, n_components=nu), seed)
             secs += sec
+            width = min(width, Z.shape[1])
             clf = train(Z, y, tr, classes, model, seed)
             per.append(float((clf.predict(Z[te]) == y[te]).mean()))
-    return float(np.mean(per)), secs / len(folds)
+    return float(np.mean(per)), secs / len(folds), width
 
 
 def _seed_svm_accuracy(V, y, folds, exact, features, model, m, nu, seed, threads):
@@ -202,15 +209,16 @@ def _seed_svm_accuracy(V, y, folds, exact, features, model, m, nu, seed, threads
 
     from .._config import kernel_threads
 
-    per, secs = [], 0.0
+    per, secs, width = [], 0.0, nu
     with kernel_threads(threads, threads):
         for (_, tr, te), ex in zip(folds, exact):
             params = dict(features, map=m, n_components=nu, sigma=ex["sigma"])
             Z, sec = _map_features(V, tr, params, seed)
             secs += sec
+            width = min(width, Z.shape[1])
             clf = SVC(kernel="precomputed", C=ex["C"]).fit(Z[tr] @ Z[tr].T, y[tr])
             per.append(float((clf.predict(Z[te] @ Z[tr].T) == y[te]).mean()))
-    return float(np.mean(per)), secs / len(folds)
+    return float(np.mean(per)), secs / len(folds), width
 
 
 def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: int, log=None, jobs: int = 1,
@@ -251,15 +259,17 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
                (fn(V, y, folds, first, features, model, m, nu, s, threads) for m, nu, s in tasks))
     rows = []
     done: dict = {}
-    for (m, nu, _), (acc, sec) in zip(tasks, results):
-        done.setdefault((m, nu), []).append((acc, sec))
+    for (m, nu, _), (acc, sec, width) in zip(tasks, results):
+        done.setdefault((m, nu), []).append((acc, sec, width))
         if len(done[(m, nu)]) < seeds:
             continue
-        accs = [a for a, _ in done[(m, nu)]]
-        secs = [t for _, t in done[(m, nu)]]
+        accs = [a for a, _, _ in done[(m, nu)]]
+        secs = [t for _, t, _ in done[(m, nu)]]
+        # the fewest components of any fold's map: below nu for Nystroem past a fold's training rows
         rows.append({"map": m, "nu": nu, "accuracy": float(np.mean(accs)),
                      "accuracy_std": float(np.std(accs)), "seeds": seeds,
-                     "map_ms_per_sequence": 1e3 * float(np.mean(secs)) / len(V)})
+                     "map_ms_per_sequence": 1e3 * float(np.mean(secs)) / len(V),
+                     "components": min(w for _, _, w in done[(m, nu)])})
         if log is not None:
             log(f"  {m} nu={nu}: {100 * rows[-1]['accuracy']:.2f} +- {100 * rows[-1]['accuracy_std']:.2f}")
     return rows
@@ -299,7 +309,7 @@ def _plot(path: Path, rows, key, title, ylabel, logy: bool, hline=None):
     plt.close(fig)
 
 
-_CSV_INTS = ("nu", "seeds", "svm_seeds", "gram_seeds")
+_CSV_INTS = ("nu", "seeds", "svm_seeds", "gram_seeds", "components", "svm_components", "gram_components")
 
 
 def write_report(rows: list[dict], out) -> None:
@@ -325,11 +335,13 @@ def write_report(rows: list[dict], out) -> None:
         _plot(out / f"{name}_gram_error.png", mine, "gram_rel_error",
               f"{name}: relative Gram error{sig}", "||K_hat - K||_F / ||K||_F", True)
     lines = []
-    for key, title, short in (("accuracy", "pipeline's incremental SGD on the map's features", "SGD"),
-                              ("svm_accuracy", "exact SVM (same sigma, C) with the map's kernel Z Z^T",
-                               "SVM on Z Z^T")):
+    for key, title, short, width in (("accuracy", "pipeline's incremental SGD on the map's features", "SGD",
+                                      "components"),
+                                     ("svm_accuracy", "exact SVM (same sigma, C) with the map's kernel Z Z^T",
+                                      "SVM on Z Z^T", "svm_components")):
         if not any(key in r for r in rows):
             continue
+        capped = any(r.get(width, r["nu"]) < r["nu"] for r in rows if key in r)
         lines += [f"Accuracy %, {title}:", "",
                   "| dataset | map | slope | " + " | ".join(f"nu={n}" for n in nus) + " |",
                   "|---|---|---|" + "---|" * len(nus)]
@@ -339,11 +351,22 @@ def write_report(rows: list[dict], out) -> None:
                 cells = {r["nu"]: r for r in mine if r["map"] == m and key in r}
                 slope = f"{slopes[m]:.2f}" if m in slopes else "n/a"   # fewer than 2 nu >= 50 to fit
                 lines.append(f"| {name} | {m} | {slope} | " + " | ".join(
-                    f"{100 * cells[n][key]:.1f} ± {100 * cells[n][key + '_std']:.1f}" if n in cells else ""
-                    for n in nus) + " |")
+                    f"{100 * cells[n][key]:.1f} ± {100 * cells[n][key + '_std']:.1f}"
+                    f"{'*' if cells[n].get(width, n) < n else ''}" if n in cells else "" for n in nus) + " |")
             _plot(out / f"{name}_{key}.png", [r for r in mine if key in r], key,
                   f"{name}: {short} accuracy against nu", "accuracy %", False, hline=ex)
+        if capped:
+            lines += ["", "\\* fewer components than nu: Nystroem takes at most one landmark per training row "
+                      "(`components` in results.csv), so every training row is a landmark and a larger nu changes "
+                      "nothing."]
         lines.append("")
+    gram_capped = sorted({(r["dataset"], r["map"], r["gram_components"]) for r in rows
+                          if r.get("gram_components", r["nu"]) < r["nu"]})
+    for name, m, k in gram_capped:
+        at = [r["nu"] for r in rows if (r["dataset"], r["map"], r.get("gram_components")) == (name, m, k)
+              and k < r["nu"]]
+        lines.append(f"Gram error, {name}, {m}: nu = {', '.join(map(str, at))} have {k} components (one per row of "
+                     f"the Gram sample): the exact kernel on the sample, left out of the slope.")
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
@@ -495,7 +518,8 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
                                   learner="svm", exact=ex_rows)
                 for a in svms:
                     merged[(a["map"], a["nu"])].update(
-                        svm_accuracy=a["accuracy"], svm_accuracy_std=a["accuracy_std"], svm_seeds=a["seeds"])
+                        svm_accuracy=a["accuracy"], svm_accuracy_std=a["accuracy_std"], svm_seeds=a["seeds"],
+                        svm_components=a["components"])
             for row in merged.values():
                 csv_rows.append({"dataset": name, "exact_accuracy": ex, "sigma": sigma, **row})
             summary["datasets"][name] = {"exact_accuracy": ex, "variance_slopes": slopes,
