@@ -4556,25 +4556,40 @@ def test_predict_removes_copies_of_image_folders_that_killed_predicts_left(tmp_p
     assert not dead.exists() and live.exists() and elsewhere.exists() and other.exists()
 
 
-@pytest.mark.parametrize("bases, pattern", [
-    (["monomial", "gegenbauer"], r"^tgp\.gegenbauer_weight_output = 10000000000\.0: could not factor the kernel matrix "
-                                 r"even after a diagonal shift; lower the Gegenbauer weights \(the paper's are 0\.51 "
-                                 r"and 0\.52\), or raise tgp\.lambda_x and tgp\.lambda_y$"),
-    (["monomial"], r"^tgp\.lambda_x = 0\.001, tgp\.lambda_y = 0\.001: could not factor the kernel matrix even after a "
-                   r"diagonal shift; raise tgp\.lambda_x and tgp\.lambda_y$")])
-def test_a_kernel_matrix_no_shift_factors_is_one_line_naming_its_keys(monkeypatch, bases, pattern):
+GEGENBAUER_FAILED = (r"^tgp\.gegenbauer_weight_output = 10000000000\.0: could not factor the kernel matrix even after a "
+                     r"diagonal shift; lower the Gegenbauer weights \(the paper's are 0\.51 and 0\.52\), or raise "
+                     r"tgp\.lambda_x and tgp\.lambda_y$")
+LAMBDAS_FAILED = (r"^tgp\.lambda_x = 0\.001, tgp\.lambda_y = 0\.001: could not factor the kernel matrix even after a "
+                  r"diagonal shift; raise tgp\.lambda_x and tgp\.lambda_y$")
+
+
+@pytest.mark.parametrize("bases, failing, pattern", [
+    (["monomial", "gegenbauer"], "gegenbauer", GEGENBAUER_FAILED),
+    (["monomial", "gegenbauer"], "monomial", LAMBDAS_FAILED),
+    (["monomial", "gegenbauer"], None, LAMBDAS_FAILED),
+    (["monomial"], "monomial", LAMBDAS_FAILED)], ids=["gegenbauer", "monomial-beside-gegenbauer", "no-map", "monomial"])
+def test_a_kernel_matrix_no_shift_factors_is_one_line_naming_its_keys(monkeypatch, bases, failing, pattern):
     """A kernel matrix that no diagonal shift made positive definite (gegenbauer_weight_output = 1e10 on the
-    S-shape with recent numpy and scipy) was a LinAlgError traceback; the line names the keys that set it, first
-    the larger Gegenbauer weight, where it was given. (Forced here: whether that weight fails depends on the
-    libraries' rounding.)"""
+    S-shape with recent numpy and scipy) was a LinAlgError traceback; the line names the keys that set it: the
+    larger Gegenbauer weight (where it was given) when the Gegenbauer map's fit failed, the lambdas when another
+    fit did (the weights were named whenever the Gegenbauer basis was in the run). (Forced here: whether that
+    weight fails depends on the libraries' rounding.)"""
     from streamcov.errors import ConfigError
     from streamcov.tasks import tgp as tasks
 
-    def unfactorable(*args, **kwargs):
-        raise np.linalg.LinAlgError("could not factor the kernel matrix even after a diagonal shift")
+    real = tasks.TwinGaussianProcess.fit
 
-    monkeypatch.setattr(tasks, "_evaluate_split", unfactorable)
+    def fit(self, X, Y):
+        if self.kernel_transform == failing or (failing is None and self.kernel_transform is None):
+            raise np.linalg.LinAlgError("could not factor the kernel matrix even after a diagonal shift")
+        return real(self, X, Y)
+
+    monkeypatch.setattr(tasks.TwinGaussianProcess, "fit", fit)
     t = {"bases": bases, "gegenbauer_weight_input": 0.51, "gegenbauer_weight_output": 1e10,
-         "lambda_x": 1e-3, "lambda_y": 1e-3}
+         "lambda_x": 1e-3, "lambda_y": 1e-3, "gamma_x": 1.0, "gamma_y": 1.0, "n_starts": 1, "max_iter": 5,
+         "criteria": ["kl"], "degree_grid": [1, 2], "degrees": [1, 1], "cv": 2, "cv_max_train": None,
+         "oracle_grid": False}
+    rng = np.random.default_rng(0)
+    X, Y = rng.uniform(size=(12, 1)), rng.uniform(size=(12, 1))
     with pytest.raises(ConfigError, match=pattern):
-        tasks._evaluate(None, None, None, None, t, 0)
+        tasks._evaluate(X[:8], Y[:8], X[8:], Y[8:], t, 0)
