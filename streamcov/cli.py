@@ -582,7 +582,11 @@ def _main(args, StreamcovError, command_line) -> int:
     except Exception as exc:
         full = _no_space(exc)
         if full is not None:
-            where = f"{full.filename}: " if full.filename else ""
+            # write() gives no file name: then the place the command writes, as the user gave it
+            out = getattr(args, "out", None) or getattr(args, "output", None)
+            where = (f"{full.filename}: " if full.filename else f"{out} (being written): " if out else
+                     f"the output folder of {args.pipeline} (being written): " if getattr(args, "pipeline", None)
+                     else "")
             print(f"streamcov {args.command}: error: {where}no space left on the device (or the disk quota is used "
                   f"up); free space or write elsewhere, then run the same command again: what was complete is kept "
                   f"(an interrupted store or run resumes) and nothing half-written is used", file=sys.stderr)

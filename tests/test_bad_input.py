@@ -3807,12 +3807,34 @@ def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkey
     monkeypatch.setattr(RaggedStoreWriter, "_flush", full)
     argv = ("synth", tmp_path / "s.zarr", "--sequences", 200, "--chunk-frames", 256, "--quiet")
     rc, err, _ = cli(*argv)
-    assert_one_line_error(rc, err, ("^streamcov synth: error: " + (r"\S+/s\.zarr/frames/c/1: " if named else "")
+    assert_one_line_error(rc, err, ("^streamcov synth: error: " + (r"\S+/s\.zarr/frames/c/1: " if named else
+                                                                  r"\S+/s\.zarr \(being written\): ")
                                     + r"no space left on the device \(or the disk quota is used up\); free space or "
                                       r"write elsewhere, then run the same command again"))
     assert cli("info", tmp_path / "s.zarr")[0] == 3   # incomplete
     monkeypatch.setattr(RaggedStoreWriter, "_flush", real)
     assert cli(*argv)[0] == 0 and cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
+
+
+@pytest.mark.parametrize("output", [True, False], ids=["--output", "the-files-output"])
+def test_a_full_disk_without_a_file_name_names_where_the_command_writes(env, monkeypatch, output):
+    """ENOSPC from write() has no file name: the line then names the folder the run writes, as the user gave it
+    (--output, or the pipeline file whose output it is), not nothing."""
+    import errno
+
+    from streamcov.stream import featurestore
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(featurestore.FeatureStore, "open_or_create", full)
+    pipeline = env.pipeline()
+    extra = ("--output", env.tmp / "elsewhere") if output else ()
+    rc, err, _ = cli("run", pipeline, "--quiet", *extra)
+    where = (re.escape(str(env.tmp / "elsewhere")) if output else
+             "the output folder of " + re.escape(str(pipeline)))
+    assert_one_line_error(rc, err, rf"^streamcov run: error: {where} \(being written\): no space left on the "
+                                   rf"device \(or the disk quota is used up\)")
 
 
 def test_an_ingestion_refused_on_a_later_item_keeps_those_read_before_it(tmp_path):
