@@ -245,7 +245,8 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
                 raise NotSPDError(f"{describe(i)} could not be computed in floating point: "
                                   f"{'C / gamma' if relative else 'C + gamma I'} overflows float64 (largest entry "
                                   f"{amax[i]:.3g}, gamma = {g:.3g}); "
-                                  f"{'raise ' + _GAMMA_NAME.get() if relative else 'rescale the data (e.g. coordinates to metres)'}")
+                                  + (f"raise {_GAMMA_NAME.get()}" if relative else
+                                     "rescale the data (e.g. coordinates to metres)"))
     outs = None
     if rank is not None:
         rank = np.asarray(rank)
