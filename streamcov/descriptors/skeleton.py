@@ -64,6 +64,10 @@ class JointSelection:
                 raise ValueError(f"centre joint {c} outside 0..{n_joints - 1}")
         drop = set(center) if len(center) == 1 else set()
         keep = tuple(j for j in range(n_joints) if j not in drop)
+        if not keep:   # a 0 x 0 covariance: the numba kernels wrote past buffers sized from it (heap corruption)
+            raise ValueError(f"center {list(center)}: the only joint is the centre, and no joint is left once it is "
+                             f"removed; a hip-relative covariance needs another joint (or no centre: raw "
+                             f"coordinates)")
         return cls(center=center, keep=keep)
 
     @classmethod

@@ -230,6 +230,10 @@ class SkeletonDescriptor:
     def selection(self, n_joints: int) -> sk.JointSelection:
         if not self.center:
             return sk.JointSelection.raw(n_joints)
+        if len(self.center) == 1 and n_joints == 1 and int(self.center[0]) == 0:
+            raise ConfigError(f"descriptor.center: its joint {int(self.center[0])} is the store's only joint, and no "
+                              f"joint is left once it is removed; set descriptor.center = \"none\" (raw "
+                              f"coordinates), or ingest the skeletons with their other joints")
         try:
             return sk.JointSelection.hip_relative(n_joints, self.center)
         except ValueError as exc:

@@ -417,7 +417,7 @@ def _check_block_memory(source, block: int, bounds, parallelism: int) -> None:
     need = source.block_bytes(int(sizes[:at_once].sum()))
     total = total_memory()
     # half the machine: the map, the rows and the learner need the rest
-    fits = min(int(total // (2 * at_once * source.block_bytes(1))), source.n) if total else 0
+    fits = min(int(total // (2 * at_once * max(1, source.block_bytes(1)))), source.n) if total else 0
     fix = (f"lower dask.block_size (to {fits} or less{'; or use fewer descriptor.levels or joints' if fits < 8 else ''})"
            if fits >= 1 else "use fewer descriptor.joints or descriptor.levels")
     check_memory(need, f"dask.block_size = {block} ({at_once} block(s) of up to {int(sizes[0])} sequences at a "
