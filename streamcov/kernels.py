@@ -63,11 +63,13 @@ def squared_distances(A, B=None) -> np.ndarray:
     """Pairwise squared Euclidean distances between the rows of ``A`` and ``B`` (``A`` when None).
 
     Through the Gram matrix, one BLAS call; clipped at 0 against round-off,
-    with an exact zero diagonal and exact symmetry when ``B`` is None.
-    float32 inputs (long log-operator vectors) are centred on the mean row
-    of ``B`` in float64, then use single-precision products with float64
-    norms: their rounding is then far below the distances that matter. The
-    result is float64.
+    with an exact zero diagonal and exact symmetry when ``B`` is None. The
+    rows are first centred on the mean row of ``B`` (distances do not see a
+    shift): ``||a||^2 + ||b||^2 - 2 a.b`` of rows far from the origin
+    cancels the digits that the distances are made of (rows around 1e7 of
+    spread 1 lost them all in float64: "Gaussian kernel" values above 1).
+    float32 inputs (long log-operator vectors) are centred in float64, then
+    use single-precision products with float64 norms. The result is float64.
     """
     A = _rows(A, "A")
     same = B is None
@@ -75,15 +77,11 @@ def squared_distances(A, B=None) -> np.ndarray:
     if B.shape[1] != A.shape[1]:
         raise ValueError(f"vector sets have shapes {A.shape} and {B.shape}; lengths must match")
     dt = np.float32 if A.dtype == np.float32 and B.dtype == np.float32 else np.float64
-    if dt == np.float32:
-        # distances do not see a shift: rows far from the origin (operator vectors are, by about 55 times
-        # their spread) are centred first, else ||a||^2 + ||b||^2 - 2 a.b cancels float32's 7 digits away
-        c = B.mean(axis=0, dtype=np.float64)
-        a = (A - c).astype(dt)
-        b = a if same else (B - c).astype(dt)
-    else:
-        a = A.astype(dt, copy=False)
-        b = a if same else B.astype(dt, copy=False)
+    # distances do not see a shift: rows far from the origin (operator vectors are, by about 55 times their
+    # spread) are centred first, else ||a||^2 + ||b||^2 - 2 a.b cancels float32's 7 digits (float64's 16) away
+    c = B.mean(axis=0, dtype=np.float64)
+    a = (A - c).astype(dt, copy=False)
+    b = a if same else (B - c).astype(dt, copy=False)
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below, in one line
         g = (a @ b.T).astype(np.float64, copy=False)
         na = np.einsum("ij,ij->i", a, a, dtype=np.float64)

@@ -325,6 +325,37 @@ def test_float32_squared_distances_of_rows_far_from_the_origin(same):
     assert np.abs(got - ref).max() <= 1e-6 * ref.max()
 
 
+@pytest.mark.parametrize("same", [True, False])
+def test_float64_squared_distances_and_kernels_of_rows_far_from_the_origin(same):
+    """Rows 1e7 from the origin and about 1 apart: in float64 ||a||^2 + ||b||^2 - 2 a.b kept about 2 of the
+    distances' digits (relative error 0.5 at 1e5, Nystroem's Z Z^T 3.5 away from a kernel bounded by 1, a twin
+    GP's predictions off by 0.3 to 1.2 with no warning). Now centred first: against the float64 two-loop
+    reference at most 1e-8 of the largest distance (float64 eps, 2e-16, times the 1e7 offset squared over
+    the spread's square of about 40: some 1e-9); kernels and estimators then do not see the shift."""
+    from streamcov.features import GaussianNystroem
+    from streamcov.kernels import squared_distances
+    from streamcov.structured import TwinGaussianProcess
+    from streamcov.structured.hsic import median_heuristic_gamma
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3)) + 1e7
+    A, B = (X, X) if same else (X[:15], X[15:])
+    ref = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    got = squared_distances(A) if same else squared_distances(A, B)
+    assert np.abs(got - ref).max() <= 1e-8 * ref.max()
+    Z0 = rng.normal(size=(30, 3))
+    g0, g1 = median_heuristic_gamma(Z0), median_heuristic_gamma(Z0 + 1e7)
+    assert abs(g1 - g0) <= 1e-6 * g0
+    nys = [GaussianNystroem(n_components=30, sigma=0.5, random_state=0).fit(Z).transform(Z) for Z in (Z0, Z0 + 1e7)]
+    assert np.abs(nys[0] @ nys[0].T - nys[1] @ nys[1].T).max() < 1e-6
+    Y = np.c_[np.sin(Z0[:, 0]), np.cos(Z0[:, 1])]
+    Xt = rng.normal(size=(5, 3))
+    for crit in ("kl", "hsic"):
+        base = TwinGaussianProcess(criterion=crit, random_state=0).fit(Z0, Y).predict(Xt)
+        shifted = TwinGaussianProcess(criterion=crit, random_state=0).fit(Z0 + 1e7, Y + 1e7).predict(Xt + 1e7) - 1e7
+        assert np.abs(shifted - base).max() < 1e-5, crit   # the outputs' own float64 step at 1e7 is 2e-9
+
+
 def test_squared_distances_and_the_gaussian_kernel_refuse_what_would_be_nan():
     """A NaN row had distance 0 to itself and NaN to the others, rows near 1e200 overflowed to NaN distances
     (the exact SVM then failed inside scikit-learn's SVC on NaN), complex rows lost their imaginary parts;

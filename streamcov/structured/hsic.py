@@ -67,8 +67,8 @@ def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None, nam
     median, so the cost stays ``O(max_samples^2)``. When more than half the
     pairs coincide the median is zero; the median of the non-zero distances is
     used instead, and ``gamma = 1`` when all rows are equal (any bandwidth then
-    gives the same all-ones kernel). The distances are taken on the rows
-    divided by their largest entry, so that rows near 1e-170 or 1e150 are
+    gives the same all-ones kernel). The distances are taken on the centred
+    rows divided by their largest entry, so that rows near 1e-170 or 1e150 are
     measured (their squared distances underflowed to 0, giving gamma = 1 and
     a constant kernel, or overflowed); a gamma that float64 cannot hold is
     refused naming ``name``, the data it was measured on.
@@ -82,9 +82,12 @@ def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None, nam
     if n > max_samples:
         rng = check_random_state(random_state)
         X = X[rng.choice(n, max_samples, replace=False)]
-    s = float(np.abs(X).max()) if X.size else 0.0
-    if not np.isfinite(s):
+    if not np.isfinite(X).all():
         raise ValueError(f"the median heuristic: {name} holds NaN or infinite values")
+    X = X - X.mean(axis=0)   # distances do not see a shift; the scale below is then the spread, not the offset
+    s = float(np.abs(X).max()) if X.size else 0.0
+    if not np.isfinite(s):   # a spread beyond float64 (rows near +-1e308)
+        raise ValueError(f"the median heuristic: {name} holds values too large for float64; scale {name} down")
     if s == 0.0:
         return 1.0
     d2 = squared_distances(X / s)[np.triu_indices(X.shape[0], k=1)]
