@@ -169,6 +169,15 @@ def _cmd_ingest_images(args) -> int:
     from .errors import FormatError, skip_hint
 
     exclude = tuple(args.exclude or ("maps",))
+    from pathlib import Path
+
+    if args.exclude and "maps" in args.exclude and Path(args.src).is_dir() and not any(
+            p.is_dir() for p in Path(args.src).rglob("maps")):
+        # the default's exemption (ETH-80's maps, left out where there are any) is not for a name the user typed
+        from .errors import ConfigError, ingest_option
+
+        raise ConfigError(f"{ingest_option('exclude', 'maps')}: no folder of that name under {args.src}; check the "
+                          f"name (folder names are case-sensitive)")
     try:
         store = ingest_images(args.src, args.out, format=args.format, group_level=args.group_level,
                               exclude=exclude, pixel_dtype=args.pixel_dtype,
@@ -200,11 +209,12 @@ def _cmd_study(args) -> int:
     study = {"learners": args.learners.split(","), "jobs": args.jobs}
     flags = {("study", "learners"): f"--learners {args.learners}", ("study", "jobs"): f"--jobs {args.jobs}",
              ("output",): f"--out {args.out}"}
-    try:
-        study["nus"] = ([int(v) for v in args.nus.split(",")] if args.nus is not None
+    try:   # ASCII digits, as every integer flag (int() read "1_0" as 10 and other scripts' digits)
+        study["nus"] = ([_ascii_int(v, 1) for v in args.nus.split(",")] if args.nus is not None
                         else list(QUICK_NUS if args.quick else FULL_NUS))
-    except ValueError:
-        raise ConfigError(f"--nus {args.nus}: expected a comma list of integers, e.g. 50,500,5000") from None
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"--nus {args.nus}: expected a comma list of integers >= 1, e.g. 50,500,5000 ({exc})") \
+            from None
     for key, flag in (("nus", "--nus"), ("seeds", "--seeds"), ("datasets", "--datasets"), ("maps", "--maps"),
                       ("data_root", "--data"), ("gram_seeds", "--gram-seeds")):
         value = getattr(args, {"data_root": "data"}.get(key, key))
@@ -450,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--data", type=nonempty_input, help="folder holding <dataset>/raw (default ../shared/data)")
     ka.add_argument("--gram-seeds", type=positive_int,
                     help="map seeds of the Gram-error curves (default 20; 1 for a quick accuracy-only run)")
-    ka.add_argument("--out", default="runs/study_kernel_approx")
+    ka.add_argument("--out", default="runs/study_kernel_approx", type=nonempty_path)
     ka.add_argument("--jobs", type=positive_int, default=1,
                     help="processes for the accuracy fits (one numba/BLAS thread each; default 1)")
     ka.add_argument("--learners", default="sgd,svm",
@@ -460,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     ka.set_defaults(func=_cmd_study)
     mg = ssub.add_parser("merge", help="merge the results.csv of several kernel-approx runs into one report "
                                       "(for each dataset, map and nu, the fields of later runs win)")
-    mg.add_argument("runs", nargs="+", help="--out folders of kernel-approx runs, oldest first")
+    mg.add_argument("runs", nargs="+", type=nonempty_input, help="--out folders of kernel-approx runs, oldest first")
     mg.add_argument("--out", required=True, type=nonempty_path,
                     help="folder for the merged results.csv, table.md and plots")
     mg.set_defaults(func=_cmd_study_merge)

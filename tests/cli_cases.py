@@ -30,7 +30,7 @@ def cli(*argv) -> tuple[int, str, str]:
 def assert_one_line_error(rc, err, pattern):
     assert "Traceback" not in err, err
     assert rc == 2, f"exit {rc}, stderr:\n{err}"
-    lines = [ln for ln in err.splitlines() if re.match(r"streamcov [\w ]+: error: ", ln)]
+    lines = [ln for ln in err.splitlines() if re.match(r"streamcov [\w -]+: error: ", ln)]
     assert len(lines) == 1, err
     assert re.search(pattern, lines[0]), f"{pattern!r} not in {lines[0]!r}"
 

@@ -108,7 +108,8 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     cls = map_class(name)
     if cls is None:
         return None
-    accepted = set(cls().get_params())
+    defaults = cls().get_params()
+    accepted = set(defaults)
     kwargs = {}
     sigma = params.pop("sigma", None)
     if sigma is not None:
@@ -130,9 +131,14 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
             # what a pipeline may set: the seed, the kernel's blocks and its gamma come from elsewhere; the
             # [features] keys every map reads (the fit sample, the bandwidth rule) are read before the map
             settable = sorted((accepted - {"random_state", "blocks", "views", "gamma", "kernel"})
-                              | {"fit_sample", "bandwidth"})
+                              | {"fit_sample", "bandwidth", "sigma"})   # sigma: a map's gamma, or its own
             raise ConfigError(f"features.{key} is not a parameter of {cls.__name__}{did_you_mean(key, settable)}; "
                               f"accepted: {', '.join(settable)}")
+        default = defaults[key]
+        if isinstance(value, bool) and not isinstance(default, bool) and isinstance(default, (int, float)):
+            # strict as the declared keys are: true was taken as 1 (a block size of 1)
+            raise ConfigError(f"features.{key} = {str(value).lower()}: expected a number (as "
+                              f"{cls.__name__}'s {key}, default {default!r})")
         kwargs[key] = value
     if "random_state" in accepted:
         kwargs["random_state"] = int(seed)

@@ -127,7 +127,12 @@ def parse_value(text: str, flag: str | None = None, key: str | None = None):
     if not text:
         raise ConfigError(f"{flag}: empty value; give a TOML literal, e.g. 2000, true, \"text\" or [0, 1]")
     try:
-        value = loads(f"v = {text}")["v"]
+        doc = loads(f"v = {text}")
+        if set(doc) != {"v"}:   # a line break in the value: what follows it was a key of its own, dropped silently
+            shown = flag.replace("\r", "\\r").replace("\n", "\\n")   # the error stays one line
+            raise ConfigError(f"{shown}: the value holds a line break followed by more TOML "
+                              f"({', '.join(k for k in doc if k != 'v')}); give one value per --set")
+        value = doc["v"]
     except tomllib.TOMLDecodeError:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", text):
             return text
@@ -193,6 +198,15 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
     value = parse_value(text, flag, ".".join(parts))
+    if value == {}:
+        node = raw
+        for p in parts:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node:   # merged into the file's table key by key: nothing would change
+            name = ".".join(parts)
+            raise ConfigError(f"{flag}: an empty table changes nothing: a table given by --set merges into the "
+                              f"file's {name} key by key, and a --set cannot remove a file's key; set the keys to "
+                              f"change ({name}.KEY=VALUE), or edit the file")
     assigned = _leaf_values(parts, value)
     notes = []
     if earlier is not None:
@@ -216,23 +230,71 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
     return notes
 
 
+def _outside_strings(text: str) -> str:
+    """``text`` (one line of TOML) with its one-line strings emptied and its comment cut: what remains of its
+    brackets and triple quotes is structure."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "#":
+            break
+        if c in "\"'" and text[i:i + 3] != c * 3:
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if c == '"' and text[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def key_lines(text: str) -> dict:
-    """``(table..., key) -> 1-based line`` of every ``key = value`` of a TOML text, and of table headers."""
+    """``(table..., key) -> 1-based line`` of every ``key = value`` of a TOML text, and of table headers.
+
+    Every prefix of a dotted key is recorded too (``[data]`` then ``model.epochs = 1`` makes the key
+    ``data.model``). The lines inside a multi-line string or a multi-line array or table are values, not keys
+    or headers (a ``key = ...`` in a multi-line text was taken as the key's line)."""
     out: dict = {}
     table: tuple = ()
+    in_string = None   # the triple quote of a multi-line string being read
+    depth = 0          # brackets and braces of a value still open
     for lineno, line in enumerate(text.split("\n"), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        m = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?", s)
-        if m:
-            table = tuple(p.strip().strip('"') for p in m.group(1).split("."))
-            out.setdefault(table, lineno)
-            continue
-        m = re.match(r'^("?[A-Za-z0-9_\-]+"?(?:\s*\.\s*"?[A-Za-z0-9_\-]+"?)*)\s*=', s)
-        if m:
-            key = tuple(p.strip().strip('"') for p in m.group(1).split("."))
-            out.setdefault(table + key, lineno)
+        rest = line
+        if in_string is not None:
+            if in_string not in line:
+                continue
+            rest, in_string = line.split(in_string, 1)[1], None
+        elif depth == 0:
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            m = re.match(r"^\[\[?\s*([^\]]+?)\s*\]\]?", s)
+            if m:
+                table = tuple(p.strip().strip("\"'") for p in m.group(1).split("."))
+                out.setdefault(table, lineno)
+                continue
+            m = re.match(r"""^(["']?[A-Za-z0-9_\-]+["']?(?:\s*\.\s*["']?[A-Za-z0-9_\-]+["']?)*)\s*=""", s)
+            if m:
+                key = tuple(p.strip().strip("\"'") for p in m.group(1).split("."))
+                for i in range(1, len(key) + 1):
+                    out.setdefault(table + key[:i], lineno)
+                rest = s[m.end():]
+        while True:   # the value's structure: a multi-line string opened, brackets left open
+            bare = _outside_strings(rest)
+            quotes = [(bare.find(q), q) for q in ('"""', "'''") if q in bare]
+            if not quotes:
+                depth += sum(bare.count(c) for c in "[{") - sum(bare.count(c) for c in "]}")
+                break
+            at, q = min(quotes)
+            depth += sum(bare[:at].count(c) for c in "[{") - sum(bare[:at].count(c) for c in "]}")
+            tail = rest[rest.find(q) + 3:]
+            if q not in tail:   # opened here, closed on a later line
+                in_string = q
+                break
+            rest = tail.split(q, 1)[1]
+        depth = max(depth, 0)
     return out
 
 
@@ -387,7 +449,8 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
         ``--scheduler``, which replaces ``dask.scheduler``: with ``synchronous`` or
         an address, the file's ``dask.workers`` is not read and is dropped, with a note.
     output : path, optional
-        ``--output``: the output folder, exactly as typed (not read as TOML).
+        ``--output``: the output folder as typed (not read as TOML); like the file's ``output`` it may hold
+        ``{name}``, the pipeline's name, and no other brace.
     """
     if source is not None and not isinstance(source, dict) and text is None:
         source = path_arg("source", source, None, "the pipeline file (.toml)")
@@ -446,6 +509,11 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
             raise ConfigError(f"{origins.where(('data',))}: data must be a table")
         data["store"] = str(store)
         for key in spec.store_voids():
+            # a --set of what --store replaces (the source, its reader's settings): one of them would be ignored
+            given = next((p for p in origins.flags if p[:2] == ("data", key)), None)
+            if given is not None:
+                raise ConfigError(f"{origins.flags[given]} {arg('store', store)}: --store replaces data.{key} (the "
+                                  f"store is read, not the source); give one")
             data.pop(key, None)
         data.update(dict(spec.store_sets))
         origins.flags[("data", "store")] = arg("store", store)
@@ -456,6 +524,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     _check_no_nul(raw, origins)
     schema = spec.schema()
     notes = replaced + _drop_keys_of_a_switched_choice(raw, file_tables, schema, origins)
+    notes += _drop_file_workers_of_a_set_scheduler(raw, file_tables, origins)
     try:
         cfg = schema.model_validate(raw)
     except ValidationError as exc:
@@ -513,7 +582,7 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
     written in the file (or the dict) go; returns the notes that name them (one per table). A key that a
     ``--set`` or a flag gives and the choice does not read stays an error (the schema's keyed errors).
     """
-    from .schema import SWITCH_KEYS, switched_reads
+    from .schema import SWITCH_KEYS, FeaturesTable, map_params_of, switched_reads
 
     notes = []
     for table, current in raw.items():
@@ -529,6 +598,12 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
         if new is None:
             continue
         keys, reads = new
+        if cls is FeaturesTable:   # a map's own further keys (rff-blocks' block_size): read by the maps that take them
+            extra = tuple(k for k in file_table if k not in cls.model_fields)
+            keys = (*keys, *extra)
+            reads = (*reads, *(k for k in extra if k in map_params_of(current.get("map", "rgw"))))
+            if old is not None:
+                old = (old[0], (*old[1], *(k for k in extra if k in map_params_of(file_table.get("map", "rgw")))))
         dropped = [k for k in file_table if k in keys and k not in reads and (table, k) not in origins.flags
                    and k in current and (old is None or k in old[1])]
         if not dropped:
@@ -541,6 +616,25 @@ def _drop_keys_of_a_switched_choice(raw: dict, file_tables: dict, schema, origin
                      f"{'does' if len(dropped) == 1 else 'do'} not apply to {choice} from {' '.join(flags)}; "
                      f"dropped")
     return notes
+
+
+def _drop_file_workers_of_a_set_scheduler(raw: dict, file_tables: dict, origins: Origins) -> list[str]:
+    """``--set dask.scheduler=...`` switching to a scheduler that reads no worker count (synchronous, an address):
+    the file's ``dask.workers`` is dropped with a note, as ``--scheduler`` drops it (it was refused beside the
+    new scheduler, and a --set cannot remove a file's key: the switch could not be made)."""
+    from ..stream.runtime import workers_unread
+
+    dask, file_dask = raw.get("dask"), file_tables.get("dask") or {}
+    if (not isinstance(dask, dict) or ("dask", "scheduler") not in origins.flags or ("dask", "workers") in
+            origins.flags or "workers" not in file_dask or "workers" not in dask
+            or not isinstance(dask.get("scheduler"), str)):
+        return []
+    has = workers_unread(dask["scheduler"])
+    if has is None:
+        return []
+    del dask["workers"]
+    return [f"dask.workers ({origins.file or 'pipeline'}) does not apply to dask.scheduler = "
+            f"{toml_value(dask['scheduler'])} from {origins.flags[('dask', 'scheduler')]} ({has}); dropped"]
 
 
 def _drop_reader_keys_without_source(cfg, origins: Origins):
@@ -595,7 +689,7 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
     learner's ``eta0`` is not read by ``learning_rate = "optimal"``, its ``C`` and ``alpha`` not with
     ``penalty = "none"`` beside another learning rate; ``C`` is not read beside ``alpha``. ``[features]``:
     ``fit_sample`` is not read by a map fitted on no rows (:func:`~streamcov.features.registry.needs_data`).
-    A note, not a refusal: the shipped files set these keys, and ``--set tgp.degrees=[2, 3]`` or
+    ``[dask]``: ``prefetch`` is read by the SGD learner alone. A note, not a refusal: the shipped files set these keys, and ``--set tgp.degrees=[2, 3]`` or
     ``--set model.learning_rate="optimal"`` on one of them is the way to run that setting (a ``--set``
     cannot remove a file's key)."""
     rules = []   # (table, keys, why, the key that turns them off)
@@ -629,8 +723,15 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
             rules.append(("features", ("fit_sample",), f'map "{f.map}" with bandwidth "{f.bandwidth}"'
                           f'{" and center = false" if f.map in ("rgw", "maclaurin") else ""} is drawn from the '
                           f"width of the rows alone, fitted on none of them", "map"))
+    d = getattr(cfg, "dask", None)
+    if d is not None and learner in ("lbfgs", "exact-svm"):
+        what = ("passes over the feature store in Dask tasks" if learner == "lbfgs" else
+                "holds the descriptors in memory")
+        rules.append(("dask", ("prefetch",), f'it counts the blocks read ahead of the SGD learner, and '
+                      f'model.learner = "{learner}" {what}', ("model", "learner")))
     notes = []
     for table, keys, why, cause in rules:
+        cause = cause if isinstance(cause, tuple) else (table, cause)
         values = getattr(cfg, table)
         given = [k for k in keys if k in values.model_fields_set]
         if not given:
@@ -641,7 +742,7 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
             where = [f"{origins.file}, lines {', '.join(lines)}"]
         notes.append(f"{', '.join(f'{table}.{k}' for k in given)} ({'; '.join(where)}) "
                      f"{'is' if len(given) == 1 else 'are'} not read: {why} "
-                     f"({origins.given((table, cause)) or 'the default'})")
+                     f"({origins.given(cause) or 'the default'})")
     return notes
 
 
@@ -920,11 +1021,8 @@ def _resolve_paths(cfg, file: Path | None):
         if du:
             updates["data"] = data.model_copy(update=du)
     split = getattr(cfg, "split", None)
-    if split is not None and split.file:
-        f = Path(split.file).expanduser()
-        if not f.is_absolute() and file is not None and (file.parent / f).is_file():
-            f = file.parent / f
-        updates["split"] = split.model_copy(update={"file": str(f)})
+    if split is not None and split.file:   # looked for as every input is (the working directory first)
+        updates["split"] = split.model_copy(update={"file": resolve_input(split.file, file)})
     study = getattr(cfg, "study", None)
     if study is not None and study.data_root is not None:
         updates["study"] = study.model_copy(update={"data_root": resolve_input(study.data_root, file)})

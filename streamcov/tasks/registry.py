@@ -63,7 +63,8 @@ TASKS = {t.name: t for t in (
              store_key=None, store_kind=None),
     TaskSpec("tgp-digits", "TGPDigits", ".tgp:run_digits", "paper 003: digits centre reconstruction",
              store_key=None, store_kind=None),
-    TaskSpec("tgp-pose", "TGPPose", ".tgp:run_pose", "paper 003: MSR-Action3D arm joints from the body"),
+    TaskSpec("tgp-pose", "TGPPose", ".tgp:run_pose", "paper 003: MSR-Action3D arm joints from the body",
+             store_replaces=("source",)),
     TaskSpec("kernel-approx-study", "KernelApproxStudy", ".study:run_study",
              "paper 000, Figure 1: every feature map against nu", store_key=None, store_kind=None),
 )}

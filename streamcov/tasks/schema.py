@@ -342,6 +342,16 @@ def map_reads(name: str) -> tuple:
     return ("n_components", "sigma", "bandwidth", "fit_sample", *(k for k in RGW_ONLY if k in own))
 
 
+def map_params_of(name) -> frozenset:
+    """The parameters of map ``name``'s class (a map's own further ``[features]`` keys are among them); empty
+    for ``none`` or a name no map has."""
+    if name not in MAP_NAMES or name == "none":
+        return frozenset()
+    from ..features.registry import map_class
+
+    return frozenset(map_class(name)().get_params())
+
+
 class FeaturesTable(BaseModel):
     """``[features]``: the explicit feature map (:mod:`streamcov.features.registry`).
 
@@ -404,6 +414,16 @@ class FeaturesTable(BaseModel):
         return self.model_dump()
 
 
+def _visible(v: str, what: str) -> None:
+    """A folder's name or path as text someone can see and type: not blank (" " made a folder named by a space,
+    where --output " " is refused), no control characters (a tab, a line break)."""
+    if not v.strip():
+        raise ValueError(f"{what}, not a blank text")
+    bad = next((c for c in v if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise ValueError(f"{what} without control characters (it holds {bad!r})")
+
+
 class Top(Table):
     """Keys shared by every task."""
 
@@ -418,6 +438,7 @@ class Top(Table):
     def _name(cls, v: str):
         if v in (".", ".."):   # output = "runs/{name}" would be runs/ itself, or its parent
             raise ValueError('a name, not "." or ".." (it names the output folder, runs/{name} by default)')
+        _visible(v, "a name")
         return v
 
     @field_validator("output")
@@ -425,6 +446,7 @@ class Top(Table):
     def _output(cls, v: str):
         if "{" in v.replace("{name}", "") or "}" in v.replace("{name}", ""):   # else a folder named "{nme}"
             raise ValueError("a folder whose only placeholder is {name}, e.g. \"runs/{name}\"")
+        _visible(v, "a folder")
         return v
 
 
@@ -1220,6 +1242,15 @@ class PoseData(Table):
     max_train: PosInt = 2000
     max_test: Optional[PosInt] = 1000
     seed: Optional[Seed] = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        # the store was read and the archive given beside it not even looked at (another dataset's, silently)
+        if self.store and "source" in self.model_fields_set:
+            raise key_error("data_key", "source", "data.source (the MSR-Action3D archive) and data.store (a store "
+                            "of it) are two sources of frames, and the store would be read alone: give one of them (a file's "
+                            "data.source is replaced by `streamcov run FILE --store STORE`)")
+        return self
 
     @property
     def source_read(self) -> str | None:
