@@ -114,6 +114,15 @@ def test_log_covariance_errors(rng):
                                              r"sequence\): its covariance is 0 and its descriptor log\(gamma I\), "
                                              r"the same whatever the action; leave it out$"):
             est.fit_transform([seqs[0], still, seqs[1]])
+    # a skeleton moved rigidly: its raw frames differ, its coordinates relative to the centre (what the
+    # covariance is of) only by the rounding of the subtraction; two such sequences of different poses and
+    # directions got the same descriptor, log(gamma I)
+    pose = seqs[0][0].reshape(-1, 3)
+    moved = np.stack([pose + [0.1 * t, 0.0, 0.0] for t in range(30)]).reshape(30, -1)
+    with pytest.raises(ValueError, match=r"^X\[1\]: every one of its 30 frames is the same relative to the centre "
+                                         r"joint\(s\) \(a motionless or rigidly moved sequence\)"):
+        LogCovariance(center=(0,)).fit_transform([seqs[0], moved])
+    assert LogCovariance(center=None).fit_transform([seqs[0], moved]).shape[0] == 2   # raw coordinates move
     # too short: named by its place in X, as the other sequence checks (one frame has a covariance of 0 whatever ddof)
     for est, short in ((LogCovariance(), 1), (LogCovariance(ddof=0), 1), (LogCovariance(ddof=3), 3)):
         need = max(2, est.ddof + 1)

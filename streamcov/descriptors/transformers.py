@@ -99,18 +99,30 @@ class LogCovariance(FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
             return JointSelection.raw(n_joints)
         return JointSelection.hip_relative(n_joints, self.center)   # which checks the joints are integers
 
-    def _check_lengths(self, frames, offsets) -> None:
+    def _check_lengths(self, frames, offsets, sel=None) -> None:
         """A covariance of fewer than max(2, ddof + 1) frames is undefined or 0, and one of a motionless
         sequence (every frame the same) is 0: such a sequence is refused, not described by the regularization
-        alone (log(gamma I), the same whatever the action; the stores skip both at ingestion)."""
+        alone (log(gamma I), the same whatever the action; the stores skip both at ingestion). Motionless is
+        judged on the coordinates the covariance is of (``sel``: relative to the centre), so that a skeleton
+        moved rigidly, whose raw frames differ, is one too."""
         _check_offsets(offsets, len(frames), max(2, int(self.ddof) + 1), name="X[{}]")
-        # per sequence, every coordinate's largest value equals its smallest: motionless
-        still = (np.maximum.reduceat(frames, offsets[:-1]) == np.minimum.reduceat(frames, offsets[:-1])).all(axis=1)
+        coords = frames
+        if sel is not None and len(sel.center):
+            f = frames.reshape(len(frames), -1, 3)
+            keep, center = np.asarray(sel.keep), np.asarray(sel.center)
+            coords = (f[:, keep] - f[:, center].mean(axis=1, keepdims=True)).reshape(len(frames), -1)
+        # per sequence, every coordinate's largest value equals its smallest, to within the rounding of the
+        # centring (a rigid move's relative coordinates differ by a few ulps of the raw ones): motionless
+        starts = offsets[:-1]
+        spread = np.maximum.reduceat(coords, starts) - np.minimum.reduceat(coords, starts)
+        scale = np.maximum.reduceat(np.abs(frames).max(axis=1), starts)
+        still = (spread <= 16 * np.finfo(frames.dtype).eps * scale[:, None]).all(axis=1)
         if still.any():
             i = int(np.flatnonzero(still)[0])
-            raise ValueError(f"X[{i}]: every one of its {int(offsets[i + 1] - offsets[i])} frames is the same "
-                             f"(a motionless sequence): its covariance is 0 and its descriptor log(gamma I), the "
-                             f"same whatever the action; leave it out")
+            rel = " relative to the centre joint(s)" if coords is not frames else ""
+            raise ValueError(f"X[{i}]: every one of its {int(offsets[i + 1] - offsets[i])} frames is the same{rel} "
+                             f"(a motionless{' or rigidly moved' if rel else ''} sequence): its covariance is 0 and "
+                             f"its descriptor log(gamma I), the same whatever the action; leave it out")
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -118,14 +130,15 @@ class LogCovariance(FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
         frames, offsets = pack_sequences(X)
         if frames.shape[1] % 3 or not frames.shape[1]:   # no values at all was called a motionless sequence
             raise ValueError(f"X: frames have {frames.shape[1]} values, not 3 per joint of at least one joint")
-        self._check_lengths(frames, offsets)
         if self.center is not None and len(set(self.center)) != len(self.center):
             # (0, 0) kept joint 0 as a constant zero joint; checked in fit only: a transformer pickled with one
             # still transforms as it was fitted
             raise ValueError(f"center: {tuple(self.center)} names a joint twice; name each joint once")
-        self.n_joints_ = frames.shape[1] // 3
+        n_joints = frames.shape[1] // 3
+        sel = self._selection(n_joints)
+        self._check_lengths(frames, offsets, sel)
+        self.n_joints_ = n_joints
         self.n_features_in_ = frames.shape[1]
-        sel = self._selection(self.n_joints_)
         self.n_features_out_ = vec_dim(sel.dim)
         self._remember_params()
         return self
@@ -135,7 +148,7 @@ class LogCovariance(FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         self._check_params_unchanged()
         frames, offsets = pack_sequences(X, self.n_joints_)
-        self._check_lengths(frames, offsets)
+        self._check_lengths(frames, offsets, self._selection(self.n_joints_))
         return log_covariance_vectors(frames, offsets, self._selection(self.n_joints_),
                                       float(self.gamma), bool(self.normalize), int(self.ddof))
 
