@@ -393,3 +393,34 @@ def test_a_users_counts_wait_for_the_blocks_still_inside(two_threads):
     release.set()
     t.join(10)
     assert seen == [1] and blas_limit() == 2
+
+
+def test_more_threads_than_cores_are_said_not_silently_cut(monkeypatch):
+    """--workers 3 on 2 cores ran 2 threads with no word (the result's runtime showed it); the study's --jobs
+    likewise. Both are said, with the count used."""
+    import warnings
+
+    from streamcov import _config
+    from streamcov.stream import runtime
+    from streamcov.tasks import study
+
+    monkeypatch.setattr(_config, "available_cores", lambda: 2)
+    with pytest.warns(UserWarning, match=r"^3 threads asked for \(--workers, dask\.workers\) and 2 cores available: "
+                                         r"2 threads used$"):
+        with runtime.dask_runtime("threads", 3) as rt:
+            assert rt.info["dask_threads"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with runtime.dask_runtime("threads", 2):
+            pass
+        with runtime.dask_runtime("synchronous", None):
+            pass
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    y = (X[:, 0] > 0).astype(np.int64)
+    tr = np.arange(20) < 14
+    from streamcov.tasks.schema import ModelTable
+
+    model = ModelTable(loss="log_loss", learning_rate="optimal", C=10.0, epochs=2, scale="center", shuffle_blocks=2)
+    with pytest.warns(UserWarning, match=r"^study\.jobs = 8 \(--jobs\) and 2 cores available: 2 processes used$"):
+        study.accuracies(X, y, [("f", tr, ~tr)], np.arange(2), {"sigma": 1.0}, model, ["rff"], [4], 1, jobs=8)

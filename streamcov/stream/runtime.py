@@ -348,6 +348,12 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
     if scheduler in ("threads", "synchronous"):
         plan = thread_plan(workers)
         n = plan.dask_threads if scheduler == "threads" else 1
+        if scheduler == "threads" and workers is not None and int(workers) > n:
+            import warnings
+
+            # threads beyond the cores only contend (numba and BLAS are planned per core): said, not silently cut
+            warnings.warn(f"{int(workers)} threads asked for (--workers, dask.workers) and {plan.cores} cores "
+                          f"available: {n} threads used", stacklevel=3)
         info = {"scheduler": scheduler, **plan.as_dict(), "dask_threads": n}
 
         def compute(*objs):

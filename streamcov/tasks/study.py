@@ -249,6 +249,11 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
         fn, first = _seed_accuracy, classes
     else:
         raise ValueError(f"learner must be 'sgd' or 'svm', got {learner!r}")
+    if int(jobs) > available_cores():   # said, not silently cut
+        import warnings
+
+        warnings.warn(f"study.jobs = {int(jobs)} (--jobs) and {available_cores()} cores available: "
+                      f"{available_cores()} processes used", stacklevel=2)
     jobs = max(1, min(int(jobs), available_cores()))
     points = [(m, nu) for m in maps for nu in nus]
     tasks = [(m, nu, seed) for m, nu in points for seed in range(seeds)]
