@@ -169,18 +169,9 @@ def _cmd_ingest_images(args) -> int:
     from .errors import FormatError, skip_hint
 
     exclude = tuple(args.exclude or ("maps",))
-    from pathlib import Path
-
-    if args.exclude and "maps" in args.exclude and Path(args.src).is_dir() and not any(
-            p.is_dir() for p in Path(args.src).rglob("maps")):
-        # the default's exemption (ETH-80's maps, left out where there are any) is not for a name the user typed
-        from .errors import ConfigError, ingest_option
-
-        raise ConfigError(f"{ingest_option('exclude', 'maps')}: no folder of that name under {args.src}; check the "
-                          f"name (folder names are case-sensitive)")
     try:
         store = ingest_images(args.src, args.out, format=args.format, group_level=args.group_level,
-                              exclude=exclude, pixel_dtype=args.pixel_dtype,
+                              exclude=exclude, exclude_typed=bool(args.exclude), pixel_dtype=args.pixel_dtype,
                               mode="restart" if args.restart else "resume", progress=not args.quiet,
                               on_error=args.on_error)
     except FormatError as exc:
@@ -592,11 +583,14 @@ def _main(args, StreamcovError, command_line) -> int:
     except Exception as exc:
         full = _no_space(exc)
         if full is not None:
-            # write() gives no file name: then the place the command writes, as the user gave it
+            # write() gives no file name: then where the command writes, as the user gave it (a run also writes
+            # its data.store, a predict of an image folder a copy of it in the temporary folder)
             out = getattr(args, "out", None) or getattr(args, "output", None)
-            where = (f"{full.filename}: " if full.filename else f"{out} (being written): " if out else
-                     f"the output folder of {args.pipeline} (being written): " if getattr(args, "pipeline", None)
-                     else "")
+            place = (str(out) if out else f"the output folder of {args.pipeline}" if getattr(args, "pipeline", None)
+                     else None)
+            also = {"run": " or its data.store", "predict": " or the temporary folder (an image folder's copy)"}
+            where = (f"{full.filename}: " if full.filename else
+                     f"while writing {place}{also.get(args.command, '')}: " if place else "")
             print(f"streamcov {args.command}: error: {where}no space left on the device (or the disk quota is used "
                   f"up); free space or write elsewhere, then run the same command again: what was complete is kept "
                   f"(an interrupted store or run resumes) and nothing half-written is used", file=sys.stderr)

@@ -63,8 +63,9 @@ def squared_distances(A, B=None) -> np.ndarray:
     """Pairwise squared Euclidean distances between the rows of ``A`` and ``B`` (``A`` when None).
 
     Through the Gram matrix, one BLAS call; clipped at 0 against round-off,
-    with an exact zero diagonal and exact symmetry when ``B`` is None. The
-    rows are first centred on the mean row of ``B`` (distances do not see a
+    with an exact zero diagonal and exact symmetry when ``B`` is None. Rows
+    far from the origin (over 100 times their spread; float32 rows always)
+    are first centred on the mean row of ``B`` (distances do not see a
     shift): ``||a||^2 + ||b||^2 - 2 a.b`` of rows far from the origin
     cancels the digits that the distances are made of (rows around 1e7 of
     spread 1 lost them all in float64: "Gaussian kernel" values above 1).
@@ -78,10 +79,18 @@ def squared_distances(A, B=None) -> np.ndarray:
         raise ValueError(f"vector sets have shapes {A.shape} and {B.shape}; lengths must match")
     dt = np.float32 if A.dtype == np.float32 and B.dtype == np.float32 else np.float64
     # distances do not see a shift: rows far from the origin (operator vectors are, by about 55 times their
-    # spread) are centred first, else ||a||^2 + ||b||^2 - 2 a.b cancels float32's 7 digits (float64's 16) away
-    c = B.mean(axis=0, dtype=np.float64)
-    a = (A - c).astype(dt, copy=False)
-    b = a if same else (B - c).astype(dt, copy=False)
+    # spread) are centred first, else ||a||^2 + ||b||^2 - 2 a.b cancels float32's 7 digits (float64's 16) away.
+    # float64 rows are centred (a copy of A and B) only when their offset is over 100 times their spread: below,
+    # the cancellation costs less than 1e4 eps (2e-12) of the distances
+    with np.errstate(over="ignore", invalid="ignore"):   # rows near 1e308: refused below, in one line
+        c = B.mean(axis=0, dtype=np.float64)
+        centre = dt == np.float32
+        if not centre:
+            offset2 = float(c @ c)
+            spread2 = float(np.einsum("ij,ij->", B, B, dtype=np.float64)) / max(len(B), 1) - offset2
+            centre = bool(offset2 > 1e4 * max(spread2, 0.0)) and offset2 > 0
+    a = (A - c).astype(dt, copy=False) if centre else A.astype(dt, copy=False)
+    b = a if same else ((B - c).astype(dt, copy=False) if centre else B.astype(dt, copy=False))
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below, in one line
         g = (a @ b.T).astype(np.float64, copy=False)
         na = np.einsum("ij,ij->i", a, a, dtype=np.float64)

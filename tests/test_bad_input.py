@@ -2438,6 +2438,17 @@ def test_predict_removes_the_temporaries_of_its_out_file_that_killed_predicts_le
     assert not [p for p in env.tmp.glob(f".p.csv.{host}-{os.getpid()}.*") if p not in kept]   # its own renamed
 
 
+def test_an_out_name_too_long_for_the_temporary_is_refused_before_the_work(shared, env):
+    """--out of 250 characters fits the file system (255) but not its temporary (host and pid added): the
+    predictions were computed, then writing them was a traceback. The folder is probed with the temporary's own
+    name first."""
+    out = env.tmp / ("p" * 246 + ".csv")
+    rc, err, _ = cli("predict", shared["model"], shared["synth"], "--out", out, "--scheduler", "synchronous")
+    assert_one_line_error(rc, err, r"^streamcov predict: error: --out \S+\.csv: cannot write there \(File name too "
+                                   r"long\); choose another path$")
+    assert not list(env.tmp.glob(".p*"))
+
+
 def test_written_files_get_the_mode_open_gives_them(shared, env):
     """Models, results and predictions are written as temporary files (mode 0600) and renamed: they end with
     0666 less the umask, as a plain open gives, or keep the mode of the file they replace."""
@@ -3814,7 +3825,7 @@ def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkey
     argv = ("synth", tmp_path / "s.zarr", "--sequences", 200, "--chunk-frames", 256, "--quiet")
     rc, err, _ = cli(*argv)
     assert_one_line_error(rc, err, ("^streamcov synth: error: " + (r"\S+/s\.zarr/frames/c/1: " if named else
-                                                                  r"\S+/s\.zarr \(being written\): ")
+                                                                  r"while writing \S+/s\.zarr: ")
                                     + r"no space left on the device \(or the disk quota is used up\); free space or "
                                       r"write elsewhere, then run the same command again"))
     assert cli("info", tmp_path / "s.zarr")[0] == 3   # incomplete
@@ -3839,8 +3850,8 @@ def test_a_full_disk_without_a_file_name_names_where_the_command_writes(env, mon
     rc, err, _ = cli("run", pipeline, "--quiet", *extra)
     where = (re.escape(str(env.tmp / "elsewhere")) if output else
              "the output folder of " + re.escape(str(pipeline)))
-    assert_one_line_error(rc, err, rf"^streamcov run: error: {where} \(being written\): no space left on the "
-                                   rf"device \(or the disk quota is used up\)")
+    assert_one_line_error(rc, err, rf"^streamcov run: error: while writing {where} or its data\.store: no space left "
+                                   rf"on the device \(or the disk quota is used up\)")
 
 
 def test_a_store_of_one_joint_is_refused_by_a_hip_relative_descriptor(tmp_path):

@@ -210,6 +210,18 @@ def test_exclude_maps_typed_on_a_folder_without_maps_is_refused(tmp_path):
                                    r"pipeline: no folder of that name under \S+imgs; check the name")
     assert not (tmp_path / "s.zarr").exists()
     assert cli("ingest", "images", "--format", "folders", tmp_path / "imgs", tmp_path / "s.zarr", "--quiet")[0] == 0
+    # class folders that are links to folders holding maps: the scan follows links, and finds them
+    (tmp_path / "real" / "a" / "maps").mkdir(parents=True)
+    (tmp_path / "real" / "b").mkdir()
+    for d in ("a", "a/maps", "b"):
+        for i in range(2):
+            Image.fromarray(np.full((8, 8), 40 * i + 9, dtype=np.uint8)).save(tmp_path / "real" / d / f"{i}.png")
+    (tmp_path / "links").mkdir()
+    for c in "ab":
+        (tmp_path / "links" / c).symlink_to(tmp_path / "real" / c)
+    rc, err, out = cli("ingest", "images", "--format", "folders", tmp_path / "links", tmp_path / "l.zarr",
+                       "--exclude", "maps", "--quiet")
+    assert rc == 0 and '"excluded": 2' in out, err
 
 
 def test_python_dash_m_streamcov_is_the_command():

@@ -104,7 +104,7 @@ IGNORED = frozenset({"__MACOSX"})
 
 
 def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool = False,
-                 exclude_absent_ok: bool = False) -> list[ImageEntry]:
+                 exclude_absent_ok: bool = False, exclude_typed: bool = False) -> list[ImageEntry]:
     """List the images under ``root`` with their class and group, in a stable order.
 
     With ``unlabelled=True`` images directly under ``root`` are accepted
@@ -115,7 +115,9 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     zarr stores (a store ingested into its own image folder).
     ``exclude``: folder names (not paths) skipped at any depth; a name other
     than the default ``maps`` that names no folder is refused (a typo would
-    keep what it meant to leave out), unless ``exclude_absent_ok``. A class folder without images is
+    keep what it meant to leave out), unless ``exclude_absent_ok``; ``maps`` too
+    when ``exclude_typed`` (the user gave the list: the default's exemption,
+    for ETH-80's segmentation maps, is not for a name they typed). A class folder without images is
     refused; class names that differ only in case are warned of.
     """
     import unicodedata
@@ -173,7 +175,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
                                      f"read twice, perhaps under two classes; remove one of them")
             files_seen[real] = p
             found.append(p)
-    unused = sorted(exclude - excluded - {"maps"})
+    unused = sorted(exclude - excluded - (set() if exclude_typed else {"maps"}))
     if unused and not exclude_absent_ok:
         raise ConfigError(f"{ingest_option('exclude', unused[0])}: no folder of that name under {root}; check the "
                           f"name (folder names are case-sensitive)")
@@ -438,9 +440,10 @@ def check_float_scale(floats, integer_image) -> None:
                                  f"images to 0 to 1, or convert them to integers")
 
 
-def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool = False) -> ImageSet:
+def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool = False,
+                 exclude_typed: bool = False) -> ImageSet:
     """Read every image under ``root`` (see module docstring) into an :class:`ImageSet`."""
-    entries = scan_folders(root, group_level=group_level, exclude=exclude)
+    entries = scan_folders(root, group_level=group_level, exclude=exclude, exclude_typed=exclude_typed)
     with progress_bar(entries, progress, desc=f"read {Path(root).name}", unit="img") as it:
         images = [read_image(e.path) for e in it]
     # as ingestion's pixel type: float images on another scale than the integer ones beside them are refused

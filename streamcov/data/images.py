@@ -301,7 +301,8 @@ def auto_pixel_dtype(paths) -> str:
 def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclude=("maps",),
                   pixel_dtype: str = "auto", chunk_pixels: int | None = None,
                   mode: str = "resume", progress: bool = False, limit: int | None = None,
-                  unlabelled: bool = False, skip=None, on_error: str = "stop", exclude_absent_ok: bool = False):
+                  unlabelled: bool = False, skip=None, on_error: str = "stop", exclude_absent_ok: bool = False,
+                  exclude_typed: bool = False):
     """Write the images under ``src`` to an image store at ``out``.
 
     Parameters
@@ -343,6 +344,9 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     exclude_absent_ok : bool
         Accept names of ``exclude`` that no folder has (``predict`` leaves out the folders a model's
         training left out, in a folder that may have none of them); else one is refused, as a typo.
+    exclude_typed : bool
+        ``exclude`` was given by the user (``--exclude``, a pipeline's ``data.exclude``): ``maps`` is then
+        refused too when no folder has it, not exempt as the default's name.
 
     Returns
     -------
@@ -368,7 +372,7 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
     # first sequence: a missing, empty or unreadable folder, or a first image that cannot be read, is refused
     # before anything is written (the lock would create the store's parent folders, the writer an empty store)
     entries = scan_folders(src, group_level=group_level, exclude=exclude, unlabelled=unlabelled,
-                           exclude_absent_ok=exclude_absent_ok)
+                           exclude_absent_ok=exclude_absent_ok, exclude_typed=exclude_typed)
     for k, e in enumerate(entries):   # scan_folders refuses a folder without images
         first, why = read_or_skip(on_error, read_image, e.path)
         if why is None:   # the first image that can be read (the ones before it are skipped again below)

@@ -154,6 +154,17 @@ def _umask() -> int:
 TMP_SUFFIX = ".streamcov-tmp"
 
 
+def temporary_prefix(path: Path, owned: bool = False) -> str:
+    """The name :func:`atomic_write` gives its temporary before tempfile's 8 characters and :data:`TMP_SUFFIX`
+    (a caller probes a folder with it: a name too long for the file system is found before the work)."""
+    path = Path(path)
+    if owned:
+        from ..lock import host_tag
+
+        return f".{path.name}.{host_tag()}-{os.getpid()}."
+    return f".{path.name}."
+
+
 def atomic_write(path: Path, write, binary: bool = True, owned: bool = False) -> None:
     """Write ``path`` through ``write(file)`` so that it is either the old file or the complete new one.
 
@@ -165,13 +176,7 @@ def atomic_write(path: Path, write, binary: bool = True, owned: bool = False) ->
     umask), not the 0600 of the temporary file it is written as: a model or result is read by other users
     and by workers running as another user."""
     path = Path(path)
-    if owned:
-        from ..lock import host_tag
-
-        prefix = f".{path.name}.{host_tag()}-{os.getpid()}."
-    else:
-        prefix = f".{path.name}."
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TMP_SUFFIX)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_prefix(path, owned), suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:   # owns the descriptor from here: closed on any error
             try:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..data.ragged import check_on_error, inside_source, read_only_attrs, same_files, store_words
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
-from .model import FittedPipeline, atomic_write, remove_dead_temporaries
+from .model import TMP_SUFFIX, FittedPipeline, atomic_write, remove_dead_temporaries, temporary_prefix
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
@@ -363,7 +363,9 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         why = why_not_a_folder(Path(out_csv).parent, exc)
         raise ConfigError(f"{name}: cannot create its folder ({why}); choose another path") from None
     try:   # before any work: the predictions are written beside it, then moved onto it (atomic_write)
-        fd, probe = tempfile.mkstemp(dir=Path(out_csv).parent, prefix=Path(out_csv).name, suffix=".tmp")
+        # the very name the predictions' temporary gets (host and pid make it longer than the file's own)
+        fd, probe = tempfile.mkstemp(dir=Path(out_csv).parent, prefix=temporary_prefix(Path(out_csv), owned=True),
+                                     suffix=TMP_SUFFIX)
         os.close(fd)
         os.unlink(probe)
         remove_dead_temporaries(Path(out_csv))   # those of predicts killed (SIGKILL) while writing it

@@ -84,13 +84,17 @@ def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None, nam
         X = X[rng.choice(n, max_samples, replace=False)]
     if not np.isfinite(X).all():
         raise ValueError(f"the median heuristic: {name} holds NaN or infinite values")
-    X = X - X.mean(axis=0)   # distances do not see a shift; the scale below is then the spread, not the offset
-    s = float(np.abs(X).max()) if X.size else 0.0
-    if not np.isfinite(s):   # a spread beyond float64 (rows near +-1e308)
-        raise ValueError(f"the median heuristic: {name} holds values too large for float64; scale {name} down")
-    if s == 0.0:
+    # scaled by the largest entry, then centred (distances do not see a shift): the second scale is then the
+    # spread, not the offset; two factors, so that neither the mean nor the scale overflows near 1e308
+    s0 = float(np.abs(X).max()) if X.size else 0.0
+    if s0 == 0.0:
         return 1.0
-    d2 = squared_distances(X / s)[np.triu_indices(X.shape[0], k=1)]
+    X = X / s0
+    X = X - X.mean(axis=0)
+    s1 = float(np.abs(X).max())
+    if s1 == 0.0:
+        return 1.0
+    d2 = squared_distances(X / s1)[np.triu_indices(X.shape[0], k=1)]
     med = float(np.median(d2))
     if med <= 0.0:
         pos = d2[d2 > 0]
@@ -98,11 +102,12 @@ def median_heuristic_gamma(X, *, max_samples: int = 1000, random_state=None, nam
             return 1.0
         med = float(np.median(pos))
     with np.errstate(over="ignore", under="ignore"):
-        gamma = 1.0 / (2.0 * med) / s / s
+        gamma = 1.0 / (2.0 * med) / s1 / s1 / s0 / s0
+        apart = s0 * (s1 * np.sqrt(med))
     try:   # the bandwidth check every kernel of streamcov makes: its square a normal float
         return _bandwidth(gamma, "gamma")
     except ValueError:
-        raise ValueError(f"the median heuristic on {name}: its rows lie about {s * np.sqrt(med):.3g} apart, beyond "
+        raise ValueError(f"the median heuristic on {name}: its rows lie about {apart:.3g} apart, beyond "
                          f"the range of a Gaussian kernel's bandwidth in float64; scale {name} (e.g. standardize it) "
                          f"or give its gamma") from None
 

@@ -231,8 +231,8 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
 
 
 def _outside_strings(text: str) -> str:
-    """``text`` (one line of TOML) with its one-line strings emptied and its comment cut: what remains of its
-    brackets and triple quotes is structure."""
+    """``text`` (one line of TOML) with the contents of its one-line strings blanked (the same length: a position
+    in it is one in ``text``) and its comment cut: what remains of its brackets and triple quotes is structure."""
     out, i, n = [], 0, len(text)
     while i < n:
         c = text[i]
@@ -242,12 +242,26 @@ def _outside_strings(text: str) -> str:
             j = i + 1
             while j < n and text[j] != c:
                 j += 2 if c == '"' and text[j] == "\\" else 1
-            out.append(c + c)
+            out.append(c + " " * (min(j, n) - i - 1) + (c if j < n else ""))
             i = j + 1
             continue
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _closing(text: str, quote: str, start: int = 0) -> int:
+    """Where ``quote`` (a triple quote) closes a multi-line string in ``text`` from ``start``, or -1; in a basic
+    string (\"\"\") a quote escaped by a backslash does not close it."""
+    i = text.find(quote, start)
+    while i >= 0 and quote == '\"\"\"':
+        k = i
+        while k > 0 and text[k - 1] == "\\":
+            k -= 1
+        if (i - k) % 2 == 0:
+            return i
+        i = text.find(quote, i + 1)
+    return i
 
 
 def key_lines(text: str) -> dict:
@@ -263,9 +277,10 @@ def key_lines(text: str) -> dict:
     for lineno, line in enumerate(text.split("\n"), 1):
         rest = line
         if in_string is not None:
-            if in_string not in line:
+            end = _closing(line, in_string)
+            if end < 0:
                 continue
-            rest, in_string = line.split(in_string, 1)[1], None
+            rest, in_string = line[end + 3:], None
         elif depth == 0:
             s = line.strip()
             if not s or s.startswith("#"):
@@ -289,11 +304,11 @@ def key_lines(text: str) -> dict:
                 break
             at, q = min(quotes)
             depth += sum(bare[:at].count(c) for c in "[{") - sum(bare[:at].count(c) for c in "]}")
-            tail = rest[rest.find(q) + 3:]
-            if q not in tail:   # opened here, closed on a later line
+            end = _closing(rest, q, at + 3)
+            if end < 0:   # opened here, closed on a later line
                 in_string = q
                 break
-            rest = tail.split(q, 1)[1]
+            rest = rest[end + 3:]
         depth = max(depth, 0)
     return out
 
@@ -689,9 +704,9 @@ def _keys_turned_off(cfg, origins: Origins) -> list[str]:
     learner's ``eta0`` is not read by ``learning_rate = "optimal"``, its ``C`` and ``alpha`` not with
     ``penalty = "none"`` beside another learning rate; ``C`` is not read beside ``alpha``. ``[features]``:
     ``fit_sample`` is not read by a map fitted on no rows (:func:`~streamcov.features.registry.needs_data`).
-    ``[dask]``: ``prefetch`` is read by the SGD learner alone. A note, not a refusal: the shipped files set these keys, and ``--set tgp.degrees=[2, 3]`` or
-    ``--set model.learning_rate="optimal"`` on one of them is the way to run that setting (a ``--set``
-    cannot remove a file's key)."""
+    ``[dask]``: ``prefetch`` is read by the SGD learner alone. A note, not a refusal: the shipped files set
+    these keys, and ``--set tgp.degrees=[2, 3]`` or ``--set model.learning_rate="optimal"`` on one of them is
+    the way to run that setting (a ``--set`` cannot remove a file's key)."""
     rules = []   # (table, keys, why, the key that turns them off)
     t = getattr(cfg, "tgp", None)
     if t is not None and t.degrees is not None:

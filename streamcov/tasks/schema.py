@@ -1248,8 +1248,8 @@ class PoseData(Table):
         # the store was read and the archive given beside it not even looked at (another dataset's, silently)
         if self.store and "source" in self.model_fields_set:
             raise key_error("data_key", "source", "data.source (the MSR-Action3D archive) and data.store (a store "
-                            "of it) are two sources of frames, and the store would be read alone: give one of them (a file's "
-                            "data.source is replaced by `streamcov run FILE --store STORE`)")
+                            "of it) are two sources of frames, and the store would be read alone: give one of them "
+                            "(a file's data.source is replaced by `streamcov run FILE --store STORE`)")
         return self
 
     @property
