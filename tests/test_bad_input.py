@@ -3854,6 +3854,26 @@ def test_a_full_disk_without_a_file_name_names_where_the_command_writes(env, mon
                                    rf"on the device \(or the disk quota is used up\)")
 
 
+def test_coordinates_float32_rounds_away_are_said_at_ingestion(tmp_path):
+    """Coordinates near 1e6 (a world frame far from its origin) moving by tenths are stored as float32 in steps
+    of 0.06: the descriptors saw that rounding without a word. Ingestion says how many sequences, how much, and
+    what to do; a store of ordinary coordinates gets no such line."""
+    index = ["file,label,subject", *[f"s{i:02d}.csv,{'ab'[i % 2]},{1 + i // 2 % 4}" for i in range(8)]]
+    far = write_archive(tmp_path / "far", n=8, joints=3, index_rows=index)
+    for f in far.glob("s*.csv"):   # 1e6 plus the archive's values (about 1 apart), five decimals kept
+        rows = [[float(v) + 1e6 for v in r.split(",")] for r in f.read_text().split()]
+        f.write_text("\n".join(",".join(f"{v:.5f}" for v in r) for r in rows) + "\n")
+    rc, err, _ = cli("ingest", "skeleton", "--format", "generic", far, tmp_path / "far.zarr", "--quiet")
+    assert rc == 0
+    assert re.search(r"(?m)^streamcov ingest: warning: 8 sequence\(s\) lie so far from the origin that storing them "
+                     r"as float32 rounds their coordinates by up to 0\.0312, over 0\.1% of their motion \(first: "
+                     r"s00, rounding 0\.0312 against a range of \S+\); the descriptors see that rounding: translate "
+                     r"the coordinates nearer the origin before ingesting", err), err
+    near = write_archive(tmp_path / "near", n=8, joints=3, index_rows=index)
+    rc, err, _ = cli("ingest", "skeleton", "--format", "generic", near, tmp_path / "near.zarr", "--quiet")
+    assert rc == 0 and "warning" not in err, err
+
+
 def test_a_store_of_one_joint_is_refused_by_a_hip_relative_descriptor(tmp_path):
     """A generic store of one joint (its centre, joint 0, by default): removing the centre left a 0 x 0
     covariance, and the run ended in a ZeroDivisionError (an internal error); in Python the numba kernel wrote

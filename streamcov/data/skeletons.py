@@ -289,6 +289,33 @@ def degenerate(frames) -> str | None:
     return None
 
 
+#: the float32 rounding of a sequence's coordinates, as a fraction of its largest range of motion, above which
+#: ingestion says so: coordinates near 1e6 (a world frame in millimetres far from its origin) move by centimetres
+#: in steps of 0.06, which the descriptors then see
+FLOAT32_ROUNDING = 1e-3
+
+
+def float32_rounding(frames) -> tuple[float, float]:
+    """``(rounding, motion)`` of ``frames`` (T, 3J) stored as float32: half the float32 spacing at its largest
+    coordinate (the most a value moves when rounded to float32: readers round as they parse, so it is bounded
+    from the magnitudes, not measured), and the largest range of one coordinate over the sequence."""
+    frames = np.asarray(frames)
+    if not frames.size:
+        return 0.0, 0.0
+    top = np.float32(min(float(np.abs(frames).max()), float(np.finfo(np.float32).max)))
+    return 0.5 * float(np.spacing(top)), float(np.ptp(frames.astype(np.float64, copy=False), axis=0).max())
+
+
+def _coarse_note(coarse: list) -> str:
+    """The warning of the sequences whose float32 storage rounds away part of their motion."""
+    err = max(e for _, e, _ in coarse)
+    sid, e, m = coarse[0]
+    return (f"{len(coarse)} sequence(s) lie so far from the origin that storing them as float32 rounds their "
+            f"coordinates by up to {err:.3g}, over {FLOAT32_ROUNDING:.1%} of their motion (first: {sid}, rounding "
+            f"{e:.3g} against a range of {m:.3g}); the descriptors see that rounding: translate the coordinates "
+            f"nearer the origin before ingesting (e.g. subtract a fixed point of the scene)")
+
+
 def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit):
     from .readers.base import SkippedSequence
 
@@ -299,6 +326,7 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
         from tqdm.auto import tqdm
         bar = tqdm(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
     written = 0
+    coarse = []   # (id, rounding, motion) of sequences whose float32 storage rounds away part of their motion
     # a sequence that cannot be read keeps those read before it, or leaves no empty store
     with writer.committed_on_error():
         try:
@@ -313,6 +341,9 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
                 if why is not None:
                     rejected.append(SkippedSequence(seq.id, why))
                     continue
+                err, motion = float32_rounding(frames)
+                if err > FLOAT32_ROUNDING * motion:
+                    coarse.append((seq.id, err, motion))
                 writer.append(seq)
                 written += 1
                 if bar is not None:
@@ -332,4 +363,8 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
             listed = [asdict(s) if hasattr(s, "__dataclass_fields__") else dict(s) for s in skipped]
             raise StoreError(f"{out}: every sequence was skipped, none written ({len(skipped)} skipped "
                              f"{skipped_text(listed)}); no store was written")
+        if coarse:
+            import warnings
+
+            warnings.warn(_coarse_note(coarse), stacklevel=3)
         return writer.close(skipped=skipped, repairs=repairs)
