@@ -95,8 +95,36 @@ def numba_environment_problem() -> str | None:
         where = (f"environment variable NUMBA_THREADING_LAYER={layer!r}" if layer is not None else
                  f"numba's threading layer {numba.config.THREADING_LAYER!r}")
         return (f"{where}: numba cannot start it ({' '.join(str(exc).split())}); unset it, or name a layer numba "
-                f"has here (workqueue is built in)")
+                f"has here (workqueue is built in; streamcov runs its kernels one at a time under it)")
     return None
+
+
+# numba's workqueue threading layer (its fallback where neither TBB nor OpenMP loads: a slim image, a Mac
+# without tbb) aborts the process when two threads run parallel kernels at once, and every Dask thread of the
+# engine, or a user's thread pool, does. Under it the parallel kernels take turns on this lock.
+_SERIAL_LOCK = threading.RLock()
+_SERIAL: bool | None = None
+
+
+def parallel_kernels():
+    """The context of a call of a parallel numba kernel: under the workqueue layer, a process-wide lock (the
+    kernels take turns: slower, never an abort), else nothing."""
+    global _SERIAL
+    if _SERIAL is None:
+        import numba
+
+        try:
+            numba.get_num_threads()   # starts the layer, as the first parallel kernel would
+            _SERIAL = numba.threading_layer() == "workqueue"
+        except ValueError:   # a layer that cannot start: the kernel's own call says so (numba_environment_problem)
+            _SERIAL = False
+    return _SERIAL_LOCK if _SERIAL else contextlib.nullcontext()
+
+
+def run_parallel(kernel, *args, **kwargs):
+    """``kernel(*args, **kwargs)``, a parallel numba kernel called from Python, in :func:`parallel_kernels`."""
+    with parallel_kernels():
+        return kernel(*args, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ._config import run_parallel
 from ._kernels import lowrank as _klr
 from ._kernels import spd as _ks
 from .errors import NotSPDError
@@ -89,7 +90,7 @@ def sym_vec(mats) -> np.ndarray:
     """Upper triangle with off-diagonals times sqrt(2): ``<vec A, vec B> = <A, B>_F``."""
     mats, squeeze = _check_stack(mats)
     out = np.empty((len(mats), vec_dim(mats.shape[1])))
-    _ks.sym_vec(mats, out)
+    run_parallel(_ks.sym_vec, mats, out)
     return out[0] if squeeze else out
 
 
@@ -110,7 +111,7 @@ def sym_unvec(vecs) -> np.ndarray:
     if not np.isfinite(vecs).all():
         raise ValueError(f"vecs {int(np.argwhere(~np.isfinite(vecs))[0][0])} contains NaN or inf")
     out = np.empty((len(vecs), d, d))
-    _ks.sym_unvec(np.ascontiguousarray(vecs), out)
+    run_parallel(_ks.sym_unvec, np.ascontiguousarray(vecs), out)
     return out[0] if squeeze else out
 
 
@@ -118,7 +119,7 @@ def _matrix_function(mats, kind: str):
     mats, squeeze = _check_stack(mats)
     out = np.empty_like(mats)
     min_eig = np.empty(len(mats))
-    _ks.stack_mat(mats, np.ones(len(mats)), 0.0, _KINDS[kind], out, min_eig)
+    run_parallel(_ks.stack_mat, mats, np.ones(len(mats)), 0.0, _KINDS[kind], out, min_eig)
     describe, largest = (lambda i: f"matrix {i}"), (lambda i: float(np.abs(mats[i]).max()))
     if kind != "exp":   # an eigenvalue that is not finite: the matrix was too large for the eigensolver
         _check_finite_result(min_eig[:, None], largest, 0.0, describe)
@@ -341,9 +342,9 @@ def _dense_log_vectors(mats, s, gammas, relative, normalize, describe, n_jobs):
         out = np.empty((n, vec_dim(d)))
         min_eig = np.empty(n)
         if relative:
-            _ks.stack_vec(mats, s / g, 1.0, 0, normalize, out, min_eig)
+            run_parallel(_ks.stack_vec, mats, s / g, 1.0, 0, normalize, out, min_eig)
         else:
-            _ks.stack_vec(mats, s, g, 0, normalize, out, min_eig)
+            run_parallel(_ks.stack_vec, mats, s, g, 0, normalize, out, min_eig)
         _raise_not_spd(min_eig, g, describe)
         outs.append(out)
     return outs
@@ -360,7 +361,7 @@ def _lowrank_log_vectors(mats, s, gammas, relative, normalize, idx, cap):
         out = np.empty((n, vec_dim(d)))
         ok = np.zeros(len(idx), dtype=np.bool_)
         scale, shift = (s / g, 1.0) if relative else (s, g)
-        _klr.stack_log_vec(mats, idx, scale, shift, normalize, cap, out, ok)
+        run_parallel(_klr.stack_log_vec, mats, idx, scale, shift, normalize, cap, out, ok)
         done &= ok
         outs.append(out)
     return outs, done

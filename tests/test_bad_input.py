@@ -4383,7 +4383,8 @@ def test_info_of_a_store_does_not_check_numba(shared, monkeypatch):
     ("NUMBA_NUM_THREADS", "0", r"environment variable NUMBA_NUM_THREADS='0': expected an integer >= 1"),
     ("NUMBA_THREADING_LAYER", "bogus", r"environment variable NUMBA_THREADING_LAYER='bogus': numba cannot start it "
                                        r"\(The threading layer requested 'bogus' is unknown to Numba\.\); unset it, "
-                                       r"or name a layer numba has here \(workqueue is built in\)$"),
+                                       r"or name a layer numba has here \(workqueue is built in; streamcov runs its "
+                                       r"kernels one at a time under it\)$"),
 ])
 def test_numba_environment_in_a_new_process(variable, value, pattern, tmp_path):
     """As a user's shell starts streamcov (numba reads its variables as it is imported): NUMBA_NUM_THREADS=0

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np  # noqa: F401  (BLAS loaded)
 import pytest
-from conftest import assert_same_bits
+from conftest import REPO, assert_same_bits
 from threadpoolctl import threadpool_info
 
 from streamcov._config import blas_threads
@@ -424,3 +424,49 @@ def test_more_threads_than_cores_are_said_not_silently_cut(monkeypatch):
     model = ModelTable(loss="log_loss", learning_rate="optimal", C=10.0, epochs=2, scale="center", shuffle_blocks=2)
     with pytest.warns(UserWarning, match=r"^study\.jobs = 8 \(--jobs\) and 2 cores available: 2 processes used$"):
         study.accuracies(X, y, [("f", tr, ~tr)], np.arange(2), {"sigma": 1.0}, model, ["rff"], [4], 1, jobs=8)
+
+
+WORKQUEUE_SCRIPT = r"""
+import sys, threading, tomllib
+import numpy as np
+import numba
+import streamcov as sc
+from streamcov import linalg
+
+rng = np.random.default_rng(0)
+X = [rng.normal(size=(30, 60)) for _ in range(16)]
+mats = np.stack([np.cov(rng.normal(size=(40, 20)), rowvar=False) for _ in range(32)])
+errors = []
+
+def work():
+    try:
+        for _ in range(10):
+            sc.LogCovariance(center=(6,)).fit_transform(X)
+            linalg.log_vectors(mats, 1e-3)
+    except BaseException as exc:   # noqa: BLE001
+        errors.append(exc)
+
+threads = [threading.Thread(target=work) for _ in range(3)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert not errors, errors
+d = tomllib.load(open(sys.argv[1], "rb"))
+d["data"]["synthetic"]["n_sequences"] = 120
+d["features"]["n_components"] = 50
+d["model"]["epochs"] = 2
+d["output"] = sys.argv[2]
+result = sc.run(d, scheduler="threads", workers=2)
+print(numba.threading_layer(), result["runtime"]["dask_threads"])
+"""
+
+
+def test_parallel_kernels_take_turns_under_numba_workqueue_layer(tmp_path):
+    """numba's workqueue layer (its fallback where neither TBB nor OpenMP loads) aborts the process (SIGABRT: a
+    notebook's kernel dies) when two threads run parallel kernels at once, as the engine's Dask threads and a
+    user's thread pool do. Under it the kernels take turns (_config.parallel_kernels): three threads of
+    in-memory descriptors and a run on two Dask threads finish."""
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    done = subprocess.run([sys.executable, "-c", WORKQUEUE_SCRIPT, str(REPO / "pipelines" / "synthetic.toml"),
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["workqueue", "2"], done.stdout

@@ -39,7 +39,7 @@ import numpy as np
 from .._config import blas_threads
 
 from .. import linalg
-from .._config import map_threads, progress_bar
+from .._config import map_threads, progress_bar, run_parallel
 from .._kernels import logHS as _kl
 from ..errors import NotSPDError
 from ..kernels import _bandwidth, distances, gaussian_kernel, squared_distances
@@ -268,17 +268,17 @@ def stein_divergences(covs_a, covs_b=None, gamma: float = 1e-3) -> np.ndarray:
     a = np.ascontiguousarray(a + gamma * eye)
     b = a if covs_b is None else np.ascontiguousarray(b + gamma * eye)
     lda = np.empty(len(a))
-    _kl.logdets(a, lda)  # numba Cholesky, no BLAS
+    run_parallel(_kl.logdets, a, lda)  # numba Cholesky, no BLAS
     ldb = lda if covs_b is None else np.empty(len(b))
     if covs_b is not None:
-        _kl.logdets(b, ldb)
+        run_parallel(_kl.logdets, b, ldb)
     for name, ld in (("covs_a", lda), ("covs_b", ldb)):
         if not np.isfinite(ld).all():
             i = int(np.flatnonzero(~np.isfinite(ld))[0])
             raise NotSPDError(f"{name}: matrix {i} + gamma I is not positive definite; "
                                    f"increase gamma (now {gamma})")
     out = np.empty((len(a), len(b)))
-    _kl.pairwise_stein(a, b, lda, ldb, out)
+    run_parallel(_kl.pairwise_stein, a, b, lda, ldb, out)
     return out
 
 

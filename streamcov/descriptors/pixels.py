@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .._config import run_parallel
 from .._kernels import pixels as _kp
 from ..errors import ConfigError, toml_value
 
@@ -461,8 +462,7 @@ def covariances_from_packed(pixels, offsets, shapes, spec) -> np.ndarray:
     n = spec.n_features
     out = np.empty((len(offsets) - 1, n, n))
     out_n = np.empty(len(offsets) - 1, dtype=np.int64)
-    _kp.ragged_covariances(np.ascontiguousarray(pixels, dtype=np.float64),
-                           np.ascontiguousarray(offsets, dtype=np.int64),
-                           np.ascontiguousarray(shapes, dtype=np.int64), spec.table(),
-                           gxr, gxi, gyr, gyi, int(spec.stride), out, out_n)
+    run_parallel(_kp.ragged_covariances, np.ascontiguousarray(pixels, dtype=np.float64),
+                 np.ascontiguousarray(offsets, dtype=np.int64), np.ascontiguousarray(shapes, dtype=np.int64),
+                 spec.table(), gxr, gxi, gyr, gyi, int(spec.stride), out, out_n)
     return out

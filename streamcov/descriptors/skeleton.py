@@ -26,6 +26,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import kernels, linalg
+from .._config import run_parallel
 from .._kernels import covariance as _kc
 from .._kernels import kernelized as _kk
 from .._kernels import spd as _ks
@@ -170,7 +171,7 @@ def segment_moments(frames, starts, stops, selection: JointSelection):
     out_mean = np.empty((len(starts), d))
     out_m2 = np.empty((len(starts), d, d))
     c, k = selection.arrays()
-    _kc.segment_moments(frames, starts, stops, c, k, out_n, out_mean, out_m2)
+    run_parallel(_kc.segment_moments, frames, starts, stops, c, k, out_n, out_mean, out_m2)
     return out_n, out_mean, out_m2
 
 
@@ -243,8 +244,8 @@ def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: fl
     out = np.empty((len(starts), vec_dim(d)), dtype=np.float64)
     min_eig = np.empty(len(starts))
     c, k = selection.arrays()
-    _ks.frames_log_vec(frames, starts, stops, c, k, float(gamma), int(ddof), bool(normalize),
-                       n, out, min_eig)
+    run_parallel(_ks.frames_log_vec, frames, starts, stops, c, k, float(gamma), int(ddof), bool(normalize),
+                 n, out, min_eig)
     linalg._raise_not_spd(min_eig, gamma, lambda i: _sequence(i, n[i], d))
     # a gamma near float64's largest (1e308) overflowed the eigensolver: NaN descriptors, without a word
     def largest(i):   # of the covariance's entries, about the square of the largest coordinate
@@ -864,8 +865,8 @@ def window_partials(ext, ie0: int, ip0: int, ip1: int, T: int, plan: PyramidPlan
     mean = np.empty((W, d))
     m2 = np.empty((W, d, d))
     keep = np.arange(d // 3, dtype=np.int64)
-    _kc.segment_moments(F, starts.astype(np.int64), stops.astype(np.int64), np.empty(0, np.int64), keep,
-                        n, mean, m2)
+    run_parallel(_kc.segment_moments, F, starts.astype(np.int64), stops.astype(np.int64), np.empty(0, np.int64),
+                 keep, n, mean, m2)
     return n, mean, m2
 
 
@@ -949,9 +950,9 @@ def pyramid_from_moments(n, mean, m2, sums, n_frames, plan: PyramidPlan, dtype=n
     m = 1.0 if plan.matrix == "rbf-raw" else float(plan.mean_weight)
     D = d + (1 if m > 0 else 0)
     C = np.empty((S, W, D, D))
-    _kc.window_matrices(np.ascontiguousarray(n, dtype=np.int64), np.ascontiguousarray(mean, dtype=np.float64),
-                        np.ascontiguousarray(m2, dtype=np.float64), rot, size, int(plan.ddof), m,
-                        C.reshape(S * W, D, D))
+    run_parallel(_kc.window_matrices, np.ascontiguousarray(n, dtype=np.int64),
+                 np.ascontiguousarray(mean, dtype=np.float64), np.ascontiguousarray(m2, dtype=np.float64), rot, size,
+                 int(plan.ddof), m, C.reshape(S * W, D, D))
     if plan.matrix in RBF_MATRICES:
         E = C.reshape(S * W, D, D)
         K = _kernelized(E, d, plan.matrix, _kernel_coef(plan.kernel_sigma))

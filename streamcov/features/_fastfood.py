@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._config import run_parallel
 from .._kernels import fwht as _kf
 from ._fourier import _FourierBase, _resolve_gamma, _validate_data
 
@@ -134,6 +135,6 @@ class FastfoodSampler(_FourierBase):
         X = np.ascontiguousarray(_validate_data(self, X, reset=False))
         n_out = self._n_features_out
         out = np.empty((X.shape[0], n_out), dtype=X.dtype)
-        _kf.fastfood_cos(X, self.signs_, self.permutations_, self.gaussians_, self.scalings_,
-                         self.random_offset_, np.sqrt(2.0 / n_out), numba.get_num_threads(), out)
+        run_parallel(_kf.fastfood_cos, X, self.signs_, self.permutations_, self.gaussians_, self.scalings_,
+                     self.random_offset_, np.sqrt(2.0 / n_out), numba.get_num_threads(), out)
         return out

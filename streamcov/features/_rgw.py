@@ -11,6 +11,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._config import run_parallel
 from .._fitparams import FitParams
 from .._kernels.products import grouped_products
 from ..errors import ConfigError
@@ -176,7 +177,7 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
     ``k(x', 0)`` where ``sq`` (squared norms of the rows) is given; a ValueError when a feature is not
     finite. The degrees of a Maclaurin-type map reach tens: inputs of large norm overflow, and a NaN
     would otherwise flow silently into a learner."""
-    grouped_products(z, starts, scales.astype(out.dtype), out)
+    run_parallel(grouped_products, z, starts, scales.astype(out.dtype), out)
     if sq is not None:
         with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below
             out *= gaussian_kernel(sq, float(sigma)).astype(out.dtype)[:, None]   # k(x', 0)
