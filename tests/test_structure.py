@@ -111,3 +111,52 @@ def test_one_did_you_mean():
     place that imports difflib (seven modules had each worded the hint their own way)."""
     users = sorted(str(p.relative_to(REPO)) for p in PKG.rglob("*.py") if "difflib" in p.read_text())
     assert users == ["streamcov/errors.py"]
+
+
+def _parallel_kernels() -> set[str]:
+    """Names of the _kernels functions that run a parallel region: decorated ``njit(parallel=True)``, or calling
+    one (a jitted entry point around a parallel kernel), to a fixed point."""
+    defs, calls = {}, {}
+    for path in (PKG / "_kernels").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                parallel = any(isinstance(d, ast.Call) and any(k.arg == "parallel" and getattr(k.value, "value", 0)
+                                                               for k in d.keywords) for d in node.decorator_list)
+                defs[node.name] = defs.get(node.name, False) or parallel
+                calls[node.name] = {c.func.id for c in ast.walk(node)
+                                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    par = {n for n, p in defs.items() if p}
+    while True:
+        more = {n for n, called in calls.items() if called & par} - par
+        if not more:
+            return par
+        par |= more
+
+
+def test_every_python_call_of_a_parallel_kernel_goes_through_run_parallel():
+    """numba's workqueue layer aborts the process when two threads run parallel kernels at once; the kernels take
+    turns under it only if every call from Python goes through _config.run_parallel (a call made directly would
+    abort again under concurrent use)."""
+    par = _parallel_kernels()
+    # decorated ones, and stack_vec, a jitted entry point around the parallel _stack
+    assert {"frames_log_vec", "_stack", "stack_vec", "segment_moments", "ragged_covariances"} <= par
+    direct = []
+    for path in PKG.rglob("*.py"):
+        if "_kernels" in path.parts:
+            continue
+        tree = ast.parse(path.read_text())
+        modules, names = set(), set()   # aliases of _kernels modules, kernels imported by name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "_kernels":
+                if node.module == "_kernels":
+                    modules |= {a.asname or a.name for a in node.names}
+                else:
+                    names |= {a.asname or a.name for a in node.names if a.name in par}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if ((isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules
+                 and f.attr in par) or (isinstance(f, ast.Name) and f.id in names)):
+                direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not direct, direct
