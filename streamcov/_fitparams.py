@@ -43,8 +43,10 @@ class FitParams:
         if before is None:
             return
         now = self.get_params(deep=False)
-        # random_state is read by fit alone (its seed is seed_); a RandomState given is consumed there
-        changed = [k for k in before if k != "random_state" and not same(before[k], now.get(k))]
+        # random_state is read by fit alone (its seed is seed_); a RandomState given is consumed there; an
+        # estimator's own _PREDICT_PARAMS are read at predict and may change after fit (a solver's budget)
+        free = ("random_state", *getattr(self, "_PREDICT_PARAMS", ()))
+        changed = [k for k in before if k not in free and not same(before[k], now.get(k))]
         if changed:
             raise ValueError(f"{type(self).__name__}: {', '.join(changed)} changed since fit (set_params); call fit "
                              f"again, or set {'it' if len(changed) == 1 else 'them'} back to "

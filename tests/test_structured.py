@@ -749,3 +749,36 @@ def test_pose_task_refuses_a_store_of_another_joint_layout(tmp_path):
                                           r"elbows, wrists and hands at 7-12; it has 20 joints, centre \[0\]\); "
                                           r"give a store ingested with --format msr-action3d, or data\.source$"):
         pose_frames(data(tmp_path / "utk.zarr"))
+
+
+def test_fit_shaping_parameters_changed_after_fit_are_refused_predict_budget_is_not():
+    """set_params without a refit: TwinGaussianProcess's criterion met a state of the other criterion (a bare
+    KeyError), GaussianKernelSVC's sigma a new kernel with the old support vectors (10% of predictions moved
+    without a word). Both name the parameter now, as every transformer does; the twin GP's per-row solver budget
+    (n_starts, max_iter, tol) is read at predict and may change."""
+    import streamcov as sc
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = np.sin(X[:, 0])
+    t = TwinGaussianProcess(random_state=0).fit(X, y)
+    before = t.predict(X[:3])
+    t.set_params(criterion="hsic")
+    with pytest.raises(ValueError, match=r"^TwinGaussianProcess: criterion changed since fit \(set_params\); call fit "
+                                         r"again, or set it back to criterion='kl'$"):
+        t.predict(X[:3])
+    with pytest.raises(ValueError, match=r"criterion changed since fit"):
+        t.prediction_objective(X[0])
+    t.set_params(criterion="kl")
+    np.testing.assert_array_equal(t.predict(X[:3]), before)
+    t.set_params(max_iter=100, n_starts=2, tol=1e-8)
+    assert np.isfinite(t.predict(X[:3])).all()
+    Xc = rng.normal(size=(40, 4))
+    yc = (Xc[:, 0] > 0).astype(int)
+    g = sc.GaussianKernelSVC(sigma=1.0).fit(Xc, yc)
+    g.set_params(sigma=0.1)
+    for method in (g.predict, g.decision_function):
+        with pytest.raises(ValueError, match=r"^GaussianKernelSVC: sigma changed since fit \(set_params\); call fit "
+                                             r"again, or set it back to sigma=1\.0$"):
+            method(Xc)
+    assert (g.fit(Xc, yc).predict(Xc) == yc).mean() > 0.5   # refit at the new sigma: accepted

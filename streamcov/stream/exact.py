@@ -19,10 +19,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._fitparams import FitParams
 from ..kernels import block_distances, block_kernel, check_blocks as _check_blocks
 
 
-class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
+class GaussianKernelSVC(FitParams, ClassifierMixin, BaseEstimator):
     """One-vs-one SVC on the precomputed Gaussian kernel of its input rows (times a head kernel).
 
     Equivalent to ``SVC(kernel="rbf", gamma=1 / (2 sigma^2), C=C)`` but with
@@ -106,10 +107,14 @@ class GaussianKernelSVC(ClassifierMixin, BaseEstimator):
         self.support_vectors_ = np.ascontiguousarray(X[self.svc_.support_])
         self.n_train_ = len(X)
         self.classes_ = self.svc_.classes_
+        self._remember_params()
         return self
 
     def _kernel(self, X):
         check_is_fitted(self)
+        # sigma, blocks, views and the head's settings are read again here: changed after fit (set_params), the
+        # fitted support vectors and dual coefficients met another kernel and predictions moved without a word
+        self._check_params_unchanged()
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         K = np.zeros((len(X), self.n_train_))
         K[:, self.svc_.support_] = self._gram(X, self.support_vectors_)

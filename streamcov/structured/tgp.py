@@ -55,6 +55,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from .._config import blas_threads, total_memory
+from .._fitparams import FitParams
 
 from ..kernels import _real, gaussian_kernel, sigma_from_gamma
 
@@ -164,7 +165,7 @@ LEFT_THE_DATA = 1e-2
 FALLBACK_STARTS = 64
 
 
-class TwinGaussianProcess(RegressorMixin, BaseEstimator):
+class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
     """Twin Gaussian Process regressor, optionally with learned kernel maps.
 
     ``criterion="kl"`` with ``kernel_transform`` set is HOTGP and
@@ -232,6 +233,9 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         cross-validated.
     n_features_in_ : int
     """
+
+    # read by predict, and free to change after fit (the per-row solver's budget); the others shape the fit
+    _PREDICT_PARAMS = ("n_starts", "max_iter", "tol")
 
     def __init__(self, *, criterion="kl", kernel_transform=None, degree_input=None,
                  degree_output=None, gegenbauer_weight_input=0.51, gegenbauer_weight_output=0.52,
@@ -362,6 +366,7 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
             with _blas_threads(X.shape[0]):
                 self._state = self._prepare(X, self._Yc, self._Ysq, record=True)
         self._nn = NearestNeighbors().fit(X)
+        self._remember_params()
         return self
 
     def _kx(self, A, B=None):
@@ -515,6 +520,7 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
         ``L_HSIC`` of the module docstring. Not available in local mode.
         """
         check_is_fitted(self)
+        self._check_params_unchanged()
         if self.local_:
             raise ValueError("prediction_objective is not available with approximation='local'; "
                              "the training set differs per test point")
@@ -534,6 +540,9 @@ class TwinGaussianProcess(RegressorMixin, BaseEstimator):
     def _predict(self, X):
         """:meth:`predict`'s outputs and how many rows fell back to their nearest training output."""
         check_is_fitted(self)
+        # the criterion, bandwidths and maps shape the fitted state: changed since fit, predict met a state of
+        # another criterion (a KeyError) or mixed the two
+        self._check_params_unchanged()
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         out_dtype = X.dtype
         Xd = np.asarray(X, dtype=np.float64)
