@@ -1263,3 +1263,29 @@ def test_a_C_whose_penalty_is_zero_or_infinite_is_refused(C):
     with pytest.raises(ValueError, match=rf"^C={re.escape(repr(C))} gives the penalty 1 / \(C n\) = (inf|0\.0) for 40 training rows, "
                                          rf"which the learner cannot take; give C between 1e-300 and 1e300$"):
         LBFGSClassifier(C=C).fit(X, y)
+
+
+def test_n_jobs_reads_as_scikit_learn_reads_it(monkeypatch):
+    """n_jobs=-1 (all cores, by scikit-learn's habit) was refused; n_jobs beyond the cores warned in the command
+    line's words (--workers, dask.workers). -1 and -2 count back from the cores, more than the cores is said in
+    the estimator's own words, 0 is refused."""
+    import warnings
+
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from streamcov import _config
+
+    monkeypatch.setattr(_config, "available_cores", lambda: 2)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    y = (X[:, 0] > 0).astype(int)
+    one = LBFGSClassifier().fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (-1, -2, 2):
+            np.testing.assert_allclose(LBFGSClassifier(n_jobs=n).fit(X, y).coef_, one.coef_, rtol=0, atol=1e-6)
+    with pytest.warns(UserWarning, match=r"^n_jobs=8 and 2 cores available: 2 threads used$"):
+        LBFGSClassifier(n_jobs=8).fit(X, y)
+    with pytest.raises(InvalidParameterError, match=r"'n_jobs' parameter of LBFGSClassifier must be None, an int in "
+                                                    r"the range \[1, inf\) or an int in the range \(-inf, -1\]"):
+        LBFGSClassifier(n_jobs=0).fit(X, y)

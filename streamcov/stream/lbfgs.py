@@ -1555,7 +1555,8 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         ``cache`` is not ``"stream"``. The same model up to rounding and the
         stopping test (see :func:`train_lbfgs`).
     n_jobs : int, default=None
-        Threads for :meth:`fit` on in-memory data (None: this thread).
+        Threads for :meth:`fit` on in-memory data (None or 1: this thread; -1 every core, -2 all but one, ...,
+        as in scikit-learn); at most one per core.
     random_state : int, RandomState or None, default=None
         Draws the validation rows; nothing else is random.
 
@@ -1601,7 +1602,7 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         "cache": [StrOptions(set(CACHE_MODES))],
         "warm_start": ["boolean"],
         "span": [StrOptions({"auto", "rows", "features"})],
-        "n_jobs": [None, Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [None, Interval(Integral, 1, None, closed="left"), Interval(Integral, None, -1, closed="right")],
         "random_state": ["random_state"],
     }
 
@@ -1640,12 +1641,21 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
             self.coef_ = None    # another set of classes: nothing to start from
         blocks = _ArrayBlocks(X, chunk_rows(X.shape[1]))
         mask = np.ones(len(X), dtype=bool)
-        if self.n_jobs is None or self.n_jobs == 1:
+        n_jobs = 1
+        if self.n_jobs is not None:
+            from .._config import _thread_count, available_cores
+
+            n_jobs = _thread_count(self.n_jobs, available_cores())
+            if n_jobs > available_cores():   # said in this estimator's words, not the command line's
+                warnings.warn(f"n_jobs={self.n_jobs} and {available_cores()} cores available: {available_cores()} "
+                              f"threads used", stacklevel=2)
+                n_jobs = available_cores()
+        if n_jobs == 1:
             train_lbfgs(blocks, codes.astype(np.int64), mask, np.arange(len(classes)), self)
         else:
             from .runtime import dask_runtime
 
-            with dask_runtime("threads", self.n_jobs) as runtime:
+            with dask_runtime("threads", n_jobs) as runtime:
                 train_lbfgs(blocks, codes.astype(np.int64), mask, np.arange(len(classes)), self, runtime=runtime)
         self.classes_ = classes
         if self.stop_reason_ == "max_iter":
