@@ -172,6 +172,22 @@ def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, thr
         assert_same_bits(model[k], model_b[k], k)
 
 
+def test_a_notebooks_client_or_cluster_object_is_taken_as_the_scheduler(synth_store, threaded, tmp_path):
+    """scheduler=client (a notebook's distributed.Client) or its cluster object was refused with the names and
+    the address form; its scheduler's address is used, the features are the threaded run's, and the user's client
+    is left working."""
+    from distributed import Client
+
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        for i, given in enumerate((client, client.cluster)):
+            res = run_pipeline(pipeline_cfg(synth_store, tmp_path / f"o{i}"), scheduler=given)
+            assert res["runtime"]["scheduler"] == client.scheduler.address
+            X, done = read_features(res)
+            X0, _ = read_features(threaded)
+            assert done.all() and np.array_equal(X, X0)
+        assert client.submit(lambda x: x + 1, 1).result() == 2
+
+
 def test_a_scheduler_without_workers_is_an_error(synth_store, tmp_path, monkeypatch):
     """A scheduler that has no worker took the run's work and held it without a word (a run waited until it
     was killed, its output folder made); it is refused WORKER_WAIT seconds after connecting, before any

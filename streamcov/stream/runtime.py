@@ -46,7 +46,8 @@ def expected_scheduler(name) -> str:
     ipv6 = (isinstance(name, str) and name.startswith(("tcp://", "tls://"))
             and any(c in name.partition("://")[2].rpartition(":")[0] for c in "[]:"))
     return (f"one of {', '.join(SCHEDULERS)} or a scheduler address tcp://HOST:PORT"
-            + (" (an IPv6 host in brackets: tcp://[::1]:8786)" if ipv6 else ""))
+            + (" (an IPv6 host in brackets: tcp://[::1]:8786)" if ipv6 else "")
+            + ("" if isinstance(name, str) else " (in Python also a distributed.Client or a cluster object)"))
 
 
 def workers_unread(scheduler: str | None) -> str | None:
@@ -85,12 +86,29 @@ def check_local_workers(n: int | None, what: str) -> None:
                      f"use at most {fits} worker{'s' * (fits > 1)}", total=total)
 
 
+def _address_of(scheduler):
+    """A notebook's ``distributed.Client`` or cluster object (``LocalCluster``) given as the scheduler: its
+    scheduler's address, which the run connects to (the user's client and cluster are left as they are);
+    anything else as given."""
+    try:
+        from distributed import Client
+        from distributed.deploy import Cluster
+    except ImportError:   # pragma: no cover - a dependency
+        return scheduler
+    if isinstance(scheduler, Client):
+        return scheduler.scheduler.address
+    if isinstance(scheduler, Cluster):
+        return scheduler.scheduler_address
+    return scheduler
+
+
 def resolve_runtime(scheduler, workers) -> tuple:
     """``(scheduler or None, workers or None)`` checked, the same for the command line and the Python API:
     a scheduler name or address, a worker count >= 1 that the scheduler reads; a count alone is a
     LocalCluster of that many single-threaded workers. Errors name the two as the caller typed them
     (:func:`streamcov.errors.arg`)."""
     fw = arg_name("workers")
+    scheduler = _address_of(scheduler)
     if workers is not None:
         workers = int_arg("workers", workers)
         from .._config import MAX_WORKERS
