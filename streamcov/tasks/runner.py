@@ -32,7 +32,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     scheduler, workers :
         ``threads`` (default), ``synchronous``, ``local-cluster`` (``workers``
         single-threaded worker processes) or a scheduler address
-        ``tcp://HOST:PORT``; ``workers`` alone means a LocalCluster of that many.
+        ``tcp://HOST:PORT``, or a ``distributed.Client`` or cluster object of the caller's (its scheduler's
+        address: the caller's client is left as it is); ``workers`` alone means a LocalCluster of that many.
     progress, resume : bool
         Progress bars; continue an interrupted run from its checkpoints.
     note : callable, optional
