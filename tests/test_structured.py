@@ -782,3 +782,14 @@ def test_fit_shaping_parameters_changed_after_fit_are_refused_predict_budget_is_
                                              r"again, or set it back to sigma=1\.0$"):
             method(Xc)
     assert (g.fit(Xc, yc).predict(Xc) == yc).mean() > 0.5   # refit at the new sigma: accepted
+
+
+def test_twin_gp_refuses_training_inputs_that_are_all_the_same_row():
+    """Every input the same: the median heuristic fell back to gamma_x = 1 and the KL criterion predicted -8.7
+    for outputs 0..9, outside them, without a word."""
+    with pytest.raises(ValueError, match=r"^X: all 10 training inputs are the same row; a twin GP predicts from how "
+                                         r"the inputs differ: give inputs that vary$"):
+        TwinGaussianProcess().fit(np.zeros((10, 2)), np.arange(10.0))
+    X = np.zeros((10, 2))
+    X[3, 1] = 1.0   # one that differs is enough to fit
+    assert np.isfinite(TwinGaussianProcess().fit(X, np.arange(10.0)).predict(X[:2])).all()

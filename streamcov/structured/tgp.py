@@ -306,6 +306,11 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
                              dtype=[np.float64, np.float32], ensure_min_samples=2)
         Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
         X = np.asarray(X, dtype=np.float64)
+        if X.shape[1] and not np.ptp(X, axis=0).any():
+            # every input the same: nothing to predict from; the median heuristic fell back to gamma_x = 1 and the
+            # KL criterion then predicted outside the training outputs (-8.7 for outputs 0..9), without a word
+            raise ValueError(f"X: all {X.shape[0]} training inputs are the same row; a twin GP predicts from how "
+                             f"the inputs differ: give inputs that vary")
         self._y_1d = np.ndim(y) == 1
         rng = check_random_state(self.random_state)
         n = X.shape[0]
