@@ -186,6 +186,12 @@ def test_a_notebooks_client_or_cluster_object_is_taken_as_the_scheduler(synth_st
             X0, _ = read_features(threaded)
             assert done.all() and np.array_equal(X, X0)
         assert client.submit(lambda x: x + 1, 1).result() == 2
+    # once closed: one line, not an AttributeError on its missing scheduler
+    from streamcov.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^scheduler=<Client: No scheduler connected>: that Client is closed \(no "
+                                          r"scheduler connected\); give a running one, or its scheduler's address$"):
+        run_pipeline(pipeline_cfg(synth_store, tmp_path / "o3"), scheduler=client)
 
 
 def test_a_scheduler_without_workers_is_an_error(synth_store, tmp_path, monkeypatch):
@@ -259,3 +265,32 @@ def test_unreachable_scheduler_is_an_error(synth_store, tmp_path, monkeypatch):
         assert dask.config.get("scheduler", None) != "dask.distributed"
         assert int(da.ones(4).sum().compute(scheduler="threads")) == 4
         assert int(da.ones(4).sum().compute()) == 4
+
+def test_the_security_of_a_client_given_as_scheduler_goes_to_the_runs_own_client(monkeypatch):
+    """A tls:// cluster's client given as the scheduler: the run's own client connected to its address without
+    its certificates and was refused (TypeError: TLS expects a ssl_context). The given object's security is kept
+    by address and passed to the run's client; an address typed alone connects as before."""
+    from distributed import Client
+
+    import streamcov.stream.runtime as runtime
+
+    class Given(Client):   # what _address_of reads of a running client, without a cluster to run
+        def __init__(self):
+            pass
+
+        scheduler = type("S", (), {"address": "tls://127.0.0.1:8786"})()
+        status = "running"
+        security = "its certificates"
+
+    made = []
+
+    class Fake:
+        def __init__(self, address, **kwargs):
+            made.append((address, kwargs))
+
+    monkeypatch.setattr(runtime, "_SECURITY", {})
+    assert runtime._address_of(Given()) == "tls://127.0.0.1:8786"
+    runtime._connect(Fake, "tls://127.0.0.1:8786")
+    runtime._connect(Fake, "tcp://127.0.0.1:8786")
+    assert made == [("tls://127.0.0.1:8786", {"set_as_default": False, "security": "its certificates"}),
+                    ("tcp://127.0.0.1:8786", {"set_as_default": False})]

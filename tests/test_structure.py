@@ -147,11 +147,16 @@ def test_every_python_call_of_a_parallel_kernel_goes_through_run_parallel():
         tree = ast.parse(path.read_text())
         modules, names = set(), set()   # aliases of _kernels modules, kernels imported by name
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "_kernels":
-                if node.module == "_kernels":
+            # relative (from .._kernels import spd) or absolute (from streamcov._kernels import spd, import
+            # streamcov._kernels.spd as ks)
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = node.module.removeprefix("streamcov.")
+                if module == "_kernels":
                     modules |= {a.asname or a.name for a in node.names}
-                else:
+                elif module.startswith("_kernels."):
                     names |= {a.asname or a.name for a in node.names if a.name in par}
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname for a in node.names if a.asname and a.name.startswith("streamcov._kernels.")}
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue

@@ -793,3 +793,12 @@ def test_twin_gp_refuses_training_inputs_that_are_all_the_same_row():
     X = np.zeros((10, 2))
     X[3, 1] = 1.0   # one that differs is enough to fit
     assert np.isfinite(TwinGaussianProcess().fit(X, np.arange(10.0)).predict(X[:2])).all()
+
+
+def test_twin_gp_degree_cv_folds_of_alike_rows_are_scored_not_refused():
+    """The check of inputs that are all one row is the caller's: a fold of the degree CV holding only the rows
+    that are alike was refused (a data set that varies, with few distinct rows)."""
+    X = np.zeros((12, 2))
+    X[3, 1] = 1.0
+    est = TwinGaussianProcess(kernel_transform="gegenbauer", degree_grid=(1, 2), cv=3, random_state=0)
+    assert np.isfinite(est.fit(X, np.arange(12.0)).predict(X[:2])).all()

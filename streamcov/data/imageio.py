@@ -116,8 +116,10 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
     ``exclude``: folder names (not paths) skipped at any depth; a name other
     than the default ``maps`` that names no folder is refused (a typo would
     keep what it meant to leave out), unless ``exclude_absent_ok``; ``maps`` too
-    when ``exclude_typed`` (the user gave the list: the default's exemption,
-    for ETH-80's segmentation maps, is not for a name they typed). A class folder without images is
+    when ``exclude_typed`` (typed on the command line, ``--exclude maps``: the
+    default's exemption, for ETH-80's segmentation maps, is not for a name the
+    user typed there; the ETH-80 pipeline files name it and run on other
+    folders too). A class folder without images is
     refused; class names that differ only in case are warned of.
     """
     import unicodedata
@@ -440,10 +442,9 @@ def check_float_scale(floats, integer_image) -> None:
                                  f"images to 0 to 1, or convert them to integers")
 
 
-def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool = False,
-                 exclude_typed: bool = False) -> ImageSet:
+def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool = False) -> ImageSet:
     """Read every image under ``root`` (see module docstring) into an :class:`ImageSet`."""
-    entries = scan_folders(root, group_level=group_level, exclude=exclude, exclude_typed=exclude_typed)
+    entries = scan_folders(root, group_level=group_level, exclude=exclude)
     with progress_bar(entries, progress, desc=f"read {Path(root).name}", unit="img") as it:
         images = [read_image(e.path) for e in it]
     # as ingestion's pixel type: float images on another scale than the integer ones beside them are refused

@@ -345,8 +345,8 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         Accept names of ``exclude`` that no folder has (``predict`` leaves out the folders a model's
         training left out, in a folder that may have none of them); else one is refused, as a typo.
     exclude_typed : bool
-        ``exclude`` was given by the user (``--exclude``, a pipeline's ``data.exclude``): ``maps`` is then
-        refused too when no folder has it, not exempt as the default's name.
+        ``exclude`` was typed by the user on the command line (``--exclude``): ``maps`` is then refused too
+        when no folder has it, not exempt as the default's name.
 
     Returns
     -------

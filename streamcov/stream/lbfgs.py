@@ -1648,7 +1648,7 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
             n_jobs = _thread_count(self.n_jobs, available_cores())
             if n_jobs > available_cores():   # said in this estimator's words, not the command line's
                 warnings.warn(f"n_jobs={self.n_jobs} and {available_cores()} cores available: {available_cores()} "
-                              f"threads used", stacklevel=2)
+                              f"threads used", stacklevel=3)   # the caller's line (fit is wrapped once)
                 n_jobs = available_cores()
         if n_jobs == 1:
             train_lbfgs(blocks, codes.astype(np.int64), mask, np.arange(len(classes)), self)

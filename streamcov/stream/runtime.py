@@ -86,20 +86,35 @@ def check_local_workers(n: int | None, what: str) -> None:
                      f"use at most {fits} worker{'s' * (fits > 1)}", total=total)
 
 
+# the security (TLS certificates) of the clients and clusters given as schedulers, by their address: the run's
+# own client connects with it (a tls:// cluster refused a client without it)
+_SECURITY: dict = {}
+
+
 def _address_of(scheduler):
     """A notebook's ``distributed.Client`` or cluster object (``LocalCluster``) given as the scheduler: its
-    scheduler's address, which the run connects to (the user's client and cluster are left as they are);
-    anything else as given."""
+    scheduler's address, which the run connects to with the object's security (the user's client and cluster
+    are left as they are); anything else as given. A closed one is refused."""
     try:
         from distributed import Client
         from distributed.deploy import Cluster
     except ImportError:   # pragma: no cover - a dependency
         return scheduler
     if isinstance(scheduler, Client):
-        return scheduler.scheduler.address
-    if isinstance(scheduler, Cluster):
-        return scheduler.scheduler_address
-    return scheduler
+        running = scheduler.scheduler is not None and scheduler.status == "running"
+        address = scheduler.scheduler.address if running else None
+    elif isinstance(scheduler, Cluster):
+        running = scheduler.status.name == "running"
+        address = scheduler.scheduler_address if running else None
+    else:
+        return scheduler
+    if address is None:
+        raise ConfigError(f"{arg('scheduler', scheduler)}: that {type(scheduler).__name__} is closed (no scheduler "
+                          f"connected); give a running one, or its scheduler's address")
+    security = getattr(scheduler, "security", None)
+    if security is not None:
+        _SECURITY[address] = security
+    return address
 
 
 def resolve_runtime(scheduler, workers) -> tuple:
@@ -415,7 +430,9 @@ def _connect(Client, scheduler: str):
 
     def connect():
         try:
-            client = Client(scheduler, set_as_default=False)
+            security = _SECURITY.get(scheduler)
+            client = (Client(scheduler, set_as_default=False) if security is None else
+                      Client(scheduler, set_as_default=False, security=security))
         except BaseException as exc:   # noqa: BLE001 - handed to the caller's thread as it was raised
             _close_half_made(Client, exc)
             box["error"] = exc

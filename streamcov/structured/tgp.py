@@ -165,6 +165,11 @@ LEFT_THE_DATA = 1e-2
 FALLBACK_STARTS = 64
 
 
+def _all_one_row(X) -> bool:
+    """Whether every row of ``X`` (n, p) is the same (and there is a column to differ in)."""
+    return bool(X.shape[1]) and not np.ptp(X, axis=0).any()
+
+
 class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
     """Twin Gaussian Process regressor, optionally with learned kernel maps.
 
@@ -306,9 +311,11 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
                              dtype=[np.float64, np.float32], ensure_min_samples=2)
         Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
         X = np.asarray(X, dtype=np.float64)
-        if X.shape[1] and not np.ptp(X, axis=0).any():
-            # every input the same: nothing to predict from; the median heuristic fell back to gamma_x = 1 and the
-            # KL criterion then predicted outside the training outputs (-8.7 for outputs 0..9), without a word
+        # every input the same: nothing to predict from; the median heuristic fell back to gamma_x = 1 and the KL
+        # criterion then predicted outside the training outputs (-8.7 for outputs 0..9), without a word. Checked on
+        # the caller's rows (not on a fold of the degree CV, which may hold only the rows that are alike)
+        inner = getattr(self, "_inner_fit", False)
+        if not inner and _all_one_row(X):
             raise ValueError(f"X: all {X.shape[0]} training inputs are the same row; a twin GP predicts from how "
                              f"the inputs differ: give inputs that vary")
         self._y_1d = np.ndim(y) == 1
@@ -320,6 +327,10 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
             if self.approximation == "subsample":
                 idx = np.sort(rng.choice(n, self.max_train, replace=False))
                 X, Y = X[idx], Y[idx]
+                if not inner and _all_one_row(X):
+                    raise ValueError(f"X: the {self.max_train} training inputs drawn (max_train) are all the same "
+                                     f"row; a twin GP predicts from how the inputs differ: raise max_train, or "
+                                     f"give inputs that vary more")
             else:
                 self.local_ = True
         n_exact = self.max_train if self.local_ else X.shape[0]
@@ -509,6 +520,7 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         for p, (a, b) in enumerate(params):
             est = clone(self).set_params(degree_input=a, degree_output=b, gamma_x=self.gamma_x_,
                                          gamma_y=self.gamma_y_, random_state=seed)
+            est._inner_fit = True   # a fold's rows: the caller's were checked
             for tr, te in folds:
                 est.fit(X[tr], Y[tr])
                 # a candidate whose solves diverge scores its fallbacks' error, without predict's warning

@@ -146,8 +146,8 @@ def resolve_image_store(data, progress: bool = False):
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source: {data.source!r}: folder not found")
         return _hinted(ingest_images, data.source, path, group_level=data.group_level,
-                       exclude=tuple(data.exclude), exclude_typed="exclude" in data.model_fields_set,
-                       pixel_dtype=data.pixel_dtype, mode="resume", progress=progress, on_error=data.on_error)
+                       exclude=tuple(data.exclude), pixel_dtype=data.pixel_dtype, mode="resume", progress=progress,
+                       on_error=data.on_error)
 
     def record():
         from functools import partial

@@ -88,7 +88,7 @@ def load_dataset(data, progress: bool = False):
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source {data.source!r}: folder not found")
         images = load_folders(data.source, group_level=data.group_level, exclude=tuple(data.exclude),
-                              progress=progress, exclude_typed="exclude" in data.model_fields_set)
+                              progress=progress)
     else:
         from ..data.images import open_image_store
         images = open_image_store(data.store).to_image_set()
