@@ -383,3 +383,26 @@ def test_info_on_an_interrupted_store_names_every_way_to_finish_it(tmp_path, rng
                                  r"stopped at a file it could not read; re-run it to resume \(with --on-error skip "
                                  r"to leave such a file out, with --restart if its source changed since\)$",
                                  err.strip()), err
+
+
+def test_float32_rounding_of_far_coordinates_is_said_over_an_interrupted_ingestion(tmp_path, rng):
+    """Coordinates near 1e6 moving by tenths lose their motion to float32 (steps of 0.06): said by the ingestion,
+    with the sequences of an interrupted run counted by the run that resumes it (each run counted only its
+    own, and an interrupted one warned of none)."""
+    import warnings
+
+    seqs = make_seqs(rng, 10)
+    for s in seqs[:4]:   # the first four far from the origin
+        s.frames = (s.frames.astype(np.float64) * 0.1 + 1e6).astype(np.float32)
+    path = tmp_path / "s.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert S.ingest(ListSource(seqs), path, chunk_frames=4, limit=3) is None   # interrupted after 3
+    with pytest.warns(UserWarning, match=r"^4 sequence\(s\) lie so far from the origin that storing them as float32 "
+                                         r"rounds their coordinates by up to 0\.0312, over 0\.1% of their motion "
+                                         r"\(first: s0000, rounding 0\.0312 against a range of"):
+        store = S.ingest(ListSource(seqs), path, chunk_frames=4)
+    assert [r[0] for r in store.attrs["float32_rounded"]] == ["s0000", "s0001", "s0002", "s0003"]
+    with warnings.catch_warnings():   # ordinary coordinates: no word
+        warnings.simplefilter("error")
+        S.ingest(ListSource(make_seqs(rng, 6)), tmp_path / "t.zarr", chunk_frames=4)

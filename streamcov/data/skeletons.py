@@ -178,6 +178,18 @@ class SequenceStoreWriter(RaggedStoreWriter):
                          coded={"labels": "label_names", "split": "split_names"},
                          attrs=attrs, same=("source_record", "source", "n_joints"),
                          initial_names={"labels": list(info.label_names or [])}, mode=mode, chunk_given=given)
+        # [id, rounding, motion] of the sequences whose float32 storage rounds away part of their motion
+        # (float32_rounding), committed with the commit point that covers them: an interrupted ingestion's are
+        # counted by the run that resumes it
+        self.rounded = [r for r in self.group.attrs.get("float32_rounded", []) if self.has(r[0])]
+        self._rounded_new: dict = {}
+
+    def commit_attrs(self, ids: list[str]) -> dict:
+        new = [self._rounded_new.pop(i) for i in ids if i in self._rounded_new]
+        if not new:
+            return {}
+        self.rounded += new
+        return {"float32_rounded": list(self.rounded)}
 
     def check(self, seq) -> np.ndarray:
         """The frames of ``seq`` if they fit the store (joint count, finite values); a ValueError otherwise."""
@@ -201,6 +213,9 @@ class SequenceStoreWriter(RaggedStoreWriter):
         frames = self.check(seq)
         if len(frames) == 0:
             raise ValueError(f"sequence {seq.id}: no frames")
+        err, motion = float32_rounding(frames)
+        if err > FLOAT32_ROUNDING * motion:
+            self._rounded_new[str(seq.id)] = [str(seq.id), err, motion]
         return super().append(seq.id, frames.astype(np.float32, copy=False), labels=str(seq.label),
                               subjects=int(seq.subject), split=seq.split)
 
@@ -326,7 +341,6 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
         from tqdm.auto import tqdm
         bar = tqdm(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
     written = 0
-    coarse = []   # (id, rounding, motion) of sequences whose float32 storage rounds away part of their motion
     # a sequence that cannot be read keeps those read before it, or leaves no empty store
     with writer.committed_on_error():
         try:
@@ -341,9 +355,6 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
                 if why is not None:
                     rejected.append(SkippedSequence(seq.id, why))
                     continue
-                err, motion = float32_rounding(frames)
-                if err > FLOAT32_ROUNDING * motion:
-                    coarse.append((seq.id, err, motion))
                 writer.append(seq)
                 written += 1
                 if bar is not None:
@@ -363,8 +374,9 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
             listed = [asdict(s) if hasattr(s, "__dataclass_fields__") else dict(s) for s in skipped]
             raise StoreError(f"{out}: every sequence was skipped, none written ({len(skipped)} skipped "
                              f"{skipped_text(listed)}); no store was written")
-        if coarse:
+        store = writer.close(skipped=skipped, repairs=repairs)
+        if writer.rounded:   # this run's and an interrupted one's before it
             import warnings
 
-            warnings.warn(_coarse_note(coarse), stacklevel=3)
-        return writer.close(skipped=skipped, repairs=repairs)
+            warnings.warn(_coarse_note(writer.rounded), stacklevel=3)
+        return store
