@@ -221,6 +221,8 @@ def _cmd_study(args) -> int:
         study["data_root"] = args.data
     if args.gram_seeds is not None:
         study["gram_seeds"] = args.gram_seeds
+    elif args.quick:   # 20 draws per point of the Gram curves took five of the quick run's ten minutes
+        study["gram_seeds"] = 2
     cfg = {"task": "kernel-approx-study", "name": "kernel_approx", "output": args.out, "study": study}
     print(json.dumps(run(cfg, progress=not args.quiet, flags=flags), default=float))
     return 0
@@ -260,6 +262,17 @@ def _cmd_synth(args) -> int:
     return 0
 
 
+def _generated(store) -> bool:
+    """Whether ``store`` was written by ``streamcov synth`` (its source record is the generator's)."""
+    from .data.ragged import read_only_attrs
+
+    try:
+        record = read_only_attrs(store).get("source_record")
+    except Exception:   # noqa: BLE001 - a courtesy of the message: an unreadable record is not the generator's
+        return False
+    return isinstance(record, dict) and record.get("format") == "synthetic"
+
+
 def _cmd_info(args) -> int:
     from .errors import ConfigError
 
@@ -290,6 +303,9 @@ def _cmd_info(args) -> int:
             if by is not None:
                 print(f"{args.store}: INCOMPLETE store ({what} committed): being written by process {by.get('pid')} "
                       f"on {by.get('host')} since {by.get('started')}", file=sys.stderr)
+            elif _generated(args.store):   # streamcov synth reads no files: no --on-error, no source to change
+                print(f"{args.store}: INCOMPLETE store ({what} committed): the generation was interrupted; run the "
+                      f"same streamcov synth command again to resume", file=sys.stderr)
             else:
                 print(f"{args.store}: INCOMPLETE store ({what} committed): the ingestion was interrupted, or "
                       f"stopped at a file it could not read; re-run it to resume (with --on-error skip to leave "
@@ -350,12 +366,29 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        # an unknown flag of a subcommand was refused by the top level ("streamcov: error: unrecognized arguments
+        # ... see `streamcov --help`"): refused by the subcommand it was typed to, pointing at its help
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self
+            while True:
+                subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+                chosen = getattr(ns, subs[0].dest, None) if subs else None
+                if chosen not in (subs[0].choices if subs else {}):
+                    break
+                parser = subs[0].choices[chosen]
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
+
 
 def build_parser() -> argparse.ArgumentParser:
     from .data.readers import FORMATS
     from .tasks.demos import DEMOS
 
-    p = _Parser(prog="streamcov", description=__doc__.splitlines()[0])
+    p = _Parser(prog="streamcov", description="Covariance descriptors of skeleton sequences and images, out of core: "
+                                              "ingest archives into stores, run pipelines, predict with saved "
+                                              "models (README.md).")
     sub = p.add_subparsers(dest="command", required=True)
 
     def runtime_flags(parser):
@@ -443,15 +476,18 @@ def build_parser() -> argparse.ArgumentParser:
     ssub = st.add_subparsers(dest="study", required=True)
     ka = ssub.add_parser("kernel-approx", help="every feature map against nu: Gram error, variance slope, "
                                              "accuracy (paper 000, Figure 1)")
-    ka.add_argument("--quick", action="store_true", help="MSR only, nu in {10, 50, 200, 1000}, 2 seeds")
+    ka.add_argument("--quick", action="store_true",
+                    help="MSR only, nu in {10, 50, 200, 1000}, 2 seeds (and 2 Gram seeds): a few minutes")
     ka.add_argument("--datasets", help="comma list of msr, florence, utkinect, hdm05")
     ka.add_argument("--maps", help="comma list (default: every map)")
     ka.add_argument("--nus", help="comma list of feature dimensions")
     ka.add_argument("--seeds", type=positive_int, help="map seeds per point (default 10)")
     ka.add_argument("--data", type=nonempty_input, help="folder holding <dataset>/raw (default ../shared/data)")
     ka.add_argument("--gram-seeds", type=positive_int,
-                    help="map seeds of the Gram-error curves (default 20; 1 for a quick accuracy-only run)")
-    ka.add_argument("--out", default="runs/study_kernel_approx", type=nonempty_path)
+                    help="map seeds of the Gram-error curves (default 20, 2 with --quick; 1 for a quick "
+                         "accuracy-only run)")
+    ka.add_argument("--out", default="runs/study_kernel_approx", type=nonempty_path,
+                    help="folder for results.csv, table.md and the plots (default runs/study_kernel_approx)")
     ka.add_argument("--jobs", type=positive_int, default=1,
                     help="processes for the accuracy fits (one numba/BLAS thread each; default 1)")
     ka.add_argument("--learners", default="sgd,svm",

@@ -127,7 +127,7 @@ class ModelError(StreamcovError, ValueError):
 
 
 class MissingExtraError(ConfigError, ImportError):
-    """An optional extra of streamcov is not installed (e.g. ``pip install streamcov[cnn]``)."""
+    """An optional extra of streamcov is not installed (e.g. ``pip install 'streamcov[cnn]'``)."""
 
 
 class WeightsError(StreamcovError, ValueError):

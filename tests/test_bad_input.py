@@ -2449,6 +2449,41 @@ def test_an_out_name_too_long_for_the_temporary_is_refused_before_the_work(share
     assert not list(env.tmp.glob(".p*"))
 
 
+def test_a_run_on_another_store_says_it_replaces_the_earlier_results_and_no_stale_predictions_stay(shared, env):
+    """A shipped file run with --store writes the file's output folder: it replaced the earlier run's results on
+    another store without a word, and the earlier model's predictions (predict's default place, inside the model
+    folder) stayed beside the new model, taken for its own. The run says so; the new model's folder holds no
+    predictions of another model (a user's other files there stay)."""
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    model = env.tmp / "out" / "model"
+    assert cli("predict", model, shared["synth"], "--scheduler", "synchronous")[0] == 0
+    preds = list((model / "predictions").glob("*.csv"))
+    assert len(preds) == 1
+    (model / "predictions" / "notes.txt").write_text("mine\n")
+    other = env.copy("synth", env.tmp / "other.zarr")
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous", "--store", other)
+    assert rc == 0, err
+    assert re.search(rf"(?m)^streamcov run: note: {re.escape(str(env.tmp / 'out'))}: the results of an earlier run "
+                     rf"on another store \(\S+synth\.zarr\) are replaced; give --output to keep both$", err), err
+    assert not preds[0].exists() and (model / "predictions" / "notes.txt").exists()
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous", "--store", other)
+    assert rc == 0 and "replaced" not in err, err   # the same store again: nothing to say
+
+
+def test_a_run_that_reuses_every_feature_reports_no_time_per_row_and_only_the_maps_own_parameters(env):
+    """A second run reused every row's features: it reported featurized_sequences 0 beside a time per sequence of
+    the reuse check divided by 1 (1365 ms). Now null. feature_params listed keys the map does not read (theta,
+    sampling, max_degree beside Nystroem)."""
+    argv = ("run", env.pipeline(), "--quiet", "--scheduler", "synchronous", "--json", "--set",
+            'features.map="nystroem"')
+    first = json.loads(cli(*argv)[2].strip().splitlines()[-1])
+    again = json.loads(cli(*argv)[2].strip().splitlines()[-1])
+    assert first["featurized_sequences"] > 0 and first["featurize_ms_per_sequence"] > 0
+    assert again["featurized_sequences"] == 0 and again["featurize_ms_per_sequence"] is None
+    assert set(first["feature_params"]) == {"n_components", "sigma", "bandwidth", "fit_sample"}, first
+
+
 def test_written_files_get_the_mode_open_gives_them(shared, env):
     """Models, results and predictions are written as temporary files (mode 0600) and renamed: they end with
     0666 less the umask, as a plain open gives, or keep the mode of the file they replace."""

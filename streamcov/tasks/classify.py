@@ -424,6 +424,15 @@ def _check_block_memory(source, block: int, bounds, parallelism: int) -> None:
                        f"time, their descriptor moments)", fix)
 
 
+def _map_reads(map_params: dict) -> dict:
+    """The feature map's parameters as the result reports them: those its map reads (Nystroem reads no theta)
+    and its own further keys."""
+    from .schema import FeaturesTable, map_reads
+
+    reads = set(map_reads(map_params.get("map", "rgw")))
+    return {k: v for k, v in map_params.items() if k != "map" and (k in reads or k not in FeaturesTable.model_fields)}
+
+
 def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
     from .._config import check_memory
     from ..stream.exact import exact_svm_fold
@@ -639,11 +648,12 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
     res.update({
         "feature_map": map_params.get("map", "rgw"),
         "n_components": None if fmap is None else int(fmap.n_components),
-        "feature_params": {k: v for k, v in map_params.items() if k != "map"},
+        "feature_params": _map_reads(map_params),
         "fit_reused": feat.fit_reused, "fit_seconds": round(t_fit, 3),
         "featurize_seconds": round(t_feat, 3),
         f"featurized_{unit}": featurized,
-        f"featurize_ms_per_{unit[:-1]}": round(1e3 * t_feat / max(featurized, 1), 4),
+        # none when every row's features were reused (the time was the reuse check's, not per row)
+        f"featurize_ms_per_{unit[:-1]}": round(1e3 * t_feat / featurized, 4) if featurized else None,
         "model": m.learner_params(),   # the learner and the keys it reads
         "features_path": paths[-1], "model_path": str(out / "model"),
         "predictions_path": str(out / "predictions.csv"),

@@ -110,6 +110,17 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         with output_lock(out):
             if not (out / OUTPUT_MARKER).exists():
                 (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
+            earlier = _earlier_store(out / "result.json")
+            store = getattr(getattr(cfg, "data", None), "store", None)
+            if earlier is not None and store is not None and not resume and not _same_path(earlier, store):
+                # a shipped file run on a user's store writes the file's output folder (runs/{name}): said, not done
+                # silently
+                message = (f"{out}: the results of an earlier run on another store ({earlier}) are replaced; give "
+                           f"--output to keep both")
+                if note is None:
+                    print(f"note: {message}", file=sys.stderr)
+                else:
+                    note(message)
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
             for name in ("result.json", "predictions.csv"):
                 (out / name).unlink(missing_ok=True)
@@ -131,6 +142,23 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             from ..stream.model import atomic_write_text
             atomic_write_text(out / "result.json", text)
     return result
+
+
+def _earlier_store(result: Path):
+    """The store an earlier run's ``result.json`` names, or None (none there, or unreadable: nothing to say)."""
+    try:
+        doc = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return None
+    store = doc.get("store") if isinstance(doc, dict) else None
+    return store if isinstance(store, str) and store else None
+
+
+def _same_path(a, b) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return str(a) == str(b)
 
 
 def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:

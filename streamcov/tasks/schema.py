@@ -637,7 +637,7 @@ class PixelsTable(Table):
     eq. (38) (:mod:`streamcov.descriptors.pixels`): ``preset`` or
     ``features``, Gabor options, ``stride``. ``source = "cnn"``: ConvNet
     hypercolumns, one row per grid cell, and the pooled head (section 5,
-    :mod:`streamcov.descriptors.cnn`, needs ``pip install streamcov[cnn]``):
+    :mod:`streamcov.descriptors.cnn`, needs ``pip install 'streamcov[cnn]'``):
     ``blocks``, ``input_size`` (or ``"keep"``), ``grid`` (``"finest"`` or
     cells per side), ``head``, ``backend``, ``batch_size``.
     """

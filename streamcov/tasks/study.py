@@ -506,6 +506,8 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             train_rows = np.flatnonzero(folds[0][1])
             sample = V[np.sort(rng.choice(train_rows, min(gram_sample, len(train_rows)), replace=False))]
             base, model = map_params(name, cfg), sgd_model(name)
+            log(f"{name}: Gram errors, {len(maps)} map(s) x {len(nus)} nu x {gram_seeds} draw(s) on {len(sample)} "
+                f"training rows")
             grams = gram_errors(sample, sigma, maps, nus, gram_seeds, base)
             slopes = variance_slopes(grams)
             log(f"{name}: variance slopes {json.dumps({k: round(v, 2) for k, v in slopes.items()})}")
