@@ -567,10 +567,23 @@ def _sigterm_interrupts():
         yield
         return
     signal.signal(signal.SIGTERM, _terminated)
+    previous_hook = sys.unraisablehook
+
+    def hook(unraisable):
+        # SIGTERM delivered twice before Python ran the handler: the handler (which puts the default back for a
+        # second SIGTERM) ran once, and Python reports the other delivery as "Signal 15 ignored due to race
+        # condition" with a traceback of whatever C call it interrupted; the interruption itself is said once
+        if isinstance(unraisable.exc_value, OSError) and str(unraisable.exc_value) == \
+                f"Signal {int(signal.SIGTERM)} ignored due to race condition":
+            return
+        previous_hook(unraisable)
+
+    sys.unraisablehook = hook
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.unraisablehook = previous_hook
 
 
 def main(argv=None) -> int:

@@ -4636,6 +4636,32 @@ def test_a_host_programs_sigterm_handler_is_kept():
         signal.signal(signal.SIGTERM, orig)
 
 
+def test_a_second_sigterm_delivery_is_not_reported_as_a_traceback(monkeypatch):
+    """SIGTERM delivered twice before Python ran the handler: Python reported the second as "OSError: Signal 15
+    ignored due to race condition" with a traceback of the C call it interrupted (threadpoolctl's), before the
+    command's one line. While a command runs that report is dropped; any other unraisable error still goes to the
+    hook there was, which is put back after."""
+    import signal
+    import sys
+    from types import SimpleNamespace
+
+    from streamcov import cli as C
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(str(u.exc_value)))
+    orig = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with C._sigterm_interrupts():
+            sys.unraisablehook(SimpleNamespace(exc_value=OSError(f"Signal {int(signal.SIGTERM)} ignored due to race "
+                                                                 f"condition")))
+            sys.unraisablehook(SimpleNamespace(exc_value=OSError("something else")))
+        assert seen == ["something else"]
+        sys.unraisablehook(SimpleNamespace(exc_value=OSError("after")))
+        assert seen == ["something else", "after"]
+    finally:
+        signal.signal(signal.SIGTERM, orig)
+
+
 def test_a_run_removes_the_temporary_files_a_kill_left(env):
     """atomic_write writes .<name>.<8 characters>.streamcov-tmp, then renames it: a kill -9 left such files (a
     model.npz as large as the model) through later runs, --resume included. A run removes them once it holds the
