@@ -422,7 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("model", type=nonempty_input, help="model folder (<output>/model of a run)")
     pr.add_argument("store", type=nonempty_input, help="a store of the kind the model was trained on")
     pr.add_argument("--out", type=nonempty_path,
-                    help="CSV of id,predicted,label (default: <model>/predictions/<store>.csv)")
+                    help="CSV of id,predicted,label (default: <model>/predictions/<store folder name>.csv, e.g. "
+                         "my.zarr.csv)")
     pr.add_argument("--train-accuracy", action="store_true",
                     help="on the model's own store, also the accuracy on its fold's training rows")
     on_error_flag(pr, "images", "with a folder of images: an image that is damaged or not an image stops "
@@ -461,15 +462,15 @@ def build_parser() -> argparse.ArgumentParser:
     im.set_defaults(func=_cmd_ingest_images)
 
     s = sub.add_parser("synth", help="write a synthetic skeleton store of any size")
-    s.add_argument("out", type=nonempty_path)
-    s.add_argument("--sequences", type=positive_int, required=True)
-    s.add_argument("--subjects", type=positive_int, default=10)
-    s.add_argument("--classes", type=positive_int, default=10)
-    s.add_argument("--seed", type=seed_int, default=0)
+    s.add_argument("out", type=nonempty_path, help="the store to write (resumed when incomplete)")
+    s.add_argument("--sequences", type=positive_int, required=True, help="sequences to generate")
+    s.add_argument("--subjects", type=positive_int, default=10, help="subjects they are spread over (default 10)")
+    s.add_argument("--classes", type=positive_int, default=10, help="action classes, at most 12 (default 10)")
+    s.add_argument("--seed", type=seed_int, default=0, help="the generator's seed (default 0)")
     s.add_argument("--chunk-frames", type=positive_int, default=None,
                    help="frames per chunk of a new store (default 65536); a store being resumed keeps its own")
-    s.add_argument("--restart", action="store_true")
-    s.add_argument("--quiet", action="store_true")
+    s.add_argument("--restart", action="store_true", help="discard an incomplete store first")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=_cmd_synth)
 
     st = sub.add_parser("study", help="studies on the real datasets")
@@ -502,12 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder for the merged results.csv, table.md and plots")
     mg.set_defaults(func=_cmd_study_merge)
 
-    f = sub.add_parser("info", help="describe a store (complete or not) and the thread plan")
+    f = sub.add_parser("info", help="describe a store or a run's output (complete or not); --threads: the "
+                                    "thread plan")
     f.add_argument("store", nargs="?", type=nonempty_input)
     f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
     f.add_argument("--verify", action="store_true",
                    help="read every chunk of every array and check its checksum (exit 3 on damage)")
-    f.add_argument("--json", action="store_true")
+    f.add_argument("--json", action="store_true", help="print the description as one JSON line")
     f.set_defaults(func=_cmd_info)
     return p
 
