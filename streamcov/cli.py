@@ -503,8 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder for the merged results.csv, table.md and plots")
     mg.set_defaults(func=_cmd_study_merge)
 
-    f = sub.add_parser("info", help="describe a store or a run's output (complete or not); --threads: the "
-                                    "thread plan")
+    f = sub.add_parser("info", help="describe a store (complete or not); with --threads, the thread plan")
     f.add_argument("store", nargs="?", type=nonempty_input)
     f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
     f.add_argument("--verify", action="store_true",
