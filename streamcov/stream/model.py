@@ -234,12 +234,24 @@ def remove_dead_temporaries(path: Path) -> None:
             p.unlink(missing_ok=True)
 
 
+#: the first line of predict's CSV (a run's predictions.csv has a fold column first)
+PREDICTIONS_HEADER = "id,predicted,label"
+
+
+def _written_by_predict(path: Path) -> bool:
+    """Whether ``path`` is a predictions CSV (its header is predict's): one a run of predict may replace."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            # a byte-order mark: the CSV saved again by a spreadsheet; a bounded read: a huge file without newlines
+            return fh.readline(256).lstrip("\ufeff").rstrip("\r\n") == PREDICTIONS_HEADER
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def _remove_old_predictions(folder: Path) -> None:
     """Delete the predictions an earlier model of ``folder`` wrote to predict's default place
     (``<model>/predictions/<store>.csv``): beside a new model they were another model's, taken for its own.
     Only files that are predictions CSVs (first line ``id,predicted,label``) go."""
-    from .predict import _written_by_predict   # (predict imports this module)
-
     target = Path(folder) / "predictions"
     try:
         entries = list(target.glob("*.csv"))

@@ -12,12 +12,10 @@ import numpy as np
 
 from ..data.ragged import check_on_error, inside_source, read_only_attrs, same_files, store_words
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
-from .model import TMP_SUFFIX, FittedPipeline, atomic_write, remove_dead_temporaries, temporary_prefix
+from .model import (PREDICTIONS_HEADER, TMP_SUFFIX, FittedPipeline, _written_by_predict, atomic_write,
+                    remove_dead_temporaries, temporary_prefix)
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
-
-# the first line of predict's CSV (a run's predictions.csv has a fold column first)
-PREDICTIONS_HEADER = "id,predicted,label"
 
 
 def _predict_codes(model, V):
@@ -250,16 +248,6 @@ def _archive_of(store_path: Path) -> str | None:
         return None
     record = attrs.get("source_record")
     return record.get("path") if attrs.get("format") == FORMAT_NAME and isinstance(record, dict) else None
-
-
-def _written_by_predict(path: Path) -> bool:
-    """Whether ``path`` is a predictions CSV (its header is predict's): one a run of predict may replace."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            # a byte-order mark: the CSV saved again by a spreadsheet; a bounded read: a huge file without newlines
-            return fh.readline(256).lstrip("\ufeff").rstrip("\r\n") == PREDICTIONS_HEADER
-    except (OSError, UnicodeDecodeError):
-        return False
 
 
 def _check_orientation(model, model_dir, store) -> None:
