@@ -28,6 +28,22 @@ def host_tag() -> str:
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
 
 
+def left_by_dead(folder, before: str, after: str) -> list:
+    """The entries of ``folder`` (not links) named ``<before><this host>-<pid><after>`` (``before`` and ``after``
+    regular expressions) whose process no longer exists on this host: what a process killed with SIGKILL left.
+    Those of live processes and of other hosts sharing the folder (their pids are not this host's) are not
+    listed."""
+    import re
+
+    pattern = re.compile(rf"{before}{re.escape(host_tag())}-(\d+){after}")
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:   # no such folder
+        return []
+    return [p for p in entries if (m := pattern.fullmatch(p.name)) and not p.is_symlink()
+            and not _alive(int(m.group(1)))]
+
+
 def _alive(pid) -> bool:
     """Whether process ``pid`` exists. Only a positive integer names one process: 0 and negative numbers
     would ask about process groups (``kill(-1, 0)`` succeeds), anything else is no pid at all."""

@@ -219,18 +219,11 @@ def remove_stale_temporaries(folder: Path, targets=None) -> None:
 def remove_dead_temporaries(path: Path) -> None:
     """Delete the temporaries of ``atomic_write(path, ..., owned=True)`` that processes of this host which no
     longer exist left (killed with SIGKILL while writing); those of live processes and of other hosts stay."""
-    from ..lock import _alive, host_tag
+    from ..lock import left_by_dead
 
     path = Path(path)
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.{re.escape(host_tag())}-(\d+)\.[a-z0-9_]{{8}}"
-                         rf"{re.escape(TMP_SUFFIX)}")
-    try:
-        entries = list(path.parent.iterdir())
-    except OSError:
-        return
-    for p in entries:
-        m = pattern.fullmatch(p.name)
-        if m and not _alive(int(m.group(1))) and p.is_file() and not p.is_symlink():
+    for p in left_by_dead(path.parent, rf"\.{re.escape(path.name)}\.", rf"\.[a-z0-9_]{{8}}{re.escape(TMP_SUFFIX)}"):
+        if p.is_file():
             p.unlink(missing_ok=True)
 
 

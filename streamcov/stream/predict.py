@@ -120,16 +120,10 @@ def _remove_stale_copies() -> None:
     import re
     import shutil
 
-    from ..lock import _alive, host_tag
+    from ..lock import left_by_dead
 
-    root, here = Path(tempfile.gettempdir()), COPY_PREFIX + host_tag()
-    try:
-        entries = list(root.glob(f"{here}-*"))
-    except OSError:
-        return
-    for p in entries:
-        m = re.fullmatch(rf"{re.escape(here)}-(\d+)-.+", p.name)
-        if m and p.is_dir() and not p.is_symlink() and not _alive(int(m.group(1))):
+    for p in left_by_dead(tempfile.gettempdir(), re.escape(COPY_PREFIX), "-.+"):
+        if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
 
 

@@ -556,11 +556,16 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     _check_source_not_a_store(cfg, spec, origins)
     _check_feature_map(cfg, origins)
     for message in notes:   # only for a configuration that loads: an error stays one line
-        if note is None:
-            print(f"note: {message}", file=sys.stderr)
-        else:
-            note(message)
+        say_note(note, message)
     return cfg, origins
+
+
+def say_note(note, message: str) -> None:
+    """Give ``message`` to ``note`` (a caller's callable), or print it as ``note: ...`` on stderr when None."""
+    if note is None:
+        print(f"note: {message}", file=sys.stderr)
+    else:
+        note(message)
 
 
 def nul_at(value, path: tuple = ()) -> tuple | None:

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from pathlib import Path
 
 from ..errors import ConfigError, arg, arg_name, bool_arg, path_arg
 from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, new_folders_undone, output_lock
-from .config import load_config_and_origins, overrides_list
+from .config import load_config_and_origins, overrides_list, say_note
 from .registry import RunContext, get_task
 
 
@@ -85,12 +84,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                                 arg("scheduler", scheduler) if scheduler else 'dask.scheduler = "local-cluster"')
     if resume and getattr(getattr(cfg, "model", None), "learner", None) == "exact-svm":
         # the exact SVM trains in memory and writes no checkpoints: --resume changes nothing (said, not silent)
-        message = (f"{arg('resume', True)}: learner \"exact-svm\" trains in memory and writes no checkpoints; "
-                   f"there is nothing to resume, and the run computes its kernel again")
-        if note is None:
-            print(f"note: {message}", file=sys.stderr)
-        else:
-            note(message)
+        say_note(note, f"{arg('resume', True)}: learner \"exact-svm\" trains in memory and writes no checkpoints; "
+                       f"there is nothing to resume, and the run computes its kernel again")
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = (arg("output", output) if output is not None else
@@ -115,12 +110,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             if earlier is not None and store is not None and not resume and not _same_path(earlier, store):
                 # a shipped file run on a user's store writes the file's output folder (runs/{name}): said, not done
                 # silently
-                message = (f"{out}: the results of an earlier run on another store ({earlier}) are replaced; give "
-                           f"--output to keep both")
-                if note is None:
-                    print(f"note: {message}", file=sys.stderr)
-                else:
-                    note(message)
+                say_note(note, f"{out}: the results of an earlier run on another store ({earlier}) are replaced; "
+                               f"give --output to keep both")
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
             for name in ("result.json", "predictions.csv"):
                 (out / name).unlink(missing_ok=True)
