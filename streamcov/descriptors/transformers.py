@@ -148,8 +148,9 @@ class LogCovariance(FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         self._check_params_unchanged()
         frames, offsets = pack_sequences(X, self.n_joints_)
-        self._check_lengths(frames, offsets, self._selection(self.n_joints_))
-        return log_covariance_vectors(frames, offsets, self._selection(self.n_joints_),
+        sel = self._selection(self.n_joints_)
+        self._check_lengths(frames, offsets, sel)
+        return log_covariance_vectors(frames, offsets, sel,
                                       float(self.gamma), bool(self.normalize), int(self.ddof))
 
     def get_feature_names_out(self, input_features=None):

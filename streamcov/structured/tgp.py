@@ -119,10 +119,14 @@ def _factor_psd(M: np.ndarray, lam: float):
 # --------------------------------------------------------------------------
 # objectives (value and analytic gradient in y, appendix B)
 # --------------------------------------------------------------------------
-def _out_kernel(y, Y, Ysq, gamma, psi):
+def _out_sq_distances(y, Y, Ysq):
+    """``||y - y_i||^2`` for every training output ``y_i`` (rows of ``Y``, ``Ysq`` their squared norms), >= 0."""
     d2 = Ysq + y @ y - 2.0 * (Y @ y)
-    np.maximum(d2, 0.0, out=d2)
-    g = gaussian_kernel(d2, sigma_from_gamma(gamma))
+    return np.maximum(d2, 0.0, out=d2)
+
+
+def _out_kernel(y, Y, Ysq, gamma, psi):
+    g = gaussian_kernel(_out_sq_distances(y, Y, Ysq), sigma_from_gamma(gamma))
     if psi is None:
         return g, g
     # dk/dy = psi'(g) g (-2 gamma)(y - y_i): fold psi'(g) g into one factor.
@@ -476,7 +480,7 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         best_f, best_y = np.inf, None
 
         def slid_away(yv, f) -> bool:
-            d2 = float(np.maximum(Ysq + yv @ yv - 2.0 * (Y @ yv), 0.0).min())
+            d2 = float(_out_sq_distances(yv, Y, Ysq).min())
             return f >= far and self.gamma_y_ * d2 > -np.log(LEFT_THE_DATA)
 
         def guarded(yv):

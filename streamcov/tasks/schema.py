@@ -336,9 +336,9 @@ def map_reads(name: str) -> tuple:
     only the maps that take them (RGW, and Maclaurin ``center`` and ``sampling``); ``none`` nothing."""
     if name == "none":
         return ()
-    from ..features.registry import RGW_ONLY, map_class
+    from ..features.registry import RGW_ONLY
 
-    own = set(map_class(name)().get_params())
+    own = map_params_of(name)
     return ("n_components", "sigma", "bandwidth", "fit_sample", *(k for k in RGW_ONLY if k in own))
 
 
