@@ -161,6 +161,53 @@ def test_utf8_byte_order_mark_is_skipped(tmp_path):
         list(AsfAmcReader(tmp_path).sequences())
 
 
+def test_fields_on_the_section_keyword_line(tmp_path):
+    # ":units mass 1.0 length 0.0254 angle rad" on one line is read as on four (it was dropped: every position came
+    # out in the default unit, angles read as degrees)
+    asf = ASF.replace(":units\n  mass 1.0\n  length 0.0254\n  angle deg\n", ":units mass 1.0 length 0.0254 angle rad\n") \
+        .replace(":root\n   order TX TY TZ RX RY RZ\n", ":root order TX TY TZ RX RY RZ\n") \
+        .replace("axis 0 0 90 XYZ", f"axis 0 0 {np.pi / 2!r} XYZ")
+    amc = AMC.replace(":DEGREES", ":RADIANS").replace("upper 0 0 90", f"upper 0 0 {np.pi / 2!r}") \
+        .replace("lower 90", f"lower {np.pi / 2!r}")
+    make_tree(tmp_path, amc, asf)
+    (seq,) = list(AsfAmcReader(tmp_path).sequences())
+    np.testing.assert_allclose(seq.frames.reshape(2, 4, 3), WANT, atol=1e-6)
+    path = tmp_path / "train/reach/HDM_ab.asf"
+    path.write_text(ASF.replace(":units\n", ":units size 2\n"))
+    with pytest.raises(FormatError, match=loc(path, 4) + "unknown units field 'size' after :units; :units takes mass, "
+                                                         "length, angle"):
+        AsfAmcReader(tmp_path)
+    path.write_text(ASF.replace(":hierarchy\n", ":hierarchy begin\n"))
+    with pytest.raises(FormatError, match=loc(path, 43) + "'begin' after :hierarchy; the section's entries start on the "
+                                                          "next line"):
+        AsfAmcReader(tmp_path)
+
+
+def test_lines_break_at_newlines_only_and_names_keep_their_letters(tmp_path):
+    # the .asf was split by str.splitlines() on Latin-1 text: a UTF-8 letter holding byte 0x85 (U+0105, 'ą'), a form
+    # feed or a no-break space broke a line or a name, so a valid file was refused or its line numbers were off
+    asf = ASF.replace("# a hand-built arm", "# ramię, kość\x0c udowa").replace("name lower", "name łokieć") \
+        .replace("upper lower\n    lower tip", "upper łokieć\n    łokieć tip").replace("name tip", "name br\u00e0s") \
+        .replace("łokieć tip", "łokieć br\u00e0s")
+    amc = AMC.replace("lower ", "łokieć ")
+    amc_path = make_tree(tmp_path, amc, asf)
+    r = AsfAmcReader(tmp_path)
+    (seq,) = list(r.sequences())
+    assert r.info.joint_names == ["root", "upper", "łokieć", "bràs"]
+    np.testing.assert_allclose(seq.frames.reshape(2, 4, 3), WANT, atol=1e-6)
+    # an older tool's Latin-1 file: its accents kept as well, its .amc compared in the same encoding
+    (amc_path.parent / "HDM_ab.asf").write_bytes(ASF.replace("name tip", "name br\u00e0s")
+                                                 .replace("lower tip", "lower br\u00e0s").encode("latin-1"))
+    amc_path.write_bytes(AMC.encode("latin-1"))
+    assert AsfAmcReader(tmp_path).info.joint_names == ["root", "upper", "lower", "bràs"]
+    # line numbers are what an editor shows, with a form feed and U+0085 in a comment on line 1
+    (amc_path.parent / "HDM_ab.asf").write_text(ASF.replace("# a hand-built arm", "# arm\x0c\x85")
+                                                .replace("length 0.5", "length -3"))
+    with pytest.raises(FormatError, match=loc(amc_path.parent / "HDM_ab.asf", 40) + "bone length must not be "
+                                                                                   "negative"):
+        AsfAmcReader(tmp_path)
+
+
 # bad input: tests/test_mocap_bad_input.py (every case as the command a user types)
 
 

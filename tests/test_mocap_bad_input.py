@@ -230,10 +230,10 @@ BVH = [
     Case("bvh-channel-count", bvh("CHANNELS 3 Zrotation", "CHANNELS 2 Zrotation"), LAST_BVH + r"9: CHANNELS says 2 but names 3"),
     Case("bvh-missing-brace", bvh("  JOINT elbow\n  {", "  JOINT elbow\n"),
          LAST_BVH + r"8: expected '\{' after 'elbow' \(line 6\), found 'OFFSET 1 0 0'"),
-    # finite numbers whose positions overflow float32: named by sequence, the store left incomplete
+    # finite numbers whose positions overflow float32: named by file, frame and joint, the store left incomplete
     Case("bvh-offset-overflows", bvh("OFFSET 1 0 0\n    CHANNELS", "OFFSET 1e39 0 0\n    CHANNELS"),
-         r"sequence \S*02_reach: non-finite value at frame 0, column \d+: a coordinate beyond float32's range "
-         r"\(about 3\.4e38\) as read or computed from the file; fix the file or leave the sequence out; or leave out "
+         r"\S*02_reach\.bvh: frame 1, joint 'elbow': a coordinate computed from the file is inf, beyond float32's "
+         r"range \(about 3\.4e38\); fix the file's offsets or values, or leave the sequence out; or leave out "
          r"the files that cannot be read: --on-error skip \(listed as skipped; what is stored is kept\)$",
          check=incomplete(2)),
     Case("bvh-offset-two-numbers", bvh("OFFSET 1 0 0\n    CHANNELS", "OFFSET 1 0\n    CHANNELS"),

@@ -98,7 +98,7 @@ def test_round_trip_with_ezc3d_writer_and_marker_selection(tmp_path):
     (tmp_path / "walk").mkdir()
     c.write(str(tmp_path / "walk" / "s3_x.c3d"))
     # a second file with the markers in another order
-    put(tmp_path, c3d_bytes(LABELS[::-1], xyz[:, ::-1]), "s4_y.c3d")
+    put(tmp_path, c3d_bytes(LABELS[::-1], xyz[:, ::-1], rate=120.0), "s4_y.c3d")
     r = C3dReader(tmp_path, markers=["RSHO", "LASI"])
     seqs = list(r.sequences())
     assert r.info.joint_names == ["RSHO", "LASI"] and r.info.extra["frame_rate"] == 120.0
@@ -376,3 +376,54 @@ def test_a_process_started_with_its_standard_streams_closed_reads_c3d(tmp_path):
     subprocess.run(["bash", "-c", 'exec "$0" -c "$1" <&- >&- 2>&-', sys.executable, code], timeout=120,
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(x for x in sys.path if isinstance(x, str) and x)})
     assert out.read_text() == ",".join(LABELS)
+
+
+def test_performer_prefixes_frame_rates_and_unnamed_points(tmp_path):
+    """Vicon names markers Bob:LASI and Alice:LASI: two performers' files could not share one layout, markers=[...]
+    did not help. The archive's frame rate was the first file's whatever the others'. Files without POINT:LABELS
+    (points called point<k>) were matched by position, a longer file's last points dropped without a word."""
+    xyz = trajectory(6)
+    put(tmp_path, c3d_bytes([f"Alice:{m}" for m in LABELS], xyz), "alice_1.c3d")
+    put(tmp_path, c3d_bytes([f"Bob:{m}" for m in LABELS[::-1]], xyz[:, ::-1], rate=250.0), "bob_1.c3d")
+    r = C3dReader(tmp_path)
+    assert r.info.joint_names == LABELS and r.info.extra["frame_rate"] is None   # 100 and 250 Hz
+    for s in r.sequences():
+        np.testing.assert_allclose(s.frames.reshape(6, len(LABELS), 3), xyz / 1000, atol=1e-6)
+    r = C3dReader(tmp_path, markers=["Bob:RSHO", "LASI"])   # as written in one file, or bare
+    assert r.info.joint_names == ["RSHO", "LASI"]
+    for s in r.sequences():
+        np.testing.assert_allclose(s.frames.reshape(6, 2, 3), xyz[:, [6, 0]] / 1000, atol=1e-6)
+    put(tmp_path, c3d_bytes([f"Bob:{m}" for m in LABELS], xyz, rate=100.0), "bob_1.c3d")
+    assert C3dReader(tmp_path).info.extra["frame_rate"] == 100.0
+    unnamed = tmp_path / "unnamed"
+    put(unnamed, c3d_bytes([""] * 2, xyz[:, :2]), "a_1.c3d")
+    p = put(unnamed, c3d_bytes([""] * 3, xyz[:, :3]), "b_1.c3d")
+    r = C3dReader(unnamed)
+    assert r.info.joint_names == ["point0", "point1"]
+    with pytest.raises(FormatError, match=re.escape(f"{p}: holds 3 points and the first file (a_1.c3d) 2, and this "
+                                                    "file does not name its points (POINT:LABELS): their markers cannot "
+                                                    "be matched by name; write the labels, or ingest the files of each "
+                                                    "point count on their own")):
+        list(r.sequences())
+    put(unnamed, c3d_bytes([""] * 2, xyz[:, 2:4]), "b_1.c3d")   # as many points: matched by position, as before
+    assert [s.frames.shape for s in C3dReader(unnamed).sequences()] == [(6, 6), (6, 6)]
+
+
+def test_header_frame_rate_in_each_processor_format(tmp_path):
+    """The header's rate as Intel (little-endian IEEE), MIPS (big-endian IEEE) and DEC F-float: 100.0 is 0.78125 x
+    2^7, so DEC's first word is sign 0, exponent 128 + 7, fraction bits 1001000... = 0x43C8, stored low byte first."""
+    import struct
+
+    from streamcov.data.readers.c3d import _header_rate
+
+    good = bytearray(c3d_bytes(LABELS, trajectory(2), rate=100.0))
+    processor = 512 + 3   # the parameter section starts at block 2
+    for code, rate_bytes in ((84, struct.pack("<f", 100.0)), (86, struct.pack(">f", 100.0)),
+                             (85, bytes([0xC8, 0x43, 0x00, 0x00]))):
+        data = bytearray(good)
+        data[processor] = code
+        data[20:24] = rate_bytes
+        (tmp_path / "f.c3d").write_bytes(bytes(data))
+        assert _header_rate(tmp_path / "f.c3d") == 100.0, code
+    (tmp_path / "f.c3d").write_bytes(bytes(good[:100]))
+    assert _header_rate(tmp_path / "f.c3d") is None

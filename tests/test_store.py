@@ -304,7 +304,7 @@ def test_bad_sequences_are_rejected_before_writing(tmp_path, rng):
     bad = make_seqs(rng, 3)
     bad[1].frames = np.zeros((4, 12), np.float32)
     bad[1].frames[2, 5] = np.inf
-    with pytest.raises(FormatError, match=r"sequence s0001: non-finite value at frame 2, column 5: a coordinate beyond "
+    with pytest.raises(FormatError, match=r"sequence s0001: non-finite value at frame 3, joint 2 \(coordinate z\): a coordinate beyond "
                                           r"float32.s range"):
         S.ingest(ListSource(bad), tmp_path / "a.zarr")
     assert not store_status(tmp_path / "a.zarr")["complete"]

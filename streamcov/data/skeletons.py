@@ -201,7 +201,8 @@ class SequenceStoreWriter(RaggedStoreWriter):
             # readers refuse non-finite numbers in their files; this is one that overflowed as the reader
             # computed it (forward kinematics of huge offsets or angles) or as float32
             r, c = np.argwhere(~np.isfinite(frames))[0]
-            raise FormatError(f"sequence {seq.id}", f"non-finite value at frame {r}, column {c}: a coordinate "
+            raise FormatError(f"sequence {seq.id}", f"non-finite value at frame {r + 1}, joint {c // 3 + 1} "
+                              f"(coordinate {'xyz'[c % 3]}): a coordinate "
                               f"beyond float32's range (about 3.4e38) as read or computed from the file; fix "
                               f"the file or leave the sequence out")
         return frames

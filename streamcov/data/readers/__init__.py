@@ -89,11 +89,12 @@ def open_reader(fmt: str, path, where: str | None = None, **options) -> Skeleton
     from functools import partial
 
     from ..ragged import content_digest, files_digest
+    from ._layout import walk_paths
 
     root = Path(path).resolve()
-    files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
-    # files an index lists outside the folder, or under a linked folder (which rglob does not enter): covered too,
-    # so that editing one is seen; an archive without such files keeps the digest it always had
+    files = [root] if root.is_file() else [p for p in walk_paths(root) if p.is_file()]   # linked folders entered
+    # files an index lists outside the folder: covered too, so that editing one is seen; an archive without such
+    # files keeps the digest it always had
     files += _outside(files, reader.listed_files())
     reader.record = {"format": fmt, "path": str(root),
                      "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())},

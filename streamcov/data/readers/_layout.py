@@ -26,6 +26,7 @@ sequences are yielded in sorted id order.
 from __future__ import annotations
 
 import csv
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ...errors import MissingInputError, case_twins, did_you_mean
+from ...errors import MissingInputError, case_twins, did_you_mean, not_the_file
 from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence, digits_hint
 
 INDEX_NAME = "index.csv"
@@ -87,22 +88,31 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
     if "subject" not in rx.groupindex or (label == "name" and "motion" not in rx.groupindex):
         raise ValueError("name_pattern needs a named group 'subject' (and 'motion' for "
                          f"label='name'), got {name_pattern!r}")
-    named = sorted(p for p in root.rglob("*") if p.suffix.lower() == ext)
+    named = sorted(p for p in walk_paths(root) if p.suffix.lower() == ext)
     files = [p for p in named if p.is_file()]
     if len(files) < len(named):   # its sequence would be missing without a word
-        raise FormatError(next(p for p in named if not p.is_file()),
-                          f"named like a {ext} file but not a file (a folder?); rename or remove it")
+        odd = next(p for p in named if not p.is_file())
+        what = "a link to nothing" if odd.is_symlink() and not odd.exists() else "not a file (a folder?)"
+        raise FormatError(odd, f"named like a {ext} file but {what}; rename or remove it")
     if not files:
         raise FormatError(root, f"no *{ext} files found below this folder; expected "
                           f"[<split>/]<class>/<file>{ext}, or an {INDEX_NAME} with layout='index'")
     entries: dict[str, Entry] = {}
     seen: set[str] = set()
+    depth = None                  # the first file's: <class>/<file> or <split>/<class>/<file>, for every file
     for p in files:
         parts = p.relative_to(root).parts
         if len(parts) not in (2, 3):
             raise FormatError(p, f"file is {len(parts) - 1} folder levels below {root}; the "
                               f"folders layout is [<split>/]<class>/<file>{ext} (use an "
                               f"{INDEX_NAME} and layout='index' for other trees)")
+        if depth is None:
+            depth = (p, len(parts))
+        elif len(parts) != depth[1]:   # a file without a split would be in no fold's rows
+            with_split, without = (p, depth[0]) if len(parts) == 3 else (depth[0], p)
+            raise FormatError(without, f"file is in a class folder directly below {root}, but "
+                              f"{with_split.relative_to(root)} is in a split folder; put every file in "
+                              f"<split>/<class>/ or every file in <class>/")
         split = parts[0] if len(parts) == 3 else None
         folder = parts[-2]
         m = rx.match(p.stem)
@@ -112,6 +122,11 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
                               "HDM_<subject>_<motion>_<take>_<rate>); pass another name_pattern "
                               f"or list the files in an {INDEX_NAME} (layout='index')")
         groups = m.groupdict()
+        for g in ("subject", "motion") if label == "name" else ("subject",):
+            if not groups[g]:
+                raise FormatError(p, f"the {g!r} group of name_pattern {name_pattern!r} matches nothing in "
+                                  f"the file name {p.stem!r}; a {'class' if g == 'motion' else g} name "
+                                  "cannot be empty: rename the file or pass another name_pattern")
         if label == "name":
             lab = groups["motion"]
         else:
@@ -126,6 +141,39 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
         entries[p.stem] = Entry(p.stem, p, lab, groups["subject"], split, folder, groups)
     unused_label_map_keys(label_map, seen)
     return root, [entries[k] for k in sorted(entries)]
+
+
+def walk_paths(root: Path) -> list[Path]:
+    """Every path below ``root`` (folders included), entering linked folders: an archive arranged
+    with links (a class folder linked from elsewhere) is read whole, where ``Path.rglob`` (before
+    Python 3.13) leaves linked folders out without a word. A folder reached twice (a link loop, or
+    two links to one folder) is refused: its files would be read twice."""
+    out: list[Path] = []
+    met: dict[str, Path] = {}
+
+    def refuse(exc):   # a folder that cannot be listed would lose its files without a word
+        raise not_the_file(FormatError(Path(exc.filename or root),
+                                       f"cannot list the folder: {exc.strerror}")) from None
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=refuse):
+        real = os.path.realpath(dirpath)
+        if real in met:
+            raise FormatError(Path(dirpath), f"this folder is {met[real]} again, reached through a "
+                              "linked folder (a link loop, or two links to one folder): its files would "
+                              "be read twice; remove one link")
+        met[real] = Path(dirpath)
+        top = Path(dirpath)
+        out += [top / n for n in dirnames + filenames]
+    return out
+
+
+def without_subject(names) -> list[str]:
+    """Joint or marker names without the ``Subject:`` prefix that motion-capture software writes for
+    each performer (Vicon ``Bob:LASI``, Mixamo ``mixamorig:Hips``): the part after the last colon, so
+    that the files of several performers share one layout. Names that would then no longer be
+    distinct (two performers in one file) or empty are kept as they are."""
+    bare = [str(n).rsplit(":", 1)[-1] for n in names]
+    return bare if all(bare) and len(set(bare)) == len(bare) else [str(n) for n in names]
 
 
 def check_label_map(label_map) -> None:
@@ -493,12 +541,25 @@ class ArchiveReader(SkeletonReader):
         """(T, 3J) float32 frames of one file, or why the sequence is skipped."""
         raise NotImplementedError
 
+    def _finite_frames(self, entry: Entry) -> np.ndarray | str:
+        """:meth:`_frames`, refused with the file's name where a coordinate computed from it is not finite (the
+        files' numbers are finite; forward kinematics of huge offsets or a unit conversion can overflow
+        float32, whose largest number is about 3.4e38)."""
+        frames = self._frames(entry)
+        if isinstance(frames, np.ndarray) and not np.isfinite(frames).all():
+            t, c = np.argwhere(~np.isfinite(frames))[0]
+            names = self.info.joint_names
+            raise FormatError(entry.path, f"frame {t + 1}, joint {names[c // 3]!r}: a coordinate computed from "
+                              f"the file is {float(frames[t, c])!r}, beyond float32's range (about 3.4e38); fix "
+                              "the file's offsets or values, or leave the sequence out")
+        return frames
+
     def sequences(self) -> Iterator[SkeletonSequence]:
         """Yield the sequences sorted by id, reading one file at a time."""
         self.skipped = []
         self.repairs = {}
         for e in self._entries:
-            frames = self._read([e.id], self._frames, e)
+            frames = self._read([e.id], self._finite_frames, e)
             if frames is None:
                 continue
             if isinstance(frames, str):

@@ -58,7 +58,7 @@ import numpy as np
 
 from . import _fastparse as fp
 from ._layout import HDM_PATTERN, ArchiveReader, Entry, check_joint_layout, one_of
-from .base import FormatError, _read_bytes
+from .base import FormatError, _read_bytes, ascii_split, decode_text, text_encoding
 from .kinematics import Skeleton, euler_matrix
 
 INCH = 0.0254
@@ -130,6 +130,7 @@ class AsfSkeleton:
     root_orientation: np.ndarray
     bones: list[AsfBone]
     parent: dict[str, str]              # bone -> parent bone ("root")
+    encoding: str = "utf-8"             # of the .asf: the .amc's bone names are compared in it
 
     def __post_init__(self):
         self.joint_names = ["root"] + [b.name for b in self.bones]
@@ -170,7 +171,7 @@ class AsfSkeleton:
 
     # names / layout for the scanner
     def scan_tables(self):
-        names = [n.encode("latin-1") for n in self.joint_names]
+        names = [n.encode(self.encoding) for n in self.joint_names]
         width = max(len(n) for n in names)
         table = np.zeros((len(names), width), dtype=np.uint8)
         for i, n in enumerate(names):
@@ -187,15 +188,17 @@ class AsfSkeleton:
 
 def _asf_lines(path: Path):
     """(line number, tokens) of every non-blank line; ``#`` comments, commas and parentheses
-    removed; a UTF-8 byte-order mark (as some editors save) skipped."""
-    text = _read_bytes(path, "skeleton file").removeprefix(codecs.BOM_UTF8).decode("latin-1")
+    removed; a UTF-8 byte-order mark (as some editors save) skipped. And the file's encoding
+    (:func:`~.base.decode_text`)."""
+    raw = _read_bytes(path, "skeleton file").removeprefix(codecs.BOM_UTF8)
+    text = decode_text(raw)
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):   # not splitlines(): it also breaks at \f, \x1c, \x85, ...
         line = line.split("#", 1)[0].replace(",", " ").replace("(", " ").replace(")", " ")
-        toks = line.split()
+        toks = ascii_split(line)
         if toks:
             out.append((n, toks))
-    return out
+    return out, text_encoding(raw)
 
 
 def _floats(path, toks, n, line, what):
@@ -272,10 +275,26 @@ def _section_fields(path, section: str, lines) -> dict:
     return out
 
 
+def _fields_on_line(path, section: str, line: int, toks: list[str]) -> list:
+    """The fields written on a section keyword's own line, as the lines of one field each: a new field starts
+    at every field name of the section (no value of ``:units`` or ``:root`` is one)."""
+    names = _SECTION_FIELDS[section]
+    if toks[0].lower() not in names:
+        raise FormatError(path, f"unknown {section[1:]} field {toks[0]!r} after {section}; {section} takes "
+                          f"{', '.join(names)}", line=line)
+    out = []
+    for t in toks:
+        if t.lower() in names:
+            out.append((line, [t]))
+        else:
+            out[-1][1].append(t)
+    return out
+
+
 def read_asf(path) -> AsfSkeleton:
     """Parse an ``.asf`` file; raises :class:`FormatError` with file and line on bad input."""
     path = Path(path)
-    lines = _asf_lines(path)
+    lines, encoding = _asf_lines(path)
     name = path.stem
     units = {"length": 1.0, "angle": "deg"}
     root = {"order": ["TX", "TY", "TZ", "RX", "RY", "RZ"], "axis": "XYZ",
@@ -300,6 +319,11 @@ def read_asf(path) -> AsfSkeleton:
         while j < n and not lines[j][1][0].startswith(":"):
             j += 1
         body = lines[i + 1:j]
+        if len(toks) > 1 and key in _SECTION_FIELDS:   # ":units mass 1.0 length 0.45 angle deg" on one line
+            body = _fields_on_line(path, key, line, toks[1:]) + body
+        elif len(toks) > 1 and key in (":bonedata", ":hierarchy"):   # would be lost: its lines start below
+            raise FormatError(path, f"{' '.join(toks[1:])!r} after {toks[0]}; the section's entries start on "
+                              "the next line", line=line)
         if key in _SECTION_FIELDS:
             (units if key == ":units" else root).update(_section_fields(path, key, body))
         elif key == ":bonedata":
@@ -319,7 +343,7 @@ def read_asf(path) -> AsfSkeleton:
     return AsfSkeleton(path=path, name=name, length_unit=units["length"],
                        angle_unit=units["angle"], root_order=root["order"],
                        root_axis=root["axis"], root_position=root["position"],
-                       root_orientation=root["orientation"], bones=bones, parent=parent)
+                       root_orientation=root["orientation"], bones=bones, parent=parent, encoding=encoding)
 
 
 _BONE_KEYS = ("id", "name", "direction", "length", "axis", "dof", "limits", "bodymass",
@@ -559,7 +583,7 @@ _AMC_ERRORS = {
 
 def _amc_error(path, data: bytes, sk: AsfSkeleton, err, fnum) -> FormatError:
     code, line, s, e, a0, a1 = (int(x) for x in err[:6])
-    tok = data[s:e].decode("latin-1")
+    tok = data[s:e].decode(sk.encoding, errors="replace")
     if code == fp.E_MISSING_BONES:
         missing = ", ".join(_missing_bones(data, sk, line))
         nframe = int(fnum[a0]) if a0 < len(fnum) else a0 + 1
@@ -595,7 +619,7 @@ def _missing_bones(data: bytes, sk: AsfSkeleton, frame_line: int) -> list[str]:
             continue
         if t[0][:1].isdigit():
             break
-        have.add(t[0].decode("latin-1"))
+        have.add(t[0].decode(sk.encoding, errors="replace"))
     return [n for n, d in zip(sk.joint_names, sk.ndof) if d > 0 and n not in have]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -173,6 +174,30 @@ def _read_scratch(path, what: str = "file") -> np.ndarray:
             return np.frombuffer(buf, np.uint8, count=got)
     except OSError as exc:   # the system's error, not the file's contents: on_error="skip" does not skip it
         raise not_the_file(FormatError(path, f"cannot read the {what}: {exc.strerror}")) from None
+
+
+def text_encoding(raw: bytes) -> str:
+    """``"utf-8"`` when ``raw`` is UTF-8 (what editors and current exporters write), else ``"latin-1"`` (older
+    Windows tools; every byte is a character)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "latin-1"
+    return "utf-8"
+
+
+def decode_text(raw: bytes) -> str:
+    """Text of a file's bytes in :func:`text_encoding`, so that a name's accents are kept as written."""
+    return raw.decode(text_encoding(raw))
+
+
+_ASCII_SPACE = re.compile(r"[ \t\r\n\v\f]+")
+
+
+def ascii_split(text: str) -> list[str]:
+    """The words of ``text`` between ASCII blanks. ``str.split()`` also splits at Unicode blanks (a no-break
+    space, U+0085, U+001C-U+001F), which may be part of a joint name or, read as Latin-1, of a UTF-8 letter."""
+    return [w for w in _ASCII_SPACE.split(text) if w]
 
 
 def _read_lines(path) -> list[str]:

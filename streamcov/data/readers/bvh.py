@@ -67,6 +67,7 @@ repaired; a file with ``Frames: 0`` is recorded in ``skipped``.
 """
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -75,8 +76,8 @@ import numpy as np
 
 from ...errors import not_the_file
 from . import _fastparse as fp
-from ._layout import GENERIC_PATTERN, ArchiveReader, check_joint_layout, find_roles, one_of
-from .base import FormatError, _read_scratch
+from ._layout import GENERIC_PATTERN, ArchiveReader, check_joint_layout, find_roles, one_of, without_subject
+from .base import FormatError, _read_scratch, ascii_split, decode_text
 from .kinematics import Skeleton
 
 #: file unit -> metres per unit ("unknown": values kept as they are)
@@ -156,11 +157,9 @@ def _header_lines(path: Path):
         pos = 0
         for n, raw in enumerate(fh, 1):
             pos += len(raw)
-            text = raw.decode("latin-1")
-            if n == 1 and text.startswith("\ufeff"):
-                text = text[1:]
-            toks = text.replace("{", " { ").replace("}", " } ").split()
-            yield n, pos, toks
+            if n == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)   # as some editors save
+            yield n, pos, ascii_split(decode_text(raw).replace("{", " { ").replace("}", " } "))
 
 
 def read_bvh_header(path, *, end_sites: bool = True) -> BvhHeader:
@@ -424,7 +423,9 @@ class BvhReader(ArchiveReader):
     Notes
     -----
     Every file's header is read when the reader is created; all files must have the same
-    joints (names and hierarchy; offsets may differ per subject). ``info.extra`` holds
+    joints (names and hierarchy; offsets may differ per subject). Joint names are kept without
+    a ``Subject:`` prefix (``Bob:Hips`` is ``Hips``; :func:`._layout.without_subject`), so that
+    the files of several performers share one layout. ``info.extra`` holds
     ``subject_names``, ``frame_rate`` (when all files agree), ``parents`` and ``offsets`` of
     the first file, and ``units_in_file``.
     """
@@ -450,15 +451,16 @@ class BvhReader(ArchiveReader):
         first = None
         for e in self._entries:
             h = self._headers[e.id] = read_bvh_header(e.path, end_sites=end_sites)
-            first = first or h
-            check_joint_layout(e.path, h.names, h.parents, (first.path, first.names,
-                                                            first.parents))
+            names = without_subject(h.names)   # Bob:Hips and Alice:Hips are one joint
+            first = first or (h.path, names, h.parents)
+            check_joint_layout(e.path, names, h.parents, first)
             rates.add(round(1.0 / h.frame_time, 6))
-        self._describe(first.names, units="unknown" if units == "unknown" else "m",
-                       center=center, roles=roles, found_roles=find_roles(first.names, ROLE_NAMES),
+        h = self._headers[self._entries[0].id]
+        self._describe(first[1], units="unknown" if units == "unknown" else "m",
+                       center=center, roles=roles, found_roles=find_roles(first[1], ROLE_NAMES),
                        extra={"frame_rate": rates.pop() if len(rates) == 1 else None,
-                              "parents": first.parents.tolist(),
-                              "offsets": (first.offsets * self.scale).round(6).tolist(),
+                              "parents": h.parents.tolist(),
+                              "offsets": (h.offsets * self.scale).round(6).tolist(),
                               "units_in_file": units, "position_channels": position_channels})
 
     def read(self, entry) -> np.ndarray | None:

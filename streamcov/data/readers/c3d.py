@@ -35,7 +35,11 @@ into NaN), when a coordinate is not finite, or (``zeros_missing=True``) when it 
    the counts.
 
 Layout, labels and subjects as for the other readers (:mod:`._layout`). All files must hold the
-kept markers (by name; their order in a file may differ).
+kept markers (by name; their order in a file may differ). Names are compared without the
+``Subject:`` prefix that Vicon writes for each performer (``Bob:LASI`` is ``LASI``) and kept
+without it. Files that leave their points unnamed (``point<k>``) must all hold as many points.
+``info.extra["frame_rate"]`` is the first file's ``POINT:RATE`` when every file's header gives
+one rate, else None.
 """
 from __future__ import annotations
 
@@ -55,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import MissingExtraError, file_fault, not_the_file
-from ._layout import GENERIC_PATTERN, ArchiveReader, find_roles, one_of
+from ._layout import GENERIC_PATTERN, ArchiveReader, find_roles, one_of, without_subject
 from .base import FormatError
 
 #: whether ezc3d is installed: looked up, not imported (it runs only in the reading process's child, and its
@@ -74,6 +78,9 @@ UNIT_METRES = {"mm": 0.001, "millimeters": 0.001, "millimetres": 0.001, "cm": 0.
                "inch": 0.0254, "inches": 0.0254, "ft": 0.3048}
 #: output unit -> metres per unit
 OUT_UNITS = {"m": 1.0, "cm": 0.01, "mm": 0.001}
+
+#: name of a point that POINT:LABELS leaves blank or does not name: ``point<k>`` (0-based)
+UNNAMED = "point"
 
 NON_MARKER_GROUPS = ("ANGLES", "FORCES", "MOMENTS", "POWERS", "SCALARS", "REACTIONS")
 
@@ -298,6 +305,30 @@ def _param(point: dict, name, default=None):
     return default if value is None else value
 
 
+def _header_rate(path) -> float | None:
+    """The 3D frame rate in the file's header (words 11-12, a float in the processor's format: Intel and MIPS
+    are IEEE, little- and big-endian; DEC's F-float is the IEEE float of its two words swapped, divided by 4),
+    or None when the file is too short or not C3D. Read for every file, where the whole file is read
+    (by ezc3d) only for the first."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+            if len(head) < 512 or head[1] != 0x50 or head[0] < 2:
+                return None
+            fh.seek((head[0] - 1) * 512 + 3)
+            processor = fh.read(1)
+    except OSError:
+        return None   # the reading of the sequences says why
+    b = head[20:24]
+    if processor == b"\x56":
+        rate = struct.unpack(">f", b)[0]
+    elif processor == b"\x55":
+        rate = struct.unpack("<f", bytes([b[2], b[3], b[0], b[1]]))[0] / 4
+    else:
+        rate = struct.unpack("<f", b)[0]
+    return rate if np.isfinite(rate) and rate > 0 else None
+
+
 def _declared_frames(path) -> tuple[int, int] | None:
     """First and last frame numbers in the file's own header (words 4 and 5; byte order from the
     processor type of the parameter section), or None when it does not say."""
@@ -341,7 +372,7 @@ def read_c3d(path, *, zeros_missing: bool = False):
         k += 1
     labels = [str(x).strip() for x in labels[:n_points]]
     labels += [""] * (n_points - len(labels))
-    labels = [lb or f"point{i}" for i, lb in enumerate(labels)]
+    labels = [lb or f"{UNNAMED}{i}" for i, lb in enumerate(labels)]
     if len(set(labels)) != len(labels):
         dup = sorted({x for x in labels if labels.count(x) > 1})
         raise FormatError(path, f"POINT:LABELS names {', '.join(dup)} more than once; marker "
@@ -368,6 +399,25 @@ def read_c3d(path, *, zeros_missing: bool = False):
     rate = _param(point, "RATE", None)
     rate = float(np.asarray(rate).ravel()[0]) if rate is not None and np.size(rate) else None
     return labels, xyz, non_markers, unit, rate
+
+
+def _unnamed_count(labels: list[str]) -> int:
+    """How many points of a file POINT:LABELS leaves unnamed (called ``point<k>``)."""
+    return sum(lb == f"{UNNAMED}{i}" for i, lb in enumerate(labels))
+
+
+def _marker_index(labels: list[str]) -> dict[str, int]:
+    """Marker name -> point index of one file: each label as written and, where it has one, without its
+    ``Subject:`` prefix (Vicon writes ``Bob:LASI``; :func:`._layout.without_subject`). A name asked for is
+    looked up as written, then without its own prefix (:func:`_point_of`)."""
+    pos = {lb: i for i, lb in enumerate(labels)}
+    for i, b in enumerate(without_subject(labels)):
+        pos.setdefault(b, i)
+    return pos
+
+
+def _point_of(pos: dict[str, int], marker: str) -> int | None:
+    return pos.get(marker, pos.get(marker.rsplit(":", 1)[-1]))
 
 
 class C3dReader(ArchiveReader):
@@ -437,17 +487,22 @@ class C3dReader(ArchiveReader):
             raise damaged[0]
         first = entry.path
         self._first = f"the first {'readable ' if damaged else ''}file ({first.name})"
+        self._unnamed, self._n_points = _unnamed_count(labels), len(labels)
         if markers is None:
-            markers = [lb for lb in labels if lb not in non_markers]
+            markers = without_subject([lb for lb in labels if lb not in non_markers])
             if not markers:
                 raise FormatError(first, "holds no marker points (POINT:USED is 0 or every point "
                                   "is a model output); pass markers=[...]")
         else:
-            lost = [m for m in markers if m not in labels]
+            lost = [m for m in markers if _point_of(_marker_index(labels), m) is None]
             if lost:
                 raise ValueError(f"markers: {', '.join(map(repr, lost))} not in {first} (the "
                                  f"first {'readable ' if damaged else ''}file; its markers: {', '.join(labels)})")
-        self.markers = list(markers)
+        self.markers = without_subject(markers)   # Bob:LASI names the marker LASI of every performer
+        # the archive's frame rate when every file's header gives the first file's (POINT:RATE is the rate)
+        rates = {_header_rate(e.path) for e in self._entries} - {None}
+        if rate is not None and len(rates) > 1:
+            rate = None
         self._describe(self.markers, units=units, center=center, roles=roles,
                        found_roles=find_roles(self.markers, ROLE_NAMES),
                        extra={"frame_rate": rate, "units_in_first_file": unit,
@@ -461,13 +516,22 @@ class C3dReader(ArchiveReader):
     def read(self, entry):
         """(frames (T', 3J) float32 after dropping, dropped count, total count)."""
         labels, xyz, _, _, _ = read_c3d(entry.path, zeros_missing=self.zeros_missing)
-        pos = {lb: i for i, lb in enumerate(labels)}
-        lost = [m for m in self.markers if m not in pos]
+        unnamed = _unnamed_count(labels)
+        if (unnamed or self._unnamed) and len(labels) != self._n_points:
+            # point<k> is a position, not a name: with other point counts the positions need not be the same markers
+            raise not_the_file(FormatError(entry.path, f"holds {len(labels)} points and {self._first} "
+                                           f"{self._n_points}, and {'this' if unnamed else 'that'} file does not name "
+                                           f"{'its' if unnamed else 'all its'} points (POINT:LABELS): their markers "
+                                           "cannot be matched by name; write the labels, or ingest the files of "
+                                           "each point count on their own"))
+        pos = _marker_index(labels)
+        at = [_point_of(pos, m) for m in self.markers]
+        lost = [m for m, i in zip(self.markers, at) if i is None]
         if lost:
             # the layout of the first file: which of the two is odd, on_error="skip" cannot tell
             raise not_the_file(FormatError(entry.path, f"lacks marker(s) {', '.join(lost)} that {self._first} "
                                            "has; pass markers=[...] to keep only markers every file has"))
-        X = xyz[:, [pos[m] for m in self.markers]] * self.scale
+        X = xyz[:, at] * self.scale
         bad = np.isnan(X).any(axis=(1, 2))
         return X[~bad].reshape(int((~bad).sum()), -1).astype(np.float32), int(bad.sum()), len(X)
 
