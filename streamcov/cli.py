@@ -455,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder name to skip at any depth (default: maps; names given replace it: add "
                          "--exclude maps to keep it); a name that matches no folder is refused")
     im.add_argument("--pixel-dtype", default="auto", choices=["auto", "uint8", "uint16", "float32"],
-                    help="pixel type of the store (auto: 16-bit when any image is 16-bit, else 8-bit)")
+                    help="pixel type of the store (auto: float32 when any image has float pixels, else 16-bit when any "
+                         "image is 16-bit, else 8-bit)")
     im.add_argument("--restart", action="store_true", help="discard an incomplete store first")
     on_error_flag(im, "images")
     im.add_argument("--quiet", action="store_true")
@@ -604,7 +605,7 @@ def main(argv=None) -> int:
 
 def _main(args, StreamcovError, command_line) -> int:
     try:
-        with warnings.catch_warnings(), command_line():   # messages name the flags typed, not Python keywords
+        with warnings.catch_warnings(), command_line(args.command):   # flags as typed, not Python keywords
             warnings.showwarning = _one_line_warning(args.command)
             # numba's environment refused up front, not by a traceback mid-run; never where numba is not started
             if _starts_numba(args):

@@ -143,15 +143,33 @@ class UnsafePickleError(WeightsError):
 _COMMAND_LINE = contextvars.ContextVar("streamcov_command_line", default=False)
 
 
+# the subcommand running (``run``, ``ingest``): the prefix of the notes that :func:`say_note` prints
+_COMMAND = contextvars.ContextVar("streamcov_command", default="")
+
+
 @contextlib.contextmanager
-def command_line():
+def command_line(command: str = ""):
     """Within it, :func:`arg` names arguments as the ``streamcov`` command's flags (``--output runs/x``);
-    outside, as the Python keywords they are (``output='runs/x'``)."""
-    token = _COMMAND_LINE.set(True)
+    outside, as the Python keywords they are (``output='runs/x'``). ``command``: the subcommand, whose name
+    starts the notes printed (``streamcov run: note: ...``), as it starts its warnings and errors."""
+    token, named = _COMMAND_LINE.set(True), _COMMAND.set(command)
     try:
         yield
     finally:
+        _COMMAND.reset(named)
         _COMMAND_LINE.reset(token)
+
+
+def say_note(message: str, note=None) -> None:
+    """Give ``message`` to ``note`` (a caller's callable), or print it on stderr as ``note: ...``, after
+    ``streamcov <command>: `` within :func:`command_line`."""
+    if note is not None:
+        note(message)
+        return
+    import sys
+
+    command = _COMMAND.get()
+    print(f"{f'streamcov {command}: ' if command else ''}note: {message}", file=sys.stderr)
 
 
 def arg(keyword: str, value, flag: str | None = None, item: bool = False) -> str:

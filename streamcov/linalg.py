@@ -186,7 +186,8 @@ def log_vectors(mats, gamma: float | Sequence[float] = 0.0, *, relative: bool = 
     dtype : numpy dtype
         Of the result (the computation is float64).
     what, first_index : str, int
-        Name and index offset of the matrices in error messages, or
+        Name and index offset of the matrices in error messages: matrix ``i`` is ``f"{what} {first_index + i}"``
+        unless ``describe`` is given; the input checks (``check``) name it ``f"{what} {i}"``.
     describe : callable, optional
         ``describe(i)`` naming matrix i in error messages.
     rank : array of int (N,), optional

@@ -1138,7 +1138,7 @@ CONFIG = [
     Case("archive-with-new-times-since-store", lambda e: [  # subject parity would train on one class here
         *run_from_source(touched_archive_store(edit=False))(e), "--set", 'split.kind="subjects"', "--set",
         "split.train_subjects=[1, 2]"],
-         r"(?m)^note: data\.store: \S+g\.zarr is used: the files of \S+a have new modification times since it was "
+         r"(?m)^streamcov run: note: data\.store: \S+g\.zarr is used: the files of \S+a have new modification times since it was "
          r"written, but the same contents$", rc=0,
          check=lambda e, err, out: len([ln for ln in err.splitlines() if "note:" in ln]) == 1 or pytest.fail(err)),
     *[Case(f"archive-{how}-file-changed-since-store", run_from_source(linked_archive_store(how)),
@@ -1956,7 +1956,7 @@ STORES = [
          r"at a file it could not read\. Re-run the command that wrote it \(`streamcov ingest`, `synth`, or `run` with "
          r"\[data\] source or a demo\) to resume it \(with --on-error skip, or data\.on_error = \"skip\", to leave "
          r"such a file out\), or start over: add --restart to `streamcov ingest` or `synth` \(mode=\"restart\" in "
-         r"Python\), or delete \S+ and run `streamcov run` again"),
+         r"Python\), or delete \S+ and run the command again"),
     Case("info-not-a-store", lambda e: ["info", e.tmp], r": no zarr store here"),
     Case("info-an-image-file", lambda e: ["info", (lambda p: p.write_bytes(b"\x89PNG") and p)(e.tmp / "one.png")],
          r"one\.png: a file, not a store: a store is a folder; for images, give their folder"),
@@ -2985,12 +2985,12 @@ IMAGES = [
          r"pages\.tif: 2 frames \(an animation or a multi-page file\); streamcov reads single-frame images"),
     Case("grey-image-colour-preset", image_run(lambda t: t.replace('preset = "texture"', 'preset = "fish"'),
                                                ingested(image_folder("grey"))),
-         r'error: \S+p\.toml, line 10: pixels\.preset = "fish" uses R, G, B but image 0 \(a/0\.png\) is grey; '
+         r'error: \S+p\.toml, line 10: pixels\.preset = "fish" uses R, G, B but image a/0\.png is grey; '
          r"give colour images, or features of grey images \(I and its derivatives in place of R, G, B\)$"),
     # at predict time the advice is about the images given, not the spec the model was trained with
     Case("colour-model-on-grey-images", lambda e: ["predict", colour_model(e), image_folder("grey")(e),
                                                    "--out", e.tmp / "p.csv", "--scheduler", "synchronous"],
-         r"error: \S+/grey: image 0 \(a/0\.png\) is grey, but the model's features "
+         r"error: \S+/grey: image a/0\.png is grey, but the model's features "
          r'\(pixels\.preset = "fish"\) use R, G, B; give it colour images, or train a model on grey features for '
          r"grey ones$"),
     # integer images are read as fractions of their range, float images as they are: another scale at predict
@@ -3801,6 +3801,9 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
     (lambda p: __import__("streamcov").run(""), ValueError, r"^pipeline: empty path"),
     (lambda p: __import__("streamcov").run(REPO / "pipelines" / "synthetic.toml", text='task = "tgp-sshape"'),
      ValueError, r"^a pipeline and text=\.\.\. both given: give one pipeline"),   # the file was ignored
+    (lambda p: __import__("streamcov").run(__import__("streamcov").load_config(REPO / "pipelines" / "synthetic.toml"),
+                                           text='task = "tgp-sshape"'),
+     ValueError, r"^a pipeline and text=\.\.\. both given: give one pipeline"),   # the text was ignored
     (lambda p: __import__("streamcov").GaussianNystroem(blocks=[5, 7]).fit(np.ones((4, 12))), ValueError,
      r"^blocks must be \[width, weight\] pairs"),   # TypeError: object of type 'int' has no len()
 ], ids=["exclude-a-string", "group-level-float", "group-level-bool", "group-level-too-deep",
@@ -3808,7 +3811,7 @@ def test_python_config_takes_numpy_scalars_paths_and_tuples(tmp_path):
         "stride-one-pixel", "synth-frames-too-long", "operator-too-large", "predict-store-none", "predict-model-int",
         "predict-store-empty", "predict-train-accuracy-str", "open-store-none", "open-reader-int", "ingest-out-none",
         "ingest-limit-0", "ingest-images-limit-negative", "ingest-images-src-none", "load-config-list",
-        "load-config-overrides-str", "run-override-int", "run-resume-str", "run-empty", "run-file-and-text",
+        "load-config-overrides-str", "run-override-int", "run-resume-str", "run-empty", "run-file-and-text", "run-config-and-text",
         "nystroem-blocks-flat"])
 def test_python_api_slips_are_refused(shared, tmp_path, call, error, pattern):
     with pytest.raises(error, match=pattern):

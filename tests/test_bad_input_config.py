@@ -101,7 +101,7 @@ def test_colour_features_on_grey_images_name_pixels_features(tmp_path):
                  .replace('preset = "texture"', 'features = ["x", "R", "G", "B"]'))
     rc, err, _ = cli("run", p, "--quiet", "--scheduler", "synchronous")
     assert_one_line_error(rc, err, r'^streamcov run: error: \S+p\.toml, line 10: pixels\.features = \["x", "R", "G", '
-                                   r'"B"\] uses R, G, B but image 0 \(a/0\.png\) is grey; ' + GREY_FIX)
+                                   r'"B"\] uses R, G, B but image a/0\.png is grey; ' + GREY_FIX)
     # image-classification, from the folder
     p.write_text(EVAL_PIPELINE.format(out=tmp_path / "o2", store=store)
                  .replace('format = "store"', 'format = "folders"')

@@ -139,6 +139,27 @@ def test_scalable_sgd_path(textures):
     assert res["n_folds"] == 2 and res["accuracy"] > 0.6
 
 
+def test_scalable_path_measures_its_median_on_training_rows_of_every_class(textures, monkeypatch):
+    """The bandwidth's median distance was taken over the first 500 training rows, which are in class order
+    (Virus: 6 of its 15 classes, a median 3.8% below that of all rows): it is a random sample of them now."""
+    data, feats, raw, splits = textures
+    vectors, measured = [], []
+    real_vectors, real_distances = ev.approx_operator_vectors, ev.distances
+    monkeypatch.setattr(ev, "approx_operator_vectors",
+                        lambda *a, **k: vectors.append(real_vectors(*a, **k)) or vectors[-1])
+    monkeypatch.setattr(ev, "distances", lambda X, *a, **k: measured.append(np.array(X)) or real_distances(X, *a, **k))
+    monkeypatch.setattr(ev, "MEDIAN_ROWS", 16)
+    m = EvalMethod(name="approx_loghs", classifier="sgd", scaling="per-feature", D=20, n_components=64,
+                   epochs=2, inner_folds=2, **SMALL)
+    ev.evaluate("approx_loghs", feats, data.labels, splits[:1], m, classifier="sgd")
+    _, tr_g, _ = splits[0]   # the training images, in data order (class by class); their vectors come first
+    ((v,),), (rows,) = vectors, measured
+    at = [int(np.flatnonzero((v == r).all(axis=1))[0]) for r in rows]
+    labels = np.asarray(data.labels)
+    assert len(rows) == 16 and max(at) < len(tr_g) and len(set(at)) == 16
+    assert len(set(labels[tr_g[at]])) > len(set(labels[tr_g[:16]]))
+
+
 @pytest.mark.filterwarnings("ignore:logm result may be inaccurate")  # its own error estimate ~1e-13
 def test_relative_log_vectors_of_several_gammas_use_sym_vec_and_logm(textures):
     """The one SPD-log route, small matrices (lane solver) and large ones (LAPACK, one

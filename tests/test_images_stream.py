@@ -172,7 +172,7 @@ def test_incomplete_store_refused_and_source_ingested(textures, tmp_path):
     ({"dask": {"block_size": 0}}, r"dask.block_size = 0: expected a value >= 1"),
     ({"dask": {"scheduler": "gpu"}}, r'dask.scheduler = "gpu": expected one of threads, synchronous, local-cluster or a scheduler address'),
     ({"pixels": {"preset": "nope"}}, r'pixels\.preset = "nope": expected one of eth80, .*virus'),
-    ({"pixels": {"preset": "fish"}}, r"uses R, G, B but image 0 \(brick/0_0\) is grey"),
+    ({"pixels": {"preset": "fish"}}, r"uses R, G, B but image brick/0_0 is grey"),
     ({"data": {"store": "/nonexistent/x.zarr"}}, r"does not exist; create it with `streamcov ingest"),
 ])
 def test_config_errors(store, tmp_path, change, msg):

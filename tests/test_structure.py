@@ -165,3 +165,17 @@ def test_every_python_call_of_a_parallel_kernel_goes_through_run_parallel():
                  and f.attr in par) or (isinstance(f, ast.Name) and f.id in names)):
                 direct.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not direct, direct
+
+
+def test_one_version():
+    """pyproject.toml said 0.1.0 and streamcov.__version__ 0.2.0: the installed metadata is now read from the one
+    place the version is written (setuptools' dynamic version, from the module's text without importing it)."""
+    import importlib.metadata
+    import tomllib
+
+    import streamcov
+
+    meta = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert "version" not in meta["project"] and meta["project"]["dynamic"] == ["version"]
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "streamcov.__version__"}
+    assert importlib.metadata.version("streamcov") == streamcov.__version__

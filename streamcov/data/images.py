@@ -313,6 +313,8 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         TGA (:data:`~streamcov.data.imageio.IMAGE_EXTENSIONS`); grey or RGB.
     out : path
         Store location.
+    format : {"folders"}
+        Layout of ``src``; ``"folders"`` is the only one (any other value is refused). Recorded with the store.
     group_level : int
         Folder levels that make the group (2 for ETH-80 category/object).
     exclude : sequence of str
@@ -321,8 +323,13 @@ def ingest_images(src, out, format: str = "folders", group_level: int = 1, exclu
         ``auto``: float32 when any image has float pixels (32-bit float
         TIFF), else 16-bit when any image is 16-bit (8-bit images are then
         scaled by 257, exactly), else 8-bit.
+    chunk_pixels : int, optional
+        Pixel values per chunk of the store's ``pixels`` (default 2^20); memory held is about one chunk. A
+        store being resumed keeps its own: another value given here is refused.
     mode : {"create", "resume", "restart"}
         ``resume`` continues an interrupted ingestion after its last committed image.
+    progress : bool
+        Show a progress bar over the images.
     limit : int, optional
         Stop after that many new images *without* completing the store (tests).
     unlabelled : bool

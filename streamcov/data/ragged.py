@@ -43,7 +43,7 @@ _META_CHUNK = 65536
 # how to discard an incomplete store: the flag of the commands that write stores, or by hand for `run`, which
 # writes one from [data] source or a demo and has no such flag
 START_OVER = ("add --restart to `streamcov ingest` or `synth` (mode=\"restart\" in Python), or delete {path} and "
-              "run `streamcov run` again")
+              "run the command again")
 # what to do about an incomplete store found damaged on resuming it
 RESUME_FIX = ("delete it and ingest again (or add --restart to `streamcov ingest` or `synth`, mode=\"restart\" in "
               "Python)")

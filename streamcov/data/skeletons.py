@@ -252,6 +252,29 @@ def ingest(source, out, chunk_frames: int | None = None, mode: str = "resume",
     the first file's layout) still stops. The choice is not part of the
     store's source record: the store holds every readable sequence either
     way.
+
+    Parameters
+    ----------
+    source : SkeletonReader
+        A reader of :func:`~streamcov.data.readers.open_reader`, or an object with ``info`` and
+        ``sequences()`` (:class:`~streamcov.data.synth.SyntheticSkeletons`; ``on_error="skip"`` needs a reader).
+    out : path
+        Store location.
+    chunk_frames : int, optional
+        Frames per chunk of the store's ``frames`` (default 65536); memory held is about one chunk. A store
+        being resumed keeps its own: another value given here is refused.
+    mode : {"create", "resume", "restart"}
+        As :class:`~streamcov.data.ragged.RaggedStoreWriter`.
+    progress : bool
+        Show a progress bar of the sequences written.
+    limit : int, optional
+        Stop after that many new sequences without completing the store (tests).
+    on_error : {"stop", "skip"}
+        What a damaged file does (above).
+
+    Returns
+    -------
+    SequenceStore, or None when stopped by ``limit``.
     """
     from ..lock import store_lock
 

@@ -239,14 +239,33 @@ def region_vectors(covariances, scale, gamma, log: bool = True, dtype=np.float64
 class ImageDescriptor:
     """What turns one image into one vector; see the module docstring.
 
-    ``pixels`` is a :class:`~.pixels.FeatureSpec` (eq. (38)) or a
-    :class:`~.cnn.CNNSpec` (hypercolumns); ``sigma`` is the bandwidth of K1
-    in streamcov's convention (:mod:`streamcov.kernels`) and in units of
-    ``sqrt(n_features)`` feature scales; ``frequencies`` is ``"random"``
-    (Approx) or ``"halton"`` (QApprox); ``random_state`` seeds the random
-    frequencies; ``head`` appends the unit head vector to an operator
-    vector (ConvNet specs with ``head`` only), normalised by ``head_norm``
-    (:func:`normalize_heads`).
+    Parameters
+    ----------
+    pixels : FeatureSpec or CNNSpec
+        A :class:`~.pixels.FeatureSpec` (eq. (38)) or a :class:`~.cnn.CNNSpec` (hypercolumns).
+    representation : {"operator", "region", "head"}
+        The vector of the module docstring (default ``"operator"``; ``"head"`` needs a ConvNet spec with
+        ``head``).
+    n_frequencies : int
+        D, the Fourier frequencies of K1 (default 200): the operator is 2D x 2D (``"operator"`` only).
+    sigma : float
+        Bandwidth of K1 in streamcov's convention (:mod:`streamcov.kernels`) and in units of
+        ``sqrt(n_features)`` feature scales (default 1).
+    frequencies : {"random", "halton"}
+        Random (Approx, the default) or quasi-random (QApprox) frequencies.
+    gamma : float
+        Regularization of ``log(I + C / gamma)`` (default 1e-3; > 0).
+    log : bool
+        ``vec(log(I + C / gamma))`` (default), else ``vec(C)``.
+    scaling : {"global", "per-feature"}
+        How the feature scale is measured on training pixels (:func:`feature_scale`): one number for all
+        features (default), or each feature's standard deviation.
+    random_state : int
+        Seeds the random frequencies (default 0; the Halton ones are deterministic).
+    head : bool
+        Append the unit head vector to an operator vector (ConvNet specs with ``head`` only).
+    head_norm : {"l2", "power"}
+        The normalisation of the head vector (:func:`normalize_heads`; default ``"l2"``).
     """
 
     pixels: FeatureSpec

@@ -233,6 +233,29 @@ def log_covariance_vectors(frames, offsets, selection: JointSelection, gamma: fl
     Same result as :func:`segment_moments` followed by
     :func:`log_vectors_from_moments`, computed by one fused kernel that never
     holds the stack of d x d moment matrices.
+
+    Parameters
+    ----------
+    frames : array (n_frames, 3 x joints)
+        The sequences' frames, concatenated (:func:`pack_sequences`).
+    offsets : array of int (n_sequences + 1,)
+        Sequence ``i`` is ``frames[offsets[i]:offsets[i+1]]``: from 0 to ``len(frames)``, each of at least
+        ``max(2, ddof + 1)`` frames.
+    selection : JointSelection
+        The centre joints subtracted in every frame and the joints kept; ``d = selection.dim``.
+    gamma : float
+        Regularization added to the diagonal of every covariance (>= 0; a covariance not positive definite
+        once regularized raises :class:`~streamcov.errors.NotSPDError`).
+    normalize : bool
+        Scale each vector to unit Euclidean norm (``||log X||_F = 1``).
+    ddof : int
+        Delta degrees of freedom: the covariance divides by ``n - ddof`` (at least 1) for ``n`` frames.
+    dtype : numpy floating dtype
+        Of the result (the computation is float64).
+
+    Returns
+    -------
+    ndarray (n_sequences, d(d+1)/2)
     """
     gamma = _check_gamma(gamma)   # NaN or inf was a SystemError out of the numba kernel
     _check_ddof(ddof)
@@ -443,16 +466,17 @@ class PyramidPlan:
     ``f_t``, see :func:`piece_features`) is the concatenation over the
     windows ``w`` of the temporal pyramid (:func:`window_bounds`) of
     ``vec(log(S_w + gamma I))`` (each scaled to unit norm when
-    ``normalize``), where ``S_w`` is the covariance of the rows of window
-    ``w`` in the body frame,
+    ``normalize``), where ``S_w`` is the window's matrix: ``S_w = C_w``, the
+    covariance of the ``n_w`` rows of window ``w`` in the body frame,
 
-        C_w = B (sum_{t in w} (f_t - mu_w)(f_t - mu_w)^T / (n_w - ddof)) B^T / s^2,
+        C_w = B (sum_{t in w} (f_t - mu_w)(f_t - mu_w)^T / max(n_w - ddof, 1)) B^T / s^2,
 
     ``B`` applying the sequence's rotation ``R`` (yaw or torso) to every
     (x, y, z) triplet and ``s`` its body size (:func:`body_transform`; with
     ``body_frame = "torso-frames"`` each frame is rotated into its own torso
-    frame before its features are formed, :func:`torso_frames`), and, with the
-    Gaussian embedding of the mean (``mean_weight = m > 0``),
+    frame before its features are formed, :func:`torso_frames`), or, with the
+    Gaussian embedding of the mean (``mean_weight = m > 0``), the embedding of
+    ``C_w`` and the window's mean,
 
         S_w = [[C_w + m^2 mu'_w mu'_w^T, m mu'_w], [m mu'_w^T, 1]],  mu'_w = B mu_w / s.
 

@@ -76,6 +76,16 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     bandwidth) goes to the maps that take a sigma, and as ``gamma = 1 / (2
     sigma^2)`` to those that take a gamma, so every map targets the same
     Gaussian kernel of eq. (1) of paper 000.
+
+    Parameters
+    ----------
+    params : dict
+        The ``[features]`` table: ``map`` (default ``rgw``), ``sigma``, ``blocks``, ``views`` and the map's
+        own options; ``fit_sample`` and ``bandwidth`` are read by the fit, not here.
+    seed : int
+        An integer >= 0, the map's ``random_state`` (a model saves its map's draws as this seed).
+    sigma_scale : float
+        Factor of ``sigma`` (default 1; the median distance of a median bandwidth).
     """
     if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
         # the maps' draws are saved as their seed (models leave the drawn arrays out): an integer, always

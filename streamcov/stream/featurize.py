@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ import numpy as np
 
 from .._config import progress_bar
 from ..data import integrity
-from ..errors import StoreError
+from ..errors import StoreError, say_note
 from ..features.registry import fit_feature_map, needs_data
 from .featurestore import FeatureStore, write_block
 from .runtime import retry_lost
@@ -146,8 +145,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
             loaded = fstore.load_fit(reference)
     except StoreError as exc:
         # a cache: its features were computed with the fit or arrays that are damaged now, so none is reused
-        print(f"note: {exc.args[0].split(integrity.DAMAGED)[0]}; the feature store is computed again",
-              file=sys.stderr)
+        say_note(f"{exc.args[0].split(integrity.DAMAGED)[0]}; the feature store is computed again")
         shutil.rmtree(path)
         fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
     reused = loaded is not None
@@ -182,9 +180,9 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     t1 = time.perf_counter()
     done, redo = fstore.done_blocks()
     if redo:
-        print(f"note: {fstore.path}: block(s) {redo[:5]}{' ...' if len(redo) > 5 else ''} are not as this feature "
-              f"store wrote them (a chunk of X copied from another store or damaged, or a damaged done flag or "
-              f"checksum): computed again", file=sys.stderr)
+        say_note(f"{fstore.path}: block(s) {redo[:5]}{' ...' if len(redo) > 5 else ''} are not as this feature "
+                 f"store wrote them (a chunk of X copied from another store or damaged, or a damaged done flag or "
+                 f"checksum): computed again")
     transform = runtime.share(fmap) if fmap is not None else None
     blocks = fitted.block_tasks(bounds, runtime.numba_threads)
     keys = fitted.window_keys(bounds, runtime.parallelism)

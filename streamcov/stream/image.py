@@ -288,10 +288,10 @@ class ImageSource:
         if spec.needs_color and (store.shapes[:, 2] != 3).any():
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
             if state is not None and state.get("scale") is not None:   # a trained model's spec (predict)
-                raise ConfigError(f"{store.path}: image {i} ({store.id_of(i)}) is grey, but the model's features "
+                raise ConfigError(f"{store.path}: image {store.id_of(i)} is grey, but the model's features "
                                   f"({pipeline_key(spec)}) use R, G, B; give it colour images, or train a model "
                                   f"on grey features for grey ones")
-            raise ConfigError(f"{pipeline_key(spec)} uses R, G, B but image {i} ({store.id_of(i)}) is grey; "
+            raise ConfigError(f"{pipeline_key(spec)} uses R, G, B but image {store.id_of(i)} is grey; "
                               f"{GREY_FIX}")
         from .._config import check_memory
         from ..descriptors.pixels import check_sampled_pixels

@@ -1266,6 +1266,8 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     checkpoint : path, optional
         Written after every iteration (in the background); with ``resume``
         and a matching ``fingerprint`` the run continues from it.
+    progress : bool
+        Show a progress bar of the L-BFGS iterations (up to ``estimator.max_iter``).
     require_spread : bool
         Refuse training rows equal to within rounding even unscaled (a
         pipeline's descriptors swamped by a setting); otherwise only when

@@ -489,9 +489,25 @@ def _run_note(folder: Path) -> str:
 class FittedPipeline:
     """Source spec + feature map + optional scaler + classifier, with label names and provenance.
 
-    ``source`` is the spec of :mod:`streamcov.stream.source` (``kind``,
-    descriptor settings, fitted state): enough to featurize new data of the
-    same kind exactly as the training data was.
+    Parameters
+    ----------
+    source : dict
+        The spec of :mod:`streamcov.stream.source` (``kind``, descriptor settings, fitted state): enough to
+        featurize new data of the same kind exactly as the training data was.
+    feature_map : transformer or None
+        The fitted explicit feature map applied to the descriptors (:mod:`streamcov.features`); None: the
+        descriptors go to the scaler or the classifier as they are.
+    scaler : transformer or None
+        Fitted on the features of the training rows; None: no scaling.
+    classifier : estimator
+        The fitted classifier; its class codes index ``label_names``.
+    label_names : sequence of str
+        The class names, distinct, in the order of the codes.
+    info : dict, optional
+        Provenance, saved with the model (JSON): the pipeline, task, fold and seed, and as the run knows them
+        the block size, the training store (identity, path, source record), the split, and for images their
+        orientation, sizes and pixel scale. :func:`~streamcov.stream.predict.predict` reads it (the model's
+        own test rows, notes on or refusals of data unlike the training data).
     """
 
     def __init__(self, source: dict, feature_map, scaler, classifier, label_names, info: dict | None = None):

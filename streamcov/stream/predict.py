@@ -39,6 +39,29 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     ``train_accuracy`` also on that fold's training rows; on any other store,
     on every row whose label the model knows. The predictions of every row
     are always written, by default to ``<model>/predictions/<store name>.csv``.
+
+    Parameters
+    ----------
+    model_dir : path
+        The model folder of a run (``<output>/model``).
+    store_path : path
+        A store of the model's kind; for an image model, also a folder of images.
+    out_csv : path, optional
+        The CSV file to write (``--out``; default ``<model_dir>/predictions/<store name>.csv``).
+    scheduler : str, optional
+        ``threads`` (default), ``synchronous``, ``local-cluster`` or a scheduler address
+        ``tcp://HOST:PORT``, or a ``distributed.Client`` or cluster object of the caller's, as for
+        :func:`streamcov.run`.
+    workers : int, optional
+        Threads of ``threads``, or worker processes of ``local-cluster`` (default: one per core); given
+        alone, a LocalCluster of that many. Refused with ``synchronous`` or an address.
+    block : int, optional
+        Rows per block (default: the block size the model was trained with, else the source's default).
+    train_accuracy : bool
+        Also report the accuracy on the training rows of the model's fold (on the store it was trained on).
+    on_error : {"stop", "skip"}
+        For a folder of images: what an image that cannot be read does (above); ``"skip"`` is refused for a
+        store.
     """
     from .runtime import check_local_workers, resolve_runtime
 

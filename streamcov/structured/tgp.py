@@ -69,11 +69,21 @@ APPROXIMATIONS = ("subsample", "local")
 TRANSFORMS = (None, "monomial", "gegenbauer")
 
 
-def diverged_text(diverged: int, n: int) -> str:
-    """What :meth:`TwinGaussianProcess.predict` says of ``diverged`` of ``n`` rows predicted by their nearest
-    training output."""
-    return (f"{DIVERGED} (no start ended finite and near the training outputs) for {diverged} of {n} rows; their "
-            f"prediction is the nearest training output")
+# the start of predict's warning when the KL criterion is undefined at a row (its prediction is then the nearest
+# training output too)
+UNDEFINED = "TwinGaussianProcess: the KL criterion is undefined"
+
+
+def diverged_text(diverged: int, n: int, undefined: int = 0) -> str:
+    """What :meth:`TwinGaussianProcess.predict` says of ``diverged`` and ``undefined`` of ``n`` rows predicted by
+    their nearest training output."""
+    said = []
+    if undefined:
+        said.append(f"{UNDEFINED} for {undefined} of {n} rows (the transformed input kernel with the row is not "
+                    "positive definite: D_KL of eq. (20) has no value; a non-identity map of degree > 1 can do this)")
+    if diverged:
+        said.append(f"{DIVERGED} (no start ended finite and near the training outputs) for {diverged} of {n} rows")
+    return "; ".join(said) + "; their prediction is the nearest training output"
 
 # Bytes per n^2 held at the peak of an exact KL fit (float64 n x n arrays:
 # the factors of K and G, B and temporaries). benchmarks/tgp_scaling.py
@@ -418,13 +428,19 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         return dict(X=X, Y=Y, Ysq=Ysq, r=r, S=float(r.sum()), c_x=c1x)
 
     def _point_params(self, state, kq):
-        """Per-test-point coefficients from ``kq = phi(k(X_train, x*))``, shape (n, b)."""
+        """Per-test-point coefficients from ``kq = phi(k(X_train, x*))``, shape (n, b); None for a row where the
+        criterion is undefined (KL: the augmented input kernel ``K~`` is not positive definite)."""
         n = kq.shape[0]
         if self.criterion == "kl":
             U = cho_solve((state["Lx"], True), kq, check_finite=False)
+            # eta, the Schur complement of the training block in K~, is > 0 exactly when K~ is positive definite
+            # (with the training block's shift it is >= lambda_x for a positive semi-definite map). A transformed
+            # kernel can be indefinite: the training block is shifted until it factors (_factor_psd), but the row
+            # of a test input can still leave K~ indefinite; D_KL and its log-determinant then have no value, and
+            # clamping eta to a tiny positive number minimized another function (-2 u^T g_y) without a word.
             eta = state["c_x"] - np.einsum("ij,ij->j", kq, U)
-            eta = np.maximum(eta, 1e-12)  # >= lambda_x for a positive definite K~
-            return [(U[:, j], float(eta[j])) for j in range(kq.shape[1])]
+            floor = 1e-12 * max(1.0, abs(state["c_x"]))
+            return [(U[:, j], float(eta[j])) if eta[j] > floor else None for j in range(kq.shape[1])]
         N = n + 1
         ksum = kq.sum(0)
         r_star = (ksum + state["c_x"]) / N
@@ -547,19 +563,24 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
                              "the training set differs per test point")
         x = validate_data(self, np.atleast_2d(x), reset=False, dtype=np.float64)
         kq = self._kx(self.X_train_, x[:1])
-        fun = self._objective(self._state, self._point_params(self._state, kq)[0])
+        params = self._point_params(self._state, kq)[0]
+        if params is None:
+            raise ValueError(f"{UNDEFINED} at this input: the transformed input kernel with it is not positive "
+                             "definite, so D_KL of eq. (20) has no value (predict gives the nearest training output)")
+        fun = self._objective(self._state, params)
         off = self._y_offset
         return lambda y: fun(np.asarray(y, dtype=np.float64) - off)   # the criterion works on centred outputs
 
     def predict(self, X):
         """Predict outputs by minimizing the TGP criterion per row of ``X``."""
-        pred, diverged = self._predict(X)
-        if diverged:
-            warnings.warn(diverged_text(diverged, len(pred)), RuntimeWarning, stacklevel=2)
+        pred, (diverged, undefined) = self._predict(X)
+        if diverged or undefined:
+            warnings.warn(diverged_text(diverged, len(pred), undefined), RuntimeWarning, stacklevel=2)
         return pred
 
     def _predict(self, X):
-        """:meth:`predict`'s outputs and how many rows fell back to their nearest training output."""
+        """:meth:`predict`'s outputs and how many rows fell back to their nearest training output: ``(diverged,
+        undefined)``, where no start of the minimization ended well, and where the criterion has no value."""
         check_is_fitted(self)
         # the criterion, bandwidths and maps shape the fitted state: changed since fit, predict met a state of
         # another criterion (a KeyError) or mixed the two
@@ -572,14 +593,15 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         # One BLAS thread: per-evaluation products are matrix-vector sized, and
         # idle BLAS threads spinning between calls cost more than they save.
         with blas_threads(1):
-            diverged = self._predict_into(Xd, pred)
+            counts = self._predict_into(Xd, pred)
         pred = pred.astype(out_dtype if out_dtype == np.float32 else np.float64, copy=False)
-        return (pred.ravel() if self._y_1d else pred), diverged
+        return (pred.ravel() if self._y_1d else pred), counts
 
-    def _predict_into(self, Xd, pred) -> int:
-        """Fill ``pred``; returns how many rows fell back to their nearest training output (:meth:`_solve`)."""
+    def _predict_into(self, Xd, pred) -> tuple[int, int]:
+        """Fill ``pred``; returns how many rows fell back to their nearest training output: where no start of
+        :meth:`_solve` ended well, and where the criterion is undefined (:meth:`_point_params`)."""
         n_tr = self.X_train_.shape[0]
-        diverged = 0
+        diverged = undefined = 0
         if self.local_:
             k = min(self.max_train, n_tr)
             _, nbrs = self._nn.kneighbors(Xd, n_neighbors=k)
@@ -589,10 +611,12 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
                 state = self._prepare(Xl, self._Yc[idx], self._Ysq[idx])
                 kq = self._kx(Xl, Xd[j:j + 1])
                 starts = self._Yc[nbrs[j][: min(self.n_starts, k)]]
-                yc, ok = self._solve(state, self._point_params(state, kq)[0], starts)
+                params = self._point_params(state, kq)[0]
+                yc, ok = (None, False) if params is None else self._solve(state, params, starts)
                 # a fallback is the nearest training output itself, not its centred copy moved back
                 pred[j] = yc + self._y_offset if ok else self.y_train_[nbrs[j][0]]
-                diverged += not ok
+                undefined += params is None
+                diverged += not ok and params is not None
         else:
             n_starts = min(self.n_starts, n_tr)
             chunk = max(1, min(1024, 2 ** 24 // max(n_tr, 1)))
@@ -601,10 +625,11 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
                 _, nbrs = self._nn.kneighbors(Xq, n_neighbors=n_starts)
                 kq = self._kx(self.X_train_, Xq)
                 for j, params in enumerate(self._point_params(self._state, kq)):
-                    yc, ok = self._solve(self._state, params, self._Yc[nbrs[j]])
+                    yc, ok = (None, False) if params is None else self._solve(self._state, params, self._Yc[nbrs[j]])
                     pred[a + j] = yc + self._y_offset if ok else self.y_train_[nbrs[j][0]]
-                    diverged += not ok
-        return diverged
+                    undefined += params is None
+                    diverged += not ok and params is not None
+        return diverged, undefined
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

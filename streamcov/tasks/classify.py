@@ -11,13 +11,12 @@ fold saved to ``<output>/model``.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, IncompleteStoreError, arg, toml_value
+from ..errors import ConfigError, IncompleteStoreError, arg, say_note, toml_value
 from ..data.ragged import inside_source, same_files
 from ..features.registry import needs_data
 from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
@@ -72,8 +71,8 @@ def _same_source(path, old: dict | None, new: dict, content=None) -> None:
 
     if key == "files" and same_files(old["files"], new["files"], contents if content else None):
         if read:
-            print(f"note: data.store: {path} is used: the files of {new.get('path')} have new modification times "
-                  f"since it was written, but the same contents", file=sys.stderr)
+            say_note(f"data.store: {path} is used: the files of {new.get('path')} have new modification times "
+                     f"since it was written, but the same contents")
         return
     if key == "orientation":
         raise ConfigError(f"data.store: {path} was written by an earlier streamcov, which read images without "
@@ -300,8 +299,8 @@ def _finished_fold(path: Path, fingerprint: str, truth: np.ndarray, n_classes: i
         if len(truth) and result.get("accuracy") != float((predicted == truth).mean()):
             raise ValueError("an accuracy its predictions do not give")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
-        print(f"note: {arg('resume', True)}: {path} is damaged or was edited (or written by an earlier streamcov); "
-              f"fold {path.name.removesuffix('.result.json')} is run again", file=sys.stderr)
+        say_note(f"{arg('resume', True)}: {path} is damaged or was edited (or written by an earlier streamcov); "
+                 f"fold {path.name.removesuffix('.result.json')} is run again")
         return None
     return {"result": result, "predicted": predicted}
 
@@ -556,8 +555,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             if saved is not None and is_last and not _saved_model_of(out / "model", fold_fp):
                 # the model folder is another run's (other settings, the exact SVM) or damaged: the result
                 # saved would be reported beside a model it does not describe
-                print(f"note: {arg('resume', True)}: {out / 'model'} is not the model fold {name} saved (missing, "
-                      f"another run's, or damaged); fold {name} is trained again", file=sys.stderr)
+                say_note(f"{arg('resume', True)}: {out / 'model'} is not the model fold {name} saved (missing, "
+                         f"another run's, or damaged); fold {name} is trained again")
                 saved = None
             if saved is not None:
                 per.append(saved["result"])
@@ -629,9 +628,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                     f"training rows, no better than always naming their most frequent class ({nothing[1]:.1%}): it "
                     f"learned nothing; {fix}")
         if ignored:   # --resume found a checkpoint it must not continue: say so rather than start over unseen
-            print(f"note: {arg('resume', True)}: {ckdir / (name + '.npz')} was written for other settings (features, "
-                  f"[model], [split] or streamcov's version) or is damaged; fold {name} trained from the start",
-                  file=sys.stderr)
+            say_note(f"{arg('resume', True)}: {ckdir / (name + '.npz')} was written for other settings (features, "
+                     f"[model], [split] or streamcov's version) or is damaged; fold {name} trained from the start")
         r = {"fold": name, "accuracy": float((pred == y[test]).mean()), "n_train": int(train.sum()),
              "n_test": int(test.sum()), "train_seconds": round(t_train, 3), **learned}
         per.append(r)

@@ -27,14 +27,14 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import sys
 import tomllib
 import typing
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, NotSPDError, StreamcovError, arg, did_you_mean, path_arg, toml_error, toml_value
+from ..errors import (ConfigError, NotSPDError, StreamcovError, arg, did_you_mean, path_arg, say_note, toml_error,
+                      toml_value)
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -460,6 +460,9 @@ def load_config(source=None, overrides=(), store=None, *, text: str | None = Non
     flags : dict, optional
         ``key path -> command-line flag`` for values a command set from its
         flags, so that errors name the flag (``("study", "maps"): "--maps"``).
+    note : callable, optional
+        ``note(message)`` gets each note of the loading (a value that is dropped, replaced or not read, and
+        why), once the configuration is valid; default: printed to stderr as ``note: ...``.
     scheduler : str, optional
         ``--scheduler``, which replaces ``dask.scheduler``: with ``synchronous`` or
         an address, the file's ``dask.workers`` is not read and is dropped, with a note.
@@ -556,16 +559,8 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     _check_source_not_a_store(cfg, spec, origins)
     _check_feature_map(cfg, origins)
     for message in notes:   # only for a configuration that loads: an error stays one line
-        say_note(note, message)
+        say_note(message, note)
     return cfg, origins
-
-
-def say_note(note, message: str) -> None:
-    """Give ``message`` to ``note`` (a caller's callable), or print it as ``note: ...`` on stderr when None."""
-    if note is None:
-        print(f"note: {message}", file=sys.stderr)
-    else:
-        note(message)
 
 
 def nul_at(value, path: tuple = ()) -> tuple | None:

@@ -474,6 +474,10 @@ def _k2_features(R, s2, med, seed, head=None):
                              random_state=seed)
 
 
+#: training rows whose pairwise distances give the median of the scalable path's bandwidth (a random sample)
+MEDIAN_ROWS = 500
+
+
 def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed, n_inner=3,
                         progress=False, cache=None, heads=None):
     """Scalable path: vec(log(C_D + gamma I)) -> random features of K2 -> SGDClassifier.
@@ -507,9 +511,11 @@ def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed,
                                            progress)
             if cache is not None:
                 cache[rel] = vecs
+        # the median distance of up to 500 training rows drawn at random (the first 500 were the first classes':
+        # the training rows are in class order)
+        ref = np.sort(np.random.default_rng(seed).permutation(len(tr))[:MEDIAN_ROWS])
         for g, v in zip(grids["gamma"], vecs):
-            vtr = v[tr]
-            med = median_distance(distances(vtr[:min(len(vtr), 500)]))
+            med = median_distance(distances(v[tr][ref]))
             rows = v if heads is None else np.hstack([v, heads[idx].astype(v.dtype)])
             for s2 in grids["sigma2"]:
                 for w in weights:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, arg, arg_name, bool_arg, path_arg
 from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, new_folders_undone, output_lock
-from .config import load_config_and_origins, overrides_list, say_note
+from ..errors import say_note
+from .config import load_config_and_origins, overrides_list
 from .registry import RunContext, get_task
 
 
@@ -21,7 +22,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
 
     Parameters
     ----------
-    pipeline : path, dict or a configuration from :func:`.config.load_config`
+    pipeline : path, dict, a configuration from :func:`.config.load_config`, or None
+        None when ``text`` gives the pipeline.
     overrides : sequence of str
         ``section.key=value`` assignments, as ``--set``.
     store : path, optional
@@ -35,8 +37,18 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         address: the caller's client is left as it is); ``workers`` alone means a LocalCluster of that many.
     progress, resume : bool
         Progress bars; continue an interrupted run from its checkpoints.
+    text : str, optional
+        TOML text of the pipeline, given with ``pipeline=None`` (``streamcov run --demo``); a path or a dict
+        beside it is refused.
+    flags : dict, optional
+        ``key path -> command-line flag`` for values a command set from its flags, so that errors name the
+        flag (:func:`.config.load_config`); not read for a validated configuration run as it is (without
+        ``overrides`` or ``store``).
     note : callable, optional
-        Gets the loader's notes (:func:`.config.load_config`); default: stderr.
+        ``note(message)`` gets the loader's notes (:func:`.config.load_config`) and the run's own; default:
+        printed to stderr as ``note: ...``.
+    text_name : str, optional
+        How messages name ``text`` (default ``<pipeline text>``).
     """
     output = None if output is None else path_arg("output", output, None, "the folder to write the results into")
     resume, progress = bool_arg("resume", resume), bool_arg("progress", progress)
@@ -50,6 +62,9 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     typed, typed_workers = scheduler, workers   # as given: --workers alone resolves to a local-cluster
     scheduler, workers = resolve_runtime(scheduler, workers)
     overrides = overrides_list(overrides)   # once: a generator is read here and nowhere else
+    if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and text is not None:
+        # load_config's refusal, for a configuration that would run as it is (text was read nowhere)
+        raise ConfigError("a pipeline and text=... both given: give one pipeline (a file, a dict or a TOML text)")
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (overrides or store is not None):
         # a validated configuration with overrides or a store: validated again with them, never run without them
         pipeline = pipeline.model_dump(mode="json", exclude_unset=True)
@@ -84,8 +99,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                                 arg("scheduler", scheduler) if scheduler else 'dask.scheduler = "local-cluster"')
     if resume and getattr(getattr(cfg, "model", None), "learner", None) == "exact-svm":
         # the exact SVM trains in memory and writes no checkpoints: --resume changes nothing (said, not silent)
-        say_note(note, f"{arg('resume', True)}: learner \"exact-svm\" trains in memory and writes no checkpoints; "
-                       f"there is nothing to resume, and the run computes its kernel again")
+        say_note(f"{arg('resume', True)}: learner \"exact-svm\" trains in memory and writes no checkpoints; "
+                 f"there is nothing to resume, and the run computes its kernel again", note)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
     where = (arg("output", output) if output is not None else
@@ -110,8 +125,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             if earlier is not None and store is not None and not resume and not _same_path(earlier, store):
                 # a shipped file run on a user's store writes the file's output folder (runs/{name}): said, not done
                 # silently
-                say_note(note, f"{out}: the results of an earlier run on another store ({earlier}) are replaced; "
-                               f"give --output to keep both")
+                say_note(f"{out}: the results of an earlier run on another store ({earlier}) are replaced; "
+                         f"give --output to keep both", note)
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
             for name in ("result.json", "predictions.csv"):
                 (out / name).unlink(missing_ok=True)

@@ -124,8 +124,9 @@ def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=
         t0 = time.perf_counter()
         with _fit_of(None):
             est = TwinGaussianProcess(criterion=crit, **base).fit(Xtr, Ytr)
-            P, diverged = _predict_said(est, Xte, f"{crit}, no map, seed {seed}")
-        res["no_map"][crit] = {"mae": _mae(P, Yte), "diverged_rows": diverged, "seconds": time.perf_counter() - t0}
+            P, (diverged, undefined) = _predict_said(est, Xte, f"{crit}, no map, seed {seed}")
+        res["no_map"][crit] = {"mae": _mae(P, Yte), "diverged_rows": diverged, "undefined_rows": undefined,
+                               "seconds": time.perf_counter() - t0}
         if metric is not None:
             res["no_map"][crit]["metric"] = metric(P, Yte)
         _tick(bar, f"{crit} no map")
@@ -148,10 +149,11 @@ def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=
                                    zip(sel.cv_results_["params"], sel.cv_results_["mean_mae"])}
             est = TwinGaussianProcess(criterion=crit, kernel_transform=basis, degree_input=d1,
                                       degree_output=d2, **geg, **base).fit(Xtr, Ytr)
-            P, diverged = _predict_said(est, Xte, f"{crit}, {basis} map of degrees ({d1}, {d2}), seed {seed}")
+            P, (diverged, undefined) = _predict_said(est, Xte, f"{crit}, {basis} map of degrees ({d1}, {d2}), "
+                                                                f"seed {seed}")
             if metric is not None:
                 entry["metric"] = metric(P, Yte)
-            entry.update(degrees=[d1, d2], mae=_mae(P, Yte), diverged_rows=diverged,
+            entry.update(degrees=[d1, d2], mae=_mae(P, Yte), diverged_rows=diverged, undefined_rows=undefined,
                          alpha=est.transform_.alpha_.tolist(), beta=est.transform_.beta_.tolist(),
                          nonnegativity_warning=est.transform_.nonnegativity_warning_,
                          shift_x=est.shift_x_, shift_y=est.shift_y_)
@@ -182,16 +184,16 @@ def _fit_of(basis):
         raise
 
 
-def _predict_said(est, X, what: str) -> tuple[np.ndarray, int]:
-    """``est``'s predictions of ``X`` and how many rows fell back to their nearest training output, said with
-    the fit they belong to (``what``): the same warning of four fits and several seeds did not say which
-    figure was in part a nearest-neighbour one."""
+def _predict_said(est, X, what: str) -> tuple[np.ndarray, tuple[int, int]]:
+    """``est``'s predictions of ``X`` and how many rows fell back to their nearest training output (the
+    minimization diverged, the criterion undefined), said with the fit they belong to (``what``): the same
+    warning of four fits and several seeds did not say which figure was in part a nearest-neighbour one."""
     from ..structured.tgp import diverged_text
 
-    P, diverged = est._predict(X)
-    if diverged:
-        warnings.warn(f"{what}: {diverged_text(diverged, len(P))}", RuntimeWarning, stacklevel=2)
-    return P, int(diverged)
+    P, (diverged, undefined) = est._predict(X)
+    if diverged or undefined:
+        warnings.warn(f"{what}: {diverged_text(diverged, len(P), undefined)}", RuntimeWarning, stacklevel=2)
+    return P, (int(diverged), int(undefined))
 
 
 def _summary(per_split: list[dict], t: dict) -> dict:
