@@ -305,20 +305,29 @@ def _param(point: dict, name, default=None):
     return default if value is None else value
 
 
+def _header(path) -> tuple[bytes, bytes] | None:
+    """The file's header block (512 bytes) and its processor type (the parameter section's fourth byte: 0x54
+    Intel, 0x55 DEC, 0x56 MIPS), or None when the file is too short or not C3D."""
+    with open(path, "rb") as fh:
+        head = fh.read(512)
+        if len(head) < 512 or head[1] != 0x50 or head[0] < 2:
+            return None
+        fh.seek((head[0] - 1) * 512 + 3)
+        return head, fh.read(1)
+
+
 def _header_rate(path) -> float | None:
     """The 3D frame rate in the file's header (words 11-12, a float in the processor's format: Intel and MIPS
     are IEEE, little- and big-endian; DEC's F-float is the IEEE float of its two words swapped, divided by 4),
     or None when the file is too short or not C3D. Read for every file, where the whole file is read
     (by ezc3d) only for the first."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(512)
-            if len(head) < 512 or head[1] != 0x50 or head[0] < 2:
-                return None
-            fh.seek((head[0] - 1) * 512 + 3)
-            processor = fh.read(1)
+        found = _header(path)
     except OSError:
         return None   # the reading of the sequences says why
+    if found is None:
+        return None
+    head, processor = found
     b = head[20:24]
     if processor == b"\x56":
         rate = struct.unpack(">f", b)[0]
@@ -332,12 +341,10 @@ def _header_rate(path) -> float | None:
 def _declared_frames(path) -> tuple[int, int] | None:
     """First and last frame numbers in the file's own header (words 4 and 5; byte order from the
     processor type of the parameter section), or None when it does not say."""
-    with open(path, "rb") as fh:
-        head = fh.read(512)
-        if len(head) < 512 or head[1] != 0x50 or head[0] < 2:
-            return None
-        fh.seek((head[0] - 1) * 512 + 3)
-        processor = fh.read(1)
+    found = _header(path)
+    if found is None:
+        return None
+    head, processor = found
     first, last = struct.unpack_from(">HH" if processor == b"\x56" else "<HH", head, 6)
     return (first, last) if last >= first else None
 
