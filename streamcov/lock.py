@@ -5,7 +5,8 @@ output folder, and an ingestion holds ``<store>.lock`` beside the store.
 A second writer is refused with one line naming the holder (pid, host,
 command, start time). The file is created exclusively and held with the
 kernel's ``flock``, which a process that dies (kill -9) releases: its lock is
-then taken over, by one process only.
+then taken over, by one process only. A lock file of this host that no process
+holds is stale whatever pid it names (the pid may since name another process).
 """
 from __future__ import annotations
 
@@ -192,9 +193,14 @@ def _take(lock_path: Path, what: str, me: dict) -> int:
         except OSError as exc:   # a name too long, a read-only or virtual file system (/proc), no permission
             raise StoreError(f"{what}: cannot write there ({exc.strerror}); choose another path") from None
         try:
-            _flock(fd)   # ours: nobody else has this new file open yet
+            _flock(fd)   # ours, unless another process judged the new, empty file stale meanwhile (below)
             os.write(fd, json.dumps(me).encode())
             os.fsync(fd)   # the holder visible to other hosts at once (a network file system caches writes)
+            if not _names(lock_path, fd):
+                # a process that found this file empty and unlocked (we were stalled between creating and locking
+                # it) deleted it and made its own: that one holds the lock; ours is a file no path names
+                os.close(fd)
+                continue
             return fd
         except BaseException:
             with contextlib.suppress(OSError):
@@ -203,6 +209,15 @@ def _take(lock_path: Path, what: str, me: dict) -> int:
                 lock_path.unlink()
             raise
     raise _busy(what, lock_path, None)
+
+
+def _names(lock_path: Path, fd: int) -> bool:
+    """Whether ``lock_path`` still names the file open as ``fd``."""
+    try:
+        here, ours = os.stat(lock_path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (here.st_ino, here.st_dev) == (ours.st_ino, ours.st_dev)
 
 
 def _take_over(lock_path: Path, what: str) -> None:
@@ -237,17 +252,18 @@ def _take_over(lock_path: Path, what: str) -> None:
                 raise _not_a_lock(lock_path, what) from None
             if not _is_holder(holder):
                 raise _not_a_lock(lock_path, what)
-            mine = (holder["pid"], holder["host"]) == (os.getpid(), socket.gethostname())
-            # locked by us, a file of our own pid is stale (a container restarted with the same pid after a kill -9)
-            if not (_dead(holder) or (locked and mine)):
+            # locked by us, a holder of this host is stale whatever its pid says: a live holder keeps its flock,
+            # and the pid may since name another process (a reboot, a container restarted, pids wrapped round).
+            # Without flock (the file system has none), the pid alone tells
+            if not (_dead(holder) or (locked and holder["host"] == socket.gethostname())):
                 raise _busy(what, lock_path, holder)
-        else:
-            # being written right now (created, not yet written), or left empty by a crash during that
-            age = time.time() - os.fstat(fd).st_mtime
-            if age <= 10.0 and not locked:
+        elif not locked:
+            # being written right now (created, not yet written), or left empty by a crash during that; without
+            # flock only its age tells (a future time, a clock ahead: not taken before it is 10 s old)
+            if not time.time() - os.fstat(fd).st_mtime > 10.0:
                 raise _busy(what, lock_path, None)
-            if age <= 1.0:
-                raise _busy(what, lock_path, None)
+        # else empty and unlocked by its creator: dead before locking it, or stalled between creating and locking
+        # it, and then it finds the path no longer names its file and looks again (_take)
         try:
             lock_path.unlink()
         except FileNotFoundError:

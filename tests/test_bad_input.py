@@ -3179,15 +3179,25 @@ def test_protocols(case, env):
 
 
 # ------------------------------------------------------------------ one writer per folder
+# descriptors of the lock files the live holders of held_lock keep locked, open until the process ends
+_HELD_FDS: list = []
+
+
 def held_lock(lock: Callable[[Env], Path], pid: int | None = None, host: str | None = None, argv=None):
+    """A lock file of ``pid`` (default: a live process that is not this one) on ``host``. Held as a live
+    streamcov holds it, with the kernel's flock, when its process is alive on this host (a file of this host
+    that nobody holds is stale whatever pid it names: the pid may since be another process's)."""
     def make(e):
+        import fcntl
         import socket
         path = lock(e)
         path.parent.mkdir(parents=True, exist_ok=True)
-        # a live process that is not this one (one of our own pid whose lock we can take is a stale lock: a
-        # container restarted with the same pid)
         path.write_text(json.dumps({"pid": pid or os.getppid(), "host": host or socket.gethostname(),
                                     "command": "streamcov run other.toml", "started": "2026-01-01 00:00:00"}))
+        if pid is None and host is None:
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _HELD_FDS.append(fd)
         return argv(e)
     return make
 
@@ -3259,6 +3269,66 @@ def test_a_lock_of_our_own_pid_that_nobody_holds_is_stale(tmp_path):
             with lock.exclusive(path, "store s"):
                 pass
     assert not path.exists()
+
+
+def test_a_lock_nobody_holds_is_stale_whatever_pid_it_names_and_a_stalled_creator_looks_again(tmp_path,
+                                                                                                 monkeypatch):
+    """A lock file of this host that no process holds is stale even when its pid names a live process (after a
+    reboot or a container restart, pids name other processes): it was refused for good. An empty one is stale
+    at once, whatever its time (a time in the future was refused until the clock caught up). A creator stalled
+    between creating its file and locking it, whose file another process found empty and took over, finds its
+    path taken and is refused: two processes held one lock."""
+    import socket
+    import subprocess
+    import sys
+
+    from streamcov import lock
+    from streamcov.errors import StoreError
+
+    path = tmp_path / "s.zarr.lock"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path.write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "command": "killed",
+                                    "started": "2026-01-01 00:00:00"}))
+        with lock.exclusive(path, "store s"):
+            assert json.loads(path.read_text())["pid"] == os.getpid()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    path.write_text("")
+    future = time.time() + 86400
+    os.utime(path, (future, future))
+    with lock.exclusive(path, "store s"):
+        assert json.loads(path.read_text())["pid"] == os.getpid()
+    # the stall: while the creator waits between creating its file and locking it, a second taker (a thread)
+    # finds the file empty and unlocked, takes it over and holds it; then the creator goes on
+    import threading
+
+    real, holding, release, seen = lock._flock, threading.Event(), threading.Event(), []
+
+    def second():
+        with lock.exclusive(path, "store s", command="second"):
+            seen.append(json.loads(path.read_text())["command"])
+            holding.set()
+            release.wait(30)
+
+    def stalled(fd):
+        monkeypatch.setattr(lock, "_flock", real)   # once: the creator's own locking
+        t = threading.Thread(target=second)
+        t.start()
+        assert holding.wait(30)
+        stalled.thread = t
+        return real(fd)
+
+    monkeypatch.setattr(lock, "_flock", stalled)
+    try:
+        with pytest.raises(StoreError, match=r"^store s is being written by process \d+"):
+            with lock.exclusive(path, "store s", command="first"):
+                seen.append("first")   # held a file no path named, beside the second taker
+    finally:
+        release.set()
+        stalled.thread.join(30)
+    assert seen == ["second"] and not path.exists()
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device-link"])
