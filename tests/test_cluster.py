@@ -29,12 +29,12 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 
 
-def spawn(cmd, log_path=None):
+def spawn(cmd, log_path=None, cwd=None):
     """Start ``cmd`` in a process group of its own so that it can be killed as a whole."""
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL
     try:
         return subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, cwd=cwd)
     finally:
         if log_path:
             out.close()
@@ -92,7 +92,8 @@ class ProcessCluster:
                     work + ["--scheduler-file", sfile, "--nthreads", "1",
                             "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "60",
                             "--local-directory", folder / f"worker{i}"],
-                    folder / f"worker{i}.log"))
+                    folder / f"worker{i}.log", cwd=folder))   # as on a cluster: not the command's working folder
+            self.cwd = folder
             from distributed import Client
 
             with Client(self.address, timeout=timeout) as client:
@@ -145,15 +146,19 @@ def threaded(synth_store, tmp_path_factory):
 def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, threaded, tmp_path):
     """``streamcov run --scheduler tcp://...`` reaches the cluster, reports it, and gives what the threaded
     scheduler gives with the same seed: bitwise equal features and model, equal accuracy. (One run through the
-    command: the command calls the runner that the Python API calls.)"""
-    out = tmp_path / "cli"
+    command: the command calls the runner that the Python API calls.) The store and output are given relative to
+    the command's working folder, which is not the workers': paths went to the tasks as typed, and the workers
+    found no store there (a FileNotFoundError traceback), or another folder's."""
     cmd = streamcov_cmd() + ["run", REPO / "pipelines" / "msr_action3d.toml", "--store",
-                             synth_store.path, "--output", out, "--json", "--scheduler",
+                             os.path.relpath(synth_store.path, tmp_path), "--output", "cli", "--json", "--scheduler",
                              cluster.address, "--set", "features.n_components=300",
                              "--set", "dask.block_size=24", "--set", "descriptor.mirror=true"]
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
+    assert os.path.realpath(cluster.cwd) != os.path.realpath(tmp_path)
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["features_path"] == os.path.join("cli", "features.zarr")   # as given: relative to the command's folder
+    res = {**res, **{k: str(tmp_path / res[k]) for k in ("features_path", "model_path")}}
     assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
     assert res["featurized_sequences"] == 400
     X, done = read_features(res)

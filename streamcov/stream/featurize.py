@@ -28,7 +28,7 @@ from ..data import integrity
 from ..errors import StoreError, say_note
 from ..features.registry import fit_feature_map, needs_data
 from .featurestore import FeatureStore, write_block
-from .runtime import retry_lost
+from .runtime import retry_lost, task_path
 
 
 @dataclass
@@ -191,7 +191,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         if done[i]:
             continue
         X = task if transform is None else dask.delayed(_transform)(transform, task)
-        todo.append((keys[i], b1 - b0, i, dask.delayed(write_block)(str(fstore.path), i, b0, b1, X)))
+        todo.append((keys[i], b1 - b0, i, dask.delayed(write_block)(task_path(fstore.path), i, b0, b1, X)))
     windows: list[list] = []
     last = None
     for key, size, i, task in todo:

@@ -39,6 +39,7 @@ from ..descriptors.image import ImageDescriptor, feature_matrices, feature_scale
 from ..descriptors.pixels import GREY_FIX, pipeline_key
 from ..errors import ConfigError, arg_name
 from ..data.ragged import IdsOf
+from .runtime import task_path
 from ..linalg import merge_moments
 
 
@@ -218,7 +219,7 @@ class HypercolumnSource:
             if not len(local):
                 continue
             task = dask.delayed(hypercolumn_tasks, pure=True)(
-                str(self.store.path), int(b0), self.store.offsets[b0:b1 + 1], self.store.shapes[b0:b1],
+                task_path(self.store.path), int(b0), self.store.offsets[b0:b1 + 1], self.store.shapes[b0:b1],
                 self.store.checked, local, self.spec, numba_threads)
             out.append((int(b0), int(b1), local, task))
         return out
@@ -332,7 +333,7 @@ class ImageSource:
 
     def _args(self, b0, b1):
         offsets = self.store.offsets
-        return (str(self.store.path), int(b0), offsets[b0:b1 + 1], self.store.shapes[b0:b1],
+        return (task_path(self.store.path), int(b0), offsets[b0:b1 + 1], self.store.shapes[b0:b1],
                 self.store.check_of("pixels", int(offsets[b0]), int(offsets[b1])))
 
     def fit(self, train, runtime, bounds):

@@ -99,7 +99,7 @@ from .. import linear
 from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
 from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
-from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors
+from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors, task_path
 from .sgd import l2_penalty
 
 # rows of one partition: about 16 MB of float32 features. Many per worker, so that the workers' shares
@@ -603,7 +603,7 @@ class _Problem:
 
     def __init__(self, source, y, fit_mask, val_mask, n_classes: int, loss: str, runtime, cache: str):
         self.source = source
-        self.path = str(source.path) if getattr(source, "path", None) is not None else None
+        self.path = task_path(source.path) if getattr(source, "path", None) is not None else None
         self.src = self.path if self.path is not None else source
         self.runtime = runtime
         self.client = getattr(runtime, "client", None) if runtime is not None else None
@@ -1097,7 +1097,7 @@ def _read_rows(source, y, fit_mask, val_mask):
     specs = make_plan(source.bounds, fit_mask, val_mask, np.asarray(y), int(source.dim))
     n_fit = sum(sp.n_fit for sp in specs)
     X = np.empty((n_fit + sum(sp.n_val for sp in specs), int(source.dim)), dtype=np.float32)
-    store = _open(str(source.path) if getattr(source, "path", None) is not None else source)
+    store = _open(task_path(source.path) if getattr(source, "path", None) is not None else source)
     read = _block_reader(store, list(dict.fromkeys(p.block for sp in specs for c in sp.chunks for p in c)))
     fa, va = 0, n_fit
     for sp in specs:
@@ -1500,7 +1500,7 @@ def predict_rows(source, mask, clf, scaler=None, runtime=None) -> np.ndarray:
             cur, rows_in = [], 0
     if cur:
         groups.append(cur)
-    src = str(source.path) if getattr(source, "path", None) is not None else source
+    src = task_path(source.path) if getattr(source, "path", None) is not None else source
     if not groups:
         return np.zeros(0, dtype=np.int64)
     if runtime is None:

@@ -366,6 +366,13 @@ def _settle_plugin():
     return Settle()
 
 
+def task_path(path) -> str:
+    """A path that goes into a task: absolute. A cluster's workers do not run in this process's working
+    directory, so a relative store or output path named another folder there (or none: a FileNotFoundError
+    traceback, or a store blamed for damage it does not have)."""
+    return os.path.abspath(os.fspath(path))
+
+
 @contextlib.contextmanager
 def dask_runtime(scheduler: str = "threads", workers: int | None = None):
     """Yield a :class:`Runtime`.

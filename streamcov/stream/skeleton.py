@@ -33,6 +33,7 @@ from .._config import kernel_threads
 from ..descriptors import skeleton as sk
 from ..errors import ConfigError, toml_value
 from ..linalg import gamma_named, merge_moments, vec_dim
+from .runtime import task_path
 
 
 AXES = ("x", "y", "z")
@@ -615,7 +616,7 @@ class SkeletonSource:
 
         store = self.store
         offsets = store.offsets
-        path = str(store.path)
+        path = task_path(store.path)
         cf = store.chunk_frames
         n_frames = store.n_frames
         sel = self.selection
@@ -671,7 +672,7 @@ class SkeletonSource:
         from ..data.ragged import skipped_text
 
         store, offsets, cf = self.store, self.store.offsets, self.store.chunk_frames
-        path, n_frames, N = str(store.path), store.n_frames, store.n_sequences
+        path, n_frames, N = task_path(store.path), store.n_frames, store.n_sequences
         chunks = [(c0, min(c0 + cf, n_frames)) for c0 in range(0, n_frames, cf)]
         # one read of each chunk: the frames left with torso-frames (and the body sums with it when a scale is
         # set), else the body sums
