@@ -1,6 +1,8 @@
 """`streamcov study kernel-approx`: Gram errors, variance slopes, files, on real MSR-Action3D vectors."""
 import csv
 import json
+import os
+import re
 
 import numpy as np
 import pytest
@@ -41,6 +43,9 @@ def test_study_command_writes_csv_table_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(study, "accuracies", spy)
     data = dataset("msr_action3d").parents[1]
     out = tmp_path / "study"
+    # an earlier study's report in the folder (another dataset's plots): gone before this one writes, not mixed in
+    _fake_run(out, "florence", ["rgw"], 0.5)
+    assert (out / "florence_accuracy.png").is_file()
     assert main(["study", "kernel-approx", "--datasets", "msr", "--maps", "rgw,rff", "--nus", "50,2000",
                  "--seeds", "1", "--data", str(data), "--out", str(out), "--quiet"]) == 0
     # the README's study: eq. (3) with the options the files had (theta 0.7, stratified, centred) and the SGD
@@ -67,6 +72,7 @@ def test_study_command_writes_csv_table_and_plots(tmp_path, capsys, monkeypatch)
     assert (out / "msr_gram_error.png").stat().st_size > 1000
     assert (out / "msr_svm_accuracy.png").stat().st_size > 1000
     assert "| msr | rgw |" in (out / "table.md").read_text()
+    assert not (out / "florence_accuracy.png").exists() and not (out / "florence_gram_error.png").exists()
 
 
 @pytest.mark.parametrize("args, msg", [
@@ -144,6 +150,37 @@ def test_study_merge_replaces_rerun_maps(tmp_path, capsys):
     assert [line.split(" | ")[1] for line in table[5:8]] == ["rgw", "rff", "maclaurin"]
     assert "| msr | maclaurin | -1.00 | 70.0 ± 1.0 | 70.0 ± 1.0 | 70.0 ± 1.0 |" in table
     assert (tmp_path / "merged" / "msr_accuracy.png").stat().st_size > 1000
+
+
+def test_study_merge_takes_the_folders_lock_and_leaves_no_earlier_report_beside_its_own(tmp_path, capsys):
+    """`study merge` wrote into a folder a study was writing (no lock): the folder ended with the merge's
+    results.csv beside the study's summary.json. It takes the output lock, and removes an earlier report's files
+    (summary.json, plots of other datasets) before writing its own."""
+    import socket
+
+    _fake_run(tmp_path / "full", "msr", ["rgw", "rff"], 0.5)
+    merged = tmp_path / "merged"
+    _fake_run(merged, "hdm05", ["rgw"], 0.4)   # an earlier study's report
+    (merged / "summary.json").write_text("{}")
+    assert (merged / "hdm05_gram_error.png").is_file()
+    lock_file = merged / ".streamcov.lock"
+    fd = os.open(lock_file, os.O_CREAT | os.O_WRONLY)
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # a study writing there: a live holder of this host
+        os.write(fd, json.dumps({"pid": os.getppid(), "host": socket.gethostname(), "command": "streamcov study",
+                                 "started": "2026-01-01 00:00:00"}).encode())
+        assert main(["study", "merge", str(tmp_path / "full"), "--out", str(merged)]) == 2
+        assert re.search(r"output folder \S+merged is being written by process \d+ .*\(streamcov study\)",
+                         capsys.readouterr().err)
+        assert (merged / "summary.json").exists() and "hdm05" in (merged / "results.csv").read_text()
+    finally:
+        os.close(fd)
+    lock_file.unlink()
+    assert main(["study", "merge", str(tmp_path / "full"), "--out", str(merged)]) == 0
+    assert (merged / "results.csv").is_file() and not (merged / "summary.json").exists()
+    assert not (merged / "hdm05_gram_error.png").exists() and not lock_file.exists()
 
 
 def test_study_merge_refuses_mismatched_runs(tmp_path, capsys):

@@ -310,8 +310,23 @@ def _plot(path: Path, rows, key, title, ylabel, logy: bool, hline=None):
     ax.set_title(title)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from ..stream.model import atomic_write
+
+    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110))   # a kill leaves no cut image
     plt.close(fig)
+
+
+#: the files of a study's report (:func:`write_report` and ``summary.json``), removed before a study or a merge
+#: writes its own into the folder: a report of one run, never one mixed with an earlier run's files
+REPORT_FILES = ("results.csv", "table.md", "summary.json", "*_gram_error.png", "*_accuracy.png")
+
+
+def clear_report(out: Path) -> None:
+    """Remove the report files (:data:`REPORT_FILES`) an earlier study or merge left in ``out``."""
+    for pattern in REPORT_FILES:
+        for p in Path(out).glob(pattern):
+            if p.is_file() and not p.is_symlink():
+                p.unlink()
 
 
 _CSV_INTS = ("nu", "seeds", "svm_seeds", "gram_seeds", "components", "svm_components", "gram_components")
@@ -324,12 +339,17 @@ def write_report(rows: list[dict], out) -> None:
     fields of :func:`gram_errors` and the accuracy fields of :func:`accuracies`.
     The variance slopes are fitted here from ``gram_mse``.
     """
+    from ..stream.model import atomic_write
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+
+    def table(fh):
+        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         w.writeheader()
         w.writerows(rows)
+
+    atomic_write(out / "results.csv", table, binary=False)   # whole or not at all: a merge reads it
     nus = sorted({r["nu"] for r in rows})
     datasets = {}   # name -> (its rows, exact accuracy, variance slopes)
     for name in dict.fromkeys(r["dataset"] for r in rows):
@@ -372,7 +392,7 @@ def write_report(rows: list[dict], out) -> None:
               and k < r["nu"]]
         lines.append(f"Gram error, {name}, {m}: nu = {', '.join(map(str, at))} have {k} components (one per row of "
                      f"the Gram sample): the exact kernel on the sample, left out of the slope.")
-    (out / "table.md").write_text("\n".join(lines) + "\n")
+    atomic_write(out / "table.md", lambda fh: fh.write("\n".join(lines) + "\n"), binary=False)
 
 
 def _expected(column: str) -> tuple:
@@ -452,7 +472,11 @@ def merge_results(runs, out) -> list[dict]:
                                  "cannot be merged")
             merged.setdefault((r["dataset"], r["map"], r["nu"]), {}).update(r)   # later fields win
     rows = list(merged.values())
-    write_report(rows, out)   # (its results.csv and table.md name the folder a study report's: no marker)
+    from ..lock import output_lock
+
+    with output_lock(out):   # a study writing there, or another merge, is refused: the two reports mixed
+        clear_report(out)   # an earlier study's summary.json and plots would stand beside the merged table
+        write_report(rows, out)   # (its results.csv and table.md name the folder a study report's: no marker)
     return rows
 
 
@@ -481,6 +505,7 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
     data_root = Path(data_root) if data_root else REPO.parent / "shared" / "data"
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    clear_report(out)   # an earlier report's files must not stand beside this run's if it stops half-way
     summary: dict = {"maps": list(maps), "nus": list(nus), "seeds": seeds, "datasets": {}}
     csv_rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -532,8 +557,10 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             summary["datasets"][name] = {"exact_accuracy": ex, "variance_slopes": slopes,
                                          "accuracy": accs, "svm_accuracy": svms, "gram": grams,
                                          "exact_folds": ex_rows}
+    from ..stream.model import atomic_write_text
+
     write_report(csv_rows, out)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
     return summary
 
 
