@@ -3,6 +3,7 @@ an ingestion killed midway. Every kill is a SIGKILL: nothing gets to clean up.""
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -116,6 +117,49 @@ def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, pr
     assert np.asarray(g["done"][:]).all()
     assert_same_bits(np.asarray(g["X"][:]), np.asarray(gb["X"][:]))
     assert res["accuracy"] == base["accuracy"]
+
+
+def test_a_cluster_that_loses_every_worker_ends_in_one_line(store, tmp_path, procs, monkeypatch):
+    """Every worker of the cluster killed mid-featurization, none coming back: the run waited for ever on results
+    no worker would compute (or ended in a traceback when a scatter or an L-BFGS pass met the empty cluster). It
+    ends with one line after RECOVERY_WAIT seconds without a worker (3 here, 30 by default), saying to start
+    workers and resume."""
+    import threading
+
+    from streamcov.errors import StreamcovError
+    from streamcov.stream import lbfgs, runtime
+
+    monkeypatch.setattr(runtime, "RECOVERY_WAIT", 3.0)
+    monkeypatch.setattr(lbfgs, "RECOVERY_WAIT", 3.0)
+    sets = ["features.n_components=500", "dask.block_size=4", ONE_LEVEL]
+    cluster = ProcessCluster(tmp_path / "cluster", n_workers=1)
+    procs.extend(cluster.workers + [cluster.scheduler])
+    out = tmp_path / "run"
+    ended: dict = {}
+
+    def run():
+        try:
+            ended["result"] = run_pipeline(cfg_for(store, out, sets), scheduler=cluster.address)
+        except BaseException as exc:   # noqa: BLE001 - examined below
+            ended["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    done_dir = out / "features.zarr" / "done" / "c"
+    t_end = time.monotonic() + TIMEOUT
+    while not (done_dir.is_dir() and any(f.isdigit() for f in os.listdir(done_dir))) and t.is_alive():
+        assert time.monotonic() < t_end
+        time.sleep(0.01)
+    assert t.is_alive(), ended
+    os.killpg(cluster.workers[0].pid, signal.SIGKILL)   # the nanny and its worker: nothing restarts it
+    t0 = time.monotonic()
+    t.join(120)
+    assert not t.is_alive(), "the run still waits for a cluster without workers"
+    assert isinstance(ended.get("error"), StreamcovError), ended
+    assert re.fullmatch(rf"{re.escape(cluster.address)}: every worker left the cluster and none came back in 3 s; "
+                        rf"start workers \(`dask worker {re.escape(cluster.address)}`\) and run the same command "
+                        rf"again with resume=True \(what was written is kept\)", str(ended["error"])), ended
+    assert time.monotonic() - t0 < 60
 
 
 def test_worker_killed_mid_predict_gives_same_predictions(store, tmp_path, procs):

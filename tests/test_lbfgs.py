@@ -947,13 +947,16 @@ def _problem_on(client):
 def test_recovery_gives_up_with_the_error_that_lost_the_workers():
     from distributed import KilledWorker
 
+    from streamcov.errors import StreamcovError
+
     def lose():
         raise KilledWorker("partition_sums", SimpleNamespace(address="tcp://w0"), 3)
 
-    p = _problem_on(_LosingCluster([]))          # no worker left, none comes back
-    with pytest.raises(KilledWorker, match="partition_sums"):
+    p = _problem_on(_LosingCluster([]))          # no worker left, none comes back: one line, from the lost work
+    with pytest.raises(StreamcovError, match=r": every worker left the cluster and none came back in 30 s; start "
+                                             r"workers") as info:
         p._recovering(lose)
-    assert p.recoveries == 1
+    assert isinstance(info.value.__cause__, KilledWorker) and p.recoveries == 1
     p = _problem_on(_LosingCluster(["w1"]))      # one left: placed again there, at most MAX_RECOVERIES times
     with pytest.raises(KilledWorker):
         p._recovering(lose)

@@ -777,3 +777,50 @@ def test_a_map_drawn_from_no_seed_keeps_its_arrays_in_the_model(tmp_path, random
     assert (doc.get("map_redraw") is None) == (random_state is None)
     back = FittedPipeline.load(folder)
     np.testing.assert_array_equal(back.feature_map.transform(X), fmap.transform(X))
+
+
+def test_predictions_go_into_a_model_folder_only_for_the_model_predicted_with(tmp_path):
+    """predict beside a run that trained the same output folder again: the run removed the earlier model's
+    predictions, then predict wrote its CSV of the earlier model into the new model's folder (4 of 4 trials).
+    The write into the model folder holds the output folder's lock (a run writing there refuses it) and checks
+    that model.json is still the one loaded; a CSV elsewhere (--out) is the user's to keep."""
+    import fcntl
+    import json
+    import os
+    import socket
+
+    from streamcov.errors import ModelError, StoreError
+    from streamcov.lock import OUTPUT_LOCK, OUTPUT_MARKER
+    from streamcov.stream import predict as predict_mod
+
+    out = tmp_path / "out"
+    (out / "model").mkdir(parents=True)
+    (out / OUTPUT_MARKER).write_text("{}")
+    (out / "model" / "model.json").write_text('{"trained": 1}')
+    sha = predict_mod._model_sha(out / "model")
+    csv = out / "model" / "predictions" / "s.csv"
+
+    def write(fh):
+        fh.write("id,predicted,label\n")
+
+    (out / "model" / "model.json").write_text('{"trained": 2}')   # a run saved its new model meanwhile
+    with pytest.raises(ModelError, match=r"^\S+model: the model was replaced \(trained again\) while these "
+                                         r"predictions were computed with the earlier one; nothing was written: "
+                                         r"predict again$"):
+        predict_mod._write_predictions(sha, out / "model", csv, write)
+    assert not csv.exists()
+    predict_mod._write_predictions(sha, out / "model", tmp_path / "elsewhere.csv", write)   # --out elsewhere
+    assert (tmp_path / "elsewhere.csv").read_text() == "id,predicted,label\n"
+    (out / "model" / "model.json").write_text('{"trained": 1}')
+    fd = os.open(out / OUTPUT_LOCK, os.O_CREAT | os.O_WRONLY)   # a run writing the folder now
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, json.dumps({"pid": os.getppid(), "host": socket.gethostname(), "command": "streamcov run",
+                                 "started": "2026-01-01 00:00:00"}).encode())
+        with pytest.raises(StoreError, match=r"^output folder \S+out is being written by process \d+"):
+            predict_mod._write_predictions(sha, out / "model", csv, write)
+    finally:
+        os.close(fd)
+    (out / OUTPUT_LOCK).unlink()
+    predict_mod._write_predictions(sha, out / "model", csv, write)
+    assert csv.read_text() == "id,predicted,label\n" and not (out / OUTPUT_LOCK).exists()

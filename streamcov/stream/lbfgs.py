@@ -99,7 +99,7 @@ from .. import linear
 from ..linear import LOSSES, chunk_rows, chunk_sums, score_columns
 from ..optimize import LBFGSState, lbfgs_iteration, lbfgs_start, stalled
 from .memory import CACHE_FRACTION, CACHE_MODES, use_cache
-from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors, task_path
+from .runtime import MAX_RECOVERIES, RECOVERY_WAIT, lost_worker_errors, task_path, workers_lost
 from .sgd import l2_penalty
 
 # rows of one partition: about 16 MB of float32 features. Many per worker, so that the workers' shares
@@ -728,7 +728,7 @@ class _Problem:
                 except lost as exc:
                     error = exc
                     continue
-                raise error      # no worker left: the fit stops with the error that lost them
+                raise workers_lost(self.client) from error   # no worker left: nothing would compute a pass
 
     def _place_again(self) -> bool:
         """Wait a while for as many workers as there were (a nanny restarts a killed one), then place the

@@ -78,6 +78,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
     if block is not None:
         block = int_arg("block", block, " (rows per block), or None for the model's")
     _check_model_path(Path(model_dir), Path(store_path))
+    model_sha = _model_sha(model_dir)   # the model these predictions are of (_write_predictions)
     model = FittedPipeline.load(model_dir)
     path = Path(store_path)
     folder = model.kind == "image" and path.is_dir() and not (path / "zarr.json").exists()
@@ -101,7 +102,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
                 raise skip_hint(exc, arg("on_error", "skip"), "named in a note, without a prediction") from None
             try:
                 summary = _predict(model, model_dir, Path(tmp) / "input.zarr", out_csv, scheduler, workers, block,
-                                   train_accuracy, inputs=path)
+                                   train_accuracy, inputs=path, model_sha=model_sha)
             except StreamcovError as exc:   # name the folder the user gave, not the store made from it and gone
                 exc.args = tuple(str(a).replace(str(Path(tmp) / "input.zarr"), str(path)) for a in exc.args)
                 raise
@@ -129,7 +130,7 @@ def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, w
             summary.setdefault("notes", []).append(f"{len(skipped)} image(s) of {path} skipped, not predicted "
                                                    f"{skipped_text(skipped)}")
         return summary
-    return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy)
+    return _predict(model, model_dir, path, out_csv, scheduler, workers, block, train_accuracy, model_sha=model_sha)
 
 
 #: the temporary copy of an image folder given to predict: this prefix, the host, the pid, tempfile's name
@@ -345,8 +346,9 @@ def _default_out(model_dir, store_path) -> Path:
 
 
 def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy,
-             inputs: Path | None = None) -> dict:
-    """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store."""
+             inputs: Path | None = None, model_sha: str | None = None) -> dict:
+    """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store;
+    ``model_sha``, the digest of the ``model.json`` loaded (:func:`_write_predictions`)."""
     t0 = time.perf_counter()
     if out_csv is None:
         out_csv = _default_out(model_dir, inputs or store_path)
@@ -428,12 +430,41 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         for sid, p, t in zip(store.ids(), pred_names, true):
             w.writerow([sid, p, t])
 
-    Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
-    # the old file or the whole new one, never a part; the temporary named by host and pid, so that a later
-    # predict can tell one a killed process left from one being written
-    atomic_write(Path(out_csv), write, binary=False, owned=True)
+    _write_predictions(model_sha, Path(model_dir), Path(out_csv), write)
     summary["predictions"] = str(out_csv)
     return summary
+
+
+def _model_sha(model_dir) -> str | None:
+    """SHA-256 of the model's ``model.json`` (which records the digest of its arrays), or None when unreadable
+    (the load says why)."""
+    from ..data.integrity import file_sha256
+
+    try:
+        return file_sha256(Path(model_dir) / "model.json")
+    except OSError:
+        return None
+
+
+def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, write) -> None:
+    """Write the predictions CSV: the old file or the whole new one, never a part (the temporary named by host
+    and pid, so that a later predict can tell one a killed process left from one being written). Into the
+    model's own folder only while the model is the one predicted with: a run that trained the output folder
+    again meanwhile removed the earlier model's predictions from it, and these would have stood beside the new
+    model. So the write holds the output folder's lock (a run writing there now refuses it) and checks that
+    ``model.json`` is the one loaded."""
+    import contextlib
+
+    from ..lock import OUTPUT_MARKER, output_lock
+
+    inside = model_dir.resolve() in out_csv.resolve().parents
+    run_folder = model_dir.parent if (model_dir.parent / OUTPUT_MARKER).exists() else None
+    with output_lock(run_folder) if inside and run_folder is not None else contextlib.nullcontext():
+        if inside and _model_sha(model_dir) != model_sha:
+            raise ModelError(f"{model_dir}: the model was replaced (trained again) while these predictions were "
+                             f"computed with the earlier one; nothing was written: predict again")
+        out_csv.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out_csv, write, binary=False, owned=True)
 
 
 def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:

@@ -153,12 +153,65 @@ RECOVERY_WAIT = 30.0
 
 def lost_worker_errors() -> tuple:
     """The errors a cluster raises for work it lost with a worker (not for errors of the tasks themselves):
-    ``KilledWorker``, and ``CancelledError`` (a future the scheduler forgot when its worker died)."""
+    ``KilledWorker``, ``CancelledError`` (a future the scheduler forgot when its worker died), and
+    ``CommClosedError`` (a connection to a worker that died during a scatter or a plugin's registration)."""
     from concurrent.futures import CancelledError
 
     from distributed import KilledWorker
+    from distributed.comm.core import CommClosedError
 
-    return (KilledWorker, CancelledError)
+    return (KilledWorker, CancelledError, CommClosedError)
+
+
+def workers_lost(client) -> StreamcovError:
+    """The one line for a run on a cluster that lost every worker and got none back in :data:`RECOVERY_WAIT`
+    seconds: it hung, waiting for results no worker would compute, or ended in a traceback."""
+    address = getattr(getattr(client, "scheduler", None), "address", None) or "the cluster's scheduler"
+    return StreamcovError(f"{address}: every worker left the cluster and none came back in {RECOVERY_WAIT:g} s; "
+                          f"start workers (`dask worker {address}`) and run the same command again with "
+                          f"{arg('resume', True)} (what was written is kept)")
+
+
+def await_with_workers(client, futures) -> None:
+    """Wait until ``futures`` are finished (their errors are raised by the gather that follows), while the
+    cluster has a worker: with none for :data:`RECOVERY_WAIT` seconds, :func:`workers_lost` is raised (a
+    nanny restarts a killed worker in a few seconds; without one, nothing would ever compute them)."""
+    import time
+
+    from distributed import wait
+
+    futures = [f for f in futures if hasattr(f, "key")]
+    gone_since = None
+    while True:
+        try:
+            with client.as_current():
+                wait(futures, timeout=2.0)
+            return
+        except TimeoutError:
+            pass
+        if client.nthreads():
+            gone_since = None
+        elif gone_since is None:
+            gone_since = time.monotonic()
+        elif time.monotonic() - gone_since > RECOVERY_WAIT:
+            raise workers_lost(client)
+
+
+def scatter_to_all(client, key: str, obj):
+    """``obj`` scattered to every worker under ``key`` (its future), sent again where a worker dies meanwhile
+    (:func:`retry_lost`); with no worker there (Dask's "No valid workers found"), after waiting for one up to
+    :data:`RECOVERY_WAIT` seconds, or :func:`workers_lost`."""
+    def attempt():
+        try:
+            return client.scatter({key: obj}, broadcast=True)[key]
+        except TimeoutError:
+            try:
+                client.wait_for_workers(1, timeout=RECOVERY_WAIT)
+            except TimeoutError:
+                raise workers_lost(client) from None
+            return client.scatter({key: obj}, broadcast=True)[key]
+
+    return retry_lost(client, attempt)
 
 
 def retry_lost(client, attempt: Callable, before_retry: Callable | None = None):
@@ -183,8 +236,8 @@ def retry_lost(client, attempt: Callable, before_retry: Callable | None = None):
                 raise
         try:
             client.wait_for_workers(1, timeout=RECOVERY_WAIT)
-        except TimeoutError:
-            pass           # no worker: the next attempt fails as the cluster does
+        except TimeoutError:   # no worker: nothing would compute the next attempt (it hung, or a traceback)
+            raise workers_lost(client) from None
         if before_retry is not None:
             before_retry()
 
@@ -287,7 +340,7 @@ class Runtime:
         # a key per call, not the content's hash: sharing an object equal to one whose future was just dropped
         # reused the key that the scheduler was releasing, and the tasks waiting on it hung
         key = f"streamcov-shared-{type(obj).__name__}-{uuid.uuid4().hex}"
-        future = self.client.scatter({key: obj}, broadcast=True)[key]
+        future = scatter_to_all(self.client, key, obj)
         # kept only while its future is: a learner shares a model per pass, and those of passes gone are
         # neither held nor sent again
         self._shared = [(ref, k, o) for ref, k, o in self._shared if ref() is not None]
@@ -301,7 +354,7 @@ class Runtime:
         if self.client is not None:
             for ref, key, obj in self._shared:
                 if ref() is not None:
-                    self.client.scatter({key: obj}, broadcast=True)
+                    scatter_to_all(self.client, key, obj)
 
 
 PLUGIN_NAME = "streamcov-thread-plan"
@@ -618,9 +671,10 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         if cluster is None:
             _wait_for_a_worker(client, scheduler)
         _check_workers_numba(client)
-        client.register_plugin(_thread_plan_plugin())
+        # a worker that dies as a plugin is registered broke the registration (CommClosedError): again
+        retry_lost(client, lambda: client.register_plugin(_thread_plan_plugin()))
         if cluster is not None:
-            client.register_plugin(_settle_plugin())
+            retry_lost(client, lambda: client.register_plugin(_settle_plugin()))
         nthreads = client.nthreads()
         info = {"scheduler": scheduler if cluster is None else "local-cluster",
                 "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values()))}
@@ -628,6 +682,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         def compute_once(*objs):
             futures = client.compute(list(objs))
             try:
+                await_with_workers(client, futures)   # a cluster left without workers: one line, not a hang
                 return client.gather(futures)
             finally:
                 # Released now, not when collected: a failed gather leaves them in a reference cycle with its
