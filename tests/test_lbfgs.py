@@ -1292,3 +1292,17 @@ def test_n_jobs_reads_as_scikit_learn_reads_it(monkeypatch):
     with pytest.raises(InvalidParameterError, match=r"'n_jobs' parameter of LBFGSClassifier must be None, an int in "
                                                     r"the range \[1, inf\) or an int in the range \(-inf, -1\]"):
         LBFGSClassifier(n_jobs=0).fit(X, y)
+
+
+def test_binary_probabilities_of_large_scores_raise_no_overflow_warning():
+    """1 / (1 + exp(-S)) warned of an overflow in exp for large negative scores (LogisticRegression does not);
+    the probabilities are the same numbers."""
+    X, y = blobs(n=200, d=5, k=2)
+    est = LBFGSClassifier(loss="log_loss", C=1e6, max_iter=50).fit(X * 1e3, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = est.predict_proba(X * 1e6)
+    S = est.decision_function(X * 1e6)
+    assert np.abs(S).max() > 800   # exp(800) overflows float64
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(P[:, 1], 1.0 / (1.0 + np.exp(-S)), rtol=1e-12, atol=0)

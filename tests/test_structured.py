@@ -845,3 +845,17 @@ def test_twin_gp_degree_cv_folds_of_alike_rows_are_scored_not_refused():
     X[3, 1] = 1.0
     est = TwinGaussianProcess(kernel_transform="gegenbauer", degree_grid=(1, 2), cv=3, random_state=0)
     assert np.isfinite(est.fit(X, np.arange(12.0)).predict(X[:2])).all()
+
+
+def test_twin_gp_holds_copies_of_its_training_data():
+    """fit kept the caller's float64 arrays: changing them after fit changed the predictions without a word,
+    against factors computed from the old values (GaussianProcessRegressor copies its training data too)."""
+    rng = np.random.default_rng(0)
+    X, Xt = rng.normal(size=(30, 3)), rng.normal(size=(5, 3))
+    y = np.sin(X[:, 0])
+    m = TwinGaussianProcess(random_state=0).fit(X, y)
+    before = m.predict(Xt)
+    assert not np.shares_memory(m.X_train_, X) and not np.shares_memory(m.y_train_, y)
+    X[:] = 0.0
+    y[:] = 0.0
+    np.testing.assert_array_equal(m.predict(Xt), before)

@@ -425,3 +425,37 @@ def test_an_infinite_pixel_is_named_by_row_and_column_once():
             clone(est).fit([bad, rng.random((16, 16))])
     with pytest.raises(ValueError, match=r"^X\[0\]: feature spec 'fish' uses R, G, B but the image is grey"):
         RegionCovariance(pixels="fish").fit([rng.random((16, 16))])
+
+
+def test_containers_a_notebook_passes_are_read_or_refused_by_name(rng):
+    """A 1-D object array of ragged sequences (what train_test_split returns for one) was refused; sparse
+    matrices, a DataFrame (iterated as its column labels), paths and stray numbers among images were numpy's
+    words ("zero-size array to reduction operation minimum ...") or a message contradicting itself."""
+    import scipy.sparse as sparse
+
+    seqs = [rng.standard_normal((10 + i, 6)) for i in range(4)]
+    held = np.empty(len(seqs), dtype=object)
+    held[:] = seqs
+    np.testing.assert_array_equal(LogCovariance().fit_transform(held), LogCovariance().fit_transform(seqs))
+    with pytest.raises(ValueError, match=r"^X: a sparse matrix \(csr_matrix\); give a list of dense \(frames, "
+                                         r"3 x joints\) arrays$"):
+        LogCovariance().fit(sparse.csr_matrix(seqs[0]))
+    with pytest.raises(ValueError, match=r"^X\[0\]: a sparse matrix \(csr_matrix\); give a dense array"):
+        LogCovariance().fit([sparse.csr_matrix(s) for s in seqs])
+    images = [rng.random((16, 16)) for _ in range(3)]
+    for given, msg in (
+            (["a.png", "b.png"], r"^X\[0\]: a path \('a\.png'\), not an image; give the images as arrays"),
+            ([images[0], 3.0], r"^X\[1\]: expected a grey \(h, w\) or colour \(h, w, 3\) image, got 3\.0 \(float\), "
+                               r"not an array$"),
+            ([sparse.csr_matrix(images[0])], r"^X\[0\]: a sparse matrix \(csr_matrix\); images are dense"),
+            ([rng.random((16, 16, 2))], r"^X\[0\]: expected a grey \(h, w\) or colour \(h, w, 3\) image, got shape "
+                                        r"\(16, 16, 2\)$")):
+        for cls in (CovarianceOperator, RegionCovariance):
+            with pytest.raises(ValueError, match=msg):
+                cls().fit(given)
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(ValueError, match=r"^X: a DataFrame, which reads as its column labels; give a list of "
+                                         r"images"):
+        CovarianceOperator().fit(pd.DataFrame(images[0]))
+    with pytest.raises(ValueError, match=r"^X: a DataFrame, which reads as its column labels"):
+        LogCovariance().fit(pd.DataFrame(seqs[0]))

@@ -293,8 +293,16 @@ def check_item_list(X, name: str, expected: str) -> None:
 def _as_sequences(X, name="X"):
     """A list of 2-D float arrays (frames x 3J) from a list of arrays or a 3-D array."""
     check_item_list(X, name, "a list of (frames, 3 x joints) arrays or a 3-D array (sequences, frames, 3 x joints)")
+    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
+        raise ValueError(f"{name}: a sparse matrix ({type(X).__name__}); give a list of dense (frames, 3 x joints) "
+                         f"arrays")
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):   # iterated, a DataFrame gives its column labels
+        raise ValueError(f"{name}: a DataFrame, which reads as its column labels; give a list of (frames, "
+                         f"3 x joints) arrays, e.g. [frame.to_numpy()] for one sequence")
     if isinstance(X, np.ndarray) and X.ndim == 3:
         seqs = list(X)
+    elif isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype == object:   # ragged sequences, as train_test_split
+        seqs = list(X)                                                      # returns a list given as an array
     elif isinstance(X, np.ndarray) and X.ndim != 3:
         raise ValueError(f"{name}: expected a list of (frames, 3 x joints) arrays or a 3-D array "
                          f"(sequences, frames, 3 x joints), got an array of shape {X.shape}")
@@ -314,6 +322,9 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
     seqs = _as_sequences(sequences, name)
     arrs = []
     for i, f in enumerate(seqs):
+        if hasattr(f, "toarray") and not isinstance(f, np.ndarray):
+            raise ValueError(f"{name}[{i}]: a sparse matrix ({type(f).__name__}); give a dense array "
+                             f"(frames, 3 x joints): f.toarray()")
         try:
             a = np.asarray(f)
         except ValueError:   # numpy's "inhomogeneous shape" words, without the sequence

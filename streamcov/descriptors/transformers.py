@@ -231,8 +231,31 @@ class _ImageTransformer(FitParams, _ReadOnce, TransformerMixin, BaseEstimator):
         return tags
 
 
+def _check_image_item(img, i: int) -> None:
+    """Refuse, naming item ``i``, what is not an image array: a path (the images are not read from files
+    here), a sparse matrix, a scalar (a DataFrame given as X is iterated as its column labels), an array of
+    another shape. Each was numpy's words ("zero-size array to reduction operation minimum ...") or a message
+    contradicting itself."""
+    import os
+
+    if isinstance(img, (str, bytes, os.PathLike)):
+        raise ValueError(f"X[{i}]: a path ({img!r}), not an image; give the images as arrays, e.g. "
+                         f"np.asarray(PIL.Image.open(path)), or ingest the folder (streamcov.ingest_images)")
+    if hasattr(img, "toarray") and not isinstance(img, np.ndarray):
+        raise ValueError(f"X[{i}]: a sparse matrix ({type(img).__name__}); images are dense: give img.toarray()")
+    shape = np.shape(img)
+    if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] not in (3, 4)):
+        what = f"{img!r} ({type(img).__name__}), not an array" if not shape else f"shape {shape}"
+        raise ValueError(f"X[{i}]: expected a grey (h, w) or colour (h, w, 3) image, got {what}")
+
+
 def _as_images(X) -> list:
     check_item_list(X, "X", "a list of images (h, w) or (h, w, 3)")
+    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
+        raise ValueError(f"X: a sparse matrix ({type(X).__name__}); give a list of dense images")
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):   # iterated, a DataFrame gives its column labels
+        raise ValueError("X: a DataFrame, which reads as its column labels; give a list of images, e.g. "
+                         "[frame.to_numpy()] for one grey image")
     if isinstance(X, np.ndarray) and X.ndim == 2:
         raise ValueError(f"X: one image of shape {X.shape}; give a list of images, e.g. [image]")
     if isinstance(X, np.ndarray) and X.ndim == 3 and X.shape[2] in (3, 4):
@@ -252,6 +275,7 @@ def _as_images(X) -> list:
     from ..data.imageio import MIN_SIDE
 
     for i, img in enumerate(images):
+        _check_image_item(img, i)
         shape = np.shape(img)
         if len(shape) in (2, 3) and min(shape[:2]) < MIN_SIDE:
             # one pixel, or one row: no derivative and no spread, a descriptor of the regularization alone
@@ -386,6 +410,11 @@ class CovarianceOperator(_ImageTransformer):
         return ImageDescriptor(image_spec(self.pixels), "operator", int(self.n_frequencies),
                                _bandwidth(self.sigma, "sigma"),
                                self.frequencies, float(self.gamma), bool(self.log), self.scaling, seed)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float32"]   # float32 vectors whatever the images' dtype
+        return tags
 
 
 class RegionCovariance(_ImageTransformer):

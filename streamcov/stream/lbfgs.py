@@ -1696,7 +1696,9 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
         """Class probabilities (log loss only): softmax of the scores, or the logistic for two classes."""
         S = self.decision_function(X)
         if S.ndim == 1:
-            p = 1.0 / (1.0 + np.exp(-S))
+            from scipy.special import expit
+
+            p = expit(S)   # 1 / (1 + exp(-S)) without exp's overflow warning for large scores
             return np.column_stack([1.0 - p, p])
         S = S - S.max(axis=1, keepdims=True)
         P = np.exp(S)

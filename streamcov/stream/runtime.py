@@ -177,6 +177,7 @@ def await_with_workers(client, futures) -> None:
     cluster has a worker: with none for :data:`RECOVERY_WAIT` seconds, :func:`workers_lost` is raised (a
     nanny restarts a killed worker in a few seconds; without one, nothing would ever compute them)."""
     import time
+    from concurrent.futures import CancelledError
 
     from distributed import wait
 
@@ -186,6 +187,8 @@ def await_with_workers(client, futures) -> None:
         try:
             with client.as_current():
                 wait(futures, timeout=2.0)
+            return
+        except CancelledError:   # newer distributed's wait raises it: the gather after raises its own, as before
             return
         except TimeoutError:
             pass

@@ -323,8 +323,10 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         self._validate_params_()
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
                              dtype=[np.float64, np.float32], ensure_min_samples=2)
-        Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
-        X = np.asarray(X, dtype=np.float64)
+        # copies: the caller's arrays held as the training data changed the predictions when the caller changed
+        # them after fit, against factors computed from the old values (GaussianProcessRegressor copies too)
+        Y = np.array(y, dtype=np.float64).reshape(X.shape[0], -1)
+        X = np.array(X, dtype=np.float64)
         # every input the same: nothing to predict from; the median heuristic fell back to gamma_x = 1 and the KL
         # criterion then predicted outside the training outputs (-8.7 for outputs 0..9), without a word. Checked on
         # the caller's rows (not on a fold of the degree CV, which may hold only the rows that are alike)
