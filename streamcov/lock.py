@@ -179,9 +179,9 @@ def _take(lock_path: Path, what: str, me: dict) -> int:
     held with ``flock`` where the file system has it, which the kernel releases when its holder dies. A file
     already there is locked before it is judged: a live holder's lock is refused, and a stale one (its holder
     dead on this host, a kill -9) is deleted and created anew by the one process that locked it: two that had
-    both read it as stale both took it over, when deleting was the only step. A holder of another host, or a
-    live process of this host by its pid (an older streamcov's lock, a file system without flock), is refused
-    by the file's content."""
+    both read it as stale both took it over, when deleting was the only step. A file of this host that no
+    process holds is stale whatever pid it names; a holder of another host, or, on a file system without
+    flock, a live process of this host by its pid, is refused by the file's content."""
     for _ in range(20):   # the file may be deleted or replaced between our steps: look again
         try:
             fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -193,12 +193,16 @@ def _take(lock_path: Path, what: str, me: dict) -> int:
         except OSError as exc:   # a name too long, a read-only or virtual file system (/proc), no permission
             raise StoreError(f"{what}: cannot write there ({exc.strerror}); choose another path") from None
         try:
-            _flock(fd)   # ours, unless another process judged the new, empty file stale meanwhile (below)
+            if _flock(fd) is False:
+                # another process locked the new, empty file first (we were stalled between creating and locking
+                # it) and judges it stale: it is that one's now; writing into it would make two holders
+                os.close(fd)
+                continue
             os.write(fd, json.dumps(me).encode())
             os.fsync(fd)   # the holder visible to other hosts at once (a network file system caches writes)
             if not _names(lock_path, fd):
                 # a process that found this file empty and unlocked (we were stalled between creating and locking
-                # it) deleted it and made its own: that one holds the lock; ours is a file no path names
+                # it) deleted it and made its own, and released it: ours is a file no path names; look again
                 os.close(fd)
                 continue
             return fd
@@ -285,13 +289,32 @@ def _busy(what: str, lock_path: Path, holder: dict | None) -> StoreError:
 
 def store_writer(store_path) -> dict | None:
     """The holder (pid, host, command, start) of the lock of the store at ``store_path`` while a process holds
-    it, else None (no lock, or one left by a dead process of this host): an incomplete store being written
-    right now, which ``streamcov info`` must not judge by a commit point that moves as it reads."""
+    it, else None (no lock, or a stale one, judged as :func:`_take_over` judges it: a lock of this host that no
+    process holds, or one of a dead process of this host): an incomplete store being written right now, which
+    ``streamcov info`` must not judge by a commit point that moves as it reads."""
+    path = _store_lock_path(Path(store_path))
     try:
-        holder = _holder(_store_lock_path(Path(store_path)))
+        holder = _holder(path)
     except OSError:
         return None
-    return holder if _is_holder(holder) and not _dead(holder) else None
+    if not _is_holder(holder) or _dead(holder):
+        return None
+    if holder["host"] == socket.gethostname() and _unheld(path):
+        return None
+    return holder
+
+
+def _unheld(path: Path) -> bool:
+    """Whether no process holds the ``flock`` of the lock file ``path`` (False where it cannot be told: a file
+    system without flock, an unreadable file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return _flock(fd) is True   # released with the descriptor below
+    finally:
+        os.close(fd)
 
 
 # the lock file of an output folder of ``streamcov run``

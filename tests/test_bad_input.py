@@ -3331,6 +3331,40 @@ def test_a_lock_nobody_holds_is_stale_whatever_pid_it_names_and_a_stalled_creato
     assert seen == ["second"] and not path.exists()
 
 
+def test_a_creator_that_cannot_lock_its_new_file_does_not_write_it_and_info_judges_locks_as_takers_do(tmp_path,
+                                                                                                      monkeypatch):
+    """A creator whose first flock of its new file fails (another process locked the empty file first, judging it
+    stale) wrote itself into it anyway and held a file it had no lock on: the other then took it over too. It
+    now looks again, and holds the lock it ends with. And `info`'s holder of a store lock (store_writer) is
+    judged as a taker judges it: a file of this host that nobody holds names no holder, whatever its pid."""
+    import socket
+    import subprocess
+    import sys
+
+    from streamcov import lock
+
+    path = tmp_path / "s.zarr.lock"
+    real, calls = lock._flock, []
+
+    def first_fails(fd):
+        calls.append(fd)
+        return False if len(calls) == 1 else real(fd)
+
+    monkeypatch.setattr(lock, "_flock", first_fails)
+    with lock.exclusive(path, "store s"):
+        monkeypatch.setattr(lock, "_flock", real)
+        assert len(calls) >= 2 and not lock._unheld(path)   # held with the kernel's lock: a taker is refused
+        assert lock.store_writer(tmp_path / "s.zarr")["pid"] == os.getpid()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path.write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "command": "gone",
+                                    "started": "2026-01-01 00:00:00"}))
+        assert lock.store_writer(tmp_path / "s.zarr") is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device-link"])
 def test_a_lock_path_that_is_no_regular_file_is_not_a_lock(tmp_path, kind):
     """A fifo or a link to a device at the lock's path: refused as not a lock file (a fifo hung the old lock, a

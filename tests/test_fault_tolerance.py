@@ -157,8 +157,8 @@ def test_a_cluster_that_loses_every_worker_ends_in_one_line(store, tmp_path, pro
     assert not t.is_alive(), "the run still waits for a cluster without workers"
     assert isinstance(ended.get("error"), StreamcovError), ended
     assert re.fullmatch(rf"{re.escape(cluster.address)}: every worker left the cluster and none came back in 3 s; "
-                        rf"start workers \(`dask worker {re.escape(cluster.address)}`\) and run the same command "
-                        rf"again with resume=True \(what was written is kept\)", str(ended["error"])), ended
+                        rf"start workers \(`dask worker {re.escape(cluster.address)}`\) and run the command again "
+                        rf"\(a run continues from what it wrote with resume=True\)", str(ended["error"])), ended
     assert time.monotonic() - t0 < 60
 
 

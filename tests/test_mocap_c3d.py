@@ -390,7 +390,7 @@ def test_performer_prefixes_frame_rates_and_unnamed_points(tmp_path):
     for s in r.sequences():
         np.testing.assert_allclose(s.frames.reshape(6, len(LABELS), 3), xyz / 1000, atol=1e-6)
     r = C3dReader(tmp_path, markers=["Bob:RSHO", "LASI"])   # as written in one file, or bare
-    assert r.info.joint_names == ["RSHO", "LASI"]
+    assert r.info.joint_names == ["Bob:RSHO", "LASI"]
     for s in r.sequences():
         np.testing.assert_allclose(s.frames.reshape(6, 2, 3), xyz[:, [6, 0]] / 1000, atol=1e-6)
     put(tmp_path, c3d_bytes([f"Bob:{m}" for m in LABELS], xyz, rate=100.0), "bob_1.c3d")
@@ -400,13 +400,25 @@ def test_performer_prefixes_frame_rates_and_unnamed_points(tmp_path):
     p = put(unnamed, c3d_bytes([""] * 3, xyz[:, :3]), "b_1.c3d")
     r = C3dReader(unnamed)
     assert r.info.joint_names == ["point0", "point1"]
-    with pytest.raises(FormatError, match=re.escape(f"{p}: holds 3 points and the first file (a_1.c3d) 2, and this "
-                                                    "file does not name its points (POINT:LABELS): their markers cannot "
-                                                    "be matched by name; write the labels, or ingest the files of each "
-                                                    "point count on their own")):
+    with pytest.raises(FormatError, match=re.escape(f"{p}: holds 3 points and the first file (a_1.c3d) 2, and "
+                                                    "markers kept are unnamed points (POINT:LABELS leaves them blank: "
+                                                    "point0, point1), matched by position: write the labels, or ingest "
+                                                    "the files of each point count on their own")):
         list(r.sequences())
     put(unnamed, c3d_bytes([""] * 2, xyz[:, 2:4]), "b_1.c3d")   # as many points: matched by position, as before
     assert [s.frames.shape for s in C3dReader(unnamed).sequences()] == [(6, 6), (6, 6)]
+    # a blank label beside named markers kept: read by name whatever the counts
+    named = tmp_path / "named"
+    put(named, c3d_bytes(LABELS[:3], xyz[:, :3]), "a_1.c3d")
+    put(named, c3d_bytes(LABELS[:3] + [""], xyz[:, :4]), "b_1.c3d")
+    assert [s.frames.shape for s in C3dReader(named).sequences()] == [(6, 9), (6, 9)]
+    # two performers in one file: their bare names would collide, so kept whole; one performer's markers chosen
+    both = tmp_path / "both"
+    put(both, c3d_bytes(["Bob:LASI", "Bob:RASI", "Alice:LASI", "Alice:RASI"], xyz[:, :4]), "s1_a.c3d")
+    r = C3dReader(both, markers=["Bob:LASI", "Bob:RASI"])
+    (seq,) = list(r.sequences())
+    assert r.info.joint_names == ["Bob:LASI", "Bob:RASI"]
+    np.testing.assert_allclose(seq.frames.reshape(6, 2, 3), xyz[:, :2] / 1000, atol=1e-6)
 
 
 def test_header_frame_rate_in_each_processor_format(tmp_path):

@@ -745,10 +745,17 @@ def test_kl_rows_where_the_augmented_kernel_is_indefinite_fall_back_and_are_said
         est.prediction_objective(Xt[np.flatnonzero(indefinite)[0]])
     ok = np.flatnonzero(~indefinite)[0]
     assert np.isfinite(est.prediction_objective(Xt[ok])(Y[0])[0])
-    # the plain Gaussian kernel (no map) is positive definite: never undefined
+    # the plain Gaussian kernel (no map) is positive definite: never undefined, also with a ridge below the
+    # rounding at a training input (lambda_x = 1e-13 had every training row called undefined)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         TwinGaussianProcess(random_state=0).fit(X, Y).predict(Xt)
+        TwinGaussianProcess(lambda_x=1e-13, random_state=0).fit(X, Y).predict(X[:10])
+    assert tgp_mod.diverged_text(3, 20, 16) == (
+        "TwinGaussianProcess: the KL criterion is undefined for 16 of 20 rows (the transformed input kernel with "
+        "the row is not positive definite: D_KL of eq. (20) has no value; a non-identity map of degree > 1 can do "
+        "this); the criterion's minimization diverged (no start ended finite and near the training outputs) for 3 "
+        "of 20 rows; their prediction is the nearest training output")
 
 
 def test_hsic_transform_names_its_columns_and_gives_a_dataframe():

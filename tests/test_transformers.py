@@ -437,24 +437,29 @@ def test_containers_a_notebook_passes_are_read_or_refused_by_name(rng):
     held = np.empty(len(seqs), dtype=object)
     held[:] = seqs
     np.testing.assert_array_equal(LogCovariance().fit_transform(held), LogCovariance().fit_transform(seqs))
-    with pytest.raises(ValueError, match=r"^X: a sparse matrix \(csr_matrix\); give a list of dense \(frames, "
-                                         r"3 x joints\) arrays$"):
+    with pytest.raises(ValueError, match=r"^X: a sparse matrix \(csr_matrix\); expected a list of \(frames, "
+                                         r"3 x joints\) arrays or a 3-D array \(sequences, frames, 3 x joints\), "
+                                         r"dense$"):
         LogCovariance().fit(sparse.csr_matrix(seqs[0]))
     with pytest.raises(ValueError, match=r"^X\[0\]: a sparse matrix \(csr_matrix\); give a dense array"):
         LogCovariance().fit([sparse.csr_matrix(s) for s in seqs])
+    # grey images of shape (h, w, 1) are images (they were refused when given as a list)
+    grey = [rng.random((16, 16, 1)) for _ in range(3)]
+    np.testing.assert_array_equal(RegionCovariance().fit_transform(grey),
+                                  RegionCovariance().fit_transform([g[:, :, 0] for g in grey]))
     images = [rng.random((16, 16)) for _ in range(3)]
     for given, msg in (
             (["a.png", "b.png"], r"^X\[0\]: a path \('a\.png'\), not an image; give the images as arrays"),
             ([images[0], 3.0], r"^X\[1\]: expected a grey \(h, w\) or colour \(h, w, 3\) image, got 3\.0 \(float\), "
                                r"not an array$"),
-            ([sparse.csr_matrix(images[0])], r"^X\[0\]: a sparse matrix \(csr_matrix\); images are dense"),
+            ([sparse.csr_matrix(images[0])], r"^X\[0\]: a sparse matrix \(csr_matrix\); give a dense array"),
             ([rng.random((16, 16, 2))], r"^X\[0\]: expected a grey \(h, w\) or colour \(h, w, 3\) image, got shape "
                                         r"\(16, 16, 2\)$")):
         for cls in (CovarianceOperator, RegionCovariance):
             with pytest.raises(ValueError, match=msg):
                 cls().fit(given)
     pd = pytest.importorskip("pandas")
-    with pytest.raises(ValueError, match=r"^X: a DataFrame, which reads as its column labels; give a list of "
+    with pytest.raises(ValueError, match=r"^X: a DataFrame, which reads as its column labels; expected a list of "
                                          r"images"):
         CovarianceOperator().fit(pd.DataFrame(images[0]))
     with pytest.raises(ValueError, match=r"^X: a DataFrame, which reads as its column labels"):

@@ -288,17 +288,22 @@ def check_item_list(X, name: str, expected: str) -> None:
     if isinstance(X, (str, bytes)):
         raise ValueError(f"{name}: expected {expected}, got a {type(X).__name__} ({X[:40]!r}); read the data "
                          f"into arrays first")
+    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
+        raise ValueError(f"{name}: a sparse matrix ({type(X).__name__}); expected {expected}, dense")
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):   # iterated, a DataFrame gives its column labels
+        raise ValueError(f"{name}: a DataFrame, which reads as its column labels; expected {expected}, e.g. "
+                         f"[frame.to_numpy()] for one")
+
+
+def check_dense_item(item, where: str) -> None:
+    """Refuse a sparse matrix given as one item (a sequence, an image): numpy read it as an object of shape ()."""
+    if hasattr(item, "toarray") and not isinstance(item, np.ndarray):
+        raise ValueError(f"{where}: a sparse matrix ({type(item).__name__}); give a dense array: item.toarray()")
 
 
 def _as_sequences(X, name="X"):
     """A list of 2-D float arrays (frames x 3J) from a list of arrays or a 3-D array."""
     check_item_list(X, name, "a list of (frames, 3 x joints) arrays or a 3-D array (sequences, frames, 3 x joints)")
-    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
-        raise ValueError(f"{name}: a sparse matrix ({type(X).__name__}); give a list of dense (frames, 3 x joints) "
-                         f"arrays")
-    if hasattr(X, "columns") and hasattr(X, "to_numpy"):   # iterated, a DataFrame gives its column labels
-        raise ValueError(f"{name}: a DataFrame, which reads as its column labels; give a list of (frames, "
-                         f"3 x joints) arrays, e.g. [frame.to_numpy()] for one sequence")
     if isinstance(X, np.ndarray) and X.ndim == 3:
         seqs = list(X)
     elif isinstance(X, np.ndarray) and X.ndim == 1 and X.dtype == object:   # ragged sequences, as train_test_split
@@ -322,9 +327,7 @@ def pack_sequences(sequences, n_joints: int | None = None, name: str = "X"):
     seqs = _as_sequences(sequences, name)
     arrs = []
     for i, f in enumerate(seqs):
-        if hasattr(f, "toarray") and not isinstance(f, np.ndarray):
-            raise ValueError(f"{name}[{i}]: a sparse matrix ({type(f).__name__}); give a dense array "
-                             f"(frames, 3 x joints): f.toarray()")
+        check_dense_item(f, f"{name}[{i}]")
         try:
             a = np.asarray(f)
         except ValueError:   # numpy's "inhomogeneous shape" words, without the sequence

@@ -23,7 +23,8 @@ from ..linalg import vec_dim
 from .cnn import CNNSpec
 from .image import ImageDescriptor, feature_matrices, feature_moments, feature_scale, image_spec
 from .pixels import FeatureSpec
-from .skeleton import JointSelection, _check_offsets, check_item_list, log_covariance_vectors, pack_sequences
+from .skeleton import (JointSelection, _check_offsets, check_dense_item, check_item_list, log_covariance_vectors,
+                       pack_sequences)
 
 
 class _ReadOnce:
@@ -241,21 +242,15 @@ def _check_image_item(img, i: int) -> None:
     if isinstance(img, (str, bytes, os.PathLike)):
         raise ValueError(f"X[{i}]: a path ({img!r}), not an image; give the images as arrays, e.g. "
                          f"np.asarray(PIL.Image.open(path)), or ingest the folder (streamcov.ingest_images)")
-    if hasattr(img, "toarray") and not isinstance(img, np.ndarray):
-        raise ValueError(f"X[{i}]: a sparse matrix ({type(img).__name__}); images are dense: give img.toarray()")
+    check_dense_item(img, f"X[{i}]")
     shape = np.shape(img)
-    if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] not in (3, 4)):
+    if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] not in (1, 3, 4)):
         what = f"{img!r} ({type(img).__name__}), not an array" if not shape else f"shape {shape}"
         raise ValueError(f"X[{i}]: expected a grey (h, w) or colour (h, w, 3) image, got {what}")
 
 
 def _as_images(X) -> list:
     check_item_list(X, "X", "a list of images (h, w) or (h, w, 3)")
-    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
-        raise ValueError(f"X: a sparse matrix ({type(X).__name__}); give a list of dense images")
-    if hasattr(X, "columns") and hasattr(X, "to_numpy"):   # iterated, a DataFrame gives its column labels
-        raise ValueError("X: a DataFrame, which reads as its column labels; give a list of images, e.g. "
-                         "[frame.to_numpy()] for one grey image")
     if isinstance(X, np.ndarray) and X.ndim == 2:
         raise ValueError(f"X: one image of shape {X.shape}; give a list of images, e.g. [image]")
     if isinstance(X, np.ndarray) and X.ndim == 3 and X.shape[2] in (3, 4):

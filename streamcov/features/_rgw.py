@@ -205,7 +205,7 @@ def _warn_cut_series(X, mean, s2: float, max_degree: int, name: str) -> None:
         warnings.warn(f"{name}: the series of eq. (3) is cut after degree max_degree={max_degree}, which misses "
                       f"{bias:.1%} of the kernel's diagonal at the training row of largest norm (|x|^2 / sigma^2 = "
                       f"{t:.3g}); {fix}{'' if mean is not None else ', or center the rows (center=True)'}",
-                      stacklevel=3)
+                      stacklevel=4)   # the caller of fit (wrapped once by scikit-learn)
 
 
 def product_features(z, starts, scales, out, sq, sigma: float, name: str):

@@ -457,7 +457,8 @@ def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, wr
 
     from ..lock import OUTPUT_MARKER, output_lock
 
-    inside = model_dir.resolve() in out_csv.resolve().parents
+    model_dir = model_dir.resolve()   # "." given from inside it: its parent is the output folder
+    inside = model_dir in out_csv.resolve().parents
     run_folder = model_dir.parent if (model_dir.parent / OUTPUT_MARKER).exists() else None
     with output_lock(run_folder) if inside and run_folder is not None else contextlib.nullcontext():
         if inside and _model_sha(model_dir) != model_sha:

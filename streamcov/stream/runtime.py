@@ -166,10 +166,11 @@ def lost_worker_errors() -> tuple:
 def workers_lost(client) -> StreamcovError:
     """The one line for a run on a cluster that lost every worker and got none back in :data:`RECOVERY_WAIT`
     seconds: it hung, waiting for results no worker would compute, or ended in a traceback."""
-    address = getattr(getattr(client, "scheduler", None), "address", None) or "the cluster's scheduler"
-    return StreamcovError(f"{address}: every worker left the cluster and none came back in {RECOVERY_WAIT:g} s; "
-                          f"start workers (`dask worker {address}`) and run the same command again with "
-                          f"{arg('resume', True)} (what was written is kept)")
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    start = f"`dask worker {address}`" if address else "`dask worker` with the scheduler's address"
+    return StreamcovError(f"{address or 'the scheduler'}: every worker left the cluster and none came back in "
+                          f"{RECOVERY_WAIT:g} s; start workers ({start}) and run the command again (a run "
+                          f"continues from what it wrote with {arg('resume', True)})")
 
 
 def await_with_workers(client, futures) -> None:
@@ -188,7 +189,7 @@ def await_with_workers(client, futures) -> None:
             with client.as_current():
                 wait(futures, timeout=2.0)
             return
-        except CancelledError:   # newer distributed's wait raises it: the gather after raises its own, as before
+        except CancelledError:   # wait may raise it for a cancelled future: the gather after raises its own
             return
         except TimeoutError:
             pass
@@ -220,8 +221,9 @@ def scatter_to_all(client, key: str, obj):
 def retry_lost(client, attempt: Callable, before_retry: Callable | None = None):
     """``attempt()``; on a cluster that loses a worker meanwhile (:func:`lost_worker_errors`), again after
     waiting up to :data:`RECOVERY_WAIT` seconds for a worker (a nanny restarts a killed one), at most
-    :data:`MAX_RECOVERIES` times; then the last error is raised. Errors of the tasks themselves, and any
-    error on threads (``client`` None: no worker to lose), are raised at once.
+    :data:`MAX_RECOVERIES` times; then the last error is raised (:func:`workers_lost` when no worker came
+    back). Errors of the tasks themselves, and any error on threads (``client`` None: no worker to lose), are
+    raised at once.
 
     The scheduler recomputes the tasks of a lost worker by itself, but a future it forgot meanwhile comes
     back cancelled ("already forgotten"), and a task that killed workers too often comes back as

@@ -82,7 +82,8 @@ def diverged_text(diverged: int, n: int, undefined: int = 0) -> str:
         said.append(f"{UNDEFINED} for {undefined} of {n} rows (the transformed input kernel with the row is not "
                     "positive definite: D_KL of eq. (20) has no value; a non-identity map of degree > 1 can do this)")
     if diverged:
-        said.append(f"{DIVERGED} (no start ended finite and near the training outputs) for {diverged} of {n} rows")
+        text = f"{DIVERGED} (no start ended finite and near the training outputs) for {diverged} of {n} rows"
+        said.append(text.removeprefix("TwinGaussianProcess: ") if said else text)
     return "; ".join(said) + "; their prediction is the nearest training output"
 
 # Bytes per n^2 held at the peak of an exact KL fit (float64 n x n arrays:
@@ -441,8 +442,10 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
             # of a test input can still leave K~ indefinite; D_KL and its log-determinant then have no value, and
             # clamping eta to a tiny positive number minimized another function (-2 u^T g_y) without a word.
             eta = state["c_x"] - np.einsum("ij,ij->j", kq, U)
-            floor = 1e-12 * max(1.0, abs(state["c_x"]))
-            return [(U[:, j], float(eta[j])) if eta[j] > floor else None for j in range(kq.shape[1])]
+            # below zero by more than the rounding of the difference: indefinite; within it (a tiny lambda_x at a
+            # training input), the clamp of before
+            slack = 1e-10 * max(1.0, abs(state["c_x"]))
+            return [(U[:, j], max(float(eta[j]), 1e-12)) if eta[j] > -slack else None for j in range(kq.shape[1])]
         N = n + 1
         ksum = kq.sum(0)
         r_star = (ksum + state["c_x"]) / N

@@ -6,9 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, arg, arg_name, bool_arg, path_arg
+from ..errors import ConfigError, arg, arg_name, bool_arg, path_arg, say_note
 from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, new_folders_undone, output_lock
-from ..errors import say_note
 from .config import load_config_and_origins, overrides_list
 from .registry import RunContext, get_task
 

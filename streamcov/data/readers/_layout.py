@@ -145,8 +145,8 @@ def find_entries(root, *, ext: str, layout: str = "folders", label: str = "folde
 
 def walk_paths(root: Path) -> list[Path]:
     """Every path below ``root`` (folders included), entering linked folders: an archive arranged
-    with links (a class folder linked from elsewhere) is read whole, where ``Path.rglob`` (before
-    Python 3.13) leaves linked folders out without a word. A folder reached twice (a link loop, or
+    with links (a class folder linked from elsewhere) is read whole, where ``Path.rglob`` leaves linked
+    folders out without a word (Python 3.13's ``recurse_symlinks`` is off by default). A folder reached twice (a link loop, or
     two links to one folder) is refused: its files would be read twice."""
     out: list[Path] = []
     met: dict[str, Path] = {}

@@ -50,6 +50,7 @@ kinematics run in one compiled pass over frames and joints; see ``benchmarks/moc
 from __future__ import annotations
 
 import codecs
+import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,7 +194,7 @@ def _asf_lines(path: Path):
     raw = _read_bytes(path, "skeleton file").removeprefix(codecs.BOM_UTF8)
     text = decode_text(raw)
     out = []
-    for n, line in enumerate(text.split("\n"), 1):   # not splitlines(): it also breaks at \f, \x1c, \x85, ...
+    for n, line in enumerate(re.split(r"\r\n|\r|\n", text), 1):   # not splitlines(): it breaks at \f, \x85, ...
         line = line.split("#", 1)[0].replace(",", " ").replace("(", " ").replace(")", " ")
         toks = ascii_split(line)
         if toks:

@@ -408,11 +408,6 @@ def read_c3d(path, *, zeros_missing: bool = False):
     return labels, xyz, non_markers, unit, rate
 
 
-def _unnamed_count(labels: list[str]) -> int:
-    """How many points of a file POINT:LABELS leaves unnamed (called ``point<k>``)."""
-    return sum(lb == f"{UNNAMED}{i}" for i, lb in enumerate(labels))
-
-
 def _marker_index(labels: list[str]) -> dict[str, int]:
     """Marker name -> point index of one file: each label as written and, where it has one, without its
     ``Subject:`` prefix (Vicon writes ``Bob:LASI``; :func:`._layout.without_subject`). A name asked for is
@@ -494,7 +489,7 @@ class C3dReader(ArchiveReader):
             raise damaged[0]
         first = entry.path
         self._first = f"the first {'readable ' if damaged else ''}file ({first.name})"
-        self._unnamed, self._n_points = _unnamed_count(labels), len(labels)
+        self._n_points = len(labels)
         if markers is None:
             markers = without_subject([lb for lb in labels if lb not in non_markers])
             if not markers:
@@ -505,7 +500,9 @@ class C3dReader(ArchiveReader):
             if lost:
                 raise ValueError(f"markers: {', '.join(map(repr, lost))} not in {first} (the "
                                  f"first {'readable ' if damaged else ''}file; its markers: {', '.join(labels)})")
-        self.markers = without_subject(markers)   # Bob:LASI names the marker LASI of every performer
+        self.markers = list(markers)   # as given: Bob:LASI is looked up as written, then as LASI (_point_of)
+        unnamed = {f"{UNNAMED}{i}" for i, lb in enumerate(labels) if lb == f"{UNNAMED}{i}"}
+        self._unnamed_kept = [m for m in self.markers if m in unnamed]
         # the archive's frame rate when every file's header gives the first file's (POINT:RATE is the rate)
         rates = {_header_rate(e.path) for e in self._entries} - {None}
         if rate is not None and len(rates) > 1:
@@ -523,14 +520,13 @@ class C3dReader(ArchiveReader):
     def read(self, entry):
         """(frames (T', 3J) float32 after dropping, dropped count, total count)."""
         labels, xyz, _, _, _ = read_c3d(entry.path, zeros_missing=self.zeros_missing)
-        unnamed = _unnamed_count(labels)
-        if (unnamed or self._unnamed) and len(labels) != self._n_points:
+        if self._unnamed_kept and len(labels) != self._n_points:
             # point<k> is a position, not a name: with other point counts the positions need not be the same markers
             raise not_the_file(FormatError(entry.path, f"holds {len(labels)} points and {self._first} "
-                                           f"{self._n_points}, and {'this' if unnamed else 'that'} file does not name "
-                                           f"{'its' if unnamed else 'all its'} points (POINT:LABELS): their markers "
-                                           "cannot be matched by name; write the labels, or ingest the files of "
-                                           "each point count on their own"))
+                                           f"{self._n_points}, and markers kept are unnamed points (POINT:LABELS "
+                                           f"leaves them blank: {', '.join(self._unnamed_kept)}), matched by "
+                                           "position: write the labels, or ingest the files of each point count on "
+                                           "their own"))
         pos = _marker_index(labels)
         at = [_point_of(pos, m) for m in self.markers]
         lost = [m for m, i in zip(self.markers, at) if i is None]
