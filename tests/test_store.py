@@ -234,6 +234,10 @@ def test_info_of_a_store_being_written_says_so_and_does_not_judge_its_commit_poi
     lock = tmp_path / "s.zarr.lock"
     lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": "streamcov ingest",
                                 "started": "2026-11-30 16:00:00"}))
+    import fcntl
+
+    held = os.open(lock, os.O_RDONLY)   # a live writer holds its lock file's flock (one nobody holds is stale)
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
     status = store_status(path)
     assert status["being_written_by"]["pid"] == os.getpid() and "problems" not in status
     rc, err, _ = cli("info", path)
@@ -244,6 +248,7 @@ def test_info_of_a_store_being_written_says_so_and_does_not_judge_its_commit_poi
                                          rf"{os.getpid()} on \S+ since 2026-11-30 16:00:00 \(streamcov ingest\); "
                                          r"wait for it to finish, then run again$"):
         S.open_store(path)
+    os.close(held)
     lock.write_text(json.dumps({"pid": 2 ** 22 + 12345, "host": socket.gethostname()}))   # no such process
     status = store_status(path)
     assert "being_written_by" not in status and any("does not match the arrays" in p for p in status["problems"])
