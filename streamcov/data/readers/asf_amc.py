@@ -59,7 +59,7 @@ import numpy as np
 
 from . import _fastparse as fp
 from ._layout import HDM_PATTERN, ArchiveReader, Entry, check_joint_layout, one_of
-from .base import FormatError, _read_bytes, ascii_split, decode_text, text_encoding
+from .base import FormatError, _read_bytes, ascii_split, text_encoding
 from .kinematics import Skeleton, euler_matrix
 
 INCH = 0.0254
@@ -192,14 +192,15 @@ def _asf_lines(path: Path):
     removed; a UTF-8 byte-order mark (as some editors save) skipped. And the file's encoding
     (:func:`~.base.decode_text`)."""
     raw = _read_bytes(path, "skeleton file").removeprefix(codecs.BOM_UTF8)
-    text = decode_text(raw)
+    encoding = text_encoding(raw)
+    text = raw.decode(encoding)
     out = []
     for n, line in enumerate(re.split(r"\r\n|\r|\n", text), 1):   # not splitlines(): it breaks at \f, \x85, ...
         line = line.split("#", 1)[0].replace(",", " ").replace("(", " ").replace(")", " ")
         toks = ascii_split(line)
         if toks:
             out.append((n, toks))
-    return out, text_encoding(raw)
+    return out, encoding
 
 
 def _floats(path, toks, n, line, what):

@@ -36,8 +36,10 @@ into NaN), when a coordinate is not finite, or (``zeros_missing=True``) when it 
 
 Layout, labels and subjects as for the other readers (:mod:`._layout`). All files must hold the
 kept markers (by name; their order in a file may differ). Names are compared without the
-``Subject:`` prefix that Vicon writes for each performer (``Bob:LASI`` is ``LASI``) and kept
-without it. Files that leave their points unnamed (``point<k>``) must all hold as many points.
+``Subject:`` prefix that Vicon writes for each performer (``Bob:LASI`` matches ``Alice:LASI``);
+the default markers are kept without it, ``markers`` given as written. Unnamed points
+(``point<k>``) are matched by position: files whose kept markers are unnamed must all hold as
+many points.
 ``info.extra["frame_rate"]`` is the first file's ``POINT:RATE`` when every file's header gives
 one rate, else None.
 """
@@ -496,7 +498,8 @@ class C3dReader(ArchiveReader):
                 raise FormatError(first, "holds no marker points (POINT:USED is 0 or every point "
                                   "is a model output); pass markers=[...]")
         else:
-            lost = [m for m in markers if _point_of(_marker_index(labels), m) is None]
+            pos = _marker_index(labels)
+            lost = [m for m in markers if _point_of(pos, m) is None]
             if lost:
                 raise ValueError(f"markers: {', '.join(map(repr, lost))} not in {first} (the "
                                  f"first {'readable ' if damaged else ''}file; its markers: {', '.join(labels)})")
