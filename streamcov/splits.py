@@ -365,6 +365,41 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
 
 
+def holdout(labels, train_mask, fraction: float, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``(fit_mask, val_mask)``: ``round(fraction * n)`` (at least one) of the ``n`` training rows held out
+    for early stopping, stratified by class, drawn from ``rng`` (a ``numpy.random.Generator``).
+
+    Each class gives its share of the held-out rows (largest remainders round them), as scikit-learn's
+    ``SGDClassifier(early_stopping=True)`` does: a plain random draw could hold out every row of a small
+    class, which the learner then never saw. A class keeps at least one row to fit on while others can
+    give the rows instead. ``fraction = 0`` holds out nothing.
+    """
+    fit = np.asarray(train_mask, dtype=bool).copy()
+    val = np.zeros_like(fit)
+    if not fraction > 0:
+        return fit, val
+    rows = np.flatnonzero(fit)
+    n_val = max(1, int(round(fraction * len(rows))))
+    if n_val >= len(rows):
+        raise ValueError(f"validation_fraction = {fraction} leaves no training row of {len(rows)}")
+    y = np.asarray(labels)[rows]
+    _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+    quota = n_val * counts / len(rows)
+    take = np.floor(quota).astype(np.int64)
+    order = np.lexsort((np.arange(len(counts)), -(quota - take)))    # largest remainder first, then class order
+    take[order[:n_val - int(take.sum())]] += 1
+    take = np.minimum(take, counts - 1)                              # a class keeps one row to fit on ...
+    for c in np.argsort(-(counts - 1 - take), kind="stable"):        # ... while classes with rows to spare give
+        take[c] += min(n_val - int(take.sum()), int(counts[c] - 1 - take[c]))
+    short = n_val - int(take.sum())                                  # every class down to one row: take those too
+    take[np.argsort(-counts, kind="stable")[:short]] += 1
+    for c in range(len(counts)):
+        if take[c]:
+            val[rng.choice(rows[inverse == c], size=int(take[c]), replace=False)] = True
+    fit[val] = False
+    return fit, val
+
+
 def rows_sha256(train: np.ndarray, test: np.ndarray) -> str:
     """SHA-256 of a fold's training and test rows (boolean masks): what a fold's saved result and model are
     tied to beside the settings, so that a split that now gives other rows (an edited splits file, a store

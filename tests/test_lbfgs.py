@@ -1306,3 +1306,19 @@ def test_binary_probabilities_of_large_scores_raise_no_overflow_warning():
     assert np.abs(S).max() > 800   # exp(800) overflows float64
     with np.errstate(over="ignore"):
         np.testing.assert_allclose(P[:, 1], 1.0 / (1.0 + np.exp(-S)), rtol=1e-12, atol=0)
+
+
+def test_validation_split_is_the_stratified_holdout():
+    """The L-BFGS learner's early-stopping rows are :func:`streamcov.splits.holdout`'s, drawn from the seed: a
+    class of two rows among 98 keeps one to fit on (a plain draw of half the rows lost both in a quarter of
+    the seeds)."""
+    from streamcov.splits import holdout
+    from streamcov.stream.lbfgs import validation_split
+
+    y = np.array([0] * 98 + [1] * 2)
+    train = np.ones(100, bool)
+    for seed in range(10):
+        fit, val = validation_split(y, train, 0.5, seed)
+        ref = holdout(y, train, 0.5, np.random.default_rng(seed))
+        assert (fit == ref[0]).all() and (val == ref[1]).all()
+        assert fit[y == 1].sum() == 1 and val.sum() == 50

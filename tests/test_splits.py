@@ -1,9 +1,11 @@
 """Every evaluation protocol of the one splits module, for skeletons (subjects) and images (groups)."""
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from streamcov.errors import ConfigError
-from streamcov.splits import folds, inner_folds
+from streamcov.splits import folds, holdout, inner_folds
 from streamcov.tasks.schema import SplitTable
 
 
@@ -234,3 +236,70 @@ def test_one_class_training_and_unseen_test_classes():
     out = folds(SplitTable(kind="subjects", train_subjects=[1], test_subjects=[2]), y8, g)
     assert fold_warnings(out, y8, groups=g) == [
         "2 rows are in no fold's training or test rows: the protocol does not use them (every row of subject(s) [3])"]
+
+
+# ------------------------------------------------------- early-stopping hold-out
+def _holdout_counts(labels, fraction, seed=0):
+    labels = np.asarray(labels)
+    train = np.ones(len(labels), bool)
+    fit, val = holdout(labels, train, fraction, np.random.default_rng(seed))
+    return fit, val, {c: (int(fit[labels == c].sum()), int(val[labels == c].sum())) for c in np.unique(labels)}
+
+
+def test_holdout_is_stratified_and_keeps_small_classes():
+    """A class of 2 rows among 98 of another: a plain random draw of half the rows holds out both of its rows
+    in about a quarter of the draws, and the learner never fits that class; the hold-out gives each class its
+    share (1 of 2, 49 of 98) and keeps a row of each to fit on, whatever the seed."""
+    labels = np.array([0] * 98 + [1] * 2)
+    for seed in range(20):
+        fit, val, counts = _holdout_counts(labels, 0.5, seed)
+        assert counts == {0: (49, 49), 1: (1, 1)}
+        assert not (fit & val).any() and (fit | val).all()
+
+
+def test_holdout_only_draws_from_training_rows_and_is_reproducible():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 4, 200)
+    train = rng.random(200) < 0.6
+    fit, val = holdout(labels, train, 0.25, np.random.default_rng(7))
+    again = holdout(labels, train, 0.25, np.random.default_rng(7))
+    assert (fit == again[0]).all() and (val == again[1]).all()
+    assert not (val & ~train).any() and ((fit | val) == train).all()
+    assert val.sum() == round(0.25 * train.sum())
+    fit0, val0 = holdout(labels, train, 0.0, np.random.default_rng(7))
+    assert (fit0 == train).all() and not val0.any()
+
+
+def test_holdout_singletons_stay_to_fit_while_others_can_give():
+    """Classes of one row keep it; the held-out rows come from the classes with rows to spare. When every
+    class is down to one row, the rest still come (the count asked for is kept)."""
+    labels = np.array(list(range(5)) + [9] * 5)                    # five singletons, one class of 5
+    _, val, counts = _holdout_counts(labels, 0.4)
+    assert val.sum() == 4 and counts[9] == (1, 4) and all(counts[c] == (1, 0) for c in range(5))
+    _, val, counts = _holdout_counts(labels, 0.6)                  # 6 > the 4 rows to spare
+    assert val.sum() == 6 and counts[9] == (0, 5)
+
+
+def test_holdout_refuses_a_share_that_leaves_nothing():
+    with pytest.raises(ValueError, match=r"validation_fraction = 0\.99 leaves no training row of 10"):
+        holdout(np.arange(10) % 2, np.ones(10, bool), 0.99, np.random.default_rng(0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=2, max_size=60), st.floats(0.01, 0.9), st.integers(0, 2**31))
+def test_holdout_size_and_shares(labels, fraction, seed):
+    """The size is ``max(1, round(fraction n))`` exactly; while every class can keep a row, each keeps one, and
+    a class holds out its share ``fraction n_c`` to within one row (largest remainders) unless it had to keep
+    its last row or give for a class that did."""
+    labels = np.asarray(labels)
+    n = len(labels)
+    n_val = max(1, int(round(fraction * n)))
+    assume(n_val < n)
+    fit, val, counts = _holdout_counts(labels, fraction, seed)
+    assert val.sum() == n_val and not (fit & val).any() and (fit | val).all()
+    classes, sizes = np.unique(labels, return_counts=True)
+    if n_val <= n - len(classes):
+        assert all(counts[c][0] >= 1 for c in classes)
+    if all(np.ceil(n_val * s / n) <= s - 1 for s in sizes):
+        for c, s in zip(classes, sizes):
+            assert abs(counts[c][1] - n_val * s / n) < 1

@@ -1030,20 +1030,12 @@ def _seed_of(random_state) -> int:
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
-def validation_split(train_mask, validation_fraction: float, seed: int):
-    """``(fit_mask, val_mask)``: ``validation_fraction`` of the training rows held out, drawn from ``seed``."""
-    fit = np.asarray(train_mask, dtype=bool).copy()
-    val = np.zeros_like(fit)
-    if validation_fraction > 0:
-        rows = np.flatnonzero(fit)
-        n_val = max(1, int(round(validation_fraction * len(rows))))
-        if n_val >= len(rows):
-            raise ValueError(f"validation_fraction = {validation_fraction} leaves no training row "
-                             f"of {len(rows)}")
-        held = np.random.default_rng(seed).choice(rows, size=n_val, replace=False)
-        val[held] = True
-        fit[held] = False
-    return fit, val
+def validation_split(y, train_mask, validation_fraction: float, seed: int):
+    """``(fit_mask, val_mask)``: ``validation_fraction`` of the training rows held out, stratified by class,
+    drawn from ``seed`` (:func:`streamcov.splits.holdout`)."""
+    from ..splits import holdout
+
+    return holdout(y, train_mask, validation_fraction, np.random.default_rng(seed))
 
 
 # ------------------------------------------------------- the span of the rows
@@ -1303,7 +1295,7 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     if _masks is not None:
         fit_mask, val_mask = _masks
     else:
-        fit_mask, val_mask = validation_split(train_mask, float(est.validation_fraction), seed)
+        fit_mask, val_mask = validation_split(y, train_mask, float(est.validation_fraction), seed)
     if span_route(est, source, int(np.count_nonzero(fit_mask)), int(np.count_nonzero(val_mask)), n_classes):
         fitted = _train_in_span(source, y, fit_mask, val_mask, classes, est, scale=scale, checkpoint=checkpoint,
                                 resume=resume, fingerprint=fingerprint, progress=progress,
@@ -1536,7 +1528,7 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
     memory : int, default=10
         Curvature pairs kept by L-BFGS.
     validation_fraction : float in [0, 1), default=0.0
-        Share of the training rows held out for early stopping (0: none).
+        Share of the training rows held out for early stopping, stratified by class (0: none).
     n_iter_no_change : int, default=5
         Iterations without a lower validation loss before stopping.
     cache : {"auto", "memory", "stream"}, default="auto"

@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.linear_model import SGDClassifier
 
 from ..errors import ConfigError
+from ..splits import holdout
 from .memory import use_cache
 
 
@@ -75,7 +76,7 @@ class SGDPlan:
     ``shuffle_blocks``: blocks pooled and shuffled together (memory: this many
     blocks); ``checkpoint_blocks``: also checkpoint every N blocks within an
     epoch; ``validation_fraction > 0``: hold out that share of the training
-    rows and stop when their accuracy has not improved for
+    rows (stratified by class) and stop when their accuracy has not improved for
     ``n_iter_no_change`` epochs; ``prefetch``: blocks read ahead.
     """
 
@@ -247,7 +248,7 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     ``resume=True`` continues from that file (when its ``fingerprint``
     matches), giving the same model as an uninterrupted run.
     ``plan.validation_fraction > 0`` holds out that share of the training
-    rows and stops when the validation accuracy has not improved for
+    rows (stratified by class) and stops when the validation accuracy has not improved for
     ``plan.n_iter_no_change`` epochs.
 
     ``cache``: ``memory`` reads the training (and validation) rows once and
@@ -258,15 +259,10 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     (:class:`~streamcov.stream.model.AsyncCheckpointWriter`).
     """
     rng = np.random.default_rng(seed)
-    train_mask = np.asarray(train_mask, dtype=bool).copy()
-    valid_mask = np.zeros_like(train_mask)
     vf = float(plan.validation_fraction)
     if vf > 0:
-        rows = np.flatnonzero(train_mask)
-        n_fit = n_fit_rows(len(rows), vf)
-        held = rng.choice(rows, size=len(rows) - n_fit, replace=False)
-        valid_mask[held] = True
-        train_mask[held] = False
+        n_fit_rows(int(np.count_nonzero(train_mask)), vf)        # the one line for a share that leaves nothing
+    train_mask, valid_mask = holdout(y, train_mask, vf, rng)
     clf = estimator
     bounds = fstore.bounds
     has_train = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]

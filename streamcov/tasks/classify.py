@@ -544,9 +544,11 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             t_fit += feat.fit_seconds
         fstore = feat.store
         rows = splits.rows_sha256(train, test)
-        fp_text = json.dumps({"features": fstore.group.attrs["fingerprint"], "model": m.model_dump(),
-                              "split": cfg.split.model_dump(), "fold": name, "rows": rows},
-                             sort_keys=True, default=str)
+        fp_doc = {"features": fstore.group.attrs["fingerprint"], "model": m.model_dump(),
+                  "split": cfg.split.model_dump(), "fold": name, "rows": rows}
+        if m.validation_fraction > 0:
+            fp_doc["holdout"] = "class-stratified"      # the early-stopping rows of earlier versions were not
+        fp_text = json.dumps(fp_doc, sort_keys=True, default=str)
         fold_fp = doc_sha256_of({"fold": fp_text})
         done_file = ckdir / f"{name}.result.json"
         is_last = name == folds[-1][0]
