@@ -357,20 +357,25 @@ def test_bad_images_and_specs():
             cnn.extract([np.full((16, 16), 7, dtype=dt)], cnn.CNNSpec())
     u8 = rng_images(1, (16, 16), seed=5)[0]
     np.testing.assert_array_equal(cnn.to_rgb255(u8.astype(np.uint16) * 257), cnn.to_rgb255(u8))
-    # kept at its size, an image of at most 8 pixels a side is one cell of the grid: a covariance of 0
+    # kept at its size, an image of at most 8 pixels a side gives the blocks maps of one cell: a covariance of 0;
+    # a finer grid only repeats that cell (grid = 2 was let through: four identical rows, the same descriptor for
+    # every image)
     keep = cnn.CNNSpec(input_size=None, head=False)
-    with pytest.raises(ValueError, match=r'^b\.png: 6 x 8 pixels give blocks \[\'block3\', \'block5\'\] a grid of one '
-                                         r'cell at input_size = "keep" \(one row: a covariance of 0\); give images of 9 '
-                                         r"pixels or more on a side, a fixed input_size, or grid = 2 or more$"):
-        cnn.extract([u8, np.zeros((6, 8), np.uint8)], keep, names=["a.png", "b.png"])
+    for spec in (keep, cnn.CNNSpec(input_size=None, grid=2, head=False)):
+        with pytest.raises(ValueError, match=r'^b\.png: 6 x 8 pixels give blocks \[\'block3\', \'block5\'\] maps of one '
+                                             r'cell at input_size = "keep" \(one distinct row however fine the grid: a '
+                                             r'covariance of 0\); give images of 9 pixels or more on a side, a fixed '
+                                             r'input_size, or a finer block$'):
+            cnn.extract([u8, np.zeros((6, 8), np.uint8)], spec, names=["a.png", "b.png"])
     assert [m.shape[0] for m in cnn.extract([np.zeros((9, 8), np.uint8)], keep)[0]] == [2]
-    assert [m.shape[0] for m in cnn.extract([np.zeros((6, 8), np.uint8)], cnn.CNNSpec(input_size=None, grid=2,
-                                                                                     head=False))[0]] == [4]
+    varied = rng_images(1, (9, 8), seed=2)[0]
+    mat = cnn.extract([varied], cnn.CNNSpec(input_size=None, grid=3, head=False))[0][0]
+    assert mat.shape[0] == 9 and len(np.unique(mat, axis=0)) > 1        # two cells of the map: distinct rows
     # the heads alone (the "head" method) read no grid: such an image is not refused for them, its head the same
     tiny = np.arange(48, dtype=np.uint8).reshape(6, 8)
     mats, heads = cnn.extract([tiny], cnn.CNNSpec(input_size=None), maps=False)
     assert mats is None and heads.shape == (1, cnn.HEAD_DIM)
-    np.testing.assert_array_equal(heads, cnn.extract([tiny], cnn.CNNSpec(input_size=None, grid=2))[1])
+    np.testing.assert_array_equal(heads, cnn.extract([tiny], cnn.CNNSpec(input_size=None, grid=2), maps=False)[1])
     from streamcov.descriptors.image import ImageDescriptor, normalize_heads
 
     head_desc = ImageDescriptor(pixels=cnn.CNNSpec(input_size=None), representation="head")
@@ -388,9 +393,16 @@ def test_bad_images_and_specs():
     # a grid of one cell was a data matrix of one row: a covariance of 0, the same for every image
     with pytest.raises(ValueError, match=r"^grid must be 'finest' or an integer in \[2, 1024\], got 1$"):
         cnn.CNNSpec(grid=1)
-    with pytest.raises(ValueError, match=r"^input_size = 8 gives blocks \['block3', 'block5'\] a grid of one cell \(one "
-                                         r"row per image: a covariance of 0\); give an input_size of 9 or more, or "
-                                         r"grid = 2 or more$"):
-        cnn.CNNSpec(input_size=8)
-    assert cnn.CNNSpec(input_size=9).n_cells(None) == 4 and cnn.CNNSpec(input_size=8, grid=2).n_cells(None) == 4
+    # block5 alone at 16 pixels (stride 16) is a map of one cell, which grid = 4 stretched into 16 identical rows:
+    # every image had the same descriptor, the run ended at chance accuracy without a word
+    for kw in ({"input_size": 8}, {"input_size": 8, "grid": 2}):
+        with pytest.raises(ValueError, match=r"^input_size = 8 gives blocks \['block3', 'block5'\] maps of one cell "
+                                             r"\(one distinct row per image, however fine the grid: a covariance of "
+                                             r"0\); give an input_size of 9 or more, or a finer block$"):
+            cnn.CNNSpec(**kw)
+    with pytest.raises(ValueError, match=r"^input_size = 16 gives blocks \['block5'\] maps of one cell .* give an "
+                                         r"input_size of 17 or more, or a finer block$"):
+        cnn.CNNSpec(input_size=16, blocks=("block5",), grid=4)
+    assert cnn.CNNSpec(input_size=9).n_cells(None) == 4 and cnn.CNNSpec(input_size=9, grid=3).n_cells(None) == 9
+    assert cnn.CNNSpec(input_size=17, blocks=("block5",), grid=4).map_cells((17, 17)) == 4
     assert cnn.extract([], cnn.CNNSpec())[0] == []

@@ -516,10 +516,10 @@ class CNNSpec:
             object.__setattr__(self, "grid", int(self.grid))
         if self.input_size is not None:
             object.__setattr__(self, "input_size", int(self.input_size))
-            if self.n_cells(None) < 2:
-                raise ValueError(f"input_size = {self.input_size} gives blocks {list(blocks)} a grid of one cell (one "
-                                 f"row per image: a covariance of 0); give an input_size of "
-                                 f"{self.finest_stride + 1} or more, or grid = 2 or more")
+            if self.map_cells((self.input_size,) * 2) < 2:
+                raise ValueError(f"input_size = {self.input_size} gives blocks {list(blocks)} maps of one cell (one "
+                                 f"distinct row per image, however fine the grid: a covariance of 0); give an "
+                                 f"input_size of {self.finest_stride + 1} or more, or a finer block")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:
@@ -556,6 +556,13 @@ class CNNSpec:
             s = self.finest_stride
             return (-(-int(input_hw[0]) // s), -(-int(input_hw[1]) // s))
         return (self.grid, self.grid)
+
+    def map_cells(self, input_hw) -> int:
+        """Cells of the finest chosen block's own map for a network input of ``input_hw`` pixels: the distinct
+        rows a data matrix can have, whatever ``grid`` resizes the maps to (a map of one cell, stretched over
+        any grid, gives identical rows: a covariance of 0, the same for every image)."""
+        s = self.finest_stride
+        return (-(-int(input_hw[0]) // s)) * (-(-int(input_hw[1]) // s))
 
     def n_cells(self, image_hw) -> int:
         """Rows of the data matrix of an image of ``image_hw`` pixels."""
@@ -647,12 +654,13 @@ def extract(images, spec: CNNSpec = CNNSpec(), *, names=None, threads: int = 1, 
     groups: dict = {}
     for i, img in enumerate(images):
         key = (spec.input_size,) * 2 if spec.input_size is not None else tuple(np.shape(img)[:2])
-        if maps and spec.input_size is None and len(key) == 2 and min(key) >= 1 and spec.n_cells(key) < 2:
-            # kept at its size, the image is one cell of the grid: a covariance of 0, the same for every such image
+        if maps and spec.input_size is None and len(key) == 2 and min(key) >= 1 and spec.map_cells(key) < 2:
+            # kept at its size, the image gives the blocks maps of one cell: identical rows on any grid, a
+            # covariance of 0, the same for every such image
             raise ValueError(f"{f'image {i}' if names is None else names[i]}: {key[0]} x {key[1]} pixels give blocks "
-                             f"{list(spec.blocks)} a grid of one cell at input_size = \"keep\" (one row: a covariance "
-                             f"of 0); give images of {spec.finest_stride + 1} pixels or more on a side, a fixed "
-                             f"input_size, or grid = 2 or more")
+                             f"{list(spec.blocks)} maps of one cell at input_size = \"keep\" (one distinct row "
+                             f"however fine the grid: a covariance of 0); give images of {spec.finest_stride + 1} "
+                             f"pixels or more on a side, a fixed input_size, or a finer block")
         groups.setdefault(key, []).append(i)
     batches = [idx[j:j + spec.batch_size] for idx in groups.values() for j in range(0, len(idx), spec.batch_size)]
 
