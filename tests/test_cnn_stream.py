@@ -222,3 +222,31 @@ def test_in_memory_hypercolumns_beyond_memory_are_refused_by_their_grid(store, t
                                           r"grid cells of \d+ channels\): needs [\d.]+ GiB of memory, this process "
                                           r"may use [\d.]+ GiB; lower pixels\.grid"):
         run_pipeline(cfg)   # an in-memory task: no scheduler to give
+
+
+def test_streamed_convnet_settings_beyond_memory_or_disk_are_refused(store, tmp_path, monkeypatch):
+    """The out-of-core path skipped the memory checks for ConvNet features: method.D far too large ended in
+    numpy's _ArrayMemoryError traceback (the hand-crafted path refuses it in one line), and so did a grid whose
+    blocks of hypercolumn rows exceed memory; a hypercolumn store larger than the free disk filled it first."""
+    import shutil
+
+    from streamcov import _config
+    from streamcov.errors import ConfigError
+
+    monkeypatch.setattr(_config, "total_memory", lambda: 2 ** 28)
+    with pytest.raises(ConfigError, match=r"^method\.D = 200000 \(descriptors of \d+ numbers\): needs [\d.]+ [GT]iB of "
+                                          r"memory, this process may use 256\.0 MiB; lower method\.D$"):
+        run_pipeline(make_cfg(store.path, tmp_path / "d", method={"D": 200000}), scheduler="synchronous")
+    cells = 256 * 256
+    with pytest.raises(ConfigError, match=rf"^pixels\.grid = 256 at pixels\.input_size = 32 \({cells} grid cells of "
+                                          rf"152 channels per image, blocks of 5 images\): needs [\d.]+ MiB of memory, "
+                                          r"this process may use 256\.0 MiB; lower pixels\.grid .* or pixels\.input_size$"):
+        run_pipeline(make_cfg(store.path, tmp_path / "g", pixels={"grid": 256}), scheduler="synchronous")
+    assert not (tmp_path / "g").exists() or not any((tmp_path / "g").rglob("hypercolumns.zarr"))
+    monkeypatch.setattr(_config, "total_memory", lambda: 2 ** 40)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=10 ** 6))
+    with pytest.raises(ConfigError, match=rf"^pixels\.grid = 64 at pixels\.input_size = 32 \(4096 grid cells of 152 "
+                                          rf"channels per image: the hypercolumn store of {len(store)} images\): "
+                                          r"needs about [\d.]+ MiB of disk, .* has 976\.6 KiB free; lower pixels\.grid"):
+        run_pipeline(make_cfg(store.path, tmp_path / "k", pixels={"grid": 64}), scheduler="synchronous")

@@ -25,13 +25,27 @@ import numpy as np
 from ..errors import UnsafePickleError, WeightsError
 
 
-class _StorageType:
+class _Frozen:
+    """A stand-in a pickle cannot change: BUILD on a global (``ctorch\\nFloatStorage\\n ... b``) sets its
+    attributes, and the stand-ins are shared by every load of the process (a file read without its hash check
+    could have made the next, genuine file's floats bfloat16)."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise UnsafePickleError(f"a weight pickle may not change {self!r} (attribute {name!r})")
+
+    __delattr__ = __setattr__
+
+
+class _StorageType(_Frozen):
     """Stand-in for a ``torch.<X>Storage`` class: carries a dtype, cannot be called."""
 
     __slots__ = ("name", "dtype")
 
     def __init__(self, name, dtype):
-        self.name, self.dtype = name, np.dtype(dtype)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "dtype", np.dtype(dtype))
 
     def __call__(self, *args, **kwargs):
         raise UnsafePickleError(f"torch.{self.name} may not be called from a pickle")
@@ -126,12 +140,29 @@ class _StateDict(dict):
         self.metadata = state
 
 
+class _Global(_Frozen):
+    """A callable global of a weight pickle (a function, or the dict type), frozen: what a pickle can reach
+    of it is its call."""
+
+    __slots__ = ("_call", "_name")
+
+    def __init__(self, call, name):
+        object.__setattr__(self, "_call", call)
+        object.__setattr__(self, "_name", name)
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<weight pickle global {self._name}>"
+
+
 #: (module, name) -> stand-in: the only globals a weight pickle may name.
 ALLOWED_GLOBALS = {
-    ("collections", "OrderedDict"): _StateDict,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("collections", "OrderedDict"): _Global(_StateDict, "collections.OrderedDict"),
+    ("torch._utils", "_rebuild_tensor_v2"): _Global(_rebuild_tensor_v2, "torch._utils._rebuild_tensor_v2"),
+    ("torch._utils", "_rebuild_tensor"): _Global(_rebuild_tensor, "torch._utils._rebuild_tensor"),
+    ("torch._utils", "_rebuild_parameter"): _Global(_rebuild_parameter, "torch._utils._rebuild_parameter"),
     **{("torch", n): t for n, t in STORAGE_TYPES.items()},
 }
 

@@ -36,6 +36,7 @@ tested).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
@@ -87,9 +88,28 @@ def require(what: str = "ConvNet features") -> None:
 
 
 def _have_onnxruntime() -> bool:
+    """Whether onnx and onnxruntime are installed and import: an installed onnxruntime that fails to import
+    (a missing shared library, a build for another CPU) is the numpy pass for ``"auto"``, not a refusal."""
     import importlib.util
 
-    return importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
+    if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnx") is None:
+        return False
+    return _onnxruntime_import_error() is None
+
+
+_ORT_IMPORT: list = []   # the outcome of importing onnx and onnxruntime, once per process
+
+
+def _onnxruntime_import_error() -> str | None:
+    """None when onnx and onnxruntime import, else the error (``ImportError: ...``), tried once."""
+    if not _ORT_IMPORT:
+        try:
+            import onnx  # noqa: F401
+            import onnxruntime  # noqa: F401
+            _ORT_IMPORT.append(None)
+        except Exception as exc:   # an ImportError, or what a broken native library raises as it loads
+            _ORT_IMPORT.append(f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200])
+    return _ORT_IMPORT[0]
 
 
 # ------------------------------------------------------------------ layers
@@ -247,7 +267,7 @@ def _read_cache(cache: Path):
             if _digest(w) != str(z["__digest__"]):
                 return None
             return w
-    except (OSError, ValueError, KeyError, WeightsError, zipfile.BadZipFile, EOFError):
+    except (OSError, ValueError, TypeError, KeyError, WeightsError, zipfile.BadZipFile, EOFError):
         return None   # damaged or stale: rebuilt from the .pth
 
 
@@ -260,7 +280,8 @@ def _write_cache(cache: Path, w: dict) -> None:
                      __digest__=np.array(_digest(w)), **w)
         os.replace(tmp, cache)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):   # on a read-only mount the unlink fails too (EROFS)
+            Path(tmp).unlink(missing_ok=True)
         warnings.warn(f"could not write the weight cache {cache}: {exc}", stacklevel=3)
 
 
@@ -315,10 +336,16 @@ class Network:
         if backend == "numpy":
             self._net = _net.NumpyNet(w, self.outputs)
             return
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise MissingExtraError(f"backend 'onnxruntime' needs onnxruntime: {INSTALL_HINT}") from None
+        absent = [m for m in missing() if m in ("onnx", "onnxruntime")]
+        if absent:
+            raise MissingExtraError(f"backend 'onnxruntime' needs onnx and onnxruntime (missing: {', '.join(absent)}): "
+                                    f"{INSTALL_HINT}; or use backend \"numpy\"")
+        failed = _onnxruntime_import_error()
+        if failed is not None:
+            raise MissingExtraError(f"backend 'onnxruntime': onnxruntime is installed but does not import ({failed}); "
+                                    f"reinstall it ({INSTALL_HINT}), or use backend \"numpy\" (or \"auto\", which "
+                                    f"falls back to it)")
+        import onnxruntime as ort
         model = build_graph(self.outputs, w)
         so = ort.SessionOptions()
         so.intra_op_num_threads = self.threads
@@ -466,18 +493,22 @@ class CNNSpec:
 
     Parameters
     ----------
-    blocks : tuple of str
-        Maps (:func:`layer_info`) concatenated per grid cell. Default the
-        early ``block3`` (40 channels at 1/8) and the middle ``block5``
-        (112 at 1/16): 152 channels, paper 004's pool2 + conv4.
-    input_size : int or None
+    blocks : tuple of str, or str
+        Maps (:func:`layer_info`) concatenated per grid cell (one name: that
+        block alone). Default the early ``block3`` (40 channels at 1/8) and
+        the middle ``block5`` (112 at 1/16): 152 channels, paper 004's pool2
+        + conv4.
+    input_size : int, None or "keep"
         Every image is resized to ``input_size`` x ``input_size`` (paper 004
-        resizes its maps to 128 x 128); None keeps each image's size.
+        resizes its maps to 128 x 128); None (or ``"keep"``, the pipeline
+        files' spelling) keeps each image's size.
     grid : "finest" or int
         ``finest``: the grid of the block of highest resolution
         (ceil(input/8) for block3: 16 x 16 cells at 128, 28 x 28 at 224);
         an int g: a g x g grid. Each map is resized to it bilinearly
-        (antialiased when shrinking), so each cell is one hypercolumn.
+        (antialiased when shrinking), so each cell is one hypercolumn. The
+        finest block's own map must have two cells or more (a map of one
+        cell gives identical rows on any grid).
     head : bool
         Also give the 1280-dimensional pooled head (the fc7 analogue), used
         by the head and conv + head kernels.
@@ -500,14 +531,21 @@ class CNNSpec:
     needs_color = False
 
     def __post_init__(self):
+        from numbers import Integral
+
+        if isinstance(self.blocks, str):   # one block named: not its letters
+            object.__setattr__(self, "blocks", (self.blocks,))
+        if isinstance(self.input_size, str) and self.input_size == "keep":   # the pipeline files' spelling
+            object.__setattr__(self, "input_size", None)
         blocks = _check_outputs(tuple(self.blocks), "blocks")
         vec = [b for b in blocks if _net.layer_table()[b][1] is None]
         if vec:
             raise ValueError(f"blocks: {vec[0]!r} is a vector, not a map; the pooled head comes with head = true")
         object.__setattr__(self, "blocks", blocks)
-        if self.input_size is not None and (isinstance(self.input_size, bool) or int(self.input_size) != self.input_size
+        if self.input_size is not None and (isinstance(self.input_size, bool) or not isinstance(self.input_size, Integral)
                                             or not 8 <= self.input_size <= 4096):
-            raise ValueError(f"input_size must be an integer in [8, 4096] or None, got {self.input_size!r}")
+            raise ValueError(f"input_size must be an integer in [8, 4096], or None or \"keep\" (each image at its "
+                             f"own size), got {self.input_size!r}")
         if not (self.grid == "finest" or (isinstance(self.grid, (int, np.integer)) and not isinstance(self.grid, bool)
                                           and 2 <= self.grid <= 1024)):
             # a grid of one cell is a data matrix of one row: its covariance is 0, the same for every image
@@ -522,7 +560,7 @@ class CNNSpec:
                                  f"input_size of {self.finest_stride + 1} or more, or a finer block")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, Integral) or self.batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         object.__setattr__(self, "head", bool(self.head))
 

@@ -230,9 +230,22 @@ class HypercolumnSource:
 
 def hypercolumn_store(store, spec, path, runtime, bounds, progress: bool = False):
     """Extract (or resume, or reuse) the hypercolumn store of ``store`` at ``path``; returns the Featurized result."""
+    from .._config import check_disk, check_memory
     from .featurize import featurize
 
     src = HypercolumnSource(store, spec)
+    # each task holds its block's rows (float32) and the network's maps resized to the grid beside them; the
+    # store holds every image's row: refused in one line, as the in-memory path refuses its grid
+    grid = '"finest"' if spec.grid == "finest" else str(spec.grid)
+    what = (f"pixels.grid = {grid} at pixels.input_size = {spec.input_size} ({spec.n_cells(None)} grid cells of "
+            f"{spec.n_features} channels per image")
+    fix = 'lower pixels.grid ("finest", the grid of the finest block, is the default) or pixels.input_size'
+    rows = int(np.diff(np.asarray(bounds)).max()) if len(bounds) > 1 else 0
+    tasks = max(1, int(getattr(runtime, "parallelism", 1) or 1))
+    check_memory(2 * 4.0 * src.dim * rows * min(tasks, max(1, len(bounds) - 1)),
+                 f"{what}, blocks of {rows} images)", fix)
+    if not Path(path).exists():   # a store there is resumed or reused: the writer says what it lacks
+        check_disk(4.0 * src.dim * src.n, path, f"{what}: the hypercolumn store of {src.n} images)", fix)
     return featurize(src, {"map": "none"}, seed=0, train=np.ones(src.n, dtype=bool), path=path, runtime=runtime,
                      bounds=bounds, progress=progress)
 
@@ -279,12 +292,18 @@ class ImageSource:
         self.state = dict(state or {})
         self.hypercolumns = None if hypercolumns is None else str(hypercolumns)
         spec = descriptor.pixels
+        from .._config import check_memory
+
         if is_cnn(spec):
             from ..descriptors.cnn import require
 
             require("pixels.source = \"cnn\" (ConvNet features)")
             if not self.needs_fit:
                 self.state = {}
+        # a block of descriptors (and the operator of one image per thread) must fit in memory
+        check_memory(8.0 * self.dim * (self.default_block + 2), f"method.D = {descriptor.n_frequencies} (descriptors of "
+                     f"{self.dim} numbers)", "lower method.D")
+        if is_cnn(spec):
             return
         if spec.needs_color and (store.shapes[:, 2] != 3).any():
             i = int(np.flatnonzero(store.shapes[:, 2] != 3)[0])
@@ -294,12 +313,7 @@ class ImageSource:
                                   f"on grey features for grey ones")
             raise ConfigError(f"{pipeline_key(spec)} uses R, G, B but image {store.id_of(i)} is grey; "
                               f"{GREY_FIX}")
-        from .._config import check_memory
         from ..descriptors.pixels import check_sampled_pixels
-
-        # a block of descriptors (and the operator of one image per thread) must fit in memory
-        check_memory(8.0 * self.dim * (self.default_block + 2), f"method.D = {descriptor.n_frequencies} (descriptors of "
-                     f"{self.dim} numbers)", "lower method.D")
 
         trained = state is not None and state.get("scale") is not None     # a saved model's (predict)
         if spec.stride > 1:
