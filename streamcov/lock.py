@@ -325,10 +325,11 @@ OUTPUT_MARKER = ".streamcov-output"
 RUN_FILES = ("result.json", "predictions.csv", OUTPUT_MARKER, OUTPUT_LOCK)
 
 
-def output_lock(folder):
-    """The lock of an output folder of ``streamcov run``."""
+def output_lock(folder, command: str | None = None):
+    """The lock of an output folder of ``streamcov run``; ``command`` is what its lock file names as the holder
+    (default: this process's command line)."""
     folder = Path(folder)
-    return exclusive(folder / OUTPUT_LOCK, f"output folder {folder}")
+    return exclusive(folder / OUTPUT_LOCK, f"output folder {folder}", command)
 
 
 @contextlib.contextmanager

@@ -824,3 +824,52 @@ def test_predictions_go_into_a_model_folder_only_for_the_model_predicted_with(tm
     (out / OUTPUT_LOCK).unlink()
     predict_mod._write_predictions(sha, out / "model", csv, write)
     assert csv.read_text() == "id,predicted,label\n" and not (out / OUTPUT_LOCK).exists()
+
+
+def test_a_second_predict_of_one_model_waits_for_the_first_ones_write(tmp_path, monkeypatch):
+    """Two predicts of one model ending at the same moment: the second was refused by the first's lock after
+    all its work. It now waits for another predict's write (a CSV: a moment), up to PREDICTIONS_WAIT; a run
+    holding the folder is still refused at once (test above)."""
+    import threading
+    import time
+
+    from streamcov.errors import StoreError
+    from streamcov.lock import OUTPUT_LOCK, OUTPUT_MARKER, output_lock
+    from streamcov.stream import predict as predict_mod
+
+    out = tmp_path / "out"
+    (out / "model").mkdir(parents=True)
+    (out / OUTPUT_MARKER).write_text("{}")
+    (out / "model" / "model.json").write_text('{"trained": 1}')
+    sha = predict_mod._model_sha(out / "model")
+    csv = out / "model" / "predictions" / "s.csv"
+    held, release = threading.Event(), threading.Event()
+
+    def first():   # the other predict, in the middle of its write
+        with output_lock(out, predict_mod.PREDICTIONS_WRITER):
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(10)
+    threading.Timer(0.3, release.set).start()
+    t0 = time.monotonic()
+    predict_mod._write_predictions(sha, out / "model", csv, lambda fh: fh.write("id,predicted,label\n"))
+    t.join()
+    assert csv.read_text() == "id,predicted,label\n" and time.monotonic() - t0 >= 0.25
+    assert not (out / OUTPUT_LOCK).exists()
+    # a predict's write that does not end within the wait is refused, naming the holder
+    monkeypatch.setattr(predict_mod, "PREDICTIONS_WAIT", 0.2)
+    held.clear(), release.clear()
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(10)
+    try:
+        with pytest.raises(StoreError, match=r"is being written by process \d+ .*\(streamcov predict \(writing "
+                                             r"predictions into the model's folder\)\)"):
+            predict_mod._write_predictions(sha, out / "model", csv, lambda fh: fh.write("x\n"))
+    finally:
+        release.set()
+        t.join()
+    assert csv.read_text() == "id,predicted,label\n"

@@ -455,17 +455,50 @@ def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, wr
     ``model.json`` is the one loaded."""
     import contextlib
 
-    from ..lock import OUTPUT_MARKER, output_lock
+    from ..lock import OUTPUT_MARKER
 
     model_dir = model_dir.resolve()   # "." given from inside it: its parent is the output folder
     inside = model_dir in out_csv.resolve().parents
     run_folder = model_dir.parent if (model_dir.parent / OUTPUT_MARKER).exists() else None
-    with output_lock(run_folder) if inside and run_folder is not None else contextlib.nullcontext():
+    with _predictions_lock(run_folder) if inside and run_folder is not None else contextlib.nullcontext():
         if inside and _model_sha(model_dir) != model_sha:
             raise ModelError(f"{model_dir}: the model was replaced (trained again) while these predictions were "
                              f"computed with the earlier one; nothing was written: predict again")
         out_csv.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out_csv, write, binary=False, owned=True)
+
+
+#: what a predict writing into a model's folder names as the holder of the output folder's lock
+PREDICTIONS_WRITER = "streamcov predict (writing predictions into the model's folder)"
+#: seconds a predict waits for another predict's write into the same folder (a CSV: a moment), not for a run
+PREDICTIONS_WAIT = 60.0
+
+
+def _predictions_lock(run_folder: Path):
+    """The output folder's lock, for writing predictions. Held by another predict writing its CSV, it is waited
+    for (two predicts of one model ended at the same moment: the second was refused after all its work); held
+    by a run (which may be replacing the model), or for longer than :data:`PREDICTIONS_WAIT`, refused."""
+    import contextlib
+
+    from ..errors import StoreError
+    from ..lock import OUTPUT_LOCK, _holder, output_lock
+
+    deadline = time.monotonic() + PREDICTIONS_WAIT
+    stack = contextlib.ExitStack()
+    while True:
+        try:
+            stack.enter_context(output_lock(run_folder, PREDICTIONS_WRITER))
+            return stack
+        except StoreError:
+            lock = run_folder / OUTPUT_LOCK
+            try:   # None: a lock file being written or removed this moment (looked at again)
+                holder = _holder(lock) if lock.is_file() else False
+            except OSError:
+                holder = False
+            if not (holder is None or isinstance(holder, dict) and holder.get("command") == PREDICTIONS_WRITER) \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
