@@ -15,6 +15,8 @@ train/test column. Kinds:
 ``leave-objects-out``     one fold per object: the last folder of the group name (ETH-80)
 ``group-kfold``           ``n_splits`` folds of whole groups
 
+:func:`holdout` holds out the early-stopping rows of both incremental learners (class-stratified).
+
 ``folds = [0, 2]`` keeps those folds only. ``seed`` defaults to the pipeline's.
 Every fold needs at least two training rows and one test row.
 """
