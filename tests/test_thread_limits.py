@@ -472,3 +472,34 @@ def test_parallel_kernels_take_turns_under_numba_workqueue_layer(tmp_path):
     from streamcov._config import available_cores
 
     assert done.stdout.split()[-2:] == ["workqueue", str(min(2, available_cores()))], done.stdout
+
+
+def test_an_interrupted_threaded_compute_waits_for_its_running_tasks():
+    """Ctrl-C during a threaded computation: dask stops submitting tasks, but those running went on writing
+    their chunks after the runtime (and the lock of the store or output folder held around it) was left. The
+    runtime's pool is shut down on the way out, waiting for them; the tasks not yet started never run."""
+    import signal
+    import time
+
+    import dask
+
+    from streamcov.stream.runtime import dask_runtime
+
+    started, finished = [], []
+
+    def slow(i):
+        started.append(i)
+        time.sleep(0.4)
+        finished.append(i)
+        return i
+
+    with pytest.raises(KeyboardInterrupt):
+        with dask_runtime("threads", 2) as rt:
+            def interrupt():   # Ctrl-C (a real SIGINT: it wakes the main thread's wait) once two tasks run
+                while len(started) < 2:
+                    time.sleep(0.01)
+                os.kill(os.getpid(), signal.SIGINT)
+
+            threading.Thread(target=interrupt, daemon=True).start()
+            rt.compute(*[dask.delayed(slow, pure=False)(i) for i in range(8)])
+    assert started and sorted(finished) == sorted(started) and len(started) < 8

@@ -454,11 +454,28 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
                           f"available: {n} threads used", stacklevel=3)
         info = {"scheduler": scheduler, **plan.as_dict(), "dask_threads": n}
 
+        if scheduler == "synchronous":
+            def compute(*objs):
+                with blas_threads(plan.blas_threads):
+                    return dask.compute(*objs, scheduler=scheduler)
+
+            yield Runtime(compute, info, plan.numba_threads, n)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        # the runtime's own pool: on Ctrl-C (or any error) dask stops submitting, but the tasks already running
+        # go on writing their chunks; the pool is shut down here, waiting for them, before the caller's lock on
+        # the store or output folder is released (a run started in that moment saw its chunks change under it)
+        pool = ThreadPoolExecutor(n, thread_name_prefix="streamcov-dask")
+
         def compute(*objs):
             with blas_threads(plan.blas_threads):
-                return dask.compute(*objs, scheduler=scheduler, num_workers=n)
+                return dask.compute(*objs, scheduler=scheduler, pool=pool)
 
-        yield Runtime(compute, info, plan.numba_threads, n)
+        try:
+            yield Runtime(compute, info, plan.numba_threads, n)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         return
 
     from distributed import Client, LocalCluster
