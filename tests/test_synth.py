@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections import Counter
 
@@ -314,24 +315,14 @@ def test_subject_cache_is_bounded(monkeypatch):
                for i in (0, 13, 39))
 
 
-def test_up_axis_auto_finds_the_axis_of_the_spine(tmp_path):
-    """descriptor.up_axis = "auto" (the pipelines' default) reads the up axis off the spines of the store: y for
-    the generator's bodies, z for the same bodies recorded by a z-up camera, x for an x-up one. The yaw (and the
-    mirror) then act about the found axis, so the kernel of the z-up store is the kernel of the y-up one (the
-    Log-E distances do not change under the fixed rotation between the two cameras), where a yaw about y tilts
-    the z-up bodies instead. The axis found is what the descriptor (its fingerprint, a model's spec) records."""
+def _cameras(src):
+    """A reader class of ``src``'s sequences seen by another camera: ``Camera(axes)``, coordinate ``k`` of the
+    new camera = ``sign`` x old coordinate ``a`` for ``(a, sign) = axes[k]``."""
     from dataclasses import replace
 
-    from streamcov.data.skeletons import ingest
-    from streamcov.kernels import block_distances
-    from streamcov.stream.skeleton import descriptor_array, skeleton_source
-
-    src = SyntheticSkeletons(n_sequences=24, n_subjects=4, n_classes=6, seed=3)
     seqs = list(src.sequences())
 
     class Camera(SkeletonReader):
-        """The generator's sequences with coordinate ``a`` of the new camera = ``sign`` x old coordinate."""
-
         def __init__(self, axes):
             super().__init__()
             self.info, self.axes = src.info, axes
@@ -342,6 +333,60 @@ def test_up_axis_auto_finds_the_axis_of_the_spine(tmp_path):
                 Y = np.stack([sign * X[..., a] for a, sign in self.axes], axis=-1)
                 yield replace(s, frames=Y.reshape(len(s.frames), 60).astype(np.float32))
 
+    return Camera
+
+
+def test_predict_finds_the_up_axis_of_the_store_it_is_given(tmp_path, capsys):
+    """A model trained with up_axis = "auto" applied its training store's axis to every store it predicted: a
+    z-up archive given to a model of y-up data had its bodies turned about a horizontal axis (MSR-Action3D seen
+    by a z-up camera: 23% where the y-up copy gets 95%, without a word). Predict now finds the axis of the store
+    it is given, as training did, and says so when it differs: the z-up copy gets the y-up copy's predictions."""
+    import csv
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.stream.model import FittedPipeline
+    from streamcov.stream.predict import predict
+    from streamcov.stream.skeleton import SkeletonSource
+    from streamcov.tasks import run
+    from streamcov.tasks.config import load_config
+    from conftest import REPO
+
+    Camera = _cameras(SyntheticSkeletons(n_sequences=48, n_subjects=4, n_classes=4, seed=5))
+    y_up = ingest(Camera([(0, 1), (1, 1), (2, 1)]), tmp_path / "y.zarr")
+    z_up = ingest(Camera([(0, 1), (2, -1), (1, 1)]), tmp_path / "z.zarr")   # (x, y, z) -> (x, -z, y)
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", [f'output="{tmp_path / "out"}"'], store=y_up.path)
+    run(cfg, scheduler="synchronous")
+    model = FittedPipeline.load(tmp_path / "out" / "model")
+    assert model.source["up_axis_found"] is True and model.source["descriptor"]["up_axis"] == "y"
+    assert SkeletonSource.from_spec(model.source, z_up).descriptor.up_axis == "z"
+    assert SkeletonSource.from_spec(model.source, y_up).descriptor.up_axis == "y"
+    capsys.readouterr()
+
+    def predicted(store):
+        predict(tmp_path / "out" / "model", store.path, tmp_path / f"{store.path.stem}.csv", scheduler="synchronous")
+        with open(tmp_path / f"{store.path.stem}.csv") as f:
+            return [row["predicted"] for row in csv.DictReader(f)]
+
+    assert predicted(z_up) == predicted(y_up)
+    assert re.search(r"note: \S+z\.zarr: its up axis is z \(along the spine\), the model's training store's was "
+                     r"y; the descriptor turns the bodies about z", capsys.readouterr().err)
+    # a model whose axis was set, not found, keeps it on every store
+    fixed = dict(model.source, descriptor={**model.source["descriptor"], "up_axis": "y"})
+    del fixed["up_axis_found"]
+    assert SkeletonSource.from_spec(fixed, z_up).descriptor.up_axis == "y"
+
+
+def test_up_axis_auto_finds_the_axis_of_the_spine(tmp_path):
+    """descriptor.up_axis = "auto" (the pipelines' default) reads the up axis off the spines of the store: y for
+    the generator's bodies, z for the same bodies recorded by a z-up camera, x for an x-up one. The yaw (and the
+    mirror) then act about the found axis, so the kernel of the z-up store is the kernel of the y-up one (the
+    Log-E distances do not change under the fixed rotation between the two cameras), where a yaw about y tilts
+    the z-up bodies instead. The axis found is what the descriptor (its fingerprint, a model's spec) records."""
+    from streamcov.data.skeletons import ingest
+    from streamcov.kernels import block_distances
+    from streamcov.stream.skeleton import descriptor_array, skeleton_source
+
+    Camera = _cameras(SyntheticSkeletons(n_sequences=24, n_subjects=4, n_classes=6, seed=3))
     opts = dict(features=["positions", "velocities"], levels=2, overlap=True, body_frame="yaw", scale="body",
                 mean_weight=1.0, gamma=1e-2, mirror=True)
     y_up = ingest(Camera([(0, 1), (1, 1), (2, 1)]), tmp_path / "y.zarr")

@@ -498,13 +498,16 @@ class SkeletonSource:
         self.joint_names = list(joint_names or store.attrs.get("joint_names", ()))
         self.roles = {str(k): [int(j) for j in v] for k, v in (roles or store_roles(store)).items()}
         guessed = False
+        #: whether the up axis was found on the store (``up_axis = "auto"``, read by the yaw or the mirror): a
+        #: saved model's spec says so, and predict finds it again on the store it is given (:meth:`from_spec`)
+        self.up_axis_found = False
         if descriptor.up_axis == "auto":
-            # resolved here, once, from the store: the descriptor (its fingerprint, the model's spec) records the
-            # axis found, so a saved model applies the same axis to any store; unread without yaw or mirror
+            # resolved here, once, from the store: the descriptor (its fingerprint) records the axis found
             axis = "y"
             if descriptor.body_frame == "yaw" or descriptor.mirror:
                 axis = find_up_axis(store, self.roles)
                 guessed = axis is None
+                self.up_axis_found = not guessed
             descriptor = replace(descriptor, up_axis=axis or "y")
         self.descriptor = descriptor
         self.selection = descriptor.selection(store.n_joints)
@@ -562,8 +565,11 @@ class SkeletonSource:
         return self
 
     def spec(self) -> dict:
-        return {"kind": self.kind, "descriptor": self.descriptor.as_dict(),
+        spec = {"kind": self.kind, "descriptor": self.descriptor.as_dict(),
                 "n_joints": self.store.n_joints, "joint_names": list(self.joint_names), "roles": dict(self.roles)}
+        if self.up_axis_found:
+            spec["up_axis_found"] = True
+        return spec
 
     @classmethod
     def check_spec(cls, spec: dict) -> None:
@@ -604,7 +610,24 @@ class SkeletonSource:
             raise ConfigError(f"{store.path}: the store's {r} is joint(s) {list(recorded[r])}, the model's "
                               f"{list(roles[r])} (roles differing: {', '.join(differ)}); use a store of the same "
                               f"skeleton layout, or ingest it with the model's roles")
-        return cls(store, SkeletonDescriptor.from_dict(spec["descriptor"]), names or None, roles or None)
+        descriptor = SkeletonDescriptor.from_dict(spec["descriptor"])
+        if spec.get("up_axis_found") is True:
+            # the model found its training store's up axis along the spine: found again on this store, which may
+            # stand another way up (a z-up archive given to a model of y-up Kinect data: with the training
+            # store's axis the yaw turned the bodies about a horizontal axis, 23% where 95% was due, without a
+            # word); a store that records no upper body keeps the model's axis
+            try:
+                axis = find_up_axis(store, {**recorded, **roles})
+            except ConfigError:   # no spine in any sequence looked at: the model's axis
+                axis = None
+            if axis is not None and axis != descriptor.up_axis:
+                from ..errors import say_note
+
+                say_note(f"{store.path}: its up axis is {axis} (along the spine), the model's training store's "
+                         f"was {descriptor.up_axis}; the descriptor turns the bodies about {axis}, as the model's "
+                         f"descriptor.up_axis = \"auto\" does")
+                descriptor = replace(descriptor, up_axis=axis)
+        return cls(store, descriptor, names or None, roles or None)
 
     def identity(self) -> dict:
         # the store by its identity, not by the path it was given as: the same store named otherwise (a relative
