@@ -58,6 +58,10 @@ def sequences(rng, lengths, mirrored=False):
     (["Bip01_Pelvis", "Bip01_L_Thigh", "Bip01_R_Thigh", "Bip01 L Foot", "Bip01 R Foot", "hip_l_joint", "hip_r_joint"],
      {1: 2, 3: 4, 5: 6}),                                                                           # Biped, spaces
     (["root", "lowerback", "upperback", "lclavicle", "rclavicle", "RBAK"], {3: 4}),   # no side: 'lowerback', RBAK
+    # camel case closed by a side letter, beside names that spell it: HipL/HipR stayed unswapped (a mirror view
+    # with the hips on the wrong side, accepted since the hands paired)
+    (["Pelvis", "HipL", "HipR", "KneeL", "KneeR", "Neck", "HandLeft", "HandRight", "Joint2L", "Joint2R", "SHELL"],
+     {1: 2, 3: 4, 6: 7, 8: 9}),
 ])
 def test_mirror_permutation_pairs_by_name(names, pairs):
     perm = sk.mirror_permutation(names)

@@ -710,6 +710,8 @@ _SIDES = (("left", "right"), ("Left", "Right"), ("LEFT", "RIGHT"))
 _SIDE_TOKEN = re.compile(r"(?<![A-Za-z0-9])[lLrR](?![A-Za-z0-9])")
 # a side letter opening the name (``lfemur``, ``LASI``): only where the other side's name exists
 _SIDE_PREFIX = re.compile(r"^[lLrR](?=[A-Za-z])")
+# a capital side letter closing a camel-case name (``HipL``, ``ShoulderR``): only where the other side's name exists
+_SIDE_SUFFIX = re.compile(r"(?<=[a-z0-9])[LR]$")
 _SWAP = str.maketrans("lLrR", "rRlL")
 
 
@@ -719,8 +721,9 @@ def mirror_permutation(joint_names) -> tuple:
     Two names pair when one becomes the other by exchanging ``left`` and
     ``right`` (any case: ``left_wrist``/``right_wrist``, ``LeftArm``/``RightArm``),
     a side letter standing alone between separators (``Bip01_L_Thigh``,
-    ``Bip01 R Thigh``, ``hand.L``, ``foot_r``), or one opening the name
-    (``lfemur``/``rfemur``, ``LASI``/``RASI``). Joints without a side (spine,
+    ``Bip01 R Thigh``, ``hand.L``, ``foot_r``), one opening the name
+    (``lfemur``/``rfemur``, ``LASI``/``RASI``) or a capital one closing a
+    camel-case name (``HipL``/``HipR``). Joints without a side (spine,
     head, ``lowerback``) map to themselves. Raises ValueError when the names
     pair no joint, when a name that says its side (a ``left``/``right`` word
     or a lone side letter) has no counterpart (the mirror image would keep it
@@ -733,7 +736,7 @@ def mirror_permutation(joint_names) -> tuple:
         for a, b in _SIDES:
             if a in name or b in name:
                 yield name.replace(a, "\0").replace(b, a).replace("\0", b)
-        for m in list(_SIDE_TOKEN.finditer(name)) + list(_SIDE_PREFIX.finditer(name)):
+        for m in [*_SIDE_TOKEN.finditer(name), *_SIDE_PREFIX.finditer(name), *_SIDE_SUFFIX.finditer(name)]:
             yield name[:m.start()] + m.group(0).translate(_SWAP) + name[m.end():]
 
     def says_side(name):
