@@ -485,3 +485,41 @@ def test_info_on_an_interrupted_generated_store_says_how_to_resume_it(tmp_path):
     assert rc == 3
     assert err.strip().endswith("s.zarr: INCOMPLETE store (5 sequences committed): the generation was interrupted; "
                                 "run the same streamcov synth command again to resume"), err
+
+
+def test_subject_parity_on_named_subjects_is_said(tmp_path):
+    """A pipeline file of a numbered dataset (subject-parity: MSR-Action3D) run on a store whose subjects are
+    named (HDM05's bd, bk, dg, mm, tr, numbered 0..4 in sorted order) split them by the parity of their place in
+    the alphabet without a word; the run now names who trains and who tests, and how to choose."""
+    from dataclasses import replace
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.tasks import run
+    from streamcov.tasks.config import load_config
+    from conftest import REPO
+
+    src = SyntheticSkeletons(n_sequences=40, n_subjects=5, n_classes=4, seed=2)
+    names = ["bd", "bk", "dg", "mm", "tr"]
+
+    class Named(SkeletonReader):
+        def __init__(self):
+            super().__init__()
+            self.info = replace(src.info, extra={**src.info.extra, "subject_names": names})
+
+        def sequences(self):
+            for s in src.sequences():
+                yield replace(s, subject=s.subject - 1)
+
+    store = ingest(Named(), tmp_path / "named.zarr")
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", [f'output="{tmp_path / "out"}"',
+                                                                  "descriptor.levels=1"], store=store.path)
+    res = run(cfg, scheduler="synchronous")
+    said = [w for w in res["warnings"] if "subject-parity" in w]
+    assert said == ['split.kind = "subject-parity" on a store whose subjects are named: they are numbered 0, 1, ... '
+                    'in sorted order, so subjects bk, mm train and bd, dg, tr test; give split.kind = "subjects" with '
+                    'split.train_subjects (their numbers) to choose']
+    # numbered subjects (the generator's, MSR-Action3D's) are split by their numbers, as the file means
+    plain = ingest(src, tmp_path / "plain.zarr")
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", [f'output="{tmp_path / "out2"}"',
+                                                                  "descriptor.levels=1"], store=plain.path)
+    assert not [w for w in run(cfg, scheduler="synchronous").get("warnings", []) if "subject-parity" in w]

@@ -322,6 +322,18 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     whole = cfg.split.kind in ("subjects", "subject-splits-file", "store") and not getattr(cfg.split, "folds", None)
     warnings = splits.fold_warnings(folds, store.labels, store.label_names,
                                     getattr(store, "groups", None) if whole else None)
+    named = ((store.attrs.get("extra") or {}).get("subject_names") if isinstance(store.attrs.get("extra"), dict)
+             else None)
+    if cfg.split.kind == "subject-parity" and named:
+        # subjects named (HDM05's bd, bk, ...) are numbered in sorted order: their parity is an accident of the
+        # alphabet, which the run says instead of splitting by it without a word
+        codes = np.unique(store.groups)
+        side = {p: [str(named[c]) if 0 <= c < len(named) else str(int(c)) for c in codes if c % 2 == p]
+                for p in (1, 0)}
+        warnings = [*warnings, f"split.kind = \"subject-parity\" on a store whose subjects are named: they are "
+                               f"numbered 0, 1, ... in sorted order, so subjects {', '.join(side[1])} train and "
+                               f"{', '.join(side[0])} test; give split.kind = \"subjects\" with "
+                               f"split.train_subjects (their numbers) to choose"]
     skipped = list(store.attrs.get("skipped", []))
     if skipped:   # items of the archive without a row (ingested with on_error = "skip", images under 2 x 2): said by
         # every run, as ingest says it, since the run that ingested its data.source said nothing of them
