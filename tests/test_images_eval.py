@@ -242,6 +242,27 @@ def test_task_on_a_folder_and_a_store(tmp_path):
            f"nothing; remove or replace them, or check the camera or scan that made them" in res["warnings"]
 
 
+def test_a_class_with_one_training_image_in_a_fold_is_named(tmp_path):
+    """A class of 2 images in 2 stratified folds has 1 training image per fold: the inner cross-validation
+    refused it as "class code 1 ... in a fold's training images"; it now names the class and the fold."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for cls, n in (("big", 20), ("tiny", 2)):
+        (tmp_path / "src" / cls).mkdir(parents=True)
+        for i in range(n):
+            Image.fromarray(rng.integers(0, 256, (24, 24), dtype=np.uint8)).save(tmp_path / "src" / cls / f"{i}.png")
+    cfg = _demo_cfg(tmp_path / "out", name="e")
+    cfg["method"] = {k: v for k, v in cfg["method"].items() if k not in ("D", "sigma1", "gamma")}
+    cfg["data"] = {"format": "folders", "source": str(tmp_path / "src")}
+    cfg["split"] = {"kind": "stratified-kfold", "n_splits": 2}
+    with pytest.raises(ConfigError, match=r"^every class needs at least 2 training images for the inner "
+                                          r"cross-validation \(method\.inner_folds\), but class 'tiny' has 1 in the "
+                                          r"training images of fold 'fold-0'; give that class more images, or a "
+                                          r"\[split\] that trains on more of them$"):
+        run(cfg)
+
+
 @pytest.mark.parametrize("change, msg", [
     ({"method": {"name": "logm"}}, r'method.name = "logm": expected one of "e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs" or "head"'),
     ({"method": {"name": "approx_loghs", "gamma": 1e-3, "mu": 1e-2}}, "method.mu must equal method.gamma"),

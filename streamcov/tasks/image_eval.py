@@ -272,6 +272,11 @@ def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names) -
         if not len(present):
             continue
         c = int(present[np.argmin(counts[present])])
+        if counts[c] < 2:   # refused here, where the class and the fold have names (splits.inner_folds has codes)
+            raise ConfigError(f"every class needs at least 2 training images for the inner cross-validation "
+                              f"(method.inner_folds), but class {str(label_names[c])!r} has 1 in the training "
+                              f"images of fold {name!r}; give that class more images, or a [split] that trains on "
+                              f"more of them")
         used.add(splits.inner_fold_count(labels[tr], cap))   # the folds splits.inner_folds makes
         if smallest is None or counts[c] < smallest[0]:
             smallest = (int(counts[c]), c, name)
