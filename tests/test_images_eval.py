@@ -242,6 +242,26 @@ def test_task_on_a_folder_and_a_store(tmp_path):
            f"nothing; remove or replace them, or check the camera or scan that made them" in res["warnings"]
 
 
+def test_the_files_paper_accuracy_is_not_reported_for_other_data(tmp_path):
+    """A pipeline file's paper_accuracy is the figure of the file's dataset: run on other data given by a flag
+    (--store, --set data.source=..., or data.max_per_class), result.json reported it beside an accuracy of
+    other images. It is now left out then, unless a flag gives it too."""
+    import json
+
+    (tmp_path / "p.toml").write_text(
+        'task = "image-classification"\nname = "demo"\npaper_accuracy = 0.769\n'
+        f'output = "{tmp_path / "out"}"\n'
+        '[data]\nformat = "skimage-textures"\npatch = 32\nmax_per_class = 12\n'
+        '[pixels]\npreset = "texture"\n'
+        '[method]\nname = "e"\nC = 10.0\ninner_folds = 2\n'
+        '[split]\nkind = "per-class"\nn_train = 6\nn_test = 6\nn_repeats = 1\n')
+    assert run(tmp_path / "p.toml")["paper_accuracy"] == 0.769
+    other = run(tmp_path / "p.toml", overrides=["data.max_per_class=16"])
+    assert "paper_accuracy" not in other
+    assert "paper_accuracy" not in json.loads((tmp_path / "out" / "result.json").read_text())
+    assert run(tmp_path / "p.toml", overrides=["data.max_per_class=16", "paper_accuracy=0.5"])["paper_accuracy"] == 0.5
+
+
 def test_a_class_with_one_training_image_in_a_fold_is_named(tmp_path):
     """A class of 2 images in 2 stratified folds has 1 training image per fold: the inner cross-validation
     refused it as "class code 1 ... in a fold's training images"; it now names the class and the fold."""

@@ -139,7 +139,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             with naming():
                 result = spec.run(cfg, ctx)
             result = {"task": cfg.task, **result}
-            if getattr(cfg, "paper_accuracy", None) is not None:   # every task reports it beside its own figure
+            # every task reports it beside its own figure; the file's figure is of the file's data: not reported
+            # for other data given by a flag (--store, --set data.source=...), unless a flag gives it too
+            other_data = origins is not None and any(k[:1] == ("data",) for k in origins.flags) and \
+                ("paper_accuracy",) not in origins.flags
+            if getattr(cfg, "paper_accuracy", None) is not None and not other_data:
                 result["paper_accuracy"] = cfg.paper_accuracy
             result.setdefault("seconds", round(time.perf_counter() - t0, 3))
             result = finite_json(result)
