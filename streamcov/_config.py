@@ -438,7 +438,7 @@ SOFT_LIMITS = ("/sys/fs/cgroup/memory/memory.soft_limit_in_bytes", "/sys/fs/cgro
 
 def total_memory(soft: bool = False) -> int:
     """Bytes of memory this process may use: the machine's physical memory, or less where a container's limit
-    (:data:`HARD_LIMITS`) or ``RLIMIT_RSS`` says so; with ``soft``, also below a container's soft limits
+    (:data:`HARD_LIMITS`), ``RLIMIT_RSS`` or ``RLIMIT_AS`` (``ulimit -v``) says so; with ``soft``, also below a container's soft limits
     (:data:`SOFT_LIMITS`), which is Dask's figure. 0 when the system does not say."""
     try:
         total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
@@ -456,9 +456,35 @@ def total_memory(soft: bool = False) -> int:
         import resource
 
         hard = resource.getrlimit(resource.RLIMIT_RSS)[1]
+        # ``ulimit -v``: an allocation past the address space it allows fails (Linux ignores RLIMIT_RSS)
+        space = resource.getrlimit(resource.RLIMIT_AS)[0]
     except (ImportError, OSError, ValueError):   # pragma: no cover - non-POSIX
         return total
-    return hard if 0 < hard < total else total
+    for limit in (hard, space):
+        if 0 < limit < total:
+            total = limit
+    return total
+
+
+#: what a container's processes use now (cgroups v1 and v2), beside :data:`HARD_LIMITS`
+USAGE = ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory.current")
+
+
+def container_room() -> int | None:
+    """Bytes a container's hard memory limit leaves to its processes now (limit minus usage), or None outside
+    a container's limit: ``/proc/meminfo`` shows the host's memory inside a container."""
+    room = None
+    for limit_path, usage_path in zip(HARD_LIMITS, USAGE):
+        try:
+            with open(limit_path) as fh:
+                limit = int(fh.read())
+            with open(usage_path) as fh:
+                used = int(fh.read())
+        except (OSError, ValueError):   # no such limit, or "max" (none)
+            continue
+        if 0 < limit < (1 << 60):   # cgroups v1 writes "no limit" as a number near 2^63
+            room = max(0, limit - used) if room is None else min(room, max(0, limit - used))
+    return room
 
 
 def check_memory(nbytes: float, what: str, fix: str, total: int | None = None) -> None:

@@ -646,7 +646,30 @@ def _main(args, StreamcovError, command_line) -> int:
                   f"up); free space or write elsewhere, then run the same command again: what was complete is kept "
                   f"(an interrupted store or run resumes) and nothing half-written is used", file=sys.stderr)
             return 2
+        oom = _out_of_memory(exc)
+        if oom is not None:
+            # numpy's "Unable to allocate 6.18 GiB for an array with shape (5798, 11, 114, 114) ...": the machine
+            # (or a ulimit, a container) gave less than the work asked, which the checks made beforehand did not
+            # foresee; said in one line with what sizes the work, not as a bug
+            what = str(oom).splitlines()[0][:200] if str(oom) else "no detail"
+            print(f"streamcov {args.command}: error: out of memory ({oom.__class__.__name__}: {what}); run it with "
+                  f"more memory, or give the work less at a time: fewer rows per block (dask.block_size), fewer "
+                  f"threads or workers (--workers), a smaller map (features.n_components, features.fit_sample), "
+                  f"rows streamed (model.cache = \"stream\"); a run continues with --resume, and nothing "
+                  f"half-written is used", file=sys.stderr)
+            return 2
         return _internal_error(args.command)
+
+
+def _out_of_memory(exc: BaseException) -> MemoryError | None:
+    """The MemoryError behind ``exc`` (raised by numpy, perhaps wrapped by a library or by Dask), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, MemoryError):
+            return exc
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    return None
 
 
 def _no_space(exc: BaseException) -> OSError | None:

@@ -3975,6 +3975,29 @@ def test_a_full_disk_is_one_line_and_the_store_stays_incomplete(tmp_path, monkey
     assert cli(*argv)[0] == 0 and cli("info", tmp_path / "s.zarr", "--verify")[0] == 0
 
 
+def test_out_of_memory_is_one_line_not_a_bug(tmp_path, monkeypatch):
+    """A MemoryError (numpy's "Unable to allocate ...", under a ulimit or a container's limit that the checks
+    made beforehand did not foresee) ended in a traceback and "internal error: this is a bug in streamcov";
+    it is one line naming what sizes the work, exit 2, also when a library wraps it."""
+    from streamcov.data import synth
+
+    def no_memory(*args, **kwargs):
+        try:
+            raise MemoryError("Unable to allocate 6.18 GiB for an array with shape (5798, 11, 114, 114) and data "
+                              "type float64")
+        except MemoryError as exc:
+            raise RuntimeError("a task failed") from exc
+
+    monkeypatch.setattr(synth.SyntheticSkeletons, "sequences", no_memory)
+    rc, err, _ = cli("synth", tmp_path / "s.zarr", "--sequences", 20, "--quiet")
+    assert_one_line_error(rc, err, r"^streamcov synth: error: out of memory \(MemoryError: Unable to allocate 6\.18 "
+                                   r"GiB for an array with shape \(5798, 11, 114, 114\) and data type float64\); run "
+                                   r"it with more memory, or give the work less at a time: fewer rows per block "
+                                   r"\(dask\.block_size\), .* a run continues with --resume, and nothing half-written "
+                                   r"is used$")
+    assert "Traceback" not in err and "internal error" not in err
+
+
 @pytest.mark.parametrize("output", [True, False], ids=["--output", "the-files-output"])
 def test_a_full_disk_without_a_file_name_names_where_the_command_writes(env, monkeypatch, output):
     """ENOSPC from write() has no file name: the line then names the folder the run writes, as the user gave it

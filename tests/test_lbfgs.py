@@ -1322,3 +1322,36 @@ def test_validation_split_is_the_stratified_holdout():
         ref = holdout(y, train, 0.5, np.random.default_rng(seed))
         assert (fit == ref[0]).all() and (val == ref[1]).all()
         assert fit[y == 1].sum() == 1 and val.sum() == 50
+
+
+def test_the_cache_budget_is_the_containers_not_the_hosts(tmp_path, monkeypatch):
+    """cache = "auto" measured the memory available by /proc/meminfo, which shows the host's memory inside a
+    container: rows larger than the container's limit were cached, and the processes killed. The budget is now
+    the least of MemAvailable, the container's limit less its usage, and ulimit -v."""
+    from streamcov import _config
+    from streamcov.stream import memory
+
+    gib = 1 << 30
+    (tmp_path / "memory.max").write_text(str(2 * gib))
+    (tmp_path / "memory.current").write_text(str(gib // 2))
+    monkeypatch.setattr(_config, "HARD_LIMITS", (str(tmp_path / "absent"), str(tmp_path / "memory.max")))
+    monkeypatch.setattr(_config, "USAGE", (str(tmp_path / "absent.usage"), str(tmp_path / "memory.current")))
+    monkeypatch.setattr(memory, "_machine_available", lambda: 64 * gib)
+    assert _config.container_room() == gib + gib // 2
+    assert memory.available_memory() == gib + gib // 2
+    assert memory.memory_budget() == int(memory.CACHE_FRACTION * (gib + gib // 2))
+    assert not memory.use_cache("auto", gib) and memory.use_cache("auto", gib // 4)
+    (tmp_path / "memory.max").write_text("max\n")   # no limit: the machine's figure
+    assert _config.container_room() is None and memory.available_memory() == min(64 * gib, _config.total_memory())
+
+
+def test_total_memory_reads_ulimit_v(tmp_path):
+    """``ulimit -v`` (RLIMIT_AS) caps what an allocation may take; Linux ignores RLIMIT_RSS, which was the only
+    limit read, so the checks made beforehand passed work that then failed with a MemoryError."""
+    import subprocess
+    import sys
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, resource.getrlimit("
+            "resource.RLIMIT_AS)[1])); from streamcov._config import total_memory; print(total_memory())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert int(out) == 3 << 30

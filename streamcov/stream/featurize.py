@@ -87,11 +87,14 @@ def fit_sample_rows(train, fit_sample: int, seed: int) -> np.ndarray:
 
 
 def rows_of(source, rows: np.ndarray, bounds, runtime) -> np.ndarray:
-    """Descriptors of ``rows`` (sorted indices), computed block by block on the runtime."""
+    """Descriptors of ``rows`` (sorted indices), computed block by block on the runtime, a window of
+    ``2 x parallelism`` blocks at a time: memory is that of the blocks in flight, not of the store (one
+    computation of every block held as many blocks' moments as the scheduler's order happened to start)."""
     mask = np.zeros(source.n, dtype=bool)
     mask[rows] = True
-    tasks = source.block_tasks(bounds, runtime.numba_threads, rows=mask)
-    return np.concatenate(runtime.compute(*[t for *_, t in tasks]))
+    tasks = [t for *_, t in source.block_tasks(bounds, runtime.numba_threads, rows=mask)]
+    step = 2 * max(1, int(getattr(runtime, "parallelism", 1) or 1))
+    return np.concatenate([V for i in range(0, len(tasks), step) for V in runtime.compute(*tasks[i:i + step])])
 
 
 def _compute_window(runtime, fstore: FeatureStore, window: list):

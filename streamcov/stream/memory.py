@@ -9,7 +9,20 @@ CACHE_MODES = ("auto", "memory", "stream")
 
 
 def available_memory() -> int:
-    """Bytes of memory available on this machine (``MemAvailable``)."""
+    """Bytes of memory available to this process: the machine's ``MemAvailable``, or less where a container's
+    limit leaves less (:func:`streamcov._config.container_room`; inside a container ``/proc/meminfo`` shows the
+    host's memory, and rows cached by that figure had the container's processes killed) or ``ulimit -v`` allows
+    less (:func:`streamcov._config.total_memory`)."""
+    from .._config import container_room, total_memory
+
+    free = _machine_available()
+    for cap in (container_room(), total_memory() or None):
+        if cap is not None:
+            free = min(free, cap)
+    return free
+
+
+def _machine_available() -> int:
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:

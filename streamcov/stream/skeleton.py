@@ -646,19 +646,23 @@ class SkeletonSource:
         plan = self.plan
         chunk_tasks = {}
 
-        def chunk_task(c):
-            if c not in chunk_tasks:
-                c0, c1 = c * cf, min((c + 1) * cf, n_frames)
+        def chunk_task(c, f0, f1):
+            # the frames of chunk c that the block's sequences [f0, f1) hold: a task per chunk and block, so that
+            # a task holds the moments of its block's sequences only (a 65,536-frame chunk of short sequences
+            # held 1,450 sequences' 11 windows of 114 x 114 moments, 1.5 GiB, whatever dask.block_size said);
+            # the pieces of a sequence, and so its bits, are those of the whole chunk
+            c0, c1 = max(c * cf, int(f0)), min((c + 1) * cf, n_frames, int(f1))
+            if (c0, c1) not in chunk_tasks:
                 if plan is None:
-                    chunk_tasks[c] = dask.delayed(chunk_moments, pure=True)(
+                    chunk_tasks[c0, c1] = dask.delayed(chunk_moments, pure=True)(
                         path, c0, c1, offsets, sel, numba_threads, store.check_of("frames", c0, c1),
                         dask_key_name=f"moments-{c}-{dask.base.tokenize(path, c0, c1, sel)}")
                 else:
                     r0, r1 = max(0, c0 - plan.halo), min(n_frames, c1 + plan.halo)
-                    chunk_tasks[c] = dask.delayed(chunk_windows, pure=True)(
+                    chunk_tasks[c0, c1] = dask.delayed(chunk_windows, pure=True)(
                         path, c0, c1, offsets, plan, numba_threads, store.check_of("frames", r0, r1),
                         dask_key_name=f"windows-{c}-{dask.base.tokenize(path, c0, c1, plan)}")
-            return chunk_tasks[c]
+            return chunk_tasks[c0, c1]
 
         out = []
         for b0, b1 in zip(bounds[:-1], bounds[1:]):
@@ -666,7 +670,7 @@ class SkeletonSource:
             if local is not None and not len(local):
                 continue
             f0, f1 = offsets[b0], offsets[b1]
-            pieces = [chunk_task(c) for c in range(int(f0 // cf), int((f1 - 1) // cf) + 1)]
+            pieces = [chunk_task(c, f0, f1) for c in range(int(f0 // cf), int((f1 - 1) // cf) + 1)]
             if plan is None:
                 task = dask.delayed(block_descriptors, pure=True)(
                     int(b0), int(b1), pieces, self.descriptor, local, numba_threads, path)
