@@ -94,7 +94,14 @@ def rows_of(source, rows: np.ndarray, bounds, runtime) -> np.ndarray:
     mask[rows] = True
     tasks = [t for *_, t in source.block_tasks(bounds, runtime.numba_threads, rows=mask)]
     step = 2 * max(1, int(getattr(runtime, "parallelism", 1) or 1))
-    return np.concatenate([V for i in range(0, len(tasks), step) for V in runtime.compute(*tasks[i:i + step])])
+    out, at = None, 0
+    for i in range(0, len(tasks), step):
+        for V in runtime.compute(*tasks[i:i + step]):
+            if out is None:   # filled in place: a list of the blocks' rows and their concatenation held it twice
+                out = np.empty((len(rows),) + V.shape[1:], dtype=V.dtype)
+            out[at:at + len(V)] = V
+            at += len(V)
+    return out
 
 
 def _compute_window(runtime, fstore: FeatureStore, window: list):
