@@ -632,3 +632,35 @@ def test_generic_reader_records_roles(tmp_path):
     assert r.info.roles == {"left_hip": [1], "right_hip": [2]}
     with pytest.raises(ConfigError, match="roles: unknown role 'left_hips'"):
         open_reader("generic", tmp_path, roles={"left_hips": [1]})
+
+
+def test_a_chunk_task_holds_the_moments_of_its_blocks_sequences_only(tmp_path, monkeypatch):
+    """A chunk task computed the window moments of every sequence of its chunk of the store (65,536 frames:
+    about 1,450 short sequences, 1.5 GiB at 11 windows of 114 x 114), whatever the block size; each block now
+    has its own task per chunk it touches, over the frames its sequences hold, and its sequences' moments are
+    the bits the task over the whole chunk gives them."""
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.stream import skeleton as stream_sk
+
+    store = ingest(SyntheticSkeletons(n_sequences=60, n_subjects=3, n_classes=3, seed=4), tmp_path / "s.zarr",
+                   chunk_frames=1 << 16)
+    assert store.n_frames < store.chunk_frames   # one chunk holds every sequence
+    opts = dict(features=["positions", "velocities"], levels=2, overlap=True, body_frame="yaw", scale="body")
+    src = skeleton_source(store, "store", **opts)
+    calls = []
+    real = stream_sk.chunk_windows
+
+    def recording(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append((args, out))
+        return out
+
+    monkeypatch.setattr(stream_sk, "chunk_windows", recording)
+    descriptor_array(src, block=8).compute(scheduler="synchronous")
+    assert len(calls) == -(-60 // 8) and max(len(out[1]) for _, out in calls) <= 8
+    path, offsets, plan = str(store.path), store.offsets, src.plan
+    s_all, *whole = real(path, 0, store.n_frames, offsets, plan)
+    for args, (s_lo, *part) in calls:
+        k = len(part[0])
+        for a, b in zip(part, whole):
+            np.testing.assert_array_equal(a, b[s_lo - s_all:s_lo - s_all + k])
