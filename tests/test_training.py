@@ -779,6 +779,19 @@ def test_a_map_drawn_from_no_seed_keeps_its_arrays_in_the_model(tmp_path, random
     np.testing.assert_array_equal(back.feature_map.transform(X), fmap.transform(X))
 
 
+def _model_folder(tmp_path):
+    """``(output folder, model.json's SHA-256, the predictions CSV in the model folder)`` of a run's output
+    folder holding a model."""
+    from streamcov.lock import OUTPUT_MARKER
+    from streamcov.stream import predict as predict_mod
+
+    out = tmp_path / "out"
+    (out / "model").mkdir(parents=True)
+    (out / OUTPUT_MARKER).write_text("{}")
+    (out / "model" / "model.json").write_text('{"trained": 1}')
+    return out, predict_mod._model_sha(out / "model"), out / "model" / "predictions" / "s.csv"
+
+
 def test_predictions_go_into_a_model_folder_only_for_the_model_predicted_with(tmp_path):
     """predict beside a run that trained the same output folder again: the run removed the earlier model's
     predictions, then predict wrote its CSV of the earlier model into the new model's folder (4 of 4 trials).
@@ -790,15 +803,10 @@ def test_predictions_go_into_a_model_folder_only_for_the_model_predicted_with(tm
     import socket
 
     from streamcov.errors import ModelError, StoreError
-    from streamcov.lock import OUTPUT_LOCK, OUTPUT_MARKER
+    from streamcov.lock import OUTPUT_LOCK
     from streamcov.stream import predict as predict_mod
 
-    out = tmp_path / "out"
-    (out / "model").mkdir(parents=True)
-    (out / OUTPUT_MARKER).write_text("{}")
-    (out / "model" / "model.json").write_text('{"trained": 1}')
-    sha = predict_mod._model_sha(out / "model")
-    csv = out / "model" / "predictions" / "s.csv"
+    out, sha, csv = _model_folder(tmp_path)
 
     def write(fh):
         fh.write("id,predicted,label\n")
@@ -834,15 +842,10 @@ def test_a_second_predict_of_one_model_waits_for_the_first_ones_write(tmp_path, 
     import time
 
     from streamcov.errors import StoreError
-    from streamcov.lock import OUTPUT_LOCK, OUTPUT_MARKER, output_lock
+    from streamcov.lock import OUTPUT_LOCK, output_lock
     from streamcov.stream import predict as predict_mod
 
-    out = tmp_path / "out"
-    (out / "model").mkdir(parents=True)
-    (out / OUTPUT_MARKER).write_text("{}")
-    (out / "model" / "model.json").write_text('{"trained": 1}')
-    sha = predict_mod._model_sha(out / "model")
-    csv = out / "model" / "predictions" / "s.csv"
+    out, sha, csv = _model_folder(tmp_path)
     held, release = threading.Event(), threading.Event()
 
     def first():   # the other predict, in the middle of its write
