@@ -386,6 +386,7 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
             bar.close()
     clf.streamcov_epochs_ = state["epoch"]
     clf.streamcov_checkpoint_ignored_ = ignored
+    clf.streamcov_cache_ = "memory" if cached is not None else "stream"   # what cache = "auto" chose
     return clf
 
 

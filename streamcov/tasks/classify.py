@@ -619,7 +619,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                             fingerprint=fp_text, cache=m.cache)
             t_train = time.perf_counter() - t1
             ignored = clf.streamcov_checkpoint_ignored_
-            learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs))}
+            learned = {"epochs_run": int(getattr(clf, "streamcov_epochs_", m.epochs)),
+                       "cache": getattr(clf, "streamcov_cache_", "stream")}
         # the test rows, and a sample of the training rows on which the model is checked to have learned something;
         # in one prediction: the model is shared with a cluster's workers once (its key is its content's hash, and
         # scattering it again while the first copy is being released can hang)
