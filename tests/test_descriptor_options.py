@@ -637,8 +637,8 @@ def test_generic_reader_records_roles(tmp_path):
 def test_a_chunk_task_holds_the_moments_of_its_blocks_sequences_only(tmp_path, monkeypatch):
     """A chunk task computed the window moments of every sequence of its chunk of the store (65,536 frames:
     about 1,450 short sequences, 1.5 GiB at 11 windows of 114 x 114), whatever the block size; each block now
-    has its own task per chunk it touches, over the frames its sequences hold, and its sequences' moments are
-    the bits the task over the whole chunk gives them."""
+    has its own task per chunk it touches, over the frames its sequences hold (the chunk read once for all of
+    them), and its sequences' moments are the bits the task over the whole chunk gives them."""
     from streamcov.data.synth import SyntheticSkeletons
     from streamcov.stream import skeleton as stream_sk
 
@@ -647,19 +647,25 @@ def test_a_chunk_task_holds_the_moments_of_its_blocks_sequences_only(tmp_path, m
     assert store.n_frames < store.chunk_frames   # one chunk holds every sequence
     opts = dict(features=["positions", "velocities"], levels=2, overlap=True, body_frame="yaw", scale="body")
     src = skeleton_source(store, "store", **opts)
-    calls = []
-    real = stream_sk.chunk_windows
+    calls, reads = [], []
+    real, real_read = stream_sk.windows_of_frames, stream_sk.read_frames
 
     def recording(*args, **kwargs):
         out = real(*args, **kwargs)
         calls.append((args, out))
         return out
 
-    monkeypatch.setattr(stream_sk, "chunk_windows", recording)
+    def reading(*args, **kwargs):
+        reads.append(args[1:3])
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(stream_sk, "windows_of_frames", recording)
+    monkeypatch.setattr(stream_sk, "read_frames", reading)
     descriptor_array(src, block=8).compute(scheduler="synchronous")
     assert len(calls) == -(-60 // 8) and max(len(out[1]) for _, out in calls) <= 8
+    assert reads == [(0, store.n_frames)]   # the chunk is read once, for every block it holds
     path, offsets, plan = str(store.path), store.offsets, src.plan
-    s_all, *whole = real(path, 0, store.n_frames, offsets, plan)
+    s_all, *whole = stream_sk.chunk_windows(path, 0, store.n_frames, offsets, plan)
     for args, (s_lo, *part) in calls:
         k = len(part[0])
         for a, b in zip(part, whole):
