@@ -408,3 +408,30 @@ def test_descriptor_blocks_that_cannot_fit_are_refused_with_a_block_size_that_fi
     with pytest.raises(ConfigError, match=r"dask.block_size = 5 \(3 block\(s\) of up to 5 sequences"):
         _check_block_memory(big, 5, bounds, 3)                # three at a time do not
     _check_block_memory(big, 5, [0, 2], 8)                    # 8 threads, but one block of 2 sequences
+
+
+def test_the_joints_the_mirror_swaps_are_part_of_the_features_identity_and_of_a_model(tmp_path, rng):
+    """The mirror's pairs come from a naming rule, which changed (HipL/HipR pair since 2026-12-01): the swap is
+    part of the feature store's identity (a store of the old pairs is not reused) and of a saved model's spec,
+    whose swap predict keeps whatever the rule finds today; a model saved without it, whose names the old rule
+    paired otherwise, is refused rather than given other descriptors than it was trained on."""
+    from streamcov.errors import ModelError
+    from streamcov.stream.skeleton import SkeletonSource
+
+    names = ["Pelvis", "HipL", "HipR", "Neck", "HandLeft", "HandRight"]
+    store = ingest(ListSource(sequences(rng, [20, 25, 30]), names=names), tmp_path / "s.zarr")
+    src = skeleton_source(store, "store", mirror=True, **OPTIONS)
+    assert src.identity()["mirror_swap"] == [0, 2, 1, 3, 5, 4] == src.spec()["mirror_swap"]
+    assert "mirror_swap" not in skeleton_source(store, "store", **OPTIONS).identity()
+    kept = dict(src.spec(), mirror_swap=[0, 1, 2, 3, 5, 4])   # a model whose rule paired the hands only
+    assert SkeletonSource.from_spec(kept, store).plan.mirror == (0, 1, 2, 3, 5, 4)
+    legacy = {k: v for k, v in src.spec().items() if k != "mirror_swap"}
+    with pytest.raises(ModelError, match=r"^the model's mirror view swaps the joints by the naming rule of its "
+                                         r"version, which did not pair names closed by a side letter \(HipL/HipR\)"):
+        SkeletonSource.from_spec(legacy, store)
+    plain = ingest(ListSource(sequences(rng, [20, 25])), tmp_path / "p.zarr")   # left_/right_ names: one rule
+    spec = {k: v for k, v in skeleton_source(plain, "store", mirror=True, **OPTIONS).spec().items()
+            if k != "mirror_swap"}
+    assert SkeletonSource.from_spec(spec, plain).plan.mirror == (0, 2, 1, 3, 5, 4)
+    with pytest.raises(ValueError, match=r"mirror_swap must be a permutation of 0\.\.5 that is its own inverse"):
+        SkeletonSource.check_spec(dict(src.spec(), mirror_swap=[1, 2, 0, 3, 4, 5]))

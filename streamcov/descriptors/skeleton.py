@@ -715,7 +715,7 @@ _SIDE_SUFFIX = re.compile(r"(?<=[a-z0-9])[LR]$")
 _SWAP = str.maketrans("lLrR", "rRlL")
 
 
-def mirror_permutation(joint_names) -> tuple:
+def mirror_permutation(joint_names, camel_suffix: bool = True) -> tuple:
     """The joint permutation that swaps every left joint with its right counterpart, found by name.
 
     Two names pair when one becomes the other by exchanging ``left`` and
@@ -723,7 +723,8 @@ def mirror_permutation(joint_names) -> tuple:
     a side letter standing alone between separators (``Bip01_L_Thigh``,
     ``Bip01 R Thigh``, ``hand.L``, ``foot_r``), one opening the name
     (``lfemur``/``rfemur``, ``LASI``/``RASI``) or a capital one closing a
-    camel-case name (``HipL``/``HipR``). Joints without a side (spine,
+    camel-case name (``HipL``/``HipR``; ``camel_suffix=False``: not, the rule of
+    models saved before 2026-12-01). Joints without a side (spine,
     head, ``lowerback``) map to themselves. Raises ValueError when the names
     pair no joint, when a name that says its side (a ``left``/``right`` word
     or a lone side letter) has no counterpart (the mirror image would keep it
@@ -736,7 +737,8 @@ def mirror_permutation(joint_names) -> tuple:
         for a, b in _SIDES:
             if a in name or b in name:
                 yield name.replace(a, "\0").replace(b, a).replace("\0", b)
-        for m in [*_SIDE_TOKEN.finditer(name), *_SIDE_PREFIX.finditer(name), *_SIDE_SUFFIX.finditer(name)]:
+        suffix = _SIDE_SUFFIX.finditer(name) if camel_suffix else ()
+        for m in [*_SIDE_TOKEN.finditer(name), *_SIDE_PREFIX.finditer(name), *suffix]:
             yield name[:m.start()] + m.group(0).translate(_SWAP) + name[m.end():]
 
     def says_side(name):

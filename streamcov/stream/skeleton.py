@@ -31,7 +31,7 @@ import numpy as np
 from .. import kernels
 from .._config import kernel_threads
 from ..descriptors import skeleton as sk
-from ..errors import ConfigError, toml_value
+from ..errors import ConfigError, ModelError, toml_value
 from ..linalg import gamma_named, merge_moments, vec_dim
 from .runtime import task_path
 
@@ -587,6 +587,8 @@ class SkeletonSource:
                 "n_joints": self.store.n_joints, "joint_names": list(self.joint_names), "roles": dict(self.roles)}
         if self.up_axis_found:
             spec["up_axis_found"] = True
+        if self.plan is not None and self.plan.mirror:
+            spec["mirror_swap"] = [int(j) for j in self.plan.mirror]
         return spec
 
     @classmethod
@@ -606,6 +608,10 @@ class SkeletonSource:
                 isinstance(v, list) and v and all(isinstance(j, int) and not isinstance(j, bool) and 0 <= j < n
                                                   for j in v) for v in roles.values()):
             raise ValueError(f"roles must name lists of joints in 0..{n - 1}, got {roles!r}")
+        swap = spec.get("mirror_swap")
+        if swap is not None and (not isinstance(swap, list) or sorted(swap) != list(range(n))
+                                 or any(swap[swap[j]] != j for j in range(n))):
+            raise ValueError(f"mirror_swap must be a permutation of 0..{n - 1} that is its own inverse, got {swap!r}")
 
     @classmethod
     def from_spec(cls, spec: dict, store):
@@ -645,12 +651,24 @@ class SkeletonSource:
                          f"was {descriptor.up_axis}; the descriptor turns the bodies about {axis}, as the model's "
                          f"descriptor.up_axis = \"auto\" does")
                 descriptor = replace(descriptor, up_axis=axis)
-        return cls(store, descriptor, names or None, roles or None)
+        source = cls(store, descriptor, names or None, roles or None)
+        if source.plan is not None and source.plan.mirror:
+            saved = spec.get("mirror_swap")
+            if saved is not None:   # the model's swap, whatever the naming rule finds today
+                source.plan = replace(source.plan, mirror=tuple(int(j) for j in saved))
+            elif tuple(source.plan.mirror) != sk.mirror_permutation(names or source.joint_names, camel_suffix=False):
+                raise ModelError("the model's mirror view swaps the joints by the naming rule of its version, which "
+                                 "did not pair names closed by a side letter (HipL/HipR) as this one does: its "
+                                 "descriptors would not be those it was trained on; train the model again")
+        return source
 
     def identity(self) -> dict:
         # the store by its identity, not by the path it was given as: the same store named otherwise (a relative
         # path, after a change of folder or a move) is the same features
-        return {"kind": self.kind, "store": self.store.key, "n": self.n, "descriptor": self.descriptor.as_dict()}
+        ident = {"kind": self.kind, "store": self.store.key, "n": self.n, "descriptor": self.descriptor.as_dict()}
+        if self.plan is not None and self.plan.mirror:   # the joints the mirror swaps: found by a naming rule
+            ident["mirror_swap"] = [int(j) for j in self.plan.mirror]   # that may change (HipL/HipR, 2026-12-01)
+        return ident
 
     def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
         import dask
