@@ -438,8 +438,9 @@ SOFT_LIMITS = ("/sys/fs/cgroup/memory/memory.soft_limit_in_bytes", "/sys/fs/cgro
 
 def total_memory(soft: bool = False) -> int:
     """Bytes of memory this process may use: the machine's physical memory, or less where a container's limit
-    (:data:`HARD_LIMITS`), ``RLIMIT_RSS`` or ``RLIMIT_AS`` (``ulimit -v``) says so; with ``soft``, also below a container's soft limits
-    (:data:`SOFT_LIMITS`), which is Dask's figure. 0 when the system does not say."""
+    (:data:`HARD_LIMITS`), ``RLIMIT_RSS`` or ``RLIMIT_AS`` (``ulimit -v``, a bound of each process) says so;
+    with ``soft``, the memory a local cluster's workers share: also below a container's soft limits
+    (:data:`SOFT_LIMITS`), which is Dask's figure, and not ``RLIMIT_AS``. 0 when the system does not say."""
     try:
         total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):   # pragma: no cover - non-POSIX
@@ -460,21 +461,38 @@ def total_memory(soft: bool = False) -> int:
         space = resource.getrlimit(resource.RLIMIT_AS)[0]
     except (ImportError, OSError, ValueError):   # pragma: no cover - non-POSIX
         return total
-    for limit in (hard, space):
+    # ulimit -v bounds each process, not a local cluster's workers together (the soft figure is divided
+    # among them): read for this process's own allocations only
+    for limit in (hard,) if soft else (hard, space):
         if 0 < limit < total:
             total = limit
     return total
 
 
-#: what a container's processes use now (cgroups v1 and v2), beside :data:`HARD_LIMITS`
+#: what a container's processes use now (cgroups v1 and v2), beside :data:`HARD_LIMITS`, and the statistics whose
+#: inactive file cache (reclaimed before the limit kills anything) is not counted as used, as ``docker stats`` does
 USAGE = ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory.current")
+STATS = ("/sys/fs/cgroup/memory/memory.stat", "/sys/fs/cgroup/memory.stat")
+
+
+def _inactive_file(path: str) -> int:
+    try:
+        with open(path) as fh:
+            for line in fh:
+                key, _, value = line.partition(" ")
+                if key in ("total_inactive_file", "inactive_file"):
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def container_room() -> int | None:
-    """Bytes a container's hard memory limit leaves to its processes now (limit minus usage), or None outside
-    a container's limit: ``/proc/meminfo`` shows the host's memory inside a container."""
+    """Bytes a container's hard memory limit leaves to its processes now (limit minus usage, less the inactive
+    file cache), or None outside a container's limit: ``/proc/meminfo`` shows the host's memory inside a
+    container."""
     room = None
-    for limit_path, usage_path in zip(HARD_LIMITS, USAGE):
+    for limit_path, usage_path, stats_path in zip(HARD_LIMITS, USAGE, STATS):
         try:
             with open(limit_path) as fh:
                 limit = int(fh.read())
@@ -482,6 +500,7 @@ def container_room() -> int | None:
                 used = int(fh.read())
         except (OSError, ValueError):   # no such limit, or "max" (none)
             continue
+        used = max(0, used - _inactive_file(stats_path))   # the feature store just written sits in the cache
         if 0 < limit < (1 << 60):   # cgroups v1 writes "no limit" as a number near 2^63
             room = max(0, limit - used) if room is None else min(room, max(0, limit - used))
     return room

@@ -652,11 +652,14 @@ def _main(args, StreamcovError, command_line) -> int:
             # (or a ulimit, a container) gave less than the work asked, which the checks made beforehand did not
             # foresee; said in one line with what sizes the work, not as a bug
             what = str(oom).splitlines()[0][:200] if str(oom) else "no detail"
+            less = {"run": ": fewer rows per block (dask.block_size), fewer threads or workers (--workers), a "
+                           "smaller map (features.n_components, features.fit_sample), rows streamed (model.cache = "
+                           "\"stream\"); the run continues with --resume",
+                    "study": ": fewer processes (--jobs), fewer values of nu (--nus)",
+                    "predict": ": fewer threads or workers (--workers)"}
             print(f"streamcov {args.command}: error: out of memory ({oom.__class__.__name__}: {what}); run it with "
-                  f"more memory, or give the work less at a time: fewer rows per block (dask.block_size), fewer "
-                  f"threads or workers (--workers), a smaller map (features.n_components, features.fit_sample), "
-                  f"rows streamed (model.cache = \"stream\"); a run continues with --resume, and nothing "
-                  f"half-written is used", file=sys.stderr)
+                  f"more memory{', or give the work less at a time' + less[args.command] if args.command in less else ''}"
+                  f"; nothing half-written is used", file=sys.stderr)
             return 2
         return _internal_error(args.command)
 

@@ -367,14 +367,15 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
 
 
-def holdout(labels, train_mask, fraction: float, rng) -> tuple[np.ndarray, np.ndarray]:
+def holdout(labels, train_mask, fraction: float, rng, name: str = "validation_fraction") -> tuple[np.ndarray, np.ndarray]:
     """``(fit_mask, val_mask)``: ``round(fraction * n)`` (at least one) of the ``n`` training rows held out
     for early stopping, stratified by class, drawn from ``rng`` (a ``numpy.random.Generator``).
 
     Each class gives its share of the held-out rows (largest remainders round them), as scikit-learn's
     ``SGDClassifier(early_stopping=True)`` does: a plain random draw could hold out every row of a small
     class, which the learner then never saw. A class keeps at least one row to fit on while others can
-    give the rows instead. ``fraction = 0`` holds out nothing.
+    give the rows instead; a share that would leave some class no row to fit on is refused
+    (:class:`~streamcov.errors.ConfigError` naming ``name``). ``fraction = 0`` holds out nothing.
     """
     fit = np.asarray(train_mask, dtype=bool).copy()
     val = np.zeros_like(fit)
@@ -383,9 +384,12 @@ def holdout(labels, train_mask, fraction: float, rng) -> tuple[np.ndarray, np.nd
     rows = np.flatnonzero(fit)
     n_val = max(1, int(round(fraction * len(rows))))
     if n_val >= len(rows):
-        raise ValueError(f"validation_fraction = {fraction} leaves no training row of {len(rows)}")
+        raise ValueError(f"{name} = {fraction} leaves no training row of {len(rows)}")
     y = np.asarray(labels)[rows]
     _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+    if n_val > len(rows) - len(counts):
+        raise ConfigError(f"{name} = {fraction} holds out {n_val} of the {len(rows)} training rows, which leaves "
+                          f"fewer rows to fit on than the {len(counts)} classes (each needs one); lower it")
     quota = n_val * counts / len(rows)
     take = np.floor(quota).astype(np.int64)
     order = np.lexsort((np.arange(len(counts)), -(quota - take)))    # largest remainder first, then class order
@@ -393,8 +397,6 @@ def holdout(labels, train_mask, fraction: float, rng) -> tuple[np.ndarray, np.nd
     take = np.minimum(take, counts - 1)                              # a class keeps one row to fit on ...
     for c in np.argsort(-(counts - 1 - take), kind="stable"):        # ... while classes with rows to spare give
         take[c] += min(n_val - int(take.sum()), int(counts[c] - 1 - take[c]))
-    short = n_val - int(take.sum())                                  # every class down to one row: take those too
-    take[np.argsort(-counts, kind="stable")[:short]] += 1
     for c in range(len(counts)):
         if take[c]:
             val[rng.choice(rows[inverse == c], size=int(take[c]), replace=False)] = True

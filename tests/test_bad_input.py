@@ -3992,10 +3992,19 @@ def test_out_of_memory_is_one_line_not_a_bug(tmp_path, monkeypatch):
     rc, err, _ = cli("synth", tmp_path / "s.zarr", "--sequences", 20, "--quiet")
     assert_one_line_error(rc, err, r"^streamcov synth: error: out of memory \(MemoryError: Unable to allocate 6\.18 "
                                    r"GiB for an array with shape \(5798, 11, 114, 114\) and data type float64\); run "
-                                   r"it with more memory, or give the work less at a time: fewer rows per block "
-                                   r"\(dask\.block_size\), .* a run continues with --resume, and nothing half-written "
-                                   r"is used$")
+                                   r"it with more memory; nothing half-written is used$")
     assert "Traceback" not in err and "internal error" not in err
+    # a run is told what sizes its work, and that it continues
+    from streamcov.stream import featurize
+
+    monkeypatch.undo()
+    assert cli("synth", tmp_path / "r.zarr", "--sequences", 30, "--quiet")[0] == 0
+    monkeypatch.setattr(featurize, "featurize", no_memory)
+    rc, err, _ = cli("run", REPO / "pipelines" / "msr_action3d.toml", "--store", tmp_path / "r.zarr", "--output",
+                     tmp_path / "out", "--quiet")
+    assert_one_line_error(rc, err, r"^streamcov run: error: out of memory \(MemoryError: .*\); run it with more "
+                                   r"memory, or give the work less at a time: fewer rows per block \(dask\.block_size\)"
+                                   r", .* the run continues with --resume; nothing half-written is used$")
 
 
 @pytest.mark.parametrize("output", [True, False], ids=["--output", "the-files-output"])

@@ -1336,11 +1336,16 @@ def test_the_cache_budget_is_the_containers_not_the_hosts(tmp_path, monkeypatch)
     (tmp_path / "memory.current").write_text(str(gib // 2))
     monkeypatch.setattr(_config, "HARD_LIMITS", (str(tmp_path / "absent"), str(tmp_path / "memory.max")))
     monkeypatch.setattr(_config, "USAGE", (str(tmp_path / "absent.usage"), str(tmp_path / "memory.current")))
+    monkeypatch.setattr(_config, "STATS", (str(tmp_path / "absent.stat"), str(tmp_path / "memory.stat")))
     monkeypatch.setattr(memory, "_machine_available", lambda: 64 * gib)
     assert _config.container_room() == gib + gib // 2
     assert memory.available_memory() == gib + gib // 2
     assert memory.memory_budget() == int(memory.CACHE_FRACTION * (gib + gib // 2))
     assert not memory.use_cache("auto", gib) and memory.use_cache("auto", gib // 4)
+    # the inactive file cache (a feature store just written) is reclaimed before the limit: not counted as used
+    (tmp_path / "memory.current").write_text(str(gib + gib // 2))
+    (tmp_path / "memory.stat").write_text(f"anon 1000\nfile {gib}\ninactive_file {gib}\nactive_file 0\n")
+    assert _config.container_room() == gib + gib // 2
     (tmp_path / "memory.max").write_text("max\n")   # no limit: the machine's figure
     assert _config.container_room() is None and memory.available_memory() == min(64 * gib, _config.total_memory())
 
@@ -1352,6 +1357,9 @@ def test_total_memory_reads_ulimit_v(tmp_path):
     import sys
 
     code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, resource.getrlimit("
-            "resource.RLIMIT_AS)[1])); from streamcov._config import total_memory; print(total_memory())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert int(out) == 3 << 30
+            "resource.RLIMIT_AS)[1])); from streamcov._config import total_memory; print(total_memory(), "
+            "total_memory(soft=True))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert int(out[0]) == 3 << 30
+    # not the memory a local cluster's workers share (each worker process has its own address space)
+    assert int(out[1]) > 3 << 30

@@ -271,13 +271,15 @@ def test_holdout_only_draws_from_training_rows_and_is_reproducible():
 
 
 def test_holdout_singletons_stay_to_fit_while_others_can_give():
-    """Classes of one row keep it; the held-out rows come from the classes with rows to spare. When every
-    class is down to one row, the rest still come (the count asked for is kept)."""
+    """Classes of one row keep it; the held-out rows come from the classes with rows to spare. A share that
+    would leave some class no row to fit on is refused (it held out the whole largest class)."""
     labels = np.array(list(range(5)) + [9] * 5)                    # five singletons, one class of 5
     _, val, counts = _holdout_counts(labels, 0.4)
     assert val.sum() == 4 and counts[9] == (1, 4) and all(counts[c] == (1, 0) for c in range(5))
-    _, val, counts = _holdout_counts(labels, 0.6)                  # 6 > the 4 rows to spare
-    assert val.sum() == 6 and counts[9] == (0, 5)
+    with pytest.raises(ConfigError, match=r"^validation_fraction = 0\.6 holds out 6 of the 10 training rows, which "
+                                          r"leaves fewer rows to fit on than the 6 classes \(each needs one\); "
+                                          r"lower it$"):
+        _holdout_counts(labels, 0.6)                               # 6 > the 4 rows to spare
 
 
 def test_holdout_refuses_a_share_that_leaves_nothing():
@@ -288,18 +290,21 @@ def test_holdout_refuses_a_share_that_leaves_nothing():
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 5), min_size=2, max_size=60), st.floats(0.01, 0.9), st.integers(0, 2**31))
 def test_holdout_size_and_shares(labels, fraction, seed):
-    """The size is ``max(1, round(fraction n))`` exactly; while every class can keep a row, each keeps one, and
-    a class holds out its share ``fraction n_c`` to within one row (largest remainders) unless it had to keep
-    its last row or give for a class that did."""
+    """The size is ``max(1, round(fraction n))`` exactly (or refused where some class would keep no row); each
+    class keeps a row, and a class holds out its share ``fraction n_c`` to within one row (largest remainders)
+    unless it had to keep its last row or give for a class that did."""
     labels = np.asarray(labels)
     n = len(labels)
     n_val = max(1, int(round(fraction * n)))
+    classes, sizes = np.unique(labels, return_counts=True)
     assume(n_val < n)
+    if n_val > n - len(classes):
+        with pytest.raises(ConfigError, match="fewer rows to fit on than the"):
+            _holdout_counts(labels, fraction, seed)
+        return
     fit, val, counts = _holdout_counts(labels, fraction, seed)
     assert val.sum() == n_val and not (fit & val).any() and (fit | val).all()
-    classes, sizes = np.unique(labels, return_counts=True)
-    if n_val <= n - len(classes):
-        assert all(counts[c][0] >= 1 for c in classes)
+    assert all(counts[c][0] >= 1 for c in classes)
     if all(np.ceil(n_val * s / n) <= s - 1 for s in sizes):
         for c, s in zip(classes, sizes):
             assert abs(counts[c][1] - n_val * s / n) < 1

@@ -503,3 +503,16 @@ def test_an_interrupted_threaded_compute_waits_for_its_running_tasks():
             threading.Thread(target=interrupt, daemon=True).start()
             rt.compute(*[dask.delayed(slow, pure=False)(i) for i in range(8)])
     assert started and sorted(finished) == sorted(started) and len(started) < 8
+
+
+def test_threaded_tasks_run_in_the_callers_context():
+    """The runtime's own pool runs each task in a copy of the caller's context, as Dask's pool does: a message
+    made inside a task names the flag as the command typed it (--workers), not the Python keyword."""
+    import dask
+
+    from streamcov.errors import arg, command_line
+    from streamcov.stream.runtime import dask_runtime
+
+    with command_line("run"), dask_runtime("threads", 2) as rt:
+        inside = rt.compute(dask.delayed(arg, pure=False)("workers", 3))[0]
+        assert inside == arg("workers", 3) == "--workers 3"

@@ -878,3 +878,24 @@ def test_a_second_predict_of_one_model_waits_for_the_first_ones_write(tmp_path, 
         release.set()
         t.join()
     assert csv.read_text() == "id,predicted,label\n"
+
+
+def test_a_predict_refused_by_a_lock_released_that_moment_tries_again(tmp_path, monkeypatch):
+    """The other predict released the lock between this one's refused attempt and its look at the lock file:
+    the file was gone, which was taken for a holder other than a predict, and the predictions refused."""
+    from streamcov import lock
+    from streamcov.errors import StoreError
+    from streamcov.stream import predict as predict_mod
+
+    out, sha, csv = _model_folder(tmp_path)
+    real, calls = lock.output_lock, []
+
+    def released_meanwhile(folder, command=None):
+        calls.append(command)
+        if len(calls) == 1:   # refused by a holder that is gone by the time the lock file is read
+            raise StoreError(f"output folder {folder} is being written by process 1 (streamcov predict)")
+        return real(folder, command)
+
+    monkeypatch.setattr(lock, "output_lock", released_meanwhile)
+    predict_mod._write_predictions(sha, out / "model", csv, lambda fh: fh.write("id,predicted,label\n"))
+    assert csv.read_text() == "id,predicted,label\n" and len(calls) == 2

@@ -94,6 +94,8 @@ def rows_of(source, rows: np.ndarray, bounds, runtime) -> np.ndarray:
     mask[rows] = True
     tasks = [t for *_, t in source.block_tasks(bounds, runtime.numba_threads, rows=mask)]
     step = 2 * max(1, int(getattr(runtime, "parallelism", 1) or 1))
+    if not tasks:
+        raise ValueError("rows_of: no rows asked for")
     out, at = None, 0
     for i in range(0, len(tasks), step):
         for V in runtime.compute(*tasks[i:i + step]):

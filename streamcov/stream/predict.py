@@ -491,8 +491,8 @@ def _predictions_lock(run_folder: Path):
             return stack
         except StoreError:
             lock = run_folder / OUTPUT_LOCK
-            try:   # None: a lock file being written or removed this moment (looked at again)
-                holder = _holder(lock) if lock.is_file() else False
+            try:   # None: a lock file being written, or released, this moment (looked at again)
+                holder = _holder(lock) if lock.is_file() or not lock.exists() else False
             except OSError:
                 holder = False
             if not (holder is None or isinstance(holder, dict) and holder.get("command") == PREDICTIONS_WRITER) \

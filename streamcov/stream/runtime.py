@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import uuid
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -431,6 +433,15 @@ def task_path(path) -> str:
     return os.path.abspath(os.fspath(path))
 
 
+class _ContextPool(ThreadPoolExecutor):
+    """A thread pool whose tasks run in a copy of the submitter's context, as Dask's own pool runs them: what
+    the caller set in context variables (the command whose flags messages name, linalg.gamma_named) holds in
+    the tasks."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+
 @contextlib.contextmanager
 def dask_runtime(scheduler: str = "threads", workers: int | None = None):
     """Yield a :class:`Runtime`.
@@ -461,12 +472,10 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
 
             yield Runtime(compute, info, plan.numba_threads, n)
             return
-        from concurrent.futures import ThreadPoolExecutor
-
         # the runtime's own pool: on Ctrl-C (or any error) dask stops submitting, but the tasks already running
         # go on writing their chunks; the pool is shut down here, waiting for them, before the caller's lock on
         # the store or output folder is released (a run started in that moment saw its chunks change under it)
-        pool = ThreadPoolExecutor(n, thread_name_prefix="streamcov-dask")
+        pool = _ContextPool(n, thread_name_prefix="streamcov-dask")
 
         def compute(*objs):
             with blas_threads(plan.blas_threads):

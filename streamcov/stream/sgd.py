@@ -262,7 +262,7 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
     vf = float(plan.validation_fraction)
     if vf > 0:
         n_fit_rows(int(np.count_nonzero(train_mask)), vf)        # the one line for a share that leaves nothing
-    train_mask, valid_mask = holdout(y, train_mask, vf, rng)
+    train_mask, valid_mask = holdout(y, train_mask, vf, rng, "model.validation_fraction")
     clf = estimator
     bounds = fstore.bounds
     has_train = [i for i in range(fstore.n_blocks) if train_mask[bounds[i]:bounds[i + 1]].any()]

@@ -141,7 +141,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             result = {"task": cfg.task, **result}
             # every task reports it beside its own figure; the file's figure is of the file's data: not reported
             # for other data given by a flag (--store, --set data.source=...), unless a flag gives it too
-            other_data = origins is not None and any(k[:1] == ("data",) for k in origins.flags) and \
+            other_data = origins is not None and any(k[:2] in _DATA_CHOICE for k in origins.flags) and \
                 ("paper_accuracy",) not in origins.flags
             if getattr(cfg, "paper_accuracy", None) is not None and not other_data:
                 result["paper_accuracy"] = cfg.paper_accuracy
@@ -309,6 +309,12 @@ def _check_own_names(out: Path, where: str) -> None:
     if wrong:
         path, what = wrong[0]
         raise ConfigError(f"{where}: {path} is {what}; move or delete it, or choose another output folder")
+
+
+#: the [data] keys that choose which data a run reads (not how it reads them: on_error, pixel_dtype)
+_DATA_CHOICE = {("data", k) for k in ("store", "source", "format", "options", "synthetic", "group_level", "exclude",
+                                      "textures", "patch", "max_per_class", "max_train", "max_test", "n_samples",
+                                      "noise", "test_fraction")}
 
 
 def _check_store_not_written(cfg, origins, out: Path, where: str) -> None:
