@@ -370,6 +370,13 @@ def test_predict_finds_the_up_axis_of_the_store_it_is_given(tmp_path, capsys):
     assert predicted(z_up) == predicted(y_up)
     assert re.search(r"note: \S+z\.zarr: its up axis is z \(along the spine\), the model's training store's was "
                      r"y; the descriptor turns the bodies about z", capsys.readouterr().err)
+    # two sequences cannot tell a camera standing another way up from bodies lying down: the model's axis stays
+    few = ingest(_cameras(SyntheticSkeletons(n_sequences=2, n_subjects=1, n_classes=2, seed=5))(
+        [(0, 1), (2, -1), (1, 1)]), tmp_path / "few.zarr")
+    capsys.readouterr()
+    assert SkeletonSource.from_spec(model.source, few).descriptor.up_axis == "y"
+    assert re.search(r"note: \S+few\.zarr: the spines of its 2 sequence\(s\) looked at lean along z more than along "
+                     r"the model's up axis y, but too few or too little .*: y is kept", capsys.readouterr().err)
     # a model whose axis was set, not found, keeps it on every store
     fixed = dict(model.source, descriptor={**model.source["descriptor"], "up_axis": "y"})
     del fixed["up_axis_found"]

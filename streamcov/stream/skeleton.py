@@ -641,16 +641,25 @@ class SkeletonSource:
             # store's axis the yaw turned the bodies about a horizontal axis, 23% where 95% was due, without a
             # word); a store that records no upper body keeps the model's axis
             try:
-                axis = find_up_axis(store, {**recorded, **roles})
+                found = spine_axes(store, {**recorded, **roles})
             except ConfigError:   # no spine in any sequence looked at: the model's axis
-                axis = None
+                found = None
+            axis = None if found is None else AXES[int(np.argmax(found[0]))]
             if axis is not None and axis != descriptor.up_axis:
                 from ..errors import say_note
 
-                say_note(f"{store.path}: its up axis is {axis} (along the spine), the model's training store's "
-                         f"was {descriptor.up_axis}; the descriptor turns the bodies about {axis}, as the model's "
-                         f"descriptor.up_axis = \"auto\" does")
-                descriptor = replace(descriptor, up_axis=axis)
+                totals, looked = found
+                model_axis = descriptor.up_axis
+                if looked >= AXIS_EVIDENCE[0] and totals[AXES.index(axis)] >= AXIS_EVIDENCE[1] * totals[
+                        AXES.index(model_axis)]:
+                    say_note(f"{store.path}: its up axis is {axis} (along the spine), the model's training "
+                             f"store's was {model_axis}; the descriptor turns the bodies about {axis}, as the "
+                             f"model's descriptor.up_axis = \"auto\" does")
+                    descriptor = replace(descriptor, up_axis=axis)
+                else:
+                    say_note(f"{store.path}: the spines of its {looked} sequence(s) looked at lean along {axis} "
+                             f"more than along the model's up axis {model_axis}, but too few or too little to tell "
+                             f"a camera standing another way up from bodies lying down: {model_axis} is kept")
         source = cls(store, descriptor, names or None, roles or None)
         if source.plan is not None and source.plan.mirror:
             saved = spec.get("mirror_swap")
@@ -816,30 +825,45 @@ def find_up_axis(store, roles: dict, n: int = 16) -> str | None:
     """The camera's up axis ("x", "y" or "z"): the axis the spine (upper body minus hip centre) lies along.
 
     The mean spine of each of ``n`` sequences spread over the store, as a unit vector; the axis of the
-    largest mean absolute component. Datasets differ (Kinect and most mocap: y up; C3D and many
-    motion-capture labs: z up), and a yaw about a horizontal axis tilts and flips the bodies: a silent
-    loss of accuracy. The upper body is the first role the store records among the neck, the head, the
-    two shoulders and the spine; the hip centre, the ``hip_center`` role, else the store's centre joints.
+    largest mean absolute component (:func:`spine_axes`). Datasets differ (Kinect and most mocap: y up; C3D
+    and many motion-capture labs: z up), and a yaw about a horizontal axis tilts and flips the bodies: a
+    silent loss of accuracy. The upper body is the first role the store records among the neck, the head,
+    the two shoulders and the spine; the hip centre, the ``hip_center`` role, else the store's centre joints.
     None when the store records no upper-body role.
     """
+    found = spine_axes(store, roles, n)
+    return None if found is None else AXES[int(np.argmax(found[0]))]
+
+
+def spine_axes(store, roles: dict, n: int = 16) -> tuple[np.ndarray, int] | None:
+    """``(totals (3,), sequences)``: over ``n`` sequences spread over the store, the sums of the absolute
+    components of each one's mean spine direction (a unit vector), and how many sequences gave one; None
+    when the store records no upper-body role (:func:`find_up_axis`)."""
     hip = roles.get("hip_center") or list(store.center)
     found = next((names for names in UPPER_BODY if all(roles.get(r) for r in names)), None)
     if found is None or not hip:
         return None
     neck = [j for r in found for j in roles[r]]
     J = store.n_joints
-    total = np.zeros(3)
+    total, looked = np.zeros(3), 0
     for i in np.unique(np.linspace(0, store.n_sequences - 1, min(n, store.n_sequences)).round().astype(int)):
         X = np.asarray(store.sequence(int(i)), dtype=np.float64).reshape(-1, J, 3)
         v = (X[:, list(neck)].mean(1) - X[:, list(hip)].mean(1)).mean(0)
         length = float(np.linalg.norm(v))
         if length > 0:
             total += np.abs(v) / length
+            looked += 1
     if not total.any():
         raise ConfigError(f"descriptor.up_axis = \"auto\": the {' and '.join(found)} and the hip centre coincide in "
                           f"every sequence looked at, so the spine gives no axis; set descriptor.up_axis to \"x\", "
                           f"\"y\" or \"z\"")
-    return AXES[int(np.argmax(total))]
+    return total, looked
+
+
+#: what predict needs to turn a model's bodies about another axis than its training store's: spines of this
+#: many sequences, leaning on the new axis at least this many times as much as on the model's (a few clips of
+#: lying down or falling lean on a horizontal axis, and are not a camera that stands another way up)
+AXIS_EVIDENCE = (3, 2.0)
 
 
 def _placeholder(names) -> bool:
