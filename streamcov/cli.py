@@ -657,9 +657,9 @@ def _main(args, StreamcovError, command_line) -> int:
                            "\"stream\"); the run continues with --resume",
                     "study": ": fewer processes (--jobs), fewer values of nu (--nus)",
                     "predict": ": fewer threads or workers (--workers)"}
+            fewer = ", or give the work less at a time" + less[args.command] if args.command in less else ""
             print(f"streamcov {args.command}: error: out of memory ({oom.__class__.__name__}: {what}); run it with "
-                  f"more memory{', or give the work less at a time' + less[args.command] if args.command in less else ''}"
-                  f"; nothing half-written is used", file=sys.stderr)
+                  f"more memory{fewer}; nothing half-written is used", file=sys.stderr)
             return 2
         return _internal_error(args.command)
 

@@ -367,7 +367,8 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
 
 
-def holdout(labels, train_mask, fraction: float, rng, name: str = "validation_fraction") -> tuple[np.ndarray, np.ndarray]:
+def holdout(labels, train_mask, fraction: float, rng,
+            name: str = "validation_fraction") -> tuple[np.ndarray, np.ndarray]:
     """``(fit_mask, val_mask)``: ``round(fraction * n)`` (at least one) of the ``n`` training rows held out
     for early stopping, stratified by class, drawn from ``rng`` (a ``numpy.random.Generator``).
 

@@ -542,8 +542,8 @@ class CNNSpec:
         if vec:
             raise ValueError(f"blocks: {vec[0]!r} is a vector, not a map; the pooled head comes with head = true")
         object.__setattr__(self, "blocks", blocks)
-        if self.input_size is not None and (isinstance(self.input_size, bool) or not isinstance(self.input_size, Integral)
-                                            or not 8 <= self.input_size <= 4096):
+        size = self.input_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, Integral) or not 8 <= size <= 4096):
             raise ValueError(f"input_size must be an integer in [8, 4096], or None or \"keep\" (each image at its "
                              f"own size), got {self.input_size!r}")
         if not (self.grid == "finest" or (isinstance(self.grid, (int, np.integer)) and not isinstance(self.grid, bool)

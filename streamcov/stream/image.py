@@ -301,8 +301,8 @@ class ImageSource:
             if not self.needs_fit:
                 self.state = {}
         # a block of descriptors (and the operator of one image per thread) must fit in memory
-        check_memory(8.0 * self.dim * (self.default_block + 2), f"method.D = {descriptor.n_frequencies} (descriptors of "
-                     f"{self.dim} numbers)", "lower method.D")
+        check_memory(8.0 * self.dim * (self.default_block + 2),
+                     f"method.D = {descriptor.n_frequencies} (descriptors of {self.dim} numbers)", "lower method.D")
         if is_cnn(spec):
             return
         if spec.needs_color and (store.shapes[:, 2] != 3).any():
