@@ -367,6 +367,12 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[t
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels))
 
 
+def holdout_size(n_train: int, fraction: float) -> int:
+    """Rows :func:`holdout` holds out of ``n_train``: ``round(fraction * n_train)``, at least one (0 for
+    ``fraction = 0``)."""
+    return max(1, int(round(fraction * n_train))) if fraction > 0 else 0
+
+
 def holdout(labels, train_mask, fraction: float, rng,
             name: str = "validation_fraction") -> tuple[np.ndarray, np.ndarray]:
     """``(fit_mask, val_mask)``: ``round(fraction * n)`` (at least one) of the ``n`` training rows held out
@@ -383,7 +389,7 @@ def holdout(labels, train_mask, fraction: float, rng,
     if not fraction > 0:
         return fit, val
     rows = np.flatnonzero(fit)
-    n_val = max(1, int(round(fraction * len(rows))))
+    n_val = holdout_size(len(rows), fraction)
     if n_val >= len(rows):
         raise ValueError(f"{name} = {fraction} leaves no training row of {len(rows)}")
     y = np.asarray(labels)[rows]

@@ -590,17 +590,19 @@ class CNNSpec:
 
     def grid_shape(self, input_hw) -> tuple:
         """Grid (rows, columns) for a network input of ``input_hw`` pixels."""
-        if self.grid == "finest":
-            s = self.finest_stride
-            return (-(-int(input_hw[0]) // s), -(-int(input_hw[1]) // s))
-        return (self.grid, self.grid)
+        return self.finest_grid(input_hw) if self.grid == "finest" else (self.grid, self.grid)
+
+    def finest_grid(self, input_hw) -> tuple:
+        """(rows, columns) of the finest chosen block's own map for a network input of ``input_hw`` pixels."""
+        s = self.finest_stride
+        return (-(-int(input_hw[0]) // s), -(-int(input_hw[1]) // s))
 
     def map_cells(self, input_hw) -> int:
-        """Cells of the finest chosen block's own map for a network input of ``input_hw`` pixels: the distinct
-        rows a data matrix can have, whatever ``grid`` resizes the maps to (a map of one cell, stretched over
-        any grid, gives identical rows: a covariance of 0, the same for every image)."""
-        s = self.finest_stride
-        return (-(-int(input_hw[0]) // s)) * (-(-int(input_hw[1]) // s))
+        """Cells of the finest chosen block's own map (:meth:`finest_grid`): the distinct rows a data matrix can
+        have, whatever ``grid`` resizes the maps to (a map of one cell, stretched over any grid, gives identical
+        rows: a covariance of 0, the same for every image)."""
+        rows, cols = self.finest_grid(input_hw)
+        return rows * cols
 
     def n_cells(self, image_hw) -> int:
         """Rows of the data matrix of an image of ``image_hw`` pixels."""

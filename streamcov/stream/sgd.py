@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.linear_model import SGDClassifier
 
 from ..errors import ConfigError
-from ..splits import holdout
+from ..splits import holdout, holdout_size
 from .memory import use_cache
 
 
@@ -100,7 +100,7 @@ def n_fit_rows(n_train: int, validation_fraction: float) -> int:
     """Training rows the learner fits on once the validation rows are held out (at least 2 are left, or
     ``model.validation_fraction`` is refused, for either learner)."""
     if validation_fraction > 0:
-        n_fit = n_train - max(1, int(round(validation_fraction * n_train)))
+        n_fit = n_train - holdout_size(n_train, validation_fraction)
         if n_fit < 2:
             from ..errors import ConfigError
 

@@ -274,15 +274,6 @@ class SkeletonDescriptor:
         return cls(**d)
 
 
-def chunk_moments(store_path: str, c0: int, c1: int, offsets: np.ndarray,
-                  selection: sk.JointSelection, numba_threads: int = 1, checked=True):
-    """Partial moments of all sequence pieces within frames [c0, c1) of a store.
-
-    ``checked``: what :func:`streamcov.data.integrity.read` checks (the store's ``check_of``).
-    """
-    return moments_of_frames(read_frames(store_path, c0, c1, checked), c0, c0, c1, offsets, selection, numba_threads)
-
-
 def read_frames(store_path: str, r0: int, r1: int, checked=True) -> np.ndarray:
     """Frames [r0, r1) of the store, checked (``checked``: the store's ``check_of``): one task per chunk of the
     store, which the tasks of every block it holds share (a read per block decoded a 65,536-frame chunk 175
@@ -296,7 +287,8 @@ def read_frames(store_path: str, r0: int, r1: int, checked=True) -> np.ndarray:
 
 def moments_of_frames(frames: np.ndarray, r0: int, c0: int, c1: int, offsets: np.ndarray,
                       selection: sk.JointSelection, numba_threads: int = 1):
-    """:func:`chunk_moments` of frames [c0, c1) from ``frames``, the store's frames from ``r0`` on."""
+    """Partial moments of all sequence pieces within frames [c0, c1) of a store, from ``frames``, the store's
+    frames from ``r0`` on (:func:`read_frames`)."""
     frames = frames[c0 - r0:c1 - r0]
     s_lo = int(np.searchsorted(offsets, c0, side="right")) - 1
     s_hi = int(np.searchsorted(offsets, c1, side="left"))
@@ -339,24 +331,16 @@ def _chunk_pieces(offsets: np.ndarray, c0: int, c1: int):
     return s_lo, s_hi - s_lo, pieces
 
 
-def chunk_windows(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan,
-                  numba_threads: int = 1, checked=True):
-    """Per-window partial moments and body sums of all sequence pieces within frames [c0, c1).
-
-    Reads ``plan.halo`` frames beyond the chunk on either side (within the
-    store), so that the derivatives of the piece are those of the whole
-    sequence. Returns ``(s_lo, n (k, W), mean (k, W, d), M2 (k, W, d, d), sums (k, sk.BODY_SUMS))``;
-    with the mirror view, the W windows and the body sums of each view follow each other (2 W, 2 BODY_SUMS).
-    """
-    n_frames = int(offsets[-1])
-    r0, r1 = max(0, c0 - plan.halo), min(n_frames, c1 + plan.halo)
-    return windows_of_frames(read_frames(store_path, r0, r1, checked), r0, c0, c1, offsets, plan, numba_threads)
-
-
 def windows_of_frames(frames: np.ndarray, r0: int, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan,
                       numba_threads: int = 1):
-    """:func:`chunk_windows` of frames [c0, c1) from ``frames``, the store's frames from ``r0`` on, which hold
-    ``plan.halo`` frames beyond [c0, c1) on either side where the store has them."""
+    """Per-window partial moments and body sums of all sequence pieces within frames [c0, c1), from ``frames``,
+    the store's frames from ``r0`` on (:func:`read_frames`).
+
+    ``frames`` hold ``plan.halo`` frames beyond [c0, c1) on either side (within the store), so that the
+    derivatives of the piece are those of the whole sequence. Returns ``(s_lo, n (k, W), mean (k, W, d),
+    M2 (k, W, d, d), sums (k, sk.BODY_SUMS))``; with the mirror view, the W windows and the body sums of each
+    view follow each other (2 W, 2 BODY_SUMS).
+    """
     n_frames = int(offsets[-1])
     frames = frames[max(0, c0 - plan.halo) - r0:min(n_frames, c1 + plan.halo) - r0]
     r0 = max(0, c0 - plan.halo)
@@ -406,7 +390,7 @@ def merge_windows(b0: int, b1: int, pieces):
 
 
 def chunk_body_sums(store_path: str, c0: int, c1: int, offsets: np.ndarray, plan: sk.PyramidPlan, checked=True):
-    """The body sums of :func:`chunk_windows` alone: ``(s_lo, sums (k, views * sk.BODY_SUMS))`` of the sequence
+    """The body sums of :func:`windows_of_frames` alone: ``(s_lo, sums (k, views * sk.BODY_SUMS))`` of the sequence
     pieces within frames [c0, c1), the same pieces summed in the same order, so that merged as
     :func:`merge_windows` merges them they are the sums the descriptors were made with, bit for bit."""
     return _body_sums(_chunk_frames(store_path, c0, c1, checked), c0, c1, offsets, plan)
@@ -440,13 +424,8 @@ def chunk_torso_unrotated(store_path: str, c0: int, c1: int, offsets: np.ndarray
 
 
 def _chunk_frames(store_path: str, c0: int, c1: int, checked=True) -> np.ndarray:
-    """Frames [c0, c1) of the store, checked as :func:`chunk_windows` reads them."""
-    import zarr
-
-    from ..data import integrity
-
-    return sk._check_frames(integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", c0, c1,
-                                           checked))
+    """Frames [c0, c1) of the store (:func:`read_frames`), checked as :func:`windows_of_frames` checks them."""
+    return sk._check_frames(read_frames(store_path, c0, c1, checked))
 
 
 class SequenceNames:

@@ -322,8 +322,8 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     whole = cfg.split.kind in ("subjects", "subject-splits-file", "store") and not getattr(cfg.split, "folds", None)
     warnings = splits.fold_warnings(folds, store.labels, store.label_names,
                                     getattr(store, "groups", None) if whole else None)
-    named = ((store.attrs.get("extra") or {}).get("subject_names") if isinstance(store.attrs.get("extra"), dict)
-             else None)
+    extra = store.attrs.get("extra")
+    named = extra.get("subject_names") if isinstance(extra, dict) else None
     if cfg.split.kind == "subject-parity" and named:
         # subjects named (HDM05's bd, bk, ...) are numbered in sorted order: their parity is an accident of the
         # alphabet, which the run says instead of splitting by it without a word

@@ -745,8 +745,6 @@ class PixelsTable(Table):
             d = {k: getattr(self, k) for k in _CNN_KEYS if getattr(self, k) is not None}
             if "blocks" in d:
                 d["blocks"] = tuple(d["blocks"])
-            if d.get("input_size") == "keep":
-                d["input_size"] = None
             return CNNSpec(**d)
         from ..descriptors.pixels import get_spec
 
