@@ -67,7 +67,37 @@ def subjects_twice(subjects) -> str | None:
     return f"names subject(s) {twice} more than once; list each subject once" if twice else None
 
 
-def folds(split, labels, groups, *, group_names=None, store_split=None, split_names=None,
+def subject_codes(values, known, names=None, *, where: str) -> list[int]:
+    """The subject codes that ``values`` name: numbers as they are, and names of a store that names its subjects
+    (``names[code]``; HDM05's ``bd``, ``bk``, ...), refused in one line (``where``: the key as written) when the
+    store has no such subject, or names none, or when two values name one subject."""
+    names = list(names or [])
+    if names == [] and any(isinstance(v, str) for v in values):
+        raise ConfigError(f"{where} gives subjects by name, but the store's subjects are numbers "
+                          f"({_some(sorted(known))}); give their numbers")
+    code = {n: c for c, n in enumerate(names)}
+    codes = [code.get(v, -1) if isinstance(v, str) else int(v) for v in values]
+    unknown = [v for v, c in zip(values, codes) if c not in known]
+    if unknown:   # a mistyped subject would be left out of the fold without a word
+        hint = did_you_mean(unknown[0], names) if isinstance(unknown[0], str) else ""
+        raise ConfigError(f"{where} names subject(s) {toml_value(unknown)} that no row of the store has{hint} "
+                          f"(its subjects: {named_subjects(sorted(known), names)})")
+    twice = sorted({c for c in codes if codes.count(c) > 1})
+    if twice:   # "bd" and 0 on a store whose subject 0 is bd
+        raise ConfigError(f"{where} names subject(s) {named_subjects(twice, names)} twice, by number and by name; "
+                          f"list each subject once")
+    return codes
+
+
+def named_subjects(codes, names=None) -> str:
+    """Subject codes as a user reads them: ``[1, 2, 3]``, or ``[0 (bd), 1 (bk)]`` where the store names them."""
+    codes = [int(c) for c in codes]
+    if not names:
+        return _some(codes)
+    return _some([f"{c} ({names[c]})" if 0 <= c < len(names) else str(c) for c in codes]).replace("'", "")
+
+
+def folds(split, labels, groups, *, group_names=None, subject_names=None, store_split=None, split_names=None,
           seed: int = 0, label_names=None) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """``[(name, train_mask, test_mask), ...]`` for the protocol of ``split`` (a ``[split]`` table).
 
@@ -78,6 +108,9 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         Class codes; subjects or groups.
     group_names : list of str, optional
         Names of the group codes (leave-objects-out reads the last folder).
+    subject_names : list of str, optional
+        Names of the subject codes of a store that names its subjects: ``train_subjects`` and
+        ``test_subjects`` (and a splits file's lists) may give them by name.
     store_split, split_names : optional
         The store's split column and its names (kind ``store``).
     seed : int
@@ -107,11 +140,13 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
             raise ConfigError("split.kind = 'subjects' needs split.train_subjects = [..]")
         te = s.get("test_subjects")
         known = set(np.unique(groups).tolist())
-        for key, vals in (("train_subjects", tr), ("test_subjects", te)):
-            unknown = sorted(set(vals or ()) - known)
-            if unknown:   # a mistyped subject would be left out of the fold without a word
-                raise ConfigError(f"split.{key} = {list(vals)} names subject(s) {unknown} that no row of the store "
-                                  f"has (its subjects: {sorted(known)})")
+        tr = subject_codes(tr, known, subject_names, where=f"split.train_subjects = {toml_value(list(tr))}")
+        if te:
+            te = subject_codes(te, known, subject_names, where=f"split.test_subjects = {toml_value(list(te))}")
+            both = sorted(set(tr) & set(te))
+            if both:
+                raise ConfigError(f"subject(s) {named_subjects(both, subject_names)} are in both split.train_subjects "
+                                  f"and split.test_subjects; a subject trains or tests, not both")
         train = np.isin(groups, tr)
         out.append(("subjects", train, np.isin(groups, te) if te else ~train))
     elif kind == "leave-one-subject-out":
@@ -144,32 +179,34 @@ def folds(split, labels, groups, *, group_names=None, store_split=None, split_na
         for i, e in enumerate(entries):
             if "train_subjects" not in e or "test_subjects" not in e:
                 raise ConfigError(f"{path}: [[split]] number {i + 1} needs train_subjects and test_subjects")
+            codes = {}
             for key in ("train_subjects", "test_subjects"):
                 vals = e[key]
                 if not isinstance(vals, list) or not vals or not all(
-                        isinstance(v, int) and not isinstance(v, bool) for v in vals):   # true read as subject 1
+                        (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and v)
+                        for v in vals):   # true read as subject 1
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {toml_value(vals)}: expected a "
-                                      f"non-empty list of subject numbers")
+                                      f"non-empty list of subject numbers (or names, where the store names them)")
                 twice = subjects_twice(vals)
                 if twice:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} {twice}")
-                unknown = sorted(set(vals) - known)
-                if unknown:
-                    raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} names subject(s) {unknown} "
-                                      f"that no row of the store has (its subjects: {_some(sorted(known))}); "
-                                      f"the file fixes the subjects of one archive: for this store, write its "
-                                      f"own file or --set split.kind=\"leave-one-subject-out\" (or "
-                                      f"\"subject-parity\")")
-            both = sorted(set(e["train_subjects"]) & set(e["test_subjects"]))
+                try:
+                    codes[key] = subject_codes(vals, known, subject_names,
+                                               where=f"{path}: [[split]] number {i + 1}: {key}")
+                except ConfigError as exc:
+                    raise ConfigError(f"{exc.args[0]}; the file fixes the subjects of one archive: for this store, "
+                                      f"write its own file or --set split.kind=\"leave-one-subject-out\" (or "
+                                      f"\"subject-parity\")") from None
+            both = sorted(set(codes["train_subjects"]) & set(codes["test_subjects"]))
             if both:
-                raise ConfigError(f"{path}: [[split]] number {i + 1}: subjects {both} are in both train_subjects "
-                                  f"and test_subjects")
-            same = seen.setdefault((frozenset(e["train_subjects"]), frozenset(e["test_subjects"])), i + 1)
+                raise ConfigError(f"{path}: [[split]] number {i + 1}: subjects {named_subjects(both, subject_names)} "
+                                  f"are in both train_subjects and test_subjects")
+            same = seen.setdefault((frozenset(codes["train_subjects"]), frozenset(codes["test_subjects"])), i + 1)
             if same != i + 1:   # a fold counted twice in the mean accuracy
                 raise ConfigError(f"{path}: [[split]] number {i + 1} is the same split as number {same}; "
                                   f"remove one of them")
-            out.append((f"split-{i + 1}", np.isin(groups, e["train_subjects"]),
-                        np.isin(groups, e["test_subjects"])))
+            out.append((f"split-{i + 1}", np.isin(groups, codes["train_subjects"]),
+                        np.isin(groups, codes["test_subjects"])))
     elif kind == "store":
         names = list(split_names or [])
         # "Train", "TEST ": the names as written, compared without case and surrounding spaces

@@ -10,7 +10,8 @@ from streamcov.tasks.schema import SplitTable
 
 
 def run(kind, labels, groups, **kw):
-    extra = {k: kw.pop(k) for k in list(kw) if k in ("group_names", "store_split", "split_names", "seed")}
+    extra = {k: kw.pop(k) for k in list(kw)
+             if k in ("group_names", "subject_names", "store_split", "split_names", "seed")}
     return folds(SplitTable(kind=kind, **kw), labels, groups, **extra)
 
 
@@ -41,6 +42,60 @@ def test_subject_splits_file_and_store_column(tmp_path):
     col = np.array([0, 0, 1] * 4, dtype=np.int8)
     (name, tr, te), = run("store", labels, subjects, store_split=col, split_names=["train", "test"])
     assert name == "store" and tr.sum() == 8 and te.sum() == 4
+
+
+NAMES = ["bd", "bk", "dg", "mm", "tr"]   # HDM05's subjects, numbered 0..4 in sorted order
+
+
+def test_subjects_by_name_where_the_store_names_them(tmp_path):
+    """A store that names its subjects takes them by name (or number) in split.train_subjects / test_subjects and
+    in a splits file: the fold is the one their codes give."""
+    subjects = np.repeat(np.arange(5), 3)
+    labels = np.tile(np.arange(3), 5)
+    (_, tr, te), = run("subjects", labels, subjects, train_subjects=["bd", "dg", 4], subject_names=NAMES)
+    assert set(subjects[tr]) == {0, 2, 4} and set(subjects[te]) == {1, 3}
+    (_, tr, te), = run("subjects", labels, subjects, train_subjects=["mm"], test_subjects=["bk", 0],
+                       subject_names=NAMES)
+    assert set(subjects[tr]) == {3} and set(subjects[te]) == {0, 1}
+    f = tmp_path / "s.toml"
+    f.write_text('[[split]]\ntrain_subjects = ["bd", "bk"]\ntest_subjects = ["tr"]\n')
+    (_, tr, te), = run("subject-splits-file", labels, subjects, file=str(f), subject_names=NAMES)
+    assert set(subjects[tr]) == {0, 1} and set(subjects[te]) == {4}
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"train_subjects": ["bd"]},   # a store of numbered subjects
+     r"^split\.train_subjects = \[\"bd\"\] gives subjects by name, but the store's subjects are numbers "
+     r"\(\[0, 1, 2, 3, 4\]\); give their numbers$"),
+    ({"train_subjects": ["bdd", "bk"], "subject_names": NAMES},
+     r"^split\.train_subjects = \[\"bdd\", \"bk\"\] names subject\(s\) \[\"bdd\"\] that no row of the store has "
+     r"\(did you mean 'bd'\?\) \(its subjects: \[0 \(bd\), 1 \(bk\), 2 \(dg\), 3 \(mm\), 4 \(tr\)\]\)$"),
+    ({"train_subjects": ["bd", 0], "subject_names": NAMES},
+     r"^split\.train_subjects = \[\"bd\", 0\] names subject\(s\) \[0 \(bd\)\] twice, by number and by name; list "
+     r"each subject once$"),
+    ({"train_subjects": ["bd"], "test_subjects": [0, 1], "subject_names": NAMES},
+     r"^subject\(s\) \[0 \(bd\)\] are in both split\.train_subjects and split\.test_subjects; a subject trains or "
+     r"tests, not both$"),
+])
+def test_subjects_by_name_refused_in_one_line(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        run("subjects", np.tile(np.arange(3), 5), np.repeat(np.arange(5), 3), **kw)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ('[""]', "an integer or a non-empty string"), ("[true]", "an integer or a quoted string"),
+    ("[1.5]", "an integer or a quoted string")])
+def test_subject_values_are_numbers_or_names(value, expected):
+    """A subject is a number or a name: anything else is refused in one line naming the entry."""
+    import re
+
+    from cli_cases import assert_one_line_error, cli
+    from conftest import REPO
+
+    given = f'split={{kind="subjects", train_subjects={value}}}'
+    rc, err, _ = cli("run", REPO / "pipelines" / "msr_action3d.toml", "--set", given)
+    assert_one_line_error(rc, err, rf"^streamcov run: error: --set {re.escape(given)}: split\.train_subjects\.0 = "
+                                   rf"{re.escape(value[1:-1])}: expected {expected}$")
 
 
 @pytest.mark.parametrize("text, msg", [

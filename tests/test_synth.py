@@ -524,7 +524,15 @@ def test_subject_parity_on_named_subjects_is_said(tmp_path):
     said = [w for w in res["warnings"] if "subject-parity" in w]
     assert said == ['split.kind = "subject-parity" on a store whose subjects are named: they are numbered 0, 1, ... '
                     'in sorted order, so subjects bk, mm train and bd, dg, tr test; give split.kind = "subjects" with '
-                    'split.train_subjects (their numbers) to choose']
+                    'split.train_subjects (their names or numbers) to choose']
+    # the same fold chosen by the subjects' names: the same rows train and test, the same predictions
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", [f'output="{tmp_path / "by-name"}"',
+                                                                  "descriptor.levels=1", 'split.kind="subjects"',
+                                                                  'split.train_subjects=["bk", "mm"]'],
+                      store=store.path)
+    named = run(cfg, scheduler="synchronous")
+    assert (named["n_train"], named["n_test"], named["accuracy"]) == (res["n_train"], res["n_test"], res["accuracy"])
+    assert not [w for w in named.get("warnings", []) if "subject-parity" in w]
     # numbered subjects (the generator's, MSR-Action3D's) are split by their numbers, as the file means
     plain = ingest(src, tmp_path / "plain.zarr")
     cfg = load_config(REPO / "pipelines" / "msr_action3d.toml", [f'output="{tmp_path / "out2"}"',

@@ -97,6 +97,14 @@ class SequenceStore(RaggedStore):
         return self.subjects
 
     @property
+    def subject_names(self) -> list[str] | None:
+        """The names of the subject codes where the archive named its subjects (HDM05's ``bd, bk, dg, mm, tr``
+        are 0..4, in sorted order), else None."""
+        extra = self.attrs.get("extra")
+        names = extra.get("subject_names") if isinstance(extra, dict) else None
+        return list(names) if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
+
+    @property
     def n_sequences(self) -> int:
         return len(self.offsets) - 1
 

@@ -273,9 +273,14 @@ def run_image_stream(cfg, ctx) -> dict:
 
 
 # ---------------------------------------------------------------------- loop
+def subject_names(store) -> list | None:
+    """The names ``split.train_subjects`` may give: a skeleton store's named subjects, an image store's groups."""
+    return getattr(store, "subject_names", None) or getattr(store, "group_names", None)
+
+
 def protocol_folds(cfg, store):
-    return splits.folds(cfg.split, store.labels, store.groups,
-                        group_names=getattr(store, "group_names", None), store_split=store.split,
+    return splits.folds(cfg.split, store.labels, store.groups, group_names=getattr(store, "group_names", None),
+                        subject_names=subject_names(store), store_split=store.split,
                         split_names=store.split_names, seed=cfg.seed, label_names=store.label_names)
 
 
@@ -322,8 +327,7 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     whole = cfg.split.kind in ("subjects", "subject-splits-file", "store") and not getattr(cfg.split, "folds", None)
     warnings = splits.fold_warnings(folds, store.labels, store.label_names,
                                     getattr(store, "groups", None) if whole else None)
-    extra = store.attrs.get("extra")
-    named = extra.get("subject_names") if isinstance(extra, dict) else None
+    named = getattr(store, "subject_names", None)
     if cfg.split.kind == "subject-parity" and named:
         # subjects named (HDM05's bd, bk, ...) are numbered in sorted order: their parity is an accident of the
         # alphabet, which the run says instead of splitting by it without a word
@@ -333,7 +337,7 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
         warnings = [*warnings, f"split.kind = \"subject-parity\" on a store whose subjects are named: they are "
                                f"numbered 0, 1, ... in sorted order, so subjects {', '.join(side[1])} train and "
                                f"{', '.join(side[0])} test; give split.kind = \"subjects\" with "
-                               f"split.train_subjects (their numbers) to choose"]
+                               f"split.train_subjects (their names or numbers) to choose"]
     skipped = list(store.attrs.get("skipped", []))
     if skipped:   # items of the archive without a row (ingested with on_error = "skip", images under 2 x 2): said by
         # every run, as ingest says it, since the run that ingested its data.source said nothing of them

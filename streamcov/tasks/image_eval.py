@@ -784,6 +784,7 @@ def run_image_classification(cfg, ctx) -> dict:
             raise ConfigError(f"{pipeline_key(spec)} uses R, G, B but image {data.ids[grey[0]]} is grey; {GREY_FIX}")
     t_load = time.perf_counter() - t0
     folds = splits.folds(cfg.split, data.labels, data.groups, group_names=data.group_names,
+                         subject_names=data.group_names,
                          store_split=data.split, split_names=data.split_names, seed=seed,
                          label_names=data.label_names)
     split_idx = [(name, np.flatnonzero(tr), np.flatnonzero(te)) for name, tr, te in folds]

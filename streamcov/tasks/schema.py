@@ -117,6 +117,9 @@ def _each_once(v, same=None):
     return v
 
 
+SubjectName = Annotated[str, Field(min_length=1)]
+
+
 def _subjects_once(key: str, v) -> None:
     """``split.<key>`` naming a subject twice, refused as a splits file's list is (:func:`streamcov.splits.folds`)."""
     from ..splits import subjects_twice
@@ -136,8 +139,9 @@ class SplitTable(Table):
     """
 
     kind: Literal[SPLIT_KINDS] = "subject-parity"
-    train_subjects: Optional[Annotated[list[int], Field(min_length=1)]] = None
-    test_subjects: Optional[Annotated[list[int], Field(min_length=1)]] = None   # None: every other subject
+    # numbers, or names where the store names its subjects (HDM05's bd, bk, ...: streamcov.splits.subject_codes)
+    train_subjects: Optional[Annotated[list[Union[int, SubjectName]], Field(min_length=1)]] = None
+    test_subjects: Optional[Annotated[list[Union[int, SubjectName]], Field(min_length=1)]] = None   # None: the rest
     file: Optional[str] = None
     n_splits: Annotated[int, Field(ge=2)] = 10
     seed: Optional[Seed] = None
