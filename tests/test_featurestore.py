@@ -753,3 +753,40 @@ def test_read_block_into_refuses_a_buffer_of_another_kind(tmp_path, rng):
         fs.read_block_into(0, np.empty(29, dtype=np.float32))
     with pytest.raises(ValueError, match=r"at least 116 bytes .*got uint8 of shape \(115,\)"):
         fs.read_block_into(0, np.empty(115, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("params, cause", [
+    ({"map": "rff", "n_components": 64, "sigma": 1.0}, r"features\.n_components = 64"),
+    ({"map": "none"}, r'features\.map = "none": the descriptors themselves')])
+def test_a_feature_store_larger_than_the_free_disk_is_refused_before_it_is_made(tmp_path, monkeypatch, params,
+                                                                                 cause):
+    """Its size is known before any block runs (rows x width x itemsize): refused in one line naming what sizes
+    it, where the writer filled the disk first; written where there is room."""
+    import shutil
+
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.errors import ConfigError
+    from streamcov.stream.featurize import featurize
+    from streamcov.stream.runtime import dask_runtime
+    from streamcov.stream.skeleton import skeleton_source
+    from streamcov.stream.source import block_bounds
+
+    store = ingest(SyntheticSkeletons(n_sequences=40, seed=1), tmp_path / "s.zarr")
+    source = skeleton_source(store, "store", 1e-2, True)
+    dim = 64 if params["map"] == "rff" else source.dim
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
+    bounds = block_bounds(source.n, 16)
+    with dask_runtime("threads", 2) as rt:
+        with pytest.raises(ConfigError, match=rf"^the feature store of 40 rows x {dim} numbers \({cause}\): needs "
+                                              rf"about [\d.]+ [KM]iB of disk, \S+ has 1000 bytes free; lower "
+                                              rf"features\.n_components, or write the run where there is room "
+                                              rf"\(--output\)$"):
+            featurize(source, params, seed=0, train=np.ones(source.n, dtype=bool), path=tmp_path / "f.zarr",
+                      runtime=rt, bounds=bounds)
+        assert not (tmp_path / "f.zarr").exists()
+        monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=2 ** 40))
+        feat = featurize(source, params, seed=0, train=np.ones(source.n, dtype=bool), path=tmp_path / "f.zarr",
+                         runtime=rt, bounds=bounds)
+    assert feat.store.done().all() and feat.store.dim == dim

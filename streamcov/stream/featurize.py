@@ -20,6 +20,7 @@ import hashlib
 import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -148,6 +149,14 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     t0 = time.perf_counter()
     map_params, dim = _fold_map(source, map_params, seed, train, fit_sample)
     fp = fingerprint(source, map_params, seed, bounds, train, fit_sample)
+    if not Path(path).exists():   # a store there is resumed or reused; a new one is refused before it fills the disk
+        from .._config import check_disk
+
+        cause = ('features.map = "none": the descriptors themselves' if str(map_params.get("map")).lower() == "none"
+                 else f"features.n_components = {map_params.get('n_components')}")
+        check_disk(float(np.dtype(source.dtype).itemsize) * source.n * dim, path,
+                   f"the feature store of {source.n} rows x {dim} numbers ({cause})",
+                   "lower features.n_components, or write the run where there is room (--output)")
     loaded = reference = None
     try:
         fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
