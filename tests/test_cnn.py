@@ -10,6 +10,8 @@ import os
 import pickle
 import shutil
 import struct
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -279,23 +281,41 @@ def test_cache_on_a_read_only_mount_warns_and_loads(tmp_path, monkeypatch):
     """A cache folder that refuses writes only warns: the weights come from the .pth. On a read-only mount the
     removal of the temporary file failed as well (EROFS), and that OSError ended the run in a traceback."""
     import errno
+    import tempfile
 
-    real_open = open
-
-    def refuse(path, mode="r", *a, **k):
-        if "w" in mode and str(path).endswith(".tmp"):
-            raise OSError(errno.EROFS, "Read-only file system", str(path))
-        return real_open(path, mode, *a, **k)
+    def refuse(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(k.get("dir")))
 
     def refuse_unlink(self, missing_ok=False):
         raise OSError(errno.EROFS, "Read-only file system", str(self))
 
-    monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
     monkeypatch.setattr(cnn.Path, "unlink", refuse_unlink)
     cnn._WEIGHTS_MEMO.clear()
     with pytest.warns(UserWarning, match=r"could not write the weight cache .*Read-only file system"):
         w = cnn.load_weights(tmp_path / "ro")
     assert "_conv_stem.weight" in w
+
+
+def test_a_temporary_left_by_a_killed_writer_is_removed(tmp_path):
+    """A process killed while it wrote the cache left its temporary (19 MB each, one per kill); the next writer
+    removes it. A temporary of a live process, or of another host sharing the folder, stays."""
+    from streamcov.lock import host_tag
+
+    cache = tmp_path / "c"
+    cache.mkdir()
+    name = cnn.cache_file(cache).name
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = cache / f".{name}.{host_tag()}-{dead.pid}.abcd1234.streamcov-tmp"
+    live = cache / f".{name}.{host_tag()}-{os.getpid()}.abcd1234.streamcov-tmp"
+    other = cache / f".{name}.another_host-{dead.pid}.abcd1234.streamcov-tmp"
+    for p in (left, live, other):
+        p.write_bytes(b"half a cache")
+    cnn._WEIGHTS_MEMO.clear()
+    cnn.load_weights(cache)
+    assert cnn.cache_file(cache).is_file() and not left.exists() and live.exists() and other.exists()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([name, live.name, other.name])
 
 
 def test_cache_with_a_malformed_version_is_rebuilt(tmp_path):

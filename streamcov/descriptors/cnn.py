@@ -36,8 +36,6 @@ tested).
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 import warnings
 import zipfile
@@ -272,16 +270,20 @@ def _read_cache(cache: Path):
 
 
 def _write_cache(cache: Path, w: dict) -> None:
-    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # the project's atomic write, its temporary named by host and pid: one that a process killed while writing
+    # left (19 MB each) is removed by the next writer, and one of a live process or of another host sharing the
+    # folder is not
+    from ..stream.model import atomic_write, remove_dead_temporaries
+
+    def write(f):
+        np.savez(f, __sha256__=np.array(WEIGHTS_SHA256), __cache_version__=np.array(_CACHE_VERSION),
+                 __digest__=np.array(_digest(w)), **w)
+
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            np.savez(f, __sha256__=np.array(WEIGHTS_SHA256), __cache_version__=np.array(_CACHE_VERSION),
-                     __digest__=np.array(_digest(w)), **w)
-        os.replace(tmp, cache)
-    except OSError as exc:
-        with contextlib.suppress(OSError):   # on a read-only mount the unlink fails too (EROFS)
-            Path(tmp).unlink(missing_ok=True)
+        remove_dead_temporaries(cache)
+        atomic_write(cache, write, owned=True)
+    except OSError as exc:   # a read-only mount, a full disk: the weights are loaded all the same
         warnings.warn(f"could not write the weight cache {cache}: {exc}", stacklevel=3)
 
 
