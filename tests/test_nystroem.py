@@ -160,3 +160,50 @@ print(hashlib.sha256(m.normalization_.tobytes()).hexdigest())
            for when in ("early", "late")]
     assert all(o.returncode == 0 for o in out), [o.stderr[-500:] for o in out]
     assert out[0].stdout == out[1].stdout
+
+
+def test_fitted_on_its_landmarks_alone_the_map_is_the_same_bits(rows):
+    """landmark_indices names the rows fit reads: fitted on those rows only (what the out-of-core driver
+    computes), the landmarks are the same rows in the same order, so the map and its features are the same
+    bits."""
+    whole = GaussianNystroem(n_components=12, sigma=1.3, blocks=BLOCKS, random_state=4).fit(rows)
+    read = whole.landmark_indices(len(rows))
+    np.testing.assert_array_equal(read, whole.component_indices_)
+    alone = GaussianNystroem(n_components=12, sigma=1.3, blocks=BLOCKS, random_state=4).fit(rows[read])
+    assert alone.components_.tobytes() == whole.components_.tobytes()
+    assert alone.normalization_.tobytes() == whole.normalization_.tobytes()
+    assert alone.transform(rows).tobytes() == whole.transform(rows).tobytes()
+
+
+def test_the_driver_computes_only_the_landmarks_of_the_fit_sample(tmp_path, monkeypatch):
+    """featurize computes the descriptors of the landmark rows only (12 of a fit sample of 60), and its map
+    and feature store are the bits of a map fitted on the whole fit sample."""
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.features.registry import fit_feature_map
+    from streamcov.stream import featurize as F
+    from streamcov.stream.runtime import dask_runtime
+    from streamcov.stream.skeleton import skeleton_source
+    from streamcov.stream.source import block_bounds
+
+    store = ingest(SyntheticSkeletons(n_sequences=90, seed=2), tmp_path / "s.zarr", chunk_frames=700)
+    source = skeleton_source(store, "store", 1e-2, True)
+    train = np.arange(source.n) % 3 != 0
+    params = {"map": "nystroem", "n_components": 12, "sigma": 1.0}
+    computed = []
+    rows_of = F.rows_of
+    monkeypatch.setattr(F, "rows_of", lambda src, rows, *a: computed.append(len(rows)) or rows_of(src, rows, *a))
+    bounds = block_bounds(source.n, 16)
+    with dask_runtime("threads", 2) as rt:
+        feat = F.featurize(source, params, seed=7, train=train, path=tmp_path / "f.zarr", runtime=rt,
+                           bounds=bounds, fit_sample=60)
+        sample = rows_of(source, F.fit_sample_rows(train, 60, 7), bounds, rt)
+        every = rows_of(source, np.arange(source.n), bounds, rt)
+    assert computed == [12]
+    whole, _ = fit_feature_map(params, 7, source.dim, sample)
+    assert feat.feature_map.components_.tobytes() == whole.components_.tobytes()
+    assert feat.feature_map.normalization_.tobytes() == whole.normalization_.tobytes()
+    stored = feat.store.read_blocks(0, feat.store.n_blocks)
+    # block by block, as the driver transforms (a GEMM's last bits depend on its shape)
+    want = np.concatenate([F._transform(whole, every[b0:b1]) for b0, b1 in zip(bounds[:-1], bounds[1:])])
+    assert stored.tobytes() == want.astype(stored.dtype).tobytes()

@@ -86,15 +86,13 @@ class GaussianNystroem(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMi
         """Draw ``min(n_components, n_samples)`` landmarks among the rows of X and factor their Gram matrix."""
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         check_blocks(self.blocks, X.shape[1], self.views)
-        rng = check_random_state(self.random_state)
-        m = min(int(self.n_components), X.shape[0])
-        idx = np.sort(rng.permutation(X.shape[0])[:m])
+        idx = self.landmark_indices(X.shape[0])
         L = X[idx]   # a copy: the landmarks must not change with the caller's rows
         s, U = eigh(self._kernel(L))
         # K_LL is PSD; round-off (or repeated rows) leaves eigenvalues at the noise level, whose inverse
         # square roots would amplify noise: those directions are dropped (pseudo-inverse), at the precision of
         # the rows (float32 landmarks give a K_LL good to float32's eps only)
-        keep = s > m * np.finfo(X.dtype).eps * max(float(s.max()), 0.0)
+        keep = s > len(idx) * np.finfo(X.dtype).eps * max(float(s.max()), 0.0)
         inv = np.zeros_like(s)
         inv[keep] = 1.0 / np.sqrt(s[keep])
         self.components_ = L
@@ -102,6 +100,17 @@ class GaussianNystroem(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self.normalization_ = (U * inv) @ U.T
         self._remember_params()
         return self
+
+    def landmark_indices(self, n_samples: int) -> np.ndarray:
+        """The rows ``fit`` takes as landmarks among ``n_samples`` rows (sorted), from ``random_state`` alone.
+
+        ``fit`` reads only these rows, so a caller that computes its rows out of core computes just these, and
+        fits on them: the landmarks are then the same rows in the same order (every row of a sample of at most
+        ``n_components`` rows is a landmark), hence the same map. An integer ``random_state`` gives the same
+        draw at every call; a ``RandomState`` instance advances."""
+        rng = check_random_state(self.random_state)
+        m = min(int(self.n_components), int(n_samples))
+        return np.sort(rng.permutation(int(n_samples))[:m])
 
     def transform(self, X):
         """``k(X, L) K_LL^{-1/2}``, (n_samples, n_landmarks); float32 stays float32."""

@@ -9,7 +9,8 @@
    holds that fit: the source's state (e.g. the feature scale of training
    images), then the feature map on a seeded sample of at most
    ``fit_sample`` training descriptors (a centred map's mean row, Nystroem's
-   landmarks, a median bandwidth); both are kept in the feature store;
+   landmarks, a median bandwidth; of those rows, only the ones the fit reads
+   are computed: Nystroem's landmarks); both are kept in the feature store;
 3. compute the blocks not yet done, in windows of blocks so that memory stays
    bounded, each task writing its rows and then its done flag;
 4. check that every block was written.
@@ -27,7 +28,7 @@ import numpy as np
 from .._config import progress_bar
 from ..data import integrity
 from ..errors import StoreError, say_note
-from ..features.registry import fit_feature_map, needs_data
+from ..features.registry import fit_feature_map, needs_data, rows_read_by_fit
 from .featurestore import FeatureStore, write_block
 from .runtime import retry_lost, task_path
 
@@ -181,7 +182,9 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         fitted = source.fit(train, runtime, bounds) if source.needs_fit else source
         sample = None
         if needs_data(map_params):
-            sample = rows_of(fitted, fit_sample_rows(train, fit_sample, seed), bounds, runtime)
+            rows = fit_sample_rows(train, fit_sample, seed)
+            read = rows_read_by_fit(map_params, seed, len(rows))   # Nystroem's landmarks: only those computed
+            sample = rows_of(fitted, rows if read is None else rows[read], bounds, runtime)
         fmap, record = fit_feature_map(map_params, seed, source.dim, sample)
         if sample is None and fmap is not None and int(np.count_nonzero(train)) >= 2:
             # a map drawn from the width alone (no rows): its Gaussian kernel's bandwidth is checked on a few
