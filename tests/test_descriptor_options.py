@@ -670,3 +670,89 @@ def test_a_chunk_task_holds_the_moments_of_its_blocks_sequences_only(tmp_path, m
         k = len(part[0])
         for a, b in zip(part, whole):
             np.testing.assert_array_equal(a, b[s_lo - s_all:s_lo - s_all + k])
+
+
+PYRAMIDS = [dict(features=["positions", "velocities"], levels=3, overlap=True, body_frame="yaw", scale="body",
+                 mean_weight=1.0, mirror=True),   # the shipped pyramid, with the mirror view
+            dict(features=["positions", "accelerations"], window=7, body_frame="torso-frames")]   # a halo of 6
+
+
+def _recording_rows(monkeypatch, src, rows, bounds):
+    """``rows_of(src, rows)`` and the frames its chunk tasks computed moments over, and every row's descriptor."""
+    from streamcov.stream import skeleton as stream_sk
+    from streamcov.stream.featurize import rows_of
+    from streamcov.stream.runtime import dask_runtime
+
+    name = "moments_of_frames" if src.plan is None else "windows_of_frames"
+    frames_in = []
+    real = getattr(stream_sk, name)
+
+    def recording(frames, r0, c0, c1, *args, **kwargs):
+        frames_in.append(c1 - c0)
+        return real(frames, r0, c0, c1, *args, **kwargs)
+
+    with dask_runtime("synchronous") as rt:
+        whole = rows_of(src, np.arange(src.n), bounds, rt)
+        monkeypatch.setattr(stream_sk, name, recording)
+        some = rows_of(src, rows, bounds, rt)
+    return some, frames_in, whole
+
+
+ROWS = np.array([0, 1, 2, 9, 15, 16, 17, 30, 41, 42, 49])
+
+
+@pytest.mark.parametrize("opts", PYRAMIDS)
+def test_a_few_rows_of_a_pyramid_are_computed_from_their_own_frames(tmp_path, monkeypatch, opts):
+    """A fit sample (a few rows of a block) computed the window moments of every sequence of the blocks it
+    touched: a sample of 256 rows computed nearly the whole store. The moments of the runs of rows asked for
+    now come from their own frames (across chunk boundaries, with the halo of the derivatives), the logs of
+    the rows asked for as before."""
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.stream.source import block_bounds
+
+    store = ingest(SyntheticSkeletons(n_sequences=50, n_subjects=3, n_classes=3, seed=6), tmp_path / "s.zarr",
+                   chunk_frames=300)   # about 7 sequences per chunk: runs cross chunk boundaries
+    src = skeleton_source(store, "store", 1e-2, True, **opts)
+    some, frames_in, whole = _recording_rows(monkeypatch, src, ROWS, block_bounds(src.n, 16))
+    lengths = np.diff(store.offsets)
+    assert sum(frames_in) == lengths[ROWS].sum() < store.n_frames / 3   # the frames of the rows asked for only
+    # the eigensolver runs 8 matrices in lockstep (_kernels/symeig: LANES), so a row's last bits depend on the
+    # rows computed with it: those asked for in its block, not the whole block (so before too): equal to 1e-13
+    # (unit-norm rows, entries up to 1; float64's eps is 2.2e-16)
+    np.testing.assert_allclose(some, whole[ROWS], rtol=0, atol=1e-13)
+
+
+def test_the_moments_of_a_few_rows_are_the_bits_of_their_block(tmp_path, monkeypatch):
+    """The rows asked for get the descriptors computed from the whole block's moments, bit for bit: what the
+    fit sample computed before its moments were cut to its rows."""
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.stream import skeleton as stream_sk
+    from streamcov.stream.source import block_bounds
+
+    store = ingest(SyntheticSkeletons(n_sequences=50, n_subjects=3, n_classes=3, seed=6), tmp_path / "s.zarr",
+                   chunk_frames=1 << 16)   # one chunk: each sequence one piece, in either computation
+    src = skeleton_source(store, "store", 1e-2, True, **PYRAMIDS[0])
+    bounds = block_bounds(src.n, 16)
+    some, _, _ = _recording_rows(monkeypatch, src, ROWS, bounds)
+    offsets, frames = store.offsets, stream_sk.read_frames(str(store.path), 0, store.n_frames)
+    want = []
+    for b0, b1 in zip(bounds[:-1], bounds[1:]):
+        local = ROWS[(ROWS >= b0) & (ROWS < b1)] - b0
+        block = stream_sk.windows_of_frames(frames, 0, offsets[b0], offsets[b1], offsets, src.plan)
+        want.append(stream_sk.block_pyramid(b0, b1, [block], src.plan, np.diff(offsets[b0:b1 + 1]),
+                                            src.descriptor.dtype, local))
+    assert some.tobytes() == np.concatenate(want).tobytes()
+
+
+def test_a_few_rows_of_the_plain_descriptor_are_their_blocks_rows(tmp_path, monkeypatch):
+    """Paper 000's descriptor takes the logs of the whole block whatever rows are asked (its moments are
+    cheap), so a row's bits do not depend on the rows asked with it."""
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.stream.source import block_bounds
+
+    store = ingest(SyntheticSkeletons(n_sequences=50, n_subjects=3, n_classes=3, seed=6), tmp_path / "s.zarr",
+                   chunk_frames=300)
+    src = skeleton_source(store, "store", 1e-2, True)
+    some, frames_in, whole = _recording_rows(monkeypatch, src, ROWS, block_bounds(src.n, 16))
+    assert some.tobytes() == whole[ROWS].tobytes()
+    assert sum(frames_in) == store.n_frames   # every block holds a row asked for: all of them computed

@@ -259,9 +259,11 @@ def rows_read_by_fit(params: dict, seed: int, n_rows: int) -> np.ndarray | None:
 
     A Nystroem map of an absolute bandwidth reads only its landmarks
     (:meth:`~streamcov.features.GaussianNystroem.landmark_indices`, drawn from the seed); a centred map's mean
-    row and a median bandwidth read every row. Fitted on those rows alone, the map is the same bits (the same
+    row and a median bandwidth read every row. Fitted on those rows alone, the map is the same (the same
     landmarks in the same order), so an out-of-core caller computes only them: 256 landmarks among a sample of
-    2048 were 2048 descriptors computed and held (1.2 GB for MSR-Action3D's) for 256 kept."""
+    2048 were 2048 descriptors computed and held (1.2 GB for MSR-Action3D's) for 256 kept. (A pyramid's
+    descriptors are computed for the rows asked of a block together, 8 matrices in the eigensolver's lockstep,
+    so its landmarks may differ from those of the whole sample in the last bit.)"""
     if str(params.get("map", "rgw")).lower() != "nystroem" or params.get("bandwidth", "absolute") == "median":
         return None
     return make_feature_map(params, seed).landmark_indices(n_rows)

@@ -450,14 +450,14 @@ def block_pyramid(b0: int, b1: int, pieces, plan: sk.PyramidPlan, lengths: np.nd
                   numba_threads: int = 1, path: str | None = None) -> np.ndarray:
     """Descriptors with options of sequences ``b0 + rows`` (rows within the block [b0, b1)); ``path``, the
     store's, lets errors name a sequence by its id too."""
-    n, mean, m2, sums = merge_windows(b0, b1, pieces)
+    n, mean, m2, sums = merge_windows(b0, b1, pieces)   # with ``rows``, pieces of those sequences only
     names = SequenceNames(path, b0) if path else None
-    empty = np.flatnonzero(n.min(axis=1) == 0)
-    if len(empty):
-        raise ValueError(f"sequence {sk._name(empty[0], b0, names)} has no frames in the store")
     if rows is not None:
         n, mean, m2, sums, lengths = n[rows], mean[rows], m2[rows], sums[rows], lengths[rows]
         names = SequenceNames(path, b0, rows) if path else [str(b0 + k) for k in rows]
+    empty = np.flatnonzero(n.min(axis=1) == 0)
+    if len(empty):
+        raise ValueError(f"sequence {sk._name(empty[0], b0, names)} has no frames in the store")
     with kernel_threads(numba_threads), gamma_named("descriptor.gamma"):
         return sk.pyramid_from_moments(n, mean, m2, sums, lengths, plan, dtype=np.dtype(dtype), first_index=b0,
                                        names=names)
@@ -698,17 +698,31 @@ class SkeletonSource:
                         dask_key_name=f"windows-{c}-{dask.base.tokenize(path, c0, c1, plan)}")
             return chunk_tasks[c0, c1]
 
+        def pieces_of(f0, f1):
+            return [chunk_task(c, f0, f1) for c in range(int(f0 // cf), int((f1 - 1) // cf) + 1)]
+
         out = []
         for b0, b1 in zip(bounds[:-1], bounds[1:]):
             local = None if rows is None else np.flatnonzero(rows[b0:b1])
             if local is not None and not len(local):
                 continue
-            f0, f1 = offsets[b0], offsets[b1]
-            pieces = [chunk_task(c, f0, f1) for c in range(int(f0 // cf), int((f1 - 1) // cf) + 1)]
             if plan is None:
+                # the logs of the whole block, whatever rows are asked: the eigensolver runs 8 matrices in
+                # lockstep (_kernels/symeig), so a row's last bits depend on the rows computed with it
                 task = dask.delayed(block_descriptors, pure=True)(
-                    int(b0), int(b1), pieces, self.descriptor, local, numba_threads, path)
+                    int(b0), int(b1), pieces_of(offsets[b0], offsets[b1]), self.descriptor, local, numba_threads,
+                    path)
             else:
+                if local is None:
+                    pieces = pieces_of(offsets[b0], offsets[b1])
+                else:
+                    # a few rows of the block (a fit sample): the moments of the runs of consecutive rows asked
+                    # for, from their own frames, where the whole block's were computed for them (a fit sample of
+                    # 256 rows computed every block of a large store); a sequence's pieces are cut at the same
+                    # chunk boundaries, so its moments are the whole block's bits (tested)
+                    cut = np.flatnonzero(np.diff(local) > 1) + 1
+                    pieces = [p for r in np.split(local, cut) for p in pieces_of(offsets[b0 + r[0]],
+                                                                                   offsets[b0 + r[-1] + 1])]
                 task = dask.delayed(block_pyramid, pure=True)(
                     int(b0), int(b1), pieces, plan, np.diff(offsets[b0:b1 + 1]), self.descriptor.dtype, local,
                     numba_threads, path)
