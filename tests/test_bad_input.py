@@ -390,6 +390,16 @@ def run_folder(path: Path, task: str = "skeleton-classification") -> Path:
     return path
 
 
+def _empty_marker(path: Path) -> Path:
+    """``path``, an output folder whose marker a full disk left empty, beside another task's features."""
+    from streamcov.lock import OUTPUT_MARKER
+
+    path.mkdir(parents=True)
+    (path / OUTPUT_MARKER).write_text("")
+    (path / "features.zarr").mkdir()
+    return path
+
+
 def _link(path: Path, target) -> Path:
     """``path``, made a symbolic link to ``target``."""
     path.symlink_to(target)
@@ -1240,6 +1250,11 @@ CONFIG = [
                                               run_folder(e.tmp / "o", task="kernel-approx-study")],
          r"^streamcov run: error: --output \S+/o: \S+/o holds the outputs of a run of task 'kernel-approx-study'; this "
          r"one \('skeleton-classification'\) would leave its results beside that run's: choose another output folder$"),
+    # a marker left empty by a full disk named no task: the next run of another task wrote beside that one
+    Case("output-with-an-empty-marker", lambda e: ["run", e.pipeline(), "--quiet", "--output", _empty_marker(e.tmp / "o")],
+         r"^streamcov run: error: --output \S+/o: \S+/o/\.streamcov-output is empty or damaged \(written while the "
+         r"disk was full\?\), so which task's outputs the folder holds is unknown; delete that file if they are this "
+         r"task's \('skeleton-classification'\), or choose another output folder$"),
     Case("data-store-inside-the-runs-checkpoints", lambda e: ["run", e.pipeline(), "--quiet", "--output", e.tmp / "o",
                                                               "--store", e.copy("synth", run_folder(e.tmp / "o") /
                                                                                 "checkpoints" / "s.zarr")],

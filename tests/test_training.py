@@ -899,3 +899,30 @@ def test_a_predict_refused_by_a_lock_released_that_moment_tries_again(tmp_path, 
     monkeypatch.setattr(lock, "output_lock", released_meanwhile)
     predict_mod._write_predictions(sha, out / "model", csv, lambda fh: fh.write("id,predicted,label\n"))
     assert csv.read_text() == "id,predicted,label\n" and len(calls) == 2
+
+
+def test_an_interrupted_run_leaves_no_earlier_details(tmp_path, monkeypatch):
+    """An image run's details (image_classification_details.json: its accuracy, settings, splits) of an earlier
+    run go when a run starts, as result.json does: a run stopped by a full disk left the earlier run's accuracy
+    there, or a file of 0 bytes."""
+    import json
+    from types import SimpleNamespace
+
+    from conftest import REPO
+    from streamcov.lock import OUTPUT_MARKER
+    from streamcov.tasks import runner
+    from streamcov.tasks.config import load_config
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": "image-classification"}))
+    for name in ("result.json", "image_classification_details.json"):
+        (out / name).write_text(json.dumps({"summary": {"accuracy": 0.97}}))
+
+    def stop(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "get_task", lambda task: SimpleNamespace(run=stop))
+    with pytest.raises(OSError):
+        runner.run(load_config(REPO / "pipelines" / "textures_demo.toml", [f'output="{out}"']))
+    assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARKER]

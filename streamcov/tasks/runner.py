@@ -118,7 +118,12 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
         with output_lock(out):
             if not (out / OUTPUT_MARKER).exists():
-                (out / OUTPUT_MARKER).write_text(json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
+                from ..stream.model import atomic_write_text
+
+                # whole or absent: a marker left empty by a full disk named no task, and the next run of another
+                # task wrote its results beside this one's
+                atomic_write_text(out / OUTPUT_MARKER,
+                                  json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
             earlier = _earlier_store(out / "result.json")
             store = getattr(getattr(cfg, "data", None), "store", None)
             if earlier is not None and store is not None and not resume and not _same_path(earlier, store):
@@ -127,7 +132,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                 say_note(f"{out}: the results of an earlier run on another store ({earlier}) are replaced; "
                          f"give --output to keep both", note)
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
-            for name in ("result.json", "predictions.csv"):
+            # (its details too: an image run stopped by a full disk left the earlier run's accuracy there)
+            for name in ("result.json", "predictions.csv", *(p.name for p in out.glob(DETAILS))):
                 (out / name).unlink(missing_ok=True)
             from ..stream.model import remove_stale_temporaries
 
@@ -151,6 +157,10 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             from ..stream.model import atomic_write_text
             atomic_write_text(out / "result.json", text)
     return result
+
+
+#: the details files of a run's tasks (image_classification_details.json, <task>_details.json)
+DETAILS = "*_details.json"
 
 
 def _earlier_store(result: Path):
@@ -207,6 +217,10 @@ def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
     _check_not_someone_elses(out, resolved, where)
     _check_own_names(out, where)
     other = _marked_task(out)
+    if other is None and (out / OUTPUT_MARKER).is_file():
+        raise ConfigError(f"{where}: {out / OUTPUT_MARKER} is empty or damaged (written while the disk was full?), so "
+                          f"which task's outputs the folder holds is unknown; delete that file if they are this "
+                          f"task's ({task!r}), or choose another output folder")
     if other is not None and other != task:
         raise ConfigError(f"{where}: {out} holds the outputs of a run of task {other!r}; this one ({task!r}) would "
                           f"leave its results beside that run's: choose another output folder")
@@ -214,7 +228,7 @@ def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
 
 
 def _marked_task(out: Path) -> str | None:
-    """The task named by the marker of the output folder ``out`` (None: no marker, or none named)."""
+    """The task named by the marker of the output folder ``out`` (None: no marker, or an unreadable one)."""
     try:
         task = json.loads((out / OUTPUT_MARKER).read_text()).get("task")
     except (OSError, ValueError, AttributeError):
