@@ -3,6 +3,7 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -508,6 +509,32 @@ def test_predict_defaults_and_train_accuracy(synth_store, tmp_path):
     rows = list(csv.DictReader(open(s["predictions"])))
     right = np.array([r["predicted"] == r["label"] for r in rows])
     assert s["train_accuracy"] == pytest.approx(right[~test].mean(), abs=1e-12)
+
+
+def test_two_stores_of_one_folder_name_keep_their_predictions_apart(synth_store, tmp_path):
+    """The default file is named by the store's folder: a second store of that name (2024-01/store.zarr,
+    2024-02/store.zarr) replaced the first one's predictions without a word. It now gets a name of its own, and
+    a note says so; the same store again replaces its own file."""
+    import shutil
+
+    run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    stores = []
+    for month in ("2024-01", "2024-02"):
+        stores.append(tmp_path / month / synth_store.path.name)
+        shutil.copytree(synth_store.path, stores[-1])
+    first = predict_store(tmp_path / "model", stores[0], scheduler="synchronous")
+    plain = tmp_path / "model" / "predictions" / f"{synth_store.path.name}.csv"
+    assert first["predictions"] == str(plain) and not first.get("notes")
+    second = predict_store(tmp_path / "model", stores[1], scheduler="synchronous")
+    other = Path(second["predictions"])
+    assert other.parent == plain.parent and other.name.startswith(synth_store.path.name + "-") and plain.is_file()
+    assert second["notes"] == [f"{plain} holds the predictions of another store, {stores[0].resolve()}; these go to "
+                               f"{other.name}"]
+    again = predict_store(tmp_path / "model", stores[0], scheduler="synchronous")
+    assert again["predictions"] == str(plain) and not again.get("notes")
+    # a model trained again removes both, and what they record
+    run_pipeline(cfg_for(synth_store, tmp_path, "model.C=2.0"), scheduler="synchronous")
+    assert not (tmp_path / "model" / "predictions").exists()
 
 
 def test_model_loading_never_runs_code(synth_store, tmp_path):

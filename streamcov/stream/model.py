@@ -253,6 +253,7 @@ def _remove_old_predictions(folder: Path) -> None:
     for p in entries:
         if p.is_file() and not p.is_symlink() and _written_by_predict(p):
             p.unlink(missing_ok=True)
+            (target / f".{p.name}.source.json").unlink(missing_ok=True)   # the store it came from (predict)
     with contextlib.suppress(OSError):
         target.rmdir()   # only when nothing else is left there
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import stat
 import tempfile
@@ -345,13 +346,44 @@ def _default_out(model_dir, store_path) -> Path:
     return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
 
 
+def _source_record(csv_path: Path) -> Path:
+    """Where predict records which store the predictions CSV at its default place came from."""
+    return csv_path.with_name(f".{csv_path.name}.source.json")
+
+
+def _default_choice(model_dir, store_path) -> tuple[Path, str | None]:
+    """The default predictions file of ``store_path``, and a note when it is not the plain one: two stores of one
+    folder name (``2024-01/store.zarr``, ``2024-02/store.zarr``) shared ``<name>.csv``, and the second predict
+    replaced the first one's predictions without a word. The plain file is taken when it is absent or records
+    this store; otherwise ``<name>-<8 hex digits of the store's path>.csv``."""
+    import hashlib
+
+    plain = _default_out(model_dir, store_path)
+    source = str(Path(store_path).resolve())
+    if not plain.exists() or _recorded_source(plain) == source:
+        return plain, None
+    alt = plain.with_name(f"{Path(source).name}-{hashlib.sha256(source.encode()).hexdigest()[:8]}.csv")
+    owner = _recorded_source(plain)
+    whose = f"another store, {owner}" if owner else "a store it does not record (written by an earlier version)"
+    return alt, f"{plain} holds the predictions of {whose}; these go to {alt.name}"
+
+
+def _recorded_source(csv_path: Path) -> str | None:
+    try:
+        doc = json.loads(_source_record(csv_path).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("store") if isinstance(doc, dict) and isinstance(doc.get("store"), str) else None
+
+
 def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, train_accuracy,
              inputs: Path | None = None, model_sha: str | None = None) -> dict:
     """``out_csv`` None: the default path; ``inputs``, the folder being predicted when it is not a store;
     ``model_sha``, the digest of the ``model.json`` loaded (:func:`_write_predictions`)."""
     t0 = time.perf_counter()
+    default, place_note = out_csv is None, None
     if out_csv is None:
-        out_csv = _default_out(model_dir, inputs or store_path)
+        out_csv, place_note = _default_choice(model_dir, inputs or store_path)
         name = f"the default predictions file {out_csv} (choose another with {arg_name('out_csv', '--out')})"
     else:
         name = arg("out_csv", out_csv, flag="--out")
@@ -430,8 +462,11 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         for sid, p, t in zip(store.ids(), pred_names, true):
             w.writerow([sid, p, t])
 
-    _write_predictions(model_sha, Path(model_dir), Path(out_csv), write)
+    source = str(Path(inputs or store_path).resolve()) if default else None
+    _write_predictions(model_sha, Path(model_dir), Path(out_csv), write, source)
     summary["predictions"] = str(out_csv)
+    if place_note:
+        summary.setdefault("notes", []).append(place_note)
     return summary
 
 
@@ -446,13 +481,14 @@ def _model_sha(model_dir) -> str | None:
         return None
 
 
-def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, write) -> None:
+def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, write, source: str | None = None) -> None:
     """Write the predictions CSV: the old file or the whole new one, never a part (the temporary named by host
     and pid, so that a later predict can tell one a killed process left from one being written). Into the
     model's own folder only while the model is the one predicted with: a run that trained the output folder
     again meanwhile removed the earlier model's predictions from it, and these would have stood beside the new
     model. So the write holds the output folder's lock (a run writing there now refuses it) and checks that
-    ``model.json`` is the one loaded."""
+    ``model.json`` is the one loaded. ``source``: the store recorded beside a CSV at the default place
+    (:func:`_default_choice`)."""
     import contextlib
 
     from ..lock import OUTPUT_MARKER
@@ -466,6 +502,9 @@ def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, wr
                              f"computed with the earlier one; nothing was written: predict again")
         out_csv.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out_csv, write, binary=False, owned=True)
+        if source is not None:
+            atomic_write(_source_record(out_csv), lambda fh: fh.write(json.dumps({"store": source}) + "\n"),
+                         binary=False, owned=True)
 
 
 #: what a predict writing into a model's folder names as the holder of the output folder's lock
