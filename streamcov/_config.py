@@ -578,6 +578,16 @@ def progress_bar(iterable, enabled: bool, **kw):
     on after the bar's carriage return, and ``grep '^streamcov run: error'`` missed it)."""
     if not enabled:
         return contextlib.nullcontext(iterable)
+    return new_bar(iterable, **kw)
+
+
+#: tqdm's ``disable`` for every bar: None hides it where stderr is not a terminal (tqdm's rule; a notebook shows it)
+BAR_DISABLE = None
+
+
+def new_bar(iterable=None, **kw):
+    """A tqdm bar, shown on a terminal and in a notebook, not when stderr goes to a file or a pipe (a batch job's
+    log got a carriage-return update several times a second: about 1 MB an hour on one line)."""
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, **kw)
+    return tqdm(iterable, disable=BAR_DISABLE, **kw)

@@ -4715,7 +4715,7 @@ def test_links_a_run_does_not_write_through_are_accepted(tmp_path):
         _check_own_names(out, "--output o")
 
 
-def test_an_error_under_an_open_progress_bar_starts_its_own_line(tmp_path):
+def test_an_error_under_an_open_progress_bar_starts_its_own_line(tmp_path, monkeypatch):
     """The in-memory image task read the folder under a progress bar, and an image it could not decode
     stopped it with the bar open: the error followed the bar's text on one line (``\\rread x: 0%|...|
     streamcov run: error: ...``), so a line-based search for the error missed it. The bar is now closed
@@ -4728,6 +4728,7 @@ def test_an_error_under_an_open_progress_bar_starts_its_own_line(tmp_path):
         for i in range(3):
             Image.fromarray(rng.integers(0, 256, (16, 16), dtype=np.uint8)).save(tmp_path / "imgs" / c / f"{i}.png")
     (tmp_path / "imgs" / "b" / "notes.png").write_text("not an image")
+    monkeypatch.setattr("streamcov._config.BAR_DISABLE", False)   # drawn as on a terminal: stderr is captured
     rc, err, _ = cli("run", REPO / "pipelines" / "eth80_e.toml", "--set", f'data.source="{tmp_path / "imgs"}"',
                      "--set", "data.group_level=1", "--output", tmp_path / "o")   # not --quiet: the bars are drawn
     assert "read imgs:" in err, err                                              # the bar was there
@@ -4893,3 +4894,16 @@ def test_a_kernel_matrix_no_shift_factors_is_one_line_naming_its_keys(monkeypatc
     X, Y = rng.uniform(size=(12, 1)), rng.uniform(size=(12, 1))
     with pytest.raises(ConfigError, match=pattern):
         tasks._evaluate(X[:8], Y[:8], X[8:], Y[8:], t, 0)
+
+
+def test_no_progress_bar_in_a_log_file(tmp_path):
+    """With stderr a file (a batch job's log), the bars are not drawn: tqdm wrote a carriage-return update
+    several times a second onto one line (about 1 MB an hour)."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "log"
+    with open(log, "w") as fh:
+        rc = subprocess.call([sys.executable, "-m", "streamcov.cli", "synth", str(tmp_path / "s.zarr"),
+                              "--sequences", "300"], stdout=subprocess.DEVNULL, stderr=fh)
+    assert rc == 0 and "ingest s.zarr" not in log.read_text(), log.read_text()[:300]

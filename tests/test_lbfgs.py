@@ -622,6 +622,8 @@ def test_progress_bar_is_not_redrawn_at_every_iteration(capsys, monkeypatch):
     redraws at tqdm's own rate, from update."""
     from tqdm.std import tqdm
 
+    from streamcov import _config
+
     calls = []
     original = tqdm.set_postfix
 
@@ -630,6 +632,7 @@ def test_progress_bar_is_not_redrawn_at_every_iteration(capsys, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(tqdm, "set_postfix", spy)
+    monkeypatch.setattr(_config, "BAR_DISABLE", False)   # drawn although stderr is captured (not a terminal)
     X, y = blobs(n=400, d=16, k=3, spread=0.8)
     est, _ = L.train_lbfgs(_ArrayBlocks(X, 50), y, np.ones(len(X), dtype=bool), np.arange(3),
                            LBFGSClassifier(loss="squared_hinge", C=100.0, tol=1e-8, max_iter=200), progress=True)

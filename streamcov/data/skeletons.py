@@ -370,8 +370,9 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
     rejected = []
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
+        from .._config import new_bar
+
+        bar = new_bar(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
     written = 0
     # a sequence that cannot be read keeps those read before it, or leaves no empty store
     with writer.committed_on_error():

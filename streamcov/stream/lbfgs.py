@@ -1382,8 +1382,9 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
         writer = AsyncCheckpointWriter(checkpoint, CHECKPOINT_INTERVAL) if checkpoint is not None else None
         bar = None
         if progress:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=int(est.max_iter), desc="train (L-BFGS)", unit="it", initial=state.n_iter)
+            from .._config import new_bar
+
+            bar = new_bar(total=int(est.max_iter), desc="train (L-BFGS)", unit="it", initial=state.n_iter)
         t0 = time.perf_counter()
         try:
             blas = blas_threads(1)   # the driver's vector algebra: one thread (BLAS threads spin on busy cores)

@@ -290,8 +290,9 @@ def train_sgd(fstore, y: np.ndarray, train_mask: np.ndarray, classes: np.ndarray
             ignored = True
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=epochs * len(has_train), desc="train", unit="block",
+        from .._config import new_bar
+
+        bar = new_bar(total=epochs * len(has_train), desc="train", unit="block",
                    initial=state["epoch"] * len(has_train) + state["pos"])
 
     def transform(X):
