@@ -54,6 +54,7 @@ approx_hs, approx_loghs, qapprox_loghs) to ``<output>/model``.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 
@@ -655,7 +656,8 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         if aligned:
             results[-1]["alignment"] = fit["alignment"]
         if progress:
-            print(f"{method} {name}: accuracy {acc:.4f} (inner CV {cv:.4f}) {params}", flush=True)
+            # progress, on stderr: stdout holds the result alone (`streamcov run --demo images > r.json`)
+            print(f"{method} {name}: accuracy {acc:.4f} (inner CV {cv:.4f}) {params}", file=sys.stderr, flush=True)
     accs = np.array([r["accuracy"] for r in results])
     return {
         "method": method, "classifier": classifier, "accuracy": float(accs.mean()),

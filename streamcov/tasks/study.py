@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import tempfile
+import sys
 import time
 from pathlib import Path
 
@@ -567,7 +568,8 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
 def run_study(cfg, ctx) -> dict:
     """``task = "kernel-approx-study"`` (``streamcov study kernel-approx``): writes the report to the output."""
     st = cfg.study
-    log = (lambda *a, **k: None) if not ctx.progress else (lambda msg: print(msg, flush=True))
+    # progress, on stderr: stdout holds the command's JSON line alone
+    log = (lambda *a, **k: None) if not ctx.progress else (lambda msg: print(msg, file=sys.stderr, flush=True))
     summary = kernel_approx_study(st.datasets, st.maps or STUDY_MAPS, st.nus, st.seeds, ctx.output, st.data_root,
                                   st.gram_sample, st.gram_seeds, log=log, jobs=st.jobs, learners=st.learners)
     return {"out": str(ctx.output),
