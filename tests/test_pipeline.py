@@ -645,6 +645,11 @@ def test_relative_inputs_of_a_pipeline_file_are_found_beside_it_first(tmp_path, 
                                           r"for in the working directory, then, in a pipeline file, in the file's "
                                           r"folder and the folder above it\); create it with"):
         run_pipeline(exp / "p.toml", output=tmp_path / "o")
+    # a path typed on the command line is the working directory's, as --store's is: --set found the store
+    # beside the pipeline file where --store of the same text refused it
+    (exp / "p.toml").write_text(text)
+    (exp / "moved.zarr").rename(exp / "data.zarr")
+    assert load_config(exp / "p.toml", ['data.store="data.zarr"']).data.store == "data.zarr"
 
 
 def run_cli(*args, **kw):

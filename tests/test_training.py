@@ -953,3 +953,23 @@ def test_an_interrupted_run_leaves_no_earlier_details(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         runner.run(load_config(REPO / "pipelines" / "textures_demo.toml", [f'output="{out}"']))
     assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARKER]
+
+
+def test_the_same_store_from_another_working_directory_is_not_another_store(synth_store, tmp_path, monkeypatch,
+                                                                          capsys):
+    """result.json recorded the store as the pipeline gave it, relative to the working directory of that run: a
+    run of the same store from another folder was told that the results of "another store" were replaced. It
+    records the store's absolute path."""
+    folder = synth_store.path.parent
+    monkeypatch.chdir(folder)
+    first = run_pipeline(load_config(REPO / "pipelines" / "msr_action3d.toml",
+                                     [f'output="{tmp_path / "o"}"', ONE_LEVEL, "features.n_components=64",
+                                      "model.max_iter=20"], store=synth_store.path.name), scheduler="synchronous")
+    assert first["store"] == str(synth_store.path)
+    monkeypatch.chdir(folder.parent)
+    capsys.readouterr()
+    run_pipeline(load_config(REPO / "pipelines" / "msr_action3d.toml",
+                             [f'output="{tmp_path / "o"}"', ONE_LEVEL, "features.n_components=64",
+                              "model.max_iter=20"], store=f"{folder.name}/{synth_store.path.name}"),
+                 scheduler="synchronous")
+    assert "another store" not in capsys.readouterr().err

@@ -321,7 +321,8 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
     unit = "sequences" if source.kind == "skeleton" else "images"
     block = int(cfg.dask.block_size or source.default_block)
     bounds = block_bounds(source.n, block)
-    result: dict = {"pipeline": cfg.name, "store": str(store.path), f"n_{unit}": source.n,
+    # absolute: a later run from another working directory compares it with its own store (runner._same_path)
+    result: dict = {"pipeline": cfg.name, "store": str(Path(store.path).absolute()), f"n_{unit}": source.n,
                     "descriptor_dim": source.dim, "seed": int(cfg.seed)}
     # rows no fold uses: said for the protocols meant to use every row (a subset of folds leaves rows out)
     whole = cfg.split.kind in ("subjects", "subject-splits-file", "store") and not getattr(cfg.split, "folds", None)
