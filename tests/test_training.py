@@ -973,3 +973,14 @@ def test_the_same_store_from_another_working_directory_is_not_another_store(synt
                               "model.max_iter=20"], store=f"{folder.name}/{synth_store.path.name}"),
                  scheduler="synchronous")
     assert "another store" not in capsys.readouterr().err
+
+
+def test_resume_with_nothing_to_resume_says_so(synth_store, tmp_path, capsys):
+    """--resume into a folder holding no checkpoint, finished fold or feature store (a requeued job started from
+    another folder, whose relative output resolved elsewhere) trained from the start without a word."""
+    run_pipeline(cfg_for(synth_store, tmp_path / "fresh"), scheduler="synchronous", resume=True)
+    assert re.search(rf"note: resume=True: {re.escape(str(tmp_path / 'fresh'))} holds nothing to resume \(no "
+                     r"checkpoint, finished fold or feature store\); the run starts from the beginning",
+                     capsys.readouterr().err)
+    run_pipeline(cfg_for(synth_store, tmp_path / "fresh"), scheduler="synchronous", resume=True)
+    assert "nothing to resume" not in capsys.readouterr().err   # its checkpoints and features are there now

@@ -102,6 +102,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                  f"there is nothing to resume, and the run computes its kernel again", note)
     spec = get_task(cfg.task)
     out = Path(cfg.output)
+    if resume and getattr(getattr(cfg, "model", None), "learner", None) != "exact-svm" and not _resumable(out):
+        # a requeued job started from another folder resolves a relative output elsewhere: it trained from the
+        # start in a new folder without a word
+        say_note(f"{arg('resume', True)}: {out} holds nothing to resume (no checkpoint, finished fold or feature "
+                 f"store); the run starts from the beginning", note)
     where = (arg("output", output) if output is not None else
              origins.flags[("output",)] if origins is not None and ("output",) in origins.flags else
              f"output = \"{cfg.output}\"")   # (a flag of another name: `study --out`)
@@ -157,6 +162,15 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             from ..stream.model import atomic_write_text
             atomic_write_text(out / "result.json", text)
     return result
+
+
+def _resumable(out: Path) -> bool:
+    """Whether the output folder ``out`` holds something a resumed run continues from: a learner's checkpoint or
+    finished fold (``checkpoints/``), or a feature store."""
+    try:
+        return any((out / "checkpoints").glob("*")) or any(out.glob("features*.zarr"))
+    except OSError:
+        return False
 
 
 #: the details files of a run's tasks (image_classification_details.json, <task>_details.json)
