@@ -238,7 +238,10 @@ def did_you_mean(word, choices, *, cutoff: float = 0.6, show=repr) -> str:
     ``show`` writes the choice (``repr``; :func:`toml_value` for a value of a pipeline file)."""
     import difflib
 
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
+    choices = [str(c) for c in choices]
+    # a choice that differs only by case first (model.c for model.C: one letter, too short for difflib's ratio)
+    close = [c for c in choices if c.lower() == str(word).lower() and c != str(word)][:1] or \
+        difflib.get_close_matches(str(word), choices, n=1, cutoff=cutoff)
     return f" (did you mean {show(close[0])}?)" if close else ""
 
 

@@ -4528,6 +4528,9 @@ def test_did_you_mean_offers_the_closest_choice_or_nothing():
     # the cutoff is difflib's ratio: "train" is 0.53 of "train_subjects", offered only below the default 0.6
     assert did_you_mean("train", ["train_subjects"]) == ""
     assert did_you_mean("train", ["train_subjects"], cutoff=0.5) == " (did you mean 'train_subjects'?)"
+    # another case only: one letter is too short for difflib's ratio (model.c for model.C had no hint)
+    assert did_you_mean("c", ["C", "alpha", "tol"]) == " (did you mean 'C'?)"
+    assert did_you_mean("LOSS", ["loss", "C"]) == " (did you mean 'loss'?)"
 
 
 @pytest.mark.parametrize("value", ["text", 'a "quoted" \\ path', "/s/img.zarr", True, False, 3, 0.5, 1e-5,
