@@ -22,6 +22,9 @@ from pathlib import Path
 # finiteness checks instead of being assumed away by the compiler.
 FASTMATH = set({"nsz", "arcp", "contract", "afn", "reassoc"})
 
+# Whether kernels are cached on disk (numba's cache=True): False only where no folder can be written
+# (plan_numba_cache, below).
+CACHE = True
 # Compile-time options shared by every kernel.
 JIT_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH)
 # Kernels whose accuracy rests on the order of operations (Cody-Waite range
@@ -31,6 +34,61 @@ JIT_OPTS = dict(cache=True, nogil=True, fastmath=FASTMATH)
 # function is inlined into a caller compiled in this process and where it is
 # called from another process's cache), get contraction to FMA only.
 ORDERED_JIT_OPTS = dict(cache=True, nogil=True, fastmath={"contract"})
+
+
+def _writable(folder) -> bool:
+    """Whether a file can be made in ``folder`` (made if missing), as numba's cache locators test it."""
+    import tempfile
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return True
+    except OSError:
+        return False
+
+
+def _numba_user_cache() -> Path:
+    """numba's user-wide cache folder (its ``AppDirs("numba").user_cache_dir`` on Linux)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+
+
+def numba_cache_dir() -> str:
+    """Where numba keeps streamcov's compiled kernels: ``NUMBA_CACHE_DIR``, else the ``__pycache__`` folders of
+    the package, else numba's user-wide cache folder."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    here = Path(__file__).parent
+    return f"{here}/**/__pycache__" if _writable(here / "__pycache__") else str(_numba_user_cache())
+
+
+def plan_numba_cache(writable=_writable) -> str | None:
+    """Give numba's cache a folder it can write when it has none, before any kernel is compiled; returns it, or
+    None when numba's own places serve (or ``NUMBA_CACHE_DIR`` is set).
+
+    numba caches a kernel beside its module (``__pycache__``), else in its user-wide folder. On a read-only
+    install (a container's read-only root) with a read-only home, every kernel's ``cache=True`` raised
+    "cannot cache function ...: no locator available" (a traceback). The cache then goes to
+    ``<temporary folder>/streamcov-numba-<uid>`` (``NUMBA_CACHE_DIR``, inherited by the workers a run starts);
+    where nothing can be written, kernels are compiled without a cache (:data:`JIT_OPTS`)."""
+    import tempfile
+
+    if os.environ.get("NUMBA_CACHE_DIR") or writable(Path(__file__).parent / "__pycache__") or \
+            writable(_numba_user_cache()):
+        return None
+    folder = Path(tempfile.gettempdir()) / f"streamcov-numba-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    if not writable(folder):
+        global CACHE
+        CACHE = JIT_OPTS["cache"] = ORDERED_JIT_OPTS["cache"] = False
+        return None
+    os.environ["NUMBA_CACHE_DIR"] = str(folder)
+    config = sys.modules.get("numba.core.config")   # numba imported first (a notebook): its setting, read now
+    if config is not None:
+        config.CACHE_DIR = str(folder)
+    return str(folder)
+
+
+plan_numba_cache()
 
 
 def jit_started() -> bool:

@@ -632,7 +632,15 @@ def _main(args, StreamcovError, command_line) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141   # a pipe's writer ended by SIGPIPE: 128 + 13
     except Exception as exc:
+        _settle_zarr()
         full = _no_space(exc)
+        if full is not None and _numba_cache_write(full):
+            from ._config import numba_cache_dir
+
+            print(f"streamcov {args.command}: error: no space left on the device for numba's cache of compiled "
+                  f"kernels ({numba_cache_dir()}); free space there, or set NUMBA_CACHE_DIR to a folder with room, "
+                  f"then run the same command again: what was complete is kept", file=sys.stderr)
+            return 2
         if full is not None:
             # write() gives no file name: then where the command writes, as the user gave it (a run also writes
             # its data.store, a predict of an image folder a copy of it in the temporary folder)
@@ -662,6 +670,41 @@ def _main(args, StreamcovError, command_line) -> int:
                   f"more memory{fewer}; nothing half-written is used", file=sys.stderr)
             return 2
         return _internal_error(args.command)
+
+
+def _settle_zarr(timeout: float = 30.0) -> None:
+    """Let the writes still running on zarr's event loop end before the command returns. One chunk write that
+    failed (a full disk) ends the array's write, not its sibling chunk writes: left running, they failed at the
+    interpreter's shutdown and printed hundreds of lines of asyncio tracebacks under the command's one line."""
+    import asyncio
+
+    sync = sys.modules.get("zarr.core.sync")
+    loop = getattr(sync, "loop", [None])[0] if sync is not None else None
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def drain():
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for t in tasks:   # their errors retrieved: said once, by the command's line
+            if t.done() and not t.cancelled():
+                t.exception()
+
+    try:
+        asyncio.run_coroutine_threadsafe(drain(), loop).result(timeout + 5.0)
+    except Exception:   # a loop that cannot take it: the line is said all the same
+        pass
+
+
+def _numba_cache_write(exc: OSError) -> bool:
+    """Whether ``exc`` was raised while numba wrote its cache of compiled kernels (not a file of the command)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("numba/core/caching.py"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _out_of_memory(exc: BaseException) -> MemoryError | None:

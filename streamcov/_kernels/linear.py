@@ -30,7 +30,7 @@ beyond that.
 import numpy as np
 from numba import njit
 
-from .._config import ORDERED_JIT_OPTS
+from .._config import CACHE, ORDERED_JIT_OPTS
 
 # rows per forward/backward block: 32 float32 rows of 2000 features are 256 KB, well inside L2. A multiple
 # of 4: rows are grouped by four from the start of each block, so that the sums are those of groups of four
@@ -39,7 +39,7 @@ BLOCK_ROWS = 32
 assert BLOCK_ROWS % 4 == 0
 
 # reassociation for the dot products (see the module docstring); no nnan/ninf, no afn
-LINEAR_JIT_OPTS = dict(cache=True, nogil=True, fastmath={"nsz", "arcp", "contract", "reassoc"})
+LINEAR_JIT_OPTS = dict(cache=CACHE, nogil=True, fastmath={"nsz", "arcp", "contract", "reassoc"})
 
 
 @njit(**LINEAR_JIT_OPTS)

@@ -7,8 +7,10 @@ multiply-add and change the last bit), so the result is bitwise numpy's.
 """
 from numba import njit
 
+from .._config import CACHE
+
 # exact IEEE arithmetic, element by element as numpy does it: no contraction, no reassociation
-EXACT_JIT_OPTS = dict(cache=True, nogil=True, fastmath=False)
+EXACT_JIT_OPTS = dict(cache=CACHE, nogil=True, fastmath=False)
 
 
 @njit(**EXACT_JIT_OPTS)

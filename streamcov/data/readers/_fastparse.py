@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..._config import CACHE
+
 # error codes shared with the readers
 OK = 0
 E_BONE_BEFORE_FRAME = 1     # a bone line before the first frame number
@@ -105,7 +107,7 @@ _CLS_AMC = _CLS.copy()
 _CLS_AMC[35] = 3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _fail(err, code, line, s, e, a0, a1):
     err[0] = code
     err[1] = line
@@ -115,7 +117,7 @@ def _fail(err, code, line, s, e, a0, a1):
     err[5] = a1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _run_end(buf, i, n, cls, k):
     """Index past the bytes of class ``k`` from ``i``: ``k = 1`` skips blanks, ``k = 0``
     finds where a token ends."""
@@ -124,7 +126,7 @@ def _run_end(buf, i, n, cls, k):
     return i
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _next_line(buf, i, n):
     """Index just past the next newline at or after ``i`` (or ``n``)."""
     while i < n and buf[i] != 10:
@@ -132,7 +134,7 @@ def _next_line(buf, i, n):
     return i + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _exponent(buf, i, n):
     """Optional ``(e|E)[+-]digits`` from ``i``: (ok, exponent, next index)."""
     if i < n and (buf[i] == 101 or buf[i] == 69):
@@ -154,7 +156,7 @@ def _exponent(buf, i, n):
     return True, 0, i
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _scale(v, exp10, neg, pow10):
     if v != 0.0 and exp10 != 0:
         if 0 < exp10 <= 22:
@@ -168,7 +170,7 @@ def _scale(v, exp10, neg, pow10):
     return -v if neg else v
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def _number_general(buf, s, n, cls, pow10):
     """:func:`_number` for every token: an exponent, more than 18 digits, or not a number.
 
@@ -218,7 +220,7 @@ def _number_general(buf, s, n, cls, pow10):
     return 1 if exact else 2, _scale(float(mant), exp10, neg, pow10), e
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _number(buf, s, n, cls, pow10):
     """Parse the token that starts at ``buf[s]`` (a token byte) where it stands.
 
@@ -263,7 +265,7 @@ def _number(buf, s, n, cls, pow10):
     return 1 if mant <= 9007199254740992 else 2, (-v if neg else v), i
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def _note_fix(fix, nfix, row, col, s, e):
     """List an approximate value for the re-parse (while there is room); the new count.
 
@@ -277,7 +279,7 @@ def _note_fix(fix, nfix, row, col, s, e):
     return nfix + 1
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def _name_matches(buf, s, e, names, lens, b):
     n = e - s
     if lens[b] != n:
@@ -288,7 +290,7 @@ def _name_matches(buf, s, e, names, lens, b):
     return True
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def scan_amc(buf, pos, line, names, lens, ndof, col0, ncols, required, fix_cap):
     """Parse AMC frames from byte ``pos`` (1-based line ``line``) to the end.
 
@@ -315,7 +317,7 @@ def scan_amc(buf, pos, line, names, lens, ndof, col0, ncols, required, fix_cap):
     return vals[:T], fnum[:T], fline[:T], err, fix[:min(nfix, fix_cap)], nfix
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def _amc_frames(buf, pos, line, names, lens, ndof, col0, required, n_req, vals, fnum, fline,
                 err, fix):
     """The loop of :func:`scan_amc`: fills the arrays, returns (frames, nfix)."""
@@ -435,7 +437,7 @@ def _amc_frames(buf, pos, line, names, lens, ndof, col0, required, n_req, vals, 
     return T, nfix
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def scan_rows(buf, pos, line, ncols, max_rows, fix_cap):
     """Parse whitespace-separated numeric rows of exactly ``ncols`` values from byte ``pos``.
 
@@ -453,7 +455,7 @@ def scan_rows(buf, pos, line, ncols, max_rows, fix_cap):
     return vals[:T], rline[:T], err, fix[:min(nfix, fix_cap)], nfix
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def _rows(buf, pos, line, ncols, max_rows, vals, rline, err, fix):
     """The loop of :func:`scan_rows`: fills the arrays, returns (rows, nfix).
 

@@ -63,6 +63,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ..._config import CACHE
+
 _AXIS = {"X": 0, "Y": 1, "Z": 2}
 
 
@@ -419,7 +421,7 @@ class Skeleton:
         return X, G
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _skeleton_positions(values, degrees, step_col, step_axis, n_steps, K, order, parents,
                         self_frame, off, ob, B, has_b, pos_cols, add, H_out):
     """:meth:`Skeleton.positions` for every frame, one frame at a time.

@@ -1,0 +1,103 @@
+"""The machine around a run: numba's cache on a read-only install, a full disk under zarr's concurrent writes."""
+import asyncio
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from streamcov import _config
+
+
+def test_a_read_only_install_caches_its_kernels_in_the_temporary_folder(monkeypatch, tmp_path):
+    """Neither the package's folders nor numba's user cache writable (a container's read-only root and home):
+    every kernel's cache=True raised "cannot cache function ...: no locator available" (a traceback). numba's
+    cache goes to a folder of the temporary directory, which the workers a run starts inherit."""
+    import numba.core.config as nconfig
+    import tempfile
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(nconfig, "CACHE_DIR", "")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    got = _config.plan_numba_cache(writable=lambda folder: str(folder).startswith(str(tmp_path)))
+    assert got == str(tmp_path / f"streamcov-numba-{os.getuid()}")
+    assert os.environ["NUMBA_CACHE_DIR"] == got == nconfig.CACHE_DIR
+    # numba's own places serve: nothing changed
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert _config.plan_numba_cache(writable=lambda folder: True) is None and "NUMBA_CACHE_DIR" not in os.environ
+
+
+def test_nowhere_to_write_compiles_without_a_cache(monkeypatch):
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
+        monkeypatch.setitem(getattr(_config, name), "cache", True)
+    monkeypatch.setattr(_config, "CACHE", True)
+    assert _config.plan_numba_cache(writable=lambda folder: False) is None
+    assert _config.CACHE is False and not _config.JIT_OPTS["cache"] and not _config.ORDERED_JIT_OPTS["cache"]
+
+
+def test_writes_left_running_on_zarrs_loop_end_before_the_command_returns():
+    """One failed chunk write ends an array's write, not its sibling chunk writes: left running, they failed at
+    the interpreter's shutdown and printed hundreds of lines of asyncio tracebacks under the command's line.
+    The command lets them end, and retrieves their errors."""
+    import zarr.core.sync as zsync
+
+    from streamcov.cli import _settle_zarr
+
+    zsync.sync(asyncio.sleep(0))   # zarr's loop, started
+    loop = zsync.loop[0]
+    started = threading.Event()
+
+    async def sibling():
+        started.set()
+        await asyncio.sleep(0.3)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    future = asyncio.run_coroutine_threadsafe(_spawn(sibling), loop)
+    task = future.result(5)
+    started.wait(5)
+    assert not task.done()
+    _settle_zarr()
+    assert task.done() and isinstance(task.exception(), OSError)
+    assert not getattr(task, "_log_traceback", False)   # retrieved: asyncio says nothing of it at exit
+
+
+async def _spawn(coro_fn):
+    return asyncio.get_running_loop().create_task(coro_fn())
+
+
+def _mounted_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_disk_filled_by_the_fitted_map_is_one_line(tmp_path):
+    """A run whose output disk fills while the fitted map's arrays are written (zarr writes their chunks
+    concurrently) ends in its one line, without asyncio's tracebacks of the other chunk writes."""
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    fs = tmp_path / "fs"
+    if not _mounted_tmpfs(fs, "12m"):
+        pytest.skip("needs to mount a small tmpfs (root, and a mount the container allows)")
+    try:
+        store = ingest(SyntheticSkeletons(n_sequences=300, seed=1), tmp_path / "s.zarr")
+        # the map's 300 landmarks x 73,370 float64 (176 MB) do not fit in 12 MB
+        # a process of its own: the tracebacks came at its exit
+        proc = subprocess.run([sys.executable, "-m", "streamcov.cli", "run",
+                               str(Path(__file__).parents[1] / "pipelines" / "msr_action3d.toml"), "--store",
+                               str(store.path), "--output", str(fs / "out"), "--quiet", "--set", "model.max_iter=5"],
+                              capture_output=True, text=True, timeout=600)
+        rc, err = proc.returncode, proc.stderr
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err[:3000]
+        assert "no space left on the device" in err
+    finally:
+        subprocess.run(["umount", str(fs)], capture_output=True)
