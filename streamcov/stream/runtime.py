@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
+import signal
+import threading
 import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -652,6 +655,23 @@ def _restore_environ(saved: dict) -> None:
             os.environ[key] = value
 
 
+@contextlib.contextmanager
+def _workers_ignore_sigint():
+    """SIGINT ignored while the LocalCluster spawns its workers, which inherit that (Python installs its
+    KeyboardInterrupt handler only where SIGINT is not ignored): a Ctrl-C reaches the whole process group, and
+    every worker printed a KeyboardInterrupt traceback under the command's one line. This process stops the
+    workers itself (it closes the cluster on the way out). Only from the main thread, where signals are
+    handled; a Ctrl-C during the seconds the workers take to start is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:   # None: a handler set outside Python (none to put back but the default)
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     """:func:`dask_runtime` on a LocalCluster or a scheduler address (a generator: one yield)."""
     import dask
@@ -671,9 +691,11 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
         try:
             os.environ.update({k: str(v) for k, v in WORKER_MALLOC_ENV.items()})
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _workers_ignore_sigint():
+                # CRITICAL: a task's error is said once, by the command's line; at ERROR every worker also logged
+                # "Compute Failed" with its traceback above it
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
+                                       dashboard_address=None, silence_logs=logging.CRITICAL)
         finally:
             _restore_environ(environ)
         client = Client(cluster)
