@@ -132,3 +132,28 @@ def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130 and err.strip() == "streamcov run: interrupted", err[-3000:]
+
+
+def test_a_second_local_cluster_on_the_machine_says_nothing_of_ports():
+    """Its scheduler took the dashboard's port 8787 by default: where another cluster held it, every run with
+    --workers warned "Port 8787 is already in use ... Hosting the HTTP server on port N instead"."""
+    import socket
+    import warnings
+
+    from streamcov.stream.runtime import dask_runtime
+
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 8787))
+        held.listen()
+    except OSError:
+        pass   # held by another process already: the same situation
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with dask_runtime("local-cluster", 2) as rt:
+                assert rt.info["workers"] == 2
+    finally:
+        held.close()
+    assert not [w for w in caught if "Port" in str(w.message) or "port" in str(w.message)], \
+        [str(w.message) for w in caught]
