@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 import warnings
+from pathlib import Path
 
 
 def _ascii_int(text: str, lo: int) -> int:
@@ -646,7 +647,7 @@ def _main(args, StreamcovError, command_line) -> int:
             # its data.store, a predict of an image folder a copy of it in the temporary folder)
             out = getattr(args, "out", None) or getattr(args, "output", None)
             place = (str(out) if out else f"the output folder of {args.pipeline}" if getattr(args, "pipeline", None)
-                     else None)
+                     else f"{Path(args.model) / 'predictions'}" if args.command == "predict" else None)
             also = {"run": " or its data.store", "predict": " or the temporary folder (an image folder's copy)"}
             where = (f"{full.filename}: " if full.filename else
                      f"while writing {place}{also.get(args.command, '')}: " if place else "")

@@ -4043,6 +4043,47 @@ def test_a_full_disk_without_a_file_name_names_where_the_command_writes(env, mon
                                    rf"on the device \(or the disk quota is used up\)")
 
 
+def test_a_full_disk_under_predict_names_the_models_predictions_folder(env, monkeypatch, shared):
+    """predict without --out writes into the model's predictions folder: the line named no place at all."""
+    import errno
+
+    from streamcov.stream import predict as P
+
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    model = env.tmp / "out" / "model"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(P, "atomic_write", full)
+    rc, err, _ = cli("predict", model, shared["synth"], "--scheduler", "synchronous")
+    assert_one_line_error(rc, err, rf"^streamcov predict: error: while writing {re.escape(str(model / 'predictions'))} "
+                                   rf"or the temporary folder \(an image folder's copy\): no space left on the device")
+
+
+def test_a_full_disk_while_a_store_is_made_leaves_no_half_made_folder(tmp_path, monkeypatch):
+    """The store is built in a hidden folder beside its path: a full disk there left `.s.zarr.creating-<pid>`,
+    removed only by a later ingestion at the same path (not by one written elsewhere, as the line advises)."""
+    import errno
+
+    from streamcov.data import ragged
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    real = ragged._move_into_place
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ragged, "_move_into_place", full)
+    with pytest.raises(OSError):
+        ingest(SyntheticSkeletons(n_sequences=5), tmp_path / "s.zarr")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(ragged, "_move_into_place", real)
+    assert ingest(SyntheticSkeletons(n_sequences=5), tmp_path / "s.zarr").n_sequences == 5
+
+
 def test_coordinates_float32_rounds_away_are_said_at_ingestion(tmp_path):
     """Coordinates near 1e6 (a world frame far from its origin) moving by tenths are stored as float32 in steps
     of 0.06: the descriptors saw that rounding without a word. Ingestion says how many sequences, how much, and

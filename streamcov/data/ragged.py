@@ -559,6 +559,21 @@ class RaggedStoreWriter:
         for left in self.path.parent.glob(f".{self.path.name}.creating-*"):   # of a creation killed before
             shutil.rmtree(left, ignore_errors=True)
         building = self.path.with_name(f".{self.path.name}.creating-{os.getpid()}")
+        try:
+            self._build(zarr, building, chunk_rows, attrs, initial_names, datetime, timezone)
+            _move_into_place(building, self.path)
+        except BaseException:   # a full disk: the half-made folder goes (it stayed when the store went elsewhere)
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+        self.group = zarr.open_group(str(self.path), mode="r+")
+        self._ids: set[str] = set()
+        self._committed = 0
+        self._committed_rows = 0
+        self._written = 0
+        self._id_bytes = 0
+
+    def _build(self, zarr, building, chunk_rows, attrs, initial_names, datetime, timezone):
+        """The empty store's arrays and attributes, in the hidden folder ``building`` (:meth:`_create`)."""
         g = zarr.open_group(str(building), mode="w")
         opts = integrity.array_options()
         g.create_array(self.data_name, shape=(0, *self.row_shape), chunks=(chunk_rows, *self.row_shape),
@@ -582,13 +597,6 @@ class RaggedStoreWriter:
             **{attr: _names(self._index[col]) for col, attr in self.coded.items()},
             "committed": {self.unit: 0, self.data_unit: 0},
         })
-        _move_into_place(building, self.path)
-        self.group = zarr.open_group(str(self.path), mode="r+")
-        self._ids: set[str] = set()
-        self._committed = 0
-        self._committed_rows = 0
-        self._written = 0
-        self._id_bytes = 0
 
     def _layout_problems(self, g) -> list[str]:
         """Arrays whose type or row shape is not what this writer creates (an edited zarr.json: pixels made

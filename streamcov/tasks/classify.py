@@ -400,14 +400,17 @@ def write_predictions(path: Path, store, preds) -> None:
 
     ids = store.ids()
     names = store.label_names
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as fh:
+
+    def write(fh):   # whole or not at all; a temporary a failed write left is removed (atomic_write)
         w = csv.writer(fh)
         w.writerow(["fold", "id", "predicted", "label"])
         for fold, rows, pred in preds:
             for r, p in zip(rows, pred):
                 w.writerow([fold, ids[r], names[p], names[store.labels[r]]])
-    tmp.replace(path)
+
+    from ..stream.model import atomic_write
+
+    atomic_write(path, write, binary=False)
 
 
 def _summarize(per: list[dict]) -> dict:
