@@ -769,7 +769,7 @@ CONFIG = [
           ("model", "model", lambda e: e.copy("model"), "its model"),
           ("checkpoints", "checkpoints", lambda e: (e.copy("model"), e.tmp / "model")[1], "its checkpoints"),
           ("feature-store", "features.zarr", lambda e: (e.copy("model"), e.copy("synth"))[1], "its features"))],
-    # ... or a file inside its folders: written atomically (stream/model.atomic_write), which named no path
+    # ... or a file inside its folders: written atomically (files.atomic_write), which named no path
     *[Case(f"output-{what}", lambda e, inner=inner: [
         "run", e.pipeline(), "--quiet", "--scheduler", "synchronous", "--output",
         (lambda d: ((d / inner).mkdir(parents=True), (d / ".streamcov-output").write_text("{}")) and d)(e.tmp / "o")],
@@ -985,8 +985,10 @@ CONFIG = [
          LINE + r'pixels\.preset = "textures": expected one of .* \(did you mean "texture"\?\)'),
     Case("image-D-zero", lambda e: ["run", e.pipeline(IMAGE_PIPELINE.format(out=e.tmp / "o", store=e.shared["img_store"])
                                                     .replace("D = 8", "D = 0"))], LINE + r"method\.D = 0: expected"),
-    Case("n-components-beyond-memory", run_file(features__n_components="1000000000000"),
-         r"features\.n_components = 1000000000000 on \d+-dimensional descriptors: needs [\d.]+ PiB of memory, "
+    # beyond memory (the map: 10^7 x the descriptor's width), not beyond the disk (the feature store: 48 rows x
+    # 10^7 numbers, 3.6 GiB; 10^12 components are refused by the feature store's disk check first)
+    Case("n-components-beyond-memory", run_file(features__n_components="10000000"),
+         r"features\.n_components = 10000000 on \d+-dimensional descriptors: needs [\d.]+ [GT]iB of memory, "
          r"this process may use [\d.]+ GiB; lower features\.n_components"),
     # a [features] key that the map does not read: refused where it was written; a map switched by --set
     # drops the file's keys it does not read, with a note
@@ -4421,7 +4423,7 @@ def test_image_read_errors_say_what_to_do(tmp_path, monkeypatch, exc, pattern):
 def test_atomic_write_survives_a_file_system_without_modes(tmp_path, monkeypatch):
     """fchmod refused (FAT, a mount owned by another user): the file is still written, and no descriptor is
     left open."""
-    import streamcov.stream.model as m
+    import streamcov.files as m
 
     def refuse(fd, mode):
         raise PermissionError(1, "Operation not permitted")

@@ -273,7 +273,7 @@ def _write_cache(cache: Path, w: dict) -> None:
     # the project's atomic write, its temporary named by host and pid: one that a process killed while writing
     # left (19 MB each) is removed by the next writer, and one of a live process or of another host sharing the
     # folder is not
-    from ..stream.model import atomic_write, remove_dead_temporaries
+    from ..files import atomic_write, remove_dead_temporaries
 
     def write(f):
         np.savez(f, __sha256__=np.array(WEIGHTS_SHA256), __cache_version__=np.array(_CACHE_VERSION),

@@ -13,8 +13,8 @@ import numpy as np
 
 from ..data.ragged import check_on_error, inside_source, read_only_attrs, same_files, store_words
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
-from .model import (PREDICTIONS_HEADER, TMP_SUFFIX, FittedPipeline, _written_by_predict, atomic_write,
-                    remove_dead_temporaries, temporary_prefix)
+from ..files import TMP_SUFFIX, atomic_write, remove_dead_temporaries, temporary_prefix
+from .model import PREDICTIONS_HEADER, FittedPipeline, _written_by_predict
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
@@ -360,7 +360,8 @@ def _default_choice(model_dir, store_path) -> tuple[Path, str | None]:
 
     plain = _default_out(model_dir, store_path)
     source = str(Path(store_path).resolve())
-    if not plain.exists() or _recorded_source(plain) == source:
+    # a folder or a file predict did not write there is refused by the checks of the place, as named
+    if not (plain.is_file() and _written_by_predict(plain)) or _recorded_source(plain) == source:
         return plain, None
     alt = plain.with_name(f"{Path(source).name}-{hashlib.sha256(source.encode()).hexdigest()[:8]}.csv")
     owner = _recorded_source(plain)

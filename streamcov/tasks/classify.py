@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import ConfigError, IncompleteStoreError, arg, say_note, toml_value
 from ..data.ragged import inside_source, same_files
 from ..features.registry import needs_data
-from ..stream.model import FittedPipeline, atomic_write_text, doc_sha256_of
+from ..files import atomic_write_text
+from ..stream.model import FittedPipeline, doc_sha256_of
 from .. import splits
 from .config import searched
 
@@ -408,7 +409,7 @@ def write_predictions(path: Path, store, preds) -> None:
             for r, p in zip(rows, pred):
                 w.writerow([fold, ids[r], names[p], names[store.labels[r]]])
 
-    from ..stream.model import atomic_write
+    from ..files import atomic_write
 
     atomic_write(path, write, binary=False)
 
@@ -552,6 +553,17 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             if problem is not None:
                 raise ConfigError(f'model.span = "rows": fold {name!r}: {problem}; set model.span = "features" '
                                   f'(or "auto", which chooses the span only within these limits)')
+    if not shared:   # a store per fold, all kept: their sum, before the first (featurize checks one at a time)
+        from .._config import check_disk
+
+        new = [(name, feature_dim(source, map_params, seed=int(cfg.seed), train=train, fit_sample=fit_sample))
+               for name, train, _ in folds if not (out / f"features-{name}.zarr").exists()]
+        if len(new) > 1:
+            check_disk(float(np.dtype(source.dtype).itemsize) * source.n * sum(d for _, d in new), out,
+                       f"the feature stores of {len(new)} folds ({source.n} rows x up to {max(d for _, d in new)} "
+                       f"numbers each, features.n_components = {map_params.get('n_components')})",
+                       "lower features.n_components, run fewer folds (split.folds), or write the run where there "
+                       "is room (--output)")
     for name, train, test in folds:
         if feat is None or not shared:
             path = out / ("features.zarr" if shared else f"features-{name}.zarr")

@@ -850,7 +850,7 @@ def run_image_classification(cfg, ctx) -> dict:
                              f"is saved; approx_loghs gives a model that `streamcov predict` applies")
     if warnings:
         out["warnings"] = warnings
-    from ..stream.model import atomic_write_text
+    from ..files import atomic_write_text
 
     atomic_write_text(ctx.output / "image_classification_details.json",
                       json.dumps({"summary": out, "splits": details}, indent=1, default=float) + "\n")

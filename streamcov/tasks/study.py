@@ -311,7 +311,7 @@ def _plot(path: Path, rows, key, title, ylabel, logy: bool, hline=None):
     ax.set_title(title)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    from ..stream.model import atomic_write
+    from ..files import atomic_write
 
     atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110))   # a kill leaves no cut image
     plt.close(fig)
@@ -340,7 +340,7 @@ def write_report(rows: list[dict], out) -> None:
     fields of :func:`gram_errors` and the accuracy fields of :func:`accuracies`.
     The variance slopes are fitted here from ``gram_mse``.
     """
-    from ..stream.model import atomic_write
+    from ..files import atomic_write
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -558,7 +558,7 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
             summary["datasets"][name] = {"exact_accuracy": ex, "variance_slopes": slopes,
                                          "accuracy": accs, "svm_accuracy": svms, "gram": grams,
                                          "exact_folds": ex_rows}
-    from ..stream.model import atomic_write_text
+    from ..files import atomic_write_text
 
     write_report(csv_rows, out)
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")

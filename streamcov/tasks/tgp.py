@@ -229,7 +229,7 @@ def _summary(per_split: list[dict], t: dict) -> dict:
 def _write_details(out_dir: Path, name: str, details) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    from ..stream.model import atomic_write_text
+    from ..files import atomic_write_text
 
     atomic_write_text(out_dir / f"{name}_details.json", json.dumps(details, indent=1) + "\n")
 
