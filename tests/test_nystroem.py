@@ -175,11 +175,16 @@ def test_fitted_on_its_landmarks_alone_the_map_is_the_same_bits(rows):
     assert alone.transform(rows).tobytes() == whole.transform(rows).tobytes()
 
 
-def test_the_driver_computes_only_the_landmarks_of_the_fit_sample(tmp_path, monkeypatch):
-    """featurize computes the descriptors of the landmark rows only (12 of a fit sample of 60), and its map
-    and feature store are the bits of a map fitted on the whole fit sample."""
+@pytest.mark.parametrize("pyramid", [False, True])
+def test_the_driver_holds_only_the_landmarks_of_the_fit_sample(tmp_path, monkeypatch, pyramid):
+    """featurize holds the descriptors of the landmark rows (12 of a fit sample of 60) and of the rows the
+    bandwidth is checked on, computed with the sample's other rows of their blocks as a fit on the whole sample
+    computes them: its map, component_indices_ included, and its feature store are the bits of a map fitted on
+    the whole sample (a pyramid's rows differed in the last bit, the eigensolver's lanes, and L-BFGS made that
+    another model)."""
     from streamcov.data.skeletons import ingest
     from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.features import registry
     from streamcov.features.registry import fit_feature_map
     from streamcov.stream import featurize as F
     from streamcov.stream.runtime import dask_runtime
@@ -187,22 +192,25 @@ def test_the_driver_computes_only_the_landmarks_of_the_fit_sample(tmp_path, monk
     from streamcov.stream.source import block_bounds
 
     store = ingest(SyntheticSkeletons(n_sequences=90, seed=2), tmp_path / "s.zarr", chunk_frames=700)
-    source = skeleton_source(store, "store", 1e-2, True)
+    opts = dict(features=["positions", "velocities"], levels=2, overlap=True, mean_weight=1.0) if pyramid else {}
+    source = skeleton_source(store, "store", 1e-2, True, **opts)
     train = np.arange(source.n) % 3 != 0
     params = {"map": "nystroem", "n_components": 12, "sigma": 1.0}
-    computed = []
+    monkeypatch.setattr(registry, "BANDWIDTH_CHECK_ROWS", 5)   # the first 5 of the sample, here
+    held = []
     rows_of = F.rows_of
-    monkeypatch.setattr(F, "rows_of", lambda src, rows, *a: computed.append(len(rows)) or rows_of(src, rows, *a))
+    monkeypatch.setattr(F, "rows_of", lambda *a, **k: (lambda r: held.append(len(r)) or r)(rows_of(*a, **k)))
     bounds = block_bounds(source.n, 16)
     with dask_runtime("threads", 2) as rt:
         feat = F.featurize(source, params, seed=7, train=train, path=tmp_path / "f.zarr", runtime=rt,
                            bounds=bounds, fit_sample=60)
         sample = rows_of(source, F.fit_sample_rows(train, 60, 7), bounds, rt)
         every = rows_of(source, np.arange(source.n), bounds, rt)
-    assert computed == [12]
+    want = np.union1d(feat.feature_map.component_indices_, np.arange(5))
+    assert held == [len(want)] and len(want) < 60
     whole, _ = fit_feature_map(params, 7, source.dim, sample)
-    assert feat.feature_map.components_.tobytes() == whole.components_.tobytes()
-    assert feat.feature_map.normalization_.tobytes() == whole.normalization_.tobytes()
+    for name in ("components_", "normalization_", "component_indices_"):
+        assert getattr(feat.feature_map, name).tobytes() == getattr(whole, name).tobytes(), name
     stored = feat.store.read_blocks(0, feat.store.n_blocks)
     # block by block, as the driver transforms (a GEMM's last bits depend on its shape)
     want = np.concatenate([F._transform(whole, every[b0:b1]) for b0, b1 in zip(bounds[:-1], bounds[1:])])

@@ -155,12 +155,15 @@ def make_feature_map(params: dict, seed: int, sigma_scale: float = 1.0):
     return cls(**kwargs)
 
 
-def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray | None = None):
+def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray | None = None,
+                    check: np.ndarray | None = None):
     """Build and fit the map of ``params``; returns ``(map or None, fit record)``.
 
     ``sample``: training rows, required when :func:`needs_data`; random maps
     only need the dimension (a zero row stands in). The record holds what
     was learned from data (the median distance of a median bandwidth).
+    ``check``: the training rows the bandwidth is checked on (:func:`warn_narrow_bandwidth`), when not the
+    sample (a fit given only the rows it reads, :func:`rows_read_by_fit`).
     """
     record: dict = {}
     scale = 1.0
@@ -208,8 +211,9 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     # notebook, a driver whose BLAS another library limited)
     with blas_threads(1):
         fmap.fit(sample if needs_data(params) else np.zeros((1, n_features)))
-        if sample is not None and len(sample) >= 2:
-            warn_narrow_bandwidth(params, sample, scale)
+        check = sample if check is None else check
+        if check is not None and len(check) >= 2:
+            warn_narrow_bandwidth(params, check, scale)
     return fmap, record
 
 
@@ -261,9 +265,9 @@ def rows_read_by_fit(params: dict, seed: int, n_rows: int) -> np.ndarray | None:
     (:meth:`~streamcov.features.GaussianNystroem.landmark_indices`, drawn from the seed); a centred map's mean
     row and a median bandwidth read every row. Fitted on those rows alone, the map is the same (the same
     landmarks in the same order), so an out-of-core caller computes only them: 256 landmarks among a sample of
-    2048 were 2048 descriptors computed and held (1.2 GB for MSR-Action3D's) for 256 kept. (A pyramid's
-    descriptors are computed for the rows asked of a block together, 8 matrices in the eigensolver's lockstep,
-    so its landmarks may differ from those of the whole sample in the last bit.)"""
+    2048 were 2048 descriptors computed and held (1.2 GB for MSR-Action3D's) for 256 kept. (A descriptor's last
+    bits depend on the rows computed with it, 8 matrices in the eigensolver's lockstep: the caller computes the
+    landmarks with the sample's other rows of their blocks, :func:`streamcov.stream.featurize.featurize`.)"""
     if str(params.get("map", "rgw")).lower() != "nystroem" or params.get("bandwidth", "absolute") == "median":
         return None
     return make_feature_map(params, seed).landmark_indices(n_rows)

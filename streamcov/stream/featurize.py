@@ -88,21 +88,26 @@ def fit_sample_rows(train, fit_sample: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(tr, size=min(int(fit_sample), len(tr)), replace=False))
 
 
-def rows_of(source, rows: np.ndarray, bounds, runtime) -> np.ndarray:
+def rows_of(source, rows: np.ndarray, bounds, runtime, keep: np.ndarray | None = None) -> np.ndarray:
     """Descriptors of ``rows`` (sorted indices), computed block by block on the runtime, a window of
     ``2 x parallelism`` blocks at a time: memory is that of the blocks in flight, not of the store (one
-    computation of every block held as many blocks' moments as the scheduler's order happened to start)."""
+    computation of every block held as many blocks' moments as the scheduler's order happened to start).
+    ``keep`` (sorted, within ``rows``): only those are returned and held; the others are computed with them."""
     mask = np.zeros(source.n, dtype=bool)
     mask[rows] = True
-    tasks = [t for *_, t in source.block_tasks(bounds, runtime.numba_threads, rows=mask)]
+    kept = mask if keep is None else np.isin(np.arange(source.n), keep)
+    tasks = [(np.asarray(local) + b0, t) for b0, _, local, t in source.block_tasks(bounds, runtime.numba_threads,
+                                                                                   rows=mask)]
     step = 2 * max(1, int(getattr(runtime, "parallelism", 1) or 1))
     if not tasks:
         raise ValueError("rows_of: no rows asked for")
     out, at = None, 0
     for i in range(0, len(tasks), step):
-        for V in runtime.compute(*tasks[i:i + step]):
+        window = tasks[i:i + step]
+        for (asked, _), V in zip(window, runtime.compute(*[t for _, t in window])):
+            V = V[kept[asked]] if keep is not None else V
             if out is None:   # filled in place: a list of the blocks' rows and their concatenation held it twice
-                out = np.empty((len(rows),) + V.shape[1:], dtype=V.dtype)
+                out = np.empty((int(kept.sum()),) + V.shape[1:], dtype=V.dtype)
             out[at:at + len(V)] = V
             at += len(V)
     return out
@@ -180,12 +185,31 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
             fmap = reference
     else:
         fitted = source.fit(train, runtime, bounds) if source.needs_fit else source
-        sample = None
+        sample = check = read = None
         if needs_data(map_params):
             rows = fit_sample_rows(train, fit_sample, seed)
             read = rows_read_by_fit(map_params, seed, len(rows))   # Nystroem's landmarks: only those computed
-            sample = rows_of(fitted, rows if read is None else rows[read], bounds, runtime)
-        fmap, record = fit_feature_map(map_params, seed, source.dim, sample)
+            if read is None:
+                sample = rows_of(fitted, rows, bounds, runtime)
+            else:
+                # the landmarks, and the rows the bandwidth is checked on (the sample's first, as a fit on all of
+                # it reads); computed with the sample's other rows of their blocks, as a fit on the whole sample
+                # computes them: the eigensolver takes 8 matrices in lockstep, so a row's last bits depend on the
+                # rows computed with it, and the map is then the same bits (L-BFGS made a last-bit difference
+                # another model). Only the rows kept are held, and the other blocks are not computed.
+                from ..features.registry import BANDWIDTH_CHECK_ROWS
+
+                want = np.union1d(rows[read], rows[:BANDWIDTH_CHECK_ROWS])
+                blocks = np.searchsorted(bounds, rows, side="right") - 1
+                mates = rows[np.isin(blocks, np.searchsorted(bounds, want, side="right") - 1)]
+                computed = rows_of(fitted, mates, bounds, runtime, keep=want)
+                sample = computed[np.searchsorted(want, rows[read])]
+                check = computed[np.searchsorted(want, rows[:BANDWIDTH_CHECK_ROWS])]
+                computed = None
+        fmap, record = fit_feature_map(map_params, seed, source.dim, sample, check)
+        if read is not None and fmap is not None:
+            # fitted on its landmarks alone; their places in the fit sample, as a fit on the whole sample records
+            fmap.component_indices_ = read
         if sample is None and fmap is not None and int(np.count_nonzero(train)) >= 2:
             # a map drawn from the width alone (no rows): its Gaussian kernel's bandwidth is checked on a few
             # training rows all the same, as the fitted maps' is on their sample (a sigma far below the distances
@@ -195,7 +219,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
             check = rows_of(fitted, fit_sample_rows(train, BANDWIDTH_CHECK_ROWS, seed), bounds, runtime)
             warn_narrow_bandwidth(map_params, check)
             check = None
-        sample = None   # fit_sample descriptors (1.2 GB for 2048 of MSR-Action3D's): not held while featurizing
+        sample = check = None   # fit_sample descriptors (1.2 GB for 2048 of MSR-Action3D's): not held while featurizing
         data_dependent = needs_data(map_params) and fmap is not None
         fstore.save_fit(fitted.state, fmap if data_dependent else None, record,
                         (lambda: _reference(map_params, seed, source.dim, record)) if data_dependent else None)
