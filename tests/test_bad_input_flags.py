@@ -49,8 +49,9 @@ def test_store_flag_beside_a_set_of_what_it_replaces_is_refused(env, sets, key):
 
 def test_a_split_file_given_by_set_is_looked_for_in_the_working_directory_first(env, monkeypatch):
     """split.file from a --set is a path the user typed where they stand: the file's folder was searched first,
-    and a splits file of the same name there was used instead, without a word. Every input path is looked for
-    the same way (data.store, data.source)."""
+    and a splits file of the same name there was used instead, without a word. A path typed on the command line
+    is the working directory's alone, as --store's is (data.store and data.source alike); one written in the
+    pipeline file is looked for there too."""
     from streamcov.tasks.config import load_config
 
     here, there = env.tmp / "cwd", env.tmp / "p"
@@ -63,9 +64,11 @@ def test_a_split_file_given_by_set_is_looked_for_in_the_working_directory_first(
     monkeypatch.chdir(here)
     cfg = load_config(f, ['split.kind="subject-splits-file"', 'split.file="sp.toml"'], note=lambda m: None)
     assert cfg.split.file == "sp.toml" and os.path.samefile(cfg.split.file, here / "sp.toml")
-    (here / "sp.toml").unlink()   # then the file's folder, as for every input
+    (here / "sp.toml").unlink()   # not the file's folder: the path typed names none here (the run says so)
     cfg = load_config(f, ['split.kind="subject-splits-file"', 'split.file="sp.toml"'], note=lambda m: None)
-    assert os.path.samefile(cfg.split.file, there / "sp.toml")
+    assert cfg.split.file == "sp.toml" and not os.path.exists(cfg.split.file)
+    f.write_text(small(env).read_text() + '[split]\nkind = "subject-splits-file"\nfile = "sp.toml"\n')
+    assert os.path.samefile(load_config(f, note=lambda m: None).split.file, there / "sp.toml")   # written in it
 
 
 @pytest.mark.parametrize("learner, what", [

@@ -123,7 +123,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
         with output_lock(out):
             if not (out / OUTPUT_MARKER).exists():
-                from ..stream.model import atomic_write_text
+                from ..files import atomic_write_text
 
                 # whole or absent: a marker left empty by a full disk named no task, and the next run of another
                 # task wrote its results beside this one's
@@ -140,7 +140,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             # (its details too: an image run stopped by a full disk left the earlier run's accuracy there)
             for name in ("result.json", "predictions.csv", *(p.name for p in out.glob(DETAILS))):
                 (out / name).unlink(missing_ok=True)
-            from ..stream.model import remove_stale_temporaries
+            from ..files import remove_stale_temporaries
 
             # what a kill left half written: the run's own files in its folder (where predict --out may write
             # too), everything in the folders that are the run's alone
@@ -159,16 +159,16 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             result.setdefault("seconds", round(time.perf_counter() - t0, 3))
             result = finite_json(result)
             text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
-            from ..stream.model import atomic_write_text
+            from ..files import atomic_write_text
             atomic_write_text(out / "result.json", text)
     return result
 
 
 def _resumable(out: Path) -> bool:
     """Whether the output folder ``out`` holds something a resumed run continues from: a learner's checkpoint or
-    finished fold (``checkpoints/``), or a feature store."""
+    finished fold (``checkpoints/``), or a store the run writes (features, a ConvNet's hypercolumns)."""
     try:
-        return any((out / "checkpoints").glob("*")) or any(out.glob("features*.zarr"))
+        return any((out / "checkpoints").glob("*")) or any(p for pattern in WRITTEN_STORES for p in out.glob(pattern))
     except OSError:
         return False
 
@@ -231,7 +231,7 @@ def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
     _check_not_someone_elses(out, resolved, where)
     _check_own_names(out, where)
     other = _marked_task(out)
-    if other is None and (out / OUTPUT_MARKER).is_file():
+    if other is None and (out / OUTPUT_MARKER).is_file() and not _readable_marker(out):
         raise ConfigError(f"{where}: {out / OUTPUT_MARKER} is empty or damaged (written while the disk was full?), so "
                           f"which task's outputs the folder holds is unknown; delete that file if they are this "
                           f"task's ({task!r}), or choose another output folder")
@@ -239,6 +239,14 @@ def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
         raise ConfigError(f"{where}: {out} holds the outputs of a run of task {other!r}; this one ({task!r}) would "
                           f"leave its results beside that run's: choose another output folder")
     return resolved
+
+
+def _readable_marker(out: Path) -> bool:
+    """Whether the marker of ``out`` is a JSON object (one without a task names none: not refused)."""
+    try:
+        return isinstance(json.loads((out / OUTPUT_MARKER).read_text()), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def _marked_task(out: Path) -> str | None:
