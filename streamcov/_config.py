@@ -48,6 +48,26 @@ def _writable(folder) -> bool:
         return False
 
 
+def _private_folder(folder: Path) -> bool:
+    """Make ``folder`` (mode 0700) or accept it only if it is this user's own, not a link, and writable by nobody
+    else: numba loads its cache index with pickle, so a folder another user of a shared temporary directory made
+    first (and filled) would run their code as this user."""
+    import stat
+
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    own = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    return stat.S_ISDIR(st.st_mode) and own and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def _numba_user_cache() -> Path:
     """numba's user-wide cache folder (its ``AppDirs("numba").user_cache_dir`` on Linux)."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
@@ -77,7 +97,7 @@ def plan_numba_cache(writable=_writable) -> str | None:
             writable(_numba_user_cache()):
         return None
     folder = Path(tempfile.gettempdir()) / f"streamcov-numba-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    if not writable(folder):
+    if not (_private_folder(folder) and writable(folder)):
         global CACHE
         CACHE = JIT_OPTS["cache"] = ORDERED_JIT_OPTS["cache"] = False
         return None

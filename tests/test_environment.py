@@ -117,14 +117,14 @@ def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
     store = ingest(SyntheticSkeletons(n_sequences=600, seed=2), tmp_path / "s.zarr")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "streamcov.cli", "run", "--store", str(store.path), "--output",
-                             str(out), "--workers", "2", "--json", "--set", "model.epochs=2000", "--set",
+                             str(out), "--workers", "2", "--json", "--set", "model.epochs=10000", "--set",
                              "features.n_components=2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         t0 = time.monotonic()
         while not (out / "features.zarr").exists() and proc.poll() is None and time.monotonic() - t0 < 300:
             time.sleep(0.1)
-        time.sleep(3.0)   # featurizing or training, on the workers
+        time.sleep(1.0)   # featurizing or training (10,000 epochs: it does not end first), on the workers
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
@@ -153,7 +153,35 @@ def test_a_second_local_cluster_on_the_machine_says_nothing_of_ports():
             warnings.simplefilter("always")
             with dask_runtime("local-cluster", 2) as rt:
                 assert rt.info["workers"] == 2
+                # on the loopback interface only: a port without a host listened on every interface
+                sockets = getattr(rt.client.cluster.scheduler.http_server, "_sockets", {})
+                assert sockets and {s.getsockname()[0] for s in sockets.values()} == {"127.0.0.1"}
     finally:
         held.close()
     assert not [w for w in caught if "Port" in str(w.message) or "port" in str(w.message)], \
         [str(w.message) for w in caught]
+
+
+def test_the_temporary_cache_folder_is_this_users_own(monkeypatch, tmp_path):
+    """numba loads its cache index with pickle: a folder of the shared temporary directory that another user made
+    first (writable by others, or a link) is not taken; the kernels are then compiled without a cache."""
+    import numba.core.config as nconfig
+    import tempfile
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(nconfig, "CACHE_DIR", "")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
+        monkeypatch.setitem(getattr(_config, name), "cache", True)
+    monkeypatch.setattr(_config, "CACHE", True)
+    folder = tmp_path / f"streamcov-numba-{os.getuid()}"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)   # as another user's would be (umask aside)
+    assert _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path))) is None
+    assert _config.CACHE is False and "NUMBA_CACHE_DIR" not in os.environ
+    folder.rmdir()
+    folder.symlink_to(tmp_path)   # a link planted there
+    assert _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path))) is None
+    folder.unlink()   # made here: mode 0700
+    assert _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path))) == str(folder)
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"

@@ -694,10 +694,11 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
             with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _workers_ignore_sigint():
                 # CRITICAL: a task's error is said once, by the command's line; at ERROR every worker also logged
                 # "Compute Failed" with its traceback above it
-                # the scheduler's HTTP server on a free port, no dashboard: on port 8787 (the default it took with
-                # dashboard_address=None) a second cluster of the machine warned "Port 8787 is already in use"
+                # the scheduler's HTTP server on a free port of the loopback interface, no dashboard: on port 8787
+                # (the default it took with dashboard_address=None) a second cluster of the machine warned "Port
+                # 8787 is already in use"; a port without a host would listen on every interface
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                                       dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
                                        silence_logs=logging.CRITICAL)
         finally:
             _restore_environ(environ)
