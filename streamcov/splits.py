@@ -63,8 +63,9 @@ def subjects_twice(subjects) -> str | None:
     """What to say of a list of subjects that names one more than once (``names subject(s) [1] more than
     once; list each subject once``), or None: a splits file's lists and ``split.train_subjects`` /
     ``test_subjects`` alike."""
-    twice = sorted({v for v in subjects if subjects.count(v) > 1})
-    return f"names subject(s) {twice} more than once; list each subject once" if twice else None
+    # first-seen order: names and numbers may be mixed (a store that names its subjects), which sort cannot order
+    twice = list(dict.fromkeys(v for v in subjects if subjects.count(v) > 1))
+    return f"names subject(s) {toml_value(twice)} more than once; list each subject once" if twice else None
 
 
 def subject_codes(values, known, names=None, *, where: str) -> list[int]:
@@ -186,7 +187,7 @@ def folds(split, labels, groups, *, group_names=None, subject_names=None, store_
                         (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and v)
                         for v in vals):   # true read as subject 1
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} = {toml_value(vals)}: expected a "
-                                      f"non-empty list of subject numbers (or names, where the store names them)")
+                                      f"non-empty list of subject numbers{' or names' if subject_names else ''}")
                 twice = subjects_twice(vals)
                 if twice:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} {twice}")
@@ -194,6 +195,8 @@ def folds(split, labels, groups, *, group_names=None, subject_names=None, store_
                     codes[key] = subject_codes(vals, known, subject_names,
                                                where=f"{path}: [[split]] number {i + 1}: {key}")
                 except ConfigError as exc:
+                    if "twice, by number and by name" in exc.args[0]:   # a slip inside the file: said as it is
+                        raise
                     raise ConfigError(f"{exc.args[0]}; the file fixes the subjects of one archive: for this store, "
                                       f"write its own file or --set split.kind=\"leave-one-subject-out\" (or "
                                       f"\"subject-parity\")") from None

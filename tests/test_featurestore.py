@@ -790,3 +790,30 @@ def test_a_feature_store_larger_than_the_free_disk_is_refused_before_it_is_made(
         feat = featurize(source, params, seed=0, train=np.ones(source.n, dtype=bool), path=tmp_path / "f.zarr",
                          runtime=rt, bounds=bounds)
     assert feat.store.done().all() and feat.store.dim == dim
+
+
+def test_the_feature_stores_of_every_fold_are_checked_together(tmp_path, monkeypatch):
+    """A map fitted on each fold's training rows gives every fold a feature store of its own, all kept: checked
+    one at a time, the first folds passed and the disk filled (or a later fold was refused) after their hours."""
+    import shutil
+
+    from conftest import REPO
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+    from streamcov.errors import ConfigError
+    from streamcov.tasks import run
+    from streamcov.tasks.config import load_config
+
+    store = ingest(SyntheticSkeletons(n_sequences=40, n_subjects=4, n_classes=3, seed=1), tmp_path / "s.zarr")
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml",
+                      [f'output="{tmp_path / "o"}"', "descriptor.levels=1", "features.n_components=20",
+                       'split.kind="leave-one-subject-out"'], store=store.path)
+    usage = shutil.disk_usage(tmp_path)
+    one = 40 * 20 * 8   # rows x landmarks x float64: one fold's store fits, four do not
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=2 * one))
+    with pytest.raises(ConfigError, match=r"^the feature stores of 4 folds \(40 rows x up to 20 numbers each, "
+                                          r"features\.n_components = 20\): needs about 25\.0 KiB of disk, \S+ has "
+                                          r"12\.5 KiB free; lower features\.n_components, run fewer folds "
+                                          r"\(split\.folds\), or write the run where there is room \(--output\)$"):
+        run(cfg, scheduler="synchronous")
+    assert not list((tmp_path / "o").glob("features-*.zarr"))

@@ -363,3 +363,31 @@ def test_holdout_size_and_shares(labels, fraction, seed):
     if all(np.ceil(n_val * s / n) <= s - 1 for s in sizes):
         for c, s in zip(classes, sizes):
             assert abs(counts[c][1] - n_val * s / n) < 1
+
+
+@pytest.mark.parametrize("given, said", [
+    ('split={kind="subjects", train_subjects=["bd", 1], test_subjects=["bd", 1]}',
+     r'subjects \["bd", 1\] are in both split\.train_subjects and split\.test_subjects; a subject trains or tests, '
+     r'not both$'),
+    ('split={kind="subjects", train_subjects=["bd", "bd", 1, 1]}',
+     r'split\.train_subjects = \["bd", "bd", 1, 1\] names subject\(s\) \["bd", 1\] more than once; list each subject '
+     r'once$')])
+def test_names_and_numbers_mixed_are_refused_in_one_line(given, said):
+    """Names and numbers in one list cannot be sorted: the checks of a subject listed twice or on both sides
+    ended in a TypeError traceback ("internal error")."""
+    import re
+
+    from cli_cases import assert_one_line_error, cli
+    from conftest import REPO
+
+    rc, err, _ = cli("run", REPO / "pipelines" / "msr_action3d.toml", "--set", given)
+    assert_one_line_error(rc, err, rf"^streamcov run: error: --set {re.escape(given)}: {said}")
+
+
+def test_a_splits_file_naming_one_subject_twice_says_only_that(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('[[split]]\ntrain_subjects = ["bd", 0]\ntest_subjects = ["tr"]\n')
+    with pytest.raises(ConfigError, match=r"train_subjects names subject\(s\) \[0 \(bd\)\] twice, by number and by "
+                                          r"name; list each subject once$"):
+        run("subject-splits-file", np.tile(np.arange(3), 5), np.repeat(np.arange(5), 3), file=str(f),
+            subject_names=NAMES)

@@ -163,10 +163,11 @@ class SplitTable(Table):
             # a subject listed twice is likely a typo for another, which then trains or tests where it was not
             # meant to: refused, as a splits file refuses it
             _subjects_once(key, getattr(self, key))
-        both = sorted(set(self.train_subjects or ()) & set(self.test_subjects or ()))
+        train = list(self.train_subjects or ())
+        both = [v for v in dict.fromkeys(self.test_subjects or ()) if v in train]   # names and numbers: unsortable
         if both:
             raise key_error("split_key", "test_subjects",
-                            f"subjects {both} are in both split.train_subjects and split.test_subjects; "
+                            f"subjects {toml_value(both)} are in both split.train_subjects and split.test_subjects; "
                             f"a subject trains or tests, not both")
         if self.kind == "subjects" and not self.train_subjects:
             raise key_error("split_key", "kind", "split.kind = 'subjects' needs split.train_subjects = [..]")
