@@ -4873,7 +4873,9 @@ def test_a_run_removes_the_temporary_files_a_kill_left(env):
     out = env.tmp / "out"
     (out / "checkpoints").mkdir(exist_ok=True)
     left = [out / ".result.json.ab12cd_3.streamcov-tmp", out / "checkpoints" / ".fold-0.npz.vajuj0se.streamcov-tmp",
-            out / "model" / ".model.npz.h51yhagm.streamcov-tmp"]
+            out / "model" / ".model.npz.h51yhagm.streamcov-tmp", out / "..streamcov-output.k2j4h5g6.streamcov-tmp",
+            out / ".image_classification_details.json.abcdefgh.streamcov-tmp",
+            out / "predictions.csv.tmp"]   # the marker's and details' temporaries; an earlier streamcov's name
     kept = [out / "download_2024.tmp", out / "checkpoint.tmp", out / ".new.csv.abcdefgh.streamcov-tmp"]
     for p in left + kept:
         p.write_bytes(b"half written")

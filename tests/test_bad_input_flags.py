@@ -64,9 +64,13 @@ def test_a_split_file_given_by_set_is_looked_for_in_the_working_directory_first(
     monkeypatch.chdir(here)
     cfg = load_config(f, ['split.kind="subject-splits-file"', 'split.file="sp.toml"'], note=lambda m: None)
     assert cfg.split.file == "sp.toml" and os.path.samefile(cfg.split.file, here / "sp.toml")
-    (here / "sp.toml").unlink()   # not the file's folder: the path typed names none here (the run says so)
-    cfg = load_config(f, ['split.kind="subject-splits-file"', 'split.file="sp.toml"'], note=lambda m: None)
+    (here / "sp.toml").unlink()   # not the file's folder: the path typed names none here, and a note says so
+    notes = []
+    cfg = load_config(f, ['split.kind="subject-splits-file"', 'split.file="sp.toml"'], note=notes.append)
     assert cfg.split.file == "sp.toml" and not os.path.exists(cfg.split.file)
+    assert notes == [f"overrides item 'split.file=\"sp.toml\"': sp.toml is not in the working directory, where a "
+                     f"path given so is looked for; {there / 'sp.toml'} (from the pipeline file's folder) is not "
+                     f"used: give {there / 'sp.toml'} to use it"]
     f.write_text(small(env).read_text() + '[split]\nkind = "subject-splits-file"\nfile = "sp.toml"\n')
     assert os.path.samefile(load_config(f, note=lambda m: None).split.file, there / "sp.toml")   # written in it
 

@@ -310,11 +310,13 @@ def test_a_temporary_left_by_a_killed_writer_is_removed(tmp_path):
     left = cache / f".{name}.{host_tag()}-{dead.pid}.abcd1234.streamcov-tmp"
     live = cache / f".{name}.{host_tag()}-{os.getpid()}.abcd1234.streamcov-tmp"
     other = cache / f".{name}.another_host-{dead.pid}.abcd1234.streamcov-tmp"
-    for p in (left, live, other):
+    earlier = cache / f"{name}.{dead.pid}.140234.tmp"   # an earlier streamcov's name
+    for p in (left, live, other, earlier):
         p.write_bytes(b"half a cache")
     cnn._WEIGHTS_MEMO.clear()
     cnn.load_weights(cache)
     assert cnn.cache_file(cache).is_file() and not left.exists() and live.exists() and other.exists()
+    assert not earlier.exists()
     assert sorted(p.name for p in cache.iterdir()) == sorted([name, live.name, other.name])
 
 

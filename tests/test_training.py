@@ -532,6 +532,14 @@ def test_two_stores_of_one_folder_name_keep_their_predictions_apart(synth_store,
                                f"{other.name}"]
     again = predict_store(tmp_path / "model", stores[0], scheduler="synchronous")
     assert again["predictions"] == str(plain) and not again.get("notes")
+    # --out onto the default place drops the record of the file it replaced; a file without a record (an
+    # earlier streamcov's) is taken over once, with a note (it stayed stale, every later predict going elsewhere)
+    predict_store(tmp_path / "model", stores[1], plain, scheduler="synchronous")
+    taken = predict_store(tmp_path / "model", stores[0], scheduler="synchronous")
+    assert taken["predictions"] == str(plain) and taken["notes"] == [
+        f"{plain} records no store (written with --out, or by an earlier streamcov): replaced by the predictions of "
+        f"{stores[0].resolve()}"]
+    assert not predict_store(tmp_path / "model", stores[0], scheduler="synchronous").get("notes")
     # a model trained again removes both, and what they record
     run_pipeline(cfg_for(synth_store, tmp_path, "model.C=2.0"), scheduler="synchronous")
     assert not (tmp_path / "model" / "predictions").exists()

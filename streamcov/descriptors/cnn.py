@@ -269,6 +269,19 @@ def _read_cache(cache: Path):
         return None   # damaged or stale: rebuilt from the .pth
 
 
+def _remove_earlier_temporaries(cache: Path) -> None:
+    """The temporaries an earlier streamcov named ``<cache>.<pid>.<thread>.tmp`` (19 MB each), of processes of
+    this machine that no longer run: what a writer killed before 2026-12-01 left."""
+    import re
+
+    from ..lock import _alive
+
+    for p in cache.parent.glob(f"{cache.name}.*.*.tmp"):
+        m = re.fullmatch(rf"{re.escape(cache.name)}\.(\d+)\.\d+\.tmp", p.name)
+        if m and p.is_file() and not p.is_symlink() and not _alive(int(m.group(1))):
+            p.unlink(missing_ok=True)
+
+
 def _write_cache(cache: Path, w: dict) -> None:
     # the project's atomic write, its temporary named by host and pid: one that a process killed while writing
     # left (19 MB each) is removed by the next writer, and one of a live process or of another host sharing the
@@ -282,6 +295,7 @@ def _write_cache(cache: Path, w: dict) -> None:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_temporaries(cache)
+        _remove_earlier_temporaries(cache)
         atomic_write(cache, write, owned=True)
     except OSError as exc:   # a read-only mount, a full disk: the weights are loaded all the same
         warnings.warn(f"could not write the weight cache {cache}: {exc}", stacklevel=3)

@@ -363,10 +363,12 @@ def _default_choice(model_dir, store_path) -> tuple[Path, str | None]:
     # a folder or a file predict did not write there is refused by the checks of the place, as named
     if not (plain.is_file() and _written_by_predict(plain)) or _recorded_source(plain) == source:
         return plain, None
-    alt = plain.with_name(f"{Path(source).name}-{hashlib.sha256(source.encode()).hexdigest()[:8]}.csv")
     owner = _recorded_source(plain)
-    whose = f"another store, {owner}" if owner else "a store it does not record (written by an earlier version)"
-    return alt, f"{plain} holds the predictions of {whose}; these go to {alt.name}"
+    if owner is None:   # written by a version that recorded no store: taken over once, and said (it stayed stale)
+        return plain, (f"{plain} records no store (written with --out, or by an earlier streamcov): replaced by "
+                       f"the predictions of {source}")
+    alt = plain.with_name(f"{Path(source).name}-{hashlib.sha256(source.encode()).hexdigest()[:8]}.csv")
+    return alt, f"{plain} holds the predictions of another store, {owner}; these go to {alt.name}"
 
 
 def _recorded_source(csv_path: Path) -> str | None:
@@ -506,6 +508,8 @@ def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, wr
         if source is not None:
             atomic_write(_source_record(out_csv), lambda fh: fh.write(json.dumps({"store": source}) + "\n"),
                          binary=False, owned=True)
+        else:   # --out onto a default place: the record of the file it replaced no longer holds
+            _source_record(out_csv).unlink(missing_ok=True)
 
 
 #: what a predict writing into a model's folder names as the holder of the output folder's lock

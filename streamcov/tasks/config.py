@@ -553,7 +553,7 @@ def load_config_and_origins(source=None, overrides=(), store=None, *, text: str 
     notes += dropped
     notes += _features_of_the_exact_svm(cfg, origins)
     notes += _keys_turned_off(cfg, origins)
-    cfg = _resolve_paths(cfg, file, origins)
+    cfg = _resolve_paths(cfg, file, origins, notes)
     if store is None:
         _check_store_kind(cfg, spec, origins)
     _check_source_not_a_store(cfg, spec, origins)
@@ -1027,28 +1027,33 @@ def searched(path) -> str:
             "folder and the folder above it)")
 
 
-def _resolve_paths(cfg, file: Path | None, origins: Origins | None = None):
-    def base(*key):
+def _resolve_paths(cfg, file: Path | None, origins: Origins | None = None, notes: list | None = None):
+    def resolved(value, *key):
         # a path typed on the command line (--set) is the working directory's, as --store is; a file's falls
         # back to the file's folder (`--set data.store="runs/x.zarr"` from another folder found the store beside
         # the pipeline file, which --store of the same text refused)
         typed = origins is not None and any(key[:n] in origins.flags for n in range(1, len(key) + 1))
-        return None if typed else file
+        got = resolve_input(value, None if typed else file)
+        beside = resolve_input(value, file) if typed else got
+        if beside != got and notes is not None:   # where earlier versions looked: said, not followed silently
+            notes.append(f"{origins.where(key)}: {value} is not in the working directory, where a path given so "
+                         f"is looked for; {beside} (from the pipeline file's folder) is not used: give {beside} to "
+                         f"use it")
+        return got
 
     updates = {}
     data = getattr(cfg, "data", None)
     if data is not None:
-        du = {k: resolve_input(getattr(data, k), base("data", k)) for k in ("store", "source")
+        du = {k: resolved(getattr(data, k), "data", k) for k in ("store", "source")
               if getattr(data, k, None) is not None}
         if du:
             updates["data"] = data.model_copy(update=du)
     split = getattr(cfg, "split", None)
     if split is not None and split.file:   # looked for as every input is (the working directory first)
-        updates["split"] = split.model_copy(update={"file": resolve_input(split.file, base("split", "file"))})
+        updates["split"] = split.model_copy(update={"file": resolved(split.file, "split", "file")})
     study = getattr(cfg, "study", None)
     if study is not None and study.data_root is not None:
-        updates["study"] = study.model_copy(update={"data_root": resolve_input(study.data_root,
-                                                                                base("study", "data_root"))})
+        updates["study"] = study.model_copy(update={"data_root": resolved(study.data_root, "study", "data_root")})
     updates["output"] = str(cfg.output).replace("{name}", cfg.name)
     return cfg.model_copy(update=updates)
 

@@ -140,11 +140,12 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             # (its details too: an image run stopped by a full disk left the earlier run's accuracy there)
             for name in ("result.json", "predictions.csv", *(p.name for p in out.glob(DETAILS))):
                 (out / name).unlink(missing_ok=True)
+            (out / "predictions.csv.tmp").unlink(missing_ok=True)   # an earlier streamcov's temporary of it
             from ..files import remove_stale_temporaries
 
             # what a kill left half written: the run's own files in its folder (where predict --out may write
             # too), everything in the folders that are the run's alone
-            remove_stale_temporaries(out, ("result.json", "predictions.csv"))
+            remove_stale_temporaries(out, ("result.json", "predictions.csv", OUTPUT_MARKER, *DETAILS_FILES))
             remove_stale_temporaries(out / "checkpoints")
             remove_stale_temporaries(out / "model")
             with naming():
@@ -175,6 +176,7 @@ def _resumable(out: Path) -> bool:
 
 #: the details files of a run's tasks (image_classification_details.json, <task>_details.json)
 DETAILS = "*_details.json"
+DETAILS_FILES = ("image_classification_details.json", "tgp_sshape_details.json", "tgp_digits_details.json")
 
 
 def _earlier_store(result: Path):
