@@ -119,7 +119,9 @@ def test_ctrl_c_on_a_local_cluster_is_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "streamcov.cli", "run", "--store", str(store.path), "--output",
                              str(out), "--workers", "2", "--json", "--set", "model.epochs=10000", "--set",
                              "features.n_components=2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            # as from a terminal: a process of the test suite may ignore SIGINT, which a child inherits
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         t0 = time.monotonic()
         while not (out / "features.zarr").exists() and proc.poll() is None and time.monotonic() - t0 < 300:
