@@ -10,7 +10,7 @@
    images), then the feature map on a seeded sample of at most
    ``fit_sample`` training descriptors (a centred map's mean row, Nystroem's
    landmarks, a median bandwidth; of those rows, only the ones the fit reads
-   are computed: Nystroem's landmarks); both are kept in the feature store;
+   are held: Nystroem's landmarks); both are kept in the feature store;
 3. compute the blocks not yet done, in windows of blocks so that memory stays
    bounded, each task writing its rows and then its done flag;
 4. check that every block was written.
@@ -188,7 +188,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         sample = check = read = None
         if needs_data(map_params):
             rows = fit_sample_rows(train, fit_sample, seed)
-            read = rows_read_by_fit(map_params, seed, len(rows))   # Nystroem's landmarks: only those computed
+            read = rows_read_by_fit(map_params, seed, len(rows))   # Nystroem's landmarks: only those held
             if read is None:
                 sample = rows_of(fitted, rows, bounds, runtime)
             else:
