@@ -250,3 +250,21 @@ def test_streamed_convnet_settings_beyond_memory_or_disk_are_refused(store, tmp_
                                           rf"channels per image: the hypercolumn store of {len(store)} images\): "
                                           r"needs about [\d.]+ MiB of disk, .* has 976\.6 KiB free; lower pixels\.grid"):
         run_pipeline(make_cfg(store.path, tmp_path / "k", pixels={"grid": 64}), scheduler="synchronous")
+
+
+def test_a_block_of_one_cell_beside_a_finer_one_is_said(store, baseline, tmp_path):
+    """block5 (stride 16) at 16 pixels is one cell beside block3's 2 x 2: stretched over the grid, its 112
+    channels are the same in every cell and the covariance sees none of them. The run says so (it was silent);
+    a size that gives every block two cells or more (the baseline's 32), or images kept at their own size, says
+    nothing."""
+    from streamcov.tasks.classify import cnn_warnings
+    from streamcov.tasks.config import load_config
+
+    said = ("pixels.blocks: block5 give(s) a map of one cell at pixels.input_size = 16 (112 channels, the same in "
+            "every grid cell): the covariance sees none of them; give an input_size of 17 or more, or leave block5 "
+            "out")
+    assert CNNSpec(blocks=("block3", "block5"), input_size=16).one_cell_warning() == said
+    assert cnn_warnings(load_config(make_cfg(store.path, tmp_path / "o", pixels={"input_size": 16}))) == [said]
+    assert CNNSpec(blocks=("block3", "block5"), input_size=32).one_cell_warning() is None
+    assert CNNSpec(blocks=("block3", "block5"), input_size="keep").one_cell_warning() is None
+    assert not [w for w in baseline[0].get("warnings", []) if "one cell" in w]

@@ -613,6 +613,24 @@ class CNNSpec:
         s = self.finest_stride
         return (-(-int(input_hw[0]) // s), -(-int(input_hw[1]) // s))
 
+    def one_cell_warning(self) -> str | None:
+        """What to say of the chosen blocks whose own map is one cell at the fixed ``input_size`` while a finer
+        one is not (``block5`` at 32 pixels beside ``block3``): stretched over the grid, their channels are the
+        same in every cell, so the covariance sees none of them (a constant: its variances are 0, and the
+        regularization all that is left of them). None when every block has two cells or more, or each image
+        keeps its own size."""
+        if self.input_size is None:
+            return None
+        info = _net.layer_table()
+        lost = [b for b in self.blocks if -(-self.input_size // info[b][1]) < 2]
+        if not lost:
+            return None
+        stride = max(info[b][1] for b in lost)
+        return (f"pixels.blocks: {', '.join(lost)} give(s) a map of one cell at pixels.input_size = "
+                f"{self.input_size} ({sum(info[b][0] for b in lost)} channels, the same in every grid cell): the "
+                f"covariance sees none of them; give an input_size of {stride + 1} or more, or leave "
+                f"{', '.join(lost)} out")
+
     def map_cells(self, input_hw) -> int:
         """Cells of the finest chosen block's own map (:meth:`finest_grid`): the distinct rows a data matrix can
         have, whatever ``grid`` resizes the maps to (a map of one cell, stretched over any grid, gives identical

@@ -274,6 +274,16 @@ def run_image_stream(cfg, ctx) -> dict:
 
 
 # ---------------------------------------------------------------------- loop
+def cnn_warnings(cfg) -> list[str]:
+    """What a run of ConvNet features says of its settings: blocks whose own map is one cell
+    (:meth:`~streamcov.descriptors.cnn.CNNSpec.one_cell_warning`)."""
+    pixels = getattr(cfg, "pixels", None)
+    if pixels is None or getattr(pixels, "source", None) != "cnn":
+        return []
+    said = pixels.spec().one_cell_warning()
+    return [said] if said else []
+
+
 def subject_names(store) -> list | None:
     """The names ``split.train_subjects`` may give: a skeleton store's named subjects, an image store's groups."""
     return getattr(store, "subject_names", None) or getattr(store, "group_names", None)
@@ -327,7 +337,7 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
                     "descriptor_dim": source.dim, "seed": int(cfg.seed)}
     # rows no fold uses: said for the protocols meant to use every row (a subset of folds leaves rows out)
     whole = cfg.split.kind in ("subjects", "subject-splits-file", "store") and not getattr(cfg.split, "folds", None)
-    warnings = splits.fold_warnings(folds, store.labels, store.label_names,
+    warnings = cnn_warnings(cfg) + splits.fold_warnings(folds, store.labels, store.label_names,
                                     getattr(store, "groups", None) if whole else None)
     named = getattr(store, "subject_names", None)
     if cfg.split.kind == "subject-parity" and named:

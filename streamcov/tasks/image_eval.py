@@ -790,7 +790,9 @@ def run_image_classification(cfg, ctx) -> dict:
                          store_split=data.split, split_names=data.split_names, seed=seed,
                          label_names=data.label_names)
     split_idx = [(name, np.flatnonzero(tr), np.flatnonzero(te)) for name, tr, te in folds]
-    warnings = splits.fold_warnings(folds, data.labels, data.label_names)
+    from .classify import cnn_warnings
+
+    warnings = cnn_warnings(cfg) + splits.fold_warnings(folds, data.labels, data.label_names)
     lowered = inner_folds_warning(m, eval_classifier(m.name, m.classifier), split_idx, data.labels,
                                   data.label_names)
     if lowered is not None:
