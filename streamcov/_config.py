@@ -49,9 +49,9 @@ def _writable(folder) -> bool:
 
 
 def _private_folder(folder: Path) -> bool:
-    """Make ``folder`` (mode 0700) or accept it only if it is this user's own, not a link, and writable by nobody
-    else: numba loads its cache index with pickle, so a folder another user of a shared temporary directory made
-    first (and filled) would run their code as this user."""
+    """Make ``folder`` (mode 0700) or accept it only if it is this user's own and not a link (made writable by
+    this user alone): numba loads its cache index with pickle, so a folder another user of a shared temporary
+    directory made first (and filled) would run their code as this user."""
     import stat
 
     try:
@@ -65,7 +65,14 @@ def _private_folder(folder: Path) -> bool:
     except OSError:
         return False
     own = not hasattr(os, "getuid") or st.st_uid == os.getuid()
-    return stat.S_ISDIR(st.st_mode) and own and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if not (stat.S_ISDIR(st.st_mode) and own):   # another user's, or a link: not taken
+        return False
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):   # this user's own, made by an earlier streamcov under its umask
+        try:
+            os.chmod(folder, 0o700)
+        except OSError:
+            return False
+    return True
 
 
 def _numba_user_cache() -> Path:

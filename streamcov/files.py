@@ -79,15 +79,16 @@ def atomic_write(path: Path, write, binary: bool = True, owned: bool = False) ->
         raise
 
 
-def remove_stale_temporaries(folder: Path, targets=None) -> None:
+def remove_stale_temporaries(folder: Path, targets=None, patterns=()) -> None:
     """Delete the temporary files of :func:`atomic_write` in ``folder`` (not below it), those a killed process
     left (a model.npz as large as the model): ``.<target>.<8 characters>.streamcov-tmp``, for the file names
-    ``targets`` only when given (a folder where others may write too). Called with the folder's lock held."""
+    ``targets`` (and those the regular expressions ``patterns`` match) only when given (a folder where others may
+    write too). Called with the folder's lock held."""
     try:
         entries = list(Path(folder).iterdir())
     except OSError:   # no such folder yet
         return
-    names = r"|".join(re.escape(t) for t in targets) if targets is not None else r".+"
+    names = (r"|".join([*(re.escape(t) for t in targets), *patterns]) if targets is not None else r".+")
     pattern = re.compile(rf"\.(?:{names})\.[a-z0-9_]{{8}}{re.escape(TMP_SUFFIX)}")
     for p in entries:
         if pattern.fullmatch(p.name) and p.is_file() and not p.is_symlink():

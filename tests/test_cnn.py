@@ -310,14 +310,16 @@ def test_a_temporary_left_by_a_killed_writer_is_removed(tmp_path):
     left = cache / f".{name}.{host_tag()}-{dead.pid}.abcd1234.streamcov-tmp"
     live = cache / f".{name}.{host_tag()}-{os.getpid()}.abcd1234.streamcov-tmp"
     other = cache / f".{name}.another_host-{dead.pid}.abcd1234.streamcov-tmp"
-    earlier = cache / f"{name}.{dead.pid}.140234.tmp"   # an earlier streamcov's name
-    for p in (left, live, other, earlier):
+    earlier = cache / f"{name}.{dead.pid}.140234.tmp"   # an earlier streamcov's name, an hour old
+    fresh = cache / f"{name}.{dead.pid}.140235.tmp"     # no host in it: maybe another machine's, being written
+    for p in (left, live, other, earlier, fresh):
         p.write_bytes(b"half a cache")
+    os.utime(earlier, (os.path.getmtime(earlier) - 7200,) * 2)
     cnn._WEIGHTS_MEMO.clear()
     cnn.load_weights(cache)
     assert cnn.cache_file(cache).is_file() and not left.exists() and live.exists() and other.exists()
-    assert not earlier.exists()
-    assert sorted(p.name for p in cache.iterdir()) == sorted([name, live.name, other.name])
+    assert not earlier.exists() and fresh.exists()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([name, live.name, other.name, fresh.name])
 
 
 def test_cache_with_a_malformed_version_is_rebuilt(tmp_path):

@@ -20,19 +20,21 @@ def test_a_read_only_install_caches_its_kernels_in_the_temporary_folder(monkeypa
     import numba.core.config as nconfig
     import tempfile
 
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "recorded")   # so that monkeypatch puts back the variable as it was
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
     monkeypatch.setattr(nconfig, "CACHE_DIR", "")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     got = _config.plan_numba_cache(writable=lambda folder: str(folder).startswith(str(tmp_path)))
     assert got == str(tmp_path / f"streamcov-numba-{os.getuid()}")
     assert os.environ["NUMBA_CACHE_DIR"] == got == nconfig.CACHE_DIR
     # numba's own places serve: nothing changed
-    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    del os.environ["NUMBA_CACHE_DIR"]
     assert _config.plan_numba_cache(writable=lambda folder: True) is None and "NUMBA_CACHE_DIR" not in os.environ
 
 
 def test_nowhere_to_write_compiles_without_a_cache(monkeypatch):
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "recorded")   # so that monkeypatch puts back the variable as it was
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
     for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
         monkeypatch.setitem(getattr(_config, name), "cache", True)
     monkeypatch.setattr(_config, "CACHE", True)
@@ -165,25 +167,35 @@ def test_a_second_local_cluster_on_the_machine_says_nothing_of_ports():
 
 
 def test_the_temporary_cache_folder_is_this_users_own(monkeypatch, tmp_path):
-    """numba loads its cache index with pickle: a folder of the shared temporary directory that another user made
-    first (writable by others, or a link) is not taken; the kernels are then compiled without a cache."""
+    """numba loads its cache index with pickle: a folder of the shared temporary directory that is a link, or
+    another user's, is not taken (the kernels are then compiled without a cache); this user's own, made by an
+    earlier streamcov under a umask of 002 (mode 0775), is made 0700 and taken."""
     import numba.core.config as nconfig
     import tempfile
 
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "recorded")   # so that monkeypatch puts back the variable as it was
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
     monkeypatch.setattr(nconfig, "CACHE_DIR", "")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
         monkeypatch.setitem(getattr(_config, name), "cache", True)
     monkeypatch.setattr(_config, "CACHE", True)
     folder = tmp_path / f"streamcov-numba-{os.getuid()}"
-    folder.mkdir(mode=0o777)
-    folder.chmod(0o777)   # as another user's would be (umask aside)
-    assert _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path))) is None
-    assert _config.CACHE is False and "NUMBA_CACHE_DIR" not in os.environ
-    folder.rmdir()
+
+    def plan():
+        return _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path)))
+
     folder.symlink_to(tmp_path)   # a link planted there
-    assert _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path))) is None
-    folder.unlink()   # made here: mode 0700
-    assert _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path))) == str(folder)
-    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert plan() is None and _config.CACHE is False and "NUMBA_CACHE_DIR" not in os.environ
+    folder.unlink()
+    if os.geteuid() == 0:   # another user's folder (root can make one)
+        folder.mkdir()
+        os.chown(folder, 65534, 65534)
+        assert plan() is None
+        folder.rmdir()
+    folder.mkdir()
+    folder.chmod(0o775)   # an earlier streamcov's, under umask 002
+    assert plan() == str(folder) and oct(folder.stat().st_mode & 0o777) == "0o700"
+    del os.environ["NUMBA_CACHE_DIR"]
+    folder.rmdir()   # made here: mode 0700
+    assert plan() == str(folder) and oct(folder.stat().st_mode & 0o777) == "0o700"

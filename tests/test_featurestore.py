@@ -1,4 +1,6 @@
 """The feature store's chunks: checksummed, not compressed; stores written with zstd still read."""
+import re
+
 import numpy as np
 import pytest
 import zarr
@@ -755,11 +757,12 @@ def test_read_block_into_refuses_a_buffer_of_another_kind(tmp_path, rng):
         fs.read_block_into(0, np.empty(115, dtype=np.uint8))
 
 
-@pytest.mark.parametrize("params, cause", [
-    ({"map": "rff", "n_components": 64, "sigma": 1.0}, r"features\.n_components = 64"),
-    ({"map": "none"}, r'features\.map = "none": the descriptors themselves')])
+@pytest.mark.parametrize("params, key, cause", [
+    ({"map": "rff", "n_components": 64, "sigma": 1.0}, "features.n_components", r"features\.n_components = 64"),
+    ({"map": "rff", "n_components": 64, "sigma": 1.0}, "method.n_components", r"method\.n_components = 64"),
+    ({"map": "none"}, "features.n_components", r'features\.map = "none": the descriptors themselves')])
 def test_a_feature_store_larger_than_the_free_disk_is_refused_before_it_is_made(tmp_path, monkeypatch, params,
-                                                                                 cause):
+                                                                                 key, cause):
     """Its size is known before any block runs (rows x width x itemsize): refused in one line naming what sizes
     it, where the writer filled the disk first; written where there is room."""
     import shutil
@@ -781,10 +784,10 @@ def test_a_feature_store_larger_than_the_free_disk_is_refused_before_it_is_made(
     with dask_runtime("threads", 2) as rt:
         with pytest.raises(ConfigError, match=rf"^the feature store of 40 rows x {dim} numbers \({cause}\): needs "
                                               rf"about [\d.]+ [KM]iB of disk, \S+ has 1000 bytes free; lower "
-                                              rf"features\.n_components, or write the run where there is room "
+                                              rf"{re.escape(key)}, or write the run where there is room "
                                               rf"\(--output\)$"):
             featurize(source, params, seed=0, train=np.ones(source.n, dtype=bool), path=tmp_path / "f.zarr",
-                      runtime=rt, bounds=bounds)
+                      runtime=rt, bounds=bounds, size_key=key)
         assert not (tmp_path / "f.zarr").exists()
         monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=2 ** 40))
         feat = featurize(source, params, seed=0, train=np.ones(source.n, dtype=bool), path=tmp_path / "f.zarr",

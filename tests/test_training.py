@@ -992,3 +992,15 @@ def test_resume_with_nothing_to_resume_says_so(synth_store, tmp_path, capsys):
                      capsys.readouterr().err)
     run_pipeline(cfg_for(synth_store, tmp_path / "fresh"), scheduler="synchronous", resume=True)
     assert "nothing to resume" not in capsys.readouterr().err   # its checkpoints and features are there now
+
+
+def test_a_marker_naming_no_task_is_given_the_runs(synth_store, tmp_path):
+    """A marker that is a JSON object naming no task was left as it was: every later run of any task was then
+    accepted in the folder. The run writes its own task there."""
+    from streamcov.lock import OUTPUT_MARKER
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / OUTPUT_MARKER).write_text("{}")
+    run_pipeline(cfg_for(synth_store, out), scheduler="synchronous")
+    assert json.loads((out / OUTPUT_MARKER).read_text())["task"] == "skeleton-classification"

@@ -270,15 +270,22 @@ def _read_cache(cache: Path):
 
 
 def _remove_earlier_temporaries(cache: Path) -> None:
-    """The temporaries an earlier streamcov named ``<cache>.<pid>.<thread>.tmp`` (19 MB each), of processes of
-    this machine that no longer run: what a writer killed before 2026-12-01 left."""
+    """The temporaries an earlier streamcov named ``<cache>.<pid>.<thread>.tmp`` (19 MB each): what a writer
+    killed before 2026-12-01 left. Their names hold no host, so one whose pid runs on no process here may be
+    another machine's being written now (a shared home): only those an hour old are removed (a write takes a
+    second)."""
     import re
+    import time
 
     from ..lock import _alive
 
     for p in cache.parent.glob(f"{cache.name}.*.*.tmp"):
         m = re.fullmatch(rf"{re.escape(cache.name)}\.(\d+)\.\d+\.tmp", p.name)
-        if m and p.is_file() and not p.is_symlink() and not _alive(int(m.group(1))):
+        try:
+            old = time.time() - p.lstat().st_mtime > 3600.0
+        except OSError:
+            continue
+        if m and old and p.is_file() and not p.is_symlink() and not _alive(int(m.group(1))):
             p.unlink(missing_ok=True)
 
 

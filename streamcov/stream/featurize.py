@@ -10,7 +10,8 @@
    images), then the feature map on a seeded sample of at most
    ``fit_sample`` training descriptors (a centred map's mean row, Nystroem's
    landmarks, a median bandwidth; of those rows, only the ones the fit reads
-   are held: Nystroem's landmarks); both are kept in the feature store;
+   are held: Nystroem's landmarks, and the first rows the bandwidth is
+   checked on); both are kept in the feature store;
 3. compute the blocks not yet done, in windows of blocks so that memory stays
    bounded, each task writing its rows and then its done flag;
 4. check that every block was written.
@@ -148,8 +149,9 @@ def feature_dim(source, map_params: dict, *, seed: int, train, fit_sample: int =
 
 
 def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, runtime, bounds,
-              fit_sample: int = 2048, progress: bool = False) -> Featurized:
-    """Fill (or reuse) the feature store at ``path``; see the module docstring."""
+              fit_sample: int = 2048, progress: bool = False, size_key: str = "features.n_components") -> Featurized:
+    """Fill (or reuse) the feature store at ``path``; see the module docstring. ``size_key``: the key that sizes
+    the features, as the task names it (``method.n_components`` of the image tasks)."""
     import dask
 
     t0 = time.perf_counter()
@@ -158,11 +160,12 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     if not Path(path).exists():   # a store there is resumed or reused; a new one is refused before it fills the disk
         from .._config import check_disk
 
-        cause = ('features.map = "none": the descriptors themselves' if str(map_params.get("map")).lower() == "none"
-                 else f"features.n_components = {map_params.get('n_components')}")
+        section = size_key.split(".")[0]
+        cause = (f'{section}.map = "none": the descriptors themselves' if str(map_params.get("map")).lower() == "none"
+                 else f"{size_key} = {map_params.get('n_components')}")
         check_disk(float(np.dtype(source.dtype).itemsize) * source.n * dim, path,
                    f"the feature store of {source.n} rows x {dim} numbers ({cause})",
-                   "lower features.n_components, or write the run where there is room (--output)")
+                   f"lower {size_key}, or write the run where there is room (--output)")
     loaded = reference = None
     try:
         fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)

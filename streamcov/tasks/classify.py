@@ -563,6 +563,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             if problem is not None:
                 raise ConfigError(f'model.span = "rows": fold {name!r}: {problem}; set model.span = "features" '
                                   f'(or "auto", which chooses the span only within these limits)')
+    # the key that sizes the features, as the task names it ([features] of skeletons, [method] of images)
+    size_key = f"{'features' if hasattr(cfg, 'features') else 'method'}.n_components"
     if not shared:   # a store per fold, all kept: their sum, before the first (featurize checks one at a time)
         from .._config import check_disk
 
@@ -571,14 +573,15 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         if len(new) > 1:
             check_disk(float(np.dtype(source.dtype).itemsize) * source.n * sum(d for _, d in new), out,
                        f"the feature stores of {len(new)} folds ({source.n} rows x up to {max(d for _, d in new)} "
-                       f"numbers each, features.n_components = {map_params.get('n_components')})",
-                       "lower features.n_components, run fewer folds (split.folds), or write the run where there "
-                       "is room (--output)")
+                       f"numbers each, {size_key} = {map_params.get('n_components')})",
+                       f"lower {size_key}, run fewer folds (split.folds), or write the run where there is room "
+                       f"(--output)")
     for name, train, test in folds:
         if feat is None or not shared:
             path = out / ("features.zarr" if shared else f"features-{name}.zarr")
             feat = None   # the previous fold's map (n_components x n_features projections) goes before the next
             feat = featurize(source, map_params, seed=int(cfg.seed), train=train, path=path, runtime=runtime,
+                             size_key=size_key,
                              bounds=bounds, fit_sample=fit_sample, progress=ctx.progress)
             paths.append(str(path))
             featurized += feat.featurized_rows

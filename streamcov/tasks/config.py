@@ -1037,8 +1037,8 @@ def _resolve_paths(cfg, file: Path | None, origins: Origins | None = None, notes
         beside = resolve_input(value, file) if typed else got
         if beside != got and notes is not None:   # where earlier versions looked: said, not followed silently
             notes.append(f"{origins.where(key)}: {value} is not in the working directory, where a path given so "
-                         f"is looked for; {beside} (from the pipeline file's folder) is not used: give {beside} to "
-                         f"use it")
+                         f"is looked for; {beside} (from the pipeline file's folder or the one above it) is not used: "
+                         f"give {beside} to use it")
         return got
 
     updates = {}

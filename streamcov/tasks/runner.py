@@ -122,7 +122,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         except OSError as exc:   # a parent is a file, no permission, ...
             raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
         with output_lock(out):
-            if not (out / OUTPUT_MARKER).exists():
+            if _marked_task(out) is None:   # none, or one naming no task (check_output_folder refused the rest)
                 from ..files import atomic_write_text
 
                 # whole or absent: a marker left empty by a full disk named no task, and the next run of another
@@ -140,12 +140,14 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             # (its details too: an image run stopped by a full disk left the earlier run's accuracy there)
             for name in ("result.json", "predictions.csv", *(p.name for p in out.glob(DETAILS))):
                 (out / name).unlink(missing_ok=True)
-            (out / "predictions.csv.tmp").unlink(missing_ok=True)   # an earlier streamcov's temporary of it
+            if (out / "predictions.csv.tmp").is_file():   # an earlier streamcov's temporary of it
+                (out / "predictions.csv.tmp").unlink()
             from ..files import remove_stale_temporaries
 
             # what a kill left half written: the run's own files in its folder (where predict --out may write
             # too), everything in the folders that are the run's alone
-            remove_stale_temporaries(out, ("result.json", "predictions.csv", OUTPUT_MARKER, *DETAILS_FILES))
+            remove_stale_temporaries(out, ("result.json", "predictions.csv", OUTPUT_MARKER),
+                                     patterns=(r"[A-Za-z0-9_]+_details\.json",))
             remove_stale_temporaries(out / "checkpoints")
             remove_stale_temporaries(out / "model")
             with naming():
@@ -176,7 +178,6 @@ def _resumable(out: Path) -> bool:
 
 #: the details files of a run's tasks (image_classification_details.json, <task>_details.json)
 DETAILS = "*_details.json"
-DETAILS_FILES = ("image_classification_details.json", "tgp_sshape_details.json", "tgp_digits_details.json")
 
 
 def _earlier_store(result: Path):
