@@ -1253,7 +1253,8 @@ CONFIG = [
          r"^streamcov run: error: --output \S+/o: \S+/o holds the outputs of a run of task 'kernel-approx-study'; this "
          r"one \('skeleton-classification'\) would leave its results beside that run's: choose another output folder$"),
     # a marker left empty by a full disk named no task: the next run of another task wrote beside that one
-    Case("output-with-an-empty-marker", lambda e: ["run", e.pipeline(), "--quiet", "--output", _empty_marker(e.tmp / "o")],
+    Case("output-with-an-empty-marker",
+         lambda e: ["run", e.pipeline(), "--quiet", "--output", _empty_marker(e.tmp / "o")],
          r"^streamcov run: error: --output \S+/o: \S+/o/\.streamcov-output is empty or damaged \(written while the "
          r"disk was full\?\), so which task's outputs the folder holds is unknown; delete that file if they are this "
          r"task's \('skeleton-classification'\), or choose another output folder$"),
