@@ -32,9 +32,12 @@ def test_a_read_only_install_caches_its_kernels_in_the_temporary_folder(monkeypa
     assert _config.plan_numba_cache(writable=lambda folder: True) is None and "NUMBA_CACHE_DIR" not in os.environ
 
 
-def test_nowhere_to_write_compiles_without_a_cache(monkeypatch):
+def test_nowhere_to_write_compiles_without_a_cache(monkeypatch, tmp_path):
+    import tempfile
+
     monkeypatch.setenv("NUMBA_CACHE_DIR", "recorded")   # so that monkeypatch puts back the variable as it was
     monkeypatch.delenv("NUMBA_CACHE_DIR")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # its folder is made there, not in the machine's /tmp
     for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
         monkeypatch.setitem(getattr(_config, name), "cache", True)
     monkeypatch.setattr(_config, "CACHE", True)
