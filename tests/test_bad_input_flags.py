@@ -69,8 +69,8 @@ def test_a_split_file_given_by_set_is_looked_for_in_the_working_directory_first(
     cfg = load_config(f, ['split.kind="subject-splits-file"', 'split.file="sp.toml"'], note=notes.append)
     assert cfg.split.file == "sp.toml" and not os.path.exists(cfg.split.file)
     assert notes == [f"overrides item 'split.file=\"sp.toml\"': sp.toml is not in the working directory, where a "
-                     f"path given so is looked for; {there / 'sp.toml'} (from the pipeline file's folder) is not "
-                     f"used: give {there / 'sp.toml'} to use it"]
+                     f"path given so is looked for; {there / 'sp.toml'} (from the pipeline file's folder or the one "
+                     f"above it) is not used: give {there / 'sp.toml'} to use it"]
     f.write_text(small(env).read_text() + '[split]\nkind = "subject-splits-file"\nfile = "sp.toml"\n')
     assert os.path.samefile(load_config(f, note=lambda m: None).split.file, there / "sp.toml")   # written in it
 
