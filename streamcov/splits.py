@@ -68,21 +68,22 @@ def subjects_twice(subjects) -> str | None:
     return f"names subject(s) {toml_value(twice)} more than once; list each subject once" if twice else None
 
 
-def subject_codes(values, known, names=None, *, where: str) -> list[int]:
+def subject_codes(values, known, names=None, *, where: str, other_store: str = "") -> list[int]:
     """The subject codes that ``values`` name: numbers as they are, and names of a store that names its subjects
     (``names[code]``; HDM05's ``bd``, ``bk``, ...), refused in one line (``where``: the key as written) when the
-    store has no such subject, or names none, or when two values name one subject."""
+    store has no such subject, or names none (``other_store`` added: what to do where the values are another
+    store's), or when two values name one subject."""
     names = list(names or [])
     if names == [] and any(isinstance(v, str) for v in values):
         raise ConfigError(f"{where} gives subjects by name, but the store's subjects are numbers "
-                          f"({_some(sorted(known))}); give their numbers")
+                          f"({_some(sorted(known))}); give their numbers{other_store}")
     code = {n: c for c, n in enumerate(names)}
     codes = [code.get(v, -1) if isinstance(v, str) else int(v) for v in values]
     unknown = [v for v, c in zip(values, codes) if c not in known]
     if unknown:   # a mistyped subject would be left out of the fold without a word
         hint = did_you_mean(unknown[0], names) if isinstance(unknown[0], str) else ""
         raise ConfigError(f"{where} names subject(s) {toml_value(unknown)} that no row of the store has{hint} "
-                          f"(its subjects: {named_subjects(sorted(known), names)})")
+                          f"(its subjects: {named_subjects(sorted(known), names)}){other_store}")
     twice = sorted({c for c in codes if codes.count(c) > 1})
     if twice:   # "bd" and 0 on a store whose subject 0 is bd
         raise ConfigError(f"{where} names subject(s) {named_subjects(twice, names)} twice, by number and by name; "
@@ -95,7 +96,8 @@ def named_subjects(codes, names=None) -> str:
     codes = [int(c) for c in codes]
     if not names:
         return _some(codes)
-    return _some([f"{c} ({names[c]})" if 0 <= c < len(names) else str(c) for c in codes]).replace("'", "")
+    shown = [f"{c} ({names[c]})" if 0 <= c < len(names) else str(c) for c in codes]
+    return "[" + ", ".join(shown[:12]) + "]" + (f" and {len(shown) - 12} more" if len(shown) > 12 else "")
 
 
 def folds(split, labels, groups, *, group_names=None, subject_names=None, store_split=None, split_names=None,
@@ -191,15 +193,10 @@ def folds(split, labels, groups, *, group_names=None, subject_names=None, store_
                 twice = subjects_twice(vals)
                 if twice:
                     raise ConfigError(f"{path}: [[split]] number {i + 1}: {key} {twice}")
-                try:
-                    codes[key] = subject_codes(vals, known, subject_names,
-                                               where=f"{path}: [[split]] number {i + 1}: {key}")
-                except ConfigError as exc:
-                    if "twice, by number and by name" in exc.args[0]:   # a slip inside the file: said as it is
-                        raise
-                    raise ConfigError(f"{exc.args[0]}; the file fixes the subjects of one archive: for this store, "
-                                      f"write its own file or --set split.kind=\"leave-one-subject-out\" (or "
-                                      f"\"subject-parity\")") from None
+                codes[key] = subject_codes(vals, known, subject_names, where=f"{path}: [[split]] number {i + 1}: {key}",
+                                           other_store="; the file fixes the subjects of one archive: for this store, "
+                                           "write its own file or --set split.kind=\"leave-one-subject-out\" (or "
+                                           "\"subject-parity\")")
             both = sorted(set(codes["train_subjects"]) & set(codes["test_subjects"]))
             if both:
                 raise ConfigError(f"{path}: [[split]] number {i + 1}: subjects {named_subjects(both, subject_names)} "

@@ -361,9 +361,11 @@ def _default_choice(model_dir, store_path) -> tuple[Path, str | None]:
     plain = _default_out(model_dir, store_path)
     source = str(Path(store_path).resolve())
     # a folder or a file predict did not write there is refused by the checks of the place, as named
-    if not (plain.is_file() and _written_by_predict(plain)) or _recorded_source(plain) == source:
+    if not (plain.is_file() and _written_by_predict(plain)):
         return plain, None
     owner = _recorded_source(plain)
+    if owner == source:
+        return plain, None
     if owner is None:   # written by a version that recorded no store: taken over once, and said (it stayed stale)
         return plain, (f"{plain} records no store (written with --out, or by an earlier streamcov): replaced by "
                        f"the predictions of {source}")

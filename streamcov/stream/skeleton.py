@@ -566,9 +566,14 @@ class SkeletonSource:
                 "n_joints": self.store.n_joints, "joint_names": list(self.joint_names), "roles": dict(self.roles)}
         if self.up_axis_found:
             spec["up_axis_found"] = True
-        if self.plan is not None and self.plan.mirror:
-            spec["mirror_swap"] = [int(j) for j in self.plan.mirror]
-        return spec
+        return {**spec, **self._mirror_swap()}
+
+    def _mirror_swap(self) -> dict:
+        """``{"mirror_swap": [...]}``, the joints the mirror view swaps, found by a naming rule that may change
+        (HipL/HipR, 2026-12-01): part of a saved model's spec and of the features' identity; ``{}`` without it."""
+        if self.plan is None or not self.plan.mirror:
+            return {}
+        return {"mirror_swap": [int(j) for j in self.plan.mirror]}
 
     @classmethod
     def check_spec(cls, spec: dict) -> None:
@@ -653,10 +658,8 @@ class SkeletonSource:
     def identity(self) -> dict:
         # the store by its identity, not by the path it was given as: the same store named otherwise (a relative
         # path, after a change of folder or a move) is the same features
-        ident = {"kind": self.kind, "store": self.store.key, "n": self.n, "descriptor": self.descriptor.as_dict()}
-        if self.plan is not None and self.plan.mirror:   # the joints the mirror swaps: found by a naming rule
-            ident["mirror_swap"] = [int(j) for j in self.plan.mirror]   # that may change (HipL/HipR, 2026-12-01)
-        return ident
+        return {"kind": self.kind, "store": self.store.key, "n": self.n, "descriptor": self.descriptor.as_dict(),
+                **self._mirror_swap()}
 
     def block_tasks(self, bounds, numba_threads: int = 1, rows=None):
         import dask

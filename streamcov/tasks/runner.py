@@ -122,7 +122,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
         except OSError as exc:   # a parent is a file, no permission, ...
             raise ConfigError(f"{where}: cannot create the folder {out} ({exc.strerror})") from None
         with output_lock(out):
-            if _marked_task(out) is None:   # none, or one naming no task (check_output_folder refused the rest)
+            if _task_of(_marker(out)) is None:   # none, or one naming no task (check_output_folder refused the rest)
                 from ..files import atomic_write_text
 
                 # whole or absent: a marker left empty by a full disk named no task, and the next run of another
@@ -233,8 +233,9 @@ def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
         raise ConfigError(f"{where}: {out} is a model folder (it holds model.json); choose another output folder")
     _check_not_someone_elses(out, resolved, where)
     _check_own_names(out, where)
-    other = _marked_task(out)
-    if other is None and (out / OUTPUT_MARKER).is_file() and not _readable_marker(out):
+    marker = _marker(out)
+    other = _task_of(marker)
+    if marker is None and (out / OUTPUT_MARKER).is_file():
         raise ConfigError(f"{where}: {out / OUTPUT_MARKER} is empty or damaged (written while the disk was full?), so "
                           f"which task's outputs the folder holds is unknown; delete that file if they are this "
                           f"task's ({task!r}), or choose another output folder")
@@ -244,20 +245,18 @@ def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
     return resolved
 
 
-def _readable_marker(out: Path) -> bool:
-    """Whether the marker of ``out`` is a JSON object (one without a task names none: not refused)."""
+def _marker(out: Path) -> dict | None:
+    """The marker of the output folder ``out``: a JSON object, or None (no marker, or one empty or damaged)."""
     try:
-        return isinstance(json.loads((out / OUTPUT_MARKER).read_text()), dict)
+        doc = json.loads((out / OUTPUT_MARKER).read_text())
     except (OSError, ValueError):
-        return False
-
-
-def _marked_task(out: Path) -> str | None:
-    """The task named by the marker of the output folder ``out`` (None: no marker, or an unreadable one)."""
-    try:
-        task = json.loads((out / OUTPUT_MARKER).read_text()).get("task")
-    except (OSError, ValueError, AttributeError):
         return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _task_of(marker: dict | None) -> str | None:
+    """The task a marker names (None: no marker, or one naming none)."""
+    task = (marker or {}).get("task")
     return task if isinstance(task, str) else None
 
 
