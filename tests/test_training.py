@@ -545,6 +545,45 @@ def test_two_stores_of_one_folder_name_keep_their_predictions_apart(synth_store,
     assert not (tmp_path / "model" / "predictions").exists()
 
 
+@pytest.mark.parametrize("where", ["run", "copied"])
+def test_same_named_stores_predicted_together_keep_their_predictions_apart(synth_store, tmp_path, monkeypatch, where):
+    """Two predicts of two stores of one folder name started together both found the plain file absent, and the
+    later write replaced the earlier's predictions without a word. The default file is chosen again under the
+    lock: here the other predict writes the plain file after this one chose it and before it writes. A model
+    outside a run's folder (copied elsewhere) takes the lock of its predictions folder."""
+    import shutil
+
+    from streamcov.stream import predict as predict_mod
+
+    run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
+    model = tmp_path / "model"
+    if where == "copied":
+        model = tmp_path / "elsewhere" / "model"
+        shutil.copytree(tmp_path / "model", model)
+    stores = []
+    for month in ("2024-01", "2024-02"):
+        stores.append(tmp_path / month / synth_store.path.name)
+        shutil.copytree(synth_store.path, stores[-1])
+    real, fired = predict_mod._check_out, []
+
+    def check_out(*args, **kwargs):
+        real(*args, **kwargs)
+        if not fired:   # the other predict, started at the same moment, writes first
+            fired.append(None)
+            fired[0] = predict_store(model, stores[0], scheduler="synchronous")
+
+    monkeypatch.setattr(predict_mod, "_check_out", check_out)
+    second = predict_store(model, stores[1], scheduler="synchronous")
+    plain = model / "predictions" / f"{synth_store.path.name}.csv"
+    assert fired[0]["predictions"] == str(plain) and not fired[0].get("notes")
+    assert Path(second["predictions"]).name.startswith(synth_store.path.name + "-")
+    assert second["notes"] == [f"{plain} holds the predictions of another store, {stores[0].resolve()}; these go to "
+                               f"{Path(second['predictions']).name}"]
+    assert predict_mod._recorded_source(plain) == str(stores[0].resolve())
+    assert predict_mod._recorded_source(Path(second["predictions"])) == str(stores[1].resolve())
+    assert not list(plain.parent.glob(".streamcov.lock"))
+
+
 def test_model_loading_never_runs_code(synth_store, tmp_path):
     run_pipeline(cfg_for(synth_store, tmp_path), scheduler="synchronous")
     doc = json.loads((tmp_path / "model" / "model.json").read_text())

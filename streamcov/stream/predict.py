@@ -468,7 +468,12 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
             w.writerow([sid, p, t])
 
     source = str(Path(inputs or store_path).resolve()) if default else None
-    _write_predictions(model_sha, Path(model_dir), Path(out_csv), write, source)
+    # the default file is chosen again under the lock: a predict of another store of this folder name may have
+    # taken the plain name since (two predicts of 2024-01/s.zarr and 2024-02/s.zarr started together)
+    choose = (lambda: _default_choice(model_dir, inputs or store_path)) if default else None
+    out_csv, chosen_note = _write_predictions(model_sha, Path(model_dir), Path(out_csv), write, source, choose)
+    if default:
+        place_note = chosen_note
     summary["predictions"] = str(out_csv)
     if place_note:
         summary.setdefault("notes", []).append(place_note)
@@ -486,14 +491,17 @@ def _model_sha(model_dir) -> str | None:
         return None
 
 
-def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, write, source: str | None = None) -> None:
+def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, write, source: str | None = None,
+                       choose=None) -> tuple[Path, str | None]:
     """Write the predictions CSV: the old file or the whole new one, never a part (the temporary named by host
     and pid, so that a later predict can tell one a killed process left from one being written). Into the
     model's own folder only while the model is the one predicted with: a run that trained the output folder
     again meanwhile removed the earlier model's predictions from it, and these would have stood beside the new
     model. So the write holds the output folder's lock (a run writing there now refuses it) and checks that
     ``model.json`` is the one loaded. ``source``: the store recorded beside a CSV at the default place
-    (:func:`_default_choice`)."""
+    (:func:`_default_choice`); ``choose``: that choice, made again under the lock (a model outside a run's
+    folder: the lock of its predictions folder), since another predict may have written the file meanwhile.
+    Returns the file written and the note of its choice."""
     import contextlib
 
     from ..lock import OUTPUT_MARKER
@@ -501,10 +509,14 @@ def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, wr
     model_dir = model_dir.resolve()   # "." given from inside it: its parent is the output folder
     inside = model_dir in out_csv.resolve().parents
     run_folder = model_dir.parent if (model_dir.parent / OUTPUT_MARKER).exists() else None
-    with _predictions_lock(run_folder) if inside and run_folder is not None else contextlib.nullcontext():
+    lock_folder = run_folder if inside and run_folder is not None else out_csv.parent if choose else None
+    note = None
+    with _predictions_lock(lock_folder) if lock_folder is not None else contextlib.nullcontext():
         if inside and _model_sha(model_dir) != model_sha:
             raise ModelError(f"{model_dir}: the model was replaced (trained again) while these predictions were "
                              f"computed with the earlier one; nothing was written: predict again")
+        if choose is not None:
+            out_csv, note = choose()
         out_csv.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out_csv, write, binary=False, owned=True)
         if source is not None:
@@ -512,6 +524,7 @@ def _write_predictions(model_sha: str | None, model_dir: Path, out_csv: Path, wr
                          binary=False, owned=True)
         else:   # --out onto a default place: the record of the file it replaced no longer holds
             _source_record(out_csv).unlink(missing_ok=True)
+    return out_csv, note
 
 
 #: what a predict writing into a model's folder names as the holder of the output folder's lock
