@@ -760,7 +760,8 @@ def test_read_block_into_refuses_a_buffer_of_another_kind(tmp_path, rng):
 @pytest.mark.parametrize("params, key, cause", [
     ({"map": "rff", "n_components": 64, "sigma": 1.0}, "features.n_components", r"features\.n_components = 64"),
     ({"map": "rff", "n_components": 64, "sigma": 1.0}, "method.n_components", r"method\.n_components = 64"),
-    ({"map": "none"}, "features.n_components", r'features\.map = "none": the descriptors themselves')])
+    ({"map": "none"}, "features.n_components", r'features\.map = "none": the descriptors themselves'),
+    ({"map": "none"}, "method.n_components", r'method\.name = "head": the pooled head features themselves')])
 def test_a_feature_store_larger_than_the_free_disk_is_refused_before_it_is_made(tmp_path, monkeypatch, params,
                                                                                  key, cause):
     """Its size is known before any block runs (rows x width x itemsize): refused in one line naming what sizes
@@ -778,14 +779,14 @@ def test_a_feature_store_larger_than_the_free_disk_is_refused_before_it_is_made(
     store = ingest(SyntheticSkeletons(n_sequences=40, seed=1), tmp_path / "s.zarr")
     source = skeleton_source(store, "store", 1e-2, True)
     dim = 64 if params["map"] == "rff" else source.dim
+    lower = rf"lower {re.escape(key)}, or " if params["map"] == "rff" else ""   # without a map no key sizes it
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
     bounds = block_bounds(source.n, 16)
     with dask_runtime("threads", 2) as rt:
         with pytest.raises(ConfigError, match=rf"^the feature store of 40 rows x {dim} numbers \({cause}\): needs "
-                                              rf"about [\d.]+ [KM]iB of disk, \S+ has 1000 bytes free; lower "
-                                              rf"{re.escape(key)}, or write the run where there is room "
-                                              rf"\(--output\)$"):
+                                              rf"about [\d.]+ [KM]iB of disk, \S+ has 1000 bytes free; {lower}"
+                                              rf"write the run where there is room \(--output\)$"):
             featurize(source, params, seed=0, train=np.ones(source.n, dtype=bool), path=tmp_path / "f.zarr",
                       runtime=rt, bounds=bounds, size_key=key)
         assert not (tmp_path / "f.zarr").exists()

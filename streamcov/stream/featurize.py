@@ -160,12 +160,14 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     if not Path(path).exists():   # a store there is resumed or reused; a new one is refused before it fills the disk
         from .._config import check_disk
 
-        section = size_key.split(".")[0]
-        cause = (f'{section}.map = "none": the descriptors themselves' if str(map_params.get("map")).lower() == "none"
-                 else f"{size_key} = {map_params.get('n_components')}")
+        if str(map_params.get("map")).lower() == "none":   # no map: no key sizes it (the image tasks' head method)
+            cause, lower = ('method.name = "head": the pooled head features themselves' if size_key.startswith("method.")
+                            else 'features.map = "none": the descriptors themselves'), ""
+        else:
+            cause, lower = f"{size_key} = {map_params.get('n_components')}", f"lower {size_key}, or "
         check_disk(float(np.dtype(source.dtype).itemsize) * source.n * dim, path,
                    f"the feature store of {source.n} rows x {dim} numbers ({cause})",
-                   f"lower {size_key}, or write the run where there is room (--output)")
+                   f"{lower}write the run where there is room (--output)")
     loaded = reference = None
     try:
         fstore = FeatureStore.open_or_create(path, source.n, dim, bounds, source.dtype, fp)
