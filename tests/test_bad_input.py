@@ -2489,6 +2489,26 @@ def test_a_run_on_another_store_says_it_replaces_the_earlier_results_and_no_stal
     assert rc == 0 and "replaced" not in err, err   # the same store again: nothing to say
 
 
+def test_an_earlier_result_naming_its_store_relative_to_an_unknown_folder_is_matched_from_the_output_folder(
+        shared, env):
+    """Runs before 2026-12-01 recorded the store as typed, relative to their working directory: the same store run
+    again from another folder was called another store. Such a path is matched from the working directory and
+    from the folders above the output folder; one that names no store from there still gets the note."""
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    result = env.tmp / "out" / "result.json"
+    for earlier, said in ((os.path.relpath(shared["synth"], env.tmp), False),   # typed in the folder above "out"
+                          ("elsewhere/" + Path(shared["synth"]).name, True)):
+        doc = json.loads(result.read_text())
+        doc["store"] = earlier
+        result.write_text(json.dumps(doc))
+        rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+        assert rc == 0, err
+        assert ("on another store" in err) is said, (earlier, err)
+        if said:
+            assert re.search(rf"on another store \({re.escape(earlier)}\) are replaced", err), err
+
+
 def test_a_run_that_reuses_every_feature_reports_no_time_per_row_and_only_the_maps_own_parameters(env):
     """A second run reused every row's features: it reported featurized_sequences 0 beside a time per sequence of
     the reuse check divided by 1 (1365 ms). Now null. feature_params listed keys the map does not read (theta,

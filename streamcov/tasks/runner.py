@@ -131,7 +131,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                                   json.dumps({"written_by": "streamcov run", "task": cfg.task}) + "\n")
             earlier = _earlier_store(out / "result.json")
             store = getattr(getattr(cfg, "data", None), "store", None)
-            if earlier is not None and store is not None and not resume and not _same_path(earlier, store):
+            if earlier is not None and store is not None and not resume and not _same_store(earlier, store, out):
                 # a shipped file run on a user's store writes the file's output folder (runs/{name}): said, not done
                 # silently
                 say_note(f"{out}: the results of an earlier run on another store ({earlier}) are replaced; "
@@ -195,6 +195,20 @@ def _same_path(a, b) -> bool:
         return Path(a).resolve() == Path(b).resolve()
     except OSError:
         return str(a) == str(b)
+
+
+def _same_store(earlier: str, store, out: Path) -> bool:
+    """Whether the store an earlier run's ``result.json`` names is ``store``. Runs before 2026-12-01 recorded it
+    as given, relative to their working directory, which is unknown: such a path is the store when it names it
+    from the working directory or from a folder above the output folder (a run started from the folder that
+    holds both, the usual layout), so that a later run from elsewhere says nothing false about another store."""
+    if Path(earlier).is_absolute():
+        return _same_path(earlier, store)
+    try:
+        bases = [Path.cwd(), *Path(out).resolve().parents]
+    except OSError:
+        return _same_path(earlier, store)
+    return any(_same_path(base / earlier, store) for base in bases)
 
 
 def check_output_folder(out: Path, where: str, task: str, source=None) -> Path:
