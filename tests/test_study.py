@@ -125,6 +125,50 @@ def test_parallel_accuracies_equal_serial(rng):
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in serial)
 
 
+def test_study_workers_exit_when_the_study_is_killed(tmp_path):
+    """A study killed (kill -9) left its --jobs workers orphaned: each finished its fit (minutes for the larger
+    maps), then waited idle for joblib's five minutes. They now exit within a second of it: here a task that
+    would sleep two minutes is cut short."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "study_like.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from joblib import Parallel, delayed\n"
+        "from streamcov.tasks.study import _in_worker\n"
+        "def fit(i):\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    time.sleep(120)\n"
+        "    return i\n"
+        "if __name__ == '__main__':\n"
+        "    list(Parallel(n_jobs=2)(delayed(_in_worker)(os.getpid(), fit, i) for i in range(2)))\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        workers = [int(proc.stdout.readline()) for _ in range(2)]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def alive(pid):   # a zombie (exited, not yet reaped by the reaper it was given to) is gone
+        try:
+            return " Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 15   # a poll of 0.5 s; the margin is for a loaded machine
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"workers {left} outlived the killed study"
+
+
 def _fake_run(folder, dataset, maps, acc, exact=0.8):
     from streamcov.tasks.study import write_report
 

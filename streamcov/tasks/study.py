@@ -176,6 +176,36 @@ def _map_features(V, train, params, seed):
     return Z, time.perf_counter() - t0
 
 
+def _exit_with_parent(parent: int, poll: float = 0.5) -> None:
+    """In a worker process of ``study --jobs``: exit as soon as ``parent`` (the study) is gone. Killed (kill -9,
+    the out-of-memory killer), it left its workers orphaned, each finishing its fit (minutes for the larger
+    maps) and then waiting idle for joblib's five minutes, holding a copy of the descriptors. A thread polls the
+    parent once per ``poll`` seconds; started once per process."""
+    import os
+    import threading
+
+    global _WATCHED
+    if _WATCHED or os.getpid() == parent:
+        return
+    _WATCHED = True
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="streamcov-exit-with-parent", daemon=True).start()
+
+
+_WATCHED = False
+
+
+def _in_worker(parent: int, fn, *args):
+    """``fn(*args)`` in a worker process that exits with ``parent`` (:func:`_exit_with_parent`)."""
+    _exit_with_parent(parent)
+    return fn(*args)
+
+
 def _seed_accuracy(V, y, folds, classes, features, model, m, nu, seed, threads):
     """Mean accuracy over the folds for one map seed; seconds spent in the map's transform.
 
@@ -238,6 +268,8 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
     the map's (``exact``: the per-fold rows of :func:`exact_accuracies`, which
     give sigma and C), see :func:`_seed_svm_accuracy`.
     """
+    import os
+
     from joblib import Parallel, delayed
 
     from .._config import available_cores
@@ -260,7 +292,8 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
     tasks = [(m, nu, seed) for m, nu in points for seed in range(seeds)]
     threads = 1 if jobs > 1 else available_cores()
     runner = Parallel(n_jobs=jobs, return_as="generator") if jobs > 1 else None
-    results = (runner(delayed(fn)(V, y, folds, first, features, model, m, nu, s, threads)
+    parent = os.getpid()
+    results = (runner(delayed(_in_worker)(parent, fn, V, y, folds, first, features, model, m, nu, s, threads)
                       for m, nu, s in tasks) if runner is not None else
                (fn(V, y, folds, first, features, model, m, nu, s, threads) for m, nu, s in tasks))
     rows = []
