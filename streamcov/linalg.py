@@ -134,10 +134,12 @@ def _matrix_function(mats, kind: str):
         i = int(np.flatnonzero(min_eig <= 0)[0])
         raise NotSPDError(f"matrix {i} is not positive definite (smallest eigenvalue "
                           f"{min_eig[i]:.3g}); the logarithm needs SPD input: add gamma * I")
-    if kind == "sqrt" and (min_eig < 0).any():
-        i = int(np.flatnonzero(min_eig < 0)[0])
-        raise NotSPDError(f"matrix {i} has a negative eigenvalue {min_eig[i]:.3g}; the square root "
-                          f"needs positive semidefinite input")
+    if kind == "sqrt":   # an eigenvalue below 0 beyond rounding: the kernel left the matrix NaN
+        bad = np.flatnonzero((min_eig < 0) & ~np.isfinite(out).all(axis=(1, 2)))
+        if len(bad):
+            i = int(bad[0])
+            raise NotSPDError(f"matrix {i} has a negative eigenvalue {min_eig[i]:.3g}; the square root "
+                              f"needs positive semidefinite input")
     _check_finite_result(out, largest, 0.0, describe)
     return out[0] if squeeze else out
 
@@ -153,7 +155,9 @@ def sym_expm(mats) -> np.ndarray:
 
 
 def spd_sqrtm(mats) -> np.ndarray:
-    """Square root of symmetric positive semidefinite matrices."""
+    """The principal (positive semidefinite) square root of symmetric positive semidefinite matrices; an
+    eigenvalue below 0 by no more than rounding (a singular covariance's) is taken as 0
+    (:data:`streamcov._kernels.spd.PSD_ROUNDING`)."""
     return _matrix_function(mats, "sqrt")
 
 

@@ -79,10 +79,67 @@ def test_logm_of_expm_is_identity(rng):
     np.testing.assert_allclose(L.sym_expm(S[0]), scipy.linalg.expm(S[0]), rtol=1e-10)
 
 
-def test_sqrtm_squares_back(rng):
-    A = spd(rng, 12)
+@pytest.mark.parametrize("d", [2, 12, 57, L.LANE_MAX_DIM + 2])
+def test_sqrtm_is_the_principal_root(rng, d):
+    """scipy's principal square root, symmetric and positive definite (a root R with R @ R == A alone would pass
+    -sqrt); on the lanes and on LAPACK (d > LANE_MAX_DIM)."""
+    A = spd(rng, d)
     R = L.spd_sqrtm(A)
+    np.testing.assert_allclose(R, np.real(scipy.linalg.sqrtm(A)), rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(R, R.T)
+    assert np.linalg.eigvalsh(R).min() > 0
     np.testing.assert_allclose(R @ R, A, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [12, L.LANE_MAX_DIM + 2])
+def test_sqrtm_of_a_singular_covariance_and_a_matrix_that_is_not_psd(rng, d):
+    """The covariance of fewer samples than dimensions is singular: its eigenvalues come out as -1e-16 to
+    -1e-13 times the largest, and the root was refused ("a negative eigenvalue -3.06e-15"). Rounding is taken
+    as 0 (the root is PSD and squares back); an eigenvalue below 0 beyond rounding is refused, naming it."""
+    B = rng.normal(size=(d, d // 2))
+    P = B @ B.T
+    R = L.spd_sqrtm(np.stack([P, np.eye(d)]))[0]
+    w = np.linalg.eigvalsh(P)
+    assert w[0] < 0   # the rounding this is about (seeded)
+    np.testing.assert_allclose(R @ R, P, rtol=0, atol=1e-10 * w[-1])
+    vals = np.linalg.eigvalsh(R)
+    assert vals.min() > -1e-6 * vals.max() and np.sum(vals > 1e-6 * vals.max()) == d // 2
+    Q = P - 1e-6 * w[-1] * np.eye(d)   # an eigenvalue of -1e-6 times the largest: no rounding
+    with pytest.raises(NotSPDError, match=r"^matrix 1 has a negative eigenvalue -[\d.e-]+; the square root needs "
+                                          r"positive semidefinite input$"):
+        L.spd_sqrtm(np.stack([P, Q]))
+
+
+@pytest.mark.parametrize("d", [15, L.LANE_MAX_DIM + 2])
+def test_expm_and_logm_on_lanes_and_lapack_match_scipy(rng, d):
+    S = rng.normal(size=(d, d)) / np.sqrt(d)
+    S = (S + S.T) / 2
+    np.testing.assert_allclose(L.sym_expm(S), scipy.linalg.expm(S), rtol=1e-9, atol=1e-12)
+    A = spd(rng, d)
+    np.testing.assert_allclose(L.spd_logm(A), ref.logm(A), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("relative", [False, True])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_log_vectors_above_the_lanes_match_scipy(rng, relative, normalize):
+    """d > LANE_MAX_DIM takes LAPACK and the dsyrk product (``linalg._large_log_vectors``; the HDM05 pyramid's
+    181-dimensional windows go there), one eigendecomposition for several gammas, with per-matrix scales. The
+    first matrix's log(w + gamma) has negative values (the general product), the second's none (dsyrk of
+    U sqrt(f)); relative logs are never negative."""
+    d = 181
+    assert d > L.LANE_MAX_DIM
+    C = np.stack([spd(rng, d, 1e4), spd(rng, d, 10.0) + np.eye(d)])
+    scale = np.array([1.0, 0.5])
+    gammas = [1e-3, 3e-2]
+    outs = L.log_vectors(C, gammas, relative=relative, scale=scale, normalize=normalize)
+    for g, out in zip(gammas, outs):
+        assert out.shape == (2, d * (d + 1) // 2)
+        for i in range(2):
+            S = scale[i] * C[i]
+            want = ref.vec(ref.logm(np.eye(d) + S / g if relative else S + g * np.eye(d)))
+            if normalize:
+                want /= np.linalg.norm(want)
+            np.testing.assert_allclose(out[i], want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
 
 
 def test_vectorization_preserves_frobenius_products(rng):

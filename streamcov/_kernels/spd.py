@@ -18,23 +18,31 @@ from .covariance import _select_frame, gram_upper
 SQRT2 = math.sqrt(2.0)
 
 
+#: eigenvalues of a d x d positive semidefinite matrix come out of the eigensolvers with errors up to about
+#: d * eps times the largest: a singular covariance (fewer samples than dimensions) gets eigenvalues of -1e-16
+#: to -1e-13 times its largest. The square root takes eigenvalues down to this many times d * eps * largest as
+#: 0 (it had refused every singular matrix)
+PSD_ROUNDING = 8.0
+
+
 @njit(**JIT_OPTS)
 def _f(x, kind):
-    """The scalar function of ``kind``: 0 log, 1 exp, 2 sqrt."""
+    """The scalar function of ``kind``: 0 log, 1 exp, 2 sqrt (of an eigenvalue clipped at 0: rounding)."""
     if kind == 0:
         return math.log(x)
     if kind == 1:
         return math.exp(x)
-    return math.sqrt(x)
+    return math.sqrt(max(x, 0.0))
 
 
 @njit(**JIT_OPTS)
-def _valid(wmin, kind):
-    """log needs a positive definite matrix, sqrt a semidefinite one, exp anything symmetric."""
+def _valid(wmin, wabs, d, kind):
+    """log needs a positive definite matrix, sqrt a semidefinite one (``wmin`` below 0 by no more than the
+    rounding of ``d`` eigenvalues of magnitude up to ``wabs``, :data:`PSD_ROUNDING`), exp anything symmetric."""
     if kind == 0:
         return wmin > 0.0
     if kind == 2:
-        return wmin >= 0.0
+        return wmin >= -PSD_ROUNDING * d * 2.220446049250313e-16 * wabs
     return True
 
 
@@ -51,7 +59,7 @@ def _recon_one(c, kind, ul, lg):
     d = c.shape[0]
     w, u = np.linalg.eigh(c)
     wmin = w[0]
-    if not _valid(wmin, kind):
+    if not _valid(wmin, max(-w[0], w[d - 1]), d, kind):
         lg[:, :] = np.nan
         return wmin
     for j in range(d):
@@ -69,9 +77,11 @@ def _recon_lane(ws, q, kind, ul, lg):
     _a, z, w, _e, _dl, _st, _mq, _it, _status, _v, _sc, _us, _sl, _fl = ws
     d = lg.shape[0]
     wmin = w[0, q]
+    wabs = abs(w[0, q])
     for j in range(1, d):
         wmin = min(wmin, w[j, q])
-    if not _valid(wmin, kind):
+        wabs = max(wabs, abs(w[j, q]))
+    if not _valid(wmin, wabs, d, kind):
         lg[:, :] = np.nan
         return wmin
     fw = ul[0]
