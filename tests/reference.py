@@ -222,13 +222,13 @@ def raw_kernelized_covariance(W, sigma, ddof=1):
 
 def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), window=5, time="frame", levels=1,
                        overlap=False, yaw=None, up=1, neck=None, mean_weight=0.0, gamma=1e-4, pairs=(),
-                       matrix="covariance", kernel_sigma=1.0, torso=None, torso_frames=False):
+                       matrix="covariance", kernel_sigma=1.0, torso=None, torso_frames=False, ddof=1):
     """One sequence (T, 3J), the obvious way: hip-relative kept joints, derivatives by scipy,
     relative positions of joint ``pairs`` appended, the whole sequence rotated (yaw: (left hip
     joints, right hip joints); torso: (left hip, right hip, neck joints), the frame of the mean hip
     line and spine, or of each frame's with ``torso_frames``) and scaled by the mean neck distance
     (neck joints), one
-    covariance per window (np.cov) or its kernelized covariance (``matrix="rbf"`` or ``"rbf-raw"``, from the
+    covariance per window (np.cov with ``ddof``; 0 for fewer than ddof + 1 frames) or its kernelized covariance (``matrix="rbf"`` or ``"rbf-raw"``, from the
     window's series), log by scipy, unit norm."""
     T = len(X)
     J3 = np.asarray(X, dtype=np.float64).reshape(T, n_joints, 3)
@@ -283,11 +283,12 @@ def pyramid_descriptor(X, n_joints, center, keep, features=("positions",), windo
 
     for s, e in window_bounds(T, levels, overlap):
         W = F[s:e]
-        C = np.cov(W.T).reshape(F.shape[1], F.shape[1]) if len(W) > 1 else np.zeros((F.shape[1],) * 2)
+        C = (np.cov(W.T, ddof=ddof).reshape(F.shape[1], F.shape[1]) if len(W) > max(ddof, 1)
+             else np.zeros((F.shape[1],) * 2))
         if matrix == "rbf":
-            C = kernelized_covariance(W, kernel_sigma)
+            C = kernelized_covariance(W, kernel_sigma, ddof=ddof)
         elif matrix == "rbf-raw":
-            C = raw_kernelized_covariance(W, kernel_sigma)
+            C = raw_kernelized_covariance(W, kernel_sigma, ddof=ddof)
         if mean_weight > 0:
             m = mean_weight * W.mean(0)
             C = np.block([[C + np.outer(m, m), m[:, None]], [m[None, :], np.ones((1, 1))]])

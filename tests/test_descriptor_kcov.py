@@ -149,6 +149,8 @@ OPTION_SETS = [
     dict(features=("velocities",), levels=2, pairs=((5, 4),), matrix="rbf", kernel_sigma=2.0),
     dict(features=("positions", "velocities"), levels=3, overlap=True, body_frame="yaw", scale="body",
          matrix="rbf-raw", kernel_sigma=0.7, gamma=1e-2),
+    dict(features=("positions", "velocities"), levels=2, overlap=True, matrix="rbf-raw", kernel_sigma=0.7,
+         gamma=1e-2, ddof=0),   # the raw series' variances divided by n
 ]
 
 
@@ -160,8 +162,10 @@ def test_streamed_kcov_and_pairs_equal_in_memory_reference(tmp_path, rng, option
     seqs = [SkeletonSequence(id=f"s{i:03d}", frames=with_fixed_joint(rng, T) if i % 2 else walk(rng, T),
                              label=f"c{i % 3}", subject=i % 4 + 1) for i, T in enumerate(lengths)]
     store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    ddof = options.get("ddof", 1)
     source = skeleton_source(store, "store", options.pop("gamma", 1e-4), True, **options)
     desc, plan = source.descriptor, source.plan
+    assert plan.ddof == ddof
     names = {f"j{i}": i for i in range(J)}
     pairs = [tuple(names.get(j, ROLES.get(j, [j])[0]) if isinstance(j, str) else j for j in p) for p in desc.pairs]
     assert plan.pairs == tuple(pairs)
@@ -171,7 +175,7 @@ def test_streamed_kcov_and_pairs_equal_in_memory_reference(tmp_path, rng, option
         window=desc.window, time=desc.time, levels=desc.levels, overlap=desc.overlap,
         yaw=(ROLES["left_hip"], ROLES["right_hip"]) if desc.body_frame == "yaw" else None,
         neck=ROLES["neck"] if desc.scale == "body" else None, mean_weight=desc.mean_weight, gamma=desc.gamma,
-        pairs=pairs, matrix=desc.matrix, kernel_sigma=desc.kernel_sigma) for s in seqs])
+        pairs=pairs, matrix=desc.matrix, kernel_sigma=desc.kernel_sigma, ddof=ddof) for s in seqs])
     assert V.shape == (len(seqs), source.dim) == want.shape
     np.testing.assert_allclose(V, want, atol=1e-8)
     frames, offsets = sk.pack_sequences([s.frames for s in seqs])

@@ -48,10 +48,13 @@ OPTION_SETS = [
     dict(features=("positions", "velocities", "accelerations"), levels=2, body_frame="torso-frames",
          mean_weight=0.3, gamma=1e-3, pairs=((4, 1),)),
     dict(joints=(1, 2, 4), mean_weight=1.0),
+    # the covariance divided by n (ddof = 0) in every window, with the body scale and the mean embedding
+    dict(features=("positions", "velocities"), levels=3, overlap=True, body_frame="yaw", scale="body",
+         mean_weight=1.0, gamma=1e-2, ddof=0),
 ]
 
 
-def reference_vectors(seqs, desc: SkeletonDescriptor):
+def reference_vectors(seqs, desc: SkeletonDescriptor, ddof: int = 1):
     keep = [j for j in range(1, J) if desc.joints is None or j in desc.joints]
     return np.stack([ref.pyramid_descriptor(
         np.asarray(s.frames, dtype=np.float64), J, (0,), keep, features=desc.features, window=desc.window,
@@ -60,7 +63,7 @@ def reference_vectors(seqs, desc: SkeletonDescriptor):
         neck=ROLES["neck"] if desc.scale == "body" else None, mean_weight=desc.mean_weight,
         gamma=desc.gamma, pairs=desc.pairs,
         torso=(ROLES["left_hip"], ROLES["right_hip"], ROLES["neck"]) if desc.body_frame.startswith("torso") else None,
-        torso_frames=desc.body_frame == "torso-frames") for s in seqs])
+        torso_frames=desc.body_frame == "torso-frames", ddof=ddof) for s in seqs])
 
 
 @pytest.mark.parametrize("window", [3, 5, 7])
@@ -116,10 +119,11 @@ def test_streamed_descriptor_equals_in_memory_reference(tmp_path, rng, options):
     """Tiny chunks: most sequences are cut by chunk boundaries, derivatives need the neighbours' frames."""
     seqs = sequences(rng, [2, 3, 4, 7, 12, 30, 9, 5, 17, 2, 6])
     store = ingest(ListSource(seqs, ROLES), tmp_path / "s.zarr", chunk_frames=4)
+    ddof = options.get("ddof", 1)
     source = skeleton_source(store, "store", options.pop("gamma", 1e-4), True, **options)
-    assert source.plan is not None
+    assert source.plan is not None and source.plan.ddof == ddof
     V = descriptor_array(source, block=3).compute()
-    want = reference_vectors(seqs, source.descriptor)
+    want = reference_vectors(seqs, source.descriptor, ddof)
     assert V.shape == (len(seqs), source.dim)
     np.testing.assert_allclose(V, want, atol=1e-8)
     frames, offsets = sk.pack_sequences([s.frames for s in seqs])
