@@ -8,6 +8,7 @@ import hashlib
 import io
 import os
 import pickle
+import re
 import shutil
 import struct
 import subprocess
@@ -146,6 +147,188 @@ def test_view_outside_its_storage_refused(tmp_path, fmt):
         p, _state_dict_pickle({"x": ("0", 12, 10, (3,), (1,))}, fmt == "legacy"), {"0": SYN_STORAGE["0"]})
     with pytest.raises(WeightsError, match="outside"):
         cnn.read_torch_pickle(p, None)
+
+
+# ----------------------------------------------------------------- malformed weight files: one message each
+# Each file is the valid one-tensor file below with one part broken; read_torch_pickle names the file and what is
+# wrong with it (UnsafePickleError: the pickle tries to do what a state_dict never does).
+ONE = {"x": ("0", 12, 0, (3, 4), (4, 1))}
+ONE_STORAGE = {"0": SYN_STORAGE["0"]}
+LEGACY_ONE = _state_dict_pickle(ONE, legacy=True)
+ZIP_ONE = _state_dict_pickle(ONE, legacy=False)
+LEGACY_INFO = {"protocol_version": 1001, "little_endian": True, "type_sizes": {"short": 2, "int": 4, "long": 8}}
+
+
+def _legacy_parts(path, *, magic=tp.LEGACY_MAGIC, protocol=tp.LEGACY_PROTOCOL, sys_info=LEGACY_INFO,
+                  main=LEGACY_ONE, keys=None, storages=ONE_STORAGE, tail=b"", cut=0):
+    """A legacy file as _write_legacy writes it, any part replaced; ``cut`` bytes cut from its end."""
+    out = io.BytesIO()
+    for obj in (magic, protocol, sys_info):
+        out.write(obj if isinstance(obj, bytes) else pickle.dumps(obj, protocol=2))
+    out.write(main)
+    out.write(pickle.dumps(list(storages) if keys is None else keys, protocol=2))
+    for arr in storages.values():
+        out.write(struct.pack("<q", arr.size))
+        out.write(arr.astype("<f4").tobytes())
+    out.write(tail)
+    data = out.getvalue()
+    path.write_bytes(data[:len(data) - cut])
+
+
+def _legacy_view(*ops):
+    """LEGACY_ONE whose storage id ends in the view ``ops`` (pickled opcodes) in place of None."""
+    assert LEGACY_ONE.count(b"NtQ") == 1
+    return LEGACY_ONE.replace(b"NtQ", b"".join(ops) + b"tQ")
+
+
+def _view(key, offset, numel):
+    """The (key, offset, numel) view of a legacy storage id, as pickle opcodes."""
+    out = bytearray()
+    _uni(out, key)
+    _int(out, offset)
+    _int(out, numel)
+    return bytes(out + b"\x87")   # TUPLE3
+
+
+def _zip_members(path, members):
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+ONE_BYTES = ONE_STORAGE["0"].astype("<f4").tobytes()
+
+
+def _flip_a_pickle_byte(path):
+    """The zip file with one byte of its data.pkl changed: its CRC no longer matches."""
+    _write_zip(path, ZIP_ONE, ONE_STORAGE)
+    raw = bytearray(path.read_bytes())
+    raw[raw.index(b"storage")] ^= 0x20
+    path.write_bytes(bytes(raw))
+
+
+MALFORMED = [
+    # the legacy stream: magic number, protocol, system info, the pickles, the storages after them
+    ("legacy-magic", lambda p: _legacy_parts(p, magic=12345), WeightsError,
+     r"not a PyTorch weight file \(bad magic number\)$"),
+    ("legacy-protocol", lambda p: _legacy_parts(p, protocol=1000), WeightsError,
+     r"unsupported legacy PyTorch protocol version$"),
+    ("legacy-big-endian", lambda p: _legacy_parts(p, sys_info={**LEGACY_INFO, "little_endian": False}), WeightsError,
+     r"only little-endian weight files are supported$"),
+    ("legacy-sys-info-not-a-dict", lambda p: _legacy_parts(p, sys_info=[1]), WeightsError,
+     r"only little-endian weight files are supported$"),
+    ("legacy-not-a-pickle", lambda p: p.write_bytes(b"\x80\x02J\x01"), WeightsError,
+     r"not a readable weight pickle \(UnpicklingError: .+\)$"),
+    ("legacy-persistent-id-in-the-header", lambda p: _legacy_parts(p, sys_info=b"\x80\x02X\x01\x00\x00\x00aQ."),
+     UnsafePickleError, r"persistent ids are not allowed in this pickle$"),
+    ("legacy-key-list-not-strings", lambda p: _legacy_parts(p, keys=[0]), WeightsError, r"malformed storage key list$"),
+    ("legacy-key-not-declared", lambda p: _legacy_parts(p, keys=["9"]), WeightsError,
+     r"storage key '9' was not declared$"),
+    ("legacy-cut-in-a-storage-count", lambda p: _legacy_parts(p, cut=ONE_STORAGE["0"].nbytes + 4), WeightsError,
+     r"weight file is truncated$"),
+    ("legacy-cut-in-a-storage", lambda p: _legacy_parts(p, cut=4), WeightsError, r"weight file is truncated$"),
+    ("legacy-storage-count-differs", lambda p: _legacy_parts(p, storages={"0": np.arange(11, dtype=np.float32)}),
+     WeightsError, r"storage '0': 11 elements, expected 12$"),
+    ("legacy-trailing-data", lambda p: _legacy_parts(p, tail=b"\x00"), WeightsError,
+     r"unexpected trailing data after the storages$"),
+    ("legacy-storage-without-data", lambda p: _legacy_parts(p, storages={}), WeightsError,
+     r"storage '0' has no data$"),
+    ("legacy-view-past-its-root", lambda p: _legacy_parts(p, main=_legacy_view(_view("v", 10, 4))), WeightsError,
+     r"storage view v runs past its root storage$"),
+    ("legacy-view-not-a-tuple", lambda p: _legacy_parts(p, main=_legacy_view(b"J\x05\x00\x00\x00")), WeightsError,
+     r"malformed storage view id$"),
+    ("legacy-view-negative-offset", lambda p: _legacy_parts(p, main=_legacy_view(_view("v", -1, 4))), WeightsError,
+     r"malformed storage view id$"),
+    ("legacy-file-with-zip-storage-ids", lambda p: _legacy_parts(p, main=ZIP_ONE), WeightsError,
+     r"malformed legacy storage id$"),
+    # the zip archive: <archive>/data.pkl, byteorder, data/<key>
+    ("zip-with-legacy-storage-ids", lambda p: _write_zip(p, LEGACY_ONE, ONE_STORAGE), WeightsError,
+     r"malformed storage id$"),
+    ("zip-storage-type-not-a-storage",
+     lambda p: _write_zip(p, _state_dict_pickle(ONE, False, ("collections", "OrderedDict")), ONE_STORAGE), WeightsError,
+     r"malformed storage id \('storage', <weight pickle global collections\.OrderedDict>, '0', 'cpu', 12\)$"),
+    ("zip-storage-negative-size",
+     lambda p: _write_zip(p, _state_dict_pickle({"x": ("0", -1, 0, (3, 4), (4, 1))}, False), ONE_STORAGE), WeightsError,
+     r"malformed storage id \('storage', <storage type torch\.FloatStorage \(float32\)>, '0', 'cpu', -1\)$"),
+    ("zip-persistent-id-not-a-storage", lambda p: _write_zip(p, ZIP_ONE.replace(b"storage", b"storagx"), ONE_STORAGE),
+     UnsafePickleError, r"unexpected persistent id \('storagx', <storage type torch\.FloatStorage \(float32\)>, "),
+    ("zip-negative-tensor-size",
+     lambda p: _write_zip(p, _state_dict_pickle({"x": ("0", 12, 0, (-3,), (1,))}, False), ONE_STORAGE), WeightsError,
+     r"malformed tensor description in the pickle$"),
+    ("zip-without-data-pkl", lambda p: _zip_members(p, {"archive/data/0": ONE_BYTES}), WeightsError,
+     r"zip weight file without a single <archive>/data\.pkl$"),
+    ("zip-with-two-data-pkl", lambda p: _zip_members(p, {"a/data.pkl": ZIP_ONE, "b/data.pkl": ZIP_ONE,
+                                                         "a/data/0": ONE_BYTES}), WeightsError,
+     r"zip weight file without a single <archive>/data\.pkl$"),
+    ("zip-big-endian", lambda p: _zip_members(p, {"archive/data.pkl": ZIP_ONE, "archive/byteorder": "big",
+                                                  "archive/data/0": ONE_BYTES}), WeightsError,
+     r"only little-endian weight files are supported$"),
+    ("zip-storage-missing", lambda p: _zip_members(p, {"archive/data.pkl": ZIP_ONE}), WeightsError,
+     r"missing storage archive/data/0$"),
+    ("zip-storage-cut", lambda p: _zip_members(p, {"archive/data.pkl": ZIP_ONE, "archive/data/0": ONE_BYTES[:-4]}),
+     WeightsError, r"storage archive/data/0 is truncated$"),
+    ("zip-damaged", _flip_a_pickle_byte, WeightsError,
+     r"damaged zip archive \(Bad CRC-32 for file 'archive/data\.pkl'\)$"),
+    # a pickle that is not a state_dict of tensors
+    ("not-a-dict", lambda p: _write_zip(p, pickle.dumps([1, 2], protocol=2), {}), WeightsError,
+     r"the pickle does not hold a state_dict$"),
+    ("entry-not-a-tensor", lambda p: _write_zip(p, pickle.dumps({"a": 1}, protocol=2), {}), WeightsError,
+     r"state_dict entry 'a' is not a tensor$"),
+    ("storage-type-called", lambda p: _write_zip(p, b"\x80\x02ctorch\nFloatStorage\n)R.", {}), UnsafePickleError,
+     r"torch\.FloatStorage may not be called from a pickle$"),
+    ("rebuild-tensor-without-a-storage",
+     lambda p: _write_zip(p, b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(K\x00K\x00))tR.", {}), UnsafePickleError,
+     r"_rebuild_tensor_v2 called on something that is not a storage$"),
+    ("rebuild-parameter-without-a-tensor",
+     lambda p: _write_zip(p, b"\x80\x02ctorch._utils\n_rebuild_parameter\nK\x01\x85R.", {}), UnsafePickleError,
+     r"_rebuild_parameter called on something that is not a tensor$"),
+]
+
+
+@pytest.mark.parametrize("make, cls, pattern", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
+def test_malformed_weight_file_named_with_what_is_wrong(tmp_path, make, cls, pattern):
+    p = tmp_path / "w.pth"
+    make(p)
+    with pytest.raises(WeightsError, match="^" + re.escape(f"{p}: ") + pattern) as info:
+        cnn.read_torch_pickle(p, None)
+    assert info.type is cls
+    # the hash check passes (it is the file's own): the same refusal
+    with pytest.raises(cls, match=pattern):
+        cnn.read_torch_pickle(p, _sha(p))
+
+
+def test_a_legacy_view_within_its_root_storage_is_read(tmp_path):
+    """The view the malformed files above break, whole: elements 8 to 11 of storage 0."""
+    p = tmp_path / "view.pth"
+    _legacy_parts(p, main=_state_dict_pickle({"x": ("0", 12, 0, (4,), (1,))}, True).replace(
+        b"NtQ", _view("v", 8, 4) + b"tQ"))
+    np.testing.assert_array_equal(cnn.read_torch_pickle(p, None)["x"], [8.0, 9.0, 10.0, 11.0])
+
+
+def test_weight_file_that_is_not_there(tmp_path):
+    for p in (tmp_path / "gone.pth", tmp_path):   # nothing there, or a folder
+        with pytest.raises(WeightsError, match="^" + re.escape(f"{p}: no such weight file") + "$"):
+            cnn.read_torch_pickle(p, cnn.WEIGHTS_SHA256)
+    with pytest.raises(WeightsError, match=re.escape(f"{tmp_path / 'gone.pth'}: no such weight file")):
+        cnn.load_weights(tmp_path / "cache", path=tmp_path / "gone.pth")
+
+
+def test_weights_lacking_a_tensor_or_holding_nan_refused():
+    from streamcov.descriptors import _cnn_net
+
+    good = {k: np.zeros(s, np.float32) for k, s in _cnn_net.expected_shapes().items()}
+    assert cnn.check_weights(good).keys() == good.keys()
+    lack = {k: v for k, v in good.items() if k not in ("_bn0.bias", "_conv_head.weight")}
+    with pytest.raises(WeightsError, match=r"^the weights lack 2 tensors of EfficientNet-Lite0, e\.g\. "
+                                           r"\['_bn0\.bias', '_conv_head\.weight'\]$"):
+        cnn.check_weights(lack)
+    with pytest.raises(WeightsError, match=r"^unexpected tensor shapes for EfficientNet-Lite0, e\.g\. "
+                                           r"\[\('_conv_stem\.weight', \(3, 3, 3, 32\), \(32, 3, 3, 3\)\)\]$"):
+        cnn.check_weights({**good, "_conv_stem.weight": good["_conv_stem.weight"].transpose(3, 1, 2, 0)})
+    nan = good["_bn0.running_var"].copy()
+    nan[5] = np.nan
+    with pytest.raises(WeightsError, match=r"^tensor _bn0\.running_var of the weights holds non-finite values$"):
+        cnn.check_weights({**good, "_bn0.running_var": nan})
 
 
 class _Evil:
