@@ -268,3 +268,37 @@ def test_a_demo_line_is_named_by_its_demo(tmp_path):
                                    r"\(pipelines/synthetic\.toml\), line \d+\)$")
     line = int(re.search(r"line (\d+)\)$", err.strip()).group(1))
     assert (REPO / "pipelines" / "synthetic.toml").read_text().splitlines()[line - 1].startswith("kind = ")
+
+
+# ------------------------------------------------------------------ image-classification's datasets
+def test_a_texture_scikit_image_lacks_is_refused(tmp_path):
+    from streamcov.data.imageio import skimage_textures
+    from streamcov.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^data\.textures: skimage\.data has no image 'bricks'$"):
+        skimage_textures(("grass", "bricks"), patch=16, max_per_class=1)
+    rc, err, _ = cli("run", "--demo", "images", "--set", 'data.textures=["brick","nope"]', "--output", tmp_path / "o",
+                     "--quiet")
+    assert_one_line_error(rc, err, r'^streamcov run: error: --set data\.textures=\["brick","nope"\]: data\.textures: '
+                                   r"skimage\.data has no image 'nope'$")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_whose_images_are_all_too_small_is_refused(tmp_path):
+    """Images under 2 x 2 pixels are skipped with a warning, as ingestion skips them; when none is left, the
+    folder is refused by name."""
+    import re
+
+    from streamcov.data.imageio import load_folders
+    from streamcov.errors import FormatError
+
+    tiny = grey_folder(tmp_path / "tiny", size=1)
+    refusal = "^" + re.escape(f"{tiny}: every image is smaller than 2 x 2 pixels") + "$"
+    with pytest.warns(UserWarning, match=r"4 image\(s\) of \S+tiny skipped, smaller than 2 x 2 pixels"), \
+            pytest.raises(FormatError, match=refusal):
+        load_folders(tiny)
+    p = tmp_path / "p.toml"
+    p.write_text(EVAL_PIPELINE.format(out=tmp_path / "o", store="")
+                 .replace('format = "store"\nstore = ""', f'format = "folders"\nsource = "{tiny}"'))
+    rc, err, _ = cli("run", p, "--quiet")
+    assert_one_line_error(rc, err, "^streamcov run: error: " + refusal[1:])

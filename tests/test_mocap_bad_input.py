@@ -169,6 +169,50 @@ ASF_AMC = [
          ingest("asf-amc", lambda d: amc_archive(d, extra={"test/reach/HDM_ef_reach_004_120.amc": AMC})),
          r"HDM_ef_reach_004_120\.amc: no skeleton file HDM_ef\.asf for subject 'ef' next to it or in a parent "
          r"folder up to .*; put the subject's \.asf there or pass skeleton_name"),
+    # the skeleton's sections, fields and bone blocks, each refusal at its line of the cd copy
+    Case("asf-text-before-any-section", amc(asf=(":version 1.10", "version 1.10")),
+         ASF_CD + r"2: expected a section keyword such as :units, :root, :bonedata or :hierarchy, found "
+                  r"'version'$", check=no_store),
+    Case("asf-root-position-infinite", amc(asf=("position 0 0 0", "position 0 inf 0")),
+         ASF_CD + r"13: root position must be finite numbers, found '0 inf 0'$"),
+    Case("asf-root-axis-three-tokens", amc(asf=("axis XYZ", "axis X Y Z")),
+         ASF_CD + r"12: root axis needs one order token such as XYZ$"),
+    Case("asf-bone-axis-order-not-permutation", amc(asf=("axis 0 0 90 XYZ", "axis 0 0 90 XYX")),
+         ASF_CD + r"32: bone axis order must be a permutation of XYZ \(e\.g\. 'XYZ'\), found 'XYX'$"),
+    Case("asf-bone-axis-without-order", amc(asf=("axis 0 0 90 XYZ", "axis 0 0 90")),
+         ASF_CD + r"32: bone axis needs three angles and an order token, e\.g\. 'axis 0 0 20 XYZ'; found '0 0 90'$"),
+    Case("asf-begin-inside-a-bone", amc(asf=("  end\n  begin\n     id 3", "  begin\n     id 3")),
+         ASF_CD + r"35: 'begin' inside the bone that starts on line 27: a bone block must close with 'end'$"),
+    Case("asf-field-outside-a-bone-block", amc(asf=("  end\n  begin\n     id 2", "  end\n  length 3\n  begin\n     id 2")),
+         ASF_CD + r"27: 'length' outside a begin \.\.\. end bone block$"),
+    Case("asf-unknown-bone-field", amc(asf=("     length 0.5\n", "     length 0.5\n     colour red\n")),
+         ASF_CD + r"41: unknown bone field 'colour'; expected one of id, name, direction, length, axis, dof, "
+                  r"limits, bodymass, cofmass$"),
+    Case("asf-bone-not-closed-before-hierarchy", amc(asf=("  end\n:hierarchy", ":hierarchy")),
+         ASF_CD + r"36: bone block not closed with 'end' before the next section$"),
+    Case("asf-bone-name-two-words", amc(asf=("name lower", "name lower arm")), ASF_CD + r"29: bone name must be one word$"),
+    Case("asf-bone-named-root", amc(asf=("name lower", "name root")),
+         ASF_CD + r"29: bone name 'root' is reserved for the root segment$"),
+    Case("asf-zero-direction", amc(asf=("direction 2 0 0", "direction 0 0 0")),
+         ASF_CD + r"30: bone 'lower' has a zero direction vector$"),
+    Case("asf-dof-axis-twice", amc(asf=("dof rx\n", "dof rx rx\n")), ASF_CD + r"33: dof lists an axis twice: 'rx rx'$"),
+    Case("asf-limits-fewer-than-dof", amc(asf=("dof rx\n", "dof rx ry\n")),
+         ASF_CD + r"34: bone 'lower' has 1 limits for 2 dof; give one \(min max\) pair per dof$"),
+    Case("asf-limits-odd-count", amc(asf=("limits (-180.0 180.0)\n  end\n  begin\n     id 3",
+                                          "limits (-180.0)\n  end\n  begin\n     id 3")),
+         ASF_CD + r"34: limits must be \(min max\) pairs, found an odd count of values$"),
+    Case("asf-limits-not-numbers", amc(asf=("limits (-180.0 180.0)\n  end\n  begin\n     id 3",
+                                            "limits (-180.0 x)\n  end\n  begin\n     id 3")),
+         ASF_CD + r"34: limits must be numbers or inf/-inf, found '-180\.0 x'$"),
+    Case("asf-no-bonedata", amc(asf=(":bonedata\n", ":bones\n")),
+         ASF_CD + r"48: no :bonedata section before the end of the file; an Acclaim skeleton needs :bonedata and "
+                  r":hierarchy$"),
+    Case("asf-hierarchy-line-outside-begin", amc(asf=(":hierarchy\n  begin\n", ":hierarchy\n")),
+         ASF_CD + r"44: hierarchy line outside begin \.\.\. end: 'root upper'$"),
+    Case("asf-hierarchy-parent-without-child", amc(asf=("    lower tip\n", "    lower tip\n    lower\n")),
+         ASF_CD + r"48: hierarchy line names a parent but no child: 'lower'$"),
+    Case("asf-root-as-a-child", amc(asf=("    lower tip\n", "    lower tip\n    tip root\n")),
+         ASF_CD + r"48: the root cannot be the child of a bone$"),
     # the motions (.amc), read one at a time: a failure leaves an incomplete store
     Case("amc-bone-missing-from-skeleton", amc("upper 0 0 0", "elbow 0 0 0"),
          LAST_AMC + r"10: bone 'elbow' is not in the skeleton .*HDM_cd\.asf \(its bones: root, upper, lower, tip\)",
@@ -252,6 +296,42 @@ BVH = [
     Case("bvh-other-joints-than-first-file", bvh("JOINT elbow", "JOINT forearm"),
          r"02_reach\.bvh: cannot share one joint layout with the other files: its joints \(shoulder, forearm, "
          r"forearm_end\) differ from those of .*01_reach\.bvh"),
+    # the hierarchy and the MOTION header, each refusal at its line of the last file
+    Case("bvh-text-after-hierarchy", bvh("HIERARCHY", "HIERARCHY x"), LAST_BVH + r"1: unexpected 'x' after HIERARCHY$"),
+    Case("bvh-root-without-name", bvh("ROOT shoulder", "ROOT"), LAST_BVH + r"2: ROOT needs a name$"),
+    Case("bvh-no-root", bvh("ROOT shoulder", "JOINT shoulder"), LAST_BVH + r"2: expected ROOT, found 'JOINT'$"),
+    Case("bvh-offset-misspelt", bvh("  OFFSET 0 0 0", "  OFSET 0 0 0"), LAST_BVH + r"4: expected OFFSET, found 'OFSET'$"),
+    Case("bvh-offset-not-numbers", bvh("OFFSET 1 0 0\n    CHANNELS", "OFFSET 1 y 0\n    CHANNELS"),
+         LAST_BVH + r"8: OFFSET values must be numbers, found '1 y 0'$"),
+    Case("bvh-offset-infinite", bvh("OFFSET 1 0 0\n    CHANNELS", "OFFSET 1 inf 0\n    CHANNELS"),
+         LAST_BVH + r"8: OFFSET values must be finite$"),
+    Case("bvh-channels-misspelt", bvh("    CHANNELS 3", "    CHANELS 3"),
+         LAST_BVH + r"9: expected CHANNELS after the OFFSET of 'elbow', found 'CHANELS'$"),
+    Case("bvh-channels-without-count", bvh("CHANNELS 3 Zrotation", "CHANNELS Zrotation"),
+         LAST_BVH + r"9: CHANNELS needs a count, e\.g\. 'CHANNELS 3 Zrotation Xrotation Yrotation'$"),
+    Case("bvh-channel-twice", bvh("CHANNELS 3 Zrotation Xrotation Yrotation", "CHANNELS 3 Zrotation Xrotation Zrotation"),
+         LAST_BVH + r"9: a channel is listed twice: 'Zrotation Xrotation Zrotation'$"),
+    Case("bvh-joint-without-name", bvh("JOINT elbow", "JOINT"), LAST_BVH + r"6: JOINT needs a name$"),
+    Case("bvh-end-site-misspelt", bvh("End Site", "End Sight"), LAST_BVH + r"10: expected 'End Site', found 'End Sight'$"),
+    Case("bvh-text-after-closing-brace", bvh("    }\n  }\n}\nMOTION", "    }\n  } x\n}\nMOTION"),
+         LAST_BVH + r"14: unexpected 'x' after '\}'$"),
+    # the End Site of elbow is named elbow_end: a joint of that name, declared after it, would share its name
+    Case("bvh-end-site-name-clash", bvh("    }\n  }\n}\nMOTION", "    }\n  }\n  JOINT elbow_end\n  {\n    OFFSET 0 1 0\n"
+                                        "    CHANNELS 0\n  }\n}\nMOTION"),
+         LAST_BVH + r"15: End Site name 'elbow_end' \(its parent's name \+ '_end'\) clashes with a joint of that "
+                    r"name; pass end_sites=False$"),
+    Case("bvh-frames-line-misspelt", bvh("Frames: 3", "Frame: 3"),
+         LAST_BVH + r"17: expected 'Frames: <count>' after MOTION, found 'Frame: 3'$"),
+    Case("bvh-frame-time-line-misspelt", bvh("Frame Time: 0.01", "Frametime: 0.01"),
+         LAST_BVH + r"18: expected 'Frame Time: <seconds>', found 'Frametime: 0\.01'$"),
+    Case("bvh-frame-time-not-a-number", bvh("Frame Time: 0.01", "Frame Time: 0,01"),
+         LAST_BVH + r"18: frame time must be a number, found '0,01'$"),
+    # no CHANNELS at all: a frame row would have no column to fill, read when the sequence is
+    Case("bvh-values-without-channels", bvh("CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation\n"
+                                            "  JOINT elbow\n  {\n    OFFSET 1 0 0\n    CHANNELS 3 Zrotation Xrotation "
+                                            "Yrotation", "CHANNELS 0\n  JOINT elbow\n  {\n    OFFSET 1 0 0\n    CHANNELS 0"),
+         LAST_BVH + r"19: the hierarchy has no channels, yet values follow the header; or leave out the files that "
+                    r"cannot be read: --on-error skip", check=incomplete(2)),
     Case("bvh-zero-frames-skipped", bvh("Frames: 3\nFrame Time: 0.01\n0 0 0 0 0 0 0 0 0\n0 0 0 90 0 0 0 0 0\n"
                                         "1 2 3 0 0 0 90 0 0\n", "Frames: 0\nFrame Time: 0.01\n"),
          r'"sequences": 2', rc=0, check=skipped(r"02_reach: .*declares 'Frames: 0'")),
@@ -335,6 +415,20 @@ OPTIONS = [
     Case("option-skeleton-name-unknown-group", amc(None, "", 'skeleton_name="{person}.asf"'),
          r"--option skeleton_name=\"\{person\}\.asf\": skeleton_name names \{person\}, which is not a group of "
          r"name_pattern"),
+    Case("option-roles-not-a-table", bvh(None, "", "roles=5"),
+         r"--option roles=5: roles must be a table of role -> 0-based joints such as \{hip_center = \[0\], "
+         r"head = \[15\]\}, got 5$", check=no_store),
+    # layout="folders": where the files must lie
+    Case("folders-no-files", ingest("bvh", lambda d: write(d, {"train/reach/notes.txt": "x"})),
+         r"^streamcov ingest: error: \S+/arch: no \*\.bvh files found below this folder; expected "
+         r"\[<split>/\]<class>/<file>\.bvh, or an index\.csv with layout='index'$", check=no_store),
+    Case("folders-file-too-deep", bvh(None, "", extra={"train/reach/take2/03_reach.bvh": ARM}),
+         r"^streamcov ingest: error: \S+/train/reach/take2/03_reach\.bvh: file is 3 folder levels below \S+/arch; the "
+         r"folders layout is \[<split>/\]<class>/<file>\.bvh \(use an index\.csv and layout='index' for other "
+         r"trees\)$", check=no_store),
+    Case("folders-file-at-the-top", amc(extra={"HDM_ab_reach_009_120.amc": AMC}),
+         r"^streamcov ingest: error: \S+/arch/HDM_ab_reach_009_120\.amc: file is 0 folder levels below \S+/arch; "
+         r"the folders layout is \[<split>/\]<class>/<file>\.amc \(use an index\.csv"),
     # layout="index"
     Case("index-missing", bvh(None, "", 'layout="index"'), r"arch/index\.csv: index file not found; layout='index' needs"),
     Case("index-file-not-found", bvh(None, "", 'layout="index"', extra={"index.csv": INDEX + "gone.bvh,reach,1\n"}),
