@@ -275,13 +275,43 @@ def test_a_texture_scikit_image_lacks_is_refused(tmp_path):
     from streamcov.data.imageio import skimage_textures
     from streamcov.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^data\.textures: skimage\.data has no image 'bricks'$"):
+    fix = r"; give names of images bundled with scikit-image \(brick, grass, gravel, \.\.\.\)$"
+    with pytest.raises(ConfigError, match=r"^data\.textures: skimage\.data has no image 'bricks' \(did you mean "
+                                          r"'brick'\?\)" + fix):
         skimage_textures(("grass", "bricks"), patch=16, max_per_class=1)
     rc, err, _ = cli("run", "--demo", "images", "--set", 'data.textures=["brick","nope"]', "--output", tmp_path / "o",
                      "--quiet")
     assert_one_line_error(rc, err, r'^streamcov run: error: --set data\.textures=\["brick","nope"\]: data\.textures: '
-                                   r"skimage\.data has no image 'nope'$")
+                                   r"skimage\.data has no image 'nope'" + fix)
     assert not (tmp_path / "o").exists()
+    # names of skimage.data that are no bundled image: a setting, a function of other arguments, a stack of
+    # faces, the download of everything (these were tracebacks: "'str' object is not callable", ...)
+    for name, said in (("data_dir", r"skimage\.data has no image 'data_dir'"),
+                       ("download_all", r"skimage\.data has no image 'download_all'"),
+                       ("file_hash", r"skimage\.data\.file_hash cannot be loaded here \(.*fname.*\)"),
+                       ("lfw_subset", r"skimage\.data\.lfw_subset is not an image \(an array of shape \(200, 25, 25\), "
+                                      r"float64\)")):
+        with pytest.raises(ConfigError, match=r"^data\.textures: " + said + fix):
+            skimage_textures(("brick", name), patch=16, max_per_class=1)
+
+
+def test_a_texture_scikit_image_would_download_is_refused(tmp_path, monkeypatch):
+    """Images of skimage.data that are not bundled are fetched on first use, with the optional pooch and a
+    network: without them, a ModuleNotFoundError traceback. One line now, naming the image and the loader's
+    reason. (Simulated: whether pooch and the file are at hand differs between machines.)"""
+    import skimage.data
+
+    from streamcov.data.imageio import skimage_textures
+    from streamcov.errors import ConfigError
+
+    def eagle():
+        raise ModuleNotFoundError("The requested file is part of the scikit-image distribution, but requires the "
+                                  "installation of an optional dependency, pooch.")
+
+    monkeypatch.setattr(skimage.data, "eagle", eagle)
+    with pytest.raises(ConfigError, match=r"^data\.textures: skimage\.data\.eagle cannot be loaded here \(The "
+                                          r"requested file .* pooch\.\); give names of images bundled"):
+        skimage_textures(("brick", "eagle"), patch=16, max_per_class=1)
 
 
 def test_a_folder_whose_images_are_all_too_small_is_refused(tmp_path):
@@ -293,7 +323,8 @@ def test_a_folder_whose_images_are_all_too_small_is_refused(tmp_path):
     from streamcov.errors import FormatError
 
     tiny = grey_folder(tmp_path / "tiny", size=1)
-    refusal = "^" + re.escape(f"{tiny}: every image is smaller than 2 x 2 pixels") + "$"
+    refusal = "^" + re.escape(f"{tiny}: every image is smaller than 2 x 2 pixels, the least a covariance of pixel "
+                              f"features needs; give images of at least that size") + "$"
     with pytest.warns(UserWarning, match=r"4 image\(s\) of \S+tiny skipped, smaller than 2 x 2 pixels"), \
             pytest.raises(FormatError, match=refusal):
         load_folders(tiny)

@@ -216,7 +216,7 @@ MALFORMED = [
     ("legacy-big-endian", lambda p: _legacy_parts(p, sys_info={**LEGACY_INFO, "little_endian": False}), WeightsError,
      r"only little-endian weight files are supported$"),
     ("legacy-sys-info-not-a-dict", lambda p: _legacy_parts(p, sys_info=[1]), WeightsError,
-     r"only little-endian weight files are supported$"),
+     r"not a PyTorch weight file \(its system information is not a table\)$"),
     ("legacy-not-a-pickle", lambda p: p.write_bytes(b"\x80\x02J\x01"), WeightsError,
      r"not a readable weight pickle \(UnpicklingError: .+\)$"),
     ("legacy-persistent-id-in-the-header", lambda p: _legacy_parts(p, sys_info=b"\x80\x02X\x01\x00\x00\x00aQ."),
@@ -306,8 +306,8 @@ def test_a_legacy_view_within_its_root_storage_is_read(tmp_path):
 
 
 def test_weight_file_that_is_not_there(tmp_path):
-    for p in (tmp_path / "gone.pth", tmp_path):   # nothing there, or a folder
-        with pytest.raises(WeightsError, match="^" + re.escape(f"{p}: no such weight file") + "$"):
+    for p, what in ((tmp_path / "gone.pth", "no such weight file"), (tmp_path, "a folder, not a weight file")):
+        with pytest.raises(WeightsError, match="^" + re.escape(f"{p}: {what}") + "$"):
             cnn.read_torch_pickle(p, cnn.WEIGHTS_SHA256)
     with pytest.raises(WeightsError, match=re.escape(f"{tmp_path / 'gone.pth'}: no such weight file")):
         cnn.load_weights(tmp_path / "cache", path=tmp_path / "gone.pth")

@@ -461,11 +461,35 @@ def load_folders(root, group_level: int = 1, exclude=("maps",), progress: bool =
         keep = [i for i in range(len(images)) if i not in gone]
         entries, images = [entries[i] for i in keep], [images[i] for i in keep]
         if not entries:
-            raise FormatError(root, f"every image is smaller than {MIN_SIDE} x {MIN_SIDE} pixels")
+            raise FormatError(root, f"every image is smaller than {MIN_SIDE} x {MIN_SIDE} pixels, the least a "
+                                    f"covariance of pixel features needs; give images of at least that size")
     labels, label_names = _codes([e.label for e in entries])
     groups, group_names = _codes([e.group for e in entries])
     return ImageSet(images=images, labels=labels, label_names=label_names, groups=groups,
                     group_names=group_names, ids=[e.id for e in entries], source=str(root))
+
+
+def _skimage_image(data, name: str) -> np.ndarray:
+    """scikit-image's bundled image ``name`` (a function of ``skimage.data``), refused in one line when there is
+    none of that name, it is not an image (``data_dir``, ``lfw_subset``, ...) or it is not bundled (``eagle``,
+    ``cells3d``, ...: downloaded on first use, which needs the optional ``pooch`` and a network; these were
+    tracebacks)."""
+    from ..errors import did_you_mean
+
+    fix = "give names of images bundled with scikit-image (brick, grass, gravel, ...)"
+    fn = getattr(data, name, None) if name in getattr(data, "__all__", ()) and name != "download_all" else None
+    if not callable(fn):
+        known = [n for n in getattr(data, "__all__", ()) if callable(getattr(data, n, None)) and n != name]
+        raise ConfigError(f"data.textures: skimage.data has no image {name!r}{did_you_mean(name, known)}; {fix}")
+    try:
+        img = np.asarray(fn())
+    except Exception as exc:   # noqa: BLE001 - a third party's loader: a download it cannot make, arguments
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"data.textures: skimage.data.{name} cannot be loaded here ({why[:160]}); {fix}") from None
+    if img.dtype.kind not in "uif" or not (img.ndim == 2 or img.ndim == 3 and img.shape[2] in (3, 4)):
+        raise ConfigError(f"data.textures: skimage.data.{name} is not an image (an array of shape {img.shape}, "
+                          f"{img.dtype}); {fix}")
+    return img
 
 
 def skimage_textures(names=("brick", "grass", "gravel"), patch: int = 64, max_per_class=None) -> ImageSet:
@@ -474,9 +498,7 @@ def skimage_textures(names=("brick", "grass", "gravel"), patch: int = 64, max_pe
 
     images, labels, groups, ids = [], [], [], []
     for c, name in enumerate(names):
-        if not hasattr(skimage.data, name):
-            raise ConfigError(f"data.textures: skimage.data has no image {name!r}")
-        img = np.asarray(getattr(skimage.data, name)())
+        img = _skimage_image(skimage.data, name)
         if patch > min(img.shape[:2]):
             raise ConfigError(f"data.patch = {patch}: larger than skimage.data.{name} ({img.shape[0]} x "
                               f"{img.shape[1]} pixels); choose a patch of at most {min(img.shape[:2])}")

@@ -247,7 +247,9 @@ def _read_legacy(f, size):
     if safe_load(f) != LEGACY_PROTOCOL:
         raise WeightsError("unsupported legacy PyTorch protocol version")
     sys_info = safe_load(f)
-    if not isinstance(sys_info, dict) or not sys_info.get("little_endian", False):
+    if not isinstance(sys_info, dict):
+        raise WeightsError("not a PyTorch weight file (its system information is not a table)")
+    if not sys_info.get("little_endian", False):
         raise WeightsError("only little-endian weight files are supported")
     storages: dict = {}
     result = safe_load(f, lambda pid: _storage_pid(pid, storages, legacy=True))

@@ -178,7 +178,7 @@ def read_torch_pickle(path, sha256: str | None) -> dict:
 
     path = Path(path)
     if not path.is_file():
-        raise WeightsError(f"{path}: no such weight file")
+        raise WeightsError(f"{path}: " + ("a folder, not a weight file" if path.is_dir() else "no such weight file"))
     if sha256 is not None:
         from ..data.integrity import file_sha256   # imported here: it brings zarr with the data package
 
