@@ -75,9 +75,13 @@ def _private_folder(folder: Path) -> bool:
     return True
 
 
-def _numba_user_cache() -> Path:
-    """numba's user-wide cache folder (its ``AppDirs("numba").user_cache_dir`` on Linux)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+def _numba_user_cache() -> Path | None:
+    """numba's user-wide cache folder (its ``AppDirs("numba").user_cache_dir`` on Linux), or None without a
+    home (``HOME`` unset and a user the system does not name: a container's numeric user)."""
+    try:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+    except (RuntimeError, KeyError, OSError):
+        return None
 
 
 def numba_cache_dir() -> str:
@@ -86,26 +90,44 @@ def numba_cache_dir() -> str:
     if os.environ.get("NUMBA_CACHE_DIR"):
         return os.environ["NUMBA_CACHE_DIR"]
     here = Path(__file__).parent
-    return f"{here}/**/__pycache__" if _writable(here / "__pycache__") else str(_numba_user_cache())
+    if _writable(here / "__pycache__"):
+        return f"{here}/**/__pycache__"
+    user = _numba_user_cache()
+    return str(user) if user is not None else "nowhere (kernels are compiled without a cache)"
 
 
 def plan_numba_cache(writable=_writable) -> str | None:
     """Give numba's cache a folder it can write when it has none, before any kernel is compiled; returns it, or
-    None when numba's own places serve (or ``NUMBA_CACHE_DIR`` is set).
+    None when numba's own places serve.
 
     numba caches a kernel beside its module (``__pycache__``), else in its user-wide folder. On a read-only
     install (a container's read-only root) with a read-only home, every kernel's ``cache=True`` raised
     "cannot cache function ...: no locator available" (a traceback). The cache then goes to
     ``<temporary folder>/streamcov-numba-<uid>`` (``NUMBA_CACHE_DIR``, inherited by the workers a run starts);
-    where nothing can be written, kernels are compiled without a cache (:data:`JIT_OPTS`)."""
+    where nothing can be written (no temporary folder, no home), kernels are compiled without a cache
+    (:data:`JIT_OPTS`). A ``NUMBA_CACHE_DIR`` that cannot be written is numba's first place, and its fallbacks
+    are the package's and the user's folders: where neither serves either, kernels are compiled without a
+    cache and :data:`CACHE_PROBLEM` says so (the commands refuse it in one line, :func:`numba_environment_problem`;
+    it was numba's "no locator available" traceback at the first kernel)."""
     import tempfile
 
-    if os.environ.get("NUMBA_CACHE_DIR") or writable(Path(__file__).parent / "__pycache__") or \
-            writable(_numba_user_cache()):
+    global CACHE, CACHE_PROBLEM
+    given = os.environ.get("NUMBA_CACHE_DIR")
+    user = _numba_user_cache()
+    if (given and writable(Path(given))) or writable(Path(__file__).parent / "__pycache__") or \
+            (user is not None and writable(user)):
         return None
-    folder = Path(tempfile.gettempdir()) / f"streamcov-numba-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    if not (_private_folder(folder) and writable(folder)):
-        global CACHE
+    if given:
+        CACHE = JIT_OPTS["cache"] = ORDERED_JIT_OPTS["cache"] = False
+        CACHE_PROBLEM = (f"environment variable NUMBA_CACHE_DIR={given!r}: cannot write there (nor in the package's "
+                         f"folders or the home folder, numba's other places for its cache of compiled kernels); "
+                         f"give a folder this user can write, or unset it")
+        return None
+    try:
+        folder = Path(tempfile.gettempdir()) / f"streamcov-numba-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    except OSError:   # no usable temporary folder: tempfile found none it can write
+        folder = None
+    if folder is None or not (_private_folder(folder) and writable(folder)):
         CACHE = JIT_OPTS["cache"] = ORDERED_JIT_OPTS["cache"] = False
         return None
     os.environ["NUMBA_CACHE_DIR"] = str(folder)
@@ -115,6 +137,8 @@ def plan_numba_cache(writable=_writable) -> str | None:
     return str(folder)
 
 
+#: why numba's cache cannot be used as the environment asks (:func:`plan_numba_cache`), or None
+CACHE_PROBLEM: str | None = None
 plan_numba_cache()
 
 
@@ -156,7 +180,19 @@ def numba_environment_problem() -> str | None:
     ``import numba`` fail; text or an empty value was a warning quoting numba's traceback, then numba's
     default), or a ``NUMBA_THREADING_LAYER`` numba does not know or cannot load here (the first kernel of a
     run failed, after the store was written). Imports numba and starts its threads, as the first parallel
-    kernel would."""
+    kernel would. Also a ``NUMBA_DISABLE_JIT`` that turns the compiler off (the kernels use intrinsics that
+    run compiled only: a NotImplementedError traceback after the store was written) and a ``NUMBA_CACHE_DIR``
+    nothing can be written to (:data:`CACHE_PROBLEM`)."""
+    if CACHE_PROBLEM is not None:
+        return CACHE_PROBLEM
+    jit_off = os.environ.get("NUMBA_DISABLE_JIT", "")
+    try:
+        off = int(jit_off) != 0   # as numba reads it (text: a warning of its own, and the compiler on)
+    except ValueError:
+        off = False
+    if off:
+        return (f"environment variable NUMBA_DISABLE_JIT={jit_off!r}: streamcov's kernels run compiled only (some "
+                f"are numba intrinsics, which have no Python version); unset it or set it to 0")
     value = os.environ.get("NUMBA_NUM_THREADS")
     if value is not None:
         try:

@@ -2,6 +2,7 @@
 import asyncio
 import errno
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,83 @@ def test_nowhere_to_write_compiles_without_a_cache(monkeypatch, tmp_path):
     monkeypatch.setattr(_config, "CACHE", True)
     assert _config.plan_numba_cache(writable=lambda folder: False) is None
     assert _config.CACHE is False and not _config.JIT_OPTS["cache"] and not _config.ORDERED_JIT_OPTS["cache"]
+
+
+def test_a_numba_cache_dir_nothing_can_be_written_to_is_one_line(monkeypatch, tmp_path):
+    """A NUMBA_CACHE_DIR that cannot be written, on a read-only install with a read-only home: numba had no
+    place for its cache, and the first kernel was its "no locator available" traceback. Kernels compile
+    uncached and the commands refuse the setting in one line; a writable NUMBA_CACHE_DIR, or one beside
+    writable fallbacks (numba uses those), is no problem."""
+    from cli_cases import assert_one_line_error, cli
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "ro"))
+    for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
+        monkeypatch.setitem(getattr(_config, name), "cache", True)
+    monkeypatch.setattr(_config, "CACHE", True)
+    monkeypatch.setattr(_config, "CACHE_PROBLEM", None)
+    assert _config.plan_numba_cache(writable=lambda folder: str(folder) == str(tmp_path / "ro")) is None
+    assert _config.plan_numba_cache(writable=lambda folder: "__pycache__" in str(folder)) is None
+    assert _config.CACHE and _config.CACHE_PROBLEM is None
+    assert _config.plan_numba_cache(writable=lambda folder: False) is None
+    assert _config.CACHE is False and not _config.JIT_OPTS["cache"]
+    said = (rf"environment variable NUMBA_CACHE_DIR='{tmp_path}/ro': cannot write there \(nor in the package's "
+            rf"folders or the home folder, .*\); give a folder this user can write, or unset it$")
+    assert re.match(said, _config.numba_environment_problem())
+    rc, err, _ = cli("run", "--quiet", "--output", tmp_path / "out")
+    assert_one_line_error(rc, err, r"^streamcov run: error: " + said)
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_temporary_folder_and_no_home_compile_without_a_cache(monkeypatch, tmp_path):
+    """A read-only root with no usable temporary folder, or a user with no home (HOME unset, a numeric user the
+    system does not name): the plan made at import raised (tempfile's FileNotFoundError, pathlib's "Could not
+    determine home directory"), so that every command, --help too, was a traceback. Kernels compile
+    uncached; a run's check of its output folder and the ConvNet weights (no cache) work without a home."""
+    import tempfile
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "recorded")
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
+        monkeypatch.setitem(getattr(_config, name), "cache", True)
+    monkeypatch.setattr(_config, "CACHE", True)
+
+    def no_temporary_folder():
+        raise FileNotFoundError(2, "No usable temporary directory found in ['/tmp', '/var/tmp', '/usr/tmp']")
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(tempfile, "gettempdir", no_temporary_folder)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert _config._numba_user_cache() is None
+    assert _config.plan_numba_cache(writable=lambda folder: False) is None
+    assert _config.CACHE is False and _config.CACHE_PROBLEM is None
+    assert _config.numba_cache_dir().startswith("nowhere") or "__pycache__" in _config.numba_cache_dir()
+    from streamcov.tasks.runner import _check_not_someone_elses
+
+    (tmp_path / "out").mkdir()
+    _check_not_someone_elses(tmp_path / "out", (tmp_path / "out").resolve(), "--output")   # no error
+
+
+@pytest.mark.parametrize("value, refused", [("1", True), (" 2", True), ("0", False), ("", False), ("abc", False)])
+def test_numba_disable_jit_is_refused_before_any_work(monkeypatch, value, refused):
+    """NUMBA_DISABLE_JIT=1: some kernels are numba intrinsics, which have no Python version: a NotImplementedError
+    traceback after the store was written. Refused in one line as numba reads the variable (an integer not 0;
+    text is numba's warning and the compiler stays on)."""
+    from cli_cases import assert_one_line_error, cli
+
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", value)
+    problem = _config.numba_environment_problem()
+    if not refused:
+        assert problem is None
+        return
+    said = (rf"environment variable NUMBA_DISABLE_JIT={value!r}: streamcov's kernels run compiled only \(some are "
+            rf"numba intrinsics, which have no Python version\); unset it or set it to 0$")
+    assert re.match(said, problem)
+    rc, err, _ = cli("run", "--quiet", "--output", "/nonexistent-never-made")
+    assert_one_line_error(rc, err, r"^streamcov run: error: " + said)
+    assert not Path("/nonexistent-never-made").exists()
 
 
 def test_writes_left_running_on_zarrs_loop_end_before_the_command_returns():

@@ -237,7 +237,10 @@ def load_weights(cache_dir=None, *, use_cache: bool = True, path=None) -> dict:
     ``num_batches_tracked`` counters are dropped: 4,652,008 parameters plus
     42,016 BatchNorm statistics (4.69 M numbers).
     """
-    cache = cache_file(cache_dir)
+    try:
+        cache = cache_file(cache_dir)
+    except RuntimeError:   # no home folder (HOME unset for a user the system does not name): no cache
+        cache, use_cache = None, False
     key = (str(cache) if use_cache else None, str(path) if path else None)
     with _WEIGHTS_LOCK:
         if key in _WEIGHTS_MEMO:

@@ -307,11 +307,14 @@ def _check_not_someone_elses(out: Path, resolved: Path, where: str) -> None:
     model, checkpoints, tables and figures there, and would overwrite or delete files of the same names), and
     the file system's root or the home folder. Names starting with a dot, and output folders of other runs
     nested in it, are not counted. ``resolved``: ``out`` resolved."""
-    home = Path.home().resolve()
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):   # HOME unset for a user the system does not name (a container's)
+        home = None
     if resolved == Path(resolved.anchor) or resolved == home:
         what = "the root of the file system" if resolved == Path(resolved.anchor) else "your home folder"
         raise ConfigError(f"{where}: {out} is {what}; give a folder of its own for the run's outputs, e.g. "
-                          f"{home / 'streamcov-runs' / 'NAME'}")
+                          f"{(home or Path.cwd()) / 'streamcov-runs' / 'NAME'}")
     if not out.is_dir() or (out / OUTPUT_MARKER).is_file():
         return
     # another run's output folder inside this one is a run's too
