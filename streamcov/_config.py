@@ -526,13 +526,19 @@ def map_threads(fn, items, n_jobs: int | None = None):
 
     import numba
 
-    n_jobs = numba.get_num_threads() if n_jobs is None else _thread_count(n_jobs, numba.get_num_threads())
+    caller = numba.get_num_threads()
+    n_jobs = caller if n_jobs is None else _thread_count(n_jobs, caller)
+    # numba's count is per thread, and a new thread starts at numba's default (every core): each of the n_jobs
+    # threads gets its share of the caller's, so that their parallel kernels do not oversubscribe the cores
+    share = max(1, caller // n_jobs)
 
     def one(item):
         # the limit is taken per call, in the thread that computes (microseconds), not across the generator's
         # yields: a generator abandoned by an exception lives as long as its traceback (a notebook keeps the
         # last one) and held the caller's BLAS at one thread until then
         with blas_threads(1):
+            if numba.get_num_threads() != share:
+                numba.set_num_threads(share)
             return fn(item)
 
     if n_jobs == 1:

@@ -370,6 +370,61 @@ def test_map_threads_limits_each_call_and_holds_nothing_between_them(two_threads
     assert blas_limit() == 2
 
 
+def test_map_threads_gives_each_thread_its_share_of_numba_threads():
+    """numba's thread count is per thread, and a new thread starts at numba's default (every core): each of
+    map_threads' n_jobs threads ran the caller's numba kernels on every core (the pixel features of an image
+    run: 4 numba threads at once on 2 cores). Each gets the caller's count divided by n_jobs; the caller's own
+    count is left as it was."""
+    import numba
+
+    from streamcov._config import map_threads
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has a single thread here")
+    before = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        counts = lambda i: numba.get_num_threads()   # noqa: E731
+        assert list(map_threads(counts, range(6), 2)) == [1] * 6
+        assert list(map_threads(counts, range(3), 1)) == [2] * 3   # in the caller's thread: its own count
+        assert numba.get_num_threads() == 2
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_feature_map_and_predict_kernels_keep_to_the_thread_plan(tmp_path, monkeypatch):
+    """The descriptor kernels ran within the task's share of the thread plan, but the feature map's (RGW's
+    grouped products, in featurize and predict) at numba's default, every core in every Dask thread: 2 x 2
+    numba threads on 2 cores. Every parallel kernel of a threaded run's tasks now keeps to the plan's share."""
+    import numba
+
+    from streamcov import _config
+    from streamcov.stream.predict import predict
+    from streamcov.tasks import run
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has a single thread here")
+    seen: dict = {}
+    real = _config.run_parallel
+
+    def counted(kernel, *args, **kwargs):   # in Dask's threads (the driver's own fit may use every core)
+        if threading.current_thread() is not threading.main_thread():
+            seen.setdefault(getattr(kernel, "__name__", str(kernel)), set()).add(numba.get_num_threads())
+        return real(kernel, *args, **kwargs)
+
+    for module in ("streamcov.features._rgw", "streamcov._config"):
+        monkeypatch.setattr(f"{module}.run_parallel", counted)
+    from streamcov.tasks.config import load_config
+
+    cfg = load_config(REPO / "pipelines" / "synthetic.toml", overrides=[
+        "data.synthetic.n_sequences=120", f'output="{tmp_path / "o"}"', f'data.store="{tmp_path / "s.zarr"}"',
+        'features.map="rgw"', "features.n_components=64", "model.epochs=2"])
+    res = run(cfg, scheduler="threads", workers=2)
+    assert res["runtime"]["numba_threads"] == 1
+    predict(tmp_path / "o" / "model", tmp_path / "s.zarr", scheduler="threads", workers=2)
+    assert "grouped_products" in seen and seen["grouped_products"] == {1}, seen
+
+
 def test_a_users_counts_wait_for_the_blocks_still_inside(two_threads):
     """``blas_threads_kept`` (a run on a user's in-process cluster) puts the user's counts back when it
     leaves, but not under a block still inside (another run's, or a task a failed run left running): that

@@ -48,14 +48,16 @@ class Featurized:
     featurize_seconds: float
 
 
-def _transform(fmap, X):
+def _transform(fmap, X, n_numba: int = 1):
     # One BLAS thread: the projection GEMM then sums in the same order on every
     # worker, whatever threads its process was started with (bitwise-equal features).
-    from .._config import blas_threads
+    # The map's numba kernels (the product maps' grouped products) take the task's share of the thread plan,
+    # as the descriptor kernels do: numba's default, every core in every Dask thread, oversubscribed them.
+    from .._config import kernel_threads
 
     if fmap is None:
         return X
-    with blas_threads(1):
+    with kernel_threads(n_numba, 1):
         return fmap.transform(X)
 
 
@@ -243,7 +245,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
     for i, (b0, b1, _, task) in enumerate(blocks):
         if done[i]:
             continue
-        X = task if transform is None else dask.delayed(_transform)(transform, task)
+        X = task if transform is None else dask.delayed(_transform)(transform, task, runtime.numba_threads)
         todo.append((keys[i], b1 - b0, i, dask.delayed(write_block)(task_path(fstore.path), i, b0, b1, X)))
     windows: list[list] = []
     last = None

@@ -19,8 +19,11 @@ from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
 
-def _predict_codes(model, V):
-    return model.predict_codes(V)
+def _predict_codes(model, V, n_numba: int = 1):
+    from .._config import kernel_threads
+
+    with kernel_threads(n_numba, 1):   # the map's numba kernels within the task's share of the thread plan
+        return model.predict_codes(V)
 
 
 def predict(model_dir, store_path, out_csv=None, scheduler: str | None = None, workers: int | None = None,
@@ -444,7 +447,8 @@ def _predict(model, model_dir, store_path, out_csv, scheduler, workers, block, t
         shared = runtime.share(model)
         for key in dict.fromkeys(keys):
             window = [t for t, k in zip(tasks, keys) if k == key]
-            preds = runtime.compute(*[dask.delayed(_predict_codes)(shared, t) for *_, t in window])
+            preds = runtime.compute(*[dask.delayed(_predict_codes)(shared, t, runtime.numba_threads)
+                                      for *_, t in window])
             for (b0, b1, _, _), p in zip(window, preds):
                 predictions[b0:b1] = p
         info = runtime.info
