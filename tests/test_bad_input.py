@@ -4762,6 +4762,52 @@ def test_dask_connect_timeout_not_a_duration(env, value):
     assert not (env.tmp / "p.csv").exists()
 
 
+@pytest.mark.parametrize("key, value, expected", [
+    ("distributed.comm.timeouts.connect", "abc", r"expected a duration such as 30s; correct or remove it"),
+    ("distributed.comm.timeouts.tcp", "abc", r"expected a duration such as 30s; correct or remove it"),
+    ("distributed.worker.memory.target", "abc", r"expected a fraction of the worker's memory limit \(a number above 0 "
+                                                 r"and at most 1\) or false; correct or remove it"),
+    ("distributed.worker.memory.pause", 1.5, r"expected a fraction of the worker's memory limit"),
+    ("temporary-directory", "/proc/1", r"the workers cannot write their files there; give a folder this user can "
+                                        r"write, or remove it"),
+])
+def test_dask_settings_a_local_cluster_cannot_start_with(env, key, value, expected):
+    """Dask's settings (environment variables DASK_..., or Dask configuration files) that a LocalCluster
+    (--workers N) cannot start with: a timeout that is not a duration was a KeyError traceback, a memory fraction
+    of "abc" was called "out of memory" (Dask multiplies it by the memory limit), an unwritable temporary
+    directory "Cluster failed to start". One line naming the setting and its variable, before any work."""
+    import dask
+
+    variable = "DASK_" + key.upper().replace(".", "__").replace("-", "_")
+    with dask.config.set({key: value}):
+        rc, err, _ = cli("predict", env.shared["model"], env.shared["synth"], "--out", env.tmp / "p.csv",
+                         "--workers", "2")
+    assert_one_line_error(rc, err, rf"^streamcov predict: error: Dask's setting {re.escape(key)} = "
+                                   rf"{re.escape(repr(value))} \(from the environment variable {variable} or a Dask "
+                                   rf"configuration file\): {expected}")
+    assert not (env.tmp / "p.csv").exists()
+
+
+def test_a_local_cluster_that_fails_to_start_is_one_line(env, monkeypatch):
+    """Dask's LocalCluster raises "Cluster failed to start" (its cause in __cause__) when its processes cannot
+    start: a traceback. One line with the cause, naming --workers."""
+    import distributed
+
+    def failing(*args, **kwargs):
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError as exc:
+            raise RuntimeError("Cluster failed to start") from exc
+
+    monkeypatch.setattr(distributed, "LocalCluster", failing)
+    rc, err, _ = cli("predict", env.shared["model"], env.shared["synth"], "--out", env.tmp / "p.csv",
+                     "--workers", "2")
+    assert_one_line_error(rc, err, r"^streamcov predict: error: --workers 2: Dask's local cluster of 2 worker processes "
+                                   r"failed to start \(OSError: \[Errno 28\] No space left on device\); check Dask's "
+                                   r"settings .*or use --scheduler threads$")
+    assert not (env.tmp / "p.csv").exists()
+
+
 def test_links_a_run_does_not_write_through_are_accepted(tmp_path):
     """A store the run only reads (e.g. its ``--store``) linked into the output folder, and a link at
     ``result.json`` (which a run removes before writing a new file), are not refused; the links a run writes

@@ -587,22 +587,63 @@ def _wait_for_a_worker(client, scheduler: str) -> None:
                              f"{arg('scheduler', 'threads')}") from None
 
 
-def _connect_timeout(dask, parse_timedelta) -> float:
-    """Dask's connect timeout in seconds (``distributed.comm.timeouts.connect``), refused in one line when it is
-    not a duration: set in the environment (``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=abc``) or in a Dask
-    configuration file, it was a KeyError traceback."""
+def _dask_setting(key: str) -> str:
+    """How a user names Dask's setting ``key``: its environment variable, or a Dask configuration file."""
+    env = "DASK_" + key.upper().replace(".", "__").replace("-", "_")
+    return f"Dask's setting {key}" + f" = {{raw!r}} (from the environment variable {env} or a Dask configuration file)"
+
+
+def _dask_duration(dask, parse_timedelta, key: str) -> float:
+    """Dask's duration setting ``key`` in seconds, refused in one line when it is not a duration: set in the
+    environment (``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=abc``) or in a Dask configuration file, it was a
+    KeyError traceback (of the client, or of a LocalCluster's start)."""
     import math
 
-    raw = dask.config.get("distributed.comm.timeouts.connect", None)
+    raw = dask.config.get(key, None)
     try:
         wait = parse_timedelta(raw, default="seconds")
     except (KeyError, ValueError, TypeError, IndexError):   # IndexError: an empty text
         wait = None
     if wait is None or not math.isfinite(wait) or wait < 0:
-        raise ConfigError(f"Dask's setting distributed.comm.timeouts.connect = {raw!r} (from the environment "
-                          f"variable DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT or a Dask configuration file): expected a "
-                          f"duration such as 30s; correct or remove it")
+        raise ConfigError(_dask_setting(key).format(raw=raw) + ": expected a duration such as 30s; correct or "
+                          "remove it")
     return wait
+
+
+def _connect_timeout(dask, parse_timedelta) -> float:
+    """Dask's connect timeout in seconds (``distributed.comm.timeouts.connect``), checked (:func:`_dask_duration`)."""
+    return _dask_duration(dask, parse_timedelta, "distributed.comm.timeouts.connect")
+
+
+#: Dask's settings of a worker's memory: the fractions of its limit at which it spills, pauses, is restarted
+WORKER_MEMORY_FRACTIONS = ("target", "spill", "pause", "terminate")
+
+
+def _check_local_cluster_settings(dask) -> None:
+    """Refuse, in one line, Dask's settings that a LocalCluster cannot start with: a timeout that is not a
+    duration (a KeyError traceback), a worker memory fraction that is neither a number in (0, 1] nor false
+    (``abc`` was multiplied by the memory limit: "out of memory", the wrong cause), a temporary directory that
+    cannot be written ("Cluster failed to start")."""
+    from pathlib import Path
+
+    from dask.utils import parse_timedelta
+
+    from .._config import _writable
+
+    for key in ("distributed.comm.timeouts.connect", "distributed.comm.timeouts.tcp"):
+        _dask_duration(dask, parse_timedelta, key)
+    for name in WORKER_MEMORY_FRACTIONS:
+        key = f"distributed.worker.memory.{name}"
+        raw = dask.config.get(key, False)
+        ok = raw is False or raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool)
+                                             and 0 < raw <= 1)
+        if not ok:
+            raise ConfigError(_dask_setting(key).format(raw=raw) + ": expected a fraction of the worker's memory "
+                              "limit (a number above 0 and at most 1) or false; correct or remove it")
+    folder = dask.config.get("temporary-directory", None)
+    if folder and not _writable(Path(folder)):
+        raise ConfigError(_dask_setting("temporary-directory").format(raw=folder) + ": the workers cannot write "
+                          "their files there; give a folder this user can write, or remove it")
 
 
 def _close_half_made(Client, exc: BaseException) -> None:
@@ -679,6 +720,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     cluster = None
     environ = None
     if scheduler == "local-cluster":
+        _check_local_cluster_settings(dask)
         n = local_cluster_size(workers)
         spawn = worker_spawn_environ()
         # a nanny sets these in the environment of the process that hosts it (this one) before it spawns its
@@ -697,9 +739,17 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                 # the scheduler's HTTP server on a free port of the loopback interface, no dashboard: on port 8787
                 # (the default it took with dashboard_address=None) a second cluster of the machine warned "Port
                 # 8787 is already in use"; a port without a host would listen on every interface
-                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                       dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
-                                       silence_logs=logging.CRITICAL)
+                try:
+                    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                           dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
+                                           silence_logs=logging.CRITICAL)
+                except (RuntimeError, OSError, TimeoutError) as exc:   # "Cluster failed to start": say why, once
+                    cause = exc.__cause__ or exc.__context__ or exc
+                    said = " ".join(str(cause).split())[:200] or cause.__class__.__name__
+                    raise StreamcovError(f"{arg('workers', workers)}: Dask's local cluster of {n} worker processes "
+                                         f"failed to start ({cause.__class__.__name__}: {said}); check Dask's "
+                                         f"settings (DASK_* variables, Dask configuration files) and the free "
+                                         f"memory, or use --scheduler threads") from None
         finally:
             _restore_environ(environ)
         client = Client(cluster)
