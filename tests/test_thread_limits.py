@@ -425,6 +425,31 @@ def test_feature_map_and_predict_kernels_keep_to_the_thread_plan(tmp_path, monke
     assert "grouped_products" in seen and seen["grouped_products"] == {1}, seen
 
 
+def test_the_plan_takes_the_callers_numba_count_and_synchronous_takes_every_core():
+    """A notebook's numba.set_num_threads(1) (or NUMBA_NUM_THREADS=1) was raised to the plan's share inside the
+    tasks without a word, and the run reported the plan's count where numba had capped it; the synchronous
+    scheduler runs one task at a time, whose kernels had one thread of the machine's cores."""
+    import numba
+
+    from streamcov._config import available_cores
+    from streamcov.stream.runtime import dask_runtime
+
+    if numba.config.NUMBA_NUM_THREADS < 2 or available_cores() < 2:
+        pytest.skip("one core or one numba thread here")
+    with dask_runtime("synchronous") as rt:
+        assert rt.numba_threads == min(available_cores(), numba.config.NUMBA_NUM_THREADS)
+        assert rt.info["numba_threads"] == rt.numba_threads
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        for scheduler, workers in (("threads", 1), ("synchronous", None)):
+            with dask_runtime(scheduler, workers) as rt:
+                assert rt.numba_threads == 1 and rt.info["numba_threads"] == 1
+        assert numba.get_num_threads() == 1
+    finally:
+        numba.set_num_threads(before)
+
+
 def test_a_users_counts_wait_for_the_blocks_still_inside(two_threads):
     """``blas_threads_kept`` (a run on a user's in-process cluster) puts the user's counts back when it
     leaves, but not under a block still inside (another run's, or a task a failed run left running): that

@@ -458,7 +458,16 @@ def dask_runtime(scheduler: str = "threads", workers: int | None = None):
     from .._config import blas_threads
 
     if scheduler in ("threads", "synchronous"):
-        plan = thread_plan(workers)
+        import dataclasses
+
+        import numba
+
+        # synchronous: one task at a time, whose kernels take every core (they took one)
+        plan = thread_plan(workers if scheduler == "threads" else 1)
+        # numba's count as the caller has it (NUMBA_NUM_THREADS, or a notebook's numba.set_num_threads) bounds
+        # the kernels' share: it was raised to the plan's without a word, and reported though numba capped it
+        if numba.get_num_threads() < plan.numba_threads:
+            plan = dataclasses.replace(plan, numba_threads=numba.get_num_threads())
         n = plan.dask_threads if scheduler == "threads" else 1
         if scheduler == "threads" and workers is not None and int(workers) > n:
             import warnings
