@@ -4100,7 +4100,7 @@ def test_a_full_disk_while_a_store_is_made_leaves_no_half_made_folder(tmp_path, 
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ragged, "_move_into_place", full)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match=r"No space left on device"):
         ingest(SyntheticSkeletons(n_sequences=5), tmp_path / "s.zarr")
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(ragged, "_move_into_place", real)

@@ -132,7 +132,7 @@ def test_featurize_window_gives_up_after_max_recoveries():
     # on threads (no cluster) nothing is lost with a worker: the error is raised at once
     rt = _Lost(4, fail=99, written=())
     rt.client = None
-    with pytest.raises(CancelledError):
+    with pytest.raises(CancelledError, match=r"^write_block-1 cancelled for reason: already forgotten\.$"):
         _compute_window(rt, rt, [(i, i) for i in range(4)])
     assert len(rt.calls) == 1
 
@@ -154,22 +154,30 @@ class _Flaky:
 
 
 def _killed_worker():
+    from types import SimpleNamespace
+
     from distributed import KilledWorker
 
-    return KilledWorker("load_partition-1", "tcp://127.0.0.1:1", [])
+    # as the scheduler raises it: the task, the last worker's state (its address) and the allowed failures
+    return KilledWorker("load_partition-1", SimpleNamespace(address="tcp://127.0.0.1:1"), 3)
 
 
-@pytest.mark.parametrize("make_error", [lambda: __import__("concurrent.futures").futures.CancelledError(
-    "write_block-1 already forgotten"), _killed_worker], ids=["cancelled", "killed-worker"])
-def test_retry_lost_repeats_work_lost_with_a_worker(make_error):
+@pytest.mark.parametrize("make_error, message", [
+    (lambda: __import__("concurrent.futures").futures.CancelledError("write_block-1 already forgotten"),
+     r"^write_block-1 already forgotten$"),
+    (_killed_worker, r"^Attempted to run task 'load_partition-1' on 4 different workers, .* The last worker that "
+                     r"attempt to run the task was tcp://127\.0\.0\.1:1\."),
+], ids=["cancelled", "killed-worker"])
+def test_retry_lost_repeats_work_lost_with_a_worker(make_error, message):
     from streamcov.stream.runtime import MAX_RECOVERIES, RECOVERY_WAIT, retry_lost
 
     c = _Flaky(fail=2, error=make_error())
     assert retry_lost(c, c.work) == "result"
     assert c.attempts == 3 and c.waited == [(1, RECOVERY_WAIT)] * 2
     c = _Flaky(fail=99, error=make_error())
-    with pytest.raises(type(c.error)):
+    with pytest.raises(type(c.error), match=message) as raised:
         retry_lost(c, c.work)
+    assert raised.value is c.error   # the last error itself, not another one
     assert c.attempts == MAX_RECOVERIES + 1 and len(c.waited) == MAX_RECOVERIES
 
 

@@ -681,7 +681,8 @@ def test_async_checkpoint_writer_keeps_the_newest(tmp_path):
         assert z["a"][0] == 5
     w = AsyncCheckpointWriter(tmp_path / "missing" / "c.npz")
     w.save({"a": np.array([1])})
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=rf"No such file or directory: "
+                                                rf"'{re.escape(str(tmp_path / 'missing'))}/\.c\.npz\."):
         w.close()
 
 

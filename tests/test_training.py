@@ -997,7 +997,7 @@ def test_an_interrupted_run_leaves_no_earlier_details(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(runner, "get_task", lambda task: SimpleNamespace(run=stop))
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match=r"No space left on device"):
         runner.run(load_config(REPO / "pipelines" / "textures_demo.toml", [f'output="{out}"']))
     assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARKER]
 

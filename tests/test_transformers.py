@@ -61,7 +61,7 @@ def test_log_covariance_is_the_descriptor(rng):
 
 def test_log_covariance_errors(rng):
     seqs = sequences(rng)
-    with pytest.raises(NotFittedError):
+    with pytest.raises(NotFittedError, match=r"^This LogCovariance instance is not fitted yet"):
         LogCovariance().transform(seqs)
     est = LogCovariance().fit(seqs)
     with pytest.raises(ValueError, match="fitted on 5 joints"):
@@ -192,7 +192,7 @@ def test_covariance_operator_is_the_approximate_log_hs_descriptor():
     C = [ops.approx_covariance_operator(f, W) for f in feats[:2]]
     np.testing.assert_allclose(np.linalg.norm(V[0].astype(np.float64) - V[1]),
                                ops.approx_log_hs_distance(C[0], C[1], 1e-3), rtol=1e-5)
-    with pytest.raises(NotFittedError):
+    with pytest.raises(NotFittedError, match=r"^This CovarianceOperator instance is not fitted yet"):
         CovarianceOperator().transform(images)
 
 
