@@ -1,4 +1,6 @@
 """Every evaluation protocol of the one splits module, for skeletons (subjects) and images (groups)."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -131,6 +133,21 @@ def test_subject_splits_file_with_a_bom(tmp_path):
     f.write_bytes(b"\xef\xbb\xbf[[split]]\ntrain_subjects = [1, 2]\ntest_subjects = [3, 4]\n")
     (name, tr, te), = run("subject-splits-file", np.tile(np.arange(3), 4), subjects, file=str(f))
     assert set(subjects[tr]) == {1, 2} and set(subjects[te]) == {3, 4}
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"[[split]]\n# Jos\xe9\ntrain_subjects = [1, 2]\ntest_subjects = [3, 4]\n",
+     r"invalid continuation byte at byte 15"),   # the 0-based offset of the Latin-1 e acute
+    (b"\xff\xfe[\x00[\x00", r"invalid start byte at byte 0"),   # saved as UTF-16
+])
+def test_a_splits_file_that_is_not_utf8_is_refused(tmp_path, data, reason):
+    """A splits file saved in Latin-1 (a comment with an accent) or UTF-16: one line naming the file and the
+    byte, not a UnicodeDecodeError."""
+    subjects = np.repeat(np.arange(1, 5), 3)
+    f = tmp_path / "s.toml"
+    f.write_bytes(data)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(f))}: not a UTF-8 text file \({reason}\)$"):
+        run("subject-splits-file", np.tile(np.arange(3), 4), subjects, file=str(f))
 
 
 def test_image_protocols():

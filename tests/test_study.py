@@ -227,15 +227,41 @@ def test_study_merge_takes_the_folders_lock_and_leaves_no_earlier_report_beside_
     assert not (merged / "hdm05_gram_error.png").exists() and not lock_file.exists()
 
 
-def test_study_merge_refuses_mismatched_runs(tmp_path, capsys):
-    import re
+def test_study_merge_refuses_mismatched_runs(tmp_path):
+    from cli_cases import assert_one_line_error, cli
 
-    _fake_run(tmp_path / "a", "msr", ["rgw"], 0.5, exact=0.8)
-    _fake_run(tmp_path / "b", "msr", ["rff"], 0.5, exact=0.9)
-    assert main(["study", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m")]) == 2
-    assert re.search(r"exact accuracy of msr is 0.900000, 0.800000 in .*cannot be merged", capsys.readouterr().err)
-    assert main(["study", "merge", str(tmp_path / "nope"), "--out", str(tmp_path / "m")]) == 2
-    assert re.search(r"nope/results.csv: not found; give the output folder of a study run", capsys.readouterr().err)
+    a, b, m = tmp_path / "a", tmp_path / "b", tmp_path / "m"
+    _fake_run(a, "msr", ["rgw"], 0.5, exact=0.8)
+    _fake_run(b, "msr", ["rff"], 0.5, exact=0.9)
+    rc, err, _ = cli("study", "merge", a, b, "--out", m)
+    assert_one_line_error(rc, err, rf"^streamcov study: error: {re.escape(str(b / 'results.csv'))}: exact accuracy "
+                                   rf"of msr is 0\.900000, 0\.800000 in {re.escape(str(a / 'results.csv'))}; runs on "
+                                   rf"different data or exact-SVM grids cannot be merged$")
+    assert not m.exists()
+    # another dataset's exact accuracy is no mismatch
+    _fake_run(tmp_path / "c", "florence", ["rff"], 0.5, exact=0.9)
+    assert cli("study", "merge", a, tmp_path / "c", "--out", m)[0] == 0
+    rc, err, _ = cli("study", "merge", tmp_path / "nope", "--out", m)
+    assert_one_line_error(rc, err, r"nope/results\.csv: not found; give the output folder of a study run$")
+
+
+def test_study_merge_refuses_a_results_csv_without_its_columns(tmp_path):
+    """A results.csv without the exact accuracy (another program's table, a column removed by hand): one line
+    naming the file, the line and the column."""
+    from cli_cases import assert_one_line_error, cli
+
+    _fake_run(tmp_path / "a", "msr", ["rgw"], 0.5)
+    path = tmp_path / "a" / "results.csv"
+    rows = list(csv.DictReader(open(path)))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "exact_accuracy"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    rc, err, _ = cli("study", "merge", tmp_path / "a", "--out", tmp_path / "m")
+    assert_one_line_error(rc, err, rf"^streamcov study: error: {re.escape(str(path))}: not a results\.csv of "
+                                   rf"`streamcov study kernel-approx` \(ValueError: line 2 lacks "
+                                   rf"\['exact_accuracy'\]\)$")
+    assert not (tmp_path / "m").exists()
 
 
 def test_study_merge_refuses_an_empty_run_and_its_own_input(tmp_path, capsys):
