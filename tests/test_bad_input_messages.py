@@ -150,7 +150,8 @@ def test_a_classifier_whose_coefficients_overflow_is_refused():
     model = FittedPipeline(_spec(), None, None, svc, ["a", "b"])
     with np.errstate(over="ignore", invalid="ignore"):
         assert not np.isfinite(svc.coef_).all()
-        assert all(np.isfinite(v).all() for v in vars(svc).values() if isinstance(v, np.ndarray) and v.dtype.kind == "f")
+        assert all(np.isfinite(v).all() for v in vars(svc).values()
+                   if isinstance(v, np.ndarray) and v.dtype.kind == "f")
         with pytest.raises(ModelError, match=r"^model: the classifier has non-finite coefficients$"):
             model.check()
 

@@ -103,7 +103,11 @@ def test_study_flags_reach_the_study_table(tmp_path, monkeypatch):
     assert seen["study"]["maps"] == ["rgw", "rff"] and seen["output"] == str(tmp_path)
 
 
-def test_parallel_accuracies_equal_serial(rng):
+def test_parallel_accuracies_equal_serial(rng, tmp_path, monkeypatch):
+    import streamcov._config as config
+    from streamcov.features.registry import make_feature_map
+    from streamcov.stream.sgd import train_sgd_arrays
+    from streamcov.tasks import study
     from streamcov.tasks.study import accuracies
 
     X = rng.normal(size=(80, 10))
@@ -116,13 +120,43 @@ def test_parallel_accuracies_equal_serial(rng):
     features = {"sigma": 1.0, "theta": 0.7, "center": True}
     model = ModelTable(loss="log_loss", learning_rate="optimal", C=10.0, epochs=5, scale="center",
                        shuffle_blocks=2)
+    # where each fit ran, and with how many threads: a file each process appends to (the workers' own copy of
+    # the module is not this one)
+    ran = tmp_path / "ran"
+    real = study._seed_accuracy
+
+    def recorded(*a):
+        with open(ran, "a") as f:
+            f.write(f"{os.getpid()} {a[-1]}\n")
+        return real(*a)
+
+    monkeypatch.setattr(study, "_seed_accuracy", recorded)
+    monkeypatch.setattr(config, "available_cores", lambda: 2)   # jobs=2 is not cut to one on a one-core machine
+
+    def fits():
+        lines = ran.read_text().split()
+        ran.unlink()
+        return [(int(pid), int(threads)) for pid, threads in zip(lines[::2], lines[1::2])]
+
     args = (X, y, folds, np.arange(4), features, model, ["rgw", "rff"], [16, 64], 2)
     serial = accuracies(*args, jobs=1)
+    assert fits() == [(os.getpid(), 2)] * 8   # 2 maps x 2 nus x 2 seeds, here, on the cores there are
     parallel = accuracies(*args, jobs=2)
+    in_parallel = fits()
+    # in worker processes, one thread each
+    assert len(in_parallel) == 8 and all(pid != os.getpid() and threads == 1 for pid, threads in in_parallel)
     # every fit is seeded, so processes change nothing but the wall time
     assert [(r["map"], r["nu"], r["accuracy"], r["accuracy_std"]) for r in serial] == \
         [(r["map"], r["nu"], r["accuracy"], r["accuracy_std"]) for r in parallel]
-    assert all(0.0 <= r["accuracy"] <= 1.0 for r in serial)
+    # each row: the mean and spread over the seeds of the fold's accuracy, the map and learner drawn from the seed
+    for r in serial:
+        per_seed = []
+        for seed in range(2):
+            fmap = make_feature_map(dict(features, map=r["map"], n_components=r["nu"]), seed).fit(X[tr])
+            Z = fmap.transform(X)
+            per_seed.append(np.mean(train_sgd_arrays(Z, y, tr, np.arange(4), model, seed).predict(Z[~tr]) == y[~tr]))
+        assert (r["accuracy"], r["accuracy_std"]) == (np.mean(per_seed), np.std(per_seed)), r
+    assert len({r["accuracy"] for r in serial}) > 1   # the maps and sizes give different results
 
 
 def test_study_workers_exit_when_the_study_is_killed(tmp_path):
@@ -372,7 +406,19 @@ def test_svm_on_nystroem_features_is_the_exact_svm(rng):
                         exact=ex)
     assert nys["accuracy"] == ex[0]["accuracy"]
     (rff,) = accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 3, learner="svm", exact=ex)
-    assert 0.0 <= rff["accuracy"] <= 1.0 and rff["accuracy_std"] > 0   # 2 features: seeds differ
+    # each seed: the map at the fold's sigma, fitted on its training rows, and the fold's C on Z Z^T
+    from sklearn.svm import SVC
+
+    from streamcov.features.registry import make_feature_map
+
+    per_seed = []
+    for seed in range(3):
+        fmap = make_feature_map(dict(features, map="rff", n_components=2, sigma=ex[0]["sigma"]), seed)
+        Z = fmap.fit(X[tr]).transform(X)
+        svc = SVC(kernel="precomputed", C=ex[0]["C"]).fit(Z[tr] @ Z[tr].T, y[tr])
+        per_seed.append(np.mean(svc.predict(Z[~tr] @ Z[tr].T) == y[~tr]))
+    assert (rff["accuracy"], rff["accuracy_std"]) == (np.mean(per_seed), np.std(per_seed))
+    assert rff["accuracy_std"] > 0 and rff["accuracy"] < nys["accuracy"]   # 2 features: seeds differ, all worse
     with pytest.raises(ValueError, match=r"learner='svm' needs the exact SVM's per-fold sigma and C"):
         accuracies(X, y, folds, np.arange(4), features, None, ["rff"], [2], 1, learner="svm")
     with pytest.raises(ValueError, match=r"learner must be 'sgd' or 'svm', got 'lbfgs'"):
@@ -432,13 +478,36 @@ def test_exact_svm_grid_search_is_cross_val_score_and_takes_one_class_inner_fold
     X = rng.normal(size=(60, 5))
     y = (X[:, 0] > 0).astype(np.int64)
     g = np.arange(60) % 4
-    d2 = block_distances(X, None, None, 1)
-    sigma, C, cv, table = select_sigma_C(d2, y, g, [0.5, 2.0], [1.0, 10.0])
-    for a, s in enumerate([0.5, 2.0]):
-        K = block_gaussian_kernel(X, None, sigma=s)
-        for b, c in enumerate([1.0, 10.0]):
-            assert table[a, b] == cross_val_score(SVC(kernel="precomputed", C=c), K, y, cv=inner_folds(y, g)).mean()
-    assert cv == table.max() and (sigma, C) in [(s, c) for s in (0.5, 2.0) for c in (1.0, 10.0)]
+    sigmas, Cs = [0.5, 8.0, 2.0], [0.1, 1000.0, 1.0, 10.0]   # unsorted: the best pair is inside the grid
+
+    def sklearn_table(X, y, g, sigmas, Cs):   # rows sigma, columns C, as select_sigma_C lays it out
+        return np.array([[cross_val_score(SVC(kernel="precomputed", C=c), block_gaussian_kernel(X, None, sigma=s), y,
+                                          cv=inner_folds(y, g)).mean() for c in Cs] for s in sigmas])
+
+    def first_best(table, sigmas, Cs):   # the first maximum in row-major order: the earlier sigma, then C
+        a, b = np.unravel_index(np.argmax(table), table.shape)
+        return sigmas[a], Cs[b]
+
+    sigma, C, cv, table = select_sigma_C(block_distances(X, None, None, 1), y, g, sigmas, Cs)
+    expected = sklearn_table(X, y, g, sigmas, Cs)
+    np.testing.assert_array_equal(table, expected)
+    assert np.ptp(expected) > 0.1   # a grid that matters: the pair chosen is not any pair
+    assert cv == expected.max() and (sigma, C) == first_best(expected, sigmas, Cs)
+    # pairs that tie (C too small to fit: the majority class everywhere): the first of the grid is taken
+    _, _, _, tied = select_sigma_C(block_distances(X, None, None, 1), y, g, [8.0, 0.5], [1e-3, 1e-4])
+    assert np.all(tied == tied[0, 0])
+    assert select_sigma_C(block_distances(X, None, None, 1), y, g, [8.0, 0.5], [1e-3, 1e-4])[:2] == (8.0, 1e-3)
+    # the exact SVM of a fold: its pair is the first best of the inner CV on the training subjects, and it
+    # predicts as scikit-learn's SVC on the same Gaussian kernel with that pair
+    s6 = np.arange(60) % 6
+    tr, te = s6 < 4, s6 >= 4
+    res, _, pred = exact_svm_fold(X, y, s6, tr, te, sigmas, Cs, return_model=True)
+    inner = sklearn_table(X[tr], y[tr], s6[tr], sigmas, Cs)
+    assert (res["sigma"], res["C"]) == first_best(inner, sigmas, Cs) and res["cv_accuracy"] == inner.max()
+    svc = SVC(kernel="precomputed", C=res["C"]).fit(block_gaussian_kernel(X[tr], None, sigma=res["sigma"]), y[tr])
+    direct = svc.predict(block_gaussian_kernel(X[te], X[tr], sigma=res["sigma"]))
+    np.testing.assert_array_equal(pred, direct)
+    assert res["accuracy"] == np.mean(direct == y[te]) and 0.6 < res["accuracy"] < 1.0
     # two training subjects, each of whom performed one class: every inner fold trains on one class (SVC
     # would refuse it) and tests on the other
     y1 = np.where(g[:30] % 2 == 0, 0, 1)
@@ -451,7 +520,9 @@ def test_exact_svm_grid_search_is_cross_val_score_and_takes_one_class_inner_fold
     # a 1 x 1 grid: nothing to choose, no CV, one training subject fits
     tr = g == 0
     res = exact_svm_fold(X, y, g, tr, ~tr, [1.0], [10.0])
-    assert res["cv_accuracy"] is None and (res["sigma"], res["C"]) == (1.0, 10.0) and 0.0 <= res["accuracy"] <= 1.0
+    assert res["cv_accuracy"] is None and (res["sigma"], res["C"]) == (1.0, 10.0)
+    svc = SVC(kernel="precomputed", C=10.0).fit(block_gaussian_kernel(X[tr], None, sigma=1.0), y[tr])
+    assert res["accuracy"] == np.mean(svc.predict(block_gaussian_kernel(X[~tr], X[tr], sigma=1.0)) == y[~tr])
     with pytest.raises(ConfigError, match=r"at least 2 training subjects in every fold; with one, give one value "
                                           r"to each grid \(e.g. --set model.sigma_grid=\[1.0\]"):
         exact_svm_fold(X, y, g, tr, ~tr, [1.0, 2.0], [10.0])
