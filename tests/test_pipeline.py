@@ -58,6 +58,12 @@ def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler, s
     """Same seed: identical features and accuracy on threads and on a 2-worker LocalCluster."""
     cfg = small_cfg(msr_store, tmp_path)
     res = run_pipeline(cfg, scheduler=scheduler, workers=2)
+    # the scheduler asked for ran it (a run that fell back to another would compare a scheduler with itself)
+    assert res["runtime"]["scheduler"] == scheduler and synchronous["runtime"]["scheduler"] == "synchronous"
+    if scheduler == "local-cluster":
+        assert res["runtime"]["workers"] == 2
+    else:
+        assert 1 <= res["runtime"]["dask_threads"] <= 2   # the threads asked for, at most the cores there are
     assert res["n_train"] == 291 and res["n_test"] == 275
     assert res["feature_map"] == "rgw" and res["n_components"] == 300
     import zarr
