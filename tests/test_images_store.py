@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from PIL import Image
 
 from streamcov.data.imageio import load_folders, read_image, scan_folders
@@ -539,3 +540,152 @@ def test_a_link_to_an_image_read_elsewhere_is_refused(tmp_path):
                                           r"\S+a/1\.png) \(one of them is a link\): it would be read twice, perhaps "
                                           r"under two classes; remove one of them$"):
         scan_folders(tmp_path)
+
+
+# ------------------------------------------------------------------ round trip of any images
+# what each pixel dtype of a store takes, and the pixels it gives back (bit for bit)
+_STORED = {
+    "uint8": {"uint8": lambda a: a},
+    "uint16": {"uint8": lambda a: a.astype(np.uint16) * 257, "uint16": lambda a: a},
+    "float32": {"uint8": lambda a: (a / 255.0).astype(np.float32), "uint16": lambda a: (a / 65535.0).astype(np.float32),
+                "float32": lambda a: a},
+}
+_LAYOUTS = ("grey", "grey-1", "rgb", "rgba")   # (h, w), (h, w, 1), (h, w, 3), (h, w, 4): alpha dropped
+
+
+def _image(rng, h, w, layout, dtype, constant):
+    """One image of ``layout`` and ``dtype``; ``constant``: every pixel one value (per channel)."""
+    c = {"grey": None, "grey-1": 1, "rgb": 3, "rgba": 4}[layout]
+    shape = (h, w) if c is None else (h, w, c)
+    if dtype == "float32":
+        a = (rng.standard_normal(shape) * rng.choice([1e-3, 1.0, 300.0])).astype(np.float32)
+    else:
+        a = rng.integers(0, np.iinfo(dtype).max, shape, dtype=dtype, endpoint=True)
+    if constant:
+        a[...] = a[0, 0]
+    return a
+
+
+def _as_stored(a, stored, source):
+    """The image as the store gives it back: (h, w) grey or (h, w, 3), in the store's dtype."""
+    a = a[:, :, :3] if a.ndim == 3 and a.shape[2] == 4 else a
+    a = a[:, :, 0] if a.ndim == 3 and a.shape[2] == 1 else a
+    return np.ascontiguousarray(_STORED[stored][source](a))
+
+
+@st.composite
+def _image_sets(draw):
+    stored = draw(st.sampled_from(sorted(_STORED)))
+    n = draw(st.integers(1, 8))
+    images = []
+    for i in range(n):
+        images.append({"h": draw(st.integers(1, 7)), "w": draw(st.integers(1, 7)),
+                       "layout": draw(st.sampled_from(_LAYOUTS)),
+                       "source": draw(st.sampled_from(sorted(_STORED[stored]))),   # a pixel dtype the store takes
+                       "constant": draw(st.booleans()),
+                       # ids of any text (UTF-8 in the store), labels, groups and splits in any order of first use
+                       "id": f"{i}/" + draw(st.text(st.characters(blacklist_categories=("Cs",)), max_size=4)),
+                       "label": draw(st.sampled_from(["a", "b", "ä", "c d"])),
+                       "group": draw(st.sampled_from([None, "g1", "g2"])),
+                       "split": draw(st.sampled_from([None, "train", "test"]))})
+    return stored, images
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_image_sets(), chunk=st.integers(1, 120), stop=st.integers(0, 8), lost=st.integers(0, 3),
+       seed=st.integers(0, 2 ** 16))
+def test_image_store_round_trip_with_an_interrupted_write_resumed(tmp_path_factory, data, chunk, stop, lost, seed):
+    """Images of every size, channel layout and pixel dtype a store holds, written in chunks of any size by a
+    writer that stops after ``stop`` images committed and ``lost`` more appended but not committed (a kill),
+    then resumed by another: the complete store gives back every image bit for bit (grey as (h, w), alpha
+    dropped, 8-bit pixels scaled exactly into 16-bit and float stores), its ids, labels, groups and splits, in
+    order, and the constant images and largest float pixel of both runs."""
+    from streamcov.data.images import ImageStore, is_constant
+
+    stored, specs = data
+    rng = np.random.default_rng(seed)
+    images = [_image(rng, s["h"], s["w"], s["layout"], s["source"], s["constant"]) for s in specs]
+    path = tmp_path_factory.mktemp("images") / "s.zarr"
+    n, stop = len(specs), min(stop, len(specs))
+
+    def append(writer, i):
+        s = specs[i]
+        return writer.append(images[i], s["id"], s["label"], group=s["group"], split=s["split"])
+
+    if stop < n:   # interrupted: the first `stop` images committed, `lost` more appended, then the writer is gone
+        first = ImageStoreWriter(path, source="memory", pixel_dtype=stored, chunk_pixels=chunk, mode="create")
+        assert all(append(first, i) for i in range(stop))
+        first.flush()
+        for i in range(stop, min(stop + lost, n)):
+            append(first, i)   # committed only where a whole chunk was written meanwhile
+        committed = first.committed
+        assert stop <= committed <= min(stop + lost, n)
+        del first
+        with pytest.raises(IncompleteStoreError, match=rf"incomplete image store .*{committed} images committed"):
+            open_image_store(path)
+    else:
+        committed = 0
+    # resumed with the same settings (a store keeps its chunk size: none given is its own)
+    writer = ImageStoreWriter(path, source="memory", pixel_dtype=stored, chunk_pixels=None if committed else chunk,
+                              mode="resume")
+    assert writer.committed == committed
+    assert [append(writer, i) for i in range(n)] == [i >= committed for i in range(n)]   # each image stored once
+    store = writer.close()
+    again = ImageStore(path)
+    assert len(store) == len(again) == store.n_images == n and store.attrs["complete"] is True
+    assert store.pixel_dtype == stored and store.group["pixels"].chunks[0] == chunk
+    want = [_as_stored(a, stored, s["source"]) for a, s in zip(images, specs)]
+    got = again.images()
+    for i, w in enumerate(want):
+        for back in (again.image(i), got[i]):
+            assert back.dtype == w.dtype and back.shape == w.shape and back.tobytes() == w.tobytes(), i
+    assert again.ids() == [s["id"] for s in specs] and [again.id_of(i) for i in range(n)] == again.ids()
+    assert list(again.label_strings()) == [s["label"] for s in specs]
+    assert [again.group_names[g] for g in again.groups] == [s["group"] or s["label"] for s in specs]
+    assert list(again.split_strings()) == [s["split"] for s in specs]
+    assert again.constant_images == [s["id"] for s, w in zip(specs, want) if is_constant(w)]
+    if stored == "float32":
+        assert again.pixel_scale() == max(float(np.abs(w).max()) for w in want)
+    else:
+        assert again.pixel_scale() == 1.0
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.tuples(st.sampled_from(["png-grey", "png-rgb", "png-rgba", "png-16", "tif-float"]),
+                                st.integers(2, 6), st.integers(2, 6), st.sampled_from("ab")), min_size=1, max_size=6),
+       chunk=st.integers(1, 80), limit=st.integers(1, 6), seed=st.integers(0, 2 ** 16))
+def test_an_image_folder_ingested_with_a_stop_then_resumed_gives_back_its_pixels(tmp_path_factory, files, chunk,
+                                                                                  limit, seed):
+    """The same round trip through the files: PNG of 8-bit grey, RGB and RGBA and 16-bit grey, float TIFF; the
+    pixel dtype the folder asks for (auto); an ingestion stopped after ``limit`` images, then resumed."""
+    from streamcov.data.images import auto_pixel_dtype
+
+    rng = np.random.default_rng(seed)
+    base = tmp_path_factory.mktemp("folder")
+    src, out = base / "src", base / "s.zarr"
+    written = {}
+    for i, (kind, h, w, label) in enumerate(files):
+        layout, dtype = {"png-grey": ("grey", "uint8"), "png-rgb": ("rgb", "uint8"), "png-rgba": ("rgba", "uint8"),
+                         "png-16": ("grey", "uint16"), "tif-float": ("grey", "float32")}[kind]
+        # float pixels on the 0-1 scale of the integer images beside them (other scales are refused among them)
+        a = rng.random((h, w), dtype=np.float32) if dtype == "float32" else _image(rng, h, w, layout, dtype, False)
+        name = f"{label}/{i:02d}.{kind[:3]}"
+        (src / label).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(a, mode="RGBA" if layout == "rgba" else None).save(src / name)
+        written[name] = (a, dtype)
+    stored = auto_pixel_dtype(src / name for name in written)
+    assert stored == ("float32" if any(d == "float32" for _, d in written.values()) else
+                      "uint16" if any(d == "uint16" for _, d in written.values()) else "uint8")
+    if limit < len(files):
+        assert ingest_images(src, out, chunk_pixels=chunk, limit=limit) is None
+        with pytest.raises(IncompleteStoreError, match=rf"incomplete image store .*{limit} images committed"):
+            open_image_store(out)
+    store = ingest_images(src, out, chunk_pixels=chunk)
+    order = sorted(written)   # a folder per class, each in the natural order of its names (two digits: sorted)
+    assert store.ids() == order and store.pixel_dtype == stored
+    assert list(store.label_strings()) == [name.split("/")[0] for name in order]
+    for i, name in enumerate(order):
+        a, dtype = written[name]
+        want = _as_stored(a, stored, dtype)
+        back = store.image(i)
+        assert back.dtype == want.dtype and back.shape == want.shape and back.tobytes() == want.tobytes(), name
