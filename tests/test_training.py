@@ -1043,3 +1043,28 @@ def test_a_marker_naming_no_task_is_given_the_runs(synth_store, tmp_path):
     (out / OUTPUT_MARKER).write_text("{}")
     run_pipeline(cfg_for(synth_store, out), scheduler="synchronous")
     assert json.loads((out / OUTPUT_MARKER).read_text())["task"] == "skeleton-classification"
+
+
+def test_a_classifier_fitted_on_label_strings_is_refused_by_save_and_check(tmp_path):
+    """A model's classifier predicts codes that index its label names. One fitted on the label strings
+    themselves was saved without a word, and its load (every predict) was numpy's "no loop matching
+    'minimum'" traceback from the class check. Refused in one line, by save (nothing written) and by check,
+    which load calls."""
+    from sklearn.linear_model import SGDClassifier
+
+    from streamcov.stream.skeleton import SkeletonDescriptor
+
+    X = np.random.default_rng(0).normal(size=(12, 21))
+    spec = {"kind": "skeleton", "n_joints": 2, "joint_names": [], "descriptor": SkeletonDescriptor(None).as_dict()}
+    said = (r"the classifier's classes are <U1 values \(a, b\), not the integer codes of the label names; fit it "
+            r"on integer codes \(the index of each row's label in label_names\)$")
+    strings = FittedPipeline(spec, None, None, SGDClassifier(random_state=0).fit(X, np.array(["a", "b"] * 6)),
+                             ["a", "b"])
+    with pytest.raises(ModelError, match=r"^the model to save: " + said):
+        strings.save(tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(ModelError, match=r"^model\.json: " + said):
+        strings.check("model.json")
+    codes = FittedPipeline(spec, None, None, SGDClassifier(random_state=0).fit(X, np.array([0, 1] * 6)), ["a", "b"])
+    codes.save(tmp_path / "m")
+    assert FittedPipeline.load(tmp_path / "m").label_names == ["a", "b"]

@@ -445,6 +445,9 @@ class FittedPipeline:
         from ..lock import why_not_a_folder
 
         folder = path_arg("folder", folder, None, "the folder to save the model in")
+        # what load would refuse is not written (a classifier fitted on label strings was saved, and every
+        # predict with it was a traceback)
+        self.check("the model to save")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:   # a file there or above it, no permission: said, naming the folder
@@ -584,6 +587,11 @@ class FittedPipeline:
         if classes is None or len(self.label_names) == 0:
             raise ModelError(f"{where}: the classifier is not fitted or names no classes")
         classes = np.asarray(classes)
+        if classes.dtype.kind not in "iu":   # labels fitted as they are (strings): the model predicts codes
+            raise ModelError(f"{where}: the classifier's classes are {classes.dtype} values "
+                             f"({', '.join(map(str, classes[:3].tolist()))}{', ...' if len(classes) > 3 else ''}), "
+                             f"not the integer codes of the label names; fit it on integer codes (the index of each "
+                             f"row's label in label_names)")
         if classes.min() < 0 or classes.max() >= len(self.label_names):
             raise ModelError(f"{where}: classifier classes {classes.tolist()} do not index the "
                              f"{len(self.label_names)} label names")
