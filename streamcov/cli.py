@@ -655,6 +655,15 @@ def _main(args, StreamcovError, command_line) -> int:
                   f"up); free space or write elsewhere, then run the same command again: what was complete is kept "
                   f"(an interrupted store or run resumes) and nothing half-written is used", file=sys.stderr)
             return 2
+        long = _os_error(exc, "ENAMETOOLONG")
+        if long is not None:
+            # a path given with a name longer than the file system allows: Python 3.11's Path.exists() and is_dir()
+            # raise it instead of answering False, wherever an input path is looked at (output paths say it
+            # where they are checked)
+            name = f"{long.filename}: " if long.filename else ""
+            print(f"streamcov {args.command}: error: {name}a file or folder name in this path is longer than the "
+                  f"file system allows (File name too long); give a shorter path", file=sys.stderr)
+            return 2
         oom = _out_of_memory(exc)
         if oom is not None:
             # numpy's "Unable to allocate 6.18 GiB for an array with shape (5798, 11, 114, 114) ...": the machine
@@ -722,12 +731,19 @@ def _out_of_memory(exc: BaseException) -> MemoryError | None:
 def _no_space(exc: BaseException) -> OSError | None:
     """The OSError of a full disk or quota behind ``exc`` (raised by a library while writing, perhaps wrapped
     by it or by Dask), or None."""
+    return _os_error(exc, "ENOSPC", "EDQUOT")
+
+
+def _os_error(exc: BaseException, *names: str) -> OSError | None:
+    """The OSError of one of the errno ``names`` behind ``exc`` (perhaps wrapped by a library or by Dask), or
+    None."""
     import errno
 
+    codes = {getattr(errno, n) for n in names if hasattr(errno, n)}
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(exc, OSError) and exc.errno in codes:
             return exc
         # an error raised while handling another, with "from None", is not caused by it
         exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)

@@ -111,15 +111,16 @@ def why_not_a_folder(folder: Path, exc: OSError) -> str:
 @contextlib.contextmanager
 def new_folders_undone(folder, leftovers: tuple = ()):
     """Within it, ``folder`` and those of its parents that do not exist on entry are removed again when the body
-    fails with a :class:`~streamcov.errors.StreamcovError` and leaves them empty, but for the files ``leftovers``
-    in ``folder`` (written by the body's own set-up, such as an output folder's marker; they go too): a refused
-    command leaves no folder behind. A folder that existed before, or that holds anything else (a store,
-    features or checkpoints to resume from), stays."""
+    fails and leaves them empty, but for the files ``leftovers`` in ``folder`` (written by the body's own set-up,
+    such as an output folder's marker; they go too): a refused command leaves no folder behind (refused by its
+    own checks, a StreamcovError, or by the system: an input path with a name too long, which the command line
+    says in one line). A folder that existed before, or that holds anything else (a store, features or
+    checkpoints to resume from), stays."""
     folder = Path(folder)
     new = list(itertools.takewhile(lambda p: not os.path.lexists(p), (folder, *folder.parents)))
     try:
         yield
-    except StreamcovError:
+    except Exception:
         for p in new:
             try:
                 if p == folder and set(os.listdir(p)) <= set(leftovers):

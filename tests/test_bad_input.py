@@ -5022,3 +5022,20 @@ def test_no_progress_bar_in_a_log_file(tmp_path):
         rc = subprocess.call([sys.executable, "-m", "streamcov.cli", "synth", str(tmp_path / "s.zarr"),
                               "--sequences", "300"], stdout=subprocess.DEVNULL, stderr=fh)
     assert rc == 0 and "ingest s.zarr" not in log.read_text(), log.read_text()[:300]
+
+
+def test_an_input_path_with_a_name_longer_than_the_file_system_allows_is_one_line(shared, env):
+    """Python 3.11's Path.exists() and is_dir() raise ENAMETOOLONG instead of answering False: every command
+    given an input path with a name of more than 255 bytes (a store, a model, a pipeline file, a source folder,
+    a splits file) was a traceback. One line naming the path, exit 2, nothing written."""
+    long = env.tmp / ("x" * 300)
+    said = re.escape(str(long)) + r"[^ ]*: a file or folder name in this path is longer than the file system allows " \
+                                  r"\(File name too long\); give a shorter path$"
+    for argv in (("info", long), ("run", long), ("predict", long, shared["synth"]),
+                 ("predict", shared["model"], long, "--out", env.tmp / "p.csv"),
+                 ("run", env.pipeline(), "--store", long, "--output", env.tmp / "o"),
+                 ("run", env.pipeline(), "--set", f'split.kind="subject-splits-file"', "--set",
+                  f'split.file="{long / "s.txt"}"', "--output", env.tmp / "o")):
+        rc, err, _ = cli(*argv)
+        assert_one_line_error(rc, err, rf"^streamcov {argv[0]}: error: " + said)
+    assert not (env.tmp / "o").exists() and not (env.tmp / "p.csv").exists()
