@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import StoreError, StreamcovError
+from .errors import StoreError
 
 
 def host_tag() -> str:
