@@ -333,3 +333,35 @@ def test_a_folder_whose_images_are_all_too_small_is_refused(tmp_path):
                  .replace('format = "store"\nstore = ""', f'format = "folders"\nsource = "{tiny}"'))
     rc, err, _ = cli("run", p, "--quiet")
     assert_one_line_error(rc, err, "^streamcov run: error: " + refusal[1:])
+
+
+HUGE = "9223372036854775808"   # 2^63: beyond numpy's int64
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("run", REPO / "pipelines" / "synthetic.toml", "--set", f"data.synthetic.n_sequences={HUGE}"),
+     rf"--set data\.synthetic\.n_sequences={HUGE}: data\.synthetic\.n_sequences = {HUGE} \(30-60 frames each\): "
+     r"needs about [\d.]+ PiB of disk, .*; ask for fewer sequences, or write the store elsewhere$"),
+    (("run", "--demo", "images", "--set", f"pixels.stride={HUGE}"),
+     rf"--set pixels\.stride={HUGE}: pixels\.stride = {HUGE}: image \S+ of 64 x 64 pixels keeps 1 sampled pixel "
+     r"\(\d+ image\(s\) like it\); a covariance needs at least 2: lower the stride$"),
+    (("run", REPO / "pipelines" / "sshape_tgp.toml", "--set", f"data.n_samples={HUGE}"),
+     rf"data\.n_samples = {HUGE}: expected a value <= 100000$"),
+    (("run", "--demo", "images", "--set", "split.n_repeats=1000000000000000000000000000000"),
+     r"split\.n_repeats = 1000000000000000000000000000000: expected a value <= 10000$"),
+    (("study", "kernel-approx", "--seeds", "100000000000000000000000"),
+     r"^streamcov study: error: --seeds 100000000000000000000000: study\.seeds = 100000000000000000000000: "
+     r"expected a value <= 10000$"),
+    (("study", "kernel-approx", "--gram-seeds", "20000"),
+     r"study\.gram_seeds = 20000: expected a value <= 10000$"),
+])
+def test_counts_beyond_any_machine_are_one_line(tmp_path, argv, said):
+    """Counts of 2^63 and beyond: the generator's length (OverflowError), the pixel stride (int64 overflow) and
+    the S-shape's sample count (numpy's "Maximum allowed dimension exceeded") were tracebacks; 1e30 repeats of a
+    split built their row masks until memory ran out, and 1e23 study seeds ran on without a word. One line each,
+    before any work."""
+    out = tmp_path / "o"
+    flag = ("--out",) if argv[0] == "study" else ("--output",)
+    rc, err, _ = cli(*argv, *flag, out, "--quiet")
+    assert_one_line_error(rc, err, said)
+    assert not out.exists()

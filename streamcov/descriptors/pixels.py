@@ -309,6 +309,9 @@ MIN_SAMPLED_PIXELS = 2   # a covariance needs 2 samples
 
 def n_sampled_pixels(h, w, stride: int):
     """Pixels an image of ``h x w`` keeps at ``stride`` (integers, or integer arrays of heights and widths)."""
+    # a stride beyond any image's side keeps 1 x 1 pixels, as any larger one does: taken at 2^31, so that a
+    # stride of 2^63 or more does not overflow the arrays' int64 (a traceback)
+    stride = min(int(stride), 2 ** 31)
     return ((h + stride - 1) // stride) * ((w + stride - 1) // stride)
 
 

@@ -28,7 +28,8 @@ from .config import searched
 # -------------------------------------------------------------------- inputs
 def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=None):
     """Open the store at ``path``; when it is missing or incomplete and a ``source`` is given,
-    ``ingest()`` it first (an incomplete one is resumed). ``make`` says how to create it.
+    ``ingest()`` it first (an incomplete one is resumed). ``make`` says how to create it. ``source`` is tested
+    against None, not for truth: a generator of 2^63 sequences or more has no length (an OverflowError).
 
     ``record()``: the source record the pipeline's ``[data]`` would write, and
     a callable that reads its archive's files for their content digest (None
@@ -40,13 +41,13 @@ def open_or_ingest(path: Path, open_store, source, ingest, make: str, record=Non
         try:
             store = open_store(path)
         except IncompleteStoreError:
-            if not source:
+            if source is None:
                 raise
         else:
-            if source and record is not None:
+            if source is not None and record is not None:
                 _same_source(path, store.attrs.get("source_record"), *record())
             return store
-    elif not source:
+    elif source is None:
         raise ConfigError(f"data.store: {path} does not exist{searched(path)}; create it with `{make}` or set "
                           f"data.source")
     return ingest()

@@ -49,6 +49,9 @@ Seed = Annotated[int, Field(ge=0, lt=2 ** 32)]
 # 1000); 1e8 was accepted and ran practically forever
 MAX_EPOCHS = 10_000
 Epochs = Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
+# repeated draws of a split, and of a study's map seeds: the papers take 10 (1e30 built its folds' row masks
+# until memory ran out, without a word)
+MAX_REPEATS = 10_000
 
 # a name that makes one folder under the output (runs/{name}): no path separator
 FOLDER_NAME = r"^[^/\\]+$"
@@ -147,7 +150,7 @@ class SplitTable(Table):
     seed: Optional[Seed] = None
     n_train: Optional[PosInt] = None
     n_test: Optional[PosInt] = None
-    n_repeats: PosInt = 1
+    n_repeats: Annotated[int, Field(ge=1, le=MAX_REPEATS)] = 1
     folds: Optional[Annotated[list[NonNegInt], Field(min_length=1)]] = None
 
     @model_validator(mode="after")
@@ -1206,7 +1209,8 @@ class TGPTable(Table):
 
 
 class SShapeData(Table):
-    n_samples: Annotated[int, Field(ge=20)] = 500
+    # an exact (Twin) GP holds n x n kernel matrices: 1e5 points are 80 GB each
+    n_samples: Annotated[int, Field(ge=20, le=100_000)] = 500
     # the curve spans about 1.3; a noise of 1e200 overflowed the inputs' covariance (a traceback), and one a
     # thousand times the curve is noise alone already
     noise: Annotated[float, Field(ge=0, le=1e3, allow_inf_nan=False)] = 0.05
@@ -1275,12 +1279,12 @@ class StudyTable(Table):
         ["msr", "florence"]
     maps: Optional[Annotated[list[Literal[STUDY_MAPS]], Field(min_length=1)]] = None
     nus: Annotated[list[PosInt], Field(min_length=1)] = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
-    seeds: PosInt = 10
+    seeds: Annotated[int, Field(ge=1, le=MAX_REPEATS)] = 10
     learners: Annotated[list[Literal["sgd", "svm"]], Field(min_length=1)] = ["sgd", "svm"]
     jobs: PosInt = 1
     data_root: Optional[PathText] = None
     gram_sample: Annotated[int, Field(ge=2)] = 300
-    gram_seeds: PosInt = 20
+    gram_seeds: Annotated[int, Field(ge=1, le=MAX_REPEATS)] = 20
 
     @field_validator("datasets", "maps", "nus", "learners")
     @classmethod
