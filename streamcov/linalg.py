@@ -293,9 +293,9 @@ def _check_finite_result(out, largest, gamma, describe, relative=False):
         i = int(bad[0])
         big = largest(i) / gamma if relative else largest(i)
         if not relative and gamma > big:
-            raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): the "
+            raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): "
                               f"{_gamma_words()} = {gamma:.3g} is too large for float64; lower "
-                              f"{_gamma_words()}")
+                              f"{_GAMMA_NAME.get()}")
         raise NotSPDError(f"{describe(i)} could not be computed in floating point (NaN or infinity): its entries "
                           f"(largest {big:.3g}) are too large for float64; rescale the data (e.g. coordinates to "
                           f"metres)")

@@ -1,6 +1,9 @@
 """Kernel-preserving conditioning of explicit features for SGD."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -88,6 +91,22 @@ class GlobalCenterScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 ROUNDING_ULPS = 8
 
 
+#: the settings a message about training rows that are all alike suspects, as the running task names them: its
+#: regularization of the covariances and the bandwidth of its feature map (:func:`suspects_named`)
+_SUSPECTS = contextvars.ContextVar("streamcov_swamp_suspects", default=("descriptor.gamma", "features.sigma"))
+
+
+@contextlib.contextmanager
+def suspects_named(gamma: str, bandwidth: str):
+    """Within the block, :func:`check_rows_differ` names the task's keys ``gamma`` and ``bandwidth`` (the image
+    tasks' ``method.gamma`` and ``method.sigma2``; it named the skeleton tasks' keys, which they lack)."""
+    token = _SUSPECTS.set((gamma, bandwidth))
+    try:
+        yield
+    finally:
+        _SUSPECTS.reset(token)
+
+
 def check_rows_differ(n: int, mean: np.ndarray, m2: np.ndarray, dtype=np.float64) -> None:
     """Refuse training rows that are all equal to within rounding (moments: count, mean row, sums of
     squared deviations; ``dtype``: the rows' own): scaling would blow their rounding up into features, and
@@ -105,5 +124,5 @@ def check_rows_differ(n: int, mean: np.ndarray, m2: np.ndarray, dtype=np.float64
     if spread <= ROUNDING_ULPS * np.finfo(np.dtype(dtype)).eps:
         raise ConfigError(f"the {n} training rows' features are all equal to within rounding (relative spread "
                           f"{spread:.2g}): nothing can be learned from them; a setting swamps the data, e.g. "
-                          f"descriptor.gamma far above the covariances, or a bandwidth (features.sigma) far from the "
-                          f"distances")
+                          f"{_SUSPECTS.get()[0]} far above the covariances, or a bandwidth ({_SUSPECTS.get()[1]}) far "
+                          f"from the distances")

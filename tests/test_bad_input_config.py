@@ -365,3 +365,48 @@ def test_counts_beyond_any_machine_are_one_line(tmp_path, argv, said):
     rc, err, _ = cli(*argv, *flag, out, "--quiet")
     assert_one_line_error(rc, err, said)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("sets, said", [
+    (("method.gamma=1e20",), r"--set method\.gamma=1e20: method\.gamma = 1e\+20: far above the covariance operators "
+                             r"\(every entry of log\(I \+ C / gamma\) is below 1e-12, largest [\d.e-]+\): I \+ C / gamma is "
+                             r"I to within rounding and its logarithm is rounding noise; lower method\.gamma$"),
+    (("method.sigma2=1e20",), r"the kernel between the 60 training images is a constant \(every value within 1e-06 of "
+                              r"1\) for every setting of the grid: nothing can be learned from it; a setting swamps the "
+                              r"data, e\.g\. method\.gamma far above the covariances, or method\.sigma2 far above the "
+                              r"distances \(given: .*--set method\.sigma2=1e20\)$"),
+    (("method.sigma2=1e-19",), r"the kernel between the 60 training images is the identity \(every value between two "
+                               r"images below 1e-06\) for every setting of the grid: nothing can be learned from it; "
+                               r"give larger values of method\.sigma2 \(given: --set method\.sigma2=1e-19\)$"),
+    (("method.C=5e-324",), r"--set method\.C=5e-324: method\.C = 5e-324: expected a value >= 1e-300"),
+])
+def test_in_memory_image_settings_that_leave_nothing_to_learn_are_one_line(tmp_path, sets, said):
+    """The in-memory image task reported chance accuracy, exit 0, for settings that leave the SVM nothing to
+    learn: gamma so far above the operators that log(I + C / gamma) is the rounding of I, a kernel that is a
+    constant or the identity on every training pair for every grid point, C = 5e-324 (every dual coefficient
+    0). The streamed paths refuse the same; now this one does, in one line."""
+    argv = ["run", "--demo", "images", "--set", "split.n_repeats=1"]
+    for s in sets:
+        argv += ["--set", s]
+    rc, err, _ = cli(*argv, "--output", tmp_path / "o", "--quiet")
+    assert_one_line_error(rc, err, r"^streamcov run: error: " + said)
+    rc, err, out = cli("run", "--demo", "images", "--set", "split.n_repeats=1", "--set", "method.gamma=1e5",
+                       "--output", tmp_path / "ok", "--quiet")
+    assert rc == 0, err   # a large gamma that leaves C / gamma above rounding is fine
+
+
+def test_rows_alike_name_the_keys_of_the_task_that_runs():
+    """The message of training rows all alike suspects the regularization and the bandwidth: it named the
+    skeleton task's keys (descriptor.gamma, features.sigma) in image-stream runs, which have method.gamma and
+    method.sigma2."""
+    from streamcov.errors import ConfigError
+    from streamcov.preprocessing import check_rows_differ, suspects_named
+
+    mean, m2 = np.ones(3), np.zeros(3)
+    with pytest.raises(ConfigError, match=r"e\.g\. descriptor\.gamma far above the covariances, or a bandwidth "
+                                          r"\(features\.sigma\) far from the distances$"):
+        check_rows_differ(10, mean, m2)
+    with suspects_named("method.gamma", "method.sigma2"), \
+            pytest.raises(ConfigError, match=r"e\.g\. method\.gamma far above the covariances, or a bandwidth "
+                                             r"\(method\.sigma2\) far from the distances$"):
+        check_rows_differ(10, mean, m2)

@@ -286,7 +286,7 @@ def test_a_class_with_one_training_image_in_a_fold_is_named(tmp_path):
 @pytest.mark.parametrize("change, msg", [
     ({"method": {"name": "logm"}}, r'method.name = "logm": expected one of "e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs" or "head"'),
     ({"method": {"name": "approx_loghs", "gamma": 1e-3, "mu": 1e-2}}, "method.mu must equal method.gamma"),
-    ({"method": {"name": "e", "C": -1}}, r"method.C = -1: expected a value > 0"),
+    ({"method": {"name": "e", "C": -1}}, r"method.C = -1: expected a value >= 1e-300"),
     ({"method": {"name": "e", "colour": 1}}, r"unknown key 'method.colour'; \[method\] takes: C, D, classifier"),
     ({"method": {"name": "e", "sigma_1": 1.0}}, r"unknown key 'method.sigma_1' \(did you mean 'sigma1'\?\)"),
     ({"data": {"format": "folders"}}, r'\[data\] with format = "folders" needs `source`'),

@@ -257,7 +257,10 @@ def run_image_stream(cfg, ctx) -> dict:
     else:
         map_params = {"map": "rff-blocks", "n_components": m.n_components, "sigma": sigma_from_paper004(m.sigma2),
                       "bandwidth": "median"}
-    res = classify(cfg, ctx, source, map_params, m.fit_sample)
+    from ..preprocessing import suspects_named
+
+    with suspects_named("method.gamma", "method.sigma2"):
+        res = classify(cfg, ctx, source, map_params, m.fit_sample)
     scale = res["fitted"]["source"].get("scale")
     record = res["fitted"]["map"]
     res.update({"n_classes": len(store.label_names),

@@ -233,6 +233,8 @@ def build_candidates(method: str, feats, idx, scale, grids: dict, mcfg, seed: in
                 continue
             for g, v in zip(gammas, vecs):
                 cands.append(Candidate({"sigma1": rel, "gamma": g}, distances(v), v))
+        if method != "approx_hs":
+            _refuse_logs_lost(cands)
         return cands
     if method in ("hs", "loghs"):
         sub = [subsample(feats[i].astype(np.float64) / scale, mcfg.max_pixels_exact, seed) for i in idx]
@@ -304,6 +306,47 @@ def _k2(D, s2, med):
     return gaussian_kernel(D ** 2, sigma_from_paper004(s2 * med))
 
 
+#: an off-diagonal kernel value this close to 1 (or to 0) on every pair of training images: a constant (or the
+#: identity), from which an SVM learns nothing
+DEGENERATE_KERNEL = 1e-6
+
+
+#: log(I + C / gamma) whose entries all stay below this in magnitude: C / gamma below float64's rounding of I,
+#: and the logs are the eigensolver's rounding (entries near 1e-15)
+LOST_IN_ROUNDING = 1e-12
+
+
+def _refuse_logs_lost(cands) -> None:
+    """Refuse a grid whose every gamma is so far above the operators that ``log(I + C / gamma)`` is the rounding
+    of I: the vectors were noise of about 1e-15, the median bandwidth scaled it up into a kernel, and the SVM
+    reported chance accuracy without a word (``method.gamma = 1e20``)."""
+    tops = [float(np.abs(c.vectors).max(initial=0.0)) for c in cands if c.vectors is not None]
+    if tops and 0.0 < max(tops) < LOST_IN_ROUNDING:
+        gammas = sorted({c.params["gamma"] for c in cands if "gamma" in c.params})
+        raise ConfigError(f"method.gamma = {', '.join(f'{g:g}' for g in gammas)}: far above the covariance operators "
+                          f"(every entry of log(I + C / gamma) is below {LOST_IN_ROUNDING:g}, largest {max(tops):.2g}): "
+                          f"I + C / gamma is I to within rounding and its logarithm is rounding noise; lower "
+                          f"method.gamma")
+
+
+def _refuse_degenerate_kernel(K: np.ndarray) -> None:
+    """Refuse the kernel the grid chose when, on the training images, it is a constant or the identity: every
+    grid point was then so, and the SVM reported chance accuracy without a word (``method.gamma = 1e20``: every
+    operator's log that of nearly gamma I; ``method.sigma2`` far above or below the distances)."""
+    off = K[~np.eye(len(K), dtype=bool)]
+    if not len(off):
+        return
+    if not np.isfinite(off).all() or off.min() > 1.0 - DEGENERATE_KERNEL:
+        raise ConfigError(f"the kernel between the {len(K)} training images is a constant (every value within "
+                          f"{DEGENERATE_KERNEL:g} of 1) for every setting of the grid: nothing can be learned from "
+                          f"it; a setting swamps the data, e.g. method.gamma far above the covariances, or "
+                          f"method.sigma2 far above the distances")
+    if off.max() < DEGENERATE_KERNEL:
+        raise ConfigError(f"the kernel between the {len(K)} training images is the identity (every value between "
+                          f"two images below {DEGENERATE_KERNEL:g}) for every setting of the grid: nothing can be "
+                          f"learned from it; give larger values of method.sigma2")
+
+
 def head_options(grids) -> list:
     """The ``(combine, w)`` pairs of the head grid: ``grids["head_combine"]`` x ``grids["head_weight"]``.
 
@@ -373,6 +416,7 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
     k = int(np.argmax(scores))  # first maximum
     ci, s2, opt, C = grid[k]
     K = kernel(ci, s2, opt)
+    _refuse_degenerate_kernel(K[np.ix_(tr, tr)])
     clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(tr, tr)], ytr)
     pred = clf.predict(K[np.ix_(te, tr)])
     params = dict(cands[ci].params, sigma2=s2, C=C)
@@ -814,8 +858,11 @@ def run_image_classification(cfg, ctx) -> dict:
         else:
             raw = image_covariances(data.images, spec, ids=data.ids)
     t_feat = time.perf_counter() - t0 - t_load
-    res = evaluate(m.name, feats, data.labels, split_idx, m, classifier=m.classifier, raw_covs=raw, seed=seed,
-                   progress=ctx.progress, heads=heads)
+    from ..linalg import gamma_named
+
+    with gamma_named("method.gamma"):
+        res = evaluate(m.name, feats, data.labels, split_idx, m, classifier=m.classifier, raw_covs=raw, seed=seed,
+                       progress=ctx.progress, heads=heads)
     details = res.pop("splits")
     store = None
     if cfg.data.format == "store":

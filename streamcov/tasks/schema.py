@@ -911,6 +911,9 @@ class ImageStreamClassification(Top):
 
 
 Grid = Union[PosFloat, Annotated[list[PosFloat], Field(min_length=1)]]
+# an SVM's C: 5e-324 gave every dual coefficient 0 (chance accuracy without a word); the learners' own range
+Cost = Annotated[float, Field(ge=1e-300, le=1e300, allow_inf_nan=False)]
+CostGrid = Union[Cost, Annotated[list[Cost], Field(min_length=1)]]
 BandwidthGrid = Union[Bandwidth, Annotated[list[Bandwidth], Field(min_length=1)]]
 EVAL_METHODS = ("e", "loge", "stein", "hs", "approx_hs", "loghs", "approx_loghs", "qapprox_loghs", "head")
 HeadGrid = Union[HeadWeight, Annotated[list[HeadWeight], Field(min_length=1)], Literal["alignment"]]
@@ -1027,7 +1030,7 @@ class EvalMethod(Table):
     gamma: Grid = [1e-4, 1e-3, 1e-2]
     mu: Optional[Grid] = None
     sigma2: BandwidthGrid = [0.25, 0.5, 1.0, 2.0]
-    C: Grid = [1.0, 10.0, 100.0]
+    C: CostGrid = [1.0, 10.0, 100.0]
     inner_folds: Annotated[int, Field(ge=2)] = 5
     max_pixels_exact: PosInt = 256
     n_components: PosInt = 4096
