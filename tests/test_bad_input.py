@@ -549,7 +549,10 @@ CONFIG = [
       for name, assignment, pattern in (
           ("list-split-kind", 'split.kind=["a"]', r'split\.kind = \["a"\]: expected one of "subject-parity"'),
           ("table-learner", "model.learner={}", r'model\.learner = \{\}: expected one of "sgd"'),
-          ("table-task", "task={a=1}", r"unknown task \{'a': 1\}; the tasks are skeleton-classification"))],
+          ("table-task", "task={a=1}", r"task = \{a = 1\}: expected the name of a task as a string \(one of "
+                                       r"skeleton-classification, "),
+          ("list-task", 'task=["skeleton-classification"]', r'task = \["skeleton-classification"\]: expected the name '
+                                                            r"of a task as a string"))],
     *[Case(f"sgd-weights-overflow-{name}", run_set(*sets),
            r"the SGD learner's weights overflowed in epoch \d+ \(alpha = .*\): lower model\.eta0 or model\.alpha, "
            r"raise model\.C, or use model\.learner = \"lbfgs\"")

@@ -71,7 +71,12 @@ TASKS = {t.name: t for t in (
 
 
 def get_task(name, where: str = "pipeline") -> TaskSpec:
-    if not isinstance(name, str) or name not in TASKS:   # a list or a table would not look up: said as typed
+    if not isinstance(name, str):   # a list or a table would not look up: said as typed (TOML, not Python)
+        from ..errors import toml_value
+
+        raise ConfigError(f"{where}: task = {toml_value(name)}: expected the name of a task as a string (one of "
+                          f"{', '.join(TASKS)})")
+    if name not in TASKS:
         raise ConfigError(f"{where}: unknown task {name!r}{did_you_mean(name, TASKS)}; the tasks are "
                           f"{', '.join(TASKS)}")
     return TASKS[name]
