@@ -4793,8 +4793,11 @@ def test_dask_settings_a_local_cluster_cannot_start_with(env, key, value, expect
 
 def test_a_local_cluster_that_fails_to_start_is_one_line(env, monkeypatch):
     """Dask's LocalCluster raises "Cluster failed to start" (its cause in __cause__) when its processes cannot
-    start: a traceback. One line with the cause, naming --workers."""
+    start: a traceback. One line with the cause and the count (which may come from --workers, dask.workers or
+    the cores; the first version named "--workers None" for a count it was not given)."""
     import distributed
+
+    from streamcov._config import available_cores
 
     def failing(*args, **kwargs):
         try:
@@ -4803,11 +4806,11 @@ def test_a_local_cluster_that_fails_to_start_is_one_line(env, monkeypatch):
             raise RuntimeError("Cluster failed to start") from exc
 
     monkeypatch.setattr(distributed, "LocalCluster", failing)
-    rc, err, _ = cli("predict", env.shared["model"], env.shared["synth"], "--out", env.tmp / "p.csv",
-                     "--workers", "2")
-    assert_one_line_error(rc, err, r"^streamcov predict: error: --workers 2: Dask's local cluster of 2 worker processes "
-                                   r"failed to start \(OSError: \[Errno 28\] No space left on device\); check Dask's "
-                                   r"settings .*or use --scheduler threads$")
+    for flags, n in ((("--workers", "2"), 2), (("--scheduler", "local-cluster"), available_cores())):
+        rc, err, _ = cli("predict", env.shared["model"], env.shared["synth"], "--out", env.tmp / "p.csv", *flags)
+        assert_one_line_error(rc, err, rf"^streamcov predict: error: Dask's local cluster of {n} worker processes "
+                                       r"failed to start \(OSError: \[Errno 28\] No space left on device\); check "
+                                       r"Dask's settings .*or use fewer workers or the threads scheduler$")
     assert not (env.tmp / "p.csv").exists()
 
 

@@ -293,6 +293,8 @@ def test_a_texture_scikit_image_lacks_is_refused(tmp_path):
                                       r"float64\)")):
         with pytest.raises(ConfigError, match=r"^data\.textures: " + said + fix):
             skimage_textures(("brick", name), patch=16, max_per_class=1)
+    # bundled images of booleans (horse) are images
+    assert len(skimage_textures(("horse", "camera"), patch=64, max_per_class=3).images) == 6
 
 
 def test_a_texture_scikit_image_would_download_is_refused(tmp_path, monkeypatch):

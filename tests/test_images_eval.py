@@ -338,3 +338,25 @@ def test_in_memory_pixel_features_that_cannot_fit_are_refused(monkeypatch):
         ev.extract_features(images, "texture")
     monkeypatch.setattr(_config, "total_memory", lambda: 1e9)
     assert [f.shape for f in ev.extract_features(images, "texture")] == [(60000, 5), (600, 5)]
+
+
+def test_a_degenerate_point_of_the_grid_is_left_out_not_refused():
+    """A kernel that is the identity on the training images (sigma2 far below the distances) predicts the
+    majority class, which can win the inner CV on unbalanced classes. Such points are left out of the selection;
+    the grid is refused only when every point is so."""
+    from streamcov.errors import ConfigError
+    from streamcov.kernels import distances
+    from streamcov.tasks.image_eval import Candidate, select_and_test_svc
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 5))
+    y = rng.permutation(np.array([0] * 56 + [1] * 24))
+    tr, te = np.arange(60), np.arange(60, 80)
+    cands = [Candidate({}, distances(X), X)]
+    acc, params, cv, _ = select_and_test_svc(cands, y, tr, te, {"sigma2": [1e-3, 0.25, 0.5, 1.0, 2.0],
+                                                                 "C": [1.0, 10.0, 100.0]}, n_inner=3)
+    assert params["sigma2"] != 1e-3 and 0 <= cv <= 1
+    with pytest.raises(ConfigError, match=r"^the kernel between the 60 training images is the identity .* for every "
+                                          r"setting of the grid: nothing can be learned from it; give larger values "
+                                          r"of method\.sigma2$"):
+        select_and_test_svc(cands, y, tr, te, {"sigma2": [1e-3, 1e-4], "C": [1.0]}, n_inner=3)

@@ -203,6 +203,21 @@ def test_study_workers_exit_when_the_study_is_killed(tmp_path):
     assert not left, f"workers {left} outlived the killed study"
 
 
+def test_the_exit_watch_starts_only_in_a_direct_child_of_the_study(monkeypatch):
+    """Workers that a backend starts from another process (a forkserver, a remote cluster) have another parent
+    from the start: the watch would have them exit at once (the fits then hung). It starts only in a direct child
+    of the study."""
+    import threading
+
+    from streamcov.tasks import study
+
+    monkeypatch.setattr(study, "_WATCHED", False)
+    before = threading.active_count()
+    study._exit_with_parent(os.getppid() + 100000)   # a study that is not this process's parent
+    study._exit_with_parent(os.getpid())              # the study itself (jobs = 1)
+    assert study._WATCHED is False and threading.active_count() == before
+
+
 def _fake_run(folder, dataset, maps, acc, exact=0.8):
     from streamcov.tasks.study import write_report
 

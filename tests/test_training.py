@@ -1068,3 +1068,13 @@ def test_a_classifier_fitted_on_label_strings_is_refused_by_save_and_check(tmp_p
     codes = FittedPipeline(spec, None, None, SGDClassifier(random_state=0).fit(X, np.array([0, 1] * 6)), ["a", "b"])
     codes.save(tmp_path / "m")
     assert FittedPipeline.load(tmp_path / "m").label_names == ["a", "b"]
+    # codes held as floats (0.0, 1.0) are codes: saved, loaded and predicted as before
+    floats = FittedPipeline(spec, None, None, SGDClassifier(random_state=0).fit(X, np.array([0.0, 1.0] * 6)),
+                            ["a", "b"])
+    floats.save(tmp_path / "f")
+    assert set(FittedPipeline.load(tmp_path / "f").predict_codes(X).tolist()) <= {0, 1}
+    clf = SGDClassifier(random_state=0).fit(X, np.array([0, 1] * 6))
+    clf.classes_ = np.array([0.5, 1.0])   # as a crafted model.npz may hold them
+    halves = FittedPipeline(spec, None, None, clf, ["a", "b"])
+    with pytest.raises(ModelError, match=r"classes are float64 values \(0\.5, 1\.0\), not the integer codes"):
+        halves.check("model.json")

@@ -486,7 +486,7 @@ def _skimage_image(data, name: str) -> np.ndarray:
     except Exception as exc:   # noqa: BLE001 - a third party's loader: a download it cannot make, arguments
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"data.textures: skimage.data.{name} cannot be loaded here ({why[:160]}); {fix}") from None
-    if img.dtype.kind not in "uif" or not (img.ndim == 2 or img.ndim == 3 and img.shape[2] in (3, 4)):
+    if img.dtype.kind not in "buif" or not (img.ndim == 2 or img.ndim == 3 and img.shape[2] in (3, 4)):
         raise ConfigError(f"data.textures: skimage.data.{name} is not an image (an array of shape {img.shape}, "
                           f"{img.dtype}); {fix}")
     return img

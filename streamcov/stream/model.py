@@ -587,7 +587,9 @@ class FittedPipeline:
         if classes is None or len(self.label_names) == 0:
             raise ModelError(f"{where}: the classifier is not fitted or names no classes")
         classes = np.asarray(classes)
-        if classes.dtype.kind not in "iu":   # labels fitted as they are (strings): the model predicts codes
+        whole = classes.dtype.kind in "iu" or (classes.dtype.kind == "f" and np.isfinite(classes).all()
+                                               and (classes == np.round(classes)).all())
+        if not whole:   # labels fitted as they are (strings): the model predicts codes (floats 0.0, 1.0 do)
             raise ModelError(f"{where}: the classifier's classes are {classes.dtype} values "
                              f"({', '.join(map(str, classes[:3].tolist()))}{', ...' if len(classes) > 3 else ''}), "
                              f"not the integer codes of the label names; fit it on integer codes (the index of each "

@@ -755,10 +755,11 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                 except (RuntimeError, OSError, TimeoutError) as exc:   # "Cluster failed to start": say why, once
                     cause = exc.__cause__ or exc.__context__ or exc
                     said = " ".join(str(cause).split())[:200] or cause.__class__.__name__
-                    raise StreamcovError(f"{arg('workers', workers)}: Dask's local cluster of {n} worker processes "
-                                         f"failed to start ({cause.__class__.__name__}: {said}); check Dask's "
-                                         f"settings (DASK_* variables, Dask configuration files) and the free "
-                                         f"memory, or use --scheduler threads") from None
+                    # (the count may come from --workers, dask.workers or the cores: said as a count)
+                    raise StreamcovError(f"Dask's local cluster of {n} worker processes failed to start "
+                                         f"({cause.__class__.__name__}: {said}); check Dask's settings (DASK_* "
+                                         f"variables, Dask configuration files) and the free memory, or use fewer "
+                                         f"workers or the threads scheduler") from None
         finally:
             _restore_environ(environ)
         client = Client(cluster)

@@ -329,19 +329,29 @@ def _refuse_logs_lost(cands) -> None:
                           f"method.gamma")
 
 
-def _refuse_degenerate_kernel(K: np.ndarray) -> None:
-    """Refuse the kernel the grid chose when, on the training images, it is a constant or the identity: every
-    grid point was then so, and the SVM reported chance accuracy without a word (``method.gamma = 1e20``: every
-    operator's log that of nearly gamma I; ``method.sigma2`` far above or below the distances)."""
+def _degenerate_kernel(K: np.ndarray) -> str | None:
+    """``"constant"`` or ``"identity"`` when the kernel ``K`` on training images leaves an SVM nothing to learn
+    (every value between two images within :data:`DEGENERATE_KERNEL` of 1, or of 0; or not finite), else None."""
     off = K[~np.eye(len(K), dtype=bool)]
     if not len(off):
-        return
+        return None
     if not np.isfinite(off).all() or off.min() > 1.0 - DEGENERATE_KERNEL:
+        return "constant"
+    return "identity" if off.max() < DEGENERATE_KERNEL else None
+
+
+def _refuse_degenerate_kernel(K: np.ndarray) -> None:
+    """Refuse a grid whose every kernel, on the training images, is a constant or the identity (``K``: the first
+    point's, which names the kind): the SVM reported chance accuracy without a word (``method.sigma2`` far
+    above or below the distances). Such points of a grid with others are left out of the selection
+    (:func:`select_and_test_svc`): on unbalanced classes the identity's majority vote could win the CV."""
+    kind = _degenerate_kernel(K)
+    if kind == "constant":
         raise ConfigError(f"the kernel between the {len(K)} training images is a constant (every value within "
                           f"{DEGENERATE_KERNEL:g} of 1) for every setting of the grid: nothing can be learned from "
                           f"it; a setting swamps the data, e.g. method.gamma far above the covariances, or "
                           f"method.sigma2 far above the distances")
-    if off.max() < DEGENERATE_KERNEL:
+    if kind == "identity":
         raise ConfigError(f"the kernel between the {len(K)} training images is the identity (every value between "
                           f"two images below {DEGENERATE_KERNEL:g}) for every setting of the grid: nothing can be "
                           f"learned from it; give larger values of method.sigma2")
@@ -403,6 +413,9 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
         out = []
         for opt in opts:
             K = K2 if opt is None else combine_head_kernel(K2, Ltr, opt[1], opt[0])
+            if _degenerate_kernel(K) is not None:   # nothing to learn: not a candidate (it may win on the majority)
+                out.extend([-np.inf] * len(Cs))
+                continue
             for C in Cs:
                 accs = []
                 for a, b in folds:
@@ -416,7 +429,8 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
     k = int(np.argmax(scores))  # first maximum
     ci, s2, opt, C = grid[k]
     K = kernel(ci, s2, opt)
-    _refuse_degenerate_kernel(K[np.ix_(tr, tr)])
+    if scores[k] == -np.inf:   # every point of the grid
+        _refuse_degenerate_kernel(K[np.ix_(tr, tr)])
     clf = SVC(kernel="precomputed", C=C).fit(K[np.ix_(tr, tr)], ytr)
     pred = clf.predict(K[np.ix_(te, tr)])
     params = dict(cands[ci].params, sigma2=s2, C=C)

@@ -185,7 +185,9 @@ def _exit_with_parent(parent: int, poll: float = 0.5) -> None:
     import threading
 
     global _WATCHED
-    if _WATCHED or os.getpid() == parent:
+    # only in a direct child of the study (loky's workers): a backend that starts its workers from another
+    # process (a forkserver, a remote cluster) would have them exit at once
+    if _WATCHED or os.getpid() == parent or os.getppid() != parent:
         return
     _WATCHED = True
 
