@@ -5040,7 +5040,7 @@ def test_an_input_path_with_a_name_longer_than_the_file_system_allows_is_one_lin
     for argv in (("info", long), ("run", long), ("predict", long, shared["synth"]),
                  ("predict", shared["model"], long, "--out", env.tmp / "p.csv"),
                  ("run", env.pipeline(), "--store", long, "--output", env.tmp / "o"),
-                 ("run", env.pipeline(), "--set", f'split.kind="subject-splits-file"', "--set",
+                 ("run", env.pipeline(), "--set", 'split.kind="subject-splits-file"', "--set",
                   f'split.file="{long / "s.txt"}"', "--output", env.tmp / "o")):
         rc, err, _ = cli(*argv)
         assert_one_line_error(rc, err, rf"^streamcov {argv[0]}: error: " + said)
