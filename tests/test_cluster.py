@@ -159,7 +159,8 @@ def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, thr
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["features_path"] == os.path.join("cli", "features.zarr")   # as given: relative to the command's folder
     res = {**res, **{k: str(tmp_path / res[k]) for k in ("features_path", "model_path")}}
-    assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1]}
+    assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1],
+                              "numba_threads": 1}
     assert res["featurized_sequences"] == 400
     X, done = read_features(res)
     Xb, doneb = read_features(threaded)

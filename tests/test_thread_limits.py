@@ -610,3 +610,19 @@ def test_threaded_tasks_run_in_the_callers_context():
     with command_line("run"), dask_runtime("threads", 2) as rt:
         inside = rt.compute(dask.delayed(arg, pure=False)("workers", 3))[0]
         assert inside == arg("workers", 3) == "--workers 3"
+
+
+def test_a_local_cluster_of_fewer_workers_than_cores_gives_their_kernels_the_rest():
+    """The workers of a LocalCluster streamcov starts share this machine's cores: --workers 1 on 2 cores ran
+    every kernel on one thread. Each task's kernels now get the cores the workers leave; workers beyond the
+    cores are said (they are not cut: processes may be asked for their memory)."""
+    from streamcov._config import available_cores
+    from streamcov.stream.runtime import dask_runtime
+
+    cores = available_cores()
+    with dask_runtime("local-cluster", 1) as rt:
+        assert rt.numba_threads == cores and rt.info["numba_threads"] == cores
+    with pytest.warns(UserWarning, match=rf"^{cores + 1} worker processes asked for \(--workers, dask\.workers\) and "
+                                         rf"{cores} cores available: they take turns on the cores$"):
+        with dask_runtime("local-cluster", cores + 1) as rt:
+            assert rt.numba_threads == 1 and rt.info["workers"] == cores + 1

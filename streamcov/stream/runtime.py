@@ -731,6 +731,13 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     if scheduler == "local-cluster":
         _check_local_cluster_settings(dask)
         n = local_cluster_size(workers)
+        if n > available_cores():
+            import warnings
+
+            # processes beyond the cores only contend (each runs its kernels on one thread): said, as the threads
+            # scheduler says it (which cuts the count; worker processes may be asked for their memory, so not cut)
+            warnings.warn(f"{n} worker processes asked for (--workers, dask.workers) and {available_cores()} cores "
+                          f"available: they take turns on the cores", stacklevel=3)
         spawn = worker_spawn_environ()
         # a nanny sets these in the environment of the process that hosts it (this one) before it spawns its
         # worker, and leaves them: put back as they were once the workers are up (and after the cluster, since
@@ -793,8 +800,13 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         if cluster is not None:
             retry_lost(client, lambda: client.register_plugin(_settle_plugin()))
         nthreads = client.nthreads()
+        # One numba thread per Dask thread on a user's cluster: its workers own their cores. The workers of a
+        # LocalCluster streamcov starts (one thread each) share this machine's: fewer workers than cores give
+        # each task's kernels the rest (--workers 1 on 8 cores ran every kernel on one)
+        share = max(1, available_cores() // max(1, sum(nthreads.values()))) if cluster is not None else 1
         info = {"scheduler": scheduler if cluster is None else "local-cluster",
-                "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values()))}
+                "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values())),
+                "numba_threads": share}
 
         def compute_once(*objs):
             futures = client.compute(list(objs))
@@ -812,8 +824,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         def compute(*objs):
             return retry_lost(client, lambda: compute_once(*objs), rt.reshare)
 
-        # One numba thread per Dask thread on workers: workers own their cores.
-        rt = Runtime(compute, info, 1, max(1, sum(nthreads.values())), client, compute_once)
+        rt = Runtime(compute, info, share, max(1, sum(nthreads.values())), client, compute_once)
         # the client of an address is not the process's default (_connect): current while the run uses it,
         # for what finds its client as the default one (distributed.wait)
         with client.as_current():
