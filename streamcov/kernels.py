@@ -287,6 +287,22 @@ def block_gaussian_kernel(X, Y=None, blocks=None, sigma: float = 1.0, views: int
     return K
 
 
+def degenerate_kernel(K, tol: float) -> str | None:
+    """``"identity"`` when every value of the kernel matrix ``K`` between two different rows is below ``tol``
+    (a bandwidth far below their distances: each row its own class), ``"constant"`` when every one is within
+    ``tol`` of 1 (far above: the rows cannot be told apart) or one is not finite; None otherwise. An SVM learns
+    nothing from either (the exact SVM's bandwidth warning, the in-memory image task's grid)."""
+    K = np.asarray(K)
+    off = K[~np.eye(len(K), dtype=bool)]
+    if not len(off):
+        return None
+    if not np.isfinite(off).all():
+        return "constant"
+    if off.max() < tol:
+        return "identity"
+    return "constant" if off.min() > 1.0 - tol else None
+
+
 def median_distance(D) -> float:
     """Median of the off-diagonal entries of a symmetric distance matrix (1 if it is 0).
 
@@ -462,6 +478,6 @@ def alignment_weights(kernels, y, normalize: bool = True) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-__all__ = ["alignment_weights", "center_kernel", "centered_alignment", "distances", "gamma_from_sigma",
+__all__ = ["alignment_weights", "center_kernel", "centered_alignment", "degenerate_kernel", "distances", "gamma_from_sigma",
            "gaussian_kernel", "label_kernel", "median_distance", "sigma_from_gamma", "sigma_from_paper004",
            "squared_distances"]

@@ -122,7 +122,7 @@ def check_rows_differ(n: int, mean: np.ndarray, m2: np.ndarray, dtype=np.float64
     size = var + float(np.dot(mean, mean))
     spread = np.sqrt(var / size) if size > 0 else 0.0
     if spread <= ROUNDING_ULPS * np.finfo(np.dtype(dtype)).eps:
+        gamma, bandwidth = _SUSPECTS.get()
         raise ConfigError(f"the {n} training rows' features are all equal to within rounding (relative spread "
                           f"{spread:.2g}): nothing can be learned from them; a setting swamps the data, e.g. "
-                          f"{_SUSPECTS.get()[0]} far above the covariances, or a bandwidth ({_SUSPECTS.get()[1]}) far "
-                          f"from the distances")
+                          f"{gamma} far above the covariances, or a bandwidth ({bandwidth}) far from the distances")

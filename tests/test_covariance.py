@@ -448,3 +448,20 @@ def test_n_jobs_is_read_as_scikit_learn_reads_it():
     nan[1, 0, 0] = np.nan
     with pytest.raises(linalg.NotSPDError, match=r"^matrix 1 contains NaN$"):   # unchecked input: not an overflow
         linalg.log_vectors(nan, 0.1, check=False)
+
+
+def test_degenerate_kernel_names_the_identity_and_the_constant():
+    """One test of a kernel matrix an SVM learns nothing from, shared by the exact SVM's bandwidth warning and the
+    in-memory image task's grid: every value between two rows below tol (the identity), or within tol of 1 (a
+    constant, as is one that is not finite); the diagonal is not looked at."""
+    from streamcov.kernels import degenerate_kernel
+
+    n = 5
+    assert degenerate_kernel(np.eye(n), 1e-6) == "identity"
+    assert degenerate_kernel(np.eye(n) + 1e-7 * (1 - np.eye(n)), 1e-6) == "identity"
+    assert degenerate_kernel(np.full((n, n), 1.0 - 1e-7), 1e-6) == "constant"
+    assert degenerate_kernel(np.where(np.eye(n) > 0, 1.0, np.nan), 1e-6) == "constant"
+    K = np.full((n, n), 0.5)
+    assert degenerate_kernel(K, 1e-6) is None and degenerate_kernel(np.ones((1, 1)), 1e-6) is None
+    K[0, 1] = K[1, 0] = 1e-7   # one pair apart is not the identity
+    assert degenerate_kernel(K, 1e-6) is None

@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._fitparams import FitParams
-from ..kernels import block_distances, block_kernel, check_blocks as _check_blocks
+from ..kernels import block_distances, block_kernel, check_blocks as _check_blocks, degenerate_kernel
 
 
 class GaussianKernelSVC(FitParams, ClassifierMixin, BaseEstimator):
@@ -267,14 +267,12 @@ def _warn_degenerate_kernel(K: np.ndarray, sigma: float) -> None:
     a constant). Chance accuracy follows, and only the grid can change it."""
     import warnings
 
-    off = K[~np.eye(len(K), dtype=bool)]
-    if not len(off):
-        return
-    if off.max() < DEGENERATE_KERNEL:
+    kind = degenerate_kernel(K, DEGENERATE_KERNEL)
+    if kind == "identity":
         warnings.warn(f"model.sigma_grid: the bandwidth chosen, sigma = {sigma:g}, is far below the distances "
                       f"between the training rows: the Gaussian kernel is the identity on them and the SVM cannot "
                       f"generalize; give larger values", stacklevel=3)
-    elif off.min() > 1.0 - DEGENERATE_KERNEL:
+    elif kind == "constant":
         warnings.warn(f"model.sigma_grid: the bandwidth chosen, sigma = {sigma:g}, is far above the distances "
                       f"between the training rows: the Gaussian kernel is a constant on them and the SVM cannot "
                       f"tell them apart; give smaller values", stacklevel=3)

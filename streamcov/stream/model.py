@@ -137,6 +137,11 @@ def load_estimator(desc: dict, arrays, copy: bool = True) -> object:
 PREDICTIONS_HEADER = "id,predicted,label"
 
 
+def _source_record(csv_path: Path) -> Path:
+    """Where predict records which store the predictions CSV at its default place came from."""
+    return csv_path.with_name(f".{csv_path.name}.source.json")
+
+
 def _written_by_predict(path: Path) -> bool:
     """Whether ``path`` is a predictions CSV (its header is predict's): one a run of predict may replace."""
     try:
@@ -159,7 +164,7 @@ def _remove_old_predictions(folder: Path) -> None:
     for p in entries:
         if p.is_file() and not p.is_symlink() and _written_by_predict(p):
             p.unlink(missing_ok=True)
-            (target / f".{p.name}.source.json").unlink(missing_ok=True)   # the store it came from (predict)
+            _source_record(p).unlink(missing_ok=True)   # the store it came from (predict)
     with contextlib.suppress(OSError):
         target.rmdir()   # only when nothing else is left there
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..data.ragged import check_on_error, inside_source, read_only_attrs, same_files, store_words
 from ..errors import ConfigError, ModelError, StreamcovError, arg, arg_name, bool_arg, int_arg, path_arg
 from ..files import TMP_SUFFIX, atomic_write, remove_dead_temporaries, temporary_prefix
-from .model import PREDICTIONS_HEADER, FittedPipeline, _written_by_predict
+from .model import PREDICTIONS_HEADER, FittedPipeline, _source_record, _written_by_predict
 from .runtime import dask_runtime
 from .source import block_bounds, open_store_of_kind, source_from_spec, store_kind
 
@@ -347,11 +347,6 @@ def _check_pixel_scale(model, model_dir, store) -> None:
 
 def _default_out(model_dir, store_path) -> Path:
     return Path(model_dir) / "predictions" / f"{Path(store_path).resolve().name}.csv"
-
-
-def _source_record(csv_path: Path) -> Path:
-    """Where predict records which store the predictions CSV at its default place came from."""
-    return csv_path.with_name(f".{csv_path.name}.source.json")
 
 
 def _default_choice(model_dir, store_path) -> tuple[Path, str | None]:

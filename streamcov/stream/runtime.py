@@ -596,10 +596,11 @@ def _wait_for_a_worker(client, scheduler: str) -> None:
                              f"{arg('scheduler', 'threads')}") from None
 
 
-def _dask_setting(key: str) -> str:
-    """How a user names Dask's setting ``key``: its environment variable, or a Dask configuration file."""
+def _dask_setting(key: str, raw) -> str:
+    """Dask's setting ``key`` with its value ``raw``, as a user sets it: its environment variable, or a Dask
+    configuration file."""
     env = "DASK_" + key.upper().replace(".", "__").replace("-", "_")
-    return f"Dask's setting {key}" + f" = {{raw!r}} (from the environment variable {env} or a Dask configuration file)"
+    return f"Dask's setting {key} = {raw!r} (from the environment variable {env} or a Dask configuration file)"
 
 
 def _dask_duration(dask, parse_timedelta, key: str) -> float:
@@ -614,8 +615,7 @@ def _dask_duration(dask, parse_timedelta, key: str) -> float:
     except (KeyError, ValueError, TypeError, IndexError):   # IndexError: an empty text
         wait = None
     if wait is None or not math.isfinite(wait) or wait < 0:
-        raise ConfigError(_dask_setting(key).format(raw=raw) + ": expected a duration such as 30s; correct or "
-                          "remove it")
+        raise ConfigError(_dask_setting(key, raw) + ": expected a duration such as 30s; correct or remove it")
     return wait
 
 
@@ -647,11 +647,11 @@ def _check_local_cluster_settings(dask) -> None:
         ok = raw is False or raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool)
                                              and 0 < raw <= 1)
         if not ok:
-            raise ConfigError(_dask_setting(key).format(raw=raw) + ": expected a fraction of the worker's memory "
+            raise ConfigError(_dask_setting(key, raw) + ": expected a fraction of the worker's memory "
                               "limit (a number above 0 and at most 1) or false; correct or remove it")
     folder = dask.config.get("temporary-directory", None)
     if folder and not _writable(Path(folder)):
-        raise ConfigError(_dask_setting("temporary-directory").format(raw=folder) + ": the workers cannot write "
+        raise ConfigError(_dask_setting("temporary-directory", folder) + ": the workers cannot write "
                           "their files there; give a folder this user can write, or remove it")
 
 
@@ -803,7 +803,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # One numba thread per Dask thread on a user's cluster: its workers own their cores. The workers of a
         # LocalCluster streamcov starts (one thread each) share this machine's: fewer workers than cores give
         # each task's kernels the rest (--workers 1 on 8 cores ran every kernel on one)
-        share = max(1, available_cores() // max(1, sum(nthreads.values()))) if cluster is not None else 1
+        share = thread_plan(sum(nthreads.values())).numba_threads if cluster is not None else 1
         info = {"scheduler": scheduler if cluster is None else "local-cluster",
                 "workers": len(nthreads), "threads_per_worker": sorted(set(nthreads.values())),
                 "numba_threads": share}

@@ -67,7 +67,7 @@ from ..descriptors.image import (ImageDescriptor, feature_moments, feature_scale
 from ..descriptors.pixels import (GREY_FIX, check_sampled_pixels, get_spec, image_covariances, n_sampled_pixels,
                                   named, pipeline_key, pixel_features)
 from ..errors import ConfigError
-from ..kernels import distances, gaussian_kernel, median_distance, sigma_from_paper004
+from ..kernels import degenerate_kernel, distances, gaussian_kernel, median_distance, sigma_from_paper004
 from .. import splits
 from .schema import EVAL_METHODS, eval_classifier
 
@@ -329,23 +329,12 @@ def _refuse_logs_lost(cands) -> None:
                           f"method.gamma")
 
 
-def _degenerate_kernel(K: np.ndarray) -> str | None:
-    """``"constant"`` or ``"identity"`` when the kernel ``K`` on training images leaves an SVM nothing to learn
-    (every value between two images within :data:`DEGENERATE_KERNEL` of 1, or of 0; or not finite), else None."""
-    off = K[~np.eye(len(K), dtype=bool)]
-    if not len(off):
-        return None
-    if not np.isfinite(off).all() or off.min() > 1.0 - DEGENERATE_KERNEL:
-        return "constant"
-    return "identity" if off.max() < DEGENERATE_KERNEL else None
-
-
 def _refuse_degenerate_kernel(K: np.ndarray) -> None:
     """Refuse a grid whose every kernel, on the training images, is a constant or the identity (``K``: the first
     point's, which names the kind): the SVM reported chance accuracy without a word (``method.sigma2`` far
     above or below the distances). Such points of a grid with others are left out of the selection
     (:func:`select_and_test_svc`): on unbalanced classes the identity's majority vote could win the CV."""
-    kind = _degenerate_kernel(K)
+    kind = degenerate_kernel(K, DEGENERATE_KERNEL)
     if kind == "constant":
         raise ConfigError(f"the kernel between the {len(K)} training images is a constant (every value within "
                           f"{DEGENERATE_KERNEL:g} of 1) for every setting of the grid: nothing can be learned from "
@@ -413,7 +402,8 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
         out = []
         for opt in opts:
             K = K2 if opt is None else combine_head_kernel(K2, Ltr, opt[1], opt[0])
-            if _degenerate_kernel(K) is not None:   # nothing to learn: not a candidate (it may win on the majority)
+            # nothing to learn: not a candidate (its majority vote may win the CV)
+            if degenerate_kernel(K, DEGENERATE_KERNEL) is not None:
                 out.extend([-np.inf] * len(Cs))
                 continue
             for C in Cs:
