@@ -156,11 +156,13 @@ def jit_started() -> bool:
 
 
 def available_cores() -> int:
-    """Cores this process may use (affinity mask, not the machine total)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
+    """Cores this process may use: the affinity mask and a cgroup CPU quota (a container's or a batch
+    job's ``--cpus``), not the machine total, as Dask counts them (``dask.system.cpu_count``, which also
+    sizes Dask's own default thread pool). A quota of 2 CPUs on a 64-core host had planned 64 threads,
+    which the quota then throttled."""
+    from dask.system import cpu_count
+
+    return max(1, int(cpu_count()))
 
 
 def check_numba_environment() -> None:

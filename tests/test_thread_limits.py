@@ -626,3 +626,28 @@ def test_a_local_cluster_of_fewer_workers_than_cores_gives_their_kernels_the_res
                                          rf"{cores} cores available: they take turns on the cores$"):
         with dask_runtime("local-cluster", cores + 1) as rt:
             assert rt.numba_threads == 1 and rt.info["workers"] == cores + 1
+
+
+def test_available_cores_keeps_to_the_affinity_mask_and_a_cgroup_quota(monkeypatch):
+    """A batch job's or a container's CPU quota bounds the plan, as the affinity mask does: a quota of
+    1.5 CPUs on this machine plans 2 threads at most (dask rounds a quota up), a quota of 1 CPU one."""
+    import dask.system
+
+    from streamcov import _config
+
+    # the affinity mask, set for real in a child process
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from streamcov._config import available_cores, thread_plan; "
+            "print(available_cores(), thread_plan().dask_threads)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"], done.stdout
+    # the quota as dask reads it from /sys/fs/cgroup (cpu.max, or cpu.cfs_quota_us / cpu.cfs_period_us)
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(dask.system, "_try_extract_cgroup_cpu_quota", lambda: (100_000, 100_000))
+    assert _config.available_cores() == 1
+    assert _config.thread_plan().dask_threads == 1
+    monkeypatch.setattr(dask.system, "_try_extract_cgroup_cpu_quota", lambda: (150_000, 100_000))
+    assert _config.available_cores() == min(2, cores)
+    monkeypatch.setattr(dask.system, "_try_extract_cgroup_cpu_quota", lambda: (-1, 100_000))   # no quota
+    assert _config.available_cores() == cores
