@@ -478,6 +478,20 @@ CONFIG = [
          r"rows\)", rc=0),
     Case("map-sigma-fine-unfitted", run_set('features.map="rff"'), r'"accuracy"', rc=0,
          check=lambda e, err, out: "features.sigma" not in err),
+    # an RGW series cut short of the training rows' norms: said for a map fitted on no rows too (an uncentred map
+    # is drawn from the width alone, so its own fit never saw a row: a tenth of the accuracy lost without a word),
+    # in the words of the [features] table
+    Case("map-series-cut-unfitted", run_set("features.sigma=0.125", "features.max_degree=3"),
+         r"(?m)^streamcov run: warning: features\.max_degree = 3: the series of eq\. \(3\) is cut after degree 3, "
+         r"which misses 100\.0% of the kernel's diagonal at the training row of largest norm \(\|x\|\^2 / sigma\^2 "
+         r"= 64\); raise features\.max_degree to 91 or raise features\.sigma, or center the rows "
+         r"\(features\.center = true\)$", rc=0),
+    Case("map-series-cut-centred", run_set("features.center=true", "features.sigma=0.125", "features.max_degree=3"),
+         r"(?m)^streamcov run: warning: features\.max_degree = 3: the series of eq\. \(3\) is cut after degree 3, "
+         r"which misses \S+% of the kernel's diagonal at the training row of largest norm \(\|x\|\^2 / sigma\^2 "
+         r"= \S+\); raise features\.max_degree to \d+ or raise features\.sigma$", rc=0,
+         check=lambda e, err, out: "RGWSampler" not in err),
+    Case("map-series-whole", run_set(), r'"accuracy"', rc=0, check=lambda e, err, out: "max_degree" not in err),
     Case("fit-sample-of-a-map-fitted-on-no-rows", run_set("features.fit_sample=5"),
          r'(?m)^streamcov run: note: features\.fit_sample \(--set features\.fit_sample=5\) is not read: map "rgw" with '
          r'bandwidth "absolute" and center = false is drawn from the width of the rows alone, fitted on none of them '

@@ -144,3 +144,38 @@ def test_a_series_cut_below_the_rows_norm_is_said_and_its_bias_is_the_poisson_ta
         warnings.simplefilter("error")
         RGWSampler(n_components=20, sigma=0.2, random_state=0).fit(X)
         RGWSampler(n_components=20, sigma=0.125, max_degree=91, random_state=0).fit(X)
+
+
+def test_a_pipelines_map_is_checked_for_a_cut_series_on_training_rows_block_by_block():
+    """A map of the pyramid's windows (BlockSumFeatures of RGW maps, two views: the mirror) drawn from the width
+    alone: :func:`check_map_on_rows` finds the block whose rows the cut series misses, in the [features] table's
+    words, and says nothing where every block's series reaches the rows' norms. The map's own fit on its
+    sample says nothing in its class's words (one warning, not two)."""
+    import warnings
+
+    from streamcov.features.registry import check_map_on_rows, fit_feature_map
+
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal((40, 6)) * 0.01      # block 0: |x|^2 / sigma^2 far below degree 3
+    large = rng.standard_normal((40, 4))
+    large /= np.linalg.norm(large, axis=1, keepdims=True)   # block 1: unit rows, |x|^2 / sigma^2 = 64 at sigma 0.125
+    view = np.hstack([small, large])
+    X = np.hstack([view, view[::-1]])   # two views of every row
+    params = {"map": "rgw", "n_components": 40, "sigma": 0.125, "max_degree": 3, "center": False,
+              "blocks": [[6, 1.0], [4, 1.0]], "views": 2}
+    fmap, _ = fit_feature_map(params, 0, X.shape[1])   # drawn from the width: nothing to say yet
+    with pytest.warns(UserWarning, match=r"^features\.max_degree = 3: the series of eq\. \(3\) is cut after degree "
+                                         r"3, which misses 100\.0% of the kernel's diagonal at the training row of "
+                                         r"largest norm \(\|x\|\^2 / sigma\^2 = 64\); raise features\.max_degree to "
+                                         r"91 or raise features\.sigma, or center the rows \(features\.center = "
+                                         r"true\)$") as said:
+        check_map_on_rows(params, fmap, X)
+    assert len(said) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_map_on_rows(params, fmap, np.hstack([small, small[:, :4], small, small[:, :4]]))
+    # centred and fitted on the rows: the fit's own warning is replaced by the table's
+    centred = {**params, "center": True}
+    with pytest.warns(UserWarning) as said:
+        fit_feature_map(centred, 0, X.shape[1], sample=X * 3.0)
+    assert [str(w.message).split(":")[0] for w in said] == ["features.max_degree = 3"], [str(w.message) for w in said]

@@ -218,13 +218,14 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
             # fitted on its landmarks alone; their places in the fit sample, as a fit on the whole sample records
             fmap.component_indices_ = read
         if sample is None and fmap is not None and int(np.count_nonzero(train)) >= 2:
-            # a map drawn from the width alone (no rows): its Gaussian kernel's bandwidth is checked on a few
-            # training rows all the same, as the fitted maps' is on their sample (a sigma far below the distances
-            # between the rows gave chance accuracy without a word); fit_sample is not read for it
-            from ..features.registry import BANDWIDTH_CHECK_ROWS, warn_narrow_bandwidth
+            # a map drawn from the width alone (no rows): its Gaussian kernel's bandwidth, and an RGW series cut
+            # short, are checked on a few training rows all the same, as the fitted maps' are on their sample (a
+            # sigma far below the distances between the rows gave chance accuracy without a word); fit_sample is
+            # not read for it
+            from ..features.registry import BANDWIDTH_CHECK_ROWS, check_map_on_rows
 
             check = rows_of(fitted, fit_sample_rows(train, BANDWIDTH_CHECK_ROWS, seed), bounds, runtime)
-            warn_narrow_bandwidth(map_params, check)
+            check_map_on_rows(map_params, fmap, check)
             check = None
         sample = check = None   # fit_sample descriptors (1.2 GB for 2048 of MSR-Action3D's): not held while featurizing
         data_dependent = needs_data(map_params) and fmap is not None
