@@ -4785,6 +4785,12 @@ def test_dask_connect_timeout_not_a_duration(env, value):
     ("distributed.worker.memory.target", "abc", r"expected a fraction of the worker's memory limit \(a number above 0 "
                                                  r"and at most 1\) or false; correct or remove it"),
     ("distributed.worker.memory.pause", 1.5, r"expected a fraction of the worker's memory limit"),
+    # a fraction below what an idle worker holds: every worker paused at once, and the run waited forever
+    ("distributed.worker.memory.pause", 0.0001, r"each of the 2 workers would pause above \S+ \S+ of its \S+ \S+, "
+                                                r"less than the 307\.20 MiB a worker holds before any task, so no "
+                                                r"task would run; give at least \S+, or false, or fewer workers$"),
+    ("distributed.worker.memory.terminate", 0.001, r"each of the 2 workers would be restarted above \S+ \S+ of its "
+                                                    r"\S+ \S+, less than the 307\.20 MiB"),
     ("temporary-directory", "/proc/1", r"the workers cannot write their files there; give a folder this user can "
                                         r"write, or remove it"),
 ])

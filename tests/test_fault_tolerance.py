@@ -162,6 +162,99 @@ def test_a_cluster_that_loses_every_worker_ends_in_one_line(store, tmp_path, pro
     assert time.monotonic() - t0 < 60
 
 
+def test_a_cluster_whose_workers_are_paused_for_memory_ends_in_one_line(store, tmp_path, procs, monkeypatch):
+    """The worker paused by Dask's memory monitor mid-featurization and never resuming (its memory above the
+    pause fraction of its limit: here the fraction lowered on the running worker, as a low
+    distributed.worker.memory.pause or a worker short of memory does): the run waited for ever, since Dask counts
+    a paused worker as a worker. It ends with one line after RECOVERY_WAIT seconds naming the pause and what to
+    change. (The tasks Dask leaves on one paused worker while another idles are the same wait:
+    ``test_paused_workers_are_named_from_the_schedulers_record``.)"""
+    import threading
+
+    from distributed import Client
+
+    from streamcov.errors import StreamcovError
+    from streamcov.stream import lbfgs, runtime
+
+    monkeypatch.setattr(runtime, "RECOVERY_WAIT", 3.0)
+    monkeypatch.setattr(lbfgs, "RECOVERY_WAIT", 3.0)
+    sets = ["features.n_components=500", "dask.block_size=4", ONE_LEVEL]
+    cluster = ProcessCluster(tmp_path / "cluster", n_workers=1)
+    procs.extend(cluster.workers + [cluster.scheduler])
+    out = tmp_path / "run"
+    ended: dict = {}
+
+    def run():
+        try:
+            ended["result"] = run_pipeline(cfg_for(store, out, sets), scheduler=cluster.address)
+        except BaseException as exc:   # noqa: BLE001 - examined below
+            ended["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    done_dir = out / "features.zarr" / "done" / "c"
+    t_end = time.monotonic() + TIMEOUT
+    while not (done_dir.is_dir() and any(f.isdigit() for f in os.listdir(done_dir))) and t.is_alive():
+        assert time.monotonic() < t_end
+        time.sleep(0.01)
+    assert t.is_alive(), ended
+
+    def pause(dask_worker):   # the memory monitor pauses it at its next look (every 100 ms) and keeps it paused
+        dask_worker.memory_manager.memory_pause_fraction = 1e-9
+
+    with Client(cluster.address, timeout=60) as client:
+        client.run(pause)
+    t.join(120)
+    assert not t.is_alive(), "the run still waits for a cluster whose workers are paused"
+    assert isinstance(ended.get("error"), StreamcovError), ended
+    assert re.fullmatch(rf"{re.escape(cluster.address)}: every worker \(1\) is paused by Dask for its memory "
+                        r"\(a limit of \S+ \S+ each\), and none resumed in 3 s: Dask pauses a worker whose memory "
+                        r"passes the fraction distributed\.worker\.memory\.pause of its limit; give that setting a "
+                        r"larger fraction \(environment variable DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE or a Dask "
+                        r"configuration file; its default is 0\.8\) or the workers more memory, or use smaller "
+                        r"blocks \(dask\.block_size\), and run the command again \(a run continues from what it "
+                        r"wrote with resume=True\)", str(ended["error"])), ended
+
+
+def test_paused_workers_are_named_from_the_schedulers_record():
+    """What stops a run on a cluster, from the scheduler's record of its workers: every worker paused, or a
+    paused worker holding ready tasks while the others idle (Dask does not move them: the run waited for ever);
+    a worker executing a task, paused or not, is at work, and so is a running one while no paused worker holds
+    tasks. Dask versions whose record has no task counts are judged by the running workers alone."""
+    from streamcov.stream import runtime
+
+    class Fake:
+        def __init__(self, *workers):
+            self.workers = {f"tcp://w{i}": w for i, w in enumerate(workers)}
+
+        def scheduler_info(self, n_workers=5):
+            return {"workers": self.workers}
+
+        def nthreads(self):
+            return {a: 1 for a in self.workers}
+
+    def w(status, **counts):
+        return {"status": status, "memory_limit": 2 << 30, "metrics": {"task_counts": counts}}
+
+    cases = [
+        ((w("paused"), w("paused")), False, "every worker (2) is paused by Dask for its memory (a limit of 2.00 GiB "
+                                            "each)"),
+        ((w("paused", ready=3), w("running")), False, "1 of the 2 workers is paused by Dask for its memory (a limit "
+                                                      "of 2.00 GiB each), holding tasks no other worker takes"),
+        ((w("paused", ready=3, executing=1), w("running")), True, "1 of the 2 workers is paused"),
+        ((w("paused"), w("running", executing=1)), True, ""),
+        ((w("paused"), w("running")), True, ""),
+        ((w("running", ready=2),), True, ""),
+        (({"status": "running"},), True, ""),
+        (({"status": "paused"}, {"status": "paused"}), False, "every worker (2) is paused by Dask for its memory"),
+    ]
+    for workers, at_work, said in cases:
+        client = Fake(*workers)
+        assert runtime._workers_at_work(client) is at_work, workers
+        assert runtime._paused_workers(client).startswith(said) and bool(said) == bool(runtime._paused_workers(client)), \
+            (workers, runtime._paused_workers(client))
+
+
 def test_worker_killed_mid_predict_gives_same_predictions(store, tmp_path, procs):
     """``streamcov predict`` on a 2-worker cluster, one worker killed as soon as the scheduler shows a task
     processing: the predictions file equals a threaded predict's byte for byte."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 import os
 import signal
 import threading
@@ -67,6 +68,9 @@ def workers_unread(scheduler: str | None) -> str | None:
 # numpy, numba, zarr and the engine's modules, _settle_plugin): below about 330 MiB each is paused at once and
 # the run waits forever (--workers 1024 started 1024 processes)
 WORKER_MIN_BYTES = 384 << 20
+# what a worker holds before any task, with a margin: a pause (or restart) fraction of its limit below it stops
+# the worker at once (Dask's 80% of WORKER_MIN_BYTES)
+WORKER_IDLE_BYTES = WORKER_MIN_BYTES * 4 // 5
 
 
 def local_cluster_size(workers: int | None) -> int:
@@ -77,11 +81,14 @@ def local_cluster_size(workers: int | None) -> int:
 def check_local_workers(n: int | None, what: str) -> None:
     """Refuse, with one line, a local-cluster of ``n`` worker processes (None: one per core) that the memory
     Dask divides among them cannot hold, :data:`WORKER_MIN_BYTES` each, naming the count as ``what`` (for
-    None: the scheduler, to which " on N cores" is added) and the most workers that fit.
+    None: the scheduler, to which " on N cores" is added) and the most workers that fit; and Dask's settings
+    such a cluster cannot start or run with (:func:`_check_local_cluster_settings`).
 
     The memory is Dask's figure (:func:`streamcov._config.total_memory` with ``soft=True``): a container's
     soft limits count, since Dask pauses a worker beyond 80% of its share of them."""
     from .._config import check_memory, total_memory
+
+    import dask
 
     total = total_memory(soft=True)
     fits, count = max(1, total // WORKER_MIN_BYTES), local_cluster_size(n)
@@ -89,6 +96,7 @@ def check_local_workers(n: int | None, what: str) -> None:
         check_memory(count * WORKER_MIN_BYTES, f"{what}{'' if n else f' on {count} cores'} ({count} worker "
                      f"processes of a local-cluster, at least {WORKER_MIN_BYTES >> 20} MiB each)",
                      f"use at most {fits} worker{'s' * (fits > 1)}", total=total)
+    _check_local_cluster_settings(dask, count)   # before any work, as the cluster's start checks them again
 
 
 # the security (TLS certificates) of the clients and clusters given as schedulers, by their address: the run's
@@ -172,16 +180,82 @@ def workers_lost(client) -> StreamcovError:
     """The one line for a run on a cluster that lost every worker and got none back in :data:`RECOVERY_WAIT`
     seconds: it hung, waiting for results no worker would compute, or ended in a traceback."""
     address = getattr(getattr(client, "scheduler", None), "address", None)
+    paused = _paused_workers(client)
+    if paused:
+        return StreamcovError(
+            f"{address or 'the scheduler'}: {paused}, and none resumed in {RECOVERY_WAIT:g} s: Dask pauses a worker "
+            f"whose memory passes the fraction distributed.worker.memory.pause of its limit; give that setting a "
+            f"larger fraction (environment variable DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE or a Dask configuration "
+            f"file; its default is {_DASK_MEMORY_DEFAULTS['pause']:g}) or the workers more memory, or use smaller "
+            f"blocks (dask.block_size), and run the command again (a run continues from what it wrote with "
+            f"{arg('resume', True)})")
     start = f"`dask worker {address}`" if address else "`dask worker` with the scheduler's address"
     return StreamcovError(f"{address or 'the scheduler'}: every worker left the cluster and none came back in "
                           f"{RECOVERY_WAIT:g} s; start workers ({start}) and run the command again (a run "
                           f"continues from what it wrote with {arg('resume', True)})")
 
 
+def _task_count(info: dict, state: str) -> int:
+    """Tasks of a worker (the scheduler's ``info`` of it) in ``state`` (``executing``, ``ready``): 0 where not said."""
+    return int(((info.get("metrics") or {}).get("task_counts") or {}).get(state, 0) or 0)
+
+
+def _paused(info: dict) -> bool:
+    return str(info.get("status", "")).lower() == "paused"
+
+
+def _paused_workers(client) -> str:
+    """The workers that stop the run by being paused by Dask's memory monitor, in words: every worker, which
+    Dask's wait for workers counts as none (said as "every worker left the cluster" before), or those holding
+    tasks ready to run that no running worker takes (the run waited forever); "" where none (or not known)."""
+    from dask.utils import format_bytes
+
+    workers = _scheduler_workers(client)
+    if not workers:
+        return ""
+    paused = [w for w in workers.values() if _paused(w)]
+    holding = [w for w in paused if _task_count(w, "ready")]
+    if len(paused) < len(workers) and not holding:
+        return ""
+    limits = sorted({int(w.get("memory_limit") or 0) for w in paused})
+    each = f" (a limit of {format_bytes(limits[0])} each)" if len(limits) == 1 and limits[0] else ""
+    if len(paused) == len(workers):
+        return f"every worker ({len(workers)}) is paused by Dask for its memory{each}"
+    return (f"{len(holding)} of the {len(workers)} workers {'is' if len(holding) == 1 else 'are'} paused by Dask for "
+            f"{'its' if len(holding) == 1 else 'their'} memory{each}, holding tasks no other worker takes")
+
+
+def _scheduler_workers(client) -> dict | None:
+    """The scheduler's record of every worker (address: its info: ``status``, ``memory_limit``, ``metrics``),
+    or None when the scheduler does not answer."""
+    try:
+        try:
+            return client.scheduler_info(n_workers=-1)["workers"]   # all of them (the default lists 5 in some)
+        except TypeError:   # a distributed before n_workers: all of them
+            return client.scheduler_info()["workers"]
+    except Exception:   # noqa: BLE001 - a scheduler gone too: the callers' plain lines say it
+        return None
+
+
+def _workers_at_work(client) -> bool:
+    """Whether the cluster can go on computing: a worker executing a task (a paused one too: its memory may
+    fall when the task ends, and it resumes), or a running worker while no paused one holds tasks ready to
+    run. Workers all paused and idle compute nothing, and Dask leaves the tasks it gave a paused worker there
+    while another worker idles: the run waited forever."""
+    workers = _scheduler_workers(client)
+    if workers is None:
+        return bool(client.nthreads())
+    if any(_task_count(w, "executing") for w in workers.values()):
+        return True
+    return (any(str(w.get("status", "")).lower() == "running" for w in workers.values())
+            and not any(_paused(w) and _task_count(w, "ready") for w in workers.values()))
+
+
 def await_with_workers(client, futures) -> None:
     """Wait until ``futures`` are finished (their errors are raised by the gather that follows), while the
-    cluster has a worker: with none for :data:`RECOVERY_WAIT` seconds, :func:`workers_lost` is raised (a
-    nanny restarts a killed worker in a few seconds; without one, nothing would ever compute them)."""
+    cluster has a worker at work (:func:`_workers_at_work`): with none for :data:`RECOVERY_WAIT` seconds,
+    :func:`workers_lost` is raised (a nanny restarts a killed worker in a few seconds; without one, or with
+    every worker paused at its memory limit, nothing would ever compute them)."""
     import time
     from concurrent.futures import CancelledError
 
@@ -198,7 +272,7 @@ def await_with_workers(client, futures) -> None:
             return
         except TimeoutError:
             pass
-        if client.nthreads():
+        if _workers_at_work(client):
             gone_since = None
         elif gone_since is None:
             gone_since = time.monotonic()
@@ -567,8 +641,6 @@ def _connect(Client, scheduler: str):
 def worker_wait() -> float:
     """Seconds to wait for a worker of a scheduler address: :data:`WORKER_WAIT`, or the environment's
     ``STREAMCOV_WORKER_WAIT`` (a number of seconds > 0), refused in one line when it is not one."""
-    import math
-
     raw = os.environ.get(WORKER_WAIT_ENV)
     if raw is None:
         return WORKER_WAIT
@@ -607,8 +679,6 @@ def _dask_duration(dask, parse_timedelta, key: str) -> float:
     """Dask's duration setting ``key`` in seconds, refused in one line when it is not a duration: set in the
     environment (``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=abc``) or in a Dask configuration file, it was a
     KeyError traceback (of the client, or of a LocalCluster's start)."""
-    import math
-
     raw = dask.config.get(key, None)
     try:
         wait = parse_timedelta(raw, default="seconds")
@@ -626,18 +696,22 @@ def _connect_timeout(dask, parse_timedelta) -> float:
 
 #: Dask's settings of a worker's memory: the fractions of its limit at which it spills, pauses, is restarted
 WORKER_MEMORY_FRACTIONS = ("target", "spill", "pause", "terminate")
+# their defaults in distributed's own configuration file (distributed.yaml), named in advice
+_DASK_MEMORY_DEFAULTS = {"target": 0.6, "spill": 0.7, "pause": 0.8, "terminate": 0.95}
 
 
-def _check_local_cluster_settings(dask) -> None:
-    """Refuse, in one line, Dask's settings that a LocalCluster cannot start with: a timeout that is not a
-    duration (a KeyError traceback), a worker memory fraction that is neither a number in (0, 1] nor false
-    (``abc`` was multiplied by the memory limit: "out of memory", the wrong cause), a temporary directory that
-    cannot be written ("Cluster failed to start")."""
+def _check_local_cluster_settings(dask, n: int) -> None:
+    """Refuse, in one line, Dask's settings that a LocalCluster of ``n`` workers cannot start or run with: a
+    timeout that is not a duration (a KeyError traceback), a worker memory fraction that is neither a number in
+    (0, 1] nor false (``abc`` was multiplied by the memory limit: "out of memory", the wrong cause), a pause or
+    restart fraction below what an idle worker holds (:data:`WORKER_IDLE_BYTES` of the 1/n of the memory Dask
+    gives it: ``pause = 0.0001`` paused every worker at once, and the run waited forever), a temporary directory
+    that cannot be written ("Cluster failed to start")."""
     from pathlib import Path
 
-    from dask.utils import parse_timedelta
+    from dask.utils import format_bytes, parse_timedelta
 
-    from .._config import _writable
+    from .._config import _writable, total_memory
 
     for key in ("distributed.comm.timeouts.connect", "distributed.comm.timeouts.tcp"):
         _dask_duration(dask, parse_timedelta, key)
@@ -649,6 +723,14 @@ def _check_local_cluster_settings(dask) -> None:
         if not ok:
             raise ConfigError(_dask_setting(key, raw) + ": expected a fraction of the worker's memory "
                               "limit (a number above 0 and at most 1) or false; correct or remove it")
+        share = total_memory(soft=True) / max(1, int(n))
+        if name in ("pause", "terminate") and raw not in (False, None) and raw * share < WORKER_IDLE_BYTES:
+            raise ConfigError(_dask_setting(key, raw) + f": each of the {int(n)} workers would "
+                              f"{'pause' if name == 'pause' else 'be restarted'} above {format_bytes(raw * share)} of "
+                              f"its {format_bytes(share)}, less than the {format_bytes(WORKER_IDLE_BYTES)} a worker "
+                              f"holds before any task, so no task would run; give more than "
+                              f"{math.ceil(WORKER_IDLE_BYTES / share * 100) / 100:g} (Dask's default is "
+                              f"{_DASK_MEMORY_DEFAULTS[name]:g}), or false, or fewer workers")
     folder = dask.config.get("temporary-directory", None)
     if folder and not _writable(Path(folder)):
         raise ConfigError(_dask_setting("temporary-directory", folder) + ": the workers cannot write "
@@ -729,8 +811,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     cluster = None
     environ = None
     if scheduler == "local-cluster":
-        _check_local_cluster_settings(dask)
         n = local_cluster_size(workers)
+        _check_local_cluster_settings(dask, n)
         if n > available_cores():
             import warnings
 
