@@ -30,6 +30,58 @@ HEAVY_FIRST = ("test_training.py", "test_pipeline.py", "test_fault_tolerance.py"
                "test_descriptor_options.py", "test_study.py", "test_mirror.py", "test_readme_api.py")
 
 
+# POSIX named semaphores (Linux: /dev/shm/sem.*) of the processes the tests kill with SIGKILL (a run and its
+# resource tracker, a nanny and its worker: every kill -9 test kills the whole group): nothing is left to unlink
+# them, and each run of the suite left about a hundred. The suite removes, when it ends, those made while it ran
+# that no living process maps any more; one a process still holds (mapped) is never touched.
+SHM = Path("/dev/shm")
+
+
+def _semaphores() -> set:
+    try:
+        return {p.name for p in SHM.iterdir() if p.name.startswith("sem.")}
+    except OSError:   # no /dev/shm (not Linux): nothing to look after
+        return set()
+
+
+def _mapped_semaphores() -> set:
+    """The names of /dev/shm/sem.* some living process maps (every process of this user that /proc shows), by
+    inode: glibc maps a semaphore's file under a temporary name, then links it to the semaphore's."""
+    held = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as fh:
+                held.update(int(line.split()[4]) for line in fh if " /dev/shm/" in line)
+        except (OSError, ValueError, IndexError):   # a process gone meanwhile, or another user's
+            continue
+    names = set()
+    for name in _semaphores():
+        try:
+            if (SHM / name).stat().st_ino in held:
+                names.add(name)
+        except OSError:
+            continue
+    return names
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):   # the controller (or a run without xdist) only
+        session.config._semaphores_before = _semaphores()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_semaphores_before", None)
+    if before is None:
+        return
+    for name in sorted((_semaphores() - before) - _mapped_semaphores()):
+        try:
+            (SHM / name).unlink()
+        except OSError:
+            pass
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: each file's own order kept

@@ -280,3 +280,32 @@ def test_the_temporary_cache_folder_is_this_users_own(monkeypatch, tmp_path):
     del os.environ["NUMBA_CACHE_DIR"]
     folder.rmdir()   # made here: mode 0700
     assert plan() == str(folder) and oct(folder.stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_suites_sweep_of_semaphores_keeps_those_a_process_holds(tmp_path):
+    """The suite's end removes the named semaphores its killed processes left (conftest.pytest_sessionfinish):
+    one a living process holds is seen as held, one whose every holder was killed with SIGKILL is not."""
+    import multiprocessing
+    import signal
+
+    import conftest
+
+    if not conftest.SHM.is_dir():
+        pytest.skip("no /dev/shm")
+    ctx = multiprocessing.get_context("spawn")   # a named semaphore kept for the children it may spawn
+    before = conftest._semaphores()
+    lock = ctx.Lock()
+    mine = conftest._semaphores() - before
+    assert len(mine) == 1 and mine <= conftest._mapped_semaphores()
+    del lock
+    # a child that makes one and is killed before it can unlink it (its resource tracker killed with it)
+    code = ("import multiprocessing, os, signal; lock = multiprocessing.get_context('spawn').Lock(); "
+            "print(flush=True); os.killpg(0, signal.SIGKILL)")
+    before = conftest._semaphores()
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           start_new_session=True)
+    assert child.returncode == -signal.SIGKILL
+    left = conftest._semaphores() - before
+    assert left and not (left & conftest._mapped_semaphores()), left
+    for name in left:   # as the sweep does
+        (conftest.SHM / name).unlink()
