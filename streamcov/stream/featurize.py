@@ -29,7 +29,7 @@ import numpy as np
 from .._config import progress_bar
 from ..data import integrity
 from ..errors import StoreError, say_note
-from ..features.registry import fit_feature_map, needs_data, rows_read_by_fit
+from ..features.registry import fit_feature_map, fit_reads_mean_only, needs_data, rows_read_by_fit
 from .featurestore import FeatureStore, write_block
 from .runtime import retry_lost, task_path
 
@@ -91,11 +91,15 @@ def fit_sample_rows(train, fit_sample: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(tr, size=min(int(fit_sample), len(tr)), replace=False))
 
 
-def rows_of(source, rows: np.ndarray, bounds, runtime, keep: np.ndarray | None = None) -> np.ndarray:
+def rows_of(source, rows: np.ndarray, bounds, runtime, keep: np.ndarray | None = None,
+            mean: np.ndarray | None = None) -> np.ndarray:
     """Descriptors of ``rows`` (sorted indices), computed block by block on the runtime, a window of
     ``2 x parallelism`` blocks at a time: memory is that of the blocks in flight, not of the store (one
     computation of every block held as many blocks' moments as the scheduler's order happened to start).
-    ``keep`` (sorted, within ``rows``): only those are returned and held; the others are computed with them."""
+    ``keep`` (sorted, within ``rows``): only those are returned and held; the others are computed with them.
+    ``mean`` (float64, the rows' width): filled with the mean of all of ``rows``, summed one row after
+    another in row order, as numpy's ``X.mean(axis=0, dtype=float64)`` of the rows held at once sums them (the
+    same bits, on any scheduler)."""
     mask = np.zeros(source.n, dtype=bool)
     mask[rows] = True
     kept = mask if keep is None else np.isin(np.arange(source.n), keep)
@@ -104,15 +108,24 @@ def rows_of(source, rows: np.ndarray, bounds, runtime, keep: np.ndarray | None =
     step = 2 * max(1, int(getattr(runtime, "parallelism", 1) or 1))
     if not tasks:
         raise ValueError("rows_of: no rows asked for")
-    out, at = None, 0
+    out, at, summed = None, 0, 0
     for i in range(0, len(tasks), step):
         window = tasks[i:i + step]
         for (asked, _), V in zip(window, runtime.compute(*[t for _, t in window])):
+            if mean is not None:
+                for row in V:
+                    if summed:
+                        mean += row
+                    else:
+                        mean[...] = row
+                    summed += 1
             V = V[kept[asked]] if keep is not None else V
             if out is None:   # filled in place: a list of the blocks' rows and their concatenation held it twice
                 out = np.empty((int(kept.sum()),) + V.shape[1:], dtype=V.dtype)
             out[at:at + len(V)] = V
             at += len(V)
+    if mean is not None:
+        mean /= summed
     return out
 
 
@@ -196,7 +209,15 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         if needs_data(map_params):
             rows = fit_sample_rows(train, fit_sample, seed)
             read = rows_read_by_fit(map_params, seed, len(rows))   # Nystroem's landmarks: only those held
-            if read is None:
+            if fit_reads_mean_only(map_params):
+                # a centred map reads the sample's mean alone: summed as the blocks come, fitted on the mean row
+                # (the same map); the first rows kept for the bandwidth's check, as a fit on the sample does
+                from ..features.registry import BANDWIDTH_CHECK_ROWS
+
+                mean = np.zeros(source.dim, dtype=np.float64)
+                check = rows_of(fitted, rows, bounds, runtime, keep=rows[:BANDWIDTH_CHECK_ROWS], mean=mean)
+                sample, mean = mean[None, :], None
+            elif read is None:
                 sample = rows_of(fitted, rows, bounds, runtime)
             else:
                 # the landmarks, and the rows the bandwidth is checked on (the sample's first, as a fit on all of
