@@ -86,9 +86,9 @@ def check_local_workers(n: int | None, what: str) -> None:
 
     The memory is Dask's figure (:func:`streamcov._config.total_memory` with ``soft=True``): a container's
     soft limits count, since Dask pauses a worker beyond 80% of its share of them."""
-    from .._config import check_memory, total_memory
-
     import dask
+
+    from .._config import check_memory, total_memory
 
     total = total_memory(soft=True)
     fits, count = max(1, total // WORKER_MIN_BYTES), local_cluster_size(n)
