@@ -30,9 +30,9 @@ The scaling runs use the file's descriptor and map with few feature
 components (``--components``, default 256) and the SGD learner with few
 epochs (``--epochs``, default 3): the point is how memory and time grow with
 the store, not accuracy. ``--map rgw`` maps by paper 000's eq. (3) instead,
-centred on the mean of ``features.fit_sample`` = 2048 training descriptors,
-which the fit holds (1.2 GB of the shipped descriptor's float64): the map of
-the figures measured before 2026-12-01. The default ``--base`` (47000) makes the
+centred on the mean of ``features.fit_sample`` = 2048 training descriptors
+(summed as they are computed; 1.2 GB of the shipped descriptor's float64 were
+held until 2026-12-01): the map of the figures measured before 2026-12-01. The default ``--base`` (47000) makes the
 16x store about 752k sequences of ~45 frames, i.e. >= 8 GB of frames; that
 takes hours on 2 cores, so the script prints progress. ``--quick`` uses
 base 2000.
