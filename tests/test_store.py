@@ -347,7 +347,8 @@ def test_memory_is_bounded_by_a_chunk(tmp_path, rng):
     peak = 0
     for s in seqs:
         w.append(s)
-        peak = max(peak, len(w._buf))
+        assert w._buffered == sum(len(p) for p in w._parts)
+        peak = max(peak, w._buffered)
     w.close()
     assert peak < 16
 
@@ -410,3 +411,18 @@ def test_float32_rounding_of_far_coordinates_is_said_over_an_interrupted_ingesti
     with warnings.catch_warnings():   # ordinary coordinates: no word
         warnings.simplefilter("error")
         S.ingest(ListSource(make_seqs(rng, 6)), tmp_path / "t.zarr", chunk_frames=4)
+
+
+def test_the_ingest_bar_shows_the_count_the_source_knows(tmp_path, monkeypatch, capsys):
+    """The bar of an ingest counts to the source's number of sequences (it showed a bare count, no share and no
+    time left, for a million sequences); resumed, it starts at those already stored."""
+    from streamcov import _config
+    from streamcov.data.synth import SyntheticSkeletons
+
+    monkeypatch.setattr(_config, "BAR_DISABLE", False)
+    src = SyntheticSkeletons(n_sequences=30, frames=(10, 12))
+    S.ingest(src, tmp_path / "s.zarr", progress=True, limit=12)
+    assert re.search(r"12/12 ", capsys.readouterr().err)
+    S.ingest(src, tmp_path / "s.zarr", progress=True)
+    err = capsys.readouterr().err
+    assert re.search(r"\b12/30 ", err) and re.search(r"\b30/30 ", err), err[-500:]

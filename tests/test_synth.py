@@ -151,6 +151,31 @@ def test_batches_and_ranges_are_bit_identical(default400):
     assert src.generate_batch([]) == []
 
 
+def test_batches_are_cut_by_frames_too(default400, monkeypatch):
+    """A batch holds at most BATCH_FRAMES frames (one sequence at least, however long): 256 sequences of 2000
+    frames had taken 2.5 GiB at once. The sequences are the same bits."""
+    from streamcov.data import synth
+
+    src, seqs = default400
+    monkeypatch.setattr(synth, "BATCH_FRAMES", 150)
+    made = []
+    generate = src._generate
+    monkeypatch.setattr(src, "_generate", lambda idx: made.append(list(idx)) or generate(idx))
+    part = list(src.sequences(start=10, stop=60))
+    assert [s.id for s in part] == [s.id for s in seqs[10:60]]
+    assert all(np.array_equal(x.frames, y.frames) for x, y in zip(part, seqs[10:60]))
+    assert [i for batch in made for i in batch] == list(range(10, 60))
+    for batch in made:
+        frames = sum(len(seqs[i].frames) for i in batch)
+        assert frames <= 150 or len(batch) == 1, batch
+        assert batch[-1] == 59 or frames + len(seqs[batch[-1] + 1].frames) > 150 or len(batch) == 256, batch
+    assert all(src._length(i) == len(seqs[i].frames) for i in range(10, 60))
+    made.clear()
+    monkeypatch.setattr(synth, "BATCH_FRAMES", 1)   # every sequence longer than the budget: one at a time
+    assert [s.id for s in src.sequences(start=0, stop=5)] == [s.id for s in seqs[:5]]
+    assert made == [[0], [1], [2], [3], [4]]
+
+
 def test_sequence_does_not_depend_on_n_sequences(default400):
     src, seqs = default400
     small = list(SyntheticSkeletons(n_sequences=25).sequences())

@@ -499,7 +499,11 @@ class RaggedStoreWriter:
         self.format_name, self.kind, self.unit, self.data_unit = format_name, kind, unit, data_unit
         self.data_name, self.row_shape, self.dtype = data, tuple(row_shape), np.dtype(dtype)
         self.columns, self.coded = dict(columns), dict(coded)
-        self._buf = np.empty((0, *self.row_shape), dtype=self.dtype)
+        # the rows of items not yet written: a list joined once per write (joining at every item copied the
+        # whole buffer, up to a chunk of 16 MB, for each 2-frame sequence: quadratic in the items), and its length
+        self._parts: list[np.ndarray] = []
+        self._buffered = 0
+        self._data_chunk: int | None = None   # the data array's chunk length, read once (a zarr look-up is 1 ms)
         self._pending: list[dict] = []
         self._flush_cut = False   # a flush stopped by an error: the arrays may be past the commit point
         self.resumed_from = 0
@@ -705,7 +709,8 @@ class RaggedStoreWriter:
         """
         if item_id in self._ids:
             return False
-        rows = np.asarray(rows, dtype=self.dtype)
+        # a copy of its own (np.array copies), since a reader may fill the same array again for its next item
+        rows = np.array(rows, dtype=self.dtype)
         if rows.shape[1:] != self.row_shape:
             raise ValueError(f"{item_id}: rows of shape {rows.shape[1:]}, expected {self.row_shape}")
         missing = set(self.columns) - set(values)
@@ -715,10 +720,13 @@ class RaggedStoreWriter:
         for col, v in values.items():
             row[col] = (-1 if v is None else self._code(col, str(v))) if col in self.coded else v
         # the rows first: an item is pending only once its rows are buffered (committed_on_error commits it)
-        self._buf = np.concatenate([self._buf, rows])
+        self._parts.append(rows)
+        self._buffered += len(rows)
         self._pending.append({"id": item_id, "size": len(rows), "values": row})
         self._ids.add(item_id)
-        if len(self._buf) >= self.group[self.data_name].chunks[0]:
+        if self._data_chunk is None:
+            self._data_chunk = int(self.group[self.data_name].chunks[0])
+        if self._buffered >= self._data_chunk:
             self._flush(whole_chunks_only=True)
         return True
 
@@ -739,11 +747,13 @@ class RaggedStoreWriter:
         g = self.group
         data = g[self.data_name]
         cf = data.chunks[0]
-        n = (len(self._buf) // cf) * cf if whole_chunks_only else len(self._buf)
+        n = (self._buffered // cf) * cf if whole_chunks_only else self._buffered
         if n:
+            buf = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
             data.resize((self._written + n, *self.row_shape))
-            data[self._written:self._written + n] = self._buf[:n]
-            self._buf = self._buf[n:].copy()
+            data[self._written:self._written + n] = buf[:n]
+            self._parts = [buf[n:].copy()] if n < len(buf) else []
+            self._buffered = len(buf) - n
             self._written += n
         # commit the items whose rows are now all on disk
         done, end = _ready(self._pending, self._committed_rows, self._written)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable
@@ -372,7 +373,13 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
     if progress:
         from .._config import new_bar
 
-        bar = new_bar(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from)
+        try:   # the count where the source knows it: the bar then shows how far, and how long is left
+            total = len(source)
+        except TypeError:
+            total = None
+        if total is not None and limit is not None:
+            total = min(total, writer.resumed_from + int(limit))
+        bar = new_bar(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from, total=total)
     written = 0
     # a sequence that cannot be read keeps those read before it, or leaves no empty store
     with writer.committed_on_error():
@@ -387,6 +394,8 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
                     why = degenerate(frames)
                 if why is not None:
                     rejected.append(SkippedSequence(seq.id, why))
+                    if bar is not None:
+                        bar.update(1)
                     continue
                 writer.append(seq)
                 written += 1
@@ -397,6 +406,9 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
                     return None
         finally:
             if bar is not None:
+                if bar.total is not None and bar.n < bar.total and sys.exc_info()[0] is None:
+                    bar.total = bar.n   # files the reader skipped never came: the bar ends at what there was
+                    bar.refresh()
                 bar.close()
         skipped = list(getattr(source, "skipped", [])) + rejected
         repairs = getattr(source, "repairs", {})

@@ -155,6 +155,14 @@ _DRIFT = 0.003             # root drift per frame (m), uniform +- in x and z
 
 # Subjects whose parameters are kept between batches (cheap to redraw).
 _SUBJECT_CACHE = 4096
+# bytes a frame takes while its batch is made (the kinematics' float64 intermediates, the noise, the stored
+# float32 copy): about 5.3 KB measured (one sequence of 100k frames peaked at 579 MiB)
+FRAME_WORK_BYTES = 5632
+# frames made together at most (a batch is cut there, with one sequence at least): 256 sequences of 2000 frames
+# each had taken 2.5 GiB, 8 of a million frames were killed for memory
+BATCH_FRAMES = 1 << 16
+# sequences made together at most (the kinematics run once over all frames of a batch)
+BATCH_SEQUENCES = 256
 
 # Relative cycle length of each action (slow bends, quick jogging steps).
 _PERIOD_FACTOR = {
@@ -439,10 +447,10 @@ class SyntheticSkeletons(SkeletonReader):
         self._lo, self._hi = int(lo), int(hi)
         from .._config import check_memory
 
-        # a sequence is made whole in memory (float64 positions, the noise, the float32 copy stored): a
-        # length no machine holds is one line here, not a MemoryError at the first sequence
-        check_memory(8.0 * 3 * 3 * N_JOINTS * self._hi, f"frames = {frames!r} (a sequence of up to {self._hi} frames)",
-                     "ask for shorter sequences")
+        # a sequence is made whole in memory (float64 positions, the noise, the float32 copy stored), with others
+        # up to BATCH_FRAMES: a length no machine holds is one line here, not a MemoryError at the first sequence
+        check_memory(float(FRAME_WORK_BYTES) * max(self._hi, min(BATCH_FRAMES, BATCH_SEQUENCES * self._hi)),
+                     f"frames = {frames!r} (a sequence of up to {self._hi} frames)", "ask for shorter sequences")
         if isinstance(noise, bool) or not isinstance(noise, Real) \
                 or not math.isfinite(noise) or not 0 <= noise <= NOISE_MAX:
             raise ValueError(f"noise must be a finite number >= 0 (metres), at most {NOISE_MAX:g}, got {noise!r}")
@@ -516,19 +524,30 @@ class SyntheticSkeletons(SkeletonReader):
         return self._generate(idx)
 
     def sequences(self, start: int = 0, stop: int | None = None,
-                  batch_size: int = 256) -> Iterator[SkeletonSequence]:
+                  batch_size: int = BATCH_SEQUENCES) -> Iterator[SkeletonSequence]:
         """Yield sequences ``start..stop-1`` (default: all) in index order.
 
         ``start``/``stop`` let an interrupted run resume, or workers split the
-        index range; memory is bounded by ``batch_size`` sequences.
+        index range; memory is bounded by a batch of ``batch_size`` sequences and at most
+        :data:`BATCH_FRAMES` frames (one sequence at least): a count of sequences alone let long ones take
+        gigabytes. The sequences are the same bits whatever the batches.
         """
         stop = self._n if stop is None else stop
         start = _check_int("start", start, 0, self._n)
         stop = _check_int("stop", stop, start, self._n,
                           hint=f"; stop must lie in start..n_sequences ({start}..{self._n})")
         batch_size = _check_int("batch_size", batch_size, 1)
-        for b in range(start, stop, batch_size):
-            yield from self._generate(list(range(b, min(b + batch_size, stop))))
+        b = start
+        while b < stop:
+            e, frames = b + 1, self._length(b)
+            while e < stop and e - b < batch_size:
+                more = self._length(e)
+                if frames + more > BATCH_FRAMES:
+                    break
+                frames += more
+                e += 1
+            yield from self._generate(list(range(b, e)))
+            b = e
 
     # -- internals ----------------------------------------------------------
 
@@ -564,13 +583,21 @@ class SyntheticSkeletons(SkeletonReader):
             self._subjects[s] = p
         return p
 
-    def _draw(self, i: int):
-        """The random numbers of sequence i: length, uniforms, noise."""
+    def _draw(self, i: int, length_only: bool = False):
+        """The random numbers of sequence i: length, uniforms, noise (the length alone with ``length_only``)."""
+        if length_only and self._lo == self._hi:
+            return self._lo
         rng = np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=(0, i)))
         u = rng.random(_N_UNIFORM)
         T = self._lo + min(int(u[_U_LEN] * (self._hi - self._lo + 1)), self._hi - self._lo)
+        if length_only:
+            return T
         noise = rng.standard_normal((T, 3 * N_JOINTS)) if self._noise > 0 else None
         return T, u, noise
+
+    def _length(self, i: int) -> int:
+        """The number of frames of sequence i (drawn as :meth:`_draw` draws it, without its noise)."""
+        return self._draw(i, length_only=True)
 
     def _generate(self, idx: list[int]) -> list[SkeletonSequence]:
         draws = [self._draw(i) for i in idx]
