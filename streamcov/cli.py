@@ -549,12 +549,27 @@ class Terminated(KeyboardInterrupt):
     so that what Ctrl-C undoes is undone (a predict's temporary copy of an image folder was left behind)."""
 
 
+# seconds after a SIGTERM in which another one is the same request: GNU timeout (and a shell's kill of a job's
+# process group) sends SIGTERM to the command and then to its whole group, microseconds apart, and a process
+# whose second delivery found the default action back died without its cleanup or its line (1 run in 6-10)
+SIGTERM_ECHO = 1.0
+
+
 def _terminated(signum, frame):
     import signal
+    import time
 
-    # a second SIGTERM ends the process at once, as before: the first waits for the running C call (a long
-    # eigendecomposition, an SVM fit) to return to Python, and then for the cleanup
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    first = time.monotonic()
+
+    def again(signum, frame):
+        # a later SIGTERM ends the process at once, as before: the first waits for the running C call (a long
+        # eigendecomposition, an SVM fit) to return to Python, and then for the cleanup
+        if time.monotonic() - first < SIGTERM_ECHO:
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, again)
     raise Terminated()
 
 
@@ -592,10 +607,18 @@ def _sigterm_interrupts():
 def main(argv=None) -> int:
     from .errors import StreamcovError, command_line
 
+    # a stream the caller closed (`>&-`, `2>&-`): Python makes it None, and print() to a None stderr writes to
+    # stdout (every error line went there), to a None stdout fails after the whole run ("this is a bug")
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:   # --help (0) or a flag error, already printed (2)
         return int(exc.code or 0)
+    except KeyboardInterrupt:   # Ctrl-C while the parser imports the readers (the first half second)
+        print("streamcov: interrupted", file=sys.stderr)
+        return 130
     try:
         with _sigterm_interrupts():
             return _main(args, StreamcovError, command_line)

@@ -309,3 +309,32 @@ def test_the_suites_sweep_of_semaphores_keeps_those_a_process_holds(tmp_path):
     assert left and not (left & conftest._mapped_semaphores()), left
     for name in left:   # as the sweep does
         (conftest.SHM / name).unlink()
+
+
+def test_a_closed_stdout_or_stderr_is_not_a_traceback_nor_mixed(tmp_path):
+    """A command started with stdout closed (`>&-`) ran its whole work, then failed ("this is a bug", exit 1)
+    writing its result; with stderr closed (`2>&-`) every error line went to stdout, which a script parses. Each
+    closed stream is now /dev/null."""
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    store = ingest(SyntheticSkeletons(n_sequences=20), tmp_path / "s.zarr").path
+    cmd = [sys.executable, "-m", "streamcov", "info", str(store), "--json"]
+    no_out = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert no_out.returncode == 0 and no_out.stderr == "", no_out.stderr
+    bad = [sys.executable, "-m", "streamcov", "info", str(tmp_path / "missing.zarr")]
+    no_err = subprocess.run(bad, stdout=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(2))
+    assert no_err.returncode == 2 and no_err.stdout == "", no_err.stdout
+
+
+def test_ctrl_c_while_the_parser_imports_is_one_line(monkeypatch, capsys):
+    """Ctrl-C in the first half second, while the argument parser imports zarr and the readers, was a
+    30-line KeyboardInterrupt traceback and exit -2: one line and 130, as later."""
+    from streamcov import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["info", "x"]) == 130
+    assert capsys.readouterr().err == "streamcov: interrupted\n"
