@@ -4788,7 +4788,8 @@ def test_dask_connect_timeout_not_a_duration(env, value):
     # a fraction below what an idle worker holds: every worker paused at once, and the run waited forever
     ("distributed.worker.memory.pause", 0.0001, r"each of the 2 workers would pause above \S+ \S+ of its \S+ \S+, "
                                                 r"less than the 307\.20 MiB a worker holds before any task, so no "
-                                                r"task would run; give at least \S+, or false, or fewer workers$"),
+                                                r"task would run; give more than \S+ \(Dask's default is "
+                                                r"0\.8\), or false, or fewer workers$"),
     ("distributed.worker.memory.terminate", 0.001, r"each of the 2 workers would be restarted above \S+ \S+ of its "
                                                     r"\S+ \S+, less than the 307\.20 MiB"),
     ("temporary-directory", "/proc/1", r"the workers cannot write their files there; give a folder this user can "

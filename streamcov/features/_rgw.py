@@ -17,6 +17,7 @@ from .._kernels.products import grouped_products
 from ..errors import ConfigError
 from ..kernels import _bandwidth, gaussian_kernel
 from ._fourier import check_map_memory
+from ._series import CutSeriesWarning, cut_series
 
 
 class RGWSampler(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -179,40 +180,6 @@ class RGWSampler(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
-
-
-#: the largest relative bias of the training rows' kernel diagonal that the cut series may leave without a warning
-CUT_SERIES_BIAS = 1e-3
-
-
-class CutSeriesWarning(UserWarning):
-    """The series of eq. (3), cut after ``max_degree``, misses a share of the kernel at the training rows
-    (:func:`cut_series`). A pipeline says it in the words of its ``[features]`` table
-    (:func:`streamcov.features.registry.check_map_on_rows`), also for a map fitted on no rows."""
-
-
-def cut_series(X, mean, s2: float, max_degree: int, prefix: str = "") -> str | None:
-    """What the Taylor series of eq. (3), cut after ``max_degree``, misses of the kernel's diagonal at the rows
-    ``X``, in one line naming the options with ``prefix`` (``"features."``: as the ``[features]`` table, in a
-    pipeline), or None when that is
-    at most :data:`CUT_SERIES_BIAS`. The relative bias of ``k(x, x)`` is ``P(N > max_degree)``,
-    ``N ~ Poisson(|x|^2 / sigma^2)`` (of the centred rows, ``mean`` given), the largest where the norm is. The
-    map's features would otherwise underestimate the kernel without a word (uncentred unit vectors at sigma
-    0.125 keep 4% of it)."""
-    from scipy.stats import poisson
-
-    Xc = X if mean is None else X - mean.astype(X.dtype, copy=False)
-    t = float(np.einsum("ij,ij->i", Xc, Xc, dtype=np.float64).max(initial=0.0)) / s2
-    bias = float(poisson.sf(max_degree, t))
-    if not bias > CUT_SERIES_BIAS:
-        return None
-    need = poisson.isf(CUT_SERIES_BIAS, t)   # NaN where t is beyond the law's numerics
-    fix = (f"raise {prefix}max_degree to {int(need) + 1} or raise {prefix}sigma" if np.isfinite(need) and need < 10_000
-           else f"scale the rows (e.g. to unit norm) or raise {prefix}sigma")
-    center = "features.center = true" if prefix else "center=True"
-    return (f"the series of eq. (3) is cut after degree {max_degree if prefix else f'max_degree={max_degree}'}, "
-            f"which misses {bias:.1%} of the kernel's diagonal at the training row of largest norm (|x|^2 / sigma^2 "
-            f"= {t:.3g}); {fix}{'' if mean is not None else f', or center the rows ({center})'}")
 
 
 def _warn_cut_series(X, mean, s2: float, max_degree: int, name: str) -> None:

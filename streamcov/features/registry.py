@@ -212,7 +212,7 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
     # notebook, a driver whose BLAS another library limited)
     import warnings
 
-    from ._rgw import CutSeriesWarning
+    from ._series import CutSeriesWarning
 
     with blas_threads(1):
         with warnings.catch_warnings():   # said below in the [features] table's words (check_map_on_rows)
@@ -227,15 +227,16 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
 
 def check_map_on_rows(params: dict, fmap, rows: np.ndarray, scale: float = 1.0, cut_rows=None) -> None:
     """Warn of what a fitted map does to training ``rows``: a bandwidth far below their distances
-    (:func:`warn_narrow_bandwidth`), and an RGW series cut short of their norms (:func:`~streamcov.features._rgw.cut_series`,
+    (:func:`warn_narrow_bandwidth`), and an RGW series cut short of their norms (:func:`~streamcov.features._series.cut_series`,
     on ``cut_rows`` when given, e.g. the whole fit sample), in the words of the ``[features]`` table. A map drawn
     from the width alone (an uncentred RGW) is fitted on no rows, so its own fit cannot see either: the caller
     checks a few training rows (:func:`streamcov.stream.featurize.featurize`); ``features.max_degree = 3`` at
     ``sigma = 0.125`` had lost a tenth of the accuracy without a word."""
     import warnings
 
-    from ._rgw import RGWSampler, cut_series
+    from ._series import cut_series
 
+    RGWSampler = map_class("rgw")
     warn_narrow_bandwidth(params, rows, scale)
     rows = rows if cut_rows is None else cut_rows
     if isinstance(fmap, BlockSumFeatures):   # each block's map on its columns, every view's rows
