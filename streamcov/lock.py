@@ -324,6 +324,8 @@ OUTPUT_LOCK = ".streamcov.lock"
 OUTPUT_MARKER = ".streamcov-output"
 # the files a run writes at the top of its output folder, which nothing else may replace
 RUN_FILES = ("result.json", "predictions.csv", OUTPUT_MARKER, OUTPUT_LOCK)
+# the folders a run writes there (what each holds, as messages name it)
+RUN_FOLDERS = {"model": "its model", "checkpoints": "its checkpoints"}
 
 
 def output_lock(folder, command: str | None = None):

@@ -2342,6 +2342,21 @@ MODELS = [
          r"--out \S+/run/result\.json: a file of the run in \S+/run \(its own\), which the predictions would replace; "
          r"write them to a new file or elsewhere", check=lambda e, err, out: json.loads((e.tmp / "run" / "result.json")
                                                                             .read_text())),
+    # the same for a run's file it has not written yet (an interrupted run: result.json became a CSV, and a CSV as
+    # the lock file refused the next run), its lock file, its model folder, and its predictions (which had been
+    # replaced, as a predictions CSV)
+    *[Case(f"out-is-a-runs-{what}", (lambda n: lambda e: [
+        "predict", e.shared["model"], e.shared["synth"], "--out",
+        (lambda r: (shutil.rmtree(r / n) if (r / n).is_dir() else (r / n).unlink(missing_ok=True)) or r / n)(
+            copied_run(e)) if n != "predictions.csv" else
+        copied_run(e) / n, "--scheduler", "synchronous"])(name),
+        rf"--out \S+/run/{re.escape(name)}: a file of the run in \S+/run \(its own\), which the predictions would "
+        r"replace; write them to a new file or elsewhere",
+        check=(lambda n: lambda e, err, out: not (e.tmp / "run" / n).exists() or n == "predictions.csv"
+               and (e.tmp / "run" / n).read_bytes() == (e.shared["model"].parent / n).read_bytes()
+               or pytest.fail(n))(name))
+       for what, name in (("unwritten-result", "result.json"), ("lock", ".streamcov.lock"),
+                          ("unwritten-model-folder", "checkpoints"), ("predictions", "predictions.csv"))],
     Case("out-is-another-file-beside-a-run", lambda e: ["predict", e.shared["model"], e.shared["synth"], "--out",
                                                         (lambda p: p.write_text("mine\n") and p)(copied_run(e) / "n.txt"),
                                                         "--scheduler", "synchronous"],

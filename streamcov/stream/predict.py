@@ -217,7 +217,7 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     messages name the path."""
     from ..data.imageio import IMAGE_EXTENSIONS
     from ..data.ragged import enclosing_store
-    from ..lock import OUTPUT_MARKER, RUN_FILES
+    from ..lock import OUTPUT_MARKER, RUN_FILES, RUN_FOLDERS
 
     store = enclosing_store(out_csv.parent)
     if store is not None:
@@ -230,6 +230,12 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     if (out_csv.parent / "model.json").is_file():
         raise ConfigError(f"{name}: beside the model files of {out_csv.parent}; write the predictions "
                           f"elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
+    if (out_csv.parent / OUTPUT_MARKER).exists() and (out_csv.name in RUN_FILES or out_csv.name in RUN_FOLDERS):
+        # whether or not the run wrote it yet (an interrupted run's result.json, its lock file): the run would
+        # find a CSV there, or replace the predictions
+        raise ConfigError(f"{name}: a file of the run in {out_csv.parent} (its own), which the predictions would "
+                          f"replace; write them to a new file or elsewhere, e.g. "
+                          f"{_default_out(model_dir, out_csv.stem)}")
     try:
         st = out_csv.lstat()
     except OSError:   # nothing there yet (a name too long: said by the write probe)
@@ -242,8 +248,7 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     if _written_by_predict(out_csv):   # an earlier run of the same command: replaced
         return
     if (out_csv.parent / OUTPUT_MARKER).exists():
-        whose = "its own" if out_csv.name in RUN_FILES else "not predictions"
-        raise ConfigError(f"{name}: a file of the run in {out_csv.parent} ({whose}), which the predictions would "
+        raise ConfigError(f"{name}: a file of the run in {out_csv.parent} (not predictions), which the predictions would "
                           f"replace; write them to a new file or elsewhere, e.g. "
                           f"{_default_out(model_dir, out_csv.stem)}")
     if inputs is not None and inputs.is_dir() and inputs.resolve() in out_csv.resolve().parents:

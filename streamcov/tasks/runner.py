@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError, arg, arg_name, bool_arg, path_arg, say_note
-from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, new_folders_undone, output_lock
+from ..lock import OUTPUT_LOCK, OUTPUT_MARKER, RUN_FOLDERS, new_folders_undone, output_lock
 from .config import load_config_and_origins, overrides_list
 from .registry import RunContext, get_task
 
@@ -328,7 +328,6 @@ def _check_not_someone_elses(out: Path, resolved: Path, where: str) -> None:
 # names a run writes in its output folder, by kind: a file where it writes a folder (model, checkpoints, a
 # feature store or a generated store, *.zarr) or a folder where it writes a file stopped it with a traceback
 # at that step, after its features were computed
-RUN_FOLDERS = {"model": "its model", "checkpoints": "its checkpoints"}
 RUN_FILES = {"result.json": "its result", "predictions.csv": "its predictions"}
 # the stores a run writes in its output folder (feature stores, a ConvNet's hypercolumns): not one it is given
 WRITTEN_STORES = ("features*.zarr", "hypercolumns.zarr")
