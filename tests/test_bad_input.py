@@ -1199,6 +1199,15 @@ CONFIG = [
         out=e.tmp / "o", store=e.shared["img_store"]).replace('name = "loghs"', 'name = "approx_loghs"\n'
                                                                'classifier = "sgd"\nepochs = 20000')), "--quiet"],
          LINE + r"method\.epochs = 20000: expected a value <= 10000$"),
+    # a store written where a run writes its model (an interrupted run's folder): the resumed run saved its model
+    # into the store; a run's file likewise
+    *[Case(f"synth-into-a-runs-{name}", (lambda n: lambda e: [
+        "synth", (lambda r: (shutil.rmtree(r / n) if (r / n).is_dir() else (r / n).unlink(missing_ok=True))
+                  or r / n)(copied_run(e)), "--sequences", "10"])(name),
+        rf"^streamcov synth: error: \S+/run/{re.escape(name)}: where the run in \S+/run \(an output folder of "
+        rf"streamcov run\) writes {what}; write the store elsewhere$",
+        check=(lambda n: lambda e, err, out: not (e.tmp / "run" / n).exists() or pytest.fail(n))(name))
+       for name, what in (("model", "its model"), ("result.json", "one of its own files"))],
     Case("synth-too-many-classes", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "60", "--classes", "50"],
          r"--classes 50: expected a value <= 12"),
     Case("chunk-frames-beyond-memory", lambda e: ["synth", e.tmp / "s.zarr", "--sequences", "10",

@@ -733,6 +733,16 @@ def test_model_load_and_save_name_a_bad_folder(tmp_path):
                                               rf"choose another folder$"):
             model.save(target)
     assert (tmp_path / "f").read_text() == ""
+    # a store in the folder (written into an interrupted run's model folder): the model is not mixed into it
+    from streamcov.data.skeletons import ingest
+    from streamcov.data.synth import SyntheticSkeletons
+
+    store = ingest(SyntheticSkeletons(n_sequences=6), tmp_path / "model").path
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(store))}: a skeleton store, not a model folder; the "
+                                          r"model's files would be mixed into it: move the store elsewhere, or save "
+                                          r"the model in another folder$"):
+        model.save(store)
+    assert not (store / "model.json").exists()
 
 
 def test_predict_on_more_of_the_same_synthetic_data_names_its_training_rows(synth_store, tmp_path):

@@ -76,6 +76,13 @@ def ingest_args(out, limit, on_error: str = "stop"):
     if path.name in ("", ".."):   # the current folder or a parent: the lock beside it, the store in its place
         raise ConfigError(f"{path}: names a folder by {os.fspath(out)!r}, not a store; give the store a name of its "
                           f"own, e.g. {path / 'x.zarr'}")
+    from ..lock import OUTPUT_MARKER, RUN_FILES, RUN_FOLDERS
+
+    if (path.parent / OUTPUT_MARKER).exists() and (path.name in RUN_FOLDERS or path.name in RUN_FILES):
+        # a run's model or checkpoints folder (its files would be mixed with the store's, and a resumed run saved
+        # its model into the store), or one of its files
+        raise ConfigError(f"{path}: where the run in {path.parent} (an output folder of streamcov run) writes "
+                          f"{RUN_FOLDERS.get(path.name, 'one of its own files')}; write the store elsewhere")
     if os.path.islink(path):   # (False for a name the system refuses: said where the store is written)
         # the lock is named from the path: a second name of one store would take a second lock, and a link
         # (dangling, or to an empty folder) cannot be replaced by the finished store

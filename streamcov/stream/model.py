@@ -453,6 +453,15 @@ class FittedPipeline:
         # what load would refuse is not written (a classifier fitted on label strings was saved, and every
         # predict with it was a traceback)
         self.check("the model to save")
+        if (folder / "zarr.json").is_file():   # a store there (one written into a run's model folder): not mixed in
+            from ..data.ragged import store_words
+
+            try:
+                what = store_words(folder)
+            except Exception:   # noqa: BLE001 - a damaged store is a store all the same
+                what = "a zarr store"
+            raise ConfigError(f"{folder}: {what}, not a model folder; the model's files would be mixed into it: "
+                              f"move the store elsewhere, or save the model in another folder")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:   # a file there or above it, no permission: said, naming the folder
