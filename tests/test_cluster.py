@@ -300,3 +300,28 @@ def test_the_security_of_a_client_given_as_scheduler_goes_to_the_runs_own_client
     runtime._connect(Fake, "tcp://127.0.0.1:8786")
     assert made == [("tls://127.0.0.1:8786", {"set_as_default": False, "security": "its certificates"}),
                     ("tcp://127.0.0.1:8786", {"set_as_default": False})]
+
+
+def test_sigterm_while_a_local_cluster_starts_is_one_line(tmp_path):
+    """SIGTERM (``timeout``, a batch scheduler) while Dask's LocalCluster was being made raised inside its
+    constructor: the half-made cluster was closed by Dask's exit hook, which failed with a 28-line traceback
+    under the command's line. The signal is held until the cluster is in the hands of the run's cleanup, then
+    ends the command as anywhere else: one line, 143, no traceback."""
+    script = tmp_path / "term.py"
+    script.write_text(
+        "import os, signal, sys, threading\n"
+        "from distributed import LocalCluster\n"
+        "made = LocalCluster.__init__\n"
+        "def init(self, *a, **k):\n"
+        "    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
+        "    return made(self, *a, **k)\n"
+        "LocalCluster.__init__ = init\n"
+        "from streamcov.cli import main\n"
+        "if __name__ == '__main__':\n"
+        "    sys.exit(main(sys.argv[1:]))\n")
+    done = subprocess.run([sys.executable, str(script), "run", str(REPO / "pipelines" / "synthetic.toml"),
+                           "--workers", "2", "--output", str(tmp_path / "o"), "--quiet"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 143, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == "streamcov run: terminated", done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-3000:]

@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import threading
+import time
 import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -804,12 +805,31 @@ def _workers_ignore_sigint():
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def _sigterm_held(held: list):
+    """A SIGTERM that arrives while a LocalCluster and its client are made is recorded in ``held``, not raised
+    (by the command's handler, :func:`streamcov.cli._sigterm_interrupts`) inside Dask's constructor, which left
+    a half-made cluster that Dask's exit hook then failed to close: a 28-line traceback under the command's
+    line. The caller delivers it again once the cluster is in the hands of its cleanup. Only a handler of
+    Python's is replaced (with the default action the process ends at once, as it would have)."""
+    previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    if not callable(previous):
+        yield
+        return
+    signal.signal(signal.SIGTERM, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     """:func:`dask_runtime` on a LocalCluster or a scheduler address (a generator: one yield)."""
     import dask
 
     cluster = None
     environ = None
+    held: list = []   # a SIGTERM received while the cluster was made (_sigterm_held)
     if scheduler == "local-cluster":
         n = local_cluster_size(workers)
         _check_local_cluster_settings(dask, n)
@@ -831,7 +851,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
         try:
             os.environ.update({k: str(v) for k, v in WORKER_MALLOC_ENV.items()})
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _workers_ignore_sigint():
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _workers_ignore_sigint(), \
+                    _sigterm_held(held):
                 # CRITICAL: a task's error is said once, by the command's line; at ERROR every worker also logged
                 # "Compute Failed" with its traceback above it
                 # the scheduler's HTTP server on a free port of the loopback interface, no dashboard: on port 8787
@@ -849,9 +870,13 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                                          f"({cause.__class__.__name__}: {said}); check Dask's settings (DASK_* "
                                          f"variables, Dask configuration files) and the free memory, or use fewer "
                                          f"workers or the threads scheduler") from None
+                try:
+                    client = Client(cluster)
+                except BaseException:
+                    cluster.close()
+                    raise
         finally:
             _restore_environ(environ)
-        client = Client(cluster)
     elif scheduler.startswith(ADDRESS_PROTOCOLS):
         try:
             client = _connect(Client, scheduler)
@@ -874,6 +899,9 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         raise ConfigError(f"unknown scheduler {scheduler!r}: use threads, synchronous, "
                           f"local-cluster or a scheduler address tcp://HOST:PORT")
     try:
+        if held:   # now that the cleanup below closes the cluster: the command's handler raises it
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1.0)   # the handler runs at the next bytecode; not longer than this
         if cluster is None:
             _wait_for_a_worker(client, scheduler)
         _check_workers_numba(client)
