@@ -767,6 +767,9 @@ CONFIG = [
            r"model is a link to nothing where a run writes its model \(a folder\)"),
           ("checkpoints-is-a-file", lambda d: (d / "checkpoints").write_text("x"),
            r"checkpoints is a file where a run writes its checkpoints \(a folder\)"),
+          # a store there: the model was saved into it, after the whole training (then refused by save)
+          ("model-is-a-store", lambda d: ((d / "model").mkdir(), (d / "model" / "zarr.json").write_text("{}")),
+           r"model is a zarr store where a run writes its model"),
           ("feature-store-is-a-file", lambda d: (d / "features.zarr").write_text("x"),
            r"features\.zarr is a file where a run writes a store \(a folder\)"),
           ("result-is-a-folder", lambda d: (d / "result.json").mkdir(),
@@ -2359,8 +2362,8 @@ MODELS = [
         (lambda r: (shutil.rmtree(r / n) if (r / n).is_dir() else (r / n).unlink(missing_ok=True)) or r / n)(
             copied_run(e)) if n != "predictions.csv" else
         copied_run(e) / n, "--scheduler", "synchronous"])(name),
-        rf"--out \S+/run/{re.escape(name)}: a file of the run in \S+/run \(its own\), which the predictions would "
-        r"replace; write them to a new file or elsewhere",
+        rf"--out \S+/run/{re.escape(name)}: a {'folder' if name == 'checkpoints' else 'file'} of the run in "
+        r"\S+/run \(its own\), which the predictions would replace; write them to a new file or elsewhere",
         check=(lambda n: lambda e, err, out: not (e.tmp / "run" / n).exists() or n == "predictions.csv"
                and (e.tmp / "run" / n).read_bytes() == (e.shared["model"].parent / n).read_bytes()
                or pytest.fail(n))(name))

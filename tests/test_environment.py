@@ -284,7 +284,8 @@ def test_the_temporary_cache_folder_is_this_users_own(monkeypatch, tmp_path):
 
 def test_the_suites_sweep_of_semaphores_keeps_those_a_process_holds(tmp_path):
     """The suite's end removes the named semaphores its killed processes left (conftest.pytest_sessionfinish):
-    one a living process holds is seen as held, one whose every holder was killed with SIGKILL is not."""
+    one a living process holds is seen as held, one whose every holder was killed with SIGKILL is not. Each is
+    followed by its own name (the other test process makes semaphores of its own meanwhile)."""
     import multiprocessing
     import signal
 
@@ -293,22 +294,21 @@ def test_the_suites_sweep_of_semaphores_keeps_those_a_process_holds(tmp_path):
     if not conftest.SHM.is_dir():
         pytest.skip("no /dev/shm")
     ctx = multiprocessing.get_context("spawn")   # a named semaphore kept for the children it may spawn
-    before = conftest._semaphores()
     lock = ctx.Lock()
-    mine = conftest._semaphores() - before
-    assert len(mine) == 1 and mine <= conftest._mapped_semaphores()
+    mine = "sem." + lock._semlock.name.lstrip("/")
+    assert mine in conftest._semaphores() and mine in conftest._mapped_semaphores()
     del lock
     # a child that makes one and is killed before it can unlink it (its resource tracker killed with it)
     code = ("import multiprocessing, os, signal; lock = multiprocessing.get_context('spawn').Lock(); "
-            "print(flush=True); os.killpg(0, signal.SIGKILL)")
-    before = conftest._semaphores()
+            "print(lock._semlock.name, flush=True); os.killpg(0, signal.SIGKILL)")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                            start_new_session=True)
     assert child.returncode == -signal.SIGKILL
-    left = conftest._semaphores() - before
-    assert left and not (left & conftest._mapped_semaphores()), left
-    for name in left:   # as the sweep does
-        (conftest.SHM / name).unlink()
+    left = "sem." + child.stdout.strip().lstrip("/")
+    try:
+        assert left in conftest._semaphores() and left not in conftest._mapped_semaphores()
+    finally:
+        (conftest.SHM / left).unlink(missing_ok=True)   # as the sweep does
 
 
 def test_a_closed_stdout_or_stderr_is_not_a_traceback_nor_mixed(tmp_path):

@@ -241,8 +241,11 @@ def test_the_driver_holds_no_fit_sample_for_a_centred_map(tmp_path, monkeypatch,
               "sampling": "stratified"}
     if pyramid:
         params["blocks"] = [[int(w), float(c)] for w, c in source.kernel_blocks]
-    assert fit_reads_mean_only(params) and not fit_reads_mean_only({**params, "views": 2})
-    assert not fit_reads_mean_only({**params, "bandwidth": "median"})
+    assert fit_reads_mean_only(params, source.dim) and not fit_reads_mean_only({**params, "views": 2}, source.dim)
+    assert not fit_reads_mean_only({**params, "bandwidth": "median"}, source.dim)
+    assert not fit_reads_mean_only({**params, "map": "maclaurin"}, source.dim)
+    assert not fit_reads_mean_only({**params, "blocks": [[1, 1.0], [source.dim - 1, 1.0]]}, source.dim)
+    assert not fit_reads_mean_only({k: v for k, v in params.items() if k != "blocks"}, 1)
     monkeypatch.setattr(registry, "BANDWIDTH_CHECK_ROWS", 5)   # the first 5 of the sample, here
     held = []
     rows_of = F.rows_of

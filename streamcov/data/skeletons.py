@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable
@@ -374,13 +373,12 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
         from .._config import new_bar
 
         try:   # the count where the source knows it: the bar then shows how far, and how long is left
-            total = len(source)
+            total = len(source) if limit is None else None   # (a limit stops early: no total to reach)
         except TypeError:
             total = None
-        if total is not None and limit is not None:
-            total = min(total, writer.resumed_from + int(limit))
         bar = new_bar(desc=f"ingest {Path(out).name}", unit="seq", initial=writer.resumed_from, total=total)
     written = 0
+    read_all = False   # every sequence of the source came (the bar's total then trimmed to those there were)
     # a sequence that cannot be read keeps those read before it, or leaves no empty store
     with writer.committed_on_error():
         try:
@@ -404,9 +402,10 @@ def _ingest(source, record, sequences, out, chunk_frames, mode, progress, limit)
                 if limit is not None and written >= limit:
                     writer.flush()
                     return None
+            read_all = True
         finally:
             if bar is not None:
-                if bar.total is not None and bar.n < bar.total and sys.exc_info()[0] is None:
+                if read_all and bar.total is not None and bar.n < bar.total:
                     bar.total = bar.n   # files the reader skipped never came: the bar ends at what there was
                     bar.refresh()
                 bar.close()

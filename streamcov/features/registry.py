@@ -294,16 +294,19 @@ def warn_narrow_bandwidth(params: dict, sample: np.ndarray, scale: float = 1.0) 
                       f"features.bandwidth = \"median\"", stacklevel=3)
 
 
-def fit_reads_mean_only(params: dict) -> bool:
-    """Whether fitting the map reads nothing of its rows but their mean: a centred RGW or Maclaurin map of an
-    absolute bandwidth. An out-of-core caller then sums the fit sample's rows as they are computed and fits
-    the map on their mean row (the same mean, the same map), holding none of them: 2048 of MSR-Action3D's
-    pyramid descriptors were 1.2 GB held for one mean (:func:`streamcov.stream.featurize.featurize`)."""
-    name = str(params.get("map", "rgw")).lower()
-    # several views (the mirror): a block's map is centred on the mean over every view's rows, which one mean row
-    # would give in other bits, so such a map is fitted on its sample as before
-    return (name in ("rgw", "maclaurin") and bool(params.get("center", False))
-            and params.get("bandwidth", "absolute") != "median" and int(params.get("views", 1)) == 1)
+def fit_reads_mean_only(params: dict, width: int) -> bool:
+    """Whether fitting the map on rows of ``width`` columns reads nothing of them but their mean, in the bits
+    :func:`streamcov.stream.featurize.rows_of` sums it: a centred RGW map of an absolute bandwidth. An
+    out-of-core caller then sums the fit sample's rows as they are computed and fits the map on their mean row
+    (the same mean, the same map), holding none of them: 2048 of MSR-Action3D's pyramid descriptors were
+    1.2 GB held for one mean (:func:`streamcov.stream.featurize.featurize`)."""
+    blocks = params.get("blocks") or [[width, 1.0]]
+    # not: several views (the mirror: a block's map is centred on the mean over every view's rows, which one mean
+    # row gives in other bits); a block one column wide (numpy sums a single column pairwise, not row by row); a
+    # Maclaurin map (its drawn weights take the dtype of the rows it is fitted on, float32 descriptors' float32)
+    return (str(params.get("map", "rgw")).lower() == "rgw" and bool(params.get("center", False))
+            and params.get("bandwidth", "absolute") != "median" and int(params.get("views", 1)) == 1
+            and all(int(w) >= 2 for w, _ in blocks))
 
 
 def rows_read_by_fit(params: dict, seed: int, n_rows: int) -> np.ndarray | None:

@@ -209,7 +209,7 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
         if needs_data(map_params):
             rows = fit_sample_rows(train, fit_sample, seed)
             read = rows_read_by_fit(map_params, seed, len(rows))   # Nystroem's landmarks: only those held
-            if fit_reads_mean_only(map_params):
+            if fit_reads_mean_only(map_params, source.dim):
                 # a centred map reads the sample's mean alone: summed as the blocks come, fitted on the mean row
                 # (the same map); the first rows kept for the bandwidth's check, as a fit on the sample does
                 from ..features.registry import BANDWIDTH_CHECK_ROWS

@@ -233,8 +233,9 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     if (out_csv.parent / OUTPUT_MARKER).exists() and (out_csv.name in RUN_FILES or out_csv.name in RUN_FOLDERS):
         # whether or not the run wrote it yet (an interrupted run's result.json, its lock file): the run would
         # find a CSV there, or replace the predictions
-        raise ConfigError(f"{name}: a file of the run in {out_csv.parent} (its own), which the predictions would "
-                          f"replace; write them to a new file or elsewhere, e.g. "
+        raise ConfigError(f"{name}: {'a folder' if out_csv.name in RUN_FOLDERS else 'a file'} of the run in "
+                          f"{out_csv.parent} (its own), which the predictions would replace; write them to a new "
+                          f"file or elsewhere, e.g. "
                           f"{_default_out(model_dir, out_csv.stem)}")
     try:
         st = out_csv.lstat()

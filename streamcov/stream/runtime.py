@@ -816,9 +816,25 @@ def _sigterm_held(held: list):
     if not callable(previous):
         yield
         return
-    signal.signal(signal.SIGTERM, lambda signum, frame: held.append(signum))
+
+    def hold(signum, frame):
+        # one held; its echo (GNU timeout sends two) too; one sent on purpose later ends the process at once
+        if held and time.monotonic() - held[0] > 1.0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        held.append(time.monotonic())
+
+    signal.signal(signal.SIGTERM, hold)
     try:
         yield
+    except BaseException:
+        # the start failed with the signal held (a SIGTERM to the whole process group kills the nannies' workers
+        # too, and the cluster fails to start): the command ends as terminated, not with Dask's failure
+        signal.signal(signal.SIGTERM, previous)
+        if held:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1.0)   # the handler raises at the next bytecode
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -360,6 +360,10 @@ def _check_own_names(out: Path, where: str) -> None:
               if (kind := not_a_folder(p))]
     wrong += [(p, f"a folder where a run writes {what} (a file)") for name, what in RUN_FILES.items()
               if (p := out / name).is_dir()]
+    # a store where the run writes its model or checkpoints: their files would be mixed into it (the model saved
+    # into it, refused then by FittedPipeline.save, after the whole training)
+    wrong += [(p, f"a zarr store where a run writes {what}") for name, what in RUN_FOLDERS.items()
+              if ((p := out / name) / "zarr.json").is_file()]
     if wrong:
         path, what = wrong[0]
         raise ConfigError(f"{where}: {path} is {what}; move or delete it, or choose another output folder")
