@@ -112,6 +112,13 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
              f"output = \"{cfg.output}\"")   # (a flag of another name: `study --out`)
     resolved = check_output_folder(out, where, cfg.task, getattr(getattr(cfg, "data", None), "source_read", None))
     _check_store_not_written(cfg, origins, resolved, where)
+    # another store where the run writes its model or checkpoints (the run's own data store is said above, in its
+    # key's words): their files would be mixed into it (the model saved into it, refused by FittedPipeline.save
+    # after the whole training)
+    for name, what in RUN_FOLDERS.items():
+        if (resolved / name / "zarr.json").is_file():
+            raise ConfigError(f"{where}: {resolved / name} is a zarr store where a run writes {what}; move or delete "
+                              f"it, or choose another output folder")
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
     t0 = time.perf_counter()
     # a run refused (bad input found by the task's own checks) before it wrote anything but its marker leaves no
@@ -360,10 +367,6 @@ def _check_own_names(out: Path, where: str) -> None:
               if (kind := not_a_folder(p))]
     wrong += [(p, f"a folder where a run writes {what} (a file)") for name, what in RUN_FILES.items()
               if (p := out / name).is_dir()]
-    # a store where the run writes its model or checkpoints: their files would be mixed into it (the model saved
-    # into it, refused then by FittedPipeline.save, after the whole training)
-    wrong += [(p, f"a zarr store where a run writes {what}") for name, what in RUN_FOLDERS.items()
-              if ((p := out / name) / "zarr.json").is_file()]
     if wrong:
         path, what = wrong[0]
         raise ConfigError(f"{where}: {path} is {what}; move or delete it, or choose another output folder")
