@@ -119,11 +119,10 @@ def test_worker_killed_mid_featurization_gives_same_features(store, tmp_path, pr
     assert res["accuracy"] == base["accuracy"]
 
 
-def test_a_cluster_that_loses_every_worker_ends_in_one_line(store, tmp_path, procs, monkeypatch):
-    """Every worker of the cluster killed mid-featurization, none coming back: the run waited for ever on results
-    no worker would compute (or ended in a traceback when a scatter or an L-BFGS pass met the empty cluster). It
-    ends with one line after RECOVERY_WAIT seconds without a worker (3 here, 30 by default), saying to start
-    workers and resume."""
+def _run_until_a_block_then(store, tmp_path, procs, monkeypatch, act):
+    """A run on a one-worker cluster of processes (RECOVERY_WAIT 3 s), ``act(cluster)`` once its first feature
+    block is done; the StreamcovError it then ends with, and the cluster. Fails when the run still waits after
+    two minutes."""
     import threading
 
     from streamcov.errors import StreamcovError
@@ -151,15 +150,27 @@ def test_a_cluster_that_loses_every_worker_ends_in_one_line(store, tmp_path, pro
         assert time.monotonic() < t_end
         time.sleep(0.01)
     assert t.is_alive(), ended
-    os.killpg(cluster.workers[0].pid, signal.SIGKILL)   # the nanny and its worker: nothing restarts it
+    act(cluster)
     t0 = time.monotonic()
     t.join(120)
-    assert not t.is_alive(), "the run still waits for a cluster without workers"
+    assert not t.is_alive(), "the run still waits for a cluster that computes nothing"
     assert isinstance(ended.get("error"), StreamcovError), ended
+    assert time.monotonic() - t0 < 60
+    return str(ended["error"]), cluster
+
+
+def test_a_cluster_that_loses_every_worker_ends_in_one_line(store, tmp_path, procs, monkeypatch):
+    """Every worker of the cluster killed mid-featurization, none coming back: the run waited for ever on results
+    no worker would compute (or ended in a traceback when a scatter or an L-BFGS pass met the empty cluster). It
+    ends with one line after RECOVERY_WAIT seconds without a worker (3 here, 30 by default), saying to start
+    workers and resume."""
+    def kill(cluster):   # the nanny and its worker: nothing restarts it
+        os.killpg(cluster.workers[0].pid, signal.SIGKILL)
+
+    said, cluster = _run_until_a_block_then(store, tmp_path, procs, monkeypatch, kill)
     assert re.fullmatch(rf"{re.escape(cluster.address)}: every worker left the cluster and none came back in 3 s; "
                         rf"start workers \(`dask worker {re.escape(cluster.address)}`\) and run the command again "
-                        rf"\(a run continues from what it wrote with resume=True\)", str(ended["error"])), ended
-    assert time.monotonic() - t0 < 60
+                        rf"\(a run continues from what it wrote with resume=True\)", said), said
 
 
 def test_a_cluster_whose_workers_are_paused_for_memory_ends_in_one_line(store, tmp_path, procs, monkeypatch):
@@ -169,51 +180,23 @@ def test_a_cluster_whose_workers_are_paused_for_memory_ends_in_one_line(store, t
     a paused worker as a worker. It ends with one line after RECOVERY_WAIT seconds naming the pause and what to
     change. (The tasks Dask leaves on one paused worker while another idles are the same wait:
     ``test_paused_workers_are_named_from_the_schedulers_record``.)"""
-    import threading
-
     from distributed import Client
 
-    from streamcov.errors import StreamcovError
-    from streamcov.stream import lbfgs, runtime
+    def pause(cluster):
+        def lower(dask_worker):   # the memory monitor pauses it at its next look (every 100 ms) and keeps it paused
+            dask_worker.memory_manager.memory_pause_fraction = 1e-9
 
-    monkeypatch.setattr(runtime, "RECOVERY_WAIT", 3.0)
-    monkeypatch.setattr(lbfgs, "RECOVERY_WAIT", 3.0)
-    sets = ["features.n_components=500", "dask.block_size=4", ONE_LEVEL]
-    cluster = ProcessCluster(tmp_path / "cluster", n_workers=1)
-    procs.extend(cluster.workers + [cluster.scheduler])
-    out = tmp_path / "run"
-    ended: dict = {}
+        with Client(cluster.address, timeout=60) as client:
+            client.run(lower)
 
-    def run():
-        try:
-            ended["result"] = run_pipeline(cfg_for(store, out, sets), scheduler=cluster.address)
-        except BaseException as exc:   # noqa: BLE001 - examined below
-            ended["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    done_dir = out / "features.zarr" / "done" / "c"
-    t_end = time.monotonic() + TIMEOUT
-    while not (done_dir.is_dir() and any(f.isdigit() for f in os.listdir(done_dir))) and t.is_alive():
-        assert time.monotonic() < t_end
-        time.sleep(0.01)
-    assert t.is_alive(), ended
-
-    def pause(dask_worker):   # the memory monitor pauses it at its next look (every 100 ms) and keeps it paused
-        dask_worker.memory_manager.memory_pause_fraction = 1e-9
-
-    with Client(cluster.address, timeout=60) as client:
-        client.run(pause)
-    t.join(120)
-    assert not t.is_alive(), "the run still waits for a cluster whose workers are paused"
-    assert isinstance(ended.get("error"), StreamcovError), ended
+    said, cluster = _run_until_a_block_then(store, tmp_path, procs, monkeypatch, pause)
     assert re.fullmatch(rf"{re.escape(cluster.address)}: every worker \(1\) is paused by Dask for its memory "
                         r"\(a limit of \S+ \S+ each\), and none resumed in 3 s: Dask pauses a worker whose memory "
                         r"passes the fraction distributed\.worker\.memory\.pause of its limit; give that setting a "
                         r"larger fraction \(environment variable DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE or a Dask "
                         r"configuration file; its default is 0\.8\) or the workers more memory, or use smaller "
                         r"blocks \(dask\.block_size\), and run the command again \(a run continues from what it "
-                        r"wrote with resume=True\)", str(ended["error"])), ended
+                        r"wrote with resume=True\)", said), said
 
 
 def test_paused_workers_are_named_from_the_schedulers_record():

@@ -175,27 +175,27 @@ def test_fitted_on_its_landmarks_alone_the_map_is_the_same_bits(rows):
     assert alone.transform(rows).tobytes() == whole.transform(rows).tobytes()
 
 
-@pytest.mark.parametrize("pyramid", [False, True])
-def test_the_driver_holds_only_the_landmarks_of_the_fit_sample(tmp_path, monkeypatch, pyramid):
-    """featurize holds the descriptors of the landmark rows (12 of a fit sample of 60) and of the rows the
-    bandwidth is checked on, computed with the sample's other rows of their blocks as a fit on the whole sample
-    computes them: its map, component_indices_ included, and its feature store are the bits of a map fitted on
-    the whole sample (a pyramid's rows differed in the last bit, the eigensolver's lanes, and L-BFGS made that
-    another model)."""
+def _driver_source(tmp_path, pyramid: bool):
+    """A generated store's skeleton source (positions and velocities in a two-level pyramid, or the plain
+    covariance) and its training rows."""
     from streamcov.data.skeletons import ingest
     from streamcov.data.synth import SyntheticSkeletons
-    from streamcov.features import registry
-    from streamcov.features.registry import fit_feature_map
-    from streamcov.stream import featurize as F
-    from streamcov.stream.runtime import dask_runtime
     from streamcov.stream.skeleton import skeleton_source
-    from streamcov.stream.source import block_bounds
 
     store = ingest(SyntheticSkeletons(n_sequences=90, seed=2), tmp_path / "s.zarr", chunk_frames=700)
     opts = dict(features=["positions", "velocities"], levels=2, overlap=True, mean_weight=1.0) if pyramid else {}
     source = skeleton_source(store, "store", 1e-2, True, **opts)
-    train = np.arange(source.n) % 3 != 0
-    params = {"map": "nystroem", "n_components": 12, "sigma": 1.0}
+    return source, np.arange(source.n) % 3 != 0
+
+
+def _featurize_holding(tmp_path, monkeypatch, source, train, params):
+    """featurize of ``source`` with ``params`` (a fit sample of 60, the bandwidth checked on its first 5 rows),
+    the row counts each rows_of call of the driver held, the fit sample's rows and every row, computed alike."""
+    from streamcov.features import registry
+    from streamcov.stream import featurize as F
+    from streamcov.stream.runtime import dask_runtime
+    from streamcov.stream.source import block_bounds
+
     monkeypatch.setattr(registry, "BANDWIDTH_CHECK_ROWS", 5)   # the first 5 of the sample, here
     held = []
     rows_of = F.rows_of
@@ -206,15 +206,31 @@ def test_the_driver_holds_only_the_landmarks_of_the_fit_sample(tmp_path, monkeyp
                            bounds=bounds, fit_sample=60)
         sample = rows_of(source, F.fit_sample_rows(train, 60, 7), bounds, rt)
         every = rows_of(source, np.arange(source.n), bounds, rt)
+    # block by block, as the driver transforms (a GEMM's last bits depend on its shape)
+    transformed = (lambda fmap: np.concatenate([F._transform(fmap, every[b0:b1])
+                                                for b0, b1 in zip(bounds[:-1], bounds[1:])]))
+    return feat, held, sample, transformed
+
+
+@pytest.mark.parametrize("pyramid", [False, True])
+def test_the_driver_holds_only_the_landmarks_of_the_fit_sample(tmp_path, monkeypatch, pyramid):
+    """featurize holds the descriptors of the landmark rows (12 of a fit sample of 60) and of the rows the
+    bandwidth is checked on, computed with the sample's other rows of their blocks as a fit on the whole sample
+    computes them: its map, component_indices_ included, and its feature store are the bits of a map fitted on
+    the whole sample (a pyramid's rows differed in the last bit, the eigensolver's lanes, and L-BFGS made that
+    another model)."""
+    from streamcov.features.registry import fit_feature_map
+
+    source, train = _driver_source(tmp_path, pyramid)
+    params = {"map": "nystroem", "n_components": 12, "sigma": 1.0}
+    feat, held, sample, transformed = _featurize_holding(tmp_path, monkeypatch, source, train, params)
     want = np.union1d(feat.feature_map.component_indices_, np.arange(5))
     assert held == [len(want)] and len(want) < 60
     whole, _ = fit_feature_map(params, 7, source.dim, sample)
     for name in ("components_", "normalization_", "component_indices_"):
         assert getattr(feat.feature_map, name).tobytes() == getattr(whole, name).tobytes(), name
     stored = feat.store.read_blocks(0, feat.store.n_blocks)
-    # block by block, as the driver transforms (a GEMM's last bits depend on its shape)
-    want = np.concatenate([F._transform(whole, every[b0:b1]) for b0, b1 in zip(bounds[:-1], bounds[1:])])
-    assert stored.tobytes() == want.astype(stored.dtype).tobytes()
+    assert stored.tobytes() == transformed(whole).astype(stored.dtype).tobytes()
 
 
 @pytest.mark.parametrize("pyramid", [False, True])
@@ -222,21 +238,12 @@ def test_the_driver_holds_no_fit_sample_for_a_centred_map(tmp_path, monkeypatch,
     """A centred RGW map reads only the mean of its fit sample: featurize sums the sample's rows as their blocks
     come and holds only the rows the bandwidth is checked on (5 of 60 here; 2048 of MSR-Action3D's pyramid
     descriptors were 1.2 GB held for one mean). Its map (the mean of every block) and its feature store are the
-    bits of a map fitted on the whole sample held at once; with two views (the mirror) the sample is held, as
-    before."""
-    from streamcov.data.skeletons import ingest
-    from streamcov.data.synth import SyntheticSkeletons
-    from streamcov.features import registry
+    bits of a map fitted on the whole sample held at once. Not so (the sample held, as before) with two views
+    (the mirror), a median bandwidth, a Maclaurin map, or a block one column wide, whose means numpy gives in
+    other bits."""
     from streamcov.features.registry import fit_feature_map, fit_reads_mean_only
-    from streamcov.stream import featurize as F
-    from streamcov.stream.runtime import dask_runtime
-    from streamcov.stream.skeleton import skeleton_source
-    from streamcov.stream.source import block_bounds
 
-    store = ingest(SyntheticSkeletons(n_sequences=90, seed=2), tmp_path / "s.zarr", chunk_frames=700)
-    opts = dict(features=["positions", "velocities"], levels=2, overlap=True, mean_weight=1.0) if pyramid else {}
-    source = skeleton_source(store, "store", 1e-2, True, **opts)
-    train = np.arange(source.n) % 3 != 0
+    source, train = _driver_source(tmp_path, pyramid)
     params = {"map": "rgw", "n_components": 40, "sigma": 1.0, "center": True, "theta": 0.7,
               "sampling": "stratified"}
     if pyramid:
@@ -246,16 +253,7 @@ def test_the_driver_holds_no_fit_sample_for_a_centred_map(tmp_path, monkeypatch,
     assert not fit_reads_mean_only({**params, "map": "maclaurin"}, source.dim)
     assert not fit_reads_mean_only({**params, "blocks": [[1, 1.0], [source.dim - 1, 1.0]]}, source.dim)
     assert not fit_reads_mean_only({k: v for k, v in params.items() if k != "blocks"}, 1)
-    monkeypatch.setattr(registry, "BANDWIDTH_CHECK_ROWS", 5)   # the first 5 of the sample, here
-    held = []
-    rows_of = F.rows_of
-    monkeypatch.setattr(F, "rows_of", lambda *a, **k: (lambda r: held.append(len(r)) or r)(rows_of(*a, **k)))
-    bounds = block_bounds(source.n, 16)
-    with dask_runtime("threads", 2) as rt:
-        feat = F.featurize(source, params, seed=7, train=train, path=tmp_path / "f.zarr", runtime=rt,
-                           bounds=bounds, fit_sample=60)
-        sample = rows_of(source, F.fit_sample_rows(train, 60, 7), bounds, rt)
-        every = rows_of(source, np.arange(source.n), bounds, rt)
+    feat, held, sample, transformed = _featurize_holding(tmp_path, monkeypatch, source, train, params)
     assert held == [5]
     whole, _ = fit_feature_map(params, 7, source.dim, sample)
     maps = ([(getattr(feat.feature_map, f"block{b}_"), getattr(whole, f"block{b}_"))
@@ -264,5 +262,4 @@ def test_the_driver_holds_no_fit_sample_for_a_centred_map(tmp_path, monkeypatch,
         assert got.mean_.tobytes() == want.mean_.tobytes()
         assert got.projections_.tobytes() == want.projections_.tobytes()
     stored = feat.store.read_blocks(0, feat.store.n_blocks)
-    want = np.concatenate([F._transform(whole, every[b0:b1]) for b0, b1 in zip(bounds[:-1], bounds[1:])])
-    assert stored.tobytes() == want.astype(stored.dtype).tobytes()
+    assert stored.tobytes() == transformed(whole).astype(stored.dtype).tobytes()
