@@ -549,27 +549,14 @@ class Terminated(KeyboardInterrupt):
     so that what Ctrl-C undoes is undone (a predict's temporary copy of an image folder was left behind)."""
 
 
-# seconds after a SIGTERM in which another one is the same request: GNU timeout (and a shell's kill of a job's
-# process group) sends SIGTERM to the command and then to its whole group, microseconds apart, and a process
-# whose second delivery found the default action back died without its cleanup or its line (1 run in 6-10)
-SIGTERM_ECHO = 1.0
-
-
 def _terminated(signum, frame):
     import signal
     import time
 
+    from ._config import sigterm_again
+
     first = time.monotonic()
-
-    def again(signum, frame):
-        # a later SIGTERM ends the process at once, as before: the first waits for the running C call (a long
-        # eigendecomposition, an SVM fit) to return to Python, and then for the cleanup
-        if time.monotonic() - first < SIGTERM_ECHO:
-            return
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, again)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sigterm_again(first))   # its echo ignored, a later one ends
     raise Terminated()
 
 

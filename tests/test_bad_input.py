@@ -4976,7 +4976,7 @@ def test_a_sigterm_echo_is_ignored_and_a_later_one_ends_at_once():
             "        pass\n"
             "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.2)\n"
             "    print('survived the echo', flush=True)\n"
-            "    time.sleep(C.SIGTERM_ECHO)\n"
+            "    from streamcov._config import SIGTERM_ECHO; time.sleep(SIGTERM_ECHO)\n"
             "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
             "    print('not reached', flush=True)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)

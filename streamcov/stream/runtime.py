@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .._config import (WORKER_MALLOC_ENV, available_cores, thread_plan, worker_decode_threads,
+from .._config import (WORKER_MALLOC_ENV, available_cores, sigterm_again, thread_plan, worker_decode_threads,
                       worker_spawn_environ)
 from ..errors import ConfigError, StreamcovError, arg, arg_name, int_arg
 
@@ -201,8 +201,13 @@ def _task_count(info: dict, state: str) -> int:
     return int(((info.get("metrics") or {}).get("task_counts") or {}).get(state, 0) or 0)
 
 
+def _status(info: dict) -> str:
+    """A worker's status in the scheduler's ``info`` of it (``running``, ``paused``, ...)."""
+    return str(info.get("status", "")).lower()
+
+
 def _paused(info: dict) -> bool:
-    return str(info.get("status", "")).lower() == "paused"
+    return _status(info) == "paused"
 
 
 def _paused_workers(client) -> str:
@@ -248,7 +253,7 @@ def _workers_at_work(client) -> bool:
         return bool(client.nthreads())
     if any(_task_count(w, "executing") for w in workers.values()):
         return True
-    return (any(str(w.get("status", "")).lower() == "running" for w in workers.values())
+    return (any(_status(w) == "running" for w in workers.values())
             and not any(_paused(w) and _task_count(w, "ready") for w in workers.values()))
 
 
@@ -716,6 +721,7 @@ def _check_local_cluster_settings(dask, n: int) -> None:
 
     for key in ("distributed.comm.timeouts.connect", "distributed.comm.timeouts.tcp"):
         _dask_duration(dask, parse_timedelta, key)
+    share = total_memory(soft=True) / max(1, int(n))   # what Dask gives each worker
     for name in WORKER_MEMORY_FRACTIONS:
         key = f"distributed.worker.memory.{name}"
         raw = dask.config.get(key, False)
@@ -724,7 +730,6 @@ def _check_local_cluster_settings(dask, n: int) -> None:
         if not ok:
             raise ConfigError(_dask_setting(key, raw) + ": expected a fraction of the worker's memory "
                               "limit (a number above 0 and at most 1) or false; correct or remove it")
-        share = total_memory(soft=True) / max(1, int(n))
         if name in ("pause", "terminate") and raw not in (False, None) and raw * share < WORKER_IDLE_BYTES:
             raise ConfigError(_dask_setting(key, raw) + f": each of the {int(n)} workers would "
                               f"{'pause' if name == 'pause' else 'be restarted'} above {format_bytes(raw * share)} of "
@@ -819,9 +824,8 @@ def _sigterm_held(held: list):
 
     def hold(signum, frame):
         # one held; its echo (GNU timeout sends two) too; one sent on purpose later ends the process at once
-        if held and time.monotonic() - held[0] > 1.0:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+        if held:
+            sigterm_again(held[0])
         held.append(time.monotonic())
 
     signal.signal(signal.SIGTERM, hold)
@@ -831,12 +835,18 @@ def _sigterm_held(held: list):
         # the start failed with the signal held (a SIGTERM to the whole process group kills the nannies' workers
         # too, and the cluster fails to start): the command ends as terminated, not with Dask's failure
         signal.signal(signal.SIGTERM, previous)
-        if held:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(1.0)   # the handler raises at the next bytecode
+        deliver_held(held)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def deliver_held(held: list) -> None:
+    """The SIGTERM :func:`_sigterm_held` held, if any, delivered again to the command's handler, which raises at
+    the next bytecode (waited for at most a second)."""
+    if held:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1.0)
 
 
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
@@ -915,9 +925,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         raise ConfigError(f"unknown scheduler {scheduler!r}: use threads, synchronous, "
                           f"local-cluster or a scheduler address tcp://HOST:PORT")
     try:
-        if held:   # now that the cleanup below closes the cluster: the command's handler raises it
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(1.0)   # the handler runs at the next bytecode; not longer than this
+        deliver_held(held)   # now that the cleanup below closes the cluster: the command's handler raises it
         if cluster is None:
             _wait_for_a_worker(client, scheduler)
         _check_workers_numba(client)
