@@ -328,6 +328,13 @@ RUN_FILES = ("result.json", "predictions.csv", OUTPUT_MARKER, OUTPUT_LOCK)
 RUN_FOLDERS = {"model": "its model", "checkpoints": "its checkpoints"}
 
 
+def a_runs_own(path) -> bool:
+    """Whether ``path`` names a file or folder a run writes at the top of its output folder (one holding
+    :data:`OUTPUT_MARKER`), written yet or not: nothing else (predictions, a store) may take its place."""
+    path = Path(path)
+    return (path.name in RUN_FILES or path.name in RUN_FOLDERS) and (path.parent / OUTPUT_MARKER).exists()
+
+
 def output_lock(folder, command: str | None = None):
     """The lock of an output folder of ``streamcov run``; ``command`` is what its lock file names as the holder
     (default: this process's command line)."""

@@ -76,9 +76,9 @@ def ingest_args(out, limit, on_error: str = "stop"):
     if path.name in ("", ".."):   # the current folder or a parent: the lock beside it, the store in its place
         raise ConfigError(f"{path}: names a folder by {os.fspath(out)!r}, not a store; give the store a name of its "
                           f"own, e.g. {path / 'x.zarr'}")
-    from ..lock import OUTPUT_MARKER, RUN_FILES, RUN_FOLDERS
+    from ..lock import RUN_FOLDERS, a_runs_own
 
-    if (path.parent / OUTPUT_MARKER).exists() and (path.name in RUN_FOLDERS or path.name in RUN_FILES):
+    if a_runs_own(path):
         # a run's model or checkpoints folder (its files would be mixed with the store's, and a resumed run saved
         # its model into the store), or one of its files
         raise ConfigError(f"{path}: where the run in {path.parent} (an output folder of streamcov run) writes "

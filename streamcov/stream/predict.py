@@ -217,7 +217,7 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     messages name the path."""
     from ..data.imageio import IMAGE_EXTENSIONS
     from ..data.ragged import enclosing_store
-    from ..lock import OUTPUT_MARKER, RUN_FILES, RUN_FOLDERS
+    from ..lock import OUTPUT_MARKER, RUN_FOLDERS, a_runs_own
 
     store = enclosing_store(out_csv.parent)
     if store is not None:
@@ -230,7 +230,7 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     if (out_csv.parent / "model.json").is_file():
         raise ConfigError(f"{name}: beside the model files of {out_csv.parent}; write the predictions "
                           f"elsewhere, e.g. {_default_out(model_dir, out_csv.stem)}")
-    if (out_csv.parent / OUTPUT_MARKER).exists() and (out_csv.name in RUN_FILES or out_csv.name in RUN_FOLDERS):
+    if a_runs_own(out_csv):
         # whether or not the run wrote it yet (an interrupted run's result.json, its lock file): the run would
         # find a CSV there, or replace the predictions
         raise ConfigError(f"{name}: {'a folder' if out_csv.name in RUN_FOLDERS else 'a file'} of the run in "
