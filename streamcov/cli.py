@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import traceback
 import warnings
@@ -161,7 +162,7 @@ def _warn_skipped(command: str, skipped: list, unit: str, store) -> None:
     from .data.ragged import skipped_text
 
     print(f"streamcov {command}: warning: {len(skipped)} {unit}(s) skipped {skipped_text(skipped)}; the store "
-          f"lists them (`streamcov info {store}`)", file=sys.stderr)
+          f"lists them (`streamcov info {shlex.quote(str(store))}`)", file=sys.stderr)
 
 
 def _cmd_ingest_images(args) -> int:
@@ -181,7 +182,7 @@ def _cmd_ingest_images(args) -> int:
     constant = store.constant_images or []
     if constant:   # kept (the store holds every image of the folder), and said
         print(f"streamcov ingest: warning: {constant_warning(constant, len(store), args.src)}; the store lists "
-              f"them (`streamcov info {args.out}`)", file=sys.stderr)
+              f"them (`streamcov info {shlex.quote(str(args.out))}`)", file=sys.stderr)
     left_out = excluded_images(args.src, exclude)
     if left_out and not args.quiet:
         print(f"streamcov ingest: note: {left_out} image(s) in folders named {', '.join(map(repr, exclude))} left "
@@ -591,14 +592,52 @@ def _sigterm_interrupts():
         sys.unraisablehook = previous_hook
 
 
-def main(argv=None) -> int:
-    from .errors import StreamcovError, command_line
+class _StderrReaderMayLeave:
+    """``sys.stderr`` while a command runs: when the reader of a piped stderr has gone (`2>&1 >out.json | ...`
+    whose reader ended), stderr is pointed at /dev/null and the command goes on. The first note or warning
+    raised BrokenPipeError, which ended a finished run with exit 1 before its JSON line reached stdout."""
 
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _gone(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def main(argv=None) -> int:
     # a stream the caller closed (`>&-`, `2>&-`): Python makes it None, and print() to a None stderr writes to
     # stdout (every error line went there), to a None stdout fails after the whole run ("this is a bug")
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w"))
+    stderr = sys.stderr
+    sys.stderr = _StderrReaderMayLeave(stderr)
+    try:
+        return _main_command(argv)
+    finally:
+        sys.stderr = stderr
+
+
+def _main_command(argv) -> int:
+    from .errors import StreamcovError, command_line
+
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:   # --help (0) or a flag error, already printed (2)

@@ -190,3 +190,19 @@ def test_skeleton_descriptor_settings_are_checked(setting, pattern):
 
     with pytest.raises(ValueError, match=pattern):
         SkeletonDescriptor(None, **setting)
+
+
+def test_commands_in_messages_quote_their_paths_for_the_shell(tmp_path):
+    """A message that suggests a command names its path as the shell reads it: a store in a folder with a space
+    (``my stores/s.zarr``) was printed bare, and the command pasted from it got two arguments."""
+    import shlex
+
+    store = tmp_path / "my stores" / "s.zarr"
+    assert cli("synth", store, "--sequences", 8, "--subjects", 2, "--classes", 2, "--quiet")[0] == 0
+    chunk = sorted(p for p in (store / "frames").rglob("*") if p.is_file() and p.name != "zarr.json")[0]
+    chunk.unlink()
+    rc, err, _ = cli("run", "--store", store, "--output", tmp_path / "o", "--quiet", "--scheduler", "synchronous")
+    assert rc == 2, err
+    suggested = re.search(r"`(streamcov info --verify [^`]*)`", err)
+    assert suggested, err
+    assert shlex.split(suggested.group(1)) == ["streamcov", "info", "--verify", str(store)]

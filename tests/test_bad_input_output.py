@@ -110,3 +110,58 @@ def test_predictions_inside_the_archive_of_the_store(tmp_path):
     assert archive_files(tmp_path) == before
     rc, err, _ = cli("predict", tmp_path / "o" / "model", tmp_path / "g.zarr", "--out", tmp_path / "p.csv")
     assert rc == 0 and (tmp_path / "p.csv").is_file(), err
+
+
+# ------------------------------------------------ the output folder of a loaded configuration, "~", result paths
+def _archive_pipeline(tmp: Path, output: str) -> Path:
+    path = skeleton_pipeline(tmp, tmp / "unused")
+    path.write_text(path.read_text().replace(f'output = "{tmp / "unused"}"', f'output = "{output}"'))
+    return path
+
+
+def test_api_output_of_a_loaded_configuration_is_filled_in_and_checked(tmp_path, monkeypatch):
+    """``run(load_config(file), output=...)``: the folder's ``{name}`` filled in and a misspelt placeholder
+    refused, as from the file or ``--output``; it made literal folders ``{name}_api`` and ``{nmae}``."""
+    import streamcov as sc
+    from streamcov.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    cfg = sc.load_config(_archive_pipeline(tmp_path, "runs/{name}"))
+    res = sc.run(cfg, output="runs/{name}_api", progress=False)
+    assert Path(res["model_path"]) == tmp_path / "runs" / "bad_input_api" / "model"
+    with pytest.raises(ConfigError, match=r'output = "runs/\{nmae\}": expected a folder whose only placeholder '
+                                          r'is \{name\}'):
+        sc.run(cfg, output="runs/{nmae}", progress=False)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["bad_input_api"]
+
+
+def test_output_with_a_tilde_is_the_home_folder(tmp_path, monkeypatch):
+    """``output = "~/..."`` is read as the input paths are (their ``~`` was expanded): kept as typed it made a
+    folder named ``~`` in the working directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    code, err, out = cli("run", _archive_pipeline(tmp_path, "~/runs/{name}"), "--json", "--quiet")
+    assert code == 0, err
+    import json
+
+    assert json.loads(out.strip().splitlines()[-1])["model_path"] == str(home / "runs" / "bad_input" / "model")
+    assert (home / "runs" / "bad_input" / "result.json").is_file()
+    assert list(work.iterdir()) == []
+
+
+def test_result_paths_are_absolute(tmp_path, monkeypatch):
+    """The result's paths are absolute, as its store: a model path read after a change of working directory
+    (a notebook's ``os.chdir``) names the model, not a folder relative to where the run was."""
+    import streamcov as sc
+
+    (tmp_path / "w").mkdir()
+    monkeypatch.chdir(tmp_path / "w")
+    res = sc.run(_archive_pipeline(tmp_path, "runs/{name}"), progress=False)
+    monkeypatch.chdir(tmp_path)
+    for key in ("model_path", "predictions_path", "features_path", "store"):
+        assert Path(res[key]).is_absolute() and Path(res[key]).exists(), (key, res[key])
+    sc.predict(res["model_path"], res["store"], tmp_path / "again.csv", scheduler="synchronous")
+    assert len((tmp_path / "again.csv").read_text().splitlines()) == 1 + 8   # a header, a line per sequence

@@ -157,8 +157,9 @@ def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, thr
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert res["features_path"] == os.path.join("cli", "features.zarr")   # as given: relative to the command's folder
-    res = {**res, **{k: str(tmp_path / res[k]) for k in ("features_path", "model_path")}}
+    # absolute, as the store: the result is read from any folder (the output was given relative to the command's)
+    assert res["features_path"] == str((tmp_path / "cli" / "features.zarr").absolute())
+    assert res["model_path"] == str((tmp_path / "cli" / "model").absolute())
     assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1],
                               "numba_threads": 1}
     assert res["featurized_sequences"] == 400

@@ -1,6 +1,7 @@
 """The machine around a run: numba's cache on a read-only install, a full disk under zarr's concurrent writes."""
 import asyncio
 import errno
+import json
 import os
 import re
 import shutil
@@ -325,6 +326,27 @@ def test_a_closed_stdout_or_stderr_is_not_a_traceback_nor_mixed(tmp_path):
     bad = [sys.executable, "-m", "streamcov", "info", str(tmp_path / "missing.zarr")]
     no_err = subprocess.run(bad, stdout=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(2))
     assert no_err.returncode == 2 and no_err.stdout == "", no_err.stdout
+
+
+def test_a_reader_that_leaves_stderr_early_loses_no_result(tmp_path):
+    """`streamcov run P 2>&1 >out.json | ...` whose reader ended: the accuracy line to stderr raised
+    BrokenPipeError, and the finished run ended with exit 1 ("this is a bug") before its JSON line reached
+    stdout. stderr is now /dev/null from then on, and the result is written."""
+    pipeline = tmp_path / "p.toml"
+    pipeline.write_text('task = "skeleton-classification"\nname = "p"\noutput = "out"\n\n[data.synthetic]\n'
+                        'n_sequences = 24\nn_subjects = 4\n\n[features]\nn_components = 32\n\n[model]\n'
+                        'epochs = 2\n')
+    r, w = os.pipe()
+    os.close(r)   # the reader has gone before the first line
+    try:
+        with open(tmp_path / "out.json", "w") as out:
+            proc = subprocess.run([sys.executable, "-m", "streamcov", "run", str(pipeline), "--quiet"], stdout=out,
+                                  stderr=w, timeout=300, cwd=tmp_path)
+    finally:
+        os.close(w)
+    assert proc.returncode == 0
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert result["pipeline"] == "p" and (tmp_path / "out" / "result.json").is_file()
 
 
 def test_ctrl_c_while_the_parser_imports_is_one_line(monkeypatch, capsys):

@@ -1,5 +1,6 @@
 """End to end: store -> Dask graph -> features -> incremental SGD, and the CLI."""
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -57,7 +58,19 @@ def synchronous(msr_store, tmp_path_factory):
 def test_same_result_threads_and_local_cluster(msr_store, tmp_path, scheduler, synchronous):
     """Same seed: identical features and accuracy on threads and on a 2-worker LocalCluster."""
     cfg = small_cfg(msr_store, tmp_path)
-    res = run_pipeline(cfg, scheduler=scheduler, workers=2)
+    # a notebook whose user configured logging (a handler on the root logger): Dask's in-process scheduler and
+    # nannies sent it their INFO lines (about 35 a run), which silence_logs quiets only on Dask's own handlers
+    records: list = []
+    keep = logging.Handler(logging.DEBUG)
+    keep.emit = records.append
+    root, level = logging.getLogger(), logging.getLogger("distributed").level
+    root.addHandler(keep)
+    try:
+        res = run_pipeline(cfg, scheduler=scheduler, workers=2)
+    finally:
+        root.removeHandler(keep)
+    assert [f"{r.name}: {r.getMessage()}" for r in records if r.name.startswith("distributed")] == []
+    assert logging.getLogger("distributed").level == level   # put back as it was
     # the scheduler asked for ran it (a run that fell back to another would compare a scheduler with itself)
     assert res["runtime"]["scheduler"] == scheduler and synchronous["runtime"]["scheduler"] == "synchronous"
     if scheduler == "local-cluster":
@@ -151,6 +164,40 @@ def test_every_shipped_pipeline_loads():
     assert len(files) > 40
     for f in files:
         load_config(f)
+
+
+def test_shipped_pipelines_write_their_inputs_from_the_project_root():
+    """A relative input path of a shipped file is written from the project root, where the README runs them:
+    the working directory is searched first, so ``../data/utkinect_splits.toml`` read a file of the folder above
+    the project when one was there (another project's splits, silently), and the project's own only otherwise."""
+    import tomllib
+
+    checked = 0
+    for f in sorted((REPO / "pipelines").glob("*.toml")):
+        raw = tomllib.loads(f.read_text())
+        for table, key in (("split", "file"), ("data", "store"), ("data", "source"), ("study", "data_root")):
+            value = raw.get(table, {}).get(key)
+            if isinstance(value, str) and not value.startswith("../shared/"):   # the data beside the project
+                assert not value.startswith(".."), f"{f.name}: {table}.{key} = {value!r}"
+                if table == "split":
+                    assert (REPO / value).is_file(), f"{f.name}: {table}.{key} = {value!r}"
+                    checked += 1
+    assert checked >= 2   # utkinect and utkinect_exact
+
+
+def test_shipped_split_file_is_the_projects_own_from_the_root(tmp_path, monkeypatch):
+    """Run from the project root (a copy, with a foreign ``../data/utkinect_splits.toml`` above it), the shipped
+    UTKinect file reads the project's splits."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(REPO / "pipelines", proj / "pipelines")
+    shutil.copytree(REPO / "data", proj / "data")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "utkinect_splits.toml").write_text("# another project's\n")
+    monkeypatch.chdir(proj)
+    assert Path(load_config("pipelines/utkinect.toml").split.file).resolve() == \
+        (proj / "data" / "utkinect_splits.toml").resolve()
 
 
 # ------------------------------------------------ [model] keys that the chosen learner does not read

@@ -19,6 +19,7 @@ is refused when the store is opened (:func:`seal_mismatch`).
 """
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -200,14 +201,20 @@ def _chunk_indices(array, start: int, stop: int):
 # a complete store is never overwritten (--restart included), nor is a folder whose zarr.json does not read:
 # deleting it is the way that works for every damaged store
 WRITE_AGAIN = "delete it and write it again (with the `streamcov ingest`, `synth` or `run` that wrote it)"
-REWRITE = "check it with `streamcov info --verify {root}`, then " + WRITE_AGAIN
+REWRITE = "check it with `streamcov info --verify {quoted}`, then " + WRITE_AGAIN
 RECOMPUTE = "it is a cache of `streamcov run`: delete {root} and run again, which computes it anew"
 DAMAGED = "; the store is damaged: "   # between what is wrong and what to do about it
 
 
+def say_fix(fix: str, root) -> str:
+    """:data:`REWRITE` or :data:`RECOMPUTE` for the store at ``root``; the command they suggest names it quoted
+    for the shell (a path with a space pasted as it was printed split into two arguments)."""
+    return fix.format(root=root, quoted=shlex.quote(str(root)))
+
+
 def _damage(root, name, index, reason, fix: str = REWRITE) -> StoreError:
     key = "/".join(str(i) for i in index) if index is not None else "?"
-    return StoreError(f"{root}: array {name!r}, chunk {key}: {reason}{DAMAGED}" + fix.format(root=root))
+    return StoreError(f"{root}: array {name!r}, chunk {key}: {reason}{DAMAGED}" + say_fix(fix, root))
 
 
 def open_group(path, mode):
@@ -406,7 +413,7 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
     try:
         array = group[name]
     except KeyError:
-        raise StoreError(f"{root}: array {name!r} is missing{DAMAGED}" + fix.format(root=root)) from None
+        raise StoreError(f"{root}: array {name!r} is missing{DAMAGED}" + say_fix(fix, root)) from None
     start = 0 if start is None else int(start)
     stop = array.shape[0] if stop is None else int(stop)
     manifest = checked if isinstance(checked, np.ndarray) else None
@@ -450,7 +457,7 @@ def check_rows(group, root, name: str, stop: int, fix: str = REWRITE) -> None:
     a store resumed over one was completed with zeros in place of what it had committed."""
     array = get_array(group, name)
     if array is None:
-        raise StoreError(f"{root}: array {name!r} is missing{DAMAGED}" + fix.format(root=root))
+        raise StoreError(f"{root}: array {name!r} is missing{DAMAGED}" + say_fix(fix, root))
     c0 = int(array.chunks[0])
     for a in range(0, int(stop), c0):
         read(group, root, name, a, min(a + c0, int(stop)), checked=True, fix=fix)

@@ -269,7 +269,7 @@ class FeatureStore:
         if rec.get("digest") != integrity.json_sha256({k: v for k, v in rec.items() if k != "digest"}):
             raise StoreError(f"{self.path}: its fit record (the source's state, the map and what its fit "
                              f"measured) is not as it was written (edited, or written by an earlier streamcov)"
-                             f"{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
+                             f"{integrity.DAMAGED}" + integrity.say_fix(integrity.RECOMPUTE, self.path))
         return rec
 
     def load_fit(self, reference=None):
@@ -296,7 +296,8 @@ class FeatureStore:
                 stored[name] = a.reshape(rec["shapes"][name])
             if integrity.arrays_sha256(stored) != rec.get("arrays_sha256"):
                 raise StoreError(f"{self.path}: its fitted arrays are not the ones this store wrote (copied from "
-                                 f"another store?){integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=self.path))
+                                 f"another store?){integrity.DAMAGED}"
+                                 + integrity.say_fix(integrity.RECOMPUTE, self.path))
             arrays.update(stored)
             fmap = load_estimator(rec["map"], arrays, copy=False)
         return rec["state"], fmap, rec.get("record", {})
@@ -311,7 +312,7 @@ def _check_sealed(path: Path, recorded) -> None:
     why = (integrity.metadata_mismatch(path, recorded, "the feature store") if isinstance(recorded, dict)
            else "its seal (the digests of its arrays' zarr.json) is missing (zarr.json edited)")
     if why is not None:
-        raise StoreError(f"{path}: {why}{integrity.DAMAGED}" + integrity.RECOMPUTE.format(root=path))
+        raise StoreError(f"{path}: {why}{integrity.DAMAGED}" + integrity.say_fix(integrity.RECOMPUTE, path))
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:

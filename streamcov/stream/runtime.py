@@ -849,12 +849,40 @@ def deliver_held(held: list) -> None:
         time.sleep(1.0)
 
 
+def _hold_distributed_logs() -> dict:
+    """The ``distributed`` and ``asyncio`` loggers held at CRITICAL while a LocalCluster of this process runs;
+    their levels before are returned for :func:`_release_distributed_logs`. ``silence_logs`` quiets only the
+    stream handlers Dask adds to the ``distributed`` logger, which it adds only when the root logger has none: in
+    a session whose user configured logging (``logging.basicConfig``), the in-process scheduler's and nannies'
+    INFO lines (about 35 a run) went up to the user's handlers. ``asyncio`` logs the in-process scheduler's
+    handlers that failed as the cluster closed under them (a scatter to a worker already removed, on Ctrl-C):
+    "Task exception was never retrieved" and a traceback under the command's one line."""
+    levels = {}
+    for name in ("distributed", "asyncio"):
+        levels[name] = logging.getLogger(name).level
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    return levels
+
+
+def _release_distributed_logs(levels: dict | None) -> None:
+    if not levels:
+        return
+    import gc
+
+    # a failed task sits in a reference cycle with its traceback: it says "never retrieved" when the cycle is
+    # collected, at any later moment; collected now, while the loggers are held
+    gc.collect()
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     """:func:`dask_runtime` on a LocalCluster or a scheduler address (a generator: one yield)."""
     import dask
 
     cluster = None
     environ = None
+    log_levels = None   # the loggers' levels before a local cluster (_hold_distributed_logs)
     held: list = []   # a SIGTERM received while the cluster was made (_sigterm_held)
     if scheduler == "local-cluster":
         n = local_cluster_size(workers)
@@ -872,6 +900,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # a nanny restarting a worker sets them again), so that the caller's later subprocesses do not inherit
         # the workers' malloc policy
         environ = {k: os.environ.get(k) for k in (*spawn, "PYTHONHASHSEED")}
+        log_levels = _hold_distributed_logs()
         # the malloc policy of _config.WORKER_MALLOC_ENV, read by the nannies when they spawn the workers; also
         # set here, since a nanny lets a variable already in this environment win over its pre-spawn-environ
         # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
@@ -901,6 +930,9 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                 except BaseException:
                     cluster.close()
                     raise
+        except BaseException:
+            _release_distributed_logs(log_levels)
+            raise
         finally:
             _restore_environ(environ)
     elif scheduler.startswith(ADDRESS_PROTOCOLS):
@@ -971,3 +1003,4 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         if cluster is not None:
             cluster.close()
             _restore_environ(environ)
+            _release_distributed_logs(log_levels)

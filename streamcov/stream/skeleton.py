@@ -24,6 +24,7 @@ blocks of a sum of Log-E kernels, weighted by :attr:`SkeletonSource.kernel_block
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -799,7 +800,7 @@ class SkeletonSource:
             tail = ("where a rotation cannot be found their descriptors keep the camera's frame (the identity "
                     "rotation), where a size cannot, its units (a size of 1)")
         return [f"{', '.join(keys)}: {head} {skipped_text(fell)}: {tail}; check the roles the store records "
-                f"(`streamcov info {path}`) or leave those sequences out"]
+                f"(`streamcov info {shlex.quote(str(path))}`) or leave those sequences out"]
 
     def window_keys(self, bounds, width: int):
         # Blocks are grouped by the frame chunk their first frame lies in, ``width``

@@ -11,6 +11,7 @@ fold saved to ``<output>/model``.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -361,7 +362,7 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
 
         warnings = [*warnings, f"{len(skipped)} {unit[:-1]}(s) of the store's source were skipped when it was "
                                f"ingested {skipped_text(skipped)} and have no row here; the store lists them "
-                               f"(`streamcov info {store.path}`)"]
+                               f"(`streamcov info {shlex.quote(str(store.path))}`)"]
     if warnings:
         result["warnings"] = warnings
     scheduler = ctx.scheduler or cfg.dask.scheduler
@@ -502,8 +503,9 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
     write_predictions(ctx.output / "predictions.csv", source.store, preds)
     res = _summarize(per)
     res.update({"feature_map": "exact", "n_components": None, "featurize_seconds": round(t_feat, 3),
-                "featurize_ms_per_sequence": round(1e3 * t_feat / source.n, 4), "model_path": str(model_path),
-                "predictions_path": str(ctx.output / "predictions.csv")})
+                "featurize_ms_per_sequence": round(1e3 * t_feat / source.n, 4),
+                "model_path": str(model_path.absolute()),
+                "predictions_path": str((ctx.output / "predictions.csv").absolute())})
     return res
 
 
@@ -587,7 +589,7 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
             feat = featurize(source, map_params, seed=int(cfg.seed), train=train, path=path, runtime=runtime,
                              size_key=size_key,
                              bounds=bounds, fit_sample=fit_sample, progress=ctx.progress)
-            paths.append(str(path))
+            paths.append(str(path.absolute()))   # absolute as the store: result.json is read from anywhere
             featurized += feat.featurized_rows
             t_feat += feat.featurize_seconds
             t_fit += feat.fit_seconds
@@ -705,8 +707,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         # none when every row's features were reused (the time was the reuse check's, not per row)
         f"featurize_ms_per_{unit[:-1]}": round(1e3 * t_feat / featurized, 4) if featurized else None,
         "model": m.learner_params(),   # the learner and the keys it reads
-        "features_path": paths[-1], "model_path": str(out / "model"),
-        "predictions_path": str(out / "predictions.csv"),
+        "features_path": paths[-1], "model_path": str((out / "model").absolute()),
+        "predictions_path": str((out / "predictions.csv").absolute()),
         "fitted": {"source": feat.source.state, "map": feat.fit_record},
     })
     if m.learner == "sgd":

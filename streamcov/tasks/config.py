@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import tomllib
 import typing
@@ -1054,7 +1055,8 @@ def _resolve_paths(cfg, file: Path | None, origins: Origins | None = None, notes
     study = getattr(cfg, "study", None)
     if study is not None and study.data_root is not None:
         updates["study"] = study.model_copy(update={"data_root": resolved(study.data_root, "study", "data_root")})
-    updates["output"] = str(cfg.output).replace("{name}", cfg.name)
+    # "~" expanded as in the input paths above: kept as typed it made a folder named "~" in the working directory
+    updates["output"] = os.path.expanduser(str(cfg.output).replace("{name}", cfg.name))
     return cfg.model_copy(update=updates)
 
 

@@ -57,6 +57,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -84,8 +85,6 @@ def load_dataset(data, progress: bool = False):
     if data.format == "skimage-textures":
         return skimage_textures(tuple(data.textures), int(data.patch), data.max_per_class)
     if data.format == "folders":
-        from pathlib import Path
-
         if not Path(data.source).is_dir():
             raise ConfigError(f"data.source {data.source!r}: folder not found")
         images = load_folders(data.source, group_level=data.group_level, exclude=tuple(data.exclude),
@@ -896,7 +895,7 @@ def run_image_classification(cfg, ctx) -> dict:
         "seconds": round(time.perf_counter() - t0, 2),
     }
     if model is not None:
-        out["model_path"] = str(model.save(ctx.output / "model"))
+        out["model_path"] = str(Path(model.save(ctx.output / "model")).absolute())
     else:
         out["model_path"] = None
         out["model_note"] = (f"method {m.name!r} compares images pairwise (no vector per image): no model "

@@ -64,11 +64,13 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and text is not None:
         # load_config's refusal, for a configuration that would run as it is (text was read nowhere)
         raise ConfigError("a pipeline and text=... both given: give one pipeline (a file, a dict or a TOML text)")
-    if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (overrides or store is not None):
-        # a validated configuration with overrides or a store: validated again with them, never run without them
+    if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump") and (overrides or store is not None
+                                                                          or output is not None):
+        # a validated configuration with overrides, a store or an output folder: validated again with them (the
+        # folder's {name} filled in and checked, "~" expanded, as from a file), never run without them
         pipeline = pipeline.model_dump(mode="json", exclude_unset=True)
     if hasattr(pipeline, "task") and hasattr(pipeline, "model_dump"):
-        cfg = pipeline if output is None else pipeline.model_copy(update={"output": str(output)})
+        cfg = pipeline
         naming, origins = contextlib.nullcontext, None
     else:
         sets = overrides

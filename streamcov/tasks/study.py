@@ -607,6 +607,6 @@ def run_study(cfg, ctx) -> dict:
     log = (lambda *a, **k: None) if not ctx.progress else (lambda msg: print(msg, file=sys.stderr, flush=True))
     summary = kernel_approx_study(st.datasets, st.maps or STUDY_MAPS, st.nus, st.seeds, ctx.output, st.data_root,
                                   st.gram_sample, st.gram_seeds, log=log, jobs=st.jobs, learners=st.learners)
-    return {"out": str(ctx.output),
+    return {"out": str(ctx.output.absolute()),
             **{name: {"exact_accuracy": e["exact_accuracy"], "variance_slopes": e["variance_slopes"]}
                for name, e in summary["datasets"].items()}}
