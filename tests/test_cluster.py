@@ -329,3 +329,66 @@ def test_sigterm_while_a_local_cluster_starts_is_one_line(tmp_path, kill):
     assert done.returncode == 143, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1] == "streamcov run: terminated", done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-3000:]
+
+
+def test_ctrl_c_while_a_local_cluster_starts_is_one_line(tmp_path):
+    """A terminal's Ctrl-C (SIGINT to the whole process group) while the LocalCluster was being made was lost:
+    SIGINT was ignored then, so that the workers inherited that, and the run went on. It is now held until the
+    cluster is in the hands of the run's cleanup, then ends the command: one line, 130, no worker's traceback
+    (the workers ignore SIGINT themselves, from their preload)."""
+    import signal
+    import time
+
+    marker = tmp_path / "up"
+    script = tmp_path / "intr.py"
+    script.write_text(
+        "import sys, time\n"
+        "from distributed import LocalCluster\n"
+        "made = LocalCluster.__init__\n"
+        "def init(self, *a, **k):\n"
+        "    made(self, *a, **k)\n"
+        f"    open({str(marker)!r}, 'w').close()\n"
+        "    time.sleep(3.0)   # still in the making: the Ctrl-C comes now\n"
+        "LocalCluster.__init__ = init\n"
+        "from streamcov.cli import main\n"
+        "if __name__ == '__main__':\n"
+        "    sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.Popen([sys.executable, str(script), "run", str(REPO / "pipelines" / "synthetic.toml"),
+                             "--workers", "2", "--output", str(tmp_path / "o"), "--quiet", "--set",
+                             "model.epochs=10000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, start_new_session=True,
+                            # as from a terminal: a process of the test suite may ignore SIGINT, which a child inherits
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        t0 = time.monotonic()
+        while not marker.exists() and proc.poll() is None and time.monotonic() - t0 < 120:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)   # lost, the run went on for 10,000 epochs
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err.strip() == "streamcov run: interrupted", err[-3000:]
+
+
+def test_the_workers_of_a_local_cluster_ignore_sigint_and_a_users_preload_stays():
+    """Every worker of a LocalCluster streamcov starts ignores SIGINT (its preload), a worker started after the
+    cluster too: one started when SIGINT was no longer ignored here printed a traceback at the next Ctrl-C. A
+    preload of the user's Dask configuration is kept beside it."""
+    import signal
+
+    import dask
+
+    from streamcov.stream.runtime import WORKER_PRELOAD, dask_runtime
+
+    with dask.config.set({"distributed.worker.preload": ["json"]}):
+        with dask_runtime("local-cluster", 1) as rt:
+            client = rt.client
+            assert set(client.run(lambda: int(signal.getsignal(signal.SIGINT))).values()) == {int(signal.SIG_IGN)}
+            client.cluster.scale(2)   # a worker started now, after the start held its Ctrl-C
+            client.wait_for_workers(2, timeout=120)
+            assert set(client.run(lambda: int(signal.getsignal(signal.SIGINT))).values()) == {int(signal.SIG_IGN)}
+            assert set(map(tuple, client.run(lambda dask_worker: [p.name for p in dask_worker.preloads]).values())) \
+                == {("json", WORKER_PRELOAD)}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

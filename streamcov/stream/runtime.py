@@ -448,6 +448,7 @@ class Runtime:
 
 
 PLUGIN_NAME = "streamcov-thread-plan"
+WORKER_PRELOAD = "streamcov.stream._worker_preload"   # what the LocalCluster's workers run first (SIGINT ignored)
 
 
 def _thread_plan_plugin():
@@ -794,20 +795,35 @@ def _restore_environ(saved: dict) -> None:
 
 
 @contextlib.contextmanager
-def _workers_ignore_sigint():
-    """SIGINT ignored while the LocalCluster spawns its workers, which inherit that (Python installs its
-    KeyboardInterrupt handler only where SIGINT is not ignored): a Ctrl-C reaches the whole process group, and
-    every worker printed a KeyboardInterrupt traceback under the command's one line. This process stops the
-    workers itself (it closes the cluster on the way out). Only from the main thread, where signals are
-    handled; a Ctrl-C during the seconds the workers take to start is ignored."""
+def _sigint_held(held: list):
+    """A Ctrl-C while a LocalCluster and its client are made held in ``held``, for the caller to deliver once the
+    cluster is in the hands of its cleanup (:func:`deliver_held`): raised inside Dask's constructor it would
+    leave a half-made cluster. SIGINT used to be ignored then, so that the workers inherited that; the Ctrl-C
+    was lost and the run went on. The workers now ignore it themselves (:data:`WORKER_PRELOAD`). Only from the
+    main thread, where signals are handled, and where SIGINT has a handler of Python's; else it is ignored while
+    the workers start, as before."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:   # None: a handler set outside Python (none to put back but the default)
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        return
+
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(time.monotonic()))
     try:
         yield
-    finally:   # None: a handler set outside Python (none to put back but the default)
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    except BaseException:
+        # the start failed with a Ctrl-C held: the command ends as interrupted, not with Dask's failure
+        signal.signal(signal.SIGINT, previous)
+        deliver_held(held, signal.SIGINT)
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
@@ -841,11 +857,16 @@ def _sigterm_held(held: list):
         signal.signal(signal.SIGTERM, previous)
 
 
-def deliver_held(held: list) -> None:
-    """The SIGTERM :func:`_sigterm_held` held, if any, delivered again to the command's handler, which raises at
-    the next bytecode (waited for at most a second)."""
+def deliver_held(held: list, signum=signal.SIGTERM) -> None:
+    """The SIGTERM :func:`_sigterm_held` held (or the SIGINT of :func:`_sigint_held`), if any, delivered again to
+    this thread's handler (the command's, Python's KeyboardInterrupt), which raises at the next bytecode (waited
+    for at most a second)."""
     if held:
-        os.kill(os.getpid(), signal.SIGTERM)
+        held.clear()   # once: the failure path and the cleanup both deliver
+        if hasattr(signal, "pthread_kill"):   # to this thread: its sleep below ends at once
+            signal.pthread_kill(threading.get_ident(), signum)
+        else:
+            os.kill(os.getpid(), signum)
         time.sleep(1.0)
 
 
@@ -884,6 +905,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     environ = None
     log_levels = None   # the loggers' levels before a local cluster (_hold_distributed_logs)
     held: list = []   # a SIGTERM received while the cluster was made (_sigterm_held)
+    held_int: list = []   # a Ctrl-C received then (_sigint_held)
     if scheduler == "local-cluster":
         n = local_cluster_size(workers)
         _check_local_cluster_settings(dask, n)
@@ -906,7 +928,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
         try:
             os.environ.update({k: str(v) for k, v in WORKER_MALLOC_ENV.items()})
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _workers_ignore_sigint(), \
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _sigint_held(held_int), \
                     _sigterm_held(held):
                 # CRITICAL: a task's error is said once, by the command's line; at ERROR every worker also logged
                 # "Compute Failed" with its traceback above it
@@ -914,9 +936,12 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                 # (the default it took with dashboard_address=None) a second cluster of the machine warned "Port
                 # 8787 is already in use"; a port without a host would listen on every interface
                 try:
+                    # the preload in the workers' options, not the configuration: a worker started later (scale)
+                    # runs it too; a preload of the user's configuration kept
+                    preload = [*(dask.config.get("distributed.worker.preload", None) or []), WORKER_PRELOAD]
                     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
-                                           silence_logs=logging.CRITICAL)
+                                           silence_logs=logging.CRITICAL, preload=preload)
                 except (RuntimeError, OSError, TimeoutError) as exc:   # "Cluster failed to start": say why, once
                     cause = exc.__cause__ or exc.__context__ or exc
                     said = " ".join(str(cause).split())[:200] or cause.__class__.__name__
@@ -958,6 +983,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                           f"local-cluster or a scheduler address tcp://HOST:PORT")
     try:
         deliver_held(held)   # now that the cleanup below closes the cluster: the command's handler raises it
+        deliver_held(held_int, signal.SIGINT)
         if cluster is None:
             _wait_for_a_worker(client, scheduler)
         _check_workers_numba(client)
