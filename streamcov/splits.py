@@ -172,11 +172,22 @@ def folds(split, labels, groups, *, group_names=None, subject_names=None, store_
             raise toml_error(path, exc) from None
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
+        except RecursionError:   # (tomllib's parse of arrays thousands deep)
+            doc = None
+        from .tasks.config import DEEP, too_deep
+
+        if doc is None or too_deep(doc):
+            raise ConfigError(f"{path}: {DEEP}; a splits file holds [[split]] tables of train_subjects = [..] and "
+                              f"test_subjects = [..]")
         _no_unknown_keys(path, text, doc)
         entries = doc.get("split", [])
         if not entries or not isinstance(entries, list):
             raise ConfigError(f"{path}: no [[split]] tables; write one per fold: [[split]] with "
                               f"train_subjects = [..] and test_subjects = [..]")
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict):   # split = [1, 2] or ["a b"]: a TypeError traceback below
+                raise ConfigError(f"{path}: [[split]] number {i + 1} is {toml_value(e)}, not a table; write one "
+                                  f"[[split]] table per fold, with train_subjects = [..] and test_subjects = [..]")
         known = set(np.unique(groups).tolist())
         seen: dict = {}
         for i, e in enumerate(entries):

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from .._config import progress_bar
-from ..errors import FormatError, ingest_option, path_arg, read_or_skip
+from ..errors import FormatError, StoreError, ingest_option, path_arg, read_or_skip
+from . import integrity
 from .imageio import MIN_SIDE, ORIENTATION, ImageSet, check_float_scale, read_image, scan_folders
 from .ragged import RaggedStore, RaggedStoreWriter, content_digest, files_digest, ingest_args
 
@@ -106,6 +107,34 @@ class ImageStore(RaggedStore):
         self.check_rows(("shapes", "labels", "groups", "split"),
                         {"labels": "label_names", "groups": "group_names", "split": "split_names"})
         self.check_sealed()
+        # after the seal: an edited byte order of shapes is said as such, not as the shapes it reads as
+        self._check_shapes()
+
+    def _check_shapes(self):
+        """Every image's (height, width, channels) is what ingestion writes (each at least 1, channels 1 or 3)
+        and covers its pixels, and the attributes of its pixels are of their types: an edited store was a
+        reshape or float() traceback when an image was read."""
+        damaged = "the store is damaged: " + integrity.WRITE_AGAIN
+        dtype = self.attrs.get("pixel_dtype", "uint8")
+        if dtype not in PIXEL_DTYPES:
+            raise StoreError(f"{self.path}: attribute pixel_dtype = {integrity.shown(dtype)} is not one of "
+                             f"{', '.join(PIXEL_DTYPES)}; {damaged}")
+        top = self.attrs.get("pixel_max")
+        if dtype == "float32" and "pixel_max" in self.attrs and not (
+                isinstance(top, (int, float)) and not isinstance(top, bool) and np.isfinite(top) and top >= 0):
+            raise StoreError(f"{self.path}: attribute pixel_max = {integrity.shown(top)} is not the largest pixel "
+                             f"magnitude (a finite number >= 0); {damaged}")
+        if self.group["shapes"].shape[1:] != (3,):
+            raise StoreError(f"{self.path}: array 'shapes' has rows of {self.group['shapes'].shape[1:]}, not "
+                             f"(height, width, channels); {damaged}")
+        h, w, c = self.shapes.T
+        sizes = np.diff(self.offsets)
+        bad = np.flatnonzero((h < 1) | (w < 1) | ((c != 1) & (c != 3)) | (h.astype(np.float64) * w * c != sizes))
+        if len(bad):
+            i = int(bad[0])
+            raise StoreError(f"{self.path}: array 'shapes' gives image {i} the shape {tuple(int(v) for v in self.shapes[i])} "
+                             f"(height, width, channels: each at least 1, channels 1 or 3) for its {int(sizes[i])} "
+                             f"pixels; {damaged}")
 
     @property
     def group_names(self) -> list[str]:

@@ -75,9 +75,12 @@ def metadata_sha256(root, name: str) -> str | None:
     every zarr version."""
     import json
 
+    meta = Path(root) / name / "zarr.json"
     try:
-        return json_sha256(json.loads((Path(root) / name / "zarr.json").read_text()))
-    except (OSError, ValueError):
+        if not meta.is_file():   # (a pipe would block the read)
+            return None
+        return json_sha256(json.loads(meta.read_text()))
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -138,8 +141,13 @@ def arrays_problem(arrays) -> str:
 def get_array(group, name: str):
     """The array ``name`` of ``group``, None when it is missing; a :class:`StoreError` naming it when its
     zarr.json cannot be read (zarr's own parse errors of an edited file)."""
+    root = getattr(group.store, "root", None)
+    if root is not None:
+        not_a_file(Path(root) / group.path / name / "zarr.json", f"array {name!r}: its zarr.json")
     try:
         return group.get(name)
+    except RecursionError:
+        raise StoreError(f"array {name!r}: its zarr.json is nested too deeply to be read; it was edited") from None
     except (TypeError, ValueError, KeyError) as exc:
         raise StoreError(f"array {name!r}: its zarr.json cannot be read ({exc}); it was edited") from None
 
@@ -224,6 +232,12 @@ def open_group(path, mode):
     from ..lock import OUTPUT_MARKER
 
     meta = Path(path) / "zarr.json"
+    not_a_file(meta, f"{path}: the store's zarr.json")
+    if meta.is_file():   # and its arrays' (zarr lists them all when a store is opened)
+        with_arrays = Path(path).iterdir() if Path(path).is_dir() else ()
+        for q in with_arrays:
+            if q.is_dir():
+                not_a_file(q / "zarr.json", f"{path}: array {q.name!r}: its zarr.json")
     if meta.is_file() and _node_type(meta) == "array":
         raise StoreError(f"{path}: an array inside the store {Path(path).parent}, not a store; give the "
                          f"store's folder")
@@ -256,9 +270,20 @@ def open_group(path, mode):
             what = (f"no zarr store here ({exc.__class__.__name__}); create one with `streamcov ingest` or "
                     f"`streamcov synth`")
         raise StoreError(f"{path}: {what}") from None
+    except RecursionError:   # (a parse of JSON nested thousands deep: zarr's json.loads)
+        raise StoreError(f"{path}: the store's zarr.json is nested too deeply to be read (edited); write the "
+                         f"store again") from None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:   # zarr.json unreadable
         raise StoreError(f"{path}: the store's zarr.json is damaged ({exc.__class__.__name__}: "
                          f"{str(exc)[:120]}); write the store again") from None
+
+
+def not_a_file(meta: Path, what: str) -> None:
+    """Refuse a ``zarr.json`` that exists but is not a regular file (a pipe, a device, a folder) before zarr
+    opens it: the open of a pipe with no writer blocks zarr's IO thread for ever, and Ctrl-C did not end it."""
+    if meta.exists() and not meta.is_file():
+        raise StoreError(f"{what} is not a regular file (a pipe, a device or a folder); a store's zarr.json is "
+                         f"a JSON file: write the store again")
 
 
 def _json_object(path: Path) -> dict:
@@ -266,8 +291,10 @@ def _json_object(path: Path) -> dict:
     import json
 
     try:
+        if not Path(path).is_file():   # (a pipe would block the read)
+            return {}
         doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -441,6 +468,30 @@ def read(group, root, name: str, start: int | None = None, stop: int | None = No
         raise _damage(root, name, None, _why(exc), fix) from None
 
 
+def ids_problem(off: np.ndarray, raw: np.ndarray, n: int) -> str | None:
+    """What is wrong with the ids of a store of ``n`` items (``id_offsets`` ``off``, ``id_bytes`` ``raw``), or
+    None: offsets that are not ``n + 1`` positions non-decreasing from 0 to the end of the bytes (an edited
+    store gave ids cut from the wrong bytes, or empty, to `predict`'s CSV), or an id that is not UTF-8."""
+    off = np.asarray(off, dtype=np.int64)
+    raw = np.asarray(raw, dtype=np.uint8)
+    if len(off) != n + 1:
+        return f"array 'id_offsets' has {len(off)} rows for {n} items (expected {n + 1})"
+    if off[0] != 0 or (np.diff(off) < 0).any() or off[-1] != len(raw):
+        return (f"array 'id_offsets' is not non-decreasing from 0 to the {len(raw)} bytes of array 'id_bytes' "
+                f"(ids cut from the wrong bytes)")
+    try:
+        raw.tobytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        i = int(np.searchsorted(off, exc.start, side="right")) - 1
+        return f"the id of item {i} (bytes {off[i]}..{off[i + 1]} of array 'id_bytes') is not UTF-8"
+    starts = off[:-1][off[:-1] < len(raw)]
+    inside = starts[(raw[starts] & 0xC0) == 0x80]   # an id that begins inside a character of the one before
+    if len(inside):
+        i = int(np.searchsorted(off, inside[0], side="right")) - 1
+        return f"the id of item {i} (bytes {off[i]}..{off[i + 1]} of array 'id_bytes') is not UTF-8"
+    return None
+
+
 def rows_problem(group, root, name: str, start: int, stop: int) -> str | None:
     """What keeps rows [start, stop) of array ``name`` from reading as written (``array 'x', chunk i: the chunk
     file is missing``), or None: for a list of a store's problems, without the store's path and the remedy."""
@@ -530,4 +581,11 @@ def verify(path) -> tuple[list[str], list[str]]:
                 array[index[0] * c0:min((index[0] + 1) * c0, array.shape[0])]
             except Exception as exc:
                 problems.append(f"array {name!r}, chunk {key}: {_why(exc)}")
+    if not problems and {"offsets", "id_offsets", "id_bytes"} <= set(names):
+        try:
+            why = ids_problem(g["id_offsets"][:], g["id_bytes"][:], g["offsets"].shape[0] - 1)
+        except Exception as exc:   # (every chunk read above: not expected)
+            why = f"the ids cannot be read ({exc.__class__.__name__}: {exc})"
+        if why is not None:
+            problems.append(why)
     return problems, notes

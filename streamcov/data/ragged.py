@@ -368,6 +368,10 @@ class RaggedStore:
             if len(getattr(self, name)) != n:
                 raise StoreError(f"{self.path}: array {name!r} has {len(getattr(self, name))} rows for {n} items; "
                                  f"the store is damaged: {integrity.WRITE_AGAIN}")
+        if "id_offsets" in self.attrs.get("arrays", []):
+            why = integrity.ids_problem(self.read("id_offsets"), self.read("id_bytes"), n)
+            if why is not None:
+                raise StoreError(f"{self.path}: {why}; {damaged}")
         try:
             rows = self.group[self.DATA].shape[0]
         except KeyError:

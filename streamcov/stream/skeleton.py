@@ -283,7 +283,33 @@ def read_frames(store_path: str, r0: int, r1: int, checked=True) -> np.ndarray:
 
     from ..data import integrity
 
-    return integrity.read(zarr.open_group(store_path, mode="r"), store_path, "frames", r0, r1, checked)
+    g = zarr.open_group(store_path, mode="r")
+    frames = integrity.read(g, store_path, "frames", r0, r1, checked)
+    # min and max are NaN or infinite exactly when a value is (two passes without a temporary array)
+    if len(frames) and not (np.isfinite(frames.min()) and np.isfinite(frames.max())):
+        raise _nonfinite(g, store_path, frames, r0)
+    return frames
+
+
+def _nonfinite(g, store_path, frames: np.ndarray, r0: int):
+    """The :class:`StoreError` for a non-finite value in ``frames`` (the store's frames from ``r0`` on), naming
+    the sequence: ingestion refuses NaN and infinities, so only a store edited after it was written holds one
+    (it was a ValueError traceback of the descriptor)."""
+    from ..data import integrity
+    from ..errors import StoreError
+
+    row, col = (int(v) for v in np.argwhere(~np.isfinite(frames))[0])
+    row += int(r0)
+    offsets = np.asarray(g["offsets"][:], dtype=np.int64)
+    i = int(np.searchsorted(offsets, row, side="right")) - 1
+    try:
+        a, b = (int(v) for v in g["id_offsets"][i:i + 2])
+        name = f" ({bytes(np.asarray(g['id_bytes'][a:b], dtype=np.uint8)).decode('utf-8')!r})"
+    except Exception:   # the ids are checked when the store is opened: the sequence by its row alone
+        name = ""
+    return StoreError(f"{store_path}: sequence {i}{name} holds a non-finite value (NaN or infinity) at frame "
+                      f"{row - offsets[i]}, column {col}, which ingestion refuses: the store was edited; the store "
+                      f"is damaged: {integrity.WRITE_AGAIN}")
 
 
 def moments_of_frames(frames: np.ndarray, r0: int, c0: int, c1: int, offsets: np.ndarray,

@@ -104,6 +104,26 @@ def refuse_unrepresentable(value, where, path: tuple = ()) -> None:
         refuse_unrepresentable(v, where, (*path, k))
 
 
+# how deep tables and arrays may lie within each other in a pipeline file, a --set or a splits file: a
+# pipeline's values lie a few levels deep, and the readers that walk them recurse (thousands of levels were a
+# RecursionError traceback)
+MAX_DEPTH = 64
+DEEP = f"nested too deeply (tables or arrays more than {MAX_DEPTH} levels within each other)"
+
+
+def too_deep(value, limit: int = MAX_DEPTH) -> bool:
+    """Whether tables or lists lie more than ``limit`` levels within each other in ``value`` (walked without
+    recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list, tuple)):
+            if depth >= limit:
+                return True
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def _quoted_hint(text: str, flag: str, key: str | None) -> str:
     """The assignment written again with ``text`` quoted, when ``text`` reads as text (a path, words): a shell
     removes the double quotes of ``--set data.store="/x.zarr"``, so a value the user did quote arrives bare."""
@@ -134,12 +154,18 @@ def parse_value(text: str, flag: str | None = None, key: str | None = None):
             raise ConfigError(f"{shown}: the value holds a line break followed by more TOML "
                               f"({', '.join(k for k in doc if k != 'v')}); give one value per --set")
         value = doc["v"]
+    except RecursionError:
+        raise ConfigError(f"{flag}: the value is {DEEP}; give a number, text, or a list or table a few levels "
+                          f"deep") from None
     except tomllib.TOMLDecodeError:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", text):
             return text
         raise ConfigError(f"{flag}: value {text!r} is not a TOML literal; write numbers as 2000, "
                           f"booleans as true, lists as [0, 1] and text in double quotes"
                           f"{_quoted_hint(text, flag, key)}") from None
+    if too_deep(value, MAX_DEPTH - (len(key.split(".")) if key else 0)):
+        raise ConfigError(f"{flag}: the value is {DEEP}; give a number, text, or a list or table a few levels "
+                          f"deep")
     refuse_unrepresentable(value, lambda _: flag, tuple(key.split(".")) if key else ())
     return value
 
@@ -198,6 +224,9 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
     parts = [p.strip() for p in key.strip().split(".")]
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
+    if len(parts) > MAX_DEPTH:
+        raise ConfigError(f"{flag}: the key has {len(parts)} parts, {DEEP}; write section.key=value, e.g. "
+                          f"model.epochs=30")
     value = parse_value(text, flag, ".".join(parts))
     if value == {}:
         node = raw
@@ -437,6 +466,12 @@ def read_toml(path=None, text: str | None = None, name: str | None = None):
         raw = loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise toml_error(name, exc) from None
+    except RecursionError:
+        raise ConfigError(f"{name}: {DEEP}; a pipeline's tables and values lie a few levels deep: check the "
+                          f"file") from None
+    if too_deep(raw):
+        raise ConfigError(f"{name}: {DEEP}; a pipeline's tables and values lie a few levels deep: check the "
+                          f"file")
     origins = Origins(name, key_lines(text), _written(raw))
     refuse_unrepresentable(raw, origins.where)
     return raw, origins
