@@ -196,6 +196,12 @@ def _zip_members(path, members):
             z.writestr(name, data)
 
 
+def _deflated(path, members):
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
 ONE_BYTES = ONE_STORAGE["0"].astype("<f4").tobytes()
 
 
@@ -267,6 +273,25 @@ MALFORMED = [
      r"missing storage archive/data/0$"),
     ("zip-storage-cut", lambda p: _zip_members(p, {"archive/data.pkl": ZIP_ONE, "archive/data/0": ONE_BYTES[:-4]}),
      WeightsError, r"storage archive/data/0 is truncated$"),
+    # a view that spreads a small storage over a tensor as large as the file asks: 2 GiB from one element, or a
+    # MemoryError; and a member that declares more bytes than its archive holds (a zip bomb)
+    ("zip-zero-stride", lambda p: _write_zip(p, _state_dict_pickle({"x": ("0", 1, 0, (512 * 1024 ** 2,), (0,))}, False),
+                                             {"0": np.ones(1, np.float32)}), WeightsError,
+     r"tensor view \(offset 0, size \(536870912,\), stride \(0,\)\) repeats the elements of its storage of 1 "
+     r"elements \(a zero or overlapping stride\): not a weight tensor$"),
+    ("zip-zero-strides-2d", lambda p: _write_zip(p, _state_dict_pickle({"x": ("0", 1, 0, (200000, 200000), (0, 0))},
+                                                                       False), {"0": np.ones(1, np.float32)}),
+     WeightsError, r"tensor view \(offset 0, size \(200000, 200000\), stride \(0, 0\)\) repeats the elements"),
+    ("zip-overlapping-strides", lambda p: _write_zip(p, _state_dict_pickle({"x": ("0", 12, 0, (6, 6), (1, 1))}, False),
+                                                     ONE_STORAGE), WeightsError,
+     r"tensor view \(offset 0, size \(6, 6\), stride \(1, 1\)\) repeats the elements of its storage of 12"),
+    ("zip-huge-view", lambda p: _write_zip(p, _state_dict_pickle({"x": ("0", 1, 0, (200000, 200000), (200000, 1))},
+                                                                 False), {"0": np.ones(1, np.float32)}), WeightsError,
+     r"tensor view \(offset 0, size \(200000, 200000\), stride \(200000, 1\)\) runs outside its storage of 1 "
+     r"elements$"),
+    ("zip-bomb", lambda p: _deflated(p, {"archive/data.pkl": ZIP_ONE, "archive/data/0": bytes(8 << 20)}), WeightsError,
+     r"zip member archive/data/0 declares 8388608 bytes, more than its archive of \d+ bytes can hold "
+     r"\(a zip bomb\?\)$"),
     ("zip-damaged", _flip_a_pickle_byte, WeightsError,
      r"damaged zip archive \(Bad CRC-32 for file 'archive/data\.pkl'\)$"),
     # a pickle that is not a state_dict of tensors

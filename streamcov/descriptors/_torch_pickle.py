@@ -98,6 +98,15 @@ class _TensorRef:
         if off < 0 or last >= data.size or any(st < 0 for st in stride):
             raise WeightsError(f"tensor view (offset {off}, size {size}, stride {stride}) runs outside its "
                                f"storage of {data.size} elements")
+        # a weight is its storage's elements, each once: a zero stride (or strides that overlap) spread one
+        # element over a tensor as large as the file asked for, 2 GiB from a 1-element storage, or a MemoryError
+        numel = 1
+        for n in size:
+            numel *= n
+        if any(st == 0 and n > 1 for n, st in zip(size, stride)) or numel > data.size:
+            raise WeightsError(f"tensor view (offset {off}, size {size}, stride {stride}) repeats the elements of "
+                               f"its storage of {data.size} elements (a zero or overlapping stride): not a weight "
+                               f"tensor")
         view = np.lib.stride_tricks.as_strided(data[off:], shape=size,
                                                strides=tuple(st * data.itemsize for st in stride), writeable=False)
         out = np.array(view, order="C")
@@ -278,12 +287,24 @@ def _read_legacy(f, size):
 def _read_zip(path):
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
+        # what a member may hold once decompressed: torch stores its members uncompressed, so no more than the
+        # archive (with room for a recompressed copy); a declared size past it is a zip bomb, read to the end
+        most = 4 * max(path.stat().st_size, 1 << 20)
+
+        def member_bytes(member: str, n: int | None = None) -> bytes:
+            info = zf.getinfo(member)
+            if info.file_size > most:
+                raise WeightsError(f"zip member {member} declares {info.file_size} bytes, more than its archive "
+                                   f"of {path.stat().st_size} bytes can hold (a zip bomb?)")
+            with zf.open(info) as fh:
+                return fh.read(info.file_size if n is None else min(n, info.file_size))
+
         pkl = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
         if len(pkl) != 1:
             raise WeightsError("zip weight file without a single <archive>/data.pkl")
         prefix = pkl[0][:-len("data.pkl")]
         bo = prefix + "byteorder"
-        if bo in names and zf.read(bo).strip() != b"little":
+        if bo in names and member_bytes(bo, 64).strip() != b"little":
             raise WeightsError("only little-endian weight files are supported")
         storages: dict = {}
 
@@ -293,14 +314,14 @@ def _read_zip(path):
                 member = f"{prefix}data/{st.key}"
                 if member not in names:
                     raise WeightsError(f"missing storage {member}")
-                raw = zf.read(member)
                 nbytes = st.numel * st.stype.dtype.itemsize
+                raw = member_bytes(member, nbytes)
                 if len(raw) < nbytes:
                     raise WeightsError(f"storage {member} is truncated")
                 st.data = np.frombuffer(raw[:nbytes], dtype=st.stype.dtype)
             return st
 
-        return safe_load(io.BytesIO(zf.read(pkl[0])), pload)
+        return safe_load(io.BytesIO(member_bytes(pkl[0])), pload)
 
 
 def read_state_dict(path) -> dict:
@@ -310,7 +331,7 @@ def read_state_dict(path) -> dict:
     path = Path(path)
     try:
         if zipfile.is_zipfile(path):
-            obj = _read_zip(path)
+            obj = _read_zip(path)   # (a Path: its size bounds what a member may hold)
         else:
             with open(path, "rb") as f:
                 obj = _read_legacy(f, path.stat().st_size)
