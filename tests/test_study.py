@@ -104,6 +104,8 @@ def test_study_flags_reach_the_study_table(tmp_path, monkeypatch):
 
 
 def test_parallel_accuracies_equal_serial(rng, tmp_path, monkeypatch):
+    import signal
+
     import streamcov._config as config
     from streamcov.features.registry import make_feature_map
     from streamcov.stream.sgd import train_sgd_arrays
@@ -126,23 +128,31 @@ def test_parallel_accuracies_equal_serial(rng, tmp_path, monkeypatch):
     real = study._seed_accuracy
 
     def recorded(*a):
+        import signal
+
+        sigint = signal.getsignal(signal.SIGINT)   # the workers ignore it: a Ctrl-C is the study's to handle
         with open(ran, "a") as f:
-            f.write(f"{os.getpid()} {a[-1]}\n")
+            f.write(f"{os.getpid()} {a[-1]} {-1 if callable(sigint) else int(sigint)}\n")
         return real(*a)
 
     monkeypatch.setattr(study, "_seed_accuracy", recorded)
     monkeypatch.setattr(config, "available_cores", lambda: 2)   # jobs=2 is not cut to one on a one-core machine
 
-    def fits():
-        lines = ran.read_text().split()
+    def fits(sigint):
+        lines = [line.split() for line in ran.read_text().splitlines()]
         ran.unlink()
-        return [(int(pid), int(threads)) for pid, threads in zip(lines[::2], lines[1::2])]
+        assert {int(s) for _, _, s in lines} == {sigint}
+        return [(int(pid), int(threads)) for pid, threads, _ in lines]
 
     args = (X, y, folds, np.arange(4), features, model, ["rgw", "rff"], [16, 64], 2)
     serial = accuracies(*args, jobs=1)
-    assert fits() == [(os.getpid(), 2)] * 8   # 2 maps x 2 nus x 2 seeds, here, on the cores there are
+    here = signal.getsignal(signal.SIGINT)   # (a test process may ignore it)
+    assert fits(-1 if callable(here) else int(here)) == [(os.getpid(), 2)] * 8   # 2 maps x 2 nus x 2 seeds, here,
+    # on the cores there are
     parallel = accuracies(*args, jobs=2)
-    in_parallel = fits()
+    # SIGINT ignored in the workers (each printed a KeyboardInterrupt traceback at a Ctrl-C), not here
+    in_parallel = fits(int(signal.SIG_IGN))
+    assert signal.getsignal(signal.SIGINT) is here   # put back
     # in worker processes, one thread each
     assert len(in_parallel) == 8 and all(pid != os.getpid() and threads == 1 for pid, threads in in_parallel)
     # every fit is seeded, so processes change nothing but the wall time

@@ -795,6 +795,23 @@ def _restore_environ(saved: dict) -> None:
 
 
 @contextlib.contextmanager
+def workers_ignore_sigint():
+    """SIGINT ignored while worker processes are spawned, which inherit that (Python installs its KeyboardInterrupt
+    handler only where SIGINT is not ignored): a terminal's Ctrl-C reaches the whole process group, and every
+    worker printed a KeyboardInterrupt traceback under the command's one line; the command stops its workers
+    itself. A Ctrl-C while they are spawned is lost: keep it short (loky's workers of ``study --jobs``: 30 ms).
+    Only from the main thread, where signals are handled."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:   # None: a handler set outside Python (none to put back but the default)
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
 def _sigint_held(held: list):
     """A Ctrl-C while a LocalCluster and its client are made held in ``held``, for the caller to deliver once the
     cluster is in the hands of its cleanup (:func:`deliver_held`): raised inside Dask's constructor it would
@@ -807,11 +824,8 @@ def _sigint_held(held: list):
         return
     previous = signal.getsignal(signal.SIGINT)
     if not callable(previous):
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
+        with workers_ignore_sigint():
             yield
-        finally:   # None: a handler set outside Python (none to put back but the default)
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
         return
 
     signal.signal(signal.SIGINT, lambda signum, frame: held.append(time.monotonic()))

@@ -275,6 +275,7 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
     from joblib import Parallel, delayed
 
     from .._config import available_cores
+    from ..stream.runtime import workers_ignore_sigint
 
     if learner == "svm":
         if exact is None:
@@ -295,9 +296,14 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
     threads = 1 if jobs > 1 else available_cores()
     runner = Parallel(n_jobs=jobs, return_as="generator") if jobs > 1 else None
     parent = os.getpid()
-    results = (runner(delayed(_in_worker)(parent, fn, V, y, folds, first, features, model, m, nu, s, threads)
-                      for m, nu, s in tasks) if runner is not None else
-               (fn(V, y, folds, first, features, model, m, nu, s, threads) for m, nu, s in tasks))
+    if runner is not None:
+        # loky spawns its workers in this call: with SIGINT ignored, which they inherit (a Ctrl-C printed a
+        # traceback of each under the command's line); this process ends them on its way out
+        with workers_ignore_sigint():
+            results = runner(delayed(_in_worker)(parent, fn, V, y, folds, first, features, model, m, nu, s, threads)
+                             for m, nu, s in tasks)
+    else:
+        results = (fn(V, y, folds, first, features, model, m, nu, s, threads) for m, nu, s in tasks)
     rows = []
     done: dict = {}
     for (m, nu, _), (acc, sec, width) in zip(tasks, results):
