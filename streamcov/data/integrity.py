@@ -35,10 +35,23 @@ def file_sha256(path) -> str:
     pretrained weights record of their files."""
     import hashlib
 
+    import os
+    import stat
+
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
+    # opened without blocking and then asked what it is: a pipe would wait for a writer (open) and a device such
+    # as /dev/zero never ends (read); neither is a file whose digest anything records
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb") as fh:
+            fd = None
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    finally:
+        if fd is not None:
+            os.close(fd)
     return h.hexdigest()
 
 

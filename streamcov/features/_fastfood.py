@@ -1,6 +1,8 @@
 """Fastfood features (Le, Sarlos, Smola 2013) for the Gaussian RBF kernel."""
 from __future__ import annotations
 
+from numbers import Integral
+
 import numba
 import numpy as np
 from sklearn.utils import check_random_state
@@ -118,6 +120,26 @@ class FastfoodSampler(_FourierBase):
         self._remember_params()
         return self
 
+    def check_fitted(self) -> None:
+        """ValueError when the fitted arrays do not fit together (a model file edited by hand):
+        :func:`~streamcov._kernels.fwht.fastfood_cos` indexes them without bounds checks."""
+        if not hasattr(self, "permutations_"):
+            return
+        dp, n_out = self.n_padded_, self._n_features_out
+        if not (isinstance(dp, Integral) and isinstance(n_out, Integral) and dp >= 1 and dp & (dp - 1) == 0 and n_out >= 1):
+            raise ValueError(f"n_padded_ = {dp!r} and n_components {n_out!r} are not a padded width and a count")
+        shape = (-(-n_out // dp), dp)
+        perm = self.permutations_
+        for name in ("signs_", "permutations_", "gaussians_", "scalings_"):
+            a = getattr(self, name)
+            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype.kind not in ("iu" if a is perm else "f"):
+                raise ValueError(f"{name} is not a {shape} array of "
+                                 f"{'indices' if a is perm else 'numbers'}")
+        if (perm.min() < 0 or perm.max() >= dp) or self.random_offset_.shape != (n_out,):
+            raise ValueError(f"permutations_ indices outside 0..{dp - 1}, or random_offset_ not of {n_out} numbers")
+        if not isinstance(self.n_features_in_, Integral) or not 1 <= self.n_features_in_ <= dp:
+            raise ValueError(f"n_features_in_ = {self.n_features_in_!r} does not fit the padded width {dp}")
+
     def transform(self, X):
         """Map ``X`` to ``sqrt(2 / D) cos(V x + b)``.
 
@@ -132,6 +154,7 @@ class FastfoodSampler(_FourierBase):
         """
         check_is_fitted(self)
         self._check_params_unchanged()
+        self.check_fitted()
         X = np.ascontiguousarray(_validate_data(self, X, reset=False))
         n_out = self._n_features_out
         out = np.empty((X.shape[0], n_out), dtype=X.dtype)

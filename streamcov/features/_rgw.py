@@ -197,6 +197,16 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
     ``k(x', 0)`` where ``sq`` (squared norms of the rows) is given; a ValueError when a feature is not
     finite. The degrees of a Maclaurin-type map reach tens: inputs of large norm overflow, and a NaN
     would otherwise flow silently into a learner."""
+    starts = np.asarray(starts)
+    # grouped_products reads z[:, starts[j]:starts[j + 1]] without bounds checks: the fitted arrays (a model file's,
+    # edited) must give each feature a slice within z's columns, one per output column
+    if (starts.ndim != 1 or starts.dtype.kind not in "iu" or np.ndim(scales) != 1 or len(scales) != out.shape[1]
+            or len(starts) != len(scales) + 1 or starts[0] != 0 or starts[-1] != z.shape[1]
+            or (np.diff(starts) < 0).any()):
+        raise ValueError(f"{name}: the fitted group starts ({starts.dtype} array of shape {starts.shape}) do not "
+                         f"split its {z.shape[1]} projections into {out.shape[1]} features of "
+                         f"{np.shape(scales)[0] if np.ndim(scales) == 1 else np.shape(scales)} scales; the map "
+                         f"is damaged")
     run_parallel(grouped_products, z, starts, scales.astype(out.dtype), out)
     if sq is not None:
         with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below

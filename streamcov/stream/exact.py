@@ -110,8 +110,30 @@ class GaussianKernelSVC(FitParams, ClassifierMixin, BaseEstimator):
         self._remember_params()
         return self
 
+    def check_fitted(self) -> None:
+        """ValueError when the fitted arrays do not fit together (a model file edited by hand): libsvm reads
+        the SVC's without bounds checks, and a support index past the training rows reads past the kernel."""
+        svc = getattr(self, "svc_", None)
+        if svc is None:
+            return
+        check_fitted_svc(svc)
+        n_train, width = getattr(self, "n_train_", None), getattr(self, "n_features_in_", None)
+        if not (isinstance(n_train, Integral) and not isinstance(n_train, bool) and n_train >= 1):
+            raise ValueError(f"n_train_ = {n_train!r} is not a count of training rows")
+        if svc.kernel != "precomputed" or tuple(svc.shape_fit_) != (n_train, n_train):
+            raise ValueError(f"svc_ is not an SVC of a precomputed kernel on the {n_train} training rows "
+                             f"(kernel {svc.kernel!r}, shape_fit_ {tuple(svc.shape_fit_)})")
+        sv = np.asarray(getattr(self, "support_vectors_", None))
+        if sv.ndim != 2 or sv.shape != (len(svc.support_), width) or sv.dtype.kind != "f":
+            raise ValueError(f"support_vectors_ of shape {sv.shape} ({sv.dtype}) for {len(svc.support_)} support "
+                             f"vectors of {width} features")
+        if not np.array_equal(np.asarray(self.classes_), np.asarray(svc.classes_)):
+            raise ValueError(f"classes_ {np.asarray(self.classes_).tolist()} differ from svc_.classes_ "
+                             f"{np.asarray(svc.classes_).tolist()}")
+
     def _kernel(self, X):
         check_is_fitted(self)
+        self.check_fitted()
         # sigma, blocks, views and the head's settings are read again here: changed after fit (set_params), the
         # fitted support vectors and dual coefficients met another kernel and predictions moved without a word
         self._check_params_unchanged()
@@ -127,6 +149,53 @@ class GaussianKernelSVC(FitParams, ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         K = self._kernel(X)
         return self.svc_.decision_function(K)
+
+
+def check_fitted_svc(svc) -> None:
+    """ValueError when a fitted scikit-learn SVC's arrays do not fit together: libsvm's predict reads them
+    without bounds checks (a dual coefficient matrix narrower than the support vectors crashed the process)."""
+    def arr(name, kind, ndim):
+        a = getattr(svc, name, None)
+        if not isinstance(a, np.ndarray) or (kind and a.dtype.kind not in kind) or a.ndim != ndim:
+            raise ValueError(f"svc {name} is not a {ndim}-D array of {'integers' if kind == 'iu' else 'numbers'}")
+        return a
+
+    classes = arr("classes_", "", 1)
+    k = len(classes)
+    n_support = arr("_n_support", "iu", 1)
+    support = arr("support_", "iu", 1)
+    if k < 2 or len(n_support) != k or (n_support < 0).any():
+        raise ValueError(f"svc _n_support {n_support.tolist()} does not count the support vectors of {k} classes")
+    n_sv = int(n_support.sum())
+    if len(support) != n_sv:
+        raise ValueError(f"svc has {len(support)} support indices but _n_support counts {n_sv}")
+    pairs = k * (k - 1) // 2
+    for name in ("_dual_coef_", "dual_coef_"):
+        if arr(name, "f", 2).shape != (k - 1, n_sv):
+            raise ValueError(f"svc {name} of shape {getattr(svc, name).shape}, not ({k - 1}, {n_sv}) for {k} "
+                             f"classes and {n_sv} support vectors")
+    for name in ("_intercept_", "intercept_"):
+        if arr(name, "f", 1).shape != (pairs,):
+            raise ValueError(f"svc {name} holds {len(getattr(svc, name))} numbers, not {pairs} (one per pair of "
+                             f"its {k} classes)")
+    for name in ("_probA", "_probB"):
+        if len(arr(name, "f", 1)) not in (0, pairs):
+            raise ValueError(f"svc {name} holds {len(getattr(svc, name))} numbers, not 0 or {pairs}")
+    if getattr(svc, "_sparse", False) is not False:
+        raise ValueError("svc was fitted on sparse data, which a model file does not hold")
+    shape_fit = tuple(getattr(svc, "shape_fit_", ()))
+    if len(shape_fit) != 2 or not all(isinstance(n, Integral) and not isinstance(n, bool) and n >= 1
+                                      for n in shape_fit):
+        raise ValueError(f"svc shape_fit_ {shape_fit} is not the shape of its training data")
+    sv = arr("support_vectors_", "f", 2)
+    if svc.kernel == "precomputed":
+        # the support indices pick the columns of the precomputed kernel: its training rows
+        if n_sv and (support.min() < 0 or support.max() >= shape_fit[0]):
+            raise ValueError(f"svc support_ indices outside the {shape_fit[0]} training rows")
+        if sv.size:
+            raise ValueError("svc of a precomputed kernel holds support vectors")
+    elif sv.shape != (n_sv, getattr(svc, "n_features_in_", None)):
+        raise ValueError(f"svc support_vectors_ of shape {sv.shape}, not ({n_sv}, {svc.n_features_in_})")
 
 
 HEAD_COMBINES = ("product", "sum")

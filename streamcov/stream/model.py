@@ -175,7 +175,8 @@ def atomic_write_npz(path: Path, arrays: dict) -> None:
 
 # what reading a checkpoint raises when its file is damaged (truncated, edited): it is then a cache that is
 # not used, and training starts again
-UNREADABLE_CHECKPOINT = (OSError, ValueError, KeyError, zipfile.BadZipFile)
+# (RecursionError: a checkpoint_json nested too deeply to parse)
+UNREADABLE_CHECKPOINT = (OSError, ValueError, KeyError, zipfile.BadZipFile, RecursionError)
 
 
 def checkpoint_arrays(arrays: dict, doc: dict) -> dict:
@@ -190,7 +191,10 @@ def read_checkpoint(npz) -> tuple[dict, dict]:
     """``(doc, arrays)`` of an open checkpoint written by :func:`checkpoint_arrays`; ValueError when the file
     was edited since (coefficients or state changed by hand: a model that was never trained), or was written
     without its digests."""
-    doc = json.loads(npz["checkpoint_json"].tobytes().decode())
+    try:
+        doc = json.loads(npz["checkpoint_json"].tobytes().decode())
+    except RecursionError:
+        raise ValueError("checkpoint_json is nested too deeply to be a checkpoint's description") from None
     arrays = {k: npz[k] for k in npz.files if k != "checkpoint_json"}
     if (not isinstance(doc, dict) or doc.get("doc_sha256") != doc_sha256_of(doc)
             or doc.get("arrays_sha256") != arrays_sha256(arrays)):
@@ -381,6 +385,145 @@ def _draw_again(desc: dict, redraw: dict, arrays: dict) -> None:
         arrays[key] = drawn[key]
 
 
+def _named_arrays(desc) -> set:
+    """The array names (members of model.npz) that an estimator's description and its nested ones name."""
+    out: set = set()
+    if isinstance(desc, dict):
+        if isinstance(desc.get("arrays"), dict):
+            out |= {v for v in desc["arrays"].values() if isinstance(v, str)}
+        if isinstance(desc.get("estimators"), dict):
+            for sub in desc["estimators"].values():
+                out |= _named_arrays(sub)
+    return out
+
+
+def _zip_damage(path: Path) -> str | None:
+    """What is wrong with the zip file at ``path`` (its directory, a member's CRC), or None; its members are read
+    in blocks, none of them kept in memory."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except Exception as exc:   # noqa: BLE001 - whatever a damaged file raises is what is said of it
+        return f"{exc.__class__.__name__}: {exc}"
+    return None if bad is None else f"BadZipFile: Bad CRC-32 for file {bad!r}"
+
+
+def _check_npz_members(npath: Path, jpath: Path, doc: dict) -> None:
+    """Refuse, before any member is read, a model.npz holding members its description does not name, or
+    members whose declared (uncompressed) sizes are not those of their arrays or exceed this machine's memory:
+    a member of gigabytes of zeros compresses to a few kilobytes."""
+    from .._config import _size, total_memory
+
+    named = set().union(*(_named_arrays(doc.get(part)) for part in ("feature_map", "scaler", "classifier")))
+    total = 0
+    try:
+        with zipfile.ZipFile(npath) as zf:
+            for info in zf.infolist():
+                name = info.filename.removesuffix(".npy")
+                if name not in named:
+                    raise ModelError(f"{npath}: holds {info.filename!r}, which {jpath.name} does not name; a "
+                                     f"model.npz holds the arrays of its model alone: train the model again")
+                with zf.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                              else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = header(fh)
+                    size = int(np.prod(shape, dtype=object)) * dtype.itemsize + fh.tell()
+                # (an object array is left to np.load, which refuses it unread: allow_pickle=False)
+                if not dtype.hasobject and size != info.file_size:
+                    raise ModelError(f"{npath}: member {info.filename!r} declares {info.file_size} bytes but "
+                                     f"holds a {dtype} array of shape {tuple(shape)}; the file is damaged: train "
+                                     f"the model again")
+                total += info.file_size
+    except ModelError:
+        raise
+    except Exception as exc:   # not a zip file, a damaged header: said as np.load would say it
+        raise ModelError(f"{npath}: unreadable ({exc.__class__.__name__}: {exc}); the file is damaged: train "
+                         f"the model again") from None
+    limit = total_memory()
+    if limit and total > limit:
+        raise ModelError(f"{npath}: its arrays take {_size(total)}, more than the {_size(limit)} of memory this "
+                         f"process may use; predict on a machine with more memory, or train a smaller model")
+
+
+def _estimators(est, name: str):
+    """``(name, estimator)`` of ``est`` and of the allow-listed estimators it holds (an SVC inside the exact SVM,
+    the blocks of a block sum), depth first."""
+    yield name, est
+    for key, value in vars(est).items():
+        if type(value).__name__ in ALLOWED and value is not est:
+            yield from _estimators(value, f"{name}'s {key}")
+
+
+def _check_internals(est) -> None:
+    """ValueError when a fitted estimator's arrays do not fit together where compiled code reads them without
+    bounds checks: a scikit-learn SVC's support vectors and dual coefficients (libsvm), and what the
+    estimator's own ``check_fitted`` checks (the index arrays of numba kernels)."""
+    from sklearn.svm import SVC
+
+    if type(est) is SVC and hasattr(est, "support_"):
+        from .exact import check_fitted_svc
+
+        check_fitted_svc(est)
+    check = getattr(est, "check_fitted", None)
+    if callable(check):
+        check()
+
+
+def _check_info(info, where) -> None:
+    """The provenance predict reads (:func:`~streamcov.stream.predict.predict`) is of the form a run writes."""
+    def bad(key, value, expected):
+        raise ModelError(f"{where}: info.{key} = {value!r} is not {expected}; the model's description is damaged: "
+                         f"train the model again")
+
+    def integer(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not isinstance(info, dict):
+        bad("", info, "a table")
+    block = info.get("block")
+    if block is not None and not (integer(block) and block >= 1):
+        bad("block", block, "a whole number of rows >= 1")
+    seed = info.get("seed")
+    if seed is not None and not integer(seed):
+        bad("seed", seed, "a whole number")
+    for key in ("store_path", "pixel_dtype", "rows_sha256"):
+        if info.get(key) is not None and not isinstance(info[key], str):
+            bad(key, info[key], "a string")
+    fold = info.get("fold")
+    if fold is not None and not (isinstance(fold, str) or integer(fold)):
+        bad("fold", fold, "a fold name")
+    for key in ("store", "source_record"):
+        if info.get(key) is not None and not isinstance(info[key], dict):
+            bad(key, info[key], "a table")
+    scale = info.get("pixel_scale")
+    if scale is not None and not (isinstance(scale, (int, float)) and not isinstance(scale, bool)
+                                  and np.isfinite(scale)):
+        bad("pixel_scale", scale, "a finite number")
+    size = info.get("image_size")
+    if size is not None and not (isinstance(size, dict) and set(size) == {"height", "width"} and all(
+            isinstance(v, list) and len(v) == 2 and all(integer(x) and x >= 1 for x in v) and v[0] <= v[1]
+            for v in size.values())):
+        bad("image_size", size, "a table of height and width, each [smallest, largest] in pixels")
+    split = info.get("split")
+    if split is not None:
+        from ..tasks.schema import SplitTable
+
+        if not isinstance(split, dict):
+            bad("split", split, "a [split] table")
+        # as a run saves it: every key, unused ones None or at their default
+        given = {k: v for k, v in split.items()
+                 if v is not None and not (k in SplitTable.model_fields and v == SplitTable.model_fields[k].default)}
+        try:
+            SplitTable.model_validate(given)
+        except ValueError as exc:
+            errors = exc.errors() if callable(getattr(exc, "errors", None)) else []
+            detail = (f"split.{'.'.join(map(str, errors[0]['loc']))}: {errors[0]['msg']}" if errors and errors[0]['loc']
+                      else errors[0]['msg'] if errors else str(exc))
+            raise ModelError(f"{where}: info.split is not a [split] table ({detail}); the model's description is "
+                             f"damaged: train the model again") from None
+
+
 def _run_note(folder: Path) -> str:
     """What the run whose output holds (or is) ``folder`` said of its model, when it saved none (a method that
     compares images pairwise has no vector per image: ``result.json``'s ``model_note``)."""
@@ -495,12 +638,18 @@ class FittedPipeline:
             raise ModelError(f"{folder}: {what} (a run writes its model into <output>/model)" + _run_note(folder))
         for path in (jpath, npath):
             if not path.is_file():
+                if path.exists():   # a pipe would wait for a writer and a device (/dev/zero) never ends
+                    raise ModelError(f"{path}: not a regular file (a pipe, a device or a link to one); a model "
+                                     f"folder holds model.json and model.npz as files: train the model again")
                 raise ModelError(f"{path}: missing; a model folder holds model.json and model.npz: train "
                                  f"the model again")
         try:
             doc = json.loads(jpath.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ModelError(f"{jpath}: not valid JSON ({exc}); the file is damaged: train the model again") from None
+        except RecursionError:
+            raise ModelError(f"{jpath}: nested too deeply to be a model's description (not a streamcov model); "
+                             f"train the model again") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ModelError(f"{jpath}: not a streamcov model (format "
                              f"{doc.get('format') if isinstance(doc, dict) else None!r})")
@@ -512,6 +661,20 @@ class FittedPipeline:
             raise ModelError(f"{jpath}: edited after it was saved (it is not the description its SHA-256, "
                              f"doc_sha256, was taken of); a model's description is not edited: train the model "
                              f"again")
+        # the digest first, and the members' declared sizes: a file of another model (or one grown by a member of
+        # gigabytes of zeros, compressed to nothing) is refused before anything of it is read into memory
+        digest = doc.get("arrays_sha256")
+        try:
+            if digest is not None and digest != file_sha256(npath):
+                damage = _zip_damage(npath)   # a truncated file, a flipped byte: said as such
+                if damage:
+                    raise ModelError(f"{npath}: unreadable ({damage}); the file is damaged: train the model again")
+                raise ModelError(f"{npath}: not the model.npz that {jpath.name} was saved with (its SHA-256 "
+                                 f"differs): the files come from different runs, or one was replaced: train the "
+                                 f"model again")
+        except OSError as exc:
+            raise ModelError(f"{npath}: unreadable ({exc}); train the model again") from None
+        _check_npz_members(npath, jpath, doc)
         try:
             with np.load(npath, allow_pickle=False) as npz:
                 # read every member now: an object (pickled) array, a truncated file or a
@@ -520,10 +683,6 @@ class FittedPipeline:
         except Exception as exc:
             raise ModelError(f"{npath}: unreadable ({exc.__class__.__name__}: {exc}); the file is "
                              f"damaged: train the model again") from None
-        digest = doc.get("arrays_sha256")
-        if digest is not None and digest != file_sha256(npath):
-            raise ModelError(f"{npath}: not the model.npz that {jpath.name} was saved with (its SHA-256 differs): "
-                             f"the files come from different runs, or one was replaced: train the model again")
         try:
             source = doc.get("source")
             if source is None:   # version 1: skeleton models only
@@ -565,18 +724,30 @@ class FittedPipeline:
         names = self.label_names
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
             raise ModelError(f"{where}: label_names must be distinct class names, got {names!r}")
-        for part, est in (("feature map", self.feature_map), ("scaler", self.scaler), ("classifier", self.classifier)):
-            if est is None:
+        _check_info(self.info, where)
+        for part, top in (("feature map", self.feature_map), ("scaler", self.scaler), ("classifier", self.classifier)):
+            if top is None:
                 continue
-            try:
-                if hasattr(est, "_validate_params"):
-                    est._validate_params()
-            except (TypeError, ValueError) as exc:
-                raise ModelError(f"{where}: the {part} has an invalid parameter ({exc})") from None
-            for attr, value in vars(est).items():
-                if isinstance(value, np.ndarray) and value.dtype.kind in "fc" and not np.isfinite(value).all():
-                    raise ModelError(f"{where}: the {part}'s {attr} holds non-finite numbers; the model is damaged: "
-                                     f"train it again")
+            for owner, est in _estimators(top, part):
+                try:
+                    if hasattr(est, "_validate_params"):
+                        est._validate_params()
+                except (TypeError, ValueError) as exc:
+                    raise ModelError(f"{where}: the {owner} has an invalid parameter ({exc})") from None
+                for attr, value in vars(est).items():
+                    # (classes: said below; objects: refused by save, never read by load)
+                    if isinstance(value, np.ndarray) and value.dtype.kind not in "biufcO" and attr != "classes_":
+                        raise ModelError(f"{where}: the {owner}'s {attr} holds {value.dtype} values, not numbers; "
+                                         f"the model is damaged: train it again")
+                    if ((isinstance(value, np.ndarray) and value.dtype.kind in "fc" and not np.isfinite(value).all())
+                            or (isinstance(value, float) and not np.isfinite(value))):
+                        raise ModelError(f"{where}: the {owner}'s {attr} holds non-finite numbers; the model is "
+                                         f"damaged: train it again")
+                try:   # the arrays a compiled kernel (libsvm, numba) indexes without bounds checks
+                    _check_internals(est)
+                except (TypeError, ValueError) as exc:
+                    raise ModelError(f"{where}: the {owner} is inconsistent ({exc}); the model is damaged: train "
+                                     f"it again") from None
         scale = getattr(self.scaler, "scale_", None)
         if scale is not None and not (np.asarray(scale) > 0).all():
             raise ModelError(f"{where}: the scaler's scale_ holds values <= 0; the model is damaged: train it again")
@@ -608,6 +779,9 @@ class FittedPipeline:
                              f"({', '.join(map(str, classes[:3].tolist()))}{', ...' if len(classes) > 3 else ''}), "
                              f"not the integer codes of the label names; fit it on integer codes (the index of each "
                              f"row's label in label_names)")
+        if classes.ndim != 1 or (len(classes) > 1 and not (np.diff(classes) > 0).all()):
+            raise ModelError(f"{where}: the classifier's classes {classes.tolist()} are not distinct and in increasing "
+                             f"order (as a fitted classifier keeps them); the model is damaged: train it again")
         if classes.min() < 0 or classes.max() >= len(self.label_names):
             raise ModelError(f"{where}: classifier classes {classes.tolist()} do not index the "
                              f"{len(self.label_names)} label names")
@@ -625,6 +799,6 @@ class FittedPipeline:
             # in model.json): one prediction now, rather than a crash in the middle of the store
             try:
                 self.predict_codes(np.zeros((1, int(width))))
-            except (AttributeError, TypeError, ValueError, IndexError) as exc:
+            except (AttributeError, TypeError, ValueError, IndexError, MemoryError) as exc:
                 raise ModelError(f"{where}: the model cannot predict ({exc.__class__.__name__}: {exc}); it is "
                                  f"damaged or assembled from different runs: train it again") from None

@@ -619,6 +619,9 @@ class SkeletonSource:
                 isinstance(v, list) and v and all(isinstance(j, int) and not isinstance(j, bool) and 0 <= j < n
                                                   for j in v) for v in roles.values()):
             raise ValueError(f"roles must name lists of joints in 0..{n - 1}, got {roles!r}")
+        names = spec.get("joint_names")
+        if names is not None and not (isinstance(names, list) and all(isinstance(j, str) for j in names)):
+            raise ValueError(f"joint_names must be a list of joint names, got {names!r}")
         swap = spec.get("mirror_swap")
         if swap is not None and (not isinstance(swap, list) or sorted(swap) != list(range(n))
                                  or any(swap[swap[j]] != j for j in range(n))):

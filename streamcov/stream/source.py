@@ -46,6 +46,8 @@ SOURCE_KINDS = {"skeleton": ("streamcov.stream.skeleton", "SkeletonSource"),
 
 def block_bounds(n: int, block: int) -> np.ndarray:
     """Row indices where blocks start, plus the end: ``[0, b, 2b, ..., n]``."""
+    if int(block) != block or block < 1:
+        raise ValueError(f"block must be a whole number of rows >= 1, got {block!r}")
     edges = np.arange(0, n, int(block), dtype=np.int64)
     return np.append(edges, n)
 
