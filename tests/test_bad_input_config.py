@@ -208,7 +208,7 @@ def test_a_bug_in_the_own_checks_of_read_image_is_not_called_a_damaged_image(tmp
     monkeypatch.setattr(imageio, helper, broken)
     path = tmp_path / ("x.ppm" if helper == "_ppm_maxval" else "x.png")
     Image.fromarray(_rng_image((8, 8, 3))).save(path)
-    with pytest.raises(RuntimeError, match=rf"^streamcov's broken failed \(IndexError: tuple index out of range\)$"):
+    with pytest.raises(RuntimeError, match=r"^streamcov's broken failed \(IndexError: tuple index out of range\)$"):
         imageio.read_image(path)
 
 
