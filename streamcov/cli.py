@@ -592,6 +592,15 @@ def _sigterm_interrupts():
         sys.unraisablehook = previous_hook
 
 
+def _to_devnull(fd: int) -> None:
+    """``fd`` pointed at /dev/null (a stream whose reader has gone); the descriptor opened for it closed."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
 class _StderrReaderMayLeave:
     """``sys.stderr`` while a command runs: when the reader of a piped stderr has gone (`2>&1 >out.json | ...`
     whose reader ended), stderr is pointed at /dev/null and the command goes on. The first note or warning
@@ -602,7 +611,7 @@ class _StderrReaderMayLeave:
 
     def _gone(self) -> None:
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+            _to_devnull(self._stream.fileno())
 
     def write(self, text):
         try:
@@ -679,7 +688,7 @@ def _main(args, StreamcovError, command_line) -> int:
             return _internal_error(args.command)
         # the reader of stdout left (`streamcov info STORE | head`): nothing is wrong, nothing to say;
         # stdout goes to /dev/null so that the interpreter's own flush at exit does not fail again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _to_devnull(sys.stdout.fileno())
         return 141   # a pipe's writer ended by SIGPIPE: 128 + 13
     except Exception as exc:
         _settle_zarr()

@@ -289,6 +289,26 @@ def int_arg(keyword: str, value, note: str = "") -> int:
     return int(value)
 
 
+# how deep tables and arrays may lie within each other in a pipeline file, a --set or a splits file: a
+# pipeline's values lie a few levels deep, and the readers that walk them recurse (thousands of levels were a
+# RecursionError traceback)
+MAX_DEPTH = 64
+DEEP = f"nested too deeply (tables or arrays more than {MAX_DEPTH} levels within each other)"
+
+
+def too_deep(value, limit: int = MAX_DEPTH) -> bool:
+    """Whether tables or lists lie more than ``limit`` levels within each other in ``value`` (walked without
+    recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list, tuple)):
+            if depth >= limit:
+                return True
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def toml_error(name, exc: Exception) -> "ConfigError":
     """A TOML syntax error as one line: ``file, line L, column C: invalid TOML: ...``."""
     import re

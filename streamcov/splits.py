@@ -28,7 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, did_you_mean, ingest_option, toml_error, toml_value
+from .errors import DEEP, ConfigError, did_you_mean, ingest_option, too_deep, toml_error, toml_value
+
+# the protocols of :func:`folds` (``split.kind``)
+SPLIT_KINDS = ("subject-parity", "subjects", "leave-one-subject-out", "subject-splits-file", "store",
+               "stratified-kfold", "per-class", "leave-objects-out", "group-kfold")
 
 
 SPLIT_FILE_KEYS = ("train_subjects", "test_subjects")
@@ -174,8 +178,6 @@ def folds(split, labels, groups, *, group_names=None, subject_names=None, store_
             raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
         except RecursionError:   # (tomllib's parse of arrays thousands deep)
             doc = None
-        from .tasks.config import DEEP, too_deep
-
         if doc is None or too_deep(doc):
             raise ConfigError(f"{path}: {DEEP}; a splits file holds [[split]] tables of train_subjects = [..] and "
                               f"test_subjects = [..]")

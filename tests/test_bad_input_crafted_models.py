@@ -135,7 +135,7 @@ def info(key, value, where="info"):
     (info("block", "abc"), r"info\.block = 'abc' is not a whole number of rows >= 1"),
     (info("seed", "abc"), r"info\.seed = 'abc' is not a whole number"),
     (info("split", "abc"), r"info\.split = 'abc' is not a \[split\] table"),
-    (info("split", {"kind": "nope"}), r"info\.split is not a \[split\] table \(split\.kind: Input should be"),
+    (info("split", {"kind": "nope"}), r"info\.split\.kind = 'nope' is not a kind of split \(subject-parity, "),
     (info("image_size", {"height": 5}), r"info\.image_size = \{'height': 5\} is not a table of height and width"),
     (info("pixel_scale", "x"), r"info\.pixel_scale = 'x' is not a finite number"),
     (info("store_path", 5), r"info\.store_path = 5 is not a string"),
@@ -145,6 +145,18 @@ def info(key, value, where="info"):
         "pixel-scale", "store-path", "joint-names"])
 def test_provenance_of_the_wrong_form_is_refused(models, tmp_path, edit, pattern):
     refused(models, craft(models["rgw"], tmp_path / "m", edit), pattern)
+
+
+def test_a_split_table_its_protocol_cannot_read_is_refused_on_the_training_store(models, tmp_path):
+    """A ``[split]`` table of a known kind whose values the protocol cannot read (edited): predict on the
+    model's training store, where it reads the table to find the test rows, says so in one line."""
+    model = craft(models["rgw"], tmp_path / "m",
+                  info("split", {"kind": "subjects", "train_subjects": 5, "test_subjects": [2]}))
+    FittedPipeline.load(model)   # the kind is one of the protocols: the rest is read by the protocol
+    rc, err, _ = cli("predict", model, models["store"], "--out", tmp_path / "p.csv", "--scheduler", "synchronous")
+    assert_one_line_error(rc, err, r"^streamcov predict: error: the model's model\.json: info\.split cannot be read "
+                                   r"as a \[split\] table \(\w+Error: .*\); the model's description is damaged: "
+                                   r"train the model again$")
 
 
 def test_block_bounds_refuses_blocks_below_one():

@@ -382,6 +382,7 @@ def test_the_workers_of_a_local_cluster_ignore_sigint_and_a_users_preload_stays(
 
     from streamcov.stream.runtime import WORKER_PRELOAD, dask_runtime
 
+    here = signal.getsignal(signal.SIGINT)   # (a test process may ignore it)
     with dask.config.set({"distributed.worker.preload": ["json"]}):
         with dask_runtime("local-cluster", 1) as rt:
             client = rt.client
@@ -391,4 +392,40 @@ def test_the_workers_of_a_local_cluster_ignore_sigint_and_a_users_preload_stays(
             assert set(client.run(lambda: int(signal.getsignal(signal.SIGINT))).values()) == {int(signal.SIG_IGN)}
             assert set(map(tuple, client.run(lambda dask_worker: [p.name for p in dask_worker.preloads]).values())) \
                 == {("json", WORKER_PRELOAD)}
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is here   # put back
+
+
+def test_the_loggers_held_for_overlapping_local_clusters_come_back_after_the_last():
+    """Two local clusters overlapping (runs in a notebook's threads): the second's hold saved CRITICAL as the
+    level to put back, and the loggers stayed silenced for good."""
+    import logging
+
+    from streamcov.stream.runtime import _hold_distributed_logs, _release_distributed_logs
+
+    before = {n: logging.getLogger(n).level for n in ("distributed", "asyncio")}
+    a = _hold_distributed_logs()
+    b = _hold_distributed_logs()
+    _release_distributed_logs(a)
+    assert {n: logging.getLogger(n).level for n in before} == {n: logging.CRITICAL for n in before}   # b runs
+    _release_distributed_logs(b)
+    assert {n: logging.getLogger(n).level for n in before} == before
+
+
+WORKER = "streamcov.stream._worker_preload"
+
+
+@pytest.mark.parametrize("preload, argv, expected", [
+    (None, None, ([WORKER], [])),
+    ("mymod", None, (["mymod", WORKER], [])),                          # one name: not spread into letters
+    (["a"], ["--x"], (["a", WORKER], ["--x"])),                       # one argument list for every preload
+    (["a", "b"], [["--x"], []], (["a", "b", WORKER], [["--x"], [], []])),   # one per preload: ours takes none
+])
+def test_the_workers_preloads_keep_the_users(preload, argv, expected):
+    """A user's Dask preload given as one name was spread into its letters (each worker imported ``m``), and
+    arguments given one list per preload lacked ours: every worker failed to start."""
+    import dask
+
+    from streamcov.stream.runtime import _worker_preloads
+
+    with dask.config.set({"distributed.worker.preload": preload, "distributed.worker.preload-argv": argv}):
+        assert _worker_preloads(dask) == expected

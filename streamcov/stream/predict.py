@@ -717,10 +717,19 @@ def _model_fold(model, store):
     from ..splits import folds, rows_sha256
 
     info = model.info
-    for name, train, test in folds(info["split"], store.labels, store.groups,
-                                   group_names=getattr(store, "group_names", None), store_split=store.split,
-                                   split_names=store.split_names, seed=int(info.get("seed", 0)),
-                                   label_names=store.label_names):
+    try:
+        fold_masks = folds(info["split"], store.labels, store.groups,
+                           group_names=getattr(store, "group_names", None), store_split=store.split,
+                           split_names=store.split_names, seed=int(info.get("seed", 0)),
+                           label_names=store.label_names)
+    except StreamcovError:   # the protocol's own refusals, in its words
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        # a table a run wrote reads; one that does not is an edited description
+        raise ModelError(f"the model's model.json: info.split cannot be read as a [split] table "
+                         f"({exc.__class__.__name__}: {str(exc)[:120]}); the model's description is damaged: train "
+                         f"the model again") from None
+    for name, train, test in fold_masks:
         if name == info.get("fold"):
             recorded = info.get("rows_sha256")   # absent in models saved before it was recorded
             if recorded is not None and recorded != rows_sha256(train, test):

@@ -884,31 +884,57 @@ def deliver_held(held: list, signum=signal.SIGTERM) -> None:
         time.sleep(1.0)
 
 
-def _hold_distributed_logs() -> dict:
-    """The ``distributed`` and ``asyncio`` loggers held at CRITICAL while a LocalCluster of this process runs;
-    their levels before are returned for :func:`_release_distributed_logs`. ``silence_logs`` quiets only the
-    stream handlers Dask adds to the ``distributed`` logger, which it adds only when the root logger has none: in
-    a session whose user configured logging (``logging.basicConfig``), the in-process scheduler's and nannies'
-    INFO lines (about 35 a run) went up to the user's handlers. ``asyncio`` logs the in-process scheduler's
-    handlers that failed as the cluster closed under them (a scatter to a worker already removed, on Ctrl-C):
-    "Task exception was never retrieved" and a traceback under the command's one line."""
-    levels = {}
-    for name in ("distributed", "asyncio"):
-        levels[name] = logging.getLogger(name).level
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    return levels
+def _worker_preloads(dask) -> tuple[list, list]:
+    """``(preload, preload_argv)`` of a LocalCluster's workers: the user's (Dask's configuration: one name or a
+    list, and their arguments, one list for all or one per preload) and :data:`WORKER_PRELOAD`, which takes none.
+    A name given alone was spread into its letters, and one list per preload lacked ours: the workers failed to
+    start."""
+    user = dask.config.get("distributed.worker.preload", None) or []
+    user = [user] if isinstance(user, str) else list(user)
+    argv = dask.config.get("distributed.worker.preload-argv", None) or []
+    if isinstance(argv, str):
+        argv = [argv]
+    argv = list(argv)
+    if argv and isinstance(argv[0], (list, tuple)):   # one list per preload: ours takes none
+        argv = [*map(list, argv), []]
+    return [*user, WORKER_PRELOAD], argv
 
 
-def _release_distributed_logs(levels: dict | None) -> None:
-    if not levels:
+_LOGS_HELD = {"clusters": 0, "levels": {}}   # local clusters running in this process, the loggers' levels before
+_LOGS_LOCK = threading.Lock()
+
+
+def _hold_distributed_logs() -> bool:
+    """The ``distributed`` and ``asyncio`` loggers held at CRITICAL while a LocalCluster of this process runs
+    (the first of overlapping ones, in a notebook's threads, saves their levels; the last puts them back:
+    :func:`_release_distributed_logs`). ``silence_logs`` quiets only the stream handlers Dask adds to the
+    ``distributed`` logger, which it adds only when the root logger has none: in a session whose user
+    configured logging (``logging.basicConfig``), the in-process scheduler's and nannies' INFO lines (about 35
+    a run) went up to the user's handlers. ``asyncio`` logs the in-process scheduler's handlers that failed as
+    the cluster closed under them (a scatter to a worker already removed, on Ctrl-C): "Task exception was never
+    retrieved" and a traceback under the command's one line."""
+    with _LOGS_LOCK:
+        if _LOGS_HELD["clusters"] == 0:
+            _LOGS_HELD["levels"] = {name: logging.getLogger(name).level for name in ("distributed", "asyncio")}
+            for name in _LOGS_HELD["levels"]:
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+        _LOGS_HELD["clusters"] += 1
+    return True
+
+
+def _release_distributed_logs(held: bool) -> None:
+    if not held:
         return
     import gc
 
     # a failed task sits in a reference cycle with its traceback: it says "never retrieved" when the cycle is
     # collected, at any later moment; collected now, while the loggers are held
     gc.collect()
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
+    with _LOGS_LOCK:
+        _LOGS_HELD["clusters"] -= 1
+        if _LOGS_HELD["clusters"] == 0:
+            for name, level in _LOGS_HELD["levels"].items():
+                logging.getLogger(name).setLevel(level)
 
 
 def _cluster_runtime(scheduler, workers, Client, LocalCluster):
@@ -917,7 +943,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
 
     cluster = None
     environ = None
-    log_levels = None   # the loggers' levels before a local cluster (_hold_distributed_logs)
+    logs_held = False   # the loggers held for a local cluster (_hold_distributed_logs)
     held: list = []   # a SIGTERM received while the cluster was made (_sigterm_held)
     held_int: list = []   # a Ctrl-C received then (_sigint_held)
     if scheduler == "local-cluster":
@@ -936,7 +962,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # a nanny restarting a worker sets them again), so that the caller's later subprocesses do not inherit
         # the workers' malloc policy
         environ = {k: os.environ.get(k) for k in (*spawn, "PYTHONHASHSEED")}
-        log_levels = _hold_distributed_logs()
+        logs_held = _hold_distributed_logs()
         # the malloc policy of _config.WORKER_MALLOC_ENV, read by the nannies when they spawn the workers; also
         # set here, since a nanny lets a variable already in this environment win over its pre-spawn-environ
         # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
@@ -952,10 +978,11 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                 try:
                     # the preload in the workers' options, not the configuration: a worker started later (scale)
                     # runs it too; a preload of the user's configuration kept
-                    preload = [*(dask.config.get("distributed.worker.preload", None) or []), WORKER_PRELOAD]
+                    preload, preload_argv = _worker_preloads(dask)
                     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
-                                           silence_logs=logging.CRITICAL, preload=preload)
+                                           silence_logs=logging.CRITICAL, preload=preload,
+                                           preload_argv=preload_argv)
                 except (RuntimeError, OSError, TimeoutError) as exc:   # "Cluster failed to start": say why, once
                     cause = exc.__cause__ or exc.__context__ or exc
                     said = " ".join(str(cause).split())[:200] or cause.__class__.__name__
@@ -970,7 +997,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                     cluster.close()
                     raise
         except BaseException:
-            _release_distributed_logs(log_levels)
+            _release_distributed_logs(logs_held)
             raise
         finally:
             _restore_environ(environ)
@@ -1036,11 +1063,13 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         with client.as_current():
             yield rt
     finally:
-        if cluster is None:   # a user's cluster: the plugin goes, and its teardown restores the workers
-            with contextlib.suppress(Exception):
-                client.unregister_worker_plugin(PLUGIN_NAME)
-        client.close()
-        if cluster is not None:
-            cluster.close()
-            _restore_environ(environ)
-            _release_distributed_logs(log_levels)
+        try:
+            if cluster is None:   # a user's cluster: the plugin goes, and its teardown restores the workers
+                with contextlib.suppress(Exception):
+                    client.unregister_worker_plugin(PLUGIN_NAME)
+            client.close()
+            if cluster is not None:
+                cluster.close()
+                _restore_environ(environ)
+        finally:   # also when a close fails, or a second Ctrl-C interrupts it
+            _release_distributed_logs(logs_held)

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import (ConfigError, NotSPDError, StreamcovError, arg, did_you_mean, path_arg, say_note, toml_error,
-                      toml_value)
+from ..errors import (DEEP, MAX_DEPTH, ConfigError, NotSPDError, StreamcovError, arg, did_you_mean, path_arg,
+                      say_note, too_deep, toml_error, toml_value)
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -104,26 +104,6 @@ def refuse_unrepresentable(value, where, path: tuple = ()) -> None:
         refuse_unrepresentable(v, where, (*path, k))
 
 
-# how deep tables and arrays may lie within each other in a pipeline file, a --set or a splits file: a
-# pipeline's values lie a few levels deep, and the readers that walk them recurse (thousands of levels were a
-# RecursionError traceback)
-MAX_DEPTH = 64
-DEEP = f"nested too deeply (tables or arrays more than {MAX_DEPTH} levels within each other)"
-
-
-def too_deep(value, limit: int = MAX_DEPTH) -> bool:
-    """Whether tables or lists lie more than ``limit`` levels within each other in ``value`` (walked without
-    recursion)."""
-    stack = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, (dict, list, tuple)):
-            if depth >= limit:
-                return True
-            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return False
-
-
 def _quoted_hint(text: str, flag: str, key: str | None) -> str:
     """The assignment written again with ``text`` quoted, when ``text`` reads as text (a path, words): a shell
     removes the double quotes of ``--set data.store="/x.zarr"``, so a value the user did quote arrives bare."""
@@ -133,6 +113,12 @@ def _quoted_hint(text: str, flag: str, key: str | None) -> str:
         name = flag.split(" ", 1)[0]
         return f", e.g. {name} '{key}=\"{text}\"' (in a shell, single quotes around it keep the double quotes)"
     return f", e.g. '{key}=\"{text}\"'"
+
+
+def _short(flag: str, keep: int = 120) -> str:
+    """A flag shown in a message, cut to ``keep`` characters (a value thousands of brackets deep was a line of
+    10,000)."""
+    return flag if len(flag) <= keep else f"{flag[:keep]}... ({len(flag)} characters)"
 
 
 def parse_value(text: str, flag: str | None = None, key: str | None = None):
@@ -155,8 +141,8 @@ def parse_value(text: str, flag: str | None = None, key: str | None = None):
                               f"({', '.join(k for k in doc if k != 'v')}); give one value per --set")
         value = doc["v"]
     except RecursionError:
-        raise ConfigError(f"{flag}: the value is {DEEP}; give a number, text, or a list or table a few levels "
-                          f"deep") from None
+        raise ConfigError(f"{_short(flag)}: the value is {DEEP}; give a number, text, or a list or table a few "
+                          f"levels deep") from None
     except tomllib.TOMLDecodeError:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", text):
             return text
@@ -164,8 +150,8 @@ def parse_value(text: str, flag: str | None = None, key: str | None = None):
                           f"booleans as true, lists as [0, 1] and text in double quotes"
                           f"{_quoted_hint(text, flag, key)}") from None
     if too_deep(value, MAX_DEPTH - (len(key.split(".")) if key else 0)):
-        raise ConfigError(f"{flag}: the value is {DEEP}; give a number, text, or a list or table a few levels "
-                          f"deep")
+        raise ConfigError(f"{_short(flag)}: the value is {DEEP}; give a number, text, or a list or table a few "
+                          f"levels deep")
     refuse_unrepresentable(value, lambda _: flag, tuple(key.split(".")) if key else ())
     return value
 
@@ -225,8 +211,8 @@ def apply_override(raw: dict, assignment: str, origins: dict | None = None, earl
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"{flag}: empty key; write section.key=value, e.g. model.epochs=30")
     if len(parts) > MAX_DEPTH:
-        raise ConfigError(f"{flag}: the key has {len(parts)} parts, {DEEP}; write section.key=value, e.g. "
-                          f"model.epochs=30")
+        raise ConfigError(f"{_short(flag)}: the key has {len(parts)} parts, {DEEP}; write section.key=value, "
+                          f"e.g. model.epochs=30")
     value = parse_value(text, flag, ".".join(parts))
     if value == {}:
         node = raw

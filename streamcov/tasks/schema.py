@@ -33,6 +33,7 @@ from ..data.synth import NOISE_MAX
 from ..descriptors.skeleton import RBF_MATRICES, RBF_NO_MEAN
 from ..structured.hsic import MAX_DEGREE
 from ..errors import did_you_mean, toml_value
+from ..splits import SPLIT_KINDS
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # a Gaussian bandwidth: its square and 1 / (2 sigma^2) must be ordinary floats (1e-300 squares to 0 and
@@ -64,8 +65,6 @@ STUDY_MAPS = ("rgw", "rff", "orf", "qmc", "maclaurin", "fastfood", "nystroem")
 SGD_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge", "perceptron", "squared_error",
               "huber", "epsilon_insensitive", "squared_epsilon_insensitive")
 LEARNING_RATES = ("optimal", "constant", "invscaling", "adaptive", "pa1", "pa2")
-SPLIT_KINDS = ("subject-parity", "subjects", "leave-one-subject-out", "subject-splits-file", "store",
-               "stratified-kfold", "per-class", "leave-objects-out", "group-kfold")
 
 
 class Table(BaseModel):
