@@ -812,63 +812,57 @@ def workers_ignore_sigint():
 
 
 @contextlib.contextmanager
-def _sigint_held(held: list):
-    """A Ctrl-C while a LocalCluster and its client are made held in ``held``, for the caller to deliver once the
-    cluster is in the hands of its cleanup (:func:`deliver_held`): raised inside Dask's constructor it would
-    leave a half-made cluster. SIGINT used to be ignored then, so that the workers inherited that; the Ctrl-C
-    was lost and the run went on. The workers now ignore it themselves (:data:`WORKER_PRELOAD`). Only from the
-    main thread, where signals are handled, and where SIGINT has a handler of Python's; else it is ignored while
-    the workers start, as before."""
-    if threading.current_thread() is not threading.main_thread():
+def _signal_held(signum, held: list, again=None):
+    """A signal that arrives while a LocalCluster and its client are made recorded in ``held``, not raised
+    inside Dask's constructor (Ctrl-C's KeyboardInterrupt, the command's Terminated for SIGTERM: see
+    :func:`streamcov.cli._sigterm_interrupts`), which left a half-made cluster that Dask's exit hook then failed
+    to close: a 28-line traceback under the command's line. The caller delivers it again once the cluster is in
+    the hands of its cleanup (:func:`deliver_held`); so does a start that fails with the signal held (a SIGTERM
+    to the whole process group kills the nannies' workers too, and the cluster fails to start): the command ends
+    as interrupted or terminated, not with Dask's failure. ``again(first)``: what a further one does while one is
+    held (SIGTERM's echo rule, :func:`streamcov._config.sigterm_again`). Only a handler of Python's, in the main
+    thread, is replaced; with another the caller decides."""
+    previous = signal.getsignal(signum) if threading.current_thread() is threading.main_thread() else None
+    if not callable(previous):
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous):
-        with workers_ignore_sigint():
-            yield
-        return
 
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append(time.monotonic()))
+    def hold(signo, frame):
+        if held and again is not None:
+            again(held[0])
+        held.append(time.monotonic())
+
+    signal.signal(signum, hold)
     try:
         yield
     except BaseException:
-        # the start failed with a Ctrl-C held: the command ends as interrupted, not with Dask's failure
-        signal.signal(signal.SIGINT, previous)
-        deliver_held(held, signal.SIGINT)
+        signal.signal(signum, previous)
+        deliver_held(held, signum)
         raise
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
 
 
 @contextlib.contextmanager
-def _sigterm_held(held: list):
-    """A SIGTERM that arrives while a LocalCluster and its client are made is recorded in ``held``, not raised
-    (by the command's handler, :func:`streamcov.cli._sigterm_interrupts`) inside Dask's constructor, which left
-    a half-made cluster that Dask's exit hook then failed to close: a 28-line traceback under the command's
-    line. The caller delivers it again once the cluster is in the hands of its cleanup. Only a handler of
-    Python's is replaced (with the default action the process ends at once, as it would have)."""
-    previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
-    if not callable(previous):
-        yield
+def _sigint_held(held: list):
+    """A Ctrl-C while a LocalCluster and its client are made held in ``held`` (:func:`_signal_held`). SIGINT used
+    to be ignored then, so that the workers inherited that; the Ctrl-C was lost and the run went on. The workers
+    now ignore it themselves (:data:`WORKER_PRELOAD`). Where SIGINT has no handler of Python's (the default
+    action, in the main thread), it is ignored while the workers start, as before."""
+    main = threading.current_thread() is threading.main_thread()
+    if main and not callable(signal.getsignal(signal.SIGINT)):
+        with workers_ignore_sigint():
+            yield
         return
-
-    def hold(signum, frame):
-        # one held; its echo (GNU timeout sends two) too; one sent on purpose later ends the process at once
-        if held:
-            sigterm_again(held[0])
-        held.append(time.monotonic())
-
-    signal.signal(signal.SIGTERM, hold)
-    try:
+    with _signal_held(signal.SIGINT, held):
         yield
-    except BaseException:
-        # the start failed with the signal held (a SIGTERM to the whole process group kills the nannies' workers
-        # too, and the cluster fails to start): the command ends as terminated, not with Dask's failure
-        signal.signal(signal.SIGTERM, previous)
-        deliver_held(held)
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+
+def _sigterm_held(held: list):
+    """A SIGTERM while a LocalCluster and its client are made held in ``held`` (:func:`_signal_held`); a further
+    one within a second is its echo (GNU timeout sends two), a later one ends the process at once. With the
+    default action the process ends at once, as it would have."""
+    return _signal_held(signal.SIGTERM, held, sigterm_again)
 
 
 def deliver_held(held: list, signum=signal.SIGTERM) -> None:
