@@ -309,6 +309,17 @@ def too_deep(value, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def loads_within_depth(loads, text: str, limit: int = MAX_DEPTH):
+    """``loads(text)`` (a TOML parse: its TOMLDecodeError raised), or None when its tables and arrays lie more
+    than ``limit`` levels within each other, a parse that recursed past Python's limit included (thousands of
+    levels). The one rule of pipeline files, ``--set`` values and splits files (:data:`DEEP` says it)."""
+    try:
+        doc = loads(text)
+    except RecursionError:
+        return None
+    return None if too_deep(doc, limit) else doc
+
+
 def toml_error(name, exc: Exception) -> "ConfigError":
     """A TOML syntax error as one line: ``file, line L, column C: invalid TOML: ...``."""
     import re

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DEEP, ConfigError, did_you_mean, ingest_option, too_deep, toml_error, toml_value
+from .errors import DEEP, ConfigError, did_you_mean, ingest_option, loads_within_depth, toml_error, toml_value
 
 # the protocols of :func:`folds` (``split.kind``)
 SPLIT_KINDS = ("subject-parity", "subjects", "leave-one-subject-out", "subject-splits-file", "store",
@@ -171,14 +171,12 @@ def folds(split, labels, groups, *, group_names=None, subject_names=None, store_
             raise ConfigError(f"split.file = {toml_value(path)}: not found (kind subject-splits-file)")
         try:
             text = Path(path).read_text(encoding="utf-8-sig")   # a BOM as editors write it
-            doc = tomllib.loads(text)
+            doc = loads_within_depth(tomllib.loads, text)
         except tomllib.TOMLDecodeError as exc:
             raise toml_error(path, exc) from None
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start})") from None
-        except RecursionError:   # (tomllib's parse of arrays thousands deep)
-            doc = None
-        if doc is None or too_deep(doc):
+        if doc is None:
             raise ConfigError(f"{path}: {DEEP}; a splits file holds [[split]] tables of train_subjects = [..] and "
                               f"test_subjects = [..]")
         _no_unknown_keys(path, text, doc)

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import (DEEP, MAX_DEPTH, ConfigError, NotSPDError, StreamcovError, arg, did_you_mean, path_arg,
-                      say_note, too_deep, toml_error, toml_value)
+from ..errors import (DEEP, MAX_DEPTH, ConfigError, NotSPDError, StreamcovError, arg, did_you_mean,
+                      loads_within_depth, path_arg, say_note, toml_error, toml_value)
 from .registry import get_task
 
 # keys that moved; an old pipeline file gets told where they went
@@ -134,24 +134,22 @@ def parse_value(text: str, flag: str | None = None, key: str | None = None):
     if not text:
         raise ConfigError(f"{flag}: empty value; give a TOML literal, e.g. 2000, true, \"text\" or [0, 1]")
     try:
-        doc = loads(f"v = {text}")
-        if set(doc) != {"v"}:   # a line break in the value: what follows it was a key of its own, dropped silently
-            shown = flag.replace("\r", "\\r").replace("\n", "\\n")   # the error stays one line
-            raise ConfigError(f"{shown}: the value holds a line break followed by more TOML "
-                              f"({', '.join(k for k in doc if k != 'v')}); give one value per --set")
-        value = doc["v"]
-    except RecursionError:
-        raise ConfigError(f"{_short(flag)}: the value is {DEEP}; give a number, text, or a list or table a few "
-                          f"levels deep") from None
+        # the value one level below the document's table, and as deep as its key leaves room for
+        doc = loads_within_depth(loads, f"v = {text}", MAX_DEPTH + 1 - (len(key.split(".")) if key else 0))
     except tomllib.TOMLDecodeError:
         if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", text):
             return text
         raise ConfigError(f"{flag}: value {text!r} is not a TOML literal; write numbers as 2000, "
                           f"booleans as true, lists as [0, 1] and text in double quotes"
                           f"{_quoted_hint(text, flag, key)}") from None
-    if too_deep(value, MAX_DEPTH - (len(key.split(".")) if key else 0)):
+    if doc is None:
         raise ConfigError(f"{_short(flag)}: the value is {DEEP}; give a number, text, or a list or table a few "
                           f"levels deep")
+    if set(doc) != {"v"}:   # a line break in the value: what follows it was a key of its own, dropped silently
+        shown = flag.replace("\r", "\\r").replace("\n", "\\n")   # the error stays one line
+        raise ConfigError(f"{shown}: the value holds a line break followed by more TOML "
+                          f"({', '.join(k for k in doc if k != 'v')}); give one value per --set")
+    value = doc["v"]
     refuse_unrepresentable(value, lambda _: flag, tuple(key.split(".")) if key else ())
     return value
 
@@ -449,13 +447,10 @@ def read_toml(path=None, text: str | None = None, name: str | None = None):
                               f"the file as UTF-8") from None
     name = str(path) if path is not None else name or "<pipeline text>"
     try:
-        raw = loads(text)
+        raw = loads_within_depth(loads, text)
     except tomllib.TOMLDecodeError as exc:
         raise toml_error(name, exc) from None
-    except RecursionError:
-        raise ConfigError(f"{name}: {DEEP}; a pipeline's tables and values lie a few levels deep: check the "
-                          f"file") from None
-    if too_deep(raw):
+    if raw is None:
         raise ConfigError(f"{name}: {DEEP}; a pipeline's tables and values lie a few levels deep: check the "
                           f"file")
     origins = Origins(name, key_lines(text), _written(raw))
