@@ -132,7 +132,8 @@ class ImageStore(RaggedStore):
         bad = np.flatnonzero((h < 1) | (w < 1) | ((c != 1) & (c != 3)) | (h.astype(np.float64) * w * c != sizes))
         if len(bad):
             i = int(bad[0])
-            raise StoreError(f"{self.path}: array 'shapes' gives image {i} the shape {tuple(int(v) for v in self.shapes[i])} "
+            shape = tuple(int(v) for v in self.shapes[i])
+            raise StoreError(f"{self.path}: array 'shapes' gives image {i} the shape {shape} "
                              f"(height, width, channels: each at least 1, channels 1 or 3) for its {int(sizes[i])} "
                              f"pixels; {damaged}")
 

@@ -17,6 +17,7 @@ and is the public entry point.
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import zipfile
 
@@ -100,10 +101,7 @@ class _TensorRef:
                                f"storage of {data.size} elements")
         # a weight is its storage's elements, each once: a zero stride (or strides that overlap) spread one
         # element over a tensor as large as the file asked for, 2 GiB from a 1-element storage, or a MemoryError
-        numel = 1
-        for n in size:
-            numel *= n
-        if any(st == 0 and n > 1 for n, st in zip(size, stride)) or numel > data.size:
+        if any(st == 0 and n > 1 for n, st in zip(size, stride)) or math.prod(size) > data.size:
             raise WeightsError(f"tensor view (offset {off}, size {size}, stride {stride}) repeats the elements of "
                                f"its storage of {data.size} elements (a zero or overlapping stride): not a weight "
                                f"tensor")

@@ -126,7 +126,8 @@ class FastfoodSampler(_FourierBase):
         if not hasattr(self, "permutations_"):
             return
         dp, n_out = self.n_padded_, self._n_features_out
-        if not (isinstance(dp, Integral) and isinstance(n_out, Integral) and dp >= 1 and dp & (dp - 1) == 0 and n_out >= 1):
+        if not (isinstance(dp, Integral) and isinstance(n_out, Integral) and dp >= 1 and dp & (dp - 1) == 0
+                and n_out >= 1):
             raise ValueError(f"n_padded_ = {dp!r} and n_components {n_out!r} are not a padded width and a count")
         shape = (-(-n_out // dp), dp)
         perm = self.permutations_

@@ -227,8 +227,9 @@ def fit_feature_map(params: dict, seed: int, n_features: int, sample: np.ndarray
 
 def check_map_on_rows(params: dict, fmap, rows: np.ndarray, scale: float = 1.0, cut_rows=None) -> None:
     """Warn of what a fitted map does to training ``rows``: a bandwidth far below their distances
-    (:func:`warn_narrow_bandwidth`), and an RGW series cut short of their norms (:func:`~streamcov.features._series.cut_series`,
-    on ``cut_rows`` when given, e.g. the whole fit sample), in the words of the ``[features]`` table. A map drawn
+    (:func:`warn_narrow_bandwidth`), and an RGW series cut short of their norms
+    (:func:`~streamcov.features._series.cut_series`, on ``cut_rows`` when given, e.g. the whole fit sample), in
+    the words of the ``[features]`` table. A map drawn
     from the width alone (an uncentred RGW) is fitted on no rows, so its own fit cannot see either: the caller
     checks a few training rows (:func:`streamcov.stream.featurize.featurize`); ``features.max_degree = 3`` at
     ``sigma = 0.125`` had lost a tenth of the accuracy without a word."""

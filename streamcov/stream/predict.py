@@ -249,8 +249,8 @@ def _check_out(out_csv: Path, model_dir: Path, name: str, inputs: Path | None = 
     if _written_by_predict(out_csv):   # an earlier run of the same command: replaced
         return
     if (out_csv.parent / OUTPUT_MARKER).exists():
-        raise ConfigError(f"{name}: a file of the run in {out_csv.parent} (not predictions), which the predictions would "
-                          f"replace; write them to a new file or elsewhere, e.g. "
+        raise ConfigError(f"{name}: a file of the run in {out_csv.parent} (not predictions), which the predictions "
+                          f"would replace; write them to a new file or elsewhere, e.g. "
                           f"{_default_out(model_dir, out_csv.stem)}")
     if inputs is not None and inputs.is_dir() and inputs.resolve() in out_csv.resolve().parents:
         what = "an image" if out_csv.suffix.lower() in IMAGE_EXTENSIONS else "a file"
