@@ -36,6 +36,7 @@ class GlobalCenterScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         sqrt of the mean squared norm of the centred rows, ``sqrt(sum(m2_) / n)``
         (1 when the rows are all equal).
     n_samples_seen_ : int
+    n_features_in_ : int
     """
 
     _parameter_constraints: dict = {}

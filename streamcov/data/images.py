@@ -193,7 +193,8 @@ def unflatten(flat: np.ndarray, shape) -> np.ndarray:
 
 
 def open_image_store(path) -> ImageStore:
-    """Open a complete image store; raises :class:`~streamcov.errors.IncompleteStoreError` otherwise."""
+    """Open a complete image store; raises :class:`~streamcov.errors.StoreError` otherwise
+    (:class:`~streamcov.errors.IncompleteStoreError` for one whose writing was cut)."""
     return ImageStore(path)
 
 
@@ -211,6 +212,9 @@ class ImageStoreWriter(RaggedStoreWriter):
         being resumed keeps its own: another value given here is refused.
     mode : {"create", "resume", "restart"}
         As :class:`~streamcov.data.ragged.RaggedStoreWriter`.
+    record : dict, optional
+        Where the images come from (folder, reader options): an interrupted
+        ingestion resumes only with the same record.
     """
 
     def __init__(self, path, source: str, pixel_dtype: str = "uint8",

@@ -144,7 +144,8 @@ class SequenceStore(RaggedStore):
 
 
 def open_store(path) -> SequenceStore:
-    """Open a complete skeleton store; raises :class:`~streamcov.errors.IncompleteStoreError` otherwise."""
+    """Open a complete skeleton store; raises :class:`~streamcov.errors.StoreError` otherwise
+    (:class:`~streamcov.errors.IncompleteStoreError` for one whose writing was cut)."""
     return SequenceStore(path_arg("path", path, "STORE", "the folder of a store (written by `streamcov ingest`)"))
 
 

@@ -365,6 +365,23 @@ class CovarianceOperator(_ImageTransformer):
     scaling : {"global", "per-feature"}, default="global"
     random_state : int, RandomState instance or None, default=0
         Seeds the random frequencies; resolved once in ``fit`` (``seed_``).
+
+    Attributes
+    ----------
+    seed_ : int
+        The seed of the frequencies, resolved from ``random_state``.
+    frequencies_ : ndarray of shape (n_features_in_, n_frequencies)
+        K1's frequencies with the feature scale folded in: the raw pixel features ``x`` enter as ``x @ W``.
+    scale_ : ndarray of shape (n_features_in_,)
+        The pixel features' scale measured by ``fit`` (one value repeated with
+        ``scaling="global"``, each feature's standard deviation with ``"per-feature"``).
+    pixel_scale_ : float
+        The images' pixel scale at ``fit``: 1 for integer images (read as 0 to 1), the
+        largest ``|pixel|`` of float images; ``transform`` refuses images on another scale.
+    n_features_in_ : int
+        Per-pixel features (not pixels: the images may have any size).
+    n_features_out_ : int
+        ``D (2 D + 1)``: the upper triangle of the 2D x 2D operator.
     """
 
     _parameter_constraints: dict = {
@@ -424,6 +441,19 @@ class RegionCovariance(_ImageTransformer):
     gamma : float, default=1e-3
     log : bool, default=True
     scaling : {"global", "per-feature"}, default="global"
+
+    Attributes
+    ----------
+    scale_ : ndarray of shape (n_features_in_,)
+        The pixel features' scale measured by ``fit`` (one value repeated with
+        ``scaling="global"``, each feature's standard deviation with ``"per-feature"``).
+    pixel_scale_ : float
+        The images' pixel scale at ``fit``: 1 for integer images (read as 0 to 1), the
+        largest ``|pixel|`` of float images; ``transform`` refuses images on another scale.
+    n_features_in_ : int
+        Per-pixel features (not pixels: the images may have any size).
+    n_features_out_ : int
+        ``d (d + 1) / 2`` for ``d = n_features_in_``: the upper triangle of the covariance.
     """
 
     _parameter_constraints: dict = {

@@ -102,6 +102,7 @@ class RGWSampler(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         ``transform`` replaces by the per-sample ``exp(-||x'||^2 / (2 sigma^2))``).
     mean_ : ndarray of shape (n_features_in_,)
         The mean of the fitted X (only with ``center=True``).
+    n_features_in_ : int
     """
 
     # the only fitted array that depends on the rows of ``fit``; the rest is drawn from random_state

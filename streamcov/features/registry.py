@@ -431,6 +431,7 @@ class BlockSumFeatures(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMi
     blocks_ : list of [width, weight]
         The blocks mapped (``blocks``, or the one block of the default).
     n_blocks_ : int
+    n_features_in_ : int
     """
 
     _parameter_constraints: dict = {

@@ -60,6 +60,7 @@ class GaussianKernelSVC(FitParams, ClassifierMixin, BaseEstimator):
     support_vectors_ : ndarray (n_SV, n_features)
     n_train_ : int
     classes_ : ndarray
+    n_features_in_ : int
     """
 
     _parameter_constraints: dict = {

@@ -1258,6 +1258,13 @@ def train_lbfgs(source, y, train_mask, classes, estimator, *, runtime=None, scal
     checkpoint : path, optional
         Written after every iteration (in the background); with ``resume``
         and a matching ``fingerprint`` the run continues from it.
+    resume : bool, default=False
+        Continue from ``checkpoint`` when it exists and its fingerprint matches;
+        otherwise (or when False) start afresh.
+    fingerprint : str, default=""
+        What the fit depends on (data, split, parameters); a checkpoint written
+        under another fingerprint, or under other partition constants, is not
+        resumed from.
     progress : bool
         Show a progress bar of the L-BFGS iterations (up to ``estimator.max_iter``).
     require_spread : bool
@@ -1570,7 +1577,12 @@ class LBFGSClassifier(ClassifierMixin, BaseEstimator):
     validation_loss_curve_ : ndarray
         Validation loss at the same points (with ``validation_fraction > 0``).
     best_iter_ : int
-        Iteration of the lowest validation loss, whose coefficients are kept.
+        Iteration of the lowest validation loss, whose coefficients are kept (with
+        ``validation_fraction > 0``).
+    grad_max_ : float
+        Largest absolute entry of the objective's gradient at the end, the number ``tol`` is
+        checked against (in the span's coordinates when the fit ran in the span of the rows:
+        :func:`train_lbfgs`).
     stop_reason_ : str
         ``converged`` (gradient below ``tol``), ``stalled`` (relative decrease
         below 64 eps), ``max_iter``, ``early_stopping`` or ``line_search`` (no

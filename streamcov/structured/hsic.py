@@ -577,6 +577,7 @@ class HSICKernelTransform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         ``{"params": [...], "mean_alignment": [...]}`` when a CV ran.
     X_fit_ : ndarray
         Rows the coefficients were fitted on (the columns of ``transform``).
+    n_features_in_ : int
 
     Notes
     -----

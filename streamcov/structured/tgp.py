@@ -251,6 +251,9 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
     cv_results_ : dict or None
         ``{"params": [(d1, d2), ...], "mean_mae": [...]}`` when degrees were
         cross-validated.
+    local_ : bool
+        True when ``approximation="local"`` is in force (more rows than ``max_train``):
+        ``predict`` then uses, per test row, the exact TGP of its ``max_train`` nearest training inputs.
     n_features_in_ : int
     """
 

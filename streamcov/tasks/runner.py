@@ -30,7 +30,8 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     output : path, optional
         Output folder (default: the pipeline's ``output``).
     scheduler, workers :
-        ``threads`` (default), ``synchronous``, ``local-cluster`` (``workers``
+        None (default): the pipeline's ``[dask] scheduler`` (itself ``threads`` by default); ``threads``,
+        ``synchronous``, ``local-cluster`` (``workers``
         single-threaded worker processes) or a scheduler address
         ``tcp://HOST:PORT``, or a ``distributed.Client`` or cluster object of the caller's (its scheduler's
         address: the caller's client is left as it is); ``workers`` alone means a LocalCluster of that many.
