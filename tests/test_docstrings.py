@@ -34,8 +34,8 @@ def _estimators() -> dict:
     return found
 
 
-def documented(cls) -> list[str]:
-    """The names of the ``Attributes`` section of ``cls``'s docstring (``a_, b_ : type`` gives two)."""
+def documented(cls, section: str = "Attributes") -> list[str]:
+    """The names of a section of ``cls``'s docstring (``a_, b_ : type`` gives two)."""
     doc = inspect.getdoc(cls) or ""
     lines = ("    " + line for line in doc.splitlines())   # getdoc strips the common indent: put it back
     names, inside = [], False
@@ -43,10 +43,11 @@ def documented(cls) -> list[str]:
         stripped = line.strip()
         if inside and stripped and set(stripped) == {"-"}:
             continue
-        if stripped == "Attributes":
+        if stripped == section:
             inside = True
             continue
-        if inside and stripped in ("Notes", "Examples", "See Also", "References", "Methods"):
+        if inside and stripped in ("Parameters", "Attributes", "Notes", "Examples", "See Also", "References",
+                                   "Methods"):
             break
         match = _ENTRY.match(line) if inside else None
         if match:
@@ -120,9 +121,20 @@ def test_documented_attributes_are_the_fitted_ones(name):
     assert not missing, f"{name}: under Attributes but set by no fit: {missing}"
 
 
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_documented_parameters_are_the_signature(name):
+    cls = ESTIMATORS[name]
+    signature = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    assert documented(cls, "Parameters") == signature
+
+
 def test_the_parser_reads_entries_of_two_names_and_templates():
     class Doc(BaseEstimator):
         """Doc.
+
+        Parameters
+        ----------
+        p : int
 
         Attributes
         ----------
@@ -137,3 +149,4 @@ def test_the_parser_reads_entries_of_two_names_and_templates():
         """
 
     assert documented(Doc) == ["a_", "b_", "block{b}_", "c_"]
+    assert documented(Doc, "Parameters") == ["p"]
