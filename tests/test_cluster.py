@@ -273,6 +273,43 @@ def test_unreachable_scheduler_is_an_error(synth_store, tmp_path, monkeypatch):
         assert int(da.ones(4).sum().compute(scheduler="threads")) == 4
         assert int(da.ones(4).sum().compute()) == 4
 
+def test_a_failed_connection_leaves_no_thread_or_descriptor(synth_store, tmp_path, monkeypatch):
+    """Each run given an address where no scheduler answers (refused, or accepted and silent) left the IO
+    loop thread of Dask's half-made client running, with 3 descriptors: a notebook retrying a mistyped port
+    gained a thread and 3 descriptors per try. The second and third tries now leave what the first left."""
+    import os
+    import socket
+    import threading
+
+    import dask
+    import distributed  # noqa: F401  (its config defaults loaded before dask.config.set)
+
+    import streamcov.stream.runtime as runtime
+    from streamcov.errors import StreamcovError
+
+    def held():
+        for t in threading.enumerate():   # the run gave up on its connecting thread: let it end
+            if t.name == "streamcov-connect":
+                t.join(10)
+        return threading.active_count(), len(os.listdir("/proc/self/fd"))
+
+    monkeypatch.setattr(runtime, "CONNECT_GRACE", 0.5)
+    with socket.socket() as s:  # a free port, closed again: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        refused = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    with socket.socket() as mute, dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)
+        silent = f"tcp://127.0.0.1:{mute.getsockname()[1]}"
+        counts = []
+        for _ in range(3):
+            for address in (refused, silent):
+                with pytest.raises(StreamcovError, match=r"^scheduler='tcp://127.0.0.1:\d+': "):
+                    run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=address)
+            counts.append(held())
+    assert counts[1] == counts[0] and counts[2] == counts[0], f"(threads, descriptors) after each try: {counts}"
+
+
 def test_the_security_of_a_client_given_as_scheduler_goes_to_the_runs_own_client(monkeypatch):
     """A tls:// cluster's client given as the scheduler: the run's own client connected to its address without
     its certificates and was refused (TypeError: TLS expects a ssl_context). The given object's security is kept
@@ -296,6 +333,7 @@ def test_the_security_of_a_client_given_as_scheduler_goes_to_the_runs_own_client
             made.append((address, kwargs))
 
     monkeypatch.setattr(runtime, "_SECURITY", {})
+    monkeypatch.setattr(runtime, "_handshake", lambda *a: True)   # no server to probe: Fake stands for Client
     assert runtime._address_of(Given()) == "tls://127.0.0.1:8786"
     runtime._connect(Fake, "tls://127.0.0.1:8786")
     runtime._connect(Fake, "tcp://127.0.0.1:8786")

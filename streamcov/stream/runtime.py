@@ -628,6 +628,10 @@ def _connect(Client, scheduler: str):
                 box["client"] = client
 
     wait = _connect_timeout(dask, parse_timedelta)
+    if scheduler.startswith(("tcp://", "tls://")):
+        answered = _handshake(scheduler, wait, wait + CONNECT_GRACE)
+        if not answered:
+            raise _no_answer(scheduler, wait)
     t = threading.Thread(target=connect, name="streamcov-connect", daemon=True)
     t.start()
     try:
@@ -637,12 +641,61 @@ def _connect(Client, scheduler: str):
             if t.is_alive() or "client" not in box:
                 box["abandoned"] = True
     if t.is_alive():
-        raise StreamcovError(f"{arg('scheduler', scheduler)}: something accepted the connection but no Dask "
-                             f"scheduler answered in {wait + CONNECT_GRACE:g} s; give the scheduler's address (its "
-                             f"default port is 8786; 8787 is its dashboard)")
+        raise _no_answer(scheduler, wait)
     if "error" in box:
         raise box["error"]
     return box["client"]
+
+
+def _no_answer(scheduler: str, wait: float) -> StreamcovError:
+    return StreamcovError(f"{arg('scheduler', scheduler)}: something accepted the connection but no Dask "
+                          f"scheduler answered in {wait + CONNECT_GRACE:g} s; give the scheduler's address (its "
+                          f"default port is 8786; 8787 is its dashboard)")
+
+
+def _handshake(scheduler: str, wait: float, limit: float) -> bool:
+    """Whether the Dask server at the tcp:// or tls:// address ``scheduler`` completes Dask's handshake within
+    ``limit`` seconds (False: something accepted the connection and said nothing); Dask's own error of a
+    refused or timed-out connection (``wait`` seconds of retries, an OSError) is raised as ``Client`` raises it.
+
+    ``Client`` waits forever for the handshake of a port that accepts and says nothing (a dashboard's 8787),
+    and its IO loop thread and descriptors then stay for the life of the process: a notebook retrying the
+    address gained one of each per try. This probe runs in an event loop of its own, in a thread (a notebook's
+    thread has a running loop), and cancels the handshake it gives up on, so nothing of it stays. Anything
+    but an OSError (a malformed address, tls:// without its settings) is left to ``Client``, which says it."""
+    import asyncio
+    import threading
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    security = _SECURITY.get(scheduler) or Security()
+    box: dict = {}
+
+    async def probe():
+        task = asyncio.ensure_future(connect(scheduler, timeout=wait, **security.get_connection_args("client")))
+        done, _ = await asyncio.wait({task}, timeout=limit)
+        if not done:
+            task.cancel()
+            box["answered"] = False
+            return
+        await task.result().close()   # raises Dask's error of the connection, if it failed
+        box["answered"] = True
+
+    def run():
+        try:
+            asyncio.run(probe())
+        except OSError as exc:
+            box["error"] = exc
+        except Exception:   # noqa: BLE001 - Client(...) raises it again, in the words its callers expect
+            box["answered"] = True
+
+    t = threading.Thread(target=run, name="streamcov-probe", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("answered", True)
 
 
 def worker_wait() -> float:
@@ -746,18 +799,22 @@ def _check_local_cluster_settings(dask, n: int) -> None:
 
 def _close_half_made(Client, exc: BaseException) -> None:
     """Close the client that a ``Client(...)`` raising ``exc`` left half made, found in the frames of the
-    traceback. Dask closes it itself when the connection is refused; when it raises anything else (an
-    address it cannot parse, tls:// without its settings, ucx:// without ucx, inproc:// naming no scheduler)
-    the client's loop was left running, and its ``__del__`` waited 60 s to close it, then printed a
-    traceback, after the command's one line."""
+    traceback, and stop its IO loop. When it raises anything but a refused connection (an address it cannot
+    parse, tls:// without its settings, ucx:// without ucx, inproc:// naming no scheduler) the client's loop
+    was left running, and its ``__del__`` waited 60 s to close it, then printed a traceback, after the
+    command's one line. When the connection is refused or times out, Dask marks the client closed itself, so
+    ``close()`` returns at once and leaves the loop's thread running with 3 descriptors: one more of each per
+    failed call in a notebook that retries an address."""
     tb = exc.__traceback__
     while tb is not None:
         client = tb.tb_frame.f_locals.get("self")
         if isinstance(client, Client):
-            try:
-                client.close()
-            except Exception:   # noqa: BLE001 - the error that matters is the one that stopped the connection
-                pass
+            for stop in (client.close, getattr(getattr(client, "_loop_runner", None), "stop", None)):
+                try:
+                    if stop is not None:
+                        stop()   # LoopRunner.stop returns at once when close() stopped it already
+                except Exception:   # noqa: BLE001 - the error that matters is the one that stopped the connection
+                    pass
             return
         tb = tb.tb_next
 
