@@ -6,7 +6,7 @@ The plan below gives every level a share so the product never exceeds the
 cores available to the process. zarr decodes chunks in a thread pool of its
 own (cores + 4 threads by default): in this process it keeps that pool (a
 read of consecutive blocks decodes them in parallel), on a Dask worker the
-pool is sized to the worker's threads (:func:`worker_decode_threads`), since
+pool is sized to the worker's threads (a worker plugin of the run, ``stream.runtime``), since
 workers own their cores.
 """
 from __future__ import annotations
@@ -318,17 +318,6 @@ def worker_spawn_environ() -> dict:
     import dask
 
     return {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_MALLOC_ENV}
-
-
-def worker_decode_threads(nthreads: int) -> None:
-    """Size zarr's chunk-decoding pool of this process to ``nthreads`` (a Dask worker's threads).
-
-    Takes effect when the pool is first made (zarr makes it on first use); a worker that has
-    already decoded keeps its pool.
-    """
-    import zarr
-
-    zarr.config.set({"threading.max_workers": max(1, int(nthreads))})
 
 
 @contextlib.contextmanager

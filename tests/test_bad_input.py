@@ -4728,22 +4728,25 @@ def test_numba_environment_of_the_workers(tmp_path):
 
 @pytest.mark.parametrize("lost", ["CommClosedError", "OSError"])
 def test_worker_lost_during_the_numba_check_is_one_line(lost):
-    """A worker lost while it answers the numba check (client.run) is the cluster's doing: one line that says so,
-    not an internal error."""
+    """A worker lost while it answers the check of its environment (client.run) is the cluster's doing: one line
+    that says so, not an internal error."""
     from distributed.comm.core import CommClosedError
 
     from streamcov.errors import StreamcovError
-    from streamcov.stream.runtime import _check_workers_numba
+    from streamcov.stream.runtime import _check_workers
 
     class Client:
-        def run(self, func):
+        def scheduler_info(self):
+            return {"workers": {"tcp://127.0.0.1:1": {"status": "running"}}}
+
+        def run(self, func, *args, **kwargs):
             raise (CommClosedError("in <TCP (closed) ConnectionPool.run local=tcp://127.0.0.1:1>: Stream is closed")
                    if lost == "CommClosedError" else OSError("Timed out trying to connect"))
 
-    with pytest.raises(StreamcovError, match=rf"^a Dask worker was lost while the run checked the workers' numba "
+    with pytest.raises(StreamcovError, match=rf"^a Dask worker was lost while the run checked the workers' "
                                              rf"environment \({lost}: .+\); check the cluster's workers .* and "
                                              rf"run the command again$"):
-        _check_workers_numba(Client())
+        _check_workers(Client(), 5.0)
 
 
 @pytest.mark.parametrize("error", [OSError("libtbb.so.12: cannot open shared object file"),

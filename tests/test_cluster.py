@@ -467,3 +467,137 @@ def test_the_workers_preloads_keep_the_users(preload, argv, expected):
 
     with dask.config.set({"distributed.worker.preload": preload, "distributed.worker.preload-argv": argv}):
         assert _worker_preloads(dask) == expected
+
+
+def _external_cluster(tmp_path, worker_env=None):
+    """A `dask scheduler` and one `dask worker` (1 thread, no nanny), separate processes as on a real cluster;
+    ``worker_env`` is added to the worker's environment. Returns (address, scheduler, worker)."""
+    file = tmp_path / "scheduler.json"
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0",
+                              "--no-dashboard", "--scheduler-file", str(file)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (file.is_file() and file.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.3)   # written whole
+    address = json.loads(file.read_text())["address"]
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                               "--no-nanny", "--no-dashboard"], env={**os.environ, **(worker_env or {})},
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # python -m
+    # puts its working folder first on sys.path: the checkout's streamcov would win over the worker's own
+    return address, sched, worker
+
+
+@pytest.mark.parametrize("worker_has", ["no streamcov", "another version"])
+def test_a_worker_without_this_streamcov_is_one_line(synth_store, tmp_path, worker_has):
+    """A worker started from an environment without streamcov failed the numba check with an "internal error"
+    traceback (ModuleNotFoundError unpickling it); one of another version would run other kernels. Both are
+    refused in one line naming the worker, before anything is written."""
+    from streamcov.errors import ConfigError
+
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    if worker_has == "no streamcov":
+        (shadow / "sitecustomize.py").write_text(
+            "import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'streamcov' or name.startswith('streamcov.'):\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
+            "sys.meta_path.insert(0, Block())\n")
+        said = r"cannot import streamcov \(ModuleNotFoundError: No module named 'streamcov'\)"
+    else:
+        (shadow / "streamcov").mkdir()
+        (shadow / "streamcov" / "__init__.py").write_text("__version__ = '0.0.1'\n")
+        said = r"runs streamcov '0\.0\.1', this command '[^']+'"
+    address, sched, worker = _external_cluster(tmp_path, {"PYTHONPATH": str(shadow)})
+    try:
+        with pytest.raises(ConfigError, match=rf"^Dask worker tcp://[\d.]+:\d+: {said}; install this streamcov in "
+                                              rf"the workers' environment and restart them$"):
+            run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=address)
+        assert not (tmp_path / "x").exists()
+    finally:
+        for p in (worker, sched):
+            p.kill()
+            p.wait()
+
+
+def test_a_scheduler_lost_mid_run_is_one_line(tmp_path):
+    """The scheduler of an address killed during a run: the calls of the run failed with whatever Dask raised
+    there (OSError from retry_lost, "Unable to contact Actor's worker", RuntimeError "ConnectionPool is
+    closed"), each an "internal error" traceback. Now one line that says the scheduler was lost."""
+    import dask
+
+    from streamcov.errors import StreamcovError
+    from streamcov.stream.runtime import dask_runtime
+
+    address, sched, worker = _external_cluster(tmp_path)
+    try:
+        with dask.config.set({"distributed.comm.timeouts.connect": "3s"}):
+            with pytest.raises(StreamcovError, match=rf"^scheduler='{re.escape(address)}': the run lost its Dask "
+                                                     rf"scheduler \(\w+\); restart the scheduler and its workers, "
+                                                     rf"then run the command again \(what was written is reused\)$"):
+                with dask_runtime(scheduler=address) as rt:
+                    assert list(rt.compute(dask.delayed(sum)([1, 2]))) == [3]   # the cluster works until then
+                    sched.kill()
+                    sched.wait()
+                    rt.compute(dask.delayed(sum)([1, 2]))
+    finally:
+        for p in (worker, sched):
+            p.kill()
+            p.wait()
+
+
+def test_the_thread_plan_plugin_unpickles_without_streamcov():
+    """The run's worker plugin stays on a cluster whose run was killed (kill -9, a lost session): a worker
+    started later from an environment without streamcov failed to start on it and was left closing, holding
+    every later client of that cluster. Its pickle needs zarr and distributed alone, and its name is the run's."""
+    import cloudpickle
+
+    from streamcov.stream.runtime import PLUGIN_NAME, _thread_plan_plugin
+
+    plugin = _thread_plan_plugin()
+    assert plugin.name.startswith(PLUGIN_NAME) and plugin.name != _thread_plan_plugin().name
+    code = ("import sys, pickle\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'streamcov':\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import zarr\n"
+            "plugin = pickle.loads(sys.stdin.buffer.read())\n"
+            "worker = type('W', (), {'state': type('S', (), {'nthreads': 3})()})()\n"
+            "plugin.setup(worker)\n"
+            "print(zarr.config.get('threading.max_workers'), 'streamcov' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], input=cloudpickle.dumps(plugin), capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["3", "False"]
+
+
+def test_workers_that_do_not_answer_the_check_are_one_line():
+    """Client.run has no timeout: a worker stopped (SIGSTOP) or left closing by a failed start held every run
+    on that cluster at its check, without a word. Only running workers are asked, for the worker wait."""
+    import threading
+
+    from streamcov.errors import StreamcovError
+    from streamcov.stream.runtime import _check_workers
+
+    asked, forever = [], threading.Event()
+
+    class Client:
+        def scheduler_info(self):
+            return {"workers": {"tcp://127.0.0.1:1": {"status": "running"},
+                                "tcp://127.0.0.1:2": {"status": "closing"}}}
+
+        def run(self, func, *args, workers=None, **kwargs):
+            asked.append(workers)
+            forever.wait(30)
+
+    with pytest.raises(StreamcovError, match=r"^the Dask workers tcp://127.0.0.1:1 did not answer the run's check of "
+                                             r"their environment in 0.5 s \(a worker stopped, or left closing by a "
+                                             r"failed start\); restart them, or give them longer with "
+                                             r"STREAMCOV_WORKER_WAIT=SECONDS$"):
+        _check_workers(Client(), 0.5)
+    forever.set()
+    assert asked == [["tcp://127.0.0.1:1"]]

@@ -15,8 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .._config import (WORKER_MALLOC_ENV, available_cores, sigterm_again, thread_plan, worker_decode_threads,
-                      worker_spawn_environ)
+from .._config import WORKER_MALLOC_ENV, available_cores, sigterm_again, thread_plan, worker_spawn_environ
 from ..errors import ConfigError, StreamcovError, arg, arg_name, int_arg
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
@@ -453,17 +452,25 @@ WORKER_PRELOAD = "streamcov.stream._worker_preload"   # what the LocalCluster's 
 
 def _thread_plan_plugin():
     """A worker plugin that applies the thread plan to every worker, including those that join or are
-    restarted later: zarr's decoding pool sized to the worker's threads (workers own their cores)."""
+    restarted later: zarr's decoding pool sized to the worker's threads (workers own their cores; zarr makes
+    the pool on first use, so a worker that has already decoded keeps its pool).
+
+    Its name is the run's own (two runs on one cluster each remove their own). Its class is pickled by value
+    and its methods use zarr alone: a run killed before it could unregister the plugin left it on the
+    scheduler, and a worker started later from an environment without streamcov failed to start on it, left
+    closing, holding every later client of that cluster."""
+    import uuid
+
     from distributed import WorkerPlugin
 
     class ThreadPlan(WorkerPlugin):
-        name = PLUGIN_NAME
+        name = f"{PLUGIN_NAME}-{uuid.uuid4().hex[:12]}"
 
         def setup(self, worker):
             import zarr
 
             self.previous = zarr.config.get("threading.max_workers")
-            worker_decode_threads(worker.state.nthreads)
+            zarr.config.set({"threading.max_workers": max(1, int(worker.state.nthreads))})
 
         def teardown(self, worker):
             # unregistered when the run ends: a user's cluster (its in-process workers share the user's
@@ -819,27 +826,93 @@ def _close_half_made(Client, exc: BaseException) -> None:
         tb = tb.tb_next
 
 
-def _check_workers_numba(client) -> None:
-    """The numba environment of every worker (:func:`~streamcov._config.numba_environment_problem`), refused in
-    one line naming the first worker at fault: the client's own check says nothing of the workers' (another
-    machine, a job script's variables, the nannies' ``pre-spawn-environ``), and a layer a worker cannot start
-    failed the first kernel of the run there, after the store was written."""
-    from distributed.comm.core import CommClosedError
+def _check_workers(client, wait: float) -> None:
+    """Every worker imports the client's streamcov, and its numba environment
+    (:func:`~streamcov._config.numba_environment_problem`) can run the kernels; refused in one line naming the
+    first worker at fault.
 
+    A worker that cannot import streamcov (another environment, a job script without the package) failed the
+    numba check itself with an "internal error" traceback; one of another version runs other kernels on the
+    same keys. The import is asked by ``eval`` of a builtin, which a worker unpickles without streamcov. The
+    client's own numba check says nothing of the workers' (another machine, a job script's variables, the
+    nannies' ``pre-spawn-environ``), and a layer a worker cannot start failed the first kernel of the run there,
+    after the store was written. Only workers the scheduler lists as running are asked, and for ``wait``
+    seconds: a worker left closing (one whose start failed) or stopped held the run forever."""
+    from .. import __version__
     from .._config import numba_environment_problem
 
-    try:
-        answers = client.run(numba_environment_problem)
-    except (CommClosedError, OSError) as exc:   # a worker lost as it answered: the cluster's doing, not a bug
-        said = (str(exc).splitlines() or [""])[0][:160]
-        raise StreamcovError(f"a Dask worker was lost while the run checked the workers' numba environment "
-                             f"({exc.__class__.__name__}{': ' + said if said else ''}); check the cluster's "
-                             f"workers (their logs, their memory) and run the command again") from None
-    problems = {w: p for w, p in answers.items() if p is not None}
+    answers = _ask_workers(client, wait, eval, "__import__('streamcov').__version__", on_error="return")
+    wrong = {w: a for w, a in answers.items() if a != __version__}
+    if wrong:
+        worker, answer = min(wrong.items(), key=lambda item: item[0])
+        said = (f"cannot import streamcov ({answer.__class__.__name__}: {(str(answer).splitlines() or [''])[0][:120]})"
+                if isinstance(answer, BaseException) else f"runs streamcov {answer!r}, this command {__version__!r}")
+        others = f" (and {len(wrong) - 1} other worker(s))" if len(wrong) > 1 else ""
+        raise ConfigError(f"Dask worker {worker}{others}: {said}; install this streamcov in the workers' "
+                          f"environment and restart them")
+    problems = {w: p for w, p in _ask_workers(client, wait, numba_environment_problem).items() if p is not None}
     if problems:
         worker, problem = min(problems.items())
         others = f" (and {len(problems) - 1} other worker(s))" if len(problems) > 1 else ""
         raise ConfigError(f"Dask worker {worker}{others}: {problem}")
+
+
+#: seconds the end of a run on a user's cluster waits for its worker plugin to be removed
+UNREGISTER_WAIT = 10.0
+
+
+def _in_time(call, seconds: float) -> bool:
+    """``call()`` in a thread of its own, given up after ``seconds``; whether it returned (its errors ignored:
+    for the cleanup of a run, which must not hang on a worker or scheduler that does not answer)."""
+    def quiet():
+        with contextlib.suppress(Exception):
+            call()
+
+    t = threading.Thread(target=quiet, name="streamcov-cleanup", daemon=True)
+    t.start()
+    t.join(seconds)
+    return not t.is_alive()
+
+
+def _scheduler_answers(client) -> bool:
+    """Whether the client's scheduler still answers (an identity call within 5 s): a run's OSError is then a
+    worker's or the data's, otherwise the scheduler is lost."""
+    box: dict = {}
+    return _in_time(lambda: box.setdefault("id", client.sync(client.scheduler.identity)), 5.0) and "id" in box
+
+
+def _ask_workers(client, wait: float, function, *args, **kwargs) -> dict:
+    """``client.run(function, *args)`` on the workers the scheduler lists as running, given up after ``wait``
+    seconds (``Client.run`` has no timeout: a worker that does not answer held it forever)."""
+    from distributed.comm.core import CommClosedError
+
+    running = [w for w, info in client.scheduler_info().get("workers", {}).items()
+               if info.get("status", "running") == "running"]
+    box: dict = {}
+
+    def ask():
+        try:
+            box["answers"] = client.run(function, *args, workers=running, **kwargs)
+        except BaseException as exc:   # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=ask, name="streamcov-ask-workers", daemon=True)
+    t.start()
+    t.join(wait)
+    if t.is_alive():
+        raise StreamcovError(f"the Dask workers {', '.join(sorted(running)[:3])}{' ...' if len(running) > 3 else ''} "
+                             f"did not answer the run's check of their environment in {wait:g} s (a worker stopped, "
+                             f"or left closing by a failed start); restart them, or give them longer with "
+                             f"{WORKER_WAIT_ENV}=SECONDS")
+    exc = box.get("error")
+    if isinstance(exc, (CommClosedError, OSError)):   # a worker lost as it answered: the cluster's doing, not a bug
+        said = (str(exc).splitlines() or [""])[0][:160]
+        raise StreamcovError(f"a Dask worker was lost while the run checked the workers' environment "
+                             f"({exc.__class__.__name__}{': ' + said if said else ''}); check the cluster's "
+                             f"workers (their logs, their memory) and run the command again") from None
+    if exc is not None:
+        raise exc
+    return box["answers"]
 
 
 def _restore_environ(saved: dict) -> None:
@@ -993,6 +1066,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     import dask
 
     cluster = None
+    plan = None   # the thread plan's worker plugin, once registered
     environ = None
     logs_held = False   # the loggers held for a local cluster (_hold_distributed_logs)
     held: list = []   # a SIGTERM received while the cluster was made (_sigterm_held)
@@ -1078,9 +1152,10 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         deliver_held(held_int, signal.SIGINT)
         if cluster is None:
             _wait_for_a_worker(client, scheduler)
-        _check_workers_numba(client)
+        _check_workers(client, worker_wait())
         # a worker that dies as a plugin is registered broke the registration (CommClosedError): again
-        retry_lost(client, lambda: client.register_plugin(_thread_plan_plugin()))
+        plan = _thread_plan_plugin()
+        retry_lost(client, lambda: client.register_plugin(plan))
         if cluster is not None:
             retry_lost(client, lambda: client.register_plugin(_settle_plugin()))
         nthreads = client.nthreads()
@@ -1112,12 +1187,21 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # the client of an address is not the process's default (_connect): current while the run uses it,
         # for what finds its client as the default one (distributed.wait)
         with client.as_current():
-            yield rt
+            try:
+                yield rt
+            except StreamcovError:
+                raise
+            except Exception as exc:   # CommClosedError, OSError, "ConnectionPool is closed": whatever the call was
+                if cluster is not None or _scheduler_answers(client):
+                    raise
+                raise StreamcovError(f"{arg('scheduler', scheduler)}: the run lost its Dask scheduler "
+                                     f"({exc.__class__.__name__}); restart the scheduler and its workers, then run the "
+                                     f"command again (what was written is reused)") from None
     finally:
         try:
-            if cluster is None:   # a user's cluster: the plugin goes, and its teardown restores the workers
-                with contextlib.suppress(Exception):
-                    client.unregister_worker_plugin(PLUGIN_NAME)
+            if cluster is None and plan is not None:   # a user's cluster: the plugin goes (its teardown restores
+                # the workers), in bounded time: a worker that does not answer held the unregistration forever
+                _in_time(lambda: client.unregister_worker_plugin(plan.name), UNREGISTER_WAIT)
             client.close()
             if cluster is not None:
                 cluster.close()
