@@ -288,7 +288,32 @@ def await_with_workers(client, futures) -> None:
 def scatter_to_all(client, key: str, obj):
     """``obj`` scattered to every worker under ``key`` (its future), sent again where a worker dies meanwhile
     (:func:`retry_lost`); with no worker there (Dask's "No valid workers found"), after waiting for one up to
-    :data:`RECOVERY_WAIT` seconds, or :func:`workers_lost`."""
+    :data:`RECOVERY_WAIT` seconds, or :func:`workers_lost`.
+
+    A Ctrl-C or SIGTERM during the scatter is held until it returns (:func:`_signal_held`), then delivered: one
+    raised inside it left the object on workers whose copy the scheduler had lost track of ("Key lost during
+    replication"), a fitted map of 163 MB held by a user's worker until it restarted. A second Ctrl-C a second
+    or more after the first interrupts the scatter at once (it may wait up to :data:`RECOVERY_WAIT` seconds for
+    a worker), as a second SIGTERM ends the process."""
+    held_int: list = []
+    held_term: list = []
+    with _signal_held(signal.SIGINT, held_int, _interrupt_again), _sigterm_held(held_term):
+        future = _scatter_to_all(client, key, obj)
+    deliver_held(held_term)
+    deliver_held(held_int, signal.SIGINT)
+    return future
+
+
+def _interrupt_again(first: float) -> None:
+    """A Ctrl-C after the one held at ``first`` (``time.monotonic()``): within :data:`~streamcov._config.SIGTERM_ECHO`
+    seconds ignored (a terminal's Ctrl-C pressed twice in a hurry), later raised at once."""
+    from .._config import SIGTERM_ECHO
+
+    if time.monotonic() - first >= SIGTERM_ECHO:
+        raise KeyboardInterrupt
+
+
+def _scatter_to_all(client, key: str, obj):
     def attempt():
         try:
             return client.scatter({key: obj}, broadcast=True)[key]
