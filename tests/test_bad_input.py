@@ -4736,7 +4736,7 @@ def test_worker_lost_during_the_numba_check_is_one_line(lost):
     from streamcov.stream.runtime import _check_workers
 
     class Client:
-        def scheduler_info(self):
+        def scheduler_info(self, n_workers=5):
             return {"workers": {"tcp://127.0.0.1:1": {"status": "running"}}}
 
         def run(self, func, *args, **kwargs):

@@ -531,9 +531,15 @@ def test_a_scheduler_lost_mid_run_is_one_line(tmp_path):
     from streamcov.errors import StreamcovError
     from streamcov.stream.runtime import dask_runtime
 
+    def fails():
+        raise ValueError("the task's own error")
+
     address, sched, worker = _external_cluster(tmp_path)
     try:
         with dask.config.set({"distributed.comm.timeouts.connect": "3s"}):
+            with pytest.raises(ValueError, match="^the task's own error$"):   # the scheduler alive: as it was
+                with dask_runtime(scheduler=address) as rt:
+                    rt.compute(dask.delayed(fails)())
             with pytest.raises(StreamcovError, match=rf"^scheduler='{re.escape(address)}': the run lost its Dask "
                                                      rf"scheduler \(\w+\); restart the scheduler and its workers, "
                                                      rf"then run the command again \(what was written is reused\)$"):
@@ -575,6 +581,34 @@ def test_the_thread_plan_plugin_unpickles_without_streamcov():
     assert done.stdout.decode().split() == ["3", "False"]
 
 
+def test_a_worker_lost_in_the_version_check_is_not_called_an_install_problem():
+    """With on_error="return" the broadcast's own errors come back as answers: a worker gone as it was asked
+    was reported as one that cannot import streamcov. It is the lost-worker line; an error other than an
+    import's is named as itself."""
+    from distributed.comm.core import CommClosedError
+
+    from streamcov import __version__
+    from streamcov.errors import ConfigError, StreamcovError
+    from streamcov.stream.runtime import _check_workers
+
+    class Client:
+        def __init__(self, answer):
+            self.answer = answer
+
+        def scheduler_info(self, n_workers=5):
+            return {"workers": {"tcp://127.0.0.1:1": {"status": "running"}, "tcp://127.0.0.1:2": {}}}
+
+        def run(self, func, *args, workers=None, **kwargs):
+            return {"tcp://127.0.0.1:1": __version__, "tcp://127.0.0.1:2": self.answer}
+
+    with pytest.raises(StreamcovError, match=r"^a Dask worker was lost while the run checked the workers' "
+                                             r"environment \(CommClosedError: Stream is closed\); "):
+        _check_workers(Client(CommClosedError("Stream is closed")), 5.0)
+    with pytest.raises(ConfigError, match=r"^Dask worker tcp://127.0.0.1:2: failed to import streamcov "
+                                          r"\(RuntimeError: numpy ABI\); install this streamcov "):
+        _check_workers(Client(RuntimeError("numpy ABI")), 5.0)
+
+
 def test_workers_that_do_not_answer_the_check_are_one_line():
     """Client.run has no timeout: a worker stopped (SIGSTOP) or left closing by a failed start held every run
     on that cluster at its check, without a word. Only running workers are asked, for the worker wait."""
@@ -586,7 +620,7 @@ def test_workers_that_do_not_answer_the_check_are_one_line():
     asked, forever = [], threading.Event()
 
     class Client:
-        def scheduler_info(self):
+        def scheduler_info(self, n_workers=5):
             return {"workers": {"tcp://127.0.0.1:1": {"status": "running"},
                                 "tcp://127.0.0.1:2": {"status": "closing"}}}
 
@@ -645,6 +679,12 @@ def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
             with pytest.raises(KeyboardInterrupt):
                 runtime.scatter_to_all(Client(second=True), "k", object())
             assert done == [True]   # the second Ctrl-C ended the scatter
+            echo = Client()
+            echo.scatter = lambda data, broadcast: (signal.raise_signal(signal.SIGINT), signal.raise_signal(signal.SIGINT),
+                                                    time.sleep(0.2), done.append(broadcast), {k: 1 for k in data})[-1]
+            with pytest.raises(KeyboardInterrupt):
+                runtime.scatter_to_all(echo, "k", object())
+            assert done == [True, True]   # one within a second of the first (a key pressed twice) is not a second
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -867,10 +867,15 @@ def _check_workers(client, wait: float) -> None:
     from .._config import numba_environment_problem
 
     answers = _ask_workers(client, wait, eval, "__import__('streamcov').__version__", on_error="return")
+    lost = [a for a in answers.values() if isinstance(a, OSError)]   # the broadcast's own errors (CommClosedError too)
+    if lost:
+        raise _lost_in_check(lost[0])
     wrong = {w: a for w, a in answers.items() if a != __version__}
     if wrong:
         worker, answer = min(wrong.items(), key=lambda item: item[0])
-        said = (f"cannot import streamcov ({answer.__class__.__name__}: {(str(answer).splitlines() or [''])[0][:120]})"
+        first = (str(answer).splitlines() or [''])[0][:120]
+        said = (f"cannot import streamcov ({answer.__class__.__name__}: {first})" if isinstance(answer, ImportError)
+                else f"failed to import streamcov ({answer.__class__.__name__}: {first})"
                 if isinstance(answer, BaseException) else f"runs streamcov {answer!r}, this command {__version__!r}")
         others = f" (and {len(wrong) - 1} other worker(s))" if len(wrong) > 1 else ""
         raise ConfigError(f"Dask worker {worker}{others}: {said}; install this streamcov in the workers' "
@@ -899,20 +904,13 @@ def _in_time(call, seconds: float) -> bool:
     return not t.is_alive()
 
 
-def _scheduler_answers(client) -> bool:
-    """Whether the client's scheduler still answers (an identity call within 5 s): a run's OSError is then a
-    worker's or the data's, otherwise the scheduler is lost."""
-    box: dict = {}
-    return _in_time(lambda: box.setdefault("id", client.sync(client.scheduler.identity)), 5.0) and "id" in box
-
-
 def _ask_workers(client, wait: float, function, *args, **kwargs) -> dict:
     """``client.run(function, *args)`` on the workers the scheduler lists as running, given up after ``wait``
     seconds (``Client.run`` has no timeout: a worker that does not answer held it forever)."""
     from distributed.comm.core import CommClosedError
 
-    running = [w for w, info in client.scheduler_info().get("workers", {}).items()
-               if info.get("status", "running") == "running"]
+    # none running (every worker paused): nothing to ask; the run's waits say it (await_with_workers)
+    running = [w for w, info in (_scheduler_workers(client) or {}).items() if info.get("status", "running") == "running"]
     box: dict = {}
 
     def ask():
@@ -931,13 +929,17 @@ def _ask_workers(client, wait: float, function, *args, **kwargs) -> dict:
                              f"{WORKER_WAIT_ENV}=SECONDS")
     exc = box.get("error")
     if isinstance(exc, (CommClosedError, OSError)):   # a worker lost as it answered: the cluster's doing, not a bug
-        said = (str(exc).splitlines() or [""])[0][:160]
-        raise StreamcovError(f"a Dask worker was lost while the run checked the workers' environment "
-                             f"({exc.__class__.__name__}{': ' + said if said else ''}); check the cluster's "
-                             f"workers (their logs, their memory) and run the command again") from None
+        raise _lost_in_check(exc) from None
     if exc is not None:
         raise exc
     return box["answers"]
+
+
+def _lost_in_check(exc: BaseException) -> StreamcovError:
+    said = (str(exc).splitlines() or [""])[0][:160]
+    return StreamcovError(f"a Dask worker was lost while the run checked the workers' environment "
+                          f"({exc.__class__.__name__}{': ' + said if said else ''}); check the cluster's "
+                          f"workers (their logs, their memory) and run the command again")
 
 
 def _restore_environ(saved: dict) -> None:
@@ -1177,7 +1179,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         deliver_held(held_int, signal.SIGINT)
         if cluster is None:
             _wait_for_a_worker(client, scheduler)
-        _check_workers(client, worker_wait())
+        # a LocalCluster's workers are this machine's: the wait of an address (STREAMCOV_WORKER_WAIT) is not read
+        _check_workers(client, worker_wait() if cluster is None else WORKER_WAIT)
         # a worker that dies as a plugin is registered broke the registration (CommClosedError): again
         plan = _thread_plan_plugin()
         retry_lost(client, lambda: client.register_plugin(plan))
@@ -1217,11 +1220,13 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
             except StreamcovError:
                 raise
             except Exception as exc:   # CommClosedError, OSError, "ConnectionPool is closed": whatever the call was
-                if cluster is not None or _scheduler_answers(client):
+                # the client is "connecting" (or "closed") once its comm to the scheduler has gone: a slow or busy
+                # scheduler keeps it "running", and a task's own error passes as it was
+                if cluster is not None or client.status == "running":
                     raise
                 raise StreamcovError(f"{arg('scheduler', scheduler)}: the run lost its Dask scheduler "
                                      f"({exc.__class__.__name__}); restart the scheduler and its workers, then run the "
-                                     f"command again (what was written is reused)") from None
+                                     f"command again (what was written is reused)") from exc
     finally:
         try:
             if cluster is None and plan is not None:   # a user's cluster: the plugin goes (its teardown restores
