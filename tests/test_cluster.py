@@ -680,8 +680,15 @@ def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
                 runtime.scatter_to_all(Client(second=True), "k", object())
             assert done == [True]   # the second Ctrl-C ended the scatter
             echo = Client()
-            echo.scatter = lambda data, broadcast: (signal.raise_signal(signal.SIGINT), signal.raise_signal(signal.SIGINT),
-                                                    time.sleep(0.2), done.append(broadcast), {k: 1 for k in data})[-1]
+
+            def twice(data, broadcast):
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)
+                time.sleep(0.2)
+                done.append(broadcast)
+                return {key: "future" for key in data}
+
+            echo.scatter = twice
             with pytest.raises(KeyboardInterrupt):
                 runtime.scatter_to_all(echo, "k", object())
             assert done == [True, True]   # one within a second of the first (a key pressed twice) is not a second

@@ -910,7 +910,8 @@ def _ask_workers(client, wait: float, function, *args, **kwargs) -> dict:
     from distributed.comm.core import CommClosedError
 
     # none running (every worker paused): nothing to ask; the run's waits say it (await_with_workers)
-    running = [w for w, info in (_scheduler_workers(client) or {}).items() if info.get("status", "running") == "running"]
+    running = [w for w, info in (_scheduler_workers(client) or {}).items()
+               if info.get("status", "running") == "running"]
     box: dict = {}
 
     def ask():
