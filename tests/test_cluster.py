@@ -671,6 +671,8 @@ def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
             return {key: "future" for key in data}
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    # Python's own Ctrl-C handler, whatever an earlier test of this process left (an ignored SIGINT is not held)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(Terminated if signum == "SIGTERM" else KeyboardInterrupt):
             runtime.scatter_to_all(Client(), "k", object())
@@ -695,3 +697,4 @@ def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
