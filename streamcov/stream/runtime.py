@@ -696,38 +696,28 @@ def _handshake(scheduler: str, wait: float, limit: float) -> bool:
     thread has a running loop), and cancels the handshake it gives up on, so nothing of it stays. Anything
     but an OSError (a malformed address, tls:// without its settings) is left to ``Client``, which says it."""
     import asyncio
-    import threading
 
     from distributed.comm import connect
     from distributed.security import Security
 
     security = _SECURITY.get(scheduler) or Security()
-    box: dict = {}
 
-    async def probe():
+    async def probe() -> bool:
         task = asyncio.ensure_future(connect(scheduler, timeout=wait, **security.get_connection_args("client")))
         done, _ = await asyncio.wait({task}, timeout=limit)
         if not done:
             task.cancel()
-            box["answered"] = False
-            return
+            return False
         await task.result().close()   # raises Dask's error of the connection, if it failed
-        box["answered"] = True
+        return True
 
-    def run():
-        try:
-            asyncio.run(probe())
-        except OSError as exc:
-            box["error"] = exc
-        except Exception:   # noqa: BLE001 - Client(...) raises it again, in the words its callers expect
-            box["answered"] = True
-
-    t = threading.Thread(target=run, name="streamcov-probe", daemon=True)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("answered", True)
+    done = _in_thread(lambda: asyncio.run(probe()), None, "streamcov-probe")
+    exc = done.get("error")
+    if exc is None:
+        return done["result"]
+    if isinstance(exc, OSError) or not isinstance(exc, Exception):
+        raise exc
+    return True   # Client(...) raises it again, in the words its callers expect
 
 
 def worker_wait() -> float:
@@ -891,17 +881,22 @@ def _check_workers(client, wait: float) -> None:
 UNREGISTER_WAIT = 10.0
 
 
-def _in_time(call, seconds: float) -> bool:
-    """``call()`` in a thread of its own, given up after ``seconds``; whether it returned (its errors ignored:
-    for the cleanup of a run, which must not hang on a worker or scheduler that does not answer)."""
-    def quiet():
-        with contextlib.suppress(Exception):
-            call()
+def _in_thread(call, seconds: float | None, name: str) -> dict | None:
+    """``call()`` in a daemon thread of its own, waited for ``seconds`` (None: until it returns):
+    ``{"result": ...}`` or ``{"error": what it raised}``, or None when it is still running then, given up (Dask
+    calls with no timeout of their own, which a worker or scheduler that does not answer held forever)."""
+    box: dict = {}
 
-    t = threading.Thread(target=quiet, name="streamcov-cleanup", daemon=True)
+    def target():
+        try:
+            box["result"] = call()
+        except BaseException as exc:   # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=target, name=name, daemon=True)
     t.start()
     t.join(seconds)
-    return not t.is_alive()
+    return None if t.is_alive() else box
 
 
 def _ask_workers(client, wait: float, function, *args, **kwargs) -> dict:
@@ -912,28 +907,18 @@ def _ask_workers(client, wait: float, function, *args, **kwargs) -> dict:
     # none running (every worker paused): nothing to ask; the run's waits say it (await_with_workers)
     running = [w for w, info in (_scheduler_workers(client) or {}).items()
                if info.get("status", "running") == "running"]
-    box: dict = {}
-
-    def ask():
-        try:
-            box["answers"] = client.run(function, *args, workers=running, **kwargs)
-        except BaseException as exc:   # noqa: BLE001 - handed to the caller's thread
-            box["error"] = exc
-
-    t = threading.Thread(target=ask, name="streamcov-ask-workers", daemon=True)
-    t.start()
-    t.join(wait)
-    if t.is_alive():
+    done = _in_thread(lambda: client.run(function, *args, workers=running, **kwargs), wait, "streamcov-ask-workers")
+    if done is None:
         raise StreamcovError(f"the Dask workers {', '.join(sorted(running)[:3])}{' ...' if len(running) > 3 else ''} "
                              f"did not answer the run's check of their environment in {wait:g} s (a worker stopped, "
                              f"or left closing by a failed start); restart them, or give them longer with "
                              f"{WORKER_WAIT_ENV}=SECONDS")
-    exc = box.get("error")
+    exc = done.get("error")
     if isinstance(exc, (CommClosedError, OSError)):   # a worker lost as it answered: the cluster's doing, not a bug
         raise _lost_in_check(exc) from None
     if exc is not None:
         raise exc
-    return box["answers"]
+    return done["result"]
 
 
 def _lost_in_check(exc: BaseException) -> StreamcovError:
@@ -1232,7 +1217,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         try:
             if cluster is None and plan is not None:   # a user's cluster: the plugin goes (its teardown restores
                 # the workers), in bounded time: a worker that does not answer held the unregistration forever
-                _in_time(lambda: client.unregister_worker_plugin(plan.name), UNREGISTER_WAIT)
+                # (its errors ignored: the run's own outcome is what the command says)
+                _in_thread(lambda: client.unregister_worker_plugin(plan.name), UNREGISTER_WAIT, "streamcov-cleanup")
             client.close()
             if cluster is not None:
                 cluster.close()
