@@ -29,12 +29,13 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 
 
-def spawn(cmd, log_path=None, cwd=None):
-    """Start ``cmd`` in a process group of its own so that it can be killed as a whole."""
+def spawn(cmd, log_path=None, cwd=None, env=None):
+    """Start ``cmd`` in a process group of its own so that it can be killed as a whole; ``env`` is added to
+    this process's environment."""
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL
     try:
         return subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=cwd)
+                                start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None)
     finally:
         if log_path:
             out.close()
@@ -60,10 +61,11 @@ class ProcessCluster:
     Each worker is started as users start one (with its nanny, which also
     pins BLAS/OpenMP to one thread in the worker process) in a process group
     of its own: killing the group takes nanny and worker away for good.
-    ``close`` kills every process group, also after a failed start.
+    ``close`` kills every process group, also after a failed start. ``worker_env`` is added to the workers'
+    environment.
     """
 
-    def __init__(self, folder, n_workers=2, timeout=60.0):
+    def __init__(self, folder, n_workers=2, timeout=60.0, worker_env=None):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         sfile = folder / "scheduler.json"
@@ -92,7 +94,8 @@ class ProcessCluster:
                     work + ["--scheduler-file", sfile, "--nthreads", "1",
                             "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "60",
                             "--local-directory", folder / f"worker{i}"],
-                    folder / f"worker{i}.log", cwd=folder))   # as on a cluster: not the command's working folder
+                    folder / f"worker{i}.log", cwd=folder, env=worker_env))   # as on a cluster: not the
+                # command's working folder
             self.cwd = folder
             from distributed import Client
 
@@ -469,25 +472,6 @@ def test_the_workers_preloads_keep_the_users(preload, argv, expected):
         assert _worker_preloads(dask) == expected
 
 
-def _external_cluster(tmp_path, worker_env=None):
-    """A `dask scheduler` and one `dask worker` (1 thread, no nanny), separate processes as on a real cluster;
-    ``worker_env`` is added to the worker's environment. Returns (address, scheduler, worker)."""
-    file = tmp_path / "scheduler.json"
-    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0",
-                              "--no-dashboard", "--scheduler-file", str(file)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (file.is_file() and file.stat().st_size) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(0.3)   # written whole
-    address = json.loads(file.read_text())["address"]
-    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                               "--no-nanny", "--no-dashboard"], env={**os.environ, **(worker_env or {})},
-                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # python -m
-    # puts its working folder first on sys.path: the checkout's streamcov would win over the worker's own
-    return address, sched, worker
-
-
 @pytest.mark.parametrize("worker_has", ["no streamcov", "another version"])
 def test_a_worker_without_this_streamcov_is_one_line(synth_store, tmp_path, worker_has):
     """A worker started from an environment without streamcov failed the numba check with an "internal error"
@@ -510,16 +494,14 @@ def test_a_worker_without_this_streamcov_is_one_line(synth_store, tmp_path, work
         (shadow / "streamcov").mkdir()
         (shadow / "streamcov" / "__init__.py").write_text("__version__ = '0.0.1'\n")
         said = r"runs streamcov '0\.0\.1', this command '[^']+'"
-    address, sched, worker = _external_cluster(tmp_path, {"PYTHONPATH": str(shadow)})
+    cluster = ProcessCluster(tmp_path / "cluster", n_workers=1, worker_env={"PYTHONPATH": str(shadow)})
     try:
         with pytest.raises(ConfigError, match=rf"^Dask worker tcp://[\d.]+:\d+: {said}; install this streamcov in "
                                               rf"the workers' environment and restart them$"):
-            run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=address)
+            run_pipeline(pipeline_cfg(synth_store, tmp_path / "x"), scheduler=cluster.address)
         assert not (tmp_path / "x").exists()
     finally:
-        for p in (worker, sched):
-            p.kill()
-            p.wait()
+        cluster.close()
 
 
 def test_a_scheduler_lost_mid_run_is_one_line(tmp_path):
@@ -534,7 +516,8 @@ def test_a_scheduler_lost_mid_run_is_one_line(tmp_path):
     def fails():
         raise ValueError("the task's own error")
 
-    address, sched, worker = _external_cluster(tmp_path)
+    cluster = ProcessCluster(tmp_path / "cluster", n_workers=1)
+    address = cluster.address
     try:
         with dask.config.set({"distributed.comm.timeouts.connect": "3s"}):
             with pytest.raises(ValueError, match="^the task's own error$"):   # the scheduler alive: as it was
@@ -545,13 +528,10 @@ def test_a_scheduler_lost_mid_run_is_one_line(tmp_path):
                                                      rf"then run the command again \(what was written is reused\)$"):
                 with dask_runtime(scheduler=address) as rt:
                     assert list(rt.compute(dask.delayed(sum)([1, 2]))) == [3]   # the cluster works until then
-                    sched.kill()
-                    sched.wait()
+                    kill_group(cluster.scheduler)
                     rt.compute(dask.delayed(sum)([1, 2]))
     finally:
-        for p in (worker, sched):
-            p.kill()
-            p.wait()
+        cluster.close()
 
 
 def test_the_thread_plan_plugin_unpickles_without_streamcov():
