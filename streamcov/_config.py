@@ -157,22 +157,26 @@ def jit_started() -> bool:
 
 # seconds after a SIGTERM in which another one is the same request: GNU timeout (and a shell's kill of a job's
 # process group) sends SIGTERM to the command and then to its whole group, microseconds apart, and a process
-# whose second delivery found the default action back died without its cleanup or its line (1 run in 6-10)
+# whose second delivery found the default action back died without its cleanup or its line (1 run in 6-10).
+# The same holds for SIGHUP: a closed terminal's hangup reaches the foreground process group from the kernel and
+# again from the shell, which sends it to each of its jobs.
 SIGTERM_ECHO = 1.0
 
 
-def sigterm_again(first: float) -> None:
-    """A SIGTERM after the one handled at ``first`` (``time.monotonic()``): within :data:`SIGTERM_ECHO` seconds
-    its echo, ignored; later, one that ends the process at once (the default action), as a second SIGTERM does
-    while the first waits for a C call to return and for the cleanup. The command's handler and the hold of a
-    local cluster's start (``stream.runtime._sigterm_held``) both answer a further SIGTERM so."""
+def sigterm_again(first: float, signum: int | None = None) -> None:
+    """A SIGTERM (or ``signum``: SIGHUP) after the one handled at ``first`` (``time.monotonic()``): within
+    :data:`SIGTERM_ECHO` seconds its echo, ignored; later, one that ends the process at once (the default
+    action), as a second SIGTERM does while the first waits for a C call to return and for the cleanup. The
+    command's handler and the hold of a local cluster's start (``stream.runtime._sigterm_held``) both answer a
+    further SIGTERM or SIGHUP so."""
     import signal
     import time
 
     if time.monotonic() - first < SIGTERM_ECHO:
         return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    signum = signal.SIGTERM if signum is None else signum
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def available_cores() -> int:

@@ -546,8 +546,40 @@ def _starts_numba(args) -> bool:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``timeout``, a batch scheduler, systemd, ``kill``) as an interruption: raised in the main thread,
-    so that what Ctrl-C undoes is undone (a predict's temporary copy of an image folder was left behind)."""
+    """SIGTERM (``timeout``, a batch scheduler, systemd, ``kill``) or SIGHUP (the terminal or SSH session of the
+    command closed) as an interruption: raised in the main thread, so that what Ctrl-C undoes is undone (a
+    predict's temporary copy of an image folder was left behind).
+
+    Parameters
+    ----------
+    signum : int
+        The signal.
+    """
+
+    def __init__(self, signum: int | None = None):
+        import signal
+
+        super().__init__()
+        self.signum = int(signal.SIGTERM if signum is None else signum)
+
+    @property
+    def status(self) -> int:
+        """The exit status: 128 + the signal, as a shell reports a process it ended (143, 129)."""
+        return 128 + self.signum
+
+    @property
+    def said(self) -> str:
+        """The command's last line after its name: ``terminated``, ``hung up (SIGHUP)``."""
+        import signal
+
+        return "hung up (SIGHUP)" if self.signum == getattr(signal, "SIGHUP", None) else "terminated"
+
+
+def _ending_signals() -> tuple:
+    """The signals that end a command as :class:`Terminated` (SIGHUP where the platform has it)."""
+    import signal
+
+    return tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def _terminated(signum, frame):
@@ -557,30 +589,37 @@ def _terminated(signum, frame):
     from ._config import sigterm_again
 
     first = time.monotonic()
-    signal.signal(signal.SIGTERM, lambda signum, frame: sigterm_again(first))   # its echo ignored, a later one ends
-    raise Terminated()
+    # its echo ignored, a later one ends
+    signal.signal(signum, lambda signo, frame: sigterm_again(first, signo))
+    raise Terminated(signum)
 
 
 @contextlib.contextmanager
 def _sigterm_interrupts():
-    """SIGTERM raises :class:`Terminated` while a command runs, in the main thread, when nobody else handles it
-    (a program that calls :func:`main` with a handler of its own keeps it); the default is put back after."""
+    """SIGTERM and SIGHUP raise :class:`Terminated` while a command runs, in the main thread, each where nobody
+    else handles it: a program that calls :func:`main` with a handler of its own keeps it, and a command started
+    with SIGHUP ignored (``nohup``, a shell's ``trap '' HUP``) goes on after a hangup. The default is put back
+    after."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, _terminated)
+    taken = [s for s in _ending_signals() if signal.getsignal(s) is signal.SIG_DFL]
+    if not taken:
+        yield
+        return
+    for s in taken:
+        signal.signal(s, _terminated)
     previous_hook = sys.unraisablehook
+    races = {f"Signal {int(s)} ignored due to race condition" for s in taken}
 
     def hook(unraisable):
         # SIGTERM delivered twice before Python ran the handler: the handler (which puts the default back for a
         # second SIGTERM) ran once, and Python reports the other delivery as "Signal 15 ignored due to race
         # condition" with a traceback of whatever C call it interrupted; the interruption itself is said once
-        if isinstance(unraisable.exc_value, OSError) and str(unraisable.exc_value) == \
-                f"Signal {int(signal.SIGTERM)} ignored due to race condition":
+        if isinstance(unraisable.exc_value, OSError) and str(unraisable.exc_value) in races:
             return
         previous_hook(unraisable)
 
@@ -588,7 +627,8 @@ def _sigterm_interrupts():
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for s in taken:
+            signal.signal(s, signal.SIG_DFL)
         sys.unraisablehook = previous_hook
 
 
@@ -601,10 +641,19 @@ def _to_devnull(fd: int) -> None:
         os.close(null)
 
 
+def _reader_gone(exc: OSError) -> bool:
+    """Whether a write failed because nobody reads the stream any more: a pipe whose reader ended, or a terminal
+    that hung up (EIO: the SSH session or terminal window of the command closed)."""
+    import errno
+
+    return isinstance(exc, BrokenPipeError) or exc.errno == errno.EIO
+
+
 class _StderrReaderMayLeave:
     """``sys.stderr`` while a command runs: when the reader of a piped stderr has gone (`2>&1 >out.json | ...`
-    whose reader ended), stderr is pointed at /dev/null and the command goes on. The first note or warning
-    raised BrokenPipeError, which ended a finished run with exit 1 before its JSON line reached stdout."""
+    whose reader ended), or its terminal hung up, stderr is pointed at /dev/null and the command goes on. The
+    first note or warning raised BrokenPipeError, which ended a finished run with exit 1 before its JSON line
+    reached stdout; after a hangup (SIGHUP ignored, or the line of the command ended by it) an OSError."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -616,14 +665,18 @@ class _StderrReaderMayLeave:
     def write(self, text):
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError as exc:
+            if not _reader_gone(exc):
+                raise
             self._gone()
             return len(text)
 
     def flush(self):
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError as exc:
+            if not _reader_gone(exc):
+                raise
             self._gone()
 
     def __getattr__(self, name):
@@ -657,9 +710,9 @@ def _main_command(argv) -> int:
     try:
         with _sigterm_interrupts():
             return _main(args, StreamcovError, command_line)
-    except Terminated:   # after the command's own handling: while it returned, or during its cleanup
-        print(f"streamcov {args.command}: terminated", file=sys.stderr)
-        return 143
+    except Terminated as exc:   # after the command's own handling: while it returned, or during its cleanup
+        print(f"streamcov {args.command}: {exc.said}", file=sys.stderr)
+        return exc.status
 
 
 def _main(args, StreamcovError, command_line) -> int:
@@ -677,9 +730,9 @@ def _main(args, StreamcovError, command_line) -> int:
     except StreamcovError as exc:
         print(f"streamcov {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
-        print(f"streamcov {args.command}: terminated", file=sys.stderr)
-        return 143   # 128 + SIGTERM, as a shell reports a process it ended
+    except Terminated as exc:
+        print(f"streamcov {args.command}: {exc.said}", file=sys.stderr)
+        return exc.status   # 128 + the signal, as a shell reports a process it ended
     except KeyboardInterrupt:
         print(f"streamcov {args.command}: interrupted", file=sys.stderr)
         return 130

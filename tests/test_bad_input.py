@@ -4906,9 +4906,12 @@ def test_an_error_under_an_open_progress_bar_starts_its_own_line(tmp_path, monke
     assert [ln for ln in err.split("\n") if ln.startswith("streamcov run: error: ")], repr(err)
 
 
-def test_sigterm_undoes_what_ctrl_c_undoes(env):
+@pytest.mark.parametrize("signame, status, said", [("SIGTERM", 143, "terminated"),
+                                                   ("SIGHUP", 129, "hung up (SIGHUP)")])
+def test_sigterm_undoes_what_ctrl_c_undoes(env, signame, status, said):
     """SIGTERM (timeout, a batch scheduler) left predict's temporary copy of an image folder behind; it now
-    interrupts the command as Ctrl-C does, which removes it, and the exit status is 143 (128 + SIGTERM)."""
+    interrupts the command as Ctrl-C does, which removes it, and the exit status is 143 (128 + SIGTERM). So does
+    SIGHUP (the terminal or SSH session closed), which had ended the command at once: 129."""
     import subprocess
     import sys
 
@@ -4919,7 +4922,7 @@ def test_sigterm_undoes_what_ctrl_c_undoes(env):
     code = ("import os, signal, time, sys\n"
             "import streamcov.stream.predict as P\n"
             "def stop(*a, **k):\n"
-            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            f"    os.kill(os.getpid(), signal.{signame})\n"
             "    time.sleep(30)\n"
             "P._predict = stop\n"
             "from streamcov.cli import main\n"
@@ -4927,7 +4930,7 @@ def test_sigterm_undoes_what_ctrl_c_undoes(env):
             f"{str(env.tmp / 'p.csv')!r}]))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TMPDIR": str(tmp)})
-    assert proc.returncode == 143 and proc.stderr.strip().splitlines()[-1] == "streamcov predict: terminated", \
+    assert proc.returncode == status and proc.stderr.strip().splitlines()[-1] == f"streamcov predict: {said}", \
         proc.stderr
     assert not any(p.name.startswith("streamcov-predict-") for p in tmp.iterdir()), list(tmp.iterdir())
 
@@ -4962,28 +4965,93 @@ def test_a_host_programs_sigterm_handler_is_kept():
         signal.signal(signal.SIGTERM, orig)
 
 
-def test_a_sigterm_echo_is_ignored_and_a_later_one_ends_at_once():
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_sigterm_echo_is_ignored_and_a_later_one_ends_at_once(signame):
     """GNU timeout (and a kill of a job's process group) sends SIGTERM to the command and then to its whole group,
     microseconds apart: the second found the default action back and killed the process without its cleanup or
     its line (1 run in 6-10 under `timeout`). A SIGTERM within SIGTERM_ECHO seconds of the first is ignored; a
-    later one still ends the process at once."""
+    later one still ends the process at once. A closed terminal's SIGHUP comes twice too (the kernel's and the
+    shell's): the same rule."""
+    import signal
     import subprocess
     import sys
 
     code = ("import os, signal, time\n"
             "from streamcov import cli as C\n"
+            f"S = signal.{signame}\n"
             "with C._sigterm_interrupts():\n"
             "    try:\n"
-            "        os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
-            "    except C.Terminated:\n"
-            "        pass\n"
-            "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(0.2)\n"
+            "        os.kill(os.getpid(), S); time.sleep(5)\n"
+            "    except C.Terminated as exc:\n"
+            "        print(exc.signum == S, flush=True)\n"
+            "    os.kill(os.getpid(), S); time.sleep(0.2)\n"
             "    print('survived the echo', flush=True)\n"
             "    from streamcov._config import SIGTERM_ECHO; time.sleep(SIGTERM_ECHO)\n"
-            "    os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
+            "    os.kill(os.getpid(), S); time.sleep(5)\n"
             "    print('not reached', flush=True)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.stdout == "survived the echo\n" and done.returncode == -15, (done.stdout, done.stderr[-2000:])
+    assert done.stdout == "True\nsurvived the echo\n" and done.returncode == -getattr(signal, signame), \
+        (done.stdout, done.stderr[-2000:])
+
+
+def test_a_hangup_ends_the_command_unless_nohup_ignores_it():
+    """SIGHUP (its terminal or SSH session closed) ended a command at once, without what Ctrl-C undoes; it is now
+    the command's Terminated, exit 129. A command started under nohup (or a shell's `trap '' HUP`), which ignores
+    SIGHUP so that it outlives its terminal, still ignores it: only a default action is replaced."""
+    import signal
+
+    from streamcov import cli as C
+
+    orig = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with C._sigterm_interrupts():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.2)   # ignored: the command goes on
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        with C._sigterm_interrupts():
+            assert signal.getsignal(signal.SIGHUP) is C._terminated
+            with pytest.raises(C.Terminated) as caught:
+                os.kill(os.getpid(), signal.SIGHUP)
+                time.sleep(5)   # the handler raises at the next bytecode
+        assert (caught.value.status, caught.value.said) == (129, "hung up (SIGHUP)")
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, orig)
+
+
+def test_stderr_of_a_terminal_that_hung_up_goes_to_devnull():
+    """A terminal that hung up (the SSH session closed while SIGHUP is ignored, as under `trap '' HUP`) fails
+    every write with EIO: the next warning or progress bar ended the run with a traceback. stderr is then
+    pointed at /dev/null, as for a piped stderr whose reader has gone; another OSError still raises."""
+    import errno
+    import pty
+
+    from streamcov import cli as C
+
+    master, slave = pty.openpty()
+    stream = os.fdopen(slave, "w")
+    try:
+        os.close(master)   # the terminal hangs up
+        with pytest.raises(OSError, match="Input/output error"):
+            stream.write("a note\n")
+            stream.flush()
+        wrapped = C._StderrReaderMayLeave(stream)
+        wrapped.write("a note\n")
+        wrapped.flush()
+        assert os.path.samefile(f"/proc/self/fd/{stream.fileno()}", os.devnull)
+        wrapped.write("later\n")
+        wrapped.flush()
+
+        class Full:
+            def write(self, text):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+        with pytest.raises(OSError, match="No space"):
+            C._StderrReaderMayLeave(Full()).write("x")
+    finally:
+        stream.close()
 
 
 def test_a_second_sigterm_delivery_is_not_reported_as_a_traceback(monkeypatch):

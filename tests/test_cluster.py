@@ -344,14 +344,17 @@ def test_the_security_of_a_client_given_as_scheduler_goes_to_the_runs_own_client
                     ("tcp://127.0.0.1:8786", {"set_as_default": False})]
 
 
-@pytest.mark.parametrize("kill", ["os.kill(os.getpid(), signal.SIGTERM)", "os.killpg(0, signal.SIGTERM)"])
+@pytest.mark.parametrize("kill", ["os.kill(os.getpid(), signal.SIGTERM)", "os.killpg(0, signal.SIGTERM)",
+                                  "os.killpg(0, signal.SIGHUP)"])
 def test_sigterm_while_a_local_cluster_starts_is_one_line(tmp_path, kill):
     """SIGTERM (``timeout``, a batch scheduler) while Dask's LocalCluster was being made raised inside its
     constructor: the half-made cluster was closed by Dask's exit hook, which failed with a 28-line traceback
     under the command's line. The signal is held until the cluster is in the hands of the run's cleanup, then
     ends the command as anywhere else: one line, 143, no traceback. Sent to the whole process group (as
     ``timeout`` and batch schedulers do), it also kills the nannies' workers and the cluster fails to start:
-    the command is terminated all the same, not "failed to start"."""
+    the command is terminated all the same, not "failed to start". A hangup of its terminal (SIGHUP to the
+    group) is the same, 129: it also killed multiprocessing's resource tracker (which ignores SIGINT and SIGTERM
+    only), and the cleanup printed "process died unexpectedly" and a KeyError traceback per semaphore."""
     script = tmp_path / "term.py"
     script.write_text(
         "import os, signal, sys, threading\n"
@@ -367,9 +370,12 @@ def test_sigterm_while_a_local_cluster_starts_is_one_line(tmp_path, kill):
     done = subprocess.run([sys.executable, str(script), "run", str(REPO / "pipelines" / "synthetic.toml"),
                            "--workers", "2", "--output", str(tmp_path / "o"), "--quiet"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, start_new_session=True)
-    assert done.returncode == 143, done.stderr[-3000:]
-    assert done.stderr.strip().splitlines()[-1] == "streamcov run: terminated", done.stderr[-3000:]
+    hup = "SIGHUP" in kill
+    assert done.returncode == (129 if hup else 143), done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == \
+        ("streamcov run: hung up (SIGHUP)" if hup else "streamcov run: terminated"), done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-3000:]
+    assert "resource_tracker" not in done.stderr, done.stderr[-3000:]
 
 
 def test_ctrl_c_while_a_local_cluster_starts_is_one_line(tmp_path):
@@ -617,9 +623,9 @@ def test_workers_that_do_not_answer_the_check_are_one_line():
     assert asked == [["tcp://127.0.0.1:1"]]
 
 
-@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
-    """A Ctrl-C or SIGTERM raised inside the scatter of a fitted map left its copy on workers whose copy the
+    """A Ctrl-C, SIGTERM or SIGHUP raised inside the scatter of a fitted map left its copy on workers whose copy the
     scheduler had lost track of (163 MB held until the worker restarted). It is held until the scatter returns,
     then raised; a second Ctrl-C a second or more later interrupts the scatter at once."""
     import threading
@@ -651,10 +657,11 @@ def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
             return {key: "future" for key in data}
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    previous_hup = signal.signal(signal.SIGHUP, terminated)
     # Python's own Ctrl-C handler, whatever an earlier test of this process left (an ignored SIGINT is not held)
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with pytest.raises(Terminated if signum == "SIGTERM" else KeyboardInterrupt):
+        with pytest.raises(Terminated if signum != "SIGINT" else KeyboardInterrupt):
             runtime.scatter_to_all(Client(), "k", object())
         assert done == [True]
         if signum == "SIGINT":
@@ -677,4 +684,5 @@ def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGHUP, previous_hup)
         signal.signal(signal.SIGINT, previous_int)

@@ -290,7 +290,7 @@ def scatter_to_all(client, key: str, obj):
     (:func:`retry_lost`); with no worker there (Dask's "No valid workers found"), after waiting for one up to
     :data:`RECOVERY_WAIT` seconds, or :func:`workers_lost`.
 
-    A Ctrl-C or SIGTERM during the scatter is held until it returns (:func:`_signal_held`), then delivered: one
+    A Ctrl-C, SIGTERM or SIGHUP during the scatter is held until it returns (:func:`_signal_held`), then delivered: one
     raised inside it left the object on workers whose copy the scheduler had lost track of ("Key lost during
     replication"), a fitted map of 163 MB held by a user's worker until it restarted. A second Ctrl-C a second
     or more after the first interrupts the scatter at once (it may wait up to :data:`RECOVERY_WAIT` seconds for
@@ -300,11 +300,11 @@ def scatter_to_all(client, key: str, obj):
     with _signal_held(signal.SIGINT, held_int, _interrupt_again), _sigterm_held(held_term):
         future = _scatter_to_all(client, key, obj)
     deliver_held(held_term)
-    deliver_held(held_int, signal.SIGINT)
+    deliver_held(held_int)
     return future
 
 
-def _interrupt_again(first: float) -> None:
+def _interrupt_again(first: float, signum=None) -> None:
     """A Ctrl-C after the one held at ``first`` (``time.monotonic()``): within :data:`~streamcov._config.SIGTERM_ECHO`
     seconds ignored (a terminal's Ctrl-C pressed twice in a hurry), later raised at once."""
     from .._config import SIGTERM_ECHO
@@ -954,6 +954,23 @@ def workers_ignore_sigint():
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
+def _resource_tracker_outlives_hangup() -> None:
+    """multiprocessing's resource tracker started, if it is not running yet, with SIGHUP blocked, which it
+    inherits. It ignores SIGINT and SIGTERM, not SIGHUP: a hangup sent to the command's process group (a closed
+    terminal or SSH session) killed it, the command's cleanup relaunched it ("resource_tracker: process died
+    unexpectedly") and each of the local cluster's semaphores released then printed a KeyError traceback in it.
+    A hangup that arrives meanwhile waits in this process for the unblock, and is not lost."""
+    if not hasattr(signal, "SIGHUP") or not hasattr(signal, "pthread_sigmask"):
+        return
+    from multiprocessing import resource_tracker
+
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 @contextlib.contextmanager
 def _signal_held(signum, held: list, again=None):
     """A signal that arrives while a LocalCluster and its client are made recorded in ``held``, not raised
@@ -963,8 +980,10 @@ def _signal_held(signum, held: list, again=None):
     the hands of its cleanup (:func:`deliver_held`); so does a start that fails with the signal held (a SIGTERM
     to the whole process group kills the nannies' workers too, and the cluster fails to start): the command ends
     as interrupted or terminated, not with Dask's failure. ``again(first)``: what a further one does while one is
-    held (SIGTERM's echo rule, :func:`streamcov._config.sigterm_again`). Only a handler of Python's, in the main
-    thread, is replaced; with another the caller decides."""
+    held (SIGTERM's echo rule, :func:`streamcov._config.sigterm_again`), called with the time the first was held
+    and the signal. ``held`` records ``(time.monotonic(), signal)`` pairs, so that one list may hold several
+    signals (:func:`_sigterm_held`). Only a handler of Python's, in the main thread, is replaced; with another
+    the caller decides."""
     previous = signal.getsignal(signum) if threading.current_thread() is threading.main_thread() else None
     if not callable(previous):
         yield
@@ -972,15 +991,16 @@ def _signal_held(signum, held: list, again=None):
 
     def hold(signo, frame):
         if held and again is not None:
-            again(held[0])
-        held.append(time.monotonic())
+            again(held[0][0], signo)
+        held.append((time.monotonic(), signo))
 
     signal.signal(signum, hold)
     try:
         yield
     except BaseException:
         signal.signal(signum, previous)
-        deliver_held(held, signum)
+        if held and held[0][1] == signum:   # (another signal's hold, still in place, delivers its own)
+            deliver_held(held)
         raise
     finally:
         signal.signal(signum, previous)
@@ -1001,18 +1021,26 @@ def _sigint_held(held: list):
         yield
 
 
+@contextlib.contextmanager
 def _sigterm_held(held: list):
-    """A SIGTERM while a LocalCluster and its client are made held in ``held`` (:func:`_signal_held`); a further
-    one within a second is its echo (GNU timeout sends two), a later one ends the process at once. With the
-    default action the process ends at once, as it would have."""
-    return _signal_held(signal.SIGTERM, held, sigterm_again)
+    """A SIGTERM or SIGHUP (the command's :class:`streamcov.cli.Terminated`) while a LocalCluster and its client
+    are made, or a fitted map is scattered, held in ``held`` (:func:`_signal_held`); a further one within a
+    second is its echo (GNU timeout sends two; a closed terminal's hangup comes from the kernel and the shell),
+    a later one ends the process at once. With the default action the process ends at once, as it would have;
+    with SIGHUP ignored (``nohup``) nothing is held."""
+    with contextlib.ExitStack() as stack:
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                stack.enter_context(_signal_held(getattr(signal, name), held, sigterm_again))
+        yield
 
 
-def deliver_held(held: list, signum=signal.SIGTERM) -> None:
-    """The SIGTERM :func:`_sigterm_held` held (or the SIGINT of :func:`_sigint_held`), if any, delivered again to
-    this thread's handler (the command's, Python's KeyboardInterrupt), which raises at the next bytecode (waited
-    for at most a second)."""
+def deliver_held(held: list) -> None:
+    """The first signal :func:`_sigterm_held` held (or the SIGINT of :func:`_sigint_held`), if any, delivered
+    again to this thread's handler (the command's, Python's KeyboardInterrupt), which raises at the next bytecode
+    (waited for at most a second)."""
     if held:
+        signum = held[0][1]
         held.clear()   # once: the failure path and the cleanup both deliver
         if hasattr(signal, "pthread_kill"):   # to this thread: its sleep below ends at once
             signal.pthread_kill(threading.get_ident(), signum)
@@ -1082,7 +1110,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
     plan = None   # the thread plan's worker plugin, once registered
     environ = None
     logs_held = False   # the loggers held for a local cluster (_hold_distributed_logs)
-    held: list = []   # a SIGTERM received while the cluster was made (_sigterm_held)
+    held: list = []   # a SIGTERM or SIGHUP received while the cluster was made (_sigterm_held)
     held_int: list = []   # a Ctrl-C received then (_sigint_held)
     if scheduler == "local-cluster":
         n = local_cluster_size(workers)
@@ -1106,6 +1134,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
         try:
             os.environ.update({k: str(v) for k, v in WORKER_MALLOC_ENV.items()})
+            _resource_tracker_outlives_hangup()   # before the cluster's processes start it
             with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _sigint_held(held_int), \
                     _sigterm_held(held):
                 # CRITICAL: a task's error is said once, by the command's line; at ERROR every worker also logged
@@ -1162,7 +1191,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                           f"local-cluster or a scheduler address tcp://HOST:PORT")
     try:
         deliver_held(held)   # now that the cleanup below closes the cluster: the command's handler raises it
-        deliver_held(held_int, signal.SIGINT)
+        deliver_held(held_int)
         if cluster is None:
             _wait_for_a_worker(client, scheduler)
         # a LocalCluster's workers are this machine's: the wait of an address (STREAMCOV_WORKER_WAIT) is not read
