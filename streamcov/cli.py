@@ -391,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="streamcov", description="Covariance descriptors of skeleton sequences and images, out of core: "
                                               "ingest archives into stores, run pipelines, predict with saved "
                                               "models (README.md).")
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"streamcov {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def runtime_flags(parser):
@@ -486,7 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--maps", help="comma list (default: every map)")
     ka.add_argument("--nus", help="comma list of feature dimensions")
     ka.add_argument("--seeds", type=positive_int, help="map seeds per point (default 10)")
-    ka.add_argument("--data", type=nonempty_input, help="folder holding <dataset>/raw (default ../shared/data)")
+    ka.add_argument("--data", type=nonempty_input, help="folder holding <dataset>/raw (default $STREAMCOV_DATA, else ../shared/data "
+                                                            "beside the source checkout)")
     ka.add_argument("--gram-seeds", type=positive_int,
                     help="map seeds of the Gram-error curves (default 20, 2 with --quick; 1 for a quick "
                          "accuracy-only run)")

@@ -596,3 +596,41 @@ def test_quick_study_takes_two_gram_draws_unless_told(monkeypatch, tmp_path):
                  "--quiet"]) == 0
     assert main(["study", "kernel-approx", "--out", str(tmp_path / "c"), "--quiet"]) == 0
     assert [s.get("gram_seeds") for s in seen] == [2, 5, None]   # None: the schema's 20
+
+
+def test_study_finds_the_checkouts_pipeline_files_from_an_installed_streamcov(tmp_path, monkeypatch, capsys):
+    """Installed from a wheel (no pipelines/ beside the package), the study looked for the dataset pipeline files
+    and the datasets in site-packages: "site-packages/pipelines/msr_action3d.toml: pipeline file not found"
+    whatever the folder. They are now looked for in the current folder (the root of a checkout) as well, the
+    datasets in $STREAMCOV_DATA, else ../shared/data beside that checkout; without any, one line that says so."""
+    import shutil
+
+    from conftest import REPO
+    from streamcov.tasks import study
+
+    site = tmp_path / "site-packages"   # what an installed package's parent holds: no pipelines/
+    site.mkdir()
+    monkeypatch.setattr(study, "REPO", site)
+    monkeypatch.delenv("STREAMCOV_DATA", raising=False)
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(ConfigError, match=r"^the study reads the dataset pipeline file pipelines/msr_action3d\.toml "
+                                          r"of a streamcov source checkout, not found \(.*work/pipelines/"
+                                          r"msr_action3d\.toml\); run it from the root of a checkout"):
+        study.pipeline_file("msr_action3d")
+    assert main(["study", "kernel-approx", "--quick", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pipelines/msr_action3d.toml of a streamcov source checkout" in err[0], err
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "pipelines", checkout / "pipelines")
+    monkeypatch.chdir(checkout)
+    assert study.pipeline_file("florence3d_exact") == checkout / "pipelines" / "florence3d_exact.toml"
+    assert study.default_data_root() == tmp_path / "shared" / "data"
+    monkeypatch.setenv("STREAMCOV_DATA", str(tmp_path / "elsewhere"))
+    assert study.default_data_root() == tmp_path / "elsewhere"
+    # an editable install's checkout comes first, from any folder
+    monkeypatch.setattr(study, "REPO", REPO)
+    monkeypatch.chdir(elsewhere)
+    assert study.pipeline_file("msr_action3d") == REPO / "pipelines" / "msr_action3d.toml"

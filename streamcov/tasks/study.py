@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import ConfigError, arg, path_arg, toml_value
 from .schema import STUDY_MAPS   # the maps of paper 000's Figure 1: one list, the schema's
 
+# the source checkout of an editable install (the package's parent folder): its pipelines/ and ../shared/data
 REPO = Path(__file__).resolve().parents[2]
 # name -> pipeline stem: the pipeline's [data] gives the raw folder, the reader and its options,
 # its [descriptor] the descriptor, pipelines/<stem>_exact.toml the exact SVM's grids
@@ -87,6 +88,38 @@ def rgw_sets(name: str, nu: int | None = None) -> list[str]:
             + [f"features.{k}={json.dumps(v)}" for k, v in random_map_options(name).items()])
 
 
+def _checkouts() -> list[Path]:
+    """Where the dataset pipeline files are looked for: the checkout of an editable install (its ``pipelines/``
+    beside the package), then the current folder (the root of a checkout, with streamcov installed from a
+    wheel)."""
+    return [REPO, Path.cwd()] if (REPO / "pipelines").is_dir() else [Path.cwd()]
+
+
+def pipeline_file(stem: str) -> Path:
+    """The dataset pipeline file ``pipelines/<stem>.toml`` of the source checkout (:func:`_checkouts`): the study
+    takes each dataset's reader, protocol, map bandwidth and the exact SVM's grids from it. A wheel installs no
+    pipeline files; without a checkout it is one line."""
+    tried = [base / "pipelines" / f"{stem}.toml" for base in _checkouts()]
+    for path in tried:
+        if path.is_file():
+            return path
+    raise ConfigError(f"the study reads the dataset pipeline file pipelines/{stem}.toml of a streamcov source "
+                      f"checkout, not found ({', '.join(str(p) for p in tried)}); run it from the root of a "
+                      f"checkout of the repository")
+
+
+def default_data_root() -> Path:
+    """The folder of the datasets when none is given: ``$STREAMCOV_DATA``, else ``../shared/data`` beside the
+    checkout whose pipeline files the study reads (:func:`pipeline_file`), as the files' own ``data.source``."""
+    import os
+
+    env = os.environ.get("STREAMCOV_DATA")
+    if env:
+        return Path(env)
+    base = pipeline_file(DATASETS["msr"]).parent.parent
+    return base.parent / "shared" / "data"
+
+
 def ingest_dataset(name: str, data_root: Path, workdir: Path):
     """``(store, cfg)``: a real dataset ingested into ``workdir`` by its pipeline file's reader, and
     the typed pipeline file."""
@@ -94,7 +127,7 @@ def ingest_dataset(name: str, data_root: Path, workdir: Path):
     from ..data.skeletons import ingest
     from .config import load_config
 
-    cfg = load_config(REPO / "pipelines" / f"{DATASETS[name]}.toml")
+    cfg = load_config(pipeline_file(DATASETS[name]))
     folder = Path(cfg.data.source).parent.name          # ../shared/data/<folder>/raw
     raw = Path(data_root) / folder / "raw"
     if not raw.is_dir():
@@ -327,7 +360,7 @@ def exact_accuracies(V, y, subjects, folds, name: str) -> list[dict]:
     from ..stream.exact import exact_svm_fold
     from .config import load_config
 
-    ecfg = load_config(REPO / "pipelines" / f"{DATASETS[name]}_exact.toml").model
+    ecfg = load_config(pipeline_file(f"{DATASETS[name]}_exact")).model
     return [exact_svm_fold(V, y, subjects, tr, te, ecfg.sigma_grid, ecfg.C_grid) for _, tr, te in folds]
 
 
@@ -544,7 +577,7 @@ def _study(datasets, maps, nus, seeds, out, data_root, gram_sample, gram_seeds, 
     unknown = [m for m in maps if m not in STUDY_MAPS]
     if unknown:
         raise ValueError(f"unknown map(s) {unknown}; choose from {', '.join(STUDY_MAPS)}")
-    data_root = Path(data_root) if data_root else REPO.parent / "shared" / "data"
+    data_root = Path(data_root) if data_root else default_data_root()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     clear_report(out)   # an earlier report's files must not stand beside this run's if it stops half-way
