@@ -459,6 +459,29 @@ def test_product_maps_refuse_features_that_overflow(cls):
     assert np.isfinite(est.transform(X)).all()
 
 
+@pytest.mark.parametrize("cls", ["RGWSampler", "RandomMaclaurinSampler"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_row_past_assume_finite_is_named_as_such(cls, bad):
+    """With scikit-learn's assume_finite=True the input's check is skipped, and a NaN or infinite row reached the
+    features' own check, which blamed an overflow of the products and told the user to raise sigma. It is now
+    named as a non-finite row; a finite row that overflows keeps the overflow's message (test above)."""
+    import sklearn
+
+    import streamcov.features as F
+
+    X = np.random.default_rng(0).standard_normal((20, 6))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    est = getattr(F, cls)(n_components=50, random_state=0).fit(X)
+    X[3, 2] = bad
+    with sklearn.config_context(assume_finite=True), np.errstate(invalid="ignore"):
+        with pytest.raises(ValueError, match=rf"^{cls}: row 3 of the 20 transformed holds NaN or infinity; give "
+                                             r"finite rows \(sklearn's assume_finite=True skipped the check of "
+                                             r"the input\)$"):
+            est.transform(X)
+    with pytest.raises(ValueError, match="NaN|infinity"):   # without it, scikit-learn's own check says so first
+        est.transform(X)
+
+
 def test_block_sum_features_name_themselves_on_a_nan_and_keep_float32():
     """A NaN in the rows of a sum of block kernels is named as BlockSumFeatures' input (the error named the
     inner map of one block); float32 rows give float32 features, as every single map does."""
@@ -626,3 +649,20 @@ def test_a_map_refuses_parameters_changed_since_its_fit(i):
     np.testing.assert_array_equal(est.transform(X), before)
     est.set_params(random_state=7)   # read by fit alone
     np.testing.assert_array_equal(est.transform(X), before)
+
+
+def test_rgw_sigma_only_rescales_columns_without_centering():
+    """What RGWSampler's docstring says of sigma, checked: with center=False and one random_state, the features at
+    two bandwidths differ by one factor per column (so a per-column StandardScaler after the map undoes sigma);
+    with center=True each row's factor k(x', 0) depends on sigma, and the ratios are no longer one per column.
+    Tolerance 1e-12 relative: the two maps' scales are computed through logs of different sigmas."""
+    from streamcov.features import RGWSampler
+
+    X = np.random.default_rng(1).standard_normal((30, 5))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    for center, per_column in ((False, True), (True, False)):
+        a = RGWSampler(n_components=40, sigma=0.5, center=center, random_state=3).fit(X).transform(X)
+        b = RGWSampler(n_components=40, sigma=1.0, center=center, random_state=3).fit(X).transform(X)
+        ratio = a / b
+        same = np.allclose(ratio, ratio[0], rtol=1e-12, atol=0)
+        assert same == per_column, (center, np.ptp(ratio, axis=0).max())

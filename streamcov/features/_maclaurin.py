@@ -194,4 +194,4 @@ class RandomMaclaurinSampler(_FourierBase):
         proj = np.ascontiguousarray(X @ self.random_weights_.astype(X.dtype, copy=False))
         out = np.empty((X.shape[0], self._n_features_out), dtype=X.dtype)
         sq = np.einsum("ij,ij->i", X, X, dtype=np.float64) if self.kernel == "gaussian" else None
-        return product_features(proj, self.offsets_, self.scales_, out, sq, self.sigma, type(self).__name__)
+        return product_features(proj, self.offsets_, self.scales_, out, sq, self.sigma, type(self).__name__, X)

@@ -46,7 +46,13 @@ class RGWSampler(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     n_components : int, default=100
         Number of features ``nu``.
     sigma : float, default=1.0
-        Kernel bandwidth.
+        Kernel bandwidth. With ``center=False``, for one ``random_state``, it
+        only rescales each feature column (the degrees do not depend on it,
+        the projections are ``sigma`` times the same Gaussian draws; with
+        ``center=True`` each row also gets ``k(x', 0)``): a per-column scaler after
+        the map (``StandardScaler``, a pipeline's ``model.scale = "standard"``)
+        undoes it, and a grid over sigma then scores every value alike. Keep
+        the kernel with :class:`~streamcov.preprocessing.GlobalCenterScaler`.
     theta : float, default=0.5
         Parameter of the geometric degree distribution, in (0, 1). Larger
         theta gives lower degrees (cheaper) but a larger variance constant
@@ -175,7 +181,7 @@ class RGWSampler(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         z = np.ascontiguousarray(X @ proj)
         out = np.empty((X.shape[0], len(self.scale_)), dtype=dtype)
         sq = np.einsum("ij,ij->i", X, X, dtype=np.float64) if self.center else None
-        return product_features(z, self.group_start_, self.scale_, out, sq, self.sigma, type(self).__name__)
+        return product_features(z, self.group_start_, self.scale_, out, sq, self.sigma, type(self).__name__, X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -193,11 +199,12 @@ def _warn_cut_series(X, mean, s2: float, max_degree: int, name: str) -> None:
                       stacklevel=4)   # the caller of fit (wrapped once by scikit-learn)
 
 
-def product_features(z, starts, scales, out, sq, sigma: float, name: str):
+def product_features(z, starts, scales, out, sq, sigma: float, name: str, rows=None):
     """``out`` = the grouped products of the projections ``z`` (:func:`grouped_products`), times
     ``k(x', 0)`` where ``sq`` (squared norms of the rows) is given; a ValueError when a feature is not
-    finite. The degrees of a Maclaurin-type map reach tens: inputs of large norm overflow, and a NaN
-    would otherwise flow silently into a learner."""
+    finite, which names a non-finite input row (``rows``: the rows projected) as such. The degrees of a
+    Maclaurin-type map reach tens: inputs of large norm overflow, and a NaN would otherwise flow silently into
+    a learner."""
     starts = np.asarray(starts)
     # grouped_products reads z[:, starts[j]:starts[j + 1]] without bounds checks: the fitted arrays (a model file's,
     # edited) must give each feature a slice within z's columns, one per output column
@@ -209,6 +216,15 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
                          f"{np.shape(scales)[0] if np.ndim(scales) == 1 else np.shape(scales)} scales; the map "
                          f"is damaged")
     run_parallel(grouped_products, z, starts, scales.astype(out.dtype), out)
+
+    def refuse_input_row(r):
+        # the input's own check skipped (sklearn.set_config(assume_finite=True)): not an overflow to blame
+        if rows is not None and not np.isfinite(rows[r]).all():
+            raise ValueError(f"{name}: row {r} of the {len(out)} transformed holds NaN or infinity; give finite "
+                             f"rows (sklearn's assume_finite=True skipped the check of the input)")
+
+    if sq is not None and np.isnan(sq).any():   # a squared norm is NaN only for a row that held NaN or infinity
+        refuse_input_row(int(np.argmax(np.isnan(sq))))
     if sq is not None:
         with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused just below
             out *= gaussian_kernel(sq, float(sigma)).astype(out.dtype)[:, None]   # k(x', 0)
@@ -216,6 +232,7 @@ def product_features(z, starts, scales, out, sq, sigma: float, name: str):
     if not finite.all():
         # a ConfigError, which is a ValueError: one line and exit 2 when a pipeline's settings cause it
         r = int(np.argmin(finite))
+        refuse_input_row(r)
         wider = " or use float64" if out.dtype != np.float64 else ""
         raise ConfigError(f"{name}: the features of row {r} of the {len(out)} transformed are not finite: the "
                           f"products of its projections overflowed {out.dtype}; scale the rows (e.g. to unit norm, "
