@@ -5080,6 +5080,32 @@ def test_a_second_sigterm_delivery_is_not_reported_as_a_traceback(monkeypatch):
         signal.signal(signal.SIGTERM, orig)
 
 
+@pytest.mark.parametrize("learner", ["sgd", "lbfgs"])
+def test_a_run_without_resume_says_it_starts_over_a_cut_training(env, learner):
+    """A run killed during training, run again without --resume, trained from the start without a word although
+    the fold's checkpoint was there: a note now names it and --resume. Not said for a fold that finished (its
+    result is saved beside its checkpoint), nor with --resume, which continues it."""
+    text = SKELETON_PIPELINE.format(out=env.tmp / "out", store=env.shared["synth"])
+    if learner == "lbfgs":
+        text = text.replace('learner = "sgd"\nloss = "hinge"\nepochs = 3', 'learner = "lbfgs"\nmax_iter = 5')
+    pipeline = env.pipeline(text)
+    rc, err, _ = cli("run", pipeline, "--quiet")
+    assert rc == 0, err
+    ck = env.tmp / "out" / "checkpoints"
+    assert (ck / "odd-even.npz").is_file() and (ck / "odd-even.result.json").is_file(), sorted(ck.iterdir())
+    rc, err, _ = cli("run", pipeline, "--quiet")
+    assert rc == 0 and "did not finish" not in err, err
+    (ck / "odd-even.result.json").unlink()   # as a kill during the fold's training leaves it
+    rc, err, _ = cli("run", pipeline, "--quiet")
+    assert rc == 0, err
+    notes = [ln for ln in err.splitlines() if "did not finish" in ln]
+    assert notes == [f"streamcov run: note: {ck / 'odd-even.npz'}: the checkpoint of a training of fold odd-even that did not "
+                     f"finish; fold odd-even is trained from the start (add --resume to continue it)"], err
+    (ck / "odd-even.result.json").unlink()
+    rc, err, _ = cli("run", pipeline, "--quiet", "--resume")
+    assert rc == 0 and "did not finish" not in err, err
+
+
 def test_a_run_removes_the_temporary_files_a_kill_left(env):
     """atomic_write writes .<name>.<8 characters>.streamcov-tmp, then renames it: a kill -9 left such files (a
     model.npz as large as the model) through later runs, --resume included. A run removes them once it holds the

@@ -603,6 +603,10 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         fold_fp = doc_sha256_of({"fold": fp_text})
         done_file = ckdir / f"{name}.result.json"
         is_last = name == folds[-1][0]
+        if not ctx.resume and (ckdir / f"{name}.npz").is_file() and not done_file.is_file():
+            # a training that was cut (kill -9, a lost machine): starting over without a word hid --resume
+            say_note(f"{ckdir / (name + '.npz')}: the checkpoint of a training of fold {name} that did not finish; "
+                     f"fold {name} is trained from the start (add {arg('resume', True)} to continue it)")
         if ctx.resume and done_file.is_file():
             saved = _finished_fold(done_file, fp_text, y[test], len(classes))
             if saved is not None and is_last and not _saved_model_of(out / "model", fold_fp):
