@@ -286,3 +286,41 @@ def test_fastfood_index_arrays_are_checked_before_the_numba_kernel():
     fmap.permutations_ = fmap.permutations_[:, :2].copy()
     with pytest.raises(ValueError, match=r"permutations_ is not a \(2, 8\) array of indices"):
         fmap.transform(X)
+
+
+@pytest.mark.parametrize("saved", [False, "deprecated", None])
+def test_an_svc_model_loads_where_scikit_learn_removed_probability(saved, monkeypatch):
+    """scikit-learn 1.9 deprecated SVC's ``probability`` (default "deprecated") and removes it in 1.11: every
+    SVC-based model (the exact SVM's, the images') stored it, and would have been refused there as "incomplete
+    model description (TypeError: ... unexpected keyword argument 'probability')". It is no longer written, and a
+    stored default (False before 1.9, "deprecated" after; None: not written) is dropped by a scikit-learn whose
+    SVC does not take it. probability=True, which asked for what that SVC cannot do, is still refused."""
+    import sklearn.svm
+
+    from streamcov.stream.model import dump_estimator, load_estimator
+
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    y = (X[:, 0] > 0).astype(int)
+    arrays: dict = {}
+    desc = dump_estimator(sklearn.svm.SVC(kernel="linear").fit(X, y), "clf.", arrays)
+    assert "probability" not in desc["params"]
+    if saved is not None:
+        desc["params"]["probability"] = saved   # as an earlier streamcov, or scikit-learn 1.9-1.10, wrote it
+    want = sklearn.svm.SVC.decision_function(load_estimator(desc, arrays), X)
+
+    class SVC(sklearn.svm.SVC):   # scikit-learn 1.11's: no probability parameter
+        def __init__(self, *, C=1.0, kernel="rbf", degree=3, gamma="scale", coef0=0.0, shrinking=True, tol=1e-3,
+                     cache_size=200, class_weight=None, verbose=False, max_iter=-1, decision_function_shape="ovr",
+                     break_ties=False, random_state=None):
+            super().__init__(C=C, kernel=kernel, degree=degree, gamma=gamma, coef0=coef0, shrinking=shrinking,
+                             tol=tol, cache_size=cache_size, class_weight=class_weight, verbose=verbose,
+                             max_iter=max_iter, decision_function_shape=decision_function_shape,
+                             break_ties=break_ties, random_state=random_state)
+
+    monkeypatch.setattr(sklearn.svm, "SVC", SVC)
+    got = load_estimator(desc, arrays)
+    assert type(got) is SVC
+    np.testing.assert_array_equal(got.decision_function(X), want)
+    desc["params"]["probability"] = True
+    with pytest.raises(TypeError, match="unexpected keyword argument 'probability'"):
+        load_estimator(desc, arrays)

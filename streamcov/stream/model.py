@@ -63,10 +63,26 @@ def _json_value(v):
     raise ValueError(v)
 
 
+# parameters scikit-learn deprecated and then removed, with the values that meant its default: not written when a
+# model is saved, and dropped when it is loaded by a scikit-learn whose class no longer takes them, so that a model
+# saved before loads after (SVC's probability: deprecated in 1.9, whose default became "deprecated", removed in
+# 1.11; every SVC-based model, the exact SVM's and the images', stored it). Another value asked for what the class
+# no longer does, and is refused as before.
+RETIRED_PARAMS = {("SVC", "probability"): (False, "deprecated")}
+
+
+def _retired(name: str, key: str, value) -> bool:
+    """Whether ``value`` of parameter ``key`` of class ``name`` is a default that :data:`RETIRED_PARAMS` drops."""
+    defaults = RETIRED_PARAMS.get((name, key))
+    return defaults is not None and isinstance(value, (bool, str)) and value in defaults
+
+
 def _jsonable_params(est) -> dict:
     params = est.get_params(deep=False)
     out = {}
     for k, v in params.items():
+        if _retired(type(est).__name__, k, v):
+            continue
         try:
             out[k] = _json_value(v)
         except ValueError:
@@ -109,7 +125,14 @@ def _new_estimator(desc: dict):
     if name not in ALLOWED:
         raise ModelError(f"names class {name!r}, which is not in the allow-list "
                          f"{sorted(ALLOWED)}")
-    return getattr(importlib.import_module(ALLOWED[name]), name)(**desc["params"])
+    cls = getattr(importlib.import_module(ALLOWED[name]), name)
+    params = desc["params"]
+    if isinstance(params, dict) and any(_retired(name, k, v) for k, v in params.items()):
+        import inspect
+
+        takes = inspect.signature(cls).parameters
+        params = {k: v for k, v in params.items() if k in takes or not _retired(name, k, v)}
+    return cls(**params)
 
 
 def load_estimator(desc: dict, arrays, copy: bool = True) -> object:
