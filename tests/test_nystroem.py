@@ -215,10 +215,10 @@ def _featurize_holding(tmp_path, monkeypatch, source, train, params):
 @pytest.mark.parametrize("pyramid", [False, True])
 def test_the_driver_holds_only_the_landmarks_of_the_fit_sample(tmp_path, monkeypatch, pyramid):
     """featurize holds the descriptors of the landmark rows (12 of a fit sample of 60) and of the rows the
-    bandwidth is checked on, computed with the sample's other rows of their blocks as a fit on the whole sample
-    computes them: its map, component_indices_ included, and its feature store are the bits of a map fitted on
-    the whole sample (a pyramid's rows differed in the last bit, the eigensolver's lanes, and L-BFGS made that
-    another model)."""
+    bandwidth is checked on, and computes only those: its map, component_indices_ included, and its feature store
+    are the bits of a map fitted on the whole sample (a row's bits do not depend on the rows computed with it: the
+    eigensolver's lanes are independent; when they were not, a pyramid's rows differed in the last bit, and
+    L-BFGS made that another model)."""
     from streamcov.features.registry import fit_feature_map
 
     source, train = _driver_source(tmp_path, pyramid)

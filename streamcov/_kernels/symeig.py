@@ -517,16 +517,24 @@ def _apply_sweeps(typingctx, z, q, slog, flog, nsw, nstrip):
 
 
 @njit(**JIT_OPTS)
-def _flush(z, n, dl, st, status, slog, flog, nsw):
+def _flush(z, n, dl, st, status, slog, flog, nsw, final):
     """Apply the nsw logged sweeps to every lane's z[q], then fold the row
-    scales dl into the rows (z = diag(dl) zh becomes z, dl = 1)."""
+    scales dl into the rows (z = diag(dl) zh becomes z, dl = 1) of each lane
+    whose own smallest scale fell below RESCALE, and of every lane when
+    ``final``. A lane is folded on its own scales only: folded whenever any
+    lane needed it, a matrix's last bits depended on the 7 others computed
+    with it (applying logged sweeps sooner or later gives the same bits;
+    folding the scales at another step does not)."""
     nstrip = z.shape[2] // LANES
     for q in range(LANES):
-        st[ST_DMIN, q] = 1.0
         if status[q] != 1:
+            st[ST_DMIN, q] = 1.0
             continue
         if nsw > 0 and nstrip > 0:
             _apply_sweeps(z, q, slog, flog, nsw, nstrip)
+        if not final and st[ST_DMIN, q] >= RESCALE:
+            continue
+        st[ST_DMIN, q] = 1.0
         for i in range(n):
             sc = dl[i, q]
             if sc != 1.0:
@@ -551,7 +559,9 @@ def tql_lanes(d, e, dl, z, n, maxit, st, mq, it, status, slog, flog):
     (flog, in lane layout as the SIMD code writes them; slog[s, q] = (l, m))
     and applied lane by lane, one L1-sized column block after the other
     (``_apply_sweeps``), when the log is full, when a row scale falls below
-    RESCALE, and at the end.
+    RESCALE, and at the end; a lane's scales are folded into its rows when its
+    own smallest one falls below RESCALE, and at the end (``_flush``), so that
+    its result does not depend on the other lanes.
 
     An off-diagonal is negligible below EPS times the lane's norm (normwise
     backward stable, like the Householder step). status[q]: 1 converged;
@@ -625,9 +635,9 @@ def tql_lanes(d, e, dl, z, n, maxit, st, mq, it, status, slog, flog):
                     small = True
             nsw += 1
             if small or nsw == scap:
-                _flush(z, n, dl, st, status, slog, flog, nsw)
+                _flush(z, n, dl, st, status, slog, flog, nsw, False)
                 nsw = 0
-    _flush(z, n, dl, st, status, slog, flog, nsw)
+    _flush(z, n, dl, st, status, slog, flog, nsw, True)
     return 0
 
 

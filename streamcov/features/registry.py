@@ -317,9 +317,8 @@ def rows_read_by_fit(params: dict, seed: int, n_rows: int) -> np.ndarray | None:
     (:meth:`~streamcov.features.GaussianNystroem.landmark_indices`, drawn from the seed); a centred map's mean
     row and a median bandwidth read every row. Fitted on those rows alone, the map is the same (the same
     landmarks in the same order), so an out-of-core caller computes only them: 256 landmarks among a sample of
-    2048 were 2048 descriptors computed and held (1.2 GB for MSR-Action3D's) for 256 kept. (A descriptor's last
-    bits depend on the rows computed with it, 8 matrices in the eigensolver's lockstep: the caller computes the
-    landmarks with the sample's other rows of their blocks, :func:`streamcov.stream.featurize.featurize`.)"""
+    2048 were 2048 descriptors computed and held (1.2 GB for MSR-Action3D's) for 256 kept. (A descriptor is the
+    same bits whatever rows are computed with it: the eigensolver's lanes are independent.)"""
     if str(params.get("map", "rgw")).lower() != "nystroem" or params.get("bandwidth", "absolute") == "median":
         return None
     return make_feature_map(params, seed).landmark_indices(n_rows)

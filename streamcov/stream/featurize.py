@@ -221,16 +221,13 @@ def featurize(source, map_params: dict, *, seed: int, train: np.ndarray, path, r
                 sample = rows_of(fitted, rows, bounds, runtime)
             else:
                 # the landmarks, and the rows the bandwidth is checked on (the sample's first, as a fit on all of
-                # it reads); computed with the sample's other rows of their blocks, as a fit on the whole sample
-                # computes them: the eigensolver takes 8 matrices in lockstep, so a row's last bits depend on the
-                # rows computed with it, and the map is then the same bits (L-BFGS made a last-bit difference
-                # another model). Only the rows kept are held, and the other blocks are not computed.
+                # it reads), alone: a row's descriptor is the same bits whatever rows are computed with it (the
+                # eigensolver's lanes are independent, _kernels/symeig), so the map is the same bits as a fit on
+                # the whole sample (L-BFGS made a last-bit difference another model)
                 from ..features.registry import BANDWIDTH_CHECK_ROWS
 
                 want = np.union1d(rows[read], rows[:BANDWIDTH_CHECK_ROWS])
-                blocks = np.searchsorted(bounds, rows, side="right") - 1
-                mates = rows[np.isin(blocks, np.searchsorted(bounds, want, side="right") - 1)]
-                computed = rows_of(fitted, mates, bounds, runtime, keep=want)
+                computed = rows_of(fitted, want, bounds, runtime)
                 sample = computed[np.searchsorted(want, rows[read])]
                 check = computed[np.searchsorted(want, rows[:BANDWIDTH_CHECK_ROWS])]
                 computed = None

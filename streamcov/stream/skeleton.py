@@ -740,8 +740,8 @@ class SkeletonSource:
             if local is not None and not len(local):
                 continue
             if plan is None:
-                # the logs of the whole block, whatever rows are asked: the eigensolver runs 8 matrices in
-                # lockstep (_kernels/symeig), so a row's last bits depend on the rows computed with it
+                # the logs of the whole block (its moments come whole from the chunk tasks), the rows asked
+                # taken from them
                 task = dask.delayed(block_descriptors, pure=True)(
                     int(b0), int(b1), pieces_of(offsets[b0], offsets[b1]), self.descriptor, local, numba_threads,
                     path)

@@ -200,7 +200,7 @@ class DaskTable(Table):
     scheduler: str = "threads"
     workers: Optional[Annotated[int, Field(ge=1, le=MAX_WORKERS)]] = None
     block_size: Optional[PosInt] = None     # rows per block; default per task (sequences 512, images 64);
-    # also SGD's unit of shuffling (another size, another SGD model) and the eigensolver's groups of 8 rows
+    # also SGD's unit of shuffling (another size, another SGD model)
     prefetch: PosInt = 2
 
     @field_validator("scheduler")
