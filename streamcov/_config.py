@@ -96,6 +96,19 @@ def numba_cache_dir() -> str:
     return str(user) if user is not None else "nowhere (kernels are compiled without a cache)"
 
 
+def private_temp_folder(prefix: str, writable=_writable) -> Path | None:
+    """``<temporary folder>/<prefix>-<uid>``, made this user's own (:func:`_private_folder`) and writable, or None
+    where there is none: the place of a cache whose usual folder cannot be written (a read-only or missing home,
+    as a container's numeric user has)."""
+    import tempfile
+
+    try:
+        folder = Path(tempfile.gettempdir()) / f"{prefix}-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    except OSError:   # no usable temporary folder: tempfile found none it can write
+        return None
+    return folder if _private_folder(folder) and writable(folder) else None
+
+
 def plan_numba_cache(writable=_writable) -> str | None:
     """Give numba's cache a folder it can write when it has none, before any kernel is compiled; returns it, or
     None when numba's own places serve.
@@ -109,8 +122,6 @@ def plan_numba_cache(writable=_writable) -> str | None:
     are the package's and the user's folders: where neither serves either, kernels are compiled without a
     cache and :data:`CACHE_PROBLEM` says so (the commands refuse it in one line, :func:`numba_environment_problem`;
     it was numba's "no locator available" traceback at the first kernel)."""
-    import tempfile
-
     global CACHE, CACHE_PROBLEM
     given = os.environ.get("NUMBA_CACHE_DIR")
     user = _numba_user_cache()
@@ -123,11 +134,8 @@ def plan_numba_cache(writable=_writable) -> str | None:
                          f"folders or the home folder, numba's other places for its cache of compiled kernels); "
                          f"give a folder this user can write, or unset it")
         return None
-    try:
-        folder = Path(tempfile.gettempdir()) / f"streamcov-numba-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    except OSError:   # no usable temporary folder: tempfile found none it can write
-        folder = None
-    if folder is None or not (_private_folder(folder) and writable(folder)):
+    folder = private_temp_folder("streamcov-numba", writable)
+    if folder is None:
         CACHE = JIT_OPTS["cache"] = ORDERED_JIT_OPTS["cache"] = False
         return None
     os.environ["NUMBA_CACHE_DIR"] = str(folder)
@@ -703,10 +711,29 @@ def _size(n: float) -> str:
 def default_cache_dir() -> Path:
     """``$STREAMCOV_CACHE_DIR``, else a ``streamcov`` folder in the user cache (XDG_CACHE_HOME or ~/.cache): the
     network weights (:mod:`streamcov.descriptors.cnn`) and the archives known by their contents
-    (:func:`streamcov.data.ragged.same_files`)."""
+    (:func:`streamcov.data.ragged.same_files`). Where that folder cannot be written (a read-only or missing
+    home: a container's numeric user), ``<temporary folder>/streamcov-cache-<uid>`` (:func:`private_temp_folder`),
+    as numba's cache falls back: every process had warned that it could not write the weights' cache and read
+    the 19 MB network again. A RuntimeError where there is neither a home nor a temporary folder."""
     env = os.environ.get("STREAMCOV_CACHE_DIR")
     if env:
         return Path(env).expanduser()
+    try:
+        user = _user_cache_dir()
+    except (RuntimeError, KeyError, OSError):   # no home folder (HOME unset for a user the system does not name)
+        user = None
+    if user is not None and _writable(user):
+        return user
+    fallback = private_temp_folder("streamcov-cache")
+    if fallback is not None:
+        return fallback
+    if user is None:
+        raise RuntimeError("no home folder and no temporary folder for streamcov's cache")
+    return user
+
+
+def _user_cache_dir() -> Path:
+    """The ``streamcov`` folder of the platform's user cache."""
     if sys.platform.startswith("win"):
         return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "streamcov" / "Cache"
     if sys.platform == "darwin":

@@ -15,6 +15,33 @@ import pytest
 from streamcov import _config
 
 
+def test_a_home_that_cannot_be_written_puts_streamcovs_cache_in_the_temporary_folder(monkeypatch, tmp_path):
+    """A read-only or missing home (a container's numeric user): every process warned that it could not write the
+    network weights' cache and read the 19 MB network again. The cache goes to <temporary folder>/streamcov-cache-
+    <uid>, this user's own (0700), as numba's does; STREAMCOV_CACHE_DIR, or a home that can be written, first."""
+    import stat
+    import tempfile
+
+    monkeypatch.delenv("STREAMCOV_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked / "cache"))   # under a file: nothing can be made there
+    got = _config.default_cache_dir()
+    assert got == tmp_path / "tmp" / f"streamcov-cache-{os.getuid()}"
+    assert stat.S_IMODE(got.stat().st_mode) == 0o700
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    assert _config.default_cache_dir() == tmp_path / "home-cache" / "streamcov"
+    monkeypatch.setenv("STREAMCOV_CACHE_DIR", str(tmp_path / "given"))
+    assert _config.default_cache_dir() == tmp_path / "given"
+    # another user's folder of that name in a shared temporary directory is not taken (it could hold their files)
+    monkeypatch.delenv("STREAMCOV_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked / "cache"))
+    monkeypatch.setattr(_config, "_private_folder", lambda folder: False)
+    assert _config.default_cache_dir() == blocked / "cache" / "streamcov"   # the usual place: its writer warns
+
+
 def test_a_read_only_install_caches_its_kernels_in_the_temporary_folder(monkeypatch, tmp_path):
     """Neither the package's folders nor numba's user cache writable (a container's read-only root and home):
     every kernel's cache=True raised "cannot cache function ...: no locator available" (a traceback). numba's
