@@ -150,6 +150,84 @@ CACHE_PROBLEM: str | None = None
 plan_numba_cache()
 
 
+def kernel_sources_stamp() -> str:
+    """A digest of the size and modification time of every module of streamcov that compiles numba kernels (its
+    text names ``njit`` or ``intrinsic``), and of this one (the compile flags): computed once per process."""
+    global _SOURCES_STAMP
+    if _SOURCES_STAMP is None:
+        import hashlib
+
+        here = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for path in sorted(here.rglob("*.py")):
+            try:
+                st = path.stat()
+                if path.name != "_config.py" and not any(w in path.read_text(errors="replace")
+                                                         for w in ("njit", "intrinsic")):
+                    continue
+            except OSError:
+                continue
+            h.update(f"{path.relative_to(here)}\0{st.st_mtime_ns}\0{st.st_size}\n".encode())
+        _SOURCES_STAMP = h.hexdigest()
+    return _SOURCES_STAMP
+
+
+_SOURCES_STAMP: str | None = None
+
+
+def stamp_kernels_by_their_sources() -> None:
+    """Stamp the numba cache of streamcov's kernels with every kernel module (:func:`kernel_sources_stamp`), not
+    only the kernel's own file, as numba does: a kernel that calls another file's (``spd._stack`` calls the lane
+    eigensolver of ``symeig``) kept its machine code after that file changed, as a ``git pull`` of an editable
+    install (the README's) changes it, and ran the old code without a word. Called by every module that compiles
+    kernels before its first ``njit``; idempotent. A locator placed first in numba's list serves streamcov's
+    files, and lets numba's own locators (``NUMBA_CACHE_DIR``, beside the module, the user's folder) say where
+    the cache lies; numba's ``NUMBA_CACHE_LOCATOR_CLASSES``, where set, is kept as it is."""
+    try:
+        from numba.core import caching
+
+        impl, base = caching.CacheImpl, caching._CacheLocator
+    except (ImportError, AttributeError):   # another numba's internals: its own stamps, as before
+        return
+    if any(getattr(c, "_streamcov", False) for c in impl._locator_classes):
+        return
+    package = str(Path(__file__).resolve().parent) + os.sep
+
+    class _StampedBySources(base):
+        _streamcov = True
+
+        def __init__(self, inner):
+            self._inner = inner
+
+        def ensure_cache_path(self):
+            return self._inner.ensure_cache_path()
+
+        def get_cache_path(self):
+            return self._inner.get_cache_path()
+
+        def get_source_stamp(self):
+            return self._inner.get_source_stamp(), kernel_sources_stamp()
+
+        def get_disambiguator(self):
+            return self._inner.get_disambiguator()
+
+        def __getattr__(self, name):   # what numba reads of its own locators (_py_file, in a warning)
+            return getattr(self._inner, name)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not str(Path(py_file).resolve()).startswith(package):
+                return None
+            for other in impl._locator_classes:
+                if other is not cls:
+                    inner = other.from_function(py_func, py_file)
+                    if inner is not None:
+                        return cls(inner)
+            return None
+
+    impl._locator_classes = [_StampedBySources, *impl._locator_classes]
+
+
 def jit_started() -> bool:
     """Whether numba's JIT has started in this process: it has compiled, or loaded from its cache, a
     function (its start imports its registries, ``numba.np.arraymath`` among them).

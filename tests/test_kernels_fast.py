@@ -308,3 +308,49 @@ def test_kernels_load_from_numba_cache_in_another_process():
     child = json.loads(run.stdout.splitlines()[-1])
     assert child["digest"] == hashlib.sha256(v.tobytes()).hexdigest()
     assert child["hits"] > 0 and child["misses"] == 0, child   # loaded from the cache, nothing compiled again
+
+
+STAMP_CHILD = """
+import json, numpy as np
+from streamcov._kernels import spd
+c, ul, lg = np.diag([1.0, 2.0, 3.0]), np.empty((3, 3)), np.empty((3, 3))
+spd._recon_one(c, 0, ul, lg)
+print(json.dumps({"hits": sum(spd._recon_one.stats.cache_hits.values()),
+                  "misses": sum(spd._recon_one.stats.cache_misses.values()), "log": lg.tolist()}))
+"""
+
+
+def test_a_kernel_is_compiled_again_when_a_file_it_calls_changes(tmp_path):
+    """numba stamps a kernel's cache with the kernel's own file only: spd._recon_one, which calls
+    covariance.gram_upper, kept its old machine code after covariance.py changed (a `git pull` of an editable
+    install, the README's), and ran the old code without a word. Its cache is now stamped with every kernel
+    module: loaded while nothing changed, compiled again once another kernel file has (its time touched here,
+    in a copy of the package with a cache of its own)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    shutil.copytree(REPO / "streamcov", tmp_path / "pkg" / "streamcov",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "pkg"), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def child():
+        run = subprocess.run([sys.executable, "-c", STAMP_CHILD], capture_output=True, text=True, timeout=600,
+                             env=env, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout.splitlines()[-1])
+
+    first = child()
+    assert first["misses"] == 1 and first["hits"] == 0, first
+    np.testing.assert_allclose(np.diag(first["log"]), np.log([1.0, 2.0, 3.0]), rtol=1e-14)
+    assert child()["hits"] == 1   # nothing changed: loaded from the cache
+    callee = tmp_path / "pkg" / "streamcov" / "_kernels" / "covariance.py"
+    st = callee.stat()
+    os.utime(callee, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    again = child()
+    assert again["misses"] == 1 and again["hits"] == 0, again   # compiled again: a file it calls changed
+    assert child()["hits"] == 1

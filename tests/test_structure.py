@@ -218,3 +218,24 @@ def test_the_source_distribution_covers_every_tracked_file():
     assert [p for p in tracked if not covered(p)] == []
     assert [p for p in tracked if excluded(p)] == []
     assert {"tests/conftest.py", "pipelines/msr_action3d.toml", "data/utkinect_splits.toml"} <= set(tracked)
+
+
+def test_every_module_that_compiles_kernels_stamps_them_by_their_sources_first():
+    """A kernel's numba cache is stamped with every kernel module (streamcov._config.stamp_kernels_by_their_sources)
+    only if the stamp is in place when the kernel is decorated: every module that compiles kernels lies in
+    _kernels (whose __init__ places it) or calls it before its first njit, and is among the modules the stamp
+    digests (their text names njit or intrinsic)."""
+    pkg = REPO / "streamcov"
+    assert "stamp_kernels_by_their_sources()" in (pkg / "_kernels" / "__init__.py").read_text()
+    compiling = []
+    for path in sorted(pkg.rglob("*.py")):
+        text = path.read_text()
+        first = min((i for i in (text.find("@njit"), text.find("@intrinsic"), text.find("= njit(")) if i >= 0),
+                    default=-1)
+        if first < 0:
+            continue
+        compiling.append(path)
+        if path.parent != pkg / "_kernels":
+            call = text.find("\nstamp_kernels_by_their_sources()")
+            assert 0 <= call < first, f"{path.relative_to(REPO)} compiles kernels before stamping them"
+    assert len(compiling) >= 10 and pkg / "data" / "readers" / "_fastparse.py" in compiling

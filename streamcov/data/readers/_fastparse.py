@@ -21,7 +21,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..._config import CACHE
+from ..._config import CACHE, stamp_kernels_by_their_sources
+
+stamp_kernels_by_their_sources()   # before this module's first njit
 
 # error codes shared with the readers
 OK = 0

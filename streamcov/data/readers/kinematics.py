@@ -63,7 +63,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ..._config import CACHE
+from ..._config import CACHE, stamp_kernels_by_their_sources
+
+stamp_kernels_by_their_sources()   # before this module's first njit
 
 _AXIS = {"X": 0, "Y": 1, "Z": 2}
 
