@@ -593,8 +593,11 @@ def _terminated(signum, frame):
     from ._config import sigterm_again
 
     first = time.monotonic()
-    # its echo ignored, a later one ends
-    signal.signal(signum, lambda signo, frame: sigterm_again(first, signo))
+    # its echo ignored, a later one ends: of either signal (systemd's stop sends SIGTERM and then SIGHUP at once;
+    # the other's Terminated, raised inside the cleanup of the first, cut it short)
+    for s in _ending_signals():
+        if signal.getsignal(s) is _terminated:
+            signal.signal(s, lambda signo, frame: sigterm_again(first, signo))
     raise Terminated(signum)
 
 
@@ -645,22 +648,32 @@ def _to_devnull(fd: int) -> None:
         os.close(null)
 
 
-def _reader_gone(exc: OSError) -> bool:
-    """Whether a write failed because nobody reads the stream any more: a pipe whose reader ended, or a terminal
-    that hung up (EIO: the SSH session or terminal window of the command closed)."""
+def _hung_up(exc: OSError) -> bool:
+    """Whether a write failed because the stream's terminal hung up (EIO: the SSH session or terminal window of
+    the command closed while SIGHUP was ignored, or the command's line after SIGHUP)."""
     import errno
 
-    return isinstance(exc, BrokenPipeError) or exc.errno == errno.EIO
+    return exc.errno == errno.EIO
 
 
-class _StderrReaderMayLeave:
-    """``sys.stderr`` while a command runs: when the reader of a piped stderr has gone (`2>&1 >out.json | ...`
-    whose reader ended), or its terminal hung up, stderr is pointed at /dev/null and the command goes on. The
-    first note or warning raised BrokenPipeError, which ended a finished run with exit 1 before its JSON line
-    reached stdout; after a hangup (SIGHUP ignored, or the line of the command ended by it) an OSError."""
+def _reader_gone(exc: OSError) -> bool:
+    """Whether a write failed because nobody reads the stream any more: a pipe whose reader ended, or a terminal
+    that hung up (:func:`_hung_up`)."""
+    return isinstance(exc, BrokenPipeError) or _hung_up(exc)
 
-    def __init__(self, stream):
+
+class _ReaderMayLeave:
+    """``sys.stderr`` (and ``sys.stdout``) while a command runs: when the stream's reader has gone (``left``, by
+    default a piped stderr whose reader ended, `2>&1 >out.json | ...`, or a terminal that hung up), the stream is
+    pointed at /dev/null and the command goes on. The first note or warning raised BrokenPipeError, which ended
+    a finished run with exit 1 before its JSON line reached stdout; after a hangup with SIGHUP ignored (`trap ''
+    HUP`), stdout's next line raised EIO, and a finished run ended as an internal error. A stdout pipe whose
+    reader ended (`streamcov info STORE | head`) is not this class's (``left`` = :func:`_hung_up` for stdout):
+    the command ends there, as a pipe's writer does."""
+
+    def __init__(self, stream, left=_reader_gone):
         self._stream = stream
+        self._left = left
 
     def _gone(self) -> None:
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -670,7 +683,7 @@ class _StderrReaderMayLeave:
         try:
             return self._stream.write(text)
         except OSError as exc:
-            if not _reader_gone(exc):
+            if not self._left(exc):
                 raise
             self._gone()
             return len(text)
@@ -679,7 +692,7 @@ class _StderrReaderMayLeave:
         try:
             self._stream.flush()
         except OSError as exc:
-            if not _reader_gone(exc):
+            if not self._left(exc):
                 raise
             self._gone()
 
@@ -693,12 +706,12 @@ def main(argv=None) -> int:
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w"))
-    stderr = sys.stderr
-    sys.stderr = _StderrReaderMayLeave(stderr)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ReaderMayLeave(stdout, _hung_up), _ReaderMayLeave(stderr)
     try:
         return _main_command(argv)
     finally:
-        sys.stderr = stderr
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def _main_command(argv) -> int:

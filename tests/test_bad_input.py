@@ -4965,32 +4965,34 @@ def test_a_host_programs_sigterm_handler_is_kept():
         signal.signal(signal.SIGTERM, orig)
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
-def test_a_sigterm_echo_is_ignored_and_a_later_one_ends_at_once(signame):
+@pytest.mark.parametrize("signame, then", [("SIGTERM", "SIGTERM"), ("SIGHUP", "SIGHUP"), ("SIGTERM", "SIGHUP"),
+                                           ("SIGHUP", "SIGTERM")])
+def test_a_sigterm_echo_is_ignored_and_a_later_one_ends_at_once(signame, then):
     """GNU timeout (and a kill of a job's process group) sends SIGTERM to the command and then to its whole group,
     microseconds apart: the second found the default action back and killed the process without its cleanup or
     its line (1 run in 6-10 under `timeout`). A SIGTERM within SIGTERM_ECHO seconds of the first is ignored; a
     later one still ends the process at once. A closed terminal's SIGHUP comes twice too (the kernel's and the
-    shell's): the same rule."""
+    shell's): the same rule; and across the two (systemd's stop sends SIGTERM and then SIGHUP at once: the
+    second's Terminated, raised inside the first's cleanup, cut it short)."""
     import signal
     import subprocess
     import sys
 
     code = ("import os, signal, time\n"
             "from streamcov import cli as C\n"
-            f"S = signal.{signame}\n"
+            f"S, T = signal.{signame}, signal.{then}\n"
             "with C._sigterm_interrupts():\n"
             "    try:\n"
             "        os.kill(os.getpid(), S); time.sleep(5)\n"
             "    except C.Terminated as exc:\n"
             "        print(exc.signum == S, flush=True)\n"
-            "    os.kill(os.getpid(), S); time.sleep(0.2)\n"
+            "    os.kill(os.getpid(), T); time.sleep(0.2)\n"
             "    print('survived the echo', flush=True)\n"
             "    from streamcov._config import SIGTERM_ECHO; time.sleep(SIGTERM_ECHO)\n"
-            "    os.kill(os.getpid(), S); time.sleep(5)\n"
+            "    os.kill(os.getpid(), T); time.sleep(5)\n"
             "    print('not reached', flush=True)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.stdout == "True\nsurvived the echo\n" and done.returncode == -getattr(signal, signame), \
+    assert done.stdout == "True\nsurvived the echo\n" and done.returncode == -getattr(signal, then), \
         (done.stdout, done.stderr[-2000:])
 
 
@@ -5037,7 +5039,7 @@ def test_stderr_of_a_terminal_that_hung_up_goes_to_devnull():
         with pytest.raises(OSError, match="Input/output error"):
             stream.write("a note\n")
             stream.flush()
-        wrapped = C._StderrReaderMayLeave(stream)
+        wrapped = C._ReaderMayLeave(stream)
         wrapped.write("a note\n")
         wrapped.flush()
         assert os.path.samefile(f"/proc/self/fd/{stream.fileno()}", os.devnull)
@@ -5049,9 +5051,35 @@ def test_stderr_of_a_terminal_that_hung_up_goes_to_devnull():
                 raise OSError(errno.ENOSPC, "No space left on device")
 
         with pytest.raises(OSError, match="No space"):
-            C._StderrReaderMayLeave(Full()).write("x")
+            C._ReaderMayLeave(Full()).write("x")
     finally:
         stream.close()
+
+
+def test_stdout_of_a_terminal_that_hung_up_goes_to_devnull_and_the_command_ends_as_it_would(env):
+    """With SIGHUP ignored (`trap '' HUP`) and stdout on a terminal that hung up, the command's next line on stdout
+    raised EIO, and a command that had done its work ended with "internal error: this is a bug" and exit 1. stdout
+    now goes to /dev/null and the command ends with its own status. A stdout pipe whose reader ended is another
+    matter (exit 141, tests/test_synth.py), not this one's."""
+    import pty
+    import subprocess
+    import sys
+
+    from streamcov import cli as C
+
+    master, slave = pty.openpty()
+    os.close(master)   # hung up before the command writes
+    try:
+        proc = subprocess.run([sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN)"
+                               "\nfrom streamcov.cli import main\n"
+                               f"sys.exit(main(['info', {str(env.shared['synth'])!r}]))"],
+                              stdout=slave, stderr=subprocess.PIPE, text=True, timeout=120, cwd=REPO)
+    finally:
+        os.close(slave)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    with pytest.raises(BrokenPipeError):   # stdout's own rule for a pipe: not turned into /dev/null here
+        C._ReaderMayLeave(type("Pipe", (), {"write": lambda self, t: (_ for _ in ()).throw(BrokenPipeError())})(),
+                          C._hung_up).write("x")
 
 
 def test_a_second_sigterm_delivery_is_not_reported_as_a_traceback(monkeypatch):

@@ -623,6 +623,26 @@ def test_workers_that_do_not_answer_the_check_are_one_line():
     assert asked == [["tcp://127.0.0.1:1"]]
 
 
+def test_the_resource_trackers_start_with_sighup_blocked():
+    """multiprocessing's resource tracker (a local cluster's) and joblib's loky one (study --jobs) ignore SIGINT
+    and SIGTERM, not SIGHUP: a hangup to the process group killed them, and the command's cleanup printed
+    "resource_tracker: process died unexpectedly" and a KeyError traceback per semaphore or memory-mapped folder.
+    Each is now started with SIGHUP blocked (its status's SigBlk), and the starting thread's mask is put back."""
+    code = ("import signal\n"
+            "from multiprocessing import resource_tracker as mp\n"
+            "from joblib.externals.loky.backend import resource_tracker as lk\n"
+            "from streamcov.stream.runtime import resource_trackers_outlive_hangup\n"
+            "resource_trackers_outlive_hangup(loky=True)\n"
+            "def blocked(pid):\n"
+            "    line = [l for l in open(f'/proc/{pid}/status') if l.startswith('SigBlk:')][0]\n"
+            "    return bool(int(line.split()[1], 16) >> (signal.SIGHUP - 1) & 1)\n"
+            "print(blocked(mp._resource_tracker._pid), blocked(lk._resource_tracker._pid),\n"
+            "      signal.SIGHUP in signal.pthread_sigmask(signal.SIG_BLOCK, []))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "False"], done.stdout
+
+
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_during_a_scatter_comes_after_it(signum, monkeypatch):
     """A Ctrl-C, SIGTERM or SIGHUP raised inside the scatter of a fitted map left its copy on workers whose copy the

@@ -954,19 +954,26 @@ def workers_ignore_sigint():
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
-def _resource_tracker_outlives_hangup() -> None:
-    """multiprocessing's resource tracker started, if it is not running yet, with SIGHUP blocked, which it
-    inherits. It ignores SIGINT and SIGTERM, not SIGHUP: a hangup sent to the command's process group (a closed
-    terminal or SSH session) killed it, the command's cleanup relaunched it ("resource_tracker: process died
-    unexpectedly") and each of the local cluster's semaphores released then printed a KeyError traceback in it.
-    A hangup that arrives meanwhile waits in this process for the unblock, and is not lost."""
+def resource_trackers_outlive_hangup(loky: bool = False) -> None:
+    """multiprocessing's resource tracker (and, with ``loky``, joblib's loky one) started, if it is not running
+    yet, with SIGHUP blocked, which it inherits. Each ignores SIGINT and SIGTERM, not SIGHUP: a hangup sent to
+    the command's process group (a closed terminal or SSH session) killed it, the command's cleanup relaunched
+    it ("resource_tracker: process died unexpectedly") and each semaphore or memory-mapped folder released then
+    printed a KeyError traceback in it (the local cluster's; ``study --jobs``'s loky workers'). A hangup that
+    arrives meanwhile waits in this process for the unblock, and is not lost."""
     if not hasattr(signal, "SIGHUP") or not hasattr(signal, "pthread_sigmask"):
         return
     from multiprocessing import resource_tracker
 
+    trackers = [resource_tracker.ensure_running]
+    if loky:
+        from joblib.externals.loky.backend import resource_tracker as loky_tracker
+
+        trackers.append(loky_tracker.ensure_running)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     try:
-        resource_tracker.ensure_running()
+        for start in trackers:
+            start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
@@ -1134,7 +1141,7 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         # (and an earlier nanny of Dask's own defaults leaves MALLOC_TRIM_THRESHOLD_=65536 there)
         try:
             os.environ.update({k: str(v) for k, v in WORKER_MALLOC_ENV.items()})
-            _resource_tracker_outlives_hangup()   # before the cluster's processes start it
+            resource_trackers_outlive_hangup()   # before the cluster's processes start it
             with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _sigint_held(held_int), \
                     _sigterm_held(held):
                 # CRITICAL: a task's error is said once, by the command's line; at ERROR every worker also logged

@@ -308,7 +308,7 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
     from joblib import Parallel, delayed
 
     from .._config import available_cores
-    from ..stream.runtime import workers_ignore_sigint
+    from ..stream.runtime import resource_trackers_outlive_hangup, workers_ignore_sigint
 
     if learner == "svm":
         if exact is None:
@@ -330,6 +330,7 @@ def accuracies(V, y, folds, classes, features: dict, model, maps, nus, seeds: in
     runner = Parallel(n_jobs=jobs, return_as="generator") if jobs > 1 else None
     parent = os.getpid()
     if runner is not None:
+        resource_trackers_outlive_hangup(loky=True)   # before loky's workers start them
         # loky spawns its workers in this call: with SIGINT ignored, which they inherit (a Ctrl-C printed a
         # traceback of each under the command's line); this process ends them on its way out
         with workers_ignore_sigint():
