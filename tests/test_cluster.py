@@ -623,6 +623,38 @@ def test_workers_that_do_not_answer_the_check_are_one_line():
     assert asked == [["tcp://127.0.0.1:1"]]
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_held_while_a_cluster_starts_is_delivered_when_the_start_never_ends(signame):
+    """distributed before 2026.7 never returned from a LocalCluster's start whose workers a SIGTERM or SIGHUP to
+    the process group had killed: the command held the signal until the start returned, and waited forever (the
+    declared floor, 2024.8). A signal held START_HOLD seconds is now delivered where the main thread is (here a
+    start that sleeps); the handler there before is put back. (0.5 s here in place of START_HOLD.)"""
+    code = ("import os, signal, sys, time\n"
+            "from streamcov.stream import runtime\n"
+            "class Stop(KeyboardInterrupt):\n"
+            "    pass\n"
+            "def stop(signo, frame):\n"
+            "    raise Stop\n"
+            f"S = signal.{signame}\n"
+            "signal.signal(S, stop)\n"
+            "held = []\n"
+            "hold = runtime._sigint_held(held, 0.5) if S == signal.SIGINT else runtime._sigterm_held(held, 0.5)\n"
+            "t0 = time.monotonic()\n"
+            "try:\n"
+            "    with hold:\n"
+            "        os.kill(os.getpid(), S)\n"
+            "        time.sleep(0.1)\n"
+            "        print('held', len(held), flush=True)\n"
+            "        time.sleep(30)\n"
+            "    print('not reached', flush=True)\n"
+            "except Stop:\n"
+            "    print('delivered', 0.5 <= time.monotonic() - t0 < 5, flush=True)\n"
+            "print(signal.getsignal(S) is stop)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["held 1", "delivered True", "True"], done.stdout
+
+
 def test_the_resource_trackers_start_with_sighup_blocked():
     """multiprocessing's resource tracker (a local cluster's) and joblib's loky one (study --jobs) ignore SIGINT
     and SIGTERM, not SIGHUP: a hangup to the process group killed them, and the command's cleanup printed

@@ -471,6 +471,29 @@ class Runtime:
                     scatter_to_all(self.client, key, obj)
 
 
+def _spec_clusters():
+    """distributed's set of the clusters its exit hook closes (empty where it has none)."""
+    from distributed.deploy import spec
+
+    return getattr(getattr(spec, "SpecCluster", None), "_instances", ())
+
+
+def _forget_half_made(before) -> None:
+    """The clusters made since ``before`` (a start interrupted by a signal held :data:`START_HOLD` seconds: its
+    workers killed, distributed before 2026.7 never finished it) left out of distributed's exit hook, which
+    failed on them with a 20-line traceback ("AssertionError: Status.init") under the command's line, and their
+    IO loops stopped. The process ends next; its workers are gone."""
+    instances = _spec_clusters()
+    for cluster in [c for c in list(instances) if c not in before]:
+        instances.discard(cluster)
+        with contextlib.suppress(Exception):
+            cluster._loop_runner.stop()
+
+
+# seconds a Ctrl-C, SIGTERM or SIGHUP is held while a LocalCluster starts (_signal_held's at_most): enough for the
+# start to end (a few seconds) once the signal came, not forever where it never ends (distributed before 2026.7)
+START_HOLD = 10.0
+
 PLUGIN_NAME = "streamcov-thread-plan"
 WORKER_PRELOAD = "streamcov.stream._worker_preload"   # what the LocalCluster's workers run first (SIGINT ignored)
 
@@ -979,7 +1002,7 @@ def resource_trackers_outlive_hangup(loky: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def _signal_held(signum, held: list, again=None):
+def _signal_held(signum, held: list, again=None, at_most: float | None = None):
     """A signal that arrives while a LocalCluster and its client are made recorded in ``held``, not raised
     inside Dask's constructor (Ctrl-C's KeyboardInterrupt, the command's Terminated for SIGTERM: see
     :func:`streamcov.cli._sigterm_interrupts`), which left a half-made cluster that Dask's exit hook then failed
@@ -989,32 +1012,52 @@ def _signal_held(signum, held: list, again=None):
     as interrupted or terminated, not with Dask's failure. ``again(first)``: what a further one does while one is
     held (SIGTERM's echo rule, :func:`streamcov._config.sigterm_again`), called with the time the first was held
     and the signal. ``held`` records ``(time.monotonic(), signal)`` pairs, so that one list may hold several
-    signals (:func:`_sigterm_held`). Only a handler of Python's, in the main thread, is replaced; with another
-    the caller decides."""
+    signals (:func:`_sigterm_held`). ``at_most`` (seconds): a signal held that long is delivered where the main
+    thread is, inside Dask's constructor: distributed before 2026.7 never returned from a LocalCluster's start
+    whose workers a SIGTERM or SIGHUP to the process group had killed, and the command, holding the signal,
+    waited forever. Only a handler of Python's, in the main thread, is replaced; with another the caller
+    decides."""
     previous = signal.getsignal(signum) if threading.current_thread() is threading.main_thread() else None
     if not callable(previous):
         yield
         return
+    main = threading.get_ident()
+    timers: list = []
 
     def hold(signo, frame):
+        if held and at_most is not None and time.monotonic() - held[0][0] >= at_most:
+            # held too long (the watchdog's own signal, or a later one): delivered now, where the main thread is
+            signal.signal(signum, previous)
+            held.clear()
+            previous(signo, frame)
+            return
         if held and again is not None:
             again(held[0][0], signo)
         held.append((time.monotonic(), signo))
+        if at_most is not None and not timers:
+            timer = threading.Timer(at_most, signal.pthread_kill, (main, signo))
+            timer.daemon = True
+            timers.append(timer)
+            timer.start()
 
     signal.signal(signum, hold)
     try:
         yield
     except BaseException:
+        for timer in timers:
+            timer.cancel()
         signal.signal(signum, previous)
         if held and held[0][1] == signum:   # (another signal's hold, still in place, delivers its own)
             deliver_held(held)
         raise
     finally:
+        for timer in timers:
+            timer.cancel()
         signal.signal(signum, previous)
 
 
 @contextlib.contextmanager
-def _sigint_held(held: list):
+def _sigint_held(held: list, at_most: float | None = None):
     """A Ctrl-C while a LocalCluster and its client are made held in ``held`` (:func:`_signal_held`). SIGINT used
     to be ignored then, so that the workers inherited that; the Ctrl-C was lost and the run went on. The workers
     now ignore it themselves (:data:`WORKER_PRELOAD`). Where SIGINT has no handler of Python's (the default
@@ -1024,12 +1067,12 @@ def _sigint_held(held: list):
         with workers_ignore_sigint():
             yield
         return
-    with _signal_held(signal.SIGINT, held):
+    with _signal_held(signal.SIGINT, held, at_most=at_most):
         yield
 
 
 @contextlib.contextmanager
-def _sigterm_held(held: list):
+def _sigterm_held(held: list, at_most: float | None = None):
     """A SIGTERM or SIGHUP (the command's :class:`streamcov.cli.Terminated`) while a LocalCluster and its client
     are made, or a fitted map is scattered, held in ``held`` (:func:`_signal_held`); a further one within a
     second is its echo (GNU timeout sends two; a closed terminal's hangup comes from the kernel and the shell),
@@ -1038,7 +1081,7 @@ def _sigterm_held(held: list):
     with contextlib.ExitStack() as stack:
         for name in ("SIGTERM", "SIGHUP"):
             if hasattr(signal, name):
-                stack.enter_context(_signal_held(getattr(signal, name), held, sigterm_again))
+                stack.enter_context(_signal_held(getattr(signal, name), held, sigterm_again, at_most))
         yield
 
 
@@ -1142,8 +1185,8 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
         try:
             os.environ.update({k: str(v) for k, v in WORKER_MALLOC_ENV.items()})
             resource_trackers_outlive_hangup()   # before the cluster's processes start it
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), _sigint_held(held_int), \
-                    _sigterm_held(held):
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}), \
+                    _sigint_held(held_int, START_HOLD), _sigterm_held(held, START_HOLD):
                 # CRITICAL: a task's error is said once, by the command's line; at ERROR every worker also logged
                 # "Compute Failed" with its traceback above it
                 # the scheduler's HTTP server on a free port of the loopback interface, no dashboard: on port 8787
@@ -1153,10 +1196,14 @@ def _cluster_runtime(scheduler, workers, Client, LocalCluster):
                     # the preload in the workers' options, not the configuration: a worker started later (scale)
                     # runs it too; a preload of the user's configuration kept
                     preload, preload_argv = _worker_preloads(dask)
+                    before = set(_spec_clusters())
                     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
                                            silence_logs=logging.CRITICAL, preload=preload,
                                            preload_argv=preload_argv)
+                except KeyboardInterrupt:   # a signal held START_HOLD seconds, delivered inside the start
+                    _forget_half_made(before)
+                    raise
                 except (RuntimeError, OSError, TimeoutError) as exc:   # "Cluster failed to start": say why, once
                     cause = exc.__cause__ or exc.__context__ or exc
                     said = " ".join(str(cause).split())[:200] or cause.__class__.__name__
