@@ -249,6 +249,14 @@ def jit_started() -> bool:
 SIGTERM_ECHO = 1.0
 
 
+def ending_signals() -> tuple:
+    """The signals that end a command as an interruption (:class:`streamcov.cli.Terminated`), and that a local
+    cluster's start holds (``stream.runtime._sigterm_held``): SIGTERM, and SIGHUP where the platform has it."""
+    import signal
+
+    return tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 def sigterm_again(first: float, signum: int | None = None) -> None:
     """A SIGTERM (or ``signum``: SIGHUP) after the one handled at ``first`` (``time.monotonic()``): within
     :data:`SIGTERM_ECHO` seconds its echo, ignored; later, one that ends the process at once (the default

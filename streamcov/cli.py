@@ -489,8 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     ka.add_argument("--maps", help="comma list (default: every map)")
     ka.add_argument("--nus", help="comma list of feature dimensions")
     ka.add_argument("--seeds", type=positive_int, help="map seeds per point (default 10)")
-    ka.add_argument("--data", type=nonempty_input, help="folder holding <dataset>/raw (default $STREAMCOV_DATA, else ../shared/data "
-                                                            "beside the source checkout)")
+    ka.add_argument("--data", type=nonempty_input,
+                    help="folder holding <dataset>/raw (default $STREAMCOV_DATA, else ../shared/data beside the "
+                         "source checkout)")
     ka.add_argument("--gram-seeds", type=positive_int,
                     help="map seeds of the Gram-error curves (default 20, 2 with --quick; 1 for a quick "
                          "accuracy-only run)")
@@ -579,23 +580,16 @@ class Terminated(KeyboardInterrupt):
         return "hung up (SIGHUP)" if self.signum == getattr(signal, "SIGHUP", None) else "terminated"
 
 
-def _ending_signals() -> tuple:
-    """The signals that end a command as :class:`Terminated` (SIGHUP where the platform has it)."""
-    import signal
-
-    return tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
 def _terminated(signum, frame):
     import signal
     import time
 
-    from ._config import sigterm_again
+    from ._config import ending_signals, sigterm_again
 
     first = time.monotonic()
     # its echo ignored, a later one ends: of either signal (systemd's stop sends SIGTERM and then SIGHUP at once;
     # the other's Terminated, raised inside the cleanup of the first, cut it short)
-    for s in _ending_signals():
+    for s in ending_signals():
         if signal.getsignal(s) is _terminated:
             signal.signal(s, lambda signo, frame: sigterm_again(first, signo))
     raise Terminated(signum)
@@ -613,7 +607,9 @@ def _sigterm_interrupts():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    taken = [s for s in _ending_signals() if signal.getsignal(s) is signal.SIG_DFL]
+    from ._config import ending_signals
+
+    taken = [s for s in ending_signals() if signal.getsignal(s) is signal.SIG_DFL]
     if not taken:
         yield
         return

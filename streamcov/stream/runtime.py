@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .._config import WORKER_MALLOC_ENV, available_cores, sigterm_again, thread_plan, worker_spawn_environ
+from .._config import (WORKER_MALLOC_ENV, available_cores, ending_signals, sigterm_again, thread_plan,
+                       worker_spawn_environ)
 from ..errors import ConfigError, StreamcovError, arg, arg_name, int_arg
 
 # the schedulers by name; anything else is a scheduler address (tcp://HOST:PORT)
@@ -290,11 +291,11 @@ def scatter_to_all(client, key: str, obj):
     (:func:`retry_lost`); with no worker there (Dask's "No valid workers found"), after waiting for one up to
     :data:`RECOVERY_WAIT` seconds, or :func:`workers_lost`.
 
-    A Ctrl-C, SIGTERM or SIGHUP during the scatter is held until it returns (:func:`_signal_held`), then delivered: one
-    raised inside it left the object on workers whose copy the scheduler had lost track of ("Key lost during
-    replication"), a fitted map of 163 MB held by a user's worker until it restarted. A second Ctrl-C a second
-    or more after the first interrupts the scatter at once (it may wait up to :data:`RECOVERY_WAIT` seconds for
-    a worker), as a second SIGTERM ends the process."""
+    A Ctrl-C, SIGTERM or SIGHUP during the scatter is held until it returns (:func:`_signal_held`), then
+    delivered: one raised inside it left the object on workers whose copy the scheduler had lost track of ("Key
+    lost during replication"), a fitted map of 163 MB held by a user's worker until it restarted. A second Ctrl-C
+    a second or more after the first interrupts the scatter at once (it may wait up to :data:`RECOVERY_WAIT`
+    seconds for a worker), as a second SIGTERM ends the process."""
     held_int: list = []
     held_term: list = []
     with _signal_held(signal.SIGINT, held_int, _interrupt_again), _sigterm_held(held_term):
@@ -1079,9 +1080,8 @@ def _sigterm_held(held: list, at_most: float | None = None):
     a later one ends the process at once. With the default action the process ends at once, as it would have;
     with SIGHUP ignored (``nohup``) nothing is held."""
     with contextlib.ExitStack() as stack:
-        for name in ("SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                stack.enter_context(_signal_held(getattr(signal, name), held, sigterm_again, at_most))
+        for signum in ending_signals():
+            stack.enter_context(_signal_held(signum, held, sigterm_again, at_most))
         yield
 
 
