@@ -70,6 +70,17 @@ def not_the_file(exc: FormatError) -> FormatError:
     return exc
 
 
+def unlistable_folder(root):
+    """An ``onerror`` for :func:`os.walk` over ``root``: a folder that cannot be listed (another user's, mode 0700)
+    is refused in one line, where ``os.walk`` would leave out its files without a word."""
+    from pathlib import Path
+
+    def refuse(exc: OSError):
+        raise not_the_file(FormatError(Path(exc.filename or root), f"cannot list the folder: {exc.strerror}; "
+                                       "give read access to it or move it out of the folder read")) from None
+    return refuse
+
+
 def file_fault(exc: BaseException) -> bool:
     """Whether ``exc``, raised while one file of an archive was read, is that file's own fault (damaged, cut
     short, not of the format), which ``on_error = "skip"`` may leave out: a :class:`FormatError` not marked

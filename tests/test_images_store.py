@@ -689,3 +689,30 @@ def test_an_image_folder_ingested_with_a_stop_then_resumed_gives_back_its_pixels
         want = _as_stored(a, stored, dtype)
         back = store.image(i)
         assert back.dtype == want.dtype and back.shape == want.shape and back.tobytes() == want.tobytes(), name
+
+
+def test_a_folder_that_cannot_be_listed_is_refused_not_left_out(tmp_path, monkeypatch):
+    """A class or group folder another user keeps private (mode 0700): os.walk left its images out without a
+    word, so ``ingest images`` stored part of the set (and called a class folder it could not list "a class
+    folder with no images") and ``predict`` on a folder predicted part of it. The folder is named in one line.
+    The tests run as root, who may list any folder: the refusal of the system is simulated."""
+    import os
+
+    from streamcov.data.imageio import excluded_images
+    from streamcov.data.readers._layout import walk_paths
+
+    _make_tree(tmp_path)
+    private = tmp_path / "b" / "obj1"
+    scandir = os.scandir
+
+    def refusing(path="."):
+        if Path(os.fsdecode(path)) == private:
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    said = rf"^{re.escape(str(private))}: cannot list the folder: Permission denied; give read access to it or move it"
+    for scan in (lambda: scan_folders(tmp_path, group_level=2), lambda: scan_folders(tmp_path / "b", unlabelled=True),
+                 lambda: excluded_images(tmp_path), lambda: walk_paths(tmp_path)):
+        with pytest.raises(FormatError, match=said):
+            scan()

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from .._config import progress_bar
-from ..errors import ConfigError, FormatError, case_twins, check_utf8_name, ingest_option, not_the_file
+from ..errors import (ConfigError, FormatError, case_twins, check_utf8_name, ingest_option, not_the_file,
+                      unlistable_folder)
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".tif", ".tiff", ".gif", ".webp", ".pbm",
                     ".pgm", ".ppm", ".pnm", ".tga")
@@ -86,7 +87,7 @@ def excluded_images(root, exclude=("maps",)) -> int:
     :func:`scan_folders` leaves out), for the summaries of ``ingest images`` and ``predict``."""
     exclude = set(exclude or ())
     n, seen = 0, set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=unlistable_folder(root)):
         real = os.path.realpath(dirpath)
         if real in seen:   # a folder reached twice through links (scan_folders refuses it): counted once
             dirnames[:] = []
@@ -138,7 +139,7 @@ def scan_folders(root, group_level: int = 1, exclude=("maps",), unlabelled: bool
             raise ConfigError(f"{ingest_option('exclude', name)}: a folder name to skip (e.g. maps), not a path or "
                               f"an empty name")
     found, seen, excluded, classes, held_excluded, files_seen = [], {}, set(), None, set(), {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=unlistable_folder(root)):
         real = os.path.realpath(dirpath)
         if real in seen:
             parent = os.path.realpath(os.path.dirname(dirpath))
@@ -218,7 +219,7 @@ def _holds_only_stores(folder: Path) -> bool:
     """Whether ``folder`` holds zarr stores and nothing else but their lock files and hidden entries: a folder an
     ingestion made inside the image folder for its store (``src/new/x.zarr``), not a class without images."""
     stores = False
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True, onerror=unlistable_folder(folder)):
         inner = [d for d in dirnames if _is_store(dirpath, d)]
         stores = stores or bool(inner)
         dirnames[:] = [d for d in dirnames if d not in inner and not d.startswith(".")]

@@ -34,7 +34,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ...errors import MissingInputError, case_twins, did_you_mean, not_the_file
+from ...errors import MissingInputError, case_twins, did_you_mean, unlistable_folder
 from .base import FormatError, SkeletonInfo, SkeletonReader, SkeletonSequence, SkippedSequence, digits_hint
 
 INDEX_NAME = "index.csv"
@@ -151,11 +151,7 @@ def walk_paths(root: Path) -> list[Path]:
     out: list[Path] = []
     met: dict[str, Path] = {}
 
-    def refuse(exc):   # a folder that cannot be listed would lose its files without a word
-        raise not_the_file(FormatError(Path(exc.filename or root),
-                                       f"cannot list the folder: {exc.strerror}")) from None
-
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=refuse):
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=unlistable_folder(root)):
         real = os.path.realpath(dirpath)
         if real in met:
             raise FormatError(Path(dirpath), f"this folder is {met[real]} again, reached through a "
