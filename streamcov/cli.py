@@ -788,6 +788,15 @@ def _main(args, StreamcovError, command_line) -> int:
             print(f"streamcov {args.command}: error: {name}a file or folder name in this path is longer than the "
                   f"file system allows (File name too long); give a shorter path", file=sys.stderr)
             return 2
+        denied = _os_error(exc, "EACCES", "EPERM")
+        if denied is not None:
+            # another user's store, model or folder (mode 0700, 0600) met where the command looks or writes, not
+            # one of the places it checks beforehand: Path.exists() and is_file() raise it instead of answering
+            name = f"{denied.filename}: " if denied.filename else ""
+            print(f"streamcov {args.command}: error: {name}permission denied ({denied.strerror}); give this user "
+                  f"access to it (read, or write where the command writes), or use a copy of its own; nothing "
+                  f"half-written is used", file=sys.stderr)
+            return 2
         oom = _out_of_memory(exc)
         if oom is not None:
             # numpy's "Unable to allocate 6.18 GiB for an array with shape (5798, 11, 114, 114) ...": the machine

@@ -5215,6 +5215,35 @@ def test_a_kernel_matrix_no_shift_factors_is_one_line_naming_its_keys(monkeypatc
         tasks._evaluate(X[:8], Y[:8], X[8:], Y[8:], t, 0)
 
 
+def test_another_users_private_store_or_model_is_one_line(shared, env, monkeypatch):
+    """A store or model of another user kept private (umask 077): Path.exists() and is_file() raise
+    PermissionError instead of answering, and info, run --store, predict and synth ended in an "internal error"
+    traceback. One line naming the file, exit 2, nothing written. The tests run as root, who may read anything:
+    the refusal of the system is simulated for every path below one folder."""
+    import pathlib
+    import shutil
+
+    private = env.tmp / "private"
+    private.mkdir()
+    shutil.copytree(shared["synth"], private / "s.zarr")
+    shutil.copytree(shared["model"], private / "model")
+    stat = pathlib.Path.stat
+
+    def refusing(self, *args, **kwargs):
+        if self == private or private in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "stat", refusing)
+    said = rf"{re.escape(str(private))}(/\S+)?: permission denied \(Permission denied\); give this user access to it"
+    for argv in (("info", private / "s.zarr"), ("predict", private / "model", shared["synth"], "--out", env.tmp / "p.csv"),
+                 ("run", env.pipeline(), "--store", private / "s.zarr", "--output", env.tmp / "o"),
+                 ("synth", private / "s.zarr", "--sequences", 48)):
+        rc, err, _ = cli(*argv)
+        assert_one_line_error(rc, err, rf"^streamcov {argv[0]}: error: " + said)
+    assert not (env.tmp / "o").exists() and not (env.tmp / "p.csv").exists()
+
+
 def test_no_progress_bar_in_a_log_file(tmp_path):
     """With stderr a file (a batch job's log), the bars are not drawn: tqdm wrote a carriage-return update
     several times a second onto one line (about 1 MB an hour)."""
