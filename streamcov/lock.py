@@ -235,7 +235,11 @@ def _take_over(lock_path: Path, what: str) -> None:
         fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK)   # read-only: another user's file can be judged too
     except FileNotFoundError:
         return
-    except OSError:   # a folder, unreadable (permissions, a special file)
+    except PermissionError:   # another user's (umask 077): its holder may be writing there now
+        raise StoreError(f"{what}: its lock file {lock_path} cannot be read (permission denied): another user's "
+                         f"streamcov may be writing there now; write elsewhere, or ask its owner (the file's) "
+                         f"to delete it once no command of theirs writes there") from None
+    except OSError:   # a folder, a special file
         raise _not_a_lock(lock_path, what) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):   # a fifo, a device, a link to one: not a lock file

@@ -3464,6 +3464,32 @@ def test_a_lock_path_that_is_no_regular_file_is_not_a_lock(tmp_path, kind):
             pass
 
 
+def test_another_users_lock_file_is_not_called_one_streamcov_did_not_write(tmp_path, monkeypatch):
+    """Another user's live lock (written under umask 077, so 0600): it was called "not one streamcov wrote ...
+    delete it and run again", and the second user deleted it while the first one's command wrote there. It is
+    said to be another user's, perhaps in use, and is left in place. Root may read any file: the refusal of
+    the system is simulated for the lock's path."""
+    from streamcov import lock
+    from streamcov.errors import StoreError
+
+    path = tmp_path / "s.zarr.lock"
+    path.write_text(json.dumps({"pid": 1, "host": "elsewhere", "command": "synth", "started": "2026-01-01 00:00:00"}))
+    opener = os.open
+
+    def refusing(file, flags, *args, **kwargs):
+        if os.fspath(file) == str(path) and not flags & os.O_CREAT:   # made anew: it exists (EEXIST), as for root
+            raise PermissionError(13, "Permission denied", str(file))
+        return opener(file, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+    with pytest.raises(StoreError, match=r"^store s: its lock file \S+s\.zarr\.lock cannot be read \(permission "
+                                         r"denied\): another user's streamcov may be writing there now; write "
+                                         r"elsewhere, or ask its owner"):
+        with lock.exclusive(path, "store s"):
+            pass
+    assert path.exists()
+
+
 def test_a_file_system_without_flock_still_locks(tmp_path, monkeypatch):
     """Where the file system has no flock (NFS without lockd: ENOLCK), the lock file's exclusive creation and
     content still exclude (it was an OSError traceback and an empty lock file left behind)."""
