@@ -93,20 +93,29 @@ def numba_cache_dir() -> str:
     if _writable(here / "__pycache__"):
         return f"{here}/**/__pycache__"
     user = _numba_user_cache()
-    return str(user) if user is not None else "nowhere (kernels are compiled without a cache)"
+    return str(user) if CACHE and user is not None else "nowhere (kernels are compiled without a cache)"
+
+
+#: how many names ``<prefix>-<uid>-<n>`` are tried after ``<prefix>-<uid>`` (:func:`private_temp_folder`)
+SPARE_TEMP_NAMES = 3
 
 
 def private_temp_folder(prefix: str, writable=_writable) -> Path | None:
     """``<temporary folder>/<prefix>-<uid>``, made this user's own (:func:`_private_folder`) and writable, or None
     where there is none: the place of a cache whose usual folder cannot be written (a read-only or missing home,
-    as a container's numeric user has)."""
+    as a container's numeric user has). Where another user of a shared temporary folder took that name first
+    (a folder of theirs, a link), ``<prefix>-<uid>-1`` to ``-3`` are tried: the cache is still kept between
+    commands, where it had been turned off without a word and every command compiled the kernels again."""
     import tempfile
 
     try:
-        folder = Path(tempfile.gettempdir()) / f"{prefix}-{os.getuid() if hasattr(os, 'getuid') else 0}"
+        base = Path(tempfile.gettempdir()) / f"{prefix}-{os.getuid() if hasattr(os, 'getuid') else 0}"
     except OSError:   # no usable temporary folder: tempfile found none it can write
         return None
-    return folder if _private_folder(folder) and writable(folder) else None
+    for folder in (base, *(Path(f"{base}-{n}") for n in range(1, SPARE_TEMP_NAMES + 1))):
+        if _private_folder(folder) and writable(folder):
+            return folder
+    return None
 
 
 def plan_numba_cache(writable=_writable) -> str | None:
@@ -122,7 +131,7 @@ def plan_numba_cache(writable=_writable) -> str | None:
     are the package's and the user's folders: where neither serves either, kernels are compiled without a
     cache and :data:`CACHE_PROBLEM` says so (the commands refuse it in one line, :func:`numba_environment_problem`;
     it was numba's "no locator available" traceback at the first kernel)."""
-    global CACHE, CACHE_PROBLEM
+    global CACHE, CACHE_PROBLEM, CACHE_NOTE
     given = os.environ.get("NUMBA_CACHE_DIR")
     user = _numba_user_cache()
     if (given and writable(Path(given))) or writable(Path(__file__).parent / "__pycache__") or \
@@ -137,6 +146,10 @@ def plan_numba_cache(writable=_writable) -> str | None:
     folder = private_temp_folder("streamcov-numba", writable)
     if folder is None:
         CACHE = JIT_OPTS["cache"] = ORDERED_JIT_OPTS["cache"] = False
+        CACHE_NOTE = ("numba's cache of compiled kernels is off: neither the package's folders, nor the home "
+                      "folder's cache, nor a folder of this user's own in the temporary folder can be written, "
+                      "so every command compiles the kernels again (about a minute); set NUMBA_CACHE_DIR to a "
+                      "folder this user can write")
         return None
     os.environ["NUMBA_CACHE_DIR"] = str(folder)
     config = sys.modules.get("numba.core.config")   # numba imported first (a notebook): its setting, read now
@@ -147,6 +160,9 @@ def plan_numba_cache(writable=_writable) -> str | None:
 
 #: why numba's cache cannot be used as the environment asks (:func:`plan_numba_cache`), or None
 CACHE_PROBLEM: str | None = None
+#: why numba's cache is off where the environment asked nothing of it (:func:`plan_numba_cache`), or None: said
+#: once by a command (:func:`check_numba_environment`)
+CACHE_NOTE: str | None = None
 plan_numba_cache()
 
 
@@ -292,6 +308,10 @@ def check_numba_environment() -> None:
     problem = numba_environment_problem()
     if problem is not None:
         raise ConfigError(problem)
+    if CACHE_NOTE is not None:
+        import warnings
+
+        warnings.warn(CACHE_NOTE, stacklevel=2)
 
 
 def numba_environment_problem() -> str | None:
@@ -824,7 +844,9 @@ def _user_cache_dir() -> Path:
         return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "streamcov" / "Cache"
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Caches" / "streamcov"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamcov"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # a relative value is invalid by the XDG spec (it would put the cache in each command's working folder)
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "streamcov"
 
 
 def progress_bar(iterable, enabled: bool, **kw):

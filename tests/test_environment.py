@@ -33,6 +33,10 @@ def test_a_home_that_cannot_be_written_puts_streamcovs_cache_in_the_temporary_fo
     assert stat.S_IMODE(got.stat().st_mode) == 0o700
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
     assert _config.default_cache_dir() == tmp_path / "home-cache" / "streamcov"
+    # a relative XDG_CACHE_HOME is ignored, as the XDG spec says (it put the cache in each working folder)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relcache")
+    monkeypatch.setattr(Path, "home", staticmethod(lambda: tmp_path / "home"))
+    assert _config.default_cache_dir() == tmp_path / "home" / ".cache" / "streamcov"
     monkeypatch.setenv("STREAMCOV_CACHE_DIR", str(tmp_path / "given"))
     assert _config.default_cache_dir() == tmp_path / "given"
     # another user's folder of that name in a shared temporary directory is not taken (it could hold their files)
@@ -70,8 +74,14 @@ def test_nowhere_to_write_compiles_without_a_cache(monkeypatch, tmp_path):
     for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
         monkeypatch.setitem(getattr(_config, name), "cache", True)
     monkeypatch.setattr(_config, "CACHE", True)
+    monkeypatch.setattr(_config, "CACHE_NOTE", None)
     assert _config.plan_numba_cache(writable=lambda folder: False) is None
     assert _config.CACHE is False and not _config.JIT_OPTS["cache"] and not _config.ORDERED_JIT_OPTS["cache"]
+    # said by every command (a warning line), where it was silent: each compiled the kernels again
+    with pytest.warns(UserWarning, match=r"^numba's cache of compiled kernels is off: .* every command compiles "
+                                         r"the kernels again \(about a minute\); set NUMBA_CACHE_DIR to a folder"):
+        _config.check_numba_environment()
+    assert _config.numba_cache_dir().startswith("nowhere") or "__pycache__" in _config.numba_cache_dir()
 
 
 def test_a_numba_cache_dir_nothing_can_be_written_to_is_one_line(monkeypatch, tmp_path):
@@ -277,8 +287,10 @@ def test_a_second_local_cluster_on_the_machine_says_nothing_of_ports():
 
 def test_the_temporary_cache_folder_is_this_users_own(monkeypatch, tmp_path):
     """numba loads its cache index with pickle: a folder of the shared temporary directory that is a link, or
-    another user's, is not taken (the kernels are then compiled without a cache); this user's own, made by an
-    earlier streamcov under a umask of 002 (mode 0775), is made 0700 and taken."""
+    another user's, is not taken; the next of a few other names is (the cache was turned off without a word,
+    and every command compiled the kernels again), and where all are taken the kernels are compiled without a
+    cache and a note says so; this user's own, made by an earlier streamcov under a umask of 002 (mode 0775),
+    is made 0700 and taken."""
     import numba.core.config as nconfig
     import tempfile
 
@@ -289,19 +301,30 @@ def test_the_temporary_cache_folder_is_this_users_own(monkeypatch, tmp_path):
     for name in ("JIT_OPTS", "ORDERED_JIT_OPTS"):
         monkeypatch.setitem(getattr(_config, name), "cache", True)
     monkeypatch.setattr(_config, "CACHE", True)
+    monkeypatch.setattr(_config, "CACHE_NOTE", None)
     folder = tmp_path / f"streamcov-numba-{os.getuid()}"
 
     def plan():
         return _config.plan_numba_cache(writable=lambda f: str(f).startswith(str(tmp_path)))
 
-    folder.symlink_to(tmp_path)   # a link planted there
-    assert plan() is None and _config.CACHE is False and "NUMBA_CACHE_DIR" not in os.environ
+    folder.symlink_to(tmp_path)   # a link planted there: the next name is taken
+    assert plan() == f"{folder}-1" and oct(Path(f"{folder}-1").stat().st_mode & 0o777) == "0o700"
+    del os.environ["NUMBA_CACHE_DIR"]
+    Path(f"{folder}-1").rmdir()
+    if os.geteuid() == 0:   # another user's folders (root can make them)
+        for n in range(_config.SPARE_TEMP_NAMES):
+            Path(f"{folder}-{n + 1}").symlink_to(tmp_path)
+        assert plan() is None and _config.CACHE is False and "NUMBA_CACHE_DIR" not in os.environ
+        assert _config.CACHE_NOTE.startswith("numba's cache of compiled kernels is off")
+        Path(f"{folder}-{_config.SPARE_TEMP_NAMES}").unlink()
+        Path(f"{folder}-{_config.SPARE_TEMP_NAMES}").mkdir()
+        os.chown(f"{folder}-{_config.SPARE_TEMP_NAMES}", 65534, 65534)
+        assert plan() is None and _config.CACHE is False
+        for n in range(_config.SPARE_TEMP_NAMES - 1):
+            Path(f"{folder}-{n + 1}").unlink()
+        Path(f"{folder}-{_config.SPARE_TEMP_NAMES}").rmdir()
     folder.unlink()
-    if os.geteuid() == 0:   # another user's folder (root can make one)
-        folder.mkdir()
-        os.chown(folder, 65534, 65534)
-        assert plan() is None
-        folder.rmdir()
+    monkeypatch.setattr(_config, "CACHE", True)
     folder.mkdir()
     folder.chmod(0o775)   # an earlier streamcov's, under umask 002
     assert plan() == str(folder) and oct(folder.stat().st_mode & 0o777) == "0o700"
