@@ -470,6 +470,27 @@ def test_damaged_or_stale_cache_rebuilt(tmp_path):
     np.testing.assert_array_equal(cnn.load_weights(cache)["_conv_stem.weight"], w["_conv_stem.weight"])
 
 
+def test_a_cache_edited_with_its_digest_recomputed_is_not_taken(tmp_path):
+    """A cache in a folder a team shares (STREAMCOV_CACHE_DIR) that another user edited and resealed (its
+    recorded digest recomputed over the edited arrays) was taken as the network's weights: it is checked against
+    the digest of the converted .pth (WEIGHTS_ARRAYS_SHA256), and the weights are read from the .pth again."""
+    from streamcov.data.integrity import arrays_sha256
+
+    cache = tmp_path / "c"
+    w = cnn.load_weights(cache)
+    assert arrays_sha256(w) == cnn.WEIGHTS_ARRAYS_SHA256   # the constant is the converted .pth's
+    f = cnn.cache_file(cache)
+    with np.load(f) as z:
+        d = {k: z[k] for k in z.files}
+    d["_blocks.0._bn1.bias"] = np.zeros_like(d["_blocks.0._bn1.bias"])
+    d["__digest__"] = np.array(arrays_sha256({k: v for k, v in d.items() if not k.startswith("__")}))
+    np.savez(f, **d)
+    cnn._WEIGHTS_MEMO.clear()
+    got = cnn.load_weights(cache)
+    assert got["_blocks.0._bn1.bias"].any()
+    np.testing.assert_array_equal(got["_blocks.0._bn1.bias"], w["_blocks.0._bn1.bias"])
+
+
 def test_spec_values_as_a_notebook_types_them():
     """``input_size = "keep"`` (the pipeline files' spelling) is None; one block named by a string is that block
     (it was split into letters: "unknown layer 'b'"); values of the wrong type are refused by name (a bare
