@@ -152,6 +152,36 @@ def test_output_with_a_tilde_is_the_home_folder(tmp_path, monkeypatch):
     assert list(work.iterdir()) == []
 
 
+def test_a_tilde_without_a_home_is_one_line(tmp_path, monkeypatch):
+    """``~`` where it names no home folder (HOME unset for a user the system does not name, a container's numeric
+    user; ``~someone`` of no such user): an input path's ``~`` was pathlib's RuntimeError (an "internal error"
+    traceback), and the output's was kept, making a folder named ``~`` in the working directory. One line naming
+    the file's line or the flag, exit 2, nothing made."""
+    import pwd
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("HOME")
+
+    def nobody(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", nobody)
+    file = _archive_pipeline(tmp_path, "~/runs/{name}")
+    said = r": '~' names no home folder here \(HOME is not set, or the system knows no such user\); give the full path$"
+    rc, err, _ = cli("run", file, "--quiet")
+    assert_one_line_error(rc, err, rf"^streamcov run: error: {re.escape(str(file))}, line \d+: output = "
+                                   rf'"~/runs/\{{name\}}"' + said)
+    rc, err, _ = cli("run", file, "--quiet", "--output", tmp_path / "o", "--set", 'data.store="~/s.zarr"')
+    assert_one_line_error(rc, err, r'^streamcov run: error: --set data.store="~/s.zarr": data.store = "~/s.zarr"' + said)
+    monkeypatch.undo()
+    rc, err, _ = cli("run", file, "--quiet", "--output", "~no-such-user-here/o")
+    assert_one_line_error(rc, err, r"^streamcov run: error: --output ~no-such-user-here/o: output = "
+                                   r"\"~no-such-user-here/o\": '~no-such-user-here' names no home folder here")
+    assert list(work.iterdir()) == [] and not (tmp_path / "o").exists()
+
+
 def test_result_paths_are_absolute(tmp_path, monkeypatch):
     """The result's paths are absolute, as its store: a model path read after a change of working directory
     (a notebook's ``os.chdir``) names the model, not a folder relative to where the run was."""

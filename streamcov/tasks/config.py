@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import re
 import tomllib
 import typing
@@ -1021,13 +1020,32 @@ def _root(file: Path | None) -> Path | None:
     return None if file is None else file.resolve().parent.parent
 
 
+def home_expanded(path: str, where: str = "pipeline", key: str = "path") -> str:
+    """``path`` with a leading ``~`` or ``~user`` expanded; a :class:`ConfigError` naming ``where`` and ``key`` where
+    there is no such home: ``Path.expanduser`` raised RuntimeError (an "internal error" traceback) for a user
+    without one (HOME unset, a container's numeric user), and ``os.path.expanduser`` kept the ``~``, so that an
+    output folder named ``~`` was made in the working directory."""
+    path = str(path)
+    if not path.startswith("~"):
+        return path
+    try:
+        got = str(Path(path).expanduser())
+    except RuntimeError:
+        got = path
+    if got.startswith("~"):
+        raise ConfigError(f"{where}: {key} = {toml_value(path)}: '{path.split('/')[0]}' names no home folder here "
+                          f"(HOME is not set, or the system knows no such user); give the full path")
+    return got
+
+
 def resolve_input(path: str | None, file: Path | None) -> str | None:
     """An input path as written when it exists (relative: from the working directory), else the first that
     exists of the pipeline file's folder and the folder above it (shipped files, ``pipelines/<file>.toml``,
-    write paths from the project root), else as written (:func:`searched` says so)."""
+    write paths from the project root), else as written (:func:`searched` says so). ``~`` is expanded first
+    (:func:`home_expanded`)."""
     if path is None:
         return None
-    p = Path(path).expanduser()
+    p = Path(home_expanded(path))
     if p.is_absolute() or p.exists() or file is None:
         return str(p)
     for alt in (file.resolve().parent / p, _root(file) / p):
@@ -1038,7 +1056,7 @@ def resolve_input(path: str | None, file: Path | None) -> str | None:
 
 def searched(path) -> str:
     """What a message about a missing input adds when its path is relative: where it was looked for."""
-    if Path(str(path)).expanduser().is_absolute():
+    if str(path).startswith("~") or Path(str(path)).is_absolute():
         return ""
     return (" (a relative path is looked for in the working directory, then, in a pipeline file, in the file's "
             "folder and the folder above it)")
@@ -1046,6 +1064,8 @@ def searched(path) -> str:
 
 def _resolve_paths(cfg, file: Path | None, origins: Origins | None = None, notes: list | None = None):
     def resolved(value, *key):
+        if origins is not None:   # a "~" without a home named where it was given
+            value = home_expanded(value, origins.where(key), ".".join(key))
         # a path typed on the command line (--set) is the working directory's, as --store is; a file's falls
         # back to the file's folder (`--set data.store="runs/x.zarr"` from another folder found the store beside
         # the pipeline file, which --store of the same text refused)
@@ -1072,7 +1092,8 @@ def _resolve_paths(cfg, file: Path | None, origins: Origins | None = None, notes
     if study is not None and study.data_root is not None:
         updates["study"] = study.model_copy(update={"data_root": resolved(study.data_root, "study", "data_root")})
     # "~" expanded as in the input paths above: kept as typed it made a folder named "~" in the working directory
-    updates["output"] = os.path.expanduser(str(cfg.output).replace("{name}", cfg.name))
+    updates["output"] = home_expanded(str(cfg.output), origins.where(("output",)) if origins is not None
+                                      else "pipeline", "output").replace("{name}", cfg.name)
     return cfg.model_copy(update=updates)
 
 
