@@ -1,6 +1,6 @@
 """One L-BFGS pass over a chunk of rows: OpenBLAS against the numba kernel, side by side.
 
-Usage: ``python benchmarks/pass_kernel.py [--repeats 40]``
+Usage: ``python benchmarks/pass_kernel.py [--repeats 40] [--loads 3]``
 
 :func:`streamcov.linear.chunk_sums` computes a chunk's loss and gradient
 sums either by two BLAS GEMMs (``S = X W^T``, ``G = R^T X``) and numpy on
@@ -60,6 +60,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=40)
+    ap.add_argument("--loads", type=int, default=3, help="fresh processes per load time (the least is kept)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     rows = []
@@ -88,8 +89,8 @@ def main(argv=None) -> int:
                 print(f"{n:6d} x {D:6d} x {k:3d} (2^{row['macs_log2']:4.1f} MACs) {name:13s} BLAS {blas:8.3f} ms  "
                       f"kernel {kern:8.3f} ms  kernel/BLAS speed {blas / kern:5.2f}  "
                       f"{'kernel' if row['runs_kernel'] else 'BLAS'} in a fit", file=sys.stderr, flush=True)
-    cold = min(load_seconds(False) for _ in range(3))
-    warm = min(load_seconds(True) for _ in range(3))
+    cold = min(load_seconds(False) for _ in range(args.loads))
+    warm = min(load_seconds(True) for _ in range(args.loads))
     print(f"kernel load from numba's cache: {1e3 * cold:.0f} ms as a process's first kernel, {1e3 * warm:.0f} ms "
           f"after another", file=sys.stderr)
     speed = [r["kernel_speedup"] for r in rows]

@@ -28,7 +28,7 @@ def _run(args, tmp_path):
 @pytest.mark.parametrize("args", [
     ["spd_log_kernels.py", "--n", "20", "--repeats", "1"],
     ["spd_log_kernels.py", "--lowrank", "--n", "16", "--repeats", "1"],
-    ["pass_kernel.py", "--repeats", "1"],
+    ["pass_kernel.py", "--repeats", "1", "--loads", "1"],
     ["feature_maps.py", "--quick"],
     ["featurize_vs_pyriemann.py", "--quick"],
     ["synth_speed.py"],
