@@ -191,6 +191,36 @@ def kernel_sources_stamp() -> str:
 _SOURCES_STAMP: str | None = None
 
 
+def code_identity() -> dict:
+    """What computed a store's features besides its settings, for the fingerprints of what is reused: a SHA-256
+    of the text of every module of streamcov (``__version__`` names a release, not the code a checkout runs:
+    features computed before a ``git pull`` or an edit were reused by the next run without a word) and the
+    versions of the libraries whose arithmetic they hold. Computed once per process (a few ms)."""
+    global _CODE_IDENTITY
+    if _CODE_IDENTITY is None:
+        import hashlib
+        from importlib.metadata import PackageNotFoundError, version
+
+        here = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for path in sorted(here.rglob("*.py")):
+            try:
+                h.update(f"{path.relative_to(here).as_posix()}\0".encode() + path.read_bytes() + b"\0")
+            except OSError:   # a module that cannot be read is not run either
+                continue
+        ident = {"streamcov": h.hexdigest()}
+        for dist in ("numpy", "numba", "scipy", "scikit-learn"):
+            try:
+                ident[dist] = version(dist)
+            except PackageNotFoundError:
+                ident[dist] = None
+        _CODE_IDENTITY = ident
+    return dict(_CODE_IDENTITY)
+
+
+_CODE_IDENTITY: dict | None = None
+
+
 def stamp_kernels_by_their_sources() -> None:
     """Stamp the numba cache of streamcov's kernels with every kernel module (:func:`kernel_sources_stamp`), not
     only the kernel's own file, as numba does: a kernel that calls another file's (``spd._stack`` calls the lane

@@ -1088,3 +1088,21 @@ def test_a_classifier_fitted_on_label_strings_is_refused_by_save_and_check(tmp_p
     halves = FittedPipeline(spec, None, None, clf, ["a", "b"])
     with pytest.raises(ModelError, match=r"classes are float64 values \(0\.5, 1\.0\), not the integer codes"):
         halves.check("model.json")
+
+
+def test_features_and_finished_folds_of_other_code_are_computed_again(synth_store, tmp_path, monkeypatch):
+    """The fingerprint held a hand-kept version, not the code: after a `git pull` or an edit of streamcov (or
+    another numpy), a run into the same output folder reused the features and the finished folds the old code
+    had computed, without a word. The code's digest and the libraries' versions are part of it now: the same
+    code reuses everything, other code computes it again."""
+    from streamcov import _config
+
+    cfg = cfg_for(synth_store, tmp_path / "out")
+    first = run_pipeline(cfg, scheduler="synchronous")
+    again = run_pipeline(cfg, scheduler="synchronous", resume=True)
+    assert again["featurized_sequences"] == 0 and again["fit_reused"] and again["accuracy"] == first["accuracy"]
+    for other in ({"streamcov": "0" * 64}, {"numpy": "0.0"}):
+        monkeypatch.setattr(_config, "_CODE_IDENTITY", {**_config.code_identity(), **other})
+        redone = run_pipeline(cfg, scheduler="synchronous", resume=True)
+        assert redone["featurized_sequences"] == synth_store.n_sequences and not redone["fit_reused"], other
+        assert redone["accuracy"] == first["accuracy"]   # this code computed the same again

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._config import progress_bar
+from .._config import code_identity, progress_bar
 from ..data import integrity
 from ..errors import StoreError, say_note
 from ..features.registry import fit_feature_map, fit_reads_mean_only, needs_data, rows_read_by_fit
@@ -74,9 +74,10 @@ def fingerprint(source, map_params: dict, seed: int, bounds, train=None, fit_sam
     ``fit_sample``: the training rows a data-dependent map is fitted on (at most), part of it for such a map
     (its landmarks, mean row or median bandwidth come from them)."""
     # version 3: the fitted arrays are checksummed (stores of version 2 are computed again); 4: map "nystroem" is
-    # GaussianNystroem (one landmark set for a sum over blocks), no longer scikit-learn's Nystroem
+    # GaussianNystroem (one landmark set for a sum over blocks), no longer scikit-learn's Nystroem; "code": the
+    # code that computes them (another streamcov or numpy computes them again)
     fp = {"version": 4, "source": source.identity(), "features": map_params, "seed": int(seed),
-          "bounds": [int(b) for b in bounds], "dtype": str(source.dtype)}
+          "bounds": [int(b) for b in bounds], "dtype": str(source.dtype), "code": code_identity()}
     if train is not None and (source.needs_fit or needs_data(map_params)):
         fp["train"] = hashlib.sha1(np.packbits(np.asarray(train, dtype=bool)).tobytes()).hexdigest()
     if train is not None and fit_sample is not None and needs_data(map_params):
