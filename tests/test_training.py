@@ -1106,3 +1106,25 @@ def test_features_and_finished_folds_of_other_code_are_computed_again(synth_stor
         redone = run_pipeline(cfg, scheduler="synchronous", resume=True)
         assert redone["featurized_sequences"] == synth_store.n_sequences and not redone["fit_reused"], other
         assert redone["accuracy"] == first["accuracy"]   # this code computed the same again
+
+
+def test_a_model_records_its_training_store_by_an_absolute_path(synth_store, tmp_path, monkeypatch):
+    """A store given by a relative path was recorded as typed, and predict resolved it from its own working
+    folder: the model's own store predicted from another folder was taken for another store of the same data
+    (its training rows said to be among the rows, or not knowable). The model records the absolute path."""
+    import shutil
+
+    shutil.copytree(synth_store.path, tmp_path / "s.zarr")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(REPO / "pipelines" / "msr_action3d.toml",
+                      ['output="out"', ONE_LEVEL, *RGW_SETS, "features.n_components=64", "dask.block_size=40"],
+                      store="s.zarr")
+    res = run_pipeline(cfg, scheduler="synchronous")
+    assert FittedPipeline.load(res["model_path"]).info["store_path"] == str(tmp_path / "s.zarr")
+    here = predict_store(res["model_path"], "s.zarr", tmp_path / "here.csv", scheduler="synchronous")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    there = predict_store(res["model_path"], tmp_path / "s.zarr", tmp_path / "there.csv", scheduler="synchronous")
+    same = lambda got: {k: v for k, v in got.items() if k not in ("predictions", "seconds", "store")}   # noqa: E731
+    assert same(there) == same(here)
+    assert "includes_training_rows" not in there and there["accuracy"] == res["accuracy"], there

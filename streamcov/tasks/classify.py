@@ -394,7 +394,7 @@ def classify(cfg, ctx, source, map_params: dict, fit_sample: int) -> dict:
 
 def _model_info(cfg, source, fold: str, block: int) -> dict:
     info = {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed), "block": block,
-            "store": source.store.identity, "store_path": str(source.store.path),
+            "store": source.store.identity, "store_path": str(Path(source.store.path).absolute()),
             "split": cfg.split.model_dump()}
     record = source.store.attrs.get("source_record")
     if isinstance(record, dict):   # predict tells a store written anew from the same data (its training rows)

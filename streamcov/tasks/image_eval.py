@@ -732,7 +732,7 @@ def _provenance(cfg, data, store=None) -> dict:
     info = {}
     if d.format == "store":
         info.update(orientation=store.orientation, pixel_dtype=store.pixel_dtype,
-                    pixel_scale=store.pixel_scale(), store_path=str(store.path))
+                    pixel_scale=store.pixel_scale(), store_path=str(Path(store.path).absolute()))
         record = store.attrs.get("source_record")
         if isinstance(record, dict):
             info["source_record"] = record
