@@ -144,7 +144,7 @@ def exclusive(lock_path, what: str, command: str | None = None):
         why = why_not_a_folder(lock_path.parent, exc)
         raise StoreError(f"{what}: cannot create the folder {lock_path.parent} ({why}); choose another path") from None
     me = {"pid": os.getpid(), "host": socket.gethostname(),
-          "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+          "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     fd = _take(lock_path, what, me)
     try:
         yield
