@@ -137,6 +137,12 @@ class ModelError(StreamcovError, ValueError):
     """A model folder is missing, damaged, or does not fit the data it is applied to."""
 
 
+class RunWarning(UserWarning):
+    """What a run found doubtful in its own results (a learner that took no step or learned nothing, sequences
+    left out): listed in the result's ``warnings`` and given to Python's warnings, so that a notebook shows it
+    (``streamcov run`` prints each as a warning line)."""
+
+
 class MissingExtraError(ConfigError, ImportError):
     """An optional extra of streamcov is not installed (e.g. ``pip install 'streamcov[cnn]'``)."""
 
@@ -347,6 +353,6 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
-           "NotSPDError", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg", "arg_name",
-           "bool_arg", "check_utf8_name", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg",
+           "NotSPDError", "RunWarning", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg",
+           "arg_name", "bool_arg", "check_utf8_name", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg",
            "read_or_skip", "skip_hint", "toml_error", "toml_value"]

@@ -1128,3 +1128,15 @@ def test_a_model_records_its_training_store_by_an_absolute_path(synth_store, tmp
     same = lambda got: {k: v for k, v in got.items() if k not in ("predictions", "seconds", "store")}   # noqa: E731
     assert same(there) == same(here)
     assert "includes_training_rows" not in there and there["accuracy"] == res["accuracy"], there
+
+
+def test_a_runs_warnings_reach_a_notebook(synth_store, tmp_path):
+    """A run's warnings of its learner (here a model that learned nothing, from a map's bandwidth far below the
+    distances) were only listed in the result's "warnings": ``streamcov run`` printed them, a notebook's
+    ``run(...)`` said nothing. They are given to Python's warnings too (RunWarning), each once."""
+    from streamcov.errors import RunWarning
+
+    cfg = cfg_for(synth_store, tmp_path / "out", "features.sigma=0.01", "model.epochs=1")
+    with pytest.warns(RunWarning, match=r"^fold 'odd-even': the model predicts .* it learned nothing") as got:
+        res = run_pipeline(cfg, scheduler="synchronous")
+    assert [str(w.message) for w in got if w.category is RunWarning] == res["warnings"] and res["warnings"]

@@ -174,6 +174,12 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
             from ..files import atomic_write_text
             atomic_write_text(out / "result.json", text)
+    import warnings
+
+    from ..errors import RunWarning
+
+    for w in result.get("warnings", []):   # only in the result, they reached no notebook user
+        warnings.warn(w, RunWarning, stacklevel=2)
     return result
 
 
