@@ -98,8 +98,9 @@ def _cmd_run(args) -> int:
         acc = result.get("accuracy")
         if acc is not None:
             extra = f" +- {100 * result.get('accuracy_std', 0.0):.1f}" if result.get("n_folds", 1) > 1 else ""
+            per = " per fold" if result.get("n_folds", 1) > 1 else ""
             print(f"accuracy {100 * acc:.2f}%{extra}  ({result.get('pipeline')}, "
-                  f"{result.get('n_train')} train / {result.get('n_test')} test, "
+                  f"{result.get('n_train')} train / {result.get('n_test')} test{per}, "
                   f"{result.get('seconds')} s)", file=sys.stderr)
     print(line)
     return 0

@@ -1140,3 +1140,15 @@ def test_a_runs_warnings_reach_a_notebook(synth_store, tmp_path):
     with pytest.warns(RunWarning, match=r"^fold 'odd-even': the model predicts .* it learned nothing") as got:
         res = run_pipeline(cfg, scheduler="synchronous")
     assert [str(w.message) for w in got if w.category is RunWarning] == res["warnings"] and res["warnings"]
+
+
+def test_the_summary_of_several_folds_gives_rows_per_fold_to_the_nearest():
+    """Folds of 67, 67 and 66 test rows were summarized as 66 (the mean cut down); the nearest count, each fold's
+    own in "folds"."""
+    from streamcov.tasks.classify import _summarize
+
+    per = [{"fold": f, "accuracy": a, "n_train": 200 - t, "n_test": t} for f, a, t in
+           (("0", 0.5, 67), ("1", 0.75, 67), ("2", 1.0, 66))]
+    out = _summarize(per)
+    assert (out["n_train"], out["n_test"], out["n_folds"], out["folds"]) == (133, 67, 3, per)
+    assert out["accuracy"] == 0.75 and out["accuracy_std"] == pytest.approx(np.std([0.5, 0.75, 1.0]))
