@@ -431,11 +431,8 @@ def write_predictions(path: Path, store, preds) -> None:
 
 def _summarize(per: list[dict]) -> dict:
     accs = np.array([r["accuracy"] for r in per])
-    # several folds: rows per fold, their mean to the nearest (it was cut down: 66 for folds of 67, 67 and 66);
-    # each fold's own counts are in "folds"
-    out = {"accuracy": float(accs.mean()), "accuracy_std": float(accs.std()),
-           "n_train": int(np.rint(np.mean([r["n_train"] for r in per]))),
-           "n_test": int(np.rint(np.mean([r["n_test"] for r in per]))), "n_folds": len(per)}
+    out = {"accuracy": float(accs.mean()), "accuracy_std": float(accs.std()), **splits.rows_per_fold(per),
+           "n_folds": len(per)}
     if len(per) == 1:
         out.update({k: v for k, v in per[0].items() if k not in out and k != "fold"})
     else:

@@ -709,8 +709,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     return {
         "method": method, "classifier": classifier, "accuracy": float(accs.mean()),
         "accuracy_std": float(accs.std()), "n_folds": len(results),
-        "n_train": int(np.mean([r["n_train"] for r in results])),
-        "n_test": int(np.mean([r["n_test"] for r in results])),
+        **splits.rows_per_fold(results),
         "standardize": standardize, "scaling": scaling, "seconds": time.perf_counter() - t0,
         "head_weight_grid": grids.get("head_weight"), "head_combine_grid": grids.get("head_combine"),
         "head_norm": head_norm if heads is not None and (use_head or method == "head") else None,
