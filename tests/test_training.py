@@ -1152,3 +1152,25 @@ def test_the_summary_of_several_folds_gives_rows_per_fold_to_the_nearest():
     out = _summarize(per)
     assert (out["n_train"], out["n_test"], out["n_folds"], out["folds"]) == (133, 67, 3, per)
     assert out["accuracy"] == 0.75 and out["accuracy_std"] == pytest.approx(np.std([0.5, 0.75, 1.0]))
+
+
+def test_a_result_records_the_configuration_it_ran_and_runs_it_again(synth_store, tmp_path):
+    """result.json held the model's and the map's settings only: a run's [descriptor], [split] or dask.block_size
+    (which changes SGD's model) could not be told from it, nor the versions that ran it. It records the
+    configuration as run (``--set`` applied, paths resolved), the versions and the code's digest, and when (UTC);
+    ``run(result["config"])`` in another folder gives the same model."""
+    from streamcov import __version__
+    from streamcov._config import code_identity
+
+    res = run_pipeline(cfg_for(synth_store, tmp_path / "a", "dask.block_size=48", "descriptor.gamma=1e-3"),
+                       scheduler="synchronous")
+    saved = json.loads((tmp_path / "a" / "result.json").read_text())
+    assert saved["config"]["dask"]["block_size"] == 48 and saved["config"]["descriptor"]["gamma"] == 1e-3
+    assert saved["config"]["data"]["store"] == str(synth_store.path)
+    assert saved["versions"]["streamcov"] == __version__ and saved["versions"]["code_sha256"] == \
+        code_identity()["streamcov"] and saved["versions"]["numpy"] == np.__version__
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", saved["started_utc"])
+    assert saved["started_utc"] <= saved["finished_utc"]
+    again = run_pipeline(saved["config"], output=tmp_path / "b", scheduler="synchronous")
+    assert again["accuracy"] == res["accuracy"] and again["config"] == {**saved["config"], "output": str(tmp_path / "b")}
+    np.testing.assert_array_equal(coef_of(tmp_path / "b"), coef_of(tmp_path / "a"))

@@ -123,7 +123,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             raise ConfigError(f"{where}: {resolved / name} is a zarr store where a run writes {what}; move or delete "
                               f"it, or choose another output folder")
     ctx = RunContext(output=out, scheduler=scheduler, workers=workers, progress=progress, resume=resume)
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     # a run refused (bad input found by the task's own checks) before it wrote anything but its marker leaves no
     # folder it created; one that wrote features, checkpoints or a store there keeps them for --resume
     with new_folders_undone(out, leftovers=(OUTPUT_MARKER,)):
@@ -170,6 +170,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
             if getattr(cfg, "paper_accuracy", None) is not None and not other_data:
                 result["paper_accuracy"] = cfg.paper_accuracy
             result.setdefault("seconds", round(time.perf_counter() - t0, 3))
+            result.update(provenance(cfg, started))
             result = finite_json(result)
             text = json.dumps(result, indent=2, default=json_default, allow_nan=False) + "\n"
             from ..files import atomic_write_text
@@ -181,6 +182,33 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
     for w in result.get("warnings", []):   # only in the result, they reached no notebook user
         warnings.warn(w, RunWarning, stacklevel=2)
     return result
+
+
+def provenance(cfg, started: float) -> dict:
+    """What a result records to be audited and run again: ``config``, the configuration as run (``--set``
+    applied, paths resolved; ``run(result["config"])`` runs it again), ``versions`` of streamcov (with
+    ``code_sha256``, the digest of its modules: a checkout's version names a release, not its code) and of the
+    libraries, and when it ran (UTC). The result had held the model's and map's settings only: a run's
+    ``[descriptor]``, ``[split]`` or ``dask.block_size`` could not be told from it."""
+    import datetime
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import __version__
+    from .._config import code_identity
+
+    def utc(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")
+
+    code = code_identity()
+    versions = {"streamcov": __version__, "code_sha256": code["streamcov"], "python": platform.python_version()}
+    for dist in ("numpy", "numba", "scipy", "scikit-learn", "dask", "distributed", "zarr"):
+        try:
+            versions[dist] = code.get(dist) or version(dist)
+        except PackageNotFoundError:
+            versions[dist] = None
+    return {"config": cfg.model_dump(mode="json", exclude_unset=True), "versions": versions,
+            "started_utc": utc(started), "finished_utc": utc(time.time())}
 
 
 def _resumable(out: Path) -> bool:
