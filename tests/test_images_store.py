@@ -705,14 +705,19 @@ def test_a_folder_that_cannot_be_listed_is_refused_not_left_out(tmp_path, monkey
     private = tmp_path / "b" / "obj1"
     scandir = os.scandir
 
+    blocked = {private}
+
     def refusing(path="."):
-        if Path(os.fsdecode(path)) == private:
+        if Path(os.fsdecode(path)) in blocked:
             raise PermissionError(13, "Permission denied", str(path))
         return scandir(path)
 
     monkeypatch.setattr(os, "scandir", refusing)
     said = rf"^{re.escape(str(private))}: cannot list the folder: Permission denied; give read access to it or move it"
     for scan in (lambda: scan_folders(tmp_path, group_level=2), lambda: scan_folders(tmp_path / "b", unlabelled=True),
-                 lambda: excluded_images(tmp_path), lambda: walk_paths(tmp_path)):
+                 lambda: walk_paths(tmp_path)):
         with pytest.raises(FormatError, match=said):
             scan()
+    # excluded by name (another user's folder is why it is excluded; by default maps): not entered, nor counted
+    blocked = {tmp_path / "a" / "obj2" / "maps"}
+    assert len(scan_folders(tmp_path, group_level=2)) == 5 and excluded_images(tmp_path) == 0

@@ -87,7 +87,9 @@ def excluded_images(root, exclude=("maps",)) -> int:
     :func:`scan_folders` leaves out), for the summaries of ``ingest images`` and ``predict``."""
     exclude = set(exclude or ())
     n, seen = 0, set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=unlistable_folder(root)):
+    # os.walk's default: a folder it cannot list is passed over (scan_folders, run first, refused those it reads;
+    # an excluded one, another user's, is why it was excluded)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:   # a folder reached twice through links (scan_folders refuses it): counted once
             dirnames[:] = []
