@@ -191,21 +191,36 @@ def kernel_sources_stamp() -> str:
 _SOURCES_STAMP: str | None = None
 
 
-def code_identity() -> dict:
-    """What computed a store's features besides its settings, for the fingerprints of what is reused: a SHA-256
-    of the text of every module of streamcov (``__version__`` names a release, not the code a checkout runs:
-    features computed before a ``git pull`` or an edit were reused by the next run without a word) and the
-    versions of the libraries whose arithmetic they hold. Computed once per process (a few ms)."""
-    global _CODE_IDENTITY
-    if _CODE_IDENTITY is None:
+#: the modules whose code shapes the numbers of each part of a run (folders: every module in them), for
+#: :func:`code_identity`: an edit elsewhere (the command line, a message, the docs) keeps what was computed
+CODE_PARTS = {
+    "features": ("_kernels/", "descriptors/", "features/", "_config.py", "_fitparams.py", "kernels.py", "linalg.py",
+                 "preprocessing.py", "stream/featurestore.py", "stream/featurize.py", "stream/image.py",
+                 "stream/skeleton.py", "stream/source.py"),
+    "learners": ("_kernels/linear.py", "_config.py", "linear.py", "optimize.py", "preprocessing.py", "stream/exact.py",
+                 "stream/lbfgs.py", "stream/memory.py", "stream/sgd.py"),
+    "package": ("",),   # every module: what a result records of the code that ran it
+}
+
+
+def code_identity(part: str = "features") -> dict:
+    """What computed a part of a run besides its settings, for the fingerprints of what is reused: a SHA-256 of
+    the text of the modules of streamcov that shape its numbers (:data:`CODE_PARTS`: ``__version__`` names a
+    release, not the code a checkout runs: features computed before a ``git pull`` or an edit of a kernel were
+    reused by the next run without a word) and the versions of the libraries whose arithmetic they hold.
+    Computed once per process and part (a few ms)."""
+    if part not in _CODE_IDENTITY:
         import hashlib
         from importlib.metadata import PackageNotFoundError, version
 
         here = Path(__file__).resolve().parent
         h = hashlib.sha256()
         for path in sorted(here.rglob("*.py")):
+            rel = path.relative_to(here).as_posix()
+            if not any(m in ("", rel) or (m.endswith("/") and rel.startswith(m)) for m in CODE_PARTS[part]):
+                continue
             try:
-                h.update(f"{path.relative_to(here).as_posix()}\0".encode() + path.read_bytes() + b"\0")
+                h.update(f"{rel}\0".encode() + path.read_bytes() + b"\0")
             except OSError:   # a module that cannot be read is not run either
                 continue
         ident = {"streamcov": h.hexdigest()}
@@ -214,11 +229,11 @@ def code_identity() -> dict:
                 ident[dist] = version(dist)
             except PackageNotFoundError:
                 ident[dist] = None
-        _CODE_IDENTITY = ident
-    return dict(_CODE_IDENTITY)
+        _CODE_IDENTITY[part] = ident
+    return dict(_CODE_IDENTITY[part])
 
 
-_CODE_IDENTITY: dict | None = None
+_CODE_IDENTITY: dict = {}
 
 
 def stamp_kernels_by_their_sources() -> None:

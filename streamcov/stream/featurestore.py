@@ -8,13 +8,24 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, say_note
 
 
 # layout of the store, part of what a store must match to be reused: 2 added the per-block checksums ``crc``,
 # 3 the digests of the arrays' zarr.json (stores of an earlier layout are computed again)
 LAYOUT = 3
 ARRAYS = ("X", "crc", "done")
+
+
+def _other_code_only(old, new: str) -> bool:
+    """Whether the fingerprint ``old`` (a store's, as written) differs from ``new`` by the code that computed it
+    alone (:func:`streamcov._config.code_identity`)."""
+    try:
+        a, b = json.loads(old), json.loads(new)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(a, dict) and "code" in a and a.get("code") != b.get("code") and \
+        {k: v for k, v in a.items() if k != "code"} == {k: v for k, v in b.items() if k != "code"}
 
 
 class FeatureStore:
@@ -62,6 +73,10 @@ class FeatureStore:
 
                 remove_partial_chunks(path)   # of a block task killed mid-write (the run's lock is held)
                 return cls(path)
+            if _other_code_only(attrs.get("fingerprint"), fp):   # computed again, and said why (it was silent)
+                say_note(f"{path}: these features were computed by other code (streamcov's descriptor or feature "
+                         f"modules, or numpy, numba, scipy or scikit-learn, have changed since); they are computed "
+                         f"again")
             shutil.rmtree(path)
         from ..data.integrity import array_options
 

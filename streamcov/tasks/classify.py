@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._config import code_identity
 from ..errors import ConfigError, IncompleteStoreError, arg, say_note, toml_value
 from ..data.ragged import inside_source, same_files
 from ..features.registry import needs_data
@@ -595,7 +596,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
         fstore = feat.store
         rows = splits.rows_sha256(train, test)
         fp_doc = {"features": fstore.group.attrs["fingerprint"], "model": m.model_dump(),
-                  "split": cfg.split.model_dump(), "fold": name, "rows": rows}
+                  "split": cfg.split.model_dump(), "fold": name, "rows": rows,
+                  "learner_code": code_identity("learners")["streamcov"]}   # an edited learner trains again
         if m.validation_fraction > 0:
             fp_doc["holdout"] = "class-stratified"      # the early-stopping rows of earlier versions were not
         fp_text = json.dumps(fp_doc, sort_keys=True, default=str)
