@@ -191,6 +191,7 @@ def provenance(cfg, started: float) -> dict:
     libraries, and when it ran (UTC). The result had held the model's and map's settings only: a run's
     ``[descriptor]``, ``[split]`` or ``dask.block_size`` could not be told from it."""
     import datetime
+    import os
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
@@ -200,15 +201,21 @@ def provenance(cfg, started: float) -> dict:
     def utc(t: float) -> str:
         return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")
 
-    code = code_identity()
+    code = code_identity("package")
     versions = {"streamcov": __version__, "code_sha256": code["streamcov"], "python": platform.python_version()}
     for dist in ("numpy", "numba", "scipy", "scikit-learn", "dask", "distributed", "zarr"):
         try:
             versions[dist] = code.get(dist) or version(dist)
         except PackageNotFoundError:
             versions[dist] = None
-    return {"config": cfg.model_dump(mode="json", exclude_unset=True), "versions": versions,
-            "started_utc": utc(started), "finished_utc": utc(time.time())}
+    config = cfg.model_dump(mode="json", exclude_unset=True)
+    # its paths absolute, as the result's others: a store found in the working folder was kept as typed
+    if config.get("output"):
+        config["output"] = os.path.abspath(config["output"])
+    for table, key in (("data", "store"), ("data", "source"), ("split", "file"), ("study", "data_root")):
+        if isinstance(config.get(table), dict) and isinstance(config[table].get(key), str):
+            config[table][key] = os.path.abspath(config[table][key])
+    return {"config": config, "versions": versions, "started_utc": utc(started), "finished_utc": utc(time.time())}
 
 
 def _resumable(out: Path) -> bool:
