@@ -78,7 +78,7 @@ def _runtime_args(args):
 
 
 def _cmd_run(args) -> int:
-    from .errors import ConfigError
+    from .errors import ConfigError, RunWarning
     from .tasks import run
     from .tasks.demos import DEMO_NAMES, DEMOS
 
@@ -88,12 +88,16 @@ def _cmd_run(args) -> int:
     kwargs = dict(overrides=list(args.set or []), store=args.store, output=args.output, scheduler=args.scheduler,
                   workers=args.workers, progress=not (args.quiet or args.json), resume=args.resume,
                   note=lambda message: print(f"streamcov run: note: {message}", file=sys.stderr))
-    if args.pipeline is None:
-        demo = args.demo or "skeletons"
-        result = run(None, text=DEMOS[demo], text_name=DEMO_NAMES[demo], **kwargs)
-    else:
-        result = run(args.pipeline, **kwargs)
-    line = json.dumps(result, default=str)   # its warnings were given to Python's: a warning line each
+    with warnings.catch_warnings():
+        # the run's warnings (given to Python's) are a line each whatever PYTHONWARNINGS or -W say: ignored, they
+        # were lost; as errors, the finished run ended as an internal error
+        warnings.simplefilter("always", RunWarning)
+        if args.pipeline is None:
+            demo = args.demo or "skeletons"
+            result = run(None, text=DEMOS[demo], text_name=DEMO_NAMES[demo], **kwargs)
+        else:
+            result = run(args.pipeline, **kwargs)
+    line = json.dumps(result, default=str)
     if not args.json:
         acc = result.get("accuracy")
         if acc is not None:
@@ -787,14 +791,21 @@ def _main(args, StreamcovError, command_line) -> int:
             print(f"streamcov {args.command}: error: {name}a file or folder name in this path is longer than the "
                   f"file system allows (File name too long); give a shorter path", file=sys.stderr)
             return 2
-        denied = _os_error(exc, "EACCES", "EPERM")
-        if denied is not None:
+        # raised by the file itself or by what it caused, not an error met while handling one (a bug there)
+        denied = _os_error(exc, "EACCES", "EPERM", context=False)
+        if denied is not None and denied.filename and _numba_cache_write(denied):
+            from ._config import numba_cache_dir
+
+            print(f"streamcov {args.command}: error: {denied.filename}: permission denied ({denied.strerror}) in "
+                  f"numba's cache of compiled kernels ({numba_cache_dir()}); set NUMBA_CACHE_DIR to a folder this "
+                  f"user can write, then run the same command again: what was complete is kept", file=sys.stderr)
+            return 2
+        if denied is not None and denied.filename:
             # another user's store, model or folder (mode 0700, 0600) met where the command looks or writes, not
             # one of the places it checks beforehand: Path.exists() and is_file() raise it instead of answering
-            name = f"{denied.filename}: " if denied.filename else ""
-            print(f"streamcov {args.command}: error: {name}permission denied ({denied.strerror}); give this user "
-                  f"access to it (read, or write where the command writes), or use a copy of its own; nothing "
-                  f"half-written is used", file=sys.stderr)
+            print(f"streamcov {args.command}: error: {denied.filename}: permission denied ({denied.strerror}); give "
+                  f"this user access to it (read, or write where the command writes), or use a copy of its own; "
+                  f"nothing half-written is used", file=sys.stderr)
             return 2
         oom = _out_of_memory(exc)
         if oom is not None:
@@ -866,9 +877,10 @@ def _no_space(exc: BaseException) -> OSError | None:
     return _os_error(exc, "ENOSPC", "EDQUOT")
 
 
-def _os_error(exc: BaseException, *names: str) -> OSError | None:
+def _os_error(exc: BaseException, *names: str, context: bool = True) -> OSError | None:
     """The OSError of one of the errno ``names`` behind ``exc`` (perhaps wrapped by a library or by Dask), or
-    None."""
+    None. ``context=False``: through explicit causes only (``raise ... from``), not an error met while another
+    was handled."""
     import errno
 
     codes = {getattr(errno, n) for n in names if hasattr(errno, n)}
@@ -878,7 +890,7 @@ def _os_error(exc: BaseException, *names: str) -> OSError | None:
         if isinstance(exc, OSError) and exc.errno in codes:
             return exc
         # an error raised while handling another, with "from None", is not caused by it
-        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        exc = exc.__cause__ or (None if exc.__suppress_context__ or not context else exc.__context__)
     return None
 
 
