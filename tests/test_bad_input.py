@@ -5272,6 +5272,43 @@ def test_another_users_private_store_or_model_is_one_line(shared, env, monkeypat
     assert not (env.tmp / "o").exists() and not (env.tmp / "p.csv").exists()
 
 
+def test_a_bug_met_while_a_permission_error_was_handled_is_still_a_bug(monkeypatch, tmp_path):
+    """The permission-denied line is for a file the system refused: a streamcov error raised while handling one
+    (its __context__), or a refusal that names no file, stays an internal error with its traceback."""
+    from streamcov import cli as cli_module
+
+    def handled_then_bug(args):
+        try:
+            raise PermissionError(13, "Permission denied", str(tmp_path / "f"))
+        except PermissionError:
+            raise TypeError("a bug in the handler")   # noqa: B904 (its __context__ is the PermissionError)
+
+    def no_file(args):
+        raise PermissionError(1, "Operation not permitted")
+
+    for func in (handled_then_bug, no_file):
+        monkeypatch.setattr(cli_module, "_cmd_info", func)
+        rc, err, _ = cli("info", tmp_path)
+        assert rc == 1 and "internal error: this is a bug" in err and "Traceback" in err, err
+        assert "permission denied (" not in err
+
+
+@pytest.mark.parametrize("action", ["ignore", "error"])
+def test_a_runs_warning_is_a_line_whatever_the_warning_filters(env, action):
+    """The result's warnings go through Python's warnings (RunWarning, for notebooks): with PYTHONWARNINGS=ignore
+    the command would have lost them, and with -W error a finished run would have ended as an internal error. The
+    command prints each one line, as before, and exits 0."""
+    import warnings
+
+    argv = run_set('model.learner="lbfgs"', 'model.loss="log_loss"', "model.C=1e-300")(env)
+    with warnings.catch_warnings():
+        warnings.simplefilter(action)
+        rc, err, out = cli(*argv)
+    assert rc == 0 and "Traceback" not in err, err
+    assert re.search(r"(?m)^streamcov run: warning: fold 'odd-even': L-BFGS took no step", err), err
+    assert json.loads(out.strip().splitlines()[-1])["warnings"]
+
+
 def test_no_progress_bar_in_a_log_file(tmp_path):
     """With stderr a file (a batch job's log), the bars are not drawn: tqdm wrote a carriage-return update
     several times a second onto one line (about 1 MB an hour)."""

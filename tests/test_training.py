@@ -1090,21 +1090,31 @@ def test_a_classifier_fitted_on_label_strings_is_refused_by_save_and_check(tmp_p
         halves.check("model.json")
 
 
-def test_features_and_finished_folds_of_other_code_are_computed_again(synth_store, tmp_path, monkeypatch):
-    """The fingerprint held a hand-kept version, not the code: after a `git pull` or an edit of streamcov (or
+def test_features_and_finished_folds_of_other_code_are_computed_again(synth_store, tmp_path, monkeypatch, capsys):
+    """The fingerprint held a hand-kept version, not the code: after a `git pull` or an edit of a kernel (or
     another numpy), a run into the same output folder reused the features and the finished folds the old code
-    had computed, without a word. The code's digest and the libraries' versions are part of it now: the same
-    code reuses everything, other code computes it again."""
+    had computed, without a word. The digest of the modules that shape the numbers and the libraries' versions
+    are part of it now: the same code reuses everything; other feature code computes the features again, with a
+    note, and other learner code trains again; an edit elsewhere (the command line) keeps both."""
     from streamcov import _config
 
     cfg = cfg_for(synth_store, tmp_path / "out")
     first = run_pipeline(cfg, scheduler="synchronous")
     again = run_pipeline(cfg, scheduler="synchronous", resume=True)
     assert again["featurized_sequences"] == 0 and again["fit_reused"] and again["accuracy"] == first["accuracy"]
-    for other in ({"streamcov": "0" * 64}, {"numpy": "0.0"}):
-        monkeypatch.setattr(_config, "_CODE_IDENTITY", {**_config.code_identity(), **other})
+    assert "cli.py" not in str(_config.CODE_PARTS["features"] + _config.CODE_PARTS["learners"])
+    capsys.readouterr()
+    for part, other in (("features", {"streamcov": "0" * 64}), ("features", {"numpy": "0.0"}),
+                        ("learners", {"streamcov": "1" * 64})):
+        monkeypatch.setattr(_config, "_CODE_IDENTITY", {**_config._CODE_IDENTITY,
+                                                        part: {**_config.code_identity(part), **other}})
         redone = run_pipeline(cfg, scheduler="synchronous", resume=True)
-        assert redone["featurized_sequences"] == synth_store.n_sequences and not redone["fit_reused"], other
+        err = capsys.readouterr().err
+        if part == "features":
+            assert redone["featurized_sequences"] == synth_store.n_sequences and not redone["fit_reused"], other
+            assert "these features were computed by other code" in err, err
+        else:   # the features kept, the finished fold trained again (said by --resume's note)
+            assert redone["featurized_sequences"] == 0 and "was written for other settings" in err, err
         assert redone["accuracy"] == first["accuracy"]   # this code computed the same again
 
 
@@ -1121,6 +1131,8 @@ def test_a_model_records_its_training_store_by_an_absolute_path(synth_store, tmp
                       store="s.zarr")
     res = run_pipeline(cfg, scheduler="synchronous")
     assert FittedPipeline.load(res["model_path"]).info["store_path"] == str(tmp_path / "s.zarr")
+    # and the configuration the result records (run again from anywhere)
+    assert (res["config"]["data"]["store"], res["config"]["output"]) == (str(tmp_path / "s.zarr"), str(tmp_path / "out"))
     here = predict_store(res["model_path"], "s.zarr", tmp_path / "here.csv", scheduler="synchronous")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -1168,7 +1180,7 @@ def test_a_result_records_the_configuration_it_ran_and_runs_it_again(synth_store
     assert saved["config"]["dask"]["block_size"] == 48 and saved["config"]["descriptor"]["gamma"] == 1e-3
     assert saved["config"]["data"]["store"] == str(synth_store.path)
     assert saved["versions"]["streamcov"] == __version__ and saved["versions"]["code_sha256"] == \
-        code_identity()["streamcov"] and saved["versions"]["numpy"] == np.__version__
+        code_identity("package")["streamcov"] and saved["versions"]["numpy"] == np.__version__
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", saved["started_utc"])
     assert saved["started_utc"] <= saved["finished_utc"]
     again = run_pipeline(saved["config"], output=tmp_path / "b", scheduler="synchronous")
