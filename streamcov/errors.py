@@ -354,5 +354,5 @@ def toml_error(name, exc: Exception) -> "ConfigError":
 
 __all__ = ["ConfigError", "FormatError", "IncompleteStoreError", "MissingExtraError", "MissingInputError", "ModelError",
            "NotSPDError", "RunWarning", "StoreError", "StreamcovError", "UnsafePickleError", "WeightsError", "arg",
-           "arg_name", "bool_arg", "check_utf8_name", "command_line", "file_fault", "int_arg", "not_the_file", "path_arg",
-           "read_or_skip", "skip_hint", "toml_error", "toml_value"]
+           "arg_name", "bool_arg", "check_utf8_name", "command_line", "file_fault", "int_arg", "not_the_file",
+           "path_arg", "read_or_skip", "skip_hint", "toml_error", "toml_value"]

@@ -5264,7 +5264,8 @@ def test_another_users_private_store_or_model_is_one_line(shared, env, monkeypat
 
     monkeypatch.setattr(pathlib.Path, "stat", refusing)
     said = rf"{re.escape(str(private))}(/\S+)?: permission denied \(Permission denied\); give this user access to it"
-    for argv in (("info", private / "s.zarr"), ("predict", private / "model", shared["synth"], "--out", env.tmp / "p.csv"),
+    for argv in (("info", private / "s.zarr"),
+                 ("predict", private / "model", shared["synth"], "--out", env.tmp / "p.csv"),
                  ("run", env.pipeline(), "--store", private / "s.zarr", "--output", env.tmp / "o"),
                  ("synth", private / "s.zarr", "--sequences", 48)):
         rc, err, _ = cli(*argv)

@@ -174,7 +174,8 @@ def test_a_tilde_without_a_home_is_one_line(tmp_path, monkeypatch):
     assert_one_line_error(rc, err, rf"^streamcov run: error: {re.escape(str(file))}, line \d+: output = "
                                    rf'"~/runs/\{{name\}}"' + said)
     rc, err, _ = cli("run", file, "--quiet", "--output", tmp_path / "o", "--set", 'data.store="~/s.zarr"')
-    assert_one_line_error(rc, err, r'^streamcov run: error: --set data.store="~/s.zarr": data.store = "~/s.zarr"' + said)
+    assert_one_line_error(rc, err, r'^streamcov run: error: --set data.store="~/s.zarr": data.store = "~/s.zarr"'
+                                   + said)
     monkeypatch.undo()
     rc, err, _ = cli("run", file, "--quiet", "--output", "~no-such-user-here/o")
     assert_one_line_error(rc, err, r"^streamcov run: error: --output ~no-such-user-here/o: output = "

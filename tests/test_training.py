@@ -1132,7 +1132,8 @@ def test_a_model_records_its_training_store_by_an_absolute_path(synth_store, tmp
     res = run_pipeline(cfg, scheduler="synchronous")
     assert FittedPipeline.load(res["model_path"]).info["store_path"] == str(tmp_path / "s.zarr")
     # and the configuration the result records (run again from anywhere)
-    assert (res["config"]["data"]["store"], res["config"]["output"]) == (str(tmp_path / "s.zarr"), str(tmp_path / "out"))
+    assert (res["config"]["data"]["store"], res["config"]["output"]) == (str(tmp_path / "s.zarr"),
+                                                                         str(tmp_path / "out"))
     here = predict_store(res["model_path"], "s.zarr", tmp_path / "here.csv", scheduler="synchronous")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -1184,5 +1185,6 @@ def test_a_result_records_the_configuration_it_ran_and_runs_it_again(synth_store
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", saved["started_utc"])
     assert saved["started_utc"] <= saved["finished_utc"]
     again = run_pipeline(saved["config"], output=tmp_path / "b", scheduler="synchronous")
-    assert again["accuracy"] == res["accuracy"] and again["config"] == {**saved["config"], "output": str(tmp_path / "b")}
+    assert again["accuracy"] == res["accuracy"]
+    assert again["config"] == {**saved["config"], "output": str(tmp_path / "b")}
     np.testing.assert_array_equal(coef_of(tmp_path / "b"), coef_of(tmp_path / "a"))

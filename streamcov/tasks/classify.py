@@ -688,7 +688,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                     f"learned nothing; {fix}")
         if ignored:   # --resume found a checkpoint it must not continue: say so rather than start over unseen
             say_note(f"{arg('resume', True)}: {ckdir / (name + '.npz')} was written for other settings (features, "
-                     f"[model], [split], or another streamcov or numpy) or is damaged; fold {name} trained from the start")
+                     f"[model], [split], or another streamcov or numpy) or is damaged; fold {name} trained from the "
+                     f"start")
         r = {"fold": name, "accuracy": float((pred == y[test]).mean()), "n_train": int(train.sum()),
              "n_test": int(test.sum()), "train_seconds": round(t_train, 3), **learned}
         per.append(r)
