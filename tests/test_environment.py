@@ -15,6 +15,14 @@ import pytest
 from streamcov import _config
 
 
+@pytest.fixture(autouse=True)
+def _cache_plan_put_back(monkeypatch):
+    """The plan of numba's cache that tests here make again (its note and problem are module globals the commands
+    read): put back after each, so that later tests in the process do not print its note."""
+    for name in ("CACHE", "CACHE_NOTE", "CACHE_PROBLEM"):
+        monkeypatch.setattr(_config, name, getattr(_config, name))
+
+
 def test_a_home_that_cannot_be_written_puts_streamcovs_cache_in_the_temporary_folder(monkeypatch, tmp_path):
     """A read-only or missing home (a container's numeric user): every process warned that it could not write the
     network weights' cache and read the 19 MB network again. The cache goes to <temporary folder>/streamcov-cache-
