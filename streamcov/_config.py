@@ -211,7 +211,6 @@ def code_identity(part: str = "features") -> dict:
     Computed once per process and part (a few ms)."""
     if part not in _CODE_IDENTITY:
         import hashlib
-        from importlib.metadata import PackageNotFoundError, version
 
         here = Path(__file__).resolve().parent
         h = hashlib.sha256()
@@ -223,17 +222,25 @@ def code_identity(part: str = "features") -> dict:
                 h.update(f"{rel}\0".encode() + path.read_bytes() + b"\0")
             except OSError:   # a module that cannot be read is not run either
                 continue
-        ident = {"streamcov": h.hexdigest()}
-        for dist in ("numpy", "numba", "scipy", "scikit-learn"):
-            try:
-                ident[dist] = version(dist)
-            except PackageNotFoundError:
-                ident[dist] = None
-        _CODE_IDENTITY[part] = ident
+        _CODE_IDENTITY[part] = {"streamcov": h.hexdigest(), **library_versions("numpy", "numba", "scipy",
+                                                                               "scikit-learn")}
     return dict(_CODE_IDENTITY[part])
 
 
 _CODE_IDENTITY: dict = {}
+
+
+def library_versions(*dists: str) -> dict:
+    """The installed version of each distribution named (None where it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in dists:
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
 
 
 def stamp_kernels_by_their_sources() -> None:

@@ -193,21 +193,16 @@ def provenance(cfg, started: float) -> dict:
     import datetime
     import os
     import platform
-    from importlib.metadata import PackageNotFoundError, version
 
     from .. import __version__
-    from .._config import code_identity
+    from .._config import code_identity, library_versions
 
     def utc(t: float) -> str:
         return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")
 
-    code = code_identity("package")
-    versions = {"streamcov": __version__, "code_sha256": code["streamcov"], "python": platform.python_version()}
-    for dist in ("numpy", "numba", "scipy", "scikit-learn", "dask", "distributed", "zarr"):
-        try:
-            versions[dist] = code.get(dist) or version(dist)
-        except PackageNotFoundError:
-            versions[dist] = None
+    versions = {"streamcov": __version__, "code_sha256": code_identity("package")["streamcov"],
+                "python": platform.python_version(),
+                **library_versions("numpy", "numba", "scipy", "scikit-learn", "dask", "distributed", "zarr")}
     config = cfg.model_dump(mode="json", exclude_unset=True)
     # its paths absolute, as the result's others: a store found in the working folder was kept as typed
     if config.get("output"):
