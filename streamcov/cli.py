@@ -793,19 +793,19 @@ def _main(args, StreamcovError, command_line) -> int:
             return 2
         # raised by the file itself or by what it caused, not an error met while handling one (a bug there)
         denied = _os_error(exc, "EACCES", "EPERM", context=False)
-        if denied is not None and denied.filename and _numba_cache_write(denied):
-            from ._config import numba_cache_dir
-
-            print(f"streamcov {args.command}: error: {denied.filename}: permission denied ({denied.strerror}) in "
-                  f"numba's cache of compiled kernels ({numba_cache_dir()}); set NUMBA_CACHE_DIR to a folder this "
-                  f"user can write, then run the same command again: what was complete is kept", file=sys.stderr)
-            return 2
         if denied is not None and denied.filename:
-            # another user's store, model or folder (mode 0700, 0600) met where the command looks or writes, not
-            # one of the places it checks beforehand: Path.exists() and is_file() raise it instead of answering
-            print(f"streamcov {args.command}: error: {denied.filename}: permission denied ({denied.strerror}); give "
-                  f"this user access to it (read, or write where the command writes), or use a copy of its own; "
-                  f"nothing half-written is used", file=sys.stderr)
+            said = f"streamcov {args.command}: error: {denied.filename}: permission denied ({denied.strerror})"
+            if _numba_cache_write(denied):
+                from ._config import numba_cache_dir
+
+                print(f"{said} in numba's cache of compiled kernels ({numba_cache_dir()}); set NUMBA_CACHE_DIR to a "
+                      f"folder this user can write, then run the same command again: what was complete is kept",
+                      file=sys.stderr)
+            else:
+                # another user's store, model or folder (mode 0700, 0600) met where the command looks or writes,
+                # not one of the places it checks beforehand: Path.exists() and is_file() raise it
+                print(f"{said}; give this user access to it (read, or write where the command writes), or use a "
+                      f"copy of its own; nothing half-written is used", file=sys.stderr)
             return 2
         oom = _out_of_memory(exc)
         if oom is not None:
