@@ -2533,6 +2533,34 @@ def test_a_run_on_another_store_says_it_replaces_the_earlier_results_and_no_stal
     assert rc == 0 and "replaced" not in err, err   # the same store again: nothing to say
 
 
+def test_a_rerun_that_cannot_write_the_earlier_runs_files_is_refused_before_it_removes_anything(shared, env,
+                                                                                                monkeypatch):
+    """A team's shared output folder (group-writable, umask 002): another user's rerun removed the first user's
+    result.json and predictions.csv, then stopped at the first user's feature store, which it cannot write. A
+    path the run writes again that this user cannot write (a folder, or a file of its model, checkpoints or
+    feature store) is now refused in one line before anything is removed. (The suite runs as root, whom
+    access(2) lets write anything: the other user's files are those it is told are not writable.)"""
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+    out = env.tmp / "out"
+    kept = {p: p.read_bytes() for p in (out / "result.json", out / "predictions.csv")}
+    stores = sorted(out.glob("features*.zarr"))
+    assert stores and (out / "model").is_dir()
+    real = os.access
+    for theirs in (out / "model" / "model.json", stores[0] / "zarr.json", out / "checkpoints", out):
+        monkeypatch.setattr(os, "access", lambda p, mode, *a, theirs=theirs, **k: False if Path(p) == theirs else
+                            real(p, mode, *a, **k))
+        rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+        assert_one_line_error(rc, err, rf"^streamcov run: error: output = \"\S+\": {re.escape(str(theirs))} cannot be "
+                                       rf"written by this user \(owned by root\), and the run writes there; the "
+                                       rf"earlier run's files are left as they are: choose another output folder, "
+                                       rf"or ask the owner for write access$")
+        assert {p: p.read_bytes() for p in kept} == kept
+    monkeypatch.setattr(os, "access", real)
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+    assert rc == 0, err
+
+
 def test_an_earlier_result_naming_its_store_relative_to_an_unknown_folder_is_matched_from_the_output_folder(
         shared, env):
     """Runs before 2026-12-01 recorded the store as typed, relative to their working directory: the same store run

@@ -146,6 +146,7 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                 # silently
                 say_note(f"{out}: the results of an earlier run on another store ({earlier}) are replaced; "
                          f"give --output to keep both", note)
+            _check_writable(out, where)
             # an earlier run's summary goes first: a run stopped half-way must not leave it looking like its own
             # (its details too: an image run stopped by a full disk left the earlier run's accuracy there)
             for name in ("result.json", "predictions.csv", *(p.name for p in out.glob(DETAILS))):
@@ -409,6 +410,43 @@ def _check_own_names(out: Path, where: str) -> None:
     if wrong:
         path, what = wrong[0]
         raise ConfigError(f"{where}: {path} is {what}; move or delete it, or choose another output folder")
+
+
+def _check_writable(out: Path, where: str) -> None:
+    """Refuse, before anything of an earlier run is removed, an output folder where this user cannot write what the
+    run writes again: the folder, the run's files and everything inside its folders and stores (a team's shared
+    folder whose feature store is another user's). The earlier ``result.json`` was removed first, then the run
+    stopped at that store: the other user's result was lost for nothing."""
+    import os
+
+    # the folder takes new files and loses the earlier result (a file of its own is replaced, never written)
+    tops = [out, *(out / name for name in RUN_FOLDERS),
+            *(p for pattern in (*WRITTEN_STORES, "synthetic.zarr") for p in sorted(out.glob(pattern)))]
+    for top in tops:
+        walk = [(str(top), [], [])] if top == out else os.walk(top)   # (a link was refused: _check_own_names)
+        for folder, _, files in walk:
+            # a folder must take new names (rename, remove); a file of a store may be written in place (zarr)
+            checks = [(folder, os.R_OK | os.W_OK | os.X_OK), *((os.path.join(folder, f), os.W_OK) for f in files)]
+            for path, mode in checks:
+                if not os.access(path, mode):
+                    raise ConfigError(f"{where}: {path} cannot be written by this user ({_owner(path)}), and the "
+                                      f"run writes there; the earlier run's files are left as they are: choose "
+                                      f"another output folder, or ask the owner for write access")
+
+
+def _owner(path) -> str:
+    """``owned by <user>`` of ``path`` (the uid where no user has it), for a message."""
+    import os
+    import pwd
+
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return "owner unknown"
+    try:
+        return f"owned by {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"owned by uid {uid}"
 
 
 #: the [data] keys that choose which data a run reads (not how it reads them: on_error, pixel_dtype)
