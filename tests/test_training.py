@@ -169,6 +169,43 @@ def test_resume_does_not_reuse_a_fold_whose_rows_changed(synth_store, tmp_path, 
                      r"edited\?\): this accuracy includes its training rows", got["notes"][0]) and len(got["notes"]) == 1
 
 
+def test_predict_tells_an_exact_svm_models_moved_or_unrecorded_fold(synth_store, tmp_path):
+    """The exact SVM's model recorded no digest of its fold's rows, and predict took a missing one as the rows
+    unchanged: after a splits file swapped training and test subjects, predict scored the model's training rows
+    and called them "test rows of fold split-1". It records them now, as the streamed learners do; a model that
+    records none (saved by an earlier streamcov) is scored on every labelled row, said to include its
+    training rows."""
+    import json
+
+    from reference import signed_model_doc
+
+    splits = tmp_path / "splits.toml"
+    splits.write_text("[[split]]\ntrain_subjects = [1, 2, 3]\ntest_subjects = [4, 5, 6]\n")
+    cfg = load_config(REPO / "pipelines" / "msr_action3d_exact.toml",
+                      [f'output="{tmp_path / "o"}"', "model.sigma_grid=[1.0]", "model.C_grid=[1.0]",
+                       'split.kind="subject-splits-file"', f'split.file="{splits}"'], store=synth_store.path)
+    result = run_pipeline(cfg, scheduler="synchronous")
+    model = tmp_path / "o" / "model"
+    got = predict_store(model, synth_store.path)
+    assert got["evaluated_on"] == "test rows of fold split-1 (the model's protocol)"
+    assert got["accuracy"] == result["accuracy"] and got["n_test"] == result["n_test"]
+    splits.write_text("[[split]]\ntrain_subjects = [4, 5, 6]\ntest_subjects = [1, 2, 3]\n")
+    got = predict_store(model, synth_store.path)
+    assert got["evaluated_on"] == ("every row whose label the model knows (fold split-1 of the model's protocol now "
+                                   "gives other training and test rows than it was trained with)")
+    assert got["includes_training_rows"] is True
+    splits.write_text("[[split]]\ntrain_subjects = [1, 2, 3]\ntest_subjects = [4, 5, 6]\n")
+    doc = json.loads((model / "model.json").read_text())
+    del doc["info"]["rows_sha256"]   # a model of an earlier streamcov
+    (model / "model.json").write_text(json.dumps(signed_model_doc(doc)))
+    got = predict_store(model, synth_store.path)
+    assert got["evaluated_on"].startswith("every row whose label the model knows (the model records no digest of "
+                                          "fold split-1's rows")
+    assert got["includes_training_rows"] is True and got["n_labelled"] == synth_store.n_sequences
+    assert len(got["notes"]) == 1 and got["notes"][0].startswith("this is the model's training store, and its rows "
+                                                                 "include the model's training rows")
+
+
 def _msr_archive(folder, cvpr12):
     """A small MSR-Action3D archive (actions 1-3 of subjects 1-6) whose cvpr12 list names the ids ``cvpr12``."""
     from test_readers import _msr_text

@@ -570,11 +570,12 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
     out: dict = {}
     ident = model.info.get("store") or {}
     same = bool(ident) and ident == store.identity and "split" in model.info and "fold" in model.info
-    moved = False
+    moved = unrecorded = False
     if same:
         fold = _model_fold(model, store)
         moved = fold == "moved"   # the protocol now gives other rows (an edited splits file): not its test rows
-        if fold is not None and not moved:
+        unrecorded = fold == "unrecorded"   # which rows they were is not known: scored as every labelled row
+        if fold is not None and not (moved or unrecorded):
             train, test = fold
             out.update({"evaluated_on": f"test rows of fold {model.info['fold']} (the model's protocol)",
                         "accuracy": float((pred[test] == true[test]).mean()), "n_test": int(test.sum())})
@@ -588,6 +589,10 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
         if moved:
             why = (f" (fold {model.info['fold']} of the model's protocol now gives other training and test rows "
                    f"than it was trained with)")
+        elif unrecorded:
+            why = (f" (the model records no digest of fold {model.info['fold']}'s rows, as models of exact-svm and "
+                   f"of the in-memory image task did before streamcov of 2026-12-02: whether the protocol still gives "
+                   f"that fold its rows cannot be told)")
         elif same:
             why = " (the model's fold was not found)"
         out.update({"evaluated_on": "every row whose label the model knows" + why,
@@ -602,6 +607,12 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      f"was edited?): this accuracy includes its training rows and is not a test accuracy; train the "
                      f"model again for the test accuracy of the protocol as it is now")
         out["includes_training_rows"] = True
+    if unrecorded and "accuracy" in out:
+        notes.append("this is the model's training store, and its rows include the model's training rows: this "
+                     "accuracy is not a test accuracy; train the model again with this streamcov, which records its "
+                     "fold's rows, to be scored on its test rows")
+        out["includes_training_rows"] = True
+    moved = moved or unrecorded   # neither gets the notes below of a store other than the model's own
     trained_record, given_record = model.info.get("source_record"), store.attrs.get("source_record")
     if ("accuracy" in out and not moved and not ident and _is_training_store(model, store)
             and (trained_record is None or _same_source(trained_record, given_record))):
@@ -712,8 +723,9 @@ def _same_archive(trained, given) -> bool:
 
 def _model_fold(model, store):
     """``(train, test)`` masks of the model's fold on ``store`` (its training store) by the protocol as it is
-    now; ``"moved"`` when that fold's rows are not those the model recorded (an edited splits file); None when
-    the protocol has no fold of that name."""
+    now; ``"moved"`` when that fold's rows are not those the model recorded (an edited splits file),
+    ``"unrecorded"`` when the model recorded none (nothing tells its test rows); None when the protocol has no
+    fold of that name."""
     from ..splits import folds, rows_sha256
 
     info = model.info
@@ -731,8 +743,10 @@ def _model_fold(model, store):
                          f"the model again") from None
     for name, train, test in fold_masks:
         if name == info.get("fold"):
-            recorded = info.get("rows_sha256")   # absent in models saved before it was recorded
-            if recorded is not None and recorded != rows_sha256(train, test):
+            recorded = info.get("rows_sha256")
+            if recorded is None:   # a model of a streamcov before 2026-12-02 (its exact SVM, its image models)
+                return "unrecorded"
+            if recorded != rows_sha256(train, test):
                 return "moved"
             return train, test
     return None
@@ -753,7 +767,7 @@ def _training_rows_among(model, store) -> int | None:
         fold = _model_fold(model, trained)
     except StreamcovError:
         return None
-    if fold is None or fold == "moved":
+    if fold is None or isinstance(fold, str):   # moved, unrecorded
         return None
     ids = set(np.asarray(trained.ids(), dtype=object)[fold[0]].tolist())
     return sum(i in ids for i in store.ids())

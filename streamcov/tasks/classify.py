@@ -498,8 +498,11 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
         per.append(r)
         preds.append((name, np.flatnonzero(test), pred))
     model_path = ctx.output / "model"
-    FittedPipeline(source.spec(), None, None, clf, source.store.label_names,
-                   _model_info(cfg, source, folds[-1][0], int(bounds[1] - bounds[0]))).save(model_path)
+    info = _model_info(cfg, source, folds[-1][0], int(bounds[1] - bounds[0]))
+    # the fold's rows, as the streamed learners record them: an edited splits file that makes its training rows
+    # test rows is then told by predict (they were scored as its test rows)
+    info["rows_sha256"] = splits.rows_sha256(folds[-1][1], folds[-1][2])
+    FittedPipeline(source.spec(), None, None, clf, source.store.label_names, info).save(model_path)
     write_predictions(ctx.output / "predictions.csv", source.store, preds)
     res = _summarize(per)
     res.update({"feature_map": "exact", "n_components": None, "featurize_seconds": round(t_feat, 3),
