@@ -364,10 +364,26 @@ def _some(values, n: int = 12) -> str:
     return str(values[:n]) + (f" and {len(values) - n} more" if len(values) > n else "")
 
 
-def inner_fold_count(labels, n_splits: int) -> int:
+#: the kinds of split whose folds keep a group's rows (a subject's sequences, an object's images) on one side: an
+#: inner cross-validation within their training rows keeps them together too (:func:`inner_folds`), or it scores
+#: the grid on views of objects it trained on, and chooses for a protocol that the outer one is not
+GROUPED_KINDS = ("subject-parity", "subjects", "leave-one-subject-out", "subject-splits-file", "leave-objects-out",
+                 "group-kfold")
+
+
+def keeps_groups_apart(split) -> bool:
+    """Whether a ``[split]`` table (or its model) is of a kind in :data:`GROUPED_KINDS`."""
+    s = split if isinstance(split, dict) else split.model_dump()
+    return s.get("kind", "subject-parity") in GROUPED_KINDS
+
+
+def inner_fold_count(labels, n_splits: int, groups=None) -> int:
     """How many class-stratified folds :func:`inner_folds` makes of ``labels``: ``n_splits``, fewer when a class
-    has fewer rows."""
-    _, counts = _class_counts(labels)
+    has fewer rows, or with ``groups`` (folds of whole groups) fewer groups."""
+    classes, counts = _class_counts(labels)
+    if groups is not None:
+        labels, groups = np.asarray(labels), np.asarray(groups)
+        counts = np.array([len(np.unique(groups[labels == c])) for c in classes])
     return int(min(_n_splits(n_splits), counts.min()))
 
 
@@ -385,14 +401,29 @@ def _n_splits(n_splits) -> int:
     return int(n_splits)
 
 
-def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0,
+                group_folds: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """Cross-validation folds *within* training rows, for choosing hyperparameters.
 
     ``(train_idx, test_idx)`` pairs: leave-one-group-out when ``groups`` are
-    given (subjects of skeleton sequences), else ``n_splits`` class-stratified
-    folds shuffled with ``seed`` (fewer when a class has fewer rows).
+    given (subjects of skeleton sequences); with ``group_folds``, ``n_splits``
+    class-stratified folds of whole groups (the objects of an image protocol
+    that leaves objects out: each inner fold's rows are views of objects the
+    others do not hold); else ``n_splits`` class-stratified folds. Shuffled
+    with ``seed``; fewer folds when a class has fewer rows (groups).
     """
     labels = np.asarray(labels)
+    if groups is not None and group_folds:
+        from sklearn.model_selection import StratifiedGroupKFold
+
+        groups = np.asarray(groups)
+        k = inner_fold_count(labels, n_splits, groups)
+        if k < 2:
+            raise ConfigError("choosing hyperparameters by cross-validation over whole groups (the outer protocol "
+                              "keeps groups apart) needs at least 2 groups of every class in a fold's training "
+                              "rows; give one value to each grid, or a protocol that trains on more groups")
+        return list(StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+                    .split(np.zeros(len(labels)), labels, groups))
     if groups is not None:
         from sklearn.model_selection import LeaveOneGroupOut
 

@@ -307,7 +307,7 @@ def test_task_config_errors(tmp_path, change, msg):
         run(cfg)
 
 
-def test_real_eth80_leave_objects_out_quick(tmp_path):
+def test_real_eth80_leave_objects_out_quick(tmp_path, monkeypatch):
     root = DATA / "eth80" / "raw"
     if not root.exists():
         pytest.skip("ETH-80 subset not available")
@@ -317,9 +317,23 @@ def test_real_eth80_leave_objects_out_quick(tmp_path):
            "method": {"name": "loge", "gamma": 1e-3, "sigma2": 1.0, "C": 10.0, "inner_folds": 2,
                       "scaling": "per-feature"},
            "split": {"kind": "leave-objects-out", "folds": [0]}}
+    from streamcov import splits
+
+    made, inner = [], splits.inner_folds
+
+    def spy(labels, groups=None, **kw):   # the inner folds the selection gets, and the groups they were made of
+        made.append((groups, inner(labels, groups, **kw)))
+        return made[-1][1]
+
+    monkeypatch.setattr(splits, "inner_folds", spy)
     res = run(cfg)
     # 8 categories, chance 12.5%; one fold of 40 test images, LogE measured about 60%
     assert res["n_test"] == 40 and res["n_train"] == 360 and res["accuracy"] > 0.3
+    # the inner CV keeps each training object's views in one inner fold, as the outer protocol keeps them apart
+    # (its folds were of images: 62-65 of the 72 training objects had views on both sides)
+    assert len(made) == 1 and made[0][0] is not None and len(set(made[0][0])) == 72
+    groups, folds = made[0]
+    assert len(folds) == 2 and all(not set(groups[a]) & set(groups[b]) for a, b in folds)
 
 
 def test_in_memory_pixel_features_that_cannot_fit_are_refused(monkeypatch):

@@ -289,6 +289,29 @@ def test_inner_folds():
             inner_folds(bad)
 
 
+def test_inner_folds_of_whole_groups_keep_each_group_on_one_side_and_every_class_in_each_fold():
+    """group_folds: the inner folds of a protocol that keeps groups apart (objects: leave-objects-out) hold each
+    group's rows on one side, stratified by class; as many folds as the class with fewest groups allows."""
+    from streamcov.splits import GROUPED_KINDS, inner_fold_count, keeps_groups_apart
+
+    y = np.repeat(np.arange(4), 30)                       # 4 classes x 6 objects x 5 views
+    objects = np.repeat(np.arange(24), 5)
+    for k in (2, 3, 6):
+        got = inner_folds(y, objects, n_splits=k, seed=1, group_folds=True)
+        assert len(got) == k
+        for a, b in got:
+            assert not set(objects[a]) & set(objects[b])
+            assert set(y[b]) == set(range(4))             # every class in every validation fold
+        assert sorted(np.concatenate([b for _, b in got]).tolist()) == list(range(len(y)))
+    assert len(inner_folds(y, objects, n_splits=10, group_folds=True)) == 6 == inner_fold_count(y, 10, objects)
+    assert inner_fold_count(y, 10) == 10                  # folds of rows: 30 rows a class
+    with pytest.raises(ConfigError, match=r"cross-validation over whole groups .* needs at least 2 groups of every "
+                                          r"class"):
+        inner_folds(y, np.where(y == 0, 0, objects), n_splits=3, group_folds=True)
+    assert keeps_groups_apart({"kind": "leave-objects-out"}) and not keeps_groups_apart({"kind": "stratified-kfold"})
+    assert not keeps_groups_apart(SplitTable(kind="stratified-kfold")) and "group-kfold" in GROUPED_KINDS
+
+
 def test_one_class_training_and_unseen_test_classes():
     from streamcov.splits import fold_warnings
 

@@ -250,18 +250,21 @@ def build_candidates(method: str, feats, idx, scale, grids: dict, mcfg, seed: in
 
 
 # ------------------------------------------------------------ model selection
-def _inner_folds(y, n_inner, seed):
-    return splits.inner_folds(y, n_splits=n_inner, seed=seed)
+def _inner_folds(y, n_inner, seed, groups=None):
+    """The inner folds of the training rows' labels ``y``: of whole groups where ``groups`` (theirs) are given,
+    for a protocol that keeps groups apart (:func:`streamcov.splits.keeps_groups_apart`)."""
+    return splits.inner_folds(y, groups, n_splits=n_inner, seed=seed, group_folds=groups is not None)
 
 
 SGD_INNER_FOLDS = 3   # the sgd classifier's inner cross-validation: at most this many folds (each fits the map)
 
 
-def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names) -> str | None:
+def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names, groups=None) -> str | None:
     """The line that says ``method.inner_folds`` was lowered, once for the run, or None: the inner folds are
-    stratified, so no more of them than the training images of a fold's smallest class
-    (:func:`streamcov.splits.inner_folds`), and the sgd classifier uses at most :data:`SGD_INNER_FOLDS` (said
-    when method.inner_folds was given). None for 1nn (leave-one-out, no inner folds)."""
+    stratified, so no more of them than the training images of a fold's smallest class, or with ``groups``
+    (a protocol that keeps them apart) its groups (:func:`streamcov.splits.inner_folds`), and the sgd classifier
+    uses at most :data:`SGD_INNER_FOLDS` (said when method.inner_folds was given). None for 1nn (leave-one-out,
+    no inner folds)."""
     if classifier == "1nn":
         return None
     n_inner = int(mcfg.inner_folds)
@@ -279,7 +282,17 @@ def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names) -
                               f"(method.inner_folds), but class {str(label_names[c])!r} has 1 in the training "
                               f"images of fold {name!r}; give that class more images, or a [split] that trains on "
                               f"more of them")
-        used.add(splits.inner_fold_count(labels[tr], cap))   # the folds splits.inner_folds makes
+        if groups is not None:   # whole groups go to an inner fold: counted by class
+            counts = np.array([len(np.unique(np.asarray(groups)[tr][labels[tr] == k])) for k in range(len(counts))])
+            present = np.flatnonzero(counts)
+            c = int(present[np.argmin(counts[present])])
+            if counts[c] < 2:
+                raise ConfigError(f"every class needs at least 2 groups of training images for the inner "
+                                  f"cross-validation (method.inner_folds; split.kind keeps groups apart, and so do "
+                                  f"the inner folds), but class {str(label_names[c])!r} has 1 in fold {name!r}; give "
+                                  f"that class more groups, or a [split] that trains on more of them")
+        # the folds splits.inner_folds makes
+        used.add(splits.inner_fold_count(labels[tr], cap, None if groups is None else np.asarray(groups)[tr]))
         if smallest is None or counts[c] < smallest[0]:
             smallest = (int(counts[c]), c, name)
     if not used or max(used) >= n_inner:
@@ -289,8 +302,10 @@ def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names) -
         reasons.append(f"the sgd classifier uses at most {SGD_INNER_FOLDS}")
     if smallest is not None and smallest[0] < cap:
         n, c, fold = smallest
-        reasons.append(f"the smallest class of a fold's training images has {n} (class "
-                       f"{str(label_names[c])!r}, fold {fold!r}; the inner folds are stratified)")
+        unit = "groups" if groups is not None else "images"
+        reasons.append(f"the smallest class of a fold's training {unit} has {n} (class "
+                       f"{str(label_names[c])!r}, fold {fold!r}; the inner folds are stratified"
+                       f"{', of whole groups' if groups is not None else ''})")
     if not reasons:
         return None
     if len(used) == 1:
@@ -362,7 +377,7 @@ def head_options(grids) -> list:
     return opts
 
 
-def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=None):
+def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=None, groups=None):
     """Inner CV over candidates x sigma2 x (head combination x head weight) x C with SVC on K2 = exp(-d^2 / (sigma2 median)^2); then test.
 
     sigma2 is a multiple of the median training distance. With
@@ -380,7 +395,7 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
     from ..stream.exact import combine_head_kernel
 
     ytr = y[tr]
-    folds = _inner_folds(ytr, n_inner, seed)
+    folds = _inner_folds(ytr, n_inner, seed, None if groups is None else groups[tr])
     meds = [median_distance(c.D[np.ix_(tr, tr)]) for c in cands]
     opts = head_options(grids) if head_kernel is not None else [None]
     Cs = [float(C) for C in grids["C"]]
@@ -428,7 +443,7 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
     return float(np.mean(pred == y[te])), params, scores[k], {"candidate": ci, "median": meds[ci]}
 
 
-def select_and_test_aligned(cands, y, tr, te, grids, head_kernel, n_inner=5, seed=0):
+def select_and_test_aligned(cands, y, tr, te, grids, head_kernel, n_inner=5, seed=0, groups=None):
     """conv + head with the head's weight by centred kernel alignment (``head_weight = "alignment"``); then test.
 
     1. K2: the candidate and sigma2 that the inner CV of the operators alone
@@ -452,12 +467,13 @@ def select_and_test_aligned(cands, y, tr, te, grids, head_kernel, n_inner=5, see
 
     from ..stream.exact import aligned_head_weight, combine_head_kernel
 
-    conv_acc, conv_params, conv_cv, conv_fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed)
+    conv_acc, conv_params, conv_cv, conv_fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed,
+                                                                   groups=groups)
     ci, med, s2 = conv_fit["candidate"], conv_fit["median"], conv_params["sigma2"]
     ytr = y[tr]
     K2 = _k2(cands[ci].D, s2, med)
     K2tr, Ltr = K2[np.ix_(tr, tr)], head_kernel[np.ix_(tr, tr)]
-    folds = _inner_folds(ytr, n_inner, seed)
+    folds = _inner_folds(ytr, n_inner, seed, None if groups is None else groups[tr])
     Cs = [float(C) for C in grids["C"]]
     inner_w = []
     hits = np.zeros((len(folds), len(Cs)))
@@ -481,11 +497,11 @@ def select_and_test_aligned(cands, y, tr, te, grids, head_kernel, n_inner=5, see
                                                                      "alignment": info}
 
 
-def select_and_test_linear(L, y, tr, te, grids, n_inner=5, seed=0):
+def select_and_test_linear(L, y, tr, te, grids, n_inner=5, seed=0, groups=None):
     """Inner CV over C of an SVC on the precomputed linear kernel ``L`` (the head alone); then test."""
     from sklearn.svm import SVC
     ytr = y[tr]
-    folds = _inner_folds(ytr, n_inner, seed)
+    folds = _inner_folds(ytr, n_inner, seed, None if groups is None else groups[tr])
     Ltr = L[np.ix_(tr, tr)]
 
     def score(C):
@@ -532,7 +548,7 @@ MEDIAN_ROWS = 500
 
 
 def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed, n_inner=3,
-                        progress=False, cache=None, heads=None):
+                        progress=False, cache=None, heads=None, groups=None):
     """Scalable path: vec(log(C_D + gamma I)) -> random features of K2 -> SGDClassifier.
 
     ``tr``/``te`` index into ``idx``. Vectors of one sigma1 are held at a time,
@@ -548,7 +564,7 @@ def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed,
     R = int(mcfg.n_components)
     epochs = int(mcfg.epochs)
     ytr = y[idx][tr]
-    folds = _inner_folds(ytr, n_inner, seed)
+    folds = _inner_folds(ytr, n_inner, seed, None if groups is None else np.asarray(groups)[idx][tr])
     best = (-1.0, None)
     kept = None
 
@@ -597,7 +613,7 @@ def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed,
 
 # ----------------------------------------------------------------- run it all
 def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_covs=None, seed: int = 0,
-             progress: bool = False, heads=None) -> dict:
+             progress: bool = False, heads=None, groups=None) -> dict:
     """Run one method over all splits; returns accuracies and chosen hyperparameters per split.
 
     Parameters
@@ -619,6 +635,11 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         method, and conv + head with ``mcfg.head_weight`` (and
         ``mcfg.head_combine``; ``head_weight = "alignment"``:
         :func:`select_and_test_aligned`).
+    groups : array (N,), optional
+        The images' groups, given when the splits keep groups apart
+        (:func:`streamcov.splits.keeps_groups_apart`: leave-objects-out): the
+        inner cross-validation then keeps each group's images in one inner
+        fold too.
     """
     grids = {k: mcfg.grid(k) for k in ("sigma1", "gamma", "sigma2", "C")}
     use_head = getattr(mcfg, "head_weight", None) is not None
@@ -651,6 +672,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     if standardize == "all" and classifier != "sgd" and method != "head":
         shared = build_candidates(method, feats, universe, all_scale, grids, mcfg, seed, raw_covs=raw_covs,
                                   progress=progress)
+    g = None if groups is None else np.asarray(groups)[universe]   # as y = labels[universe]
     L = None
     if method == "head" or (use_head and classifier != "sgd"):
         L = unit[universe] @ unit[universe].T
@@ -659,7 +681,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         if method == "head":
             y = labels[universe]
             tr, te = pos[tr_g], pos[te_g]
-            acc, params, cv, fit = select_and_test_linear(L, y, tr, te, grids, n_inner, seed)
+            acc, params, cv, fit = select_and_test_linear(L, y, tr, te, grids, n_inner, seed, groups=g)
             last = {"params": params, "scale": None, "classifier": "linear", "vectors": unit[universe][tr],
                     "y": y[tr]}
         elif classifier == "sgd":
@@ -673,7 +695,8 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
             acc, params, cv, fit = select_and_test_sgd(method, feats, labels, idx, tr, te, scale, grids, mcfg,
                                                        seed, n_inner=min(n_inner, SGD_INNER_FOLDS),
                                                        progress=progress,
-                                                       cache=sgd_cache, heads=unit if use_head else None)
+                                                       cache=sgd_cache, heads=unit if use_head else None,
+                                                       groups=groups)
             last = {"params": params, "scale": scale, "fit": fit, "classifier": "sgd"}
         else:
             scale = all_scale if shared is not None else scale_of(feats, tr_g, scaling)
@@ -684,10 +707,11 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
             tr, te = pos[tr_g], pos[te_g]
             if classifier == "svc":
                 if aligned:
-                    acc, params, cv, fit = select_and_test_aligned(cands, y, tr, te, grids, L, n_inner, seed)
+                    acc, params, cv, fit = select_and_test_aligned(cands, y, tr, te, grids, L, n_inner, seed,
+                                                                   groups=g)
                 else:
                     acc, params, cv, fit = select_and_test_svc(cands, y, tr, te, grids, n_inner, seed,
-                                                               head_kernel=L if use_head else None)
+                                                               head_kernel=L if use_head else None, groups=g)
                 cand = cands[fit["candidate"]]
                 vecs = None if cand.vectors is None else cand.vectors[tr]
                 if vecs is not None and use_head:
@@ -747,9 +771,10 @@ def _provenance(cfg, data, store=None) -> dict:
 
 
 def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | None = None,
-                provenance: dict | None = None):
+                provenance: dict | None = None, rows: str | None = None):
     """The model of the last split, for methods with an explicit vector per image (else None); ``provenance``
-    (:func:`_provenance`) goes into its ``info``."""
+    (:func:`_provenance`) goes into its ``info``, with the store's identity and the fold's ``rows``
+    (:func:`streamcov.splits.rows_sha256`) that predict checks."""
     from ..stream.exact import GaussianKernelSVC
     from ..stream.model import FittedPipeline
 
@@ -767,8 +792,8 @@ def _last_model(cfg, spec, last, label_names, fold: str, store_identity: dict | 
     source = {"kind": "image", "descriptor": descriptor.as_dict(), "state": state}
     info = {"pipeline": cfg.name, "task": cfg.task, "fold": fold, "seed": int(cfg.seed),
             "split": cfg.split.model_dump(), "method": m.name, "params": p}
-    if store_identity:   # predict then scores the model on its own fold's test rows
-        info["store"] = store_identity
+    if store_identity:   # predict then scores the model on its own fold's test rows, if they are still those
+        info.update(store=store_identity, rows_sha256=rows)
     info.update(provenance or {})
     if last["classifier"] == "sgd":
         return FittedPipeline(source, last["fit"]["rff"], None, last["fit"]["clf"], label_names, info)
@@ -839,8 +864,11 @@ def run_image_classification(cfg, ctx) -> dict:
     from .classify import cnn_warnings
 
     warnings = cnn_warnings(cfg) + splits.fold_warnings(folds, data.labels, data.label_names)
+    # a protocol that keeps groups apart (objects) has inner folds of whole groups: they were folds of images, and
+    # chose the grid for views of objects the inner training held (ETH-80: 62-65 of 72 objects on both sides)
+    inner_groups = data.groups if splits.keeps_groups_apart(cfg.split) else None
     lowered = inner_folds_warning(m, eval_classifier(m.name, m.classifier), split_idx, data.labels,
-                                  data.label_names)
+                                  data.label_names, inner_groups)
     if lowered is not None:
         warnings.append(lowered)
     from ..data.images import constant_warning, is_constant
@@ -864,7 +892,7 @@ def run_image_classification(cfg, ctx) -> dict:
 
     with gamma_named("method.gamma"):
         res = evaluate(m.name, feats, data.labels, split_idx, m, classifier=m.classifier, raw_covs=raw, seed=seed,
-                       progress=ctx.progress, heads=heads)
+                       progress=ctx.progress, heads=heads, groups=inner_groups)
     details = res.pop("splits")
     store = None
     if cfg.data.format == "store":
@@ -874,7 +902,8 @@ def run_image_classification(cfg, ctx) -> dict:
     ident = store.identity if store is not None and cfg.data.max_per_class is None else None
     # what predict checks: only for a method that saves a model (the folder's record scans it again)
     provenance = _provenance(cfg, data, store) if m.name in VECTOR_METHODS else None
-    model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident, provenance)
+    model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident, provenance,
+                        splits.rows_sha256(folds[-1][1], folds[-1][2]))
     out = {
         "pipeline": cfg.name,
         "dataset": str(cfg.data.source or cfg.data.store or cfg.data.format),
