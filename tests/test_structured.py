@@ -481,6 +481,37 @@ def test_tgp_degree_selection_and_transform_attributes():
     assert (m.transform_.alpha_ >= 0).all() and (m.transform_.beta_ >= 0).all()
 
 
+def test_tgp_degree_selection_keeps_groups_apart(monkeypatch):
+    """fit(X, y, groups): the degree CV's folds hold each group's rows on one side (GroupKFold of at most cv
+    folds), where folds of rows put frames of one subject's sequence on both sides; the max_train subsample
+    draws its rows' groups with them; a group array of another length, or one group, is refused."""
+    X, y = sshape(90, 4)
+    groups = np.repeat(np.arange(5), 18)
+    seen = []
+    real = tgp_mod.GroupKFold.split
+
+    def spy(self, X, y=None, groups=None):
+        folds = list(real(self, X, y, groups))
+        seen.append((groups, folds))
+        return iter(folds)
+
+    monkeypatch.setattr(tgp_mod.GroupKFold, "split", spy)
+    kw = dict(kernel_transform="monomial", degree_grid=(1, 3), cv=3, gamma_x=1.0, gamma_y=1.0, random_state=0)
+    m = TwinGaussianProcess(**kw).fit(X, y, groups=groups)
+    (g, folds), = seen
+    assert len(folds) == 3 and all(not set(g[a]) & set(g[b]) for a, b in folds)
+    assert len(m.cv_results_["params"]) == 4
+    TwinGaussianProcess(**kw, max_train=40).fit(X, y, groups=groups)
+    g, folds = seen[-1]
+    assert len(g) == 40 and set(g) <= set(groups) and all(not set(g[a]) & set(g[b]) for a, b in folds)
+    TwinGaussianProcess(**{**kw, "cv": 10}).fit(X, y, groups=groups)
+    assert len(seen[-1][1]) == 5                         # one fold per group, at most
+    with pytest.raises(ValueError, match=r"^groups: expected one group per training row \(90\), got shape \(89,\)$"):
+        TwinGaussianProcess(**kw).fit(X, y, groups=groups[:-1])
+    with pytest.raises(ValueError, match=r"cross-validation over groups needs at least 2 groups"):
+        TwinGaussianProcess(**kw).fit(X, y, groups=np.zeros(90))
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(criterion="l2"), "criterion must be one of"),
     (dict(kernel_transform="legendre"), "kernel_transform must be one of"),
@@ -660,7 +691,7 @@ def test_pose_inputs_outputs_real_data():
 
 
 @pytest.mark.realdata
-def test_pose_task_smoke_real_data(tmp_path):
+def test_pose_task_smoke_real_data(tmp_path, monkeypatch):
     src = DATA / "msr_action3d" / "raw"
     if not src.is_dir():
         pytest.skip("MSR-Action3D not available")
@@ -670,6 +701,15 @@ def test_pose_task_smoke_real_data(tmp_path):
                    "degrees": [1, 3]}}
     r = run(cfg)
     assert (r["n_train"], r["n_test"], r["input_dim"], r["output_dim"]) == (60, 30, 39, 18)
+    # the degrees are chosen on folds of whole training subjects (the split is cross-subject)
+    from sklearn.model_selection import GroupKFold
+
+    seen = []
+    real = GroupKFold.split
+    monkeypatch.setattr(GroupKFold, "split", lambda self, X, y=None, groups=None: seen.append(groups) or
+                        real(self, X, y, groups))
+    run({**cfg, "output": str(tmp_path / "cv"), "tgp": {**cfg["tgp"], "degrees": None, "degree_grid": [1, 2]}})
+    assert seen and all(set(np.unique(g)) <= {1, 3, 5, 7, 9} and len(np.unique(g)) >= 2 for g in seen)
     # every valid frame of the odd subjects is available for training
     assert r["n_frames_train_available"] > 10000
     for key in ("mae_no_map", "mae_map", "gain_percent", "joint_error_map", "mae_nn"):

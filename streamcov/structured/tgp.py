@@ -50,7 +50,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
 from scipy.optimize import fmin_l_bfgs_b
 from sklearn.base import BaseEstimator, RegressorMixin, clone
-from sklearn.model_selection import KFold
+from sklearn.model_selection import GroupKFold, KFold
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -229,7 +229,8 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
     degree_grid : sequence of int, default=(1, 2, 3, 5, 7, 11)
         Candidate degrees (section 6.2.1).
     cv : int, default=3
-        Folds of the degree selection.
+        Folds of the degree selection: of rows shuffled, or of whole groups
+        when ``fit`` is given ``groups`` (as many as there are, at most ``cv``).
     random_state : int, RandomState or None, default=None
         Drives the subsample, the bandwidth heuristic and the CV folds.
 
@@ -322,8 +323,13 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         _check_grid(self.degree_grid)
 
     # -- fitting ------------------------------------------------------------
-    def fit(self, X, y):
-        """Fit on inputs ``X`` (n, p) and outputs ``y`` (n,) or (n, q)."""
+    def fit(self, X, y, groups=None):
+        """Fit on inputs ``X`` (n, p) and outputs ``y`` (n,) or (n, q).
+
+        ``groups`` (n,), optional: the group of each row (the subject of a frame), for the degree selection's
+        cross-validation, whose folds then keep each group's rows on one side (frames of one sequence on both
+        sides scored the degrees on near copies of training frames, where the test protocol is cross-subject).
+        """
         self._validate_params_()
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
                              dtype=[np.float64, np.float32], ensure_min_samples=2)
@@ -341,12 +347,17 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         self._y_1d = np.ndim(y) == 1
         rng = check_random_state(self.random_state)
         n = X.shape[0]
+        if groups is not None:
+            groups = np.asarray(groups)
+            if groups.shape != (n,):
+                raise ValueError(f"groups: expected one group per training row ({n}), got shape {groups.shape}")
 
         self.local_ = False
         if self.max_train is not None and n > self.max_train:
             if self.approximation == "subsample":
                 idx = np.sort(rng.choice(n, self.max_train, replace=False))
                 X, Y = X[idx], Y[idx]
+                groups = None if groups is None else groups[idx]
                 if not inner and _all_one_row(X):
                     raise ValueError(f"X: the {self.max_train} training inputs drawn (max_train) are all the same "
                                      f"row; a twin GP predicts from how the inputs differ: raise max_train, or "
@@ -385,7 +396,7 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
         else:
             d1, d2 = self.degree_input, self.degree_output
             if d1 is None or d2 is None:
-                d1, d2 = self._select_degrees(X, Y, d1, d2, rng)
+                d1, d2 = self._select_degrees(X, Y, d1, d2, rng, groups)
             with _blas_threads(n_exact):
                 self.transform_ = HSICKernelTransform(
                     basis=self.kernel_transform, degree_input=d1, degree_output=d2,
@@ -531,7 +542,7 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
                 run(Y[top[int(np.argmin(values))]])
         return (starts[0], False) if best_y is None else (best_y, True)
 
-    def _select_degrees(self, X, Y, d1, d2, rng):
+    def _select_degrees(self, X, Y, d1, d2, rng, groups=None):
         grid = sorted(set(int(d) for d in self.degree_grid))
         d1s = grid if d1 is None else [d1]
         d2s = grid if d2 is None else [d2]
@@ -542,7 +553,15 @@ class TwinGaussianProcess(FitParams, RegressorMixin, BaseEstimator):
                 f"{2 * self.cv} training rows, got {n}; pass degree_input and degree_output "
                 f"or lower cv")
         seed = rng.randint(2 ** 31 - 1)
-        folds = list(KFold(self.cv, shuffle=True, random_state=seed).split(X))
+        if groups is None:
+            folds = list(KFold(self.cv, shuffle=True, random_state=seed).split(X))
+        else:
+            k = min(self.cv, len(np.unique(groups)))
+            if k < 2:
+                raise ValueError(f"choosing degrees by cross-validation over groups needs at least 2 groups of "
+                                 f"training rows, got {k}; pass degree_input and degree_output, or rows of more "
+                                 f"groups")
+            folds = list(GroupKFold(k).split(X, groups=groups))
         params = [(a, b) for a in d1s for b in d2s]
         scores = np.zeros(len(params))
         for p, (a, b) in enumerate(params):

@@ -95,8 +95,11 @@ def _evaluate(Xtr, Ytr, Xte, Yte, t: dict, seed: int, *args, **kw) -> dict:
 
 def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=None,
                     approximation="subsample", metric=None, train_fix="lower data.test_fraction",
-                    test_fix="raise data.test_fraction") -> dict:
+                    test_fix="raise data.test_fraction", groups=None) -> dict:
     """No-map and mapped twin GPs for every (criterion, basis) on one split.
+
+    ``groups``: the training rows' groups (subjects, where the split is cross-subject), kept apart by the
+    degree selection's folds.
 
     ``metric(P, Y) -> float``: an extra error recorded as ``"metric"``. ``train_fix``, ``test_fix``: how the
     task's settings give a split more training or test rows, for the message refusing one too small.
@@ -143,7 +146,7 @@ def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=
             else:
                 sel = TwinGaussianProcess(criterion=crit, kernel_transform=basis, degree_grid=grid,
                                           cv=int(t["cv"]), **geg, **base)
-                sel.fit(Xtr[cv_idx], Ytr[cv_idx])
+                sel.fit(Xtr[cv_idx], Ytr[cv_idx], groups=None if groups is None else np.asarray(groups)[cv_idx])
                 d1, d2 = sel.degree_input_, sel.degree_output_
                 entry["cv_mae"] = {f"{a},{b}": s for (a, b), s in
                                    zip(sel.cv_results_["params"], sel.cv_results_["mean_mae"])}
@@ -302,9 +305,11 @@ def digits_center_task():
     return X, Y, digits.target
 
 
-def _baselines(Xtr, Ytr, Xte, Yte, gamma_x, seed) -> dict:
+def _baselines(Xtr, Ytr, Xte, Yte, gamma_x, seed, groups=None) -> dict:
+    """The baselines' errors; ``groups`` (the training rows' subjects) are kept apart by the kernel ridge's
+    cross-validation, as the split keeps them."""
     from sklearn.kernel_ridge import KernelRidge
-    from sklearn.model_selection import GridSearchCV
+    from sklearn.model_selection import GridSearchCV, GroupKFold
     from sklearn.neighbors import KNeighborsRegressor
 
     out = {"mae_mean_predictor": _mae(np.broadcast_to(Ytr.mean(0), Yte.shape), Yte)}
@@ -312,8 +317,10 @@ def _baselines(Xtr, Ytr, Xte, Yte, gamma_x, seed) -> dict:
     out["mae_nn"] = _mae(nn.predict(Xte), Yte)
     grid = {"alpha": [1e-3, 1e-2, 1e-1, 1.0],
             "gamma": [gamma_x * f for f in (0.25, 0.5, 1.0, 2.0, 4.0)]}
-    krr = GridSearchCV(KernelRidge(kernel="rbf"), grid, cv=min(3, len(Xtr)),   # data.max_train = 2 was a traceback
-                       scoring="neg_mean_absolute_error").fit(Xtr, Ytr)
+    # data.max_train = 2 was a traceback with 3 folds
+    cv = min(3, len(Xtr)) if groups is None else GroupKFold(min(3, len(np.unique(groups))))
+    krr = GridSearchCV(KernelRidge(kernel="rbf"), grid, cv=cv,
+                       scoring="neg_mean_absolute_error").fit(Xtr, Ytr, groups=groups)
     out["mae_krr"] = _mae(krr.predict(Xte), Yte)
     out["krr_params"] = krr.best_params_
     return out
@@ -459,13 +466,16 @@ def run_pose(cfg, ctx) -> dict:
         tr = np.sort(rng.choice(tr, max_train, replace=False))
     if max_test is not None and len(te) > int(max_test):
         te = np.sort(rng.choice(te, int(max_test), replace=False))
+    # the degrees and the baseline's ridge are chosen on folds of whole training subjects, as the split is
+    # cross-subject (folds of frames held frames of one sequence on both sides); one subject: folds of frames
+    groups = subjects[tr] if len(np.unique(subjects[tr])) >= 2 else None
     with _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-pose") as bar:
         r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error,
                       train_fix=(f"raise data.max_train (it is {max_train})" if max_train < 2 else
                                  f"the store needs frames of the training subjects {list(TRAIN_SUBJECTS)}"),
                       test_fix=f"the store needs frames of subjects other than the training ones "
-                               f"{list(TRAIN_SUBJECTS)}")
-    b = _baselines(X[tr], Y[tr], X[te], Y[te], r["gamma_x"], seed)
+                               f"{list(TRAIN_SUBJECTS)}", groups=groups)
+    b = _baselines(X[tr], Y[tr], X[te], Y[te], r["gamma_x"], seed, groups=groups)
     _write_details(out_dir, "tgp_pose", {**r, **b})
     res = _summary([r], t)
     res.update(b)
