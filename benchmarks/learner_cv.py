@@ -6,8 +6,11 @@ subject is held out in turn; the feature map (its mean row too), the scaler
 and the learner are fitted on the other training subjects with the
 pipeline's own training code (`train_sgd_arrays`: shuffle buffer, scaling,
 epochs of the file; `train_lbfgs_arrays` for ``learner = "lbfgs"``), over
-several map seeds. The test subjects are never read: the folds are those of
-the training subjects of the protocol's first fold.
+several map seeds. The folds are those of the training subjects of the
+protocol's first fold: its test subjects are never read. On a protocol of
+several folds (Florence3D, UTKinect) they are other folds' test subjects, so
+a setting chosen here and reported over every fold is not held out there
+(README, "What the Florence3D and UTKinect figures are not").
 
     python benchmarks/learner_cv.py --dataset msr --seeds 3 \\
         --candidate 'learner="sgd", learning_rate="pa1", eta0=0.3, loss="hinge", penalty="none"' \\
@@ -139,7 +142,7 @@ def training_folds(store, name: str, cfg):
     split = cfg.split.model_dump()
     if split.get("file") and not Path(split["file"]).is_absolute():
         split["file"] = str(REPO / split["file"])
-    # the first outer fold's training subjects: its test subjects are never read
+    # the first outer fold's training subjects: its test subjects are never read (the other folds' are)
     _, train, _ = outer_folds(split, store.labels, subj, store_split=store.split,
                               split_names=store.split_names, seed=cfg.seed)[0]
     return [(f"hold-{s}", train & (subj != s), train & (subj == s)) for s in np.unique(subj[train])]
