@@ -216,6 +216,34 @@ def test_task_runs_and_writes_details(tmp_path):
     assert res["model_path"] == str(tmp_path / "model")
 
 
+@pytest.mark.parametrize("method", [{}, {"classifier": "sgd", "n_components": 64, "epochs": 5},
+                                    {"name": "stein", "classifier": "1nn"}])
+def test_task_writes_every_test_images_prediction(tmp_path, method):
+    """The in-memory task wrote no per-image predictions (a streamed run writes predictions.csv): it now writes
+    fold,id,predicted,label for every test image of every split, one split's rows its test images, and each
+    split's accuracy is that of its rows (svc, the scalable sgd path, 1-NN)."""
+    import csv
+    import json
+
+    cfg = _demo_cfg(tmp_path, **method)
+    if method.get("name") == "stein":
+        cfg["method"] = {"name": "stein", "classifier": "1nn", "gamma": 1e-3, "scaling": "per-feature"}
+    res = run(cfg)
+    assert res["predictions_path"] == str(tmp_path / "predictions.csv")
+    with open(tmp_path / "predictions.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["fold", "id", "predicted", "label"]
+    data = skimage_textures(patch=32, max_per_class=16)
+    label_of = {i: data.label_names[c] for i, c in zip(data.ids, data.labels)}
+    details = json.loads((tmp_path / "image_classification_details.json").read_text())["splits"]
+    assert [d["split"] for d in details] == ["split-0", "split-1"]
+    for d in details:
+        mine = [r for r in rows if r["fold"] == d["split"]]
+        assert len(mine) == d["n_test"] == 18 and len({r["id"] for r in mine}) == 18
+        assert all(r["label"] == label_of[r["id"]] for r in mine)
+        assert np.mean([r["predicted"] == r["label"] for r in mine]) == pytest.approx(d["accuracy"], abs=1e-12)
+
+
 def test_task_on_a_folder_and_a_store(tmp_path):
     from PIL import Image
     from streamcov.data.images import ingest_images
@@ -334,6 +362,26 @@ def test_real_eth80_leave_objects_out_quick(tmp_path, monkeypatch):
     assert len(made) == 1 and made[0][0] is not None and len(set(made[0][0])) == 72
     groups, folds = made[0]
     assert len(folds) == 2 and all(not set(groups[a]) & set(groups[b]) for a, b in folds)
+
+
+def test_one_nn_selection_of_a_grouped_protocol_seeks_neighbours_outside_the_image_s_group():
+    """1-NN picks its candidate by leave-one-out accuracy on the training images: under leave-objects-out an
+    image's nearest neighbour was another view of its own object, so a candidate that only tells objects apart
+    (views alike, classes not) won with 100%. Given the groups, the neighbours are sought in other objects."""
+    from streamcov.tasks.image_eval import Candidate, select_and_test_1nn
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 12)                          # 2 classes x 4 objects x 3 views
+    objects = np.repeat(np.arange(8), 3)
+    views = rng.normal(size=(8, 5))[objects] + 1e-3 * rng.normal(size=(24, 5))   # objects apart, classes mixed
+    classes = np.eye(5)[y] * 3 + rng.normal(size=(24, 5))                        # classes apart
+    cands = [Candidate({"gamma": g}, np.linalg.norm(v[:, None] - v[None], axis=2))
+             for g, v in ((1.0, views), (2.0, classes))]
+    tr, te = np.flatnonzero(objects % 4 != 3), np.flatnonzero(objects % 4 == 3)
+    _, params, score, _ = select_and_test_1nn(cands, y, tr, te)
+    assert params == {"gamma": 1.0} and score == 1.0   # each view's neighbour: its own object
+    acc, params, score, fit = select_and_test_1nn(cands, y, tr, te, groups=objects)
+    assert params == {"gamma": 2.0} and score > 0.8 and acc == np.mean(fit["pred"] == y[te])
 
 
 def test_in_memory_pixel_features_that_cannot_fit_are_refused(monkeypatch):

@@ -411,19 +411,17 @@ def _model_info(cfg, source, fold: str, block: int) -> dict:
     return info
 
 
-def write_predictions(path: Path, store, preds) -> None:
-    """``fold,id,predicted,label`` of every test row of every fold."""
+def write_predictions(path: Path, ids, names, labels, preds) -> None:
+    """``fold,id,predicted,label`` of every test row of every fold: ``preds`` holds ``(fold, rows, codes)``,
+    the rows' indices into ``ids`` and ``labels`` (codes of ``names``) and their predicted codes."""
     import csv
-
-    ids = store.ids()
-    names = store.label_names
 
     def write(fh):   # whole or not at all; a temporary a failed write left is removed (atomic_write)
         w = csv.writer(fh)
         w.writerow(["fold", "id", "predicted", "label"])
         for fold, rows, pred in preds:
             for r, p in zip(rows, pred):
-                w.writerow([fold, ids[r], names[p], names[store.labels[r]]])
+                w.writerow([fold, ids[r], names[p], names[labels[r]]])
 
     from ..files import atomic_write
 
@@ -503,7 +501,8 @@ def _exact(cfg, ctx, source, folds, bounds, runtime) -> dict:
     # test rows is then told by predict (they were scored as its test rows)
     info["rows_sha256"] = splits.rows_sha256(folds[-1][1], folds[-1][2])
     FittedPipeline(source.spec(), None, None, clf, source.store.label_names, info).save(model_path)
-    write_predictions(ctx.output / "predictions.csv", source.store, preds)
+    write_predictions(ctx.output / "predictions.csv", source.store.ids(), source.store.label_names,
+                      source.store.labels, preds)
     res = _summarize(per)
     res.update({"feature_map": "exact", "n_components": None, "featurize_seconds": round(t_feat, 3),
                 "featurize_ms_per_sequence": round(1e3 * t_feat / source.n, 4),
@@ -703,7 +702,8 @@ def _incremental(cfg, ctx, source, folds, bounds, runtime, map_params, fit_sampl
                             "fold_fingerprint": fold_fp, "rows_sha256": rows}).save(out / "model")
         done = {"fingerprint": fp_text, "result": r, "predicted": [int(p) for p in pred]}
         atomic_write_text(done_file, json.dumps({**done, "doc_sha256": doc_sha256_of(done)}))
-    write_predictions(out / "predictions.csv", source.store, preds)
+    write_predictions(out / "predictions.csv", source.store.ids(), source.store.label_names, source.store.labels,
+                      preds)
     res = _summarize(per)
     fmap = feat.feature_map
     res.update({

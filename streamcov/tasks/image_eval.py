@@ -440,7 +440,7 @@ def select_and_test_svc(cands, y, tr, te, grids, n_inner=5, seed=0, head_kernel=
     params = dict(cands[ci].params, sigma2=s2, C=C)
     if opt is not None:
         params["head_combine"], params["head_weight"] = opt
-    return float(np.mean(pred == y[te])), params, scores[k], {"candidate": ci, "median": meds[ci]}
+    return float(np.mean(pred == y[te])), params, scores[k], {"candidate": ci, "median": meds[ci], "pred": pred}
 
 
 def select_and_test_aligned(cands, y, tr, te, grids, head_kernel, n_inner=5, seed=0, groups=None):
@@ -494,7 +494,7 @@ def select_and_test_aligned(cands, y, tr, te, grids, head_kernel, n_inner=5, see
     info.update(inner_weights=inner_w, inner_cv_by_C=[float(v) for v in scores], conv_params=conv_params,
                 conv_inner_cv=conv_cv, conv_accuracy=conv_acc)
     return float(np.mean(pred == y[te])), params, float(scores[j]), {"candidate": ci, "median": med,
-                                                                     "alignment": info}
+                                                                     "alignment": info, "pred": pred}
 
 
 def select_and_test_linear(L, y, tr, te, grids, n_inner=5, seed=0, groups=None):
@@ -513,22 +513,27 @@ def select_and_test_linear(L, y, tr, te, grids, n_inner=5, seed=0, groups=None):
     k = int(np.argmax(scores))
     clf = SVC(kernel="precomputed", C=Cs[k]).fit(Ltr, ytr)
     pred = clf.predict(L[np.ix_(te, tr)])
-    return float(np.mean(pred == y[te])), {"C": Cs[k]}, scores[k], {}
+    return float(np.mean(pred == y[te])), {"C": Cs[k]}, scores[k], {"pred": pred}
 
 
-def select_and_test_1nn(cands, y, tr, te):
-    """Leave-one-out 1-NN accuracy on the training images picks the candidate; then test."""
+def select_and_test_1nn(cands, y, tr, te, groups=None):
+    """Leave-one-out 1-NN accuracy on the training images picks the candidate; then test. With ``groups`` (a
+    protocol that keeps them apart) an image's neighbours are sought outside its group: leave one group out,
+    as the test images have no view of their object among the training images."""
     ytr = y[tr]
     best = (-1.0, 0)
+    same = None if groups is None else groups[tr][:, None] == groups[tr][None, :]
     for ci, cand in enumerate(cands):
         Dtr = cand.D[np.ix_(tr, tr)].copy()
         np.fill_diagonal(Dtr, np.inf)
+        if same is not None:
+            Dtr[same] = np.inf
         score = float(np.mean(ytr[np.argmin(Dtr, axis=1)] == ytr))
         if score > best[0] + 1e-12:
             best = (score, ci)
     score, ci = best
     pred = ytr[np.argmin(cands[ci].D[np.ix_(te, tr)], axis=1)]
-    return float(np.mean(pred == y[te])), dict(cands[ci].params), score, {"candidate": ci}
+    return float(np.mean(pred == y[te])), dict(cands[ci].params), score, {"candidate": ci, "pred": pred}
 
 
 def _k2_features(R, s2, med, seed, head=None):
@@ -608,7 +613,7 @@ def select_and_test_sgd(method, feats, y, idx, tr, te, scale, grids, mcfg, seed,
     clf = make_sgd(p["C"], len(tr)).fit(fmap.transform(kept[tr]), ytr)
     pred = clf.predict(fmap.transform(kept[te]))
     med = p.pop("median")
-    return float(np.mean(pred == y[idx][te])), p, score, {"rff": fmap, "clf": clf, "median": med}
+    return float(np.mean(pred == y[idx][te])), p, score, {"rff": fmap, "clf": clf, "median": med, "pred": pred}
 
 
 # ----------------------------------------------------------------- run it all
@@ -661,7 +666,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
     standardize, scaling = (None, None) if method == "head" else (mcfg.standardize, mcfg.scaling)
     n_inner = int(mcfg.inner_folds)
     labels = np.asarray(labels)
-    results, last = [], None
+    results, last, predictions = [], None, []
     t0 = time.perf_counter()
     universe = np.unique(np.concatenate([np.concatenate([a, b]) for _, a, b in split_idx]))
     pos = np.full(len(labels), -1)
@@ -719,8 +724,9 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
                 last = {"params": params, "scale": scale, "classifier": "svc", "median": fit["median"],
                         "vectors": vecs, "y": y[tr]}
             else:
-                acc, params, cv, fit = select_and_test_1nn(cands, y, tr, te)
+                acc, params, cv, fit = select_and_test_1nn(cands, y, tr, te, groups=g)
                 last = None
+        predictions.append((name, te_g, fit["pred"]))   # label codes, in the order of te_g
         results.append({"split": name, "accuracy": acc, "inner_cv_accuracy": cv, "params": params,
                         "n_train": int(len(tr_g)), "n_test": int(len(te_g)),
                         "seconds": time.perf_counter() - ts})
@@ -737,7 +743,7 @@ def evaluate(method: str, feats, labels, split_idx, mcfg, classifier=None, raw_c
         "standardize": standardize, "scaling": scaling, "seconds": time.perf_counter() - t0,
         "head_weight_grid": grids.get("head_weight"), "head_combine_grid": grids.get("head_combine"),
         "head_norm": head_norm if heads is not None and (use_head or method == "head") else None,
-        "splits": results, "_last": last,
+        "splits": results, "_last": last, "_predictions": predictions,
     }
 
 
@@ -904,6 +910,11 @@ def run_image_classification(cfg, ctx) -> dict:
     provenance = _provenance(cfg, data, store) if m.name in VECTOR_METHODS else None
     model = _last_model(cfg, spec, res.pop("_last"), data.label_names, split_idx[-1][0], ident, provenance,
                         splits.rows_sha256(folds[-1][1], folds[-1][2]))
+    from .classify import write_predictions
+
+    # every test image of every split, as a streamed run writes them (error analysis, confusion matrices)
+    write_predictions(ctx.output / "predictions.csv", data.ids, data.label_names, data.labels,
+                      res.pop("_predictions"))
     out = {
         "pipeline": cfg.name,
         "dataset": str(cfg.data.source or cfg.data.store or cfg.data.format),
@@ -922,6 +933,7 @@ def run_image_classification(cfg, ctx) -> dict:
         "ms_per_image_features": round(1e3 * t_extract / max(len(data), 1), 3),
         "seconds": round(time.perf_counter() - t0, 2),
     }
+    out["predictions_path"] = str((ctx.output / "predictions.csv").absolute())
     if model is not None:
         out["model_path"] = str(Path(model.save(ctx.output / "model")).absolute())
     else:
