@@ -2556,6 +2556,17 @@ def test_a_rerun_that_cannot_write_the_earlier_runs_files_is_refused_before_it_r
                                        rf"earlier run's files are left as they are: choose another output folder, "
                                        rf"or ask the owner for write access$")
         assert {p: p.read_bytes() for p in kept} == kept
+    # a store of another user's mode 0700: its files cannot even be listed (os.walk passed over it)
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: Path(p) != stores[0] / "zarr.json" and
+                        real(p, mode, *a, **k))
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p=".": (_ for _ in ()).throw(PermissionError(
+        13, "Permission denied", str(p))) if Path(p) == stores[0] else real_scandir(p))
+    rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
+    assert_one_line_error(rc, err, rf"^streamcov run: error: output = \"\S+\": {re.escape(str(stores[0]))} cannot "
+                                   rf"be written by this user \(owned by root\)")
+    assert {p: p.read_bytes() for p in kept} == kept
+    monkeypatch.setattr(os, "scandir", real_scandir)
     monkeypatch.setattr(os, "access", real)
     rc, err, _ = cli("run", env.pipeline(), "--quiet", "--scheduler", "synchronous")
     assert rc == 0, err

@@ -419,19 +419,29 @@ def _check_writable(out: Path, where: str) -> None:
     stopped at that store: the other user's result was lost for nothing."""
     import os
 
-    # the folder takes new files and loses the earlier result (a file of its own is replaced, never written)
-    tops = [out, *(out / name for name in RUN_FOLDERS),
+    # the folder takes new files and loses the earlier result (a file of its own is replaced, never written). A
+    # store is checked whole, even one this run would only read (its fingerprint the same): which it computes
+    # again is known only when it opens it, after the result is gone
+    tops = [out, *(p for name in RUN_FOLDERS if (p := out / name).exists()),
             *(p for pattern in (*WRITTEN_STORES, "synthetic.zarr") for p in sorted(out.glob(pattern)))]
+
+    def refuse(path):
+        raise ConfigError(f"{where}: {path} cannot be written by this user ({_owner(path)}), and the run writes "
+                          f"there; the earlier run's files are left as they are: choose another output folder, or "
+                          f"ask the owner for write access")
+
+    def unlistable(exc: OSError):   # a folder of another user's mode 0700: nothing in it could be checked
+        refuse(exc.filename or top)
+
     for top in tops:
-        walk = [(str(top), [], [])] if top == out else os.walk(top)   # (a link was refused: _check_own_names)
-        for folder, _, files in walk:
+        if not os.access(top, os.R_OK | os.W_OK | os.X_OK):
+            refuse(top)
+        for folder, _, files in ([] if top == out else os.walk(top, onerror=unlistable)):
             # a folder must take new names (rename, remove); a file of a store may be written in place (zarr)
             checks = [(folder, os.R_OK | os.W_OK | os.X_OK), *((os.path.join(folder, f), os.W_OK) for f in files)]
             for path, mode in checks:
                 if not os.access(path, mode):
-                    raise ConfigError(f"{where}: {path} cannot be written by this user ({_owner(path)}), and the "
-                                      f"run writes there; the earlier run's files are left as they are: choose "
-                                      f"another output folder, or ask the owner for write access")
+                    refuse(path)
 
 
 def _owner(path) -> str:
