@@ -377,13 +377,25 @@ def keeps_groups_apart(split) -> bool:
     return s.get("kind", "subject-parity") in GROUPED_KINDS
 
 
+def _groups_per_class(labels, groups) -> np.ndarray:
+    classes, _ = _class_counts(labels)
+    labels, groups = np.asarray(labels), np.asarray(groups)
+    return np.array([len(np.unique(groups[labels == c])) for c in classes])
+
+
+def groups_to_keep(labels, groups):
+    """``groups`` where every class of ``labels`` has 2 of them or more, so that inner folds of whole groups hold
+    each class on both sides; else None (a class of one training group, e.g. leave-objects-out on 2 objects a
+    class): the inner folds are then of rows, and views of one group lie on both sides of them."""
+    return groups if groups is not None and _groups_per_class(labels, groups).min() >= 2 else None
+
+
 def inner_fold_count(labels, n_splits: int, groups=None) -> int:
     """How many class-stratified folds :func:`inner_folds` makes of ``labels``: ``n_splits``, fewer when a class
     has fewer rows, or with ``groups`` (folds of whole groups) fewer groups."""
-    classes, counts = _class_counts(labels)
+    _, counts = _class_counts(labels)
     if groups is not None:
-        labels, groups = np.asarray(labels), np.asarray(groups)
-        counts = np.array([len(np.unique(groups[labels == c])) for c in classes])
+        counts = _groups_per_class(labels, groups)
     return int(min(_n_splits(n_splits), counts.min()))
 
 
@@ -409,21 +421,19 @@ def inner_folds(labels, groups=None, n_splits: int = 5, seed: int = 0,
     given (subjects of skeleton sequences); with ``group_folds``, ``n_splits``
     class-stratified folds of whole groups (the objects of an image protocol
     that leaves objects out: each inner fold's rows are views of objects the
-    others do not hold); else ``n_splits`` class-stratified folds. Shuffled
-    with ``seed``; fewer folds when a class has fewer rows (groups).
+    others do not hold), or of rows where a class has one group
+    (:func:`groups_to_keep`); else ``n_splits`` class-stratified folds.
+    Shuffled with ``seed``; fewer folds when a class has fewer rows (groups).
     """
     labels = np.asarray(labels)
-    if groups is not None and group_folds:
-        from sklearn.model_selection import StratifiedGroupKFold
+    if group_folds:
+        kept = groups_to_keep(labels, None if groups is None else np.asarray(groups))
+        if kept is not None:
+            from sklearn.model_selection import StratifiedGroupKFold
 
-        groups = np.asarray(groups)
-        k = inner_fold_count(labels, n_splits, groups)
-        if k < 2:
-            raise ConfigError("choosing hyperparameters by cross-validation over whole groups (the outer protocol "
-                              "keeps groups apart) needs at least 2 groups of every class in a fold's training "
-                              "rows; give one value to each grid, or a protocol that trains on more groups")
-        return list(StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
-                    .split(np.zeros(len(labels)), labels, groups))
+            return list(StratifiedGroupKFold(n_splits=inner_fold_count(labels, n_splits, kept), shuffle=True,
+                                             random_state=seed).split(np.zeros(len(labels)), labels, kept))
+        groups = None
     if groups is not None:
         from sklearn.model_selection import LeaveOneGroupOut
 

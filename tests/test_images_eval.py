@@ -270,6 +270,33 @@ def test_task_on_a_folder_and_a_store(tmp_path):
            f"nothing; remove or replace them, or check the camera or scan that made them" in res["warnings"]
 
 
+def test_leave_objects_out_with_one_training_object_a_class_runs_and_says_its_inner_folds_are_of_images(tmp_path):
+    """Inner folds of whole objects need 2 training objects of every class; with 2 objects a class (one left for
+    training in each fold) they cannot be made: the run keeps folds of images there, as before, and says so
+    once, naming the folds (a refusal would have stopped a protocol that ran)."""
+    from PIL import Image
+
+    data = skimage_textures(patch=32, max_per_class=8)
+    for img, lab, i in zip(data.images, data.labels, data.ids):
+        if lab >= 2:
+            continue
+        k = int(np.sum(data.labels[:data.ids.index(i)] == lab))   # 8 patches a class: objects 1, 2 of 4 views
+        d = tmp_path / "src" / data.label_names[lab] / f"{1 + k // 4}"
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img).save(d / f"{k % 4}.png")
+    cfg = _demo_cfg(tmp_path / "o", name="e")
+    cfg["method"] = {"name": "e", "sigma2": 1.0, "C": 10.0, "inner_folds": 2, "scaling": "per-feature"}
+    cfg["data"] = {"source": str(tmp_path / "src"), "group_level": 2}
+    cfg["split"] = {"kind": "leave-objects-out"}
+    res = run(cfg)
+    assert res["n_folds"] == 2 and res["n_train"] == 8
+    said = [w for w in res["warnings"] if w.startswith("split.kind keeps groups apart")]
+    assert said == ["split.kind keeps groups apart, but a class has one group among the training images of 2 fold(s) "
+                    "('object-1', 'object-2'): there the inner cross-validation is of images, views of one group on "
+                    "both sides of it, and may choose for a protocol easier than the outer one; give each class 3 "
+                    "groups or more"]
+
+
 def test_the_files_paper_accuracy_is_not_reported_for_other_data(tmp_path):
     """A pipeline file's paper_accuracy is the figure of the file's dataset: run on other data given by a flag
     (--store, --set data.source=..., or data.max_per_class), result.json reported it beside an accuracy of

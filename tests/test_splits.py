@@ -292,7 +292,7 @@ def test_inner_folds():
 def test_inner_folds_of_whole_groups_keep_each_group_on_one_side_and_every_class_in_each_fold():
     """group_folds: the inner folds of a protocol that keeps groups apart (objects: leave-objects-out) hold each
     group's rows on one side, stratified by class; as many folds as the class with fewest groups allows."""
-    from streamcov.splits import GROUPED_KINDS, inner_fold_count, keeps_groups_apart
+    from streamcov.splits import GROUPED_KINDS, groups_to_keep, inner_fold_count, keeps_groups_apart
 
     y = np.repeat(np.arange(4), 30)                       # 4 classes x 6 objects x 5 views
     objects = np.repeat(np.arange(24), 5)
@@ -305,9 +305,11 @@ def test_inner_folds_of_whole_groups_keep_each_group_on_one_side_and_every_class
         assert sorted(np.concatenate([b for _, b in got]).tolist()) == list(range(len(y)))
     assert len(inner_folds(y, objects, n_splits=10, group_folds=True)) == 6 == inner_fold_count(y, 10, objects)
     assert inner_fold_count(y, 10) == 10                  # folds of rows: 30 rows a class
-    with pytest.raises(ConfigError, match=r"cross-validation over whole groups .* needs at least 2 groups of every "
-                                          r"class"):
-        inner_folds(y, np.where(y == 0, 0, objects), n_splits=3, group_folds=True)
+    # a class of one group (leave-objects-out on 2 objects a class): folds of rows, as without groups
+    one = np.where(y == 0, 0, objects)
+    assert groups_to_keep(y, one) is None and groups_to_keep(y, objects) is objects
+    assert [(list(a), list(b)) for a, b in inner_folds(y, one, n_splits=3, seed=1, group_folds=True)] == \
+        [(list(a), list(b)) for a, b in inner_folds(y, n_splits=3, seed=1)]
     assert keeps_groups_apart({"kind": "leave-objects-out"}) and not keeps_groups_apart({"kind": "stratified-kfold"})
     assert not keeps_groups_apart(SplitTable(kind="stratified-kfold")) and "group-kfold" in GROUPED_KINDS
 

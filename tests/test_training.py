@@ -166,7 +166,10 @@ def test_resume_does_not_reuse_a_fold_whose_rows_changed(synth_store, tmp_path, 
                                    "gives other training and test rows than it was trained with)")
     assert got["includes_training_rows"] is True and "train_accuracy" not in got
     assert re.search(r"now gives fold split-1 other rows than the model was trained with \(the splits file was "
-                     r"edited\?\): this accuracy includes its training rows", got["notes"][0]) and len(got["notes"]) == 1
+                     r"edited\?\): this accuracy includes its training rows", got["notes"][0]) and len(got["notes"]) == 2
+    # --train-accuracy cannot be given there: said (it was left out without a word)
+    assert got["notes"][1] == ("train_accuracy=True: the model's training rows on this store are not known (see "
+                               "evaluated_on), so no training accuracy is given")
 
 
 def test_predict_tells_an_exact_svm_models_moved_or_unrecorded_fold(synth_store, tmp_path):
@@ -198,12 +201,16 @@ def test_predict_tells_an_exact_svm_models_moved_or_unrecorded_fold(synth_store,
     doc = json.loads((model / "model.json").read_text())
     del doc["info"]["rows_sha256"]   # a model of an earlier streamcov
     (model / "model.json").write_text(json.dumps(signed_model_doc(doc)))
-    got = predict_store(model, synth_store.path)
+    got = predict_store(model, synth_store.path, train_accuracy=True)
     assert got["evaluated_on"].startswith("every row whose label the model knows (the model records no digest of "
-                                          "fold split-1's rows")
+                                          "fold split-1's rows: it was saved by a streamcov from before it recorded "
+                                          "one")
     assert got["includes_training_rows"] is True and got["n_labelled"] == synth_store.n_sequences
-    assert len(got["notes"]) == 1 and got["notes"][0].startswith("this is the model's training store, and its rows "
-                                                                 "include the model's training rows")
+    assert "train_accuracy" not in got and len(got["notes"]) == 2
+    assert got["notes"][0].startswith("this is the model's training store, and its rows include the model's training "
+                                      "rows")
+    assert got["notes"][1] == ("train_accuracy=True: the model's training rows on this store are not known (see "
+                               "evaluated_on), so no training accuracy is given")
 
 
 def _msr_archive(folder, cvpr12):

@@ -590,9 +590,10 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
             why = (f" (fold {model.info['fold']} of the model's protocol now gives other training and test rows "
                    f"than it was trained with)")
         elif unrecorded:
-            why = (f" (the model records no digest of fold {model.info['fold']}'s rows, as models of exact-svm and "
-                   f"of the in-memory image task did before streamcov of 2026-12-02: whether the protocol still gives "
-                   f"that fold its rows cannot be told)")
+            why = (f" (the model records no digest of fold {model.info['fold']}'s rows: it was saved by a streamcov "
+                   f"from before it recorded one, 2026-11-29 for the streamed learners and 2026-12-02 for exact-svm "
+                   f"and the in-memory image task; whether the protocol still gives that fold its rows cannot be "
+                   f"told)")
         elif same:
             why = " (the model's fold was not found)"
         out.update({"evaluated_on": "every row whose label the model knows" + why,
@@ -612,6 +613,9 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      "accuracy is not a test accuracy; train the model again with this streamcov, which records its "
                      "fold's rows, to be scored on its test rows")
         out["includes_training_rows"] = True
+    if train_accuracy and (moved or unrecorded):
+        notes.append(f"{arg('train_accuracy', True)}: the model's training rows on this store are not known (see "
+                     f"evaluated_on), so no training accuracy is given")
     moved = moved or unrecorded   # neither gets the notes below of a store other than the model's own
     trained_record, given_record = model.info.get("source_record"), store.attrs.get("source_record")
     if ("accuracy" in out and not moved and not ident and _is_training_store(model, store)
@@ -721,11 +725,11 @@ def _same_archive(trained, given) -> bool:
             and trained.get("options") != given.get("options"))
 
 
-def _model_fold(model, store):
+def _model_fold(model, store, unrecorded_ok: bool = False):
     """``(train, test)`` masks of the model's fold on ``store`` (its training store) by the protocol as it is
     now; ``"moved"`` when that fold's rows are not those the model recorded (an edited splits file),
-    ``"unrecorded"`` when the model recorded none (nothing tells its test rows); None when the protocol has no
-    fold of that name."""
+    ``"unrecorded"`` when the model recorded none (nothing tells its test rows; with ``unrecorded_ok`` the masks,
+    unchecked, as models without a digest were read before); None when the protocol has no fold of that name."""
     from ..splits import folds, rows_sha256
 
     info = model.info
@@ -744,9 +748,9 @@ def _model_fold(model, store):
     for name, train, test in fold_masks:
         if name == info.get("fold"):
             recorded = info.get("rows_sha256")
-            if recorded is None:   # a model of a streamcov before 2026-12-02 (its exact SVM, its image models)
+            if recorded is None and not unrecorded_ok:   # a model saved before streamcov recorded it
                 return "unrecorded"
-            if recorded != rows_sha256(train, test):
+            if recorded is not None and recorded != rows_sha256(train, test):
                 return "moved"
             return train, test
     return None
@@ -764,10 +768,11 @@ def _training_rows_among(model, store) -> int | None:
     if not info.get("store") or trained.identity != info["store"] or "split" not in info:
         return None
     try:   # the protocol as it is now (a splits file moved or edited: not known, rather than an error of predict)
-        fold = _model_fold(model, trained)
+        # a model without the digest: its fold as the protocol gives it now (counted as before it was recorded)
+        fold = _model_fold(model, trained, unrecorded_ok=True)
     except StreamcovError:
         return None
-    if fold is None or isinstance(fold, str):   # moved, unrecorded
+    if fold is None or fold == "moved":
         return None
     ids = set(np.asarray(trained.ids(), dtype=object)[fold[0]].tolist())
     return sum(i in ids for i in store.ids())

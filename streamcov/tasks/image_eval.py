@@ -259,6 +259,22 @@ def _inner_folds(y, n_inner, seed, groups=None):
 SGD_INNER_FOLDS = 3   # the sgd classifier's inner cross-validation: at most this many folds (each fits the map)
 
 
+def ungrouped_inner_folds_warning(classifier: str, split_idx, labels, groups) -> str | None:
+    """The line that says the inner folds of some outer folds are of images although the split keeps ``groups``
+    apart (a class with one training group: :func:`streamcov.splits.groups_to_keep`), or None."""
+    if groups is None:
+        return None
+    labels, groups = np.asarray(labels), np.asarray(groups)
+    loose = [name for name, tr, _ in split_idx if len(tr) and splits.groups_to_keep(labels[tr], groups[tr]) is None]
+    if not loose:
+        return None
+    how = "1-NN's leave-one-out" if classifier == "1nn" else "the inner cross-validation"
+    return (f"split.kind keeps groups apart, but a class has one group among the training images of {len(loose)} "
+            f"fold(s) ({', '.join(map(repr, loose[:3]))}{', ...' if len(loose) > 3 else ''}): there {how} is of "
+            f"images, views of one group on both sides of it, and may choose for a protocol easier than the "
+            f"outer one; give each class 3 groups or more")
+
+
 def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names, groups=None) -> str | None:
     """The line that says ``method.inner_folds`` was lowered, once for the run, or None: the inner folds are
     stratified, so no more of them than the training images of a fold's smallest class, or with ``groups``
@@ -282,30 +298,23 @@ def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names, g
                               f"(method.inner_folds), but class {str(label_names[c])!r} has 1 in the training "
                               f"images of fold {name!r}; give that class more images, or a [split] that trains on "
                               f"more of them")
-        if groups is not None:   # whole groups go to an inner fold: counted by class
-            counts = np.array([len(np.unique(np.asarray(groups)[tr][labels[tr] == k])) for k in range(len(counts))])
-            present = np.flatnonzero(counts)
+        kept = None if groups is None else splits.groups_to_keep(labels[tr], np.asarray(groups)[tr])
+        if kept is not None:   # whole groups go to an inner fold: counted by class
+            counts = np.array([len(np.unique(kept[labels[tr] == k])) for k in range(len(counts))])
             c = int(present[np.argmin(counts[present])])
-            if counts[c] < 2:
-                raise ConfigError(f"every class needs at least 2 groups of training images for the inner "
-                                  f"cross-validation (method.inner_folds; split.kind keeps groups apart, and so do "
-                                  f"the inner folds), but class {str(label_names[c])!r} has 1 in fold {name!r}; give "
-                                  f"that class more groups, or a [split] that trains on more of them")
-        # the folds splits.inner_folds makes
-        used.add(splits.inner_fold_count(labels[tr], cap, None if groups is None else np.asarray(groups)[tr]))
+        used.add(splits.inner_fold_count(labels[tr], cap, kept))   # the folds splits.inner_folds makes
         if smallest is None or counts[c] < smallest[0]:
-            smallest = (int(counts[c]), c, name)
+            smallest = (int(counts[c]), c, name, kept is not None)
     if not used or max(used) >= n_inner:
         return None
     reasons = []
     if cap < n_inner and "inner_folds" in mcfg.model_fields_set:
         reasons.append(f"the sgd classifier uses at most {SGD_INNER_FOLDS}")
     if smallest is not None and smallest[0] < cap:
-        n, c, fold = smallest
-        unit = "groups" if groups is not None else "images"
-        reasons.append(f"the smallest class of a fold's training {unit} has {n} (class "
+        n, c, fold, grouped = smallest
+        reasons.append(f"the smallest class of a fold's training {'groups' if grouped else 'images'} has {n} (class "
                        f"{str(label_names[c])!r}, fold {fold!r}; the inner folds are stratified"
-                       f"{', of whole groups' if groups is not None else ''})")
+                       f"{', of whole groups' if grouped else ''})")
     if not reasons:
         return None
     if len(used) == 1:
@@ -522,7 +531,8 @@ def select_and_test_1nn(cands, y, tr, te, groups=None):
     as the test images have no view of their object among the training images."""
     ytr = y[tr]
     best = (-1.0, 0)
-    same = None if groups is None else groups[tr][:, None] == groups[tr][None, :]
+    kept = None if groups is None else splits.groups_to_keep(ytr, groups[tr])   # a class of one group: images
+    same = None if kept is None else kept[:, None] == kept[None, :]
     for ci, cand in enumerate(cands):
         Dtr = cand.D[np.ix_(tr, tr)].copy()
         np.fill_diagonal(Dtr, np.inf)
@@ -873,10 +883,12 @@ def run_image_classification(cfg, ctx) -> dict:
     # a protocol that keeps groups apart (objects) has inner folds of whole groups: they were folds of images, and
     # chose the grid for views of objects the inner training held (ETH-80: 62-65 of 72 objects on both sides)
     inner_groups = data.groups if splits.keeps_groups_apart(cfg.split) else None
-    lowered = inner_folds_warning(m, eval_classifier(m.name, m.classifier), split_idx, data.labels,
-                                  data.label_names, inner_groups)
-    if lowered is not None:
-        warnings.append(lowered)
+    for said in (inner_folds_warning(m, eval_classifier(m.name, m.classifier), split_idx, data.labels,
+                                     data.label_names, inner_groups),
+                 ungrouped_inner_folds_warning(eval_classifier(m.name, m.classifier), split_idx, data.labels,
+                                               inner_groups)):
+        if said is not None:
+            warnings.append(said)
     from ..data.images import constant_warning, is_constant
 
     constant = [data.ids[i] for i, img in enumerate(data.images) if is_constant(img)]   # in memory already

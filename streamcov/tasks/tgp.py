@@ -137,6 +137,10 @@ def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=
     cv_idx = np.arange(len(Xtr))
     if t["cv_max_train"] is not None and len(Xtr) > int(t["cv_max_train"]):
         cv_idx = np.sort(rng.choice(len(Xtr), int(t["cv_max_train"]), replace=False))
+    # the rows of the degree CV keep their groups apart when 2 or more are among them (tgp.cv_max_train drew them)
+    cv_groups = None if groups is None else np.asarray(groups)[cv_idx]
+    if cv_groups is not None and len(np.unique(cv_groups)) < 2:
+        cv_groups = None
     for crit, basis in itertools.product(t["criteria"], t["bases"]):
         with _fit_of(basis):   # a LinAlgError names the keys of the basis whose fit failed (_evaluate)
             t0 = time.perf_counter()
@@ -146,7 +150,7 @@ def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=
             else:
                 sel = TwinGaussianProcess(criterion=crit, kernel_transform=basis, degree_grid=grid,
                                           cv=int(t["cv"]), **geg, **base)
-                sel.fit(Xtr[cv_idx], Ytr[cv_idx], groups=None if groups is None else np.asarray(groups)[cv_idx])
+                sel.fit(Xtr[cv_idx], Ytr[cv_idx], groups=cv_groups)
                 d1, d2 = sel.degree_input_, sel.degree_output_
                 entry["cv_mae"] = {f"{a},{b}": s for (a, b), s in
                                    zip(sel.cv_results_["params"], sel.cv_results_["mean_mae"])}
