@@ -41,13 +41,17 @@ its random Fourier features and a linear SGDClassifier.
 
 Hyperparameters are chosen, as in the paper ("all parameters were chosen by
 cross-validation"), by an inner stratified cross-validation on the training
-images of each split only: the K1 bandwidth ``sigma1`` (multiples of
+images of each split only (of whole groups where the split keeps them apart,
+leave-objects-out: :func:`streamcov.splits.keeps_groups_apart`; 1-NN's
+leave-one-out then seeks an image's neighbours outside its group): the K1
+bandwidth ``sigma1`` (multiples of
 sqrt(n_features) times the feature scale of the training images), the
 regularizer ``gamma = mu``, the K2 bandwidth ``sigma2`` (multiples of the
 median training distance) and the SVM ``C``. ``sigma1`` and ``sigma2`` keep
 paper 004's ``exp(-d^2 / s^2)``; they are converted to streamcov's
 convention (:mod:`streamcov.kernels`) where kernels are built. Every split's
-details go to ``<output>/image_classification_details.json``; the model of
+details go to ``<output>/image_classification_details.json``, every test
+image's prediction to ``<output>/predictions.csv``; the model of
 the last split (methods with an explicit vector per image: e, loge,
 approx_hs, approx_loghs, qapprox_loghs) to ``<output>/model``.
 """
