@@ -166,7 +166,8 @@ def test_resume_does_not_reuse_a_fold_whose_rows_changed(synth_store, tmp_path, 
                                    "gives other training and test rows than it was trained with)")
     assert got["includes_training_rows"] is True and "train_accuracy" not in got
     assert re.search(r"now gives fold split-1 other rows than the model was trained with \(the splits file was "
-                     r"edited\?\): this accuracy includes its training rows", got["notes"][0]) and len(got["notes"]) == 2
+                     r"edited\?\): this accuracy includes its training rows", got["notes"][0])
+    assert len(got["notes"]) == 2
     # --train-accuracy cannot be given there: said (it was left out without a word)
     assert got["notes"][1] == ("train_accuracy=True: the model's training rows on this store are not known (see "
                                "evaluated_on), so no training accuracy is given")
