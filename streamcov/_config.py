@@ -208,22 +208,26 @@ def code_identity(part: str = "features") -> dict:
     the text of the modules of streamcov that shape its numbers (:data:`CODE_PARTS`: ``__version__`` names a
     release, not the code a checkout runs: features computed before a ``git pull`` or an edit of a kernel were
     reused by the next run without a word) and the versions of the libraries whose arithmetic they hold.
-    Computed once per process and part (a few ms)."""
-    if part not in _CODE_IDENTITY:
+    Computed once per process, every part in one reading of the modules (a few ms)."""
+    if not _CODE_IDENTITY:
         import hashlib
 
         here = Path(__file__).resolve().parent
-        h = hashlib.sha256()
+        hashes = {name: hashlib.sha256() for name in CODE_PARTS}
         for path in sorted(here.rglob("*.py")):
             rel = path.relative_to(here).as_posix()
-            if not any(m in ("", rel) or (m.endswith("/") and rel.startswith(m)) for m in CODE_PARTS[part]):
+            parts = [name for name, modules in CODE_PARTS.items()
+                     if any(m in ("", rel) or (m.endswith("/") and rel.startswith(m)) for m in modules)]
+            if not parts:
                 continue
             try:
-                h.update(f"{rel}\0".encode() + path.read_bytes() + b"\0")
+                text = f"{rel}\0".encode() + path.read_bytes() + b"\0"
             except OSError:   # a module that cannot be read is not run either
                 continue
-        _CODE_IDENTITY[part] = {"streamcov": h.hexdigest(), **library_versions("numpy", "numba", "scipy",
-                                                                               "scikit-learn")}
+            for name in parts:
+                hashes[name].update(text)
+        versions = library_versions("numpy", "numba", "scipy", "scikit-learn")
+        _CODE_IDENTITY.update({name: {"streamcov": h.hexdigest(), **versions} for name, h in hashes.items()})
     return dict(_CODE_IDENTITY[part])
 
 
