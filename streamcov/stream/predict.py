@@ -583,6 +583,8 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                 out.update({"train_accuracy": float((pred[train] == true[train]).mean()),
                             "n_train": int(train.sum())})
             return out
+    # the model's own store, whose fold is not known as trained: none of the notes of another store below
+    own_fold_unknown = moved or unrecorded
     known = np.isin(true, names)
     if known.any():
         why = ""   # why the model's own store is not scored on its fold's test rows
@@ -613,12 +615,11 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      "accuracy is not a test accuracy; train the model again with this streamcov, which records its "
                      "fold's rows, to be scored on its test rows")
         out["includes_training_rows"] = True
-    if train_accuracy and (moved or unrecorded):
+    if train_accuracy and own_fold_unknown:
         notes.append(f"{arg('train_accuracy', True)}: the model's training rows on this store are not known (see "
                      f"evaluated_on), so no training accuracy is given")
-    moved = moved or unrecorded   # neither gets the notes below of a store other than the model's own
     trained_record, given_record = model.info.get("source_record"), store.attrs.get("source_record")
-    if ("accuracy" in out and not moved and not ident and _is_training_store(model, store)
+    if ("accuracy" in out and not own_fold_unknown and not ident and _is_training_store(model, store)
             and (trained_record is None or _same_source(trained_record, given_record))):
         # the model's own store, but no identity recorded (the in-memory task on some of its images,
         # data.max_per_class): which rows were its test rows is not known here
@@ -627,7 +628,7 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                      "model's training rows, so this accuracy is not a test accuracy; the run's result gives the "
                      "test accuracy of its protocol")
         out["includes_training_rows"] = True
-    elif "accuracy" in out and not moved and _same_source(trained_record, given_record):
+    elif "accuracy" in out and not own_fold_unknown and _same_source(trained_record, given_record):
         if model.info.get("store_path"):
             notes.append(f"this store was written from the same data as the model's training store "
                          f"({model.info.get('store_path')}) but is another one: its rows include the model's training "
@@ -638,7 +639,7 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                          f"training images are among them, so this accuracy is not a test accuracy; the run's "
                          f"result gives the test accuracy of its protocol")
         out["includes_training_rows"] = True
-    elif "accuracy" in out and not moved and _same_generator(trained_record, given_record):
+    elif "accuracy" in out and not own_fold_unknown and _same_generator(trained_record, given_record):
         # sequence i of the generator depends on its settings and i alone: the smaller store is the other's start
         shared = _training_rows_among(model, store)
         common = min(trained_record["n_sequences"], given_record["n_sequences"])
@@ -653,7 +654,7 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                          f"{trained_record['n_sequences']}: {count}; generate it with another seed for new data")
             if shared:
                 out["includes_training_rows"] = True
-    elif "accuracy" in out and not moved and _same_archive(trained_record, given_record):
+    elif "accuracy" in out and not own_fold_unknown and _same_archive(trained_record, given_record):
         # the same archive read with other reader options (a subset): its sequences are the archive's, under the
         # same ids; which of them the model trained on is known from its training store
         options = given_record.get("options") or {}
@@ -670,7 +671,7 @@ def _accuracies(model, store, pred, true, names, train_accuracy) -> dict:
                          f"model's training rows, so this accuracy is not a test accuracy; predict the model's own "
                          f"store for the test rows of its protocol")
             out["includes_training_rows"] = True
-    if train_accuracy and not moved:
+    if train_accuracy and not own_fold_unknown:
         notes.append(f"{arg('train_accuracy', True)} applies only to the store the model was trained on (its "
                      f"training rows are known there); this store is another one")
     if notes:
