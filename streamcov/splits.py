@@ -377,7 +377,8 @@ def keeps_groups_apart(split) -> bool:
     return s.get("kind", "subject-parity") in GROUPED_KINDS
 
 
-def _groups_per_class(labels, groups) -> np.ndarray:
+def groups_per_class(labels, groups) -> np.ndarray:
+    """How many distinct ``groups`` each class of ``labels`` has, classes in sorted order (as ``np.unique``)."""
     classes, _ = _class_counts(labels)
     labels, groups = np.asarray(labels), np.asarray(groups)
     return np.array([len(np.unique(groups[labels == c])) for c in classes])
@@ -387,7 +388,7 @@ def groups_to_keep(labels, groups):
     """``groups`` where every class of ``labels`` has 2 of them or more, so that inner folds of whole groups hold
     each class on both sides; else None (a class of one training group, e.g. leave-objects-out on 2 objects a
     class): the inner folds are then of rows, and views of one group lie on both sides of them."""
-    return groups if groups is not None and _groups_per_class(labels, groups).min() >= 2 else None
+    return groups if groups is not None and groups_per_class(labels, groups).min() >= 2 else None
 
 
 def inner_fold_count(labels, n_splits: int, groups=None) -> int:
@@ -395,7 +396,7 @@ def inner_fold_count(labels, n_splits: int, groups=None) -> int:
     has fewer rows, or with ``groups`` (folds of whole groups) fewer groups."""
     _, counts = _class_counts(labels)
     if groups is not None:
-        counts = _groups_per_class(labels, groups)
+        counts = groups_per_class(labels, groups)
     return int(min(_n_splits(n_splits), counts.min()))
 
 

@@ -303,8 +303,8 @@ def inner_folds_warning(mcfg, classifier: str, split_idx, labels, label_names, g
                               f"images of fold {name!r}; give that class more images, or a [split] that trains on "
                               f"more of them")
         kept = None if groups is None else splits.groups_to_keep(labels[tr], np.asarray(groups)[tr])
-        if kept is not None:   # whole groups go to an inner fold: counted by class
-            counts = np.array([len(np.unique(kept[labels[tr] == k])) for k in range(len(counts))])
+        if kept is not None:   # whole groups go to an inner fold: counted by class (present: sorted codes)
+            counts[present] = splits.groups_per_class(labels[tr], kept)
             c = int(present[np.argmin(counts[present])])
         used.add(splits.inner_fold_count(labels[tr], cap, kept))   # the folds splits.inner_folds makes
         if smallest is None or counts[c] < smallest[0]:

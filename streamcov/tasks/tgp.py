@@ -137,10 +137,8 @@ def _evaluate_split(Xtr, Ytr, Xte, Yte, t: dict, seed: int, bar=None, max_train=
     cv_idx = np.arange(len(Xtr))
     if t["cv_max_train"] is not None and len(Xtr) > int(t["cv_max_train"]):
         cv_idx = np.sort(rng.choice(len(Xtr), int(t["cv_max_train"]), replace=False))
-    # the rows of the degree CV keep their groups apart when 2 or more are among them (tgp.cv_max_train drew them)
-    cv_groups = None if groups is None else np.asarray(groups)[cv_idx]
-    if cv_groups is not None and len(np.unique(cv_groups)) < 2:
-        cv_groups = None
+    # the rows of the degree CV keep their groups apart (tgp.cv_max_train drew them)
+    cv_groups = None if groups is None else _two_groups_or_none(np.asarray(groups)[cv_idx])
     for crit, basis in itertools.product(t["criteria"], t["bases"]):
         with _fit_of(basis):   # a LinAlgError names the keys of the basis whose fit failed (_evaluate)
             t0 = time.perf_counter()
@@ -309,6 +307,11 @@ def digits_center_task():
     return X, Y, digits.target
 
 
+def _two_groups_or_none(groups):
+    """``groups`` where they hold 2 or more, for folds of whole groups; else None (folds of rows)."""
+    return groups if len(np.unique(groups)) >= 2 else None
+
+
 def _baselines(Xtr, Ytr, Xte, Yte, gamma_x, seed, groups=None) -> dict:
     """The baselines' errors; ``groups`` (the training rows' subjects) are kept apart by the kernel ridge's
     cross-validation, as the split keeps them."""
@@ -472,7 +475,7 @@ def run_pose(cfg, ctx) -> dict:
         te = np.sort(rng.choice(te, int(max_test), replace=False))
     # the degrees and the baseline's ridge are chosen on folds of whole training subjects, as the split is
     # cross-subject (folds of frames held frames of one sequence on both sides); one subject: folds of frames
-    groups = subjects[tr] if len(np.unique(subjects[tr])) >= 2 else None
+    groups = _two_groups_or_none(subjects[tr])
     with _bar(progress, len(t["criteria"]) * (1 + len(t["bases"])), "tgp-pose") as bar:
         r = _evaluate(X[tr], Y[tr], X[te], Y[te], t, seed, bar, metric=joint_error,
                       train_fix=(f"raise data.max_train (it is {max_train})" if max_train < 2 else
