@@ -121,9 +121,9 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def synth_store(tmp_path_factory):
-    """400 generated sequences in small frame chunks, so many sequences cross a chunk boundary."""
+    """200 generated sequences in small frame chunks, so many sequences (12) cross a chunk boundary."""
     path = tmp_path_factory.mktemp("store") / "synth.zarr"
-    return ingest(SyntheticSkeletons(n_sequences=400, seed=5), path, chunk_frames=1500)
+    return ingest(SyntheticSkeletons(n_sequences=200, seed=5), path, chunk_frames=700)
 
 
 def pipeline_cfg(store, out, *sets):
@@ -165,16 +165,16 @@ def test_cli_on_a_cluster_of_processes_matches_threads(cluster, synth_store, thr
     assert res["model_path"] == str((tmp_path / "cli" / "model").absolute())
     assert res["runtime"] == {"scheduler": cluster.address, "workers": 2, "threads_per_worker": [1],
                               "numba_threads": 1}
-    assert res["featurized_sequences"] == 400
+    assert res["featurized_sequences"] == 200
     X, done = read_features(res)
     Xb, doneb = read_features(threaded)
     assert done.all() and doneb.all()
-    assert X.shape == (400, 200)   # the file's Nystroem map: one landmark per training row (200 < 300)
+    assert X.shape == (200, 100)   # the file's Nystroem map: one landmark per training row (100 < 300)
     assert_same_bits(X, Xb)  # bitwise, not approximately
     assert res["accuracy"] == threaded["accuracy"]
-    # 10 balanced classes, 200 test sequences: chance is 0.10 with a standard
-    # deviation of about 0.02, so 0.15 is well above chance even at this size
-    assert res["accuracy"] > 0.15
+    # 10 balanced classes, 100 test sequences: chance is 0.10 with a standard deviation of 0.03; 0.3 is 6.7 of
+    # them above it (measured: 0.98)
+    assert res["accuracy"] > 0.3
     model = np.load(Path(res["model_path"]) / "model.npz", allow_pickle=False)
     model_b = np.load(Path(threaded["model_path"]) / "model.npz", allow_pickle=False)
     assert sorted(model.files) == sorted(model_b.files)
