@@ -444,6 +444,32 @@ def run_parallel(kernel, *args, **kwargs):
         return kernel(*args, **kwargs)
 
 
+class CompileClock:
+    """Seconds this process spent compiling numba kernels while :func:`compile_clock` was open (``seconds``).
+
+    A kernel loaded from numba's cache costs nothing here: only a compilation (a kernel's first use with an empty
+    or stale cache) counts, once however deeply its callees nest. The workers of a cluster compile in their own
+    processes, which this does not see."""
+
+    seconds = 0.0
+
+
+@contextlib.contextmanager
+def compile_clock():
+    """Measure the compilation inside the block (:class:`CompileClock`): a first run's timings (``fit_seconds``,
+    ``featurize_ms_per_sequence``, ``seconds``) include it, and a user is told how much of them it was."""
+    from numba.core import event
+
+    clock = CompileClock()
+    timer = event.TimingListener()
+    # numba compiles under its global lock, so the listener's nesting depth is never shared by two threads at once
+    with event.install_listener("numba:compile", timer):
+        try:
+            yield clock
+        finally:
+            clock.seconds = timer.duration if timer.done else 0.0
+
+
 @dataclass(frozen=True)
 class ThreadPlan:
     """How the cores are split between the levels of parallelism."""

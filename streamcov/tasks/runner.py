@@ -161,9 +161,11 @@ def run(pipeline, *, overrides=(), store=None, output=None, scheduler=None, work
                                      patterns=(r"[A-Za-z0-9_]+_details\.json",))
             remove_stale_temporaries(out / "checkpoints")
             remove_stale_temporaries(out / "model")
-            with naming():
+            from .._config import compile_clock
+
+            with naming(), compile_clock() as compiling:
                 result = spec.run(cfg, ctx)
-            result = {"task": cfg.task, **result}
+            result = {"task": cfg.task, **result, "compile_seconds": round(compiling.seconds, 3)}
             # every task reports it beside its own figure; the file's figure is of the file's data: not reported
             # for other data given by a flag (--store, --set data.source=...), unless a flag gives it too
             other_data = origins is not None and any(k[:2] in _DATA_CHOICE for k in origins.flags) and \
