@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
@@ -336,7 +337,6 @@ def sigterm_again(first: float, signum: int | None = None) -> None:
     command's handler and the hold of a local cluster's start (``stream.runtime._sigterm_held``) both answer a
     further SIGTERM or SIGHUP so."""
     import signal
-    import time
 
     if time.monotonic() - first < SIGTERM_ECHO:
         return
@@ -448,26 +448,56 @@ class CompileClock:
     """Seconds this process spent compiling numba kernels while :func:`compile_clock` was open (``seconds``).
 
     A kernel loaded from numba's cache costs nothing here: only a compilation (a kernel's first use with an empty
-    or stale cache) counts, once however deeply its callees nest. The workers of a cluster compile in their own
-    processes, which this does not see."""
+    or stale cache) counts, once however deeply its callees nest, in any thread. Other processes (a cluster's
+    workers, the study's ``--jobs``) compile in their own, which this does not see; two runs in threads of one
+    process count each other's."""
 
-    seconds = 0.0
+    def __init__(self):
+        self.seconds = 0.0
+        self._depth = 0
+        self._since = 0.0
+
+    # numba's compile events, under its global compiler lock: one thread at a time
+    def on_start(self):
+        if self._depth == 0:
+            self._since = time.perf_counter()
+        self._depth += 1
+
+    def on_end(self):
+        if self._depth == 0:   # the end of one under way (in another thread) when the clock opened: not counted
+            return
+        self._depth -= 1
+        if self._depth == 0:
+            self.seconds += time.perf_counter() - self._since
+
+    def close(self):
+        if self._depth > 0:   # one still under way (in another thread) when the block ends: counted up to here
+            self.seconds += time.perf_counter() - self._since
+            self._depth = 0
 
 
 @contextlib.contextmanager
 def compile_clock():
-    """Measure the compilation inside the block (:class:`CompileClock`): a first run's timings (``fit_seconds``,
-    ``featurize_ms_per_sequence``, ``seconds``) include it, and a user is told how much of them it was."""
+    """Measure the compilation inside the block (:class:`CompileClock`): a first run's timings (``seconds``,
+    ``fit_seconds``, ``featurize_ms_per_sequence``) include it, and a user is told how much it was."""
     from numba.core import event
 
     clock = CompileClock()
-    timer = event.TimingListener()
-    # numba compiles under its global lock, so the listener's nesting depth is never shared by two threads at once
-    with event.install_listener("numba:compile", timer):
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            clock.on_start()
+
+        def on_end(self, ev):
+            clock.on_end()
+
+    # numba's own TimingListener takes the end of a compilation begun before it was installed (in another thread)
+    # for one of its own: its depth went below 0 and every later compilation read 0 s
+    with event.install_listener("numba:compile", Listener()):
         try:
             yield clock
         finally:
-            clock.seconds = timer.duration if timer.done else 0.0
+            clock.close()
 
 
 @dataclass(frozen=True)

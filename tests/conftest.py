@@ -18,15 +18,16 @@ DATA = Path(os.environ.get("STREAMCOV_DATA", REPO.parent / "shared" / "data"))
 RGW_SETS = ['features.map="rgw"', "features.theta=0.7", 'features.sampling="stratified"', "features.center=true"]
 
 
-# The heaviest test files first (seconds of a run in two processes from a fresh numba cache, 2026-12-02: training
-# 263, pipeline 214, cluster 178, fault tolerance 148, bad input 135, lbfgs 109, benchmarks 89, mocap 71, descriptor
-# options 57, study 53, image features 50): with `-n 2 --dist loadfile` (the README's command) each file runs whole
-# in one of the two processes, taken in collection order (--no-loadscope-reorder), and the two end together only
-# when no long file is left for last. Each process starts with one file; the second starts with the image features,
-# which need none of the skeleton kernels: both processes began with a skeleton file and compiled the same kernels
-# side by side (about 40 s each), where now the second finds them in numba's cache. The fault-tolerance file comes
-# after a skeleton file: its worker processes then load the kernels from the cache, where as the first file each of
-# them compiled them again (95 s of its 219).
+# The heaviest test files first (seconds of a run in two processes from a fresh numba cache, 2026-12-02:
+# training 273, pipeline 161, fault tolerance 143, cluster 129, bad input 125, lbfgs 108, benchmarks 83, mocap
+# 73, study 62, image features 52, descriptor options 48): with `-n 2 --dist loadfile` (the README's command) each
+# file runs whole in one of the two processes, taken in collection order (--no-loadscope-reorder), and the two end
+# together only when no long file is left for last. Each process starts with one file; the second starts with the
+# image features, which need none of the skeleton kernels: both processes began with a skeleton file and compiled
+# the same kernels side by side (about 40 s each), where now the second finds most of them in numba's cache (the
+# whole suite: 987 s before, 882 s after). The fault-tolerance file comes after a skeleton file: its worker
+# processes then load the kernels from the cache, where as the first file each of them compiled them again (95 s
+# of its 219 on 2026-11-30).
 HEAVY_FIRST = ("test_training.py", "test_images_features.py", "test_pipeline.py", "test_fault_tolerance.py",
                "test_cluster.py", "test_lbfgs.py", "test_bad_input.py", "test_benchmarks.py", "test_mocap_asf_amc.py",
                "test_kernels_fast.py", "test_descriptor_options.py", "test_study.py", "test_mirror.py",
