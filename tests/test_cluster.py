@@ -188,7 +188,7 @@ def test_a_notebooks_client_or_cluster_object_is_taken_as_the_scheduler(synth_st
     is left working."""
     from distributed import Client
 
-    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=":0") as client:
         for i, given in enumerate((client, client.cluster)):
             res = run_pipeline(pipeline_cfg(synth_store, tmp_path / f"o{i}"), scheduler=given)
             assert res["runtime"]["scheduler"] == client.scheduler.address

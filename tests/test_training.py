@@ -847,7 +847,10 @@ def test_learned_nothing_is_no_better_than_the_most_frequent_class():
 def test_a_run_whose_model_learned_nothing_says_so(synth_store, tmp_path, sets):
     """SGD that diverged, or whose steps keep a tenth of the weights each time (eta alpha near 1, just below the
     refused 1): chance accuracy and a saved model, without a word before."""
-    res = run_pipeline(cfg_for(synth_store, tmp_path, *sets), scheduler="synchronous")
+    from streamcov.errors import RunWarning
+
+    with pytest.warns(RunWarning, match=r"it learned nothing"):
+        res = run_pipeline(cfg_for(synth_store, tmp_path, *sets), scheduler="synchronous")
     assert any(re.search(r"^fold '\S+': the model predicts \S+% of \d+ of its own training rows, no better than "
                          r"always naming their most frequent class \(\S+%\): it learned nothing; its steps may "
                          r"diverge", w) for w in res.get("warnings", [])), res.get("warnings")
