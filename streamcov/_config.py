@@ -479,7 +479,8 @@ class CompileClock:
 @contextlib.contextmanager
 def compile_clock():
     """Measure the compilation inside the block (:class:`CompileClock`): a first run's timings (``seconds``,
-    ``fit_seconds``, ``featurize_ms_per_sequence``) include it, and a user is told how much it was."""
+    ``fit_seconds``, ``featurize_ms_per_sequence``) include it where it falls within them, and a user is told how
+    much it was."""
     from numba.core import event
 
     clock = CompileClock()
