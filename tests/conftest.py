@@ -6,6 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# GNU OpenMP's idle threads (numba's omp layer, scikit-learn's OpenMP code) spin after each parallel region: in
+# the two test processes on two cores they spun on the core the other process needed. libgomp reads this once, when
+# it loads: set before a test module imports numba or scikit-learn (numpy's OpenBLAS does not read it). A run of
+# streamcov gives each Dask thread one numba thread, so it has no idle ones (the skeleton demo took the same time).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,17 +24,17 @@ DATA = Path(os.environ.get("STREAMCOV_DATA", REPO.parent / "shared" / "data"))
 RGW_SETS = ['features.map="rgw"', "features.theta=0.7", 'features.sampling="stratified"', "features.center=true"]
 
 
-# The heaviest test files first (seconds of a run in two processes from a fresh numba cache, 2026-12-02:
-# training 273, pipeline 161, fault tolerance 143, cluster 129, bad input 125, lbfgs 108, benchmarks 83, mocap
-# 73, study 62, image features 52, descriptor options 48): with `-n 2 --dist loadfile` (the README's command) each
-# file runs whole in one of the two processes, taken in collection order (--no-loadscope-reorder), and the two end
-# together only when no long file is left for last. Each process starts with one file; the second starts with the
-# image features, which need none of the skeleton kernels: both processes began with a skeleton file and compiled
-# the same kernels side by side (about 40 s each), where now the second finds some of them in numba's cache. The
-# gain is within the spread of runs: the whole suite took 987 s before and 882 s after in a worktree (one run
-# each), and the README job of CI 883 s and 934 s before, 874 s after. The fault-tolerance file comes after a
-# skeleton file: its worker processes then load the kernels from the cache, where as the first file each of them
-# compiled them again (95 s of its 219 on 2026-11-30).
+# The heaviest test files first (seconds of a run in two processes from a fresh numba cache, 2026-12-02, with
+# OMP_WAIT_POLICY above: training 166, fault tolerance 110, pipeline 108, cluster 104, bad input 103, lbfgs 81,
+# benchmarks 62, mocap 59, descriptor options 52, image features 45, study 43): with `-n 2 --dist loadfile` (the
+# README's command) each file runs whole in one of the two processes, taken in collection order
+# (--no-loadscope-reorder), and the two end together only when no long file is left for last. Each process starts
+# with one file; the second starts with the image features, which need none of the skeleton kernels: both processes
+# began with a skeleton file and compiled the same kernels side by side (about 40 s each), where now the second
+# finds some of them in numba's cache. That gain is within the spread of runs (the whole suite took 987 s before
+# and 882 s after in a worktree, one run each). The fault-tolerance file comes after a skeleton file: its worker
+# processes then load the kernels from the cache, where as the first file each of them compiled them again (95 s
+# of its 219 on 2026-11-30).
 HEAVY_FIRST = ("test_training.py", "test_images_features.py", "test_pipeline.py", "test_fault_tolerance.py",
                "test_cluster.py", "test_lbfgs.py", "test_bad_input.py", "test_benchmarks.py", "test_mocap_asf_amc.py",
                "test_kernels_fast.py", "test_descriptor_options.py", "test_study.py", "test_mirror.py",
