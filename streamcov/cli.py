@@ -290,7 +290,7 @@ def _cmd_info(args) -> int:
     from .errors import ConfigError
 
     if args.verify and args.store is None:
-        raise ConfigError("--verify needs a STORE: streamcov info STORE --verify")
+        raise ConfigError("--verify needs a STORE or a MODEL folder: streamcov info STORE --verify")
     out = {}
     if args.threads or args.store is None:
         import numba
@@ -303,7 +303,20 @@ def _cmd_info(args) -> int:
                           "blas": [{k: d.get(k) for k in ("internal_api", "num_threads", "version")}
                                    for d in threadpool_info()]}
     ok = True
-    if args.store is not None:
+    if args.store is not None and Path(args.store).is_dir() and any(
+            (Path(args.store) / name).exists() for name in ("model.json", "model.npz")):
+        from .errors import ModelError
+        from .stream.model import describe, read_description
+        read_description(args.store)   # not a model, a newer format, an edited description: one line, exit 2
+        try:
+            out["model"] = describe(args.store, verify=args.verify)
+        except ModelError as exc:   # what only --verify reads: the arrays, drawn projections, the parts' fit
+            if not args.verify:
+                raise
+            ok = False
+            out["model"] = {"path": str(args.store), "problems": [str(exc)]}
+            print(f"{args.store}: DAMAGED model: {exc}", file=sys.stderr)
+    elif args.store is not None:
         from .data.ragged import store_status
         st = store_status(args.store)
         out["store"] = st
@@ -522,11 +535,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder for the merged results.csv, table.md and plots")
     mg.set_defaults(func=_cmd_study_merge)
 
-    f = sub.add_parser("info", help="describe a store (complete or not); with --threads, the thread plan")
-    f.add_argument("store", nargs="?", type=nonempty_input)
+    f = sub.add_parser("info", help="describe a store (complete or not) or a model folder; with --threads, the "
+                                    "thread plan")
+    f.add_argument("store", nargs="?", type=nonempty_input, metavar="STORE_OR_MODEL",
+                   help="a store of `ingest` or `synth`, or the model folder of a run (<output>/model)")
     f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
     f.add_argument("--verify", action="store_true",
-                   help="read every chunk of every array and check its checksum (exit 3 on damage)")
+                   help="read every chunk of every array and check its checksum, or every array of a model "
+                        "(exit 3 on damage)")
     f.add_argument("--json", action="store_true", help="print the description as one JSON line")
     f.set_defaults(func=_cmd_info)
     return p

@@ -2012,7 +2012,8 @@ STORES = [
          r"imgs: a folder without a zarr store; ingest it first: a skeleton archive with `streamcov ingest skeleton "
          r"--format FORMAT`, images with `streamcov ingest images --format folders`"),
     # the project's other folders and files, named for what they are
-    Case("info-a-model-folder", lambda e: ["info", e.shared["model"]],
+    # (info describes a model folder: tests/test_training.py)
+    Case("predict-a-model-folder-as-the-store", lambda e: ["predict", e.shared["model"], e.shared["model"]],
          r"/run/model: a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store$"),
     Case("info-a-run-folder", lambda e: ["info", e.shared["model"].parent],
          r"/run: the output folder of `streamcov run` \(task skeleton-classification\), not a store; the store it "

@@ -1236,3 +1236,92 @@ def test_a_result_records_the_configuration_it_ran_and_runs_it_again(synth_store
     assert again["accuracy"] == res["accuracy"]
     assert again["config"] == {**saved["config"], "output": str(tmp_path / "b")}
     np.testing.assert_array_equal(coef_of(tmp_path / "b"), coef_of(tmp_path / "a"))
+
+
+def test_info_describes_a_model_folder_and_verify_reads_every_array(synth_store, tmp_path):
+    """`streamcov info MODEL` says what the model is and what it was trained on, from its description checked
+    against its SHA-256; --verify loads the model as predict does (exit 3 and DAMAGED on a damaged array file);
+    an edited description is refused with one line (exit 2)."""
+    from cli_cases import assert_one_line_error, cli
+
+    run_pipeline(cfg_for(synth_store, tmp_path / "o"), scheduler="synchronous")
+    model = tmp_path / "o" / "model"
+    doc = json.loads((model / "model.json").read_text())
+    loaded = FittedPipeline.load(model)
+    rc, err, out = cli("info", model, "--json")
+    assert rc == 0 and err == "", err
+    got = json.loads(out)["model"]
+    assert got["path"] == str(model) and got["format_version"] == 4
+    assert (got["task"], got["pipeline"], got["fold"], got["seed"]) == ("skeleton-classification", "msr_action3d",
+                                                                        "odd-even", 0)
+    assert got["classes"] == loaded.label_names and got["n_classes"] == 8
+    assert got["source"] == doc["source"] and got["source"]["descriptor"]["levels"] == 1
+    assert got["classifier"]["class"] == type(loaded.classifier).__name__
+    assert got["classifier"]["params"] == doc["classifier"]["params"]
+    assert got["classifier"]["n_features_in_"] == loaded.classifier.n_features_in_ == 256
+    assert got["feature_map"]["class"] == type(loaded.feature_map).__name__
+    assert got["feature_map"]["params"]["n_components"] == 256
+    assert got["scaler"]["class"] == type(loaded.scaler).__name__
+    assert got["trained_on"]["store"] == str(Path(synth_store.path).absolute())
+    assert got["trained_on"]["store_id"] == synth_store.identity["id"]
+    assert got["trained_on"]["split"]["kind"] == "subject-parity"
+    assert got["checked"] == "the description (its SHA-256); --verify also reads and checks every array"
+    rc, err, out = cli("info", model, "--verify", "--json")
+    assert rc == 0 and err == "", err
+    assert json.loads(out)["model"]["checked"].endswith("every array read and checked (its SHA-256), the model "
+                                                        "loaded as predict loads it")
+    data = bytearray((model / "model.npz").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (model / "model.npz").write_bytes(bytes(data))
+    rc, err, out = cli("info", model, "--json")   # the description alone is sound
+    assert rc == 0 and err == "", err
+    rc, err, out = cli("info", model, "--verify", "--json")
+    assert rc == 3, err
+    assert re.fullmatch(rf"{re.escape(str(model))}: DAMAGED model: \S+model\.npz: (unreadable|not the model\.npz "
+                        rf"that model\.json was saved with).*: train the model again\n", err), err
+    assert json.loads(out)["model"]["problems"] == [err.split(": DAMAGED model: ", 1)[1].rstrip("\n")]
+    doc["label_names"][0] = "renamed"
+    (model / "model.json").write_text(json.dumps(doc))
+    for verify in ((), ("--verify",)):   # not damage that --verify finds: the model's description is refused
+        assert_one_line_error(*cli("info", model, *verify)[:2], r"model\.json: edited after it was saved \(it is "
+                                                                r"not the description its SHA-256, doc_sha256, was "
+                                                                r"taken of\)")
+    (tmp_path / "npz-only").mkdir()
+    (tmp_path / "npz-only" / "model.npz").write_bytes(bytes(data))
+    assert_one_line_error(*cli("info", tmp_path / "npz-only")[:2], r"npz-only/model\.json: missing; a model folder "
+                                                                   r"holds model\.json and model\.npz")
+    del doc["doc_sha256"]
+    doc["version"] = 3   # a model saved before descriptions recorded their SHA-256: described, and said so
+    (model / "model.json").write_text(json.dumps(doc))
+    rc, err, out = cli("info", model, "--json")
+    assert rc == 0 and err == "", err
+    assert json.loads(out)["model"]["checked"] == ("not the description (format version 3 records no SHA-256 of "
+                                                   "it); --verify also reads and checks every array")
+
+
+def test_info_describes_a_version_1_model_and_odd_parts_without_a_traceback(tmp_path):
+    """A version 1 model kept its descriptor at the top of model.json: info shows it as the source spec that load
+    builds from it; parts whose tables are not tables (not written by any streamcov) are shown without them."""
+    from cli_cases import cli
+    from streamcov.stream.model import FORMAT
+
+    doc = {"format": FORMAT, "version": 1, "descriptor": {"gamma": 1e-3, "normalize": True, "ddof": 1,
+                                                          "dtype": "float64", "other": 5},
+           "center": [0], "n_joints": 20, "feature_map": None, "scaler": None,
+           "classifier": {"class": "SGDClassifier", "params": {"alpha": 1e-4}, "scalars": [1], "tuples": "x",
+                          "estimators": [2], "arrays": {}},
+           "label_names": ["a", "b"]}
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.json").write_text(json.dumps(doc))
+    (model / "model.npz").write_bytes(b"")
+    rc, err, out = cli("info", model, "--json")
+    assert rc == 0 and err == "", err
+    got = json.loads(out)["model"]
+    assert got["source"] == {"kind": "skeleton", "n_joints": 20, "descriptor": {
+        "center": [0], "gamma": 1e-3, "normalize": True, "ddof": 1, "dtype": "float64"}}
+    assert got["classifier"] == {"class": "SGDClassifier", "params": {"alpha": 1e-4}}
+    assert got["feature_map"] is None and got["n_classes"] == 2 and got["task"] is None
+    assert got["checked"].startswith("not the description (format version 1 records no SHA-256 of it)")
+    rc, err, out = cli("info", model, "--verify")
+    assert rc == 3 and err.startswith(f"{model}: DAMAGED model: "), err

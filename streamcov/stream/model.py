@@ -553,6 +553,109 @@ def _run_note(folder: Path) -> str:
     return ""
 
 
+def read_description(folder) -> tuple[Path, Path, dict]:
+    """``(model.json, model.npz, description)`` of a model folder: the description read and checked as
+    :meth:`FittedPipeline.load` does before it reads an array (a streamcov model of a version this streamcov
+    reads, not edited since it was saved: its ``doc_sha256``). Raises :class:`ModelError` with one line."""
+    folder = path_arg("folder", folder, None, "the model folder of a run (<output>/model)")
+    jpath, npath = folder / "model.json", folder / "model.npz"
+    if not folder.is_dir():
+        # a file, a device or a pipe there is not "no such" folder
+        what = ("a file, not a model folder" if folder.is_file() else "a device or a pipe, not a model folder"
+                if folder.exists() else "no such model folder")
+        raise ModelError(f"{folder}: {what} (a run writes its model into <output>/model)" + _run_note(folder))
+    for path in (jpath, npath):
+        if not path.is_file():
+            if path.exists():   # a pipe would wait for a writer and a device (/dev/zero) never ends
+                raise ModelError(f"{path}: not a regular file (a pipe, a device or a link to one); a model "
+                                 f"folder holds model.json and model.npz as files: train the model again")
+            raise ModelError(f"{path}: missing; a model folder holds model.json and model.npz: train "
+                             f"the model again")
+    try:
+        doc = json.loads(jpath.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{jpath}: not valid JSON ({exc}); the file is damaged: train the model again") from None
+    except RecursionError:
+        raise ModelError(f"{jpath}: nested too deeply to be a model's description (not a streamcov model); "
+                         f"train the model again") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ModelError(f"{jpath}: not a streamcov model (format "
+                         f"{doc.get('format') if isinstance(doc, dict) else None!r})")
+    version = doc.get("version")
+    if not isinstance(version, int) or not 1 <= version <= VERSION:
+        raise ModelError(f"{jpath}: model format version {version!r}; this streamcov reads versions 1 to "
+                         f"{VERSION}: upgrade streamcov or train the model again")
+    if (version >= 4 or "doc_sha256" in doc) and doc.get("doc_sha256") != doc_sha256_of(doc):
+        raise ModelError(f"{jpath}: edited after it was saved (it is not the description its SHA-256, "
+                         f"doc_sha256, was taken of); a model's description is not edited: train the model "
+                         f"again")
+    return jpath, npath, doc
+
+
+def source_of(doc: dict) -> dict:
+    """The source spec of a model's description; version 1 (skeleton models only) kept its descriptor at the top."""
+    source = doc.get("source")
+    if source is None:
+        d = dict(doc["descriptor"])
+        d["center"] = doc.get("center")
+        source = {"kind": "skeleton", "n_joints": doc["n_joints"],
+                  "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
+    return source
+
+
+def _fitted_part(desc) -> dict | None:
+    """One estimator of a model's description as ``info`` shows it: class, parameters, fitted scalars (no array)."""
+    if not isinstance(desc, dict):
+        return None
+
+    def table(key) -> dict:
+        value = desc.get(key)
+        return value if isinstance(value, dict) else {}
+
+    out = {"class": desc.get("class"), "params": desc.get("params"), **table("scalars"), **table("tuples")}
+    if table("estimators"):
+        out["estimators"] = {k: _fitted_part(v) for k, v in table("estimators").items()}
+    return out
+
+
+def describe(folder, verify: bool = False) -> dict:
+    """What a model folder holds (``streamcov info MODEL``): task, source and descriptor, feature map, scaler,
+    classifier, classes, and the store, split and source archive it was trained on.
+
+    The description is checked as :func:`read_description` checks it (not edited since it was saved); with
+    ``verify`` the model is then loaded as ``predict`` loads it (every array read and checked against the
+    SHA-256 the description records, a map's projections drawn again from its seed, the parts checked to fit
+    together). Raises :class:`ModelError` with one line."""
+    jpath, _, doc = read_description(folder)
+    if verify:
+        FittedPipeline.load(folder)
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    names = doc.get("label_names")
+    store = info.get("store") if isinstance(info.get("store"), dict) else {}
+    try:
+        source = source_of(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{jpath}: incomplete model description ({exc.__class__.__name__}: {exc})") from None
+    shown = ("task", "pipeline", "fold", "seed", "store", "store_path", "split", "source_record")
+    return {"path": str(jpath.parent), "format_version": doc["version"],
+            **{k: info.get(k) for k in shown[:4]},
+            "n_classes": len(names) if isinstance(names, list) else None, "classes": names, "source": source,
+            **{part: _fitted_part(doc.get(part)) for part in ("feature_map", "scaler", "classifier")},
+            "trained_on": {"store": info.get("store_path"), "store_id": store.get("id"),
+                           "store_created": store.get("created"), "split": info.get("split"),
+                           "source": info.get("source_record")},
+            "recorded": {k: v for k, v in info.items() if k not in shown},   # an image model's method, pixels...
+            "checked": _checked_words(doc, verify)}
+
+
+def _checked_words(doc: dict, verify: bool) -> str:
+    what = ("the description (its SHA-256)" if "doc_sha256" in doc else
+            f"not the description (format version {doc['version']} records no SHA-256 of it)")
+    if verify:
+        return f"{what}; every array read and checked (its SHA-256), the model loaded as predict loads it"
+    return f"{what}; --verify also reads and checks every array"
+
+
 class FittedPipeline:
     """Source spec + feature map + optional scaler + classifier, with label names and provenance.
 
@@ -645,38 +748,7 @@ class FittedPipeline:
 
     @classmethod
     def load(cls, folder) -> "FittedPipeline":
-        folder = path_arg("folder", folder, None, "the model folder of a run (<output>/model)")
-        jpath, npath = folder / "model.json", folder / "model.npz"
-        if not folder.is_dir():
-            # a file, a device or a pipe there is not "no such" folder
-            what = ("a file, not a model folder" if folder.is_file() else "a device or a pipe, not a model folder"
-                    if folder.exists() else "no such model folder")
-            raise ModelError(f"{folder}: {what} (a run writes its model into <output>/model)" + _run_note(folder))
-        for path in (jpath, npath):
-            if not path.is_file():
-                if path.exists():   # a pipe would wait for a writer and a device (/dev/zero) never ends
-                    raise ModelError(f"{path}: not a regular file (a pipe, a device or a link to one); a model "
-                                     f"folder holds model.json and model.npz as files: train the model again")
-                raise ModelError(f"{path}: missing; a model folder holds model.json and model.npz: train "
-                                 f"the model again")
-        try:
-            doc = json.loads(jpath.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ModelError(f"{jpath}: not valid JSON ({exc}); the file is damaged: train the model again") from None
-        except RecursionError:
-            raise ModelError(f"{jpath}: nested too deeply to be a model's description (not a streamcov model); "
-                             f"train the model again") from None
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ModelError(f"{jpath}: not a streamcov model (format "
-                             f"{doc.get('format') if isinstance(doc, dict) else None!r})")
-        version = doc.get("version")
-        if not isinstance(version, int) or not 1 <= version <= VERSION:
-            raise ModelError(f"{jpath}: model format version {version!r}; this streamcov reads versions 1 to "
-                             f"{VERSION}: upgrade streamcov or train the model again")
-        if (version >= 4 or "doc_sha256" in doc) and doc.get("doc_sha256") != doc_sha256_of(doc):
-            raise ModelError(f"{jpath}: edited after it was saved (it is not the description its SHA-256, "
-                             f"doc_sha256, was taken of); a model's description is not edited: train the model "
-                             f"again")
+        jpath, npath, doc = read_description(folder)
         # the digest first, and the members' declared sizes: a file of another model (or one grown by a member of
         # gigabytes of zeros, compressed to nothing) is refused before anything of it is read into memory
         digest = doc.get("arrays_sha256")
@@ -700,12 +772,7 @@ class FittedPipeline:
             raise ModelError(f"{npath}: unreadable ({exc.__class__.__name__}: {exc}); the file is "
                              f"damaged: train the model again") from None
         try:
-            source = doc.get("source")
-            if source is None:   # version 1: skeleton models only
-                d = dict(doc["descriptor"])
-                d["center"] = doc.get("center")
-                source = {"kind": "skeleton", "n_joints": doc["n_joints"],
-                          "descriptor": {k: d[k] for k in ("center", "gamma", "normalize", "ddof", "dtype") if k in d}}
+            source = source_of(doc)
             if doc.get("map_redraw"):
                 _draw_again(doc["feature_map"], doc["map_redraw"], arrays)
             # the arrays just read from the .npz (or drawn again) belong to this model alone: the map's
