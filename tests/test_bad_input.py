@@ -2017,7 +2017,8 @@ STORES = [
          r"/run/model: a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store$"),
     Case("info-a-run-folder", lambda e: ["info", e.shared["model"].parent],
          r"/run: the output folder of `streamcov run` \(task skeleton-classification\), not a store; the store it "
-         r"read is \S+synth\.zarr, its features are in features\*\.zarr, its model in model/$"),
+         r"read is \S+synth\.zarr, its features are in features\*\.zarr, its model in model/ \(which `streamcov info` "
+         r"describes\)$"),
     # another task's output has no features and no model (it was described as a classification's)
     Case("info-a-tgp-run-folder", lambda e: ["info", tgp_output(e)],
          r"/o: the output folder of `streamcov run` \(task tgp-sshape\), not a store: its results are in "

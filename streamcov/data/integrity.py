@@ -328,10 +328,10 @@ def _output_folder_words(p: Path, marker: str) -> str:
         where = (f"the store it read is {store}" if isinstance(store, str) and store else
                  "the store it read is its pipeline's data.store")
         return (f"the output folder of `streamcov run`{f' (task {task})' if task else ''}, not a store; {where}, "
-                f"its features are in features*.zarr, its model in model/")
+                f"its features are in features*.zarr, its model in model/ (which `streamcov info` describes)")
     if not mark:   # an earlier version's output
         return "a folder of results (result.json), not a store"
-    model = ", its model in model/" if (p / "model" / "model.json").is_file() else ""
+    model = ", its model in model/ (which `streamcov info` describes)" if (p / "model" / "model.json").is_file() else ""
     return f"the output folder of `streamcov run` (task {task}), not a store: its results are in result.json{model}"
 
 
