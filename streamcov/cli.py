@@ -537,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("info", help="describe a store (complete or not) or a model folder; with --threads, the "
                                     "thread plan")
-    f.add_argument("store", nargs="?", type=nonempty_input, metavar="STORE_OR_MODEL",
+    f.add_argument("store", nargs="?", type=nonempty_input,
                    help="a store of `ingest` or `synth`, or the model folder of a run (<output>/model)")
     f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
     f.add_argument("--verify", action="store_true",
