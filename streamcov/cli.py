@@ -303,16 +303,15 @@ def _cmd_info(args) -> int:
                           "blas": [{k: d.get(k) for k in ("internal_api", "num_threads", "version")}
                                    for d in threadpool_info()]}
     ok = True
-    if args.store is not None and Path(args.store).is_dir() and any(
-            (Path(args.store) / name).exists() for name in ("model.json", "model.npz")):
+    if _model_folder(args.store):
         from .errors import ModelError
-        from .stream.model import describe, read_description
-        read_description(args.store)   # not a model, a newer format, an edited description: one line, exit 2
+        from .stream.model import describe
+        # not a model, a newer format, an edited or incomplete description: one line, exit 2
+        out["model"] = describe(args.store)
         try:
-            out["model"] = describe(args.store, verify=args.verify)
+            if args.verify:
+                out["model"] = describe(args.store, verify=True)
         except ModelError as exc:   # what only --verify reads: the arrays, drawn projections, the parts' fit
-            if not args.verify:
-                raise
             ok = False
             out["model"] = {"path": str(args.store), "problems": [str(exc)]}
             print(f"{args.store}: DAMAGED model: {exc}", file=sys.stderr)
@@ -571,10 +570,18 @@ def _stdout_closed() -> bool:
         return False
 
 
+def _model_folder(path) -> bool:
+    """Whether ``info`` is given a model folder (model.json or model.npz in it) rather than a store."""
+    return path is not None and Path(path).is_dir() and any((Path(path) / name).exists()
+                                                            for name in ("model.json", "model.npz"))
+
+
 def _starts_numba(args) -> bool:
-    """Whether the command starts numba: every one but ``info STORE`` without ``--threads``, which reads the
-    store's files only (a store is described whatever numba's environment variables say)."""
-    return args.command != "info" or args.threads or args.store is None
+    """Whether the command starts numba: every one but ``info STORE`` or ``info MODEL`` without ``--threads``
+    (and, for a model, without ``--verify``, which loads it as predict does), which read files only (described
+    whatever numba's environment variables say)."""
+    return (args.command != "info" or args.threads or args.store is None
+            or (args.verify and _model_folder(args.store)))
 
 
 class Terminated(KeyboardInterrupt):

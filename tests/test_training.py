@@ -1238,7 +1238,7 @@ def test_a_result_records_the_configuration_it_ran_and_runs_it_again(synth_store
     np.testing.assert_array_equal(coef_of(tmp_path / "b"), coef_of(tmp_path / "a"))
 
 
-def test_info_describes_a_model_folder_and_verify_reads_every_array(synth_store, tmp_path):
+def test_info_describes_a_model_folder_and_verify_reads_every_array(synth_store, tmp_path, monkeypatch):
     """`streamcov info MODEL` says what the model is and what it was trained on, from its description checked
     against its SHA-256; --verify loads the model as predict does (exit 3 and DAMAGED on a damaged array file);
     an edited description is refused with one line (exit 2)."""
@@ -1270,6 +1270,10 @@ def test_info_describes_a_model_folder_and_verify_reads_every_array(synth_store,
     assert rc == 0 and err == "", err
     assert json.loads(out)["model"]["checked"].endswith("every array read and checked (its SHA-256), the model "
                                                         "loaded as predict loads it")
+    with monkeypatch.context() as m:   # --verify loads the model as predict does: numba's environment is checked
+        m.setenv("NUMBA_NUM_THREADS", "0")
+        assert cli("info", model, "--json")[0] == 0
+        assert_one_line_error(*cli("info", model, "--verify")[:2], r"environment variable NUMBA_NUM_THREADS='0'")
     data = bytearray((model / "model.npz").read_bytes())
     data[len(data) // 2] ^= 0xFF
     (model / "model.npz").write_bytes(bytes(data))
@@ -1302,7 +1306,7 @@ def test_info_describes_a_model_folder_and_verify_reads_every_array(synth_store,
 def test_info_describes_a_version_1_model_and_odd_parts_without_a_traceback(tmp_path):
     """A version 1 model kept its descriptor at the top of model.json: info shows it as the source spec that load
     builds from it; parts whose tables are not tables (not written by any streamcov) are shown without them."""
-    from cli_cases import cli
+    from cli_cases import assert_one_line_error, cli
     from streamcov.stream.model import FORMAT
 
     doc = {"format": FORMAT, "version": 1, "descriptor": {"gamma": 1e-3, "normalize": True, "ddof": 1,
@@ -1325,3 +1329,8 @@ def test_info_describes_a_version_1_model_and_odd_parts_without_a_traceback(tmp_
     assert got["checked"].startswith("not the description (format version 1 records no SHA-256 of it)")
     rc, err, out = cli("info", model, "--verify")
     assert rc == 3 and err.startswith(f"{model}: DAMAGED model: "), err
+    del doc["n_joints"]   # an incomplete description: refused alike with --verify or without
+    (model / "model.json").write_text(json.dumps(doc))
+    for verify in ((), ("--verify",)):
+        assert_one_line_error(*cli("info", model, *verify)[:2], r"model\.json: incomplete model description "
+                                                                r"\(KeyError: 'n_joints'\)")

@@ -627,15 +627,15 @@ def describe(folder, verify: bool = False) -> dict:
     SHA-256 the description records, a map's projections drawn again from its seed, the parts checked to fit
     together). Raises :class:`ModelError` with one line."""
     jpath, _, doc = read_description(folder)
+    try:
+        source = source_of(doc)
+    except (KeyError, TypeError, ValueError) as exc:   # the same refusal with --verify or without
+        raise ModelError(f"{jpath}: incomplete model description ({exc.__class__.__name__}: {exc})") from None
     if verify:
         FittedPipeline.load(folder)
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     names = doc.get("label_names")
     store = info.get("store") if isinstance(info.get("store"), dict) else {}
-    try:
-        source = source_of(doc)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelError(f"{jpath}: incomplete model description ({exc.__class__.__name__}: {exc})") from None
     shown = ("task", "pipeline", "fold", "seed", "store", "store_path", "split", "source_record")
     return {"path": str(jpath.parent), "format_version": doc["version"],
             **{k: info.get(k) for k in shown[:4]},
