@@ -263,3 +263,28 @@ def test_the_driver_holds_no_fit_sample_for_a_centred_map(tmp_path, monkeypatch,
         assert got.projections_.tobytes() == want.projections_.tobytes()
     stored = feat.store.read_blocks(0, feat.store.n_blocks)
     assert stored.tobytes() == transformed(whole).astype(stored.dtype).tobytes()
+
+
+def test_the_nested_benchmark_features_from_precomputed_distances_are_the_maps(rows):
+    """benchmarks/nested_selection.py builds the features of every fold from one kernel between all rows;
+    with every fit row a landmark they give the map's Gram matrix (blocks and views, as the skeleton files)."""
+    import sys
+
+    from conftest import REPO
+    from streamcov.kernels import block_distances, block_kernel
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from nested_selection import nystroem_features as from_kernel
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    blocks = [[2, 0.5], [3, 0.5]]   # two views of 5 columns
+    fit = np.zeros(len(rows), dtype=bool)
+    fit[::3] = True
+    K = block_kernel(block_distances(rows, None, blocks, 2), blocks, 0.7, 2)
+    Z = from_kernel(K, fit, np.arange(len(rows)))
+    est = GaussianNystroem(n_components=1000, sigma=0.7, blocks=blocks, views=2, random_state=0).fit(rows[fit])
+    Zm = est.transform(rows)
+    # the same algebra on kernels computed in another order: equal to rounding (1e-12 on values of order 1)
+    np.testing.assert_allclose(Z @ Z.T, Zm @ Zm.T, atol=1e-12)
+    np.testing.assert_allclose(Z, Zm, atol=1e-10)   # the same features: K_LL^{-1/2} does not depend on eigh's signs

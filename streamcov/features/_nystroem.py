@@ -31,6 +31,20 @@ from .._fitparams import FitParams
 from ..kernels import block_gaussian_kernel, check_blocks
 
 
+def inverse_sqrt(K_LL: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """``K_LL^{-1/2}`` of a landmarks' Gram matrix, the map's normalization (``z(x) = k(x, L) K_LL^{-1/2}``).
+
+    K_LL is PSD; round-off (or repeated rows) leaves eigenvalues at the noise level, whose inverse square roots
+    would amplify noise: those directions are dropped (pseudo-inverse), at the precision of the rows
+    (``dtype``: float32 landmarks give a K_LL good to float32's eps only).
+    """
+    s, U = eigh(K_LL)
+    keep = s > len(s) * np.finfo(dtype).eps * max(float(s.max()), 0.0)
+    inv = np.zeros_like(s)
+    inv[keep] = 1.0 / np.sqrt(s[keep])
+    return (U * inv) @ U.T
+
+
 class GaussianNystroem(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Nystroem map of ``k(x, y) = sum_b w_b exp(-||x_b - y_b||^2 / (2 sigma^2))`` (one block: eq. (1)).
 
@@ -88,16 +102,9 @@ class GaussianNystroem(FitParams, ClassNamePrefixFeaturesOutMixin, TransformerMi
         check_blocks(self.blocks, X.shape[1], self.views)
         idx = self.landmark_indices(X.shape[0])
         L = X[idx]   # a copy: the landmarks must not change with the caller's rows
-        s, U = eigh(self._kernel(L))
-        # K_LL is PSD; round-off (or repeated rows) leaves eigenvalues at the noise level, whose inverse
-        # square roots would amplify noise: those directions are dropped (pseudo-inverse), at the precision of
-        # the rows (float32 landmarks give a K_LL good to float32's eps only)
-        keep = s > len(idx) * np.finfo(X.dtype).eps * max(float(s.max()), 0.0)
-        inv = np.zeros_like(s)
-        inv[keep] = 1.0 / np.sqrt(s[keep])
         self.components_ = L
         self.component_indices_ = idx
-        self.normalization_ = (U * inv) @ U.T
+        self.normalization_ = inverse_sqrt(self._kernel(L), X.dtype)
         self._remember_params()
         return self
 

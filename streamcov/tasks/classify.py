@@ -206,6 +206,14 @@ def run_skeleton(cfg, ctx) -> dict:
                           f"descriptors themselves, each window with weight 1 (its own weights choose); set "
                           f"features.map (e.g. \"nystroem\") or model.learner = \"exact-svm\", or remove "
                           f"descriptor.level_weights")
+    return classify(cfg, ctx, source, kernel_map_params(cfg, source), cfg.features.fit_sample)
+
+
+def kernel_map_params(cfg, source) -> dict:
+    """The ``[features]`` map of a skeleton pipeline over the kernel its descriptor defines: one block per
+    pyramid window (their sum of Gaussian kernels) and the views of the mirror (the kernel's mean over them)."""
+    map_params = cfg.features.params()
+    d = cfg.descriptor
     if (len(source.kernel_blocks) > 1 or source.kernel_views > 1) and map_params.get("map") != "none":
         # a sum of Gaussian kernels, one per pyramid window: one map per block, concatenated (Nystroem: one
         # map of the sum, its landmarks shared by the blocks); with the mirror view, averaged over the views
@@ -218,7 +226,7 @@ def run_skeleton(cfg, ctx) -> dict:
                               f"windows of descriptor.levels = {d.levels}"
                               f"{' (overlapping)' if d.overlap else ''}, each of which needs its own features; "
                               f"raise features.n_components, or lower descriptor.levels")
-    return classify(cfg, ctx, source, map_params, cfg.features.fit_sample)
+    return map_params
 
 
 def run_image_stream(cfg, ctx) -> dict:
