@@ -290,7 +290,8 @@ def _cmd_info(args) -> int:
     from .errors import ConfigError
 
     if args.verify and args.store is None:
-        raise ConfigError("--verify needs a STORE or a MODEL folder: streamcov info STORE --verify")
+        raise ConfigError("--verify needs a STORE, a MODEL folder or a run's output folder: streamcov info STORE "
+                          "--verify")
     out = {}
     if args.threads or args.store is None:
         import numba
@@ -304,17 +305,32 @@ def _cmd_info(args) -> int:
                                    for d in threadpool_info()]}
     ok = True
     if _model_folder(args.store):
-        from .errors import ModelError
         from .stream.model import describe
         # not a model, a newer format, an edited or incomplete description: one line, exit 2
         out["model"] = describe(args.store)
-        try:
-            if args.verify:
-                out["model"] = describe(args.store, verify=True)
-        except ModelError as exc:   # what only --verify reads: the arrays, drawn projections, the parts' fit
+        if args.verify:
+            ok = _verify_model(args.store, out)
+    elif _run_folder(args.store):
+        from .tasks.runner import describe_run
+        run = out["run"] = describe_run(args.store)
+        task = f" (task {run['task']})" if run.get("task") else ""
+        if run.get("problems"):
             ok = False
-            out["model"] = {"path": str(args.store), "problems": [str(exc)]}
-            print(f"{args.store}: DAMAGED model: {exc}", file=sys.stderr)
+            print(f"{args.store}: DAMAGED run{task}: {run['problems'][0]}", file=sys.stderr)
+        elif not run["complete"]:
+            ok = False
+            by = run.get("being_written_by")
+            if by is not None:
+                print(f"{args.store}: INCOMPLETE run{task}: under way, in process {by.get('pid')} on "
+                      f"{by.get('host')} since {by.get('started')}", file=sys.stderr)
+            else:
+                print(f"{args.store}: INCOMPLETE run{task}: no result.json, which a run writes last: it was stopped "
+                      f"before it finished; run it again (with --resume a training continues from its checkpoints)",
+                      file=sys.stderr)
+        if args.verify:   # a run's files beyond its model are its result (read above) and caches it checks itself
+            run["verified"] = "model" if _model_folder(Path(args.store) / "model") else "nothing: no model/"
+            if run["verified"] == "model":
+                ok = _verify_model(Path(args.store) / "model", run) and ok
     elif args.store is not None:
         from .data.ragged import store_status
         st = store_status(args.store)
@@ -348,6 +364,22 @@ def _cmd_info(args) -> int:
                   f"{' (and more)' if len(st['problems']) > 5 else ''}", file=sys.stderr)
     print(json.dumps(out, indent=None if args.json else 2, default=str))
     return 0 if ok else 3
+
+
+def _verify_model(folder, into: dict) -> bool:
+    """``info --verify`` of a model folder: ``into["model"]`` becomes its description after loading it as
+    predict does, or its problem (said on stderr: DAMAGED). Returns whether it is sound."""
+    from .errors import ModelError
+    from .stream.model import describe
+
+    try:
+        # not a model, a newer format, an edited or incomplete description: one line, exit 2 (raised on)
+        into["model"] = describe(folder, verify=True)
+    except ModelError as exc:   # what only --verify reads: the arrays, drawn projections, the parts' fit
+        into["model"] = {"path": str(folder), "problems": [str(exc)]}
+        print(f"{folder}: DAMAGED model: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _open_problems(path) -> list[str]:
@@ -534,14 +566,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder for the merged results.csv, table.md and plots")
     mg.set_defaults(func=_cmd_study_merge)
 
-    f = sub.add_parser("info", help="describe a store (complete or not) or a model folder; with --threads, the "
-                                    "thread plan")
+    f = sub.add_parser("info", help="describe a store (complete or not), a model folder or a run's output "
+                                    "folder; with --threads, the thread plan")
     f.add_argument("store", nargs="?", type=nonempty_input,
-                   help="a store of `ingest` or `synth`, or the model folder of a run (<output>/model)")
+                   help="a store of `ingest` or `synth`, the output folder of a run, or its model folder "
+                        "(<output>/model)")
     f.add_argument("--threads", action="store_true", help="show numba/BLAS/Dask thread settings")
     f.add_argument("--verify", action="store_true",
                    help="read every chunk of every array and check its checksum, or every array of a model "
-                        "(exit 3 on damage)")
+                        "(a run's: its model/) (exit 3 on damage)")
     f.add_argument("--json", action="store_true", help="print the description as one JSON line")
     f.set_defaults(func=_cmd_info)
     return p
@@ -576,12 +609,23 @@ def _model_folder(path) -> bool:
                                                             for name in ("model.json", "model.npz"))
 
 
+def _run_folder(path) -> bool:
+    """Whether ``info`` is given the output folder of ``streamcov run`` (its marker, or a result.json of an
+    earlier version's run) rather than a store (a zarr group)."""
+    from .lock import OUTPUT_MARKER
+
+    p = None if path is None else Path(path)
+    return p is not None and p.is_dir() and not (p / "zarr.json").exists() and (
+        (p / OUTPUT_MARKER).is_file() or (p / "result.json").is_file())
+
+
 def _starts_numba(args) -> bool:
-    """Whether the command starts numba: every one but ``info STORE`` or ``info MODEL`` without ``--threads``
-    (and, for a model, without ``--verify``, which loads it as predict does), which read files only (described
-    whatever numba's environment variables say)."""
+    """Whether the command starts numba: every one but ``info STORE``, ``info MODEL`` or ``info RUN`` without
+    ``--threads`` (and, for a model or a run's model, without ``--verify``, which loads it as predict does), which
+    read files only (described whatever numba's environment variables say)."""
     return (args.command != "info" or args.threads or args.store is None
-            or (args.verify and _model_folder(args.store)))
+            or (args.verify and (_model_folder(args.store)
+                                 or (_run_folder(args.store) and _model_folder(Path(args.store) / "model")))))
 
 
 class Terminated(KeyboardInterrupt):

@@ -297,7 +297,16 @@ def store_writer(store_path) -> dict | None:
     it, else None (no lock, or a stale one, judged as :func:`_take_over` judges it: a lock of this host that no
     process holds, or one of a dead process of this host): an incomplete store being written right now, which
     ``streamcov info`` must not judge by a commit point that moves as it reads."""
-    path = _store_lock_path(Path(store_path))
+    return lock_holder(_store_lock_path(Path(store_path)))
+
+
+def output_writer(folder) -> dict | None:
+    """The holder of the lock of the output folder ``folder`` while a run holds it (:func:`store_writer`)."""
+    return lock_holder(Path(folder) / OUTPUT_LOCK)
+
+
+def lock_holder(path: Path) -> dict | None:
+    """The holder of the lock file ``path`` while a live process holds it, else None (:func:`store_writer`)."""
     try:
         holder = _holder(path)
     except OSError:

@@ -2015,12 +2015,15 @@ STORES = [
     # (info describes a model folder: tests/test_training.py)
     Case("predict-a-model-folder-as-the-store", lambda e: ["predict", e.shared["model"], e.shared["model"]],
          r"/run/model: a model folder, not a store; `streamcov predict MODEL STORE` applies the model to a store$"),
-    Case("info-a-run-folder", lambda e: ["info", e.shared["model"].parent],
+    # (info describes a run's output folder: tests/test_training.py)
+    Case("predict-on-a-run-folder", lambda e: ["predict", e.shared["model"], e.shared["model"].parent,
+                                               "--out", e.tmp / "p.csv"],
          r"/run: the output folder of `streamcov run` \(task skeleton-classification\), not a store; the store it "
          r"read is \S+synth\.zarr, its features are in features\*\.zarr, its model in model/ \(which `streamcov info` "
          r"describes\)$"),
     # another task's output has no features and no model (it was described as a classification's)
-    Case("info-a-tgp-run-folder", lambda e: ["info", tgp_output(e)],
+    Case("predict-on-a-tgp-run-folder", lambda e: ["predict", e.shared["model"], tgp_output(e), "--out",
+                                                   e.tmp / "p.csv"],
          r"/o: the output folder of `streamcov run` \(task tgp-sshape\), not a store: its results are in "
          r"result\.json$"),
     Case("info-a-store-s-zarr-json", lambda e: ["info", e.shared["synth"] / "zarr.json"],

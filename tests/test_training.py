@@ -1303,6 +1303,68 @@ def test_info_describes_a_model_folder_and_verify_reads_every_array(synth_store,
                                                    "it); --verify also reads and checks every array")
 
 
+def test_info_describes_a_run_folder_finished_stopped_under_way_or_damaged(synth_store, tmp_path, monkeypatch):
+    """`streamcov info RUN`: a finished run's figures from its result.json (each fold's too) and which of its
+    files are there; --verify loads its model as predict does (DAMAGED, exit 3, on a damaged array file). A run
+    without result.json (written last) is INCOMPLETE (exit 3): under way while a process holds the folder's
+    lock, else stopped; a result.json that is not a result is DAMAGED (exit 3). One line on stderr each."""
+    from cli_cases import assert_one_line_error, cli
+    from streamcov.lock import output_lock
+
+    out = tmp_path / "o"
+    res = run_pipeline(cfg_for(synth_store, out), scheduler="synchronous")
+    rc, err, text = cli("info", out, "--json")
+    assert rc == 0 and err == "", err
+    got = json.loads(text)["run"]
+    saved = json.loads((out / "result.json").read_text())
+    assert got["path"] == str(out) and got["complete"] is True and got["task"] == "skeleton-classification"
+    assert (got["pipeline"], got["accuracy"], got["seconds"]) == (saved["pipeline"], res["accuracy"], saved["seconds"])
+    assert got["store"] == saved["store"] and got["finished_utc"] == saved["finished_utc"]
+    assert got["streamcov"] == saved["versions"]["streamcov"]
+    folds = saved.get("folds") or [saved]   # one fold: its figures are the result's own
+    assert [f["accuracy"] for f in got.get("folds", [got])] == [f["accuracy"] for f in folds]
+    assert got["files"] == {"model": True, "predictions": True,
+                            "feature_stores": sorted(p.name for p in out.glob("features*.zarr"))}
+    assert got["files"]["feature_stores"] and "model" not in got and "verified" not in got
+    rc, err, text = cli("info", out, "--verify", "--json")
+    assert rc == 0 and err == "", err
+    got = json.loads(text)["run"]
+    assert got["verified"] == "model" and got["model"]["path"] == str(out / "model")
+    assert got["model"]["checked"].endswith("the model loaded as predict loads it")
+    with monkeypatch.context() as m:   # --verify loads the run's model as predict does: numba's environment first
+        m.setenv("NUMBA_NUM_THREADS", "0")
+        assert cli("info", out, "--json")[0] == 0
+        assert_one_line_error(*cli("info", out, "--verify")[:2], r"environment variable NUMBA_NUM_THREADS='0'")
+    npz = out / "model" / "model.npz"
+    sound = npz.read_bytes()
+    data = bytearray(sound)
+    data[len(data) // 2] ^= 0xFF
+    npz.write_bytes(bytes(data))
+    assert cli("info", out)[0] == 0   # without --verify the arrays are not read
+    rc, err, text = cli("info", out, "--verify", "--json")
+    assert rc == 3 and err.count("\n") == 1, err
+    assert err.startswith(f"{out / 'model'}: DAMAGED model: ") and "Traceback" not in err, err
+    assert json.loads(text)["run"]["model"]["problems"] == [err.split(": DAMAGED model: ", 1)[1].rstrip("\n")]
+    npz.write_bytes(sound)
+    (out / "result.json").write_text("[1, 2]")
+    rc, err, text = cli("info", out, "--json")
+    assert rc == 3 and err == (f"{out}: DAMAGED run (task skeleton-classification): result.json is not a run's "
+                               f"result (a JSON list)\n"), err
+    assert json.loads(text)["run"]["complete"] is False
+    (out / "result.json").unlink()   # as a run leaves its folder until it finishes
+    rc, err, text = cli("info", out, "--json")
+    assert rc == 3 and re.fullmatch(rf"{re.escape(str(out))}: INCOMPLETE run \(task skeleton-classification\): no "
+                                    rf"result\.json, which a run writes last: it was stopped before it finished; run "
+                                    rf"it again \(with --resume a training continues from its checkpoints\)\n",
+                                    err), err
+    assert json.loads(text)["run"]["complete"] is False
+    with output_lock(out):   # a run holds it from its start to its end
+        rc, err, text = cli("info", out, "--json")
+    assert rc == 3 and re.fullmatch(rf"{re.escape(str(out))}: INCOMPLETE run \(task skeleton-classification\): "
+                                    rf"under way, in process \d+ on \S+ since .+\n", err), err
+    assert json.loads(text)["run"]["being_written_by"]["pid"] > 0
+
+
 def test_info_describes_a_version_1_model_and_odd_parts_without_a_traceback(tmp_path):
     """A version 1 model kept its descriptor at the top of model.json: info shows it as the source spec that load
     builds from it; parts whose tables are not tables (not written by any streamcov) are shown without them."""

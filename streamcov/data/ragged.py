@@ -122,7 +122,8 @@ def store_status(path) -> dict:
     if fmt not in ("streamcov.skeleton-sequences", "streamcov.images"):
         what = store_words(path, attrs)
         raise StoreError(f"{path}: {what}{', not a data store' if what == FEATURE_STORE else ''}; `streamcov info` "
-                         f"describes the stores of `streamcov ingest` and `synth`, and a run's model folder")
+                         f"describes the stores of `streamcov ingest` and `synth`, a run's output folder and its "
+                         f"model folder")
     # a store written by a newer streamcov: said as `run` says it (its attributes may mean something else)
     check_not_newer(path, attrs)
     status = {"path": str(path), "format": fmt, "complete": attrs.get("complete") is True}

@@ -533,3 +533,53 @@ def json_default(o):
 
 
 __all__ = ["json_default", "run"]
+
+
+def describe_run(path) -> dict:
+    """What the output folder ``path`` of ``streamcov run`` holds, for ``streamcov info``.
+
+    ``result.json`` is written last, once a run has finished (an earlier one is removed when the next run
+    starts): without it the run is under way (``being_written_by``, the holder of the folder's lock) or was
+    stopped (``complete`` False). With it: the result's numbers and words (task, pipeline, accuracy, seconds,
+    the store it read, when it ran), each fold's accuracy and sizes, its warnings, the streamcov that wrote it,
+    and which of the files it names are there (model, predictions, feature stores). ``problems``: a
+    ``result.json`` that is not a JSON object (the result cannot be read).
+    """
+    from ..lock import output_writer
+
+    path = Path(path)
+    marker = _marker(path)
+    out: dict = {"path": str(path), "task": _task_of(marker), "complete": False}
+    result_file = path / "result.json"
+    if not result_file.is_file():
+        writer = output_writer(path)
+        if writer is not None:
+            out["being_written_by"] = writer
+        out["checkpoints"] = sorted(p.name for p in (path / "checkpoints").glob("*.npz"))
+        return out
+    try:
+        result = json.loads(result_file.read_text())
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        result = exc
+    if not isinstance(result, dict):
+        why = (f"{type(result).__name__}: {result}" if isinstance(result, Exception) else
+               f"a JSON {type(result).__name__}")
+        out["problems"] = [f"result.json is not a run's result ({why})"]
+        return out
+    out["complete"] = True
+    out.update({k: v for k, v in result.items() if (v is None or isinstance(v, (str, int, float, bool)))
+                and k not in out})
+    out["task"] = result.get("task", out["task"])
+    folds = result.get("folds")
+    if isinstance(folds, list):
+        out["folds"] = [{k: f[k] for k in ("fold", "accuracy", "n_train", "n_test") if k in f}
+                        for f in folds if isinstance(f, dict)]
+    if isinstance(result.get("warnings"), list):
+        out["warnings"] = result["warnings"]
+    versions = result.get("versions")
+    if isinstance(versions, dict):
+        out["streamcov"] = versions.get("streamcov")
+    out["files"] = {"model": (path / "model" / "model.json").is_file(),
+                    "predictions": (path / "predictions.csv").is_file(),
+                    "feature_stores": sorted(p.name for p in path.glob("features*.zarr") if p.is_dir())}
+    return out
