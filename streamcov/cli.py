@@ -322,15 +322,25 @@ def _cmd_info(args) -> int:
             by = run.get("being_written_by")
             if by is not None:
                 print(f"{args.store}: INCOMPLETE run{task}: under way, in process {by.get('pid')} on "
-                      f"{by.get('host')} since {by.get('started')}", file=sys.stderr)
+                      f"{by.get('host')} since {by.get('started')} ({by.get('command')})", file=sys.stderr)
             else:
                 print(f"{args.store}: INCOMPLETE run{task}: no result.json, which a run writes last: it was stopped "
                       f"before it finished; run it again (with --resume a training continues from its checkpoints)",
                       file=sys.stderr)
         if args.verify:   # a run's files beyond its model are its result (read above) and caches it checks itself
-            run["verified"] = "model" if _model_folder(Path(args.store) / "model") else "nothing: no model/"
-            if run["verified"] == "model":
-                ok = _verify_model(Path(args.store) / "model", run) and ok
+            model = Path(args.store) / "model"
+            if _model_folder(model):
+                run["verified"] = "model"
+                ok = _verify_model(model, run) and ok
+            elif model.exists() or (run["complete"] and isinstance(run.get("model_path"), str)):
+                # a folder that is not a model, or none where the result says the run saved its model
+                ok = False
+                why = ("holds neither model.json nor model.npz" if model.is_dir() else
+                       "is not a folder" if model.exists() else f"is missing (result.json names {run['model_path']})")
+                run["model"] = {"path": str(model), "problems": [f"{model.name}/ {why}"]}
+                print(f"{model}: DAMAGED model: the run's model folder {why}", file=sys.stderr)
+            else:
+                run["verified"] = "nothing: the run saved no model"
     elif args.store is not None:
         from .data.ragged import store_status
         st = store_status(args.store)
@@ -610,13 +620,22 @@ def _model_folder(path) -> bool:
 
 
 def _run_folder(path) -> bool:
-    """Whether ``info`` is given the output folder of ``streamcov run`` (its marker, or a result.json of an
-    earlier version's run) rather than a store (a zarr group)."""
+    """Whether ``info`` is given the output folder of ``streamcov run`` rather than a store (a zarr group): its
+    marker, or what an earlier version's run left there (a result.json naming its task, its model/ or
+    checkpoints/), as :func:`streamcov.tasks.runner._earlier_streamcov_output` judges a folder to write into."""
     from .lock import OUTPUT_MARKER
+    from .tasks.runner import _task_of
 
     p = None if path is None else Path(path)
-    return p is not None and p.is_dir() and not (p / "zarr.json").exists() and (
-        (p / OUTPUT_MARKER).is_file() or (p / "result.json").is_file())
+    if p is None or not p.is_dir() or (p / "zarr.json").exists():
+        return False
+    if (p / OUTPUT_MARKER).is_file() or (p / "checkpoints").is_dir() or _model_folder(p / "model"):
+        return True
+    try:
+        result = json.loads((p / "result.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(result, dict) and _task_of(result) is not None
 
 
 def _starts_numba(args) -> bool:

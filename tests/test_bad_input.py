@@ -2026,6 +2026,8 @@ STORES = [
                                                    e.tmp / "p.csv"],
          r"/o: the output folder of `streamcov run` \(task tgp-sshape\), not a store: its results are in "
          r"result\.json$"),
+    Case("info-describes-a-tgp-run-folder", lambda e: ["info", tgp_output(e)], r'"task": "tgp-sshape"', rc=0,
+         check=lambda e, err, out: err == "" and json.loads(out)["run"]["files"]["model"] is False),
     Case("info-a-store-s-zarr-json", lambda e: ["info", e.shared["synth"] / "zarr.json"],
          r"synth\.zarr/zarr\.json: a metadata file of the store \S+synth\.zarr, not a store; give the store's "
          r"folder$"),

@@ -1346,6 +1346,30 @@ def test_info_describes_a_run_folder_finished_stopped_under_way_or_damaged(synth
     assert err.startswith(f"{out / 'model'}: DAMAGED model: ") and "Traceback" not in err, err
     assert json.loads(text)["run"]["model"]["problems"] == [err.split(": DAMAGED model: ", 1)[1].rstrip("\n")]
     npz.write_bytes(sound)
+    result_text = (out / "result.json").read_text()
+    # a result's fields do not replace the description's own (no traceback, no false DAMAGED)
+    (out / "result.json").write_text(json.dumps({**saved, "problems": True, "complete": "no", "files": 3}))
+    rc, err, text = cli("info", out, "--json")
+    assert rc == 0 and err == "", err
+    got = json.loads(text)["run"]
+    assert got["complete"] is True and "problems" not in got and got["files"]["model"] is True
+    (out / "result.json").write_text(result_text)
+    (out / "model").rename(out / "model-away")
+    (out / "model").mkdir()   # a model folder with no model in it, and none at all where the result names one
+    rc, err, text = cli("info", out, "--verify", "--json")
+    assert rc == 3 and err == f"{out / 'model'}: DAMAGED model: the run's model folder holds neither model.json nor " \
+                              f"model.npz\n", err
+    (out / "model").rmdir()
+    rc, err, text = cli("info", out, "--verify", "--json")
+    assert rc == 3 and re.fullmatch(rf"{re.escape(str(out / 'model'))}: DAMAGED model: the run's model folder is "
+                                    rf"missing \(result\.json names \S+model\)\n", err), err
+    (out / "model-away").rename(out / "model")
+    (out / "result.json").unlink()
+    (out / "result.json").mkdir()
+    rc, err, text = cli("info", out, "--json")
+    assert rc == 3 and err == (f"{out}: DAMAGED run (task skeleton-classification): result.json is not a run's "
+                               f"result (a folder)\n"), err
+    (out / "result.json").rmdir()
     (out / "result.json").write_text("[1, 2]")
     rc, err, text = cli("info", out, "--json")
     assert rc == 3 and err == (f"{out}: DAMAGED run (task skeleton-classification): result.json is not a run's "
@@ -1361,8 +1385,14 @@ def test_info_describes_a_run_folder_finished_stopped_under_way_or_damaged(synth
     with output_lock(out):   # a run holds it from its start to its end
         rc, err, text = cli("info", out, "--json")
     assert rc == 3 and re.fullmatch(rf"{re.escape(str(out))}: INCOMPLETE run \(task skeleton-classification\): "
-                                    rf"under way, in process \d+ on \S+ since .+\n", err), err
+                                    rf"under way, in process \d+ on \S+ since .+ \(.+\)\n", err), err
     assert json.loads(text)["run"]["being_written_by"]["pid"] > 0
+    (out / ".streamcov-output").unlink()   # an earlier version's run folder (no marker): told by its checkpoints
+    assert (out / "checkpoints").is_dir() and cli("info", out)[0] == 3
+    stranger = tmp_path / "mine"
+    stranger.mkdir()
+    (stranger / "result.json").write_text('{"foo": 1}')   # not a run's: refused as a store, as before
+    assert cli("info", stranger)[0] == 2
 
 
 def test_info_describes_a_version_1_model_and_odd_parts_without_a_traceback(tmp_path):

@@ -535,26 +535,33 @@ def json_default(o):
 __all__ = ["json_default", "run"]
 
 
+# the fields of a run's description that are not result.json's: a result naming one of them (not written by any
+# streamcov) must not replace it
+_DESCRIPTION_KEYS = ("path", "task", "complete", "problems", "being_written_by", "checkpoints", "folds",
+                     "warnings", "streamcov", "files", "model", "verified")
+
+
 def describe_run(path) -> dict:
     """What the output folder ``path`` of ``streamcov run`` holds, for ``streamcov info``.
 
     ``result.json`` is written last, once a run has finished (an earlier one is removed when the next run
-    starts): without it the run is under way (``being_written_by``, the holder of the folder's lock) or was
-    stopped (``complete`` False). With it: the result's numbers and words (task, pipeline, accuracy, seconds,
-    the store it read, when it ran), each fold's accuracy and sizes, its warnings, the streamcov that wrote it,
-    and which of the files it names are there (model, predictions, feature stores). ``problems``: a
-    ``result.json`` that is not a JSON object (the result cannot be read).
+    starts): without it the run is under way (``being_written_by``, the holder of the folder's lock: a run, or
+    a ``predict --out`` writing there) or was stopped (``complete`` False; ``checkpoints``, the folds whose
+    training it saved). With it: the result's numbers and words (task, pipeline, accuracy, seconds, the store it
+    read, when it ran), each fold's accuracy and sizes, its warnings, the streamcov that wrote it, and which of
+    the files a run writes in its folder are there (``files``: model/, predictions.csv, features*.zarr).
+    ``problems``: a ``result.json`` that is not a file or not a JSON object (the result cannot be read).
     """
     from ..lock import output_writer
 
     path = Path(path)
     marker = _marker(path)
     out: dict = {"path": str(path), "task": _task_of(marker), "complete": False}
+    writer = output_writer(path)
+    if writer is not None:
+        out["being_written_by"] = writer
     result_file = path / "result.json"
-    if not result_file.is_file():
-        writer = output_writer(path)
-        if writer is not None:
-            out["being_written_by"] = writer
+    if not result_file.exists():
         out["checkpoints"] = sorted(p.name for p in (path / "checkpoints").glob("*.npz"))
         return out
     try:
@@ -562,14 +569,16 @@ def describe_run(path) -> dict:
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         result = exc
     if not isinstance(result, dict):
-        why = (f"{type(result).__name__}: {result}" if isinstance(result, Exception) else
+        why = ("a folder" if result_file.is_dir() else
+               f"{type(result).__name__}: {result}" if isinstance(result, Exception) else
                f"a JSON {type(result).__name__}")
         out["problems"] = [f"result.json is not a run's result ({why})"]
         return out
     out["complete"] = True
     out.update({k: v for k, v in result.items() if (v is None or isinstance(v, (str, int, float, bool)))
-                and k not in out})
-    out["task"] = result.get("task", out["task"])
+                and k not in _DESCRIPTION_KEYS})
+    if isinstance(result.get("task"), str):
+        out["task"] = result["task"]
     folds = result.get("folds")
     if isinstance(folds, list):
         out["folds"] = [{k: f[k] for k in ("fold", "accuracy", "n_train", "n_test") if k in f}
@@ -579,7 +588,7 @@ def describe_run(path) -> dict:
     versions = result.get("versions")
     if isinstance(versions, dict):
         out["streamcov"] = versions.get("streamcov")
-    out["files"] = {"model": (path / "model" / "model.json").is_file(),
+    out["files"] = {"model": any((path / "model" / name).is_file() for name in ("model.json", "model.npz")),
                     "predictions": (path / "predictions.csv").is_file(),
                     "feature_stores": sorted(p.name for p in path.glob("features*.zarr") if p.is_dir())}
     return out
