@@ -532,9 +532,6 @@ def json_default(o):
     return str(o)
 
 
-__all__ = ["json_default", "run"]
-
-
 # the fields of a run's description that are not result.json's: a result naming one of them (not written by any
 # streamcov) must not replace it
 _DESCRIPTION_KEYS = ("path", "task", "complete", "problems", "being_written_by", "checkpoints", "folds",
@@ -592,3 +589,6 @@ def describe_run(path) -> dict:
                     "predictions": (path / "predictions.csv").is_file(),
                     "feature_stores": sorted(p.name for p in path.glob("features*.zarr") if p.is_dir())}
     return out
+
+
+__all__ = ["describe_run", "json_default", "run"]
