@@ -55,6 +55,7 @@ def descriptors(cfg, store, mirror: bool, jobs: int | None):
     """The rows of every sequence with the file's descriptor (``mirror`` set as given), the map's params and
     the squared distances of every term of its kernel between all rows (:func:`streamcov.kernels.block_distances`)."""
     from streamcov.kernels import block_distances
+    from streamcov.stream.featurize import rows_of
     from streamcov.stream.runtime import dask_runtime
     from streamcov.stream.skeleton import skeleton_source
     from streamcov.stream.source import block_bounds
@@ -64,8 +65,7 @@ def descriptors(cfg, store, mirror: bool, jobs: int | None):
     source = skeleton_source(store, d.center, d.gamma, d.normalize, d.ddof, d.dtype,
                              **{**d.options(), "mirror": mirror})
     with dask_runtime("threads", jobs) as rt:
-        tasks = source.block_tasks(block_bounds(source.n, 128), rt.numba_threads)
-        V = np.concatenate(rt.compute(*[t for *_, t in tasks]))
+        V = rows_of(source, np.arange(source.n), block_bounds(source.n, 128), rt)
     params = kernel_map_params(cfg, source)
     if params.get("map") != "nystroem":
         raise SystemExit(f"{cfg.name}: features.map = {params.get('map')!r}; this benchmark reads the Nystroem "
@@ -224,10 +224,8 @@ def exact_fold(views, exact_cfg, y, groups, train, test) -> dict:
     got = {}
     for mi in (False, True):
         V, params, _ = views[mi]
-        blocks = params.get("blocks")
         got[mi] = exact_svm_fold(V, y, groups, train, test, exact_cfg.model.sigma_grid, exact_cfg.model.C_grid,
-                                 blocks=None if blocks is None else [tuple(b) for b in blocks],
-                                 views=int(params.get("views", 1)))
+                                 blocks=params.get("blocks"), views=int(params.get("views", 1)))
     mirror = bool(got[True]["cv_accuracy"] > got[False]["cv_accuracy"] + 1e-9)
     return {"exact_mirror": mirror, "exact_cv": got[mirror]["cv_accuracy"], "exact_accuracy": got[mirror]["accuracy"],
             "exact_file_accuracy": got[bool(exact_cfg.descriptor.mirror)]["accuracy"],
